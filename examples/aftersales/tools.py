@@ -1,0 +1,179 @@
+"""Tools of the after-sales assistant (seed 000), on a SQLite business database.
+
+Each tool is a typed function: the signature is its input schema, the return model is
+its output schema. Business rules (warranty ⇒ exchange) live in agent.yaml, not here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from corral import LOCAL_COMPUTE, ToolContext, ToolPolicy, tool
+
+HERE = Path(__file__).parent
+
+
+def setup(data_dir: Path) -> dict[str, Any]:
+    """Create (or reuse) the business database under ``data_dir``; returns the tools' deps."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "aftersales.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript((HERE / "data" / "business.sql").read_text(encoding="utf-8"))
+    return {"db": path}
+
+
+def _connect(ctx: ToolContext) -> sqlite3.Connection:
+    conn = sqlite3.connect(ctx.deps["db"], timeout=5)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _add_months(day: date, months: int) -> date:
+    index = day.year * 12 + day.month - 1 + months
+    return date(index // 12, index % 12 + 1, min(day.day, 28))
+
+
+class OrderInfo(BaseModel):
+    order_id: str
+    product_name: str
+    category: str
+    purchase_date: date
+    status: str
+
+
+def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
+    with _connect(ctx) as conn:
+        row = conn.execute(
+            "SELECT o.order_id, o.purchase_date, o.status, p.category, p.name_zh, p.name_en "
+            "FROM orders o JOIN products p ON p.sku = o.sku WHERE o.order_id = ?",
+            (order_id.upper(),),
+        ).fetchone()
+    if row is None:
+        return None
+    name = row["name_zh"] if ctx.language == "zh" else row["name_en"]
+    return OrderInfo(
+        order_id=row["order_id"],
+        product_name=name,
+        category=row["category"],
+        purchase_date=date.fromisoformat(row["purchase_date"]),
+        status=row["status"],
+    )
+
+
+@tool(
+    policy=ToolPolicy(kind="read", equivalent_group="order_lookup", latency_ms=40),
+    summary="订单 {order_id}: {product_name}, 购于 {purchase_date}",
+)
+def query_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
+    """Look up an order by its id in the order system."""
+    return _lookup_order(order_id, ctx)
+
+
+@tool(
+    policy=ToolPolicy(kind="read", equivalent_group="order_lookup", latency_ms=400),
+    summary="订单 {order_id}: {product_name} (archive)",
+)
+def query_order_archive(order_id: str, ctx: ToolContext) -> OrderInfo | None:
+    """Look up an order in the slower read replica; equivalent to query_order."""
+    return _lookup_order(order_id, ctx)
+
+
+class PolicyInfo(BaseModel):
+    category: str
+    warranty_months: int
+    exchange_allowed: bool
+    in_warranty: bool | None
+    warranty_until: date | None
+
+
+@tool(
+    policy=ToolPolicy(kind="read", latency_ms=30),
+    summary="{category}: {warranty_months} months, in warranty: {in_warranty}",
+)
+def query_policy(
+    category: str, ctx: ToolContext, purchase_date: date | None = None
+) -> PolicyInfo | None:
+    """Warranty policy of a product category, and whether a purchase is still covered."""
+    with _connect(ctx) as conn:
+        row = conn.execute("SELECT * FROM policies WHERE category = ?", (category,)).fetchone()
+    if row is None:
+        return None
+    until = _add_months(purchase_date, row["warranty_months"]) if purchase_date else None
+    today = ctx.received_at.date()
+    return PolicyInfo(
+        category=category,
+        warranty_months=row["warranty_months"],
+        exchange_allowed=bool(row["exchange_allowed"]),
+        in_warranty=(today <= until) if until else None,
+        warranty_until=until,
+    )
+
+
+class Evidence(BaseModel):
+    order_id: str
+    has_evidence: bool
+    kinds: list[str]
+
+
+@tool(
+    policy=ToolPolicy(kind="read", latency_ms=30), summary="evidence for {order_id}: {has_evidence}"
+)
+def check_evidence(order_id: str, ctx: ToolContext) -> Evidence:
+    """Whether verified fault evidence (photo, diagnostic report) exists for an order."""
+    with _connect(ctx) as conn:
+        rows = conn.execute(
+            "SELECT kind FROM evidence WHERE order_id = ? AND verified = 1", (order_id,)
+        ).fetchall()
+    return Evidence(order_id=order_id, has_evidence=bool(rows), kinds=[r["kind"] for r in rows])
+
+
+class ExchangeOrder(BaseModel):
+    exchange_id: str
+    order_id: str
+    created: bool
+    """False when the idempotency key matched an exchange created earlier."""
+
+
+@tool(
+    policy=ToolPolicy(kind="write", requires_confirmation=True, timeout_s=10),
+    summary="exchange {exchange_id} for {order_id}",
+)
+def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> ExchangeOrder:
+    """Create an exchange order. Idempotent: the same key never creates a second one."""
+    with _connect(ctx) as conn:
+        existing = conn.execute(
+            "SELECT exchange_id FROM exchanges WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
+        if existing:
+            return ExchangeOrder(
+                exchange_id=existing["exchange_id"], order_id=order_id, created=False
+            )
+        exchange_id = "EX" + ctx.idempotency_key[:10].upper()
+        conn.execute(
+            "INSERT INTO exchanges VALUES (?, ?, ?, ?, ?)",
+            (exchange_id, order_id, reason, ctx.idempotency_key, ctx.received_at.isoformat()),
+        )
+    return ExchangeOrder(exchange_id=exchange_id, order_id=order_id, created=True)
+
+
+class Reply(BaseModel):
+    text: str
+
+
+@tool(policy=LOCAL_COMPUTE, summary="{text}")
+def generate_reply(template: str, ctx: ToolContext, variant_fact: str | None = None) -> Reply:
+    """Write the reply from a template over verified facts (template-based for now).
+
+    With ``variant_fact``, the template ``<template>_yes`` or ``<template>_no`` is chosen by
+    that fact's truth.
+    """
+    assert ctx.render is not None
+    name = template
+    if variant_fact is not None:
+        name = f"{template}_{'yes' if ctx.facts.get(variant_fact) else 'no'}"
+    return Reply(text=ctx.render(name, ctx.facts))

@@ -1,0 +1,73 @@
+"""corral: task-oriented LLM agents you can trust in production.
+
+An agent is a pipeline of narrow layers joined by typed contracts:
+intent -> route -> plan -> decide -> execute -> verify -> reply.
+Everything below is the public API; anything else may change.
+"""
+
+from corral.agent import Agent, load_agent
+from corral.config import AgentConfig, load_config, parse_config
+from corral.contracts import (
+    Event,
+    EventType,
+    HandoffPacket,
+    IntentResult,
+    Plan,
+    RouteAction,
+    RouteDecision,
+    RunStatus,
+    RunSummary,
+    Step,
+    StepStatus,
+    ToolResult,
+    ToolStatus,
+    Verdict,
+)
+from corral.errors import CorralError, ErrorCode
+from corral.runtime.effects import Effects, LiveEffects
+from corral.runtime.runtime import Runtime
+from corral.store.memory import MemoryStore
+from corral.store.sql import SqlStore
+from corral.tools.context import ToolContext
+from corral.tools.policy import LOCAL_COMPUTE, NETWORK, NO_RETRY, RetryPolicy, ToolPolicy
+from corral.tools.spec import ToolSpec, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LOCAL_COMPUTE",
+    "NETWORK",
+    "NO_RETRY",
+    "Agent",
+    "AgentConfig",
+    "CorralError",
+    "Effects",
+    "ErrorCode",
+    "Event",
+    "EventType",
+    "HandoffPacket",
+    "IntentResult",
+    "LiveEffects",
+    "MemoryStore",
+    "Plan",
+    "RetryPolicy",
+    "RouteAction",
+    "RouteDecision",
+    "RunStatus",
+    "RunSummary",
+    "Runtime",
+    "SqlStore",
+    "Step",
+    "StepStatus",
+    "ToolContext",
+    "ToolPolicy",
+    "ToolResult",
+    "ToolSpec",
+    "ToolStatus",
+    "Verdict",
+    "__version__",
+    "load_agent",
+    "load_config",
+    "parse_config",
+    "tool",
+]

@@ -1,0 +1,313 @@
+"""The ``corral`` command line: demo, run, resume, runs, show, traces, handoff.
+
+State lives under a home folder (``--home``, else ``$CORRAL_HOME``, else ``./.corral``):
+``corral.db`` (SQLite, WAL) for runs, events and sessions, ``logs/`` for the JSONL logs,
+and ``data/<agent>/`` for each example agent's business database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from corral.agent import Agent, load_agent
+from corral.contracts import RunSummary
+from corral.errors import CorralError, RunNotFoundError
+from corral.observe.logs import LEVELS, JsonlLog
+from corral.observe.tree import run_tree
+from corral.runtime.runtime import Runtime
+from corral.runtime.state import fold
+from corral.store.sql import SqlStore
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="corral: task-oriented agents you can trust in production.",
+)
+console = Console()
+err_console = Console(stderr=True)
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+T = TypeVar("T")
+
+HomeOption = Annotated[Path | None, typer.Option("--home", help="State folder (default .corral)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree")]
+
+
+def _home(home: Path | None) -> Path:
+    folder = home or Path(os.environ.get("CORRAL_HOME", ".corral"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _load(agent_dir: Path, home: Path) -> Agent:
+    return load_agent(agent_dir, data_dir=home / "data" / agent_dir.resolve().name)
+
+
+def _runtime(agent: Agent, home: Path) -> Runtime:
+    return Runtime(agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs")
+
+
+def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:
+    """Print a corral error with its stable code and exit 2, instead of a traceback."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return command(*args, **kwargs)
+        except CorralError as exc:
+            if kwargs.get("as_json"):
+                payload = {
+                    "error": {"code": exc.code.value, "message": exc.message, "hint": exc.hint}
+                }
+                typer.echo(json.dumps(payload, ensure_ascii=False))
+            else:
+                err_console.print(f"[red]error[/red] [bold]{exc.code.value}[/bold]: {exc.message}")
+                if exc.hint:
+                    err_console.print(f"hint: {exc.hint}")
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def _print_summary(
+    summary: RunSummary, runtime: Runtime, as_json: bool, title: str | None = None
+) -> None:
+    if as_json:
+        typer.echo(summary.model_dump_json(exclude={"pending", "outcome"}))
+        return
+    state = asyncio.run(runtime.load_state(summary.run_id))
+    console.print(run_tree(state, title))
+
+
+@app.command()
+@_fails_cleanly
+def run(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    message: Annotated[str, typer.Argument(help="The user's message")],
+    session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Handle one message with an agent and show the run."""
+    folder = _home(home)
+    runtime = _runtime(_load(agent_dir, folder), folder)
+    summary = asyncio.run(runtime.start(message, session_id=session))
+    _print_summary(summary, runtime, as_json)
+
+
+def _runtime_for_run(run_id: str, folder: Path, agent_dir: Path | None) -> Runtime:
+    store = SqlStore.open(folder / "corral.db")
+    events = store.load_events(run_id)
+    if not events:
+        raise RunNotFoundError(f"no run {run_id!r} in {folder}", hint="see `corral runs`")
+    root = agent_dir or events[0].data.get("agent_root")
+    if not root:
+        raise RunNotFoundError(
+            f"run {run_id} does not record its agent folder", hint="pass --agent AGENT_DIR"
+        )
+    return Runtime(_load(Path(root), folder), store, log_dir=folder / "logs")
+
+
+@app.command()
+@_fails_cleanly
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The paused (or interrupted) run")],
+    approve: Annotated[bool, typer.Option("--approve", help="Approve the pending step")] = False,
+    reject: Annotated[bool, typer.Option("--reject", help="Reject the pending step")] = False,
+    answer: Annotated[str | None, typer.Option("--answer", help="Answer the question")] = None,
+    agent_dir: Annotated[Path | None, typer.Option("--agent", help="Agent folder")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Continue a run: approve or reject a confirmation, answer a question, or recover it."""
+    if approve and reject:
+        raise typer.BadParameter("give --approve or --reject, not both")
+    decision = True if approve else False if reject else None
+    folder = _home(home)
+    runtime = _runtime_for_run(run_id, folder, agent_dir)
+    summary = asyncio.run(runtime.resume(run_id, approve=decision, answer=answer))
+    _print_summary(summary, runtime, as_json)
+
+
+@app.command()
+@_fails_cleanly
+def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Show a stored run as a tree (or its summary as JSON)."""
+    store = SqlStore.open(_home(home) / "corral.db")
+    events = store.load_events(run_id)
+    if not events:
+        raise RunNotFoundError(f"no run {run_id!r}")
+    state = fold(run_id, events)
+    if as_json:
+        from corral.runtime.runtime import summarize_run
+
+        typer.echo(summarize_run(state).model_dump_json())
+    else:
+        console.print(run_tree(state))
+
+
+@app.command()
+@_fails_cleanly
+def runs(limit: int = 20, as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """List recent runs."""
+    records = SqlStore.open(_home(home) / "corral.db").list_runs(limit)
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "run_id": r.run_id,
+                        "agent": r.agent,
+                        "status": r.status,
+                        "created_at": r.created_at.isoformat(),
+                    }
+                    for r in records
+                ]
+            )
+        )
+        return
+    table = Table("run_id", "agent", "status", "intent", "created")
+    for r in records:
+        intent = (r.summary.get("intent") or {}).get("label") or ""
+        table.add_row(r.run_id, r.agent, r.status, intent, r.created_at.isoformat(" ", "seconds"))
+    console.print(table)
+
+
+@app.command()
+@_fails_cleanly
+def traces(
+    run_id: str,
+    stage: Annotated[str | None, typer.Option("--stage", help="Only this stage")] = None,
+    level: Annotated[str | None, typer.Option("--level", help=f"Minimum: {LEVELS}")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Show a run's JSONL log, filtered by stage and minimum level."""
+    if level is not None and level not in LEVELS:
+        raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
+    log = JsonlLog(_home(home) / "logs")
+    if not log.path(run_id).is_file():
+        raise RunNotFoundError(f"no log for run {run_id!r}")
+    records = list(log.read(run_id, stage=stage, level=level))
+    if as_json:
+        for record in records:
+            typer.echo(json.dumps(record, ensure_ascii=False))
+        return
+    table = Table("seq", "stage", "event", "level", "status", "input", "output", "ms")
+    for r in records:
+        ms = f"{r['duration_ms']:.1f}" if isinstance(r["duration_ms"], int | float) else ""
+        table.add_row(
+            str(r["seq"]),
+            r["stage"],
+            r["event"],
+            r["level"],
+            r["status"],
+            r["input_summary"][:40],
+            r["output_summary"][:60],
+            ms,
+        )
+    console.print(table)
+
+
+@app.command()
+@_fails_cleanly
+def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Show the handoff packet of a run that went to a person."""
+    packet = SqlStore.open(_home(home) / "corral.db").get_handoff(run_id)
+    if packet is None:
+        raise RunNotFoundError(f"run {run_id!r} has no handoff packet")
+    if as_json:
+        typer.echo(packet.model_dump_json())
+        return
+    console.print(f"[bold]handoff[/bold] {packet.run_id}  trace {packet.trace_id}")
+    console.print(f"reason: [yellow]{packet.reason_code}[/yellow] {packet.reason}")
+    for message in packet.user_messages:
+        console.print(f"user: {message}")
+    table = Table("step", "tool", "status", "input", "output", "error")
+    for step in packet.steps:
+        table.add_row(
+            step.id,
+            step.tool,
+            step.status.value,
+            json.dumps(step.input, ensure_ascii=False)[:50],
+            json.dumps(step.output, ensure_ascii=False, default=str)[:60],
+            step.error_code or "",
+        )
+    console.print(table)
+
+
+DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
+    (
+        "exchange in warranty, confirmed",
+        "我的打印机上周坏了，订单号 HD20240501，能换新吗？",
+        [("approve", True)],
+    ),
+    (
+        "exchange out of warranty, refused",
+        "Can I get a replacement for my scanner? Order HD20230315.",
+        [],
+    ),
+    (
+        "missing order id, asked for; then declined",
+        "我想申请换新，显示器突然黑屏了",
+        [("answer", "订单号是 HD20250920"), ("approve", False)],
+    ),
+    ("complaint, handed off with no tool", "你们这个打印机真是气死我了！", []),
+    ("chit-chat, canned reply", "Hello! Nice weather today, isn't it?", []),
+    ("gibberish, clarified", "asdfgh 啊啊啊 ？？？", []),
+]
+
+
+@app.command()
+@_fails_cleanly
+def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Run the after-sales agent on scripted Chinese and English messages, offline."""
+    folder = home or Path(tempfile.mkdtemp(prefix="corral-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    agent = _load(EXAMPLES / "aftersales", folder)
+    runtime = _runtime(agent, folder)
+    results: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for title, message, follow_ups in DEMO_SCRIPT:
+        summary = asyncio.run(runtime.start(message))
+        if not as_json:
+            _print_summary(summary, runtime, False, title)
+        for kind, value in follow_ups:
+            if kind == "approve":
+                summary = asyncio.run(runtime.resume(summary.run_id, approve=bool(value)))
+                label = "operator approves" if value else "user declines"
+            else:
+                summary = asyncio.run(runtime.resume(summary.run_id, answer=str(value)))
+                label = f"user answers: {value}"
+            if not as_json:
+                _print_summary(summary, runtime, False, f"  ↳ {label}")
+        results.append(
+            {"case": title, **summary.model_dump(mode="json", exclude={"pending", "handoff"})}
+        )
+    elapsed = time.perf_counter() - started
+    if as_json:
+        typer.echo(json.dumps({"cases": results, "wall_s": round(elapsed, 3)}, ensure_ascii=False))
+        return
+    statuses = ", ".join(f"{r['case'].split(',')[0]}: {r['status']}" for r in results)
+    console.print(
+        f"\n[bold]{len(results)} scenarios in {elapsed * 1000:.0f} ms[/bold] "
+        f"(state in {folder})\n{statuses}"
+    )
+    console.print(f"Try: corral traces <run_id> --home {folder}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

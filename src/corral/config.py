@@ -1,0 +1,170 @@
+"""The agent's declaration: intents, rules, routes, plan templates, templates and limits.
+
+This is the boundary where a YAML file comes in, so it is pydantic and strict: an unknown
+key is an error at load time, not a silent no-op in production. Every limit has a named,
+typed default taken from the seeds and is documented in ``docs/settings.md``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from corral.contracts import RouteAction, Step
+from corral.errors import ConfigInvalidError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(_Strict):
+    """Thresholds and guards; defaults from seeds 000-004."""
+
+    intent_confidence: float = Field(0.8, ge=0.0, le=1.0)
+    """Below this the message is clarified or handed off (seed 000)."""
+    max_plan_steps: int = Field(10, ge=1)
+    """Plans longer than this are rejected (seed 001: 10 steps)."""
+    max_message_chars: int = Field(4000, ge=1)
+    """Longer user input is refused before any layer sees it."""
+    max_questions: int = Field(2, ge=0)
+    """How often a run may ask the user for the same missing value before a handoff."""
+    max_identical_calls: int = Field(2, ge=1)
+    """The same tool with the same arguments from more steps than this is a loop."""
+
+
+class Budget(_Strict):
+    """A run's hard budget. Exceeding it degrades to a handoff, never a crash mid-step."""
+
+    max_steps: int = Field(20, ge=1)
+    max_tool_calls: int = Field(40, ge=1)
+    max_wall_clock_s: float = Field(120.0, gt=0)
+
+
+class EntitySpec(_Strict):
+    """How one entity is found in text."""
+
+    kind: Literal["pattern", "vocabulary", "date_range"] = "pattern"
+    patterns: list[str] = Field(default_factory=list)
+    """Regexes; the first capture group (or the whole match) is the value."""
+    vocabulary: dict[str, str] = Field(default_factory=dict)
+    """Surface word -> canonical value (``打印机: printer``)."""
+    upper: bool = False
+    """Upper-case the value (order ids)."""
+
+
+class IntentRule(_Strict):
+    """A regex or keyword rule that votes for an intent with a fixed confidence."""
+
+    pattern: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    confidence: float = Field(0.9, ge=0.0, le=1.0)
+
+
+class IntentSpec(_Strict):
+    """One declared intent and how it is routed."""
+
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    description: str = ""
+    examples: list[str] = Field(default_factory=list)
+    rules: list[IntentRule] = Field(default_factory=list)
+    priority: int = 0
+    """Breaks ties between rules of equal confidence: higher wins."""
+    route: RouteAction = RouteAction.PLAN
+    plan: str | None = None
+    reply: str | None = None
+    """Template for ``route: reply``; for ``plan`` routes, the template of the success reply."""
+    handoff_reason: str = ""
+    requires: list[str] = Field(default_factory=list)
+    """Entities that must be known before planning; missing ones are asked for."""
+    tools: list[str] = Field(default_factory=list)
+    """Allow-list, enforced at execution. Empty means: the tools named in its plan."""
+
+
+class BusinessRule(_Strict):
+    """A hard rule checked before a tool runs: when ``require`` is false, the step is refused."""
+
+    name: str
+    before_tool: str
+    require: str
+    refusal: str
+    """Template of the reply that explains the refusal."""
+
+
+class TemplateText(_Strict):
+    """A reply template in Chinese and English."""
+
+    zh: str
+    en: str
+
+
+class PlanTemplate(_Strict):
+    """A fixed DAG for a frequent intent."""
+
+    steps: list[Step]
+    confirm: dict[str, str] = Field(default_factory=dict)
+    """Step id -> template of its confirmation prompt."""
+    on_failure: dict[str, str] = Field(default_factory=dict)
+    """Step id -> template replied when that step finds nothing or fails its success
+    criterion (an answer such as "no such order"), instead of a handoff."""
+
+
+class AgentConfig(_Strict):
+    """The whole declaration of one agent, as read from ``agent.yaml``."""
+
+    name: str
+    description: str = ""
+    default_language: Literal["zh", "en"] = "zh"
+    timezone: str = "UTC"
+    on_low_confidence: Literal["clarify", "handoff"] = "clarify"
+    tool_preference: Literal["latency", "cost"] = "latency"
+    """How the decision layer ranks equivalent tools."""
+    limits: Limits = Field(default_factory=Limits)
+    budget: Budget = Field(default_factory=Budget)
+    entities: dict[str, EntitySpec] = Field(default_factory=dict)
+    intents: list[IntentSpec]
+    plans: dict[str, PlanTemplate] = Field(default_factory=dict)
+    business_rules: list[BusinessRule] = Field(default_factory=list)
+    templates: dict[str, TemplateText] = Field(default_factory=dict)
+    questions: dict[str, str] = Field(default_factory=dict)
+    """Entity -> template asking the user for it."""
+
+    @field_validator("intents")
+    @classmethod
+    def _unique_intents(cls, intents: list[IntentSpec]) -> list[IntentSpec]:
+        names = [i.name for i in intents]
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise ValueError(f"intents declared twice: {sorted(duplicates)}")
+        return intents
+
+    def intent(self, name: str) -> IntentSpec:
+        """The intent called ``name`` or one of its aliases."""
+        for spec in self.intents:
+            if name == spec.name or name in spec.aliases:
+                return spec
+        raise ConfigInvalidError(f"no intent named {name!r}")
+
+
+def parse_config(data: Any, *, source: str = "<config>") -> AgentConfig:
+    """Validate a parsed mapping; every problem is listed in one ``ConfigInvalidError``."""
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10]
+        )
+        raise ConfigInvalidError(f"{source}: {problems}") from None
+
+
+def load_config(path: Path) -> AgentConfig:
+    """Read and validate ``agent.yaml``."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigInvalidError(f"cannot read {path}: {exc}") from None
+    return parse_config(data, source=str(path))

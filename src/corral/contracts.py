@@ -1,0 +1,295 @@
+"""The typed values that pass between layers.
+
+Every arrow of ``intent -> route -> plan -> decide -> execute -> verify -> reply`` is one of
+these. They are pydantic models because they cross boundaries: they are stored in the
+event log, printed as JSON by the CLI and, later, served over HTTP. State that lives only
+inside one layer uses plain dataclasses instead.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Language = Literal["zh", "en"]
+IntentSource = Literal["rule", "classifier", "model", "none"]
+JsonDict = dict[str, Any]
+
+
+class Contract(BaseModel):
+    """Base for contracts: immutable and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- intent
+
+
+class IntentResult(Contract):
+    """What the intent layer understood: one declared label, how sure, and the entities."""
+
+    label: str | None
+    confidence: float = Field(ge=0.0, le=1.0)
+    entities: JsonDict = Field(default_factory=dict)
+    source: IntentSource = "none"
+    need_clarification: bool = False
+    evidence: str | None = None
+    """The rule or example that decided the label, for the trace."""
+
+
+# --------------------------------------------------------------------------- route
+
+
+class RouteAction(StrEnum):
+    """What the router does with an understood message."""
+
+    PLAN = "plan"
+    REPLY = "reply"
+    CLARIFY = "clarify"
+    HANDOFF = "handoff"
+
+
+class RouteDecision(Contract):
+    """The router's choice for one message, with the reason in words for the trace."""
+
+    action: RouteAction
+    intent: str | None
+    template: str | None = None
+    reason: str = ""
+    missing_entities: list[str] = Field(default_factory=list)
+    allowed_tools: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class Step(Contract):
+    """One task descriptor: a tool, where its arguments come from, and how to judge it.
+
+    ``args`` values may be literals or references: ``$entities.x``, ``$facts.x`` or
+    ``$s1.result.a.b``. ``facts`` publishes fields of the result as named facts
+    (``{"in_warranty": "result.in_warranty"}``); steps that publish the same fact run
+    one after another.
+    """
+
+    id: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+    tool: str
+    args: JsonDict = Field(default_factory=dict)
+    depends_on: list[str] = Field(default_factory=list)
+    success: str | None = None
+    requires_confirmation: bool = False
+    facts: dict[str, str] = Field(default_factory=dict)
+    description: str = ""
+
+
+class Plan(Contract):
+    """A DAG of steps for one intent. An empty plan means "cannot do" and is never run."""
+
+    plan_id: str
+    intent: str | None = None
+    steps: list[Step]
+    source: Literal["template", "model"] = "template"
+    template: str | None = None
+
+
+# --------------------------------------------------------------------------- execute
+
+
+class ToolStatus(StrEnum):
+    """The three outcomes of a tool call."""
+
+    SUCCESS = "success"
+    ERROR = "error"
+    NO_RESULT = "no_result"
+
+
+class ToolResult(Contract):
+    """The envelope every tool call ends in, whatever happened inside."""
+
+    tool: str
+    status: ToolStatus
+    data: JsonDict | None = None
+    summary: str = ""
+    error_code: str | None = None
+    error_message: str | None = None
+    retryable: bool = False
+    attempts: int = 1
+    duration_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the call succeeded with data."""
+        return self.status is ToolStatus.SUCCESS
+
+
+# --------------------------------------------------------------------------- verify
+
+
+class Verdict(Contract):
+    """The verdict of one check on a step or on the whole run."""
+
+    passed: bool
+    check: Literal["schema", "success", "business_rule", "loop", "reply"]
+    reason: str = ""
+    code: str | None = None
+
+
+# --------------------------------------------------------------------------- states
+
+
+class RunStatus(StrEnum):
+    """The run's state machine (SPEC §1). Transitions are guarded in ``runtime``."""
+
+    PARSING = "parsing"
+    PLANNING = "planning"
+    DECIDING = "deciding"
+    EXECUTING = "executing"
+    AWAITING_CONFIRM = "awaiting_confirm"
+    AWAITING_USER = "awaiting_user"
+    FINISHED = "finished"
+    FAILED = "failed"
+    HANDED_OFF = "handed_off"
+
+    @property
+    def terminal(self) -> bool:
+        """True for the states a run never leaves."""
+        return self in {RunStatus.FINISHED, RunStatus.FAILED, RunStatus.HANDED_OFF}
+
+    @property
+    def paused(self) -> bool:
+        """True while the run waits for a person."""
+        return self in {RunStatus.AWAITING_CONFIRM, RunStatus.AWAITING_USER}
+
+
+class StepStatus(StrEnum):
+    """A step's life cycle."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    BLOCKED = "blocked"
+
+
+# --------------------------------------------------------------------------- events
+
+
+class EventType(StrEnum):
+    """Every kind of event in a run's append-only log."""
+
+    RUN_STARTED = "run_started"
+    USER_MESSAGE = "user_message"
+    STAGE_STARTED = "stage_started"
+    STAGE_FINISHED = "stage_finished"
+    STATUS_CHANGED = "status_changed"
+    INTENT_CLASSIFIED = "intent_classified"
+    ENTITIES_MERGED = "entities_merged"
+    ROUTED = "routed"
+    PLAN_CREATED = "plan_created"
+    PLAN_REJECTED = "plan_rejected"
+    STEP_STARTED = "step_started"
+    TOOL_SELECTED = "tool_selected"
+    TOOL_ATTEMPT = "tool_attempt"
+    STEP_FINISHED = "step_finished"
+    STEP_SKIPPED = "step_skipped"
+    STEP_BLOCKED = "step_blocked"
+    VERIFIED = "verified"
+    FACT_WRITTEN = "fact_written"
+    FACT_REJECTED = "fact_rejected"
+    CONFIRMATION_REQUESTED = "confirmation_requested"
+    CONFIRMATION_GIVEN = "confirmation_given"
+    QUESTION_ASKED = "question_asked"
+    USER_ANSWERED = "user_answered"
+    LOOP_DETECTED = "loop_detected"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    REPLY = "reply"
+    HANDED_OFF = "handed_off"
+    RUN_FINISHED = "run_finished"
+
+
+class Event(Contract):
+    """One entry of a run's log. ``seq`` orders it; ``ts`` comes from the effects clock."""
+
+    run_id: str
+    seq: int
+    ts: datetime
+    type: EventType
+    stage: str = ""
+    data: JsonDict = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+class StepRecord(Contract):
+    """One step as a person reads it: what went in, what came out."""
+
+    id: str
+    tool: str
+    status: StepStatus
+    input: JsonDict = Field(default_factory=dict)
+    output: JsonDict | None = None
+    summary: str = ""
+    error_code: str | None = None
+    attempts: int = 0
+    duration_ms: float = 0.0
+
+
+class HandoffPacket(Contract):
+    """Everything a human agent needs to take over without asking the user again."""
+
+    run_id: str
+    trace_id: str
+    reason: str
+    reason_code: str
+    user_messages: list[str]
+    intent: IntentResult | None = None
+    steps: list[StepRecord] = Field(default_factory=list)
+    facts: JsonDict = Field(default_factory=dict)
+    created_at: datetime
+
+
+class PendingAction(Contract):
+    """What a paused run waits for, and the words shown to the user."""
+
+    kind: Literal["confirm", "answer"]
+    prompt: str
+    step_id: str | None = None
+    slot: str | None = None
+
+
+class IntentBrief(Contract):
+    """The part of an intent result shown in run summaries."""
+
+    label: str | None
+    confidence: float
+    source: IntentSource
+
+
+class StepBrief(Contract):
+    """The part of a step shown in run summaries."""
+
+    id: str
+    tool: str
+    status: StepStatus
+    attempts: int
+    duration_ms: float
+    error_code: str | None
+
+
+class RunSummary(Contract):
+    """The outcome of ``start`` or ``resume``; ``corral run --json`` prints exactly this."""
+
+    run_id: str
+    trace_id: str
+    status: RunStatus
+    intent: IntentBrief | None
+    steps: list[StepBrief]
+    reply: str | None
+    handoff: HandoffPacket | None
+    pending: PendingAction | None = None
+    outcome: str | None = None

@@ -1,0 +1,174 @@
+"""Every error corral raises or records, in one flat module.
+
+Each error has a stable ``code`` string. Codes are the contract: they appear in tool
+result envelopes, events, handoff packets and CLI output, and tests and dashboards key on
+them. Messages may change; codes do not. The table of codes is in ``docs/errors.md``.
+
+``retryable`` is data, decided here by the kind of failure, never guessed later.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Stable error codes, one per kind of failure."""
+
+    MISSING_ARGUMENT = "MISSING_ARGUMENT"
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    TOOL_NOT_ALLOWED = "TOOL_NOT_ALLOWED"
+    TOOL_TIMEOUT = "TOOL_TIMEOUT"
+    TOOL_TRANSIENT = "TOOL_TRANSIENT"
+    TOOL_FAILED = "TOOL_FAILED"
+    TOOL_OUTPUT_INVALID = "TOOL_OUTPUT_INVALID"
+    TOOL_DEGRADED = "TOOL_DEGRADED"
+    NO_RESULT = "NO_RESULT"
+    INTENT_UNCLEAR = "INTENT_UNCLEAR"
+    POLICY_HANDOFF = "POLICY_HANDOFF"
+    REJECTED_BY_USER = "REJECTED_BY_USER"
+    SUCCESS_CRITERIA_FAILED = "SUCCESS_CRITERIA_FAILED"
+    BUSINESS_RULE_VIOLATED = "BUSINESS_RULE_VIOLATED"
+    PLAN_INVALID = "PLAN_INVALID"
+    LOOP_DETECTED = "LOOP_DETECTED"
+    BUDGET_EXCEEDED = "BUDGET_EXCEEDED"
+    DEPENDENCY_FAILED = "DEPENDENCY_FAILED"
+    ILLEGAL_TRANSITION = "ILLEGAL_TRANSITION"
+    RUN_NOT_FOUND = "RUN_NOT_FOUND"
+    RUN_NOT_RESUMABLE = "RUN_NOT_RESUMABLE"
+    CONFIG_INVALID = "CONFIG_INVALID"
+    EXPRESSION_INVALID = "EXPRESSION_INVALID"
+    TEMPLATE_INVALID = "TEMPLATE_INVALID"
+    INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
+    REPLAY_DIVERGED = "REPLAY_DIVERGED"
+
+
+class CorralError(Exception):
+    """Base of every corral error; carries a stable code and a hint for what to do next."""
+
+    code: ErrorCode = ErrorCode.TOOL_FAILED
+    retryable: bool = False
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = f"[{self.code.value}] {self.message}"
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class MissingArgumentError(CorralError):
+    """A tool argument could not be bound; corral never guesses one."""
+
+    code = ErrorCode.MISSING_ARGUMENT
+
+
+class InvalidArgumentError(CorralError):
+    """A tool argument failed its schema."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class UnknownToolError(CorralError):
+    """A name that is not in the tool registry."""
+
+    code = ErrorCode.UNKNOWN_TOOL
+
+
+class ToolNotAllowedError(CorralError):
+    """A registered tool that the intent's allow-list does not include."""
+
+    code = ErrorCode.TOOL_NOT_ALLOWED
+
+
+class ToolTimeoutError(CorralError):
+    """A tool call ran past its timeout; worth another attempt."""
+
+    code = ErrorCode.TOOL_TIMEOUT
+    retryable = True
+
+
+class TransientToolError(CorralError):
+    """Raised by a tool to say: this failure is temporary, try again (network, 5xx, locks)."""
+
+    code = ErrorCode.TOOL_TRANSIENT
+    retryable = True
+
+
+class ToolFailedError(CorralError):
+    """Raised by a tool for a permanent business failure; retrying will not help."""
+
+    code = ErrorCode.TOOL_FAILED
+
+
+class ToolOutputInvalidError(CorralError):
+    """A tool returned data that does not match its declared output schema."""
+
+    code = ErrorCode.TOOL_OUTPUT_INVALID
+
+
+class PlanInvalidError(CorralError):
+    """A plan failed static validation; it lists every problem found, and never runs."""
+
+    code = ErrorCode.PLAN_INVALID
+
+    def __init__(self, problems: list[str], *, hint: str | None = None) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems) or "plan is invalid", hint=hint)
+
+
+class LoopDetectedError(CorralError):
+    """The same state or the same call came back; the run stops instead of spinning."""
+
+    code = ErrorCode.LOOP_DETECTED
+
+
+class BudgetExceededError(CorralError):
+    """The run used up a budget (steps, tool calls, wall-clock)."""
+
+    code = ErrorCode.BUDGET_EXCEEDED
+
+
+class IllegalTransitionError(CorralError):
+    """A state-machine transition that the guard table does not allow."""
+
+    code = ErrorCode.ILLEGAL_TRANSITION
+
+
+class RunNotFoundError(CorralError):
+    """No stored run has that id."""
+
+    code = ErrorCode.RUN_NOT_FOUND
+
+
+class RunNotResumableError(CorralError):
+    """The run is not waiting for what was given (finished, or waiting for something else)."""
+
+    code = ErrorCode.RUN_NOT_RESUMABLE
+
+
+class ConfigInvalidError(CorralError):
+    """The agent's config file or tools module is wrong; raised at load, before any run."""
+
+    code = ErrorCode.CONFIG_INVALID
+
+
+class ExpressionInvalidError(CorralError):
+    """A success criterion or business rule is not a valid safe expression."""
+
+    code = ErrorCode.EXPRESSION_INVALID
+
+
+class TemplateInvalidError(CorralError):
+    """A reply template names a value that is not available."""
+
+    code = ErrorCode.TEMPLATE_INVALID
+
+
+class InputTooLargeError(CorralError):
+    """A user message longer than the agent's limit."""
+
+    code = ErrorCode.INPUT_TOO_LARGE

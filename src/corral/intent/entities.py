@@ -1,0 +1,76 @@
+"""Entity extraction by declared rules: patterns, vocabularies and relative dates."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from corral.config import EntitySpec
+from corral.contracts import Language
+from corral.errors import ConfigInvalidError
+from corral.intent.dates import find_relative_date
+
+_CJK = re.compile(r"[\u3400-\u9fff]")
+
+
+def detect_language(text: str, default: Language = "zh") -> Language:
+    """``zh`` when the text has any CJK character, ``en`` when it has Latin letters only."""
+    if _CJK.search(text):
+        return "zh"
+    if re.search(r"[A-Za-z]", text):
+        return "en"
+    return default
+
+
+@dataclass(frozen=True)
+class _CompiledEntity:
+    name: str
+    spec: EntitySpec
+    patterns: tuple[re.Pattern[str], ...]
+    vocabulary: tuple[tuple[str, str], ...]
+
+
+class EntityExtractor:
+    """Finds the agent's declared entities in a message. Compiled once per agent."""
+
+    def __init__(self, specs: Mapping[str, EntitySpec], timezone: str) -> None:
+        self._timezone = timezone
+        self._entities: list[_CompiledEntity] = []
+        for name, spec in specs.items():
+            try:
+                patterns = tuple(re.compile(p, re.IGNORECASE) for p in spec.patterns)
+            except re.error as exc:
+                raise ConfigInvalidError(f"entity {name!r}: bad pattern: {exc}") from None
+            # Longest surface words first, so "激光打印机" wins over "打印机".
+            vocab = tuple(sorted(spec.vocabulary.items(), key=lambda kv: -len(kv[0])))
+            self._entities.append(_CompiledEntity(name, spec, patterns, vocab))
+
+    def extract(self, text: str, now: datetime) -> dict[str, Any]:
+        """Every declared entity found in ``text``; a missing one is absent, never guessed."""
+        found: dict[str, Any] = {}
+        lowered = text.lower()
+        for entity in self._entities:
+            value = self._extract_one(entity, text, lowered, now)
+            if value is not None:
+                found[entity.name] = value
+        return found
+
+    def _extract_one(self, entity: _CompiledEntity, text: str, lowered: str, now: datetime) -> Any:
+        spec = entity.spec
+        if spec.kind == "date_range":
+            found = find_relative_date(text, now, self._timezone)
+            return found.as_json() if found else None
+        if spec.kind == "vocabulary":
+            for word, canonical in entity.vocabulary:
+                if word.lower() in lowered:
+                    return canonical
+            return None
+        for pattern in entity.patterns:
+            match = pattern.search(text)
+            if match:
+                value = match.group(1) if match.groups() else match.group(0)
+                return value.upper() if spec.upper else value
+        return None

@@ -1,0 +1,62 @@
+"""Rule-based intent classification: regexes and keywords, each with a fixed confidence."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from corral.config import IntentSpec
+from corral.contracts import IntentResult
+from corral.errors import ConfigInvalidError
+
+
+@dataclass(frozen=True)
+class _CompiledRule:
+    intent: str
+    priority: int
+    confidence: float
+    pattern: re.Pattern[str]
+    source: str
+
+
+def _keyword_pattern(word: str) -> str:
+    escaped = re.escape(word)
+    # ASCII words match whole words; CJK words match as substrings (no spaces in Chinese).
+    return rf"\b{escaped}\b" if word.isascii() else escaped
+
+
+class RuleClassifier:
+    """The first and cheapest layer of intent: deterministic, explainable, always on."""
+
+    def __init__(self, intents: list[IntentSpec]) -> None:
+        self._rules: list[_CompiledRule] = []
+        for spec in intents:
+            for rule in spec.rules:
+                sources: list[str] = []
+                if rule.pattern:
+                    sources.append(rule.pattern)
+                sources.extend(_keyword_pattern(k) for k in rule.keywords)
+                for source in sources:
+                    try:
+                        compiled = re.compile(source, re.IGNORECASE)
+                    except re.error as exc:
+                        raise ConfigInvalidError(
+                            f"intent {spec.name!r}: bad rule {source!r}: {exc}"
+                        ) from None
+                    self._rules.append(
+                        _CompiledRule(spec.name, spec.priority, rule.confidence, compiled, source)
+                    )
+
+    def classify(self, text: str) -> IntentResult | None:
+        """The best matching rule's intent, or ``None`` when no rule matches."""
+        best: _CompiledRule | None = None
+        for rule in self._rules:
+            if rule.pattern.search(text) and (
+                best is None or (rule.confidence, rule.priority) > (best.confidence, best.priority)
+            ):
+                best = rule
+        if best is None:
+            return None
+        return IntentResult(
+            label=best.intent, confidence=best.confidence, source="rule", evidence=best.source
+        )

@@ -1,0 +1,32 @@
+"""Parameter binding: a validated step's references are replaced by known values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from corral.planning.references import literal
+from corral.planning.validate import CompiledStep
+
+
+def bind_arguments(
+    compiled: CompiledStep,
+    entities: Mapping[str, Any],
+    facts: Mapping[str, Any],
+    results: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The step's arguments with every reference resolved.
+
+    A reference with no value raises ``MissingArgumentError``: the value is never guessed.
+    """
+
+    def bind(value: Any) -> Any:
+        if isinstance(value, str) and value in compiled.references:
+            return compiled.references[value].resolve(entities, facts, results)
+        if isinstance(value, list):
+            return [bind(item) for item in value]
+        if isinstance(value, dict):
+            return {key: bind(item) for key, item in value.items()}
+        return literal(value)
+
+    return {name: bind(value) for name, value in compiled.step.args.items()}

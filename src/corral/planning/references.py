@@ -1,0 +1,91 @@
+"""Argument references: ``$entities.x``, ``$facts.x`` and ``$s1.result.a.b``.
+
+A reference is parsed once when the plan is validated; binding at run time only walks
+the already parsed path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from corral.errors import MissingArgumentError
+
+_REF = re.compile(
+    r"^\$(?:(?P<scope>entities|facts)\.(?P<name>[A-Za-z_]\w*)(?P<rest>(?:\.\w+)*)"
+    r"|(?P<step>[A-Za-z_]\w*)\.result(?P<path>(?:\.\w+)*))$"
+)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One parsed reference. ``path`` walks into the value (fields, then nested fields)."""
+
+    scope: Literal["entities", "facts", "step"]
+    name: str
+    """The entity or fact name, or the step id."""
+    path: tuple[str, ...]
+    text: str
+
+    def resolve(
+        self, entities: Mapping[str, Any], facts: Mapping[str, Any], results: Mapping[str, Any]
+    ) -> Any:
+        """The referenced value; raises ``MissingArgumentError`` rather than guess one."""
+        source = {"entities": entities, "facts": facts, "step": results}[self.scope]
+        if self.name not in source or source[self.name] is None:
+            raise MissingArgumentError(f"{self.text} has no value")
+        value = source[self.name]
+        for part in self.path:
+            if isinstance(value, Mapping) and part in value and value[part] is not None:
+                value = value[part]
+            else:
+                raise MissingArgumentError(f"{self.text} has no value")
+        return value
+
+
+def parse_reference(value: Any) -> Reference | None:
+    """A ``Reference`` for a ``$...`` string; ``None`` for a literal.
+
+    ``$$text`` escapes a literal dollar; any other ``$`` string that is not a valid
+    reference raises ``ValueError``.
+    """
+    if not isinstance(value, str) or not value.startswith("$") or value.startswith("$$"):
+        return None
+    match = _REF.match(value)
+    if match is None:
+        raise ValueError(f"{value!r} is not a reference ($entities.x, $facts.x, $s1.result.x)")
+    if match.group("step"):
+        path = tuple(p for p in match.group("path").split(".") if p)
+        return Reference("step", match.group("step"), path, value)
+    rest = tuple(p for p in match.group("rest").split(".") if p)
+    scope: Literal["entities", "facts"] = (
+        "entities" if match.group("scope") == "entities" else "facts"
+    )
+    return Reference(scope, match.group("name"), rest, value)
+
+
+def literal(value: Any) -> Any:
+    """Undo the ``$$`` escape in literals, recursively."""
+    if isinstance(value, str) and value.startswith("$$"):
+        return value[1:]
+    if isinstance(value, list):
+        return [literal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: literal(v) for k, v in value.items()}
+    return value
+
+
+def iter_references(value: Any) -> Iterator[tuple[tuple[str, ...], str]]:
+    """Every ``$`` string inside an argument value, with its position (for nested args)."""
+    if isinstance(value, str) and value.startswith("$") and not value.startswith("$$"):
+        yield (), value
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            for pos, text in iter_references(item):
+                yield (str(index), *pos), text
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            for pos, text in iter_references(item):
+                yield (str(key), *pos), text

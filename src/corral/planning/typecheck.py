@@ -1,0 +1,99 @@
+"""Static type compatibility between a referenced value and a tool parameter.
+
+Deliberately strict: a reference must already have the parameter's type (``int`` may flow
+into ``float``). Lax coercions such as ``str`` -> ``date`` are rejected, because a plan
+that only works by accident is the bug this check exists to catch.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from enum import Enum
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel
+
+
+def _members(tp: Any) -> list[Any]:
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return [m for m in typing.get_args(tp) if m is not type(None)]
+    return [tp]
+
+
+def _strip(tp: Any) -> Any:
+    if typing.get_origin(tp) is typing.Annotated:
+        return typing.get_args(tp)[0]
+    return tp
+
+
+def _literal_base(tp: Any) -> Any:
+    if typing.get_origin(tp) is Literal:
+        kinds = {type(v) for v in typing.get_args(tp)}
+        return kinds.pop() if len(kinds) == 1 else Any
+    return tp
+
+
+def describe(tp: Any) -> str:
+    """A short readable name for a type, for error messages."""
+    tp = _strip(tp)
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def is_assignable(source: Any, target: Any) -> bool:
+    """Whether a value of type ``source`` always fits a parameter of type ``target``."""
+    source, target = _strip(source), _strip(target)
+    if source is Any or target is Any:
+        return True
+    sources, targets = _members(source), _members(target)
+    if len(sources) > 1:
+        return all(is_assignable(s, target) for s in sources)
+    if len(targets) > 1:
+        return any(is_assignable(sources[0], t) for t in targets)
+    src, dst = sources[0], targets[0]
+    if typing.get_origin(dst) is Literal and typing.get_origin(src) is Literal:
+        return set(typing.get_args(src)) <= set(typing.get_args(dst))
+    src, dst = _literal_base(src), _literal_base(dst)
+    if src is Any or dst is Any:
+        return True
+    if isinstance(dst, type) and issubclass(dst, Enum):
+        base = next((b for b in dst.__mro__[1:] if b in (str, int)), None)
+        return src is dst or (base is not None and src is base)
+    src_origin, dst_origin = typing.get_origin(src), typing.get_origin(dst)
+    if src_origin or dst_origin:
+        if (src_origin or src) != (dst_origin or dst):
+            return False
+        src_args, dst_args = typing.get_args(src), typing.get_args(dst)
+        if not src_args or not dst_args:
+            return True
+        return len(src_args) == len(dst_args) and all(
+            is_assignable(s, d) for s, d in zip(src_args, dst_args, strict=True)
+        )
+    if src is bool and dst is not bool:
+        return False
+    if src is int and dst is float:
+        return True
+    return isinstance(src, type) and isinstance(dst, type) and issubclass(src, dst)
+
+
+def field_type(model: type[BaseModel], path: tuple[str, ...]) -> tuple[Any, str | None]:
+    """The type at ``path`` inside ``model``; ``(None, problem)`` when the path does not exist."""
+    current: Any = model
+    walked: list[str] = []
+    for part in path:
+        members = _members(_strip(current))
+        node = members[0] if len(members) == 1 else None
+        if isinstance(node, type) and issubclass(node, BaseModel):
+            if part not in node.model_fields:
+                where = ".".join(walked) or node.__name__
+                fields = ", ".join(node.model_fields)
+                return None, f"{where} has no field {part!r} (fields: {fields})"
+            current = node.model_fields[part].annotation
+        elif node is Any or typing.get_origin(node) is dict or node is dict:
+            return Any, None
+        else:
+            return None, f"{'.'.join(walked) or 'value'} of type {describe(current)} has no fields"
+        walked.append(part)
+    return current, None

@@ -1,0 +1,259 @@
+"""Static validation of a plan, before any tool runs.
+
+Templates and model plans go through the same checks: unknown tools, tools outside the
+intent's allow-list, unknown or cyclic dependencies, arguments that are not parameters,
+required parameters left unbound, references to fields that the referenced tool does not
+declare or whose type does not fit, bad success criteria, and step limits. Every problem
+is collected, so one ``PlanInvalidError`` lists them all.
+
+The result is a ``PlanGraph``: everything the scheduler needs, computed once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral.contracts import Plan, Step
+from corral.errors import ExpressionInvalidError, PlanInvalidError
+from corral.planning.references import Reference, iter_references, parse_reference
+from corral.planning.typecheck import describe, field_type, is_assignable
+from corral.tools.registry import ToolRegistry
+from corral.tools.spec import ToolSpec
+from corral.verify.expressions import Expression, compile_expression
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a plan is validated against."""
+
+    registry: ToolRegistry
+    entity_types: Mapping[str, Any] = field(default_factory=dict)
+    """Declared entity names and their value types."""
+    allowed_tools: frozenset[str] | None = None
+    """The intent's allow-list; ``None`` allows every registered tool."""
+    max_steps: int = 10
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """A validated step with its references parsed and its tool resolved."""
+
+    step: Step
+    spec: ToolSpec
+    references: Mapping[str, Reference]
+    """Reference text -> parsed reference."""
+    success: Expression | None
+    facts: tuple[tuple[str, tuple[str, ...]], ...]
+    """Published facts: (fact name, path inside the result)."""
+    ancestors: frozenset[str]
+
+
+@dataclass(frozen=True)
+class PlanGraph:
+    """A plan that passed validation, ready to schedule."""
+
+    plan: Plan
+    steps: Mapping[str, CompiledStep]
+    order: tuple[str, ...]
+    """A topological order; ties keep plan order."""
+    dependents: Mapping[str, tuple[str, ...]]
+    fact_writers: Mapping[str, tuple[str, ...]]
+
+    def writes_conflict(self, a: str, b: str) -> bool:
+        """True when two steps publish the same fact and so must not run together."""
+        facts_a = {name for name, _ in self.steps[a].facts}
+        return any(name in facts_a for name, _ in self.steps[b].facts)
+
+
+def _topological(steps: list[Step], problems: list[str]) -> tuple[str, ...]:
+    """Kahn's algorithm in plan order; reports the steps left on a cycle."""
+    ids = [s.id for s in steps]
+    indegree = {s.id: len(set(s.depends_on) & set(ids)) for s in steps}
+    order: list[str] = []
+    ready = [i for i in ids if indegree[i] == 0]
+    while ready:
+        current = ready.pop(0)
+        order.append(current)
+        for step in steps:
+            if current in step.depends_on:
+                indegree[step.id] -= 1
+                if indegree[step.id] == 0:
+                    ready.append(step.id)
+    if len(order) < len(ids):
+        cyclic = [i for i in ids if i not in order]
+        problems.append(f"dependency cycle among steps {', '.join(cyclic)}")
+    return tuple(order)
+
+
+def _ancestors(step_id: str, by_id: Mapping[str, Step]) -> frozenset[str]:
+    seen: set[str] = set()
+    stack = list(by_id[step_id].depends_on)
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in by_id:
+            continue
+        seen.add(current)
+        stack.extend(by_id[current].depends_on)
+    return frozenset(seen)
+
+
+def _reference_type(
+    ref: Reference,
+    step: Step,
+    ancestors: frozenset[str],
+    by_id: Mapping[str, Step],
+    context: PlanContext,
+    fact_sources: Mapping[str, list[tuple[str, tuple[str, ...]]]],
+) -> tuple[Any, str | None]:
+    """The static type a reference yields, or a problem."""
+    if ref.scope == "entities":
+        if ref.name not in context.entity_types:
+            known = ", ".join(sorted(context.entity_types)) or "none"
+            return None, f"{ref.text}: no entity {ref.name!r} is declared (entities: {known})"
+        return (context.entity_types[ref.name] if not ref.path else Any), None
+    if ref.scope == "facts":
+        producers = [
+            (sid, path) for sid, path in fact_sources.get(ref.name, []) if sid in ancestors
+        ]
+        if not producers:
+            if ref.name in context.entity_types:
+                return (context.entity_types[ref.name] if not ref.path else Any), None
+            return None, (
+                f"{ref.text}: no step that {step.id} depends on publishes fact {ref.name!r}"
+            )
+        sid, path = producers[-1]
+        spec = context.registry.get(by_id[sid].tool)
+        return field_type(spec.output_model, path + ref.path)
+    if ref.name not in by_id:
+        return None, f"{ref.text}: there is no step {ref.name!r}"
+    if ref.name not in ancestors:
+        return None, f"{ref.text}: step {step.id} does not depend on {ref.name}"
+    producer = by_id[ref.name]
+    if producer.tool not in context.registry:
+        return None, None  # reported as an unknown tool already
+    spec = context.registry.get(producer.tool)
+    kind, problem = field_type(spec.output_model, ref.path)
+    if problem:
+        return None, f"{ref.text}: {spec.name} output {problem}"
+    return kind, None
+
+
+def _check_step(
+    step: Step,
+    spec: ToolSpec,
+    ancestors: frozenset[str],
+    by_id: Mapping[str, Step],
+    context: PlanContext,
+    fact_sources: Mapping[str, list[tuple[str, tuple[str, ...]]]],
+    problems: list[str],
+) -> dict[str, Reference]:
+    references: dict[str, Reference] = {}
+    params = spec.input_model.model_fields
+    for name in step.args:
+        if name not in params:
+            problems.append(
+                f"{step.id}: {spec.name} has no parameter {name!r} "
+                f"(parameters: {', '.join(params) or 'none'})"
+            )
+    for name, info in params.items():
+        if info.is_required() and name not in step.args:
+            problems.append(f"{step.id}: required parameter {name!r} of {spec.name} is not bound")
+    for name, value in step.args.items():
+        if name not in params:
+            continue
+        for position, text in iter_references(value):
+            try:
+                ref = parse_reference(text)
+            except ValueError as exc:
+                problems.append(f"{step.id}.{name}: {exc}")
+                continue
+            assert ref is not None
+            references[text] = ref
+            kind, problem = _reference_type(ref, step, ancestors, by_id, context, fact_sources)
+            if problem:
+                problems.append(f"{step.id}.{name}: {problem}")
+            elif not position and kind is not None:
+                target = params[name].annotation
+                if not is_assignable(kind, target):
+                    problems.append(
+                        f"{step.id}.{name}: {ref.text} is {describe(kind)}, "
+                        f"but {spec.name}.{name} expects {describe(target)}"
+                    )
+    return references
+
+
+def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
+    """Validate ``plan`` completely; raises ``PlanInvalidError`` listing every problem."""
+    problems: list[str] = []
+    steps = list(plan.steps)
+    if not steps:
+        raise PlanInvalidError(["the plan has no steps: it means the agent cannot do this"])
+    if len(steps) > context.max_steps:
+        problems.append(f"the plan has {len(steps)} steps; the limit is {context.max_steps}")
+    by_id: dict[str, Step] = {}
+    for step in steps:
+        if step.id in by_id:
+            problems.append(f"step id {step.id!r} is used twice")
+        by_id[step.id] = step
+    for step in steps:
+        if step.tool not in context.registry:
+            known = ", ".join(context.registry.names())
+            problems.append(f"{step.id}: unknown tool {step.tool!r} (known tools: {known})")
+        elif context.allowed_tools is not None and step.tool not in context.allowed_tools:
+            problems.append(f"{step.id}: tool {step.tool!r} is not allowed for this intent")
+        for dep in step.depends_on:
+            if dep == step.id:
+                problems.append(f"{step.id}: depends on itself")
+            elif dep not in by_id:
+                problems.append(f"{step.id}: depends on unknown step {dep!r}")
+    order = _topological(steps, problems)
+    fact_sources: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for step in steps:
+        for fact, path_text in step.facts.items():
+            path = tuple(p for p in path_text.split(".") if p)
+            if not path or path[0] != "result":
+                problems.append(f"{step.id}: fact {fact!r} must come from 'result.<field>'")
+                continue
+            fact_sources.setdefault(fact, []).append((step.id, path[1:]))
+    compiled: dict[str, CompiledStep] = {}
+    for step in steps:
+        if step.tool not in context.registry:
+            continue
+        spec = context.registry.get(step.tool)
+        ancestors = _ancestors(step.id, by_id)
+        references = _check_step(step, spec, ancestors, by_id, context, fact_sources, problems)
+        success = None
+        if step.success:
+            try:
+                success = compile_expression(step.success, spec.output_model)
+            except ExpressionInvalidError as exc:
+                problems.append(f"{step.id}.success: {exc.message}")
+        published: list[tuple[str, tuple[str, ...]]] = []
+        for fact, path_text in step.facts.items():
+            path = tuple(p for p in path_text.split(".") if p)[1:]
+            _, problem = field_type(spec.output_model, path)
+            if problem:
+                problems.append(f"{step.id}: fact {fact!r}: {spec.name} output {problem}")
+            published.append((fact, path))
+        compiled[step.id] = CompiledStep(
+            step, spec, references, success, tuple(published), ancestors
+        )
+    if problems:
+        raise PlanInvalidError(list(dict.fromkeys(problems)))
+    return PlanGraph(
+        plan=plan,
+        steps={sid: compiled[sid] for sid in by_id},
+        order=order,
+        dependents={sid: tuple(s.id for s in steps if sid in s.depends_on) for sid in by_id},
+        fact_writers=_fact_writers(steps),
+    )
+
+
+def _fact_writers(steps: Iterable[Step]) -> dict[str, tuple[str, ...]]:
+    writers: dict[str, list[str]] = {}
+    for step in steps:
+        for fact in step.facts:
+            writers.setdefault(fact, []).append(step.id)
+    return {fact: tuple(ids) for fact, ids in writers.items()}

@@ -1,0 +1,75 @@
+"""Replies from templates: text for the user comes from a template, never a raw payload.
+
+Placeholders are ``{name}``; a name that has no value raises ``TemplateInvalidError``,
+so a reply never claims a fact that no successful tool (or the user) provided.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from corral.config import TemplateText
+from corral.contracts import Language
+from corral.errors import TemplateInvalidError
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+DEFAULT_TEMPLATES: dict[str, TemplateText] = {
+    "clarify": TemplateText(
+        zh="抱歉，我没太明白您的意思。您是想咨询、报修、申请换新，还是有其他问题？",
+        en="Sorry, I did not quite get that. Could you tell me a bit more about what you need?",
+    ),
+    "handoff": TemplateText(
+        zh="这个问题我已经转给人工客服，他们会尽快联系您。",
+        en="I have passed this to a colleague, who will get back to you shortly.",
+    ),
+    "failed": TemplateText(
+        zh="抱歉，这次没能处理成功，已经转给人工客服跟进。",
+        en="Sorry, I could not complete this; a colleague will follow up.",
+    ),
+    "cancelled": TemplateText(
+        zh="好的，已取消，没有做任何改动。", en="OK, cancelled. Nothing was changed."
+    ),
+    "confirm": TemplateText(
+        zh="接下来要执行「{tool}」，确认继续吗？", en="Next I will run {tool}. Shall I go ahead?"
+    ),
+    "ask": TemplateText(zh="请提供{slot}。", en="Could you give me the {slot}?"),
+    "done": TemplateText(zh="已处理完成。", en="Done."),
+}
+
+
+def placeholders(text: str) -> list[str]:
+    """The names a template uses."""
+    return _PLACEHOLDER.findall(text)
+
+
+class ReplyRenderer:
+    """Renders the agent's templates (falling back to corral's defaults) in one language."""
+
+    def __init__(self, templates: Mapping[str, TemplateText]) -> None:
+        self._templates = {**DEFAULT_TEMPLATES, **templates}
+
+    def has(self, name: str) -> bool:
+        """Whether a template of that name exists."""
+        return name in self._templates
+
+    def render(self, name: str, values: Mapping[str, Any], language: Language) -> str:
+        """Fill the named template; raises ``TemplateInvalidError`` for a missing value."""
+        try:
+            template = self._templates[name]
+        except KeyError:
+            raise TemplateInvalidError(f"no template named {name!r}") from None
+        text = template.zh if language == "zh" else template.en
+
+        def fill(match: re.Match[str]) -> str:
+            key = match.group(1)
+            value = values.get(key)
+            if value is None or value == "":
+                raise TemplateInvalidError(
+                    f"template {name!r} needs {key!r}, which no successful step provided"
+                )
+            return str(value)
+
+        return _PLACEHOLDER.sub(fill, text)

@@ -1,0 +1,62 @@
+"""The route layer: what to do with an understood message, by per-intent policy from config.
+
+Routing is pure code over config. Complaints go to a person with no tool at all; chit-chat
+gets a canned reply; a plan runs only when its required entities are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from corral.config import AgentConfig
+from corral.contracts import IntentResult, RouteAction, RouteDecision
+
+
+def allowed_tools(config: AgentConfig, intent: str) -> list[str]:
+    """The intent's allow-list: declared, or else the tools its plan template names."""
+    spec = config.intent(intent)
+    if spec.tools:
+        return sorted(set(spec.tools))
+    plan = config.plans.get(spec.plan or "")
+    return sorted({step.tool for step in plan.steps}) if plan else []
+
+
+def route(config: AgentConfig, understood: IntentResult, known: Mapping[str, Any]) -> RouteDecision:
+    """Choose the action for one message. ``known`` holds every entity known so far."""
+    if understood.label is None or understood.need_clarification:
+        action = RouteAction(config.on_low_confidence)
+        return RouteDecision(
+            action=action,
+            intent=understood.label,
+            template="clarify" if action is RouteAction.CLARIFY else None,
+            reason=f"confidence {understood.confidence:.2f} is below "
+            f"{config.limits.intent_confidence:.2f}",
+        )
+    spec = config.intent(understood.label)
+    if spec.route is RouteAction.HANDOFF:
+        return RouteDecision(
+            action=RouteAction.HANDOFF,
+            intent=spec.name,
+            reason=spec.handoff_reason or f"intent {spec.name} goes to a person",
+        )
+    if spec.route is RouteAction.REPLY:
+        return RouteDecision(
+            action=RouteAction.REPLY, intent=spec.name, template=spec.reply, reason="canned reply"
+        )
+    if spec.route is RouteAction.CLARIFY:
+        return RouteDecision(
+            action=RouteAction.CLARIFY,
+            intent=spec.name,
+            template=spec.reply or "clarify",
+            reason="intent asks to clarify",
+        )
+    missing = [name for name in spec.requires if known.get(name) in (None, "")]
+    return RouteDecision(
+        action=RouteAction.PLAN,
+        intent=spec.name,
+        template=spec.plan,
+        reason="missing " + ", ".join(missing) if missing else "run plan",
+        missing_entities=missing,
+        allowed_tools=allowed_tools(config, spec.name),
+    )

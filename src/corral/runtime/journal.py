@@ -1,0 +1,84 @@
+"""The one write path of a run: every change is an event, applied and buffered here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral.contracts import Event, EventType, RunStatus
+from corral.memory.task import Fact, FactSource
+from corral.runtime.effects import Effects
+from corral.runtime.machine import check_transition
+from corral.runtime.state import RunState, apply
+
+
+@dataclass
+class Journal:
+    """Emits events: stamps them, applies them to the state, buffers them for the store.
+
+    Writes are batched: the runtime drains the buffer at durability points (before a
+    write tool runs, when the run pauses, when it ends).
+    """
+
+    state: RunState
+    effects: Effects
+    pending: list[Event] = field(default_factory=list)
+
+    def emit(self, kind: EventType, stage: str, **data: Any) -> Event:
+        """Record one event and apply it."""
+        event = Event(
+            run_id=self.state.run_id,
+            seq=self.state.last_seq + 1,
+            ts=self.effects.now(),
+            type=kind,
+            stage=stage,
+            data=data,
+        )
+        apply(self.state, event)
+        self.pending.append(event)
+        return event
+
+    def transition(self, target: RunStatus, reason: str = "", active_s: float = 0.0) -> None:
+        """Move the run to ``target``; raises ``IllegalTransitionError`` if not allowed."""
+        current = self.state.status
+        if current is target:
+            return
+        check_transition(current, target)
+        self.emit(
+            EventType.STATUS_CHANGED,
+            "run",
+            **{"from": current.value},
+            to=target.value,
+            reason=reason,
+            active_s=round(active_s, 6),
+        )
+
+    def write_fact(self, name: str, value: Any, source: FactSource, origin: str) -> bool:
+        """The only way a fact enters memory. A lower-priority value is refused, and recorded."""
+        fact = Fact(name, value, source, origin)
+        if self.state.memory.accepts(fact):
+            self.emit(
+                EventType.FACT_WRITTEN,
+                "memory",
+                name=name,
+                value=value,
+                source=source.value,
+                origin=origin,
+            )
+            return True
+        current = self.state.memory.facts[name]
+        self.emit(
+            EventType.FACT_REJECTED,
+            "memory",
+            name=name,
+            value=value,
+            source=source.value,
+            origin=origin,
+            reason=f"{current.source.value} value has priority",
+        )
+        return False
+
+    def drain(self) -> list[Event]:
+        """Hand over the buffered events (for the store) and start a new batch."""
+        batch, self.pending = self.pending, []
+        return batch

@@ -1,0 +1,300 @@
+"""The run loop: parse -> route -> plan -> (decide/execute, see ``scheduler``) -> reply.
+
+The loop reads only the folded state and the agent, so given the same event log it takes
+the same path. It never talks to storage: it asks its ``persist`` callback to make the
+buffered events durable at the points where that matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from corral.agent import Agent
+from corral.contracts import (
+    EventType,
+    HandoffPacket,
+    RouteAction,
+    RunStatus,
+    StepRecord,
+    StepStatus,
+)
+from corral.errors import ErrorCode, PlanInvalidError, TemplateInvalidError
+from corral.memory.task import FactSource
+from corral.planning.validate import PlanGraph, validate_plan
+from corral.routing.router import route
+from corral.runtime.effects import Effects
+from corral.runtime.journal import Journal
+from corral.runtime.state import RunState
+
+Persist = Callable[[], Awaitable[None]]
+
+
+class RunLoop:
+    """Drives one run until it finishes, fails, is handed off, or pauses."""
+
+    def __init__(self, agent: Agent, journal: Journal, effects: Effects, persist: Persist) -> None:
+        self.agent = agent
+        self.journal = journal
+        self.state: RunState = journal.state
+        self.effects = effects
+        self.persist = persist
+        self.segment_started = effects.monotonic()
+        self._graph: PlanGraph | None = None
+
+    # ------------------------------------------------------------------ driving
+
+    async def drive(self) -> None:
+        """Advance the run as far as it can go without a person."""
+        from corral.runtime.scheduler import Scheduler
+
+        while not (self.state.status.terminal or self.state.status.paused):
+            status = self.state.status
+            if status is RunStatus.PARSING:
+                self._parse()
+            elif status is RunStatus.PLANNING:
+                self._plan()
+            else:
+                await Scheduler(self).run()
+
+    def active_seconds(self) -> float:
+        """Running time of this run so far, across processes, excluding pauses."""
+        return self.state.active_s + (self.effects.monotonic() - self.segment_started)
+
+    def values(self) -> dict[str, Any]:
+        """What templates may use: entities the user gave and facts from successful tools."""
+        values: dict[str, Any] = {
+            k: v for k, v in self.state.entities.items() if not isinstance(v, dict)
+        }
+        values.update(self.state.memory.values())
+        return values
+
+    @property
+    def graph(self) -> PlanGraph:
+        """The validated graph of the run's plan (templates are compiled once per agent)."""
+        if self._graph is None:
+            plan = self.state.plan
+            assert plan is not None, "graph requested before a plan exists"
+            cached = self.agent.template_graphs.get(plan.intent or "")
+            if plan.source == "template" and cached is not None:
+                self._graph = cached
+            else:
+                self._graph = validate_plan(plan, self.agent.plan_context(plan.intent))
+        return self._graph
+
+    # ------------------------------------------------------------------ parse and route
+
+    def _merge_entities(self, found: dict[str, Any], origin: str) -> None:
+        new = {k: v for k, v in found.items() if self.state.entities.get(k) != v}
+        if new:
+            self.journal.emit(EventType.ENTITIES_MERGED, "intent", entities=new, origin=origin)
+
+    def _parse(self) -> None:
+        state, agent = self.state, self.agent
+        text = state.messages[-1]
+        now = state.received_at
+        assert now is not None
+        slot = state.answered_slot
+        if slot and state.intent is not None and state.intent.label:
+            found = agent.intent.entities.extract(text, now)
+            self._merge_entities(found, "answer")
+            if slot in found:
+                self.journal.write_fact(slot, found[slot], FactSource.USER, "answer")
+            understood = state.intent
+        else:
+            started = self.effects.monotonic()
+            understood = agent.intent.understand(text, now)
+            self.journal.emit(
+                EventType.INTENT_CLASSIFIED,
+                "intent",
+                text=text[:200],
+                result=understood.model_dump(mode="json"),
+                duration_ms=round((self.effects.monotonic() - started) * 1000, 3),
+            )
+            self._merge_entities(understood.entities, "message")
+        decision = route(agent.config, understood, state.entities)
+        self.journal.emit(EventType.ROUTED, "route", decision=decision.model_dump(mode="json"))
+        limits = agent.config.limits
+        if decision.action is RouteAction.CLARIFY:
+            if state.questions_asked.get("__clarify__", 0) >= limits.max_questions:
+                self.handoff("still unclear after asking", ErrorCode.INTENT_UNCLEAR)
+            else:
+                self.ask(None, decision.template or "clarify")
+        elif decision.action is RouteAction.HANDOFF:
+            code = (
+                ErrorCode.INTENT_UNCLEAR if understood.label is None else ErrorCode.POLICY_HANDOFF
+            )
+            self.handoff(decision.reason, code)
+        elif decision.action is RouteAction.REPLY:
+            self.finish(decision.template or "done", "reply")
+        elif decision.missing_entities:
+            missing = decision.missing_entities[0]
+            if state.questions_asked.get(missing, 0) >= limits.max_questions:
+                self.handoff(f"{missing} is still missing after asking", ErrorCode.MISSING_ARGUMENT)
+            else:
+                self.ask(missing, agent.config.questions.get(missing, "ask"))
+        else:
+            self.journal.transition(RunStatus.PLANNING, decision.reason)
+
+    # ------------------------------------------------------------------ plan
+
+    def _plan(self) -> None:
+        intent = self.state.route.intent if self.state.route else None
+        assert intent is not None
+        cached = self.agent.template_graphs.get(intent)
+        if cached is None:
+            self.fail(f"intent {intent} has no plan template", ErrorCode.PLAN_INVALID)
+            return
+        plan = cached.plan.model_copy(update={"plan_id": self.effects.new_id("plan")})
+        try:
+            self._graph = (
+                validate_plan(plan, self.agent.plan_context(intent))
+                if plan.source != "template"
+                else cached
+            )
+        except PlanInvalidError as exc:
+            self.journal.emit(
+                EventType.PLAN_REJECTED,
+                "plan",
+                problems=exc.problems,
+                plan=plan.model_dump(mode="json"),
+            )
+            self.fail("; ".join(exc.problems), ErrorCode.PLAN_INVALID)
+            return
+        self.journal.emit(EventType.PLAN_CREATED, "plan", plan=plan.model_dump(mode="json"))
+        self.journal.transition(RunStatus.DECIDING, "plan validated")
+
+    # ------------------------------------------------------------------ endings
+
+    def _reply(self, text: str, template: str) -> None:
+        self.journal.emit(EventType.REPLY, "reply", text=text, template=template)
+
+    def render(self, template: str, extra: dict[str, Any] | None = None) -> str:
+        """Render a template in the run's language over its verified values."""
+        return self.agent.renderer.render(
+            template, {**self.values(), **(extra or {})}, self.state.language
+        )
+
+    def ask(self, slot: str | None, template: str) -> None:
+        """Pause in ``awaiting_user`` with a question."""
+        prompt = self.render(template, {"slot": slot or ""})
+        self.journal.emit(EventType.QUESTION_ASKED, "route", slot=slot, prompt=prompt)
+        self._reply(prompt, template)
+        self.journal.transition(
+            RunStatus.AWAITING_USER,
+            f"asking for {slot or 'clarification'}",
+            active_s=self._close_segment(),
+        )
+
+    def request_confirmation(self, step_id: str, template: str, tool: str) -> None:
+        """Pause in ``awaiting_confirm`` before a step."""
+        try:
+            prompt = self.render(template, {"tool": tool})
+        except TemplateInvalidError:
+            prompt = self.render("confirm", {"tool": tool})
+        self.journal.emit(
+            EventType.CONFIRMATION_REQUESTED, "decide", step_id=step_id, prompt=prompt
+        )
+        self._reply(prompt, template)
+        self.journal.transition(
+            RunStatus.AWAITING_CONFIRM, f"confirm {step_id}", active_s=self._close_segment()
+        )
+
+    def _close_segment(self) -> float:
+        now = self.effects.monotonic()
+        elapsed, self.segment_started = now - self.segment_started, now
+        return elapsed
+
+    def finish(self, template: str, outcome: str, extra: dict[str, Any] | None = None) -> None:
+        """Reply from ``template`` and finish; a reply that cannot be grounded is handed off."""
+        try:
+            text = self.render(template, extra)
+        except TemplateInvalidError as exc:
+            self.handoff(exc.message, ErrorCode.TEMPLATE_INVALID)
+            return
+        self._reply(text, template)
+        self.journal.transition(RunStatus.FINISHED, outcome)
+        self.journal.emit(
+            EventType.RUN_FINISHED,
+            "run",
+            status="finished",
+            outcome=outcome,
+            active_s=round(self.active_seconds(), 6),
+        )
+
+    def finish_with_text(self, text: str, outcome: str) -> None:
+        """Finish with a reply text already produced by a reply step."""
+        self._reply(text, "step")
+        self.journal.transition(RunStatus.FINISHED, outcome)
+        self.journal.emit(
+            EventType.RUN_FINISHED,
+            "run",
+            status="finished",
+            outcome=outcome,
+            active_s=round(self.active_seconds(), 6),
+        )
+
+    def packet(self, reason: str, code: ErrorCode) -> HandoffPacket:
+        """The handoff packet: everything a person needs to take over."""
+        state = self.state
+        records = []
+        for step in state.steps.values():
+            result = step.result
+            records.append(
+                StepRecord(
+                    id=step.id,
+                    tool=step.tool_used or step.tool,
+                    status=step.status,
+                    input=step.args or {},
+                    output=result.data if result else None,
+                    summary=result.summary if result else step.reason,
+                    error_code=step.error_code,
+                    attempts=step.attempts,
+                    duration_ms=step.duration_ms,
+                )
+            )
+        return HandoffPacket(
+            run_id=state.run_id,
+            trace_id=state.trace_id,
+            reason=reason,
+            reason_code=code.value,
+            user_messages=list(state.messages),
+            intent=state.intent,
+            steps=records,
+            facts=self.state.memory.values(),
+            created_at=self.effects.now(),
+        )
+
+    def handoff(self, reason: str, code: ErrorCode) -> None:
+        """Hand the run to a person, with the packet, and tell the user so."""
+        packet = self.packet(reason, code)
+        self.journal.emit(EventType.HANDED_OFF, "handoff", packet=packet.model_dump(mode="json"))
+        self._reply(self.agent.renderer.render("handoff", {}, self.state.language), "handoff")
+        self.journal.transition(RunStatus.HANDED_OFF, reason)
+        self.journal.emit(
+            EventType.RUN_FINISHED,
+            "run",
+            status="handed_off",
+            outcome="handoff",
+            error_code=code.value,
+            active_s=round(self.active_seconds(), 6),
+        )
+
+    def fail(self, reason: str, code: ErrorCode) -> None:
+        """End the run as failed; a packet is still stored so a person can follow up."""
+        packet = self.packet(reason, code)
+        self.journal.emit(EventType.HANDED_OFF, "handoff", packet=packet.model_dump(mode="json"))
+        self._reply(self.agent.renderer.render("failed", {}, self.state.language), "failed")
+        self.journal.transition(RunStatus.FAILED, reason)
+        self.journal.emit(
+            EventType.RUN_FINISHED,
+            "run",
+            status="failed",
+            outcome="failed",
+            error_code=code.value,
+            active_s=round(self.active_seconds(), 6),
+        )
+
+    def step_statuses(self) -> dict[str, StepStatus]:
+        """Step id -> status."""
+        return {sid: step.status for sid, step in self.state.steps.items()}

@@ -1,0 +1,428 @@
+"""Decide and execute: run a validated plan as an asyncio DAG.
+
+Independent steps run concurrently; steps that publish the same fact run one after
+another. Before a step starts, code decides: the budget, the intent's allow-list, the
+business rules, confirmation, argument binding (a missing value is an error, never a
+guess), the loop guard, and which of several equivalent tools to use. After it ends, the
+verify layer judges it and the recovery ladder runs: retries (inside ``invoke_tool``),
+then an equivalent tool, then a handoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from corral.contracts import EventType, RunStatus, StepStatus, ToolResult, ToolStatus
+from corral.decision.budget import BudgetTracker
+from corral.decision.selector import rank_tools
+from corral.errors import CorralError, ErrorCode
+from corral.memory.task import FactSource
+from corral.planning.binding import bind_arguments
+from corral.planning.validate import CompiledStep
+from corral.tools.context import ToolContext
+from corral.tools.invoke import Attempt, invoke_tool, validate_args
+from corral.tools.spec import ToolSpec
+from corral.verify.loop_guard import LoopGuard
+from corral.verify.rules import check_success
+
+if TYPE_CHECKING:
+    from corral.runtime.loop import RunLoop
+
+_NOT_RECOVERABLE_BY_ANOTHER_TOOL = {
+    ErrorCode.MISSING_ARGUMENT.value,
+    ErrorCode.INVALID_ARGUMENT.value,
+}
+
+
+def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
+    """Stable for one run, step and arguments; a resumed write reuses it."""
+    text = json.dumps([run_id, step_id, args], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    result: ToolResult
+    args: dict[str, Any]
+
+
+class Scheduler:
+    """Runs the ready steps of the plan until it is done, blocked, stopped or paused."""
+
+    def __init__(self, loop: RunLoop) -> None:
+        self.loop = loop
+        self.state = loop.state
+        self.journal = loop.journal
+        self.agent = loop.agent
+        self.graph = loop.graph
+        self.running: dict[asyncio.Task[_Outcome], str] = {}
+        self.stop: tuple[str, ErrorCode] | None = None
+        self.guard = LoopGuard(self.agent.config.limits.max_identical_calls)
+        for step in self.state.steps.values():  # rebuild the guard from the log on resume
+            if step.args is not None and step.status is not StepStatus.RUNNING:
+                self.guard.observe_call(step.id, step.tool_used or step.tool, step.args)
+        self.budget = BudgetTracker(self.agent.config.budget, started_at=0.0)
+
+    # ------------------------------------------------------------------ main loop
+
+    async def run(self) -> None:
+        """Schedule until nothing is ready or running, then conclude the run."""
+        if self.state.status is RunStatus.DECIDING:
+            self.journal.transition(RunStatus.EXECUTING, "dispatching steps")
+        while True:
+            self._mark_blocked()
+            if self.stop is None:
+                for step_id in self._ready():
+                    await self._gate_and_dispatch(step_id)
+                    if self.state.status.paused or self.stop is not None:
+                        break
+            if self.state.status.paused and not self.running:
+                return
+            if not self.running:
+                break
+            done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                step_id = self.running.pop(task)
+                self._complete(step_id, task.result())
+        self._conclude()
+
+    def _ready(self) -> list[str]:
+        statuses = self.loop.step_statuses()
+        in_flight = set(self.running.values())
+        ready: list[str] = []
+        for step_id in self.graph.order:
+            # RUNNING without a task means the process died mid-step: run it again.
+            if statuses[step_id] not in (StepStatus.PENDING, StepStatus.RUNNING):
+                continue
+            if step_id in in_flight:
+                continue
+            deps = self.graph.steps[step_id].step.depends_on
+            if any(statuses[d] is not StepStatus.SUCCEEDED for d in deps):
+                continue
+            busy = in_flight | set(ready)
+            if any(self.graph.writes_conflict(step_id, other) for other in busy):
+                continue
+            ready.append(step_id)
+        return ready
+
+    def _mark_blocked(self) -> None:
+        statuses = self.loop.step_statuses()
+        for step_id in self.graph.order:
+            if statuses[step_id] is not StepStatus.PENDING:
+                continue
+            bad = [
+                d
+                for d in self.graph.steps[step_id].step.depends_on
+                if statuses[d] in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED)
+            ]
+            if bad:
+                self.journal.emit(
+                    EventType.STEP_BLOCKED,
+                    "execute",
+                    step_id=step_id,
+                    reason=f"depends on {', '.join(bad)}, which did not succeed",
+                    code=ErrorCode.DEPENDENCY_FAILED.value,
+                )
+                statuses[step_id] = StepStatus.BLOCKED
+
+    # ------------------------------------------------------------------ before a step
+
+    def _fail_step(self, step_id: str, code: ErrorCode, reason: str) -> None:
+        self.journal.emit(
+            EventType.STEP_FINISHED,
+            "execute",
+            step_id=step_id,
+            status="failed",
+            error_code=code.value,
+            reason=reason,
+            result=None,
+            duration_ms=0.0,
+        )
+
+    async def _gate_and_dispatch(self, step_id: str) -> None:
+        compiled = self.graph.steps[step_id]
+        step, journal, loop = compiled.step, self.journal, self.loop
+        tracker = self.budget
+        tracker.steps = sum(1 for s in self.state.steps.values() if s.args is not None)
+        tracker.tool_calls = self.state.tool_calls
+        over = tracker.exceeded(loop.active_seconds())
+        if over:
+            journal.emit(EventType.BUDGET_EXCEEDED, "decide", reason=over, step_id=step_id)
+            self.stop = (over, ErrorCode.BUDGET_EXCEEDED)
+            return
+        allowed = self.state.route.allowed_tools if self.state.route else []
+        if step.tool not in allowed:
+            self._fail_step(
+                step_id, ErrorCode.TOOL_NOT_ALLOWED, f"{step.tool} is not allowed for this intent"
+            )
+            return
+        names = {"facts": self.state.memory.values(), "entities": self.state.entities}
+        for rule in self.agent.rules:
+            if rule.rule.before_tool != step.tool:
+                continue
+            verdict = rule.check(names)
+            journal.emit(
+                EventType.VERIFIED,
+                "verify",
+                step_id=step_id,
+                verdict=verdict.model_dump(mode="json"),
+            )
+            if not verdict.passed:
+                journal.emit(
+                    EventType.STEP_SKIPPED,
+                    "verify",
+                    step_id=step_id,
+                    code=ErrorCode.BUSINESS_RULE_VIOLATED.value,
+                    reason=verdict.reason,
+                    template=rule.rule.refusal,
+                )
+                return
+        if step.requires_confirmation or compiled.spec.policy.requires_confirmation:
+            decision = self.state.confirmations.get(step_id)
+            if decision is None:
+                if not self.running:
+                    template = self._confirm_template(step_id)
+                    loop.request_confirmation(step_id, template, compiled.spec.name)
+                return
+            if decision is False:
+                journal.emit(
+                    EventType.STEP_SKIPPED,
+                    "decide",
+                    step_id=step_id,
+                    code=ErrorCode.REJECTED_BY_USER.value,
+                    reason="the user declined",
+                    template="cancelled",
+                )
+                return
+        try:
+            args = bind_arguments(
+                compiled, self.state.entities, self._facts_and_entities(), self._results()
+            )
+        except CorralError as exc:
+            journal.emit(
+                EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=None
+            )
+            self._fail_step(step_id, exc.code, exc.message)
+            return
+        looping = self.guard.observe_call(step_id, step.tool, args)
+        if looping:
+            journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
+            self._fail_step(step_id, ErrorCode.LOOP_DETECTED, looping)
+            self.stop = (looping, ErrorCode.LOOP_DETECTED)
+            return
+        journal.emit(EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=args)
+        if compiled.spec.policy.kind == "write":
+            await loop.persist()  # durable before any side effect
+        task = asyncio.ensure_future(self._execute(compiled, args))
+        self.running[task] = step_id
+
+    def _confirm_template(self, step_id: str) -> str:
+        plan = self.state.plan
+        declared = self.agent.config.plans.get(plan.template or "") if plan else None
+        return declared.confirm.get(step_id, "confirm") if declared else "confirm"
+
+    def _facts_and_entities(self) -> dict[str, Any]:
+        return {**self.state.entities, **self.state.memory.values()}
+
+    def _results(self) -> dict[str, Any]:
+        return {
+            sid: s.result.data
+            for sid, s in self.state.steps.items()
+            if s.status is StepStatus.SUCCEEDED and s.result is not None
+        }
+
+    # ------------------------------------------------------------------ the call
+
+    async def _execute(self, compiled: CompiledStep, args: dict[str, Any]) -> _Outcome:
+        """Decide the tool and call it; on failure try the next equivalent tool."""
+        step, agent, journal = compiled.step, self.agent, self.journal
+        candidates = rank_tools(agent.tools, step.tool, agent.health, agent.config.tool_preference)
+        result: ToolResult | None = None
+        for index, spec in enumerate(candidates):
+            reason = "best ranked" if index == 0 else f"fallback after {candidates[index - 1].name}"
+            journal.emit(
+                EventType.TOOL_SELECTED,
+                "decide",
+                step_id=step.id,
+                tool=spec.name,
+                reason=reason,
+                degraded=agent.health.degraded(spec.name),
+                candidates=[c.name for c in candidates],
+            )
+            result = await self._call(compiled, spec, args)
+            if result.status is not ToolStatus.ERROR:
+                agent.health.record(spec.name, ok=True)
+                break
+            if result.error_code in _NOT_RECOVERABLE_BY_ANOTHER_TOOL:
+                break
+            agent.health.record(spec.name, ok=False)
+        assert result is not None
+        return _Outcome(result, args)
+
+    async def _call(
+        self, compiled: CompiledStep, spec: ToolSpec, args: dict[str, Any]
+    ) -> ToolResult:
+        step_id = compiled.step.id
+        try:
+            validated = validate_args(spec, args)
+        except CorralError as exc:
+            return ToolResult(
+                tool=spec.name,
+                status=ToolStatus.ERROR,
+                error_code=exc.code.value,
+                error_message=exc.message,
+                summary=exc.message[:200],
+                attempts=0,
+            )
+        language = self.state.language
+        renderer = self.agent.renderer
+        context = ToolContext(
+            run_id=self.state.run_id,
+            step_id=step_id,
+            idempotency_key=idempotency_key(self.state.run_id, step_id, args),
+            deps=self.agent.deps,
+            facts=self.loop.values(),
+            language=language,
+            received_at=self.state.received_at or self.loop.effects.now(),
+            render=lambda name, values: renderer.render(name, values, language),
+        )
+
+        def record(attempt: Attempt) -> None:
+            self.journal.emit(
+                EventType.TOOL_ATTEMPT,
+                "execute",
+                step_id=step_id,
+                tool=spec.name,
+                attempt=attempt.number,
+                status=attempt.status.value,
+                duration_ms=round(attempt.duration_ms, 3),
+                error_code=attempt.error_code,
+                error_message=attempt.error_message,
+                retryable=attempt.retryable,
+                backoff_s=attempt.backoff_s,
+                data=attempt.data,
+            )
+
+        return await invoke_tool(spec, validated, context, self.loop.effects, record)
+
+    # ------------------------------------------------------------------ after a step
+
+    def _complete(self, step_id: str, outcome: _Outcome) -> None:
+        compiled = self.graph.steps[step_id]
+        result, journal = outcome.result, self.journal
+        if result.status is ToolStatus.SUCCESS:
+            names = {
+                "result": result.data,
+                "args": outcome.args,
+                "facts": self.state.memory.values(),
+                "entities": self.state.entities,
+            }
+            verdict = check_success(compiled.success, names)
+            journal.emit(
+                EventType.VERIFIED,
+                "verify",
+                step_id=step_id,
+                verdict=verdict.model_dump(mode="json"),
+            )
+            if not verdict.passed:
+                journal.emit(
+                    EventType.STEP_FINISHED,
+                    "verify",
+                    step_id=step_id,
+                    status="failed",
+                    result=result.model_dump(mode="json"),
+                    error_code=verdict.code,
+                    reason=verdict.reason,
+                    duration_ms=result.duration_ms,
+                )
+                return
+            journal.emit(
+                EventType.STEP_FINISHED,
+                "execute",
+                step_id=step_id,
+                status="succeeded",
+                result=result.model_dump(mode="json"),
+                error_code=None,
+                reason="",
+                duration_ms=result.duration_ms,
+            )
+            for fact, path in compiled.facts:
+                value: Any = result.data
+                for part in path:
+                    value = value.get(part) if isinstance(value, dict) else None
+                journal.write_fact(fact, value, FactSource.TOOL, step_id)
+            done = [s for s, st in self.loop.step_statuses().items() if st is StepStatus.SUCCEEDED]
+            looping = self.guard.observe_state(self.state.memory.values(), done)
+            if looping:
+                journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
+                self.stop = (looping, ErrorCode.LOOP_DETECTED)
+            return
+        code = result.error_code or ErrorCode.NO_RESULT.value
+        reason = result.error_message or "the tool found nothing"
+        journal.emit(
+            EventType.STEP_FINISHED,
+            "execute",
+            step_id=step_id,
+            status="failed",
+            result=result.model_dump(mode="json"),
+            error_code=code,
+            reason=reason,
+            duration_ms=result.duration_ms,
+        )
+
+    def _conclude(self) -> None:
+        """Every step is settled: choose the ending and the reply."""
+        loop = self.loop
+        if self.stop is not None:
+            reason, code = self.stop
+            loop.handoff(reason, code)
+            return
+        self._mark_blocked()
+        steps = list(self.state.steps.values())
+        failed = [s for s in steps if s.status is StepStatus.FAILED]
+        refused = [s for s in steps if s.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value]
+        declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER.value]
+        if failed:
+            first = failed[0]
+            answer = self._failure_template(first.id)
+            if answer and first.error_code in (
+                ErrorCode.NO_RESULT.value,
+                ErrorCode.SUCCESS_CRITERIA_FAILED.value,
+            ):
+                loop.finish(answer, "not_found")
+                return
+            failed_code = first.error_code or ""
+            known = failed_code in ErrorCode.__members__
+            loop.handoff(
+                f"step {first.id} ({first.tool}) failed: {first.reason}",
+                ErrorCode(failed_code) if known else ErrorCode.TOOL_FAILED,
+            )
+        elif refused:
+            template = self._skip_template(refused[0].id) or "failed"
+            loop.finish(template, "refused")
+        elif declined:
+            loop.finish("cancelled", "cancelled")
+        else:
+            reply = self.state.memory.facts.get("reply")
+            if reply is not None and isinstance(reply.value, str) and reply.value:
+                loop.finish_with_text(reply.value, "success")
+            else:
+                intent = self.state.route.intent if self.state.route else None
+                spec = self.agent.config.intent(intent) if intent else None
+                loop.finish(spec.reply if spec and spec.reply else "done", "success")
+
+    def _failure_template(self, step_id: str) -> str | None:
+        plan = self.state.plan
+        declared = self.agent.config.plans.get(plan.template or "") if plan else None
+        return declared.on_failure.get(step_id) if declared else None
+
+    def _skip_template(self, step_id: str) -> str | None:
+        for rule in self.agent.rules:
+            plan_step = self.graph.steps[step_id].step
+            if rule.rule.before_tool == plan_step.tool:
+                return rule.rule.refusal
+        return None

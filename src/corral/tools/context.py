@@ -1,0 +1,33 @@
+"""What a tool may see of the run besides its arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from corral.contracts import Language
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Handed to a tool that declares a parameter annotated ``ToolContext``.
+
+    It is not part of the tool's input schema, so a planner can never set it.
+    """
+
+    run_id: str
+    step_id: str
+    idempotency_key: str
+    """Stable for this run, step and arguments: a write tool stores it to never act twice."""
+    deps: Mapping[str, Any] = field(default_factory=dict)
+    """The agent's dependencies (database paths, clients), from its ``setup`` hook."""
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    """Verified facts so far (read-only), for tools such as reply generation."""
+    language: Language = "zh"
+    received_at: datetime = field(default_factory=lambda: datetime(1970, 1, 1, tzinfo=UTC))
+    """When the run received its message (recorded once): use it instead of the system clock
+    so that the same run always computes the same answer, in replays too."""
+    render: Callable[[str, Mapping[str, Any]], str] | None = None
+    """Renders one of the agent's templates; set for every tool."""

@@ -1,0 +1,55 @@
+"""Per-tool policies as small typed values (timeouts, retries, side effects, ranking).
+
+Defaults come from seed 002: network tools get 10 s, 2 retries, backoff 1 s then 2 s;
+local computation gets 30 s and no retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ToolKind = Literal["read", "write", "compute"]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often a retryable failure is tried again, and how long to wait between tries."""
+
+    max_retries: int = 2
+    """Retries after the first attempt; seed 000/002: at most 2."""
+    backoff_s: tuple[float, ...] = (1.0, 2.0)
+    """Wait before retry 1, 2, ...; the last value repeats."""
+
+    def delay(self, retry_number: int) -> float:
+        """Seconds to wait before the given retry (1-based)."""
+        if not self.backoff_s:
+            return 0.0
+        return self.backoff_s[min(retry_number, len(self.backoff_s)) - 1]
+
+
+NO_RETRY = RetryPolicy(max_retries=0, backoff_s=())
+
+
+@dataclass(frozen=True)
+class ToolPolicy:
+    """How one tool is called and ranked. Set per tool in ``@tool(policy=...)``."""
+
+    kind: ToolKind = "read"
+    """``write`` tools get an idempotency key and a durable log flush before they run."""
+    timeout_s: float = 10.0
+    """Per attempt. Seed 002: 10 s for network tools."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """Applied to retryable failures only (timeouts, transient errors)."""
+    requires_confirmation: bool = False
+    """Pause the run in ``awaiting_confirm`` before this tool runs."""
+    equivalent_group: str | None = None
+    """Tools in the same group answer the same question; the decision layer picks one."""
+    latency_ms: float = 100.0
+    """Declared typical latency, used to rank equivalent tools."""
+    cost: float = 0.0
+    """Declared cost per call (any unit, consistent within a group)."""
+
+
+NETWORK = ToolPolicy()
+LOCAL_COMPUTE = ToolPolicy(kind="compute", timeout_s=30.0, retry=NO_RETRY)

@@ -1,0 +1,158 @@
+"""The ``@tool`` decorator: a typed Python function becomes a described, validated tool.
+
+Like a FastAPI endpoint, the signature is the schema: parameters give the input model,
+the return annotation gives the output model, the docstring gives the description.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union, overload
+
+from pydantic import BaseModel, ConfigDict, create_model
+
+from corral.errors import ConfigInvalidError
+from corral.tools.context import ToolContext
+from corral.tools.policy import ToolPolicy
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A registered tool: its function, schemas and policy. Built once, at declaration."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    policy: ToolPolicy
+    context_param: str | None
+    may_return_none: bool
+    summary_template: str | None = None
+
+    @property
+    def is_async(self) -> bool:
+        """True for ``async def`` tools; sync tools run in a worker thread."""
+        return inspect.iscoroutinefunction(self.fn)
+
+    def summarize(self, data: dict[str, Any]) -> str:
+        """A short, human summary of a result: what replies and logs are built from."""
+        if self.summary_template:
+            try:
+                return self.summary_template.format_map(_SafeFields(data))
+            except (ValueError, IndexError):
+                pass
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(data.items())[:4])
+        return f"{self.name}: {shown}"[:200]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (handy in unit tests)."""
+        return self.fn(*args, **kwargs)
+
+
+class _SafeFields(dict[str, Any]):
+    """format_map mapping that renders a missing field as '?' instead of raising."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1 and len(members) != len(typing.get_args(annotation)):
+            return members[0], True
+    return annotation, False
+
+
+def build_spec(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    policy: ToolPolicy | None = None,
+    summary: str | None = None,
+) -> ToolSpec:
+    """Read a function's signature into a ``ToolSpec``; raises ``ConfigInvalidError``."""
+    tool_name = name or fn.__name__
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    context_param: str | None = None
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name)
+        if annotation is None:
+            raise ConfigInvalidError(
+                f"tool {tool_name!r}: parameter {param.name!r} has no type annotation",
+                hint="every tool parameter needs a type; it becomes the input schema",
+            )
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    returned = hints.get("return")
+    output, may_return_none = _unwrap_optional(returned)
+    if not (isinstance(output, type) and issubclass(output, BaseModel)):
+        raise ConfigInvalidError(
+            f"tool {tool_name!r}: return annotation must be a pydantic model (or Model | None)",
+            hint="the output model declares which fields may become facts",
+        )
+    input_model = create_model(
+        f"{tool_name}_input",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )
+    doc = inspect.getdoc(fn) or ""
+    return ToolSpec(
+        name=tool_name,
+        description=doc.split("\n\n")[0].strip(),
+        fn=fn,
+        input_model=input_model,
+        output_model=output,
+        policy=policy or ToolPolicy(),
+        context_param=context_param,
+        may_return_none=may_return_none,
+        summary_template=summary,
+    )
+
+
+@overload
+def tool(fn: F, /) -> ToolSpec: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, policy: ToolPolicy | None = None, summary: str | None = None
+) -> Callable[[F], ToolSpec]: ...
+
+
+def tool(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    policy: ToolPolicy | None = None,
+    summary: str | None = None,
+) -> Any:
+    """Declare a tool. Use bare (``@tool``) or with options (``@tool(policy=...)``).
+
+    ``summary`` is a ``str.format`` template over output fields, used in logs and replies.
+    """
+    if fn is not None:
+        return build_spec(fn)
+
+    def decorate(inner: F) -> ToolSpec:
+        return build_spec(inner, name=name, policy=policy, summary=summary)
+
+    return decorate

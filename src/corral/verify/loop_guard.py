@@ -1,0 +1,44 @@
+"""Loop detection by state hash and by repeated identical tool calls (seed 000 §3.4)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def stable_hash(value: Any) -> str:
+    """A short hash of a JSON-able value, independent of key order."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class LoopGuard:
+    """Flags a run that repeats itself instead of making progress."""
+
+    max_identical_calls: int = 2
+    calls: dict[str, set[str]] = field(default_factory=dict)
+    states: set[str] = field(default_factory=set)
+
+    def observe_call(self, step_id: str, tool: str, args: Mapping[str, Any]) -> str | None:
+        """Record a call; a reason when more than the limit of steps made this exact call."""
+        key = stable_hash([tool, args])
+        steps = self.calls.setdefault(key, set())
+        steps.add(step_id)
+        if len(steps) > self.max_identical_calls:
+            return (
+                f"{tool} was called with the same arguments by {len(steps)} steps "
+                f"({', '.join(sorted(steps))})"
+            )
+        return None
+
+    def observe_state(self, facts: Mapping[str, Any], done: list[str]) -> str | None:
+        """Record a state after a step; a reason when the same state was seen before."""
+        key = stable_hash([facts, sorted(done)])
+        if key in self.states:
+            return "the run came back to a state it had already been in"
+        self.states.add(key)
+        return None
