@@ -50,7 +50,7 @@ class Agent:
 
     def plan_context(self, intent: str | None) -> PlanContext:
         """What plans for ``intent`` are validated against."""
-        allowed = frozenset(allowed_tools(self.config, intent)) if intent else None
+        allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = {name: ENTITY_TYPES[spec.kind] for name, spec in self.config.entities.items()}
         return PlanContext(self.tools, types, allowed, self.config.limits.max_plan_steps)
 

@@ -6,6 +6,7 @@ message always resolves to the same range, in replays too.
 
 from __future__ import annotations
 
+import calendar
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -70,11 +71,13 @@ _UNIT_DAYS = {"天": 1, "日": 1, "周": 7, "星期": 7, "礼拜": 7, "day": 1, 
 def _ago(today: date, amount: int, unit: str) -> tuple[date, date]:
     if unit in ("个月", "月", "month"):
         start = _month_start(today, amount)
-        day = min(today.day, 28)
-        point = start.replace(day=day)
+        last_day = calendar.monthrange(start.year, start.month)[1]
+        point = start.replace(day=min(today.day, last_day))
         return point, point
     if unit in ("年", "year"):
-        point = today.replace(year=today.year - amount, day=min(today.day, 28))
+        year = today.year - amount
+        last_day = calendar.monthrange(year, today.month)[1]
+        point = today.replace(year=year, day=min(today.day, last_day))
         return point, point
     point = today - timedelta(days=amount * _UNIT_DAYS[unit])
     return point, point

@@ -11,18 +11,33 @@ from typing import Any
 
 from corral.config import AgentConfig
 from corral.contracts import IntentResult, RouteAction, RouteDecision
+from corral.tools.registry import ToolRegistry
 
 
-def allowed_tools(config: AgentConfig, intent: str) -> list[str]:
-    """The intent's allow-list: declared, or else the tools its plan template names."""
+def allowed_tools(
+    config: AgentConfig, intent: str, registry: ToolRegistry | None = None
+) -> list[str]:
+    """The intent's allow-list: declared, or else the tools its plan template names.
+
+    With a registry, the equivalents of each allowed tool are allowed too, so the
+    decision layer may fall back to them.
+    """
     spec = config.intent(intent)
-    if spec.tools:
-        return sorted(set(spec.tools))
-    plan = config.plans.get(spec.plan or "")
-    return sorted({step.tool for step in plan.steps}) if plan else []
+    names = set(spec.tools)
+    if not names:
+        plan = config.plans.get(spec.plan or "")
+        names = {step.tool for step in plan.steps} if plan else set()
+    if registry is not None:
+        names |= {e.name for n in list(names) if n in registry for e in registry.equivalents(n)}
+    return sorted(names)
 
 
-def route(config: AgentConfig, understood: IntentResult, known: Mapping[str, Any]) -> RouteDecision:
+def route(
+    config: AgentConfig,
+    understood: IntentResult,
+    known: Mapping[str, Any],
+    registry: ToolRegistry | None = None,
+) -> RouteDecision:
     """Choose the action for one message. ``known`` holds every entity known so far."""
     if understood.label is None or understood.need_clarification:
         action = RouteAction(config.on_low_confidence)
@@ -58,5 +73,5 @@ def route(config: AgentConfig, understood: IntentResult, known: Mapping[str, Any
         template=spec.plan,
         reason="missing " + ", ".join(missing) if missing else "run plan",
         missing_entities=missing,
-        allowed_tools=allowed_tools(config, spec.name),
+        allowed_tools=allowed_tools(config, spec.name, registry),
     )

@@ -112,7 +112,7 @@ class RunLoop:
                 duration_ms=round((self.effects.monotonic() - started) * 1000, 3),
             )
             self._merge_entities(understood.entities, "message")
-        decision = route(agent.config, understood, state.entities)
+        decision = route(agent.config, understood, state.entities, agent.tools)
         self.journal.emit(EventType.ROUTED, "route", decision=decision.model_dump(mode="json"))
         limits = agent.config.limits
         if decision.action is RouteAction.CLARIFY:
@@ -212,27 +212,13 @@ class RunLoop:
         except TemplateInvalidError as exc:
             self.handoff(exc.message, ErrorCode.TEMPLATE_INVALID)
             return
+        self.finish_with_text(text, outcome, template)
+
+    def finish_with_text(self, text: str, outcome: str, template: str = "step") -> None:
+        """Finish with a reply already written (by a template or a reply step)."""
         self._reply(text, template)
         self.journal.transition(RunStatus.FINISHED, outcome)
-        self.journal.emit(
-            EventType.RUN_FINISHED,
-            "run",
-            status="finished",
-            outcome=outcome,
-            active_s=round(self.active_seconds(), 6),
-        )
-
-    def finish_with_text(self, text: str, outcome: str) -> None:
-        """Finish with a reply text already produced by a reply step."""
-        self._reply(text, "step")
-        self.journal.transition(RunStatus.FINISHED, outcome)
-        self.journal.emit(
-            EventType.RUN_FINISHED,
-            "run",
-            status="finished",
-            outcome=outcome,
-            active_s=round(self.active_seconds(), 6),
-        )
+        self._emit_finished(RunStatus.FINISHED, outcome, None)
 
     def packet(self, reason: str, code: ErrorCode) -> HandoffPacket:
         """The handoff packet: everything a person needs to take over."""
@@ -267,31 +253,28 @@ class RunLoop:
 
     def handoff(self, reason: str, code: ErrorCode) -> None:
         """Hand the run to a person, with the packet, and tell the user so."""
-        packet = self.packet(reason, code)
-        self.journal.emit(EventType.HANDED_OFF, "handoff", packet=packet.model_dump(mode="json"))
-        self._reply(self.agent.renderer.render("handoff", {}, self.state.language), "handoff")
-        self.journal.transition(RunStatus.HANDED_OFF, reason)
-        self.journal.emit(
-            EventType.RUN_FINISHED,
-            "run",
-            status="handed_off",
-            outcome="handoff",
-            error_code=code.value,
-            active_s=round(self.active_seconds(), 6),
-        )
+        self._end_with_packet(RunStatus.HANDED_OFF, "handoff", reason, code)
 
     def fail(self, reason: str, code: ErrorCode) -> None:
         """End the run as failed; a packet is still stored so a person can follow up."""
+        self._end_with_packet(RunStatus.FAILED, "failed", reason, code)
+
+    def _end_with_packet(
+        self, status: RunStatus, template: str, reason: str, code: ErrorCode
+    ) -> None:
         packet = self.packet(reason, code)
         self.journal.emit(EventType.HANDED_OFF, "handoff", packet=packet.model_dump(mode="json"))
-        self._reply(self.agent.renderer.render("failed", {}, self.state.language), "failed")
-        self.journal.transition(RunStatus.FAILED, reason)
+        self._reply(self.agent.renderer.render(template, {}, self.state.language), template)
+        self.journal.transition(status, reason)
+        self._emit_finished(status, template, code)
+
+    def _emit_finished(self, status: RunStatus, outcome: str, code: ErrorCode | None) -> None:
         self.journal.emit(
             EventType.RUN_FINISHED,
             "run",
-            status="failed",
-            outcome="failed",
-            error_code=code.value,
+            status=status.value,
+            outcome=outcome,
+            error_code=code.value if code else None,
             active_s=round(self.active_seconds(), 6),
         )
 

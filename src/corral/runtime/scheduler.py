@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import EventType, RunStatus, StepStatus, ToolResult, ToolStatus
+from corral.contracts import EventType, RunStatus, StepStatus, ToolResult, ToolStatus, Verdict
 from corral.decision.budget import BudgetTracker
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
@@ -165,12 +165,7 @@ class Scheduler:
             if rule.rule.before_tool != step.tool:
                 continue
             verdict = rule.check(names)
-            journal.emit(
-                EventType.VERIFIED,
-                "verify",
-                step_id=step_id,
-                verdict=verdict.model_dump(mode="json"),
-            )
+            self._record_verdict(step_id, verdict)
             if not verdict.passed:
                 journal.emit(
                     EventType.STEP_SKIPPED,
@@ -240,7 +235,9 @@ class Scheduler:
     async def _execute(self, compiled: CompiledStep, args: dict[str, Any]) -> _Outcome:
         """Decide the tool and call it; on failure try the next equivalent tool."""
         step, agent, journal = compiled.step, self.agent, self.journal
-        candidates = rank_tools(agent.tools, step.tool, agent.health, agent.config.tool_preference)
+        allowed = set(self.state.route.allowed_tools) if self.state.route else set()
+        ranked = rank_tools(agent.tools, step.tool, agent.health, agent.config.tool_preference)
+        candidates = [spec for spec in ranked if spec.name in allowed]
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
             reason = "best ranked" if index == 0 else f"fallback after {candidates[index - 1].name}"
@@ -322,12 +319,7 @@ class Scheduler:
                 "entities": self.state.entities,
             }
             verdict = check_success(compiled.success, names)
-            journal.emit(
-                EventType.VERIFIED,
-                "verify",
-                step_id=step_id,
-                verdict=verdict.model_dump(mode="json"),
-            )
+            self._record_verdict(step_id, verdict)
             if not verdict.passed:
                 journal.emit(
                     EventType.STEP_FINISHED,
@@ -372,6 +364,11 @@ class Scheduler:
             error_code=code,
             reason=reason,
             duration_ms=result.duration_ms,
+        )
+
+    def _record_verdict(self, step_id: str, verdict: Verdict) -> None:
+        self.journal.emit(
+            EventType.VERIFIED, "verify", step_id=step_id, verdict=verdict.model_dump(mode="json")
         )
 
     def _conclude(self) -> None:

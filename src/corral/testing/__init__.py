@@ -1,1 +1,5 @@
-"""testing layer."""
+"""Helpers for testing agents without a network: deterministic effects."""
+
+from corral.testing.effects import FixedEffects
+
+__all__ = ["FixedEffects"]

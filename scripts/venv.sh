@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Create .venv if needed and install corral into it (editable) with the given extras.
+# Usage: bash scripts/venv.sh [EXTRAS], e.g. bash scripts/venv.sh dev,postgres
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".${1:+[$1]}"

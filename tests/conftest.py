@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corral import Agent, MemoryStore, Runtime, load_agent
+from corral.testing import FixedEffects
+
+ROOT = Path(__file__).resolve().parents[1]
+AFTERSALES = ROOT / "examples" / "aftersales"
+
+
+@pytest.fixture
+def effects() -> FixedEffects:
+    return FixedEffects()
+
+
+@pytest.fixture
+def aftersales(tmp_path: Path) -> Agent:
+    return load_agent(AFTERSALES, data_dir=tmp_path / "business")
+
+
+@pytest.fixture
+def runtime(aftersales: Agent, effects: FixedEffects) -> Runtime:
+    return Runtime(aftersales, MemoryStore(), effects=effects)

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from corral import Agent, parse_config
+from corral.tools.spec import ToolSpec
+
+
+def exchange_count(agent: Agent) -> int:
+    with sqlite3.connect(agent.deps["db"]) as conn:
+        return int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+
+
+def build_agent(
+    tools: list[ToolSpec],
+    steps: list[dict[str, Any]],
+    *,
+    entities: dict[str, Any] | None = None,
+    business_rules: list[dict[str, Any]] | None = None,
+    templates: dict[str, Any] | None = None,
+    budget: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+    intent_tools: list[str] | None = None,
+    requires: list[str] | None = None,
+    reply: str | None = "done_reply",
+    plan_extra: dict[str, Any] | None = None,
+) -> Agent:
+    """A one-intent agent: any message containing 'go' runs the given plan."""
+    config = parse_config(
+        {
+            "name": "test",
+            "entities": entities or {"order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]}},
+            "intents": [
+                {
+                    "name": "do",
+                    "rules": [{"keywords": ["go"], "confidence": 0.95}],
+                    "route": "plan",
+                    "plan": "p",
+                    "reply": reply,
+                    "tools": intent_tools or [],
+                    "requires": requires or [],
+                }
+            ],
+            "plans": {"p": {"steps": steps, **(plan_extra or {})}},
+            "business_rules": business_rules or [],
+            "templates": {"done_reply": {"zh": "完成", "en": "done"}, **(templates or {})},
+            "budget": budget or {},
+            "limits": limits or {},
+        }
+    )
+    return Agent.build(config, tools)

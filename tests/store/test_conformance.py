@@ -1,0 +1,147 @@
+"""Every store backend passes the same tests: memory, SQLite (WAL) and PostgreSQL.
+
+PostgreSQL runs when CORRAL_TEST_PG_URL is set (CI starts a server and sets it); with
+CORRAL_REQUIRE_PG=1 a missing server is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from corral import Event, EventType, HandoffPacket
+from corral.store.base import RunRecord, SessionRecord, Store
+from corral.store.memory import MemoryStore
+from corral.store.sql import SqlStore
+
+T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "sqlite":
+        yield SqlStore.open(tmp_path / "corral.db")
+    else:
+        url = os.environ.get("CORRAL_TEST_PG_URL")
+        if not url:
+            if os.environ.get("CORRAL_REQUIRE_PG") == "1":
+                pytest.fail("CORRAL_REQUIRE_PG=1 but CORRAL_TEST_PG_URL is not set")
+            pytest.skip("no PostgreSQL (set CORRAL_TEST_PG_URL)")
+        sql = SqlStore.open(url)
+        yield sql
+        sql.engine.dispose()
+
+
+def run_id() -> str:
+    return f"run_{uuid.uuid4().hex[:12]}"
+
+
+def record(rid: str, status: str = "parsing", at: datetime = T0) -> RunRecord:
+    return RunRecord(
+        run_id=rid,
+        trace_id="trace_1",
+        agent="test",
+        session_id=None,
+        status=status,
+        created_at=at,
+        updated_at=at,
+        summary={"status": status},
+    )
+
+
+def events(rid: str, start: int, count: int) -> list[Event]:
+    return [
+        Event(
+            run_id=rid,
+            seq=i,
+            ts=T0 + timedelta(seconds=i),
+            type=EventType.REPLY,
+            stage="reply",
+            data={"text": f"第{i}条", "nested": {"n": i}},
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def test_save_and_load_round_trip(store: Store) -> None:
+    rid = run_id()
+    store.save(record(rid), events(rid, 1, 3))
+    loaded = store.load_events(rid)
+    assert [e.seq for e in loaded] == [1, 2, 3]
+    assert loaded[0].data == {"text": "第1条", "nested": {"n": 1}}
+    assert loaded[0].ts == T0 + timedelta(seconds=1)
+    got = store.get_run(rid)
+    assert got is not None and got.status == "parsing" and got.summary == {"status": "parsing"}
+
+
+def test_appends_and_updates_without_losing_events(store: Store) -> None:
+    rid = run_id()
+    store.save(record(rid), events(rid, 1, 2))
+    store.save(record(rid, "finished"), events(rid, 3, 2))
+    store.save(record(rid, "finished"), events(rid, 3, 2))  # a repeated flush is harmless
+    assert [e.seq for e in store.load_events(rid)] == [1, 2, 3, 4]
+    got = store.get_run(rid)
+    assert got is not None and got.status == "finished"
+
+
+def test_unknown_run(store: Store) -> None:
+    assert store.get_run("run_missing") is None
+    assert store.load_events("run_missing") == []
+    assert store.get_handoff("run_missing") is None
+
+
+def test_handoff_packet(store: Store) -> None:
+    rid = run_id()
+    packet = HandoffPacket(
+        run_id=rid,
+        trace_id="t",
+        reason="complaint",
+        reason_code="X",
+        user_messages=["气死我了"],
+        created_at=T0,
+    )
+    store.save(record(rid, "handed_off"), events(rid, 1, 1), packet)
+    assert store.get_handoff(rid) == packet
+
+
+def test_list_runs_newest_first(store: Store) -> None:
+    first, second = run_id(), run_id()
+    store.save(record(first, at=T0 + timedelta(days=300)), [])
+    store.save(record(second, at=T0 + timedelta(days=301)), [])
+    ids = [r.run_id for r in store.list_runs(limit=500)]
+    assert ids.index(second) < ids.index(first)
+
+
+def test_sessions_expire(store: Store) -> None:
+    sid = f"s_{uuid.uuid4().hex[:8]}"
+    session = SessionRecord(
+        session_id=sid,
+        agent="test",
+        turns=[{"message": "你好"}],
+        entities={"order_id": "HD1"},
+        open_run_id=None,
+        updated_at=T0,
+        expires_at=T0 + timedelta(days=7),
+    )
+    store.save_session(session)
+    loaded = store.get_session(sid, T0 + timedelta(days=1))
+    assert loaded is not None and loaded.entities == {"order_id": "HD1"}
+    assert loaded.turns == [{"message": "你好"}]
+    assert store.get_session(sid, T0 + timedelta(days=8)) is None
+    store.save_session(SessionRecord(sid, "test", [], {}, "run_x", T0, T0 + timedelta(days=9)))
+    replaced = store.get_session(sid, T0 + timedelta(days=8))
+    assert replaced is not None and replaced.open_run_id == "run_x"
+
+
+def test_sqlite_uses_wal(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "x.db")
+    with store.engine.connect() as conn:
+        mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    assert mode == "wal"

@@ -1,0 +1,235 @@
+"""End to end through the CLI, each command in a fresh process, state in a temp home."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import AFTERSALES, ROOT
+
+EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+
+
+def corral(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "corral", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
+    if ok:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done
+
+
+def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:
+    out = corral(home, "run", str(AFTERSALES), message, "--json", *extra).stdout
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def exchanges(home: Path) -> int:
+    with sqlite3.connect(home / "data" / "aftersales" / "aftersales.db") as conn:
+        return int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+
+
+def test_demo_covers_every_case(tmp_path: Path) -> None:
+    text = corral(tmp_path, "demo").stdout
+    for title in (
+        "exchange in warranty",
+        "out of warranty",
+        "missing order id",
+        "complaint",
+        "chit-chat",
+        "gibberish",
+    ):
+        assert title in text
+    assert "6 scenarios" in text
+    data = json.loads(corral(tmp_path / "j", "demo", "--json").stdout)
+    outcomes = [(c["status"], c["outcome"]) for c in data["cases"]]
+    assert outcomes == [
+        ("finished", "success"),
+        ("finished", "refused"),
+        ("finished", "cancelled"),
+        ("handed_off", "handoff"),
+        ("finished", "reply"),
+        ("awaiting_user", None),
+    ]
+
+
+def test_run_json_has_the_documented_fields(tmp_path: Path) -> None:
+    data = run_json(tmp_path, EXCHANGE)
+    assert set(data) == {"run_id", "trace_id", "status", "intent", "steps", "reply", "handoff"}
+    assert data["status"] == "awaiting_confirm"
+    assert data["intent"] == {"label": "申请换新", "confidence": 0.92, "source": "rule"}
+    assert set(data["steps"][0]) == {
+        "id",
+        "tool",
+        "status",
+        "attempts",
+        "duration_ms",
+        "error_code",
+    }
+    assert [s["status"] for s in data["steps"]] == ["succeeded"] * 3 + ["pending"] * 2
+
+
+def test_approve_in_a_new_process_creates_exactly_one_exchange(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)
+    done = json.loads(corral(tmp_path, "resume", paused["run_id"], "--approve", "--json").stdout)
+    assert done["status"] == "finished" and "换新单" in done["reply"]
+    assert exchanges(tmp_path) == 1
+    again = corral(tmp_path, "resume", paused["run_id"], "--approve", ok=False)
+    assert again.returncode == 2 and "RUN_NOT_RESUMABLE" in again.stderr
+    assert exchanges(tmp_path) == 1
+
+
+def test_killed_while_waiting_for_confirmation_then_resumed(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import asyncio, sys, time
+        from pathlib import Path
+        from corral import Runtime, SqlStore, load_agent
+        home = Path({str(tmp_path)!r})
+        agent = load_agent({str(AFTERSALES)!r}, data_dir=home / "data" / "aftersales")
+        runtime = Runtime(agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs")
+        summary = asyncio.run(runtime.start({EXCHANGE!r}))
+        print(summary.status.value, summary.run_id, flush=True)
+        time.sleep(600)  # a person is deciding...
+    """)
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    assert process.stdout is not None
+    status, run_id = process.stdout.readline().split()
+    assert status == "awaiting_confirm"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    assert exchanges(tmp_path) == 0
+    done = json.loads(corral(tmp_path, "resume", run_id, "--approve", "--json").stdout)
+    assert done["status"] == "finished"
+    assert exchanges(tmp_path) == 1
+    assert corral(tmp_path, "resume", run_id, "--approve", ok=False).returncode == 2
+    assert exchanges(tmp_path) == 1
+
+
+def test_reject_through_the_cli(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)
+    done = json.loads(corral(tmp_path, "resume", paused["run_id"], "--reject", "--json").stdout)
+    assert done["status"] == "finished" and "取消" in done["reply"]
+    assert exchanges(tmp_path) == 0
+
+
+def test_out_of_warranty_is_refused(tmp_path: Path) -> None:
+    data = run_json(tmp_path, "Can I get a replacement for my scanner? Order HD20230315.")
+    assert data["status"] == "finished" and "out of warranty" in data["reply"]
+    steps = {s["id"]: (s["status"], s["error_code"]) for s in data["steps"]}
+    assert steps["s4"] == ("skipped", "BUSINESS_RULE_VIOLATED")
+
+
+def test_missing_order_id_then_answer(tmp_path: Path) -> None:
+    asked = run_json(tmp_path, "我想申请换新，显示器突然黑屏了")
+    assert asked["status"] == "awaiting_user" and "订单号" in asked["reply"]
+    answered = json.loads(
+        corral(
+            tmp_path, "resume", asked["run_id"], "--answer", "订单号是 HD20250920", "--json"
+        ).stdout
+    )
+    assert answered["status"] == "awaiting_confirm"
+
+
+def test_session_continues_the_open_question(tmp_path: Path) -> None:
+    asked = run_json(tmp_path, "我想申请换新", "--session", "chat-7")
+    follow = run_json(tmp_path, "HD20240501", "--session", "chat-7")
+    assert follow["run_id"] == asked["run_id"] and follow["status"] == "awaiting_confirm"
+
+
+def test_complaint_handoff_packet_is_stored_and_shown(tmp_path: Path) -> None:
+    data = run_json(tmp_path, "你们这个打印机真是气死我了！")
+    assert data["status"] == "handed_off" and data["steps"] == []
+    assert data["handoff"]["reason_code"] == "POLICY_HANDOFF"
+    packet = json.loads(corral(tmp_path, "handoff", data["run_id"], "--json").stdout)
+    assert packet["trace_id"] == data["trace_id"]
+    assert packet["user_messages"] == ["你们这个打印机真是气死我了！"]
+    shown = corral(tmp_path, "handoff", data["run_id"]).stdout
+    assert "POLICY_HANDOFF" in shown
+
+
+def test_chitchat_and_gibberish(tmp_path: Path) -> None:
+    chat = run_json(tmp_path, "你好")
+    assert chat["status"] == "finished" and chat["intent"]["label"] == "无关闲聊"
+    unclear = run_json(tmp_path, "asdfgh 啊啊啊")
+    assert unclear["status"] == "awaiting_user" and unclear["intent"]["label"] is None
+
+
+def test_traces_filter_by_stage_and_level(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)
+    corral(tmp_path, "resume", paused["run_id"], "--approve")
+    lines = [
+        json.loads(x)
+        for x in corral(tmp_path, "traces", paused["run_id"], "--json").stdout.splitlines()
+    ]
+    required = {
+        "ts",
+        "trace_id",
+        "run_id",
+        "stage",
+        "level",
+        "status",
+        "input_summary",
+        "output_summary",
+        "duration_ms",
+    }
+    assert all(required <= set(line) for line in lines)
+    assert all(
+        len(line["input_summary"]) <= 200 and len(line["output_summary"]) <= 200 for line in lines
+    )
+    assert {line["trace_id"] for line in lines} == {paused["trace_id"]}
+    execute = [
+        json.loads(x)
+        for x in corral(
+            tmp_path, "traces", paused["run_id"], "--stage", "execute", "--json"
+        ).stdout.splitlines()
+    ]
+    assert execute and {line["stage"] for line in execute} == {"execute"}
+    assert sum(1 for line in execute if line["event"] == "tool_attempt") == 5
+    table = corral(tmp_path, "traces", paused["run_id"], "--level", "info").stdout
+    assert "tool_attempt" in table and "fact_written" not in table
+
+
+def test_show_and_runs(tmp_path: Path) -> None:
+    data = run_json(tmp_path, EXCHANGE)
+    shown = corral(tmp_path, "show", data["run_id"]).stdout
+    assert "query_order" in shown and "awaiting confirmation" in shown
+    assert data["run_id"] in corral(tmp_path, "runs").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("run", "/nonexistent/agent", "hi"), "CONFIG_INVALID"),
+        (("resume", "run_does_not_exist", "--approve"), "RUN_NOT_FOUND"),
+        (("traces", "run_does_not_exist"), "RUN_NOT_FOUND"),
+        (("handoff", "run_does_not_exist"), "RUN_NOT_FOUND"),
+    ],
+)
+def test_bad_input_gets_a_stable_code(tmp_path: Path, args: tuple[str, ...], code: str) -> None:
+    done = corral(tmp_path, *args, ok=False)
+    assert done.returncode == 2 and code in done.stderr
+
+
+def test_huge_message_is_refused_with_a_code_and_no_run(tmp_path: Path) -> None:
+    done = corral(tmp_path, "run", str(AFTERSALES), "换" * 5000, "--json", ok=False)
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["error"]["code"] == "INPUT_TOO_LARGE"
+    assert json.loads(corral(tmp_path, "runs", "--json").stdout) == []

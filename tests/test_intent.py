@@ -1,0 +1,160 @@
+"""Intent layer: rules with confidence, entities, relative dates, the threshold."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from corral import Agent
+from corral.intent.dates import chinese_number, find_relative_date
+from corral.intent.entities import detect_language
+
+# Sunday 2026-11-29 10:00 UTC = 18:00 in Shanghai.
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("今天打印机坏了", "2026-11-29", "2026-11-29"),
+        ("昨天买的", "2026-11-28", "2026-11-28"),
+        ("前天到的货", "2026-11-27", "2026-11-27"),
+        ("大前天", "2026-11-26", "2026-11-26"),
+        ("上周买的打印机", "2026-11-16", "2026-11-22"),
+        ("上个星期", "2026-11-16", "2026-11-22"),
+        ("上上周", "2026-11-09", "2026-11-15"),
+        ("这周", "2026-11-23", "2026-11-29"),
+        ("上个月", "2026-10-01", "2026-10-31"),
+        ("本月", "2026-11-01", "2026-11-29"),
+        ("三个月前", "2026-08-29", "2026-08-29"),
+        ("两周前", "2026-11-15", "2026-11-15"),
+        ("10天前", "2026-11-19", "2026-11-19"),
+        ("最近", "2026-11-23", "2026-11-29"),
+        ("去年买的", "2025-01-01", "2025-12-31"),
+        ("yesterday", "2026-11-28", "2026-11-28"),
+        ("bought it last week", "2026-11-16", "2026-11-22"),
+        ("last month", "2026-10-01", "2026-10-31"),
+        ("3 days ago", "2026-11-26", "2026-11-26"),
+        ("two weeks ago", "2026-11-15", "2026-11-15"),
+    ],
+)
+def test_relative_dates_resolve_in_the_time_zone(text: str, start: str, end: str) -> None:
+    found = find_relative_date(text, NOW, "Asia/Shanghai")
+    assert found is not None
+    assert (found.start.isoformat(), found.end.isoformat()) == (start, end)
+
+
+def test_time_zone_changes_the_day() -> None:
+    late = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)  # already 30 Nov in Shanghai
+    assert find_relative_date("今天", late, "UTC").start.isoformat() == "2026-11-29"  # type: ignore[union-attr]
+    shanghai = find_relative_date("今天", late, "Asia/Shanghai")
+    assert shanghai is not None and shanghai.start.isoformat() == "2026-11-30"
+
+
+def test_no_date_is_none() -> None:
+    assert find_relative_date("打印机坏了", NOW, "UTC") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("三", 3), ("十", 10), ("十二", 12), ("二十", 20), ("两", 2), ("21", 21), ("abc", None)],
+)
+def test_chinese_numbers(text: str, value: int | None) -> None:
+    assert chinese_number(text) == value
+
+
+@given(st.text(max_size=200))
+def test_date_finder_never_crashes(text: str) -> None:
+    find_relative_date(text, NOW, "Asia/Shanghai")
+
+
+def test_language_detection() -> None:
+    assert detect_language("我的打印机") == "zh"
+    assert detect_language("my printer") == "en"
+    assert detect_language("12345", default="en") == "en"
+
+
+@pytest.mark.parametrize(
+    ("message", "label"),
+    [
+        ("我的打印机坏了，订单号 HD20240501，能换新吗", "申请换新"),
+        ("I want a replacement, order HD20240501", "申请换新"),
+        ("打印机卡纸了", "报修"),
+        ("my scanner stopped working", "报修"),
+        ("打印机保修多久", "咨询"),
+        ("你们这个打印机真是气死我了", "投诉"),
+        ("this is the worst service", "投诉"),
+        ("你好", "无关闲聊"),
+    ],
+)
+def test_rules_pick_the_declared_intent(aftersales: Agent, message: str, label: str) -> None:
+    result = aftersales.intent.understand(message, NOW)
+    assert result.label == label
+    assert result.source == "rule"
+    assert result.confidence >= 0.8
+    assert not result.need_clarification
+
+
+def test_gibberish_needs_clarification(aftersales: Agent) -> None:
+    result = aftersales.intent.understand("asdfgh qwerty", NOW)
+    assert result.label is None and result.need_clarification and result.source == "none"
+
+
+def test_entities_are_extracted_and_normalised(aftersales: Agent) -> None:
+    result = aftersales.intent.understand("上周买的打印机坏了，单号hd20240501", NOW)
+    assert result.entities["order_id"] == "HD20240501"
+    assert result.entities["product"] == "printer"
+    assert result.entities["purchase_date"]["start"] == "2026-11-16"
+
+
+def test_longest_vocabulary_word_wins(aftersales: Agent) -> None:
+    result = aftersales.intent.understand("喷墨打印机坏了", NOW)
+    assert result.entities["product"] == "inkjet"
+
+
+def test_missing_entity_is_absent_not_guessed(aftersales: Agent) -> None:
+    result = aftersales.intent.understand("我想换新", NOW)
+    assert "order_id" not in result.entities
+
+
+def test_below_threshold_is_flagged() -> None:
+    from corral import parse_config
+    from corral.intent.pipeline import IntentLayer
+
+    config = parse_config(
+        {
+            "name": "t",
+            "intents": [
+                {
+                    "name": "weak",
+                    "route": "reply",
+                    "reply": "done",
+                    "rules": [{"keywords": ["maybe"], "confidence": 0.5}],
+                }
+            ],
+        }
+    )
+    result = IntentLayer(config).understand("maybe", NOW)
+    assert result.label == "weak" and result.need_clarification
+
+
+def test_classifier_seam_is_used_after_rules_and_limited_to_declared_labels() -> None:
+    from corral import IntentResult, parse_config
+    from corral.intent.pipeline import IntentLayer
+
+    class Fake:
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        def classify(self, text: str) -> IntentResult | None:
+            return IntentResult(label=self.label, confidence=0.95, source="classifier")
+
+    config = parse_config(
+        {"name": "t", "intents": [{"name": "known", "route": "reply", "reply": "done"}]}
+    )
+    assert IntentLayer(config, [Fake("known")]).understand("x", NOW).source == "classifier"
+    invented = IntentLayer(config, [Fake("invented")]).understand("x", NOW)
+    assert invented.label is None

@@ -1,0 +1,100 @@
+"""Verify layer: a safe expression language, success criteria, rules, loop guard."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from corral.config import BusinessRule
+from corral.errors import ExpressionInvalidError
+from corral.verify import LoopGuard, check_success, compile_expression, compile_rules
+
+
+class Result(BaseModel):
+    status: str
+    count: int
+
+
+def test_expressions_evaluate_over_dicts() -> None:
+    expr = compile_expression('result.status == "valid" and result.count > 2', Result)
+    assert expr.evaluate({"result": {"status": "valid", "count": 3}}) is True
+    assert expr.evaluate({"result": {"status": "valid", "count": 1}}) is False
+    assert compile_expression("len(result.status) == 5").evaluate({"result": {"status": "valid"}})
+    assert compile_expression("facts.ok == true").evaluate({"facts": {"ok": True}})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('rm -rf /')",
+        "result.__class__",
+        "open('/etc/passwd')",
+        "[x for x in result]",
+        "lambda: 1",
+        "os.system",
+        "result.status ==",
+    ],
+)
+def test_hostile_expressions_are_rejected_at_compile_time(text: str) -> None:
+    with pytest.raises(ExpressionInvalidError) as info:
+        compile_expression(text)
+    assert info.value.code.value == "EXPRESSION_INVALID"
+
+
+def test_unknown_result_field_is_rejected_statically() -> None:
+    with pytest.raises(ExpressionInvalidError, match="no field 'stat'"):
+        compile_expression('result.stat == "valid"', Result)
+
+
+@given(st.text(max_size=80))
+def test_compiler_never_raises_anything_but_its_own_error(text: str) -> None:
+    with contextlib.suppress(ExpressionInvalidError):
+        compile_expression(text)
+
+
+def test_success_check_verdicts() -> None:
+    expr = compile_expression('result.status == "valid"', Result)
+    assert check_success(expr, {"result": {"status": "valid"}}).passed
+    failed = check_success(expr, {"result": {"status": "expired"}})
+    assert not failed.passed and failed.code == "SUCCESS_CRITERIA_FAILED"
+    assert check_success(None, {}).passed
+    missing = check_success(compile_expression("result.count > 1"), {"result": {}})
+    assert not missing.passed
+
+
+def test_business_rule_warranty_expired_means_no_exchange() -> None:
+    (rule,) = compile_rules(
+        [
+            BusinessRule(
+                name="warranty",
+                before_tool="create_exchange_order",
+                require="facts.in_warranty == true",
+                refusal="refuse",
+            )
+        ]
+    )
+    assert rule.check({"facts": {"in_warranty": True}}).passed
+    verdict = rule.check({"facts": {"in_warranty": False}})
+    assert not verdict.passed and verdict.code == "BUSINESS_RULE_VIOLATED"
+    assert not rule.check({"facts": {}}).passed  # unknown counts as a violation
+
+
+def test_loop_guard_repeated_identical_calls() -> None:
+    guard = LoopGuard(max_identical_calls=2)
+    assert guard.observe_call("s1", "search", {"q": "x"}) is None
+    assert guard.observe_call("s2", "search", {"q": "x"}) is None
+    assert guard.observe_call("s2", "search", {"q": "x"}) is None  # retry of the same step
+    assert guard.observe_call("s3", "search", {"q": "y"}) is None
+    reason = guard.observe_call("s4", "search", {"q": "x"})
+    assert reason is not None and "3 steps" in reason
+
+
+def test_loop_guard_state_hash() -> None:
+    guard = LoopGuard()
+    assert guard.observe_state({"a": 1}, ["s1"]) is None
+    assert guard.observe_state({"a": 2}, ["s1"]) is None
+    assert guard.observe_state({"a": 1}, ["s1"]) is not None
