@@ -75,6 +75,7 @@ class LiveEffects:
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if spec.context_param:
             kwargs[spec.context_param] = context
-        if spec.is_async:
-            return await asyncio.wait_for(spec.fn(**kwargs), timeout_s)
-        return await asyncio.wait_for(asyncio.to_thread(spec.fn, **kwargs), timeout_s)
+        async with asyncio.timeout(timeout_s):  # no extra task, unlike wait_for
+            if spec.is_async:
+                return await spec.fn(**kwargs)
+            return await asyncio.to_thread(spec.fn, **kwargs)

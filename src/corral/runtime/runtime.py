@@ -8,8 +8,10 @@ and before any write tool runs; in between, events are batched.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 from corral.agent import Agent
 from corral.contracts import (
@@ -30,6 +32,8 @@ from corral.runtime.loop import RunLoop
 from corral.runtime.state import RunState, fold
 from corral.store.base import RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
+
+T = TypeVar("T")
 
 SESSION_TTL = timedelta(days=7)
 """Seed 002: session memory lives 7 days."""
@@ -96,11 +100,9 @@ class Runtime:
                 hint="split it, or raise limits.max_message_chars",
             )
         if session_id:
-            session = await asyncio.to_thread(
-                self.store.get_session, session_id, self.effects.now()
-            )
+            session = await self._io(self.store.get_session, session_id, self.effects.now())
             if session and session.open_run_id:
-                record = await asyncio.to_thread(self.store.get_run, session.open_run_id)
+                record = await self._io(self.store.get_run, session.open_run_id)
                 if record and record.status == RunStatus.AWAITING_USER.value:
                     return await self.resume(session.open_run_id, answer=message)
         run_id = self.effects.new_id("run")
@@ -128,7 +130,7 @@ class Runtime:
         Approve or reject a pending confirmation, answer a pending question, or (with
         neither) pick up a run whose process died mid-way.
         """
-        events = await asyncio.to_thread(self.store.load_events, run_id)
+        events = await self._io(self.store.load_events, run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="list runs with `corral runs`")
         state = fold(run_id, events)
@@ -176,12 +178,18 @@ class Runtime:
 
     async def load_state(self, run_id: str) -> RunState:
         """The folded state of a stored run."""
-        events = await asyncio.to_thread(self.store.load_events, run_id)
+        events = await self._io(self.store.load_events, run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}")
         return fold(run_id, events)
 
     # ------------------------------------------------------------------ internals
+
+    async def _io(self, call: Callable[..., T], *args: Any) -> T:
+        """Run a store call off the event loop when it does I/O."""
+        if self.store.blocking:
+            return await asyncio.to_thread(call, *args)
+        return call(*args)
 
     async def _drive(self, journal: Journal) -> RunSummary:
         async def persist() -> None:
@@ -192,7 +200,7 @@ class Runtime:
         await self._persist(journal)
         state = journal.state
         if state.session_id:
-            await asyncio.to_thread(self._update_session, state)
+            await self._io(self._update_session, state)
         return summarize_run(state)
 
     async def _persist(self, journal: Journal) -> None:
@@ -213,7 +221,7 @@ class Runtime:
             summary=summary.model_dump(mode="json", exclude={"handoff"}),
         )
         handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
-        await asyncio.to_thread(self._write, record, events, handoff, state.trace_id)
+        await self._io(self._write, record, events, handoff, state.trace_id)
 
     def _write(
         self,

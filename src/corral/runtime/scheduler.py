@@ -225,9 +225,9 @@ class Scheduler:
 
     def _results(self) -> dict[str, Any]:
         return {
-            sid: s.result.data
+            sid: s.data
             for sid, s in self.state.steps.items()
-            if s.status is StepStatus.SUCCEEDED and s.result is not None
+            if s.status is StepStatus.SUCCEEDED and s.data is not None
         }
 
     # ------------------------------------------------------------------ the call

@@ -38,10 +38,21 @@ class StepState:
     tool_used: str | None = None
     args: dict[str, Any] | None = None
     attempts: int = 0
-    result: ToolResult | None = None
+    result_json: dict[str, Any] | None = None
+    """The step's ``ToolResult`` as stored in the log; ``result`` parses it on demand."""
     error_code: str | None = None
     reason: str = ""
     duration_ms: float = 0.0
+
+    @property
+    def result(self) -> ToolResult | None:
+        """The typed result envelope (parsed when asked for, off the hot path)."""
+        return ToolResult.model_validate(self.result_json) if self.result_json else None
+
+    @property
+    def data(self) -> dict[str, Any] | None:
+        """The result's data, without parsing the envelope."""
+        return self.result_json.get("data") if self.result_json else None
 
 
 @dataclass
@@ -92,10 +103,10 @@ def _apply_step(state: RunState, kind: EventType, data: dict[str, Any]) -> None:
         state.tool_calls += 1
     elif kind is EventType.STEP_FINISHED:
         step.status = StepStatus(data["status"])
-        step.result = ToolResult.model_validate(data["result"]) if data.get("result") else None
+        step.result_json = data.get("result")
         step.error_code, step.reason = data.get("error_code"), data.get("reason", "")
         step.duration_ms = data.get("duration_ms", 0.0)
-        summary = step.result.summary if step.result else step.reason
+        summary = step.result_json["summary"] if step.result_json else step.reason
         state.memory = state.memory.with_completed(f"{step.id} {step.status.value}: {summary}")
     elif kind is EventType.STEP_SKIPPED:
         step.status, step.error_code = StepStatus.SKIPPED, data.get("code")

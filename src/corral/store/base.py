@@ -45,6 +45,9 @@ class SessionRecord:
 class Store(Protocol):
     """Durable storage for runs. ``save`` is atomic: the row and its events together."""
 
+    blocking: bool
+    """True when calls do I/O: the runtime then calls them from a worker thread."""
+
     def save(
         self, run: RunRecord, events: Sequence[Event], handoff: HandoffPacket | None = None
     ) -> None:

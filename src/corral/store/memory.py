@@ -18,6 +18,7 @@ class MemoryStore:
     events: dict[str, list[Event]] = field(default_factory=dict)
     handoffs: dict[str, HandoffPacket] = field(default_factory=dict)
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    blocking: bool = False
 
     def save(
         self, run: RunRecord, events: Sequence[Event], handoff: HandoffPacket | None = None

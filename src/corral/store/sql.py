@@ -26,7 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from corral.contracts import Event, HandoffPacket
+from corral.contracts import Event, EventType, HandoffPacket
 from corral.store.base import RunRecord, SessionRecord
 
 metadata = MetaData()
@@ -92,6 +92,8 @@ def sqlite_url(path: Path) -> str:
 
 class SqlStore:
     """The default store. ``SqlStore.open(".corral/corral.db")`` or any SQLAlchemy URL."""
+
+    blocking = True
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -182,7 +184,7 @@ class SqlStore:
                     run_id=row.run_id,
                     seq=row.seq,
                     ts=_aware(row.ts),
-                    type=row.type,
+                    type=EventType(row.type),
                     stage=row.stage,
                     data=json.loads(row.data),
                 )
