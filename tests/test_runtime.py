@@ -187,3 +187,26 @@ async def test_same_message_same_path(aftersales: Agent) -> None:
         summary = await runtime.start("Can I get a replacement for my scanner? Order HD20230315.")
         runs.append(sorted(path(runtime.store.load_events(summary.run_id))))
     assert runs[0] == runs[1]
+
+
+async def test_allow_list_is_enforced_again_at_execution(aftersales: Agent) -> None:
+    """Defence in depth: even a log whose route was tampered with cannot run the write."""
+    from dataclasses import replace
+
+    store = MemoryStore()
+    runtime = Runtime(aftersales, store, effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE)
+    forged = []
+    for event in store.events[paused.run_id]:
+        if event.type is EventType.ROUTED:
+            decision = dict(event.data["decision"])
+            decision["allowed_tools"] = [
+                t for t in decision["allowed_tools"] if t != "create_exchange_order"
+            ]
+            event = replace(event, data={"decision": decision})
+        forged.append(event)
+    store.events[paused.run_id] = forged
+    done = await runtime.resume(paused.run_id, approve=True)
+    assert {s.id: s.error_code for s in done.steps}["s4"] == "TOOL_NOT_ALLOWED"
+    assert done.status is RunStatus.HANDED_OFF
+    assert exchange_count(aftersales) == 0

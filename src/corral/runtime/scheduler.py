@@ -381,26 +381,24 @@ class Scheduler:
         self._mark_blocked()
         steps = list(self.state.steps.values())
         failed = [s for s in steps if s.status is StepStatus.FAILED]
-        refused = [s for s in steps if s.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value]
         declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER.value]
-        if failed:
+        refusal = self._refusal()
+        if refusal is not None:
+            loop.finish(refusal, "refused")
+        elif failed:
             first = failed[0]
             answer = self._failure_template(first.id)
-            if answer and first.error_code in (
-                ErrorCode.NO_RESULT.value,
-                ErrorCode.SUCCESS_CRITERIA_FAILED.value,
-            ):
+            if answer and first.error_code == ErrorCode.NO_RESULT.value:
                 loop.finish(answer, "not_found")
-                return
-            failed_code = first.error_code or ""
-            known = failed_code in ErrorCode.__members__
-            loop.handoff(
-                f"step {first.id} ({first.tool}) failed: {first.reason}",
-                ErrorCode(failed_code) if known else ErrorCode.TOOL_FAILED,
-            )
-        elif refused:
-            template = self._skip_template(refused[0].id) or "failed"
-            loop.finish(template, "refused")
+            elif answer and first.error_code == ErrorCode.SUCCESS_CRITERIA_FAILED.value:
+                loop.finish(answer, "unmet")
+            else:
+                failed_code = first.error_code or ""
+                known = failed_code in ErrorCode.__members__
+                loop.handoff(
+                    f"step {first.id} ({first.tool}) failed: {first.reason}",
+                    ErrorCode(failed_code) if known else ErrorCode.TOOL_FAILED,
+                )
         elif declined:
             loop.finish("cancelled", "cancelled")
         else:
@@ -412,14 +410,30 @@ class Scheduler:
                 spec = self.agent.config.intent(intent) if intent else None
                 loop.finish(spec.reply if spec and spec.reply else "done", "success")
 
+    def _refusal(self) -> str | None:
+        """The refusal template when a business rule decides the outcome, else ``None``.
+
+        A step skipped by a rule refuses. So does a step that never ran (blocked by another
+        failure) whose rule can already be judged false from the facts: "out of warranty"
+        is a better answer than "please upload a photo" for an exchange that cannot happen.
+        """
+        for step in self.state.steps.values():
+            if step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value and step.refusal:
+                return step.refusal
+        names = {"facts": self.state.memory.values(), "entities": self.state.entities}
+        for step in self.state.steps.values():
+            if step.status is not StepStatus.BLOCKED:
+                continue
+            for rule in self.agent.rules:
+                if rule.rule.before_tool != step.tool or not rule.judgeable(names):
+                    continue
+                verdict = rule.check(names)
+                if not verdict.passed:
+                    self._record_verdict(step.id, verdict)
+                    return rule.rule.refusal
+        return None
+
     def _failure_template(self, step_id: str) -> str | None:
         plan = self.state.plan
         declared = self.agent.config.plans.get(plan.template or "") if plan else None
         return declared.on_failure.get(step_id) if declared else None
-
-    def _skip_template(self, step_id: str) -> str | None:
-        for rule in self.agent.rules:
-            plan_step = self.graph.steps[step_id].step
-            if rule.rule.before_tool == plan_step.tool:
-                return rule.rule.refusal
-        return None

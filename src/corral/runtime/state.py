@@ -42,6 +42,8 @@ class StepState:
     """The step's ``ToolResult`` as stored in the log; ``result`` parses it on demand."""
     error_code: str | None = None
     reason: str = ""
+    refusal: str | None = None
+    """Template of the reply when a business rule skipped this step."""
     duration_ms: float = 0.0
 
     @property
@@ -110,6 +112,7 @@ def _apply_step(state: RunState, kind: EventType, data: dict[str, Any]) -> None:
         state.memory = state.memory.with_completed(f"{step.id} {step.status.value}: {summary}")
     elif kind is EventType.STEP_SKIPPED:
         step.status, step.error_code = StepStatus.SKIPPED, data.get("code")
+        step.refusal = data.get("template")
         step.reason = data.get("reason", "")
     elif kind is EventType.STEP_BLOCKED:
         step.status, step.reason = StepStatus.BLOCKED, data.get("reason", "")

@@ -40,6 +40,14 @@ class CompiledRule:
     rule: BusinessRule
     expression: Expression
 
+    def judgeable(self, names: Mapping[str, Any]) -> bool:
+        """Whether every value the rule reads is known (so its verdict is decisive)."""
+        try:
+            self.expression.evaluate(names)
+        except ExpressionInvalidError:
+            return False
+        return True
+
     def check(self, names: Mapping[str, Any]) -> Verdict:
         """Passes when ``require`` holds; a value that is missing counts as a violation."""
         try:
