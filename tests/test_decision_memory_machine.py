@@ -91,3 +91,16 @@ def test_illegal_transitions_raise() -> None:
 def test_terminal_states_have_no_way_out() -> None:
     for status in RunStatus:
         assert (TRANSITIONS[status] == frozenset()) == status.terminal
+
+
+def test_equivalent_tools_must_be_interchangeable() -> None:
+    from corral.errors import ConfigInvalidError
+    from tests.helpers import build_agent
+
+    @tool(name="other_flights", policy=ToolPolicy(equivalent_group="flights"))
+    def other(city: str) -> Flights:
+        return Flights(price=1)
+
+    with pytest.raises(ConfigInvalidError, match="differ in parameters"):
+        build_agent([fast, cheap, other], [{"id": "s1", "tool": "fast_flights"}])
+    build_agent([fast, cheap], [{"id": "s1", "tool": "fast_flights"}])

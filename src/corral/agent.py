@@ -102,6 +102,7 @@ class Agent:
             ]:
                 if not renderer.has(template):
                     problems.append(f"plan {spec.plan}: template {template!r} is missing")
+        problems.extend(_equivalence_problems(registry))
         for rule in config.business_rules:
             if rule.before_tool not in registry:
                 problems.append(f"business rule {rule.name}: unknown tool {rule.before_tool!r}")
@@ -117,6 +118,24 @@ class Agent:
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))
         return agent
+
+
+def _equivalence_problems(registry: ToolRegistry) -> list[str]:
+    """Equivalent tools must be interchangeable: same parameters, same output model."""
+    problems: list[str] = []
+    for spec in registry:
+        for other in registry.equivalents(spec.name)[1:]:
+            if spec.name > other.name:
+                continue
+            if set(spec.input_model.model_fields) != set(other.input_model.model_fields):
+                problems.append(
+                    f"equivalent tools {spec.name} and {other.name} differ in parameters"
+                )
+            if spec.output_model is not other.output_model:
+                problems.append(
+                    f"equivalent tools {spec.name} and {other.name} differ in output model"
+                )
+    return problems
 
 
 def _import_tools(path: Path) -> Any:
