@@ -16,37 +16,6 @@ from corral.intent.entities import detect_language
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(
-    ("text", "start", "end"),
-    [
-        ("今天打印机坏了", "2026-11-29", "2026-11-29"),
-        ("昨天买的", "2026-11-28", "2026-11-28"),
-        ("前天到的货", "2026-11-27", "2026-11-27"),
-        ("大前天", "2026-11-26", "2026-11-26"),
-        ("上周买的打印机", "2026-11-16", "2026-11-22"),
-        ("上个星期", "2026-11-16", "2026-11-22"),
-        ("上上周", "2026-11-09", "2026-11-15"),
-        ("这周", "2026-11-23", "2026-11-29"),
-        ("上个月", "2026-10-01", "2026-10-31"),
-        ("本月", "2026-11-01", "2026-11-29"),
-        ("三个月前", "2026-08-29", "2026-08-29"),
-        ("两周前", "2026-11-15", "2026-11-15"),
-        ("10天前", "2026-11-19", "2026-11-19"),
-        ("最近", "2026-11-23", "2026-11-29"),
-        ("去年买的", "2025-01-01", "2025-12-31"),
-        ("yesterday", "2026-11-28", "2026-11-28"),
-        ("bought it last week", "2026-11-16", "2026-11-22"),
-        ("last month", "2026-10-01", "2026-10-31"),
-        ("3 days ago", "2026-11-26", "2026-11-26"),
-        ("two weeks ago", "2026-11-15", "2026-11-15"),
-    ],
-)
-def test_relative_dates_resolve_in_the_time_zone(text: str, start: str, end: str) -> None:
-    found = find_relative_date(text, NOW, "Asia/Shanghai")
-    assert found is not None
-    assert (found.start.isoformat(), found.end.isoformat()) == (start, end)
-
-
 def test_time_zone_changes_the_day() -> None:
     late = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)  # already 30 Nov in Shanghai
     assert find_relative_date("今天", late, "UTC").start.isoformat() == "2026-11-29"  # type: ignore[union-attr]

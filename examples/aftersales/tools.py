@@ -13,7 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from corral import LOCAL_COMPUTE, ToolContext, ToolPolicy, tool
+from corral import ToolContext, ToolPolicy, tool
+from corral.tools.builtin import generate_reply
+
+__all__ = ["generate_reply"]  # registered from corral's built-ins
 
 HERE = Path(__file__).parent
 
@@ -159,21 +162,3 @@ def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> Excha
             (exchange_id, order_id, reason, ctx.idempotency_key, ctx.received_at.isoformat()),
         )
     return ExchangeOrder(exchange_id=exchange_id, order_id=order_id, created=True)
-
-
-class Reply(BaseModel):
-    text: str
-
-
-@tool(policy=LOCAL_COMPUTE, summary="{text}")
-def generate_reply(template: str, ctx: ToolContext, variant_fact: str | None = None) -> Reply:
-    """Write the reply from a template over verified facts (template-based for now).
-
-    With ``variant_fact``, the template ``<template>_yes`` or ``<template>_no`` is chosen by
-    that fact's truth.
-    """
-    assert ctx.render is not None
-    name = template
-    if variant_fact is not None:
-        name = f"{template}_{'yes' if ctx.facts.get(variant_fact) else 'no'}"
-    return Reply(text=ctx.render(name, ctx.facts))

@@ -151,11 +151,30 @@ def _import_tools(path: Path) -> Any:
     return module
 
 
-def load_agent(agent_dir: Path | str, *, data_dir: Path | None = None) -> Agent:
+def train_classifier(config: AgentConfig, cache_dir: Path | None) -> IntentClassifier:
+    """Fit (or load from the cache) the classifier on the intents' examples."""
+    from corral.intent.classifier import train_cached
+    from corral.intent.datasets import OOS_LABEL, LabelledTexts
+
+    texts: list[str] = []
+    labels: list[str] = []
+    for spec in config.intents:
+        texts.extend(spec.examples)
+        labels.extend([spec.name] * len(spec.examples))
+    texts.extend(config.classifier.out_of_scope_examples)
+    labels.extend([OOS_LABEL] * len(config.classifier.out_of_scope_examples))
+    return train_cached(LabelledTexts(texts, labels), cache_dir)
+
+
+def load_agent(
+    agent_dir: Path | str, *, data_dir: Path | None = None, cache_dir: Path | None = None
+) -> Agent:
     """Load ``agent.yaml`` and ``tools.py`` from a folder.
 
     ``tools.py`` declares tools with ``@tool`` and may define ``setup(data_dir) -> dict``,
-    whose result becomes the tools' ``deps`` (database paths, clients).
+    whose result becomes the tools' ``deps`` (database paths, clients). When the config
+    enables the classifier, it is trained on the intents' examples, or loaded from
+    ``cache_dir`` when the same examples were trained before.
     """
     root = Path(agent_dir)
     if not (root / "agent.yaml").is_file():
@@ -170,4 +189,5 @@ def load_agent(agent_dir: Path | str, *, data_dir: Path | None = None) -> Agent:
         setup = getattr(module, "setup", None)
         if callable(setup):
             deps = dict(setup(data_dir or root / ".data"))
-    return Agent.build(config, tools, deps=deps, root=root)
+    classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
+    return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root)

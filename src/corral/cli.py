@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from corral.agent import Agent, load_agent
-from corral.contracts import RunSummary
+from corral.contracts import RunStatus, RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.observe.logs import LEVELS, JsonlLog
 from corral.observe.tree import run_tree
@@ -52,7 +52,9 @@ def _home(home: Path | None) -> Path:
 
 
 def _load(agent_dir: Path, home: Path) -> Agent:
-    return load_agent(agent_dir, data_dir=home / "data" / agent_dir.resolve().name)
+    return load_agent(
+        agent_dir, data_dir=home / "data" / agent_dir.resolve().name, cache_dir=home / "cache"
+    )
 
 
 def _runtime(agent: Agent, home: Path) -> Runtime:
@@ -246,6 +248,175 @@ def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -
             step.error_code or "",
         )
     console.print(table)
+
+
+@app.command()
+@_fails_cleanly
+def gc(home: HomeOption = None) -> None:
+    """Delete expired sessions (7 days) and ended runs older than 30 days (seed 002)."""
+    from datetime import UTC, datetime
+
+    from corral.runtime.runtime import TASK_TTL
+
+    store = SqlStore.open(_home(home) / "corral.db")
+    sessions_deleted, runs_deleted = store.purge(datetime.now(UTC), TASK_TTL)
+    console.print(f"deleted {sessions_deleted} sessions and {runs_deleted} runs")
+
+
+YES = {
+    "是",
+    "是的",
+    "好",
+    "好的",
+    "确认",
+    "可以",
+    "行",
+    "嗯",
+    "对",
+    "y",
+    "yes",
+    "ok",
+    "okay",
+    "sure",
+}
+NO = {"不", "不要", "不用", "否", "取消", "算了", "n", "no", "nope", "cancel"}
+
+
+@app.command()
+@_fails_cleanly
+def chat(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Talk to an agent in the terminal; the state is shown after each turn.
+
+    Answer a confirmation with yes/no (是/不); /quit or an empty line ends the chat.
+    """
+    folder = _home(home)
+    runtime = _runtime(_load(agent_dir, folder), folder)
+    session_id = session or f"chat-{int(time.time())}"
+    console.print(f"[dim]session {session_id} — /quit to leave[/dim]")
+    waiting: RunSummary | None = None
+    while True:
+        try:
+            line = input("you> ").strip()
+        except EOFError:
+            break
+        if not line or line in ("/quit", "/exit"):
+            break
+        if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
+            word = line.lower().rstrip("。.!！")
+            if word not in YES | NO:
+                console.print("agent> 请回答 是 或 不 (yes / no)")
+                continue
+            summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
+        else:
+            summary = asyncio.run(runtime.start(line, session_id=session_id))
+        console.print(f"agent> {summary.reply}")
+        state = asyncio.run(runtime.load_state(summary.run_id))
+        intent = summary.intent.label if summary.intent else None
+        entities = ", ".join(
+            f"{k}={v['text'] if isinstance(v, dict) else v}" for k, v in state.entities.items()
+        )
+        console.print(
+            f"[dim]  state: {summary.status.value} · intent {intent} · "
+            f"entities {entities or '-'} · run {summary.run_id}[/dim]"
+        )
+        waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
+
+
+intent_app = typer.Typer(no_args_is_help=True, help="Train and evaluate the intent classifier.")
+app.add_typer(intent_app, name="intent")
+
+DataArgument = Annotated[
+    Path, typer.Argument(help="A CSV (text,label), a seq.in/label folder, or a corpus folder")
+]
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f} %"
+
+
+def _print_report(report: Any, title: str, as_json: bool, extra: dict[str, Any]) -> None:
+    if as_json:
+        typer.echo(json.dumps({**extra, **report.as_json()}, ensure_ascii=False))
+        return
+    table = Table(title=title, show_header=False)
+    for key, value in extra.items():
+        table.add_row(key, str(value))
+    table.add_row(
+        "examples",
+        f"{report.examples} ({report.in_scope} in scope, {report.out_of_scope} out of scope)",
+    )
+    table.add_row("in-scope accuracy", _pct(report.accuracy))
+    table.add_row("OOS recall", _pct(report.oos_recall))
+    table.add_row("OOS precision", _pct(report.oos_precision))
+    table.add_row("OOS threshold", f"{report.threshold:.2f}")
+    table.add_row("calibration error (ECE)", f"{report.calibration_error:.3f}")
+    table.add_row("latency per message", f"{report.latency_ms:.2f} ms")
+    for true, predicted, count in report.confusions:
+        table.add_row("confused", f"{true} → {predicted}: {count}")
+    console.print(table)
+
+
+@intent_app.command("train")
+@_fails_cleanly
+def intent_train(
+    data: DataArgument,
+    out: Annotated[Path | None, typer.Option("--out", help="Where to write the model")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Fit on the train split, tune the OOS threshold on valid, save, report on valid."""
+    from corral.intent.classifier import IntentClassifierModel, content_hash
+    from corral.intent.datasets import read_corpus
+    from corral.intent.evaluation import evaluate
+
+    corpus = read_corpus(data)
+    started = time.perf_counter()
+    model = IntentClassifierModel.fit(corpus.train)
+    model.tune_threshold(corpus.valid)
+    seconds = time.perf_counter() - started
+    target = (
+        out or _home(home) / "models" / f"intent-{content_hash(corpus.train, model.settings)}.pkl"
+    )
+    model.save(target)
+    _print_report(
+        evaluate(model, corpus.valid),
+        "validation",
+        as_json,
+        {
+            "model": str(target),
+            "train_examples": len(corpus.train),
+            "train_seconds": round(seconds, 2),
+            "calibrated": model.calibrated,
+            "temperature": round(model.temperature, 3),
+        },
+    )
+
+
+@intent_app.command("eval")
+@_fails_cleanly
+def intent_eval(
+    data: DataArgument,
+    model_path: Annotated[Path | None, typer.Option("--model", help="A trained model")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Report on the test split; without --model, train on train and tune on valid first."""
+    from corral.intent.classifier import IntentClassifierModel
+    from corral.intent.datasets import read_corpus
+    from corral.intent.evaluation import evaluate
+
+    corpus = read_corpus(data)
+    if model_path is not None:
+        model = IntentClassifierModel.load(model_path)
+    else:
+        model = IntentClassifierModel.fit(corpus.train)
+        model.tune_threshold(corpus.valid)
+    _print_report(
+        evaluate(model, corpus.test), "test", as_json, {"model": str(model_path or "trained now")}
+    )
 
 
 DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [

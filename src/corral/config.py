@@ -47,13 +47,26 @@ class Budget(_Strict):
 class EntitySpec(_Strict):
     """How one entity is found in text."""
 
-    kind: Literal["pattern", "vocabulary", "date_range"] = "pattern"
+    kind: Literal["pattern", "vocabulary", "date_range", "amount"] = "pattern"
     patterns: list[str] = Field(default_factory=list)
     """Regexes; the first capture group (or the whole match) is the value."""
     vocabulary: dict[str, str] = Field(default_factory=dict)
-    """Surface word -> canonical value (``打印机: printer``)."""
+    """Surface word -> canonical value (``打印机: printer``); also the fuzzy catalogue."""
+    fuzzy_threshold: int | None = Field(None, ge=50, le=100)
+    """For vocabularies: when no word matches exactly, accept the closest one scoring at
+    least this (rapidfuzz partial ratio, 0-100). ``None`` turns fuzzy matching off."""
     upper: bool = False
     """Upper-case the value (order ids)."""
+    carry_over: bool | None = None
+    """Whether a value from an earlier turn of the session is reused when a new message
+    does not say it. Default: yes, except for dates and amounts, which belong to a turn."""
+
+    @property
+    def carries_over(self) -> bool:
+        """The effective carry-over setting."""
+        if self.carry_over is not None:
+            return self.carry_over
+        return self.kind not in ("date_range", "amount")
 
 
 class IntentRule(_Strict):
@@ -83,6 +96,14 @@ class IntentSpec(_Strict):
     """Entities that must be known before planning; missing ones are asked for."""
     tools: list[str] = Field(default_factory=list)
     """Allow-list, enforced at execution. Empty means: the tools named in its plan."""
+
+
+class ClassifierConfig(_Strict):
+    """The trained classifier that runs after the rules (needs ``corral[ml]``)."""
+
+    enabled: bool = False
+    out_of_scope_examples: list[str] = Field(default_factory=list)
+    """Messages the agent must not handle; they train an out-of-scope class."""
 
 
 class BusinessRule(_Strict):
@@ -127,6 +148,7 @@ class AgentConfig(_Strict):
     budget: Budget = Field(default_factory=Budget)
     entities: dict[str, EntitySpec] = Field(default_factory=dict)
     intents: list[IntentSpec]
+    classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     plans: dict[str, PlanTemplate] = Field(default_factory=dict)
     business_rules: list[BusinessRule] = Field(default_factory=list)
     templates: dict[str, TemplateText] = Field(default_factory=dict)

@@ -145,3 +145,21 @@ def test_sqlite_uses_wal(tmp_path: Path) -> None:
     with store.engine.connect() as conn:
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
     assert mode == "wal"
+
+
+def test_purge_removes_expired_sessions_and_old_ended_runs(store: Store) -> None:
+    old_done, old_paused, recent_done = run_id(), run_id(), run_id()
+    long_ago = T0 - timedelta(days=40)
+    store.save(record(old_done, "finished", at=long_ago), events(old_done, 1, 2))
+    store.save(record(old_paused, "awaiting_confirm", at=long_ago), events(old_paused, 1, 1))
+    store.save(record(recent_done, "finished", at=T0), events(recent_done, 1, 1))
+    sid = f"s_{uuid.uuid4().hex[:8]}"
+    store.save_session(
+        SessionRecord(sid, "test", [], {}, None, long_ago, long_ago + timedelta(days=7))
+    )
+    sessions_deleted, runs_deleted = store.purge(T0, timedelta(days=30))
+    assert sessions_deleted >= 1 and runs_deleted >= 1
+    assert store.get_run(old_done) is None and store.load_events(old_done) == []
+    assert store.get_run(old_paused) is not None
+    assert store.get_run(recent_done) is not None
+    assert store.get_session(sid, long_ago) is None

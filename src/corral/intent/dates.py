@@ -1,19 +1,27 @@
-"""Relative dates in Chinese and English, turned into ISO date ranges in a time zone.
+"""Relative and absolute dates in Chinese and English, as ISO date ranges in a time zone.
 
 The reference time is injected (the run records it once, at its start), so the same
 message always resolves to the same range, in replays too.
+
+Why not ``dateparser``: it was evaluated on the table in ``tests/test_dates.py``. It parses
+single points ("3 days ago", "昨天") but not ranges ("上周" is a week, "最近三天" is three
+days, "上个月" is a month), its Chinese coverage of colloquial forms (大前天, 上上周,
+半个月前, 这两天) is thin, and it consults the system clock and locale unless every setting
+is pinned. A range is what a query tool needs, so corral keeps this small table of rules.
 """
 
 from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 _CN_DIGITS = {
     "零": 0,
+    "〇": 0,
     "一": 1,
     "二": 2,
     "两": 2,
@@ -25,21 +33,23 @@ _CN_DIGITS = {
     "八": 8,
     "九": 9,
 }
+_CN_UNITS = {"十": 10, "百": 100, "千": 1000}
 
 
 def chinese_number(text: str) -> int | None:
-    """Parse ``3``, ``三``, ``十二``, ``二十``, ``两``; ``None`` if it is not a number."""
+    """Parse ``3``, ``三``, ``十二``, ``二十``, ``两``, ``一百零五``; ``None`` otherwise."""
     if text.isdigit():
         return int(text)
-    if not text or any(ch not in _CN_DIGITS and ch != "十" for ch in text):
+    if not text or any(ch not in _CN_DIGITS and ch not in _CN_UNITS for ch in text):
         return None
-    if "十" not in text:
-        value = 0
-        for ch in text:
-            value = value * 10 + _CN_DIGITS[ch]
-        return value
-    tens, _, ones = text.partition("十")
-    return (_CN_DIGITS[tens] if tens else 1) * 10 + (_CN_DIGITS[ones] if ones else 0)
+    total, digit = 0, None
+    for ch in text:
+        if ch in _CN_DIGITS:
+            digit = _CN_DIGITS[ch]
+        else:
+            total += (1 if digit is None else digit) * _CN_UNITS[ch]
+            digit = None
+    return total + (digit or 0)
 
 
 @dataclass(frozen=True)
@@ -55,87 +65,228 @@ class DateRange:
         return {"start": self.start.isoformat(), "end": self.end.isoformat(), "text": self.text}
 
 
-def _month_start(day: date, months_back: int) -> date:
-    index = day.year * 12 + (day.month - 1) - months_back
-    return date(index // 12, index % 12 + 1, 1)
+def _shift_months(day: date, months: int) -> date:
+    index = day.year * 12 + (day.month - 1) + months
+    year, month = index // 12, index % 12 + 1
+    return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
-def _week_start(day: date) -> date:
-    return day - timedelta(days=day.weekday())
+def _month_range(day: date) -> tuple[date, date]:
+    return day.replace(day=1), day.replace(day=calendar.monthrange(day.year, day.month)[1])
 
 
-_NUM = r"(\d+|[零一二两三四五六七八九十]+)"
-_UNIT_DAYS = {"天": 1, "日": 1, "周": 7, "星期": 7, "礼拜": 7, "day": 1, "week": 7}
+_NUM = r"(\d+|[零〇一二两三四五六七八九十百]+|a|an|one|two|three|four|five|six|seven|ten)"
+_EN_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "ten": 10,
+}
+_WEEKDAYS_CN = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_WEEKDAYS_EN = {
+    "monday": 0,
+    "tuesday": 1,
+    "wednesday": 2,
+    "thursday": 3,
+    "friday": 4,
+    "saturday": 5,
+    "sunday": 6,
+}
+_MONTHS_EN = {
+    name: i
+    for i, name in enumerate(
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1
+    )
+}
 
 
-def _ago(today: date, amount: int, unit: str) -> tuple[date, date]:
-    if unit in ("个月", "月", "month"):
-        start = _month_start(today, amount)
-        last_day = calendar.monthrange(start.year, start.month)[1]
-        point = start.replace(day=min(today.day, last_day))
-        return point, point
-    if unit in ("年", "year"):
-        year = today.year - amount
-        last_day = calendar.monthrange(year, today.month)[1]
-        point = today.replace(year=year, day=min(today.day, last_day))
-        return point, point
-    point = today - timedelta(days=amount * _UNIT_DAYS[unit])
+def _number(text: str) -> int | None:
+    lowered = text.lower()
+    return _EN_NUMBERS[lowered] if lowered in _EN_NUMBERS else chinese_number(text)
+
+
+def _unit_days(unit: str) -> int | None:
+    unit = unit.lower().rstrip("s")
+    if unit in ("天", "日", "day"):
+        return 1
+    if unit in ("周", "星期", "礼拜", "个星期", "个礼拜", "week"):
+        return 7
+    return None
+
+
+Resolver = Callable[[re.Match[str], date], tuple[date, date] | None]
+
+
+def _ago(match: re.Match[str], today: date) -> tuple[date, date] | None:
+    amount, unit = _number(match.group("n")), match.group("unit")
+    if amount is None or amount > 3650:
+        return None
+    days = _unit_days(unit)
+    if days is not None:
+        point = today - timedelta(days=amount * days)
+    elif unit.lower().rstrip("s") in ("个月", "月", "month"):
+        point = _shift_months(today, -amount)
+    else:  # years
+        point = _shift_months(today, -12 * amount)
     return point, point
 
 
-def _fixed(today: date) -> list[tuple[re.Pattern[str], tuple[date, date]]]:
-    week = _week_start(today)
-    month = today.replace(day=1)
-    last_month = _month_start(today, 1)
-    table: list[tuple[str, tuple[date, date]]] = [
-        (r"今天|今日|\btoday\b", (today, today)),
-        (r"大前天", (today - timedelta(days=3), today - timedelta(days=3))),
-        (r"前天|\bday before yesterday\b", (today - timedelta(days=2), today - timedelta(days=2))),
-        (r"昨天|昨日|\byesterday\b", (today - timedelta(days=1), today - timedelta(days=1))),
-        (r"上上(个)?(周|星期|礼拜)", (week - timedelta(days=14), week - timedelta(days=8))),
-        (
-            r"上(个)?(周|星期|礼拜)|\blast week\b",
-            (week - timedelta(days=7), week - timedelta(days=1)),
+def _last_n(match: re.Match[str], today: date) -> tuple[date, date] | None:
+    amount, unit = _number(match.group("n")), match.group("unit")
+    if amount is None or amount > 3650:
+        return None
+    days = _unit_days(unit)
+    if days is not None:
+        return today - timedelta(days=amount * days - 1), today
+    return _shift_months(today, -amount) + timedelta(days=1), today
+
+
+def _weekday_cn(match: re.Match[str], today: date) -> tuple[date, date]:
+    week_start = today - timedelta(days=today.weekday())
+    offset = {"上上": -14, "上": -7, "下": 7, "本": 0, "这": 0, "": 0}[match.group("which") or ""]
+    point = week_start + timedelta(days=offset + _WEEKDAYS_CN[match.group("day")])
+    return point, point
+
+
+def _weekday_en(match: re.Match[str], today: date) -> tuple[date, date]:
+    target = _WEEKDAYS_EN[match.group("day").lower()]
+    back = (today.weekday() - target) % 7 or 7  # "last Friday" / "on Friday": the one before
+    point = today - timedelta(days=back)
+    return point, point
+
+
+def _absolute(year: int | None, month: int, day: int, today: date) -> tuple[date, date] | None:
+    try:
+        point = date(year or today.year, month, day)
+    except ValueError:
+        return None
+    if year is None and point > today:  # "10月1日" said in November means this year's
+        point = point.replace(year=point.year - 1) if point - today > timedelta(days=31) else point
+    return point, point
+
+
+def _fixed(resolve: Callable[[date], tuple[date, date]]) -> Resolver:
+    return lambda _match, today: resolve(today)
+
+
+def _week(today: date, weeks: int) -> tuple[date, date]:
+    start = today - timedelta(days=today.weekday()) + timedelta(days=7 * weeks)
+    return start, start + timedelta(days=6)
+
+
+def _point(day: date) -> tuple[date, date]:
+    return day, day
+
+
+def _days(today: date, first: int, last: int) -> tuple[date, date]:
+    return today + timedelta(days=first), today + timedelta(days=last)
+
+
+_RULES: list[tuple[str, Resolver]] = [
+    # absolute dates first: they are the most specific
+    (
+        r"(?P<y>\d{4})[-/.年](?P<m>\d{1,2})[-/.月](?P<d>\d{1,2})[日号]?",
+        lambda m, t: _absolute(int(m["y"]), int(m["m"]), int(m["d"]), t),
+    ),
+    (
+        r"(?P<m>\d{1,2})月(?P<d>\d{1,2})[日号]",
+        lambda m, t: _absolute(None, int(m["m"]), int(m["d"]), t),
+    ),
+    (
+        r"\b(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+(?P<d>\d{1,2})"
+        r"(?:st|nd|rd|th)?\b",
+        lambda m, t: _absolute(None, _MONTHS_EN[m["mon"].lower()], int(m["d"]), t),
+    ),
+    (
+        r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep"
+        r"|oct|nov|dec)[a-z]*\b",
+        lambda m, t: _absolute(None, _MONTHS_EN[m["mon"].lower()], int(m["d"]), t),
+    ),
+    # spans that end today
+    (
+        r"(?:最近|近|过去|这)\s*(?P<n>"
+        + _NUM[1:-1]
+        + r")\s*(?P<unit>个月|天|日|周|个?星期|个?礼拜)"
+        r"(?:内|以来|里)?",
+        _last_n,
+    ),
+    (r"(?P<n>\d+|[一二两三四五六七八九十]+)\s*(?P<unit>天|日|周|个?星期)(?:以内|之内|内)", _last_n),
+    (
+        r"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+(?P<n>" + _NUM[1:-1] + r")\s+(?P<unit>days?|weeks?"
+        r"|months?)\b",
+        _last_n,
+    ),
+    # "N units ago"
+    (r"(?P<n>" + _NUM[1:-1] + r")\s*(?P<unit>个月|天|日|周|个?星期|个?礼拜|年)(?:之|以)?前", _ago),
+    (r"\b(?P<n>" + _NUM[1:-1] + r")\s+(?P<unit>days?|weeks?|months?|years?)\s+ago\b", _ago),
+    (r"半个月(?:之|以)?前", _fixed(lambda t: _days(t, -15, -15))),
+    (r"\bhalf a month ago\b", _fixed(lambda t: _days(t, -15, -15))),
+    # weekdays
+    (
+        r"(?P<which>上上|上|下|本|这)?(?:个)?(?:周|星期|礼拜)(?P<day>[一二三四五六日天])",
+        _weekday_cn,
+    ),
+    (
+        r"\b(?:last|on)\s+(?P<day>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        _weekday_en,
+    ),
+    # named days and periods
+    (r"大前天", _fixed(lambda t: _days(t, -3, -3))),
+    (r"前天|\bday before yesterday\b", _fixed(lambda t: _days(t, -2, -2))),
+    (r"昨天|昨日|昨晚|\byesterday\b", _fixed(lambda t: _days(t, -1, -1))),
+    (r"大后天", _fixed(lambda t: _days(t, 3, 3))),
+    (r"后天|\bday after tomorrow\b", _fixed(lambda t: _days(t, 2, 2))),
+    (r"明天|明日|\btomorrow\b", _fixed(lambda t: _days(t, 1, 1))),
+    (r"今天|今日|今早|今晚|\btoday\b|\btonight\b", _fixed(lambda t: _days(t, 0, 0))),
+    (r"前两天|前几天|\ba few days ago\b", _fixed(lambda t: _days(t, -3, -1))),
+    (r"这几天", _fixed(lambda t: _days(t, -2, 0))),
+    (r"上上(?:个)?(?:周|星期|礼拜)|\bthe week before last\b", _fixed(lambda t: _week(t, -2))),
+    (r"上(?:个)?(?:周|星期|礼拜)|\blast week\b", _fixed(lambda t: _week(t, -1))),
+    (r"下(?:个)?(?:周|星期|礼拜)|\bnext week\b", _fixed(lambda t: _week(t, 1))),
+    (
+        r"(?:本|这)(?:个)?(?:周|星期|礼拜)|\bthis week\b|\bearlier this week\b",
+        _fixed(lambda t: (_week(t, 0)[0], t)),
+    ),
+    (r"上上个?月", _fixed(lambda t: _month_range(_shift_months(t, -2)))),
+    (
+        r"上个?月底|\bend of last month\b",
+        _fixed(lambda t: _point(_month_range(_shift_months(t, -1))[1])),
+    ),
+    (
+        r"上个?月初",
+        _fixed(
+            lambda t: (_shift_months(t, -1).replace(day=1), _shift_months(t, -1).replace(day=10))
         ),
-        (r"(本|这)(个)?(周|星期|礼拜)|\bthis week\b", (week, today)),
-        (r"上(个)?月|\blast month\b", (last_month, month - timedelta(days=1))),
-        (r"(本|这)(个)?月|\bthis month\b", (month, today)),
-        (r"去年|\blast year\b", (date(today.year - 1, 1, 1), date(today.year - 1, 12, 31))),
-        (r"今年|\bthis year\b", (date(today.year, 1, 1), today)),
-        (r"最近|近期|\brecently\b|\blately\b", (today - timedelta(days=6), today)),
-    ]
-    return [(re.compile(p, re.IGNORECASE), r) for p, r in table]
-
-
-_AGO_CN = re.compile(_NUM + r"\s*(个月|天|日|周|星期|礼拜|年)(之|以)?前")
-_AGO_EN = re.compile(
-    r"\b(\d+|a|an|one|two|three|four|five|six)\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE
-)
-_EN_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+    ),
+    (r"上个?月|\blast month\b", _fixed(lambda t: _month_range(_shift_months(t, -1)))),
+    (r"(?:本|这个?)月初|月初", _fixed(lambda t: (t.replace(day=1), min(t, t.replace(day=10))))),
+    (r"(?:本|这个?)月|\bthis month\b", _fixed(lambda t: (t.replace(day=1), t))),
+    (r"去年|\blast year\b", _fixed(lambda t: (date(t.year - 1, 1, 1), date(t.year - 1, 12, 31)))),
+    (r"今年|\bthis year\b", _fixed(lambda t: (date(t.year, 1, 1), t))),
+    (r"最近|近期|\brecently\b|\blately\b", _fixed(lambda t: _days(t, -6, 0))),
+]
+_COMPILED = [(re.compile(pattern, re.IGNORECASE), resolve) for pattern, resolve in _RULES]
 
 
 def find_relative_date(text: str, now: datetime, timezone: str) -> DateRange | None:
-    """The first relative date expression in ``text``, resolved against ``now`` in ``timezone``."""
+    """The first date expression in ``text``, resolved against ``now`` in ``timezone``.
+
+    When several rules match, the one that starts first wins, then the one listed first.
+    """
     today = now.astimezone(ZoneInfo(timezone)).date()
-    found: list[tuple[int, DateRange]] = []
-    match = _AGO_CN.search(text)
-    if match:
-        amount = chinese_number(match.group(1))
-        if amount is not None and amount < 1000:
-            start, end = _ago(today, amount, match.group(2))
-            found.append((match.start(), DateRange(start, end, match.group(0))))
-    match = _AGO_EN.search(text)
-    if match:
-        word = match.group(1).lower()
-        amount = int(word) if word.isdigit() else _EN_WORDS[word]
-        if amount < 1000:
-            start, end = _ago(today, amount, match.group(2).lower())
-            found.append((match.start(), DateRange(start, end, match.group(0))))
-    for pattern, (start, end) in _fixed(today):
-        hit = pattern.search(text)
-        if hit:
-            found.append((hit.start(), DateRange(start, end, hit.group(0))))
-            break
-    if not found:
-        return None
-    return min(found, key=lambda item: item[0])[1]
+    best: tuple[int, int, DateRange] | None = None
+    for order, (pattern, resolve) in enumerate(_COMPILED):
+        for match in pattern.finditer(text):
+            if best is not None and match.start() >= best[0]:
+                break
+            resolved = resolve(match, today)
+            if resolved is not None:
+                best = (match.start(), order, DateRange(resolved[0], resolved[1], match.group(0)))
+                break
+    return best[2] if best else None

@@ -11,6 +11,7 @@ from typing import Any
 from corral.config import EntitySpec
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
+from corral.intent.amounts import find_amount
 from corral.intent.dates import find_relative_date
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -31,6 +32,18 @@ class _CompiledEntity:
     spec: EntitySpec
     patterns: tuple[re.Pattern[str], ...]
     vocabulary: tuple[tuple[str, str], ...]
+
+
+def _fuzzy(entity: _CompiledEntity, lowered: str, threshold: int) -> str | None:
+    """The catalogue entry closest to some part of the text, if close enough."""
+    from rapidfuzz import fuzz, process
+
+    words = [word.lower() for word, _ in entity.vocabulary if len(word) >= 3]
+    best = process.extractOne(lowered, words, scorer=fuzz.partial_ratio, score_cutoff=threshold)
+    if best is None:
+        return None
+    matched = best[0]
+    return next(canonical for word, canonical in entity.vocabulary if word.lower() == matched)
 
 
 class EntityExtractor:
@@ -63,10 +76,14 @@ class EntityExtractor:
         if spec.kind == "date_range":
             found = find_relative_date(text, now, self._timezone)
             return found.as_json() if found else None
+        if spec.kind == "amount":
+            return find_amount(text)
         if spec.kind == "vocabulary":
             for word, canonical in entity.vocabulary:
                 if word.lower() in lowered:
                     return canonical
+            if spec.fuzzy_threshold is not None:
+                return _fuzzy(entity, lowered, spec.fuzzy_threshold)
             return None
         for pattern in entity.patterns:
             match = pattern.search(text)

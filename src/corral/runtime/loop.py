@@ -85,9 +85,13 @@ class RunLoop:
     # ------------------------------------------------------------------ parse and route
 
     def _merge_entities(self, found: dict[str, Any], origin: str) -> None:
+        """What the user says now overrides what was known; the old values are recorded."""
         new = {k: v for k, v in found.items() if self.state.entities.get(k) != v}
         if new:
-            self.journal.emit(EventType.ENTITIES_MERGED, "intent", entities=new, origin=origin)
+            replaced = {k: self.state.entities[k] for k in new if k in self.state.entities}
+            self.journal.emit(
+                EventType.ENTITIES_MERGED, "intent", entities=new, origin=origin, replaced=replaced
+            )
 
     def _parse(self) -> None:
         state, agent = self.state, self.agent

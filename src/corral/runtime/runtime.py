@@ -37,6 +37,8 @@ T = TypeVar("T")
 
 SESSION_TTL = timedelta(days=7)
 """Seed 002: session memory lives 7 days."""
+TASK_TTL = timedelta(days=30)
+"""Seed 002: task memory (runs and their events) lives 30 days after it last changed."""
 SESSION_TURNS = 10
 """Short summaries of this many recent turns are kept per session."""
 
@@ -99,6 +101,7 @@ class Runtime:
                 f"the message has {len(message)} characters; the limit is {limit}",
                 hint="split it, or raise limits.max_message_chars",
             )
+        session = None
         if session_id:
             session = await self._io(self.store.get_session, session_id, self.effects.now())
             if session and session.open_run_id:
@@ -120,6 +123,17 @@ class Runtime:
             language=detect_language(message, self.agent.config.default_language),
         )
         journal.emit(EventType.USER_MESSAGE, "intent", text=message)
+        if session is not None:
+            carried = {
+                name: value
+                for name, value in session.entities.items()
+                if name in self.agent.config.entities
+                and self.agent.config.entities[name].carries_over
+            }
+            if carried:
+                journal.emit(
+                    EventType.ENTITIES_MERGED, "intent", entities=carried, origin="session"
+                )
         return await self._drive(journal)
 
     async def resume(

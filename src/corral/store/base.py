@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from corral.contracts import Event, HandoffPacket
@@ -27,6 +27,9 @@ class RunRecord:
     created_at: datetime
     updated_at: datetime
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+TERMINAL_STATUSES = ("finished", "failed", "handed_off")
 
 
 @dataclass(frozen=True)
@@ -76,4 +79,12 @@ class Store(Protocol):
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session."""
+        ...
+
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+        """Delete expired sessions, and ended runs (with their events) older than the TTL.
+
+        Returns (sessions deleted, runs deleted). Paused runs are kept: a person may still
+        answer them.
+        """
         ...

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from corral.contracts import Event, HandoffPacket
-from corral.store.base import RunRecord, SessionRecord
+from corral.store.base import TERMINAL_STATUSES, RunRecord, SessionRecord
 
 
 @dataclass
@@ -55,3 +55,19 @@ class MemoryStore:
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace."""
         self.sessions[session.session_id] = session
+
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+        """Drop expired sessions and old ended runs."""
+        expired = [sid for sid, s in self.sessions.items() if s.expires_at <= now]
+        for sid in expired:
+            del self.sessions[sid]
+        old = [
+            rid
+            for rid, r in self.runs.items()
+            if r.status in TERMINAL_STATUSES and r.updated_at < now - task_ttl
+        ]
+        for rid in old:
+            self.runs.pop(rid)
+            self.events.pop(rid, None)
+            self.handoffs.pop(rid, None)
+        return len(expired), len(old)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     create_engine,
+    delete,
     event,
     insert,
     select,
@@ -27,7 +28,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from corral.contracts import Event, EventType, HandoffPacket
-from corral.store.base import RunRecord, SessionRecord
+from corral.store.base import TERMINAL_STATUSES, RunRecord, SessionRecord
 
 metadata = MetaData()
 
@@ -213,6 +214,23 @@ class SqlStore:
             updated_at=_aware(row.updated_at),
             expires_at=_aware(row.expires_at),
         )
+
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+        """Delete expired sessions and ended runs older than the TTL, in one transaction."""
+        cutoff = now - task_ttl
+        with self.engine.begin() as conn:
+            sessions_deleted = conn.execute(
+                delete(sessions).where(sessions.c.expires_at <= now)
+            ).rowcount
+            old = select(runs.c.run_id).where(
+                runs.c.status.in_(TERMINAL_STATUSES), runs.c.updated_at < cutoff
+            )
+            old_ids = [row.run_id for row in conn.execute(old)]
+            for start in range(0, len(old_ids), 500):
+                chunk = old_ids[start : start + 500]
+                conn.execute(delete(events).where(events.c.run_id.in_(chunk)))
+                conn.execute(delete(runs).where(runs.c.run_id.in_(chunk)))
+        return sessions_deleted, len(old_ids)
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""

@@ -1,0 +1,91 @@
+"""Labelled intent data: CSV files (``text,label``) and ``seq.in`` / ``label`` folders.
+
+A *split* is one file or one folder with ``seq.in`` and ``label``. A *corpus* is a folder
+of splits (``train/``, ``valid/``, ``test/``) with, optionally, out-of-scope splits under
+``id-oos/`` and ``ood-oos/`` whose examples are labelled :data:`OOS_LABEL` (the
+BANKING77-OOS / CLINC layout).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corral.errors import ConfigInvalidError
+
+OOS_LABEL = "oos"
+"""The label of out-of-scope examples."""
+
+
+@dataclass(frozen=True)
+class LabelledTexts:
+    """Parallel lists of texts and labels."""
+
+    texts: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+
+    def __add__(self, other: LabelledTexts) -> LabelledTexts:
+        return LabelledTexts(self.texts + other.texts, self.labels + other.labels)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _read_folder(folder: Path, force_label: str | None) -> LabelledTexts:
+    texts = (folder / "seq.in").read_text(encoding="utf-8").splitlines()
+    if force_label is not None:
+        return LabelledTexts(texts, [force_label] * len(texts))
+    labels = (folder / "label").read_text(encoding="utf-8").splitlines()
+    if len(labels) != len(texts):
+        raise ConfigInvalidError(f"{folder}: {len(texts)} texts but {len(labels)} labels")
+    return LabelledTexts(texts, labels)
+
+
+def _read_csv(path: Path) -> LabelledTexts:
+    texts: list[str] = []
+    labels: list[str] = []
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is None or not {"text", "label"} <= set(reader.fieldnames):
+            raise ConfigInvalidError(f"{path}: needs a header with 'text' and 'label' columns")
+        for row in reader:
+            texts.append(row["text"])
+            labels.append(row["label"])
+    return LabelledTexts(texts, labels)
+
+
+def read_split(path: Path, *, force_label: str | None = None) -> LabelledTexts:
+    """One split: a CSV file or a ``seq.in`` folder."""
+    if path.is_file():
+        return _read_csv(path)
+    if (path / "seq.in").is_file():
+        return _read_folder(path, force_label)
+    raise ConfigInvalidError(f"{path} is neither a CSV file nor a folder with seq.in and label")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Train, validation and test data, each with its out-of-scope examples added."""
+
+    train: LabelledTexts
+    valid: LabelledTexts
+    test: LabelledTexts
+
+
+def _split(root: Path, name: str) -> LabelledTexts:
+    found = LabelledTexts()
+    if (root / name).exists():
+        found = found + read_split(root / name)
+    for oos in ("id-oos", "oos"):
+        if (root / oos / name / "seq.in").is_file():
+            found = found + read_split(root / oos / name, force_label=OOS_LABEL)
+    return found
+
+
+def read_corpus(path: Path) -> Corpus:
+    """A corpus folder, or a single split (used as train, valid and test alike)."""
+    if path.is_dir() and (path / "train").exists():
+        return Corpus(_split(path, "train"), _split(path, "valid"), _split(path, "test"))
+    single = read_split(path)
+    return Corpus(single, single, single)

@@ -1,0 +1,204 @@
+"""The trained intent classifier: fitting, calibration, threshold, cache, CLI."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from corral.errors import ConfigInvalidError
+from corral.intent.classifier import IntentClassifierModel, content_hash, train_cached
+from corral.intent.datasets import OOS_LABEL, LabelledTexts, read_corpus, read_split
+from corral.intent.evaluation import evaluate
+from tests.conftest import ROOT
+
+TEMPLATES = {
+    "track": [
+        "where is my package {}",
+        "track order {}",
+        "我的快递{}到哪了",
+        "物流信息{}",
+        "has order {} shipped",
+        "查一下{}的物流",
+    ],
+    "refund": [
+        "i want a refund for {}",
+        "refund order {} please",
+        "我要退款{}",
+        "{}申请退货退款",
+        "money back for {}",
+        "退货{}怎么办",
+    ],
+    "address": [
+        "change the address of {}",
+        "update delivery address {}",
+        "改地址{}",
+        "{}修改收货地址",
+        "ship {} to another address",
+        "地址填错了{}",
+    ],
+}
+OOS = [
+    "what's the weather tomorrow",
+    "tell me a joke",
+    "今天股票怎么样",
+    "推荐一部电影",
+    "how tall is everest",
+    "帮我写首诗",
+    "who won the game",
+    "天气预报",
+]
+
+
+def synthetic(seed: int, per_template: int = 4) -> LabelledTexts:
+    rng = random.Random(seed)
+    texts, labels = [], []
+    for label, templates in TEMPLATES.items():
+        for template in templates:
+            for _ in range(per_template):
+                texts.append(template.format(rng.choice(["OD123", "A9", "今天", "", "x"])))
+                labels.append(label)
+    for text in OOS:
+        texts.append(text)
+        labels.append(OOS_LABEL)
+    return LabelledTexts(texts, labels)
+
+
+@pytest.fixture(scope="module")
+def model() -> IntentClassifierModel:
+    return IntentClassifierModel.fit(synthetic(1))
+
+
+def test_fits_and_classifies_chinese_and_english(model: IntentClassifierModel) -> None:
+    assert model.calibrated
+    assert model.predict(["where is my package OD555"])[0][0] == "track"
+    assert model.predict(["我想退款"])[0][0] == "refund"
+    result = model.classify("帮我改一下收货地址")
+    assert result is not None and result.label == "address" and result.source == "classifier"
+
+
+def test_out_of_scope_class_returns_none(model: IntentClassifierModel) -> None:
+    assert model.classify("tell me a joke about cats") is None
+
+
+def test_probabilities_are_a_distribution(model: IntentClassifierModel) -> None:
+    probs = model.probabilities(["track order 1", "随便说点什么"])
+    assert probs.shape == (2, len(model.labels))
+    assert abs(float(probs.sum(axis=1)[0]) - 1) < 1e-6
+
+
+def test_calibration_error_is_small_on_held_out_data(model: IntentClassifierModel) -> None:
+    report = evaluate(model, synthetic(7))
+    assert report.calibration_error < 0.15
+    assert report.accuracy > 0.9
+
+
+def test_threshold_is_tuned_on_validation_data(model: IntentClassifierModel) -> None:
+    fresh = IntentClassifierModel.fit(synthetic(1))
+    valid = synthetic(3) + LabelledTexts(["what is love", "随便聊聊天"], [OOS_LABEL] * 2)
+    threshold = fresh.tune_threshold(valid)
+    assert 0.0 <= threshold < 0.96
+    report = evaluate(fresh, valid)
+    assert report.oos_recall is not None and report.oos_precision is not None
+    assert report.threshold == threshold
+
+
+def test_needs_two_labels() -> None:
+    with pytest.raises(ConfigInvalidError):
+        IntentClassifierModel.fit(LabelledTexts(["a", "b"], ["x", "x"]))
+
+
+def test_small_data_is_not_calibrated_but_still_works() -> None:
+    tiny = LabelledTexts(
+        ["查物流", "where is it", "退款", "refund"], ["track", "track", "refund", "refund"]
+    )
+    fitted = IntentClassifierModel.fit(tiny)
+    assert not fitted.calibrated
+    assert fitted.predict(["查一下物流"])[0][0] == "track"
+
+
+def test_cache_by_content_hash(tmp_path: Path) -> None:
+    data = synthetic(1)
+    first = train_cached(data, tmp_path)
+    files = list(tmp_path.glob("intent-*.pkl"))
+    assert len(files) == 1 and content_hash(data, first.settings) in files[0].name
+    second = train_cached(data, tmp_path)
+    assert second.labels == first.labels
+    assert len(list(tmp_path.glob("intent-*.pkl"))) == 1
+    changed = LabelledTexts([*data.texts, "new example"], [*data.labels, "track"])
+    train_cached(changed, tmp_path)
+    assert len(list(tmp_path.glob("intent-*.pkl"))) == 2
+    files[0].write_bytes(b"garbage")
+    assert train_cached(data, tmp_path).labels == first.labels  # broken cache is refitted
+
+
+def test_datasets_read_csv_folders_and_corpora(tmp_path: Path) -> None:
+    (tmp_path / "d.csv").write_text("text,label\nhello,greet\n查物流,track\n", "utf-8")
+    assert read_split(tmp_path / "d.csv").labels == ["greet", "track"]
+    for split in ("train", "valid", "test"):
+        folder = tmp_path / "corpus" / split
+        folder.mkdir(parents=True)
+        (folder / "seq.in").write_text("a\nb\n", "utf-8")
+        (folder / "label").write_text("x\ny\n", "utf-8")
+        oos = tmp_path / "corpus" / "id-oos" / split
+        oos.mkdir(parents=True)
+        (oos / "seq.in").write_text("z\n", "utf-8")
+    corpus = read_corpus(tmp_path / "corpus")
+    assert corpus.test.labels == ["x", "y", OOS_LABEL]
+    (tmp_path / "bad.csv").write_text("words,tag\na,b\n", "utf-8")
+    with pytest.raises(ConfigInvalidError):
+        read_split(tmp_path / "bad.csv")
+
+
+def test_cli_train_and_eval(tmp_path: Path) -> None:
+    for split, seed in (("train", 1), ("valid", 2), ("test", 3)):
+        data = synthetic(seed)
+        rows = ["text,label"] + [
+            f'"{t}",{lab}' for t, lab in zip(data.texts, data.labels, strict=True)
+        ]
+        folder = tmp_path / "data"
+        folder.mkdir(exist_ok=True)
+        (folder / f"{split}.csv").write_text("\n".join(rows) + "\n", "utf-8")
+    model_path = tmp_path / "m.pkl"
+    run = [sys.executable, "-m", "corral", "intent"]
+    trained = subprocess.run(
+        [
+            *run,
+            "train",
+            str(tmp_path / "data" / "train.csv"),
+            "--out",
+            str(model_path),
+            "--json",
+            "--home",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert trained.returncode == 0, trained.stderr
+    assert json.loads(trained.stdout)["accuracy"] > 0.9
+    evaluated = subprocess.run(
+        [*run, "eval", str(tmp_path / "data" / "test.csv"), "--model", str(model_path), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout)
+    assert {"accuracy", "oos_recall", "oos_precision", "confusions", "latency_ms"} <= set(report)
+    table = subprocess.run(
+        [*run, "eval", str(tmp_path / "data" / "test.csv"), "--model", str(model_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"COLUMNS": "150", "PATH": ""},
+    )
+    assert "in-scope accuracy" in table.stdout
