@@ -15,6 +15,8 @@ from typing import Any
 
 from corral.config import AgentConfig, load_config
 from corral.contracts import Plan, RouteAction
+from corral.decision.capabilities import CapabilityIndex
+from corral.decision.policy import DecisionPolicy
 from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
@@ -37,10 +39,12 @@ class Agent:
     intent: IntentLayer
     renderer: ReplyRenderer
     rules: list[CompiledRule]
-    template_graphs: dict[str, PlanGraph]
-    """Intent name -> its validated plan template, compiled once."""
+    template_graphs: dict[tuple[str, str], PlanGraph]
+    """(intent, template) -> the validated plan template, compiled once."""
     deps: Mapping[str, Any] = field(default_factory=dict)
     health: ToolHealth = field(default_factory=ToolHealth)
+    policy: DecisionPolicy = field(default_factory=lambda: DecisionPolicy((), {}))
+    capabilities: CapabilityIndex | None = None
     root: Path | None = None
 
     @property
@@ -53,6 +57,22 @@ class Agent:
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = {name: ENTITY_TYPES[spec.kind] for name, spec in self.config.entities.items()}
         return PlanContext(self.tools, types, allowed, self.config.limits.max_plan_steps)
+
+    def _compile_template(self, intent: str, template: str, reply: str | None) -> list[str]:
+        declared = self.config.plans[template]
+        plan = Plan(plan_id="template", intent=intent, steps=declared.steps, template=template)
+        problems: list[str] = []
+        try:
+            self.template_graphs[(intent, template)] = validate_plan(
+                plan, self.plan_context(intent)
+            )
+        except PlanInvalidError as exc:
+            problems.extend(f"plan {template}: {p}" for p in exc.problems)
+        texts = [*declared.confirm.values(), *declared.on_failure.values()]
+        for name in [*texts, *([reply] if reply else [])]:
+            if not self.renderer.has(name):
+                problems.append(f"plan {template}: template {name!r} is missing")
+        return problems
 
     @classmethod
     def build(
@@ -68,7 +88,7 @@ class Agent:
         registry = ToolRegistry(tools)
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
-        graphs: dict[str, PlanGraph] = {}
+        graphs: dict[tuple[str, str], PlanGraph] = {}
         agent = cls(
             config,
             registry,
@@ -84,24 +104,14 @@ class Agent:
                 problems.append(f"intent {spec.name}: reply template {spec.reply!r} is missing")
             if spec.route is not RouteAction.PLAN:
                 continue
-            if spec.plan not in config.plans:
-                problems.append(f"intent {spec.name}: plan template {spec.plan!r} is missing")
-                continue
-            declared = config.plans[spec.plan]
-            plan = Plan(
-                plan_id="template", intent=spec.name, steps=declared.steps, template=spec.plan
-            )
-            try:
-                graphs[spec.name] = validate_plan(plan, agent.plan_context(spec.name))
-            except PlanInvalidError as exc:
-                problems.extend(f"plan {spec.plan}: {p}" for p in exc.problems)
-            for template in [
-                *declared.confirm.values(),
-                *declared.on_failure.values(),
-                *([spec.reply] if spec.reply else []),
-            ]:
-                if not renderer.has(template):
-                    problems.append(f"plan {spec.plan}: template {template!r} is missing")
+            named = [spec.plan, *(rule.plan for rule in spec.plan_rules)]
+            for template in dict.fromkeys(n for n in named if n is not None):
+                if template not in config.plans:
+                    problems.append(f"intent {spec.name}: plan template {template!r} is missing")
+                    continue
+                problems.extend(agent._compile_template(spec.name, template, spec.reply))
+            if spec.plan is None and not spec.plan_rules:
+                problems.append(f"intent {spec.name}: route plan needs a plan template")
         problems.extend(_equivalence_problems(registry))
         for rule in config.business_rules:
             if rule.before_tool not in registry:
@@ -115,9 +125,52 @@ class Agent:
             agent.rules = compile_rules(config.business_rules)
         except CorralError as exc:
             problems.append(exc.message)
+        problems.extend(_decision_problems(config, registry))
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))
+        agent.policy = DecisionPolicy.compile(config)
+        if config.capability_matching:
+            agent.capabilities = CapabilityIndex.build(registry)
+            if agent.capabilities is None:
+                raise ConfigInvalidError(
+                    "capability_matching needs scikit-learn", hint="pip install 'corral[ml]'"
+                )
         return agent
+
+
+def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]:
+    """Tool constraints and argument rewrites name real tools and valid expressions."""
+    from corral.planning.references import parse_reference
+    from corral.verify.expressions import compile_expression
+
+    problems: list[str] = []
+    for tool_name, expression in config.tool_constraints.items():
+        if tool_name not in registry:
+            problems.append(f"tool constraint: unknown tool {tool_name!r}")
+        try:
+            compile_expression(expression)
+        except CorralError as exc:
+            problems.append(f"tool constraint {tool_name}: {exc.message}")
+    for rewrite in config.argument_rewrites:
+        for name in (rewrite.tool, rewrite.use_tool):
+            if name not in registry:
+                problems.append(f"argument rewrite {rewrite.name}: unknown tool {name!r}")
+        try:
+            compile_expression(rewrite.when)
+        except CorralError as exc:
+            problems.append(f"argument rewrite {rewrite.name}: {exc.message}")
+        for key, value in rewrite.args.items():
+            try:
+                ref = parse_reference(value)
+            except ValueError as exc:
+                problems.append(f"argument rewrite {rewrite.name}.{key}: {exc}")
+                continue
+            if ref is not None and ref.scope == "step":
+                problems.append(
+                    f"argument rewrite {rewrite.name}.{key}: only $entities and "
+                    "$facts references are allowed"
+                )
+    return problems
 
 
 def _equivalence_problems(registry: ToolRegistry) -> list[str]:

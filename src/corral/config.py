@@ -77,6 +77,14 @@ class IntentRule(_Strict):
     confidence: float = Field(0.9, ge=0.0, le=1.0)
 
 
+class PlanRule(_Strict):
+    """Choose a plan template by what is known: the first rule whose ``when`` holds wins."""
+
+    when: str
+    """A safe expression over ``entities`` (a missing value counts as false)."""
+    plan: str
+
+
 class IntentSpec(_Strict):
     """One declared intent and how it is routed."""
 
@@ -89,6 +97,8 @@ class IntentSpec(_Strict):
     """Breaks ties between rules of equal confidence: higher wins."""
     route: RouteAction = RouteAction.PLAN
     plan: str | None = None
+    plan_rules: list[PlanRule] = Field(default_factory=list)
+    """Alternative templates chosen by entities, before ``plan`` (the default)."""
     reply: str | None = None
     """Template for ``route: reply``; for ``plan`` routes, the template of the success reply."""
     handoff_reason: str = ""
@@ -114,6 +124,22 @@ class BusinessRule(_Strict):
     require: str
     refusal: str
     """Template of the reply that explains the refusal."""
+
+
+class ArgumentRewrite(_Strict):
+    """Parameter post-processing (seed 004): some arguments of a tool mean another tool.
+
+    ``order_status=canceled`` on a search is an action, not a filter: ``cancel_order``.
+    """
+
+    name: str
+    tool: str
+    when: str
+    """A safe expression over ``args``, ``entities`` and ``facts``."""
+    use_tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments of the new tool: literals or ``$entities.x`` / ``$facts.x`` references.
+    Arguments of the old call with the same names are carried over."""
 
 
 class TemplateText(_Strict):
@@ -151,6 +177,14 @@ class AgentConfig(_Strict):
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
     plans: dict[str, PlanTemplate] = Field(default_factory=dict)
     business_rules: list[BusinessRule] = Field(default_factory=list)
+    tool_constraints: dict[str, str] = Field(default_factory=dict)
+    """Tool -> safe expression over ``facts``, ``entities`` and ``args`` that must hold for the
+    decision layer to choose it (seed 004: orders older than 3 months need the historical
+    search). Declared here, never in a prompt."""
+    argument_rewrites: list[ArgumentRewrite] = Field(default_factory=list)
+    capability_matching: bool = False
+    """Also consider tools whose descriptions match the step and whose schemas are
+    interchangeable with the planned tool (TF-IDF; needs ``corral[ml]``)."""
     templates: dict[str, TemplateText] = Field(default_factory=dict)
     questions: dict[str, str] = Field(default_factory=dict)
     """Entity -> template asking the user for it."""

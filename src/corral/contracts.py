@@ -193,6 +193,7 @@ class EventType(StrEnum):
     PLAN_CREATED = "plan_created"
     PLAN_REJECTED = "plan_rejected"
     STEP_STARTED = "step_started"
+    TOOL_REWRITTEN = "tool_rewritten"
     TOOL_SELECTED = "tool_selected"
     TOOL_ATTEMPT = "tool_attempt"
     STEP_FINISHED = "step_finished"

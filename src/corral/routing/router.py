@@ -25,11 +25,34 @@ def allowed_tools(
     spec = config.intent(intent)
     names = set(spec.tools)
     if not names:
-        plan = config.plans.get(spec.plan or "")
-        names = {step.tool for step in plan.steps} if plan else set()
+        for template in plan_templates(config, intent):
+            names |= {step.tool for step in config.plans[template].steps}
+        names |= {r.use_tool for r in config.argument_rewrites if r.tool in names}
     if registry is not None:
         names |= {e.name for n in list(names) if n in registry for e in registry.equivalents(n)}
     return sorted(names)
+
+
+def plan_templates(config: AgentConfig, intent: str) -> list[str]:
+    """Every plan template an intent may use (its rules' and its default)."""
+    spec = config.intent(intent)
+    names = [rule.plan for rule in spec.plan_rules] + ([spec.plan] if spec.plan else [])
+    return [name for name in dict.fromkeys(names) if name in config.plans]
+
+
+def choose_plan(config: AgentConfig, intent: str, known: Mapping[str, Any]) -> str | None:
+    """The template for this message: the first plan rule that holds, else the default."""
+    from corral.errors import ExpressionInvalidError
+    from corral.verify.expressions import compile_expression
+
+    spec = config.intent(intent)
+    for rule in spec.plan_rules:
+        try:
+            if compile_expression(rule.when).evaluate({"entities": dict(known)}):
+                return rule.plan
+        except ExpressionInvalidError:
+            continue
+    return spec.plan
 
 
 def route(
@@ -70,7 +93,7 @@ def route(
     return RouteDecision(
         action=RouteAction.PLAN,
         intent=spec.name,
-        template=spec.plan,
+        template=choose_plan(config, spec.name, known),
         reason="missing " + ", ".join(missing) if missing else "run plan",
         missing_entities=missing,
         allowed_tools=allowed_tools(config, spec.name, registry),

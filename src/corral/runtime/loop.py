@@ -19,7 +19,7 @@ from corral.contracts import (
     StepRecord,
     StepStatus,
 )
-from corral.errors import ErrorCode, PlanInvalidError, TemplateInvalidError
+from corral.errors import ErrorCode, TemplateInvalidError
 from corral.memory.task import FactSource
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
@@ -75,7 +75,7 @@ class RunLoop:
         if self._graph is None:
             plan = self.state.plan
             assert plan is not None, "graph requested before a plan exists"
-            cached = self.agent.template_graphs.get(plan.intent or "")
+            cached = self.agent.template_graphs.get((plan.intent or "", plan.template or ""))
             if plan.source == "template" and cached is not None:
                 self._graph = cached
             else:
@@ -143,28 +143,14 @@ class RunLoop:
     # ------------------------------------------------------------------ plan
 
     def _plan(self) -> None:
-        intent = self.state.route.intent if self.state.route else None
-        assert intent is not None
-        cached = self.agent.template_graphs.get(intent)
+        decision = self.state.route
+        assert decision is not None and decision.intent is not None
+        cached = self.agent.template_graphs.get((decision.intent, decision.template or ""))
         if cached is None:
-            self.fail(f"intent {intent} has no plan template", ErrorCode.PLAN_INVALID)
+            self.fail(f"intent {decision.intent} has no plan template", ErrorCode.PLAN_INVALID)
             return
         plan = cached.plan.model_copy(update={"plan_id": self.effects.new_id("plan")})
-        try:
-            self._graph = (
-                validate_plan(plan, self.agent.plan_context(intent))
-                if plan.source != "template"
-                else cached
-            )
-        except PlanInvalidError as exc:
-            self.journal.emit(
-                EventType.PLAN_REJECTED,
-                "plan",
-                problems=exc.problems,
-                plan=plan.model_dump(mode="json"),
-            )
-            self.fail("; ".join(exc.problems), ErrorCode.PLAN_INVALID)
-            return
+        self._graph = cached
         self.journal.emit(EventType.PLAN_CREATED, "plan", plan=plan.model_dump(mode="json"))
         self.journal.transition(RunStatus.DECIDING, "plan validated")
 

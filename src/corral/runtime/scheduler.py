@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from corral.contracts import EventType, RunStatus, StepStatus, ToolResult, ToolStatus, Verdict
 from corral.decision.budget import BudgetTracker
+from corral.decision.capabilities import interchangeable
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
 from corral.memory.task import FactSource
 from corral.planning.binding import bind_arguments
 from corral.planning.validate import CompiledStep
+from corral.runtime.conclusion import conclude
 from corral.tools.context import ToolContext
 from corral.tools.invoke import Attempt, invoke_tool, validate_args
 from corral.tools.spec import ToolSpec
@@ -31,6 +33,9 @@ from corral.verify.rules import check_success
 
 if TYPE_CHECKING:
     from corral.runtime.loop import RunLoop
+
+MIN_SIMILARITY = 0.15
+"""Capability matching proposes a tool only above this TF-IDF cosine similarity."""
 
 _NOT_RECOVERABLE_BY_ANOTHER_TOOL = {
     ErrorCode.MISSING_ARGUMENT.value,
@@ -88,7 +93,8 @@ class Scheduler:
             for task in done:
                 step_id = self.running.pop(task)
                 self._complete(step_id, task.result())
-        self._conclude()
+        self._mark_blocked()
+        conclude(self.loop, self.stop)
 
     def _ready(self) -> list[str]:
         statuses = self.loop.step_statuses()
@@ -154,20 +160,82 @@ class Scheduler:
             journal.emit(EventType.BUDGET_EXCEEDED, "decide", reason=over, step_id=step_id)
             self.stop = (over, ErrorCode.BUDGET_EXCEEDED)
             return
-        allowed = self.state.route.allowed_tools if self.state.route else []
-        if step.tool not in allowed:
+        try:
+            args = bind_arguments(
+                compiled, self.state.entities, self._facts_and_entities(), self._results()
+            )
+            spec, args = self._rewrite(step_id, compiled.spec, args)
+        except CorralError as exc:
+            journal.emit(
+                EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=None
+            )
+            self._fail_step(step_id, exc.code, exc.message)
+            return
+        if spec.name not in self._allowed():
             self._fail_step(
-                step_id, ErrorCode.TOOL_NOT_ALLOWED, f"{step.tool} is not allowed for this intent"
+                step_id, ErrorCode.TOOL_NOT_ALLOWED, f"{spec.name} is not allowed for this intent"
             )
             return
-        names = {"facts": self.state.memory.values(), "entities": self.state.entities}
+        if self._refused_by_rule(step_id, spec.name):
+            return
+        needs_confirmation = step.requires_confirmation or spec.policy.requires_confirmation
+        if needs_confirmation and not self._confirmed(step_id, spec.name):
+            return
+        looping = self.guard.observe_call(step_id, spec.name, args)
+        if looping:
+            journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
+            self._fail_step(step_id, ErrorCode.LOOP_DETECTED, looping)
+            self.stop = (looping, ErrorCode.LOOP_DETECTED)
+            return
+        journal.emit(EventType.STEP_STARTED, "execute", step_id=step_id, tool=spec.name, args=args)
+        if spec.policy.kind == "write":
+            await loop.persist()  # durable before any side effect
+        task = asyncio.ensure_future(self._execute(compiled, spec, args))
+        self.running[task] = step_id
+
+    def _allowed(self) -> set[str]:
+        return set(self.state.route.allowed_tools) if self.state.route else set()
+
+    def _names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What policies and rules may read."""
+        names: dict[str, Any] = {
+            "facts": self.state.memory.values(),
+            "entities": self.state.entities,
+        }
+        if args is not None:
+            names["args"] = args
+        return names
+
+    def _rewrite(
+        self, step_id: str, spec: ToolSpec, args: dict[str, Any]
+    ) -> tuple[ToolSpec, dict[str, Any]]:
+        """Parameter post-processing: the tool these arguments really call (seed 004)."""
+        rewrite = self.agent.policy.rewrite(spec.name, self._names(args))
+        if rewrite is None:
+            return spec, args
+        target = self.agent.tools.get(rewrite.rule.use_tool)
+        new_args = rewrite.arguments(args, self.state.entities, self._facts_and_entities())
+        kept = {k: v for k, v in new_args.items() if k in target.input_model.model_fields}
+        self.journal.emit(
+            EventType.TOOL_REWRITTEN,
+            "decide",
+            step_id=step_id,
+            rule=rewrite.rule.name,
+            tool=spec.name,
+            to=target.name,
+            args=kept,
+        )
+        return target, kept
+
+    def _refused_by_rule(self, step_id: str, tool: str) -> bool:
+        names = self._names()
         for rule in self.agent.rules:
-            if rule.rule.before_tool != step.tool:
+            if rule.rule.before_tool != tool:
                 continue
             verdict = rule.check(names)
             self._record_verdict(step_id, verdict)
             if not verdict.passed:
-                journal.emit(
+                self.journal.emit(
                     EventType.STEP_SKIPPED,
                     "verify",
                     step_id=step_id,
@@ -175,45 +243,26 @@ class Scheduler:
                     reason=verdict.reason,
                     template=rule.rule.refusal,
                 )
-                return
-        if step.requires_confirmation or compiled.spec.policy.requires_confirmation:
-            decision = self.state.confirmations.get(step_id)
-            if decision is None:
-                if not self.running:
-                    template = self._confirm_template(step_id)
-                    loop.request_confirmation(step_id, template, compiled.spec.name)
-                return
-            if decision is False:
-                journal.emit(
-                    EventType.STEP_SKIPPED,
-                    "decide",
-                    step_id=step_id,
-                    code=ErrorCode.REJECTED_BY_USER.value,
-                    reason="the user declined",
-                    template="cancelled",
-                )
-                return
-        try:
-            args = bind_arguments(
-                compiled, self.state.entities, self._facts_and_entities(), self._results()
+                return True
+        return False
+
+    def _confirmed(self, step_id: str, tool: str) -> bool:
+        """True when the person approved; otherwise pause (or skip a declined step)."""
+        decision = self.state.confirmations.get(step_id)
+        if decision is None:
+            if not self.running:
+                self.loop.request_confirmation(step_id, self._confirm_template(step_id), tool)
+            return False
+        if decision is False:
+            self.journal.emit(
+                EventType.STEP_SKIPPED,
+                "decide",
+                step_id=step_id,
+                code=ErrorCode.REJECTED_BY_USER.value,
+                reason="the user declined",
+                template="cancelled",
             )
-        except CorralError as exc:
-            journal.emit(
-                EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=None
-            )
-            self._fail_step(step_id, exc.code, exc.message)
-            return
-        looping = self.guard.observe_call(step_id, step.tool, args)
-        if looping:
-            journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
-            self._fail_step(step_id, ErrorCode.LOOP_DETECTED, looping)
-            self.stop = (looping, ErrorCode.LOOP_DETECTED)
-            return
-        journal.emit(EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=args)
-        if compiled.spec.policy.kind == "write":
-            await loop.persist()  # durable before any side effect
-        task = asyncio.ensure_future(self._execute(compiled, args))
-        self.running[task] = step_id
+        return decision
 
     def _confirm_template(self, step_id: str) -> str:
         plan = self.state.plan
@@ -232,12 +281,54 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the call
 
-    async def _execute(self, compiled: CompiledStep, args: dict[str, Any]) -> _Outcome:
-        """Decide the tool and call it; on failure try the next equivalent tool."""
+    def _candidates(
+        self, compiled: CompiledStep, spec: ToolSpec, args: dict[str, Any]
+    ) -> tuple[list[ToolSpec], dict[str, str]]:
+        """Tools that may run this step, best first, and why the others may not."""
+        agent = self.agent
+        ranked = rank_tools(agent.tools, spec.name, agent.health, agent.config.tool_preference)
+        if agent.capabilities is not None:
+            query = f"{compiled.step.description} {spec.description} {self.state.memory.goal}"
+            similar = agent.capabilities.similarity(query)
+            known = {c.name for c in ranked}
+            ranked += [
+                agent.tools.get(name)
+                for name, score in sorted(similar.items(), key=lambda kv: -kv[1])
+                if score >= MIN_SIMILARITY
+                and name not in known
+                and interchangeable(agent.tools.get(name), spec)
+            ]
+        allowed, names = self._allowed(), self._names(args)
+        eligible: list[ToolSpec] = []
+        excluded: dict[str, str] = {}
+        for candidate in ranked:
+            if candidate.name not in allowed:
+                excluded[candidate.name] = "not allowed for this intent"
+                continue
+            ok, reason = agent.policy.allows(candidate.name, names)
+            if ok:
+                eligible.append(candidate)
+            else:
+                excluded[candidate.name] = reason
+        return eligible, excluded
+
+    async def _execute(
+        self, compiled: CompiledStep, planned: ToolSpec, args: dict[str, Any]
+    ) -> _Outcome:
+        """Decide the tool and call it; on failure try the next eligible tool."""
         step, agent, journal = compiled.step, self.agent, self.journal
-        allowed = set(self.state.route.allowed_tools) if self.state.route else set()
-        ranked = rank_tools(agent.tools, step.tool, agent.health, agent.config.tool_preference)
-        candidates = [spec for spec in ranked if spec.name in allowed]
+        candidates, excluded = self._candidates(compiled, planned, args)
+        if not candidates:
+            reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
+            refused = ToolResult(
+                tool=planned.name,
+                status=ToolStatus.ERROR,
+                error_code=ErrorCode.NO_ELIGIBLE_TOOL.value,
+                error_message=reason,
+                summary=reason[:200],
+                attempts=0,
+            )
+            return _Outcome(refused, args)
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
             reason = "best ranked" if index == 0 else f"fallback after {candidates[index - 1].name}"
@@ -249,6 +340,7 @@ class Scheduler:
                 reason=reason,
                 degraded=agent.health.degraded(spec.name),
                 candidates=[c.name for c in candidates],
+                excluded=excluded,
             )
             result = await self._call(compiled, spec, args)
             if result.status is not ToolStatus.ERROR:
@@ -370,70 +462,3 @@ class Scheduler:
         self.journal.emit(
             EventType.VERIFIED, "verify", step_id=step_id, verdict=verdict.model_dump(mode="json")
         )
-
-    def _conclude(self) -> None:
-        """Every step is settled: choose the ending and the reply."""
-        loop = self.loop
-        if self.stop is not None:
-            reason, code = self.stop
-            loop.handoff(reason, code)
-            return
-        self._mark_blocked()
-        steps = list(self.state.steps.values())
-        failed = [s for s in steps if s.status is StepStatus.FAILED]
-        declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER.value]
-        refusal = self._refusal()
-        if refusal is not None:
-            loop.finish(refusal, "refused")
-        elif failed:
-            first = failed[0]
-            answer = self._failure_template(first.id)
-            if answer and first.error_code == ErrorCode.NO_RESULT.value:
-                loop.finish(answer, "not_found")
-            elif answer and first.error_code == ErrorCode.SUCCESS_CRITERIA_FAILED.value:
-                loop.finish(answer, "unmet")
-            else:
-                failed_code = first.error_code or ""
-                known = failed_code in ErrorCode.__members__
-                loop.handoff(
-                    f"step {first.id} ({first.tool}) failed: {first.reason}",
-                    ErrorCode(failed_code) if known else ErrorCode.TOOL_FAILED,
-                )
-        elif declined:
-            loop.finish("cancelled", "cancelled")
-        else:
-            reply = self.state.memory.facts.get("reply")
-            if reply is not None and isinstance(reply.value, str) and reply.value:
-                loop.finish_with_text(reply.value, "success")
-            else:
-                intent = self.state.route.intent if self.state.route else None
-                spec = self.agent.config.intent(intent) if intent else None
-                loop.finish(spec.reply if spec and spec.reply else "done", "success")
-
-    def _refusal(self) -> str | None:
-        """The refusal template when a business rule decides the outcome, else ``None``.
-
-        A step skipped by a rule refuses. So does a step that never ran (blocked by another
-        failure) whose rule can already be judged false from the facts: "out of warranty"
-        is a better answer than "please upload a photo" for an exchange that cannot happen.
-        """
-        for step in self.state.steps.values():
-            if step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value and step.refusal:
-                return step.refusal
-        names = {"facts": self.state.memory.values(), "entities": self.state.entities}
-        for step in self.state.steps.values():
-            if step.status is not StepStatus.BLOCKED:
-                continue
-            for rule in self.agent.rules:
-                if rule.rule.before_tool != step.tool or not rule.judgeable(names):
-                    continue
-                verdict = rule.check(names)
-                if not verdict.passed:
-                    self._record_verdict(step.id, verdict)
-                    return rule.rule.refusal
-        return None
-
-    def _failure_template(self, step_id: str) -> str | None:
-        plan = self.state.plan
-        declared = self.agent.config.plans.get(plan.template or "") if plan else None
-        return declared.on_failure.get(step_id) if declared else None
