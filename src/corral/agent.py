@@ -27,7 +27,12 @@ from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.verify.rules import CompiledRule, compile_rules
 
-ENTITY_TYPES: dict[str, Any] = {"pattern": str, "vocabulary": str, "date_range": dict[str, str]}
+ENTITY_TYPES: dict[str, Any] = {
+    "pattern": str,
+    "vocabulary": str,
+    "date_range": dict[str, str],
+    "amount": float,
+}
 
 
 @dataclass

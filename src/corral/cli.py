@@ -250,6 +250,53 @@ def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -
     console.print(table)
 
 
+@app.command("eval")
+@_fails_cleanly
+def eval_suite(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="Default: AGENT_DIR/eval.yaml")
+    ] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Run an eval suite; exit 1 when a tier misses its bar (core 100 %, regular 95 %)."""
+    from corral.testing.evaluation import load_suite, run_suite
+
+    folder = _home(home)
+    scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
+
+    def fresh_agent() -> Agent:
+        return load_agent(
+            agent_dir, data_dir=Path(tempfile.mkdtemp(dir=scratch)), cache_dir=folder / "cache"
+        )
+
+    agent = fresh_agent()
+    started = time.perf_counter()
+    report = asyncio.run(run_suite(fresh_agent, load_suite(suite or agent_dir / "eval.yaml")))
+    figures = {**report.as_json(), "seconds": round(time.perf_counter() - started, 2)}
+    if as_json:
+        typer.echo(json.dumps(figures, ensure_ascii=False))
+    else:
+        table = Table(title=f"eval {agent.name}: {figures['cases']} cases", show_header=False)
+        table.add_row("pass rate", _pct(report.pass_rate()))
+        for tier, rate in figures["tiers"].items():
+            table.add_row(f"  {tier}", _pct(rate))
+        table.add_row("completion rate", _pct(report.completion_rate))
+        table.add_row("average steps", f"{report.average_steps:.2f}")
+        failures = ", ".join(f"{k} ×{n}" for k, n in figures["tool_failures"].items()) or "none"
+        table.add_row("tool failures", failures)
+        table.add_row("seconds", str(figures["seconds"]))
+        console.print(table)
+        for failure in figures["failures"]:
+            console.print(
+                f"[red]✗[/red] [{failure['tier']}] {failure['case']}: "
+                + "; ".join(failure["problems"])
+            )
+    if not report.tiers_met():
+        raise typer.Exit(1)
+
+
 @app.command()
 @_fails_cleanly
 def gc(home: HomeOption = None) -> None:

@@ -15,7 +15,7 @@ from corral.errors import MissingArgumentError
 
 _REF = re.compile(
     r"^\$(?:(?P<scope>entities|facts)\.(?P<name>[A-Za-z_]\w*)(?P<rest>(?:\.\w+)*)"
-    r"|(?P<step>[A-Za-z_]\w*)\.result(?P<path>(?:\.\w+)*))$"
+    r"|(?P<step>[A-Za-z_]\w*)\.result(?P<path>(?:\.\w+)*))(?P<optional>\?)?$"
 )
 
 
@@ -28,20 +28,22 @@ class Reference:
     """The entity or fact name, or the step id."""
     path: tuple[str, ...]
     text: str
+    optional: bool = False
+    """Written with a trailing ``?``: a missing value binds ``None`` instead of failing.
+
+    Validation only allows it for parameters that accept ``None``.
+    """
 
     def resolve(
         self, entities: Mapping[str, Any], facts: Mapping[str, Any], results: Mapping[str, Any]
     ) -> Any:
         """The referenced value; raises ``MissingArgumentError`` rather than guess one."""
         source = {"entities": entities, "facts": facts, "step": results}[self.scope]
-        if self.name not in source or source[self.name] is None:
-            raise MissingArgumentError(f"{self.text} has no value")
-        value = source[self.name]
+        value = source.get(self.name)
         for part in self.path:
-            if isinstance(value, Mapping) and part in value and value[part] is not None:
-                value = value[part]
-            else:
-                raise MissingArgumentError(f"{self.text} has no value")
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if value is None and not self.optional:
+            raise MissingArgumentError(f"{self.text} has no value")
         return value
 
 
@@ -56,14 +58,15 @@ def parse_reference(value: Any) -> Reference | None:
     match = _REF.match(value)
     if match is None:
         raise ValueError(f"{value!r} is not a reference ($entities.x, $facts.x, $s1.result.x)")
+    optional = match.group("optional") is not None
     if match.group("step"):
         path = tuple(p for p in match.group("path").split(".") if p)
-        return Reference("step", match.group("step"), path, value)
+        return Reference("step", match.group("step"), path, value, optional)
     rest = tuple(p for p in match.group("rest").split(".") if p)
     scope: Literal["entities", "facts"] = (
         "entities" if match.group("scope") == "entities" else "facts"
     )
-    return Reference(scope, match.group("name"), rest, value)
+    return Reference(scope, match.group("name"), rest, value, optional)
 
 
 def literal(value: Any) -> Any:

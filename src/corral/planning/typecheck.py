@@ -47,6 +47,8 @@ def is_assignable(source: Any, target: Any) -> bool:
     source, target = _strip(source), _strip(target)
     if source is Any or target is Any:
         return True
+    if source is type(None):
+        return target is type(None) or type(None) in typing.get_args(target)
     sources, targets = _members(source), _members(target)
     if len(sources) > 1:
         return all(is_assignable(s, target) for s in sources)

@@ -176,7 +176,12 @@ def _check_step(
                 problems.append(f"{step.id}.{name}: {problem}")
             elif not position and kind is not None:
                 target = params[name].annotation
-                if not is_assignable(kind, target):
+                if ref.optional and not is_assignable(type(None), target):
+                    problems.append(
+                        f"{step.id}.{name}: {ref.text} may be missing, but {spec.name}.{name} "
+                        f"does not accept None"
+                    )
+                elif not is_assignable(kind, target):
                     problems.append(
                         f"{step.id}.{name}: {ref.text} is {describe(kind)}, "
                         f"but {spec.name}.{name} expects {describe(target)}"

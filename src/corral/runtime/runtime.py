@@ -190,6 +190,10 @@ class Runtime:
         """The current summary of a stored run."""
         return summarize_run(await self.load_state(run_id))
 
+    async def events(self, run_id: str) -> list[Event]:
+        """Every stored event of a run, in order."""
+        return await self._io(self.store.load_events, run_id)
+
     async def load_state(self, run_id: str) -> RunState:
         """The folded state of a stored run."""
         events = await self._io(self.store.load_events, run_id)

@@ -19,12 +19,15 @@ class Reply(BaseModel):
 def generate_reply(template: str, ctx: ToolContext, variant_fact: str | None = None) -> Reply:
     """Write the reply from a template over verified facts (template-based; a model later).
 
-    With ``variant_fact``, the template ``<template>_yes`` or ``<template>_no`` is chosen by
-    that fact's truth. Generation is a tool like any other (seed 000), so it is recorded,
-    verified and replayed like one.
+    With ``variant_fact``, the template is ``<template>_<value>`` for a text fact
+    (``order_status_in_transit``) and ``<template>_yes`` / ``<template>_no`` for a true or
+    false one. Generation is a tool like any other (seed 000), so it is recorded, verified
+    and replayed like one.
     """
     assert ctx.render is not None, "the runtime always sets ToolContext.render"
     name = template
     if variant_fact is not None:
-        name = f"{template}_{'yes' if ctx.facts.get(variant_fact) else 'no'}"
+        value = ctx.facts.get(variant_fact)
+        suffix = value if isinstance(value, str) and value else ("yes" if value else "no")
+        name = f"{template}_{suffix}"
     return Reply(text=ctx.render(name, ctx.facts))

@@ -1,0 +1,307 @@
+"""Tools of the order-query assistant (seed 004, Agent-Reach), on a SQLite shop database.
+
+Recent orders and the archive are separate tables. ``get_order`` hides which one it reads;
+the searches are two tools, and the agent's config (``tool_constraints``) decides which one
+a date range needs: older than three months goes to ``search_historical_orders``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from corral import LOCAL_COMPUTE, ToolContext, ToolPolicy, tool
+from corral.tools.builtin import generate_reply
+
+__all__ = ["generate_reply"]  # registered from corral's built-ins
+
+HERE = Path(__file__).parent
+TABLES = ("orders_recent", "orders_history")
+STATUS_TEXT = {
+    "zh": {"pending": "待发货", "shipped": "已发货", "completed": "已完成", "canceled": "已取消"},
+    "en": {"pending": "waiting to ship", "shipped": "shipped", "completed": "completed",
+           "canceled": "canceled"},
+}
+OrderStatus = Literal["pending", "shipped", "completed", "canceled"]
+
+
+def setup(data_dir: Path) -> dict[str, Any]:
+    """Create (or reuse) the shop database under ``data_dir``."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "orders.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript((HERE / "data" / "orders.sql").read_text(encoding="utf-8"))
+    return {"db": path}
+
+
+def _connect(ctx: ToolContext) -> sqlite3.Connection:
+    conn = sqlite3.connect(ctx.deps["db"], timeout=5)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _find(conn: sqlite3.Connection, order_id: str) -> tuple[sqlite3.Row, str] | None:
+    """The order's row and the table it lives in: routing the caller never sees."""
+    for table in TABLES:
+        row = conn.execute(
+            f"SELECT o.*, p.name_zh, p.name_en, p.category FROM {table} o "  # noqa: S608
+            "JOIN products p ON p.sku = o.sku WHERE o.order_id = ?",
+            (order_id.upper(),),
+        ).fetchone()
+        if row is not None:
+            return row, table
+    return None
+
+
+class OrderDetail(BaseModel):
+    order_id: str
+    product: str
+    order_status: OrderStatus
+    status_text: str
+    created_at: date
+    amount_cny: float
+    address: str
+    archived: bool
+
+
+@tool(policy=ToolPolicy(kind="read", latency_ms=20),
+      summary="{order_id}: {product}, {order_status}")
+def get_order(order_id: str, ctx: ToolContext) -> OrderDetail | None:
+    """Look up one order by its id (recent orders and the archive alike)."""
+    with _connect(ctx) as conn:
+        found = _find(conn, order_id)
+    if found is None:
+        return None
+    row, table = found
+    language = ctx.language
+    return OrderDetail(
+        order_id=row["order_id"],
+        product=row["name_zh"] if language == "zh" else row["name_en"],
+        order_status=row["status"],
+        status_text=STATUS_TEXT[language][row["status"]],
+        created_at=date.fromisoformat(row["created_at"]),
+        amount_cny=row["amount_cny"],
+        address=row["address"],
+        archived=table == "orders_history",
+    )
+
+
+class Logistics(BaseModel):
+    order_id: str
+    stage: Literal["not_shipped", "in_transit", "delivered", "canceled"]
+    carrier: str | None
+    tracking_no: str | None
+    latest_event: str | None
+    latest_location: str | None
+    latest_time: str | None
+
+
+@tool(policy=ToolPolicy(kind="read", latency_ms=80), summary="{order_id}: {stage}")
+def get_logistics(order_id: str, ctx: ToolContext) -> Logistics | None:
+    """The delivery track of an order: carrier, latest event and where the parcel is."""
+    with _connect(ctx) as conn:
+        found = _find(conn, order_id)
+        if found is None:
+            return None
+        events = conn.execute(
+            "SELECT * FROM logistics WHERE order_id = ? ORDER BY ts DESC", (order_id.upper(),)
+        ).fetchall()
+    row, _ = found
+    if not events:
+        stage = "canceled" if row["status"] == "canceled" else "not_shipped"
+        return Logistics(order_id=row["order_id"], stage=stage, carrier=None, tracking_no=None,
+                         latest_event=None, latest_location=None, latest_time=None)
+    latest = events[0]
+    delivered = latest["event_en"] == "delivered"
+    return Logistics(
+        order_id=row["order_id"],
+        stage="delivered" if delivered else "in_transit",
+        carrier=latest["carrier"],
+        tracking_no=latest["tracking_no"],
+        latest_event=latest["event_zh"] if ctx.language == "zh" else latest["event_en"],
+        latest_location=latest["location"],
+        latest_time=latest["ts"],
+    )
+
+
+def _month_end(day: date) -> date:
+    following = (day.replace(day=28) + timedelta(days=4)).replace(day=1)
+    return following - timedelta(days=1)
+
+
+class OrderQuery(BaseModel):
+    start_date: date
+    end_date: date
+    age_days: int
+    """How many days before the run's date the range starts: the constraints read it."""
+    order_status: OrderStatus | None
+    period: str
+
+
+@tool(policy=LOCAL_COMPUTE, summary="{start_date}..{end_date} ({age_days} days back)")
+def resolve_order_params(ctx: ToolContext, date_range: dict[str, str] | None = None,
+                         order_status: OrderStatus | None = None) -> OrderQuery:
+    """Turn what the user said into query parameters: a date range (default: last 30 days)."""
+    today = ctx.received_at.date()
+    if date_range:
+        start, end = date.fromisoformat(date_range["start"]), date.fromisoformat(date_range["end"])
+        period = date_range.get("text", "")
+        if start == end and ("月前" in period or "month" in period):
+            # "三个月前买的" means that month, not that single day.
+            start = start.replace(day=1)
+            end = min(_month_end(start), today)
+    else:
+        start, end = today - timedelta(days=29), today
+        period = "最近 30 天" if ctx.language == "zh" else "the last 30 days"
+    return OrderQuery(start_date=start, end_date=end, age_days=(today - start).days,
+                      order_status=order_status, period=period)
+
+
+class OrderBrief(BaseModel):
+    order_id: str
+    product: str
+    status_text: str
+    created_at: date
+
+
+class OrderList(BaseModel):
+    count: int
+    found: bool
+    orders: list[OrderBrief]
+    listing: str
+    """The first few orders as one short phrase, for the reply."""
+
+
+def _listing(orders: list[OrderBrief], language: str) -> str:
+    sep = "、" if language == "zh" else "; "
+    listing = sep.join(f"{o.order_id} {o.product}（{o.status_text}）" if language == "zh"
+                       else f"{o.order_id} {o.product} ({o.status_text})" for o in orders[:3])
+    if len(orders) > 3:
+        listing += "等" if language == "zh" else " and more"
+    return listing
+
+
+def _merge(first: OrderList, second: OrderList, ctx: ToolContext) -> OrderList:
+    orders = sorted(first.orders + second.orders, key=lambda o: o.created_at, reverse=True)
+    return OrderList(count=len(orders), found=bool(orders), orders=orders,
+                     listing=_listing(orders, ctx.language))
+
+
+def _search(table: str, ctx: ToolContext, start_date: date, end_date: date,
+            order_status: str | None, phone: str | None) -> OrderList:
+    query = (f"SELECT o.*, p.name_zh, p.name_en FROM {table} o "  # noqa: S608
+             "JOIN products p ON p.sku = o.sku WHERE o.created_at BETWEEN ? AND ?")
+    params: list[Any] = [start_date.isoformat(), end_date.isoformat()]
+    if order_status:
+        query += " AND o.status = ?"
+        params.append(order_status)
+    if phone:
+        query += " AND o.phone = ?"
+        params.append(phone)
+    with _connect(ctx) as conn:
+        rows = conn.execute(query + " ORDER BY o.created_at DESC", params).fetchall()
+    language = ctx.language
+    orders = [
+        OrderBrief(order_id=r["order_id"],
+                   product=r["name_zh"] if language == "zh" else r["name_en"],
+                   status_text=STATUS_TEXT[language][r["status"]],
+                   created_at=date.fromisoformat(r["created_at"]))
+        for r in rows
+    ]
+    return OrderList(count=len(orders), found=bool(orders), orders=orders,
+                     listing=_listing(orders, language))
+
+
+@tool(policy=ToolPolicy(kind="read", equivalent_group="order_search", latency_ms=60),
+      summary="{count} orders")
+def search_orders(start_date: date, end_date: date, ctx: ToolContext,
+                  order_status: OrderStatus | None = None, phone: str | None = None) -> OrderList:
+    """Search recent orders (the last three months) by status and time range."""
+    return _search("orders_recent", ctx, start_date, end_date, order_status, phone)
+
+
+@tool(policy=ToolPolicy(kind="read", equivalent_group="order_search", latency_ms=900),
+      summary="{count} archived orders")
+def search_historical_orders(start_date: date, end_date: date, ctx: ToolContext,
+                             order_status: OrderStatus | None = None,
+                             phone: str | None = None) -> OrderList:
+    """Search the order archive (older than three months) by status and time range.
+
+    A range that reaches back past three months may end in the recent months too, so this
+    tool reads the recent table as well; the caller never needs to know.
+    """
+    archived = _search("orders_history", ctx, start_date, end_date, order_status, phone)
+    recent = _search("orders_recent", ctx, start_date, end_date, order_status, phone)
+    return _merge(archived, recent, ctx)
+
+
+class Refund(BaseModel):
+    refund_id: str
+    order_id: str
+    amount_cny: float
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="refund {refund_id}")
+def request_refund(order_id: str, reason: str, ctx: ToolContext,
+                   amount_cny: float | None = None) -> Refund:
+    """Open a refund (return) for an order; idempotent by the run's key."""
+    with _connect(ctx) as conn:
+        existing = conn.execute("SELECT * FROM refunds WHERE idempotency_key = ?",
+                                (ctx.idempotency_key,)).fetchone()
+        if existing:
+            return Refund(refund_id=existing["refund_id"], order_id=order_id,
+                          amount_cny=existing["amount_cny"])
+        found = _find(conn, order_id)
+        paid = float(found[0]["amount_cny"]) if found else 0.0
+        amount = min(amount_cny, paid) if amount_cny is not None else paid
+        refund_id = "RF" + ctx.idempotency_key[:10].upper()
+        conn.execute("INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)",
+                     (refund_id, order_id, reason, amount, ctx.idempotency_key,
+                      ctx.received_at.isoformat()))
+    return Refund(refund_id=refund_id, order_id=order_id, amount_cny=amount)
+
+
+class AddressChange(BaseModel):
+    order_id: str
+    new_address: str
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="{order_id} → {new_address}")
+def update_address(order_id: str, new_address: str, ctx: ToolContext) -> AddressChange:
+    """Change the delivery address of an order that has not shipped; idempotent."""
+    with _connect(ctx) as conn:
+        done = conn.execute("SELECT 1 FROM address_changes WHERE idempotency_key = ?",
+                            (ctx.idempotency_key,)).fetchone()
+        if not done:
+            found = _find(conn, order_id)
+            table = found[1] if found else TABLES[0]
+            conn.execute(f"UPDATE {table} SET address = ? WHERE order_id = ?",  # noqa: S608
+                         (new_address, order_id))
+            conn.execute("INSERT INTO address_changes VALUES (?, ?, ?, ?)",
+                         (order_id, new_address, ctx.idempotency_key, ctx.received_at.isoformat()))
+    return AddressChange(order_id=order_id, new_address=new_address)
+
+
+class Cancellation(BaseModel):
+    order_id: str
+    canceled: bool
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="{order_id} canceled")
+def cancel_order(order_id: str, ctx: ToolContext) -> Cancellation:
+    """Cancel an order that has not shipped. The only way to cancel: never a status edit."""
+    with _connect(ctx) as conn:
+        done = conn.execute("SELECT 1 FROM cancellations WHERE idempotency_key = ?",
+                            (ctx.idempotency_key,)).fetchone()
+        if not done:
+            found = _find(conn, order_id)
+            table = found[1] if found else TABLES[0]
+            conn.execute(f"UPDATE {table} SET status = 'canceled' WHERE order_id = ?",  # noqa: S608
+                         (order_id,))
+            conn.execute("INSERT INTO cancellations VALUES (?, ?, ?)",
+                         (order_id, ctx.idempotency_key, ctx.received_at.isoformat()))
+    return Cancellation(order_id=order_id, canceled=True)

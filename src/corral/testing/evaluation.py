@@ -1,0 +1,216 @@
+"""Eval suites: conversations with expected outcomes, run through the public Runtime.
+
+A suite is YAML: ``now`` (the fixed clock, optional) and ``cases``. A case is either long
+form (``name, tier, messages, approve, expect: {intent, status, outcome, reply_contains,
+tools, source}``) or short form (``m: message`` plus the expectations inline). Tiers follow
+seed 003: ``core`` must pass 100 %, ``regular`` at least 95 %, ``exploratory`` only records
+its failure modes.
+
+The report gives the seed 004 metrics: completion rate, average steps, and the tool
+failure distribution.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from corral.agent import Agent
+from corral.contracts import EventType, RunStatus, RunSummary
+from corral.errors import ConfigInvalidError
+from corral.runtime.effects import Effects, LiveEffects
+from corral.runtime.runtime import Runtime
+from corral.store.memory import MemoryStore
+from corral.testing.effects import FixedEffects
+
+TIER_BARS = {"core": 1.0, "regular": 0.95, "exploratory": 0.0}
+_EXPECT_KEYS = ("intent", "status", "outcome", "reply_contains", "tools", "source")
+
+
+@dataclass(frozen=True)
+class EvalCase:
+    """One conversation and what must come out of it."""
+
+    name: str
+    tier: str
+    messages: list[str]
+    approve: bool | None
+    expect: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EvalSuite:
+    """The cases and the clock they run at."""
+
+    cases: list[EvalCase]
+    now: datetime | None
+
+
+@dataclass
+class CaseResult:
+    """What one case did, and what was wrong with it."""
+
+    case: EvalCase
+    problems: list[str]
+    summary: RunSummary
+    tools: list[str]
+    tool_failures: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when every expectation held."""
+        return not self.problems
+
+
+@dataclass
+class SuiteReport:
+    """Pass rates per tier, and the seed 004 metrics."""
+
+    results: list[CaseResult]
+
+    def pass_rate(self, tier: str | None = None) -> float:
+        """Share of (tier's) cases that passed."""
+        chosen = [r for r in self.results if tier is None or r.case.tier == tier]
+        return sum(r.passed for r in chosen) / len(chosen) if chosen else 1.0
+
+    @property
+    def completion_rate(self) -> float:
+        """Share of runs the agent carried to the user's answer (not handed off or failed)."""
+        done = [
+            r
+            for r in self.results
+            if r.summary.status not in (RunStatus.HANDED_OFF, RunStatus.FAILED)
+        ]
+        return len(done) / len(self.results) if self.results else 0.0
+
+    @property
+    def average_steps(self) -> float:
+        """Mean number of tool steps that ran per case."""
+        return statistics.fmean(len(r.tools) for r in self.results) if self.results else 0.0
+
+    @property
+    def tool_failures(self) -> Counter[tuple[str, str]]:
+        """(tool, error code) -> failed attempts."""
+        return Counter(f for r in self.results for f in r.tool_failures)
+
+    def tiers_met(self) -> bool:
+        """Whether every tier reached its bar."""
+        tiers = {r.case.tier for r in self.results}
+        return all(self.pass_rate(t) >= TIER_BARS.get(t, 0.0) for t in tiers)
+
+    def as_json(self) -> dict[str, Any]:
+        """Figures and failures, JSON-ready."""
+        tiers = sorted({r.case.tier for r in self.results})
+        return {
+            "cases": len(self.results),
+            "pass_rate": round(self.pass_rate(), 4),
+            "tiers": {t: round(self.pass_rate(t), 4) for t in tiers},
+            "tiers_met": self.tiers_met(),
+            "completion_rate": round(self.completion_rate, 4),
+            "average_steps": round(self.average_steps, 2),
+            "tool_failures": {f"{t}:{c}": n for (t, c), n in self.tool_failures.items()},
+            "failures": [
+                {"case": r.case.name, "tier": r.case.tier, "problems": r.problems}
+                for r in self.results
+                if not r.passed
+            ],
+        }
+
+
+def _case(raw: dict[str, Any], index: int) -> EvalCase:
+    if "m" in raw:
+        expect = {k: raw[k] for k in _EXPECT_KEYS if k in raw}
+        messages = [raw["m"], *raw.get("then", [])]
+        name = raw.get("name") or f"{index:03d} {raw['m'][:40]}"
+    else:
+        expect, messages, name = dict(raw.get("expect", {})), list(raw["messages"]), raw["name"]
+    unknown = set(expect) - set(_EXPECT_KEYS)
+    if unknown or not messages:
+        raise ConfigInvalidError(
+            f"eval case {name!r}: unknown expectations {sorted(unknown)}"
+            if unknown
+            else f"eval case {name!r} has no message"
+        )
+    return EvalCase(name, raw.get("tier", "regular"), messages, raw.get("approve"), expect)
+
+
+def load_suite(path: Path) -> EvalSuite:
+    """Read and check a suite file."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    cases = [_case(raw, i) for i, raw in enumerate(data.get("cases", []), start=1)]
+    now = data.get("now")
+    if isinstance(now, str):
+        now = datetime.fromisoformat(now)
+    return EvalSuite(cases, now)
+
+
+def _check(case: EvalCase, summary: RunSummary, tools: list[str]) -> list[str]:
+    expect, problems = case.expect, []
+    label = summary.intent.label if summary.intent else None
+    if "intent" in expect and label != expect["intent"]:
+        problems.append(f"intent {label!r}, expected {expect['intent']!r}")
+    if "source" in expect and (summary.intent is None or summary.intent.source != expect["source"]):
+        problems.append(
+            f"intent source {summary.intent.source if summary.intent else None!r}, "
+            f"expected {expect['source']!r}"
+        )
+    if "status" in expect and summary.status.value != expect["status"]:
+        problems.append(f"status {summary.status.value!r}, expected {expect['status']!r}")
+    if "outcome" in expect and summary.outcome != expect["outcome"]:
+        problems.append(f"outcome {summary.outcome!r}, expected {expect['outcome']!r}")
+    if "reply_contains" in expect and str(expect["reply_contains"]) not in (summary.reply or ""):
+        problems.append(f"reply {summary.reply!r} lacks {expect['reply_contains']!r}")
+    if "tools" in expect and tools != expect["tools"]:
+        problems.append(f"tools {tools}, expected {expect['tools']}")
+    return problems
+
+
+async def run_case(runtime: Runtime, case: EvalCase) -> CaseResult:
+    """Play one conversation: the first message, answers to questions, then the approval."""
+    summary = await runtime.start(case.messages[0])
+    for message in case.messages[1:]:
+        if summary.status is RunStatus.AWAITING_USER:
+            summary = await runtime.resume(summary.run_id, answer=message)
+        else:
+            summary = await runtime.start(message)
+    if case.approve is not None and summary.status is RunStatus.AWAITING_CONFIRM:
+        summary = await runtime.resume(summary.run_id, approve=case.approve)
+    events = await runtime.events(summary.run_id)
+    # Dispatch order (deterministic), not completion order; fallbacks follow their primary.
+    tools = [e.data["tool"] for e in events if e.type is EventType.TOOL_SELECTED]
+    failures = [
+        (e.data["tool"], e.data["error_code"])
+        for e in events
+        if e.type is EventType.TOOL_ATTEMPT and e.data["status"] == "error"
+    ]
+    return CaseResult(case, _check(case, summary, tools), summary, tools, failures)
+
+
+async def run_suite(
+    make_agent: Callable[[], Agent],
+    suite: EvalSuite,
+    effects: Callable[[], Effects] | None = None,
+) -> SuiteReport:
+    """Run every case on a fresh agent and a fresh in-memory store.
+
+    A fresh agent means fresh business data (a case that cancels an order does not change
+    the next case's world); the suite's clock, when it has one, makes dates repeatable.
+    """
+
+    def make_effects() -> Effects:
+        if effects is not None:
+            return effects()
+        return FixedEffects(start=suite.now) if suite.now else LiveEffects()
+
+    results = []
+    for case in suite.cases:
+        runtime = Runtime(make_agent(), MemoryStore(), effects=make_effects())
+        results.append(await run_case(runtime, case))
+    return SuiteReport(results)
