@@ -20,8 +20,8 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from corral.intent.dates import find_relative_date  # noqa: E402
-from tests.date_table import NOW, TABLE, ZONE  # noqa: E402
+from corral.intent.dates import find_relative_date
+from tests.date_table import NOW, TABLE, ZONE
 
 
 def main() -> None:
@@ -29,8 +29,12 @@ def main() -> None:
         from dateparser.search import search_dates
     except ImportError:
         sys.exit("install dateparser==1.5.0 to run the comparison")
-    settings = {"RELATIVE_BASE": NOW.replace(tzinfo=None), "TIMEZONE": ZONE,
-                "PREFER_DATES_FROM": "past", "RETURN_AS_TIMEZONE_AWARE": False}
+    settings = {
+        "RELATIVE_BASE": NOW.replace(tzinfo=None),
+        "TIMEZONE": ZONE,
+        "PREFER_DATES_FROM": "past",
+        "RETURN_AS_TIMEZONE_AWARE": False,
+    }
     ours_right = theirs_right = 0
     ours_time = theirs_time = 0.0
     misses: list[tuple[str, str, str]] = []
@@ -52,10 +56,18 @@ def main() -> None:
     table = Table(title=f"{len(TABLE)} expressions, reference {NOW.isoformat()} {ZONE}")
     for column in ("resolver", "right", "share", "ms per expression"):
         table.add_column(column, justify="right")
-    table.add_row("dateparser 1.5.0 (baseline, point in range)", str(theirs_right),
-                  f"{theirs_right / len(TABLE):.0%}", f"{theirs_time / len(TABLE) * 1000:.2f}")
-    table.add_row("corral (exact range)", str(ours_right), f"{ours_right / len(TABLE):.0%}",
-                  f"{ours_time / len(TABLE) * 1000:.3f}")
+    table.add_row(
+        "dateparser 1.5.0 (baseline, point in range)",
+        str(theirs_right),
+        f"{theirs_right / len(TABLE):.0%}",
+        f"{theirs_time / len(TABLE) * 1000:.2f}",
+    )
+    table.add_row(
+        "corral (exact range)",
+        str(ours_right),
+        f"{ours_right / len(TABLE):.0%}",
+        f"{ours_time / len(TABLE) * 1000:.3f}",
+    )
     console = Console()
     console.print(table)
     console.print("dateparser misses: " + "; ".join(f"{t} → {p}" for t, _, p in misses[:20]))

@@ -21,10 +21,15 @@ __all__ = ["generate_reply"]  # registered from corral's built-ins
 
 HERE = Path(__file__).parent
 TABLES = ("orders_recent", "orders_history")
+"""The only table names ever put into SQL text; values always go in as parameters."""
 STATUS_TEXT = {
     "zh": {"pending": "待发货", "shipped": "已发货", "completed": "已完成", "canceled": "已取消"},
-    "en": {"pending": "waiting to ship", "shipped": "shipped", "completed": "completed",
-           "canceled": "canceled"},
+    "en": {
+        "pending": "waiting to ship",
+        "shipped": "shipped",
+        "completed": "completed",
+        "canceled": "canceled",
+    },
 }
 OrderStatus = Literal["pending", "shipped", "completed", "canceled"]
 
@@ -48,7 +53,7 @@ def _find(conn: sqlite3.Connection, order_id: str) -> tuple[sqlite3.Row, str] | 
     """The order's row and the table it lives in: routing the caller never sees."""
     for table in TABLES:
         row = conn.execute(
-            f"SELECT o.*, p.name_zh, p.name_en, p.category FROM {table} o "  # noqa: S608
+            f"SELECT o.*, p.name_zh, p.name_en, p.category FROM {table} o "
             "JOIN products p ON p.sku = o.sku WHERE o.order_id = ?",
             (order_id.upper(),),
         ).fetchone()
@@ -68,8 +73,9 @@ class OrderDetail(BaseModel):
     archived: bool
 
 
-@tool(policy=ToolPolicy(kind="read", latency_ms=20),
-      summary="{order_id}: {product}, {order_status}")
+@tool(
+    policy=ToolPolicy(kind="read", latency_ms=20), summary="{order_id}: {product}, {order_status}"
+)
 def get_order(order_id: str, ctx: ToolContext) -> OrderDetail | None:
     """Look up one order by its id (recent orders and the archive alike)."""
     with _connect(ctx) as conn:
@@ -113,8 +119,15 @@ def get_logistics(order_id: str, ctx: ToolContext) -> Logistics | None:
     row, _ = found
     if not events:
         stage = "canceled" if row["status"] == "canceled" else "not_shipped"
-        return Logistics(order_id=row["order_id"], stage=stage, carrier=None, tracking_no=None,
-                         latest_event=None, latest_location=None, latest_time=None)
+        return Logistics(
+            order_id=row["order_id"],
+            stage=stage,
+            carrier=None,
+            tracking_no=None,
+            latest_event=None,
+            latest_location=None,
+            latest_time=None,
+        )
     latest = events[0]
     delivered = latest["event_en"] == "delivered"
     return Logistics(
@@ -143,8 +156,11 @@ class OrderQuery(BaseModel):
 
 
 @tool(policy=LOCAL_COMPUTE, summary="{start_date}..{end_date} ({age_days} days back)")
-def resolve_order_params(ctx: ToolContext, date_range: dict[str, str] | None = None,
-                         order_status: OrderStatus | None = None) -> OrderQuery:
+def resolve_order_params(
+    ctx: ToolContext,
+    date_range: dict[str, str] | None = None,
+    order_status: OrderStatus | None = None,
+) -> OrderQuery:
     """Turn what the user said into query parameters: a date range (default: last 30 days)."""
     today = ctx.received_at.date()
     if date_range:
@@ -157,8 +173,13 @@ def resolve_order_params(ctx: ToolContext, date_range: dict[str, str] | None = N
     else:
         start, end = today - timedelta(days=29), today
         period = "最近 30 天" if ctx.language == "zh" else "the last 30 days"
-    return OrderQuery(start_date=start, end_date=end, age_days=(today - start).days,
-                      order_status=order_status, period=period)
+    return OrderQuery(
+        start_date=start,
+        end_date=end,
+        age_days=(today - start).days,
+        order_status=order_status,
+        period=period,
+    )
 
 
 class OrderBrief(BaseModel):
@@ -178,8 +199,12 @@ class OrderList(BaseModel):
 
 def _listing(orders: list[OrderBrief], language: str) -> str:
     sep = "、" if language == "zh" else "; "
-    listing = sep.join(f"{o.order_id} {o.product}（{o.status_text}）" if language == "zh"
-                       else f"{o.order_id} {o.product} ({o.status_text})" for o in orders[:3])
+    listing = sep.join(
+        f"{o.order_id} {o.product}（{o.status_text}）"
+        if language == "zh"
+        else f"{o.order_id} {o.product} ({o.status_text})"
+        for o in orders[:3]
+    )
     if len(orders) > 3:
         listing += "等" if language == "zh" else " and more"
     return listing
@@ -187,14 +212,23 @@ def _listing(orders: list[OrderBrief], language: str) -> str:
 
 def _merge(first: OrderList, second: OrderList, ctx: ToolContext) -> OrderList:
     orders = sorted(first.orders + second.orders, key=lambda o: o.created_at, reverse=True)
-    return OrderList(count=len(orders), found=bool(orders), orders=orders,
-                     listing=_listing(orders, ctx.language))
+    return OrderList(
+        count=len(orders), found=bool(orders), orders=orders, listing=_listing(orders, ctx.language)
+    )
 
 
-def _search(table: str, ctx: ToolContext, start_date: date, end_date: date,
-            order_status: str | None, phone: str | None) -> OrderList:
-    query = (f"SELECT o.*, p.name_zh, p.name_en FROM {table} o "  # noqa: S608
-             "JOIN products p ON p.sku = o.sku WHERE o.created_at BETWEEN ? AND ?")
+def _search(
+    table: str,
+    ctx: ToolContext,
+    start_date: date,
+    end_date: date,
+    order_status: str | None,
+    phone: str | None,
+) -> OrderList:
+    query = (
+        f"SELECT o.*, p.name_zh, p.name_en FROM {table} o "
+        "JOIN products p ON p.sku = o.sku WHERE o.created_at BETWEEN ? AND ?"
+    )
     params: list[Any] = [start_date.isoformat(), end_date.isoformat()]
     if order_status:
         query += " AND o.status = ?"
@@ -206,29 +240,45 @@ def _search(table: str, ctx: ToolContext, start_date: date, end_date: date,
         rows = conn.execute(query + " ORDER BY o.created_at DESC", params).fetchall()
     language = ctx.language
     orders = [
-        OrderBrief(order_id=r["order_id"],
-                   product=r["name_zh"] if language == "zh" else r["name_en"],
-                   status_text=STATUS_TEXT[language][r["status"]],
-                   created_at=date.fromisoformat(r["created_at"]))
+        OrderBrief(
+            order_id=r["order_id"],
+            product=r["name_zh"] if language == "zh" else r["name_en"],
+            status_text=STATUS_TEXT[language][r["status"]],
+            created_at=date.fromisoformat(r["created_at"]),
+        )
         for r in rows
     ]
-    return OrderList(count=len(orders), found=bool(orders), orders=orders,
-                     listing=_listing(orders, language))
+    return OrderList(
+        count=len(orders), found=bool(orders), orders=orders, listing=_listing(orders, language)
+    )
 
 
-@tool(policy=ToolPolicy(kind="read", equivalent_group="order_search", latency_ms=60),
-      summary="{count} orders")
-def search_orders(start_date: date, end_date: date, ctx: ToolContext,
-                  order_status: OrderStatus | None = None, phone: str | None = None) -> OrderList:
+@tool(
+    policy=ToolPolicy(kind="read", equivalent_group="order_search", latency_ms=60),
+    summary="{count} orders",
+)
+def search_orders(
+    start_date: date,
+    end_date: date,
+    ctx: ToolContext,
+    order_status: OrderStatus | None = None,
+    phone: str | None = None,
+) -> OrderList:
     """Search recent orders (the last three months) by status and time range."""
     return _search("orders_recent", ctx, start_date, end_date, order_status, phone)
 
 
-@tool(policy=ToolPolicy(kind="read", equivalent_group="order_search", latency_ms=900),
-      summary="{count} archived orders")
-def search_historical_orders(start_date: date, end_date: date, ctx: ToolContext,
-                             order_status: OrderStatus | None = None,
-                             phone: str | None = None) -> OrderList:
+@tool(
+    policy=ToolPolicy(kind="read", equivalent_group="order_search", latency_ms=900),
+    summary="{count} archived orders",
+)
+def search_historical_orders(
+    start_date: date,
+    end_date: date,
+    ctx: ToolContext,
+    order_status: OrderStatus | None = None,
+    phone: str | None = None,
+) -> OrderList:
     """Search the order archive (older than three months) by status and time range.
 
     A range that reaches back past three months may end in the recent months too, so this
@@ -246,22 +296,28 @@ class Refund(BaseModel):
 
 
 @tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="refund {refund_id}")
-def request_refund(order_id: str, reason: str, ctx: ToolContext,
-                   amount_cny: float | None = None) -> Refund:
+def request_refund(
+    order_id: str, reason: str, ctx: ToolContext, amount_cny: float | None = None
+) -> Refund:
     """Open a refund (return) for an order; idempotent by the run's key."""
     with _connect(ctx) as conn:
-        existing = conn.execute("SELECT * FROM refunds WHERE idempotency_key = ?",
-                                (ctx.idempotency_key,)).fetchone()
+        existing = conn.execute(
+            "SELECT * FROM refunds WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
         if existing:
-            return Refund(refund_id=existing["refund_id"], order_id=order_id,
-                          amount_cny=existing["amount_cny"])
+            return Refund(
+                refund_id=existing["refund_id"],
+                order_id=order_id,
+                amount_cny=existing["amount_cny"],
+            )
         found = _find(conn, order_id)
         paid = float(found[0]["amount_cny"]) if found else 0.0
         amount = min(amount_cny, paid) if amount_cny is not None else paid
         refund_id = "RF" + ctx.idempotency_key[:10].upper()
-        conn.execute("INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)",
-                     (refund_id, order_id, reason, amount, ctx.idempotency_key,
-                      ctx.received_at.isoformat()))
+        conn.execute(
+            "INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)",
+            (refund_id, order_id, reason, amount, ctx.idempotency_key, ctx.received_at.isoformat()),
+        )
     return Refund(refund_id=refund_id, order_id=order_id, amount_cny=amount)
 
 
@@ -270,19 +326,26 @@ class AddressChange(BaseModel):
     new_address: str
 
 
-@tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="{order_id} → {new_address}")
+@tool(
+    policy=ToolPolicy(kind="write", requires_confirmation=True),
+    summary="{order_id} → {new_address}",
+)
 def update_address(order_id: str, new_address: str, ctx: ToolContext) -> AddressChange:
     """Change the delivery address of an order that has not shipped; idempotent."""
     with _connect(ctx) as conn:
-        done = conn.execute("SELECT 1 FROM address_changes WHERE idempotency_key = ?",
-                            (ctx.idempotency_key,)).fetchone()
+        done = conn.execute(
+            "SELECT 1 FROM address_changes WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
         if not done:
             found = _find(conn, order_id)
             table = found[1] if found else TABLES[0]
-            conn.execute(f"UPDATE {table} SET address = ? WHERE order_id = ?",  # noqa: S608
-                         (new_address, order_id))
-            conn.execute("INSERT INTO address_changes VALUES (?, ?, ?, ?)",
-                         (order_id, new_address, ctx.idempotency_key, ctx.received_at.isoformat()))
+            conn.execute(
+                f"UPDATE {table} SET address = ? WHERE order_id = ?", (new_address, order_id)
+            )
+            conn.execute(
+                "INSERT INTO address_changes VALUES (?, ?, ?, ?)",
+                (order_id, new_address, ctx.idempotency_key, ctx.received_at.isoformat()),
+            )
     return AddressChange(order_id=order_id, new_address=new_address)
 
 
@@ -295,13 +358,15 @@ class Cancellation(BaseModel):
 def cancel_order(order_id: str, ctx: ToolContext) -> Cancellation:
     """Cancel an order that has not shipped. The only way to cancel: never a status edit."""
     with _connect(ctx) as conn:
-        done = conn.execute("SELECT 1 FROM cancellations WHERE idempotency_key = ?",
-                            (ctx.idempotency_key,)).fetchone()
+        done = conn.execute(
+            "SELECT 1 FROM cancellations WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
         if not done:
             found = _find(conn, order_id)
             table = found[1] if found else TABLES[0]
-            conn.execute(f"UPDATE {table} SET status = 'canceled' WHERE order_id = ?",  # noqa: S608
-                         (order_id,))
-            conn.execute("INSERT INTO cancellations VALUES (?, ?, ?)",
-                         (order_id, ctx.idempotency_key, ctx.received_at.isoformat()))
+            conn.execute(f"UPDATE {table} SET status = 'canceled' WHERE order_id = ?", (order_id,))
+            conn.execute(
+                "INSERT INTO cancellations VALUES (?, ?, ?)",
+                (order_id, ctx.idempotency_key, ctx.received_at.isoformat()),
+            )
     return Cancellation(order_id=order_id, canceled=True)

@@ -217,10 +217,14 @@ _RULES: list[tuple[str, Resolver]] = [
         lambda m, t: _absolute(None, _MONTHS_EN[m["mon"].lower()], int(m["d"]), t),
     ),
     # a named month: "9月份的订单", "in September" (this year's, or last year's if still ahead)
-    (r"(?<![\d年])(?P<m>1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月份?(?![\d一二三四五六七八九十]*[日号])",
-     lambda m, t: _named_month(chinese_number(m["m"]), t)),
-    (r"\bin\s+(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
-     lambda m, t: _named_month(_MONTHS_EN[m["mon"].lower()], t)),
+    (
+        r"(?<![\d年])(?P<m>1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月份?(?![\d一二三四五六七八九十]*[日号])",
+        lambda m, t: _named_month(chinese_number(m["m"]), t),
+    ),
+    (
+        r"\bin\s+(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b",
+        lambda m, t: _named_month(_MONTHS_EN[m["mon"].lower()], t),
+    ),
     # spans that end today
     (
         r"(?:最近|近|过去|这)\s*(?P<n>"
