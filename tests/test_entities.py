@@ -1,0 +1,112 @@
+"""Entities and normalisers: amounts, phones, fuzzy products, corrections, carry-over."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from corral import Agent, MemoryStore, RunStatus, Runtime, parse_config
+from corral.intent.amounts import chinese_amount, find_amount
+from corral.intent.entities import EntityExtractor
+from corral.testing import FixedEffects
+
+NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("三百块", 300),
+        ("退我三百五十块钱", 350),
+        ("两千五块", 2500),
+        ("两千五百元", 2500),
+        ("一万二块", 12000),
+        ("三块五", 3.5),
+        ("十块", 10),
+        ("一百零五元", 105),
+        ("300元", 300),
+        ("¥1,299.50", 1299.5),
+        ("1.5万元", 15000),
+        ("refund 25 dollars", 25),
+        ("99 yuan", 99),
+        ("没有金额", None),
+        ("订单 OD2611250001", None),
+    ],
+)
+def test_amounts(text: str, value: float | None) -> None:
+    assert find_amount(text) == value
+
+
+def test_chinese_amount_forms() -> None:
+    assert chinese_amount("三百五") == 350
+    assert chinese_amount("两万") == 20000
+    assert chinese_amount("abc") is None
+
+
+def test_orders_entities(orders: Agent) -> None:
+    extract = orders.intent.entities.extract
+    found = extract("手机号13800138001，订单 od2611250001，上个月买的耳机，退三百块", NOW)
+    assert found["phone"] == "13800138001"
+    assert found["order_id"] == "OD2611250001"
+    assert found["order_date"]["start"] == "2026-10-01"
+    assert found["product"] == "earphones"
+    assert found["refund_amount"] == 300
+    assert "phone" not in extract("订单号 23800138001 不是手机号", NOW)
+
+
+def test_fuzzy_catalogue_matches_close_misspellings(orders: Agent) -> None:
+    extract = orders.intent.entities.extract
+    assert extract("my coffe machine is broken", NOW)["product"] == "coffee_machine"
+    assert "product" not in extract("nothing close here", NOW)
+
+
+def test_address_is_extracted(orders: Agent) -> None:
+    found = orders.intent.entities.extract("地址改成北京市海淀区中关村大街 1 号，谢谢", NOW)
+    assert found["new_address"] == "北京市海淀区中关村大街 1 号"
+
+
+def test_a_correction_overrides_and_is_recorded(orders: Agent) -> None:
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    asked = asyncio_run(runtime.start("改地址 OD2611250001"))
+    assert asked.status is RunStatus.AWAITING_USER
+    answered = asyncio_run(
+        runtime.resume(asked.run_id, answer="不对，是 OD2611280008，改成广州市越秀区北京路 10 号")
+    )
+    assert answered.status is RunStatus.AWAITING_CONFIRM
+    assert "OD2611280008" in (answered.reply or "")
+    events = runtime.store.load_events(answered.run_id)
+    merged = [e.data for e in events if e.type.value == "entities_merged"]
+    assert any(m.get("replaced", {}).get("order_id") == "OD2611250001" for m in merged)
+
+
+def test_entities_carry_over_in_a_session_but_dates_do_not(orders: Agent) -> None:
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    first = asyncio_run(runtime.start("查一下 OD2611200002 上周的物流", session_id="s1"))
+    assert first.status is RunStatus.FINISHED
+    second = asyncio_run(runtime.start("那帮我退款吧", session_id="s1"))
+    assert second.status is RunStatus.AWAITING_CONFIRM  # order id came from the session
+    state = asyncio_run(runtime.load_state(second.run_id))
+    assert state.entities["order_id"] == "OD2611200002"
+    assert "order_date" not in state.entities
+    other = asyncio_run(runtime.start("那帮我退款吧", session_id="s2"))
+    assert other.status is RunStatus.AWAITING_USER  # another session knows nothing
+
+
+def test_vocabulary_without_fuzzy_is_exact() -> None:
+    config = parse_config(
+        {
+            "name": "t",
+            "intents": [{"name": "x", "route": "reply", "reply": "done"}],
+            "entities": {"p": {"kind": "vocabulary", "vocabulary": {"coffee machine": "cm"}}},
+        }
+    )
+    extractor = EntityExtractor(config.entities, "UTC")
+    assert extractor.extract("coffe machine", NOW) == {}
+    assert extractor.extract("Coffee Machine", NOW) == {"p": "cm"}
+
+
+def asyncio_run(coro):  # type: ignore[no-untyped-def]
+    import asyncio
+
+    return asyncio.run(coro)

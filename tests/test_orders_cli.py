@@ -1,0 +1,105 @@
+"""The order-query assistant end to end through the CLI, each command a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ORDERS, ROOT
+
+
+def corral(
+    home: Path, *args: str, stdin: str | None = None, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "corral", *args, "--home", str(home)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=ROOT,
+    )
+    if ok:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done
+
+
+def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        corral(home, "run", str(ORDERS), message, "--json", *extra).stdout
+    )
+    return data
+
+
+def test_logistics_asks_for_the_order_id_and_the_next_turn_resumes_it(tmp_path: Path) -> None:
+    asked = run_json(tmp_path, "我的快递到哪了", "--session", "u1")
+    assert asked["status"] == "awaiting_user" and asked["steps"] == []
+    assert "订单号" in asked["reply"]
+    done = run_json(tmp_path, "订单号是 OD2611200002", "--session", "u1")
+    assert done["run_id"] == asked["run_id"]
+    assert done["status"] == "finished"
+    assert [s["tool"] for s in done["steps"]] == ["get_order", "get_logistics", "generate_reply"]
+    reply = done["reply"]
+    assert "已经发货" in reply and "顺丰速运" in reply and "正在派送" in reply
+    assert "{" not in reply and "|" not in reply  # colloquial text, no payloads or tables
+
+
+def test_old_orders_use_the_historical_search(tmp_path: Path) -> None:
+    done = run_json(tmp_path, "三个月前买过什么订单")
+    assert [s["tool"] for s in done["steps"]] == [
+        "resolve_order_params",
+        "search_historical_orders",
+        "generate_reply",
+    ]
+    assert "OD2608120009" in done["reply"]
+    recent = run_json(tmp_path, "查查我上个月的订单")
+    assert recent["steps"][1]["tool"] == "search_orders"
+
+
+def test_cancel_with_confirmation_and_the_rule_for_shipped_orders(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, "取消订单 OD2611250001")
+    assert paused["status"] == "awaiting_confirm"
+    done = json.loads(corral(tmp_path, "resume", paused["run_id"], "--approve", "--json").stdout)
+    assert done["status"] == "finished" and "已经取消" in done["reply"]
+    again = run_json(tmp_path, "取消订单 OD2611250001")  # now canceled: the rule refuses
+    assert again["status"] == "finished" and "没法直接取消" in again["reply"]
+
+
+def test_classifier_catches_what_the_rules_miss(tmp_path: Path) -> None:
+    done = run_json(tmp_path, "我最近买了什么")
+    assert done["intent"]["source"] == "classifier" and done["intent"]["label"] == "query_order"
+    assert done["intent"]["confidence"] >= 0.8
+
+
+def test_eval_reports_the_seed_004_metrics(tmp_path: Path) -> None:
+    report = json.loads(corral(tmp_path, "eval", str(ORDERS), "--json").stdout)
+    assert report["cases"] >= 100
+    assert report["tiers"]["core"] == 1.0 and report["tiers"]["regular"] >= 0.95
+    assert report["tiers_met"] is True
+    assert {"completion_rate", "average_steps", "tool_failures"} <= set(report)
+
+
+def test_chat_shows_the_state_after_each_turn(tmp_path: Path) -> None:
+    done = corral(
+        tmp_path,
+        "chat",
+        str(ORDERS),
+        "--session",
+        "c1",
+        stdin="帮我取消订单\nOD2611250001\n好的\n/quit\n",
+    )
+    out = done.stdout
+    assert "订单号" in out
+    assert "state: awaiting_confirm" in out and "order_id=OD2611250001" in out
+    assert "state: finished" in out and "已经取消" in out
+
+
+def test_gc_runs(tmp_path: Path) -> None:
+    run_json(tmp_path, "你好")
+    assert "deleted 0 sessions and 0 runs" in corral(tmp_path, "gc").stdout
