@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from corral import Agent, parse_config
@@ -50,3 +54,23 @@ def build_agent(
         }
     )
     return Agent.build(config, tools)
+
+
+def corral_cli(
+    home: Path, *args: str, stdin: str | None = None, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``corral ARGS --home HOME`` in a fresh process, from the repository root."""
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "corral", *args, "--home", str(home)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+        cwd=root,
+    )
+    if ok:
+        assert done.returncode == 0, done.stderr + done.stdout
+    return done

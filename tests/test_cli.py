@@ -15,23 +15,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import AFTERSALES, ROOT
+from tests.helpers import corral_cli
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 
 
-def corral(home: Path, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "corral", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        cwd=ROOT,
-    )
-    if ok:
-        assert done.returncode == 0, done.stderr + done.stdout
-    return done
+def corral(
+    home: Path, *args: str, stdin: str | None = None, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    return corral_cli(home, *args, stdin=stdin, ok=ok)
 
 
 def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:

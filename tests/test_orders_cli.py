@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ORDERS, ROOT
+from tests.conftest import ORDERS
+from tests.helpers import corral_cli
 
 
 def corral(
     home: Path, *args: str, stdin: str | None = None, ok: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-m", "corral", *args, "--home", str(home)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=180,
-        cwd=ROOT,
-    )
-    if ok:
-        assert done.returncode == 0, done.stderr + done.stdout
-    return done
+    return corral_cli(home, *args, stdin=stdin, ok=ok)
 
 
 def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:

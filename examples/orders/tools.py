@@ -332,21 +332,38 @@ class AddressChange(BaseModel):
 )
 def update_address(order_id: str, new_address: str, ctx: ToolContext) -> AddressChange:
     """Change the delivery address of an order that has not shipped; idempotent."""
+    _update_once(
+        ctx, "address_changes", order_id, "address = ?", (new_address,), (order_id, new_address)
+    )
+    return AddressChange(order_id=order_id, new_address=new_address)
+
+
+def _update_once(
+    ctx: ToolContext,
+    ledger: str,
+    order_id: str,
+    assignment: str,
+    values: tuple[Any, ...],
+    ledger_row: tuple[Any, ...],
+) -> None:
+    """Apply an update to the order's table and record it in a ledger, once per key.
+
+    The ledger's UNIQUE idempotency key makes a resumed run's second call a no-op.
+    """
     with _connect(ctx) as conn:
         done = conn.execute(
-            "SELECT 1 FROM address_changes WHERE idempotency_key = ?", (ctx.idempotency_key,)
+            f"SELECT 1 FROM {ledger} WHERE idempotency_key = ?", (ctx.idempotency_key,)
         ).fetchone()
-        if not done:
-            found = _find(conn, order_id)
-            table = found[1] if found else TABLES[0]
-            conn.execute(
-                f"UPDATE {table} SET address = ? WHERE order_id = ?", (new_address, order_id)
-            )
-            conn.execute(
-                "INSERT INTO address_changes VALUES (?, ?, ?, ?)",
-                (order_id, new_address, ctx.idempotency_key, ctx.received_at.isoformat()),
-            )
-    return AddressChange(order_id=order_id, new_address=new_address)
+        if done:
+            return
+        found = _find(conn, order_id)
+        table = found[1] if found else TABLES[0]
+        conn.execute(f"UPDATE {table} SET {assignment} WHERE order_id = ?", (*values, order_id))
+        marks = ", ".join("?" * (len(ledger_row) + 2))
+        conn.execute(
+            f"INSERT INTO {ledger} VALUES ({marks})",
+            (*ledger_row, ctx.idempotency_key, ctx.received_at.isoformat()),
+        )
 
 
 class Cancellation(BaseModel):
@@ -357,16 +374,5 @@ class Cancellation(BaseModel):
 @tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="{order_id} canceled")
 def cancel_order(order_id: str, ctx: ToolContext) -> Cancellation:
     """Cancel an order that has not shipped. The only way to cancel: never a status edit."""
-    with _connect(ctx) as conn:
-        done = conn.execute(
-            "SELECT 1 FROM cancellations WHERE idempotency_key = ?", (ctx.idempotency_key,)
-        ).fetchone()
-        if not done:
-            found = _find(conn, order_id)
-            table = found[1] if found else TABLES[0]
-            conn.execute(f"UPDATE {table} SET status = 'canceled' WHERE order_id = ?", (order_id,))
-            conn.execute(
-                "INSERT INTO cancellations VALUES (?, ?, ?)",
-                (order_id, ctx.idempotency_key, ctx.received_at.isoformat()),
-            )
+    _update_once(ctx, "cancellations", order_id, "status = 'canceled'", (), (order_id,))
     return Cancellation(order_id=order_id, canceled=True)

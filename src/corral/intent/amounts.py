@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from corral.intent.dates import chinese_number
+from corral.intent.dates import CN_DIGITS, chinese_number
 
 _CN_NUM = r"[零〇一二两三四五六七八九十百千万]+"
 _AMOUNT = re.compile(
@@ -13,20 +13,7 @@ _AMOUNT = re.compile(
     r"|(?P<cn>" + _CN_NUM + r")\s*(?:块钱|块|元)(?P<tail>[一二三四五六七八九])?",
     re.IGNORECASE,
 )
-_DIGITS = {
-    "零": 0,
-    "〇": 0,
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-}
+_DIGITS = CN_DIGITS
 
 
 def chinese_amount(text: str) -> int | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-_CN_DIGITS = {
+CN_DIGITS = {
     "零": 0,
     "〇": 0,
     "一": 1,
@@ -40,12 +40,12 @@ def chinese_number(text: str) -> int | None:
     """Parse ``3``, ``三``, ``十二``, ``二十``, ``两``, ``一百零五``; ``None`` otherwise."""
     if text.isdigit():
         return int(text)
-    if not text or any(ch not in _CN_DIGITS and ch not in _CN_UNITS for ch in text):
+    if not text or any(ch not in CN_DIGITS and ch not in _CN_UNITS for ch in text):
         return None
     total, digit = 0, None
     for ch in text:
-        if ch in _CN_DIGITS:
-            digit = _CN_DIGITS[ch]
+        if ch in CN_DIGITS:
+            digit = CN_DIGITS[ch]
         else:
             total += (1 if digit is None else digit) * _CN_UNITS[ch]
             digit = None

@@ -235,16 +235,22 @@ class Scheduler:
             verdict = rule.check(names)
             self._record_verdict(step_id, verdict)
             if not verdict.passed:
-                self.journal.emit(
-                    EventType.STEP_SKIPPED,
-                    "verify",
-                    step_id=step_id,
-                    code=ErrorCode.BUSINESS_RULE_VIOLATED.value,
-                    reason=verdict.reason,
-                    template=rule.rule.refusal,
+                self._skip(
+                    step_id, ErrorCode.BUSINESS_RULE_VIOLATED, verdict.reason, rule.rule.refusal
                 )
                 return True
         return False
+
+    def _skip(self, step_id: str, code: ErrorCode, reason: str, template: str) -> None:
+        """Skip a step on purpose; ``template`` is the reply that explains why."""
+        self.journal.emit(
+            EventType.STEP_SKIPPED,
+            "decide",
+            step_id=step_id,
+            code=code.value,
+            reason=reason,
+            template=template,
+        )
 
     def _confirmed(self, step_id: str, tool: str) -> bool:
         """True when the person approved; otherwise pause (or skip a declined step)."""
@@ -254,14 +260,7 @@ class Scheduler:
                 self.loop.request_confirmation(step_id, self._confirm_template(step_id), tool)
             return False
         if decision is False:
-            self.journal.emit(
-                EventType.STEP_SKIPPED,
-                "decide",
-                step_id=step_id,
-                code=ErrorCode.REJECTED_BY_USER.value,
-                reason="the user declined",
-                template="cancelled",
-            )
+            self._skip(step_id, ErrorCode.REJECTED_BY_USER, "the user declined", "cancelled")
         return decision
 
     def _confirm_template(self, step_id: str) -> str:
