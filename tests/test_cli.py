@@ -225,3 +225,12 @@ def test_huge_message_is_refused_with_a_code_and_no_run(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"]["code"] == "INPUT_TOO_LARGE"
     assert json.loads(corral(tmp_path, "runs", "--json").stdout) == []
+
+
+def test_replay_of_a_paused_and_approved_run_takes_the_same_path(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)
+    corral(tmp_path, "resume", paused["run_id"], "--approve")
+    report = json.loads(corral(tmp_path, "replay", paused["run_id"], "--json").stdout)
+    assert report["same_path"] is True and report["original_events"] > 30
+    assert exchanges(tmp_path) == 1  # the replay wrote nothing
+    assert "same path" in corral(tmp_path, "replay", paused["run_id"]).stdout

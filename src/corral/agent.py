@@ -20,6 +20,7 @@ from corral.decision.policy import DecisionPolicy
 from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
+from corral.models.base import Model
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
@@ -50,6 +51,8 @@ class Agent:
     health: ToolHealth = field(default_factory=ToolHealth)
     policy: DecisionPolicy = field(default_factory=lambda: DecisionPolicy((), {}))
     capabilities: CapabilityIndex | None = None
+    model: Model | None = None
+    """The model used where config asks for one (intent fallback, model planner)."""
     root: Path | None = None
 
     @property
@@ -88,6 +91,7 @@ class Agent:
         deps: Mapping[str, Any] | None = None,
         classifiers: list[IntentClassifier] | None = None,
         root: Path | None = None,
+        model: Model | None = None,
     ) -> Agent:
         """Assemble and validate an agent; raises ``ConfigInvalidError`` listing all problems."""
         registry = ToolRegistry(tools)
@@ -115,7 +119,9 @@ class Agent:
                     problems.append(f"intent {spec.name}: plan template {template!r} is missing")
                     continue
                 problems.extend(agent._compile_template(spec.name, template, spec.reply))
-            if spec.plan is None and not spec.plan_rules:
+            if spec.planner == "model" and not spec.tools:
+                problems.append(f"intent {spec.name}: a model planner needs a `tools` allow-list")
+            elif spec.plan is None and not spec.plan_rules and spec.planner != "model":
                 problems.append(f"intent {spec.name}: route plan needs a plan template")
         problems.extend(_equivalence_problems(registry))
         for rule in config.business_rules:
@@ -134,6 +140,7 @@ class Agent:
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))
         agent.policy = DecisionPolicy.compile(config)
+        agent.model = model
         if config.capability_matching:
             agent.capabilities = CapabilityIndex.build(registry)
             if agent.capabilities is None:
@@ -255,8 +262,29 @@ def _embeddings_classifier(data: Any, cache_dir: Path | None) -> IntentClassifie
     return model
 
 
+def model_from_config(config: AgentConfig) -> Model | None:
+    """The model ``config.model.name`` names (its key read from ``api_key_env``), if any."""
+    import os
+
+    from corral.models.resolve import resolve_model
+
+    settings = config.model
+    if settings.name is None:
+        return None
+    return resolve_model(
+        settings.name,
+        base_url=settings.base_url,
+        api_key=os.environ.get(settings.api_key_env),
+        timeout_s=settings.timeout_s,
+    )
+
+
 def load_agent(
-    agent_dir: Path | str, *, data_dir: Path | None = None, cache_dir: Path | None = None
+    agent_dir: Path | str,
+    *,
+    data_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    model: Model | None = None,
 ) -> Agent:
     """Load ``agent.yaml`` and ``tools.py`` from a folder.
 
@@ -279,4 +307,5 @@ def load_agent(
         if callable(setup):
             deps = dict(setup(data_dir or root / ".data"))
     classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
-    return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root)
+    chosen = model if model is not None else model_from_config(config)
+    return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root, model=chosen)

@@ -51,9 +51,17 @@ def _home(home: Path | None) -> Path:
     return folder
 
 
-def _load(agent_dir: Path, home: Path) -> Agent:
+def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:
+    chosen = None
+    if model is not None:
+        from corral.models.resolve import resolve_model
+
+        chosen = resolve_model(model)
     return load_agent(
-        agent_dir, data_dir=home / "data" / agent_dir.resolve().name, cache_dir=home / "cache"
+        agent_dir,
+        data_dir=home / "data" / agent_dir.resolve().name,
+        cache_dir=home / "cache",
+        model=chosen,
     )
 
 
@@ -99,12 +107,16 @@ def run(
     agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
     message: Annotated[str, typer.Argument(help="The user's message")],
     session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="e.g. openai:deepseek-chat (base URL: OPENAI_BASE_URL)"),
+    ] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
     folder = _home(home)
-    runtime = _runtime(_load(agent_dir, folder), folder)
+    runtime = _runtime(_load(agent_dir, folder, model), folder)
     summary = asyncio.run(runtime.start(message, session_id=session))
     _print_summary(summary, runtime, as_json)
 
@@ -141,6 +153,40 @@ def resume(
     runtime = _runtime_for_run(run_id, folder, agent_dir)
     summary = asyncio.run(runtime.resume(run_id, approve=decision, answer=answer))
     _print_summary(summary, runtime, as_json)
+
+
+@app.command()
+@_fails_cleanly
+def replay(
+    run_id: Annotated[str, typer.Argument(help="A stored run")],
+    agent_dir: Annotated[Path | None, typer.Option("--agent", help="Agent folder")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Replay a stored run from its log (inputs, model answers, tool results) and compare.
+
+    Exit 1 when the replay took another path; the first divergent event is printed.
+    """
+    from dataclasses import asdict
+
+    from corral.runtime.replay import replay_run
+
+    folder = _home(home)
+    runtime = _runtime_for_run(run_id, folder, agent_dir)
+    events = runtime.store.load_events(run_id)
+    report = asyncio.run(replay_run(runtime.agent, events))
+    if as_json:
+        typer.echo(json.dumps(asdict(report), ensure_ascii=False, default=str))
+    elif report.same_path:
+        console.print(f"[green]same path[/green]: {report.replayed_events} events match")
+    else:
+        console.print(f"[red]diverged[/red] at event {report.divergence_index}")
+        console.print(f"  recorded: {report.original}")
+        console.print(f"  replayed: {report.replayed}")
+        if report.error:
+            console.print(f"  error: {report.error}")
+    if not report.same_path:
+        raise typer.Exit(1)
 
 
 @app.command()

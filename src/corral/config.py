@@ -37,11 +37,50 @@ class Limits(_Strict):
 
 
 class Budget(_Strict):
-    """A run's hard budget. Exceeding it degrades to a handoff, never a crash mid-step."""
+    """A run's hard budget. Exceeding it degrades (templates, a handoff), never a crash."""
 
     max_steps: int = Field(20, ge=1)
     max_tool_calls: int = Field(40, ge=1)
     max_wall_clock_s: float = Field(120.0, gt=0)
+    max_model_calls: int = Field(12, ge=0)
+    """Model calls per run, re-asks included."""
+    max_tokens: int = Field(40_000, ge=0)
+    """Prompt plus completion tokens per run, from the providers' usage fields."""
+    max_cost: float | None = Field(None, ge=0)
+    """Money per run, priced with ``model.prices``; ``None`` for no money limit."""
+
+
+class ModelPrice(_Strict):
+    """Price of a model per 1000 tokens, in any currency (consistent with ``max_cost``)."""
+
+    prompt: float = Field(0.0, ge=0)
+    completion: float = Field(0.0, ge=0)
+
+
+class ModelConfig(_Strict):
+    """The model inside the fence: used only where config asks for it."""
+
+    name: str | None = None
+    """``openai:MODEL`` (any OpenAI-compatible endpoint); ``None``: rules and templates only."""
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = Field(30.0, gt=0)
+    intent_fallback: bool = False
+    """Ask the model when rules and the classifier are not confident enough."""
+    max_reasks: int = Field(2, ge=0)
+    """Re-asks with the validation errors before ``MODEL_OUTPUT_INVALID`` (seed 000)."""
+    temperatures: dict[str, float] = Field(
+        default_factory=lambda: {
+            "intent": 0.0,
+            "plan": 0.0,
+            "judge": 0.0,
+            "extract": 0.0,
+            "reply": 0.2,
+        }
+    )
+    """Per layer; seed defaults: planning, judging and extraction 0, replies 0.2."""
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Model name (as in ``name``) -> price per 1000 tokens, for ``budget.max_cost``."""
 
 
 class EntitySpec(_Strict):
@@ -104,6 +143,8 @@ class IntentSpec(_Strict):
     handoff_reason: str = ""
     requires: list[str] = Field(default_factory=list)
     """Entities that must be known before planning; missing ones are asked for."""
+    planner: Literal["template", "model"] = "template"
+    """``model``: no template; the model plans with the allowed tools (long-tail intents)."""
     tools: list[str] = Field(default_factory=list)
     """Allow-list, enforced at execution. Empty means: the tools named in its plan."""
 
@@ -178,6 +219,7 @@ class AgentConfig(_Strict):
     entities: dict[str, EntitySpec] = Field(default_factory=dict)
     intents: list[IntentSpec]
     classifier: ClassifierConfig = Field(default_factory=ClassifierConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
     plans: dict[str, PlanTemplate] = Field(default_factory=dict)
     business_rules: list[BusinessRule] = Field(default_factory=list)
     tool_constraints: dict[str, str] = Field(default_factory=dict)

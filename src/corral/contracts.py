@@ -208,6 +208,7 @@ class EventType(StrEnum):
     USER_ANSWERED = "user_answered"
     LOOP_DETECTED = "loop_detected"
     BUDGET_EXCEEDED = "budget_exceeded"
+    MODEL_CALL = "model_call"
     REPLY = "reply"
     HANDED_OFF = "handed_off"
     RUN_FINISHED = "run_finished"

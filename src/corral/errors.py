@@ -29,6 +29,9 @@ class ErrorCode(StrEnum):
     POLICY_HANDOFF = "POLICY_HANDOFF"
     REJECTED_BY_USER = "REJECTED_BY_USER"
     NO_ELIGIBLE_TOOL = "NO_ELIGIBLE_TOOL"
+    MODEL_OUTPUT_INVALID = "MODEL_OUTPUT_INVALID"
+    MODEL_UNAVAILABLE = "MODEL_UNAVAILABLE"
+    MODEL_TIMEOUT = "MODEL_TIMEOUT"
     SUCCESS_CRITERIA_FAILED = "SUCCESS_CRITERIA_FAILED"
     BUSINESS_RULE_VIOLATED = "BUSINESS_RULE_VIOLATED"
     PLAN_INVALID = "PLAN_INVALID"
@@ -173,3 +176,29 @@ class InputTooLargeError(CorralError):
     """A user message longer than the agent's limit."""
 
     code = ErrorCode.INPUT_TOO_LARGE
+
+
+class ModelOutputInvalidError(CorralError):
+    """The model's output stayed invalid after every re-ask; nothing downstream used it."""
+
+    code = ErrorCode.MODEL_OUTPUT_INVALID
+
+
+class ModelUnavailableError(CorralError):
+    """The model endpoint failed (connection, 429, 5xx) after the client's own retries."""
+
+    code = ErrorCode.MODEL_UNAVAILABLE
+    retryable = True
+
+
+class ModelTimeoutError(CorralError):
+    """The model did not answer in time."""
+
+    code = ErrorCode.MODEL_TIMEOUT
+    retryable = True
+
+
+class ReplayDivergedError(CorralError):
+    """A replay asked for a model call or tool result the recorded run never made."""
+
+    code = ErrorCode.REPLAY_DIVERGED

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
+    from corral.models.base import Model, ModelRequest, ModelResponse
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
 
@@ -45,6 +46,10 @@ class Effects(Protocol):
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
         """Run one tool attempt; raises ``TimeoutError`` past ``timeout_s``."""
+        ...
+
+    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """Ask a model once; raises ``ModelUnavailableError`` or ``ModelTimeoutError``."""
         ...
 
 
@@ -79,3 +84,7 @@ class LiveEffects:
             if spec.is_async:
                 return await spec.fn(**kwargs)
             return await asyncio.to_thread(spec.fn, **kwargs)
+
+    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """Ask the model."""
+        return await model.complete(request)

@@ -51,9 +51,9 @@ class RunLoop:
         while not (self.state.status.terminal or self.state.status.paused):
             status = self.state.status
             if status is RunStatus.PARSING:
-                self._parse()
+                await self._parse()
             elif status is RunStatus.PLANNING:
-                self._plan()
+                await self._plan()
             else:
                 await Scheduler(self).run()
 
@@ -93,7 +93,7 @@ class RunLoop:
                 EventType.ENTITIES_MERGED, "intent", entities=new, origin=origin, replaced=replaced
             )
 
-    def _parse(self) -> None:
+    async def _parse(self) -> None:
         state, agent = self.state, self.agent
         text = state.messages[-1]
         now = state.received_at
@@ -108,6 +108,18 @@ class RunLoop:
         else:
             started = self.effects.monotonic()
             understood = agent.intent.understand(text, now)
+            if understood.need_clarification and self._model_may("intent_fallback"):
+                from corral.runtime.modeling import model_intent
+
+                asked = await model_intent(self, text)
+                if asked is not None:
+                    threshold = agent.config.limits.intent_confidence
+                    understood = asked.model_copy(
+                        update={
+                            "entities": understood.entities,
+                            "need_clarification": asked.confidence < threshold,
+                        }
+                    )
             self.journal.emit(
                 EventType.INTENT_CLASSIFIED,
                 "intent",
@@ -142,9 +154,22 @@ class RunLoop:
 
     # ------------------------------------------------------------------ plan
 
-    def _plan(self) -> None:
+    def _model_may(self, feature: str) -> bool:
+        return self.agent.model is not None and bool(getattr(self.agent.config.model, feature))
+
+    def set_graph(self, graph: PlanGraph) -> None:
+        """Use this validated graph for the run's plan (the model planner sets it)."""
+        self._graph = graph
+
+    async def _plan(self) -> None:
         decision = self.state.route
         assert decision is not None and decision.intent is not None
+        spec = self.agent.config.intent(decision.intent)
+        if decision.template is None and spec.planner == "model":
+            from corral.runtime.modeling import model_plan
+
+            await model_plan(self, decision.intent)
+            return
         cached = self.agent.template_graphs.get((decision.intent, decision.template or ""))
         if cached is None:
             self.fail(f"intent {decision.intent} has no plan template", ErrorCode.PLAN_INVALID)

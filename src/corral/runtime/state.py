@@ -84,6 +84,9 @@ class RunState:
     outcome: str | None = None
     error_code: str | None = None
     tool_calls: int = 0
+    model_calls: int = 0
+    tokens: int = 0
+    cost: float = 0.0
     active_s: float = 0.0
     """Seconds spent running (not paused) in earlier processes, for the wall-clock budget."""
     last_seq: int = 0
@@ -171,6 +174,11 @@ def apply(state: RunState, event: Event) -> RunState:
         state.messages.append(data["text"])
         state.answered_slot = data.get("slot")
         state.pending = None
+    elif kind is EventType.MODEL_CALL:
+        state.model_calls += 1
+        usage = data.get("usage", {})
+        state.tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+        state.cost += data.get("cost", 0.0)
     elif kind is EventType.REPLY:
         state.reply = data["text"]
     elif kind is EventType.HANDED_OFF:

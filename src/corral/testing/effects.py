@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from corral.runtime.effects import LiveEffects
 
 if TYPE_CHECKING:
+    from corral.models.base import Model, ModelRequest, ModelResponse
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
 
@@ -53,3 +54,7 @@ class FixedEffects:
     ) -> Any:
         """Really call the tool."""
         return await self._live.call_tool(spec, args, context, timeout_s)
+
+    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """Really ask the model (a ScriptedModel in most tests)."""
+        return await self._live.call_model(model, request)

@@ -1,0 +1,130 @@
+"""The structured-output pipeline every model-backed layer uses.
+
+parse → repair (json-repair: code fences, prose around the JSON, trailing commas,
+truncation) → validate with pydantic → the caller's own checks (a plan's static
+validation, grounding) → on any failure, re-ask with the errors, up to the bound (default
+2) → ``MODEL_OUTPUT_INVALID``. Every attempt is reported (raw text, tokens, latency, the
+reason it was rejected) so it becomes an event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import json_repair
+from pydantic import BaseModel, ValidationError
+
+from corral.errors import ModelOutputInvalidError
+from corral.models.base import Model, ModelRequest, ModelResponse
+
+T = TypeVar("T", bound=BaseModel)
+MAX_RECORDED_TEXT = 20_000
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One model answer and what the pipeline made of it."""
+
+    request: ModelRequest
+    response: ModelResponse
+    number: int
+    accepted: bool
+    repaired: bool
+    reason: str = ""
+
+    def as_event(self) -> dict[str, Any]:
+        """The ``model_call`` event data (enough to replay the call)."""
+        usage = self.response.usage
+        return {
+            "purpose": self.request.purpose,
+            "model": self.response.model,
+            "fingerprint": self.request.fingerprint(),
+            "attempt": self.number,
+            "text": self.response.text[:MAX_RECORDED_TEXT],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "estimated": usage.estimated,
+            },
+            "latency_ms": round(self.response.latency_ms, 3),
+            "accepted": self.accepted,
+            "repaired": self.repaired,
+            "reason": self.reason[:500],
+            "status": "success" if self.accepted else "rejected",
+        }
+
+
+Caller = Callable[[Model, ModelRequest], Any]
+"""``effects.call_model``: the recorded door to the model."""
+Listener = Callable[[Attempt], None]
+Check = Callable[[T], list[str]]
+
+
+def parse_json(text: str) -> tuple[Any, bool]:
+    """The JSON value in ``text`` and whether it had to be repaired; ``ValueError`` if none."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("the output was empty")
+    try:
+        return json.loads(stripped), False
+    except json.JSONDecodeError:
+        pass
+    repaired = json_repair.loads(stripped)
+    if not isinstance(repaired, dict | list) or not repaired:
+        raise ValueError("no JSON object found in the output")
+    return repaired, True
+
+
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'output'}: {e['msg']}" for e in exc.errors()[:8]
+    )
+
+
+async def ask_structured(
+    model: Model,
+    request: ModelRequest,
+    output: type[T],
+    call: Caller,
+    listener: Listener,
+    *,
+    max_reasks: int = 2,
+    check: Check[T] | None = None,
+) -> T:
+    """Ask until the output parses, validates and passes ``check``; raises after the bound."""
+    if request.schema is None:
+        request = ModelRequest(
+            request.purpose,
+            request.messages,
+            output.model_json_schema(),
+            output.__name__,
+            request.temperature,
+            request.max_tokens,
+        )
+    reasons: list[str] = []
+    for number in range(1, max_reasks + 2):
+        response: ModelResponse = await call(model, request)
+        repaired = False
+        try:
+            data, repaired = parse_json(response.text)
+            value = output.model_validate(data)
+            problems = check(value) if check is not None else []
+            if problems:
+                raise ValueError("; ".join(problems))
+        except ValidationError as exc:
+            reason = _problems(exc)
+        except ValueError as exc:
+            reason = str(exc)
+        else:
+            listener(Attempt(request, response, number, True, repaired))
+            return value
+        listener(Attempt(request, response, number, False, repaired, reason))
+        reasons.append(reason)
+        request = request.with_reask(response.text, reason)
+    raise ModelOutputInvalidError(
+        f"{request.purpose}: the model's output stayed invalid after {max_reasks} re-asks: "
+        + " | ".join(reasons)
+    )

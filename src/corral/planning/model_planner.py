@@ -1,0 +1,159 @@
+"""The model planner, for long-tail intents without a template.
+
+It may use only the intent's allowed tools (the schema's ``enum``), at most the step
+limit (``maxItems``), and its plan goes through the same static validation as a template:
+the validator's problems are sent back as the re-ask. An empty plan means "cannot do".
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from corral.contracts import Plan, Step
+from corral.errors import PlanInvalidError
+from corral.intent.model_fallback import literal_of
+from corral.models.base import Message, ModelRequest
+from corral.planning.typecheck import describe
+from corral.planning.validate import PlanContext, validate_plan
+from corral.tools.spec import ToolSpec
+
+
+def draft_model(tools: list[str], max_steps: int) -> type[BaseModel]:
+    """The output schema: steps whose ``tool`` is one of ``tools``, at most ``max_steps``."""
+    step: type[BaseModel] = create_model(
+        "PlannedStep",
+        __config__=ConfigDict(extra="ignore"),
+        id=(str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")),
+        tool=(literal_of(tuple(tools)), ...),
+        args=(dict[str, Any], Field(default_factory=dict)),
+        depends_on=(list[str], Field(default_factory=list, max_length=max_steps)),
+        facts=(dict[str, str], Field(default_factory=dict)),
+        success=(str | None, None),
+    )
+    draft: type[BaseModel] = create_model(
+        "PlanDraft",
+        __config__=ConfigDict(extra="ignore"),
+        steps=(list[step], Field(max_length=max_steps)),
+    )
+    return draft
+
+
+def _tool_line(spec: ToolSpec) -> str:
+    params = ", ".join(
+        f"{name}: {describe(info.annotation)}{'' if info.is_required() else ' (optional)'}"
+        for name, info in spec.input_model.model_fields.items()
+    )
+    outputs = ", ".join(
+        f"{name}: {describe(info.annotation)}"
+        for name, info in spec.output_model.model_fields.items()
+    )
+    return f"- {spec.name}({params}) -> {{{outputs}}}: {spec.description}"
+
+
+def plan_request(
+    goal: str,
+    intent: str,
+    tools: list[ToolSpec],
+    entities: Mapping[str, Any],
+    max_steps: int,
+    temperature: float,
+    failure: str | None = None,
+) -> ModelRequest:
+    """The planning prompt: the goal, the allowed tools with their schemas, what is known."""
+    system = (
+        "You plan tool calls for one customer request. Use only these tools:\n"
+        + "\n".join(_tool_line(t) for t in tools)
+        + f"\nRules: at most {max_steps} steps; each step has id (s1, s2, ...), tool, args, "
+        "depends_on. An argument is a literal or a reference: $entities.NAME for what the user "
+        "said, $sN.result.FIELD for an output field of an earlier step that this step "
+        "depends on. Never invent ids or values that are not given. If the tools cannot do "
+        'it, reply {"steps": []}. Reply with JSON only: {"steps": [...]}.'
+    )
+    known = json.dumps(dict(entities), ensure_ascii=False, default=str)
+    user = f"Intent: {intent}\nRequest: {goal}\nKnown entities: {known}"
+    if failure:
+        user += f"\nThe previous plan failed while running: {failure}. Plan again."
+    schema = draft_model([t.name for t in tools], max_steps).model_json_schema()
+    return ModelRequest(
+        "plan",
+        (Message("system", system), Message("user", user[:4000])),
+        schema,
+        "plan",
+        temperature,
+        800,
+    )
+
+
+def draft_to_plan(draft: Any, plan_id: str, intent: str) -> Plan:
+    """A validated-shape draft as a ``Plan`` (static validation is the caller's next step)."""
+    steps = [
+        Step(
+            id=s.id,
+            tool=s.tool,
+            args=s.args,
+            depends_on=s.depends_on,
+            facts=s.facts,
+            success=s.success,
+        )
+        for s in draft.steps
+    ]
+    return Plan(plan_id=plan_id, intent=intent, steps=steps, source="model")
+
+
+def _allowed_literals(annotation: Any) -> set[str]:
+    return {v for v in typing.get_args(annotation) if isinstance(v, str)} | {
+        v for member in typing.get_args(annotation) for v in _allowed_literals(member)
+    }
+
+
+def ungrounded_literals(
+    draft: Any, context: PlanContext, said: str, entities: Mapping[str, Any]
+) -> list[str]:
+    """Literal strings the model put in arguments that nobody gave it: invented values.
+
+    A literal must appear in what the user said, be a known entity value, or be one of
+    the parameter's declared enum values; otherwise the planner must use a reference.
+    """
+    known = {str(v) for v in entities.values() if not isinstance(v, dict)}
+    lowered = said.lower()
+    problems = []
+    for step in draft.steps:
+        if step.tool not in context.registry:
+            continue
+        fields = context.registry.get(step.tool).input_model.model_fields
+        for name, value in step.args.items():
+            if not isinstance(value, str) or value.startswith("$") or name not in fields:
+                continue
+            if value in known or value.lower() in lowered:
+                continue
+            if value in _allowed_literals(fields[name].annotation):
+                continue
+            problems.append(
+                f"{step.id}.{name}: {value!r} was not given by the user; use a "
+                "$entities or $sN.result reference instead of inventing it"
+            )
+    return problems
+
+
+def plan_problems(
+    draft: Any,
+    intent: str,
+    context: PlanContext,
+    said: str = "",
+    entities: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """The static validator's and the grounding check's problems (empty: it may run)."""
+    if not draft.steps:
+        return []
+    try:
+        validate_plan(draft_to_plan(draft, "draft", intent), context)
+    except PlanInvalidError as exc:
+        return exc.problems
+    except ValueError as exc:  # a Step that does not construct (bad id and so on)
+        return [str(exc)]
+    return ungrounded_literals(draft, context, said, entities or {})

@@ -1,0 +1,127 @@
+"""Model calls inside a run: budgets, recording, and the two model-backed decisions.
+
+Every call goes through ``effects.call_model`` (so replays answer from the log), is
+checked against the run's budget before it is made (model calls, tokens, money), and
+becomes a ``model_call`` event with the raw text, tokens, latency and, when rejected, why.
+A model that fails, is invalid after its re-asks, or would exceed the budget never crashes
+the run: the layer degrades (rules and templates) or hands off.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from corral.contracts import EventType, IntentResult, RunStatus
+from corral.errors import BudgetExceededError, CorralError, ErrorCode, ModelOutputInvalidError
+from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
+from corral.models.base import Model, ModelRequest, ModelResponse
+from corral.models.structured import Attempt, Check, ask_structured
+from corral.planning.model_planner import draft_model, draft_to_plan, plan_problems, plan_request
+from corral.planning.validate import validate_plan
+
+if TYPE_CHECKING:
+    from corral.runtime.loop import RunLoop
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _budget_problem(loop: RunLoop) -> str | None:
+    budget, state = loop.agent.config.budget, loop.state
+    if state.model_calls >= budget.max_model_calls:
+        return f"model-call budget of {budget.max_model_calls} used up"
+    if state.tokens >= budget.max_tokens:
+        return f"token budget of {budget.max_tokens} used up"
+    if budget.max_cost is not None and state.cost >= budget.max_cost:
+        return f"cost budget of {budget.max_cost:g} used up"
+    return None
+
+
+async def ask_model(
+    loop: RunLoop, request: ModelRequest, output: type[T], check: Check[T] | None = None
+) -> T:
+    """The structured pipeline, recorded and within budget."""
+    model = loop.agent.model
+    if model is None:
+        raise CorralError("no model is configured", hint="set model.name in agent.yaml")
+    settings = loop.agent.config.model
+    prices = settings.prices
+
+    async def call(chosen: Model, req: ModelRequest) -> ModelResponse:
+        problem = _budget_problem(loop)
+        if problem:
+            loop.journal.emit(EventType.BUDGET_EXCEEDED, req.purpose, reason=problem)
+            raise BudgetExceededError(problem)
+        return await loop.effects.call_model(chosen, req)
+
+    def record(attempt: Attempt) -> None:
+        data = attempt.as_event()
+        price = prices.get(model.name) or prices.get(attempt.response.model)
+        usage = attempt.response.usage
+        data["cost"] = (
+            round(
+                (usage.prompt_tokens * price.prompt + usage.completion_tokens * price.completion)
+                / 1000,
+                6,
+            )
+            if price
+            else 0.0
+        )
+        loop.journal.emit(EventType.MODEL_CALL, request.purpose, **data)
+
+    return await ask_structured(
+        model, request, output, call, record, max_reasks=settings.max_reasks, check=check
+    )
+
+
+def _temperature(loop: RunLoop, purpose: str) -> float:
+    return loop.agent.config.model.temperatures.get(purpose, 0.0)
+
+
+async def model_intent(loop: RunLoop, text: str) -> IntentResult | None:
+    """The model's label for a message the rules and classifier were unsure of, or ``None``."""
+    config = loop.agent.config
+    request = intent_request(config, text, _temperature(loop, "intent"))
+    try:
+        answer = await ask_model(loop, request, intent_output_model(config))
+    except CorralError:
+        return None  # recorded as events; the rules' verdict (clarify) stands
+    return to_intent_result(answer)
+
+
+async def model_plan(loop: RunLoop, intent: str) -> None:
+    """Plan with the model, validate like a template, or hand off; never run a bad plan."""
+    agent, state = loop.agent, loop.state
+    context = agent.plan_context(intent)
+    allowed = sorted(context.allowed_tools or [])
+    tools = [agent.tools.get(name) for name in allowed if name in agent.tools]
+    max_steps = agent.config.limits.max_plan_steps
+    request = plan_request(
+        state.memory.goal, intent, tools, state.entities, max_steps, _temperature(loop, "plan")
+    )
+    output = draft_model([t.name for t in tools], max_steps)
+    try:
+        said = " ".join(state.messages)
+        draft: Any = await ask_model(
+            loop,
+            request,
+            output,
+            check=lambda d: plan_problems(d, intent, context, said, state.entities),
+        )
+    except ModelOutputInvalidError as exc:
+        loop.journal.emit(EventType.PLAN_REJECTED, "plan", problems=[exc.message], plan=None)
+        loop.handoff(exc.message, ErrorCode.PLAN_INVALID)
+        return
+    except CorralError as exc:
+        loop.handoff(f"the planner could not be asked: {exc.message}", exc.code)
+        return
+    if not draft.steps:
+        loop.handoff(
+            "the planner found no way to do this with the allowed tools", ErrorCode.PLAN_INVALID
+        )
+        return
+    plan = draft_to_plan(draft, loop.effects.new_id("plan"), intent)
+    loop.set_graph(validate_plan(plan, context))
+    loop.journal.emit(EventType.PLAN_CREATED, "plan", plan=plan.model_dump(mode="json"))
+    loop.journal.transition(RunStatus.DECIDING, "model plan validated")

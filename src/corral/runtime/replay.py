@@ -1,0 +1,170 @@
+"""Deterministic replay: run a stored conversation again from its log alone.
+
+The user's inputs (message, answers, confirmations) are taken from the log and fed in the
+same order; model calls are answered by a ``ReplayModel``; tool calls by the recorded
+outcomes (data or error code) of the same step and attempt; the clock starts where the
+recorded run started. The new event log is then compared with the old one, ignoring what
+is expected to differ (times, durations, ids), and the first divergence is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from corral.contracts import Event, EventType
+from corral.decision.selector import ToolHealth
+from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
+from corral.models.replay import ReplayModel
+from corral.store.memory import MemoryStore
+from corral.testing.effects import FixedEffects
+
+if TYPE_CHECKING:
+    from corral.agent import Agent
+    from corral.models.base import Model, ModelRequest, ModelResponse
+    from corral.tools.context import ToolContext
+    from corral.tools.spec import ToolSpec
+
+
+class RecordedToolError(CorralError):
+    """A tool failure as the recorded run saw it: same code, same retryability."""
+
+    def __init__(self, code: str, message: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.TOOL_FAILED
+        self.retryable = retryable
+
+
+@dataclass
+class ReplayEffects(FixedEffects):
+    """Effects answering tool calls from the recorded attempts of each step."""
+
+    attempts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        """The recorded outcome of this step's next attempt."""
+        self.seen[context.step_id] += 1
+        recorded = self.attempts.get((context.step_id, self.seen[context.step_id]))
+        if recorded is None or recorded.get("tool") != spec.name:
+            raise ReplayDivergedError(
+                f"step {context.step_id} attempt {self.seen[context.step_id]} of {spec.name} "
+                "was never recorded"
+            )
+        if recorded["status"] == "error":
+            raise RecordedToolError(
+                recorded.get("error_code") or "TOOL_FAILED",
+                recorded.get("error_message") or "recorded failure",
+                bool(recorded.get("retryable")),
+            )
+        return recorded.get("data")
+
+    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
+        """The replay model answers (the agent's model was swapped for it)."""
+        return await model.complete(request)
+
+
+def signature(event: Event) -> tuple[Any, ...]:
+    """What must be equal between a run and its replay."""
+    data = event.data
+    return (
+        event.type.value,
+        data.get("step_id"),
+        data.get("tool"),
+        data.get("status"),
+        data.get("to"),
+        data.get("error_code"),
+        data.get("code"),
+        data.get("text") if event.type is EventType.REPLY else None,
+    )
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """Whether the replay took the same path, and where it first did not."""
+
+    same_path: bool
+    original_events: int
+    replayed_events: int
+    divergence_index: int | None = None
+    original: tuple[Any, ...] | None = None
+    replayed: tuple[Any, ...] | None = None
+    error: str | None = None
+
+
+async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
+    """Replay a recorded run with ``agent`` and compare the paths."""
+    from corral.runtime.runtime import Runtime
+
+    if not events or events[0].type is not EventType.RUN_STARTED:
+        raise RunNotFoundError("the log has no run_started event")
+    started = datetime.fromisoformat(events[0].data["received_at"])
+    effects = ReplayEffects(start=started)
+    effects.attempts = {
+        (e.data["step_id"], e.data["attempt"]): e.data
+        for e in events
+        if e.type is EventType.TOOL_ATTEMPT
+    }
+    replayed_agent = dataclasses.replace(
+        agent, model=ReplayModel.from_events(events), health=ToolHealth()
+    )
+    runtime = Runtime(replayed_agent, MemoryStore(), effects=effects)
+    inputs = [
+        e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
+    ]
+    first = next(e for e in events if e.type is EventType.USER_MESSAGE).data["text"]
+    error = None
+    run_id = None
+    try:
+        summary = await runtime.start(first)
+        run_id = summary.run_id
+        for event in inputs:
+            if event.type is EventType.USER_ANSWERED:
+                summary = await runtime.resume(run_id, answer=event.data["text"])
+            else:
+                summary = await runtime.resume(run_id, approve=bool(event.data["approved"]))
+    except CorralError as exc:
+        error = str(exc)
+    new_events = await runtime.events(run_id) if run_id else []
+    return compare(events, new_events, error)
+
+
+def _lane(event: Event) -> str:
+    """Concurrent steps interleave freely; each step's own events must keep their order."""
+    data = event.data
+    if event.type in (EventType.FACT_WRITTEN, EventType.FACT_REJECTED):
+        return f"step:{data.get('origin')}"
+    return f"step:{data['step_id']}" if data.get("step_id") else "run"
+
+
+def compare(old: list[Event], new: list[Event], error: str | None = None) -> ReplayReport:
+    """Compare two logs lane by lane (the run's own events, then each step's)."""
+    lanes_old: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
+    lanes_new: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
+    for index, event in enumerate(old):
+        lanes_old[_lane(event)].append((index, signature(event)))
+    for index, event in enumerate(new):
+        lanes_new[_lane(event)].append((index, signature(event)))
+    first: tuple[int, tuple[Any, ...] | None, tuple[Any, ...] | None] | None = None
+    for lane in sorted(set(lanes_old) | set(lanes_new)):
+        a, b = lanes_old.get(lane, []), lanes_new.get(lane, [])
+        for position in range(max(len(a), len(b))):
+            left = a[position] if position < len(a) else None
+            right = b[position] if position < len(b) else None
+            if left is None or right is None or left[1] != right[1]:
+                index = left[0] if left else (right[0] if right else 0)
+                candidate = (index, left[1] if left else None, right[1] if right else None)
+                if first is None or candidate[0] < first[0]:
+                    first = candidate
+                break
+    if first is None and error is None:
+        return ReplayReport(True, len(old), len(new))
+    index, recorded, replayed = first if first else (len(old), None, None)
+    return ReplayReport(False, len(old), len(new), index, recorded, replayed, error)

@@ -1,0 +1,106 @@
+"""A real HTTP server on loopback that speaks the OpenAI chat-completions protocol.
+
+Each request pops the next scripted behaviour: a reply text, an HTTP status, a delay, or
+a body that is not JSON at all. Every request body is kept for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Behaviour:
+    text: str = ""
+    status: int = 200
+    delay_s: float = 0.0
+    raw_body: str | None = None
+    usage: bool = True
+
+
+@dataclass
+class FakeOpenAI:
+    behaviours: list[Behaviour] = field(default_factory=list)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self.server is not None
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *behaviours: Behaviour | str) -> None:
+        self.behaviours.extend(
+            b if isinstance(b, Behaviour) else Behaviour(text=b) for b in behaviours
+        )
+
+    def start(self) -> FakeOpenAI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                fake.requests.append(body)
+                behaviour = (
+                    fake.behaviours.pop(0)
+                    if fake.behaviours
+                    else Behaviour(
+                        status=500, raw_body='{"error": {"message": "script exhausted"}}'
+                    )
+                )
+                if behaviour.delay_s:
+                    time.sleep(behaviour.delay_s)
+                if behaviour.raw_body is not None:
+                    payload = behaviour.raw_body.encode()
+                elif behaviour.status != 200:
+                    payload = json.dumps(
+                        {"error": {"message": f"status {behaviour.status}", "type": "test"}}
+                    ).encode()
+                else:
+                    reply: dict[str, Any] = {
+                        "id": "chatcmpl-test",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", "fake"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": behaviour.text},
+                            }
+                        ],
+                    }
+                    if behaviour.usage:
+                        reply["usage"] = {
+                            "prompt_tokens": 11,
+                            "completion_tokens": 7,
+                            "total_tokens": 18,
+                        }
+                    payload = json.dumps(reply).encode()
+                try:
+                    self.send_response(behaviour.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()

@@ -1,0 +1,424 @@
+"""Models inside the fence: the real OpenAI client on loopback, repair, re-ask, planner,
+intent fallback, budgets and replay."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config, tool
+from corral.errors import ModelOutputInvalidError, ModelTimeoutError, ModelUnavailableError
+from corral.models import Message, ModelRequest, ScriptedModel
+from corral.models.openai_compat import OpenAICompatibleModel
+from corral.models.structured import Attempt, ask_structured
+from corral.runtime.replay import replay_run
+from corral.testing import FixedEffects
+from tests.fake_openai import Behaviour, FakeOpenAI
+
+CALLS: list[str] = []
+
+
+class Order(BaseModel):
+    order_id: str
+    city: str
+
+
+class Weather(BaseModel):
+    city: str
+    rain: bool
+
+
+@tool
+def lookup(order_id: str) -> Order:
+    """Find an order and the city it ships to."""
+    CALLS.append("lookup")
+    return Order(order_id=order_id, city="Shanghai")
+
+
+@tool
+def forecast(city: str) -> Weather:
+    """Tomorrow's weather in a city."""
+    CALLS.append("forecast")
+    return Weather(city=city, rain=True)
+
+
+CONFIG = {
+    "name": "planner-test",
+    "entities": {"order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]}},
+    "intents": [
+        {
+            "name": "ask",
+            "rules": [{"keywords": ["weather"], "confidence": 0.95}],
+            "route": "plan",
+            "planner": "model",
+            "tools": ["lookup", "forecast"],
+            "reply": "done",
+        },
+        {"name": "greet", "description": "greetings", "route": "reply", "reply": "hello"},
+    ],
+    "templates": {"done": {"zh": "好了", "en": "done"}, "hello": {"zh": "你好", "en": "hi"}},
+    "model": {"intent_fallback": True},
+}
+GOOD_PLAN = json.dumps(
+    {
+        "steps": [
+            {"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id"}},
+            {
+                "id": "s2",
+                "tool": "forecast",
+                "args": {"city": "$s1.result.city"},
+                "depends_on": ["s1"],
+                "facts": {"rain": "result.rain"},
+            },
+        ]
+    }
+)
+CYCLIC_PLAN = json.dumps(
+    {
+        "steps": [
+            {
+                "id": "s1",
+                "tool": "lookup",
+                "args": {"order_id": "$entities.order_id"},
+                "depends_on": ["s2"],
+            },
+            {
+                "id": "s2",
+                "tool": "forecast",
+                "args": {"city": "$s1.result.city"},
+                "depends_on": ["s1"],
+            },
+        ]
+    }
+)
+UNKNOWN_TOOL_PLAN = json.dumps({"steps": [{"id": "s1", "tool": "delete_all", "args": {}}]})
+BAD_REF_PLAN = json.dumps(
+    {
+        "steps": [
+            {"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id"}},
+            {
+                "id": "s2",
+                "tool": "forecast",
+                "args": {"city": "$s1.result.town"},
+                "depends_on": ["s1"],
+            },
+        ]
+    }
+)
+INVENTED_ID_PLAN = json.dumps(
+    {
+        "steps": [
+            {"id": "s1", "tool": "lookup", "args": {"order_id": "A999"}},
+        ]
+    }
+)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+def agent_with(model: Any, **model_settings: Any) -> Agent:
+    config = parse_config({**CONFIG, "model": {**CONFIG["model"], **model_settings}})
+    return Agent.build(config, [lookup, forecast], model=model)
+
+
+def http_model(fake: FakeOpenAI, **kwargs: Any) -> OpenAICompatibleModel:
+    return OpenAICompatibleModel(
+        "fake-model",
+        base_url=fake.base_url,
+        api_key="test",
+        **{"timeout_s": 5.0, "max_retries": 2, **kwargs},
+    )
+
+
+async def run(agent: Agent, message: str) -> tuple[Runtime, Any]:
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    return runtime, await runtime.start(message)
+
+
+# ------------------------------------------------------------------ the real client path
+
+
+async def test_structured_output_uses_json_schema(fake: FakeOpenAI) -> None:
+    fake.script(GOOD_PLAN)
+    CALLS.clear()
+    runtime, summary = await run(agent_with(http_model(fake)), "weather for A1 tomorrow?")
+    assert summary.status is RunStatus.FINISHED and CALLS == ["lookup", "forecast"]
+    body = fake.requests[0]
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["temperature"] == 0.0
+    enum = json.dumps(body["response_format"]["json_schema"]["schema"])
+    assert '"lookup"' in enum and '"forecast"' in enum
+    calls = [e.data for e in await runtime.events(summary.run_id) if e.type is EventType.MODEL_CALL]
+    assert calls[0]["usage"] == {"prompt_tokens": 11, "completion_tokens": 7, "estimated": False}
+
+
+async def test_endpoint_rejecting_json_schema_falls_back_to_json_object(fake: FakeOpenAI) -> None:
+    fake.script(Behaviour(status=500), Behaviour(status=500), Behaviour(status=500), GOOD_PLAN)
+    model = http_model(fake)
+    _, summary = await run(agent_with(model), "weather for A1?")
+    assert summary.status is RunStatus.FINISHED
+    assert fake.requests[-1]["response_format"] == {
+        "type": "json_object",
+        "schema": fake.requests[0]["response_format"]["json_schema"]["schema"],
+    }
+    assert model.modes[0] == "json_object"
+
+
+async def test_429_is_retried_by_the_client(fake: FakeOpenAI) -> None:
+    fake.script(Behaviour(status=429), GOOD_PLAN)
+    _, summary = await run(agent_with(http_model(fake)), "weather for A1?")
+    assert summary.status is RunStatus.FINISHED and len(fake.requests) == 2
+
+
+async def test_timeout_becomes_a_handoff_not_a_crash(fake: FakeOpenAI) -> None:
+    fake.script(Behaviour(text=GOOD_PLAN, delay_s=1.5))
+    model = http_model(fake, timeout_s=0.3, max_retries=0)
+    with pytest.raises(ModelTimeoutError):
+        await model.complete(ModelRequest("plan", (Message("user", "hi"),)))
+    fake.script(Behaviour(text=GOOD_PLAN, delay_s=1.5))
+    CALLS.clear()
+    _, summary = await run(agent_with(model), "weather for A1?")
+    assert summary.status is RunStatus.HANDED_OFF and CALLS == []
+    assert summary.handoff is not None and summary.handoff.reason_code == "MODEL_TIMEOUT"
+
+
+async def test_malformed_http_body_is_unavailable(fake: FakeOpenAI) -> None:
+    fake.script(*[Behaviour(raw_body="this is not json")] * 3)
+    with pytest.raises(ModelUnavailableError):
+        await http_model(fake, max_retries=0).complete(
+            ModelRequest("plan", (Message("user", "hi"),))
+        )
+
+
+async def test_missing_usage_is_estimated(fake: FakeOpenAI) -> None:
+    fake.script(Behaviour(text='{"a": 1}', usage=False))
+    response = await http_model(fake).complete(ModelRequest("x", (Message("user", "你好"),)))
+    assert response.usage.estimated and response.usage.total > 0
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (CYCLIC_PLAN, "cycle"),
+        (UNKNOWN_TOOL_PLAN, "tool"),
+        (BAD_REF_PLAN, "town"),
+        ('{"steps": [{"id": "s1", "args": {}}]}', "tool"),  # a missing field
+        ("Sure! Here you go:\n```json\n" + GOOD_PLAN[:-1] + ",}\n```\nGood luck", ""),
+    ],
+)
+async def test_bad_plans_are_re_asked_and_never_run(fake: FakeOpenAI, bad: str, why: str) -> None:
+    fake.script(bad, GOOD_PLAN)
+    CALLS.clear()
+    runtime, summary = await run(agent_with(http_model(fake)), "weather for A1?")
+    assert summary.status is RunStatus.FINISHED
+    calls = [e.data for e in await runtime.events(summary.run_id) if e.type is EventType.MODEL_CALL]
+    if why:
+        assert [c["accepted"] for c in calls] == [False, True]
+        assert why in calls[0]["reason"]
+        assert "rejected" in fake.requests[1]["messages"][-1]["content"]  # the re-ask
+    else:  # prose, fences and a trailing comma are repaired, not re-asked
+        assert [c["accepted"] for c in calls] == [True] and calls[0]["repaired"]
+    assert CALLS == ["lookup", "forecast"]
+
+
+async def test_a_plan_still_invalid_after_two_re_asks_is_handed_off(fake: FakeOpenAI) -> None:
+    fake.script(CYCLIC_PLAN, CYCLIC_PLAN, CYCLIC_PLAN)
+    CALLS.clear()
+    runtime, summary = await run(agent_with(http_model(fake)), "weather for A1?")
+    assert summary.status is RunStatus.HANDED_OFF and CALLS == []
+    assert summary.handoff is not None and summary.handoff.reason_code == "PLAN_INVALID"
+    assert len(fake.requests) == 3
+    kinds = [e.type for e in await runtime.events(summary.run_id)]
+    assert EventType.PLAN_REJECTED in kinds and EventType.TOOL_ATTEMPT not in kinds
+
+
+async def test_empty_plan_means_cannot_do(fake: FakeOpenAI) -> None:
+    fake.script('{"steps": []}')
+    CALLS.clear()
+    _, summary = await run(agent_with(http_model(fake)), "weather for A1?")
+    assert summary.status is RunStatus.HANDED_OFF and CALLS == []
+
+
+async def test_an_invented_id_cannot_reach_a_tool_without_the_entity(fake: FakeOpenAI) -> None:
+    fake.script(INVENTED_ID_PLAN, INVENTED_ID_PLAN, INVENTED_ID_PLAN)
+    CALLS.clear()
+    agent = agent_with(http_model(fake))
+    _, summary = await run(agent, "weather for my order?")
+    # A literal id the user never gave is a guess: the grounding check rejects it.
+    assert CALLS == [] and summary.status is RunStatus.HANDED_OFF
+
+
+# ------------------------------------------------------------------ pipeline and fallback
+
+
+def _record() -> tuple[list[Attempt], Any]:
+    attempts: list[Attempt] = []
+    return attempts, attempts.append
+
+
+class Pair(BaseModel):
+    a: int
+    b: str
+
+
+async def _call(model: Any, request: ModelRequest) -> Any:
+    return await model.complete(request)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '```json\n{"a": 1, "b": "x",}\n```',
+        'Here it is: {"a": 1, "b": "x"} thanks',
+        '{"a": 1, "b": "x"',
+    ],
+)
+async def test_repair_handles_fences_prose_and_truncation(text: str) -> None:
+    attempts, record = _record()
+    value = await ask_structured(ScriptedModel([text]), ModelRequest("t", ()), Pair, _call, record)
+    assert value == Pair(a=1, b="x") and attempts[0].repaired
+
+
+async def test_invalid_output_is_re_asked_with_errors_then_fails() -> None:
+    attempts, record = _record()
+    model = ScriptedModel(['{"a": "x"}', "no json", '{"a": 2, "b": "y"}'])
+    value = await ask_structured(model, ModelRequest("t", ()), Pair, _call, record)
+    assert value.a == 2 and [a.accepted for a in attempts] == [False, False, True]
+    assert "a:" in attempts[0].reason and "b:" in attempts[0].reason
+    assert "rejected" in model.requests[1].messages[-1].content
+    with pytest.raises(ModelOutputInvalidError) as info:
+        await ask_structured(ScriptedModel(["{}"] * 3), ModelRequest("t", ()), Pair, _call, record)
+    assert info.value.code.value == "MODEL_OUTPUT_INVALID"
+
+
+async def test_intent_fallback_is_constrained_to_the_enum() -> None:
+    model = ScriptedModel(
+        [
+            '{"label": "refund_everything", "confidence": 0.99}',
+            '{"label": "greet", "confidence": 0.93}',
+        ]
+    )
+    _, summary = await run(agent_with(model), "good morning, friend")
+    assert summary.intent is not None and summary.intent.source == "model"
+    assert summary.intent.label == "greet" and summary.reply == "hi"
+    model.assert_complete()
+
+
+async def test_intent_fallback_none_or_down_means_clarify(fake: FakeOpenAI) -> None:
+    _, summary = await run(
+        agent_with(ScriptedModel(['{"label": "none", "confidence": 0.9}'])), "qwerty"
+    )
+    assert summary.status is RunStatus.AWAITING_USER
+    fake.script(*[Behaviour(status=500)] * 12)
+    _, summary = await run(agent_with(http_model(fake, max_retries=0)), "qwerty")
+    assert summary.status is RunStatus.AWAITING_USER
+
+
+async def test_model_budget_degrades_to_a_handoff() -> None:
+    model = ScriptedModel([CYCLIC_PLAN, GOOD_PLAN])
+    config = parse_config({**CONFIG, "budget": {"max_model_calls": 1}})
+    agent = Agent.build(config, [lookup, forecast], model=model)
+    CALLS.clear()
+    runtime, summary = await run(agent, "weather for A1?")
+    assert summary.status is RunStatus.HANDED_OFF and CALLS == []
+    assert summary.handoff is not None and summary.handoff.reason_code == "BUDGET_EXCEEDED"
+    kinds = [e.type for e in await runtime.events(summary.run_id)]
+    assert EventType.BUDGET_EXCEEDED in kinds
+
+
+async def test_temperatures_follow_the_layer() -> None:
+    model = ScriptedModel(['{"label": "greet", "confidence": 0.9}'])
+    await run(agent_with(model, temperatures={"intent": 0.0, "reply": 0.2}), "good day")
+    assert model.requests[0].temperature == 0.0
+
+
+# ------------------------------------------------------------------ replay
+
+
+async def test_replay_takes_the_same_path_and_detects_a_change() -> None:
+    model = ScriptedModel([CYCLIC_PLAN, GOOD_PLAN])
+    agent = agent_with(model)
+    runtime, summary = await run(agent, "weather for A1?")
+    events = await runtime.events(summary.run_id)
+    CALLS.clear()
+    report = await replay_run(agent, events)
+    assert report.same_path, report
+    assert CALLS == []  # tools answered from the log
+    changed = Agent.build(
+        parse_config(
+            {
+                **CONFIG,
+                "templates": {**CONFIG["templates"], "done": {"zh": "完成了", "en": "all done"}},
+            }
+        ),
+        [lookup, forecast],
+        model=model,
+    )
+    report = await replay_run(changed, events)
+    assert not report.same_path and report.original is not None
+    assert report.original[0] == "reply"
+
+
+def test_scripted_model_asserts_it_was_used_fully() -> None:
+    model = ScriptedModel(["a", "b"])
+    asyncio.run(model.complete(ModelRequest("t", ())))
+    with pytest.raises(AssertionError):
+        model.assert_complete()
+
+
+async def test_a_literal_the_user_said_is_grounded() -> None:
+    plan = json.dumps({"steps": [{"id": "s1", "tool": "forecast", "args": {"city": "Paris"}}]})
+    CALLS.clear()
+    _, summary = await run(agent_with(ScriptedModel([plan])), "weather in Paris tomorrow?")
+    assert summary.status is RunStatus.FINISHED and CALLS == ["forecast"]
+
+
+def test_cli_model_fallback_and_replay(fake: FakeOpenAI, tmp_path: Any) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import AFTERSALES, ROOT
+
+    agent_dir = tmp_path / "agent"
+    shutil.copytree(AFTERSALES, agent_dir)
+    config = yaml.safe_load((agent_dir / "agent.yaml").read_text("utf-8"))
+    config["model"] = {"intent_fallback": True}
+    (agent_dir / "agent.yaml").write_text(yaml.safe_dump(config, allow_unicode=True), "utf-8")
+    fake.script('{"label": "无关闲聊", "confidence": 0.95}')
+    env = {**os.environ, "OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": "test"}
+
+    def corral(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "corral", *args, "--home", str(tmp_path / "home")],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=120,
+        )
+
+    done = corral(
+        "run", str(agent_dir), "早呀朋友，吃了吗", "--json", "--model", "openai:fake-model"
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["intent"] == {"label": "无关闲聊", "confidence": 0.95, "source": "model"}
+    assert data["status"] == "finished"
+    replayed = corral("replay", data["run_id"], "--json")
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout)["same_path"] is True
+    assert len(fake.requests) == 1  # the replay never called the model
