@@ -422,3 +422,111 @@ def test_cli_model_fallback_and_replay(fake: FakeOpenAI, tmp_path: Any) -> None:
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert json.loads(replayed.stdout)["same_path"] is True
     assert len(fake.requests) == 1  # the replay never called the model
+
+
+# ------------------------------------------------------------------ judge, replies, extraction
+
+JUDGED_PLAN = json.dumps(
+    {
+        "steps": [
+            {
+                "id": "s1",
+                "tool": "lookup",
+                "args": {"order_id": "$entities.order_id"},
+                "success": "result.city != ''",
+            },
+        ]
+    }
+)
+
+
+def judged_agent(model: Any, judge: str | None = "the city is a real place") -> Agent:
+    steps = [
+        {
+            "id": "s1",
+            "tool": "lookup",
+            "args": {"order_id": "$entities.order_id"},
+            "judge": judge,
+            "facts": {"city": "result.city"},
+        }
+    ]
+    config = parse_config(
+        {
+            **CONFIG,
+            "intents": [
+                {
+                    "name": "ask",
+                    "rules": [{"keywords": ["weather"], "confidence": 0.95}],
+                    "route": "plan",
+                    "plan": "p",
+                    "reply": "done",
+                }
+            ],
+            "plans": {"p": {"steps": steps}},
+        }
+    )
+    return Agent.build(config, [lookup, forecast], model=model)
+
+
+async def test_judge_runs_after_deterministic_checks_and_can_fail_a_step() -> None:
+    model = ScriptedModel(['{"passed": false, "reason": "no such city", "risks": ["typo"]}'])
+    runtime, summary = await run(judged_agent(model), "weather for A1?")
+    assert summary.steps[0].error_code == "SUCCESS_CRITERIA_FAILED"
+    assert summary.status is RunStatus.HANDED_OFF
+    assert model.requests[0].temperature == 0.0 and model.requests[0].purpose == "judge"
+    verdicts = [
+        e.data["verdict"]
+        for e in await runtime.events(summary.run_id)
+        if e.type is EventType.VERIFIED
+    ]
+    assert "no such city" in verdicts[-1]["reason"] and "typo" in verdicts[-1]["reason"]
+    ok = ScriptedModel(['{"passed": true, "reason": "Shanghai is real"}'])
+    _, summary = await run(judged_agent(ok), "weather for A1?")
+    assert summary.status is RunStatus.FINISHED
+
+
+async def test_model_reply_is_checked_for_invented_values_and_falls_back() -> None:
+    config = {**CONFIG, "model": {"replies": True}}
+    invented = '{"text": "Your order A1 ships to Shanghai, arriving on 2026-12-24."}'
+    grounded = '{"text": "Your order A1 goes to Shanghai, and it will rain there."}'
+    model = ScriptedModel([GOOD_PLAN, invented, grounded])
+    agent = Agent.build(parse_config(config), [lookup, forecast], model=model)
+    runtime, summary = await run(agent, "weather for A1?")
+    assert summary.reply == "Your order A1 goes to Shanghai, and it will rain there."
+    calls = [
+        e.data
+        for e in await runtime.events(summary.run_id)
+        if e.type is EventType.MODEL_CALL and e.data["purpose"] == "reply"
+    ]
+    assert [c["accepted"] for c in calls] == [False, True]
+    assert "2026-12-24" in calls[0]["reason"]
+    table = '{"text": "| order | city |\\n| A1 | Shanghai |"}'
+    stubborn = ScriptedModel([GOOD_PLAN, invented, table, invented])
+    agent = Agent.build(parse_config(config), [lookup, forecast], model=stubborn)
+    _, summary = await run(agent, "weather for A1?")
+    assert summary.reply == "done"  # the template, after the model's replies were rejected
+
+
+async def test_model_extraction_is_grounded_in_the_text() -> None:
+    config = {
+        **CONFIG,
+        "model": {"extract_entities": True, "intent_fallback": False},
+        "entities": {
+            "order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]},
+            "city": {"kind": "pattern"},
+        },
+    }
+    model = ScriptedModel(['{"entities": {"city": "Paris"}}', GOOD_PLAN])
+    agent = Agent.build(parse_config(config), [lookup, forecast], model=model)
+    runtime, summary = await run(agent, "weather for order A1?")
+    state = await runtime.load_state(summary.run_id)
+    assert "city" not in state.entities  # "Paris" was never said
+    rejected = [
+        e.data for e in await runtime.events(summary.run_id) if e.type is EventType.ENTITY_REJECTED
+    ]
+    assert rejected and rejected[0]["name"] == "city"
+    model = ScriptedModel(['{"entities": {"city": "Lyon"}}', GOOD_PLAN])
+    agent = Agent.build(parse_config(config), [lookup, forecast], model=model)
+    runtime, summary = await run(agent, "weather in Lyon for order A1?")
+    state = await runtime.load_state(summary.run_id)
+    assert state.entities["city"] == "Lyon"

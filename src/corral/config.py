@@ -67,6 +67,10 @@ class ModelConfig(_Strict):
     timeout_s: float = Field(30.0, gt=0)
     intent_fallback: bool = False
     """Ask the model when rules and the classifier are not confident enough."""
+    extract_entities: bool = False
+    """Ask the model for declared entities the rules missed (values are grounded)."""
+    replies: bool = False
+    """Write the final reply with the model from fact summaries (checked; template fallback)."""
     max_reasks: int = Field(2, ge=0)
     """Re-asks with the validation errors before ``MODEL_OUTPUT_INVALID`` (seed 000)."""
     temperatures: dict[str, float] = Field(

@@ -81,6 +81,8 @@ class Step(Contract):
     args: JsonDict = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
     success: str | None = None
+    judge: str | None = None
+    """A success criterion in words, checked by the model judge after ``success`` passed."""
     requires_confirmation: bool = False
     facts: dict[str, str] = Field(default_factory=dict)
     description: str = ""
@@ -209,6 +211,7 @@ class EventType(StrEnum):
     LOOP_DETECTED = "loop_detected"
     BUDGET_EXCEEDED = "budget_exceeded"
     MODEL_CALL = "model_call"
+    ENTITY_REJECTED = "entity_rejected"
     REPLY = "reply"
     HANDED_OFF = "handed_off"
     RUN_FINISHED = "run_finished"

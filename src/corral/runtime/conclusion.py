@@ -17,8 +17,13 @@ if TYPE_CHECKING:
     from corral.runtime.loop import RunLoop
 
 
-def conclude(loop: RunLoop, stop: tuple[str, ErrorCode] | None) -> None:
-    """End the run: every step is succeeded, failed, skipped or blocked."""
+def conclude(
+    loop: RunLoop, stop: tuple[str, ErrorCode] | None, model_reply: str | None = None
+) -> None:
+    """End the run: every step is succeeded, failed, skipped or blocked.
+
+    ``model_reply`` is a checked reply the model wrote; it is used only on success.
+    """
     if stop is not None:
         loop.handoff(*stop)
         return
@@ -45,7 +50,9 @@ def conclude(loop: RunLoop, stop: tuple[str, ErrorCode] | None) -> None:
         loop.finish("cancelled", "cancelled")
     else:
         reply = loop.state.memory.facts.get("reply")
-        if reply is not None and isinstance(reply.value, str) and reply.value:
+        if model_reply:
+            loop.finish_with_text(model_reply, "success", "model")
+        elif reply is not None and isinstance(reply.value, str) and reply.value:
             loop.finish_with_text(reply.value, "success")
         else:
             intent = loop.state.route.intent if loop.state.route else None

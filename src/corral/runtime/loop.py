@@ -108,7 +108,15 @@ class RunLoop:
         else:
             started = self.effects.monotonic()
             understood = agent.intent.understand(text, now)
-            if understood.need_clarification and self._model_may("intent_fallback"):
+            if self.model_may("extract_entities"):
+                from corral.runtime.modeling import model_entities
+
+                extra = await model_entities(self, text, dict(understood.entities))
+                if extra:
+                    understood = understood.model_copy(
+                        update={"entities": {**understood.entities, **extra}}
+                    )
+            if understood.need_clarification and self.model_may("intent_fallback"):
                 from corral.runtime.modeling import model_intent
 
                 asked = await model_intent(self, text)
@@ -154,7 +162,8 @@ class RunLoop:
 
     # ------------------------------------------------------------------ plan
 
-    def _model_may(self, feature: str) -> bool:
+    def model_may(self, feature: str) -> bool:
+        """Whether a model is configured and config enables ``feature`` for it."""
         return self.agent.model is not None and bool(getattr(self.agent.config.model, feature))
 
     def set_graph(self, graph: PlanGraph) -> None:

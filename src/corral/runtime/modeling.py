@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from corral.contracts import EventType, IntentResult, RunStatus
+from corral.contracts import EventType, IntentResult, RunStatus, StepStatus, Verdict
 from corral.errors import BudgetExceededError, CorralError, ErrorCode, ModelOutputInvalidError
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
 from corral.models.base import Model, ModelRequest, ModelResponse
 from corral.models.structured import Attempt, Check, ask_structured
 from corral.planning.model_planner import draft_model, draft_to_plan, plan_problems, plan_request
 from corral.planning.validate import validate_plan
+from corral.reply.model_reply import ReplyAnswer, reply_problems, reply_request
+from corral.verify.judge import JudgeAnswer, judge_request
 
 if TYPE_CHECKING:
     from corral.runtime.loop import RunLoop
@@ -125,3 +127,77 @@ async def model_plan(loop: RunLoop, intent: str) -> None:
     loop.set_graph(validate_plan(plan, context))
     loop.journal.emit(EventType.PLAN_CREATED, "plan", plan=plan.model_dump(mode="json"))
     loop.journal.transition(RunStatus.DECIDING, "model plan validated")
+
+
+async def model_judge(
+    loop: RunLoop, criterion: str, tool: str, data: dict[str, Any] | None
+) -> Verdict:
+    """The judge's verdict on a step whose deterministic checks passed."""
+    request = judge_request(criterion, tool, data, _temperature(loop, "judge"))
+    try:
+        answer = await ask_model(loop, request, JudgeAnswer)
+    except CorralError as exc:
+        return Verdict(
+            passed=False,
+            check="success",
+            code=exc.code.value,
+            reason=f"judge unavailable: {exc.message}",
+        )
+    reason = answer.reason + (f" (risks: {'; '.join(answer.risks)})" if answer.risks else "")
+    return Verdict(
+        passed=answer.passed,
+        check="success",
+        reason=f"judge: {reason}"[:500],
+        code=None if answer.passed else ErrorCode.SUCCESS_CRITERIA_FAILED.value,
+    )
+
+
+async def model_reply(loop: RunLoop) -> str | None:
+    """A checked model reply when every step succeeded, else ``None`` (templates answer)."""
+    state = loop.state
+    if any(s.status is not StepStatus.SUCCEEDED for s in state.steps.values()):
+        return None
+    facts = {k: v for k, v in state.memory.values().items() if k != "reply"}
+    said = " ".join(state.messages)
+    request = reply_request(
+        state.memory.goal,
+        facts,
+        state.memory.completed_steps,
+        state.language,
+        _temperature(loop, "reply"),
+    )
+    try:
+        answer = await ask_model(
+            loop, request, ReplyAnswer, check=lambda a: reply_problems(a.text, facts, said)
+        )
+    except CorralError:
+        return None
+    return str(answer.text)
+
+
+async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dict[str, Any]:
+    """Declared entities the rules missed, from the model, grounded in ``text``."""
+    from corral.intent.model_extraction import ExtractionAnswer, extraction_request, ground
+
+    wanted = {
+        name: spec
+        for name, spec in loop.agent.config.entities.items()
+        if name not in found and spec.kind in ("pattern", "vocabulary")
+    }
+    if not wanted:
+        return {}
+    request = extraction_request(text, wanted, _temperature(loop, "extract"))
+    try:
+        answer = await ask_model(loop, request, ExtractionAnswer)
+    except CorralError:
+        return {}
+    kept, dropped = ground(text, answer.entities, wanted)
+    for name, reason in dropped.items():
+        loop.journal.emit(
+            EventType.ENTITY_REJECTED,
+            "intent",
+            name=name,
+            reason=reason,
+            value=str(answer.entities.get(name, ""))[:100],
+        )
+    return kept

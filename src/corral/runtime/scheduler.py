@@ -92,9 +92,14 @@ class Scheduler:
             done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 step_id = self.running.pop(task)
-                self._complete(step_id, task.result())
+                await self._complete(step_id, task.result())
         self._mark_blocked()
-        conclude(self.loop, self.stop)
+        reply = None
+        if self.stop is None and self.loop.model_may("replies"):
+            from corral.runtime.modeling import model_reply
+
+            reply = await model_reply(self.loop)
+        conclude(self.loop, self.stop, reply)
 
     def _ready(self) -> list[str]:
         statuses = self.loop.step_statuses()
@@ -399,7 +404,7 @@ class Scheduler:
 
     # ------------------------------------------------------------------ after a step
 
-    def _complete(self, step_id: str, outcome: _Outcome) -> None:
+    async def _complete(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
         if result.status is ToolStatus.SUCCESS:
@@ -410,6 +415,12 @@ class Scheduler:
                 "entities": self.state.entities,
             }
             verdict = check_success(compiled.success, names)
+            if verdict.passed and compiled.step.judge and self.agent.model is not None:
+                from corral.runtime.modeling import model_judge
+
+                verdict = await model_judge(
+                    self.loop, compiled.step.judge, result.tool, result.data
+                )
             self._record_verdict(step_id, verdict)
             if not verdict.passed:
                 journal.emit(

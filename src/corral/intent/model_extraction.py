@@ -1,0 +1,76 @@
+"""Entity extraction by a model, with grounding: an invented value never gets through.
+
+Only entities the rules did not find are asked for. A value is kept only when it appears
+in the user's text, or is the canonical value of a vocabulary word that appears there, or
+matches one of the entity's patterns inside the text. Everything else is dropped, and the
+event says why.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corral.config import EntitySpec
+from corral.models.base import Message, ModelRequest
+
+
+class ExtractionAnswer(BaseModel):
+    """Entity name -> the exact words of the message."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    entities: dict[str, str] = Field(default_factory=dict, max_length=20)
+
+
+def extraction_request(
+    text: str, wanted: Mapping[str, EntitySpec], temperature: float = 0.0
+) -> ModelRequest:
+    """Ask for the wanted entities, copied exactly from the message."""
+    names = ", ".join(wanted)
+    system = (
+        f"Extract these fields from the customer's message: {names}. Copy each value exactly "
+        "as it is written in the message. Leave out any field the message does not state; "
+        'never guess. Reply with JSON only: {"entities": {"field": "value"}}.'
+    )
+    return ModelRequest(
+        "extract",
+        (Message("system", system), Message("user", text[:2000])),
+        ExtractionAnswer.model_json_schema(),
+        "extract",
+        temperature,
+        200,
+    )
+
+
+def ground(
+    text: str, proposed: Mapping[str, str], wanted: Mapping[str, EntitySpec]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """(kept values, dropped name -> reason)."""
+    kept: dict[str, Any] = {}
+    dropped: dict[str, str] = {}
+    lowered = text.lower()
+    for name, value in proposed.items():
+        spec = wanted.get(name)
+        if spec is None:
+            dropped[name] = "not a requested entity"
+            continue
+        value = str(value).strip()
+        if spec.kind == "vocabulary":
+            surfaces = [w for w, c in spec.vocabulary.items() if c == value or w == value]
+            if any(s.lower() in lowered for s in surfaces):
+                kept[name] = spec.vocabulary.get(value, value)
+            else:
+                dropped[name] = f"{value!r} is not a catalogue word in the message"
+            continue
+        if not value or value.lower() not in lowered:
+            dropped[name] = f"{value!r} does not appear in the message"
+            continue
+        if spec.patterns and not any(re.search(p, value, re.IGNORECASE) for p in spec.patterns):
+            dropped[name] = f"{value!r} does not match the entity's pattern"
+            continue
+        kept[name] = value.upper() if spec.upper else value
+    return kept, dropped

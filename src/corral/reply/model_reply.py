@@ -1,0 +1,75 @@
+"""Replies written by a model from fact summaries, checked before anyone reads them.
+
+The model sees only facts from successful tools and the completed steps' one-line
+summaries, never raw payloads. A reply is rejected (and re-asked) when it states a
+number or id that no fact contains, when it contains a table, or when it is too long; after
+the re-asks the template reply is used instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corral.contracts import Language
+from corral.models.base import Message, ModelRequest
+
+MAX_REPLY_CHARS = 400
+_CLAIM = re.compile(r"[A-Za-z]*\d[\w.\-:/]*")
+
+
+class ReplyAnswer(BaseModel):
+    """The model's reply."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1, max_length=MAX_REPLY_CHARS)
+
+
+def reply_request(
+    goal: str,
+    facts: Mapping[str, Any],
+    summaries: Iterable[str],
+    language: Language,
+    temperature: float,
+) -> ModelRequest:
+    """The reply prompt: the user's goal and the verified facts, nothing else."""
+    style = (
+        "用口语化的中文回答，一到三句话，不要用表格、列表或 Markdown。"
+        if language == "zh"
+        else "Answer in plain, friendly English, one to three sentences, no tables."
+    )
+    system = (
+        "You write the final answer to a customer from verified facts only. Never state a "
+        "number, id, date or promise that is not in the facts. "
+        + style
+        + ' Reply with JSON only: {"text": "..."}.'
+    )
+    known = json.dumps(dict(facts), ensure_ascii=False, default=str)[:3000]
+    user = f"Customer: {goal}\nFacts: {known}\nDone: " + " | ".join(summaries)
+    return ModelRequest(
+        "reply",
+        (Message("system", system), Message("user", user[:5000])),
+        ReplyAnswer.model_json_schema(),
+        "reply",
+        temperature,
+        300,
+    )
+
+
+def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
+    """What is wrong with a reply: ungrounded claims, tables, raw payloads."""
+    grounded = json.dumps(dict(facts), ensure_ascii=False, default=str) + " " + said
+    problems = []
+    invented = [c for c in _CLAIM.findall(text) if c.rstrip(".,:") not in grounded]
+    if invented:
+        problems.append("states values no tool returned: " + ", ".join(invented[:5]))
+    if re.search(r"^\s*\|.*\|\s*$", text, re.MULTILINE) or "---" in text:
+        problems.append("contains a table; write plain sentences")
+    if text.lstrip().startswith(("{", "[")):
+        problems.append("is a raw payload; write plain sentences")
+    return problems
