@@ -530,3 +530,89 @@ async def test_model_extraction_is_grounded_in_the_text() -> None:
     runtime, summary = await run(agent, "weather in Lyon for order A1?")
     state = await runtime.load_state(summary.run_id)
     assert state.entities["city"] == "Lyon"
+
+
+@tool
+def flaky_forecast(city: str) -> Weather:
+    """Tomorrow's weather from a provider that is down."""
+    CALLS.append("flaky_forecast")
+    from corral.errors import ToolFailedError
+
+    raise ToolFailedError("provider is down")
+
+
+async def test_replan_after_a_failure_keeps_finished_steps() -> None:
+    first = json.dumps(
+        {
+            "steps": [
+                {"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id"}},
+                {
+                    "id": "s2",
+                    "tool": "flaky_forecast",
+                    "args": {"city": "$s1.result.city"},
+                    "depends_on": ["s1"],
+                },
+            ]
+        }
+    )
+    clash = json.dumps({"steps": [{"id": "s1", "tool": "forecast", "args": {"city": "Shanghai"}}]})
+    second = json.dumps(
+        {
+            "steps": [
+                {
+                    "id": "r1",
+                    "tool": "forecast",
+                    "args": {"city": "$s1.result.city"},
+                    "depends_on": ["s1"],
+                    "facts": {"rain": "result.rain"},
+                }
+            ]
+        }
+    )
+    model = ScriptedModel([first, clash, second])
+    config = parse_config(
+        {
+            **CONFIG,
+            "intents": [
+                {**CONFIG["intents"][0], "tools": ["lookup", "forecast", "flaky_forecast"]},
+                CONFIG["intents"][1],
+            ],
+        }
+    )
+    agent = Agent.build(config, [lookup, forecast, flaky_forecast], model=model)
+    CALLS.clear()
+    runtime, summary = await run(agent, "weather for A1?")
+    assert summary.status is RunStatus.FINISHED
+    assert CALLS == ["lookup", "flaky_forecast", "forecast"]  # s1 was not run again
+    events = await runtime.events(summary.run_id)
+    plans = [e.data for e in events if e.type is EventType.PLAN_CREATED]
+    assert len(plans) == 2 and plans[1]["replan"] == 1 and plans[1]["kept"] == ["s1"]
+    assert "provider is down" in plans[1]["failure"]
+    assert "already used" in [e.data for e in events if e.type is EventType.MODEL_CALL][1]["reason"]
+    model.assert_complete()
+
+
+async def test_replans_are_bounded_then_handed_off() -> None:
+    failing = json.dumps(
+        {"steps": [{"id": "s1", "tool": "flaky_forecast", "args": {"city": "Paris"}}]}
+    )
+    again = json.dumps(
+        {"steps": [{"id": "r1", "tool": "flaky_forecast", "args": {"city": "Paris"}}]}
+    )
+    more = json.dumps(
+        {"steps": [{"id": "r2", "tool": "flaky_forecast", "args": {"city": "Paris"}}]}
+    )
+    model = ScriptedModel([failing, again, more])
+    config = parse_config(
+        {
+            **CONFIG,
+            "intents": [
+                {**CONFIG["intents"][0], "tools": ["flaky_forecast"]},
+                CONFIG["intents"][1],
+            ],
+        }
+    )
+    agent = Agent.build(config, [flaky_forecast], model=model)
+    _, summary = await run(agent, "weather in Paris?")
+    assert summary.status is RunStatus.HANDED_OFF
+    model.assert_complete()  # one plan and two replans, no more

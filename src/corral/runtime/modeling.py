@@ -18,7 +18,13 @@ from corral.errors import BudgetExceededError, CorralError, ErrorCode, ModelOutp
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
 from corral.models.base import Model, ModelRequest, ModelResponse
 from corral.models.structured import Attempt, Check, ask_structured
-from corral.planning.model_planner import draft_model, draft_to_plan, plan_problems, plan_request
+from corral.planning.model_planner import (
+    draft_model,
+    draft_to_plan,
+    plan_problems,
+    plan_request,
+    ungrounded_literals,
+)
 from corral.planning.validate import validate_plan
 from corral.reply.model_reply import ReplyAnswer, reply_problems, reply_request
 from corral.verify.judge import JudgeAnswer, judge_request
@@ -201,3 +207,72 @@ async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dic
             value=str(answer.entities.get(name, ""))[:100],
         )
     return kept
+
+
+async def model_replan(loop: RunLoop, failure: str) -> bool:
+    """Ask for a new plan after a failure; steps that succeeded are kept, never rerun.
+
+    Returns True when a valid new plan replaced the old one; False leaves the failure to
+    the usual ending (a handoff).
+    """
+    from corral.contracts import Plan
+
+    state, agent = loop.state, loop.agent
+    old = state.plan
+    assert old is not None and old.intent is not None
+    intent = old.intent
+    done = [s for s in old.steps if state.steps[s.id].status is StepStatus.SUCCEEDED]
+    context = agent.plan_context(intent)
+    allowed = sorted(context.allowed_tools or [])
+    tools = [agent.tools.get(name) for name in allowed if name in agent.tools]
+    summaries = "; ".join(f"{s.id} {s.tool} -> {state.steps[s.id].data}" for s in done)
+    max_steps = agent.config.limits.max_plan_steps
+    request = plan_request(
+        state.memory.goal,
+        intent,
+        tools,
+        state.entities,
+        max_steps - len(done),
+        _temperature(loop, "plan"),
+        failure=f"{failure}. Already done, keep and do not repeat: {summaries or 'nothing'}. "
+        "Use new step ids.",
+    )
+    said = " ".join(state.messages)
+
+    def combined(draft: Any) -> Plan:
+        return Plan(
+            plan_id="draft",
+            intent=intent,
+            source="model",
+            steps=[*done, *draft_to_plan(draft, "draft", intent).steps],
+        )
+
+    def problems(draft: Any) -> list[str]:
+        if not draft.steps:
+            return []
+        clash = [s.id for s in draft.steps if any(s.id == d.id for d in done)]
+        if clash:
+            return [f"step ids {clash} are already used by finished steps"]
+        try:
+            validate_plan(combined(draft), context)
+        except CorralError as exc:
+            return [exc.message]
+        return ungrounded_literals(draft, context, said, state.entities)
+
+    try:
+        draft: Any = await ask_model(loop, request, draft_model(allowed, max_steps), problems)
+    except CorralError:
+        return False
+    if not draft.steps:
+        return False
+    plan = combined(draft).model_copy(update={"plan_id": loop.effects.new_id("plan")})
+    loop.set_graph(validate_plan(plan, context))
+    loop.journal.emit(
+        EventType.PLAN_CREATED,
+        "plan",
+        plan=plan.model_dump(mode="json"),
+        replan=state.replans + 1,
+        kept=[s.id for s in done],
+        failure=failure,
+    )
+    return True

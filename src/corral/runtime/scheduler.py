@@ -34,6 +34,9 @@ from corral.verify.rules import check_success
 if TYPE_CHECKING:
     from corral.runtime.loop import RunLoop
 
+MAX_REPLANS = 2
+"""Seed 000/001: replan with the failure at most twice, then hand off."""
+
 MIN_SIMILARITY = 0.15
 """Capability matching proposes a tool only above this TF-IDF cosine similarity."""
 
@@ -94,12 +97,34 @@ class Scheduler:
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
         self._mark_blocked()
+        if self.stop is None and await self._replanned():
+            self.graph = self.loop.graph
+            await self.run()
+            return
         reply = None
         if self.stop is None and self.loop.model_may("replies"):
             from corral.runtime.modeling import model_reply
 
             reply = await model_reply(self.loop)
         conclude(self.loop, self.stop, reply)
+
+    async def _replanned(self) -> bool:
+        """Recovery's third rung for model plans: replan with the failure (at most twice)."""
+        plan = self.state.plan
+        failed = [s for s in self.state.steps.values() if s.status is StepStatus.FAILED]
+        if (
+            plan is None
+            or plan.source != "model"
+            or not failed
+            or self.agent.model is None
+            or self.state.replans >= MAX_REPLANS
+        ):
+            return False
+        from corral.runtime.modeling import model_replan
+
+        first = failed[0]
+        failure = f"step {first.id} ({first.tool}) failed with {first.error_code}: {first.reason}"
+        return await model_replan(self.loop, failure)
 
     def _ready(self) -> list[str]:
         statuses = self.loop.step_statuses()

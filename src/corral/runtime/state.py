@@ -84,6 +84,7 @@ class RunState:
     outcome: str | None = None
     error_code: str | None = None
     tool_calls: int = 0
+    replans: int = 0
     model_calls: int = 0
     tokens: int = 0
     cost: float = 0.0
@@ -145,7 +146,10 @@ def apply(state: RunState, event: Event) -> RunState:
         state.route = RouteDecision.model_validate(data["decision"])
     elif kind is EventType.PLAN_CREATED:
         state.plan = Plan.model_validate(data["plan"])
-        state.steps = {s.id: StepState(s.id, s.tool) for s in state.plan.steps}
+        kept = {sid: state.steps[sid] for sid in data.get("kept", []) if sid in state.steps}
+        state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in state.plan.steps}
+        if data.get("replan"):
+            state.replans += 1
     elif kind in (
         EventType.STEP_STARTED,
         EventType.TOOL_SELECTED,
