@@ -616,3 +616,15 @@ async def test_replans_are_bounded_then_handed_off() -> None:
     _, summary = await run(agent, "weather in Paris?")
     assert summary.status is RunStatus.HANDED_OFF
     model.assert_complete()  # one plan and two replans, no more
+
+
+def test_context_budget_keeps_the_newest_summaries() -> None:
+    from corral.models.context import clip, fit_summaries
+
+    summaries = [f"s{i} lookup: order shipped to Shanghai, parcel moving" for i in range(50)]
+    kept = fit_summaries(summaries, 60)
+    assert kept[0].startswith("(") and "earlier steps done" in kept[0]
+    assert kept[-1] == summaries[-1] and len(kept) < 10
+    assert fit_summaries(summaries[:2], 1000) == summaries[:2]
+    long = "很长的文本" * 500
+    assert len(clip(long, 50)) < len(long) and clip("short", 50) == "short"

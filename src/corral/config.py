@@ -71,6 +71,8 @@ class ModelConfig(_Strict):
     """Ask the model for declared entities the rules missed (values are grounded)."""
     replies: bool = False
     """Write the final reply with the model from fact summaries (checked; template fallback)."""
+    max_context_tokens: int = Field(1500, ge=200)
+    """Hard budget for what a layer puts into one model call besides its instructions."""
     max_reasks: int = Field(2, ge=0)
     """Re-asks with the validation errors before ``MODEL_OUTPUT_INVALID`` (seed 000)."""
     temperatures: dict[str, float] = Field(

@@ -17,6 +17,7 @@ from corral.contracts import EventType, IntentResult, RunStatus, StepStatus, Ver
 from corral.errors import BudgetExceededError, CorralError, ErrorCode, ModelOutputInvalidError
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
 from corral.models.base import Model, ModelRequest, ModelResponse
+from corral.models.context import fit_summaries
 from corral.models.structured import Attempt, Check, ask_structured
 from corral.planning.model_planner import (
     draft_model,
@@ -168,7 +169,9 @@ async def model_reply(loop: RunLoop) -> str | None:
     request = reply_request(
         state.memory.goal,
         facts,
-        state.memory.completed_steps,
+        fit_summaries(
+            state.memory.completed_steps, loop.agent.config.model.max_context_tokens // 2
+        ),
         state.language,
         _temperature(loop, "reply"),
     )
@@ -225,7 +228,10 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
     context = agent.plan_context(intent)
     allowed = sorted(context.allowed_tools or [])
     tools = [agent.tools.get(name) for name in allowed if name in agent.tools]
-    summaries = "; ".join(f"{s.id} {s.tool} -> {state.steps[s.id].data}" for s in done)
+    budget = agent.config.model.max_context_tokens
+    summaries = "; ".join(
+        fit_summaries([f"{s.id} {s.tool} -> {state.steps[s.id].data}" for s in done], budget // 2)
+    )
     max_steps = agent.config.limits.max_plan_steps
     request = plan_request(
         state.memory.goal,
