@@ -628,3 +628,27 @@ def test_context_budget_keeps_the_newest_summaries() -> None:
     assert fit_summaries(summaries[:2], 1000) == summaries[:2]
     long = "很长的文本" * 500
     assert len(clip(long, 50)) < len(long) and clip("short", 50) == "short"
+
+
+def test_model_strings() -> None:
+    from corral.errors import ConfigInvalidError
+    from corral.models.replay import ReplayModel
+    from corral.models.resolve import resolve_model
+
+    assert resolve_model("openai:deepseek-chat", base_url="http://127.0.0.1:9/v1").name == (
+        "openai:deepseek-chat"
+    )
+    replay = resolve_model("replay:run_1", replay_loader=lambda run_id: ReplayModel())
+    assert isinstance(replay, ReplayModel)
+    with pytest.raises(ConfigInvalidError):
+        resolve_model("gpt-4")
+    with pytest.raises(ConfigInvalidError):
+        resolve_model("replay:run_1")
+
+
+async def test_replay_model_fails_loudly_on_an_unseen_request() -> None:
+    from corral.errors import ReplayDivergedError
+    from corral.models.replay import ReplayModel
+
+    with pytest.raises(ReplayDivergedError):
+        await ReplayModel().complete(ModelRequest("plan", (Message("user", "new"),)))

@@ -54,9 +54,13 @@ def _home(home: Path | None) -> Path:
 def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:
     chosen = None
     if model is not None:
+        from corral.models.replay import ReplayModel
         from corral.models.resolve import resolve_model
 
-        chosen = resolve_model(model)
+        store = SqlStore.open(home / "corral.db")
+        chosen = resolve_model(
+            model, replay_loader=lambda run_id: ReplayModel.from_events(store.load_events(run_id))
+        )
     return load_agent(
         agent_dir,
         data_dir=home / "data" / agent_dir.resolve().name,

@@ -20,17 +20,23 @@ def resolve_model(
     """Build the model a string names.
 
     ``openai:NAME`` talks to any OpenAI-compatible endpoint (``base_url`` or
-    ``OPENAI_BASE_URL``); ``replay:RUN_ID`` answers from a stored run (``replay_loader``
-    reads it). Local GGUF models (``local:...``) are not available in this build.
+    ``OPENAI_BASE_URL``); ``local:smollm2`` or ``local:/path/model.gguf`` runs a GGUF model
+    in-process; ``replay:RUN_ID`` answers from a stored run (``replay_loader`` reads it).
     """
     provider, _, name = spec.partition(":")
     if provider == "openai" and name:
         return OpenAICompatibleModel(name, base_url=base_url, api_key=api_key, timeout_s=timeout_s)
+    if provider == "local" and name:
+        from pathlib import Path
+
+        from corral.models.local import LocalModel, smollm2_path
+
+        return LocalModel(smollm2_path() if name == "smollm2" else Path(name))
     if provider == "replay" and name:
         if replay_loader is None:
             raise ConfigInvalidError("replay models need a store to read the run from")
         return replay_loader(name)
     raise ConfigInvalidError(
         f"unknown model {spec!r}",
-        hint="use openai:MODEL (any OpenAI-compatible endpoint) or replay:RUN_ID",
+        hint="use openai:MODEL, local:smollm2, local:/path/model.gguf or replay:RUN_ID",
     )
