@@ -24,7 +24,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from corral import Agent, parse_config
-from corral.errors import ModelOutputInvalidError
+from corral.errors import CorralError
 from corral.models.resolve import resolve_model
 from corral.models.structured import Attempt, ask_structured, parse_json
 from corral.planning.model_planner import draft_model, plan_problems, plan_request
@@ -65,8 +65,10 @@ async def main(n: int) -> None:
                 check=lambda d, m=message, e=entities: plan_problems(d, "ask", context, m, e),
             )
             final_valid += 1
-        except ModelOutputInvalidError:
+        except CorralError:  # invalid after the re-asks, or the model failed
             pass
+        if not attempts:
+            continue
         first = attempts[0]
         try:
             json.loads(first.response.text)

@@ -44,7 +44,7 @@ class LocalModel:
     """A GGUF model run in-process, one request at a time (llama.cpp is not reentrant)."""
 
     path: Path
-    n_ctx: int = 2048
+    n_ctx: int = 4096
     n_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
     _llama: Any = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

@@ -22,6 +22,7 @@ from corral.models.base import Model, ModelRequest, ModelResponse
 
 T = TypeVar("T", bound=BaseModel)
 MAX_RECORDED_TEXT = 20_000
+MAX_REASK_ANSWER = 1_500
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ async def ask_structured(
             request.max_tokens,
         )
     reasons: list[str] = []
+    original = request
     for number in range(1, max_reasks + 2):
         response: ModelResponse = await call(model, request)
         repaired = False
@@ -123,7 +125,9 @@ async def ask_structured(
             return value
         listener(Attempt(request, response, number, False, repaired, reason))
         reasons.append(reason)
-        request = request.with_reask(response.text, reason)
+        # Each re-ask shows only the latest answer (clipped): the context stays bounded
+        # however many times the model got it wrong.
+        request = original.with_reask(response.text[:MAX_REASK_ANSWER], reason)
     raise ModelOutputInvalidError(
         f"{request.purpose}: the model's output stayed invalid after {max_reasks} re-asks: "
         + " | ".join(reasons)
