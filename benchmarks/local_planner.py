@@ -1,7 +1,7 @@
 """Valid-plan rate of the repair pipeline on a real local model (SmolLM2-135M, GGUF).
 
     bash scripts/venv.sh local      # builds llama-cpp-python (6-20 minutes the first time)
-    .venv/bin/python benchmarks/local_planner.py [--n 20]
+    .venv/bin/python benchmarks/local_planner.py [--n 10] [--max-tokens 300]
 
 Each request asks the model planner for a plan (grammar-constrained JSON). For every raw
 output the table counts: parses as JSON without repair; valid after repair against the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -39,7 +40,7 @@ MESSAGES = [
 ]
 
 
-async def main(n: int) -> None:
+async def main(n: int, max_tokens: int) -> None:
     model = resolve_model("local:smollm2")
     agent = Agent.build(parse_config(CONFIG), [lookup, forecast], model=model)
     context = agent.plan_context("ask")
@@ -53,7 +54,9 @@ async def main(n: int) -> None:
     for i in range(n):
         message = MESSAGES[i % len(MESSAGES)].format(n=i + 1)
         entities = {"order_id": f"A{i + 1}"}
-        request = plan_request(message, "ask", tools, entities, 10, 0.0)
+        request = dataclasses.replace(
+            plan_request(message, "ask", tools, entities, 10, 0.0), max_tokens=max_tokens
+        )
         attempts: list[Attempt] = []
         try:
             await ask_structured(
@@ -82,6 +85,11 @@ async def main(n: int) -> None:
             pass
         valid_first += first.accepted
         reasks += len(attempts) - 1
+        print(
+            f"request {i + 1}/{n}: {len(attempts)} attempts, first accepted: "
+            f"{first.accepted}, repaired: {first.repaired}",
+            flush=True,
+        )
     table = Table(title=f"SmolLM2-135M planner, {n} requests")
     table.add_column("measure")
     table.add_column("rate", justify="right")
@@ -98,5 +106,12 @@ async def main(n: int) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=20)
-    asyncio.run(main(parser.parse_args().n))
+    parser.add_argument("--n", type=int, default=10)
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=300,
+        help="per answer; a 135M model loops until the limit, 300 fits 3 steps",
+    )
+    args = parser.parse_args()
+    asyncio.run(main(args.n, args.max_tokens))

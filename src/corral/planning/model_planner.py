@@ -22,6 +22,9 @@ from corral.planning.typecheck import describe
 from corral.planning.validate import PlanContext, validate_plan
 from corral.tools.spec import ToolSpec
 
+PLAN_MAX_TOKENS = 600
+"""Enough for a 10-step plan; a small model that loops is cut off (and repaired) here."""
+
 
 def draft_model(tools: list[str], max_steps: int) -> type[BaseModel]:
     """The output schema: steps whose ``tool`` is one of ``tools``, at most ``max_steps``."""
@@ -85,7 +88,7 @@ def plan_request(
         schema,
         "plan",
         temperature,
-        800,
+        PLAN_MAX_TOKENS,
     )
 
 
