@@ -1,0 +1,148 @@
+"""Commands that talk: the interactive chat and the scripted demo."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from corral.cli.common import (
+    EXAMPLES,
+    HomeOption,
+    JsonOption,
+    _fails_cleanly,
+    _home,
+    _load,
+    _print_summary,
+    _runtime,
+    app,
+    console,
+)
+from corral.contracts import RunStatus, RunSummary
+
+YES = {
+    "是",
+    "是的",
+    "好",
+    "好的",
+    "确认",
+    "可以",
+    "行",
+    "嗯",
+    "对",
+    "y",
+    "yes",
+    "ok",
+    "okay",
+    "sure",
+}
+NO = {"不", "不要", "不用", "否", "取消", "算了", "n", "no", "nope", "cancel"}
+
+
+@app.command()
+@_fails_cleanly
+def chat(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
+    home: HomeOption = None,
+) -> None:
+    """Talk to an agent in the terminal; the state is shown after each turn.
+
+    Answer a confirmation with yes/no (是/不); /quit or an empty line ends the chat.
+    """
+    folder = _home(home)
+    runtime = _runtime(_load(agent_dir, folder), folder)
+    session_id = session or f"chat-{int(time.time())}"
+    console.print(f"[dim]session {session_id} — /quit to leave[/dim]")
+    waiting: RunSummary | None = None
+    while True:
+        try:
+            line = input("you> ").strip()
+        except EOFError:
+            break
+        if not line or line in ("/quit", "/exit"):
+            break
+        if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
+            word = line.lower().rstrip("。.!！")
+            if word not in YES | NO:
+                console.print("agent> 请回答 是 或 不 (yes / no)")
+                continue
+            summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
+        else:
+            summary = asyncio.run(runtime.start(line, session_id=session_id))
+        console.print(f"agent> {summary.reply}")
+        state = asyncio.run(runtime.load_state(summary.run_id))
+        intent = summary.intent.label if summary.intent else None
+        entities = ", ".join(
+            f"{k}={v['text'] if isinstance(v, dict) else v}" for k, v in state.entities.items()
+        )
+        console.print(
+            f"[dim]  state: {summary.status.value} · intent {intent} · "
+            f"entities {entities or '-'} · run {summary.run_id}[/dim]"
+        )
+        waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
+
+
+DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
+    (
+        "exchange in warranty, confirmed",
+        "我的打印机上周坏了，订单号 HD20240501，能换新吗？",
+        [("approve", True)],
+    ),
+    (
+        "exchange out of warranty, refused",
+        "Can I get a replacement for my scanner? Order HD20230315.",
+        [],
+    ),
+    (
+        "missing order id, asked for; then declined",
+        "我想申请换新，显示器突然黑屏了",
+        [("answer", "订单号是 HD20250920"), ("approve", False)],
+    ),
+    ("complaint, handed off with no tool", "你们这个打印机真是气死我了！", []),
+    ("chit-chat, canned reply", "Hello! Nice weather today, isn't it?", []),
+    ("gibberish, clarified", "asdfgh 啊啊啊 ？？？", []),
+]
+
+
+@app.command()
+@_fails_cleanly
+def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
+    """Run the after-sales agent on scripted Chinese and English messages, offline."""
+    folder = home or Path(tempfile.mkdtemp(prefix="corral-demo-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    agent = _load(EXAMPLES / "aftersales", folder)
+    runtime = _runtime(agent, folder)
+    results: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    for title, message, follow_ups in DEMO_SCRIPT:
+        summary = asyncio.run(runtime.start(message))
+        if not as_json:
+            _print_summary(summary, runtime, False, title)
+        for kind, value in follow_ups:
+            if kind == "approve":
+                summary = asyncio.run(runtime.resume(summary.run_id, approve=bool(value)))
+                label = "operator approves" if value else "user declines"
+            else:
+                summary = asyncio.run(runtime.resume(summary.run_id, answer=str(value)))
+                label = f"user answers: {value}"
+            if not as_json:
+                _print_summary(summary, runtime, False, f"  ↳ {label}")
+        results.append(
+            {"case": title, **summary.model_dump(mode="json", exclude={"pending", "handoff"})}
+        )
+    elapsed = time.perf_counter() - started
+    if as_json:
+        typer.echo(json.dumps({"cases": results, "wall_s": round(elapsed, 3)}, ensure_ascii=False))
+        return
+    statuses = ", ".join(f"{r['case'].split(',')[0]}: {r['status']}" for r in results)
+    console.print(
+        f"\n[bold]{len(results)} scenarios in {elapsed * 1000:.0f} ms[/bold] "
+        f"(state in {folder})\n{statuses}"
+    )
+    console.print(f"Try: corral traces <run_id> --home {folder}")

@@ -1,0 +1,139 @@
+"""Commands that measure: eval suites and the intent classifier."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from corral.agent import Agent, load_agent
+from corral.cli.common import (
+    HomeOption,
+    JsonOption,
+    _fails_cleanly,
+    _home,
+    _pct,
+    _print_report,
+    app,
+    console,
+)
+
+
+@app.command("eval")
+@_fails_cleanly
+def eval_suite(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="Default: AGENT_DIR/eval.yaml")
+    ] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Run an eval suite; exit 1 when a tier misses its bar (core 100 %, regular 95 %)."""
+    from corral.testing.evaluation import load_suite, run_suite
+
+    folder = _home(home)
+    scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
+
+    def fresh_agent() -> Agent:
+        return load_agent(
+            agent_dir, data_dir=Path(tempfile.mkdtemp(dir=scratch)), cache_dir=folder / "cache"
+        )
+
+    agent = fresh_agent()
+    started = time.perf_counter()
+    report = asyncio.run(run_suite(fresh_agent, load_suite(suite or agent_dir / "eval.yaml")))
+    figures = {**report.as_json(), "seconds": round(time.perf_counter() - started, 2)}
+    if as_json:
+        typer.echo(json.dumps(figures, ensure_ascii=False))
+    else:
+        table = Table(title=f"eval {agent.name}: {figures['cases']} cases", show_header=False)
+        table.add_row("pass rate", _pct(report.pass_rate()))
+        for tier, rate in figures["tiers"].items():
+            table.add_row(f"  {tier}", _pct(rate))
+        table.add_row("completion rate", _pct(report.completion_rate))
+        table.add_row("average steps", f"{report.average_steps:.2f}")
+        failures = ", ".join(f"{k} ×{n}" for k, n in figures["tool_failures"].items()) or "none"
+        table.add_row("tool failures", failures)
+        table.add_row("seconds", str(figures["seconds"]))
+        console.print(table)
+        for failure in figures["failures"]:
+            console.print(
+                f"[red]✗[/red] [{failure['tier']}] {failure['case']}: "
+                + "; ".join(failure["problems"])
+            )
+    if not report.tiers_met():
+        raise typer.Exit(1)
+
+
+intent_app = typer.Typer(no_args_is_help=True, help="Train and evaluate the intent classifier.")
+app.add_typer(intent_app, name="intent")
+
+DataArgument = Annotated[
+    Path, typer.Argument(help="A CSV (text,label), a seq.in/label folder, or a corpus folder")
+]
+
+
+@intent_app.command("train")
+@_fails_cleanly
+def intent_train(
+    data: DataArgument,
+    out: Annotated[Path | None, typer.Option("--out", help="Where to write the model")] = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Fit on the train split, tune the OOS threshold on valid, save, report on valid."""
+    from corral.intent.classifier import IntentClassifierModel, content_hash
+    from corral.intent.datasets import read_corpus
+    from corral.intent.evaluation import evaluate
+
+    corpus = read_corpus(data)
+    started = time.perf_counter()
+    model = IntentClassifierModel.fit(corpus.train)
+    model.tune_threshold(corpus.valid)
+    seconds = time.perf_counter() - started
+    target = (
+        out or _home(home) / "models" / f"intent-{content_hash(corpus.train, model.settings)}.pkl"
+    )
+    model.save(target)
+    _print_report(
+        evaluate(model, corpus.valid),
+        "validation",
+        as_json,
+        {
+            "model": str(target),
+            "train_examples": len(corpus.train),
+            "train_seconds": round(seconds, 2),
+            "calibrated": model.calibrated,
+            "temperature": round(model.temperature, 3),
+        },
+    )
+
+
+@intent_app.command("eval")
+@_fails_cleanly
+def intent_eval(
+    data: DataArgument,
+    model_path: Annotated[Path | None, typer.Option("--model", help="A trained model")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Report on the test split; without --model, train on train and tune on valid first."""
+    from corral.intent.classifier import IntentClassifierModel
+    from corral.intent.datasets import read_corpus
+    from corral.intent.evaluation import evaluate
+
+    corpus = read_corpus(data)
+    if model_path is not None:
+        model = IntentClassifierModel.load(model_path)
+    else:
+        model = IntentClassifierModel.fit(corpus.train)
+        model.tune_threshold(corpus.valid)
+    _print_report(
+        evaluate(model, corpus.test), "test", as_json, {"model": str(model_path or "trained now")}
+    )
