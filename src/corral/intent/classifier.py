@@ -22,6 +22,7 @@ from typing import Any
 
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
+from corral.intent.cache import fit_cached
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
 
 try:
@@ -252,15 +253,12 @@ def train_cached(
     data: LabelledTexts, cache_dir: Path | None, settings: ClassifierSettings | None = None
 ) -> IntentClassifierModel:
     """Fit, or load the model fitted earlier on exactly the same data and settings."""
-    settings = settings or ClassifierSettings()
-    if cache_dir is None:
-        return IntentClassifierModel.fit(data, settings)
-    path = cache_dir / f"intent-{content_hash(data, settings)}.pkl"
-    if path.is_file():
-        try:
-            return IntentClassifierModel.load(path)
-        except (ConfigInvalidError, pickle.UnpicklingError, EOFError, AttributeError):
-            path.unlink(missing_ok=True)  # a stale or broken cache entry is refitted
-    model = IntentClassifierModel.fit(data, settings)
-    model.save(path)
-    return model
+    chosen = settings or ClassifierSettings()
+    return fit_cached(
+        cache_dir,
+        f"intent-{content_hash(data, chosen)}.pkl",
+        IntentClassifierModel,
+        lambda: IntentClassifierModel.fit(data, chosen),
+        load=IntentClassifierModel.load,
+        save=IntentClassifierModel.save,
+    )
