@@ -209,3 +209,13 @@ def test_optional_reference_only_for_parameters_that_accept_none() -> None:
             [search_recent],
             [{"id": "s1", "tool": "search_recent", "args": {"q": "$entities.order_id?"}}],
         )
+
+
+def test_a_bad_plan_rule_fails_at_load() -> None:
+    from corral import parse_config
+
+    agent = agent_with()
+    data = agent.config.model_dump()
+    data["intents"][0]["plan_rules"] = [{"when": "__import__('os')", "plan": "p"}]
+    with pytest.raises(ConfigInvalidError, match="plan rule"):
+        Agent.build(parse_config(data), [how_old, search_recent, search_archive, cancel])

@@ -163,6 +163,12 @@ def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]
             compile_expression(expression)
         except CorralError as exc:
             problems.append(f"tool constraint {tool_name}: {exc.message}")
+    for spec in config.intents:
+        for rule in spec.plan_rules:
+            try:
+                compile_expression(rule.when)
+            except CorralError as exc:
+                problems.append(f"intent {spec.name} plan rule: {exc.message}")
     for rewrite in config.argument_rewrites:
         for name in (rewrite.tool, rewrite.use_tool):
             if name not in registry:

@@ -8,7 +8,7 @@ constraints). No model is asked.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from corral.config import AgentConfig, ArgumentRewrite
@@ -50,6 +50,8 @@ class DecisionPolicy:
 
     rewrites: tuple[Rewrite, ...]
     constraints: Mapping[str, Expression]
+    plan_rules: Mapping[str, tuple[tuple[Expression, str], ...]] = field(default_factory=dict)
+    """Intent -> its ``plan_rules`` as (condition, template), parsed once."""
 
     @classmethod
     def compile(cls, config: AgentConfig) -> DecisionPolicy:
@@ -57,6 +59,11 @@ class DecisionPolicy:
         return cls(
             tuple(Rewrite(r, compile_expression(r.when)) for r in config.argument_rewrites),
             {tool: compile_expression(expr) for tool, expr in config.tool_constraints.items()},
+            {
+                spec.name: tuple((compile_expression(r.when), r.plan) for r in spec.plan_rules)
+                for spec in config.intents
+                if spec.plan_rules
+            },
         )
 
     def rewrite(self, tool: str, names: Mapping[str, Any]) -> Rewrite | None:

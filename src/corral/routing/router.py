@@ -6,12 +6,14 @@ gets a canned reply; a plan runs only when its required entities are known.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from corral.config import AgentConfig
 from corral.contracts import IntentResult, RouteAction, RouteDecision
+from corral.errors import ExpressionInvalidError
 from corral.tools.registry import ToolRegistry
+from corral.verify.expressions import Expression, compile_expression
 
 
 def allowed_tools(
@@ -40,16 +42,27 @@ def plan_templates(config: AgentConfig, intent: str) -> list[str]:
     return [name for name in dict.fromkeys(names) if name in config.plans]
 
 
-def choose_plan(config: AgentConfig, intent: str, known: Mapping[str, Any]) -> str | None:
-    """The template for this message: the first plan rule that holds, else the default."""
-    from corral.errors import ExpressionInvalidError
-    from corral.verify.expressions import compile_expression
+def choose_plan(
+    config: AgentConfig,
+    intent: str,
+    known: Mapping[str, Any],
+    compiled: Sequence[tuple[Expression, str]] | None = None,
+) -> str | None:
+    """The template for this message: the first plan rule that holds, else the default.
 
+    ``compiled`` are the intent's rules parsed once at agent load (``DecisionPolicy``);
+    without them the rules are parsed here. A rule that reads a missing value is false.
+    """
     spec = config.intent(intent)
-    for rule in spec.plan_rules:
+    rules = (
+        compiled
+        if compiled is not None
+        else [(compile_expression(rule.when), rule.plan) for rule in spec.plan_rules]
+    )
+    for when, plan in rules:
         try:
-            if compile_expression(rule.when).evaluate({"entities": dict(known)}):
-                return rule.plan
+            if when.evaluate({"entities": dict(known)}):
+                return plan
         except ExpressionInvalidError:
             continue
     return spec.plan
@@ -60,6 +73,7 @@ def route(
     understood: IntentResult,
     known: Mapping[str, Any],
     registry: ToolRegistry | None = None,
+    plan_rules: Mapping[str, Sequence[tuple[Expression, str]]] | None = None,
 ) -> RouteDecision:
     """Choose the action for one message. ``known`` holds every entity known so far."""
     if understood.label is None or understood.need_clarification:
@@ -93,7 +107,9 @@ def route(
     return RouteDecision(
         action=RouteAction.PLAN,
         intent=spec.name,
-        template=choose_plan(config, spec.name, known),
+        template=choose_plan(
+            config, spec.name, known, plan_rules.get(spec.name) if plan_rules else None
+        ),
         reason="missing " + ", ".join(missing) if missing else "run plan",
         missing_entities=missing,
         allowed_tools=allowed_tools(config, spec.name, registry),

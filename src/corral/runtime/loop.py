@@ -136,7 +136,9 @@ class RunLoop:
                 duration_ms=round((self.effects.monotonic() - started) * 1000, 3),
             )
             self._merge_entities(understood.entities, "message")
-        decision = route(agent.config, understood, state.entities, agent.tools)
+        decision = route(
+            agent.config, understood, state.entities, agent.tools, agent.policy.plan_rules
+        )
         self.journal.emit(EventType.ROUTED, "route", decision=decision.model_dump(mode="json"))
         limits = agent.config.limits
         if decision.action is RouteAction.CLARIFY:
