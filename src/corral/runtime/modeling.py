@@ -26,12 +26,13 @@ from corral.planning.model_planner import (
     plan_request,
     ungrounded_literals,
 )
-from corral.planning.validate import validate_plan
+from corral.planning.validate import PlanContext, validate_plan
 from corral.reply.model_reply import ReplyAnswer, reply_problems, reply_request
 from corral.verify.judge import JudgeAnswer, judge_request
 
 if TYPE_CHECKING:
     from corral.runtime.loop import RunLoop
+    from corral.tools.spec import ToolSpec
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -99,12 +100,17 @@ async def model_intent(loop: RunLoop, text: str) -> IntentResult | None:
     return to_intent_result(answer)
 
 
+def _planner_tools(loop: RunLoop, intent: str) -> tuple[PlanContext, list[ToolSpec]]:
+    """What a model plan for ``intent`` is validated against, and the tools it may use."""
+    context = loop.agent.plan_context(intent)
+    names = sorted(context.allowed_tools or [])
+    return context, [loop.agent.tools.get(n) for n in names if n in loop.agent.tools]
+
+
 async def model_plan(loop: RunLoop, intent: str) -> None:
     """Plan with the model, validate like a template, or hand off; never run a bad plan."""
     agent, state = loop.agent, loop.state
-    context = agent.plan_context(intent)
-    allowed = sorted(context.allowed_tools or [])
-    tools = [agent.tools.get(name) for name in allowed if name in agent.tools]
+    context, tools = _planner_tools(loop, intent)
     max_steps = agent.config.limits.max_plan_steps
     request = plan_request(
         state.memory.goal, intent, tools, state.entities, max_steps, _temperature(loop, "plan")
@@ -225,9 +231,7 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
     assert old is not None and old.intent is not None
     intent = old.intent
     done = [s for s in old.steps if state.steps[s.id].status is StepStatus.SUCCEEDED]
-    context = agent.plan_context(intent)
-    allowed = sorted(context.allowed_tools or [])
-    tools = [agent.tools.get(name) for name in allowed if name in agent.tools]
+    context, tools = _planner_tools(loop, intent)
     budget = agent.config.model.max_context_tokens
     summaries = "; ".join(
         fit_summaries([f"{s.id} {s.tool} -> {state.steps[s.id].data}" for s in done], budget // 2)
@@ -266,7 +270,9 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
         return ungrounded_literals(draft, context, said, state.entities)
 
     try:
-        draft: Any = await ask_model(loop, request, draft_model(allowed, max_steps), problems)
+        draft: Any = await ask_model(
+            loop, request, draft_model([t.name for t in tools], max_steps), problems
+        )
     except CorralError:
         return False
     if not draft.steps:

@@ -26,7 +26,6 @@ from corral.testing.effects import FixedEffects
 
 if TYPE_CHECKING:
     from corral.agent import Agent
-    from corral.models.base import Model, ModelRequest, ModelResponse
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
 
@@ -65,10 +64,6 @@ class ReplayEffects(FixedEffects):
                 bool(recorded.get("retryable")),
             )
         return recorded.get("data")
-
-    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
-        """The replay model answers (the agent's model was swapped for it)."""
-        return await model.complete(request)
 
 
 def signature(event: Event) -> tuple[Any, ...]:
