@@ -70,7 +70,7 @@ def _refusal(loop: RunLoop) -> str | None:
     for step in state.steps.values():
         if step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value and step.refusal:
             return step.refusal
-    names = {"facts": state.memory.values(), "entities": state.entities}
+    names = loop.rule_names()
     for step in state.steps.values():
         if step.status is not StepStatus.BLOCKED:
             continue
@@ -90,6 +90,5 @@ def _refusal(loop: RunLoop) -> str | None:
 
 
 def _failure_template(loop: RunLoop, step_id: str) -> str | None:
-    plan = loop.state.plan
-    declared = loop.agent.config.plans.get(plan.template or "") if plan else None
+    declared = loop.declared_plan()
     return declared.on_failure.get(step_id) if declared else None

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from corral.agent import Agent
+from corral.config import PlanTemplate
 from corral.contracts import (
     EventType,
     HandoffPacket,
@@ -68,6 +69,21 @@ class RunLoop:
         }
         values.update(self.state.memory.values())
         return values
+
+    def rule_names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What business rules, constraints and rewrites may read."""
+        names: dict[str, Any] = {
+            "facts": self.state.memory.values(),
+            "entities": self.state.entities,
+        }
+        if args is not None:
+            names["args"] = args
+        return names
+
+    def declared_plan(self) -> PlanTemplate | None:
+        """The config template the run's plan came from (``None`` for model plans)."""
+        plan = self.state.plan
+        return self.agent.config.plans.get(plan.template or "") if plan else None
 
     @property
     def graph(self) -> PlanGraph:

@@ -226,21 +226,11 @@ class Scheduler:
     def _allowed(self) -> set[str]:
         return set(self.state.route.allowed_tools) if self.state.route else set()
 
-    def _names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """What policies and rules may read."""
-        names: dict[str, Any] = {
-            "facts": self.state.memory.values(),
-            "entities": self.state.entities,
-        }
-        if args is not None:
-            names["args"] = args
-        return names
-
     def _rewrite(
         self, step_id: str, spec: ToolSpec, args: dict[str, Any]
     ) -> tuple[ToolSpec, dict[str, Any]]:
         """Parameter post-processing: the tool these arguments really call (seed 004)."""
-        rewrite = self.agent.policy.rewrite(spec.name, self._names(args))
+        rewrite = self.agent.policy.rewrite(spec.name, self.loop.rule_names(args))
         if rewrite is None:
             return spec, args
         target = self.agent.tools.get(rewrite.rule.use_tool)
@@ -258,7 +248,7 @@ class Scheduler:
         return target, kept
 
     def _refused_by_rule(self, step_id: str, tool: str) -> bool:
-        names = self._names()
+        names = self.loop.rule_names()
         for rule in self.agent.rules:
             if rule.rule.before_tool != tool:
                 continue
@@ -294,8 +284,7 @@ class Scheduler:
         return decision
 
     def _confirm_template(self, step_id: str) -> str:
-        plan = self.state.plan
-        declared = self.agent.config.plans.get(plan.template or "") if plan else None
+        declared = self.loop.declared_plan()
         return declared.confirm.get(step_id, "confirm") if declared else "confirm"
 
     def _facts_and_entities(self) -> dict[str, Any]:
@@ -327,7 +316,7 @@ class Scheduler:
                 and name not in known
                 and interchangeable(agent.tools.get(name), spec)
             ]
-        allowed, names = self._allowed(), self._names(args)
+        allowed, names = self._allowed(), self.loop.rule_names(args)
         eligible: list[ToolSpec] = []
         excluded: dict[str, str] = {}
         for candidate in ranked:
