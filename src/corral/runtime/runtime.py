@@ -215,16 +215,17 @@ class Runtime:
 
         loop = RunLoop(self.agent, journal, self.effects, persist)
         await loop.drive()
-        await self._persist(journal)
+        summary = await self._persist(journal)
         state = journal.state
         if state.session_id:
             await self._io(self._update_session, state)
-        return summarize_run(state)
+        return summary or summarize_run(state)
 
-    async def _persist(self, journal: Journal) -> None:
+    async def _persist(self, journal: Journal) -> RunSummary | None:
+        """Store the buffered events; returns the summary it stored (``None``: nothing new)."""
         events = journal.drain()
         if not events:
-            return
+            return None
         state = journal.state
         summary = summarize_run(state)
         assert state.received_at is not None
@@ -240,6 +241,7 @@ class Runtime:
         )
         handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
         await self._io(self._write, record, events, handoff, state.trace_id)
+        return summary
 
     def _write(
         self,
