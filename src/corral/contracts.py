@@ -176,6 +176,8 @@ class StepStatus(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     BLOCKED = "blocked"
+    UNKNOWN = "unknown"
+    """A write whose outcome is unknown (timed out, or failed ambiguously)."""
 
 
 # --------------------------------------------------------------------------- events

@@ -46,6 +46,15 @@ class ErrorCode(StrEnum):
     TEMPLATE_INVALID = "TEMPLATE_INVALID"
     INPUT_TOO_LARGE = "INPUT_TOO_LARGE"
     REPLAY_DIVERGED = "REPLAY_DIVERGED"
+    RUN_BUSY = "RUN_BUSY"
+    LEASE_LOST = "LEASE_LOST"
+    EVENT_CONFLICT = "EVENT_CONFLICT"
+    OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    STORE_READ_ONLY = "STORE_READ_ONLY"
+    STORE_FULL = "STORE_FULL"
+    STORE_CORRUPT = "STORE_CORRUPT"
+    INVALID_INPUT = "INVALID_INPUT"
 
 
 class CorralError(Exception):
@@ -96,10 +105,22 @@ class ToolTimeoutError(CorralError):
 
 
 class TransientToolError(CorralError):
-    """Raised by a tool to say: this failure is temporary, try again (network, 5xx, locks)."""
+    """Raised by a tool to say: this failure is temporary (network, 5xx, locks).
+
+    ``applied`` says whether the effect may already have happened. A read is retried
+    whatever it says. A write is retried only with ``applied=False`` (the tool knows the
+    effect did not happen, e.g. the connection was refused), or when its policy declares
+    it idempotent by key; otherwise its outcome is unknown and never retried blindly.
+    """
 
     code = ErrorCode.TOOL_TRANSIENT
     retryable = True
+
+    def __init__(
+        self, message: str, *, applied: bool | None = None, hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.applied = applied
 
 
 class ToolFailedError(CorralError):
@@ -202,3 +223,83 @@ class ReplayDivergedError(CorralError):
     """A replay asked for a model call or tool result the recorded run never made."""
 
     code = ErrorCode.REPLAY_DIVERGED
+
+
+class RunBusyError(CorralError):
+    """Another process holds the run's lease and is driving it right now."""
+
+    code = ErrorCode.RUN_BUSY
+
+
+class LeaseLostError(CorralError):
+    """This process no longer owns the run (its lease expired and was taken over).
+
+    Raised before any tool is entered: a process without the lease causes no side effect.
+    """
+
+    code = ErrorCode.LEASE_LOST
+
+
+class EventConflictError(CorralError):
+    """An event's ``seq`` is already stored: another writer appended to the same run."""
+
+    code = ErrorCode.EVENT_CONFLICT
+
+
+class OutcomeUnknownError(CorralError):
+    """A write timed out or failed ambiguously: its effect may or may not have happened."""
+
+    code = ErrorCode.OUTCOME_UNKNOWN
+
+
+class StoreError(CorralError):
+    """The event store failed. Says which run, and what had already happened before it."""
+
+    code = ErrorCode.STORE_UNAVAILABLE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        happened: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        parts = [message]
+        if run_id:
+            parts.append(f"run {run_id}")
+        if happened:
+            parts.append(happened)
+        super().__init__("; ".join(parts), hint=hint)
+        self.run_id = run_id
+        self.happened = happened
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached or opened (missing file, server down, wrong path)."""
+
+    code = ErrorCode.STORE_UNAVAILABLE
+
+
+class StoreReadOnlyError(StoreError):
+    """The store (or its folder) cannot be written."""
+
+    code = ErrorCode.STORE_READ_ONLY
+
+
+class StoreFullError(StoreError):
+    """The disk (or the database's quota) is full."""
+
+    code = ErrorCode.STORE_FULL
+
+
+class StoreCorruptError(StoreError):
+    """The stored data is damaged, or the database vanished while a run was using it."""
+
+    code = ErrorCode.STORE_CORRUPT
+
+
+class InvalidInputError(CorralError):
+    """User input that cannot be handled as text (invalid UTF-8, lone surrogates)."""
+
+    code = ErrorCode.INVALID_INPUT
