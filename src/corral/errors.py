@@ -271,8 +271,13 @@ class StoreError(CorralError):
         if happened:
             parts.append(happened)
         super().__init__("; ".join(parts), hint=hint)
+        self.base_message = message
         self.run_id = run_id
         self.happened = happened
+
+    def with_context(self, run_id: str, happened: str) -> StoreError:
+        """The same failure, saying which run it hit and what had already happened."""
+        return type(self)(self.base_message, run_id=run_id, happened=happened, hint=self.hint)
 
 
 class StoreUnavailableError(StoreError):

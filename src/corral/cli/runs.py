@@ -221,4 +221,4 @@ def gc(home: HomeOption = None) -> None:
 
     store = SqlStore.open(_home(home) / "corral.db")
     sessions_deleted, runs_deleted = store.purge(datetime.now(UTC), TASK_TTL)
-    console.print(f"deleted {sessions_deleted} sessions and {runs_deleted} runs")
+    console.print(f"deleted {sessions_deleted} sessions and {len(runs_deleted)} runs")

@@ -3,12 +3,21 @@
 ``Runtime`` ties an agent to a store and an effects boundary. Storage calls run in a
 worker thread, never on the event loop. A run is persisted when it pauses, when it ends,
 and before any write tool runs; in between, events are batched.
+
+One process drives a run at a time. Driving takes the run's lease in the store; a second
+``resume`` of a live run gets ``RUN_BUSY`` (or waits), and every save is fenced by the
+lease, so a process that lost it appends nothing and enters no tool.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,15 +31,24 @@ from corral.contracts import (
     RunStatus,
     RunSummary,
     StepBrief,
+    StepStatus,
 )
-from corral.errors import InputTooLargeError, RunNotFoundError, RunNotResumableError
+from corral.errors import (
+    InputTooLargeError,
+    LeaseLostError,
+    RunBusyError,
+    RunNotFoundError,
+    RunNotResumableError,
+    StoreError,
+)
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
 from corral.runtime.effects import Effects, LiveEffects
+from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.state import RunState, fold
-from corral.store.base import RunRecord, SessionRecord, Store
+from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
 
 T = TypeVar("T")
@@ -85,11 +103,18 @@ class Runtime:
         *,
         effects: Effects | None = None,
         log_dir: Path | None = None,
+        lease_ttl_s: float = DEFAULT_LEASE_S,
+        faults: Faults | None = None,
     ) -> None:
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
-        self.effects: Effects = effects if effects is not None else LiveEffects()
+        self.faults = faults if faults is not None else Faults()
+        effects = effects if effects is not None else LiveEffects()
+        self.effects: Effects = (
+            FaultyEffects(effects, self.faults) if self.faults.active else effects
+        )
         self.log = JsonlLog(log_dir) if log_dir is not None else None
+        self.lease_ttl_s = lease_ttl_s
 
     # ------------------------------------------------------------------ public API
 
@@ -109,6 +134,17 @@ class Runtime:
                 if record and record.status == RunStatus.AWAITING_USER.value:
                     return await self.resume(session.open_run_id, answer=message)
         run_id = self.effects.new_id("run")
+        async with self._holding(run_id, 0.0) as lease:
+            return await self._start(run_id, message, session, session_id, lease)
+
+    async def _start(
+        self,
+        run_id: str,
+        message: str,
+        session: SessionRecord | None,
+        session_id: str | None,
+        lease: Lease,
+    ) -> RunSummary:
         state = RunState(run_id=run_id)
         journal = Journal(state, self.effects)
         received_at = self.effects.now()
@@ -134,20 +170,64 @@ class Runtime:
                 journal.emit(
                     EventType.ENTITIES_MERGED, "intent", entities=carried, origin="session"
                 )
-        return await self._drive(journal)
+        return await self._drive(journal, lease)
 
     async def resume(
-        self, run_id: str, *, approve: bool | None = None, answer: str | None = None
+        self,
+        run_id: str,
+        *,
+        approve: bool | None = None,
+        answer: str | None = None,
+        wait_s: float = 0.0,
     ) -> RunSummary:
         """Continue a stored run.
 
         Approve or reject a pending confirmation, answer a pending question, or (with
-        neither) pick up a run whose process died mid-way.
+        neither) pick up a run whose process died mid-way. While another process drives
+        the run this raises ``RunBusyError``, or waits up to ``wait_s`` for it.
+
+        Input is applied to what the caller saw: an approval or answer that another call
+        already gave (a double click) returns the run's current summary instead of
+        approving or answering whatever the run waits for next.
         """
-        events = await self._io(self.store.load_events, run_id)
-        if not events:
-            raise RunNotFoundError(f"no run {run_id!r}", hint="list runs with `corral runs`")
-        state = fold(run_id, events)
+        seen = await self.load_state(run_id)
+        async with self._holding(run_id, wait_s) as lease:
+            state = await self.load_state(run_id)
+            if self._given_already(seen, state, approve, answer):
+                return summarize_run(state)
+            journal = self._journal_for_input(state, approve, answer)
+            return await self._drive(journal, lease)
+
+    def _given_already(
+        self, seen: RunState, now: RunState, approve: bool | None, answer: str | None
+    ) -> bool:
+        """True when this very input was applied by another call since the caller looked."""
+        if approve is not None and seen.pending is not None and seen.pending.step_id:
+            step_id = seen.pending.step_id
+            decided = now.confirmations.get(step_id)
+            waiting_same = now.pending is not None and now.pending.step_id == step_id
+            if decided is None or waiting_same:
+                return False
+            if decided is not approve:
+                raise RunNotResumableError(
+                    f"step {step_id} of run {now.run_id} was already "
+                    f"{'approved' if decided else 'rejected'}"
+                )
+            return True
+        if answer is not None and seen.status is RunStatus.AWAITING_USER:
+            asked = len(seen.messages)
+            if len(now.messages) <= asked:
+                return False
+            if now.messages[asked] != answer:
+                raise RunNotResumableError(f"the question of run {now.run_id} was already answered")
+            return True
+        return False
+
+    def _journal_for_input(
+        self, state: RunState, approve: bool | None, answer: str | None
+    ) -> Journal:
+        """Check the input against what the run waits for and record it."""
+        run_id = state.run_id
         journal = Journal(state, self.effects)
         status = state.status
         if status.terminal:
@@ -184,7 +264,7 @@ class Runtime:
                 f"run {run_id} is not waiting for input "
                 f"({status.value}); resume it without arguments"
             )
-        return await self._drive(journal)
+        return journal
 
     async def summary(self, run_id: str) -> RunSummary:
         """The current summary of a stored run."""
@@ -209,22 +289,67 @@ class Runtime:
             return await asyncio.to_thread(call, *args)
         return call(*args)
 
-    async def _drive(self, journal: Journal) -> RunSummary:
+    def _owner(self) -> str:
+        """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message."""
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    @asynccontextmanager
+    async def _holding(self, run_id: str, wait_s: float) -> AsyncIterator[Lease]:
+        """Hold the run's lease (heartbeat included) for the block, then release it."""
+        lease = Lease(run_id, self._owner(), self.lease_ttl_s)
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        pause = 0.05
+        while True:
+            try:
+                await self._io(self.store.acquire_lease, lease)
+                break
+            except RunBusyError:
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+        heartbeat = asyncio.ensure_future(self._heartbeat(lease))
+        try:
+            yield lease
+        finally:
+            heartbeat.cancel()
+            try:
+                await self._io(self.store.release_lease, lease)
+            except StoreError:
+                pass  # it expires by itself; the run's outcome is already decided
+
+    async def _heartbeat(self, lease: Lease) -> None:
+        """Renew the lease while a step runs longer than it; stop once it is lost."""
+        while True:
+            await asyncio.sleep(lease.ttl_s / 3)
+            try:
+                await self._io(self.store.renew_lease, lease)
+            except LeaseLostError:
+                return
+            except StoreError:
+                continue  # a blip: the fence on the next save decides
+
+    async def _drive(self, journal: Journal, lease: Lease) -> RunSummary:
         async def persist() -> None:
-            await self._persist(journal)
+            await self._persist(journal, lease)
 
         loop = RunLoop(self.agent, journal, self.effects, persist)
         await loop.drive()
-        summary = await self._persist(journal)
+        summary = await self._persist(journal, lease)
         state = journal.state
         if state.session_id:
             await self._io(self._update_session, state)
         return summary or summarize_run(state)
 
-    async def _persist(self, journal: Journal) -> RunSummary | None:
-        """Store the buffered events; returns the summary it stored (``None``: nothing new)."""
+    async def _persist(self, journal: Journal, lease: Lease) -> RunSummary | None:
+        """Store the buffered events under the lease (fenced); ``None``: nothing new.
+
+        A store failure is re-raised saying what had already happened in the run, so
+        nobody is told "failed" about a write that was made.
+        """
         events = journal.drain()
         if not events:
+            await self._io(self.store.renew_lease, lease)
             return None
         state = journal.state
         summary = summarize_run(state)
@@ -240,8 +365,34 @@ class Runtime:
             summary=summary.model_dump(mode="json", exclude={"handoff"}),
         )
         handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
-        await self._io(self._write, record, events, handoff, state.trace_id)
+        self.faults.hit("before_commit")
+        try:
+            await self._io(self._write, record, events, handoff, state.trace_id, lease)
+        except StoreError as exc:
+            raise exc.with_context(state.run_id, self._happened(state)) from exc
         return summary
+
+    def _happened(self, state: RunState) -> str:
+        """What the run had done before a store failure, and how to finish it."""
+        done = [
+            f"{s.tool_used or s.tool} succeeded ({s.result.summary if s.result else 'done'})"
+            for s in state.steps.values()
+            if s.status is StepStatus.SUCCEEDED and self._is_write(s.tool_used or s.tool)
+        ]
+        started = [
+            f"{s.tool_used or s.tool} was started"
+            for s in state.steps.values()
+            if s.status is StepStatus.RUNNING and self._is_write(s.tool_used or s.tool)
+        ]
+        finish = f"`corral resume {state.run_id}` finishes the run"
+        if done or started:
+            return f"already happened: {'; '.join(done + started)}; {finish}"
+        return f"no write had been made; {finish}"
+
+    def _is_write(self, tool: str) -> bool:
+        return (
+            tool in self.agent.tools.names() and self.agent.tools.get(tool).policy.kind == "write"
+        )
 
     def _write(
         self,
@@ -249,8 +400,10 @@ class Runtime:
         events: list[Event],
         handoff: HandoffPacket | None,
         trace_id: str,
+        lease: Lease,
     ) -> None:
-        self.store.save(record, events, handoff)
+        self.store.save(record, events, handoff, lease=lease)
+        self.faults.hit("after_commit")
         if self.log is not None:
             self.log.append(trace_id, events)
 

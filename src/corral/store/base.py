@@ -31,6 +31,31 @@ class RunRecord:
 
 TERMINAL_STATUSES = ("finished", "failed", "handed_off")
 
+DEFAULT_LEASE_S = 30.0
+"""How long a run's owner may go silent before another process may take the run over."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right to drive one run: held by one owner until it is released or expires.
+
+    The owner renews it while it works (a heartbeat) and every save that carries it is
+    fenced: it commits only while the lease is still held, so a process that lost its
+    lease cannot append events or start a tool.
+    """
+
+    run_id: str
+    owner: str
+    ttl_s: float = DEFAULT_LEASE_S
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """Who holds a run's lease now, for a ``RUN_BUSY`` message."""
+
+    owner: str
+    expires_in_s: float
+
 
 @dataclass(frozen=True)
 class SessionRecord:
@@ -52,9 +77,39 @@ class Store(Protocol):
     """True when calls do I/O: the runtime then calls them from a worker thread."""
 
     def save(
-        self, run: RunRecord, events: Sequence[Event], handoff: HandoffPacket | None = None
+        self,
+        run: RunRecord,
+        events: Sequence[Event],
+        handoff: HandoffPacket | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
-        """Upsert the run row, append events (ignoring ones already stored), store a handoff."""
+        """Upsert the run row, append events and store a handoff, in one transaction.
+
+        An event whose ``seq`` is already stored with other content raises
+        ``EventConflictError`` and nothing is written (an identical repeat is harmless).
+        With ``lease``, the save is fenced: it raises ``LeaseLostError`` and writes
+        nothing unless that lease is still held, and it extends the lease.
+        """
+        ...
+
+    def acquire_lease(self, lease: Lease) -> None:
+        """Take (or renew) the run's lease; ``RunBusyError`` while another owner holds it.
+
+        An expired lease is taken over: its owner is presumed dead.
+        """
+        ...
+
+    def renew_lease(self, lease: Lease) -> None:
+        """Extend a held lease; ``LeaseLostError`` when it expired and was taken over."""
+        ...
+
+    def release_lease(self, lease: Lease) -> None:
+        """Give the lease up if ``lease.owner`` still holds it (else do nothing)."""
+        ...
+
+    def lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """The live holder of a run's lease, or ``None`` when it is free or expired."""
         ...
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -81,10 +136,11 @@ class Store(Protocol):
         """Create or replace a session."""
         ...
 
-    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Delete expired sessions, and ended runs (with their events) older than the TTL.
 
-        Returns (sessions deleted, runs deleted). Paused runs are kept: a person may still
+        Returns (sessions deleted, ids of the runs deleted), so that files derived from
+        those runs (their JSONL logs) can go too. Paused runs are kept: a person may still
         answer them.
         """
         ...

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from corral.contracts import Event, HandoffPacket
-from corral.store.base import TERMINAL_STATUSES, RunRecord, SessionRecord
+from corral.errors import EventConflictError, LeaseLostError, RunBusyError
+from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 
 
 @dataclass
@@ -18,18 +20,65 @@ class MemoryStore:
     events: dict[str, list[Event]] = field(default_factory=dict)
     handoffs: dict[str, HandoffPacket] = field(default_factory=dict)
     sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    leases: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Run id -> (owner, expiry in Unix time)."""
     blocking: bool = False
 
     def save(
-        self, run: RunRecord, events: Sequence[Event], handoff: HandoffPacket | None = None
+        self,
+        run: RunRecord,
+        events: Sequence[Event],
+        handoff: HandoffPacket | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
-        """Upsert the run, append new events, keep the handoff."""
+        """Check the lease, append new events (a taken ``seq`` is a conflict), upsert."""
+        if lease is not None:
+            self.renew_lease(lease)
+        stored = self.events.get(run.run_id, [])
+        by_seq = {e.seq: e for e in stored}
+        for new in events:
+            old = by_seq.get(new.seq)
+            if old is not None and (old.type, old.stage, old.data) != (
+                new.type,
+                new.stage,
+                new.data,
+            ):
+                raise EventConflictError(
+                    f"event {new.seq} of run {run.run_id} was already written by another writer"
+                )
+        fresh = sorted((e for e in events if e.seq not in by_seq), key=lambda e: e.seq)
+        self.events[run.run_id] = sorted([*stored, *fresh], key=lambda e: e.seq)
         self.runs[run.run_id] = run
-        stored = self.events.setdefault(run.run_id, [])
-        last = stored[-1].seq if stored else 0
-        stored.extend(e for e in events if e.seq > last)
         if handoff is not None:
             self.handoffs[run.run_id] = handoff
+
+    def acquire_lease(self, lease: Lease) -> None:
+        """Take the lease unless another live owner holds it."""
+        held = self.leases.get(lease.run_id)
+        if held is not None and held[0] != lease.owner and held[1] > time.time():
+            raise RunBusyError(f"run {lease.run_id} is being driven by another owner")
+        self.leases[lease.run_id] = (lease.owner, time.time() + lease.ttl_s)
+
+    def renew_lease(self, lease: Lease) -> None:
+        """Extend the lease, or ``LeaseLostError``."""
+        held = self.leases.get(lease.run_id)
+        if held is None or held[0] != lease.owner or held[1] <= time.time():
+            raise LeaseLostError(f"this owner no longer holds the lease on run {lease.run_id}")
+        self.leases[lease.run_id] = (lease.owner, time.time() + lease.ttl_s)
+
+    def release_lease(self, lease: Lease) -> None:
+        """Drop the lease if still ours."""
+        held = self.leases.get(lease.run_id)
+        if held is not None and held[0] == lease.owner:
+            del self.leases[lease.run_id]
+
+    def lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """The live holder, or ``None``."""
+        held = self.leases.get(run_id)
+        if held is None or held[1] <= time.time():
+            return None
+        return LeaseHolder(held[0], held[1] - time.time())
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run row, or ``None``."""
@@ -56,7 +105,7 @@ class MemoryStore:
         """Create or replace."""
         self.sessions[session.session_id] = session
 
-    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Drop expired sessions and old ended runs."""
         expired = [sid for sid, s in self.sessions.items() if s.expires_at <= now]
         for sid in expired:
@@ -70,4 +119,5 @@ class MemoryStore:
             self.runs.pop(rid)
             self.events.pop(rid, None)
             self.handoffs.pop(rid, None)
-        return len(expired), len(old)
+            self.leases.pop(rid, None)
+        return len(expired), old

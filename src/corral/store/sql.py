@@ -1,17 +1,28 @@
-"""Runs, events, handoffs and sessions in SQLite (WAL) or PostgreSQL, via SQLAlchemy Core."""
+"""Runs, events, handoffs, leases and sessions in SQLite (WAL) or PostgreSQL (SQLAlchemy Core).
+
+Every write is one transaction that takes the write lock up front: ``BEGIN IMMEDIATE`` on
+SQLite, a row lock (``SELECT ... FOR UPDATE``) on the run's lease on PostgreSQL. That is
+what makes a fenced save atomic: the lease is checked and the events appended under the
+same lock, so two processes can never both append to one run.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
     Column,
+    Connection,
     DateTime,
     Engine,
+    Float,
     Integer,
     MetaData,
     String,
@@ -22,13 +33,21 @@ from sqlalchemy import (
     event,
     insert,
     select,
+    text,
     update,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.pool import StaticPool
 
 from corral.contracts import Event, EventType, HandoffPacket
-from corral.store.base import TERMINAL_STATUSES, RunRecord, SessionRecord
+from corral.errors import (
+    EventConflictError,
+    LeaseLostError,
+    RunBusyError,
+    StoreUnavailableError,
+)
+from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
+from corral.store.faults import store_faults
 
 metadata = MetaData()
 
@@ -57,6 +76,17 @@ events = Table(
     Column("data", Text, nullable=False),
 )
 
+leases = Table(
+    "corral_leases",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("owner", String(128), nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+"""One row per run being driven; ``expires_at`` is Unix time. A separate table (not
+columns of ``corral_runs``) so that homes created before leases existed gain it by
+``create_all`` alone."""
+
 sessions = Table(
     "corral_sessions",
     metadata,
@@ -72,23 +102,61 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _event_row(e: Event) -> dict[str, Any]:
+    return {
+        "run_id": e.run_id,
+        "seq": e.seq,
+        "ts": e.ts,
+        "type": e.type.value,
+        "stage": e.stage,
+        "data": _dumps(e.data),
+    }
+
+
 def _aware(value: datetime) -> datetime:
     """SQLite returns naive datetimes; everything corral stores is UTC."""
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-def _enable_wal(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    """Per connection: wait for locks, WAL, and let ``_sqlite_begin`` issue BEGIN itself."""
+    dbapi_connection.isolation_level = None  # the driver's own lazy BEGIN is not IMMEDIATE
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")  # first: a concurrent first open waits
+    if cursor.execute("PRAGMA query_only").fetchone()[0] == 0:
+        cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()
 
 
+def _sqlite_begin(conn: Connection) -> None:
+    """Writes take the write lock at BEGIN (IMMEDIATE), so check-then-write is atomic."""
+    immediate = conn.get_execution_options().get("corral_write", False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
 def sqlite_url(path: Path) -> str:
-    """The SQLAlchemy URL of a SQLite file (its folder is created)."""
+    """The SQLAlchemy URL of a SQLite file (its folder is created, the file made 0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        # SQLite gives its -wal and -shm files the database file's mode: create it private.
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     return f"sqlite:///{path}"
+
+
+def _read_only_url(path: Path) -> str:
+    """A URL that opens an existing SQLite file without writing anything next to it.
+
+    ``immutable=1`` is needed when the folder is read-only: a WAL database cannot even be
+    read with ``mode=ro`` if its ``-shm`` file cannot be created.
+    """
+    mode = "mode=ro" if os.access(path.parent, os.W_OK) else "immutable=1"
+    return f"sqlite:///file:{path.resolve()}?{mode}&uri=true"
+
+
+def _now() -> float:
+    """Lease clock: Unix time. Leases are infrastructure, not part of a run's log."""
+    return time.time()
 
 
 class SqlStore:
@@ -96,30 +164,148 @@ class SqlStore:
 
     blocking = True
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self, engine: Engine, *, path: Path | None = None, read_only: bool = False
+    ) -> None:
         self.engine = engine
+        self.path = path
+        """The SQLite file, watched so that a database deleted mid-run is detected."""
+        self.read_only = read_only
+        self._identity = self._file_identity()
         if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _enable_wal)
-        metadata.create_all(engine)
+            event.listen(engine, "connect", _sqlite_connect)
+            event.listen(engine, "begin", _sqlite_begin)
+        if not read_only:
+            with store_faults(action="creating the schema"):
+                self._create_schema()
 
     @classmethod
-    def open(cls, target: str | Path) -> SqlStore:
-        """A store on a URL (``postgresql+psycopg://...``) or a SQLite file path."""
-        text = str(target)
-        url = text if "://" in text else sqlite_url(Path(text))
-        return cls(create_engine(url, future=True))
+    def open(cls, target: str | Path, *, read_only: bool = False) -> SqlStore:
+        """A store on a URL (``postgresql+psycopg://...``) or a SQLite file path.
 
-    def _insert_ignoring_duplicates(self, table: Table) -> Any:
+        ``read_only`` opens an existing SQLite file without writing (for ``runs``,
+        ``show``, ``traces`` on a read-only home); a missing file reads as empty.
+        """
+        text_target = str(target)
+        if "://" in text_target:
+            return cls(create_engine(text_target), read_only=read_only)
+        path = Path(text_target)
+        with store_faults(action=f"opening {path}"):
+            if not read_only:
+                return cls(create_engine(sqlite_url(path)), path=path)
+            if not path.exists():
+                empty = cls(create_engine("sqlite://", poolclass=StaticPool))
+                empty.read_only = True
+                return empty
+            return cls(create_engine(_read_only_url(path)), path=path, read_only=True)
+
+    def _create_schema(self) -> None:
+        """Create missing tables; safe from any number of processes opening a new home."""
+        with self._write() as conn:
+            if self.engine.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
+            metadata.create_all(conn)
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            stat = self.path.stat()
+        except OSError:
+            return None
+        return stat.st_dev, stat.st_ino
+
+    def _check_file(self, run_id: str | None) -> None:
+        """A SQLite file deleted or replaced while open would swallow writes: refuse."""
+        if self.path is not None and self._file_identity() != self._identity:
+            raise StoreUnavailableError(
+                f"the database {self.path} was removed or replaced while in use",
+                run_id=run_id,
+                hint="restore the file; nothing more was written to the old one",
+            )
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction holding the write lock from its first statement."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(corral_write=True)
+            with conn.begin():
+                yield conn
+
+    # ------------------------------------------------------------------ leases
+
+    def _locked_lease(self, conn: Connection, run_id: str) -> Any:
+        query = select(leases).where(leases.c.run_id == run_id)
         if self.engine.dialect.name == "postgresql":
-            return pg_insert(table).on_conflict_do_nothing()
-        if self.engine.dialect.name == "sqlite":
-            return sqlite_insert(table).on_conflict_do_nothing()
-        return insert(table)
+            query = query.with_for_update()
+        return conn.execute(query).first()
+
+    def _take(self, conn: Connection, lease: Lease, row: Any) -> None:
+        values = {"owner": lease.owner, "expires_at": _now() + lease.ttl_s}
+        if row is None:
+            conn.execute(insert(leases).values(run_id=lease.run_id, **values))
+        else:
+            conn.execute(update(leases).where(leases.c.run_id == lease.run_id).values(**values))
+
+    def acquire_lease(self, lease: Lease) -> None:
+        """Take the lease unless another live owner holds it (``RunBusyError``)."""
+        with store_faults(lease.run_id, "taking the run's lease"):
+            self._check_file(lease.run_id)
+            try:
+                with self._write() as conn:
+                    row = self._locked_lease(conn, lease.run_id)
+                    if row is not None and row.owner != lease.owner and row.expires_at > _now():
+                        raise RunBusyError(
+                            f"run {lease.run_id} is being driven by another process "
+                            f"(lease held for {row.expires_at - _now():.0f} s more)",
+                            hint="wait for it (resume --wait) or look at it with `corral show`",
+                        )
+                    self._take(conn, lease, row)
+            except IntegrityError:  # PostgreSQL: another process inserted the row first
+                raise RunBusyError(
+                    f"run {lease.run_id} is being driven by another process"
+                ) from None
+
+    def renew_lease(self, lease: Lease) -> None:
+        """Extend the lease; ``LeaseLostError`` if another owner took it."""
+        with store_faults(lease.run_id, "renewing the run's lease"), self._write() as conn:
+            self._fence(conn, lease)
+
+    def _fence(self, conn: Connection, lease: Lease) -> None:
+        row = self._locked_lease(conn, lease.run_id)
+        if row is None or row.owner != lease.owner or row.expires_at <= _now():
+            raise LeaseLostError(
+                f"this process no longer holds the lease on run {lease.run_id}",
+                hint="another process took the run over; it finishes the run",
+            )
+        self._take(conn, lease, row)
+
+    def release_lease(self, lease: Lease) -> None:
+        """Delete the lease row if we still own it."""
+        with store_faults(lease.run_id, "releasing the run's lease"), self._write() as conn:
+            conn.execute(
+                delete(leases).where(leases.c.run_id == lease.run_id, leases.c.owner == lease.owner)
+            )
+
+    def lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """The live holder, or ``None``."""
+        with store_faults(run_id, "reading the run's lease"), self.engine.connect() as conn:
+            row = conn.execute(select(leases).where(leases.c.run_id == run_id)).first()
+        if row is None or row.expires_at <= _now():
+            return None
+        return LeaseHolder(owner=row.owner, expires_in_s=row.expires_at - _now())
+
+    # ------------------------------------------------------------------ runs and events
 
     def save(
-        self, run: RunRecord, new_events: Sequence[Event], handoff: HandoffPacket | None = None
+        self,
+        run: RunRecord,
+        new_events: Sequence[Event],
+        handoff: HandoffPacket | None = None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
-        """Upsert the run row and append events in one transaction."""
+        """Check the lease, append events and upsert the run row, in one transaction."""
         row = {
             "trace_id": run.trace_id,
             "agent": run.agent,
@@ -130,27 +316,49 @@ class SqlStore:
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
-        with self.engine.begin() as conn:
-            updated = conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(**row))
-            if updated.rowcount == 0:
-                conn.execute(
-                    insert(runs).values(run_id=run.run_id, created_at=run.created_at, **row)
+        with store_faults(run.run_id, "saving the run"):
+            self._check_file(run.run_id)
+            try:
+                with self._write() as conn:
+                    if lease is not None:
+                        self._fence(conn, lease)
+                    if new_events:
+                        conn.execute(insert(events), [_event_row(e) for e in new_events])
+                    self._upsert_run(conn, run, row)
+            except IntegrityError:
+                missing = self._unstored(run.run_id, new_events)
+                with self._write() as conn:  # an identical repeat: append only what is new
+                    if lease is not None:
+                        self._fence(conn, lease)
+                    if missing:
+                        conn.execute(insert(events), [_event_row(e) for e in missing])
+                    self._upsert_run(conn, run, row)
+            self._check_file(run.run_id)
+
+    def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
+        updated = conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(**row))
+        if updated.rowcount == 0:
+            conn.execute(insert(runs).values(run_id=run.run_id, created_at=run.created_at, **row))
+
+    def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
+        """The events not stored yet; raises unless every stored one is the same as new.
+
+        A repeat of an identical batch (a retried flush) is harmless; a different event
+        at a taken ``seq`` means another writer appended to the run.
+        """
+        stored = {e.seq: e for e in self.load_events(run_id)}
+        for new in new_events:
+            old = stored.get(new.seq)
+            if old is not None and (old.type, old.stage, old.data) != (
+                new.type,
+                new.stage,
+                json.loads(_dumps(new.data)),
+            ):
+                raise EventConflictError(
+                    f"event {new.seq} of run {run_id} was already written by another writer",
+                    hint="only the lease holder may append; this writer stops",
                 )
-            if new_events:
-                conn.execute(
-                    self._insert_ignoring_duplicates(events),
-                    [
-                        {
-                            "run_id": e.run_id,
-                            "seq": e.seq,
-                            "ts": e.ts,
-                            "type": e.type.value,
-                            "stage": e.stage,
-                            "data": _dumps(e.data),
-                        }
-                        for e in new_events
-                    ],
-                )
+        return [e for e in new_events if e.seq not in stored]
 
     def _record(self, row: Any) -> RunRecord:
         return RunRecord(
@@ -166,20 +374,20 @@ class SqlStore:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run row, or ``None``."""
-        with self.engine.connect() as conn:
+        with store_faults(run_id, "reading the run"), self.engine.connect() as conn:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
         return self._record(row) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         """Most recent first."""
         query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
-        with self.engine.connect() as conn:
+        with store_faults(action="listing runs"), self.engine.connect() as conn:
             return [self._record(row) for row in conn.execute(query)]
 
     def load_events(self, run_id: str) -> list[Event]:
         """Every event of the run, by ``seq``."""
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
-        with self.engine.connect() as conn:
+        with store_faults(run_id, "reading the run's events"), self.engine.connect() as conn:
             return [
                 Event(
                     run_id=row.run_id,
@@ -194,13 +402,13 @@ class SqlStore:
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
-        with self.engine.connect() as conn:
+        with store_faults(run_id, "reading the handoff"), self.engine.connect() as conn:
             value = conn.execute(select(runs.c.handoff).where(runs.c.run_id == run_id)).scalar()
         return HandoffPacket.model_validate_json(value) if value else None
 
     def get_session(self, session_id: str, now: datetime) -> SessionRecord | None:
         """The session unless unknown or expired."""
-        with self.engine.connect() as conn:
+        with store_faults(action="reading the session"), self.engine.connect() as conn:
             row = conn.execute(select(sessions).where(sessions.c.session_id == session_id)).first()
         if row is None or _aware(row.expires_at) <= now:
             return None
@@ -215,10 +423,10 @@ class SqlStore:
             expires_at=_aware(row.expires_at),
         )
 
-    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Delete expired sessions and ended runs older than the TTL, in one transaction."""
         cutoff = now - task_ttl
-        with self.engine.begin() as conn:
+        with store_faults(action="purging"), self._write() as conn:
             sessions_deleted = conn.execute(
                 delete(sessions).where(sessions.c.expires_at <= now)
             ).rowcount
@@ -230,7 +438,8 @@ class SqlStore:
                 chunk = old_ids[start : start + 500]
                 conn.execute(delete(events).where(events.c.run_id.in_(chunk)))
                 conn.execute(delete(runs).where(runs.c.run_id.in_(chunk)))
-        return sessions_deleted, len(old_ids)
+                conn.execute(delete(leases).where(leases.c.run_id.in_(chunk)))
+        return sessions_deleted, old_ids
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""
@@ -247,7 +456,7 @@ class SqlStore:
             "updated_at": session.updated_at,
             "expires_at": session.expires_at,
         }
-        with self.engine.begin() as conn:
+        with store_faults(action="saving the session"), self._write() as conn:
             updated = conn.execute(
                 update(sessions).where(sessions.c.session_id == session.session_id).values(**values)
             )

@@ -1,0 +1,83 @@
+"""Translate database failures into corral's store errors, with the run they hit.
+
+A driver exception is an implementation detail; what a caller needs is a stable code and
+whether to retry: the disk is full (free space, then resume), the store is read-only, it
+cannot be reached, or its data is damaged. Nothing here retries or hides a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from corral.errors import (
+    StoreCorruptError,
+    StoreError,
+    StoreFullError,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+)
+
+_SQLITE_HINTS: tuple[tuple[str, type[StoreError]], ...] = (
+    ("readonly database", StoreReadOnlyError),
+    ("read-only", StoreReadOnlyError),
+    ("disk is full", StoreFullError),
+    ("database or disk is full", StoreFullError),
+    ("disk i/o error", StoreUnavailableError),
+    ("unable to open database", StoreUnavailableError),
+    ("database is locked", StoreUnavailableError),
+    ("file is not a database", StoreCorruptError),
+    ("malformed", StoreCorruptError),
+    ("no such table", StoreCorruptError),
+)
+
+_PG_STATES: dict[str, type[StoreError]] = {
+    "53100": StoreFullError,  # disk_full
+    "53200": StoreUnavailableError,  # out_of_memory
+    "25006": StoreReadOnlyError,  # read_only_sql_transaction
+    "42501": StoreReadOnlyError,  # insufficient_privilege
+    "XX001": StoreCorruptError,  # data_corrupted
+    "XX002": StoreCorruptError,  # index_corrupted
+}
+
+
+def classify(exc: BaseException) -> type[StoreError]:
+    """The store error class for a driver or OS exception."""
+    if isinstance(exc, OSError):
+        if exc.errno in (28, 122):  # ENOSPC, EDQUOT
+            return StoreFullError
+        if exc.errno in (13, 30, 1):  # EACCES, EROFS, EPERM
+            return StoreReadOnlyError
+        return StoreUnavailableError
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    state = getattr(orig, "sqlstate", None)
+    if isinstance(state, str):
+        if state in _PG_STATES:
+            return _PG_STATES[state]
+        if state.startswith("08"):  # connection exceptions
+            return StoreUnavailableError
+    text = str(orig if orig is not None else exc).lower()
+    for needle, kind in _SQLITE_HINTS:
+        if needle in text:
+            return kind
+    return StoreUnavailableError
+
+
+def first_line(exc: BaseException) -> str:
+    """The driver's message without SQLAlchemy's SQL echo and background links."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    return (str(orig).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
+@contextmanager
+def store_faults(run_id: str | None = None, action: str = "store access") -> Iterator[None]:
+    """Re-raise database and OS failures inside the block as ``StoreError`` subclasses."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (SQLAlchemyError, OSError) as exc:
+        kind = classify(exc)
+        raise kind(f"{action} failed: {first_line(exc)}", run_id=run_id) from exc
