@@ -232,7 +232,7 @@ class RunBusyError(CorralError):
 
 
 class LeaseLostError(CorralError):
-    """This process no longer owns the run (its lease expired and was taken over).
+    """The process no longer owns the run (its lease expired and was taken over).
 
     Raised before any tool is entered: a process without the lease causes no side effect.
     """

@@ -17,7 +17,7 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -313,10 +313,8 @@ class Runtime:
             yield lease
         finally:
             heartbeat.cancel()
-            try:
+            with suppress(StoreError):  # it expires by itself; the outcome is already decided
                 await self._io(self.store.release_lease, lease)
-            except StoreError:
-                pass  # it expires by itself; the run's outcome is already decided
 
     async def _heartbeat(self, lease: Lease) -> None:
         """Renew the lease while a step runs longer than it; stop once it is lost."""
