@@ -21,8 +21,9 @@ from rich.table import Table
 
 from corral.agent import Agent, load_agent
 from corral.contracts import RunSummary
-from corral.errors import CorralError, RunNotFoundError
+from corral.errors import ConfigInvalidError, CorralError, RunNotFoundError, StoreError
 from corral.observe.tree import run_tree
+from corral.runtime.faults import Faults
 from corral.runtime.runtime import Runtime
 from corral.store.sql import SqlStore
 
@@ -65,8 +66,18 @@ def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:
     )
 
 
+def _faults() -> Faults:
+    """Crash points for durability tests (``CORRAL_FAULTS``); none in normal use."""
+    try:
+        return Faults.from_env(os.environ)
+    except ValueError as exc:
+        raise ConfigInvalidError(str(exc)) from None
+
+
 def _runtime(agent: Agent, home: Path) -> Runtime:
-    return Runtime(agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs")
+    return Runtime(
+        agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs", faults=_faults()
+    )
 
 
 def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:
@@ -78,9 +89,14 @@ def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:
             return command(*args, **kwargs)
         except CorralError as exc:
             if kwargs.get("as_json"):
-                payload = {
-                    "error": {"code": exc.code.value, "message": exc.message, "hint": exc.hint}
+                error: dict[str, Any] = {
+                    "code": exc.code.value,
+                    "message": exc.message,
+                    "hint": exc.hint,
                 }
+                if isinstance(exc, StoreError) and exc.run_id:
+                    error["run_id"] = exc.run_id
+                payload = {"error": error}
                 typer.echo(json.dumps(payload, ensure_ascii=False))
             else:
                 err_console.print(f"[red]error[/red] [bold]{exc.code.value}[/bold]: {exc.message}")
@@ -111,7 +127,7 @@ def _runtime_for_run(run_id: str, folder: Path, agent_dir: Path | None) -> Runti
         raise RunNotFoundError(
             f"run {run_id} does not record its agent folder", hint="pass --agent AGENT_DIR"
         )
-    return Runtime(_load(Path(root), folder), store, log_dir=folder / "logs")
+    return Runtime(_load(Path(root), folder), store, log_dir=folder / "logs", faults=_faults())
 
 
 def _pct(value: float | None) -> str:

@@ -57,16 +57,31 @@ def resume(
     reject: Annotated[bool, typer.Option("--reject", help="Reject the pending step")] = False,
     answer: Annotated[str | None, typer.Option("--answer", help="Answer the question")] = None,
     agent_dir: Annotated[Path | None, typer.Option("--agent", help="Agent folder")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="If another process drives the run, wait for it")
+    ] = False,
+    wait_timeout: Annotated[
+        float,
+        typer.Option("--wait-timeout", min=0, max=3600, help="Longest wait with --wait (s)"),
+    ] = 120.0,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Continue a run: approve or reject a confirmation, answer a question, or recover it."""
+    """Continue a run: approve or reject a confirmation, answer a question, or recover it.
+
+    One process drives a run at a time: while another one does, this exits 2 with
+    RUN_BUSY, or waits for it with --wait. Approving twice (a double click) approves once.
+    """
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
     decision = True if approve else False if reject else None
     folder = _home(home)
     runtime = _runtime_for_run(run_id, folder, agent_dir)
-    summary = asyncio.run(runtime.resume(run_id, approve=decision, answer=answer))
+    summary = asyncio.run(
+        runtime.resume(
+            run_id, approve=decision, answer=answer, wait_s=wait_timeout if wait else 0.0
+        )
+    )
     _print_summary(summary, runtime, as_json)
 
 
@@ -108,7 +123,7 @@ def replay(
 @_fails_cleanly
 def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Show a stored run as a tree (or its summary as JSON)."""
-    store = SqlStore.open(_home(home) / "corral.db")
+    store = SqlStore.open(_home(home) / "corral.db", read_only=True)
     events = store.load_events(run_id)
     if not events:
         raise RunNotFoundError(f"no run {run_id!r}")
@@ -125,7 +140,7 @@ def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> N
 @_fails_cleanly
 def runs(limit: int = 20, as_json: JsonOption = False, home: HomeOption = None) -> None:
     """List recent runs."""
-    records = SqlStore.open(_home(home) / "corral.db").list_runs(limit)
+    records = SqlStore.open(_home(home) / "corral.db", read_only=True).list_runs(limit)
     if as_json:
         typer.echo(
             json.dumps(
@@ -188,7 +203,7 @@ def traces(
 @_fails_cleanly
 def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Show the handoff packet of a run that went to a person."""
-    packet = SqlStore.open(_home(home) / "corral.db").get_handoff(run_id)
+    packet = SqlStore.open(_home(home) / "corral.db", read_only=True).get_handoff(run_id)
     if packet is None:
         raise RunNotFoundError(f"run {run_id!r} has no handoff packet")
     if as_json:

@@ -201,25 +201,37 @@ class Runtime:
     def _given_already(
         self, seen: RunState, now: RunState, approve: bool | None, answer: str | None
     ) -> bool:
-        """True when this very input was applied by another call since the caller looked."""
-        if approve is not None and seen.pending is not None and seen.pending.step_id:
-            step_id = seen.pending.step_id
+        """True when this very input was applied by another call since the caller looked.
+
+        A run that no longer waited when the caller looked counts too, when its last
+        decision or answer is this one (a late double click). Conflicting input (a reject
+        after an approve) is ``RunNotResumableError``.
+        """
+        if approve is not None:
+            if seen.pending is not None and seen.pending.step_id:
+                step_id = seen.pending.step_id
+            elif now.confirmations:  # decided before the caller looked
+                step_id = list(now.confirmations)[-1]
+            else:
+                return False
             decided = now.confirmations.get(step_id)
-            waiting_same = now.pending is not None and now.pending.step_id == step_id
-            if decided is None or waiting_same:
+            if decided is None or (now.pending is not None and now.pending.step_id == step_id):
                 return False
             if decided is not approve:
-                raise RunNotResumableError(
-                    f"step {step_id} of run {now.run_id} was already "
-                    f"{'approved' if decided else 'rejected'}"
-                )
+                done = "approved" if decided else "rejected"
+                raise RunNotResumableError(f"step {step_id} of run {now.run_id} was {done}")
             return True
-        if answer is not None and seen.status is RunStatus.AWAITING_USER:
-            asked = len(seen.messages)
+        if answer is not None:
+            if seen.status is RunStatus.AWAITING_USER:
+                asked = len(seen.messages)
+            elif len(now.messages) > 1:  # answered before the caller looked
+                asked = len(now.messages) - 1
+            else:
+                return False
             if len(now.messages) <= asked:
                 return False
             if now.messages[asked] != answer:
-                raise RunNotResumableError(f"the question of run {now.run_id} was already answered")
+                raise RunNotResumableError(f"the question of run {now.run_id} was answered")
             return True
         return False
 

@@ -1,0 +1,169 @@
+"""One owner per run, with real processes: a double click never enters a write twice.
+
+The ledger agent's write tool appends a line to ``entries.log`` each time it is entered,
+so these tests count entries inside the tool, not rows in a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import load_agent
+from corral.errors import CorralError
+from corral.runtime.runtime import Runtime
+from corral.store.sql import SqlStore
+from tests.helpers import corral_cli
+
+LEDGER = Path(__file__).parent / "agents" / "ledger"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def paused_run(home: Path) -> str:
+    """A ledger run waiting for the confirmation of its write."""
+    out = corral_cli(home, "run", str(LEDGER), "please cancel A12", "--json")
+    summary = json.loads(out.stdout)
+    assert summary["status"] == "awaiting_confirm"
+    return str(summary["run_id"])
+
+
+def entries(home: Path) -> list[str]:
+    path = home / "data" / "ledger" / "entries.log"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def _approve_in_process(home: str, run_id: str, barrier: Any, results: Any) -> None:
+    """One 'user' approving: load the agent as the CLI does, wait for the others, resume."""
+    folder = Path(home)
+    agent = load_agent(LEDGER, data_dir=folder / "data" / "ledger")
+    runtime = Runtime(agent, SqlStore.open(folder / "corral.db"), log_dir=folder / "logs")
+    barrier.wait(timeout=60)
+    try:
+        summary = asyncio.run(runtime.resume(run_id, approve=True))
+        results.put(("summary", summary.status.value))
+    except CorralError as exc:
+        results.put(("error", exc.code.value))
+
+
+def approve_together(home: Path, run_id: str, processes: int) -> list[tuple[str, str]]:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(processes)
+    results = ctx.Queue()
+    workers = [
+        ctx.Process(target=_approve_in_process, args=(str(home), run_id, barrier, results))
+        for _ in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+        assert worker.exitcode == 0
+    return outcomes
+
+
+def test_eight_processes_approving_at_once_enter_the_write_once(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    outcomes = approve_together(tmp_path, run_id, 8)
+    assert len(entries(tmp_path)) == 1, entries(tmp_path)
+    # every caller gets the final summary or RUN_BUSY; nobody is told something else
+    assert all(o in (("summary", "finished"), ("error", "RUN_BUSY")) for o in outcomes), outcomes
+    assert ("summary", "finished") in outcomes
+    events = SqlStore.open(tmp_path / "corral.db").load_events(run_id)
+    assert [e.type.value for e in events].count("run_finished") == 1
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    replayed = corral_cli(tmp_path, "replay", run_id, "--json", ok=False)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert json.loads(replayed.stdout)["same_path"] is True
+
+
+def test_concurrent_cli_approvals_with_wait_all_get_the_final_summary(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    command = [sys.executable, "-m", "corral", "resume", run_id, "--approve", "--json"]
+    procs = [
+        subprocess.Popen(
+            [*command, "--wait", "--home", str(tmp_path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(4)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], outputs
+    statuses = {json.loads(out)["status"] for out, _ in outputs}
+    assert statuses == {"finished"}
+    assert len(entries(tmp_path)) == 1
+
+
+def test_a_second_resume_of_a_live_run_is_busy(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    command = [sys.executable, "-m", "corral", "resume", run_id, "--approve", "--json"]
+    first = subprocess.Popen(
+        [*command, "--home", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "LEDGER_WRITE_S": "3"},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not entries(tmp_path) and time.monotonic() < deadline:  # first is in the tool
+            time.sleep(0.05)
+        second = corral_cli(tmp_path, "resume", run_id, "--json", ok=False)
+        assert second.returncode == 2
+        assert json.loads(second.stdout)["error"]["code"] == "RUN_BUSY"
+    finally:
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert json.loads(out)["status"] == "finished"
+    assert len(entries(tmp_path)) == 1
+
+
+def test_a_repeated_approval_after_the_run_ended_returns_its_summary(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    first = json.loads(corral_cli(tmp_path, "resume", run_id, "--approve", "--json").stdout)
+    again = json.loads(corral_cli(tmp_path, "resume", run_id, "--approve", "--json").stdout)
+    assert first["status"] == again["status"] == "finished"
+    assert again["reply"] == first["reply"]
+    rejected = corral_cli(tmp_path, "resume", run_id, "--reject", "--json", ok=False)
+    assert rejected.returncode == 2
+    assert json.loads(rejected.stdout)["error"]["code"] == "RUN_NOT_RESUMABLE"
+    assert len(entries(tmp_path)) == 1
+
+
+def _open_store(path: str, barrier: Any, results: Any) -> None:
+    barrier.wait(timeout=60)
+    try:
+        store = SqlStore.open(path)
+        results.put(("ok", len(store.list_runs())))
+    except Exception as exc:  # the defect: "table corral_runs already exists"
+        results.put(("error", f"{type(exc).__name__}: {exc}"))
+
+
+@pytest.mark.parametrize("processes", [16])
+def test_sixteen_processes_open_a_new_home_at_once(tmp_path: Path, processes: int) -> None:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(processes)
+    results = ctx.Queue()
+    path = str(tmp_path / "new" / "corral.db")
+    workers = [
+        ctx.Process(target=_open_store, args=(path, barrier, results)) for _ in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+    assert all(kind == "ok" for kind, _ in outcomes), outcomes
