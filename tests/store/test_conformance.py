@@ -7,6 +7,7 @@ CORRAL_REQUIRE_PG=1 a missing server is a failure, not a skip.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from corral import Event, EventType, HandoffPacket
-from corral.store.base import RunRecord, SessionRecord, Store
+from corral.errors import EventConflictError, LeaseLostError, RunBusyError
+from corral.store.base import Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
 from corral.store.sql import SqlStore
 
@@ -164,3 +166,57 @@ def test_purge_removes_expired_sessions_and_old_ended_runs(store: Store) -> None
     assert store.get_run(old_paused) is not None
     assert store.get_run(recent_done) is not None
     assert store.get_session(sid, long_ago) is None
+
+
+def test_a_taken_seq_is_a_conflict_never_dropped(store: Store) -> None:
+    rid = run_id()
+    store.save(record(rid), events(rid, 1, 2))
+    other = Event(run_id=rid, seq=2, ts=T0, type=EventType.REPLY, stage="reply", data={"text": "B"})
+    with pytest.raises(EventConflictError):
+        store.save(record(rid, "finished"), [other, *events(rid, 3, 1)])
+    stored = store.load_events(rid)
+    assert [e.seq for e in stored] == [1, 2]
+    assert stored[1].data["text"] == "第2条"
+    got = store.get_run(rid)
+    assert got is not None and got.status == "parsing"  # the losing save wrote nothing
+
+
+def test_one_lease_holder_at_a_time(store: Store) -> None:
+    rid = run_id()
+    mine, theirs = Lease(rid, "me"), Lease(rid, "them")
+    store.acquire_lease(mine)
+    store.acquire_lease(mine)  # re-entrant for the same owner
+    with pytest.raises(RunBusyError):
+        store.acquire_lease(theirs)
+    holder = store.lease_holder(rid)
+    assert holder is not None and holder.owner == "me"
+    store.release_lease(theirs)  # not theirs to release
+    assert store.lease_holder(rid) is not None
+    store.release_lease(mine)
+    assert store.lease_holder(rid) is None
+    store.acquire_lease(theirs)
+
+
+def test_an_expired_lease_is_taken_over_and_fences_its_old_owner(store: Store) -> None:
+    rid = run_id()
+    dead = Lease(rid, "dead", ttl_s=0.05)
+    store.acquire_lease(dead)
+    store.save(record(rid), events(rid, 1, 1), lease=dead)
+    time.sleep(0.1)
+    assert store.lease_holder(rid) is None
+    alive = Lease(rid, "alive")
+    store.acquire_lease(alive)
+    with pytest.raises(LeaseLostError):
+        store.save(record(rid, "finished"), events(rid, 2, 1), lease=dead)
+    with pytest.raises(LeaseLostError):
+        store.renew_lease(dead)
+    assert [e.seq for e in store.load_events(rid)] == [1]
+    store.save(record(rid, "finished"), events(rid, 2, 1), lease=alive)
+    assert [e.seq for e in store.load_events(rid)] == [1, 2]
+
+
+def test_a_save_without_the_lease_is_refused(store: Store) -> None:
+    rid = run_id()
+    with pytest.raises(LeaseLostError):
+        store.save(record(rid), events(rid, 1, 1), lease=Lease(rid, "nobody"))
+    assert store.load_events(rid) == [] and store.get_run(rid) is None

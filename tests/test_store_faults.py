@@ -1,0 +1,135 @@
+"""Store faults end as clear errors with a stable code, the run id and what happened.
+
+Never a traceback, never "finished" for a run the store lost, and read-only commands keep
+working on a read-only home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from corral import load_agent
+from corral.errors import StoreFullError
+from corral.runtime.runtime import Runtime
+from corral.store.sql import SqlStore
+from tests.helpers import corral_cli
+from tests.test_concurrency import LEDGER, ROOT, entries, paused_run
+
+CORRAL = [sys.executable, "-m", "corral"]
+NO_OVERRIDE = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner"]
+"""Root ignores permission bits; without these capabilities it obeys them like a user."""
+
+
+def _bound(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    prefix = [*NO_OVERRIDE, "--inh-caps=-all", "--"] if os.geteuid() == 0 else []
+    return subprocess.run(
+        [*prefix, *CORRAL, *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+@pytest.fixture
+def read_only_home(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A home with one finished run, then made read-only (folders 0500, files 0400)."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root this needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    home = tmp_path / "home"
+    run_id = paused_run(home)
+    corral_cli(home, "resume", run_id, "--approve", "--json")
+    for path in [*home.rglob("*"), home]:
+        path.chmod(0o500 if path.is_dir() else 0o400)
+    yield home, run_id
+    for path in [home, *home.rglob("*")]:
+        path.chmod(0o700)
+
+
+def test_read_only_home_reads_work_and_writes_fail_cleanly(
+    read_only_home: tuple[Path, str],
+) -> None:
+    home, run_id = read_only_home
+    listed = _bound(home, "runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [run_id]
+    shown = _bound(home, "show", run_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["status"] == "finished"
+    written = _bound(home, "run", str(LEDGER), "cancel A7", "--json")
+    assert written.returncode == 2, written.stderr
+    assert "Traceback" not in written.stderr
+    assert json.loads(written.stdout)["error"]["code"] == "STORE_READ_ONLY"
+
+
+def test_a_corrupt_database_is_store_corrupt(tmp_path: Path) -> None:
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "corral.db").write_bytes(b"this is not a database" * 100)
+    for command in (["runs", "--json"], ["run", str(LEDGER), "cancel A1", "--json"]):
+        done = corral_cli(tmp_path, *command, ok=False)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert json.loads(done.stdout)["error"]["code"] == "STORE_CORRUPT"
+
+
+def test_a_database_deleted_mid_run_is_never_reported_finished(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    corral_cli(tmp_path, "resume", run_id, "--approve")
+    doomed = tmp_path / "corral.db"
+    done = subprocess.run(
+        [*CORRAL, "run", str(LEDGER), "cancel A9", "--json", "--home", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "LEDGER_DELETE_ON_LOOKUP": str(doomed)},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "STORE_UNAVAILABLE"
+    assert "removed or replaced" in error["message"]
+    assert error.get("run_id")
+
+
+def _fail_saving(store: SqlStore, marker: str) -> None:
+    """Make the save whose events contain ``marker`` fail as a full disk would."""
+
+    def full(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO CORRAL_EVENTS") and marker in str(
+            params
+        ):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    event.listen(store.engine, "before_cursor_execute", full)
+
+
+def test_a_failed_save_after_the_write_says_what_already_happened(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+    store = SqlStore.open(tmp_path / "corral.db")
+    _fail_saving(store, "run_finished")
+    runtime = Runtime(agent, store, log_dir=tmp_path / "logs")
+    with pytest.raises(StoreFullError) as caught:
+        asyncio.run(runtime.resume(run_id, approve=True))
+    message = caught.value.message
+    assert caught.value.code.value == "STORE_FULL" and caught.value.run_id == run_id
+    assert "cancel_order succeeded" in message and f"corral resume {run_id}" in message
+    assert len(entries(tmp_path)) == 1
+    # the disk has room again: resume finishes the run, and the write happened once
+    finished = corral_cli(tmp_path, "resume", run_id, "--json")
+    assert json.loads(finished.stdout)["status"] == "finished"
+    effects = (tmp_path / "data" / "ledger" / "effects.log").read_text().split()
+    assert len(effects) == 1
