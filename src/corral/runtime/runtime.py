@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -316,6 +317,10 @@ class Runtime:
                 await self._io(self.store.acquire_lease, lease)
                 break
             except RunBusyError:
+                dead = await self._dead_local_owner(run_id)
+                if dead is not None:
+                    await self._io(partial(self.store.acquire_lease, lease, replacing=dead))
+                    break
                 if time.monotonic() + pause > deadline:
                     raise
                 await asyncio.sleep(pause)
@@ -327,6 +332,27 @@ class Runtime:
             heartbeat.cancel()
             with suppress(StoreError):  # it expires by itself; the outcome is already decided
                 await self._io(self.store.release_lease, lease)
+
+    async def _dead_local_owner(self, run_id: str) -> str | None:
+        """The lease owner when it is a process of this host that no longer exists.
+
+        A crashed process's lease would otherwise block recovery until it expires; on the
+        same host we can see that its process is gone. Other hosts wait for the expiry.
+        """
+        holder = await self._io(self.store.lease_holder, run_id)
+        if holder is None:
+            return None
+        host, _, rest = holder.owner.partition(":")
+        pid_text = rest.partition(":")[0]
+        if host != socket.gethostname() or not pid_text.isdigit():
+            return None
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return holder.owner
+        except PermissionError:
+            return None  # alive, owned by another user
+        return None
 
     async def _heartbeat(self, lease: Lease) -> None:
         """Renew the lease while a step runs longer than it; stop once it is lost."""

@@ -93,10 +93,12 @@ class Store(Protocol):
         """
         ...
 
-    def acquire_lease(self, lease: Lease) -> None:
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
         """Take (or renew) the run's lease; ``RunBusyError`` while another owner holds it.
 
-        An expired lease is taken over: its owner is presumed dead.
+        An expired lease is taken over: its owner is presumed dead. ``replacing`` takes it
+        from that owner even before expiry (the caller proved the owner dead), and only
+        if that owner still holds it.
         """
         ...
 

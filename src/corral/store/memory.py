@@ -53,10 +53,10 @@ class MemoryStore:
         if handoff is not None:
             self.handoffs[run.run_id] = handoff
 
-    def acquire_lease(self, lease: Lease) -> None:
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
         """Take the lease unless another live owner holds it."""
         held = self.leases.get(lease.run_id)
-        if held is not None and held[0] != lease.owner and held[1] > time.time():
+        if held is not None and held[0] not in (lease.owner, replacing) and held[1] > time.time():
             raise RunBusyError(f"run {lease.run_id} is being driven by another owner")
         self.leases[lease.run_id] = (lease.owner, time.time() + lease.ttl_s)
 

@@ -247,14 +247,18 @@ class SqlStore:
         else:
             conn.execute(update(leases).where(leases.c.run_id == lease.run_id).values(**values))
 
-    def acquire_lease(self, lease: Lease) -> None:
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
         """Take the lease unless another live owner holds it (``RunBusyError``)."""
         with store_faults(lease.run_id, "taking the run's lease"):
             self._check_file(lease.run_id)
             try:
                 with self._write() as conn:
                     row = self._locked_lease(conn, lease.run_id)
-                    if row is not None and row.owner != lease.owner and row.expires_at > _now():
+                    if (
+                        row is not None
+                        and row.owner not in (lease.owner, replacing)
+                        and row.expires_at > _now()
+                    ):
                         raise RunBusyError(
                             f"run {lease.run_id} is being driven by another process "
                             f"(lease held for {row.expires_at - _now():.0f} s more)",
