@@ -5,10 +5,12 @@ the harness itself: intent rules, routing, binding, validation, events, verifica
 corral runs with its in-memory store (no disk) so the comparison is about the run loop.
 
     .venv/bin/python benchmarks/overhead.py [--tasks 2000] [--concurrency 200]
-        [--tool-latency-ms 0]
+        [--tool-latency-ms 0] [--sqlite-tasks 300]
 
 Prints a table: per-task time for each, the ratio, and runs per second at the given
 concurrency. The baseline is named ``plain asyncio`` and runs in the same process.
+A second table measures what one owner per run costs on a durable store: the same runs
+on a SQLite file with leases (acquire, fenced saves, release) and with leases off.
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import tempfile
 import time
 from functools import partial
+from pathlib import Path
 
+from leases_off import LeasesOff
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from corral import Agent, MemoryStore, Runtime, parse_config, tool
+from corral import Agent, MemoryStore, Runtime, SqlStore, parse_config, tool
 
 
 class Out(BaseModel):
@@ -144,12 +149,37 @@ async def main(tasks: int, concurrency: int, repeats: int) -> None:
     Console().print(table)
 
 
+async def lease_cost(tasks: int, concurrency: int, repeats: int) -> None:
+    """The same runs on a SQLite file, with and without leases."""
+    agent = Agent.build(CONFIG, [fetch, combine])
+    samples: dict[str, list[float]] = {"SQLite, leases off": [], "SQLite, one owner per run": []}
+    for _ in range(repeats):
+        for name in samples:
+            store = SqlStore.open(Path(tempfile.mkdtemp()) / "corral.db")
+            chosen = LeasesOff(store) if "off" in name else store
+            runtime = Runtime(agent, chosen)  # type: ignore[arg-type]
+            samples[name].append(await timed(partial(runtime.start, "go"), tasks, concurrency))
+    table = Table(title=f"lease cost: {tasks} runs on SQLite, concurrency {concurrency}")
+    for column in ("store", "ms per run", "runs per s", "vs leases off"):
+        table.add_column(column, justify="right")
+    base = statistics.median(samples["SQLite, leases off"])
+    for name, values in samples.items():
+        median = statistics.median(values)
+        table.add_row(
+            name, f"{median / tasks * 1e3:,.2f}", f"{tasks / median:,.0f}", f"{median / base:.2f}x"
+        )
+    Console().print(table)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tool-latency-ms", type=float, default=0.0)
+    parser.add_argument("--sqlite-tasks", type=int, default=300)
     args = parser.parse_args()
     TOOL_LATENCY_S = args.tool_latency_ms / 1000
     asyncio.run(main(args.tasks, args.concurrency, args.repeats))
+    if args.sqlite_tasks:
+        asyncio.run(lease_cost(args.sqlite_tasks, min(args.concurrency, 20), args.repeats))

@@ -1,0 +1,44 @@
+"""A store whose leases are no-ops: the baseline that shows what one owner per run buys.
+
+Only benchmarks use it. Without leases nothing stops two processes from driving one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from corral.contracts import Event, HandoffPacket
+from corral.store.base import Lease, RunRecord
+from corral.store.sql import SqlStore
+
+
+class LeasesOff:
+    """Delegates to a SQL store; acquiring, renewing and fencing always succeed."""
+
+    blocking = True
+
+    def __init__(self, inner: SqlStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
+        return None
+
+    def renew_lease(self, lease: Lease) -> None:
+        return None
+
+    def release_lease(self, lease: Lease) -> None:
+        return None
+
+    def save(
+        self,
+        run: RunRecord,
+        events: Sequence[Event],
+        handoff: HandoffPacket | None = None,
+        *,
+        lease: Lease | None = None,
+    ) -> None:
+        self.inner.save(run, events, handoff)
