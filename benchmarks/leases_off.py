@@ -40,5 +40,6 @@ class LeasesOff:
         handoff: HandoffPacket | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
     ) -> None:
         self.inner.save(run, events, handoff)

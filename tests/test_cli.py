@@ -82,9 +82,12 @@ def test_approve_in_a_new_process_creates_exactly_one_exchange(tmp_path: Path) -
     done = json.loads(corral(tmp_path, "resume", paused["run_id"], "--approve", "--json").stdout)
     assert done["status"] == "finished" and "换新单" in done["reply"]
     assert exchanges(tmp_path) == 1
-    again = corral(tmp_path, "resume", paused["run_id"], "--approve", ok=False)
-    assert again.returncode == 2 and "RUN_NOT_RESUMABLE" in again.stderr
+    # approving again (a double click) approves nothing new: the final summary comes back
+    again = json.loads(corral(tmp_path, "resume", paused["run_id"], "--approve", "--json").stdout)
+    assert again["status"] == "finished" and again["reply"] == done["reply"]
     assert exchanges(tmp_path) == 1
+    plain = corral(tmp_path, "resume", paused["run_id"], ok=False)
+    assert plain.returncode == 2 and "RUN_NOT_RESUMABLE" in plain.stderr
 
 
 def test_killed_while_waiting_for_confirmation_then_resumed(tmp_path: Path) -> None:
@@ -111,7 +114,7 @@ def test_killed_while_waiting_for_confirmation_then_resumed(tmp_path: Path) -> N
     done = json.loads(corral(tmp_path, "resume", run_id, "--approve", "--json").stdout)
     assert done["status"] == "finished"
     assert exchanges(tmp_path) == 1
-    assert corral(tmp_path, "resume", run_id, "--approve", ok=False).returncode == 2
+    assert corral(tmp_path, "resume", run_id, "--reject", ok=False).returncode == 2
     assert exchanges(tmp_path) == 1
 
 

@@ -33,8 +33,12 @@ async def test_exchange_in_warranty_pauses_then_creates_exactly_one_order(
     assert done.status is RunStatus.FINISHED and done.outcome == "success"
     assert "换新单 EX" in (done.reply or "")
     assert exchange_count(aftersales) == 1
+    again = await runtime.resume(paused.run_id, approve=True)  # a double click
+    assert again.status is RunStatus.FINISHED and again.reply == done.reply
     with pytest.raises(RunNotResumableError):
-        await runtime.resume(paused.run_id, approve=True)
+        await runtime.resume(paused.run_id, approve=False)
+    with pytest.raises(RunNotResumableError):
+        await runtime.resume(paused.run_id)
     assert exchange_count(aftersales) == 1
 
 

@@ -220,3 +220,18 @@ def test_a_save_without_the_lease_is_refused(store: Store) -> None:
     with pytest.raises(LeaseLostError):
         store.save(record(rid), events(rid, 1, 1), lease=Lease(rid, "nobody"))
     assert store.load_events(rid) == [] and store.get_run(rid) is None
+
+
+def test_a_new_runs_first_save_takes_the_lease_and_the_last_releases_it(store: Store) -> None:
+    rid = run_id()
+    creating = Lease(rid, "creator", new_run=True)
+    store.save(record(rid), events(rid, 1, 1), lease=creating)
+    holder = store.lease_holder(rid)
+    assert holder is not None and holder.owner == "creator"
+    with pytest.raises(RunBusyError):
+        store.acquire_lease(Lease(rid, "other"))
+    store.save(record(rid, "finished"), events(rid, 2, 1), lease=creating, release=True)
+    assert store.lease_holder(rid) is None
+    store.acquire_lease(Lease(rid, "other"))
+    with pytest.raises(LeaseLostError):  # "new run" never overrides a live owner
+        store.save(record(rid), events(rid, 3, 1), lease=creating)

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -90,6 +91,14 @@ def summarize_run(state: RunState) -> RunSummary:
     )
 
 
+@dataclass
+class _Held:
+    """A lease this runtime holds for one drive, and whether its last save released it."""
+
+    lease: Lease
+    released: bool = False
+
+
 class Runtime:
     """Runs an agent's requests durably.
 
@@ -135,8 +144,8 @@ class Runtime:
                 if record and record.status == RunStatus.AWAITING_USER.value:
                     return await self.resume(session.open_run_id, answer=message)
         run_id = self.effects.new_id("run")
-        async with self._holding(run_id, 0.0) as lease:
-            return await self._start(run_id, message, session, session_id, lease)
+        async with self._holding(run_id, 0.0, new_run=True) as held:
+            return await self._start(run_id, message, session, session_id, held)
 
     async def _start(
         self,
@@ -144,7 +153,7 @@ class Runtime:
         message: str,
         session: SessionRecord | None,
         session_id: str | None,
-        lease: Lease,
+        held: _Held,
     ) -> RunSummary:
         state = RunState(run_id=run_id)
         journal = Journal(state, self.effects)
@@ -171,7 +180,7 @@ class Runtime:
                 journal.emit(
                     EventType.ENTITIES_MERGED, "intent", entities=carried, origin="session"
                 )
-        return await self._drive(journal, lease)
+        return await self._drive(journal, held)
 
     async def resume(
         self,
@@ -192,12 +201,12 @@ class Runtime:
         approving or answering whatever the run waits for next.
         """
         seen = await self.load_state(run_id)
-        async with self._holding(run_id, wait_s) as lease:
+        async with self._holding(run_id, wait_s) as held:
             state = await self.load_state(run_id)
             if self._given_already(seen, state, approve, answer):
                 return summarize_run(state)
             journal = self._journal_for_input(state, approve, answer)
-            return await self._drive(journal, lease)
+            return await self._drive(journal, held)
 
     def _given_already(
         self, seen: RunState, now: RunState, approve: bool | None, answer: str | None
@@ -307,12 +316,20 @@ class Runtime:
         return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     @asynccontextmanager
-    async def _holding(self, run_id: str, wait_s: float) -> AsyncIterator[Lease]:
-        """Hold the run's lease (heartbeat included) for the block, then release it."""
-        lease = Lease(run_id, self._owner(), self.lease_ttl_s)
+    async def _holding(
+        self, run_id: str, wait_s: float, *, new_run: bool = False
+    ) -> AsyncIterator[_Held]:
+        """Hold the run's lease (heartbeat included) for the block, then release it.
+
+        A new run's lease is taken by its first save (nobody else knows the id yet), and
+        the last save of a drive releases it, so a run that ends in one go pays for no
+        lease round trip of its own.
+        """
+        held = _Held(Lease(run_id, self._owner(), self.lease_ttl_s, new_run=new_run))
+        lease = held.lease
         deadline = time.monotonic() + max(wait_s, 0.0)
         pause = 0.05
-        while True:
+        while not new_run:
             try:
                 await self._io(self.store.acquire_lease, lease)
                 break
@@ -327,11 +344,12 @@ class Runtime:
                 pause = min(pause * 2, 1.0)
         heartbeat = asyncio.ensure_future(self._heartbeat(lease))
         try:
-            yield lease
+            yield held
         finally:
             heartbeat.cancel()
-            with suppress(StoreError):  # it expires by itself; the outcome is already decided
-                await self._io(self.store.release_lease, lease)
+            if not held.released:
+                with suppress(StoreError):  # it expires by itself; the outcome is decided
+                    await self._io(self.store.release_lease, lease)
 
     async def _dead_local_owner(self, run_id: str) -> str | None:
         """The lease owner when it is a process of this host that no longer exists.
@@ -365,19 +383,22 @@ class Runtime:
             except StoreError:
                 continue  # a blip: the fence on the next save decides
 
-    async def _drive(self, journal: Journal, lease: Lease) -> RunSummary:
+    async def _drive(self, journal: Journal, held: _Held) -> RunSummary:
         async def persist() -> None:
-            await self._persist(journal, lease)
+            await self._persist(journal, held.lease)
 
         loop = RunLoop(self.agent, journal, self.effects, persist)
         await loop.drive()
-        summary = await self._persist(journal, lease)
+        summary = await self._persist(journal, held.lease, release=True)
+        held.released = True
         state = journal.state
         if state.session_id:
             await self._io(self._update_session, state)
         return summary or summarize_run(state)
 
-    async def _persist(self, journal: Journal, lease: Lease) -> RunSummary | None:
+    async def _persist(
+        self, journal: Journal, lease: Lease, *, release: bool = False
+    ) -> RunSummary | None:
         """Store the buffered events under the lease (fenced); ``None``: nothing new.
 
         A store failure is re-raised saying what had already happened in the run, so
@@ -385,7 +406,8 @@ class Runtime:
         """
         events = journal.drain()
         if not events:
-            await self._io(self.store.renew_lease, lease)
+            finish = self.store.release_lease if release else self.store.renew_lease
+            await self._io(finish, lease)
             return None
         state = journal.state
         summary = summarize_run(state)
@@ -403,7 +425,7 @@ class Runtime:
         handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
         self.faults.hit("before_commit")
         try:
-            await self._io(self._write, record, events, handoff, state.trace_id, lease)
+            await self._io(self._write, record, events, handoff, state.trace_id, lease, release)
         except StoreError as exc:
             raise exc.with_context(state.run_id, self._happened(state)) from exc
         return summary
@@ -437,8 +459,9 @@ class Runtime:
         handoff: HandoffPacket | None,
         trace_id: str,
         lease: Lease,
+        release: bool,
     ) -> None:
-        self.store.save(record, events, handoff, lease=lease)
+        self.store.save(record, events, handoff, lease=lease, release=release)
         self.faults.hit("after_commit")
         if self.log is not None:
             self.log.append(trace_id, events)

@@ -47,6 +47,9 @@ class Lease:
     run_id: str
     owner: str
     ttl_s: float = DEFAULT_LEASE_S
+    new_run: bool = False
+    """The owner is creating the run: nobody else knows its id yet, so its first fenced
+    save takes the lease instead of a separate round trip to acquire it."""
 
 
 @dataclass(frozen=True)
@@ -83,13 +86,15 @@ class Store(Protocol):
         handoff: HandoffPacket | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
     ) -> None:
         """Upsert the run row, append events and store a handoff, in one transaction.
 
         An event whose ``seq`` is already stored with other content raises
         ``EventConflictError`` and nothing is written (an identical repeat is harmless).
         With ``lease``, the save is fenced: it raises ``LeaseLostError`` and writes
-        nothing unless that lease is still held, and it extends the lease.
+        nothing unless that lease is still held, and it extends the lease (or, with
+        ``release``, gives it up in the same transaction: the drive is over).
         """
         ...
 

@@ -31,6 +31,7 @@ class MemoryStore:
         handoff: HandoffPacket | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
     ) -> None:
         """Check the lease, append new events (a taken ``seq`` is a conflict), upsert."""
         if lease is not None:
@@ -52,6 +53,8 @@ class MemoryStore:
         self.runs[run.run_id] = run
         if handoff is not None:
             self.handoffs[run.run_id] = handoff
+        if lease is not None and release:
+            self.release_lease(lease)
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
         """Take the lease unless another live owner holds it."""
@@ -63,7 +66,8 @@ class MemoryStore:
     def renew_lease(self, lease: Lease) -> None:
         """Extend the lease, or ``LeaseLostError``."""
         held = self.leases.get(lease.run_id)
-        if held is None or held[0] != lease.owner or held[1] <= time.time():
+        creating = held is None and lease.new_run
+        if not creating and (held is None or held[0] != lease.owner or held[1] <= time.time()):
             raise LeaseLostError(f"this owner no longer holds the lease on run {lease.run_id}")
         self.leases[lease.run_id] = (lease.owner, time.time() + lease.ttl_s)
 

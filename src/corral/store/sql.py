@@ -275,14 +275,19 @@ class SqlStore:
         with store_faults(lease.run_id, "renewing the run's lease"), self._write() as conn:
             self._fence(conn, lease)
 
-    def _fence(self, conn: Connection, lease: Lease) -> None:
+    def _fence(self, conn: Connection, lease: Lease, release: bool = False) -> None:
+        """Inside a write transaction: go on only while ``lease`` is held; extend it."""
         row = self._locked_lease(conn, lease.run_id)
-        if row is None or row.owner != lease.owner or row.expires_at <= _now():
+        creating = row is None and lease.new_run
+        if not creating and (row is None or row.owner != lease.owner or row.expires_at <= _now()):
             raise LeaseLostError(
                 f"this process no longer holds the lease on run {lease.run_id}",
                 hint="another process took the run over; it finishes the run",
             )
-        self._take(conn, lease, row)
+        if release:
+            conn.execute(delete(leases).where(leases.c.run_id == lease.run_id))
+        else:
+            self._take(conn, lease, row)
 
     def release_lease(self, lease: Lease) -> None:
         """Delete the lease row if we still own it."""
@@ -308,6 +313,7 @@ class SqlStore:
         handoff: HandoffPacket | None = None,
         *,
         lease: Lease | None = None,
+        release: bool = False,
     ) -> None:
         """Check the lease, append events and upsert the run row, in one transaction."""
         row = {
@@ -325,7 +331,7 @@ class SqlStore:
             try:
                 with self._write() as conn:
                     if lease is not None:
-                        self._fence(conn, lease)
+                        self._fence(conn, lease, release)
                     if new_events:
                         conn.execute(insert(events), [_event_row(e) for e in new_events])
                     self._upsert_run(conn, run, row)
@@ -333,7 +339,7 @@ class SqlStore:
                 missing = self._unstored(run.run_id, new_events)
                 with self._write() as conn:  # an identical repeat: append only what is new
                     if lease is not None:
-                        self._fence(conn, lease)
+                        self._fence(conn, lease, release)
                     if missing:
                         conn.execute(insert(events), [_event_row(e) for e in missing])
                     self._upsert_run(conn, run, row)
