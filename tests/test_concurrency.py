@@ -12,14 +12,17 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from corral import load_agent
-from corral.errors import CorralError
+from corral.errors import CorralError, LeaseLostError
+from corral.runtime.effects import LiveEffects
 from corral.runtime.runtime import Runtime
 from corral.store.sql import SqlStore
 from tests.helpers import corral_cli
@@ -167,3 +170,43 @@ def test_sixteen_processes_open_a_new_home_at_once(tmp_path: Path, processes: in
     for worker in workers:
         worker.join(timeout=30)
     assert all(kind == "ok" for kind, _ in outcomes), outcomes
+
+
+class _StallingEffects(LiveEffects):
+    """Live effects whose clock freezes the whole process once, like a long GC pause or a
+    suspended VM: the heartbeat cannot run, so the lease expires meanwhile."""
+
+    def __init__(self, after_reads: int, stall_s: float) -> None:
+        self.reads, self.after_reads, self.stall_s = 0, after_reads, stall_s
+
+    def now(self) -> datetime:
+        self.reads += 1
+        if self.reads == self.after_reads:
+            time.sleep(self.stall_s)
+        return super().now()
+
+
+def test_a_process_that_lost_its_lease_enters_no_tool(tmp_path: Path) -> None:
+    run_id = paused_run(tmp_path)
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+
+    def runtime(effects: Any = None) -> Runtime:
+        store = SqlStore.open(tmp_path / "corral.db")
+        return Runtime(agent, store, effects=effects, lease_ttl_s=0.3)
+
+    stalled = runtime(_StallingEffects(after_reads=2, stall_s=1.5))
+    taken_over: dict[str, Any] = {}
+
+    def other_process() -> None:
+        time.sleep(0.8)  # the stalled owner's lease (0.3 s) has expired by now
+        taken_over["summary"] = asyncio.run(runtime().resume(run_id, approve=True))
+
+    thread = threading.Thread(target=other_process)
+    thread.start()
+    with pytest.raises(LeaseLostError):
+        asyncio.run(stalled.resume(run_id, approve=True))
+    thread.join(timeout=60)
+    assert taken_over["summary"].status.value == "finished"
+    assert len(entries(tmp_path)) == 1  # the stalled owner never entered the tool
+    events = SqlStore.open(tmp_path / "corral.db").load_events(run_id)
+    assert [e.type.value for e in events].count("confirmation_given") == 1
