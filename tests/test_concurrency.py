@@ -44,11 +44,14 @@ def entries(home: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
-def _approve_in_process(home: str, run_id: str, barrier: Any, results: Any) -> None:
+def _approve_in_process(
+    home: str, run_id: str, barrier: Any, results: Any, url: str | None = None
+) -> None:
     """One 'user' approving: load the agent as the CLI does, wait for the others, resume."""
     folder = Path(home)
     agent = load_agent(LEDGER, data_dir=folder / "data" / "ledger")
-    runtime = Runtime(agent, SqlStore.open(folder / "corral.db"), log_dir=folder / "logs")
+    store = SqlStore.open(url or folder / "corral.db")
+    runtime = Runtime(agent, store, log_dir=folder / "logs")
     barrier.wait(timeout=60)
     try:
         summary = asyncio.run(runtime.resume(run_id, approve=True))
@@ -57,12 +60,14 @@ def _approve_in_process(home: str, run_id: str, barrier: Any, results: Any) -> N
         results.put(("error", exc.code.value))
 
 
-def approve_together(home: Path, run_id: str, processes: int) -> list[tuple[str, str]]:
+def approve_together(
+    home: Path, run_id: str, processes: int, url: str | None = None
+) -> list[tuple[str, str]]:
     ctx = mp.get_context("spawn")
     barrier = ctx.Barrier(processes)
     results = ctx.Queue()
     workers = [
-        ctx.Process(target=_approve_in_process, args=(str(home), run_id, barrier, results))
+        ctx.Process(target=_approve_in_process, args=(str(home), run_id, barrier, results, url))
         for _ in range(processes)
     ]
     for worker in workers:
@@ -210,3 +215,21 @@ def test_a_process_that_lost_its_lease_enters_no_tool(tmp_path: Path) -> None:
     assert len(entries(tmp_path)) == 1  # the stalled owner never entered the tool
     events = SqlStore.open(tmp_path / "corral.db").load_events(run_id)
     assert [e.type.value for e in events].count("confirmation_given") == 1
+
+
+def test_eight_processes_approving_at_once_on_postgresql(tmp_path: Path) -> None:
+    url = os.environ.get("CORRAL_TEST_PG_URL")
+    if not url:
+        if os.environ.get("CORRAL_REQUIRE_PG") == "1":
+            pytest.fail("CORRAL_REQUIRE_PG=1 but CORRAL_TEST_PG_URL is not set")
+        pytest.skip("no PostgreSQL (set CORRAL_TEST_PG_URL)")
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+    store = SqlStore.open(url)
+    paused = asyncio.run(Runtime(agent, store).start("please cancel A12"))
+    assert paused.status.value == "awaiting_confirm"
+    outcomes = approve_together(tmp_path, paused.run_id, 8, url)
+    assert len(entries(tmp_path)) == 1, entries(tmp_path)
+    assert all(o in (("summary", "finished"), ("error", "RUN_BUSY")) for o in outcomes), outcomes
+    events = store.load_events(paused.run_id)
+    assert [e.type.value for e in events].count("run_finished") == 1
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
