@@ -368,3 +368,12 @@ def test_a_failed_import_is_not_reused(tmp_path: Path) -> None:
         load_agent(folder)
     (folder / "tools.py").write_text(TOOLS, encoding="utf-8")
     assert "lookup" in load_agent(folder).tools
+
+
+def test_eval_suites_are_read_with_the_same_limits(tmp_path: Path) -> None:
+    from corral.testing.evaluation import load_suite
+
+    suite = tmp_path / "eval.yaml"
+    suite.write_bytes(b"cases:\n  - name: caf\xe9\n")
+    with pytest.raises(ConfigInvalidError, match=r"eval\.yaml:2: not UTF-8"):
+        load_suite(suite)
