@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from corral.errors import ConfigInvalidError
+from corral.errors import ConfigInvalidError, CorralError
 
 _MAX_MESSAGE = 300
 """Characters of the exception's own message kept in the error."""
@@ -37,6 +37,8 @@ def _location(exc: BaseException, folder: Path) -> str:
 def _failure(what: str, exc: BaseException, folder: Path) -> ConfigInvalidError:
     if isinstance(exc, SyntaxError):
         detail = f"syntax error: {exc.msg}"
+    elif isinstance(exc, CorralError):  # e.g. ``@tool`` on a function it cannot describe
+        detail = exc.message
     else:
         detail = f"{type(exc).__name__}: {str(exc)[:_MAX_MESSAGE]}"
     return ConfigInvalidError(
