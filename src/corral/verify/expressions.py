@@ -188,7 +188,7 @@ def _forbidden(node: ast.AST) -> str | None:
         and isinstance(node.value, float | complex)
         and not cmath.isfinite(node.value)
     ):
-        return f"{ast.unparse(node)} is not a finite number"
+        return "a number literal too large to be finite (such as 1e999) is not allowed"
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod | ast.Mult):
         mod = isinstance(node.op, ast.Mod)
         for side in [node.left] if mod else [node.left, node.right]:
