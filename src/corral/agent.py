@@ -6,8 +6,6 @@ template names. A broken agent fails at load with ``CONFIG_INVALID``, not at 3 a
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from corral.models.base import Model
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
+from corral.tools.loader import import_tools, run_setup
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.verify.rules import CompiledRule, compile_rules
@@ -209,19 +208,6 @@ def _equivalence_problems(registry: ToolRegistry) -> list[str]:
     return problems
 
 
-def _import_tools(path: Path) -> Any:
-    module_name = f"corral_agent_tools_{abs(hash(path.resolve()))}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ConfigInvalidError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def train_classifier(config: AgentConfig, cache_dir: Path | None) -> IntentClassifier:
     """Fit (or load from the cache) the classifier on the intents' examples."""
     from corral.intent.classifier import train_cached
@@ -301,11 +287,9 @@ def load_agent(
     deps: dict[str, Any] = {}
     tools_file = root / "tools.py"
     if tools_file.is_file():
-        module = _import_tools(tools_file)
+        module = import_tools(tools_file)
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
-        setup = getattr(module, "setup", None)
-        if callable(setup):
-            deps = dict(setup(data_dir or root / ".data"))
+        deps = run_setup(module, data_dir or root / ".data", root)
     classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
     chosen = model if model is not None else model_from_config(config)
     return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root, model=chosen)

@@ -7,18 +7,20 @@ typed default taken from the seeds and is documented in ``docs/settings.md``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
+from corral.safe_yaml import read_yaml_file
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # ``inf`` would turn a limit off and ``nan`` makes every comparison false.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Limits(_Strict):
@@ -259,6 +261,9 @@ class AgentConfig(_Strict):
 
 def parse_config(data: Any, *, source: str = "<config>") -> AgentConfig:
     """Validate a parsed mapping; every problem is listed in one ``ConfigInvalidError``."""
+    non_finite = _non_finite_paths(data)
+    if non_finite:
+        raise ConfigInvalidError(f"{source}: not a finite number at {', '.join(non_finite[:10])}")
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
@@ -268,10 +273,25 @@ def parse_config(data: Any, *, source: str = "<config>") -> AgentConfig:
         raise ConfigInvalidError(f"{source}: {problems}") from None
 
 
+def _non_finite_paths(data: Any) -> list[str]:
+    """Where ``inf`` or ``nan`` hides, also in values typed ``Any`` (step arguments).
+
+    ``allow_inf_nan`` reaches only typed fields. Each container is visited once.
+    """
+    found: list[str] = []
+    seen: set[int] = set()
+    pending: list[tuple[str, Any]] = [("", data)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            found.append(path or "<root>")
+        elif isinstance(value, dict | list | tuple) and id(value) not in seen:
+            seen.add(id(value))
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            pending.extend((f"{path}.{key}" if path else str(key), item) for key, item in items)
+    return sorted(found)
+
+
 def load_config(path: Path) -> AgentConfig:
-    """Read and validate ``agent.yaml``."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigInvalidError(f"cannot read {path}: {exc}") from None
-    return parse_config(data, source=str(path))
+    """Read and validate ``agent.yaml`` (bounded: see ``corral.safe_yaml``)."""
+    return parse_config(read_yaml_file(path), source=str(path))

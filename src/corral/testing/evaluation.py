@@ -20,13 +20,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from corral.agent import Agent
 from corral.contracts import EventType, RunStatus, RunSummary
 from corral.errors import ConfigInvalidError
 from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.runtime import Runtime
+from corral.safe_yaml import read_yaml_file
 from corral.store.memory import MemoryStore
 from corral.testing.effects import FixedEffects
 
@@ -143,7 +142,7 @@ def _case(raw: dict[str, Any], index: int) -> EvalCase:
 
 def load_suite(path: Path) -> EvalSuite:
     """Read and check a suite file."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml_file(path) or {}
     cases = [_case(raw, i) for i, raw in enumerate(data.get("cases", []), start=1)]
     now = data.get("now")
     if isinstance(now, str):

@@ -3,12 +3,21 @@
 Expressions look like Python (``result.status == "valid" and facts.in_warranty``) but are
 evaluated by ``simpleeval``, never ``eval``: no imports, no dunder access, no calls but a
 short allow-list. They are parsed and checked once, when the plan is validated.
+
+A rule that passes the check runs in bounded time and memory, whatever values it meets:
+its text and nesting are limited, there are no loops, ``**``, string formatting
+(``'%999999999d' % 1``, f-strings, ``.format``) or repetition (``'a' * n``), and the
+operators left refuse results beyond ``MAX_RESULT_LENGTH`` items or ``MAX_INT_BITS`` bits.
+simpleeval's own guards (``MAX_STRING_LENGTH``, ``MAX_POWER``) leave ``%`` unbounded and
+its recursion unguarded, hence this table.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Mapping
+import cmath
+import operator
+from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +30,14 @@ from corral.planning.typecheck import field_type
 ALLOWED_NAMES = frozenset({"result", "args", "facts", "entities"})
 CONSTANTS: dict[str, Any] = {"true": True, "false": False, "null": None, "none": None}
 FUNCTIONS: dict[str, Callable[..., Any]] = {"len": len, "lower": str.lower, "upper": str.upper}
+MAX_EXPRESSION_CHARS = 2000
+"""Longest expression text accepted."""
+MAX_EXPRESSION_DEPTH = 32
+"""Deepest syntax tree accepted (``not not ... x``, ``a + b + ... + z``, nested calls)."""
+MAX_RESULT_LENGTH = 100_000
+"""Longest string or list that ``+`` may build at evaluation."""
+MAX_INT_BITS = 4096
+"""Largest integer operand of arithmetic (about 1e1233); larger ones cannot be judged."""
 _ALLOWED_NODES = (
     ast.Expression,
     ast.BoolOp,
@@ -58,6 +75,50 @@ _ALLOWED_NODES = (
 )
 
 
+def _number(value: Any, symbol: str) -> Any:
+    """Arithmetic takes numbers only: ``%`` on a string formats, ``*`` on one repeats."""
+    if not isinstance(value, int | float):
+        raise ExpressionInvalidError(f"{symbol} takes numbers, not {type(value).__name__}")
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ExpressionInvalidError(f"an integer larger than 2**{MAX_INT_BITS}")
+    return value
+
+
+def _arithmetic(symbol: str, apply: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    return lambda a, b: apply(_number(a, symbol), _number(b, symbol))
+
+
+def _add(a: Any, b: Any) -> Any:
+    """Numbers add; strings and lists concatenate up to ``MAX_RESULT_LENGTH``."""
+    if isinstance(a, Sized) and isinstance(b, Sized):
+        if len(a) + len(b) > MAX_RESULT_LENGTH:
+            raise ExpressionInvalidError(f"a result longer than {MAX_RESULT_LENGTH:,}")
+        return operator.add(a, b)
+    return _number(a, "+") + _number(b, "+")
+
+
+OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
+    ast.Add: _add,
+    ast.Sub: _arithmetic("-", operator.sub),
+    ast.Mult: _arithmetic("*", operator.mul),
+    ast.Div: _arithmetic("/", operator.truediv),
+    ast.Mod: _arithmetic("%", operator.mod),
+    ast.USub: lambda a: -_number(a, "-"),
+    ast.Not: operator.not_,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+"""The only operators evaluated, each bounded (simpleeval's defaults let ``%`` format)."""
+
+
 @dataclass(frozen=True)
 class Expression:
     """A parsed, checked expression; ``evaluate`` is cheap and side-effect free."""
@@ -67,9 +128,13 @@ class Expression:
 
     def evaluate(self, names: Mapping[str, Any]) -> Any:
         """Evaluate with the given names; a missing field raises ``ExpressionInvalidError``."""
-        evaluator = EvalWithCompoundTypes(names={**CONSTANTS, **names}, functions=FUNCTIONS)
+        evaluator = EvalWithCompoundTypes(
+            operators=OPERATORS, names={**CONSTANTS, **names}, functions=FUNCTIONS
+        )
         try:
             return evaluator.eval(self.text, previously_parsed=self.tree.body)
+        except ExpressionInvalidError as exc:  # an operator refused an unbounded result
+            raise ExpressionInvalidError(f"{self.text!r}: {exc.message}") from None
         except Exception as exc:  # simpleeval raises many kinds; all mean "cannot judge"
             raise ExpressionInvalidError(f"{self.text!r}: {exc}") from None
 
@@ -85,15 +150,65 @@ def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:
     return None
 
 
+def _depth(tree: ast.AST) -> int:
+    """Height of the syntax tree, computed without recursion."""
+    deepest = 0
+    pending = [(tree, 1)]
+    while pending:
+        node, depth = pending.pop()
+        deepest = max(deepest, depth)
+        pending.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _parse(text: str) -> ast.Expression:
+    """The syntax tree of a short, shallow expression; ``ExpressionInvalidError`` otherwise."""
+    shown = text if len(text) <= 80 else f"{text[:80]}..."
+    if len(text) > MAX_EXPRESSION_CHARS:
+        raise ExpressionInvalidError(f"{shown!r} is longer than {MAX_EXPRESSION_CHARS} characters")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ExpressionInvalidError(f"{shown!r} is not an expression: {exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes; deep nesting
+        raise ExpressionInvalidError(f"{shown!r} cannot be parsed: {exc}") from None
+    if _depth(tree) > MAX_EXPRESSION_DEPTH:
+        raise ExpressionInvalidError(f"{shown!r} is nested deeper than {MAX_EXPRESSION_DEPTH}")
+    return tree
+
+
+def _forbidden(node: ast.AST) -> str | None:
+    """Why a node of an allowed type is still refused: it formats, repeats or is infinite."""
+    if isinstance(node, ast.JoinedStr | ast.FormattedValue):
+        return "f-strings are not allowed (string formatting)"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return f"method calls such as .{node.func.attr}() are not allowed"
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, float | complex)
+        and not cmath.isfinite(node.value)
+    ):
+        return "a number literal too large to be finite (such as 1e999) is not allowed"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod | ast.Mult):
+        mod = isinstance(node.op, ast.Mod)
+        for side in [node.left] if mod else [node.left, node.right]:
+            if isinstance(side, ast.List | ast.Tuple) or (
+                isinstance(side, ast.Constant) and not isinstance(side.value, int | float)
+            ):
+                what = "string formatting with %" if mod else "repetition with *"
+                return f"{what} is not allowed"
+    return None
+
+
 def compile_expression(text: str, result_model: type[BaseModel] | None = None) -> Expression:
     """Parse and check an expression; ``result.x`` paths are checked against ``result_model``."""
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ExpressionInvalidError(f"{text!r} is not an expression: {exc.msg}") from None
+    tree = _parse(text.strip())
     problems: list[str] = []
     for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED_NODES):
+        reason = _forbidden(node)
+        if reason is not None:
+            problems.append(reason)
+        elif not isinstance(node, _ALLOWED_NODES):
             problems.append(f"{type(node).__name__} is not allowed")
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             problems.append(f"private attribute {node.attr!r} is not allowed")

@@ -1,0 +1,150 @@
+"""Reading a developer's YAML file without letting its shape exhaust memory or time.
+
+``yaml.safe_load`` runs no code, but it still accepts three things that hurt later: an
+alias bomb (a 1.4 KB file whose anchors expand to billions of nodes for every walk that
+follows: validation, references, JSON), nesting deep enough to exhaust the stack, and
+non-finite numbers (``.inf``, ``.nan``) that quietly turn a limit off. This loader
+measures the document while it is composed, before anything walks it, and refuses:
+
+- a file over ``MAX_YAML_BYTES`` bytes, or one that is not UTF-8;
+- nesting deeper than ``MAX_YAML_DEPTH``;
+- a document whose size with every alias expanded (nodes plus scalar characters) is over
+  ``MAX_YAML_EXPANDED``; aliases themselves (``&a``/``*a``, ``<<: *a``) stay allowed;
+- recursive aliases, and non-finite numbers anywhere.
+
+Every refusal is ``CONFIG_INVALID`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.composer import ComposerError
+from yaml.events import AliasEvent, Event
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from corral.errors import ConfigInvalidError
+
+MAX_YAML_BYTES = 1_048_576
+"""Largest ``agent.yaml`` (or eval file) read, in bytes."""
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of mappings and sequences."""
+MAX_YAML_EXPANDED = 2_000_000
+"""Largest document with every alias expanded, counted as nodes plus scalar characters:
+about twice what the largest file can hold without aliases."""
+
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``SafeLoader`` that measures every node as it is composed.
+
+    It is the pure-Python loader on purpose: libyaml's composer recurses in C and
+    crashes the whole process on deep nesting.
+    """
+
+    def __init__(self, text: str, name: str) -> None:
+        super().__init__(text)
+        self.name = name  # marks (file, line) name the file, not "<unicode string>"
+        self._depth = 0
+        self._sizes: dict[int, int] = {}
+        """id(node) -> its size with aliases expanded; nodes stay alive while loading."""
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        """Compose one node, refusing depth, recursion and expansion beyond the limits."""
+        event: Event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, AliasEvent):
+            target = self.anchors.get(event.anchor)
+            if target is not None and id(target) not in self._sizes:
+                raise _refusal(f"alias *{event.anchor} refers to itself", event.start_mark)
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _refusal(f"nested deeper than {MAX_YAML_DEPTH} levels", event.start_mark)
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if node is not None:
+            self._measure(node)
+        return node
+
+    def _measure(self, node: Node) -> None:
+        known = self._sizes.get(id(node))
+        if known is not None:
+            return  # an alias: its size is added again by the collection that holds it
+        if isinstance(node, ScalarNode):
+            self._check_number(node)
+            size = 1 + len(node.value)
+        elif isinstance(node, SequenceNode):
+            size = 1 + sum(self._sizes[id(child)] for child in node.value)
+        elif isinstance(node, MappingNode):
+            size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
+        else:  # pragma: no cover - the composer makes only these three kinds
+            size = 1
+        if size > MAX_YAML_EXPANDED:
+            raise _refusal(
+                f"with its aliases expanded this value is larger than {MAX_YAML_EXPANDED:,} "
+                "nodes and characters (an alias bomb?)",
+                node.start_mark,
+            )
+        self._sizes[id(node)] = size
+
+    def _check_number(self, node: ScalarNode) -> None:
+        if node.tag != _FLOAT_TAG:
+            return
+        try:
+            value = self.construct_yaml_float(node)
+        except ValueError:
+            raise _refusal(f"{node.value!r} is not a number", node.start_mark) from None
+        if not math.isfinite(value):
+            raise _refusal(f"{node.value!r} is not a finite number", node.start_mark)
+
+
+def _refusal(problem: str, mark: Any) -> ComposerError:
+    return ComposerError(problem=problem, problem_mark=mark)
+
+
+def _where(source: str, exc: yaml.YAMLError) -> str:
+    """``file:line: problem`` from a YAML error, whatever its kind."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError) and mark is not None:
+        problem = " ".join(p for p in (exc.context, exc.problem) if p)
+        return f"{source}:{mark.line + 1}: {problem}"
+    return f"{source}: {exc}"
+
+
+def load_yaml_text(text: str, source: str = "<yaml>") -> Any:
+    """Parse one YAML document within the limits above; ``ConfigInvalidError`` otherwise."""
+    loader = _BoundedLoader(text, source)
+    try:
+        node = loader.get_single_node()
+        return None if node is None else loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigInvalidError(_where(source, exc)) from None
+    except (ValueError, TypeError, OverflowError) as exc:  # a bad ``!!int`` or ``!!timestamp``
+        raise ConfigInvalidError(f"{source}: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml_file(path: Path) -> Any:
+    """Read a UTF-8 YAML file of at most ``MAX_YAML_BYTES`` and parse it (see above)."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
+    except OSError as exc:
+        raise ConfigInvalidError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_YAML_BYTES:
+        raise ConfigInvalidError(f"{path}: larger than {MAX_YAML_BYTES:,} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigInvalidError(
+            f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})",
+            hint="save the file as UTF-8",
+        ) from None
+    return load_yaml_text(text, str(path))

@@ -1,0 +1,80 @@
+"""Importing an agent's ``tools.py`` and running its ``setup()``.
+
+``tools.py`` is the developer's code, read at load like ``agent.yaml``. A syntax error,
+an exception while it is imported, or one raised by ``setup()`` means the agent is
+broken: ``CONFIG_INVALID`` naming the file and line (the innermost frame inside the agent
+folder), never a Python traceback out of the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from corral.errors import ConfigInvalidError, CorralError
+
+_MAX_MESSAGE = 300
+"""Characters of the exception's own message kept in the error."""
+
+
+def _location(exc: BaseException, folder: Path) -> str:
+    """``file:line`` where the developer's code failed, preferring the agent's own files."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"{exc.filename}:{exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    chosen = [f for f in frames if Path(f.filename).resolve().is_relative_to(folder)] or frames
+    if not chosen:
+        return str(folder)
+    frame = chosen[-1]
+    return f"{frame.filename}:{frame.lineno} (in {frame.name})"
+
+
+def _failure(what: str, exc: BaseException, folder: Path) -> ConfigInvalidError:
+    if isinstance(exc, SyntaxError):
+        detail = f"syntax error: {exc.msg}"
+    elif isinstance(exc, CorralError):  # e.g. ``@tool`` on a function it cannot describe
+        detail = exc.message
+    else:
+        detail = f"{type(exc).__name__}: {str(exc)[:_MAX_MESSAGE]}"
+    return ConfigInvalidError(
+        f"{_location(exc, folder)}: {what} failed: {detail}", hint="fix the agent's tools.py"
+    )
+
+
+def import_tools(path: Path) -> ModuleType:
+    """Import ``tools.py`` once per process; a failed import leaves nothing behind."""
+    module_name = f"corral_agent_tools_{abs(hash(path.resolve()))}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigInvalidError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # the developer's code may raise anything
+        del sys.modules[module_name]  # a half-run module must not be reused
+        raise _failure(f"importing {path.name}", exc, path.parent.resolve()) from None
+    return module
+
+
+def run_setup(module: ModuleType, data_dir: Path, folder: Path) -> dict[str, Any]:
+    """The tools' ``deps``: what ``setup(data_dir)`` returns, or ``{}`` without one."""
+    setup = getattr(module, "setup", None)
+    if not callable(setup):
+        return {}
+    try:
+        deps = setup(data_dir)
+    except (Exception, SystemExit) as exc:
+        raise _failure("setup()", exc, folder.resolve()) from None
+    if not isinstance(deps, Mapping):
+        raise ConfigInvalidError(
+            f"{module.__file__}: setup() must return a mapping, not {type(deps).__name__}"
+        )
+    return dict(deps)

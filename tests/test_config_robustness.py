@@ -1,0 +1,379 @@
+"""A broken or hostile agent folder fails at load with CONFIG_INVALID, quickly and clearly.
+
+agent.yaml and tools.py come from the developer, but a typo, a pasted YAML bomb or a
+rule that formats a huge string must still end in ``CONFIG_INVALID`` naming the file and
+line, not in a traceback, minutes of parsing or gigabytes of memory (issue 7, defect 10).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral import load_agent, load_config, parse_config
+from corral.errors import ConfigInvalidError, ExpressionInvalidError
+from corral.verify import compile_expression
+from tests.conftest import ROOT
+from tests.helpers import build_agent, corral_cli
+
+TOOLS = '''\
+from pydantic import BaseModel
+
+from corral import tool
+
+
+class Found(BaseModel):
+    ok: bool
+
+
+@tool
+def lookup(items: list[str] | None = None, more: list[str] | None = None) -> Found:
+    """Look something up."""
+    return Found(ok=True)
+'''
+TOOLS_LINES = TOOLS.count("\n")
+
+AGENT_YAML = """\
+name: robust
+intents:
+  - name: look
+    rules: [{keywords: [go], confidence: 0.95}]
+    plan: p
+    reply: done
+plans:
+  p:
+    steps:
+      - id: s1
+        tool: lookup
+        args: {items: [a]}
+templates:
+  done: {zh: 好, en: done}
+"""
+
+
+def agent_dir(tmp_path: Path, yaml_text: str = AGENT_YAML, tools: str = TOOLS) -> Path:
+    folder = tmp_path / "agent"
+    folder.mkdir(exist_ok=True)
+    (folder / "agent.yaml").write_text(yaml_text, encoding="utf-8")
+    (folder / "tools.py").write_text(tools, encoding="utf-8")
+    return folder
+
+
+def fails_at_load(tmp_path: Path, folder: Path) -> str:
+    """Run the agent through the CLI: exit 2 with CONFIG_INVALID, no traceback."""
+    done = corral_cli(tmp_path / "home", "run", str(folder), "go", ok=False)
+    err = " ".join(done.stderr.split())  # the console may wrap long lines
+    assert done.returncode == 2, done.stderr
+    assert "CONFIG_INVALID" in err and "Traceback" not in done.stderr, done.stderr
+    return err
+
+
+def test_the_fixture_agent_runs(tmp_path: Path) -> None:
+    """The agent the other tests break is valid: their failures come from the break."""
+    done = corral_cli(tmp_path / "home", "run", str(agent_dir(tmp_path)), "go", "--json")
+    assert '"status":"succeeded"' in done.stdout.replace(" ", "")
+
+
+# ----------------------------------------------------------------------------- YAML
+
+
+def bomb(levels: int = 9) -> str:
+    """Billion laughs in a step argument: 9 ** 9 strings from under 1 KB of YAML."""
+    rows = ['            - &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    rows += [f"            - &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    args = "\n".join(["        args:", "          items: [x]", "          more:", *rows])
+    return AGENT_YAML.replace("        args: {items: [a]}", args)
+
+
+def _limit_memory() -> None:  # a regression must fail, not eat the machine
+    two_gib = 2 * 1024**3
+    resource.setrlimit(resource.RLIMIT_AS, (two_gib, two_gib))
+
+
+def test_alias_bomb_is_refused_fast_through_the_cli(tmp_path: Path) -> None:
+    text = bomb()
+    assert len(text.encode()) < 2000
+    folder = agent_dir(tmp_path, text)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "corral", "run", str(folder), "go", "--home", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            env={**os.environ, "COLUMNS": "200"},
+            preexec_fn=_limit_memory,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("loading a 1 KB alias bomb did not finish within 60 s")
+    err = " ".join(done.stderr.split())
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "CONFIG_INVALID" in err and "alias" in err, err
+    assert "agent.yaml:" in err
+
+
+def test_alias_bomb_names_the_line(tmp_path: Path) -> None:
+    folder = agent_dir(tmp_path, bomb(levels=8))
+    with pytest.raises(ConfigInvalidError, match=r"agent\.yaml:\d+: .*aliases expanded"):
+        load_config(folder / "agent.yaml")
+
+
+def test_ordinary_anchors_and_merges_still_load(tmp_path: Path) -> None:
+    text = AGENT_YAML.replace(
+        "  done: {zh: 好, en: done}",
+        "  done: &done {zh: 好, en: done}\n  again: *done\n  more: {<<: *done, en: more}",
+    )
+    config = load_config(agent_dir(tmp_path, text) / "agent.yaml")
+    assert config.templates["again"] == config.templates["done"]
+    assert config.templates["more"].zh == "好" and config.templates["more"].en == "more"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("name: &n [*n]\n", "refers to itself"),
+        ("name: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper"),
+        ("name: !!int nope\n", "nope"),
+    ],
+)
+def test_recursive_deep_or_mistyped_yaml_is_config_invalid(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    with pytest.raises(ConfigInvalidError, match=problem):
+        load_config(agent_dir(tmp_path, text) / "agent.yaml")
+
+
+def test_agent_yaml_size_is_capped(tmp_path: Path) -> None:
+    padding = "x" * (1024 * 1024)  # with the rest, just over the documented 1 MiB
+    folder = agent_dir(tmp_path, AGENT_YAML + f"description: {padding}\n")
+    with pytest.raises(ConfigInvalidError, match="larger than"):
+        load_config(folder / "agent.yaml")
+
+
+def test_non_utf8_agent_yaml_is_config_invalid_with_its_line(tmp_path: Path) -> None:
+    folder = agent_dir(tmp_path)
+    text = AGENT_YAML.replace("name: robust", "name: robust\ndescription: café")
+    (folder / "agent.yaml").write_bytes(text.encode("utf-8").replace("é".encode(), b"\xe9"))
+    with pytest.raises(ConfigInvalidError, match=r"agent\.yaml:2: not UTF-8"):
+        load_config(folder / "agent.yaml")
+    assert "agent.yaml:2: not UTF-8" in fails_at_load(tmp_path, folder)
+
+
+# ----------------------------------------------------------------------- numbers
+
+
+@pytest.mark.parametrize(
+    ("section", "text"),
+    [
+        ("budget", "budget: {max_wall_clock_s: 1e999}"),
+        ("budget", "budget: {max_cost: .inf}"),
+        ("limits", "limits: {intent_confidence: .nan}"),
+        ("model", "model: {temperatures: {reply: .nan}}"),
+        ("model", "model: {prices: {m: {prompt: -.inf}}}"),
+    ],
+)
+def test_non_finite_numbers_are_refused(tmp_path: Path, section: str, text: str) -> None:
+    folder = agent_dir(tmp_path, AGENT_YAML + text + "\n")
+    with pytest.raises(ConfigInvalidError, match="finite"):
+        load_config(folder / "agent.yaml")
+
+
+def test_non_finite_step_argument_is_refused_with_its_line(tmp_path: Path) -> None:
+    text = AGENT_YAML.replace("args: {items: [a]}", "args: {items: [a], more: [.inf]}")
+    with pytest.raises(ConfigInvalidError, match=r"agent\.yaml:12: .*not a finite number"):
+        load_config(agent_dir(tmp_path, text) / "agent.yaml")
+
+
+def test_non_finite_values_passed_in_code_are_refused() -> None:
+    data: dict[str, Any] = {
+        "name": "x",
+        "intents": [{"name": "i", "route": "reply", "reply": "r"}],
+        "plans": {"p": {"steps": [{"id": "s", "tool": "t", "args": {"n": float("nan")}}]}},
+    }
+    with pytest.raises(ConfigInvalidError, match=r"plans\.p\.steps\.0\.args\.n"):
+        parse_config(data)
+
+
+# ------------------------------------------------------------------- expressions
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "'%999999999d' % 1",
+        "'%s' % facts.x == 'y'",
+        "'a' * 1000000000",
+        "[0] * 1000000000",
+        "'{:999999999}'.format(1)",
+        "f'{facts.x:999999999}' == ''",
+        "2 ** 999999999",
+        "facts.x < 1e999",
+    ],
+)
+def test_unbounded_expressions_are_refused_at_compile(text: str) -> None:
+    with pytest.raises(ExpressionInvalidError):
+        compile_expression(text)
+
+
+def test_a_formatting_rule_is_config_invalid_at_load() -> None:
+    rule = {"name": "r", "before_tool": "t", "require": "'%999999999d' % 1", "refusal": "x"}
+    with pytest.raises(ConfigInvalidError, match="string formatting"):
+        build_agent([], [], business_rules=[rule])
+
+
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        ("facts.x % 1 == ''", {"x": "%99999999d"}),
+        ("facts.x * 99999999 == ''", {"x": "ab"}),
+        ("facts.x + facts.x == []", {"x": list(range(60_000))}),
+        ("facts.n * facts.n > 0", {"n": 10**2000}),
+    ],
+)
+def test_values_met_at_run_time_cannot_grow_without_bound(text: str, facts: Any) -> None:
+    expression = compile_expression(text)
+    with pytest.raises(ExpressionInvalidError):
+        expression.evaluate({"facts": facts})
+
+
+def test_ordinary_arithmetic_still_works() -> None:
+    names = {"facts": {"n": 7, "s": "ab", "things": [1, 2]}, "args": {"price": 2.5}}
+    text = (
+        "facts.n % 2 == 1 and args.price * 2 == 5 and facts.s + 'c' == 'abc'"
+        " and len(facts.things + [3]) == 3"
+    )
+    assert compile_expression(text).evaluate(names) is True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not " * 5000 + "true",
+        "not " * 100 + "true",
+        " + ".join(["facts.n"] * 60) + " > 0",
+        "-" * 500 + "1 < 0",
+        "facts.x == " + "1" * 3000,
+    ],
+)
+def test_deep_or_long_expressions_are_refused(text: str) -> None:
+    with pytest.raises(ExpressionInvalidError):
+        compile_expression(text)
+
+
+def test_deeply_nested_rule_is_config_invalid_at_load() -> None:
+    rule = {"name": "r", "before_tool": "t", "require": "not " * 5000 + "true", "refusal": "x"}
+    with pytest.raises(ConfigInvalidError, match="longer than"):
+        build_agent([], [], business_rules=[rule])
+
+
+ATOMS = [
+    "1", "0", "2.5", "1e999", "'%9999999d'", "'a'", "facts.s", "facts.n", "facts.big",
+    "facts.things", "args.x", "true", "null", "[1, 2]",
+]  # fmt: skip
+OPERATORS = [" + ", " - ", " * ", " / ", " % ", " ** ", " == ", " < ", " in ", " and ", " or "]
+CALLS = ["not {}", "-{}", "len({})", "lower({})", "'{{}}'.format({})", "[{}]"]
+NAMES = {
+    "facts": {"s": "%9999999d", "n": 3, "big": 10**1200, "things": list(range(50_000))},
+    "args": {"x": "x" * 1000},
+    "entities": {},
+    "result": {},
+}
+
+
+def _grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(
+        st.tuples(inner, st.sampled_from(OPERATORS), inner).map(lambda t: f"({''.join(t)})"),
+        st.tuples(st.sampled_from(CALLS), inner).map(lambda t: t[0].format(t[1])),
+        st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} if {t[1]} else {t[2]})"),
+    )
+
+
+@st.composite
+def expressions(draw: st.DrawFn) -> str:
+    """Mostly well-formed expressions from the language's pieces, some deeply prefixed."""
+    body = draw(st.recursive(st.sampled_from(ATOMS), _grow, max_leaves=12))
+    return "not " * draw(st.sampled_from([0, 0, 0, 40, 5000])) + body
+
+
+def _bounded(value: Any) -> bool:
+    """Generous bounds of the property's own (the limits in use are far lower)."""
+    if isinstance(value, str | list | tuple):
+        return len(value) <= 1_000_000
+    if isinstance(value, int):
+        return value.bit_length() <= 20_000
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(expressions(), st.text(max_size=200)))
+def test_any_text_compiles_to_a_bounded_expression_or_is_refused(text: str) -> None:
+    try:
+        expression = compile_expression(text)
+    except ExpressionInvalidError:
+        return
+    try:
+        value = expression.evaluate(NAMES)
+    except ExpressionInvalidError:
+        return
+    assert _bounded(value), f"{text!r} built an unbounded value"
+
+
+# ----------------------------------------------------------------------- tools.py
+
+
+def test_tools_syntax_error_is_config_invalid_with_its_line(tmp_path: Path) -> None:
+    folder = agent_dir(tmp_path, tools=TOOLS + "def broken(:\n    pass\n")
+    err = fails_at_load(tmp_path, folder)
+    assert f"tools.py:{TOOLS_LINES + 1}" in err and "syntax" in err
+
+
+def test_tools_import_exception_is_config_invalid_with_its_line(tmp_path: Path) -> None:
+    tools = TOOLS + "\nraise RuntimeError('no [db] configured')\n"
+    err = fails_at_load(tmp_path, agent_dir(tmp_path, tools=tools))
+    assert f"tools.py:{TOOLS_LINES + 2}" in err
+    assert "RuntimeError: no [db] configured" in err
+
+
+def test_setup_exception_is_config_invalid_with_its_line(tmp_path: Path) -> None:
+    tools = TOOLS + textwrap.dedent(
+        """
+        def setup(data_dir):
+            path = data_dir / "db.sqlite"
+            raise FileNotFoundError(f"cannot open {path.name}")
+        """
+    )
+    err = fails_at_load(tmp_path, agent_dir(tmp_path, tools=tools))
+    assert f"tools.py:{TOOLS_LINES + 4} (in setup)" in err
+    assert "FileNotFoundError: cannot open db.sqlite" in err
+
+
+def test_setup_must_return_a_mapping(tmp_path: Path) -> None:
+    tools = TOOLS + "\ndef setup(data_dir):\n    return ['not', 'a', 'mapping']\n"
+    with pytest.raises(ConfigInvalidError, match="must return a mapping"):
+        load_agent(agent_dir(tmp_path, tools=tools), data_dir=tmp_path / "data")
+
+
+def test_a_failed_import_is_not_reused(tmp_path: Path) -> None:
+    folder = agent_dir(tmp_path, tools=TOOLS + "\nraise ImportError('missing driver')\n")
+    with pytest.raises(ConfigInvalidError, match="missing driver"):
+        load_agent(folder)
+    (folder / "tools.py").write_text(TOOLS, encoding="utf-8")
+    assert "lookup" in load_agent(folder).tools
+
+
+def test_eval_suites_are_read_with_the_same_limits(tmp_path: Path) -> None:
+    from corral.testing.evaluation import load_suite
+
+    suite = tmp_path / "eval.yaml"
+    suite.write_bytes(b"cases:\n  - name: caf\xe9\n")
+    with pytest.raises(ConfigInvalidError, match=r"eval\.yaml:2: not UTF-8"):
+        load_suite(suite)
