@@ -68,6 +68,7 @@ def summarize_run(state: RunState) -> RunSummary:
         handoff=state.handoff,
         pending=state.pending,
         outcome=state.outcome,
+        error_code=state.error_code,
     )
 
 
