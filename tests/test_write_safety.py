@@ -98,11 +98,12 @@ async def test_a_write_that_timed_out_after_its_effect_is_not_retried() -> None:
     summary = await runtime.start("go")
     assert ledger.entries == 1
     assert_unknown(runtime, summary)
+    key = summary.handoff.steps[0].idempotency_key  # what a person looks the effect up by
     events = runtime.store.load_events(summary.run_id)
     attempts = [e.data for e in events if e.type is EventType.TOOL_ATTEMPT]
     assert [(a["error_code"], a["in_flight"]) for a in attempts] == [("TOOL_TIMEOUT", True)]
     await asyncio.sleep(0.4)
-    assert len(ledger.effects) == 1  # the effect did happen: "failed" would have been a lie
+    assert list(ledger.effects) == [key]  # the effect did happen: "failed" would have been a lie
 
 
 async def test_a_write_that_acted_then_lost_its_connection_is_not_retried() -> None:
@@ -289,7 +290,7 @@ def test_a_reconciler_must_fit_its_write() -> None:
     def needs_more(order_id: str, ctx: ToolContext) -> Done | None:
         return None
 
-    with pytest.raises(ConfigInvalidError, match="Done | None"):
+    with pytest.raises(ConfigInvalidError, match=r"Done \| None"):
 
         @tool(policy=write_policy(), reconcile=finds_nothing_optional)
         def w1(ctx: ToolContext) -> Done:
@@ -447,3 +448,5 @@ def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
     assert "cancelled" not in summary["reply"]
     entries = (home / "data" / "risky" / "entries.txt").read_text(encoding="utf-8")
     assert entries.count("entered") == 1
+    shown = corral_cli(home, "show", summary["run_id"]).stdout
+    assert "? s1 cancel_order" in shown and "OUTCOME_UNKNOWN" in shown

@@ -269,6 +269,8 @@ class StepRecord(Contract):
     error_code: str | None = None
     attempts: int = 0
     duration_ms: float = 0.0
+    idempotency_key: str | None = None
+    """For a write that was entered: the key it was given, to look its effect up by."""
 
 
 class HandoffPacket(Contract):

@@ -264,10 +264,19 @@ class RunLoop:
 
     def packet(self, reason: str, code: ErrorCode) -> HandoffPacket:
         """The handoff packet: everything a person needs to take over."""
+        from corral.runtime.scheduler import idempotency_key
+
         state = self.state
         records = []
         for step in state.steps.values():
             result = step.result
+            name = step.tool_used or step.tool
+            write = name in self.agent.tools and self.agent.tools.get(name).policy.kind == "write"
+            key = (
+                idempotency_key(state.run_id, step.id, step.args)
+                if write and step.args is not None
+                else None
+            )
             records.append(
                 StepRecord(
                     id=step.id,
@@ -279,6 +288,7 @@ class RunLoop:
                     error_code=step.error_code,
                     attempts=step.attempts,
                     duration_ms=step.duration_ms,
+                    idempotency_key=key,
                 )
             )
         return HandoffPacket(
