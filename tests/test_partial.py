@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -13,7 +12,7 @@ from corral.agent import Agent
 from corral.testing import FixedEffects
 from corral.testing.evaluation import EvalCase, EvalSuite, run_suite
 from corral.tools.spec import ToolSpec
-from tests.helpers import build_agent, corral_cli
+from tests.helpers import build_agent, corral_cli, write_agent
 
 
 class Value(BaseModel):
@@ -188,11 +187,7 @@ cases:
 
 
 def test_cli_run_and_eval_show_partial_completion(tmp_path: Path) -> None:
-    agent = tmp_path / "shop"
-    agent.mkdir()
-    (agent / "agent.yaml").write_text(textwrap.dedent(AGENT_YAML), encoding="utf-8")
-    (agent / "tools.py").write_text(textwrap.dedent(TOOLS_PY), encoding="utf-8")
-    (agent / "eval.yaml").write_text(textwrap.dedent(EVAL_YAML), encoding="utf-8")
+    agent = write_agent(tmp_path / "shop", AGENT_YAML, TOOLS_PY, EVAL_YAML)
     home = tmp_path / "home"
     summary = json.loads(corral_cli(home, "run", str(agent), "where is my order", "--json").stdout)
     assert (summary["status"], summary["outcome"]) == ("finished", "partial")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -25,7 +24,8 @@ from corral.runtime.state import fold
 from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
-from tests.helpers import build_agent, corral_cli
+from tests.helpers import build_agent, corral_cli, write_agent
+from tests.test_runtime import Crash, CrashAfterWrite
 
 FAST = RetryPolicy(max_retries=2, backoff_s=(0.0,))
 """Two retries: a write that is wrongly retried is entered three times."""
@@ -193,10 +193,7 @@ async def test_an_async_write_is_cancelled_at_its_timeout() -> None:
 async def test_the_reconciler_settles_a_write_that_happened() -> None:
     ledger = Ledger()
 
-    def find(ctx: ToolContext) -> Done | None:
-        return ledger.find(ctx)
-
-    @tool(policy=write_policy(timeout_s=0.05), reconcile=find)
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
     async def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         done = ledger.apply(ctx)
@@ -223,10 +220,7 @@ async def test_the_reconciler_settles_a_write_that_happened() -> None:
 async def test_the_reconciler_proves_a_write_did_not_happen() -> None:
     ledger = Ledger()
 
-    def find(ctx: ToolContext) -> Done | None:
-        return ledger.find(ctx)
-
-    @tool(policy=write_policy(timeout_s=0.05), reconcile=find)
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
     async def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         await asyncio.sleep(1)  # cancelled before it acted
@@ -248,10 +242,7 @@ async def test_the_reconciler_proves_a_write_did_not_happen() -> None:
 async def test_not_found_proves_nothing_while_a_sync_write_is_still_running() -> None:
     ledger = Ledger()
 
-    def find(ctx: ToolContext) -> Done | None:
-        return ledger.find(ctx)
-
-    @tool(policy=write_policy(timeout_s=0.05), reconcile=find)
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         time.sleep(0.3)  # a thread cannot be stopped: it acts after corral gave up
@@ -268,10 +259,7 @@ async def test_not_found_proves_nothing_while_a_sync_write_is_still_running() ->
 async def test_a_sync_write_that_ends_within_the_grace_is_reconciled() -> None:
     ledger = Ledger()
 
-    def find(ctx: ToolContext) -> Done | None:
-        return ledger.find(ctx)
-
-    @tool(policy=write_policy(timeout_s=0.2), reconcile=find)
+    @tool(policy=write_policy(timeout_s=0.2), reconcile=ledger.find)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         time.sleep(0.25)  # past the timeout, within as long again
@@ -312,25 +300,11 @@ def test_a_reconciler_must_fit_its_write() -> None:
 # --------------------------------------------------------------------------- crash + resume
 
 
-class Crash(BaseException):
-    """Stands for the process dying while the write tool is in flight."""
-
-
-class CrashInWrite(FixedEffects):
-    async def call_tool(
-        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
-    ) -> Any:
-        result = await super().call_tool(spec, args, context, timeout_s)
-        if spec.policy.kind == "write":
-            raise Crash("killed after the write acted, before it answered")
-        return result
-
-
 async def crash_then_resume(write: ToolSpec) -> tuple[Runtime, Any]:
     agent = build_agent([write], [{"id": "w", "tool": write.name, "facts": {"ref": "result.ref"}}])
     store = MemoryStore()
     with pytest.raises(Crash):
-        await Runtime(agent, store, effects=CrashInWrite()).start("go")
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
     run_id = store.list_runs()[0].run_id
     state = fold(run_id, store.load_events(run_id))
     assert state.steps["w"].status is StepStatus.RUNNING
@@ -355,10 +329,7 @@ async def test_resume_never_reenters_a_write_that_was_in_flight() -> None:
 async def test_resume_reconciles_a_write_that_was_in_flight() -> None:
     ledger = Ledger()
 
-    def find(ctx: ToolContext) -> Done | None:
-        return ledger.find(ctx)
-
-    @tool(policy=write_policy(), reconcile=find)
+    @tool(policy=write_policy(), reconcile=ledger.find)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         return ledger.apply(ctx)
@@ -430,10 +401,7 @@ def cancel_order(ctx: ToolContext) -> Cancelled:
 
 
 def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
-    agent = tmp_path / "risky"
-    agent.mkdir()
-    (agent / "agent.yaml").write_text(textwrap.dedent(AGENT_YAML), encoding="utf-8")
-    (agent / "tools.py").write_text(textwrap.dedent(TOOLS_PY), encoding="utf-8")
+    agent = write_agent(tmp_path / "risky", AGENT_YAML, TOOLS_PY)
     home = tmp_path / "home"
     done = corral_cli(home, "run", str(agent), "please cancel my order", "--json", ok=False)
     summary = json.loads(done.stdout)

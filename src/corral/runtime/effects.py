@@ -47,7 +47,7 @@ class Effects(Protocol):
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
-        """Run one tool attempt; raises ``TimeoutError`` past ``timeout_s``."""
+        """Run one tool attempt; raises ``TimeoutError`` or ``ToolTimeoutError`` when late."""
         ...
 
     async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:

@@ -27,7 +27,13 @@ from corral.planning.binding import bind_arguments
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
 from corral.tools.context import ToolContext
-from corral.tools.invoke import Attempt, invoke_tool, reconcile, validate_args
+from corral.tools.invoke import (
+    Attempt,
+    failed_result,
+    invoke_tool,
+    reconcile,
+    validate_args,
+)
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
 from corral.verify.rules import check_success
@@ -151,14 +157,7 @@ class Scheduler:
                 f"the run stopped while {spec.name} was running; "
                 "the write may or may not have happened"
             )
-            unknown = ToolResult(
-                tool=spec.name,
-                status=ToolStatus.ERROR,
-                error_code=ErrorCode.OUTCOME_UNKNOWN.value,
-                error_message=message,
-                summary=message[:200],
-                attempts=0,
-            )
+            unknown = failed_result(spec.name, ErrorCode.OUTCOME_UNKNOWN.value, message)
             args = step.args or {}
             settled = await self._reconciled(step_id, spec, args, unknown, "TOOL_FAILED")
             await self._complete(step_id, _Outcome(settled, args))
@@ -410,14 +409,7 @@ class Scheduler:
         candidates, excluded = self._candidates(compiled, planned, args)
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
-            refused = ToolResult(
-                tool=planned.name,
-                status=ToolStatus.ERROR,
-                error_code=ErrorCode.NO_ELIGIBLE_TOOL.value,
-                error_message=reason,
-                summary=reason[:200],
-                attempts=0,
-            )
+            refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
             return _Outcome(refused, args)
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
@@ -454,14 +446,7 @@ class Scheduler:
         try:
             validated = validate_args(spec, args)
         except CorralError as exc:
-            return ToolResult(
-                tool=spec.name,
-                status=ToolStatus.ERROR,
-                error_code=exc.code.value,
-                error_message=exc.message,
-                summary=exc.message[:200],
-                attempts=0,
-            )
+            return failed_result(spec.name, exc.code.value, exc.message)
         attempts: list[Attempt] = []
         record = self._attempt_recorder(step_id, spec.name, attempts.append)
         first = self.state.steps[step_id].attempts + 1

@@ -74,6 +74,18 @@ def validate_args(spec: ToolSpec, raw: dict[str, Any]) -> BaseModel:
         raise InvalidArgumentError(f"tool {spec.name!r}: {problems}") from None
 
 
+def failed_result(tool: str, code: str, message: str, attempts: int = 0) -> ToolResult:
+    """The envelope of a call that failed with ``code`` (by default before any attempt)."""
+    return ToolResult(
+        tool=tool,
+        status=ToolStatus.ERROR,
+        error_code=code,
+        error_message=message,
+        summary=message[:200],
+        attempts=attempts,
+    )
+
+
 def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     """Keep only the declared fields of a result; ``None`` means no result."""
     if returned is None:
@@ -249,12 +261,6 @@ async def reconcile(
             duration_ms=duration_ms,
         )
     message = f"{spec.name} failed ({cause}) and {finder.name} found no effect: not applied"
-    return ToolResult(
-        tool=spec.name,
-        status=ToolStatus.ERROR,
-        summary=message[:200],
-        error_code=cause,
-        error_message=message,
-        attempts=attempts,
-        duration_ms=duration_ms,
+    return failed_result(spec.name, cause, message, attempts).model_copy(
+        update={"duration_ms": duration_ms}
     )
