@@ -418,3 +418,44 @@ def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
     assert entries.count("entered") == 1
     shown = corral_cli(home, "show", summary["run_id"]).stdout
     assert "? s1 cancel_order" in shown and "OUTCOME_UNKNOWN" in shown
+
+
+class SlowStore(MemoryStore):
+    """A store whose saves block in a thread (like SQL), recording each batch's seqs."""
+
+    def __init__(self) -> None:
+        super().__init__(blocking=True)
+        self.batches: list[list[int]] = []
+        self.overlapping = 0
+        self.saving = 0
+        self.lock = threading.Lock()
+
+    def save(self, record: Any, events: Any, handoff: Any = None) -> None:
+        with self.lock:
+            self.saving += 1
+            self.overlapping = max(self.overlapping, self.saving)
+        time.sleep(0.02)
+        with self.lock:
+            self.batches.append([e.seq for e in events])
+            self.saving -= 1
+        super().save(record, events, handoff)
+
+
+async def test_concurrent_writes_persist_one_batch_at_a_time() -> None:
+    @tool(policy=ToolPolicy(kind="write"))
+    async def write_a(ctx: ToolContext) -> Done:
+        return Done(ref="a")
+
+    @tool(policy=ToolPolicy(kind="write"))
+    async def write_b(ctx: ToolContext) -> Done:
+        return Done(ref="b")
+
+    agent = build_agent(
+        [write_a, write_b], [{"id": "a", "tool": "write_a"}, {"id": "b", "tool": "write_b"}]
+    )
+    store = SlowStore()
+    summary = await Runtime(agent, store, effects=FixedEffects()).start("go")
+    assert summary.status is RunStatus.FINISHED
+    assert store.overlapping == 1
+    seqs = [seq for batch in store.batches for seq in batch]
+    assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))

@@ -211,8 +211,11 @@ class Runtime:
         return call(*args)
 
     async def _drive(self, journal: Journal) -> RunSummary:
+        one_at_a_time = asyncio.Lock()  # concurrent steps persist; batches stay in order
+
         async def persist() -> None:
-            await self._persist(journal)
+            async with one_at_a_time:
+                await self._persist(journal)
 
         loop = RunLoop(self.agent, journal, self.effects, persist)
         await loop.drive()
