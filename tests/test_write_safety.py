@@ -259,10 +259,10 @@ async def test_not_found_proves_nothing_while_a_sync_write_is_still_running() ->
 async def test_a_sync_write_that_ends_within_the_grace_is_reconciled() -> None:
     ledger = Ledger()
 
-    @tool(policy=write_policy(timeout_s=0.2), reconcile=ledger.find)
+    @tool(policy=write_policy(timeout_s=0.3), reconcile=ledger.find)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
-        time.sleep(0.25)  # past the timeout, within as long again
+        time.sleep(0.35)  # past the timeout, well within as long again
         return ledger.apply(ctx)
 
     runtime = run_write(cancel_order)
