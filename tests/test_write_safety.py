@@ -418,6 +418,10 @@ def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
     assert entries.count("entered") == 1
     shown = corral_cli(home, "show", summary["run_id"]).stdout
     assert "? s1 cancel_order" in shown and "OUTCOME_UNKNOWN" in shown
+    log = (home / "logs" / f"{summary['run_id']}.jsonl").read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in log.splitlines()]
+    finished = [x for x in lines if x["event"] == "step_finished"]
+    assert [(x["status"], x["level"]) for x in finished] == [("unknown", "warn")]
 
 
 class SlowStore(MemoryStore):
