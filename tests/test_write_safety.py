@@ -463,3 +463,24 @@ async def test_concurrent_writes_persist_one_batch_at_a_time() -> None:
     assert store.overlapping == 1
     seqs = [seq for batch in store.batches for seq in batch]
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
+
+
+async def test_attempts_are_numbered_across_the_tools_of_a_step_so_replay_finds_each() -> None:
+    @tool(name="primary", policy=ToolPolicy(equivalent_group="lookup", latency_ms=10, retry=FAST))
+    def primary() -> Done:
+        raise TransientToolError("503")
+
+    @tool(name="replica", policy=ToolPolicy(equivalent_group="lookup", latency_ms=500))
+    def replica() -> Done:
+        return Done(ref="r")
+
+    agent = build_agent([primary, replica], [{"id": "s1", "tool": "primary"}])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    events = runtime.store.load_events(summary.run_id)
+    attempts = [
+        (e.data["tool"], e.data["attempt"]) for e in events if e.type is EventType.TOOL_ATTEMPT
+    ]
+    assert attempts == [("primary", 1), ("primary", 2), ("primary", 3), ("replica", 4)]
+    report = await replay_run(agent, events)
+    assert report.same_path, report
