@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from corral import EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
+from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
 from corral.errors import ConfigInvalidError, TransientToolError
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
 from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
-from tests.helpers import build_agent, corral_cli, write_agent
+from tests.helpers import build_agent, corral_cli, exchange_count, write_agent
 from tests.test_runtime import Crash, CrashAfterWrite
 
 FAST = RetryPolicy(max_retries=2, backoff_s=(0.0,))
@@ -484,3 +484,34 @@ async def test_attempts_are_numbered_across_the_tools_of_a_step_so_replay_finds_
     assert attempts == [("primary", 1), ("primary", 2), ("primary", 3), ("replica", 4)]
     report = await replay_run(agent, events)
     assert report.same_path, report
+
+
+class AnswersLost(FixedEffects):
+    """The write acts, but every answer is lost on the way back (a timeout)."""
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        result = await super().call_tool(spec, args, context, timeout_s)
+        if spec.policy.kind == "write":
+            raise TimeoutError
+        return result
+
+
+async def test_the_example_exchange_is_settled_by_its_reconciler(aftersales: Agent) -> None:
+    store = MemoryStore()
+    paused = await Runtime(aftersales, store, effects=FixedEffects()).start(
+        "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+    )
+    done = await Runtime(aftersales, store, effects=AnswersLost()).resume(
+        paused.run_id, approve=True
+    )
+    assert exchange_count(aftersales) == 1  # idempotent: three tries, one exchange
+    assert done.status is RunStatus.FINISHED and "换新单 EX" in (done.reply or "")
+    events = store.load_events(done.run_id)
+    tools = [
+        e.data["tool"]
+        for e in events
+        if e.type is EventType.TOOL_ATTEMPT and e.data["step_id"] == "s4"
+    ]
+    assert tools == ["create_exchange_order"] * 3 + ["find_exchange_by_key"]
