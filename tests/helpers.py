@@ -74,3 +74,15 @@ def corral_cli(
     if ok:
         assert done.returncode == 0, done.stderr + done.stdout
     return done
+
+
+def write_agent(folder: Path, agent_yaml: str, tools_py: str, eval_yaml: str | None = None) -> Path:
+    """An agent folder (``agent.yaml``, ``tools.py``, optionally ``eval.yaml``) for CLI tests."""
+    import textwrap
+
+    folder.mkdir(parents=True)
+    (folder / "agent.yaml").write_text(textwrap.dedent(agent_yaml), encoding="utf-8")
+    (folder / "tools.py").write_text(textwrap.dedent(tools_py), encoding="utf-8")
+    if eval_yaml is not None:
+        (folder / "eval.yaml").write_text(textwrap.dedent(eval_yaml), encoding="utf-8")
+    return folder

@@ -63,8 +63,19 @@ def test_demo_covers_every_case(tmp_path: Path) -> None:
 
 def test_run_json_has_the_documented_fields(tmp_path: Path) -> None:
     data = run_json(tmp_path, EXCHANGE)
-    assert set(data) == {"run_id", "trace_id", "status", "intent", "steps", "reply", "handoff"}
+    assert set(data) == {
+        "run_id",
+        "trace_id",
+        "status",
+        "intent",
+        "steps",
+        "reply",
+        "handoff",
+        "outcome",
+        "error_code",
+    }
     assert data["status"] == "awaiting_confirm"
+    assert data["outcome"] is None and data["error_code"] is None
     assert data["intent"] == {"label": "申请换新", "confidence": 0.92, "source": "rule"}
     assert set(data["steps"][0]) == {
         "id",

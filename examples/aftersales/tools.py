@@ -142,20 +142,30 @@ class ExchangeOrder(BaseModel):
     """False when the idempotency key matched an exchange created earlier."""
 
 
+def find_exchange_by_key(order_id: str, ctx: ToolContext) -> ExchangeOrder | None:
+    """The exchange this run's key created, if any: settles a write whose outcome is unknown."""
+    with _connect(ctx) as conn:
+        row = conn.execute(
+            "SELECT exchange_id FROM exchanges WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
+    return (
+        ExchangeOrder(exchange_id=row["exchange_id"], order_id=order_id, created=True)
+        if row
+        else None
+    )
+
+
 @tool(
-    policy=ToolPolicy(kind="write", requires_confirmation=True, timeout_s=10),
+    policy=ToolPolicy(kind="write", requires_confirmation=True, timeout_s=10, idempotent=True),
     summary="exchange {exchange_id} for {order_id}",
+    reconcile=find_exchange_by_key,
 )
 def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> ExchangeOrder:
     """Create an exchange order. Idempotent: the same key never creates a second one."""
+    existing = find_exchange_by_key(order_id, ctx)
+    if existing is not None:
+        return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
-        existing = conn.execute(
-            "SELECT exchange_id FROM exchanges WHERE idempotency_key = ?", (ctx.idempotency_key,)
-        ).fetchone()
-        if existing:
-            return ExchangeOrder(
-                exchange_id=existing["exchange_id"], order_id=order_id, created=False
-            )
         exchange_id = "EX" + ctx.idempotency_key[:10].upper()
         conn.execute(
             "INSERT INTO exchanges VALUES (?, ?, ?, ?, ?)",

@@ -295,7 +295,10 @@ class Refund(BaseModel):
     amount_cny: float
 
 
-@tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="refund {refund_id}")
+@tool(
+    policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True),
+    summary="refund {refund_id}",
+)
 def request_refund(
     order_id: str, reason: str, ctx: ToolContext, amount_cny: float | None = None
 ) -> Refund:
@@ -327,7 +330,7 @@ class AddressChange(BaseModel):
 
 
 @tool(
-    policy=ToolPolicy(kind="write", requires_confirmation=True),
+    policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True),
     summary="{order_id} → {new_address}",
 )
 def update_address(order_id: str, new_address: str, ctx: ToolContext) -> AddressChange:
@@ -371,7 +374,10 @@ class Cancellation(BaseModel):
     canceled: bool
 
 
-@tool(policy=ToolPolicy(kind="write", requires_confirmation=True), summary="{order_id} canceled")
+@tool(
+    policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True),
+    summary="{order_id} canceled",
+)
 def cancel_order(order_id: str, ctx: ToolContext) -> Cancellation:
     """Cancel an order that has not shipped. The only way to cancel: never a status edit."""
     _update_once(ctx, "cancellations", order_id, "status = 'canceled'", (), (order_id,))

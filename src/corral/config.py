@@ -209,7 +209,8 @@ class PlanTemplate(_Strict):
     """Step id -> template of its confirmation prompt."""
     on_failure: dict[str, str] = Field(default_factory=dict)
     """Step id -> template replied when that step finds nothing or fails its success
-    criterion (an answer such as "no such order"), instead of a handoff."""
+    criterion (an answer such as "no such order"), instead of a handoff. Not a step's own
+    ``on_failure`` (``continue`` or ``handoff``), which says whether the step is optional."""
 
 
 class AgentConfig(_Strict):

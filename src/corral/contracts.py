@@ -86,6 +86,12 @@ class Step(Contract):
     requires_confirmation: bool = False
     facts: dict[str, str] = Field(default_factory=dict)
     description: str = ""
+    """Plain words for what the step does; a partial reply lists steps by it."""
+    on_failure: Literal["continue", "handoff"] = "handoff"
+    """What a failure of this step does to the run. ``handoff`` (the default): the run goes
+    to a person. ``continue``: the step is optional; its dependents are blocked, the rest
+    goes on, and the run ends as a partial completion that says what was not done. (Not
+    the plan template's ``on_failure``, which maps step ids to reply templates.)"""
 
 
 class Plan(Contract):
@@ -203,6 +209,7 @@ class EventType(StrEnum):
     STEP_FINISHED = "step_finished"
     STEP_SKIPPED = "step_skipped"
     STEP_BLOCKED = "step_blocked"
+    OUTCOME_RECONCILED = "outcome_reconciled"
     VERIFIED = "verified"
     FACT_WRITTEN = "fact_written"
     FACT_REJECTED = "fact_rejected"
@@ -262,6 +269,8 @@ class StepRecord(Contract):
     error_code: str | None = None
     attempts: int = 0
     duration_ms: float = 0.0
+    idempotency_key: str | None = None
+    """For a write that was entered: the key it was given, to look its effect up by."""
 
 
 class HandoffPacket(Contract):
@@ -318,3 +327,6 @@ class RunSummary(Contract):
     handoff: HandoffPacket | None
     pending: PendingAction | None = None
     outcome: str | None = None
+    """How the run ended: ``success``, ``partial``, ``refused``, ``unknown``, ``handoff``..."""
+    error_code: str | None = None
+    """The run's error code when it was handed off or failed (``OUTCOME_UNKNOWN``...)."""

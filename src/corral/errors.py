@@ -98,10 +98,18 @@ class ToolNotAllowedError(CorralError):
 
 
 class ToolTimeoutError(CorralError):
-    """A tool call ran past its timeout; worth another attempt."""
+    """A tool call ran past its timeout; worth another attempt (for a read).
+
+    ``in_flight`` is true when the tool may still be running: a sync tool's thread cannot
+    be stopped, and it had not ended when corral gave up waiting for it.
+    """
 
     code = ErrorCode.TOOL_TIMEOUT
     retryable = True
+
+    def __init__(self, message: str, *, in_flight: bool = False, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.in_flight = in_flight
 
 
 class TransientToolError(CorralError):

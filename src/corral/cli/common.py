@@ -114,7 +114,7 @@ def _print_summary(
     summary: RunSummary, runtime: Runtime, as_json: bool, title: str | None = None
 ) -> None:
     if as_json:
-        typer.echo(summary.model_dump_json(exclude={"pending", "outcome"}))
+        typer.echo(summary.model_dump_json(exclude={"pending"}))
         return
     state = asyncio.run(runtime.load_state(summary.run_id))
     console.print(run_tree(state, title))

@@ -58,6 +58,9 @@ def eval_suite(
         for tier, rate in figures["tiers"].items():
             table.add_row(f"  {tier}", _pct(rate))
         table.add_row("completion rate", _pct(report.completion_rate))
+        table.add_row("partial completion rate", _pct(report.partial_completion_rate))
+        outcomes = ", ".join(f"{k} ×{n}" for k, n in figures["outcomes"].items()) or "none"
+        table.add_row("outcomes", outcomes)
         table.add_row("average steps", f"{report.average_steps:.2f}")
         failures = ", ".join(f"{k} ×{n}" for k, n in figures["tool_failures"].items()) or "none"
         table.add_row("tool failures", failures)

@@ -41,7 +41,7 @@ def _level(event: Event) -> str:
         return "error"
     if event.type is EventType.TOOL_ATTEMPT and data.get("status") == "error":
         return "warn" if data.get("backoff_s") is not None else "error"
-    if event.type in _WARN_TYPES:
+    if event.type in _WARN_TYPES or data.get("status") == "unknown":
         return "warn"
     if event.type in _DEBUG_TYPES:
         return "debug"

@@ -22,6 +22,7 @@ _STEP_MARK = {
     StepStatus.BLOCKED: ("⊘", "dim"),
     StepStatus.RUNNING: ("…", "cyan"),
     StepStatus.PENDING: ("○", "dim"),
+    StepStatus.UNKNOWN: ("?", "magenta"),
 }
 
 

@@ -37,6 +37,16 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
     ),
     "ask": TemplateText(zh="请提供{slot}。", en="Could you give me the {slot}?"),
     "done": TemplateText(zh="已处理完成。", en="Done."),
+    "outcome_unknown": TemplateText(
+        zh="抱歉，系统暂时无法确认这项操作是否已经生效。已转给人工客服核实，他们会尽快联系您，"
+        "请先不要重复提交。",
+        en="Sorry, I could not confirm whether this went through. A colleague will check "
+        "and get back to you; please do not submit it again in the meantime.",
+    ),
+    "partial": TemplateText(
+        zh="已完成：{done}。未能完成：{not_done}，需要的话可以稍后再试或联系人工客服。",
+        en="Done: {done}. Not done: {not_done}; you can try that again later or ask a colleague.",
+    ),
 }
 
 

@@ -1,17 +1,24 @@
 """How a run ends once every step is settled: the outcome and the reply.
 
-The order is deliberate. A business rule that decides the answer wins ("out of warranty"
-beats "please upload a photo"); then a failed step, answered by the plan's ``on_failure``
-template when it only found nothing, else handed to a person; then a declined
-confirmation; else success, with the reply a reply step produced or the intent's template.
+The order is deliberate. A write whose outcome is unknown goes to a person first, with a
+reply that says neither "done" nor "not done". Then a stop (budget, loop). A business
+rule that decides the answer wins ("out of warranty" beats "please upload a photo"); then
+a failed required step, answered by the plan's ``on_failure`` template when it only found
+nothing, else handed to a person; then a declined confirmation; then a partial completion,
+when only optional steps (``on_failure: continue``) failed, with what was done and what
+was not; else success, with the reply a reply step produced or the intent's template.
+
+Outcomes (``run_finished`` and ``RunSummary.outcome``): ``success``, ``partial``,
+``refused``, ``not_found``, ``unmet``, ``cancelled``, ``unknown`` and ``handoff``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from corral.contracts import EventType, StepStatus
-from corral.errors import ErrorCode
+from corral.contracts import EventType, Step, StepStatus
+from corral.errors import ErrorCode, TemplateInvalidError
+from corral.runtime.state import StepState
 
 if TYPE_CHECKING:
     from corral.runtime.loop import RunLoop
@@ -20,34 +27,37 @@ if TYPE_CHECKING:
 def conclude(
     loop: RunLoop, stop: tuple[str, ErrorCode] | None, model_reply: str | None = None
 ) -> None:
-    """End the run: every step is succeeded, failed, skipped or blocked.
+    """End the run: every step is succeeded, failed, skipped, blocked or unknown.
 
     ``model_reply`` is a checked reply the model wrote; it is used only on success.
     """
+    steps = list(loop.state.steps.values())
+    unknown = [s for s in steps if s.status is StepStatus.UNKNOWN]
+    if unknown:
+        first = unknown[0]
+        loop.handoff(
+            f"step {first.id} ({first.tool_used or first.tool}): {first.reason}",
+            ErrorCode.OUTCOME_UNKNOWN,
+            template="outcome_unknown",
+            outcome="unknown",
+        )
+        return
     if stop is not None:
         loop.handoff(*stop)
         return
-    steps = list(loop.state.steps.values())
+    optional = _optional(loop)
     failed = [s for s in steps if s.status is StepStatus.FAILED]
+    required = [s for s in failed if s.id not in optional]
     declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER.value]
     refusal = _refusal(loop)
     if refusal is not None:
         loop.finish(refusal, "refused")
-    elif failed:
-        first = failed[0]
-        answer = _failure_template(loop, first.id)
-        if answer and first.error_code == ErrorCode.NO_RESULT.value:
-            loop.finish(answer, "not_found")
-        elif answer and first.error_code == ErrorCode.SUCCESS_CRITERIA_FAILED.value:
-            loop.finish(answer, "unmet")
-        else:
-            code = first.error_code or ""
-            loop.handoff(
-                f"step {first.id} ({first.tool}) failed: {first.reason}",
-                ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.TOOL_FAILED,
-            )
+    elif required:
+        _failure(loop, required[0])
     elif declined:
         loop.finish("cancelled", "cancelled")
+    elif failed:
+        _partial(loop, steps, failed[0])
     else:
         reply = loop.state.memory.facts.get("reply")
         if model_reply:
@@ -58,6 +68,68 @@ def conclude(
             intent = loop.state.route.intent if loop.state.route else None
             spec = loop.agent.config.intent(intent) if intent else None
             loop.finish(spec.reply if spec and spec.reply else "done", "success")
+
+
+def _optional(loop: RunLoop) -> set[str]:
+    """Ids of the steps whose failure the plan allows (``on_failure: continue``)."""
+    plan = loop.state.plan
+    return {s.id for s in plan.steps if s.on_failure == "continue"} if plan else set()
+
+
+def _failure(loop: RunLoop, first: StepState) -> None:
+    """A required step failed: the plan's answer for "not found" or "unmet", else a person."""
+    answer = _failure_template(loop, first.id)
+    if answer and first.error_code == ErrorCode.NO_RESULT.value:
+        loop.finish(answer, "not_found")
+    elif answer and first.error_code == ErrorCode.SUCCESS_CRITERIA_FAILED.value:
+        loop.finish(answer, "unmet")
+    else:
+        code = first.error_code or ""
+        loop.handoff(
+            f"step {first.id} ({first.tool}) failed: {first.reason}",
+            ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.TOOL_FAILED,
+        )
+
+
+def _partial(loop: RunLoop, steps: list[StepState], first: StepState) -> None:
+    """Only optional steps failed: say what was done and what was not.
+
+    The steps that publish the reply are not listed; their text comes first. When nothing
+    at all succeeded there is nothing to report, and a person takes over.
+    """
+    plan = loop.state.plan
+    declared = {s.id: s for s in plan.steps} if plan else {}
+    reply_steps = {sid for sid, step in declared.items() if "reply" in step.facts}
+    succeeded = [s for s in steps if s.status is StepStatus.SUCCEEDED]
+    if not succeeded:
+        _failure(loop, first)
+        return
+    done = [s for s in succeeded if s.id not in reply_steps] or succeeded
+    not_done = [s for s in steps if s.status in (StepStatus.FAILED, StepStatus.BLOCKED)]
+    sep = "、" if loop.state.language == "zh" else ", "
+
+    def words(items: list[StepState]) -> str:
+        return sep.join(dict.fromkeys(_describe(loop, declared, s) for s in items))
+
+    try:
+        note = loop.render("partial", {"done": words(done), "not_done": words(not_done)})
+    except TemplateInvalidError as exc:
+        loop.handoff(exc.message, ErrorCode.TEMPLATE_INVALID)
+        return
+    reply = loop.state.memory.facts.get("reply")
+    text = reply.value if reply is not None and isinstance(reply.value, str) else ""
+    loop.finish_with_text(f"{text} {note}".strip(), "partial", "partial")
+
+
+def _describe(loop: RunLoop, declared: dict[str, Step], step: StepState) -> str:
+    """A step in plain words: its ``description``, else its tool's, else the tool's name."""
+    planned = declared.get(step.id)
+    described = planned.description if planned else ""
+    if not described:
+        name = step.tool_used or step.tool
+        tool = loop.agent.tools.get(name) if name in loop.agent.tools else None
+        described = tool.description if tool and tool.description else name
+    return described.rstrip("。.")
 
 
 def _refusal(loop: RunLoop) -> str | None:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from corral.errors import ToolTimeoutError
+
 if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
     from corral.tools.context import ToolContext
@@ -45,12 +47,21 @@ class Effects(Protocol):
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
-        """Run one tool attempt; raises ``TimeoutError`` past ``timeout_s``."""
+        """Run one tool attempt; raises ``TimeoutError`` or ``ToolTimeoutError`` when late."""
         ...
 
     async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
         """Ask a model once; raises ``ModelUnavailableError`` or ``ModelTimeoutError``."""
         ...
+
+
+def _retrieve(work: asyncio.Future[Any]) -> None:
+    """Collect a finished worker's exception.
+
+    A timed-out thread's late failure is then not reported as never retrieved.
+    """
+    if not work.cancelled():
+        work.exception()
 
 
 @dataclass
@@ -76,14 +87,32 @@ class LiveEffects:
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
-        """Call the tool with its validated arguments; sync tools run in a worker thread."""
+        """Call the tool with its validated arguments; sync tools run in a worker thread.
+
+        An async tool is cancelled at its timeout. A thread cannot be stopped: a sync write
+        that timed out is given as long again to end, and ``ToolTimeoutError.in_flight``
+        says whether it was still running after that (its outcome then stays unknown).
+        """
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if spec.context_param:
             kwargs[spec.context_param] = context
-        async with asyncio.timeout(timeout_s):  # no extra task, unlike wait_for
-            if spec.is_async:
+        if spec.is_async:
+            async with asyncio.timeout(timeout_s):  # cancels the tool; no extra task
                 return await spec.fn(**kwargs)
-            return await asyncio.to_thread(spec.fn, **kwargs)
+        work = asyncio.ensure_future(asyncio.to_thread(spec.fn, **kwargs))
+        work.add_done_callback(_retrieve)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await asyncio.shield(work)  # the thread runs on; keep its future
+        except TimeoutError:
+            if spec.policy.kind != "write":
+                raise
+        done, _ = await asyncio.wait({work}, timeout=timeout_s)
+        raise ToolTimeoutError(
+            f"{spec.name} did not answer in {timeout_s:g} s"
+            + ("" if done else "; its thread is still running"),
+            in_flight=not done,
+        )
 
     async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
         """Ask the model."""

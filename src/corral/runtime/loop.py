@@ -264,10 +264,19 @@ class RunLoop:
 
     def packet(self, reason: str, code: ErrorCode) -> HandoffPacket:
         """The handoff packet: everything a person needs to take over."""
+        from corral.runtime.scheduler import idempotency_key
+
         state = self.state
         records = []
         for step in state.steps.values():
             result = step.result
+            name = step.tool_used or step.tool
+            write = name in self.agent.tools and self.agent.tools.get(name).policy.kind == "write"
+            key = (
+                idempotency_key(state.run_id, step.id, step.args)
+                if write and step.args is not None
+                else None
+            )
             records.append(
                 StepRecord(
                     id=step.id,
@@ -279,6 +288,7 @@ class RunLoop:
                     error_code=step.error_code,
                     attempts=step.attempts,
                     duration_ms=step.duration_ms,
+                    idempotency_key=key,
                 )
             )
         return HandoffPacket(
@@ -293,22 +303,29 @@ class RunLoop:
             created_at=self.effects.now(),
         )
 
-    def handoff(self, reason: str, code: ErrorCode) -> None:
+    def handoff(
+        self, reason: str, code: ErrorCode, template: str = "handoff", outcome: str = "handoff"
+    ) -> None:
         """Hand the run to a person, with the packet, and tell the user so."""
-        self._end_with_packet(RunStatus.HANDED_OFF, "handoff", reason, code)
+        self._end_with_packet(RunStatus.HANDED_OFF, template, reason, code, outcome)
 
     def fail(self, reason: str, code: ErrorCode) -> None:
         """End the run as failed; a packet is still stored so a person can follow up."""
         self._end_with_packet(RunStatus.FAILED, "failed", reason, code)
 
     def _end_with_packet(
-        self, status: RunStatus, template: str, reason: str, code: ErrorCode
+        self,
+        status: RunStatus,
+        template: str,
+        reason: str,
+        code: ErrorCode,
+        outcome: str | None = None,
     ) -> None:
         packet = self.packet(reason, code)
         self.journal.emit(EventType.HANDED_OFF, "handoff", packet=packet.model_dump(mode="json"))
         self._reply(self.agent.renderer.render(template, {}, self.state.language), template)
         self.journal.transition(status, reason)
-        self._emit_finished(status, template, code)
+        self._emit_finished(status, outcome or template, code)
 
     def _emit_finished(self, status: RunStatus, outcome: str, code: ErrorCode | None) -> None:
         self.journal.emit(

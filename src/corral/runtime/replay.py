@@ -33,10 +33,20 @@ if TYPE_CHECKING:
 class RecordedToolError(CorralError):
     """A tool failure as the recorded run saw it: same code, same retryability."""
 
-    def __init__(self, code: str, message: str, retryable: bool) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        retryable: bool,
+        applied: bool | None = None,
+        in_flight: bool = False,
+    ) -> None:
         super().__init__(message)
         self.code = ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.TOOL_FAILED
         self.retryable = retryable
+        self.applied = applied
+        """Whether the recorded failure proved the effect did not happen (writes)."""
+        self.in_flight = in_flight
 
 
 @dataclass
@@ -62,6 +72,8 @@ class ReplayEffects(FixedEffects):
                 recorded.get("error_code") or "TOOL_FAILED",
                 recorded.get("error_message") or "recorded failure",
                 bool(recorded.get("retryable")),
+                recorded.get("applied"),
+                bool(recorded.get("in_flight")),
             )
         return recorded.get("data")
 

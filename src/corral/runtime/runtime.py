@@ -88,6 +88,7 @@ def summarize_run(state: RunState) -> RunSummary:
         handoff=state.handoff,
         pending=state.pending,
         outcome=state.outcome,
+        error_code=state.error_code,
     )
 
 
@@ -384,8 +385,11 @@ class Runtime:
                 continue  # a blip: the fence on the next save decides
 
     async def _drive(self, journal: Journal, held: _Held) -> RunSummary:
+        one_at_a_time = asyncio.Lock()  # concurrent steps persist; batches stay in order
+
         async def persist() -> None:
-            await self._persist(journal, held.lease)
+            async with one_at_a_time:
+                await self._persist(journal, held.lease)
 
         loop = RunLoop(self.agent, journal, self.effects, persist)
         await loop.drive()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,13 @@ from corral.planning.binding import bind_arguments
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
 from corral.tools.context import ToolContext
-from corral.tools.invoke import Attempt, invoke_tool, validate_args
+from corral.tools.invoke import (
+    Attempt,
+    failed_result,
+    invoke_tool,
+    reconcile,
+    validate_args,
+)
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
 from corral.verify.rules import check_success
@@ -81,6 +88,7 @@ class Scheduler:
         """Schedule until nothing is ready or running, then conclude the run."""
         if self.state.status is RunStatus.DECIDING:
             self.journal.transition(RunStatus.EXECUTING, "dispatching steps")
+        await self._settle_interrupted_writes()
         while True:
             self._mark_blocked()
             if self.stop is None:
@@ -112,8 +120,10 @@ class Scheduler:
         """Recovery's third rung for model plans: replan with the failure (at most twice)."""
         plan = self.state.plan
         failed = [s for s in self.state.steps.values() if s.status is StepStatus.FAILED]
+        unknown = any(s.status is StepStatus.UNKNOWN for s in self.state.steps.values())
         if (
-            plan is None
+            unknown  # a new plan could run the write again; a person settles it first
+            or plan is None
             or plan.source != "model"
             or not failed
             or self.agent.model is None
@@ -125,6 +135,66 @@ class Scheduler:
         first = failed[0]
         failure = f"step {first.id} ({first.tool}) failed with {first.error_code}: {first.reason}"
         return await model_replan(self.loop, failure)
+
+    async def _settle_interrupted_writes(self) -> None:
+        """Settle the writes that were in flight when an earlier process died.
+
+        A step found ``running`` on resume, whose write tool was already selected (that
+        event is stored before a write is entered), may or may not have acted. Only an
+        idempotent tool is entered again (by ``_ready``, with the same key); any other
+        write is settled by its reconciler, or ends as ``OUTCOME_UNKNOWN``.
+        """
+        for step_id in self.graph.order:
+            step = self.state.steps[step_id]
+            if step.status is not StepStatus.RUNNING or step.tool_used is None:
+                continue
+            if step.tool_used not in self.agent.tools:
+                continue
+            spec = self.agent.tools.get(step.tool_used)
+            if spec.policy.kind != "write" or spec.policy.idempotent:
+                continue
+            message = (
+                f"the run stopped while {spec.name} was running; "
+                "the write may or may not have happened"
+            )
+            unknown = failed_result(spec.name, ErrorCode.OUTCOME_UNKNOWN.value, message)
+            args = step.args or {}
+            settled = await self._reconciled(step_id, spec, args, unknown, "TOOL_FAILED")
+            await self._complete(step_id, _Outcome(settled, args))
+
+    async def _reconciled(
+        self, step_id: str, spec: ToolSpec, args: dict[str, Any], unknown: ToolResult, cause: str
+    ) -> ToolResult:
+        """Ask the write's reconciler what happened, and record what it settled."""
+        if spec.reconcile is None:
+            return unknown
+        first = self.state.steps[step_id].attempts + 1
+        settled = await reconcile(
+            spec,
+            args,
+            self._context(step_id, args),
+            self.loop.effects,
+            unknown,
+            cause,
+            self._attempt_recorder(step_id, spec.reconcile.name),
+            first,
+        )
+        if settled.status is ToolStatus.SUCCESS:
+            outcome = "applied"
+        elif settled.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+            outcome = "unknown"
+        else:
+            outcome = "not_applied"
+        self.journal.emit(
+            EventType.OUTCOME_RECONCILED,
+            "verify",
+            step_id=step_id,
+            tool=spec.reconcile.name,
+            write=spec.name,
+            status=outcome,
+            reason=settled.summary,
+        )
+        return settled
 
     def _ready(self) -> list[str]:
         statuses = self.loop.step_statuses()
@@ -153,7 +223,8 @@ class Scheduler:
             bad = [
                 d
                 for d in self.graph.steps[step_id].step.depends_on
-                if statuses[d] in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED)
+                if statuses[d]
+                in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN)
             ]
             if bad:
                 self.journal.emit(
@@ -338,14 +409,7 @@ class Scheduler:
         candidates, excluded = self._candidates(compiled, planned, args)
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
-            refused = ToolResult(
-                tool=planned.name,
-                status=ToolStatus.ERROR,
-                error_code=ErrorCode.NO_ELIGIBLE_TOOL.value,
-                error_message=reason,
-                summary=reason[:200],
-                attempts=0,
-            )
+            refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
             return _Outcome(refused, args)
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
@@ -360,10 +424,15 @@ class Scheduler:
                 candidates=[c.name for c in candidates],
                 excluded=excluded,
             )
+            if spec.policy.kind == "write":
+                await self.loop.persist()  # a resumed run knows which write was entered
             result = await self._call(compiled, spec, args)
             if result.status is not ToolStatus.ERROR:
                 agent.health.record(spec.name, ok=True)
                 break
+            if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+                agent.health.record(spec.name, ok=False)
+                break  # another write tool would be a blind retry
             if result.error_code in _NOT_RECOVERABLE_BY_ANOTHER_TOOL:
                 break
             agent.health.record(spec.name, ok=False)
@@ -377,17 +446,27 @@ class Scheduler:
         try:
             validated = validate_args(spec, args)
         except CorralError as exc:
-            return ToolResult(
-                tool=spec.name,
-                status=ToolStatus.ERROR,
-                error_code=exc.code.value,
-                error_message=exc.message,
-                summary=exc.message[:200],
-                attempts=0,
-            )
+            return failed_result(spec.name, exc.code.value, exc.message)
+        attempts: list[Attempt] = []
+        record = self._attempt_recorder(step_id, spec.name, attempts.append)
+        first = self.state.steps[step_id].attempts + 1
+        result = await invoke_tool(
+            spec, validated, self._context(step_id, args), self.loop.effects, record, first
+        )
+        last = attempts[-1] if attempts else None
+        if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
+            return result
+        if last.in_flight:  # "not found" proves nothing while the thread may still act
+            return result
+        return await self._reconciled(
+            step_id, spec, args, result, last.error_code or ErrorCode.TOOL_FAILED.value
+        )
+
+    def _context(self, step_id: str, args: dict[str, Any]) -> ToolContext:
+        """What a tool of this step may see; the key depends on run, step and arguments."""
         language = self.state.language
         renderer = self.agent.renderer
-        context = ToolContext(
+        return ToolContext(
             run_id=self.state.run_id,
             step_id=step_id,
             idempotency_key=idempotency_key(self.state.run_id, step_id, args),
@@ -398,12 +477,17 @@ class Scheduler:
             render=lambda name, values: renderer.render(name, values, language),
         )
 
+    def _attempt_recorder(
+        self, step_id: str, tool: str, also: Callable[[Attempt], None] | None = None
+    ) -> Callable[[Attempt], None]:
+        """A listener that records every attempt of ``tool`` for this step in the log."""
+
         def record(attempt: Attempt) -> None:
             self.journal.emit(
                 EventType.TOOL_ATTEMPT,
                 "execute",
                 step_id=step_id,
-                tool=spec.name,
+                tool=tool,
                 attempt=attempt.number,
                 status=attempt.status.value,
                 duration_ms=round(attempt.duration_ms, 3),
@@ -412,15 +496,31 @@ class Scheduler:
                 retryable=attempt.retryable,
                 backoff_s=attempt.backoff_s,
                 data=attempt.data,
+                applied=attempt.applied,
+                in_flight=attempt.in_flight,
             )
+            if also is not None:
+                also(attempt)
 
-        return await invoke_tool(spec, validated, context, self.loop.effects, record)
+        return record
 
     # ------------------------------------------------------------------ after a step
 
     async def _complete(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
+        if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+            journal.emit(
+                EventType.STEP_FINISHED,
+                "execute",
+                step_id=step_id,
+                status=StepStatus.UNKNOWN.value,
+                result=result.model_dump(mode="json"),
+                error_code=result.error_code,
+                reason=result.error_message or "the outcome of the write is unknown",
+                duration_ms=result.duration_ms,
+            )
+            return
         if result.status is ToolStatus.SUCCESS:
             names = {
                 "result": result.data,

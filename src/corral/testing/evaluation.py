@@ -6,8 +6,9 @@ tools, source}``) or short form (``m: message`` plus the expectations inline). T
 seed 003: ``core`` must pass 100 %, ``regular`` at least 95 %, ``exploratory`` only records
 its failure modes.
 
-The report gives the seed 004 metrics: completion rate, average steps, and the tool
-failure distribution.
+The report gives the seed 004 metrics: completion rate (and, apart, the partial-completion
+rate of runs where an optional step failed), average steps, and the tool failure
+distribution.
 """
 
 from __future__ import annotations
@@ -79,15 +80,33 @@ class SuiteReport:
         chosen = [r for r in self.results if tier is None or r.case.tier == tier]
         return sum(r.passed for r in chosen) / len(chosen) if chosen else 1.0
 
+    def _share(self, chosen: list[CaseResult]) -> float:
+        return len(chosen) / len(self.results) if self.results else 0.0
+
     @property
     def completion_rate(self) -> float:
-        """Share of runs the agent carried to the user's answer (not handed off or failed)."""
-        done = [
-            r
-            for r in self.results
-            if r.summary.status not in (RunStatus.HANDED_OFF, RunStatus.FAILED)
-        ]
-        return len(done) / len(self.results) if self.results else 0.0
+        """Share of runs the agent carried fully to the user's answer.
+
+        Not handed off, not failed, and not a partial completion (an optional step failed).
+        """
+        return self._share(
+            [
+                r
+                for r in self.results
+                if r.summary.status not in (RunStatus.HANDED_OFF, RunStatus.FAILED)
+                and r.summary.outcome != "partial"
+            ]
+        )
+
+    @property
+    def partial_completion_rate(self) -> float:
+        """Share of runs that finished with only part of the plan done (outcome ``partial``)."""
+        return self._share([r for r in self.results if r.summary.outcome == "partial"])
+
+    @property
+    def outcomes(self) -> Counter[str]:
+        """How runs ended: outcome (``success``, ``partial``, ``unknown``...) -> runs."""
+        return Counter(r.summary.outcome or r.summary.status.value for r in self.results)
 
     @property
     def average_steps(self) -> float:
@@ -113,6 +132,8 @@ class SuiteReport:
             "tiers": {t: round(self.pass_rate(t), 4) for t in tiers},
             "tiers_met": self.tiers_met(),
             "completion_rate": round(self.completion_rate, 4),
+            "partial_completion_rate": round(self.partial_completion_rate, 4),
+            "outcomes": dict(sorted(self.outcomes.items())),
             "average_steps": round(self.average_steps, 2),
             "tool_failures": {f"{t}:{c}": n for (t, c), n in self.tool_failures.items()},
             "failures": [

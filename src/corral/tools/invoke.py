@@ -2,10 +2,15 @@
 
 Nothing raised inside a tool escapes this module: every outcome is a ``ToolResult`` with a
 stable error code and a ``retryable`` flag that comes from the kind of failure.
+
+A write is never retried blindly. It is retried only when the failure proves its effect
+did not happen, or when the tool is idempotent by key; any other failure ends with the
+code ``OUTCOME_UNKNOWN``, which the tool's reconciler (if any) may settle.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +23,7 @@ from corral.errors import (
     ErrorCode,
     InvalidArgumentError,
     MissingArgumentError,
+    ToolFailedError,
     ToolOutputInvalidError,
 )
 from corral.runtime.effects import Effects
@@ -38,6 +44,11 @@ class Attempt:
     data: dict[str, Any] | None = None
     backoff_s: float | None = None
     """Seconds waited before the next attempt; ``None`` when there is none."""
+    applied: bool | None = None
+    """For a failed attempt: ``False`` when the failure proves the effect did not happen,
+    ``None`` when it may have happened."""
+    in_flight: bool = False
+    """The tool may still be running (a sync tool's thread outlived its timeout)."""
 
 
 AttemptListener = Callable[[Attempt], None]
@@ -63,6 +74,18 @@ def validate_args(spec: ToolSpec, raw: dict[str, Any]) -> BaseModel:
         raise InvalidArgumentError(f"tool {spec.name!r}: {problems}") from None
 
 
+def failed_result(tool: str, code: str, message: str, attempts: int = 0) -> ToolResult:
+    """The envelope of a call that failed with ``code`` (by default before any attempt)."""
+    return ToolResult(
+        tool=tool,
+        status=ToolStatus.ERROR,
+        error_code=code,
+        error_message=message,
+        summary=message[:200],
+        attempts=attempts,
+    )
+
+
 def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     """Keep only the declared fields of a result; ``None`` means no result."""
     if returned is None:
@@ -83,6 +106,28 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     return model.model_dump(mode="json")
 
 
+NOT_CONNECTED: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
+"""Failures that prove a request was never sent: the connection was refused, or the host
+name did not resolve. Other connection errors (reset, broken pipe, timeout) may come after
+the request was sent. A tool on another HTTP client maps its own "could not connect"
+error (e.g. ``httpx.ConnectError``) to ``TransientToolError(..., applied=False)``."""
+
+
+def effect_applied(exc: BaseException) -> bool | None:
+    """``False`` when a failure proves that the tool's effect did not happen, else ``None``.
+
+    Proof is: an exception that says so (``applied=False``, as ``TransientToolError``
+    takes), a connection that was never established (``NOT_CONNECTED``), or a permanent
+    failure the tool raised on purpose (``ToolFailedError``: raise it only when nothing
+    was changed). A timeout, a generic error or an invalid output proves nothing.
+    """
+    if getattr(exc, "applied", None) is False:
+        return False
+    if isinstance(exc, (*NOT_CONNECTED, ToolFailedError)):
+        return False
+    return None
+
+
 def _classify(exc: BaseException) -> tuple[str, str, bool]:
     """Map an exception to (code, message, retryable)."""
     if isinstance(exc, CorralError):
@@ -100,13 +145,17 @@ async def invoke_tool(
     context: ToolContext,
     effects: Effects,
     on_attempt: AttemptListener | None = None,
+    first_attempt: int = 1,
 ) -> ToolResult:
     """Call a tool with already validated arguments, retrying transient failures.
 
     Retries follow ``spec.policy.retry``; waits go through ``effects.sleep`` so tests and
-    replays do not really wait. Every attempt is reported to ``on_attempt``.
+    replays do not really wait. Every attempt is reported to ``on_attempt``, numbered from
+    ``first_attempt``. A write that failed without proof that nothing happened is not
+    retried (unless idempotent) and ends as ``OUTCOME_UNKNOWN``.
     """
     policy = spec.policy
+    blind_retry_safe = policy.kind != "write" or policy.idempotent
     total_ms = 0.0
     attempt_no = 0
     while True:
@@ -115,6 +164,8 @@ async def invoke_tool(
         code: str | None = None
         message: str | None = None
         retryable = False
+        applied: bool | None = None
+        in_flight = False
         data: dict[str, Any] | None = None
         try:
             returned = await effects.call_tool(spec, args, context, policy.timeout_s)
@@ -122,20 +173,39 @@ async def invoke_tool(
             status = ToolStatus.SUCCESS if data is not None else ToolStatus.NO_RESULT
         except Exception as exc:  # every failure becomes an envelope
             code, message, retryable = _classify(exc)
+            applied, in_flight = effect_applied(exc), bool(getattr(exc, "in_flight", False))
             status = ToolStatus.ERROR
         duration_ms = (effects.monotonic() - started) * 1000.0
         total_ms += duration_ms
         will_retry = (
-            status is ToolStatus.ERROR and retryable and attempt_no <= policy.retry.max_retries
+            status is ToolStatus.ERROR
+            and retryable
+            and attempt_no <= policy.retry.max_retries
+            and not in_flight  # never two runs of one tool at once
+            and (blind_retry_safe or applied is False)
         )
         backoff = policy.retry.delay(attempt_no) if will_retry else None
         if on_attempt is not None:
             on_attempt(
-                Attempt(attempt_no, status, duration_ms, code, message, retryable, data, backoff)
+                Attempt(
+                    first_attempt + attempt_no - 1,
+                    status,
+                    duration_ms,
+                    code,
+                    message,
+                    retryable,
+                    data,
+                    backoff,
+                    applied,
+                    in_flight,
+                )
             )
         if backoff is None:
             break
         await effects.sleep(backoff)
+    if status is ToolStatus.ERROR and policy.kind == "write" and applied is not False:
+        message = f"{code}: {message}; the write may or may not have happened"
+        code, retryable = ErrorCode.OUTCOME_UNKNOWN.value, False
     summary = spec.summarize(data) if data is not None else (message or "no result")
     return ToolResult(
         tool=spec.name,
@@ -147,4 +217,50 @@ async def invoke_tool(
         retryable=retryable,
         attempts=attempt_no,
         duration_ms=round(total_ms, 3),
+    )
+
+
+async def reconcile(
+    spec: ToolSpec,
+    args: dict[str, Any],
+    context: ToolContext,
+    effects: Effects,
+    unknown: ToolResult,
+    cause: str,
+    on_attempt: AttemptListener | None = None,
+    first_attempt: int = 1,
+) -> ToolResult:
+    """Settle a write whose outcome is unknown with its reconciler (``spec.reconcile``).
+
+    Found: the write succeeded, with the reconciler's data. ``None``: the write provably
+    did not happen, so the step fails with ``cause``, the code of the write's own failure
+    (``TOOL_TIMEOUT``, ``TOOL_TRANSIENT``...). A reconciler error, or
+    no reconciler, leaves ``unknown`` as it is. The caller must make sure the write is no
+    longer running (a thread that outlived its timeout) before it trusts "not found".
+    """
+    finder = spec.reconcile
+    if finder is None:
+        return unknown
+    given = {k: v for k, v in args.items() if k in finder.input_model.model_fields}
+    try:
+        validated = validate_args(finder, given)
+    except CorralError:
+        return unknown
+    found = await invoke_tool(finder, validated, context, effects, on_attempt, first_attempt)
+    attempts = unknown.attempts + found.attempts
+    duration_ms = round(unknown.duration_ms + found.duration_ms, 3)
+    if found.status is ToolStatus.ERROR:
+        return unknown.model_copy(update={"attempts": attempts, "duration_ms": duration_ms})
+    if found.status is ToolStatus.SUCCESS and found.data is not None:
+        return ToolResult(
+            tool=spec.name,
+            status=ToolStatus.SUCCESS,
+            data=found.data,
+            summary=spec.summarize(found.data)[:200],
+            attempts=attempts,
+            duration_ms=duration_ms,
+        )
+    message = f"{spec.name} failed ({cause}) and {finder.name} found no effect: not applied"
+    return failed_result(spec.name, cause, message, attempts).model_copy(
+        update={"duration_ms": duration_ms}
     )

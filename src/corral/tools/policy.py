@@ -36,7 +36,16 @@ class ToolPolicy:
     """How one tool is called and ranked. Set per tool in ``@tool(policy=...)``."""
 
     kind: ToolKind = "read"
-    """``write`` tools get an idempotency key and a durable log flush before they run."""
+    """``write`` tools get an idempotency key and a durable log flush before they run.
+
+    A write is never retried blindly: only a failure that proves the effect did not happen
+    (``TransientToolError(applied=False)``, a connection that was never established) is
+    retried, unless the tool is ``idempotent``. Any other failure leaves its outcome unknown.
+    """
+    idempotent: bool = False
+    """For writes: the tool finds its own earlier effect by ``ctx.idempotency_key`` and
+    returns it instead of acting again, so it may be retried after a timeout and re-entered
+    when a crashed run is resumed."""
     timeout_s: float = 10.0
     """Per attempt. Seed 002: 10 s for network tools."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)

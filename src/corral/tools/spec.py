@@ -6,6 +6,7 @@ the return annotation gives the output model, the docstring gives the descriptio
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 import typing
@@ -35,6 +36,11 @@ class ToolSpec:
     context_param: str | None
     may_return_none: bool
     summary_template: str | None = None
+    reconcile: ToolSpec | None = None
+    """For writes: a read that finds this tool's effect by ``ctx.idempotency_key``. It is
+    called when the write's outcome is unknown (a timeout, an ambiguous failure, a crash
+    while the tool was running): its result settles the step, ``None`` proves the write
+    did not happen, and an error leaves the outcome unknown."""
 
     @property
     def is_async(self) -> bool:
@@ -77,12 +83,46 @@ def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
     return annotation, False
 
 
+Reconciler = ToolSpec | Callable[..., Any]
+"""A read tool, or a plain function with the same kind of signature, used as ``reconcile``."""
+
+
+def _reconciler(write: ToolSpec, given: Reconciler) -> ToolSpec:
+    """Check a write's reconciler against the write; raises ``ConfigInvalidError``.
+
+    It must be a read, take only parameters the write also takes (they are filled from the
+    write's arguments), and return the write's output model or ``None`` ("not found").
+    """
+    spec = given if isinstance(given, ToolSpec) else build_spec(given, policy=ToolPolicy())
+    problems = []
+    if write.policy.kind != "write":
+        problems.append("only write tools have a reconciler")
+    if spec.policy.kind == "write":
+        problems.append(f"the reconciler {spec.name!r} must be a read, not a write")
+    extra = set(spec.input_model.model_fields) - set(write.input_model.model_fields)
+    if extra:
+        problems.append(
+            f"the reconciler {spec.name!r} takes {sorted(extra)}, which the write does not"
+        )
+    if not issubclass(spec.output_model, write.output_model) or not spec.may_return_none:
+        problems.append(
+            f"the reconciler {spec.name!r} must return {write.output_model.__name__} | None"
+        )
+    if problems:
+        raise ConfigInvalidError(
+            f"tool {write.name!r}: {'; '.join(problems)}",
+            hint="a reconciler is a read that finds the write's effect by ctx.idempotency_key",
+        )
+    return spec
+
+
 def build_spec(
     fn: Callable[..., Any],
     *,
     name: str | None = None,
     policy: ToolPolicy | None = None,
     summary: str | None = None,
+    reconcile: Reconciler | None = None,
 ) -> ToolSpec:
     """Read a function's signature into a ``ToolSpec``; raises ``ConfigInvalidError``."""
     tool_name = name or fn.__name__
@@ -114,7 +154,7 @@ def build_spec(
         **fields,
     )
     doc = inspect.getdoc(fn) or ""
-    return ToolSpec(
+    spec = ToolSpec(
         name=tool_name,
         description=doc.split("\n\n")[0].strip(),
         fn=fn,
@@ -125,6 +165,9 @@ def build_spec(
         may_return_none=may_return_none,
         summary_template=summary,
     )
+    if reconcile is None:
+        return spec
+    return dataclasses.replace(spec, reconcile=_reconciler(spec, reconcile))
 
 
 @overload
@@ -133,7 +176,11 @@ def tool(fn: F, /) -> ToolSpec: ...
 
 @overload
 def tool(
-    *, name: str | None = None, policy: ToolPolicy | None = None, summary: str | None = None
+    *,
+    name: str | None = None,
+    policy: ToolPolicy | None = None,
+    summary: str | None = None,
+    reconcile: Reconciler | None = None,
 ) -> Callable[[F], ToolSpec]: ...
 
 
@@ -144,15 +191,22 @@ def tool(
     name: str | None = None,
     policy: ToolPolicy | None = None,
     summary: str | None = None,
+    reconcile: Reconciler | None = None,
 ) -> Any:
     """Declare a tool. Use bare (``@tool``) or with options (``@tool(policy=...)``).
 
     ``summary`` is a ``str.format`` template over output fields, used in logs and replies.
+    ``reconcile`` (writes only) is a read that finds the write's effect by idempotency key,
+    e.g. ``reconcile=find_exchange_by_key``; it settles a write whose outcome is unknown.
+
+    A sync tool runs in a worker thread, which cannot be stopped: after its timeout it may
+    still be running, so a sync write that timed out has an unknown outcome. An async tool
+    is cancelled at its timeout.
     """
     if fn is not None:
         return build_spec(fn)
 
     def decorate(inner: F) -> ToolSpec:
-        return build_spec(inner, name=name, policy=policy, summary=summary)
+        return build_spec(inner, name=name, policy=policy, summary=summary, reconcile=reconcile)
 
     return decorate

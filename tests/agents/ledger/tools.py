@@ -37,7 +37,7 @@ def lookup_order(order_id: str, ctx: ToolContext) -> Order:
     return Order(order_id=order_id, status="open")
 
 
-@tool(policy=ToolPolicy(kind="write", requires_confirmation=True))
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
 def cancel_order(order_id: str, ctx: ToolContext) -> Cancelled:
     """Cancel an order. Finds its own earlier effect by the idempotency key."""
     with open(ctx.deps["entries"], "a", encoding="utf-8") as handle:

@@ -1,0 +1,517 @@
+"""Writes are never retried blindly, and an unknown outcome is never reported as done or not.
+
+Each tool counts its own entries, so "not retried" means the tool body ran once, not just
+"one row". The effect of a write is kept in a dict keyed by the idempotency key, which the
+reconcilers read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
+from corral.errors import ConfigInvalidError, TransientToolError
+from corral.runtime.replay import replay_run
+from corral.runtime.state import fold
+from corral.testing import FixedEffects
+from corral.tools.policy import RetryPolicy, ToolPolicy
+from corral.tools.spec import ToolSpec
+from tests.helpers import build_agent, corral_cli, exchange_count, write_agent
+from tests.test_runtime import Crash, CrashAfterWrite
+
+FAST = RetryPolicy(max_retries=2, backoff_s=(0.0,))
+"""Two retries: a write that is wrongly retried is entered three times."""
+
+
+class Done(BaseModel):
+    ref: str
+
+
+class Ledger:
+    """A fake business system: effects by idempotency key, and how often each tool ran."""
+
+    def __init__(self) -> None:
+        self.effects: dict[str, str] = {}
+        self.entries = 0
+        self.lookups = 0
+        self.lock = threading.Lock()
+
+    def enter(self) -> None:
+        with self.lock:
+            self.entries += 1
+
+    def apply(self, ctx: ToolContext) -> Done:
+        with self.lock:
+            self.effects.setdefault(ctx.idempotency_key, f"R{len(self.effects) + 1}")
+            return Done(ref=self.effects[ctx.idempotency_key])
+
+    def find(self, ctx: ToolContext) -> Done | None:
+        self.lookups += 1
+        ref = self.effects.get(ctx.idempotency_key)
+        return Done(ref=ref) if ref else None
+
+
+def write_policy(timeout_s: float = 5.0, *, idempotent: bool = False) -> ToolPolicy:
+    return ToolPolicy(kind="write", timeout_s=timeout_s, retry=FAST, idempotent=idempotent)
+
+
+def run_write(write: ToolSpec, **kwargs: Any) -> Runtime:
+    agent = build_agent(
+        [write], [{"id": "w", "tool": write.name, "facts": {"ref": "result.ref"}}], **kwargs
+    )
+    return Runtime(agent, MemoryStore(), effects=FixedEffects())
+
+
+def assert_unknown(runtime: Runtime, summary: Any) -> None:
+    """Unknown everywhere it shows, and a reply that claims neither success nor failure."""
+    assert summary.status is RunStatus.HANDED_OFF
+    assert summary.outcome == "unknown" and summary.error_code == "OUTCOME_UNKNOWN"
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    assert summary.steps[0].error_code == "OUTCOME_UNKNOWN"
+    assert summary.handoff is not None and summary.handoff.reason_code == "OUTCOME_UNKNOWN"
+    state = fold(summary.run_id, runtime.store.load_events(summary.run_id))
+    expected = runtime.agent.renderer.render("outcome_unknown", {}, state.language)
+    assert summary.reply == expected
+    for claim in ("done", "Done", "完成", "not done", "failed", "失败", "未能", "没能"):
+        assert claim not in expected
+
+
+async def test_a_write_that_timed_out_after_its_effect_is_not_retried() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.05))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        done = ledger.apply(ctx)  # the order is cancelled...
+        time.sleep(0.3)  # ...but the answer comes too late
+        return done
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 1
+    assert_unknown(runtime, summary)
+    key = summary.handoff.steps[0].idempotency_key  # what a person looks the effect up by
+    events = runtime.store.load_events(summary.run_id)
+    attempts = [e.data for e in events if e.type is EventType.TOOL_ATTEMPT]
+    assert [(a["error_code"], a["in_flight"]) for a in attempts] == [("TOOL_TIMEOUT", True)]
+    await asyncio.sleep(0.4)
+    assert list(ledger.effects) == [key]  # the effect did happen: "failed" would have been a lie
+
+
+async def test_a_write_that_acted_then_lost_its_connection_is_not_retried() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy())
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        ledger.apply(ctx)
+        raise ConnectionResetError("connection reset by peer")
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 1 and len(ledger.effects) == 1
+    assert_unknown(runtime, summary)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        TransientToolError("503 before the order was touched", applied=False),
+        ConnectionRefusedError("connection refused"),
+    ],
+)
+async def test_a_write_that_provably_did_not_act_is_retried(failure: Exception) -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy())
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        if ledger.entries == 1:
+            raise failure
+        return ledger.apply(ctx)
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 2
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+
+
+async def test_an_ambiguous_transient_error_is_not_retried() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy())
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        raise TransientToolError("502 from the gateway")
+
+    runtime = run_write(cancel_order)
+    assert_unknown(runtime, await runtime.start("go"))
+    assert ledger.entries == 1
+
+
+async def test_an_idempotent_write_is_retried_after_a_timeout() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.05, idempotent=True))
+    async def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        done = ledger.apply(ctx)  # finds its own earlier effect by key
+        if ledger.entries == 1:
+            await asyncio.sleep(1)
+        return done
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 2 and len(ledger.effects) == 1
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+
+
+async def test_an_async_write_is_cancelled_at_its_timeout() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.05))
+    async def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        await asyncio.sleep(0.3)
+        return ledger.apply(ctx)
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    await asyncio.sleep(0.5)
+    assert ledger.entries == 1 and ledger.effects == {}  # cancelled: it never acted
+    assert_unknown(runtime, summary)
+
+
+async def test_the_reconciler_settles_a_write_that_happened() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
+    async def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        done = ledger.apply(ctx)
+        await asyncio.sleep(1)  # acted, then was cancelled before answering
+        return done
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 1 and ledger.lookups == 1
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+    assert summary.steps[0].status is StepStatus.SUCCEEDED
+    assert summary.error_code is None
+    state = fold(summary.run_id, runtime.store.load_events(summary.run_id))
+    assert state.memory.facts["ref"].value == "R1"
+    events = runtime.store.load_events(summary.run_id)
+    settled = [e.data for e in events if e.type is EventType.OUTCOME_RECONCILED]
+    assert [(d["tool"], d["write"], d["status"]) for d in settled] == [
+        ("find", "cancel_order", "applied")
+    ]
+    report = await replay_run(runtime.agent, events)
+    assert report.same_path, report
+
+
+async def test_the_reconciler_proves_a_write_did_not_happen() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
+    async def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        await asyncio.sleep(1)  # cancelled before it acted
+        return ledger.apply(ctx)
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 1 and ledger.lookups == 1 and ledger.effects == {}
+    assert summary.steps[0].status is StepStatus.FAILED
+    assert summary.steps[0].error_code == "TOOL_TIMEOUT"
+    assert summary.handoff is not None and summary.handoff.reason_code == "TOOL_TIMEOUT"
+    assert "not applied" in summary.handoff.reason
+    events = runtime.store.load_events(summary.run_id)
+    assert [e.data["status"] for e in events if e.type is EventType.OUTCOME_RECONCILED] == [
+        "not_applied"
+    ]
+
+
+async def test_not_found_proves_nothing_while_a_sync_write_is_still_running() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        time.sleep(0.3)  # a thread cannot be stopped: it acts after corral gave up
+        return ledger.apply(ctx)
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.lookups == 0  # "not found" now would be a lie in 0.2 s
+    assert_unknown(runtime, summary)
+    await asyncio.sleep(0.4)
+    assert len(ledger.effects) == 1
+
+
+async def test_a_sync_write_that_ends_within_the_grace_is_reconciled() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(timeout_s=0.3), reconcile=ledger.find)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        time.sleep(0.35)  # past the timeout, well within as long again
+        return ledger.apply(ctx)
+
+    runtime = run_write(cancel_order)
+    summary = await runtime.start("go")
+    assert ledger.entries == 1 and ledger.lookups == 1
+    assert summary.status is RunStatus.FINISHED and summary.steps[0].status is StepStatus.SUCCEEDED
+
+
+def test_a_reconciler_must_fit_its_write() -> None:
+    def finds_nothing_optional(ctx: ToolContext) -> Done:
+        return Done(ref="x")
+
+    def needs_more(order_id: str, ctx: ToolContext) -> Done | None:
+        return None
+
+    with pytest.raises(ConfigInvalidError, match=r"Done \| None"):
+
+        @tool(policy=write_policy(), reconcile=finds_nothing_optional)
+        def w1(ctx: ToolContext) -> Done:
+            return Done(ref="x")
+
+    with pytest.raises(ConfigInvalidError, match="order_id"):
+
+        @tool(policy=write_policy(), reconcile=needs_more)
+        def w2(ctx: ToolContext) -> Done:
+            return Done(ref="x")
+
+    with pytest.raises(ConfigInvalidError, match="only write tools"):
+
+        @tool(reconcile=needs_more)
+        def r1(order_id: str, ctx: ToolContext) -> Done:
+            return Done(ref="x")
+
+
+# --------------------------------------------------------------------------- crash + resume
+
+
+async def crash_then_resume(write: ToolSpec) -> tuple[Runtime, Any]:
+    agent = build_agent([write], [{"id": "w", "tool": write.name, "facts": {"ref": "result.ref"}}])
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    run_id = store.list_runs()[0].run_id
+    state = fold(run_id, store.load_events(run_id))
+    assert state.steps["w"].status is StepStatus.RUNNING
+    assert state.steps["w"].tool_used == write.name  # stored before the tool was entered
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    return runtime, await runtime.resume(run_id)
+
+
+async def test_resume_never_reenters_a_write_that_was_in_flight() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy())
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    runtime, summary = await crash_then_resume(cancel_order)
+    assert ledger.entries == 1
+    assert_unknown(runtime, summary)
+
+
+async def test_resume_reconciles_a_write_that_was_in_flight() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(), reconcile=ledger.find)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    _, summary = await crash_then_resume(cancel_order)
+    assert ledger.entries == 1 and ledger.lookups == 1
+    assert summary.status is RunStatus.FINISHED and summary.steps[0].status is StepStatus.SUCCEEDED
+
+
+async def test_resume_reenters_an_idempotent_write_once() -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(idempotent=True))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    _, summary = await crash_then_resume(cancel_order)
+    assert ledger.entries == 2 and len(ledger.effects) == 1
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+AGENT_YAML = """
+name: risky
+default_language: en
+intents:
+  - name: cancel
+    rules: [{keywords: [cancel], confidence: 0.95}]
+    route: plan
+    plan: cancel
+    reply: cancelled_ok
+plans:
+  cancel:
+    steps:
+      - {id: s1, tool: cancel_order}
+templates:
+  cancelled_ok: {zh: 已取消, en: Your order is cancelled.}
+"""
+
+TOOLS_PY = """
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from corral import ToolContext, ToolPolicy, tool
+
+
+def setup(data_dir: Path) -> dict:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return {"ledger": data_dir / "entries.txt"}
+
+
+class Cancelled(BaseModel):
+    order_id: str
+
+
+@tool(policy=ToolPolicy(kind="write", timeout_s=0.2))
+def cancel_order(ctx: ToolContext) -> Cancelled:
+    \"\"\"Cancel the order (slowly: the answer comes after the timeout).\"\"\"
+    with open(ctx.deps["ledger"], "a") as ledger:
+        ledger.write("entered\\n")
+    time.sleep(1.0)
+    return Cancelled(order_id="A1")
+"""
+
+
+def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path / "risky", AGENT_YAML, TOOLS_PY)
+    home = tmp_path / "home"
+    done = corral_cli(home, "run", str(agent), "please cancel my order", "--json", ok=False)
+    summary = json.loads(done.stdout)
+    assert {"run_id", "status", "steps", "reply"} <= set(summary)
+    assert summary["status"] == "handed_off"
+    assert summary["error_code"] == "OUTCOME_UNKNOWN"
+    assert summary["outcome"] == "unknown"
+    assert summary["steps"][0]["status"] == "unknown"
+    assert summary["steps"][0]["error_code"] == "OUTCOME_UNKNOWN"
+    assert summary["handoff"]["reason_code"] == "OUTCOME_UNKNOWN"
+    assert "could not confirm" in summary["reply"]
+    assert "cancelled" not in summary["reply"]
+    entries = (home / "data" / "risky" / "entries.txt").read_text(encoding="utf-8")
+    assert entries.count("entered") == 1
+    shown = corral_cli(home, "show", summary["run_id"]).stdout
+    assert "? s1 cancel_order" in shown and "OUTCOME_UNKNOWN" in shown
+    log = (home / "logs" / f"{summary['run_id']}.jsonl").read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in log.splitlines()]
+    finished = [x for x in lines if x["event"] == "step_finished"]
+    assert [(x["status"], x["level"]) for x in finished] == [("unknown", "warn")]
+
+
+class SlowStore(MemoryStore):
+    """A store whose saves block in a thread (like SQL), recording each batch's seqs."""
+
+    def __init__(self) -> None:
+        super().__init__(blocking=True)
+        self.batches: list[list[int]] = []
+        self.overlapping = 0
+        self.saving = 0
+        self.lock = threading.Lock()
+
+    def save(self, record: Any, events: Any, handoff: Any = None, **fencing: Any) -> None:
+        with self.lock:
+            self.saving += 1
+            self.overlapping = max(self.overlapping, self.saving)
+        time.sleep(0.02)
+        with self.lock:
+            self.batches.append([e.seq for e in events])
+            self.saving -= 1
+        super().save(record, events, handoff, **fencing)
+
+
+async def test_concurrent_writes_persist_one_batch_at_a_time() -> None:
+    @tool(policy=ToolPolicy(kind="write"))
+    async def write_a(ctx: ToolContext) -> Done:
+        return Done(ref="a")
+
+    @tool(policy=ToolPolicy(kind="write"))
+    async def write_b(ctx: ToolContext) -> Done:
+        return Done(ref="b")
+
+    agent = build_agent(
+        [write_a, write_b], [{"id": "a", "tool": "write_a"}, {"id": "b", "tool": "write_b"}]
+    )
+    store = SlowStore()
+    summary = await Runtime(agent, store, effects=FixedEffects()).start("go")
+    assert summary.status is RunStatus.FINISHED
+    assert store.overlapping == 1
+    seqs = [seq for batch in store.batches for seq in batch]
+    assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
+
+
+async def test_attempts_are_numbered_across_the_tools_of_a_step_so_replay_finds_each() -> None:
+    @tool(name="primary", policy=ToolPolicy(equivalent_group="lookup", latency_ms=10, retry=FAST))
+    def primary() -> Done:
+        raise TransientToolError("503")
+
+    @tool(name="replica", policy=ToolPolicy(equivalent_group="lookup", latency_ms=500))
+    def replica() -> Done:
+        return Done(ref="r")
+
+    agent = build_agent([primary, replica], [{"id": "s1", "tool": "primary"}])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    events = runtime.store.load_events(summary.run_id)
+    attempts = [
+        (e.data["tool"], e.data["attempt"]) for e in events if e.type is EventType.TOOL_ATTEMPT
+    ]
+    assert attempts == [("primary", 1), ("primary", 2), ("primary", 3), ("replica", 4)]
+    report = await replay_run(agent, events)
+    assert report.same_path, report
+
+
+class AnswersLost(FixedEffects):
+    """The write acts, but every answer is lost on the way back (a timeout)."""
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        result = await super().call_tool(spec, args, context, timeout_s)
+        if spec.policy.kind == "write":
+            raise TimeoutError
+        return result
+
+
+async def test_the_example_exchange_is_settled_by_its_reconciler(aftersales: Agent) -> None:
+    store = MemoryStore()
+    paused = await Runtime(aftersales, store, effects=FixedEffects()).start(
+        "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+    )
+    done = await Runtime(aftersales, store, effects=AnswersLost()).resume(
+        paused.run_id, approve=True
+    )
+    assert exchange_count(aftersales) == 1  # idempotent: three tries, one exchange
+    assert done.status is RunStatus.FINISHED and "换新单 EX" in (done.reply or "")
+    events = store.load_events(done.run_id)
+    tools = [
+        e.data["tool"]
+        for e in events
+        if e.type is EventType.TOOL_ATTEMPT and e.data["step_id"] == "s4"
+    ]
+    assert tools == ["create_exchange_order"] * 3 + ["find_exchange_by_key"]
