@@ -21,11 +21,13 @@ from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
+from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
+from corral.verify.expressions import fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 
 ENTITY_TYPES: dict[str, Any] = {
@@ -64,7 +66,13 @@ class Agent:
         """What plans for ``intent`` are validated against."""
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = {name: ENTITY_TYPES[spec.kind] for name, spec in self.config.entities.items()}
-        return PlanContext(self.tools, types, allowed, self.config.limits.max_plan_steps)
+        reads: dict[str, tuple[FactRead, ...]] = {}
+        for rule in self.rules:
+            read = FactRead(f"business rule {rule.rule.name}", fact_names(rule.expression))
+            reads[rule.rule.before_tool] = (*reads.get(rule.rule.before_tool, ()), read)
+        return PlanContext(
+            self.tools, types, allowed, self.config.limits.max_plan_steps, rule_reads=reads
+        )
 
     def _compile_template(self, intent: str, template: str, reply: str | None) -> list[str]:
         declared = self.config.plans[template]
@@ -98,12 +106,17 @@ class Agent:
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}
+        try:  # first: plan validation proves that what the rules read is produced
+            rules = compile_rules(config.business_rules)
+        except CorralError as exc:
+            rules = []
+            problems.append(exc.message)
         agent = cls(
             config,
             registry,
             IntentLayer(config, classifiers),
             renderer,
-            [],
+            rules,
             graphs,
             dict(deps or {}),
             root=root,
@@ -132,10 +145,6 @@ class Agent:
         for entity, template in config.questions.items():
             if not renderer.has(template):
                 problems.append(f"question for {entity}: template {template!r} is missing")
-        try:
-            agent.rules = compile_rules(config.business_rules)
-        except CorralError as exc:
-            problems.append(exc.message)
         problems.extend(_decision_problems(config, registry))
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))

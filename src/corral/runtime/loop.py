@@ -71,9 +71,13 @@ class RunLoop:
         return values
 
     def rule_names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """What business rules, constraints and rewrites may read."""
+        """What business rules, constraints and rewrites may read.
+
+        ``facts`` falls back to the entities the user gave, as ``$facts.x`` references do:
+        plan validation accepts a fact named like a declared entity as given.
+        """
         names: dict[str, Any] = {
-            "facts": self.state.memory.values(),
+            "facts": {**self.state.entities, **self.state.memory.values()},
             "entities": self.state.entities,
         }
         if args is not None:
@@ -228,12 +232,15 @@ class RunLoop:
             active_s=self._close_segment(),
         )
 
-    def request_confirmation(self, step_id: str, template: str, tool: str) -> None:
-        """Pause in ``awaiting_confirm`` before a step."""
+    def request_confirmation(
+        self, step_id: str, template: str, tool: str, args: dict[str, Any] | None = None
+    ) -> None:
+        """Pause in ``awaiting_confirm`` before a step; the prompt may show ``{args.x}``."""
+        extra = {"tool": tool, "args": args or {}}
         try:
-            prompt = self.render(template, {"tool": tool})
+            prompt = self.render(template, extra)
         except TemplateInvalidError:
-            prompt = self.render("confirm", {"tool": tool})
+            prompt = self.render("confirm", extra)
         self.journal.emit(
             EventType.CONFIRMATION_REQUESTED, "decide", step_id=step_id, prompt=prompt
         )
