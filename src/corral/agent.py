@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corral.config import AgentConfig, load_config
+from corral.config import AgentConfig, PlanTemplate, load_config
 from corral.contracts import Plan, RouteAction
 from corral.decision.capabilities import CapabilityIndex
 from corral.decision.policy import DecisionPolicy
@@ -84,10 +84,29 @@ class Agent:
             )
         except PlanInvalidError as exc:
             problems.extend(f"plan {template}: {p}" for p in exc.problems)
+        problems.extend(self._confirm_problems(template, declared))
         texts = [*declared.confirm.values(), *declared.on_failure.values()]
         for name in [*texts, *([reply] if reply else [])]:
             if not self.renderer.has(name):
                 problems.append(f"plan {template}: template {name!r} is missing")
+        return problems
+
+    def _confirm_problems(self, template: str, declared: PlanTemplate) -> list[str]:
+        """A confirmation prompt may show ``{args.x}`` only for parameters of the step's tool."""
+        tools = {step.id: step.tool for step in declared.steps}
+        problems: list[str] = []
+        for step_id, name in declared.confirm.items():
+            tool = tools.get(step_id)
+            if tool is None or tool not in self.tools:
+                continue
+            params = self.tools.get(tool).input_model.model_fields
+            for used in sorted(self.renderer.uses(name)):
+                parts = used.split(".")
+                if parts[0] == "args" and len(parts) > 1 and parts[1] not in params:
+                    problems.append(
+                        f"plan {template}: template {name!r} shows {{{used}}}, but {tool} has "
+                        f"no such parameter (parameters: {', '.join(params) or 'none'})"
+                    )
         return problems
 
     @classmethod

@@ -75,6 +75,11 @@ class ReplyRenderer:
         """Whether a template of that name exists."""
         return name in self._templates
 
+    def uses(self, name: str) -> set[str]:
+        """The placeholders a template uses, in either language (empty when it is unknown)."""
+        template = self._templates.get(name)
+        return set(placeholders(template.zh) + placeholders(template.en)) if template else set()
+
     def render(self, name: str, values: Mapping[str, Any], language: Language) -> str:
         """Fill the named template; raises ``TemplateInvalidError`` for a missing value."""
         try:
