@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from corral.agent import Agent, load_agent
@@ -83,9 +84,11 @@ def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:
                 }
                 typer.echo(json.dumps(payload, ensure_ascii=False))
             else:
-                err_console.print(f"[red]error[/red] [bold]{exc.code.value}[/bold]: {exc.message}")
+                # escape: a message naming a type such as list[str] is not markup
+                message = escape(exc.message)
+                err_console.print(f"[red]error[/red] [bold]{exc.code.value}[/bold]: {message}")
                 if exc.hint:
-                    err_console.print(f"hint: {exc.hint}")
+                    err_console.print(f"hint: {escape(exc.hint)}")
             raise typer.Exit(2) from None
 
     return wrapper
