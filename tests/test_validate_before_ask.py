@@ -154,9 +154,7 @@ def test_templates_render_dotted_paths_and_lists_readably() -> None:
         "Next I will run t. Shall I go ahead?"
     )
     custom = ReplyRenderer(
-        {
-            "x": TemplateText(zh="{args.item_ids}", en="{args.order_id}: {args.item_ids}")
-        }
+        {"x": TemplateText(zh="{args.item_ids}", en="{args.order_id}: {args.item_ids}")}
     )
     assert custom.render("x", values, "en") == "HD1: a, b"
     assert custom.render("x", values, "zh") == "a、b"
