@@ -18,7 +18,7 @@ from pydantic import BaseModel, StringConstraints
 from corral import EventType, MemoryStore, RunStatus, Runtime, ToolPolicy, tool
 from corral.config import TemplateText
 from corral.errors import ConfigInvalidError
-from corral.reply.render import ReplyRenderer, display
+from corral.reply.render import ReplyRenderer
 from corral.testing import FixedEffects
 from tests.helpers import build_agent, corral_cli
 
@@ -146,6 +146,8 @@ def test_a_confirmation_may_only_show_parameters_of_its_tool() -> None:
 
 
 def test_templates_render_dotted_paths_and_lists_readably() -> None:
+    from corral.reply.render import display
+
     renderer = ReplyRenderer({})
     values = {"args": {"order_id": "HD1", "item_ids": ["a", "b"], "n": {"k": 1}}}
     assert display(["a", "b"], "en") == "a, b"
