@@ -103,7 +103,7 @@ class StepGate:
             return Stopped(over, ErrorCode.BUDGET_EXCEEDED)
         try:
             args = bind_arguments(
-                compiled, state.entities, self.facts_and_entities(), self.results()
+                compiled, state.entities, self.loop.facts_with_entities(), self.results()
             )
             spec, args = self.rewrite(step_id, compiled.spec, args)
             validate_args(spec, args)  # before anyone is asked to approve the call
@@ -141,7 +141,7 @@ class StepGate:
         if rewrite is None:
             return spec, args
         target = self.agent.tools.get(rewrite.rule.use_tool)
-        new_args = rewrite.arguments(args, self.state.entities, self.facts_and_entities())
+        new_args = rewrite.arguments(args, self.state.entities, self.loop.facts_with_entities())
         kept = {k: v for k, v in new_args.items() if k in target.input_model.model_fields}
         self.journal.emit(
             EventType.TOOL_REWRITTEN,
@@ -196,10 +196,6 @@ class StepGate:
         """The plan's confirmation template for the step, or the default ``confirm``."""
         declared = self.loop.declared_plan()
         return declared.confirm.get(step_id, "confirm") if declared else "confirm"
-
-    def facts_and_entities(self) -> dict[str, Any]:
-        """What ``$facts.x`` binds from: facts, falling back to the entities."""
-        return {**self.state.entities, **self.state.memory.values()}
 
     def results(self) -> dict[str, Any]:
         """Step id -> data of the steps that succeeded, for ``$sN.result`` references."""

@@ -70,14 +70,18 @@ class RunLoop:
         values.update(self.state.memory.values())
         return values
 
-    def rule_names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """What business rules, constraints and rewrites may read.
+    def facts_with_entities(self) -> dict[str, Any]:
+        """Facts, falling back to the entities the user gave (for ``$facts.x`` and rules).
 
-        ``facts`` falls back to the entities the user gave, as ``$facts.x`` references do:
-        plan validation accepts a fact named like a declared entity as given.
+        Plan validation accepts a fact named like a declared entity as given, so what reads
+        ``facts`` at run time must see the entity's value when no step published one.
         """
+        return {**self.state.entities, **self.state.memory.values()}
+
+    def rule_names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What business rules, constraints and rewrites may read."""
         names: dict[str, Any] = {
-            "facts": {**self.state.entities, **self.state.memory.values()},
+            "facts": self.facts_with_entities(),
             "entities": self.state.entities,
         }
         if args is not None:

@@ -4,9 +4,9 @@ Independent steps run concurrently; steps that publish the same fact run one aft
 another, and a step waits for the producers of the facts its rules read. Before a step
 starts, code decides (``gate``): the budget, argument binding and validation, the
 intent's allow-list, the business rules, confirmation and the loop guard; then which of
-several equivalent tools to use. After it ends, the
-verify layer judges it and the recovery ladder runs: retries (inside ``invoke_tool``),
-then an equivalent tool, then a handoff.
+several equivalent tools to use. After it ends, the verify layer judges it and the
+recovery ladder runs: retries (inside ``invoke_tool``), then an equivalent tool, then a
+handoff.
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ class Scheduler:
     # ------------------------------------------------------------------ before a step
 
     def _fail_step(self, step_id: str, code: ErrorCode, reason: str) -> None:
+        """A step that fails before its tool is entered (``gate.fail_step``)."""
         fail_step(self.journal, step_id, code, reason)
 
     async def _gate_and_dispatch(self, step_id: str) -> None:
