@@ -214,6 +214,9 @@ async def test_a_model_plan_gets_the_same_check() -> None:
         in (calls[0]["reason"])
     )
     model.assert_complete()
+    # The planner is told what the validator will demand, so a good model gets it right.
+    system = model.requests[0].messages[0].content
+    assert "before cancel_order: business rule cancel_only_before_shipping reads facts " in (system)
     assert summary.status is RunStatus.FINISHED
     assert CALLS == ["get_order", "cancel_order"]
 
