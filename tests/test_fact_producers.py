@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +28,7 @@ from corral.planning.producers import FactRead
 from corral.testing import FixedEffects
 from corral.tools.registry import ToolRegistry
 from corral.verify.expressions import compile_expression, fact_names, read_paths
-from tests.helpers import build_agent
+from tests.helpers import build_agent, corral_cli
 
 CALLS: list[str] = []
 
@@ -278,6 +279,30 @@ async def test_a_failed_producer_settles_and_the_rule_then_refuses() -> None:
     assert statuses["s2"] is StepStatus.SKIPPED
 
 
+async def test_a_producer_that_fails_before_its_tool_runs_releases_the_waiting_step() -> None:
+    """The lookup fails at binding (nothing runs): the gated step is still judged, not left
+    pending for ever."""
+    CALLS.clear()
+    entities = {
+        **ORDER_ID,
+        "phone": {"kind": "pattern", "patterns": [r"(1\d{10})"]},
+        "order_status": {"kind": "vocabulary", "vocabulary": {"pending": "pending"}},
+    }
+    lookup = {**LOOKUP, "args": {"order_id": "$entities.phone"}}  # the user gives no phone
+    agent = build_agent(
+        [get_order, cancel_order],
+        [lookup, CANCEL],
+        entities=entities,
+        business_rules=[RULE],
+        templates=TEMPLATES,
+    )
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go A1")
+    statuses = {s.id: s.status for s in summary.steps}
+    assert statuses == {"s1": StepStatus.FAILED, "s2": StepStatus.SKIPPED}
+    assert CALLS == []
+
+
 # ------------------------------------------------------------------ property: the static check
 
 FACTS = ("f0", "f1", "f2", "f3")
@@ -385,3 +410,101 @@ def test_accepted_plans_never_judge_a_rule_before_its_producers(
             # ... and every producer that may run first is run first (waited for).
             assert producers - below <= graph.steps[step.id].waits_for | ancestors[step.id]
         assert not graph.steps[step.id].waits_for & (below | {step.id})
+
+
+# ------------------------------------------------------------------ end to end, through the CLI
+
+CLI_TOOLS = '''
+import asyncio
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from corral import ToolPolicy, tool
+
+MARK = Path(__file__).with_name("cancelled")
+
+
+class Order(BaseModel):
+    order_id: str
+    order_status: str
+
+
+class Cancelled(BaseModel):
+    cancelled: bool
+
+
+@tool
+async def get_order(order_id: str) -> Order:
+    """Find an order and its status."""
+    await asyncio.sleep(0.05)
+    return Order(order_id=order_id, order_status="pending")
+
+
+@tool(policy=ToolPolicy(kind="write"))
+def cancel_order(order_id: str) -> Cancelled:
+    """Cancel an order that has not shipped."""
+    MARK.write_text(order_id)
+    return Cancelled(cancelled=True)
+'''
+
+CLI_AGENT = """
+name: cancel-desk
+default_language: en
+entities:
+  order_id: {kind: pattern, patterns: ['(A\\d+)']}
+  order_status: {kind: vocabulary, vocabulary: {pending: pending, shipped: shipped}}
+intents:
+  - name: cancel
+    rules: [{keywords: [cancel], confidence: 0.95}]
+    route: plan
+    plan: cancel
+    reply: done
+plans:
+  cancel:
+    steps:
+      - id: s1
+        tool: get_order
+        args: {order_id: $entities.order_id}
+        facts: {order_status: result.order_status}
+      - id: s2
+        tool: cancel_order
+        args: {order_id: $entities.order_id}
+business_rules:
+  - name: cancel_only_before_shipping
+    before_tool: cancel_order
+    require: facts.order_status == "pending"
+    refusal: cannot_cancel
+templates:
+  done: {zh: 好了, en: done}
+  cannot_cancel: {zh: 不能取消, en: cannot cancel}
+"""
+
+
+def _cli_agent(tmp_path: Path, yaml_text: str) -> Path:
+    root = tmp_path / "agent"
+    root.mkdir()
+    (root / "tools.py").write_text(CLI_TOOLS, encoding="utf-8")
+    (root / "agent.yaml").write_text(yaml_text, encoding="utf-8")
+    return root
+
+
+def test_cli_a_rule_waits_for_the_lookup_that_publishes_its_fact(tmp_path: Path) -> None:
+    root = _cli_agent(tmp_path, CLI_AGENT)
+    out = corral_cli(tmp_path / "home", "run", str(root), "cancel A1", "--json").stdout
+    data = json.loads(out)
+    assert data["status"] == "finished", data
+    assert [s["status"] for s in data["steps"]] == ["succeeded", "succeeded"]
+    assert (root / "cancelled").read_text() == "A1"
+
+
+def test_cli_a_rule_without_its_producer_is_config_invalid(tmp_path: Path) -> None:
+    no_entity = CLI_AGENT.replace(
+        "  order_status: {kind: vocabulary, vocabulary: {pending: pending, shipped: shipped}}\n",
+        "",
+    )
+    root = _cli_agent(tmp_path, no_entity)
+    done = corral_cli(tmp_path / "home", "run", str(root), "cancel A1", ok=False)
+    assert done.returncode == 2 and "CONFIG_INVALID" in done.stderr
+    assert "business rule cancel_only_before_shipping reads facts.order_status" in done.stderr
+    assert "s2" in done.stderr and not (root / "cancelled").exists()

@@ -181,6 +181,7 @@ class Scheduler:
         if isinstance(decided, Stopped):
             self.stop = (decided.reason, decided.code)
         if not isinstance(decided, Admitted):
+            await self._release_waiting_on(step_id)
             return
         spec, args = decided.spec, decided.args
         self.journal.emit(
@@ -190,6 +191,22 @@ class Scheduler:
             await self.loop.persist()  # durable before any side effect
         task = asyncio.ensure_future(self._execute(compiled, spec, args))
         self.running[task] = step_id
+
+    async def _release_waiting_on(self, settled: str) -> None:
+        """Decide the steps that waited for ``settled``, which ended before its tool ran.
+
+        They were not ready when this round began; with nothing running, the main loop
+        would otherwise stop and leave them pending.
+        """
+        if self.state.status.paused or self.stop is not None:
+            return
+        if self.loop.step_statuses()[settled] in (StepStatus.PENDING, StepStatus.RUNNING):
+            return  # it awaits a person
+        for step_id in self._ready():
+            if settled in self.graph.steps[step_id].waits_for:
+                await self._gate_and_dispatch(step_id)
+                if self.state.status.paused or self.stop is not None:
+                    return
 
     def _allowed(self) -> set[str]:
         return self.gate.allowed()
