@@ -74,14 +74,31 @@ TEMPLATES = {"cannot_cancel": {"zh": "不能取消", "en": "cannot cancel"}}
 ORDER_ID = {"order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]}}
 
 
-def cancel_agent(cancel: dict[str, Any], entities: dict[str, Any] | None = None) -> Agent:
+STATUS_TOO = {  # the user may say the status: a fact of that name counts as given
+    **ORDER_ID,
+    "phone": {"kind": "pattern", "patterns": [r"(1\d{10})"]},
+    "order_status": {"kind": "vocabulary", "vocabulary": {"pending": "pending"}},
+}
+
+
+def cancel_agent(
+    cancel: dict[str, Any],
+    entities: dict[str, Any] | None = None,
+    lookup: dict[str, Any] = LOOKUP,
+    lookup_tool: Any = get_order,
+) -> Agent:
     return build_agent(
-        [get_order, cancel_order],
-        [LOOKUP, cancel],
+        [lookup_tool, cancel_order],
+        [lookup, cancel],
         entities=entities or ORDER_ID,
         business_rules=[RULE],
         templates=TEMPLATES,
     )
+
+
+async def go(agent: Agent) -> tuple[Runtime, Any]:
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    return runtime, await runtime.start("go A1")
 
 
 # ------------------------------------------------------------------ what an expression reads
@@ -210,14 +227,12 @@ async def test_a_model_plan_gets_the_same_check() -> None:
     events = await runtime.events(summary.run_id)
     calls = [e.data for e in events if e.type is EventType.MODEL_CALL]
     assert [c["accepted"] for c in calls] == [False, True]
-    assert (
-        "s2: business rule cancel_only_before_shipping reads facts.order_status"
-        in (calls[0]["reason"])
-    )
+    reason = calls[0]["reason"]
+    assert "s2: business rule cancel_only_before_shipping reads facts.order_status" in reason
     model.assert_complete()
     # The planner is told what the validator will demand, so a good model gets it right.
     system = model.requests[0].messages[0].content
-    assert "before cancel_order: business rule cancel_only_before_shipping reads facts " in (system)
+    assert "before cancel_order: business rule cancel_only_before_shipping reads facts " in system
     assert summary.status is RunStatus.FINISHED
     assert CALLS == ["get_order", "cancel_order"]
 
@@ -232,13 +247,8 @@ async def test_a_rule_waits_for_a_concurrent_producer_of_its_fact() -> None:
     the static check without a ``depends_on``; the sibling lookup still publishes it.
     """
     CALLS.clear()
-    entities = {
-        **ORDER_ID,
-        "order_status": {"kind": "vocabulary", "vocabulary": {"pending": "pending"}},
-    }
-    agent = cancel_agent(CANCEL, entities)
-    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
-    summary = await runtime.start("go A1")
+    agent = cancel_agent(CANCEL, STATUS_TOO)
+    runtime, summary = await go(agent)
     events = await runtime.events(summary.run_id)
     assert summary.status is RunStatus.FINISHED, [e.data for e in events]
     assert CALLS == ["get_order", "cancel_order"]
@@ -261,19 +271,7 @@ async def test_a_failed_producer_settles_and_the_rule_then_refuses() -> None:
         CALLS.append("get_order")
         return None
 
-    entities = {
-        **ORDER_ID,
-        "order_status": {"kind": "vocabulary", "vocabulary": {"pending": "pending"}},
-    }
-    agent = build_agent(
-        [missing_order, cancel_order],
-        [LOOKUP, CANCEL],
-        entities=entities,
-        business_rules=[RULE],
-        templates=TEMPLATES,
-    )
-    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
-    summary = await runtime.start("go A1")
+    _, summary = await go(cancel_agent(CANCEL, STATUS_TOO, lookup_tool=missing_order))
     assert CALLS == ["get_order"]  # the write never ran on a value nobody produced
     statuses = {s.id: s.status for s in summary.steps}
     assert statuses["s2"] is StepStatus.SKIPPED
@@ -283,21 +281,8 @@ async def test_a_producer_that_fails_before_its_tool_runs_releases_the_waiting_s
     """The lookup fails at binding (nothing runs): the gated step is still judged, not left
     pending for ever."""
     CALLS.clear()
-    entities = {
-        **ORDER_ID,
-        "phone": {"kind": "pattern", "patterns": [r"(1\d{10})"]},
-        "order_status": {"kind": "vocabulary", "vocabulary": {"pending": "pending"}},
-    }
     lookup = {**LOOKUP, "args": {"order_id": "$entities.phone"}}  # the user gives no phone
-    agent = build_agent(
-        [get_order, cancel_order],
-        [lookup, CANCEL],
-        entities=entities,
-        business_rules=[RULE],
-        templates=TEMPLATES,
-    )
-    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
-    summary = await runtime.start("go A1")
+    _, summary = await go(cancel_agent(CANCEL, STATUS_TOO, lookup=lookup))
     statuses = {s.id: s.status for s in summary.steps}
     assert statuses == {"s1": StepStatus.FAILED, "s2": StepStatus.SKIPPED}
     assert CALLS == []
@@ -414,39 +399,21 @@ def test_accepted_plans_never_judge_a_rule_before_its_producers(
 
 # ------------------------------------------------------------------ end to end, through the CLI
 
-CLI_TOOLS = '''
-import asyncio
+CLI_TOOLS = """
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from corral import ToolPolicy, tool
+from tests.test_fact_producers import Cancelled, get_order  # the same lookup as above
 
 MARK = Path(__file__).with_name("cancelled")
 
 
-class Order(BaseModel):
-    order_id: str
-    order_status: str
-
-
-class Cancelled(BaseModel):
-    cancelled: bool
-
-
-@tool
-async def get_order(order_id: str) -> Order:
-    """Find an order and its status."""
-    await asyncio.sleep(0.05)
-    return Order(order_id=order_id, order_status="pending")
-
-
 @tool(policy=ToolPolicy(kind="write"))
 def cancel_order(order_id: str) -> Cancelled:
-    """Cancel an order that has not shipped."""
+    \"\"\"Cancel an order that has not shipped.\"\"\"
     MARK.write_text(order_id)
     return Cancelled(cancelled=True)
-'''
+"""
 
 CLI_AGENT = """
 name: cancel-desk
