@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corral.config import AgentConfig, load_config
+from corral.config import AgentConfig, PlanTemplate, load_config
 from corral.contracts import Plan, RouteAction
 from corral.decision.capabilities import CapabilityIndex
 from corral.decision.policy import DecisionPolicy
@@ -19,12 +19,14 @@ from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
+from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
 from corral.tools.loader import import_tools, run_setup
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
+from corral.verify.expressions import fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 
 ENTITY_TYPES: dict[str, Any] = {
@@ -63,7 +65,13 @@ class Agent:
         """What plans for ``intent`` are validated against."""
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = {name: ENTITY_TYPES[spec.kind] for name, spec in self.config.entities.items()}
-        return PlanContext(self.tools, types, allowed, self.config.limits.max_plan_steps)
+        reads: dict[str, tuple[FactRead, ...]] = {}
+        for rule in self.rules:
+            read = FactRead(f"business rule {rule.rule.name}", fact_names(rule.expression))
+            reads[rule.rule.before_tool] = (*reads.get(rule.rule.before_tool, ()), read)
+        return PlanContext(
+            self.tools, types, allowed, self.config.limits.max_plan_steps, rule_reads=reads
+        )
 
     def _compile_template(self, intent: str, template: str, reply: str | None) -> list[str]:
         declared = self.config.plans[template]
@@ -75,10 +83,29 @@ class Agent:
             )
         except PlanInvalidError as exc:
             problems.extend(f"plan {template}: {p}" for p in exc.problems)
+        problems.extend(self._confirm_problems(template, declared))
         texts = [*declared.confirm.values(), *declared.on_failure.values()]
         for name in [*texts, *([reply] if reply else [])]:
             if not self.renderer.has(name):
                 problems.append(f"plan {template}: template {name!r} is missing")
+        return problems
+
+    def _confirm_problems(self, template: str, declared: PlanTemplate) -> list[str]:
+        """A confirmation prompt may show ``{args.x}`` only for parameters of the step's tool."""
+        tools = {step.id: step.tool for step in declared.steps}
+        problems: list[str] = []
+        for step_id, name in declared.confirm.items():
+            tool = tools.get(step_id)
+            if tool is None or tool not in self.tools:
+                continue
+            params = self.tools.get(tool).input_model.model_fields
+            for used in sorted(self.renderer.uses(name)):
+                parts = used.split(".")
+                if parts[0] == "args" and len(parts) > 1 and parts[1] not in params:
+                    problems.append(
+                        f"plan {template}: template {name!r} shows {{{used}}}, but {tool} has "
+                        f"no such parameter (parameters: {', '.join(params) or 'none'})"
+                    )
         return problems
 
     @classmethod
@@ -97,12 +124,17 @@ class Agent:
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}
+        try:  # first: plan validation proves that what the rules read is produced
+            rules = compile_rules(config.business_rules)
+        except CorralError as exc:
+            rules = []
+            problems.append(exc.message)
         agent = cls(
             config,
             registry,
             IntentLayer(config, classifiers),
             renderer,
-            [],
+            rules,
             graphs,
             dict(deps or {}),
             root=root,
@@ -131,10 +163,6 @@ class Agent:
         for entity, template in config.questions.items():
             if not renderer.has(template):
                 problems.append(f"question for {entity}: template {template!r} is missing")
-        try:
-            agent.rules = compile_rules(config.business_rules)
-        except CorralError as exc:
-            problems.append(exc.message)
         problems.extend(_decision_problems(config, registry))
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))

@@ -18,6 +18,7 @@ from corral.contracts import Plan, Step
 from corral.errors import PlanInvalidError
 from corral.intent.model_fallback import literal_of
 from corral.models.base import Message, ModelRequest
+from corral.planning.producers import FactRead
 from corral.planning.typecheck import describe
 from corral.planning.validate import PlanContext, validate_plan
 from corral.tools.spec import ToolSpec
@@ -58,6 +59,22 @@ def _tool_line(spec: ToolSpec) -> str:
     return f"- {spec.name}({params}) -> {{{outputs}}}: {spec.description}"
 
 
+def _rule_lines(tools: list[ToolSpec], rule_reads: Mapping[str, tuple[FactRead, ...]]) -> str:
+    lines = [
+        f"\n- before {spec.name}: {read.reader} reads facts {', '.join(sorted(read.facts))}"
+        for spec in tools
+        for read in rule_reads.get(spec.name, ())
+        if read.facts
+    ]
+    if not lines:
+        return ""
+    return (
+        "\nChecks before some tools read facts. A step publishes a fact with "
+        '"facts": {"NAME": "result.FIELD"}, and the checked step must depend on it:'
+        + "".join(lines)
+    )
+
+
 def plan_request(
     goal: str,
     intent: str,
@@ -66,8 +83,13 @@ def plan_request(
     max_steps: int,
     temperature: float,
     failure: str | None = None,
+    rule_reads: Mapping[str, tuple[FactRead, ...]] | None = None,
 ) -> ModelRequest:
-    """The planning prompt: the goal, the allowed tools with their schemas, what is known."""
+    """The planning prompt: the goal, the allowed tools with their schemas, what is known.
+
+    ``rule_reads`` (the business rules gating the tools) become lines telling the model
+    which facts a step must publish before a gated tool: the validator demands it.
+    """
     system = (
         "You plan tool calls for one customer request. Use only these tools:\n"
         + "\n".join(_tool_line(t) for t in tools)
@@ -76,6 +98,7 @@ def plan_request(
         "said, $sN.result.FIELD for an output field of an earlier step that this step "
         "depends on. Never invent ids or values that are not given. If the tools cannot do "
         'it, reply {"steps": []}. Reply with JSON only: {"steps": [...]}.'
+        + _rule_lines(tools, rule_reads or {})
     )
     known = json.dumps(dict(entities), ensure_ascii=False, default=str)
     user = f"Intent: {intent}\nRequest: {goal}\nKnown entities: {known}"

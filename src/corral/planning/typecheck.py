@@ -37,7 +37,11 @@ def _literal_base(tp: Any) -> Any:
 def describe(tp: Any) -> str:
     """A short readable name for a type, for error messages."""
     tp = _strip(tp)
-    if isinstance(tp, type):
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return " | ".join(describe(member) for member in typing.get_args(tp))
+    if tp is type(None):
+        return "None"
+    if isinstance(tp, type) and not typing.get_args(tp):
         return tp.__name__
     return str(tp).replace("typing.", "")
 

@@ -3,8 +3,9 @@
 Templates and model plans go through the same checks: unknown tools, tools outside the
 intent's allow-list, unknown or cyclic dependencies, arguments that are not parameters,
 required parameters left unbound, references to fields that the referenced tool does not
-declare or whose type does not fit, bad success criteria, and step limits. Every problem
-is collected, so one ``PlanInvalidError`` lists them all.
+declare or whose type does not fit, literals of the wrong type, bad success criteria,
+facts read before a step that no ancestor produces (``producers``), and step limits. Every
+problem is collected, so one ``PlanInvalidError`` lists them all.
 
 The result is a ``PlanGraph``: everything the scheduler needs, computed once.
 """
@@ -13,15 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from corral.contracts import Plan, Step
 from corral.errors import ExpressionInvalidError, PlanInvalidError
-from corral.planning.references import Reference, iter_references, parse_reference
+from corral.planning.producers import FactRead, check_producers, wait_cycle
+from corral.planning.references import Reference, iter_references, literal, parse_reference
 from corral.planning.typecheck import describe, field_type, is_assignable
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
-from corral.verify.expressions import Expression, compile_expression
+from corral.verify.expressions import Expression, compile_expression, fact_names
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,8 @@ class PlanContext:
     allowed_tools: frozenset[str] | None = None
     """The intent's allow-list; ``None`` allows every registered tool."""
     max_steps: int = 10
+    rule_reads: Mapping[str, tuple[FactRead, ...]] = field(default_factory=dict)
+    """Tool -> the facts each business rule gating it reads (``FactRead``)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class CompiledStep:
     facts: tuple[tuple[str, tuple[str, ...]], ...]
     """Published facts: (fact name, path inside the result)."""
     ancestors: frozenset[str]
+    waits_for: frozenset[str] = frozenset()
+    """Steps that publish a fact read before this one (by a rule or ``success``) and are
+    not its descendants: it starts only once they have settled."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,14 @@ def _check_step(
     for name, value in step.args.items():
         if name not in params:
             continue
+        if not any(True for _ in iter_references(value)):
+            problem = _literal_problem(literal(value), params[name])
+            if problem:
+                problems.append(
+                    f"{step.id}.{name}: literal {value!r} does not fit {spec.name}.{name}, "
+                    f"which expects {describe(params[name].annotation)} ({problem})"
+                )
+            continue
         for position, text in iter_references(value):
             try:
                 ref = parse_reference(text)
@@ -187,6 +204,15 @@ def _check_step(
                         f"but {spec.name}.{name} expects {describe(target)}"
                     )
     return references
+
+
+def _literal_problem(value: Any, info: Any) -> str | None:
+    """Why a literal argument fails the parameter's validation (as the call would), if it does."""
+    try:
+        TypeAdapter(Annotated[info.annotation, info]).validate_python(value)
+    except ValidationError as exc:
+        return "; ".join(e["msg"] for e in exc.errors()[:3])
+    return None
 
 
 def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
@@ -223,11 +249,13 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
                 continue
             fact_sources.setdefault(fact, []).append((step.id, path[1:]))
     compiled: dict[str, CompiledStep] = {}
+    ancestry = {step.id: _ancestors(step.id, by_id) for step in by_id.values()}
+    writers = _fact_writers(steps)
     for step in steps:
         if step.tool not in context.registry:
             continue
         spec = context.registry.get(step.tool)
-        ancestors = _ancestors(step.id, by_id)
+        ancestors = ancestry[step.id]
         references = _check_step(step, spec, ancestors, by_id, context, fact_sources, problems)
         success = None
         if step.success:
@@ -242,8 +270,20 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
             if problem:
                 problems.append(f"{step.id}: fact {fact!r}: {spec.name} output {problem}")
             published.append((fact, path))
+        reads = context.rule_reads.get(step.tool, ())
+        if success is not None:
+            reads = (*reads, FactRead("success", fact_names(success)))
+        found, waits = check_producers(
+            step, reads, ancestry, writers, frozenset(context.entity_types)
+        )
+        problems.extend(found)
         compiled[step.id] = CompiledStep(
-            step, spec, references, success, tuple(published), ancestors
+            step, spec, references, success, tuple(published), ancestors, waits
+        )
+    if len(order) == len(by_id) and (cycle := wait_cycle(steps, _waits(compiled))):
+        problems.append(
+            f"steps {', '.join(cycle)} wait for each other: each publishes a fact that a "
+            "rule before another reads; order them with depends_on"
         )
     if problems:
         raise PlanInvalidError(list(dict.fromkeys(problems)))
@@ -252,8 +292,12 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         steps={sid: compiled[sid] for sid in by_id},
         order=order,
         dependents={sid: tuple(s.id for s in steps if sid in s.depends_on) for sid in by_id},
-        fact_writers=_fact_writers(steps),
+        fact_writers=writers,
     )
+
+
+def _waits(compiled: Mapping[str, CompiledStep]) -> dict[str, frozenset[str]]:
+    return {sid: c.waits_for for sid, c in compiled.items()}
 
 
 def _fact_writers(steps: Iterable[Step]) -> dict[str, tuple[str, ...]]:

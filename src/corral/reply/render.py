@@ -1,7 +1,9 @@
 """Replies from templates: text for the user comes from a template, never a raw payload.
 
-Placeholders are ``{name}``; a name that has no value raises ``TemplateInvalidError``,
-so a reply never claims a fact that no successful tool (or the user) provided.
+Placeholders are ``{name}`` or a dotted path such as ``{args.order_id}`` (a confirmation
+shows the bound arguments that way); a name that has no value raises
+``TemplateInvalidError``, so a reply never claims a fact that no successful tool (or the
+user) provided. Lists render as ``a, b`` (``a、b`` in Chinese), mappings as ``k: v``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from corral.config import TemplateText
 from corral.contracts import Language
 from corral.errors import TemplateInvalidError
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
 DEFAULT_TEMPLATES: dict[str, TemplateText] = {
     "clarify": TemplateText(
@@ -50,6 +52,24 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
 }
 
 
+def _lookup(values: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted path (``args.order_id``); ``None`` when any part is missing."""
+    value: Any = values
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def display(value: Any, language: Language) -> str:
+    """A value as a person reads it: lists joined, mappings as ``key: value``."""
+    separator = "、" if language == "zh" else ", "
+    if isinstance(value, list | tuple | set | frozenset):
+        return separator.join(display(v, language) for v in value)
+    if isinstance(value, Mapping):
+        return separator.join(f"{k}: {display(v, language)}" for k, v in value.items())
+    return str(value)
+
+
 def placeholders(text: str) -> list[str]:
     """The names a template uses."""
     return _PLACEHOLDER.findall(text)
@@ -65,6 +85,11 @@ class ReplyRenderer:
         """Whether a template of that name exists."""
         return name in self._templates
 
+    def uses(self, name: str) -> set[str]:
+        """The placeholders a template uses, in either language (empty when it is unknown)."""
+        template = self._templates.get(name)
+        return set(placeholders(template.zh) + placeholders(template.en)) if template else set()
+
     def render(self, name: str, values: Mapping[str, Any], language: Language) -> str:
         """Fill the named template; raises ``TemplateInvalidError`` for a missing value."""
         try:
@@ -75,11 +100,11 @@ class ReplyRenderer:
 
         def fill(match: re.Match[str]) -> str:
             key = match.group(1)
-            value = values.get(key)
-            if value is None or value == "":
+            value = _lookup(values, key)
+            if value is None or value == "" or value == [] or value == {}:
                 raise TemplateInvalidError(
                     f"template {name!r} needs {key!r}, which no successful step provided"
                 )
-            return str(value)
+            return display(value, language)
 
         return _PLACEHOLDER.sub(fill, text)

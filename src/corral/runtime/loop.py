@@ -70,10 +70,18 @@ class RunLoop:
         values.update(self.state.memory.values())
         return values
 
+    def facts_with_entities(self) -> dict[str, Any]:
+        """Facts, falling back to the entities the user gave (for ``$facts.x`` and rules).
+
+        Plan validation accepts a fact named like a declared entity as given, so what reads
+        ``facts`` at run time must see the entity's value when no step published one.
+        """
+        return {**self.state.entities, **self.state.memory.values()}
+
     def rule_names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """What business rules, constraints and rewrites may read."""
         names: dict[str, Any] = {
-            "facts": self.state.memory.values(),
+            "facts": self.facts_with_entities(),
             "entities": self.state.entities,
         }
         if args is not None:
@@ -228,12 +236,15 @@ class RunLoop:
             active_s=self._close_segment(),
         )
 
-    def request_confirmation(self, step_id: str, template: str, tool: str) -> None:
-        """Pause in ``awaiting_confirm`` before a step."""
+    def request_confirmation(
+        self, step_id: str, template: str, tool: str, args: dict[str, Any] | None = None
+    ) -> None:
+        """Pause in ``awaiting_confirm`` before a step; the prompt may show ``{args.x}``."""
+        extra = {"tool": tool, "args": args or {}}
         try:
-            prompt = self.render(template, {"tool": tool})
+            prompt = self.render(template, extra)
         except TemplateInvalidError:
-            prompt = self.render("confirm", {"tool": tool})
+            prompt = self.render("confirm", extra)
         self.journal.emit(
             EventType.CONFIRMATION_REQUESTED, "decide", step_id=step_id, prompt=prompt
         )

@@ -113,7 +113,13 @@ async def model_plan(loop: RunLoop, intent: str) -> None:
     context, tools = _planner_tools(loop, intent)
     max_steps = agent.config.limits.max_plan_steps
     request = plan_request(
-        state.memory.goal, intent, tools, state.entities, max_steps, _temperature(loop, "plan")
+        state.memory.goal,
+        intent,
+        tools,
+        state.entities,
+        max_steps,
+        _temperature(loop, "plan"),
+        rule_reads=context.rule_reads,
     )
     output = draft_model([t.name for t in tools], max_steps)
     try:
@@ -246,6 +252,7 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
         _temperature(loop, "plan"),
         failure=f"{failure}. Already done, keep and do not repeat: {summaries or 'nothing'}. "
         "Use new step ids.",
+        rule_reads=context.rule_reads,
     )
     said = " ".join(state.messages)
 

@@ -1,11 +1,12 @@
 """Decide and execute: run a validated plan as an asyncio DAG.
 
 Independent steps run concurrently; steps that publish the same fact run one after
-another. Before a step starts, code decides: the budget, the intent's allow-list, the
-business rules, confirmation, argument binding (a missing value is an error, never a
-guess), the loop guard, and which of several equivalent tools to use. After it ends, the
-verify layer judges it and the recovery ladder runs: retries (inside ``invoke_tool``),
-then an equivalent tool, then a handoff.
+another, and a step waits for the producers of the facts its rules read. Before a step
+starts, code decides (``gate``): the budget, argument binding and validation, the
+intent's allow-list, the business rules, confirmation and the loop guard; then which of
+several equivalent tools to use. After it ends, the verify layer judges it and the
+recovery ladder runs: retries (inside ``invoke_tool``), then an equivalent tool, then a
+handoff.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from corral.decision.capabilities import interchangeable
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
 from corral.memory.task import FactSource
-from corral.planning.binding import bind_arguments
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
+from corral.runtime.gate import Admitted, StepGate, Stopped, fail_step, record_verdict, waiting
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -81,6 +82,7 @@ class Scheduler:
             if step.args is not None and step.status is not StepStatus.RUNNING:
                 self.guard.observe_call(step.id, step.tool_used or step.tool, step.args)
         self.budget = BudgetTracker(self.agent.config.budget, started_at=0.0)
+        self.gate = StepGate(loop, self.budget, self.guard)
 
     # ------------------------------------------------------------------ main loop
 
@@ -206,8 +208,10 @@ class Scheduler:
                 continue
             if step_id in in_flight:
                 continue
-            deps = self.graph.steps[step_id].step.depends_on
-            if any(statuses[d] is not StepStatus.SUCCEEDED for d in deps):
+            compiled = self.graph.steps[step_id]
+            if any(statuses[d] is not StepStatus.SUCCEEDED for d in compiled.step.depends_on):
+                continue
+            if waiting(compiled, statuses):
                 continue
             busy = in_flight | set(ready)
             if any(self.graph.writes_conflict(step_id, other) for other in busy):
@@ -239,134 +243,44 @@ class Scheduler:
     # ------------------------------------------------------------------ before a step
 
     def _fail_step(self, step_id: str, code: ErrorCode, reason: str) -> None:
-        self.journal.emit(
-            EventType.STEP_FINISHED,
-            "execute",
-            step_id=step_id,
-            status="failed",
-            error_code=code.value,
-            reason=reason,
-            result=None,
-            duration_ms=0.0,
-        )
+        """A step that fails before its tool is entered (``gate.fail_step``)."""
+        fail_step(self.journal, step_id, code, reason)
 
     async def _gate_and_dispatch(self, step_id: str) -> None:
         compiled = self.graph.steps[step_id]
-        step, journal, loop = compiled.step, self.journal, self.loop
-        tracker = self.budget
-        tracker.steps = sum(1 for s in self.state.steps.values() if s.args is not None)
-        tracker.tool_calls = self.state.tool_calls
-        over = tracker.exceeded(loop.active_seconds())
-        if over:
-            journal.emit(EventType.BUDGET_EXCEEDED, "decide", reason=over, step_id=step_id)
-            self.stop = (over, ErrorCode.BUDGET_EXCEEDED)
+        decided = self.gate.admit(compiled, idle=not self.running)
+        if isinstance(decided, Stopped):
+            self.stop = (decided.reason, decided.code)
+        if not isinstance(decided, Admitted):
+            await self._release_waiting_on(step_id)
             return
-        try:
-            args = bind_arguments(
-                compiled, self.state.entities, self._facts_and_entities(), self._results()
-            )
-            spec, args = self._rewrite(step_id, compiled.spec, args)
-        except CorralError as exc:
-            journal.emit(
-                EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=None
-            )
-            self._fail_step(step_id, exc.code, exc.message)
-            return
-        if spec.name not in self._allowed():
-            self._fail_step(
-                step_id, ErrorCode.TOOL_NOT_ALLOWED, f"{spec.name} is not allowed for this intent"
-            )
-            return
-        if self._refused_by_rule(step_id, spec.name):
-            return
-        needs_confirmation = step.requires_confirmation or spec.policy.requires_confirmation
-        if needs_confirmation and not self._confirmed(step_id, spec.name):
-            return
-        looping = self.guard.observe_call(step_id, spec.name, args)
-        if looping:
-            journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
-            self._fail_step(step_id, ErrorCode.LOOP_DETECTED, looping)
-            self.stop = (looping, ErrorCode.LOOP_DETECTED)
-            return
-        journal.emit(EventType.STEP_STARTED, "execute", step_id=step_id, tool=spec.name, args=args)
+        spec, args = decided.spec, decided.args
+        self.journal.emit(
+            EventType.STEP_STARTED, "execute", step_id=step_id, tool=spec.name, args=args
+        )
         if spec.policy.kind == "write":
-            await loop.persist()  # durable before any side effect
+            await self.loop.persist()  # durable before any side effect
         task = asyncio.ensure_future(self._execute(compiled, spec, args))
         self.running[task] = step_id
 
+    async def _release_waiting_on(self, settled: str) -> None:
+        """Decide the steps that waited for ``settled``, which ended before its tool ran.
+
+        They were not ready when this round began; with nothing running, the main loop
+        would otherwise stop and leave them pending.
+        """
+        if self.state.status.paused or self.stop is not None:
+            return
+        if self.loop.step_statuses()[settled] in (StepStatus.PENDING, StepStatus.RUNNING):
+            return  # it awaits a person
+        for step_id in self._ready():
+            if settled in self.graph.steps[step_id].waits_for:
+                await self._gate_and_dispatch(step_id)
+                if self.state.status.paused or self.stop is not None:
+                    return
+
     def _allowed(self) -> set[str]:
-        return set(self.state.route.allowed_tools) if self.state.route else set()
-
-    def _rewrite(
-        self, step_id: str, spec: ToolSpec, args: dict[str, Any]
-    ) -> tuple[ToolSpec, dict[str, Any]]:
-        """Parameter post-processing: the tool these arguments really call (seed 004)."""
-        rewrite = self.agent.policy.rewrite(spec.name, self.loop.rule_names(args))
-        if rewrite is None:
-            return spec, args
-        target = self.agent.tools.get(rewrite.rule.use_tool)
-        new_args = rewrite.arguments(args, self.state.entities, self._facts_and_entities())
-        kept = {k: v for k, v in new_args.items() if k in target.input_model.model_fields}
-        self.journal.emit(
-            EventType.TOOL_REWRITTEN,
-            "decide",
-            step_id=step_id,
-            rule=rewrite.rule.name,
-            tool=spec.name,
-            to=target.name,
-            args=kept,
-        )
-        return target, kept
-
-    def _refused_by_rule(self, step_id: str, tool: str) -> bool:
-        names = self.loop.rule_names()
-        for rule in self.agent.rules:
-            if rule.rule.before_tool != tool:
-                continue
-            verdict = rule.check(names)
-            self._record_verdict(step_id, verdict)
-            if not verdict.passed:
-                self._skip(
-                    step_id, ErrorCode.BUSINESS_RULE_VIOLATED, verdict.reason, rule.rule.refusal
-                )
-                return True
-        return False
-
-    def _skip(self, step_id: str, code: ErrorCode, reason: str, template: str) -> None:
-        """Skip a step on purpose; ``template`` is the reply that explains why."""
-        self.journal.emit(
-            EventType.STEP_SKIPPED,
-            "decide",
-            step_id=step_id,
-            code=code.value,
-            reason=reason,
-            template=template,
-        )
-
-    def _confirmed(self, step_id: str, tool: str) -> bool:
-        """True when the person approved; otherwise pause (or skip a declined step)."""
-        decision = self.state.confirmations.get(step_id)
-        if decision is None:
-            if not self.running:
-                self.loop.request_confirmation(step_id, self._confirm_template(step_id), tool)
-            return False
-        if decision is False:
-            self._skip(step_id, ErrorCode.REJECTED_BY_USER, "the user declined", "cancelled")
-        return decision
-
-    def _confirm_template(self, step_id: str) -> str:
-        declared = self.loop.declared_plan()
-        return declared.confirm.get(step_id, "confirm") if declared else "confirm"
-
-    def _facts_and_entities(self) -> dict[str, Any]:
-        return {**self.state.entities, **self.state.memory.values()}
-
-    def _results(self) -> dict[str, Any]:
-        return {
-            sid: s.data
-            for sid, s in self.state.steps.items()
-            if s.status is StepStatus.SUCCEEDED and s.data is not None
-        }
+        return self.gate.allowed()
 
     # ------------------------------------------------------------------ the call
 
@@ -583,6 +497,4 @@ class Scheduler:
         )
 
     def _record_verdict(self, step_id: str, verdict: Verdict) -> None:
-        self.journal.emit(
-            EventType.VERIFIED, "verify", step_id=step_id, verdict=verdict.model_dump(mode="json")
-        )
+        record_verdict(self.journal, step_id, verdict)

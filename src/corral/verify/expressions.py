@@ -200,6 +200,55 @@ def _forbidden(node: ast.AST) -> str | None:
     return None
 
 
+def read_paths(expression: Expression, scope: str = "facts") -> frozenset[tuple[str, ...]]:
+    """The paths under ``scope`` an expression reads: ``facts.a.b`` gives ``("a", "b")``.
+
+    Static checks use it to prove that what a rule reads exists before the rule runs.
+    ``facts["a"]`` counts as ``("a",)``; a bare ``facts`` (``len(facts)``) gives ``()``,
+    which means "some fact, unknown which" and cannot be proven either way.
+    """
+    found: set[tuple[str, ...]] = set()
+
+    def path_of(node: ast.AST) -> tuple[str, ...] | None:
+        parts: list[str] = []
+        while True:
+            if isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            elif (
+                isinstance(node, ast.Subscript)
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.slice.value, str)
+            ):
+                parts.append(node.slice.value)
+                node = node.value
+            elif isinstance(node, ast.Subscript):
+                visit(node.slice)  # a computed key reads names of its own
+                parts.clear()  # and only the part before it is known
+                node = node.value
+            else:
+                break
+        if isinstance(node, ast.Name) and node.id == scope:
+            return tuple(reversed(parts))
+        return None
+
+    def visit(node: ast.AST) -> None:
+        path = path_of(node)
+        if path is not None:
+            found.add(path)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(expression.tree)
+    return frozenset(found)
+
+
+def fact_names(expression: Expression) -> frozenset[str]:
+    """The fact names an expression reads (the first part of each ``facts.*`` path)."""
+    return frozenset(path[0] for path in read_paths(expression, "facts") if path)
+
+
 def compile_expression(text: str, result_model: type[BaseModel] | None = None) -> Expression:
     """Parse and check an expression; ``result.x`` paths are checked against ``result_model``."""
     tree = _parse(text.strip())
