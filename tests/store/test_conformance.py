@@ -158,7 +158,8 @@ def test_purge_removes_expired_sessions_and_old_ended_runs(store: Store) -> None
         SessionRecord(sid, "test", [], {}, None, long_ago, long_ago + timedelta(days=7))
     )
     sessions_deleted, runs_deleted = store.purge(T0, timedelta(days=30))
-    assert sessions_deleted >= 1 and runs_deleted >= 1
+    assert sessions_deleted >= 1 and old_done in runs_deleted
+    assert old_paused not in runs_deleted and recent_done not in runs_deleted
     assert store.get_run(old_done) is None and store.load_events(old_done) == []
     assert store.get_run(old_paused) is not None
     assert store.get_run(recent_done) is not None

@@ -263,7 +263,13 @@ class RunLoop:
         self._emit_finished(RunStatus.FINISHED, outcome, None)
 
     def packet(self, reason: str, code: ErrorCode) -> HandoffPacket:
-        """The handoff packet: everything a person needs to take over."""
+        """The handoff packet: everything a person needs to take over, redacted.
+
+        A person reads it outside corral, so personal data and secrets are hidden as in
+        the logs; the event store keeps the real values.
+        """
+        from corral.observe.redact import Redactor, redaction_spec
+
         state = self.state
         records = []
         for step in state.steps.values():
@@ -281,15 +287,34 @@ class RunLoop:
                     duration_ms=step.duration_ms,
                 )
             )
+        facts = self.state.memory.values()
+        shown = Redactor.from_spec(redaction_spec(self.agent)).learn(
+            [r.input for r in records], [r.output for r in records], facts, state.entities
+        )
+        intent = state.intent
+        if intent is not None:
+            evidence = shown.text(intent.evidence) if intent.evidence else intent.evidence
+            intent = intent.model_copy(
+                update={"entities": shown.value(intent.entities), "evidence": evidence}
+            )
         return HandoffPacket(
             run_id=state.run_id,
             trace_id=state.trace_id,
-            reason=reason,
+            reason=shown.text(reason),
             reason_code=code.value,
-            user_messages=list(state.messages),
-            intent=state.intent,
-            steps=records,
-            facts=self.state.memory.values(),
+            user_messages=[shown.text(m) for m in state.messages],
+            intent=intent,
+            steps=[
+                r.model_copy(
+                    update={
+                        "input": shown.value(r.input),
+                        "output": shown.value(r.output),
+                        "summary": shown.text(r.summary) if r.summary else r.summary,
+                    }
+                )
+                for r in records
+            ],
+            facts=shown.value(facts),
             created_at=self.effects.now(),
         )
 

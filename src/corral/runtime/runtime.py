@@ -24,8 +24,10 @@ from corral.contracts import (
     StepBrief,
 )
 from corral.errors import InputTooLargeError, RunNotFoundError, RunNotResumableError
+from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
+from corral.observe.redact import redaction_spec
 from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -95,6 +97,7 @@ class Runtime:
 
     async def start(self, message: str, *, session_id: str | None = None) -> RunSummary:
         """Handle a new user message; continues the session's open question if there is one."""
+        require_text(message, "the message")
         limit = self.agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
@@ -121,6 +124,7 @@ class Runtime:
             agent_root=str(self.agent.root) if self.agent.root else None,
             received_at=received_at.isoformat(),
             language=detect_language(message, self.agent.config.default_language),
+            redact=redaction_spec(self.agent),
         )
         journal.emit(EventType.USER_MESSAGE, "intent", text=message)
         if session is not None:
@@ -144,6 +148,8 @@ class Runtime:
         Approve or reject a pending confirmation, answer a pending question, or (with
         neither) pick up a run whose process died mid-way.
         """
+        if answer is not None:
+            require_text(answer, "the answer")
         events = await self._io(self.store.load_events, run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="list runs with `corral runs`")
@@ -252,7 +258,7 @@ class Runtime:
     ) -> None:
         self.store.save(record, events, handoff)
         if self.log is not None:
-            self.log.append(trace_id, events)
+            self.log.export(self.store, record.run_id)  # derived from the store, repaired
 
     def _update_session(self, state: RunState) -> None:
         assert state.session_id is not None

@@ -81,10 +81,11 @@ class Store(Protocol):
         """Create or replace a session."""
         ...
 
-    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Delete expired sessions, and ended runs (with their events) older than the TTL.
 
-        Returns (sessions deleted, runs deleted). Paused runs are kept: a person may still
-        answer them.
+        Returns (sessions deleted, ids of the runs deleted), so that files derived from
+        those runs (their JSONL logs) can go too. Paused runs are kept: a person may
+        still answer them.
         """
         ...

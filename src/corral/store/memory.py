@@ -56,7 +56,7 @@ class MemoryStore:
         """Create or replace."""
         self.sessions[session.session_id] = session
 
-    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Drop expired sessions and old ended runs."""
         expired = [sid for sid, s in self.sessions.items() if s.expires_at <= now]
         for sid in expired:
@@ -70,4 +70,4 @@ class MemoryStore:
             self.runs.pop(rid)
             self.events.pop(rid, None)
             self.handoffs.pop(rid, None)
-        return len(expired), len(old)
+        return len(expired), old

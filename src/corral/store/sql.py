@@ -215,7 +215,7 @@ class SqlStore:
             expires_at=_aware(row.expires_at),
         )
 
-    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, int]:
+    def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Delete expired sessions and ended runs older than the TTL, in one transaction."""
         cutoff = now - task_ttl
         with self.engine.begin() as conn:
@@ -230,7 +230,7 @@ class SqlStore:
                 chunk = old_ids[start : start + 500]
                 conn.execute(delete(events).where(events.c.run_id.in_(chunk)))
                 conn.execute(delete(runs).where(runs.c.run_id.in_(chunk)))
-        return sessions_deleted, len(old_ids)
+        return sessions_deleted, old_ids
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""
