@@ -133,16 +133,19 @@ def everything_shown(home: Path, run_id: str, handed_off: bool) -> dict[str, str
 )
 def test_no_generated_secret_survives_into_any_output(
     aftersales_agent: Agent,
+    tmp_path: Path,
     secrets: list[tuple[str, str]],
     fillers: list[str],
     opening: str,
 ) -> None:
-    words = [opening]
-    for (text, _), filler in zip(secrets, fillers, strict=False):
-        words += [text, filler]
-    home = Path(tempfile.mkdtemp())
+    # secrets glued to the words before them, then punctuation, as people type
+    message = opening + "".join(
+        f"{filler}{text}，"
+        for (text, _), filler in zip(secrets, fillers[: len(secrets)], strict=True)
+    )
+    home = Path(tempfile.mkdtemp(dir=tmp_path))
     runtime = Runtime(aftersales_agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs")
-    summary = asyncio.run(runtime.start(" ".join(words)))
+    summary = asyncio.run(runtime.start(message))
     shown = everything_shown(home, summary.run_id, summary.handoff is not None)
     for where, text in shown.items():
         for _, needle in secrets:

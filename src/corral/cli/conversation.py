@@ -133,8 +133,7 @@ DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
 @_fails_cleanly
 def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Run the after-sales agent on scripted Chinese and English messages, offline."""
-    folder = home or Path(tempfile.mkdtemp(prefix="corral-demo-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _home(home) if home else Path(tempfile.mkdtemp(prefix="corral-demo-"))
     agent = _load(EXAMPLES / "aftersales", folder)
     runtime = _runtime(agent, folder)
     results: list[dict[str, Any]] = []

@@ -34,11 +34,12 @@ _SECRET_KEY = re.compile(
     r"|password|passwd|authorization|private[_-]?key)"
 )
 _SECRETS = (
-    (re.compile(r"(?i)(?<![A-Za-z0-9])bearer\s+[A-Za-z0-9\-._~+/]+=*"), "Bearer [SECRET]"),
+    (re.compile(r"(?i)bearer\s+[A-Za-z0-9\-._~+/]+=*"), "Bearer [SECRET]"),
     (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{6,}"), "[API_KEY]"),
+    (re.compile(r"sk-[A-Za-z0-9_\-]{16,}"), "[API_KEY]"),  # glued to a word
     (
         re.compile(
-            r"(?i)(?<![A-Za-z0-9])((?:api[_-]?)?key|apikey|access[_-]?token|token|secret"
+            r"(?i)((?:api[_-]?)?key|apikey|access[_-]?token|token|secret"
             r"|password|passwd|pwd)([\"']?\s*[=:]\s*[\"']?)[^\s\"'&,;]+"
         ),
         r"\1\2[SECRET]",
@@ -48,11 +49,11 @@ _SECRETS = (
         "[EMAIL]",
     ),
 )
-_ID_NUMBER = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])")
+_ID_NUMBER = re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)")
 _CARD = re.compile(r"(?<!\d)(?:\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?)(?!\d)")
 _PHONES = (
     re.compile(r"(?<![\d+])(?:(?:\+|00)86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}(?!\d)"),
-    re.compile(r"(?<![\w+])\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d(?:[ -]?\d){5,13}(?!\d)"),
+    re.compile(r"(?<![\d+])\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d(?:[ -]?\d){5,13}(?!\d)"),
 )
 
 
