@@ -92,3 +92,12 @@ def test_gc_removes_the_logs_of_the_runs_it_deletes(tmp_path: Path) -> None:
     assert not (tmp_path / "logs" / f"{old}.jsonl").exists()
     assert (tmp_path / "logs" / f"{recent}.jsonl").is_file()
     assert stored_seqs(tmp_path, old) == []
+
+
+def test_the_file_is_exactly_what_traces_read_from_the_store(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)  # written, then appended to by the resume
+    corral_cli(tmp_path, "resume", paused["run_id"], "--approve")
+    log = tmp_path / "logs" / f"{paused['run_id']}.jsonl"
+    written = log.read_text("utf-8")
+    assert {json.loads(line)["trace_id"] for line in written.splitlines()} == {paused["trace_id"]}
+    assert written == corral_cli(tmp_path, "traces", paused["run_id"], "--json").stdout

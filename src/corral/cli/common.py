@@ -83,7 +83,7 @@ def _run_id(run_id: str) -> str:
 
 def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
     """Rewrite the run's JSONL file from the store if it is missing, cut or stale."""
-    JsonlLog(home / "logs").export(store, run_id)
+    JsonlLog(home / "logs").export(store, run_id, check_all=True)
 
 
 def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import Event, EventType
-from corral.files import private_dir, write_private
+from corral.files import private_dir, tighten, write_private
 from corral.observe.redact import Redactor, redactor_for
 
 if TYPE_CHECKING:
@@ -116,14 +116,40 @@ def valid_run_id(run_id: str) -> bool:
     return RUN_ID.fullmatch(run_id) is not None
 
 
-def log_records(events: Sequence[Event]) -> list[dict[str, Any]]:
-    """The redacted log lines of one run's stored events."""
+def log_records(events: Sequence[Event], redactor: Redactor | None = None) -> list[dict[str, Any]]:
+    """The redacted log lines of one run's stored events (``redactor``: made from them)."""
     if not events:
         return []
-    redactor = redactor_for(events)
+    hide = redactor or redactor_for(events)
+    trace_id = _trace_id(events)
+    return [log_record(event, trace_id, hide) for event in events]
+
+
+def _trace_id(events: Iterable[Event]) -> str:
     started = next((e for e in events if e.type is EventType.RUN_STARTED), None)
-    trace_id = str(started.data.get("trace_id", "")) if started else ""
-    return [log_record(event, trace_id, redactor) for event in events]
+    return str(started.data.get("trace_id", "")) if started else ""
+
+
+def _lines(records: Iterable[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def _last_seq(path: Path) -> int | None:
+    """The ``seq`` of the file's last line, if that line is complete and well formed."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+    except OSError:
+        return None
+    if not tail.endswith(b"\n"):
+        return None
+    try:
+        seq = json.loads(tail.splitlines()[-1])["seq"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return seq if isinstance(seq, int) else None
 
 
 def keep(record: dict[str, Any], stage: str | None, level: str | None) -> bool:
@@ -146,21 +172,38 @@ class JsonlLog:
             raise ValueError(f"not a run id: {run_id!r}")
         return self.folder / f"{run_id}.jsonl"
 
-    def export(self, store: Store, run_id: str) -> Path | None:
-        """Rewrite the run's file from the store when it differs (idempotent, atomic).
+    def export(self, store: Store, run_id: str, *, check_all: bool = False) -> Path | None:
+        """Bring the run's file in line with the store (idempotent; crash-safe).
+
+        When the file's last line is complete and the lines before it need no new
+        redaction, only the missing lines are appended. Otherwise, or with ``check_all``,
+        the file is compared whole and replaced atomically if it differs. A line cut or
+        lost by a crash is therefore rewritten the next time the run is touched.
 
         Returns the path, or ``None`` when there is nothing to write or the folder cannot
-        be written: the file is derived, so the next touch of the run repairs it.
+        be written: the file is derived, and a later touch repairs it.
         """
         if not valid_run_id(run_id):
             return None
-        lines = [json.dumps(r, ensure_ascii=False) for r in log_records(store.load_events(run_id))]
-        if not lines:
+        events = store.load_events(run_id)
+        if not events:
             return None
         path = self.path(run_id)
-        content = ("\n".join(lines) + "\n").encode("utf-8")
+        redactor = redactor_for(events)
         try:
+            last = None if check_all else _last_seq(path)
+            if last is not None and any(e.seq == last for e in events):
+                written = [e for e in events if e.seq <= last]
+                if redactor_for(written).literals == redactor.literals:
+                    trace_id = _trace_id(events)
+                    new = [log_record(e, trace_id, redactor) for e in events if e.seq > last]
+                    if new:
+                        with path.open("ab") as handle:
+                            handle.write(_lines(new))
+                    return path
+            content = _lines(log_records(events, redactor))
             if path.is_file() and path.read_bytes() == content:
+                tighten(path)  # a file written by an older corral may still be 0644
                 return path
             private_dir(self.folder)
             write_private(path, content)

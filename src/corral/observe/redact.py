@@ -49,6 +49,8 @@ _SECRETS = (
         "[EMAIL]",
     ),
 )
+_MAY_HOLD_SECRET = re.compile(r"(?i)bearer|sk-|key|token|secret|passw|pwd|@")
+_SEVEN_DIGITS = re.compile(r"\d(?:[ ()\-]{0,2}\d){6}")
 _ID_NUMBER = re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)")
 _CARD = re.compile(r"(?<!\d)(?:\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?)(?!\d)")
 _PHONES = (
@@ -83,12 +85,14 @@ def _card(match: re.Match[str]) -> str:
 
 def redact_builtin(text: str) -> str:
     """``text`` with the built-in kinds of personal data and secrets replaced by markers."""
-    for pattern, marker in _SECRETS:
-        text = pattern.sub(marker, text)
-    text = _ID_NUMBER.sub(_id_number, text)
-    text = _CARD.sub(_card, text)
-    for phone in _PHONES:
-        text = phone.sub("[PHONE]", text)
+    if _MAY_HOLD_SECRET.search(text):
+        for pattern, marker in _SECRETS:
+            text = pattern.sub(marker, text)
+    if _SEVEN_DIGITS.search(text):  # the shortest number redacted has seven digits
+        text = _ID_NUMBER.sub(_id_number, text)
+        text = _CARD.sub(_card, text)
+        for phone in _PHONES:
+            text = phone.sub("[PHONE]", text)
     return text
 
 
