@@ -20,8 +20,19 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from corral import Agent, Runtime, Sensitive, SqlStore, load_agent, parse_config, tool
+from corral import (
+    Agent,
+    MemoryStore,
+    RunStatus,
+    Runtime,
+    Sensitive,
+    SqlStore,
+    load_agent,
+    parse_config,
+    tool,
+)
 from corral.cli import app
+from corral.errors import InvalidInputError
 from corral.intent.classifier import content_hash, train_cached
 from corral.intent.datasets import LabelledTexts
 from corral.observe.redact import id_number_valid, luhn_valid
@@ -308,6 +319,18 @@ def test_invalid_utf8_in_a_message_or_an_answer_is_invalid_input(tmp_path: Path)
     done = corral_cli(tmp_path, "resume", asked["run_id"], "--answer", bad_bytes("HD"), ok=False)
     assert done.returncode == 2 and "INVALID_INPUT" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_library_refuses_surrogates_before_storing_anything(aftersales_agent: Agent) -> None:
+    store = MemoryStore()
+    runtime = Runtime(aftersales_agent, store)
+    with pytest.raises(InvalidInputError):
+        asyncio.run(runtime.start(bad_bytes("换新")))
+    assert store.list_runs() == []
+    asked = asyncio.run(runtime.start("我想申请换新"))
+    with pytest.raises(InvalidInputError):
+        asyncio.run(runtime.resume(asked.run_id, answer=bad_bytes("HD")))
+    assert asyncio.run(runtime.summary(asked.run_id)).status is RunStatus.AWAITING_USER
 
 
 def test_chat_reports_invalid_utf8_and_carries_on(tmp_path: Path) -> None:

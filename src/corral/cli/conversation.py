@@ -27,8 +27,7 @@ from corral.cli.common import (
     console,
 )
 from corral.contracts import RunStatus, RunSummary
-from corral.errors import InvalidInputError
-from corral.inputs import require_text
+from corral.errors import CorralError
 from corral.observe.terminal import visible
 
 YES = {
@@ -77,18 +76,17 @@ def chat(
         if not line or line in ("/quit", "/exit"):
             break
         try:
-            require_text(line, "that line")
-        except InvalidInputError as exc:
-            console.print(Text(f"error INVALID_INPUT: {visible(exc.message)}", style="red"))
+            if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
+                word = line.lower().rstrip("。.!！")
+                if word not in YES | NO:
+                    console.print("agent> 请回答 是 或 不 (yes / no)")
+                    continue
+                summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
+            else:
+                summary = asyncio.run(runtime.start(line, session_id=session_id))
+        except CorralError as exc:  # one bad line is reported; the conversation goes on
+            console.print(Text(f"error {exc.code.value}: {visible(exc.message)}", style="red"))
             continue
-        if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
-            word = line.lower().rstrip("。.!！")
-            if word not in YES | NO:
-                console.print("agent> 请回答 是 或 不 (yes / no)")
-                continue
-            summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
-        else:
-            summary = asyncio.run(runtime.start(line, session_id=session_id))
         console.print(Text(f"agent> {visible(summary.reply or '')}"))
         state = asyncio.run(runtime.load_state(summary.run_id))
         intent = summary.intent.label if summary.intent else None

@@ -109,10 +109,11 @@ def replay(
         console.print(f"[green]same path[/green]: {report.replayed_events} events match")
     else:
         console.print(f"[red]diverged[/red] at event {report.divergence_index}")
-        console.print(f"  recorded: {report.original}")
-        console.print(f"  replayed: {report.replayed}")
+        hide = redactor_for(events)
+        console.print(Text(f"  recorded: {visible(hide.text(str(report.original)))}"))
+        console.print(Text(f"  replayed: {visible(hide.text(str(report.replayed)))}"))
         if report.error:
-            console.print(f"  error: {report.error}")
+            console.print(Text(f"  error: {visible(hide.text(report.error))}"))
     if not report.same_path:
         raise typer.Exit(1)
 
