@@ -5,8 +5,9 @@ output_summary, duration_ms`` plus the event type. Summaries are redacted, then 
 200 characters.
 
 The event store is the one source of truth. ``<folder>/<run_id>.jsonl`` is an export of
-it, rewritten atomically whenever the run is touched, so a line lost or cut by a crash
-is repaired the next time; ``corral traces`` reads the store, never the file.
+it, brought in line with the store whenever the run is touched (appended to when intact,
+else replaced atomically), so a line lost or cut by a crash is repaired the next time;
+``corral traces`` reads the store, never the file.
 """
 
 from __future__ import annotations

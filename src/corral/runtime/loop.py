@@ -271,26 +271,31 @@ class RunLoop:
         from corral.observe.redact import Redactor, redaction_spec
 
         state = self.state
+        steps = list(state.steps.values())
+        facts = state.memory.values()
+        shown = Redactor.from_spec(redaction_spec(self.agent)).learn(
+            [s.args for s in steps],
+            [s.result.data for s in steps if s.result],
+            facts,
+            state.entities,
+        )
         records = []
-        for step in state.steps.values():
+        for step in steps:
             result = step.result
+            summary = result.summary if result else step.reason
             records.append(
                 StepRecord(
                     id=step.id,
                     tool=step.tool_used or step.tool,
                     status=step.status,
-                    input=step.args or {},
-                    output=result.data if result else None,
-                    summary=result.summary if result else step.reason,
+                    input=shown.value(step.args or {}),
+                    output=shown.value(result.data) if result else None,
+                    summary=shown.text(summary) if summary else summary,
                     error_code=step.error_code,
                     attempts=step.attempts,
                     duration_ms=step.duration_ms,
                 )
             )
-        facts = self.state.memory.values()
-        shown = Redactor.from_spec(redaction_spec(self.agent)).learn(
-            [r.input for r in records], [r.output for r in records], facts, state.entities
-        )
         intent = state.intent
         if intent is not None:
             evidence = shown.text(intent.evidence) if intent.evidence else intent.evidence
@@ -304,16 +309,7 @@ class RunLoop:
             reason_code=code.value,
             user_messages=[shown.text(m) for m in state.messages],
             intent=intent,
-            steps=[
-                r.model_copy(
-                    update={
-                        "input": shown.value(r.input),
-                        "output": shown.value(r.output),
-                        "summary": shown.text(r.summary) if r.summary else r.summary,
-                    }
-                )
-                for r in records
-            ],
+            steps=records,
             facts=shown.value(facts),
             created_at=self.effects.now(),
         )
