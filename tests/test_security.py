@@ -316,6 +316,10 @@ def test_invalid_utf8_in_a_message_or_an_answer_is_invalid_input(tmp_path: Path)
     asked = json.loads(
         corral_cli(tmp_path, "run", str(AFTERSALES), "我想申请换新", "--json").stdout
     )
+    done = corral_cli(
+        tmp_path, "run", str(AFTERSALES), "你好", "--session", bad_bytes("s"), ok=False
+    )
+    assert done.returncode == 2 and "INVALID_INPUT" in done.stderr
     done = corral_cli(tmp_path, "resume", asked["run_id"], "--answer", bad_bytes("HD"), ok=False)
     assert done.returncode == 2 and "INVALID_INPUT" in done.stderr
     assert "Traceback" not in done.stderr

@@ -98,6 +98,8 @@ class Runtime:
     async def start(self, message: str, *, session_id: str | None = None) -> RunSummary:
         """Handle a new user message; continues the session's open question if there is one."""
         require_text(message, "the message")
+        if session_id is not None:
+            require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
