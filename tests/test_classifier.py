@@ -184,7 +184,16 @@ def test_cli_train_and_eval(tmp_path: Path) -> None:
     assert trained.returncode == 0, trained.stderr
     assert json.loads(trained.stdout)["accuracy"] > 0.9
     evaluated = subprocess.run(
-        [*run, "eval", str(tmp_path / "data" / "test.csv"), "--model", str(model_path), "--json"],
+        [
+            *run,
+            "eval",
+            str(tmp_path / "data" / "test.csv"),
+            "--model",
+            str(model_path),
+            "--json",
+            "--home",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -194,7 +203,15 @@ def test_cli_train_and_eval(tmp_path: Path) -> None:
     report = json.loads(evaluated.stdout)
     assert {"accuracy", "oos_recall", "oos_precision", "confusions", "latency_ms"} <= set(report)
     table = subprocess.run(
-        [*run, "eval", str(tmp_path / "data" / "test.csv"), "--model", str(model_path)],
+        [
+            *run,
+            "eval",
+            str(tmp_path / "data" / "test.csv"),
+            "--model",
+            str(model_path),
+            "--home",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -55,6 +55,9 @@ def test_recovers_after_sigkill_at(point: str, tmp_path: Path) -> None:
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     kinds = [e.type.value for e in events]
     assert kinds.count("run_finished") == 1 and kinds.count("confirmation_given") == 1
+    log = tmp_path / "logs" / f"{run_id}.jsonl"
+    logged = [json.loads(line)["seq"] for line in log.read_text(encoding="utf-8").splitlines()]
+    assert logged == [e.seq for e in events]  # the JSONL export caught up with the store
 
 
 def test_unknown_crash_point_is_a_clear_error(tmp_path: Path) -> None:

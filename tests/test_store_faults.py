@@ -69,6 +69,11 @@ def test_read_only_home_reads_work_and_writes_fail_cleanly(
     shown = _bound(home, "show", run_id, "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["status"] == "finished"
+    traced = _bound(home, "traces", run_id, "--json")
+    assert traced.returncode == 0, traced.stderr
+    assert '"run_finished"' in traced.stdout
+    handed = _bound(home, "handoff", run_id, "--json")
+    assert handed.returncode == 2 and "RUN_NOT_FOUND" in handed.stdout  # it finished
     written = _bound(home, "run", str(LEDGER), "cancel A7", "--json")
     assert written.returncode == 2, written.stderr
     assert "Traceback" not in written.stderr

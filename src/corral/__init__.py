@@ -30,6 +30,7 @@ from corral.store.memory import MemoryStore
 from corral.store.sql import SqlStore
 from corral.tools.context import ToolContext
 from corral.tools.policy import LOCAL_COMPUTE, NETWORK, NO_RETRY, RetryPolicy, ToolPolicy
+from corral.tools.sensitive import Sensitive
 from corral.tools.spec import ToolSpec, tool
 
 __version__ = "0.1.0"
@@ -56,6 +57,7 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "Runtime",
+    "Sensitive",
     "SqlStore",
     "Step",
     "StepStatus",

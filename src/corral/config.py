@@ -213,6 +213,27 @@ class PlanTemplate(_Strict):
     ``on_failure`` (``continue`` or ``handoff``), which says whether the step is optional."""
 
 
+class RedactionConfig(_Strict):
+    """What logs, traces and handoff packets hide besides the built-in detectors."""
+
+    patterns: list[str] = Field(default_factory=list)
+    """Regexes; every match is shown as ``[REDACTED]``."""
+    fields: list[str] = Field(default_factory=list)
+    """Tool field names treated as ``Sensitive()`` (for tools you cannot annotate)."""
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        import re
+
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
+        return patterns
+
+
 class AgentConfig(_Strict):
     """The whole declaration of one agent, as read from ``agent.yaml``."""
 
@@ -242,6 +263,8 @@ class AgentConfig(_Strict):
     templates: dict[str, TemplateText] = Field(default_factory=dict)
     questions: dict[str, str] = Field(default_factory=dict)
     """Entity -> template asking the user for it."""
+    redaction: RedactionConfig = Field(default_factory=RedactionConfig)
+    """Extra patterns and fields hidden from logs, traces and handoff packets."""
 
     @field_validator("intents")
     @classmethod

@@ -2,7 +2,8 @@
 
 State lives under a home folder (``--home``, else ``$CORRAL_HOME``, else ``./.corral``):
 ``corral.db`` (SQLite, WAL) for runs, events and sessions, ``logs/`` for the JSONL logs,
-and ``data/<agent>/`` for each example agent's business database.
+and ``data/<agent>/`` for each example agent's business database. The home is private
+(0700, files 0600): it holds personal data and the key that signs cached models.
 """
 
 from __future__ import annotations
@@ -17,15 +18,27 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from corral.agent import Agent, load_agent
 from corral.contracts import RunSummary
-from corral.errors import ConfigInvalidError, CorralError, RunNotFoundError, StoreError
+from corral.errors import (
+    ConfigInvalidError,
+    CorralError,
+    InvalidInputError,
+    RunNotFoundError,
+    StoreError,
+)
+from corral.files import private_dir, tighten
+from corral.inputs import require_text
+from corral.observe.logs import JsonlLog, valid_run_id
+from corral.observe.redact import redactor_for
+from corral.observe.terminal import visible
 from corral.observe.tree import run_tree
 from corral.runtime.faults import Faults
 from corral.runtime.runtime import Runtime
+from corral.runtime.state import fold
 from corral.store.sql import SqlStore
 
 app = typer.Typer(
@@ -44,9 +57,40 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 
 def _home(home: Path | None) -> Path:
+    """The home folder, created 0700; an existing corral home of ours is tightened to 0700."""
     folder = home or Path(os.environ.get("CORRAL_HOME", ".corral"))
-    folder.mkdir(parents=True, exist_ok=True)
+    require_text(str(folder), "the home path")
+    if folder.exists() and not folder.is_dir():
+        raise InvalidInputError(
+            f"the home {folder} exists and is not a folder",
+            hint="pass --home (or set CORRAL_HOME to) a folder, or a path that does not exist",
+        )
+    try:
+        private_dir(folder)
+    except OSError as exc:
+        raise InvalidInputError(
+            f"cannot create the home {folder}: {exc.strerror}",
+            hint="pass --home (or set CORRAL_HOME to) a folder you can write",
+        ) from None
+    if (folder / "corral.db").exists():
+        tighten(folder)
     return folder
+
+
+def _run_id(run_id: str) -> str:
+    """``run_id`` if it has the shape of a run id; anything else never reaches a path."""
+    require_text(run_id, "the run id")
+    if not valid_run_id(run_id):
+        raise InvalidInputError(
+            f"{run_id!r} is not a run id",
+            hint="run ids look like run_3f2a9c0e1b7d4a65; see `corral runs`",
+        )
+    return run_id
+
+
+def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
+    """Rewrite the run's JSONL file from the store if it is missing, cut or stale."""
+    JsonlLog(home / "logs").export(store, run_id, check_all=True)
 
 
 def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:
@@ -92,19 +136,21 @@ def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:
             if kwargs.get("as_json"):
                 error: dict[str, Any] = {
                     "code": exc.code.value,
-                    "message": exc.message,
-                    "hint": exc.hint,
+                    "message": visible(exc.message),
+                    "hint": visible(exc.hint) if exc.hint else exc.hint,
                 }
                 if isinstance(exc, StoreError) and exc.run_id:
                     error["run_id"] = exc.run_id
                 payload = {"error": error}
                 typer.echo(json.dumps(payload, ensure_ascii=False))
             else:
-                # The message may quote the developer's code: "[db]" is text, not markup.
-                message = escape(exc.message)
-                err_console.print(f"[red]error[/red] [bold]{exc.code.value}[/bold]: {message}")
+                err_console.print(
+                    f"[red]error[/red] [bold]{exc.code.value}[/bold]: ",
+                    Text(visible(exc.message)),
+                    sep="",
+                )
                 if exc.hint:
-                    err_console.print(f"hint: {escape(exc.hint)}")
+                    err_console.print("hint: ", Text(visible(exc.hint)), sep="")
             raise typer.Exit(2) from None
 
     return wrapper
@@ -116,11 +162,13 @@ def _print_summary(
     if as_json:
         typer.echo(summary.model_dump_json(exclude={"pending"}))
         return
-    state = asyncio.run(runtime.load_state(summary.run_id))
-    console.print(run_tree(state, title))
+    events = asyncio.run(runtime.events(summary.run_id))
+    state = fold(summary.run_id, events)
+    console.print(run_tree(state, title, redactor_for(events)))
 
 
 def _runtime_for_run(run_id: str, folder: Path, agent_dir: Path | None) -> Runtime:
+    _run_id(run_id)
     store = SqlStore.open(folder / "corral.db")
     events = store.load_events(run_id)
     if not events:

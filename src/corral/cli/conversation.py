@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 
 from corral.cli.common import (
     EXAMPLES,
@@ -24,6 +27,8 @@ from corral.cli.common import (
     console,
 )
 from corral.contracts import RunStatus, RunSummary
+from corral.errors import CorralError
+from corral.observe.terminal import visible
 
 YES = {
     "是",
@@ -58,7 +63,10 @@ def chat(
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder), folder)
     session_id = session or f"chat-{int(time.time())}"
-    console.print(f"[dim]session {session_id} — /quit to leave[/dim]")
+    console.print(Text(f"session {visible(session_id)} — /quit to leave", style="dim"))
+    # undecodable bytes arrive as surrogates, so one bad line is refused, not the session
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdin.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     waiting: RunSummary | None = None
     while True:
         try:
@@ -67,23 +75,32 @@ def chat(
             break
         if not line or line in ("/quit", "/exit"):
             break
-        if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
-            word = line.lower().rstrip("。.!！")
-            if word not in YES | NO:
-                console.print("agent> 请回答 是 或 不 (yes / no)")
-                continue
-            summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
-        else:
-            summary = asyncio.run(runtime.start(line, session_id=session_id))
-        console.print(f"agent> {summary.reply}")
+        try:
+            if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
+                word = line.lower().rstrip("。.!！")
+                if word not in YES | NO:
+                    console.print("agent> 请回答 是 或 不 (yes / no)")
+                    continue
+                summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
+            else:
+                summary = asyncio.run(runtime.start(line, session_id=session_id))
+        except CorralError as exc:  # one bad line is reported; the conversation goes on
+            console.print(Text(f"error {exc.code.value}: {visible(exc.message)}", style="red"))
+            continue
+        console.print(Text(f"agent> {visible(summary.reply or '')}"))
         state = asyncio.run(runtime.load_state(summary.run_id))
         intent = summary.intent.label if summary.intent else None
         entities = ", ".join(
             f"{k}={v['text'] if isinstance(v, dict) else v}" for k, v in state.entities.items()
         )
         console.print(
-            f"[dim]  state: {summary.status.value} · intent {intent} · "
-            f"entities {entities or '-'} · run {summary.run_id}[/dim]"
+            Text(
+                visible(
+                    f"  state: {summary.status.value} · intent {intent} · "
+                    f"entities {entities or '-'} · run {summary.run_id}"
+                ),
+                style="dim",
+            )
         )
         waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
 
@@ -114,8 +131,7 @@ DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
 @_fails_cleanly
 def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Run the after-sales agent on scripted Chinese and English messages, offline."""
-    folder = home or Path(tempfile.mkdtemp(prefix="corral-demo-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _home(home) if home else Path(tempfile.mkdtemp(prefix="corral-demo-"))
     agent = _load(EXAMPLES / "aftersales", folder)
     runtime = _runtime(agent, folder)
     results: list[dict[str, Any]] = []

@@ -95,16 +95,16 @@ def intent_train(
     from corral.intent.classifier import IntentClassifierModel, content_hash
     from corral.intent.datasets import read_corpus
     from corral.intent.evaluation import evaluate
+    from corral.intent.signed import signing_key
 
+    folder = _home(home)
     corpus = read_corpus(data)
     started = time.perf_counter()
     model = IntentClassifierModel.fit(corpus.train)
     model.tune_threshold(corpus.valid)
     seconds = time.perf_counter() - started
-    target = (
-        out or _home(home) / "models" / f"intent-{content_hash(corpus.train, model.settings)}.pkl"
-    )
-    model.save(target)
+    target = out or folder / "models" / f"intent-{content_hash(corpus.train, model.settings)}.pkl"
+    model.save(target, signing_key(folder / "cache"))
     _print_report(
         evaluate(model, corpus.valid),
         "validation",
@@ -123,17 +123,22 @@ def intent_train(
 @_fails_cleanly
 def intent_eval(
     data: DataArgument,
-    model_path: Annotated[Path | None, typer.Option("--model", help="A trained model")] = None,
+    model_path: Annotated[
+        Path | None,
+        typer.Option("--model", help="A model trained by `corral intent train` with this home"),
+    ] = None,
     as_json: JsonOption = False,
+    home: HomeOption = None,
 ) -> None:
     """Report on the test split; without --model, train on train and tune on valid first."""
     from corral.intent.classifier import IntentClassifierModel
     from corral.intent.datasets import read_corpus
     from corral.intent.evaluation import evaluate
+    from corral.intent.signed import signing_key
 
     corpus = read_corpus(data)
     if model_path is not None:
-        model = IntentClassifierModel.load(model_path)
+        model = IntentClassifierModel.load(model_path, signing_key(_home(home) / "cache"))
     else:
         model = IntentClassifierModel.fit(corpus.train)
         model.tune_threshold(corpus.valid)

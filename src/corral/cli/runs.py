@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from corral.cli.common import (
     HomeOption,
@@ -17,16 +18,24 @@ from corral.cli.common import (
     _home,
     _load,
     _print_summary,
+    _run_id,
     _runtime,
     _runtime_for_run,
+    _touch_log,
     app,
     console,
 )
 from corral.errors import RunNotFoundError
-from corral.observe.logs import LEVELS, JsonlLog
+from corral.inputs import require_text
+from corral.observe.logs import LEVELS, JsonlLog, keep, log_records
+from corral.observe.redact import redactor_for
+from corral.observe.terminal import visible
 from corral.observe.tree import run_tree
 from corral.runtime.state import fold
 from corral.store.sql import SqlStore
+
+MAX_LIST = 10_000
+"""The most runs ``corral runs`` lists at once."""
 
 
 @app.command()
@@ -43,6 +52,7 @@ def run(
     home: HomeOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
+    require_text(message, "the message")
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
     summary = asyncio.run(runtime.start(message, session_id=session))
@@ -75,6 +85,9 @@ def resume(
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
     decision = True if approve else False if reject else None
+    _run_id(run_id)
+    if answer is not None:
+        require_text(answer, "the answer")
     folder = _home(home)
     runtime = _runtime_for_run(run_id, folder, agent_dir)
     summary = asyncio.run(
@@ -111,10 +124,11 @@ def replay(
         console.print(f"[green]same path[/green]: {report.replayed_events} events match")
     else:
         console.print(f"[red]diverged[/red] at event {report.divergence_index}")
-        console.print(f"  recorded: {report.original}")
-        console.print(f"  replayed: {report.replayed}")
+        hide = redactor_for(events)
+        console.print(Text(f"  recorded: {visible(hide.text(str(report.original)))}"))
+        console.print(Text(f"  replayed: {visible(hide.text(str(report.replayed)))}"))
         if report.error:
-            console.print(f"  error: {report.error}")
+            console.print(Text(f"  error: {visible(hide.text(report.error))}"))
     if not report.same_path:
         raise typer.Exit(1)
 
@@ -122,23 +136,31 @@ def replay(
 @app.command()
 @_fails_cleanly
 def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
-    """Show a stored run as a tree (or its summary as JSON)."""
-    store = SqlStore.open(_home(home) / "corral.db", read_only=True)
-    events = store.load_events(run_id)
+    """Show a stored run as a tree (or its summary as JSON), redacted."""
+    folder = _home(home)
+    store = SqlStore.open(folder / "corral.db", read_only=True)
+    events = store.load_events(_run_id(run_id))
     if not events:
         raise RunNotFoundError(f"no run {run_id!r}")
+    _touch_log(store, run_id, folder)
     state = fold(run_id, events)
+    redactor = redactor_for(events)
     if as_json:
         from corral.runtime.runtime import summarize_run
 
-        typer.echo(summarize_run(state).model_dump_json())
+        summary = summarize_run(state).model_dump(mode="json")
+        typer.echo(json.dumps(redactor.value(summary), ensure_ascii=False))
     else:
-        console.print(run_tree(state))
+        console.print(run_tree(state, redactor=redactor))
 
 
 @app.command()
 @_fails_cleanly
-def runs(limit: int = 20, as_json: JsonOption = False, home: HomeOption = None) -> None:
+def runs(
+    limit: Annotated[int, typer.Option(min=1, max=MAX_LIST, help="How many runs")] = 20,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
     """List recent runs."""
     records = SqlStore.open(_home(home) / "corral.db", read_only=True).list_runs(limit)
     if as_json:
@@ -159,7 +181,10 @@ def runs(limit: int = 20, as_json: JsonOption = False, home: HomeOption = None) 
     table = Table("run_id", "agent", "status", "intent", "created")
     for r in records:
         intent = (r.summary.get("intent") or {}).get("label") or ""
-        table.add_row(r.run_id, r.agent, r.status, intent, r.created_at.isoformat(" ", "seconds"))
+        table.add_row(
+            *(Text(visible(v)) for v in (r.run_id, r.agent, r.status, intent)),
+            r.created_at.isoformat(" ", "seconds"),
+        )
     console.print(table)
 
 
@@ -172,13 +197,19 @@ def traces(
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Show a run's JSONL log, filtered by stage and minimum level."""
+    """Show a run's log (read from the store, redacted), filtered by stage and minimum level.
+
+    The run's JSONL file is rewritten from the store on the way, repairing a cut or lost line.
+    """
     if level is not None and level not in LEVELS:
         raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
-    log = JsonlLog(_home(home) / "logs")
-    if not log.path(run_id).is_file():
-        raise RunNotFoundError(f"no log for run {run_id!r}")
-    records = list(log.read(run_id, stage=stage, level=level))
+    folder = _home(home)
+    store = SqlStore.open(folder / "corral.db", read_only=True)
+    events = store.load_events(_run_id(run_id))
+    if not events:
+        raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
+    _touch_log(store, run_id, folder)
+    records = [r for r in log_records(events) if keep(r, stage, level)]
     if as_json:
         for record in records:
             typer.echo(json.dumps(record, ensure_ascii=False))
@@ -191,9 +222,9 @@ def traces(
             r["stage"],
             r["event"],
             r["level"],
-            r["status"],
-            r["input_summary"][:40],
-            r["output_summary"][:60],
+            Text(visible(r["status"])),
+            Text(visible(r["input_summary"][:40])),
+            Text(visible(r["output_summary"][:60])),
             ms,
         )
     console.print(table)
@@ -202,26 +233,45 @@ def traces(
 @app.command()
 @_fails_cleanly
 def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
-    """Show the handoff packet of a run that went to a person."""
-    packet = SqlStore.open(_home(home) / "corral.db", read_only=True).get_handoff(run_id)
-    if packet is None:
+    """Show the handoff packet of a run that went to a person, redacted."""
+    folder = _home(home)
+    store = SqlStore.open(folder / "corral.db", read_only=True)
+    stored = store.get_handoff(_run_id(run_id))
+    if stored is None:
         raise RunNotFoundError(f"run {run_id!r} has no handoff packet")
+    # packets are redacted when made; older ones (and new secrets) are redacted here too
+    redactor = redactor_for(store.load_events(run_id))
+    packet = redactor.value(stored.model_dump(mode="json"))
     if as_json:
-        typer.echo(packet.model_dump_json())
+        typer.echo(json.dumps(packet, ensure_ascii=False))
         return
-    console.print(f"[bold]handoff[/bold] {packet.run_id}  trace {packet.trace_id}")
-    console.print(f"reason: [yellow]{packet.reason_code}[/yellow] {packet.reason}")
-    for message in packet.user_messages:
-        console.print(f"user: {message}")
+    console.print(
+        Text.assemble(
+            ("handoff", "bold"),
+            f" {visible(packet['run_id'])}  trace {visible(packet['trace_id'])}",
+        )
+    )
+    console.print(
+        Text.assemble(
+            "reason: ", (visible(packet["reason_code"]), "yellow"), f" {visible(packet['reason'])}"
+        )
+    )
+    for message in packet["user_messages"]:
+        console.print(Text(f"user: {visible(message)}"))
     table = Table("step", "tool", "status", "input", "output", "error")
-    for step in packet.steps:
+    for step in packet["steps"]:
         table.add_row(
-            step.id,
-            step.tool,
-            step.status.value,
-            json.dumps(step.input, ensure_ascii=False)[:50],
-            json.dumps(step.output, ensure_ascii=False, default=str)[:60],
-            step.error_code or "",
+            *(
+                Text(visible(v))
+                for v in (
+                    step["id"],
+                    step["tool"],
+                    step["status"],
+                    json.dumps(step["input"], ensure_ascii=False)[:50],
+                    json.dumps(step["output"], ensure_ascii=False, default=str)[:60],
+                    step["error_code"] or "",
+                )
+            )
         )
     console.print(table)
 
@@ -234,6 +284,13 @@ def gc(home: HomeOption = None) -> None:
 
     from corral.runtime.runtime import TASK_TTL
 
-    store = SqlStore.open(_home(home) / "corral.db")
+    folder = _home(home)
+    store = SqlStore.open(folder / "corral.db")
     sessions_deleted, runs_deleted = store.purge(datetime.now(UTC), TASK_TTL)
-    console.print(f"deleted {sessions_deleted} sessions and {len(runs_deleted)} runs")
+    logs = JsonlLog(folder / "logs")
+    orphans = [p.stem for p in logs.folder.glob("*.jsonl") if store.get_run(p.stem) is None]
+    logs_deleted = logs.remove({*runs_deleted, *orphans})
+    console.print(
+        f"deleted {sessions_deleted} sessions and {len(runs_deleted)} runs "
+        f"({logs_deleted} log files)"
+    )

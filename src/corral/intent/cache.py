@@ -1,4 +1,8 @@
-"""One on-disk cache for fitted intent models, keyed by a hash of what they were fitted on."""
+"""One on-disk cache for fitted intent models, keyed by a hash of what they were fitted on.
+
+Entries are signed pickles (``corral.intent.signed``): an entry that is not signed with
+the cache folder's key, planted or damaged, is deleted and refitted without being read.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from corral.errors import ConfigInvalidError
+from corral.intent.signed import dump_signed, load_signed, signing_key
 
 M = TypeVar("M")
-
-
-def _load_pickle(path: Path) -> object:
-    return pickle.loads(path.read_bytes())  # only our own cache files
 
 
 def fit_cached(
@@ -21,28 +22,26 @@ def fit_cached(
     file_name: str,
     kind: type[M],
     fit: Callable[[], M],
-    load: Callable[[Path], object] = _load_pickle,
-    save: Callable[[M, Path], None] | None = None,
+    load: Callable[[Path, bytes], object] = load_signed,
+    save: Callable[[M, Path, bytes], None] = dump_signed,
 ) -> M:
     """The model cached under ``cache_dir/file_name``, or a freshly fitted (and saved) one.
 
-    A stale or broken cache entry is deleted and refitted, never trusted.
+    ``load`` and ``save`` take the folder's signing key. A stale, unsigned or broken
+    cache entry is deleted and refitted, never trusted.
     """
     if cache_dir is None:
         return fit()
+    key = signing_key(cache_dir)
     path = cache_dir / file_name
     if path.is_file():
         try:
-            cached = load(path)
+            cached = load(path, key)
             if isinstance(cached, kind):
                 return cached
-        except (ConfigInvalidError, pickle.UnpicklingError, EOFError, AttributeError):
+        except (ConfigInvalidError, pickle.UnpicklingError, EOFError, ImportError, AttributeError):
             pass
         path.unlink(missing_ok=True)
     model = fit()
-    if save is not None:
-        save(model, path)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(pickle.dumps(model))
+    save(model, path, key)
     return model

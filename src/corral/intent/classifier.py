@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
 from corral.intent.cache import fit_cached
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
+from corral.intent.signed import dump_signed, load_signed
 
 try:
     import numpy as np
@@ -223,16 +223,14 @@ class IntentClassifierModel:
 
     # ------------------------------------------------------------------ persistence
 
-    def save(self, path: Path) -> None:
-        """Write the model (pickle; only load files you wrote yourself)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"format": FORMAT_VERSION, "model": self}
-        path.write_bytes(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
+    def save(self, path: Path, key: bytes) -> None:
+        """Write the model as a pickle signed with ``key`` (see ``corral.intent.signed``)."""
+        dump_signed({"format": FORMAT_VERSION, "model": self}, path, key)
 
     @staticmethod
-    def load(path: Path) -> IntentClassifierModel:
-        """Read a model written by ``save``."""
-        payload = pickle.loads(path.read_bytes())  # only our own cache files
+    def load(path: Path, key: bytes) -> IntentClassifierModel:
+        """Read a model written by ``save`` with the same key; nothing else is unpickled."""
+        payload = load_signed(path, key)
         if not isinstance(payload, dict) or payload.get("format") != FORMAT_VERSION:
             raise ConfigInvalidError(f"{path} is not a corral intent model of this version")
         model = payload["model"]

@@ -1,17 +1,29 @@
-"""The JSONL log: one line per event, the shape seed 002 asks for.
+"""The JSONL log: one line per event, the shape seed 002 asks for, derived from the store.
 
 Each line has ``ts, trace_id, run_id, stage, level, status, input_summary,
-output_summary, duration_ms`` plus the event type. Summaries are cut to 200 characters.
+output_summary, duration_ms`` plus the event type. Summaries are redacted, then cut to
+200 characters.
+
+The event store is the one source of truth. ``<folder>/<run_id>.jsonl`` is an export of
+it, brought in line with the store whenever the run is touched (appended to when intact,
+else replaced atomically), so a line lost or cut by a crash is repaired the next time;
+``corral traces`` reads the store, never the file.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.contracts import Event, EventType
+from corral.files import private_dir, tighten, write_private
+from corral.observe.redact import Redactor, redactor_for
+
+if TYPE_CHECKING:
+    from corral.store.base import Store
 
 SUMMARY_LIMIT = 200
 LEVELS = ("debug", "info", "warn", "error")
@@ -75,9 +87,10 @@ def _io(event: Event) -> tuple[Any, Any]:
     return None, {k: v for k, v in data.items() if k not in ("packet", "plan")} or None
 
 
-def log_record(event: Event, trace_id: str) -> dict[str, Any]:
-    """The JSONL line for one event."""
-    given, produced = _io(event)
+def log_record(event: Event, trace_id: str, redactor: Redactor | None = None) -> dict[str, Any]:
+    """The JSONL line for one event, with its summaries redacted."""
+    shown = redactor or Redactor()
+    given, produced = (shown.value(part) for part in _io(event))
     data = event.data
     return {
         "ts": event.ts.isoformat(),
@@ -87,49 +100,142 @@ def log_record(event: Event, trace_id: str) -> dict[str, Any]:
         "event": event.type.value,
         "stage": event.stage,
         "level": _level(event),
-        "status": str(data.get("status") or data.get("to") or event.type.value),
+        "status": shown.text(str(data.get("status") or data.get("to") or event.type.value)),
         "input_summary": summarize(given),
         "output_summary": summarize(produced),
         "duration_ms": data.get("duration_ms"),
     }
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+"""Run ids as corral makes them (``run_3f2a...``, ``run_000001``): no dots, no slashes,
+so a run id can never name a path outside the log folder."""
+
+
+def valid_run_id(run_id: str) -> bool:
+    """Whether ``run_id`` has the shape of a run id (and so is safe in a file name)."""
+    return RUN_ID.fullmatch(run_id) is not None
+
+
+def log_records(events: Sequence[Event], redactor: Redactor | None = None) -> list[dict[str, Any]]:
+    """The redacted log lines of one run's stored events (``redactor``: made from them)."""
+    if not events:
+        return []
+    hide = redactor or redactor_for(events)
+    trace_id = _trace_id(events)
+    return [log_record(event, trace_id, hide) for event in events]
+
+
+def _trace_id(events: Iterable[Event]) -> str:
+    started = next((e for e in events if e.type is EventType.RUN_STARTED), None)
+    return str(started.data.get("trace_id", "")) if started else ""
+
+
+def _lines(records: Iterable[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+
+
+def _last_seq(path: Path) -> int | None:
+    """The ``seq`` of the file's last line, if that line is complete and well formed."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - 65536))
+            tail = handle.read()
+    except OSError:
+        return None
+    if not tail.endswith(b"\n"):
+        return None
+    try:
+        seq = json.loads(tail.splitlines()[-1])["seq"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+    return seq if isinstance(seq, int) else None
+
+
+def keep(record: dict[str, Any], stage: str | None, level: str | None) -> bool:
+    """Whether a log line passes the stage filter and the minimum level."""
+    minimum = LEVELS.index(level) if level in LEVELS else 0
+    found = record.get("level")
+    rank = LEVELS.index(found) if found in LEVELS else len(LEVELS) - 1
+    return (not stage or record.get("stage") == stage) and rank >= minimum
+
+
 class JsonlLog:
-    """Appends each run's log lines to ``<folder>/<run_id>.jsonl``."""
+    """The per-run JSONL files under ``folder`` (0700; files 0600)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
 
     def path(self, run_id: str) -> Path:
-        """The log file of a run."""
+        """The log file of a run; ``ValueError`` for an id that is not a run id."""
+        if not valid_run_id(run_id):
+            raise ValueError(f"not a run id: {run_id!r}")
         return self.folder / f"{run_id}.jsonl"
 
-    def append(self, trace_id: str, events: Iterable[Event]) -> None:
-        """Write one line per event (blocking; the runtime calls it from a worker thread)."""
-        grouped: dict[str, list[str]] = {}
-        for event in events:
-            line = json.dumps(log_record(event, trace_id), ensure_ascii=False)
-            grouped.setdefault(event.run_id, []).append(line)
-        if not grouped:
-            return
-        self.folder.mkdir(parents=True, exist_ok=True)
-        for run_id, lines in grouped.items():
-            with self.path(run_id).open("a", encoding="utf-8") as handle:
-                handle.write("\n".join(lines) + "\n")
+    def export(self, store: Store, run_id: str, *, check_all: bool = False) -> Path | None:
+        """Bring the run's file in line with the store (idempotent; crash-safe).
+
+        When the file's last line is complete and the lines before it need no new
+        redaction, only the missing lines are appended. Otherwise, or with ``check_all``,
+        the file is compared whole and replaced atomically if it differs. A line cut or
+        lost by a crash is therefore rewritten the next time the run is touched.
+
+        Returns the path, or ``None`` when there is nothing to write or the folder cannot
+        be written: the file is derived, and a later touch repairs it.
+        """
+        if not valid_run_id(run_id):
+            return None
+        events = store.load_events(run_id)
+        if not events:
+            return None
+        path = self.path(run_id)
+        redactor = redactor_for(events)
+        try:
+            last = None if check_all else _last_seq(path)
+            if last is not None and any(e.seq == last for e in events):
+                written = [e for e in events if e.seq <= last]
+                if redactor_for(written).literals == redactor.literals:
+                    trace_id = _trace_id(events)
+                    new = [log_record(e, trace_id, redactor) for e in events if e.seq > last]
+                    if new:
+                        with path.open("ab") as handle:
+                            handle.write(_lines(new))
+                    return path
+            content = _lines(log_records(events, redactor))
+            if path.is_file() and path.read_bytes() == content:
+                tighten(path)  # a file written by an older corral may still be 0644
+                return path
+            private_dir(self.folder)
+            write_private(path, content)
+        except OSError:
+            return None
+        return path
+
+    def remove(self, run_ids: Iterable[str]) -> int:
+        """Delete the files of these runs (``corral gc``); returns how many were deleted."""
+        removed = 0
+        for run_id in run_ids:
+            if valid_run_id(run_id):
+                try:
+                    self.path(run_id).unlink()
+                    removed += 1
+                except FileNotFoundError:
+                    continue
+        return removed
 
     def read(
         self, run_id: str, *, stage: str | None = None, level: str | None = None
     ) -> Iterator[dict[str, Any]]:
-        """Lines of a run, filtered by stage and by minimum level."""
+        """Lines of a run's file, filtered; a malformed line is skipped, never fatal."""
         path = self.path(run_id)
         if not path.is_file():
             return
-        minimum = LEVELS.index(level) if level in LEVELS else 0
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
-                record = json.loads(line)
-                if stage and record["stage"] != stage:
+                try:
+                    record = json.loads(line)
+                except ValueError:
                     continue
-                if LEVELS.index(record["level"]) < minimum:
-                    continue
-                yield record
+                if isinstance(record, dict) and keep(record, stage, level):
+                    yield record

@@ -1,11 +1,19 @@
-"""A run as a readable tree in the terminal, built from its folded state."""
+"""A run as a readable tree in the terminal, built from its folded state.
+
+Every piece of text that came from a user, a tool or a model is redacted and has its
+control characters made visible: it is printed as plain ``Text``, never as markup.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.text import Text
 from rich.tree import Tree
 
 from corral.contracts import RunStatus, StepStatus
+from corral.observe.redact import Redactor
+from corral.observe.terminal import visible
 from corral.runtime.state import RunState
 
 _STATUS_STYLE = {
@@ -26,61 +34,69 @@ _STEP_MARK = {
 }
 
 
-def run_tree(state: RunState, title: str | None = None) -> Tree:
+def run_tree(state: RunState, title: str | None = None, redactor: Redactor | None = None) -> Tree:
     """The run as a tree: intent, route, plan steps with attempts and errors, reply."""
+    hide = redactor or Redactor()
+
+    def shown(value: Any) -> str:
+        return visible(hide.text(value if isinstance(value, str) else str(value)))
+
     style = _STATUS_STYLE.get(state.status, "white")
     head = Text()
     if title:
-        head.append(f"{title}  ", style="bold")
-    head.append(state.run_id, style="bold")
+        head.append(f"{visible(title)}  ", style="bold")
+    head.append(shown(state.run_id), style="bold")
     head.append(f"  [{state.status.value}]", style=style)
     if state.outcome:
-        head.append(f" {state.outcome}", style=style)
+        head.append(f" {shown(state.outcome)}", style=style)
     tree = Tree(head)
     for message in state.messages:
-        tree.add(Text(f"user: {message[:120]}", style="bold"))
+        tree.add(Text(f"user: {shown(message)[:120]}", style="bold"))
     intent = state.intent
     if intent is not None:
         entities = ", ".join(
-            f"{k}={v['text'] if isinstance(v, dict) else v}" for k, v in state.entities.items()
+            f"{shown(k)}={shown(v)}"
+            for k, v in hide.value(
+                {k: v["text"] if isinstance(v, dict) else v for k, v in state.entities.items()}
+            ).items()
         )
-        label = intent.label or "(none)"
+        label = shown(intent.label) if intent.label else "(none)"
         tree.add(
-            f"intent: {label}  conf {intent.confidence:.2f} via {intent.source}"
-            + (f"  entities: {entities}" if entities else "")
+            Text(
+                f"intent: {label}  conf {intent.confidence:.2f} via {shown(intent.source)}"
+                + (f"  entities: {entities}" if entities else "")
+            )
         )
     if state.route is not None:
-        tree.add(f"route: {state.route.action.value}  ({state.route.reason})")
+        tree.add(Text(f"route: {state.route.action.value}  ({shown(state.route.reason)})"))
     if state.plan is not None:
         plan = tree.add(
-            f"plan {state.plan.plan_id} from {state.plan.source} "
-            f"{state.plan.template or ''}".rstrip()
+            Text(
+                f"plan {shown(state.plan.plan_id)} from {shown(state.plan.source)} "
+                f"{shown(state.plan.template or '')}".rstrip()
+            )
         )
         for step in state.steps.values():
             mark, mark_style = _STEP_MARK[step.status]
             line = Text(f"{mark} ", style=mark_style)
-            line.append(f"{step.id} {step.tool_used or step.tool}")
+            line.append(f"{shown(step.id)} {shown(step.tool_used or step.tool)}")
             if step.tool_used and step.tool_used != step.tool:
-                line.append(f" (instead of {step.tool})", style="yellow")
+                line.append(f" (instead of {shown(step.tool)})", style="yellow")
             if step.attempts:
                 line.append(f"  {step.attempts} attempt{'s' * (step.attempts > 1)}", style="dim")
                 line.append(f"  {step.duration_ms:.1f} ms", style="dim")
             if step.error_code:
-                line.append(f"  {step.error_code}", style="red")
+                line.append(f"  {shown(step.error_code)}", style="red")
             if step.result is not None and step.result.ok:
-                line.append(f"  {step.result.summary[:80]}", style="dim")
+                line.append(f"  {shown(step.result.summary)[:80]}", style="dim")
             elif step.reason:
-                line.append(f"  {step.reason[:80]}", style="dim")
+                line.append(f"  {shown(step.reason)[:80]}", style="dim")
             if state.pending and state.pending.step_id == step.id:
                 line.append("  awaiting confirmation", style="cyan")
             plan.add(line)
     if state.handoff is not None:
-        tree.add(
-            Text(
-                f"handoff: {state.handoff.reason_code} — {state.handoff.reason[:100]}",
-                style="yellow",
-            )
-        )
+        reason = shown(state.handoff.reason)[:100]
+        tree.add(Text(f"handoff: {shown(state.handoff.reason_code)} — {reason}", style="yellow"))
     if state.reply:
-        tree.add(Text(f"reply: {state.reply}", style="bold green"))
+        tree.add(Text(f"reply: {shown(state.reply)}", style="bold green"))
     return tree

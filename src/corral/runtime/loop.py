@@ -274,12 +274,25 @@ class RunLoop:
         self._emit_finished(RunStatus.FINISHED, outcome, None)
 
     def packet(self, reason: str, code: ErrorCode) -> HandoffPacket:
-        """The handoff packet: everything a person needs to take over."""
+        """The handoff packet: everything a person needs to take over, redacted.
+
+        A person reads it outside corral, so personal data and secrets are hidden as in
+        the logs; the event store keeps the real values.
+        """
+        from corral.observe.redact import Redactor, redaction_spec
         from corral.runtime.scheduler import idempotency_key
 
         state = self.state
+        steps = list(state.steps.values())
+        facts = state.memory.values()
+        shown = Redactor.from_spec(redaction_spec(self.agent)).learn(
+            [s.args for s in steps],
+            [s.result.data for s in steps if s.result],
+            facts,
+            state.entities,
+        )
         records = []
-        for step in state.steps.values():
+        for step in steps:
             result = step.result
             name = step.tool_used or step.tool
             write = name in self.agent.tools and self.agent.tools.get(name).policy.kind == "write"
@@ -288,29 +301,36 @@ class RunLoop:
                 if write and step.args is not None
                 else None
             )
+            summary = result.summary if result else step.reason
             records.append(
                 StepRecord(
                     id=step.id,
                     tool=step.tool_used or step.tool,
                     status=step.status,
-                    input=step.args or {},
-                    output=result.data if result else None,
-                    summary=result.summary if result else step.reason,
+                    input=shown.value(step.args or {}),
+                    output=shown.value(result.data) if result else None,
+                    summary=shown.text(summary) if summary else summary,
                     error_code=step.error_code,
                     attempts=step.attempts,
                     duration_ms=step.duration_ms,
                     idempotency_key=key,
                 )
             )
+        intent = state.intent
+        if intent is not None:
+            evidence = shown.text(intent.evidence) if intent.evidence else intent.evidence
+            intent = intent.model_copy(
+                update={"entities": shown.value(intent.entities), "evidence": evidence}
+            )
         return HandoffPacket(
             run_id=state.run_id,
             trace_id=state.trace_id,
-            reason=reason,
+            reason=shown.text(reason),
             reason_code=code.value,
-            user_messages=list(state.messages),
-            intent=state.intent,
+            user_messages=[shown.text(m) for m in state.messages],
+            intent=intent,
             steps=records,
-            facts=self.state.memory.values(),
+            facts=shown.value(facts),
             created_at=self.effects.now(),
         )
 

@@ -43,8 +43,10 @@ from corral.errors import (
     RunNotResumableError,
     StoreError,
 )
+from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
+from corral.observe.redact import redaction_spec
 from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
@@ -131,6 +133,9 @@ class Runtime:
 
     async def start(self, message: str, *, session_id: str | None = None) -> RunSummary:
         """Handle a new user message; continues the session's open question if there is one."""
+        require_text(message, "the message")
+        if session_id is not None:
+            require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
@@ -168,6 +173,7 @@ class Runtime:
             agent_root=str(self.agent.root) if self.agent.root else None,
             received_at=received_at.isoformat(),
             language=detect_language(message, self.agent.config.default_language),
+            redact=redaction_spec(self.agent),
         )
         journal.emit(EventType.USER_MESSAGE, "intent", text=message)
         if session is not None:
@@ -201,6 +207,8 @@ class Runtime:
         already gave (a double click) returns the run's current summary instead of
         approving or answering whatever the run waits for next.
         """
+        if answer is not None:
+            require_text(answer, "the answer")
         seen = await self.load_state(run_id)
         async with self._holding(run_id, wait_s) as held:
             state = await self.load_state(run_id)
@@ -429,7 +437,7 @@ class Runtime:
         handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
         self.faults.hit("before_commit")
         try:
-            await self._io(self._write, record, events, handoff, state.trace_id, lease, release)
+            await self._io(self._write, record, events, handoff, lease, release)
         except StoreError as exc:
             raise exc.with_context(state.run_id, self._happened(state)) from exc
         return summary
@@ -461,14 +469,13 @@ class Runtime:
         record: RunRecord,
         events: list[Event],
         handoff: HandoffPacket | None,
-        trace_id: str,
         lease: Lease,
         release: bool,
     ) -> None:
         self.store.save(record, events, handoff, lease=lease, release=release)
         self.faults.hit("after_commit")
         if self.log is not None:
-            self.log.append(trace_id, events)
+            self.log.export(self.store, record.run_id)  # derived from the store, repaired
 
     def _update_session(self, state: RunState) -> None:
         assert state.session_id is not None

@@ -1,0 +1,103 @@
+"""The JSONL log is derived from the event store: cut, lost or stale files are repaired."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli
+
+EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+
+
+def run_json(home: Path, message: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        corral_cli(home, "run", str(AFTERSALES), message, "--json").stdout
+    )
+    return data
+
+
+def stored_seqs(home: Path, run_id: str) -> list[int]:
+    with sqlite3.connect(home / "corral.db") as conn:
+        rows = conn.execute(
+            "SELECT seq FROM corral_events WHERE run_id = ? ORDER BY seq", (run_id,)
+        ).fetchall()
+    return [int(seq) for (seq,) in rows]
+
+
+def file_seqs(path: Path) -> list[int]:
+    return [json.loads(line)["seq"] for line in path.read_text("utf-8").splitlines()]
+
+
+def finished_run(home: Path) -> str:
+    paused = run_json(home, EXCHANGE)
+    corral_cli(home, "resume", paused["run_id"], "--approve")
+    return str(paused["run_id"])
+
+
+def test_a_cut_line_does_not_break_traces_and_is_repaired(tmp_path: Path) -> None:
+    run_id = finished_run(tmp_path)
+    log = tmp_path / "logs" / f"{run_id}.jsonl"
+    text = log.read_text("utf-8")
+    # a SIGKILL mid-append: the last line is cut in half, and a stray fragment is left
+    log.write_text(text[: len(text) - 40] + '\n{"seq": 9', "utf-8")
+    done = corral_cli(tmp_path, "traces", run_id, "--json")
+    traced = [json.loads(line)["seq"] for line in done.stdout.splitlines()]
+    assert traced == stored_seqs(tmp_path, run_id)
+    assert file_seqs(log) == stored_seqs(tmp_path, run_id)
+    assert "tool_attempt" in corral_cli(tmp_path, "traces", run_id).stdout
+
+
+def test_a_deleted_log_is_rebuilt_when_the_run_is_shown(tmp_path: Path) -> None:
+    run_id = finished_run(tmp_path)
+    log = tmp_path / "logs" / f"{run_id}.jsonl"
+    log.unlink()
+    corral_cli(tmp_path, "show", run_id)
+    assert file_seqs(log) == stored_seqs(tmp_path, run_id)
+
+
+def test_lines_lost_before_a_resume_are_written_by_the_resume(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)
+    log = tmp_path / "logs" / f"{paused['run_id']}.jsonl"
+    lines = log.read_text("utf-8").splitlines(keepends=True)
+    log.write_text("".join(lines[: len(lines) // 2]), "utf-8")  # the tail never reached disk
+    corral_cli(tmp_path, "resume", paused["run_id"], "--approve")
+    assert file_seqs(log) == stored_seqs(tmp_path, paused["run_id"])
+
+
+def test_traces_read_the_store_even_without_a_log_file(tmp_path: Path) -> None:
+    run_id = finished_run(tmp_path)
+    (tmp_path / "logs" / f"{run_id}.jsonl").unlink()
+    (tmp_path / "logs").chmod(0o500)  # the export cannot be written: traces still answer
+    try:
+        done = corral_cli(tmp_path, "traces", run_id, "--json")
+    finally:
+        (tmp_path / "logs").chmod(0o700)
+    assert [json.loads(x)["seq"] for x in done.stdout.splitlines()] == stored_seqs(tmp_path, run_id)
+
+
+def test_gc_removes_the_logs_of_the_runs_it_deletes(tmp_path: Path) -> None:
+    old, recent = finished_run(tmp_path), finished_run(tmp_path)
+    with sqlite3.connect(tmp_path / "corral.db") as conn:
+        conn.execute(
+            "UPDATE corral_runs SET updated_at = '2000-01-01 00:00:00.000000' WHERE run_id = ?",
+            (old,),
+        )
+    assert (tmp_path / "logs" / f"{old}.jsonl").is_file()
+    done = corral_cli(tmp_path, "gc")
+    assert "1 runs" in done.stdout
+    assert not (tmp_path / "logs" / f"{old}.jsonl").exists()
+    assert (tmp_path / "logs" / f"{recent}.jsonl").is_file()
+    assert stored_seqs(tmp_path, old) == []
+
+
+def test_the_file_is_exactly_what_traces_read_from_the_store(tmp_path: Path) -> None:
+    paused = run_json(tmp_path, EXCHANGE)  # written, then appended to by the resume
+    corral_cli(tmp_path, "resume", paused["run_id"], "--approve")
+    log = tmp_path / "logs" / f"{paused['run_id']}.jsonl"
+    written = log.read_text("utf-8")
+    assert {json.loads(line)["trace_id"] for line in written.splitlines()} == {paused["trace_id"]}
+    assert written == corral_cli(tmp_path, "traces", paused["run_id"], "--json").stdout
