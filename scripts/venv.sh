@@ -10,4 +10,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".${1:+[$1]}"
+# Ranges live in pyproject.toml; the exact versions CI tested are pinned in constraints.txt.
+.venv/bin/python -m pip install --quiet -c constraints.txt -e ".${1:+[$1]}"
