@@ -90,8 +90,9 @@ class LiveEffects:
         """Call the tool with its validated arguments; sync tools run in a worker thread.
 
         An async tool is cancelled at its timeout. A thread cannot be stopped: a sync write
-        that timed out is given as long again to end, and ``ToolTimeoutError.in_flight``
-        says whether it was still running after that (its outcome then stays unknown).
+        that timed out is given as long again to end. If it ends then, its result (or its
+        exception) is the outcome; if not, ``ToolTimeoutError(in_flight=True)`` says the
+        thread may still act, and the outcome stays unknown.
         """
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if spec.context_param:
@@ -108,10 +109,11 @@ class LiveEffects:
             if spec.policy.kind != "write":
                 raise
         done, _ = await asyncio.wait({work}, timeout=timeout_s)
+        if done:  # it ended late: what it returned (or raised) is the known outcome
+            return work.result()
         raise ToolTimeoutError(
-            f"{spec.name} did not answer in {timeout_s:g} s"
-            + ("" if done else "; its thread is still running"),
-            in_flight=not done,
+            f"{spec.name} did not answer in {timeout_s:g} s; its thread is still running",
+            in_flight=True,
         )
 
     async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
