@@ -24,7 +24,7 @@ class LeasesOff:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         return None
 
     def renew_lease(self, lease: Lease) -> None:

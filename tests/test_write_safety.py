@@ -519,3 +519,42 @@ async def test_the_example_exchange_is_settled_by_its_reconciler(aftersales: Age
         if e.type is EventType.TOOL_ATTEMPT and e.data["step_id"] == "s4"
     ]
     assert tools == ["create_exchange_order"] * 3 + ["find_exchange_by_key"]
+
+
+class FreezeAtWrite(FixedEffects):
+    """The owner freezes as it enters the write (SIGSTOP, a VM pause): it has not acted."""
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        if spec.policy.kind == "write":
+            raise Crash("frozen before acting; it may act when it wakes up")
+        return await super().call_tool(spec, args, context, timeout_s)
+
+
+@pytest.mark.parametrize("earlier_owner", ["silent", "gone"])
+async def test_not_found_after_a_takeover_proves_nothing_while_the_owner_may_live(
+    earlier_owner: str,
+) -> None:
+    ledger = Ledger()
+
+    @tool(policy=write_policy(), reconcile=ledger.find)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=FreezeAtWrite()).start("go")
+    run_id = store.list_runs()[0].run_id
+    if earlier_owner == "silent":  # its lease expired, but nothing proves it dead
+        store.leases[run_id] = ("elsewhere/pid[1]:4242:0a1b2c3d", time.time() - 1)
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run_id)
+    assert ledger.entries == 0 and ledger.lookups == 1
+    if earlier_owner == "silent":
+        assert summary.error_code == "OUTCOME_UNKNOWN"  # not "not applied": it may still act
+        assert summary.steps[0].status is StepStatus.UNKNOWN
+    else:
+        assert summary.steps[0].status is StepStatus.FAILED
+        assert summary.handoff is not None and "not applied" in summary.handoff.reason

@@ -34,12 +34,23 @@ Persist = Callable[[], Awaitable[None]]
 class RunLoop:
     """Drives one run until it finishes, fails, is handed off, or pauses."""
 
-    def __init__(self, agent: Agent, journal: Journal, effects: Effects, persist: Persist) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        effects: Effects,
+        persist: Persist,
+        *,
+        earlier_owner_may_live: bool = False,
+    ) -> None:
         self.agent = agent
         self.journal = journal
         self.state: RunState = journal.state
         self.effects = effects
         self.persist = persist
+        self.earlier_owner_may_live = earlier_owner_may_live
+        """The run was taken over from an owner that went silent but is not proven dead:
+        a write it was running may still act, so "not found" proves nothing."""
         self.segment_started = effects.monotonic()
         self._graph: PlanGraph | None = None
 

@@ -17,8 +17,9 @@ import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -94,12 +95,23 @@ def summarize_run(state: RunState) -> RunSummary:
     )
 
 
+def _process_space() -> str:
+    """The host and pid namespace: where a pid names one process."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").replace(":", "")  # "pid[4026531836]"
+    except OSError:
+        namespace = "?"
+    return f"{socket.gethostname()}/{namespace}"
+
+
 @dataclass
 class _Held:
     """A lease this runtime holds for one drive, and whether its last save released it."""
 
     lease: Lease
     released: bool = False
+    earlier_owner_may_live: bool = False
+    """Taken over from an owner whose lease expired but whose death was not proven."""
 
 
 class Runtime:
@@ -128,6 +140,7 @@ class Runtime:
         )
         self.log = JsonlLog(log_dir) if log_dir is not None else None
         self.lease_ttl_s = lease_ttl_s
+        self._store_threads: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ public API
 
@@ -315,14 +328,27 @@ class Runtime:
     # ------------------------------------------------------------------ internals
 
     async def _io(self, call: Callable[..., T], *args: Any) -> T:
-        """Run a store call off the event loop when it does I/O."""
-        if self.store.blocking:
-            return await asyncio.to_thread(call, *args)
-        return call(*args)
+        """Run a store call off the event loop when it does I/O.
+
+        Store calls have threads of their own, not the default pool that sync tools use:
+        tool threads that outlived their timeout must not delay a save or the lease's
+        heartbeat.
+        """
+        if not self.store.blocking:
+            return call(*args)
+        if self._store_threads is None:
+            self._store_threads = ThreadPoolExecutor(4, thread_name_prefix="corral-store")
+        return await asyncio.get_running_loop().run_in_executor(
+            self._store_threads, partial(call, *args)
+        )
 
     def _owner(self) -> str:
-        """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message."""
-        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
+
+        ``host/pid-namespace:pid:nonce``: a pid means something only in its namespace, so
+        containers sharing a host name never take each other's runs for dead.
+        """
+        return f"{_process_space()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     @asynccontextmanager
     async def _holding(
@@ -340,7 +366,8 @@ class Runtime:
         pause = 0.05
         while not new_run:
             try:
-                await self._io(self.store.acquire_lease, lease)
+                replaced = await self._io(self.store.acquire_lease, lease)
+                held.earlier_owner_may_live = replaced is not None
                 break
             except RunBusyError:
                 dead = await self._dead_local_owner(run_id)
@@ -369,9 +396,9 @@ class Runtime:
         holder = await self._io(self.store.lease_holder, run_id)
         if holder is None:
             return None
-        host, _, rest = holder.owner.partition(":")
+        space, _, rest = holder.owner.partition(":")
         pid_text = rest.partition(":")[0]
-        if host != socket.gethostname() or not pid_text.isdigit():
+        if space != _process_space() or not pid_text.isdigit():
             return None
         try:
             os.kill(int(pid_text), 0)
@@ -398,8 +425,16 @@ class Runtime:
         async def persist() -> None:
             async with one_at_a_time:
                 await self._persist(journal, held.lease)
+                if held.lease.new_run:  # its row exists now: from here on, fence strictly
+                    held.lease = replace(held.lease, new_run=False)
 
-        loop = RunLoop(self.agent, journal, self.effects, persist)
+        loop = RunLoop(
+            self.agent,
+            journal,
+            self.effects,
+            persist,
+            earlier_owner_may_live=held.earlier_owner_may_live,
+        )
         await loop.drive()
         summary = await self._persist(journal, held.lease, release=True)
         held.released = True

@@ -161,13 +161,31 @@ class Scheduler:
             )
             unknown = failed_result(spec.name, ErrorCode.OUTCOME_UNKNOWN.value, message)
             args = step.args or {}
-            settled = await self._reconciled(step_id, spec, args, unknown, "TOOL_FAILED")
+            settled = await self._reconciled(
+                step_id,
+                spec,
+                args,
+                unknown,
+                "TOOL_FAILED",
+                not_found_proves=not self.loop.earlier_owner_may_live,
+            )
             await self._complete(step_id, _Outcome(settled, args))
 
     async def _reconciled(
-        self, step_id: str, spec: ToolSpec, args: dict[str, Any], unknown: ToolResult, cause: str
+        self,
+        step_id: str,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        unknown: ToolResult,
+        cause: str,
+        *,
+        not_found_proves: bool = True,
     ) -> ToolResult:
-        """Ask the write's reconciler what happened, and record what it settled."""
+        """Ask the write's reconciler what happened, and record what it settled.
+
+        ``not_found_proves=False`` when the write may still be running somewhere (an
+        earlier owner that is only presumed dead): then only a found effect settles it.
+        """
         if spec.reconcile is None:
             return unknown
         first = self.state.steps[step_id].attempts + 1
@@ -180,6 +198,7 @@ class Scheduler:
             cause,
             self._attempt_recorder(step_id, spec.reconcile.name),
             first,
+            not_found_proves=not_found_proves,
         )
         if settled.status is ToolStatus.SUCCESS:
             outcome = "applied"

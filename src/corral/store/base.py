@@ -98,12 +98,13 @@ class Store(Protocol):
         """
         ...
 
-    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take (or renew) the run's lease; ``RunBusyError`` while another owner holds it.
 
-        An expired lease is taken over: its owner is presumed dead. ``replacing`` takes it
-        from that owner even before expiry (the caller proved the owner dead), and only
-        if that owner still holds it.
+        An expired lease is taken over, and its owner is returned: it went silent, but it
+        is only presumed dead (it may be frozen and wake up). ``replacing`` takes the lease
+        from that owner even before expiry (the caller proved the owner dead), and only if
+        that owner still holds it. ``None``: the lease was free, ours, or ``replacing``.
         """
         ...
 

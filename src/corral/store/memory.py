@@ -56,12 +56,13 @@ class MemoryStore:
         if lease is not None and release:
             self.release_lease(lease)
 
-    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
-        """Take the lease unless another live owner holds it."""
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
+        """Take the lease unless another live owner holds it; the expired owner replaced."""
         held = self.leases.get(lease.run_id)
         if held is not None and held[0] not in (lease.owner, replacing) and held[1] > time.time():
             raise RunBusyError(f"run {lease.run_id} is being driven by another owner")
         self.leases[lease.run_id] = (lease.owner, time.time() + lease.ttl_s)
+        return None if held is None or held[0] in (lease.owner, replacing) else held[0]
 
     def renew_lease(self, lease: Lease) -> None:
         """Extend the lease, or ``LeaseLostError``."""

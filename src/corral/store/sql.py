@@ -247,8 +247,8 @@ class SqlStore:
         else:
             conn.execute(update(leases).where(leases.c.run_id == lease.run_id).values(**values))
 
-    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> None:
-        """Take the lease unless another live owner holds it (``RunBusyError``)."""
+    def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
+        """Take the lease unless another live owner holds it; the expired owner replaced."""
         with store_faults(lease.run_id, "taking the run's lease"):
             self._check_file(lease.run_id)
             try:
@@ -265,6 +265,9 @@ class SqlStore:
                             hint="wait for it (resume --wait) or look at it with `corral show`",
                         )
                     self._take(conn, lease, row)
+                    if row is None or row.owner in (lease.owner, replacing):
+                        return None
+                    return str(row.owner)
             except IntegrityError:  # PostgreSQL: another process inserted the row first
                 raise RunBusyError(
                     f"run {lease.run_id} is being driven by another process"

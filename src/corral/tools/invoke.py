@@ -229,14 +229,17 @@ async def reconcile(
     cause: str,
     on_attempt: AttemptListener | None = None,
     first_attempt: int = 1,
+    *,
+    not_found_proves: bool = True,
 ) -> ToolResult:
     """Settle a write whose outcome is unknown with its reconciler (``spec.reconcile``).
 
     Found: the write succeeded, with the reconciler's data. ``None``: the write provably
     did not happen, so the step fails with ``cause``, the code of the write's own failure
     (``TOOL_TIMEOUT``, ``TOOL_TRANSIENT``...). A reconciler error, or
-    no reconciler, leaves ``unknown`` as it is. The caller must make sure the write is no
-    longer running (a thread that outlived its timeout) before it trusts "not found".
+    no reconciler, leaves ``unknown`` as it is. "Not found" proves the write did not happen
+    only if it can no longer run (not a thread that outlived its timeout, nor a process
+    that is only presumed dead): otherwise pass ``not_found_proves=False``.
     """
     finder = spec.reconcile
     if finder is None:
@@ -260,6 +263,8 @@ async def reconcile(
             attempts=attempts,
             duration_ms=duration_ms,
         )
+    if not not_found_proves:
+        return unknown.model_copy(update={"attempts": attempts, "duration_ms": duration_ms})
     message = f"{spec.name} failed ({cause}) and {finder.name} found no effect: not applied"
     return failed_result(spec.name, cause, message, attempts).model_copy(
         update={"duration_ms": duration_ms}
