@@ -233,3 +233,25 @@ def test_eight_processes_approving_at_once_on_postgresql(tmp_path: Path) -> None
     events = store.load_events(paused.run_id)
     assert [e.type.value for e in events].count("run_finished") == 1
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+def test_an_approval_names_its_step_so_a_late_click_never_approves_the_next(
+    tmp_path: Path,
+) -> None:
+    first = json.loads(
+        corral_cli(tmp_path, "run", str(LEDGER), "cancel and refund A12", "--json").stdout
+    )
+    run_id = first["run_id"]
+    assert first["pending"]["step_id"] == "s2"
+    approve = ("resume", run_id, "--approve", "--json", "--step")
+    after_s2 = json.loads(corral_cli(tmp_path, *approve, "s2").stdout)
+    assert after_s2["status"] == "awaiting_confirm" and after_s2["pending"]["step_id"] == "s3"
+    late = json.loads(corral_cli(tmp_path, *approve, "s2").stdout)  # the same click, late
+    assert late["pending"]["step_id"] == "s3"
+    assert not any(line.startswith("refund") for line in entries(tmp_path))
+    wrong = corral_cli(tmp_path, *approve, "s9", ok=False)
+    assert wrong.returncode == 2
+    assert json.loads(wrong.stdout)["error"]["code"] == "RUN_NOT_RESUMABLE"
+    done = json.loads(corral_cli(tmp_path, *approve, "s3").stdout)
+    assert done["status"] == "finished"
+    assert [line.split()[0] for line in entries(tmp_path)].count("refund") == 1

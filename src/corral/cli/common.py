@@ -160,7 +160,7 @@ def _print_summary(
     summary: RunSummary, runtime: Runtime, as_json: bool, title: str | None = None
 ) -> None:
     if as_json:
-        typer.echo(summary.model_dump_json(exclude={"pending"}))
+        typer.echo(summary.model_dump_json())
         return
     events = asyncio.run(runtime.events(summary.run_id))
     state = fold(summary.run_id, events)

@@ -67,6 +67,10 @@ def resume(
     reject: Annotated[bool, typer.Option("--reject", help="Reject the pending step")] = False,
     answer: Annotated[str | None, typer.Option("--answer", help="Answer the question")] = None,
     agent_dir: Annotated[Path | None, typer.Option("--agent", help="Agent folder")] = None,
+    step: Annotated[
+        str | None,
+        typer.Option("--step", help="The step whose confirmation you answer (pending.step_id)"),
+    ] = None,
     wait: Annotated[
         bool, typer.Option("--wait", help="If another process drives the run, wait for it")
     ] = False,
@@ -92,7 +96,11 @@ def resume(
     runtime = _runtime_for_run(run_id, folder, agent_dir)
     summary = asyncio.run(
         runtime.resume(
-            run_id, approve=decision, answer=answer, wait_s=wait_timeout if wait else 0.0
+            run_id,
+            approve=decision,
+            answer=answer,
+            step_id=step,
+            wait_s=wait_timeout if wait else 0.0,
         )
     )
     _print_summary(summary, runtime, as_json)

@@ -208,6 +208,7 @@ class Runtime:
         *,
         approve: bool | None = None,
         answer: str | None = None,
+        step_id: str | None = None,
         wait_s: float = 0.0,
     ) -> RunSummary:
         """Continue a stored run.
@@ -218,20 +219,36 @@ class Runtime:
 
         Input is applied to what the caller saw: an approval or answer that another call
         already gave (a double click) returns the run's current summary instead of
-        approving or answering whatever the run waits for next.
+        approving or answering whatever the run waits for next. ``step_id`` names the
+        confirmation being answered (``summary.pending.step_id``); without it, the one the
+        run waited for when this call began.
         """
         if answer is not None:
             require_text(answer, "the answer")
+        if step_id is not None and approve is None:
+            raise RunNotResumableError("a step is named only with an approval or a rejection")
         seen = await self.load_state(run_id)
         async with self._holding(run_id, wait_s) as held:
             state = await self.load_state(run_id)
-            if self._given_already(seen, state, approve, answer):
+            if self._given_already(seen, state, approve, answer, step_id):
                 return summarize_run(state)
+            if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
+                waiting = state.pending.step_id if state.pending else None
+                raise RunNotResumableError(
+                    f"run {run_id} does not wait for a confirmation of step {step_id}"
+                    + (f" (it waits for {waiting})" if waiting else ""),
+                    hint="see `corral show RUN`; approve what it asks now",
+                )
             journal = self._journal_for_input(state, approve, answer)
             return await self._drive(journal, held)
 
     def _given_already(
-        self, seen: RunState, now: RunState, approve: bool | None, answer: str | None
+        self,
+        seen: RunState,
+        now: RunState,
+        approve: bool | None,
+        answer: str | None,
+        named_step: str | None = None,
     ) -> bool:
         """True when this very input was applied by another call since the caller looked.
 
@@ -240,7 +257,9 @@ class Runtime:
         after an approve) is ``RunNotResumableError``.
         """
         if approve is not None:
-            if seen.pending is not None and seen.pending.step_id:
+            if named_step is not None:
+                step_id = named_step
+            elif seen.pending is not None and seen.pending.step_id:
                 step_id = seen.pending.step_id
             elif now.confirmations:  # decided before the caller looked
                 step_id = list(now.confirmations)[-1]

@@ -49,3 +49,16 @@ def cancel_order(order_id: str, ctx: ToolContext) -> Cancelled:
         with open(effects, "a", encoding="utf-8") as handle:
             handle.write(ctx.idempotency_key + "\n")
     return Cancelled(order_id=order_id, cancelled=True)
+
+
+class Refunded(BaseModel):
+    order_id: str
+    refunded: bool
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
+def refund_order(order_id: str, ctx: ToolContext) -> Refunded:
+    """Refund an order (an entry line starting with "refund")."""
+    with open(ctx.deps["entries"], "a", encoding="utf-8") as handle:
+        handle.write(f"refund {os.getpid()} {ctx.idempotency_key}\n")
+    return Refunded(order_id=order_id, refunded=True)
