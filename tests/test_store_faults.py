@@ -138,3 +138,33 @@ def test_a_failed_save_after_the_write_says_what_already_happened(tmp_path: Path
     assert json.loads(finished.stdout)["status"] == "finished"
     effects = (tmp_path / "data" / "ledger" / "effects.log").read_text().split()
     assert len(effects) == 1
+
+
+def test_a_read_only_home_shows_what_a_crash_left_in_the_wal(tmp_path: Path) -> None:
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("as root this needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    home = tmp_path / "home"
+    run_id = paused_run(home)
+    killed = subprocess.run(
+        [*CORRAL, "resume", run_id, "--approve", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "CORRAL_FAULTS": "before_tool"},
+    )
+    assert killed.returncode == -9
+    wal = home / "corral.db-wal"
+    assert wal.exists() and wal.stat().st_size > 0  # the crash left events in the WAL only
+    writable = json.loads(corral_cli(home, "show", run_id, "--json").stdout)
+    assert writable["status"] == "executing"
+    for path in [*home.rglob("*"), home]:
+        path.chmod(0o500 if path.is_dir() else 0o400)
+    try:
+        shown = _bound(home, "show", run_id, "--json")
+        assert shown.returncode == 0, shown.stderr
+        assert json.loads(shown.stdout)["status"] == "executing"
+        assert json.loads(shown.stdout)["steps"] == writable["steps"]
+    finally:
+        for path in [home, *home.rglob("*")]:
+            path.chmod(0o700)

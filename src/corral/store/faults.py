@@ -7,8 +7,10 @@ cannot be reached, or its data is damaged. Nothing here retries or hides a failu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -43,8 +45,30 @@ _PG_STATES: dict[str, type[StoreError]] = {
 }
 
 
-def classify(exc: BaseException) -> type[StoreError]:
-    """The store error class for a driver or OS exception."""
+def _full(folder: Path | None) -> bool:
+    """Whether the file system holding ``folder`` has no space left for us."""
+    if folder is None:
+        return False
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < 64 * 1024
+
+
+def classify(exc: BaseException, folder: Path | None = None) -> type[StoreError]:
+    """The store error class for a driver or OS exception.
+
+    SQLite often reports a full disk as a plain "disk I/O error"; with the database's
+    ``folder`` the free space decides.
+    """
+    kind = _classify(exc)
+    if kind is StoreUnavailableError and _full(folder):
+        return StoreFullError
+    return kind
+
+
+def _classify(exc: BaseException) -> type[StoreError]:
     if isinstance(exc, OSError):
         if exc.errno in (28, 122):  # ENOSPC, EDQUOT
             return StoreFullError
@@ -72,12 +96,14 @@ def first_line(exc: BaseException) -> str:
 
 
 @contextmanager
-def store_faults(run_id: str | None = None, action: str = "store access") -> Iterator[None]:
+def store_faults(
+    run_id: str | None = None, action: str = "store access", folder: Path | None = None
+) -> Iterator[None]:
     """Re-raise database and OS failures inside the block as ``StoreError`` subclasses."""
     try:
         yield
     except StoreError:
         raise
     except (SQLAlchemyError, OSError) as exc:
-        kind = classify(exc)
+        kind = classify(exc, folder)
         raise kind(f"{action} failed: {first_line(exc)}", run_id=run_id) from exc

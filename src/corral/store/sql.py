@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -44,6 +47,7 @@ from corral.errors import (
     EventConflictError,
     LeaseLostError,
     RunBusyError,
+    StoreReadOnlyError,
     StoreUnavailableError,
 )
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
@@ -154,6 +158,35 @@ def _read_only_url(path: Path) -> str:
     return f"sqlite:///file:{path.resolve()}?{mode}&uri=true"
 
 
+def _check_writable(path: Path) -> None:
+    """Refuse up front, with the right code, to write a store that cannot be written."""
+    folder = path.parent
+    blocked = folder if folder.exists() and not os.access(folder, os.W_OK) else None
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        blocked = path
+    if blocked is not None:
+        raise StoreReadOnlyError(
+            f"{blocked} cannot be written",
+            hint="fix its permissions; `corral runs`, `show` and `traces` still read it",
+        )
+
+
+def _readable_copy(path: Path) -> tuple[Path, Path | None]:
+    """The file to open read-only, and the private temporary folder of a copy, if made.
+
+    In a folder we cannot write, SQLite can read a WAL database only as ``immutable``,
+    which ignores the ``-wal`` file: a run's latest events (after a crash, before a
+    checkpoint) would be missing. Then the database and its WAL are read from a copy.
+    """
+    wal = path.with_name(path.name + "-wal")
+    if os.access(path.parent, os.W_OK) or not wal.exists() or wal.stat().st_size == 0:
+        return path, None
+    copy = Path(tempfile.mkdtemp(prefix="corral-ro-"))
+    shutil.copyfile(path, copy / path.name)
+    shutil.copyfile(wal, copy / wal.name)
+    return copy / path.name, copy
+
+
 def _now() -> float:
     """Lease clock: Unix time. Leases are infrastructure, not part of a run's log."""
     return time.time()
@@ -176,7 +209,7 @@ class SqlStore:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
         if not read_only:
-            with store_faults(action="creating the schema"):
+            with self._faults(action="creating the schema"):
                 self._create_schema()
 
     @classmethod
@@ -190,14 +223,19 @@ class SqlStore:
         if "://" in text_target:
             return cls(create_engine(text_target), read_only=read_only)
         path = Path(text_target)
-        with store_faults(action=f"opening {path}"):
+        with store_faults(action=f"opening {path}", folder=path.parent):
             if not read_only:
+                _check_writable(path)
                 return cls(create_engine(sqlite_url(path)), path=path)
             if not path.exists():
                 empty = cls(create_engine("sqlite://", poolclass=StaticPool))
                 empty.read_only = True
                 return empty
-            return cls(create_engine(_read_only_url(path)), path=path, read_only=True)
+            readable, copy = _readable_copy(path)
+            store = cls(create_engine(_read_only_url(readable)), path=path, read_only=True)
+            if copy is not None:
+                weakref.finalize(store, shutil.rmtree, copy, True)
+            return store
 
     def _create_schema(self) -> None:
         """Create missing tables; safe from any number of processes opening a new home."""
@@ -205,6 +243,10 @@ class SqlStore:
             if self.engine.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
             metadata.create_all(conn)
+
+    def _faults(self, run_id: str | None = None, action: str = "store access") -> Any:
+        """``store_faults`` for this store: a SQLite file's folder tells a full disk."""
+        return store_faults(run_id, action, self.path.parent if self.path else None)
 
     def _file_identity(self) -> tuple[int, int] | None:
         if self.path is None:
@@ -249,7 +291,7 @@ class SqlStore:
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""
-        with store_faults(lease.run_id, "taking the run's lease"):
+        with self._faults(lease.run_id, "taking the run's lease"):
             self._check_file(lease.run_id)
             try:
                 with self._write() as conn:
@@ -275,7 +317,7 @@ class SqlStore:
 
     def renew_lease(self, lease: Lease) -> None:
         """Extend the lease; ``LeaseLostError`` if another owner took it."""
-        with store_faults(lease.run_id, "renewing the run's lease"), self._write() as conn:
+        with self._faults(lease.run_id, "renewing the run's lease"), self._write() as conn:
             self._fence(conn, lease)
 
     def _fence(self, conn: Connection, lease: Lease, release: bool = False) -> None:
@@ -294,14 +336,14 @@ class SqlStore:
 
     def release_lease(self, lease: Lease) -> None:
         """Delete the lease row if we still own it."""
-        with store_faults(lease.run_id, "releasing the run's lease"), self._write() as conn:
+        with self._faults(lease.run_id, "releasing the run's lease"), self._write() as conn:
             conn.execute(
                 delete(leases).where(leases.c.run_id == lease.run_id, leases.c.owner == lease.owner)
             )
 
     def lease_holder(self, run_id: str) -> LeaseHolder | None:
         """The live holder, or ``None``."""
-        with store_faults(run_id, "reading the run's lease"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the run's lease"), self.engine.connect() as conn:
             row = conn.execute(select(leases).where(leases.c.run_id == run_id)).first()
         if row is None or row.expires_at <= _now():
             return None
@@ -329,7 +371,7 @@ class SqlStore:
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
-        with store_faults(run.run_id, "saving the run"):
+        with self._faults(run.run_id, "saving the run"):
             self._check_file(run.run_id)
             try:
                 with self._write() as conn:
@@ -387,20 +429,20 @@ class SqlStore:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run row, or ``None``."""
-        with store_faults(run_id, "reading the run"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the run"), self.engine.connect() as conn:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
         return self._record(row) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         """Most recent first."""
         query = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
-        with store_faults(action="listing runs"), self.engine.connect() as conn:
+        with self._faults(action="listing runs"), self.engine.connect() as conn:
             return [self._record(row) for row in conn.execute(query)]
 
     def load_events(self, run_id: str) -> list[Event]:
         """Every event of the run, by ``seq``."""
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
-        with store_faults(run_id, "reading the run's events"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the run's events"), self.engine.connect() as conn:
             return [
                 Event(
                     run_id=row.run_id,
@@ -415,13 +457,13 @@ class SqlStore:
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
-        with store_faults(run_id, "reading the handoff"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the handoff"), self.engine.connect() as conn:
             value = conn.execute(select(runs.c.handoff).where(runs.c.run_id == run_id)).scalar()
         return HandoffPacket.model_validate_json(value) if value else None
 
     def get_session(self, session_id: str, now: datetime) -> SessionRecord | None:
         """The session unless unknown or expired."""
-        with store_faults(action="reading the session"), self.engine.connect() as conn:
+        with self._faults(action="reading the session"), self.engine.connect() as conn:
             row = conn.execute(select(sessions).where(sessions.c.session_id == session_id)).first()
         if row is None or _aware(row.expires_at) <= now:
             return None
@@ -439,7 +481,7 @@ class SqlStore:
     def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Delete expired sessions and ended runs older than the TTL, in one transaction."""
         cutoff = now - task_ttl
-        with store_faults(action="purging"), self._write() as conn:
+        with self._faults(action="purging"), self._write() as conn:
             sessions_deleted = conn.execute(
                 delete(sessions).where(sessions.c.expires_at <= now)
             ).rowcount
@@ -469,7 +511,7 @@ class SqlStore:
             "updated_at": session.updated_at,
             "expires_at": session.expires_at,
         }
-        with store_faults(action="saving the session"), self._write() as conn:
+        with self._faults(action="saving the session"), self._write() as conn:
             updated = conn.execute(
                 update(sessions).where(sessions.c.session_id == session.session_id).values(**values)
             )
