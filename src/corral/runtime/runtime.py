@@ -55,6 +55,7 @@ from corral.runtime.loop import RunLoop
 from corral.runtime.state import RunState, fold
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
+from corral.tools.spec import ToolSpec
 
 T = TypeVar("T")
 
@@ -497,26 +498,40 @@ class Runtime:
         return summary
 
     def _happened(self, state: RunState) -> str:
-        """What the run had done before a store failure, and how to finish it."""
-        done = [
-            f"{s.tool_used or s.tool} succeeded ({s.result.summary if s.result else 'done'})"
-            for s in state.steps.values()
-            if s.status is StepStatus.SUCCEEDED and self._is_write(s.tool_used or s.tool)
-        ]
-        started = [
-            f"{s.tool_used or s.tool} was started"
-            for s in state.steps.values()
-            if s.status is StepStatus.RUNNING and self._is_write(s.tool_used or s.tool)
-        ]
+        """What the run had done before a store failure, and how to finish it.
+
+        A write whose success was not stored is settled on resume: an idempotent one is
+        entered again (it finds its effect), one with a reconciler is looked up, and any
+        other is handed to a person as ``OUTCOME_UNKNOWN``, so the message says which.
+        """
+        done, started, unsure = [], [], []
+        for step in state.steps.values():
+            spec = self._write_spec(step.tool_used or step.tool)
+            if spec is None or step.status not in (StepStatus.SUCCEEDED, StepStatus.RUNNING):
+                continue
+            if step.status is StepStatus.SUCCEEDED:
+                summary = step.result.summary if step.result else "done"
+                done.append(f"{spec.name} succeeded ({summary})")
+            else:
+                started.append(f"{spec.name} was started")
+            if not (spec.policy.idempotent or spec.reconcile is not None):
+                unsure.append(spec.name)
         finish = f"`corral resume {state.run_id}` finishes the run"
+        if unsure:
+            finish += (
+                f", handing {', '.join(unsure)} to a person to confirm"
+                " (it cannot be repeated or looked up safely)"
+            )
         if done or started:
             return f"already happened: {'; '.join(done + started)}; {finish}"
         return f"no write had been made; {finish}"
 
-    def _is_write(self, tool: str) -> bool:
-        return (
-            tool in self.agent.tools.names() and self.agent.tools.get(tool).policy.kind == "write"
-        )
+    def _write_spec(self, tool: str) -> ToolSpec | None:
+        """The write tool called ``tool``, or ``None`` for reads and unknown names."""
+        if tool not in self.agent.tools.names():
+            return None
+        spec = self.agent.tools.get(tool)
+        return spec if spec.policy.kind == "write" else None
 
     def _write(
         self,
