@@ -134,8 +134,8 @@ _SECRETS = (
         "[SECRET]",
         1,
     ),
-    _Detector(  # base64 credentials: a digit, ``+/=``, or a capital after a small letter
-        re.compile(r"\b(?i:basic)\s+((?=\S*[0-9+/=]|[A-Za-z]*[a-z][A-Z])[A-Za-z0-9+/]{8,}=*)"),
+    _Detector(  # base64 credentials: a digit, ``+/=``, or a capital after the first letter
+        re.compile(r"(?i:basic)\s+((?=\S*[0-9+/=]|[A-Za-z]+[A-Z])[A-Za-z0-9+/]{8,}=*)"),
         "[SECRET]",
         1,
     ),
@@ -154,7 +154,7 @@ _SECRETS = (
 )
 _NUMBERS = (
     _Detector(
-        re.compile(r"(?<!\d)\d{6}[ \-]?\d{4}[ \-]?\d{4}[ \-]?\d{3}[\dXx](?!\d)"),
+        re.compile(r"(?<!\d)\d{6}[ .\-]?\d{4}[ .\-]?\d{4}[ .\-]?\d{3}[\dXx](?!\d)"),
         "[ID_NUMBER]",
         valid=_id_number,
     ),
