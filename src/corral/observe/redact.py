@@ -43,21 +43,24 @@ _SECRET_KEY = re.compile(
 )
 
 
+_FOLD_BLOCKS = (
+    (0x80, 0x100),  # no-break space, superscript digits
+    (0x2000, 0x2500),  # spaces, punctuation, super/subscripts, enclosed digits
+    (0x3000, 0x3001),  # ideographic space
+    (0xFE50, 0xFFEF),  # small and full-width forms
+    (0x1D400, 0x1D800),  # mathematical letters and digits
+)
+"""Where the characters that fold to ASCII are; text with none of them is not folded."""
+
+
 def _fold_table() -> dict[int, str]:
     """Characters whose NFKC form is one ASCII character, mapped to it.
 
     Full-width digits and letters, ``：``, ``＠``, odd spaces, mathematical digits: one
     character for one, so offsets in the folded text are offsets in the original.
     """
-    blocks = (
-        range(0x80, 0x100),  # no-break space, superscript digits
-        range(0x2000, 0x2500),  # spaces, punctuation, super/subscripts, enclosed digits
-        range(0x3000, 0x3001),  # ideographic space
-        range(0xFE50, 0xFFEF),  # small and full-width forms
-        range(0x1D400, 0x1D800),  # mathematical letters and digits
-    )
     table = {}
-    for code in chain(*blocks):
+    for code in chain(*(range(start, end) for start, end in _FOLD_BLOCKS)):
         folded = unicodedata.normalize("NFKC", chr(code))
         if len(folded) == 1 and folded.isascii() and folded != chr(code):
             table[code] = folded
@@ -65,6 +68,9 @@ def _fold_table() -> dict[int, str]:
 
 
 _FOLD = _fold_table()
+_MAY_FOLD = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b - 1))}" for a, b in _FOLD_BLOCKS) + "]"
+)
 
 # The value after a key word: up to a line end, a quote, ``, ; &``, a Chinese stop, or a
 # ``. ! ?`` that ends a sentence (followed by a space, the end, or non-ASCII text); at
@@ -80,8 +86,8 @@ _KEYED_VALUE = re.compile(
     r"|(?:密码|口令|验证码|校验码|动态码|密钥|秘钥|令牌)\s*(?:(?:[=:]|是|为)\s*|(?=[a-z0-9]))"
     rf"){_VALUE}"
 )
-_MAY_HOLD_SECRET = re.compile(
-    r"(?i)bearer|basic|authorization|sk-|key|token|secret|pass|pwd|@|gh[pousr]_|github_pat_"
+_MAY_HOLD_SECRET = re.compile(  # searched in lower case: much faster than (?i)
+    r"bearer|basic|authorization|sk-|key|token|secret|pass|pwd|@|gh[pousr]_|github_pat_"
     r"|akia|asia|xox[abprs]-|eyj|密码|口令|验证码|校验码|动态码|密钥|秘钥|令牌"
 )
 _SEVEN_DIGITS = re.compile(r"\d(?:[ ().\-]{0,2}\d){6}")
@@ -190,9 +196,9 @@ def redact_builtin(text: str) -> str:
     Every detector runs on the folded text; the spans found are merged (overlapping spans
     become one, shown with the marker of the first) and replaced in the original text.
     """
-    folded = text if text.isascii() else text.translate(_FOLD)
+    folded = text if not _MAY_FOLD.search(text) else text.translate(_FOLD)
     found: list[tuple[int, int, int, str]] = []
-    if _MAY_HOLD_SECRET.search(folded):
+    if _MAY_HOLD_SECRET.search(folded.lower()):
         found.extend(_spans(folded, _SECRETS, 0))
     if _SEVEN_DIGITS.search(folded):  # the shortest number redacted has seven digits
         found.extend(_spans(folded, _NUMBERS, len(_SECRETS)))
