@@ -4,6 +4,7 @@ hostile text and paths refused cleanly."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import pickle
@@ -99,8 +100,100 @@ def bearer(draw: st.DrawFn) -> tuple[str, str]:
     return f"Authorization: Bearer {token}", token
 
 
+@st.composite
+def vendor_token(draw: st.DrawFn) -> tuple[str, str]:
+    """GitHub, AWS, Slack tokens and JWTs: the needle is the part after the fixed prefix."""
+    kind = draw(st.sampled_from(["github", "github_pat", "aws", "slack", "jwt"]))
+    if kind == "github":
+        body = draw(st.text(ALNUM, min_size=36, max_size=36))
+        return draw(st.sampled_from(["ghp_", "gho_", "ghs_"])) + body, body
+    if kind == "github_pat":
+        body = draw(st.text(ALNUM + "_", min_size=30, max_size=60))
+        return "github_pat_" + body, body
+    if kind == "aws":
+        body = draw(st.text(ALNUM[26:], min_size=16, max_size=16))
+        return draw(st.sampled_from(["AKIA", "ASIA"])) + body, body
+    if kind == "slack":
+        body = draw(st.text(ALNUM + "-", min_size=12, max_size=40))
+        return "xox" + draw(st.sampled_from("abprs")) + "-" + body, body
+    part = st.text(ALNUM + "_-", min_size=8, max_size=30)
+    claims, signature = draw(part), draw(part)
+    return f"eyJhbGciOi{draw(part)}.eyJ{claims}.{signature}", claims
+
+
+@st.composite
+def basic_auth(draw: st.DrawFn) -> tuple[str, str]:
+    raw = draw(st.binary(min_size=6, max_size=30))
+    token = base64.b64encode(raw).decode("ascii")
+    prefix = draw(st.sampled_from(["Authorization: Basic ", "authorization=basic ", "Basic "]))
+    if prefix == "Basic " and token.isalpha() and token.lower() == token:
+        token += "0"  # a bare "basic word" is ordinary text, not a credential
+    return prefix + token, token
+
+
+@st.composite
+def keyed_value(draw: st.DrawFn) -> tuple[str, str]:
+    """A key word (English or Chinese) and a value of one to three words after it."""
+    key = draw(
+        st.sampled_from(
+            [
+                "password: ",
+                "password=",
+                "my password is ",
+                "密码：",
+                "密码是 ",
+                "密码是",
+                "支付密码为",
+                "口令：",
+                "验证码 ",
+                "验证码：",
+                "token：",
+                "api key: ",
+                "API_KEY=",
+            ]
+        )
+    )
+    words = draw(st.lists(st.text(ALNUM, min_size=8, max_size=12), min_size=1, max_size=3))
+    return key + " ".join(words), words[-1]
+
+
+@st.composite
+def separated_number(draw: st.DrawFn) -> tuple[str, str]:
+    """A Chinese mobile (3-4-4) or ID number (6-8-4) written with separators."""
+    if draw(st.booleans()):
+        number, _ = draw(cn_mobile())
+        number = number[-11:]
+        groups = [number[:3], number[3:7], number[7:]]
+    else:
+        number, _ = draw(id_number())
+        groups = [number[:6], number[6:14], number[14:]]
+    shown = draw(st.sampled_from([" ", "-", "."])).join(groups)
+    return shown, shown
+
+
+@st.composite
+def full_width(draw: st.DrawFn) -> tuple[str, str]:
+    """A phone, ID number or e-mail address in full-width forms (what CJK keyboards type)."""
+    text, _ = draw(st.one_of(cn_mobile(), id_number(), email()))
+    wide = "".join(
+        chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else "\u3000" if c == " " else c for c in text
+    )
+    return wide, wide
+
+
 SECRET = st.one_of(
-    cn_mobile(), intl_phone(), email(), id_number(), card_number(), api_key(), bearer()
+    cn_mobile(),
+    intl_phone(),
+    email(),
+    id_number(),
+    card_number(),
+    api_key(),
+    bearer(),
+    vendor_token(),
+    basic_auth(),
+    keyed_value(),
+    separated_number(),
+    full_width(),
 )
 FILLER = st.text("我的打印机订单请联系 abc,.!？", max_size=8)
 
@@ -133,7 +226,7 @@ def everything_shown(home: Path, run_id: str, handed_off: bool) -> dict[str, str
 
 
 @settings(
-    max_examples=30,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -1,8 +1,12 @@
 """Redaction: what logs, ``traces``, ``show``, ``handoff`` and handoff packets never show.
 
-Built-in detectors find phone numbers (Chinese mobiles and international), e-mail
-addresses, Chinese ID-card numbers (checksum verified), bank-card numbers (Luhn
-verified), API keys and bearer tokens. An agent adds tool fields marked
+Built-in detectors find phone numbers (Chinese mobiles, with or without separators, and
+international), e-mail addresses, Chinese ID-card numbers (checksum verified), bank-card
+numbers (Luhn verified), API keys and tokens (``sk-``, GitHub, AWS access keys, Slack,
+JWTs), bearer and basic credentials, and the value after a key word (``password:``,
+``token=``, ``密码是``, ``验证码：``). Full-width and other compatibility forms
+(``１３８…``, ``：``) are folded to ASCII for matching, one character for one, so the span
+found is replaced in the original text. An agent adds tool fields marked
 ``Annotated[str, Sensitive()]`` and its own ``redaction.patterns``; the values of
 sensitive fields are also hidden wherever else they appear (a user message, a summary).
 
@@ -14,8 +18,10 @@ keeps the real values: a resumed run must call its tools with them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import Event, EventType
@@ -26,6 +32,8 @@ if TYPE_CHECKING:
 REDACTED = "[REDACTED]"
 MIN_LITERAL = 4
 """Sensitive values shorter than this are hidden under their field only, not everywhere."""
+VALUE_MAX = 64
+"""The most characters hidden after a key word (``password: …``): up to a delimiter."""
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
@@ -33,30 +41,57 @@ _SECRET_KEY = re.compile(
     r"(?i)(?:.*[_-])?(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret"
     r"|password|passwd|authorization|private[_-]?key)"
 )
-_SECRETS = (
-    (re.compile(r"(?i)bearer\s+[A-Za-z0-9\-._~+/]+=*"), "Bearer [SECRET]"),
-    (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{6,}"), "[API_KEY]"),
-    (re.compile(r"sk-[A-Za-z0-9_\-]{16,}"), "[API_KEY]"),  # glued to a word
-    (
-        re.compile(
-            r"(?i)((?:api[_-]?)?key|apikey|access[_-]?token|token|secret"
-            r"|password|passwd|pwd)([\"']?\s*[=:]\s*[\"']?)[^\s\"'&,;]+"
-        ),
-        r"\1\2[SECRET]",
-    ),
-    (
-        re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
-        "[EMAIL]",
-    ),
+
+
+_FOLD_BLOCKS = (
+    (0x80, 0x100),  # no-break space, superscript digits
+    (0x2000, 0x2500),  # spaces, punctuation, super/subscripts, enclosed digits
+    (0x3000, 0x3001),  # ideographic space
+    (0xFE50, 0xFFEF),  # small and full-width forms
+    (0x1D400, 0x1D800),  # mathematical letters and digits
 )
-_MAY_HOLD_SECRET = re.compile(r"(?i)bearer|sk-|key|token|secret|passw|pwd|@")
-_SEVEN_DIGITS = re.compile(r"\d(?:[ ()\-]{0,2}\d){6}")
-_ID_NUMBER = re.compile(r"(?<!\d)\d{17}[\dXx](?!\d)")
-_CARD = re.compile(r"(?<!\d)(?:\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?)(?!\d)")
-_PHONES = (
-    re.compile(r"(?<![\d+])(?:(?:\+|00)86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}(?!\d)"),
-    re.compile(r"(?<![\d+])\+\d{1,3}[ -]?(?:\(\d{1,4}\)[ -]?)?\d(?:[ -]?\d){5,13}(?!\d)"),
+"""Where the characters that fold to ASCII are; text with none of them is not folded."""
+
+
+def _fold_table() -> dict[int, str]:
+    """Characters whose NFKC form is one ASCII character, mapped to it.
+
+    Full-width digits and letters, ``：``, ``＠``, odd spaces, mathematical digits: one
+    character for one, so offsets in the folded text are offsets in the original.
+    """
+    table = {}
+    for code in chain(*(range(start, end) for start, end in _FOLD_BLOCKS)):
+        folded = unicodedata.normalize("NFKC", chr(code))
+        if len(folded) == 1 and folded.isascii() and folded != chr(code):
+            table[code] = folded
+    return table
+
+
+_FOLD = _fold_table()
+_MAY_FOLD = re.compile(
+    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b - 1))}" for a, b in _FOLD_BLOCKS) + "]"
 )
+
+# The value after a key word: up to a line end, a quote, ``, ; &``, a Chinese stop, or a
+# ``. ! ?`` that ends a sentence (followed by a space, the end, or non-ASCII text); at
+# most VALUE_MAX characters, never ending in a space.
+_VALUE_CHAR = r"(?:[^\r\n\"'<>,;&。、.!?]|[.!?](?=[!-~]))"
+_VALUE_EDGE = r"(?:[^\s\"'<>,;&。、.!?]|[.!?](?=[!-~]))"
+_VALUE = rf"(?P<value>{_VALUE_EDGE}(?:{_VALUE_CHAR}{{0,{VALUE_MAX - 2}}}{_VALUE_EDGE})?)"
+_KEYED_VALUE = re.compile(
+    r"(?i)(?:"
+    r"(?:(?:api[_\- ]?)?key|apikey|access[_\- ]?token|auth[_\- ]?token|token|secret"
+    r"|password|passwd|passcode|pwd)[\"']?\s*[=:]\s*[\"']?"
+    r"|(?:password|passwd|passcode)\s+is\s+"
+    r"|(?:密码|口令|验证码|校验码|动态码|密钥|秘钥|令牌)\s*(?:(?:[=:]|是|为)\s*|(?=[a-z0-9]))"
+    rf"){_VALUE}"
+)
+_MAY_HOLD_SECRET = re.compile(  # searched in lower case: much faster than (?i)
+    r"bearer|basic|authorization|sk-|key|token|secret|pass|pwd|@|gh[pousr]_|github_pat_"
+    r"|akia|asia|xox[abprs]-|eyj|密码|口令|验证码|校验码|动态码|密钥|秘钥|令牌"
+)
+_SEVEN_DIGITS = re.compile(r"\d(?:[ ().\-]{0,2}\d){6}")
+_SEPARATORS = re.compile(r"[ .\-]")
 
 
 def id_number_valid(text: str) -> bool:
@@ -74,26 +109,111 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _id_number(match: re.Match[str]) -> str:
-    return "[ID_NUMBER]" if id_number_valid(match.group()) else match.group()
+def _id_number(found: str) -> bool:
+    return id_number_valid(_SEPARATORS.sub("", found))
 
 
-def _card(match: re.Match[str]) -> str:
-    digits = re.sub(r"[ -]", "", match.group())
-    return "[CARD]" if 13 <= len(digits) <= 19 and luhn_valid(digits) else match.group()
+def _card(found: str) -> bool:
+    digits = _SEPARATORS.sub("", found)
+    return 13 <= len(digits) <= 19 and luhn_valid(digits)
+
+
+@dataclass(frozen=True)
+class _Detector:
+    """One built-in kind: where it is found, what replaces it, and a check on the match."""
+
+    pattern: re.Pattern[str]
+    marker: str
+    group: str | int = 0
+    """The part of the match that is hidden (the value, not the key word before it)."""
+    valid: Callable[[str], bool] | None = None
+
+
+_SECRETS = (
+    _Detector(_KEYED_VALUE, "[SECRET]", "value"),
+    _Detector(re.compile(r"(?i)bearer\s+([A-Za-z0-9\-._~+/]+=*)"), "[SECRET]", 1),
+    _Detector(
+        re.compile(
+            r"(?i)authorization[\"']?\s*[=:]\s*[\"']?(?:(?:basic|bearer|digest|token)\s+)?"
+            r"([^\s\"',;]+)"
+        ),
+        "[SECRET]",
+        1,
+    ),
+    _Detector(  # base64 credentials: a digit, ``+/=``, or a capital after the first letter
+        re.compile(r"(?i:basic)\s+((?=\S*[0-9+/=]|[A-Za-z]+[A-Z])[A-Za-z0-9+/]{8,}=*)"),
+        "[SECRET]",
+        1,
+    ),
+    _Detector(re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{6,}"), "[API_KEY]"),
+    _Detector(re.compile(r"sk-[A-Za-z0-9_\-]{16,}"), "[API_KEY]"),  # glued to a word
+    _Detector(re.compile(r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"), "[API_KEY]"),
+    _Detector(re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])"), "[API_KEY]"),
+    _Detector(re.compile(r"xox[abprs]-[A-Za-z0-9\-]{10,}"), "[API_KEY]"),
+    _Detector(
+        re.compile(r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"), "[SECRET]"
+    ),
+    _Detector(
+        re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}"),
+        "[EMAIL]",
+    ),
+)
+_NUMBERS = (
+    _Detector(
+        re.compile(r"(?<!\d)\d{6}[ .\-]?\d{4}[ .\-]?\d{4}[ .\-]?\d{3}[\dXx](?!\d)"),
+        "[ID_NUMBER]",
+        valid=_id_number,
+    ),
+    _Detector(
+        re.compile(r"(?<!\d)(?:\d{13,19}|\d{4}(?:[ -]\d{4}){2,3}(?:[ -]\d{1,3})?)(?!\d)"),
+        "[CARD]",
+        valid=_card,
+    ),
+    _Detector(
+        re.compile(r"(?<![\d+])(?:(?:\+|00)86[ .\-]?)?1[3-9]\d(?:[ .\-]?\d{4}){2}(?!\d)"),
+        "[PHONE]",
+    ),
+    _Detector(
+        re.compile(r"(?<![\d+])\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d(?:[ .\-]?\d){5,13}(?!\d)"),
+        "[PHONE]",
+    ),
+)
+
+
+def _spans(
+    folded: str, detectors: Iterable[_Detector], rank: int
+) -> Iterable[tuple[int, int, int, str]]:
+    for offset, detector in enumerate(detectors):
+        for match in detector.pattern.finditer(folded):
+            if detector.valid is None or detector.valid(match.group(detector.group)):
+                start, end = match.span(detector.group)
+                yield start, rank + offset, end, detector.marker
 
 
 def redact_builtin(text: str) -> str:
-    """``text`` with the built-in kinds of personal data and secrets replaced by markers."""
-    if _MAY_HOLD_SECRET.search(text):
-        for pattern, marker in _SECRETS:
-            text = pattern.sub(marker, text)
-    if _SEVEN_DIGITS.search(text):  # the shortest number redacted has seven digits
-        text = _ID_NUMBER.sub(_id_number, text)
-        text = _CARD.sub(_card, text)
-        for phone in _PHONES:
-            text = phone.sub("[PHONE]", text)
-    return text
+    """``text`` with the built-in kinds of personal data and secrets replaced by markers.
+
+    Every detector runs on the folded text; the spans found are merged (overlapping spans
+    become one, shown with the marker of the first) and replaced in the original text.
+    """
+    folded = text if not _MAY_FOLD.search(text) else text.translate(_FOLD)
+    found: list[tuple[int, int, int, str]] = []
+    if _MAY_HOLD_SECRET.search(folded.lower()):
+        found.extend(_spans(folded, _SECRETS, 0))
+    if _SEVEN_DIGITS.search(folded):  # the shortest number redacted has seven digits
+        found.extend(_spans(folded, _NUMBERS, len(_SECRETS)))
+    if not found:
+        return text
+    parts: list[str] = []
+    shown = 0  # the original text before this offset is already in parts
+    for start, _, end, marker in sorted(found):
+        if start < shown:  # overlaps the span just hidden: widen it
+            shown = max(shown, end)
+            continue
+        parts += [text[shown:start], marker]
+        shown = end
+    parts.append(text[shown:])
+    return "".join(parts)
 
 
 def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
