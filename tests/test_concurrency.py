@@ -255,3 +255,29 @@ def test_an_approval_names_its_step_so_a_late_click_never_approves_the_next(
     done = json.loads(corral_cli(tmp_path, *approve, "s3").stdout)
     assert done["status"] == "finished"
     assert [line.split()[0] for line in entries(tmp_path)].count("refund") == 1
+
+
+@pytest.mark.parametrize("owner", ["alive", "pid reused", "gone"])
+def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
+    owner: str, tmp_path: Path
+) -> None:
+    from corral.runtime.runtime import _process_space, _started
+    from corral.store.memory import MemoryStore
+
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+    store = MemoryStore()
+    paused = asyncio.run(Runtime(agent, store).start("please cancel A12"))
+    me = os.getpid()
+    pid, started = {
+        "alive": (me, _started(me)),
+        "pid reused": (me, "1"),  # same pid, another (earlier) process
+        "gone": (2**22 + 7, "5"),  # beyond pid_max: no such process
+    }[owner]
+    store.leases[paused.run_id] = (f"{_process_space()}:{pid}.{started}:0a1b2c3d", time.time() + 60)
+    if owner == "alive":
+        with pytest.raises(CorralError) as caught:
+            asyncio.run(Runtime(agent, store).resume(paused.run_id, approve=True))
+        assert caught.value.code.value == "RUN_BUSY"
+    else:
+        done = asyncio.run(Runtime(agent, store).resume(paused.run_id, approve=True))
+        assert done.status.value == "finished"

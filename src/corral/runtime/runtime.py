@@ -96,6 +96,17 @@ def summarize_run(state: RunState) -> RunSummary:
     )
 
 
+def _started(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (``?`` if unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return "?"
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else "?"
+
+
 def _process_space() -> str:
     """The host and pid namespace: where a pid names one process."""
     try:
@@ -365,10 +376,12 @@ class Runtime:
     def _owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
 
-        ``host/pid-namespace:pid:nonce``: a pid means something only in its namespace, so
-        containers sharing a host name never take each other's runs for dead.
+        ``host/pid-namespace:pid.start:nonce``: a pid means something only in its
+        namespace (containers may share a host name) and only while the process that had
+        it lives (``start``, its start time, tells a reused pid apart).
         """
-        return f"{_process_space()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        pid = os.getpid()
+        return f"{_process_space()}:{pid}.{_started(pid)}:{uuid.uuid4().hex[:8]}"
 
     @asynccontextmanager
     async def _holding(
@@ -417,7 +430,7 @@ class Runtime:
         if holder is None:
             return None
         space, _, rest = holder.owner.partition(":")
-        pid_text = rest.partition(":")[0]
+        pid_text, _, started = rest.partition(":")[0].partition(".")
         if space != _process_space() or not pid_text.isdigit():
             return None
         try:
@@ -425,7 +438,10 @@ class Runtime:
         except ProcessLookupError:
             return holder.owner
         except PermissionError:
-            return None  # alive, owned by another user
+            pass  # a process of another user has that pid: compare start times
+        now_started = _started(int(pid_text))
+        if started and now_started != "?" and started != now_started:
+            return holder.owner  # the pid was reused by a newer process
         return None
 
     async def _heartbeat(self, lease: Lease) -> None:
