@@ -261,7 +261,7 @@ def test_an_approval_names_its_step_so_a_late_click_never_approves_the_next(
 def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
     owner: str, tmp_path: Path
 ) -> None:
-    from corral.runtime.runtime import _process_space, _started
+    from corral.runtime.ownership import process_space, process_started
     from corral.store.memory import MemoryStore
 
     agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
@@ -269,11 +269,11 @@ def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
     paused = asyncio.run(Runtime(agent, store).start("please cancel A12"))
     me = os.getpid()
     pid, started = {
-        "alive": (me, _started(me)),
+        "alive": (me, process_started(me)),
         "pid reused": (me, "1"),  # same pid, another (earlier) process
         "gone": (2**22 + 7, "5"),  # beyond pid_max: no such process
     }[owner]
-    store.leases[paused.run_id] = (f"{_process_space()}:{pid}.{started}:0a1b2c3d", time.time() + 60)
+    store.leases[paused.run_id] = (f"{process_space()}:{pid}.{started}:0a1b2c3d", time.time() + 60)
     if owner == "alive":
         with pytest.raises(CorralError) as caught:
             asyncio.run(Runtime(agent, store).resume(paused.run_id, approve=True))

@@ -12,14 +12,9 @@ lease, so a process that lost it appends nothing and enters no tool.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -38,8 +33,6 @@ from corral.contracts import (
 )
 from corral.errors import (
     InputTooLargeError,
-    LeaseLostError,
-    RunBusyError,
     RunNotFoundError,
     RunNotResumableError,
     StoreError,
@@ -52,6 +45,7 @@ from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
+from corral.runtime.ownership import Held, Ownership
 from corral.runtime.state import RunState, fold
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
@@ -96,36 +90,6 @@ def summarize_run(state: RunState) -> RunSummary:
     )
 
 
-def _started(pid: int) -> str:
-    """When process ``pid`` started, in clock ticks since boot (``?`` if unknown)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            stat = handle.read()
-    except OSError:
-        return "?"
-    fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else "?"
-
-
-def _process_space() -> str:
-    """The host and pid namespace: where a pid names one process."""
-    try:
-        namespace = os.readlink("/proc/self/ns/pid").replace(":", "")  # "pid[4026531836]"
-    except OSError:
-        namespace = "?"
-    return f"{socket.gethostname()}/{namespace}"
-
-
-@dataclass
-class _Held:
-    """A lease this runtime holds for one drive, and whether its last save released it."""
-
-    lease: Lease
-    released: bool = False
-    earlier_owner_may_live: bool = False
-    """Taken over from an owner whose lease expired but whose death was not proven."""
-
-
 class Runtime:
     """Runs an agent's requests durably.
 
@@ -151,7 +115,7 @@ class Runtime:
             FaultyEffects(effects, self.faults) if self.faults.active else effects
         )
         self.log = JsonlLog(log_dir) if log_dir is not None else None
-        self.lease_ttl_s = lease_ttl_s
+        self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self._store_threads: ThreadPoolExecutor | None = None
 
     # ------------------------------------------------------------------ public API
@@ -175,7 +139,7 @@ class Runtime:
                 if record and record.status == RunStatus.AWAITING_USER.value:
                     return await self.resume(session.open_run_id, answer=message)
         run_id = self.effects.new_id("run")
-        async with self._holding(run_id, 0.0, new_run=True) as held:
+        async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
             return await self._start(run_id, message, session, session_id, held)
 
     async def _start(
@@ -184,7 +148,7 @@ class Runtime:
         message: str,
         session: SessionRecord | None,
         session_id: str | None,
-        held: _Held,
+        held: Held,
     ) -> RunSummary:
         state = RunState(run_id=run_id)
         journal = Journal(state, self.effects)
@@ -240,7 +204,7 @@ class Runtime:
         if step_id is not None and approve is None:
             raise RunNotResumableError("a step is named only with an approval or a rejection")
         seen = await self.load_state(run_id)
-        async with self._holding(run_id, wait_s) as held:
+        async with self.ownership.holding(run_id, wait_s) as held:
             state = await self.load_state(run_id)
             if self._given_already(seen, state, approve, answer, step_id):
                 return summarize_run(state)
@@ -373,89 +337,7 @@ class Runtime:
             self._store_threads, partial(call, *args)
         )
 
-    def _owner(self) -> str:
-        """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
-
-        ``host/pid-namespace:pid.start:nonce``: a pid means something only in its
-        namespace (containers may share a host name) and only while the process that had
-        it lives (``start``, its start time, tells a reused pid apart).
-        """
-        pid = os.getpid()
-        return f"{_process_space()}:{pid}.{_started(pid)}:{uuid.uuid4().hex[:8]}"
-
-    @asynccontextmanager
-    async def _holding(
-        self, run_id: str, wait_s: float, *, new_run: bool = False
-    ) -> AsyncIterator[_Held]:
-        """Hold the run's lease (heartbeat included) for the block, then release it.
-
-        A new run's lease is taken by its first save (nobody else knows the id yet), and
-        the last save of a drive releases it, so a run that ends in one go pays for no
-        lease round trip of its own.
-        """
-        held = _Held(Lease(run_id, self._owner(), self.lease_ttl_s, new_run=new_run))
-        lease = held.lease
-        deadline = time.monotonic() + max(wait_s, 0.0)
-        pause = 0.05
-        while not new_run:
-            try:
-                replaced = await self._io(self.store.acquire_lease, lease)
-                held.earlier_owner_may_live = replaced is not None
-                break
-            except RunBusyError:
-                dead = await self._dead_local_owner(run_id)
-                if dead is not None:
-                    await self._io(partial(self.store.acquire_lease, lease, replacing=dead))
-                    break
-                if time.monotonic() + pause > deadline:
-                    raise
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 1.0)
-        heartbeat = asyncio.ensure_future(self._heartbeat(lease))
-        try:
-            yield held
-        finally:
-            heartbeat.cancel()
-            if not held.released:
-                with suppress(StoreError):  # it expires by itself; the outcome is decided
-                    await self._io(self.store.release_lease, lease)
-
-    async def _dead_local_owner(self, run_id: str) -> str | None:
-        """The lease owner when it is a process of this host that no longer exists.
-
-        A crashed process's lease would otherwise block recovery until it expires; on the
-        same host we can see that its process is gone. Other hosts wait for the expiry.
-        """
-        holder = await self._io(self.store.lease_holder, run_id)
-        if holder is None:
-            return None
-        space, _, rest = holder.owner.partition(":")
-        pid_text, _, started = rest.partition(":")[0].partition(".")
-        if space != _process_space() or not pid_text.isdigit():
-            return None
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            return holder.owner
-        except PermissionError:
-            pass  # a process of another user has that pid: compare start times
-        now_started = _started(int(pid_text))
-        if started and now_started != "?" and started != now_started:
-            return holder.owner  # the pid was reused by a newer process
-        return None
-
-    async def _heartbeat(self, lease: Lease) -> None:
-        """Renew the lease while a step runs longer than it; stop once it is lost."""
-        while True:
-            await asyncio.sleep(lease.ttl_s / 3)
-            try:
-                await self._io(self.store.renew_lease, lease)
-            except LeaseLostError:
-                return
-            except StoreError:
-                continue  # a blip: the fence on the next save decides
-
-    async def _drive(self, journal: Journal, held: _Held) -> RunSummary:
+    async def _drive(self, journal: Journal, held: Held) -> RunSummary:
         one_at_a_time = asyncio.Lock()  # concurrent steps persist; batches stay in order
 
         async def persist() -> None:

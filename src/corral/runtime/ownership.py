@@ -1,0 +1,147 @@
+"""One owner per run: take, renew and release a run's lease while a process drives it.
+
+The lease lives in the store; every save of the run is fenced by it (see ``Store.save``).
+Here is what a driving process does around that: wait for a busy run or take over a
+dead owner's, keep the lease alive with a heartbeat while a step runs long, and give it
+up when the drive ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from corral.errors import LeaseLostError, RunBusyError, StoreError
+from corral.store.base import Lease, LeaseHolder, Store
+
+StoreCall = Callable[..., Awaitable[Any]]
+"""Runs a blocking store method off the event loop: ``await io(store.method, *args)``."""
+
+
+def process_started(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (``?`` if unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return "?"
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else "?"
+
+
+def process_space() -> str:
+    """The host and pid namespace: where a pid names one process."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").replace(":", "")  # "pid[4026531836]"
+    except OSError:
+        namespace = "?"
+    return f"{socket.gethostname()}/{namespace}"
+
+
+@dataclass
+class Held:
+    """A lease held for one drive, and whether its last save released it."""
+
+    lease: Lease
+    released: bool = False
+    earlier_owner_may_live: bool = False
+    """Taken over from an owner whose lease expired but whose death was not proven."""
+
+
+class Ownership:
+    """The leases one ``Runtime`` takes on runs of its store."""
+
+    def __init__(self, store: Store, io: StoreCall, ttl_s: float) -> None:
+        self.store = store
+        self.io = io
+        self.ttl_s = ttl_s
+
+    def owner(self) -> str:
+        """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
+
+        ``host/pid-namespace:pid.start:nonce``: a pid means something only in its
+        namespace (containers may share a host name) and only while the process that had
+        it lives (``start``, its start time, tells a reused pid apart).
+        """
+        pid = os.getpid()
+        return f"{process_space()}:{pid}.{process_started(pid)}:{uuid.uuid4().hex[:8]}"
+
+    @asynccontextmanager
+    async def holding(
+        self, run_id: str, wait_s: float, *, new_run: bool = False
+    ) -> AsyncIterator[Held]:
+        """Hold the run's lease (heartbeat included) for the block, then release it.
+
+        A new run's lease is taken by its first save (nobody else knows the id yet), and
+        the last save of a drive releases it, so a run that ends in one go pays for no
+        lease round trip of its own.
+        """
+        held = Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run))
+        lease = held.lease
+        deadline = time.monotonic() + max(wait_s, 0.0)
+        pause = 0.05
+        while not new_run:
+            try:
+                replaced: str | None = await self.io(self.store.acquire_lease, lease)
+                held.earlier_owner_may_live = replaced is not None
+                break
+            except RunBusyError:
+                dead = await self._dead_local_owner(run_id)
+                if dead is not None:
+                    await self.io(partial(self.store.acquire_lease, lease, replacing=dead))
+                    break
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+        heartbeat = asyncio.ensure_future(self._heartbeat(lease))
+        try:
+            yield held
+        finally:
+            heartbeat.cancel()
+            if not held.released:
+                with suppress(StoreError):  # it expires by itself; the outcome is decided
+                    await self.io(self.store.release_lease, lease)
+
+    async def _dead_local_owner(self, run_id: str) -> str | None:
+        """The lease owner when it is a process of this host that no longer exists.
+
+        A crashed process's lease would otherwise block recovery until it expires; on the
+        same host we can see that its process is gone. Other hosts wait for the expiry.
+        """
+        holder: LeaseHolder | None = await self.io(self.store.lease_holder, run_id)
+        if holder is None:
+            return None
+        space, _, rest = holder.owner.partition(":")
+        pid_text, _, started = rest.partition(":")[0].partition(".")
+        if space != process_space() or not pid_text.isdigit():
+            return None
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            return holder.owner
+        except PermissionError:
+            pass  # a process of another user has that pid: compare start times
+        now_started = process_started(int(pid_text))
+        if started and now_started != "?" and started != now_started:
+            return holder.owner  # the pid was reused by a newer process
+        return None
+
+    async def _heartbeat(self, lease: Lease) -> None:
+        """Renew the lease while a step runs longer than it; stop once it is lost."""
+        while True:
+            await asyncio.sleep(lease.ttl_s / 3)
+            try:
+                await self.io(self.store.renew_lease, lease)
+            except LeaseLostError:
+                return
+            except StoreError:
+                continue  # a blip: the fence on the next save decides
