@@ -305,11 +305,10 @@ class RunLoop:
         records = []
         for step in steps:
             result = step.result
-            name = step.tool_used or step.tool
-            write = name in self.agent.tools and self.agent.tools.get(name).policy.kind == "write"
+            write = self.agent.tools.write(step.tool_used or step.tool)
             key = (
                 idempotency_key(state.run_id, step.id, step.args)
-                if write and step.args is not None
+                if write is not None and step.args is not None
                 else None
             )
             summary = result.summary if result else step.reason

@@ -49,7 +49,6 @@ from corral.runtime.ownership import Held, Ownership
 from corral.runtime.state import RunState, fold
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
-from corral.tools.spec import ToolSpec
 
 T = TypeVar("T")
 
@@ -404,7 +403,7 @@ class Runtime:
         """
         done, started, unsure = [], [], []
         for step in state.steps.values():
-            spec = self._write_spec(step.tool_used or step.tool)
+            spec = self.agent.tools.write(step.tool_used or step.tool)
             if spec is None or step.status not in (StepStatus.SUCCEEDED, StepStatus.RUNNING):
                 continue
             if step.status is StepStatus.SUCCEEDED:
@@ -423,13 +422,6 @@ class Runtime:
         if done or started:
             return f"already happened: {'; '.join(done + started)}; {finish}"
         return f"no write had been made; {finish}"
-
-    def _write_spec(self, tool: str) -> ToolSpec | None:
-        """The write tool called ``tool``, or ``None`` for reads and unknown names."""
-        if tool not in self.agent.tools.names():
-            return None
-        spec = self.agent.tools.get(tool)
-        return spec if spec.policy.kind == "write" else None
 
     def _write(
         self,

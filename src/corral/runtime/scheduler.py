@@ -150,10 +150,8 @@ class Scheduler:
             step = self.state.steps[step_id]
             if step.status is not StepStatus.RUNNING or step.tool_used is None:
                 continue
-            if step.tool_used not in self.agent.tools:
-                continue
-            spec = self.agent.tools.get(step.tool_used)
-            if spec.policy.kind != "write" or spec.policy.idempotent:
+            spec = self.agent.tools.write(step.tool_used)
+            if spec is None or spec.policy.idempotent:
                 continue
             message = (
                 f"the run stopped while {spec.name} was running; "

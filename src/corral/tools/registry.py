@@ -38,6 +38,11 @@ class ToolRegistry:
     def __iter__(self) -> Iterator[ToolSpec]:
         return iter(self._specs.values())
 
+    def write(self, name: str) -> ToolSpec | None:
+        """The write tool called ``name``; ``None`` for a read or a name not registered."""
+        spec = self._specs.get(name)
+        return spec if spec is not None and spec.policy.kind == "write" else None
+
     def names(self) -> list[str]:
         """Registered tool names, sorted."""
         return sorted(self._specs)
