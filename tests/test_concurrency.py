@@ -281,3 +281,24 @@ def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
     else:
         done = asyncio.run(Runtime(agent, store).resume(paused.run_id, approve=True))
         assert done.status.value == "finished"
+
+
+async def test_the_heartbeat_fences_strictly_once_a_new_runs_row_exists() -> None:
+    from dataclasses import replace
+
+    from corral.runtime.ownership import Ownership
+    from corral.store.base import RunRecord
+    from corral.store.memory import MemoryStore
+
+    async def io(call: Any, *args: Any) -> Any:
+        return call(*args)
+
+    store = MemoryStore()
+    ownership = Ownership(store, io, ttl_s=0.06)
+    async with ownership.holding("run_new", 0.0, new_run=True) as held:
+        now = datetime.now()
+        store.save(RunRecord("run_new", "t", "a", None, "parsing", now, now), [], lease=held.lease)
+        held.lease = replace(held.lease, new_run=False)  # what the runtime does after it
+        store.leases.pop("run_new")  # another owner took the run over and released it
+        await asyncio.sleep(0.1)  # the heartbeat must not take the lease back
+        assert store.lease_holder("run_new") is None

@@ -102,7 +102,7 @@ class Ownership:
                     raise
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
-        heartbeat = asyncio.ensure_future(self._heartbeat(lease))
+        heartbeat = asyncio.ensure_future(self._heartbeat(held))
         try:
             yield held
         finally:
@@ -135,12 +135,16 @@ class Ownership:
             return holder.owner  # the pid was reused by a newer process
         return None
 
-    async def _heartbeat(self, lease: Lease) -> None:
-        """Renew the lease while a step runs longer than it; stop once it is lost."""
+    async def _heartbeat(self, held: Held) -> None:
+        """Renew the lease while a step runs longer than it; stop once it is lost.
+
+        It reads ``held.lease`` each time: after a new run's first save the lease no
+        longer creates its row, and a renewal must not either.
+        """
         while True:
-            await asyncio.sleep(lease.ttl_s / 3)
+            await asyncio.sleep(held.lease.ttl_s / 3)
             try:
-                await self.io(self.store.renew_lease, lease)
+                await self.io(self.store.renew_lease, held.lease)
             except LeaseLostError:
                 return
             except StoreError:
