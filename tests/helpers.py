@@ -57,17 +57,23 @@ def build_agent(
 
 
 def corral_cli(
-    home: Path, *args: str, stdin: str | None = None, ok: bool = True
+    home: Path,
+    *args: str,
+    stdin: str | None = None,
+    ok: bool = True,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``corral ARGS --home HOME`` in a fresh process, from the repository root."""
+    """Run ``corral ARGS --home HOME`` in a fresh process, from the repository root.
+
+    ``env`` adds variables (``CORRAL_FAULTS``, a test tool's switches) to this one's.
+    """
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
         [sys.executable, "-m", "corral", *args, "--home", str(home)],
         input=stdin,
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
         timeout=180,
         cwd=root,
     )

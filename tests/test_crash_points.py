@@ -8,10 +8,7 @@ each crash ``corral resume`` must finish the run with every event in order, one
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,9 +16,7 @@ import pytest
 from corral.runtime.faults import POINTS
 from corral.store.sql import SqlStore
 from tests.helpers import corral_cli
-from tests.test_concurrency import ROOT, entries, paused_run
-
-CORRAL = [sys.executable, "-m", "corral"]
+from tests.test_concurrency import entries, paused_run
 
 
 def effects_made(home: Path) -> list[str]:
@@ -32,13 +27,8 @@ def effects_made(home: Path) -> list[str]:
 @pytest.mark.parametrize("point", POINTS)
 def test_recovers_after_sigkill_at(point: str, tmp_path: Path) -> None:
     run_id = paused_run(tmp_path)
-    killed = subprocess.run(
-        [*CORRAL, "resume", run_id, "--approve", "--json", "--home", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={**os.environ, "CORRAL_FAULTS": point},
+    killed = corral_cli(
+        tmp_path, "resume", run_id, "--approve", "--json", ok=False, env={"CORRAL_FAULTS": point}
     )
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     recovered = corral_cli(tmp_path, "resume", run_id, "--json", ok=False)
@@ -62,12 +52,7 @@ def test_recovers_after_sigkill_at(point: str, tmp_path: Path) -> None:
 
 def test_unknown_crash_point_is_a_clear_error(tmp_path: Path) -> None:
     run_id = paused_run(tmp_path)
-    done = subprocess.run(
-        [*CORRAL, "resume", run_id, "--approve", "--home", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={**os.environ, "CORRAL_FAULTS": "nowhere"},
+    done = corral_cli(
+        tmp_path, "resume", run_id, "--approve", ok=False, env={"CORRAL_FAULTS": "nowhere"}
     )
     assert done.returncode == 2 and "CONFIG_INVALID" in done.stderr

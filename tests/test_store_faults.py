@@ -94,13 +94,11 @@ def test_a_database_deleted_mid_run_is_never_reported_finished(tmp_path: Path) -
     run_id = paused_run(tmp_path)
     corral_cli(tmp_path, "resume", run_id, "--approve")
     doomed = tmp_path / "corral.db"
-    done = subprocess.run(
-        [*CORRAL, "run", str(LEDGER), "cancel A9", "--json", "--home", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={**os.environ, "LEDGER_DELETE_ON_LOOKUP": str(doomed)},
+    done = corral_cli(
+        tmp_path,
+        *("run", str(LEDGER), "cancel A9", "--json"),
+        ok=False,
+        env={"LEDGER_DELETE_ON_LOOKUP": str(doomed)},
     )
     assert done.returncode == 2, done.stdout + done.stderr
     error = json.loads(done.stdout)["error"]
@@ -145,13 +143,14 @@ def test_a_read_only_home_shows_what_a_crash_left_in_the_wal(tmp_path: Path) -> 
         pytest.skip("as root this needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
     home = tmp_path / "home"
     run_id = paused_run(home)
-    killed = subprocess.run(
-        [*CORRAL, "resume", run_id, "--approve", "--json", "--home", str(home)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env={**os.environ, "CORRAL_FAULTS": "before_tool"},
+    killed = corral_cli(
+        home,
+        "resume",
+        run_id,
+        "--approve",
+        "--json",
+        ok=False,
+        env={"CORRAL_FAULTS": "before_tool"},
     )
     assert killed.returncode == -9
     wal = home / "corral.db-wal"
