@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up (a .venv with corral and its dev tools) and run every check: ruff, mypy --strict,
-# pytest. Usage: bash scripts/test.sh [pytest args]
+# pytest under coverage (CLI subprocesses counted). Usage: bash scripts/test.sh [pytest args]
+# The whole suite must keep line coverage at or above the floor in scripts/coverage_gate.py;
+# a run with pytest args (a subset) prints its coverage without holding the floor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh dev,postgres
@@ -9,5 +11,12 @@ echo "== ruff"
 .venv/bin/ruff format --check src tests examples benchmarks
 echo "== mypy --strict"
 .venv/bin/mypy src
-echo "== pytest"
-.venv/bin/python -m pytest "$@"
+echo "== pytest (under coverage)"
+rm -rf .coverage-data && mkdir .coverage-data
+.venv/bin/python -m coverage run -m pytest "$@"
+echo "== coverage"
+if [ "$#" -eq 0 ]; then
+  .venv/bin/python scripts/coverage_gate.py
+else
+  .venv/bin/python scripts/coverage_gate.py --floor 0
+fi

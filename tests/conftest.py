@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from corral import Agent, MemoryStore, Runtime, load_agent
 from corral.testing import FixedEffects
+from tests.extras import REQUIRE_ALL, required
 
 ROOT = Path(__file__).resolve().parents[1]
 AFTERSALES = ROOT / "examples" / "aftersales"
@@ -35,3 +37,24 @@ def orders(tmp_path: Path, orders_cache: Path) -> Agent:
 @pytest.fixture
 def runtime(aftersales: Agent, effects: FixedEffects) -> Runtime:
     return Runtime(aftersales, MemoryStore(), effects=effects)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Under ``CORRAL_REQUIRE_ALL=1`` (CI) a skipped test is a failed one: nothing hides."""
+    outcome = yield
+    _fail_a_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    """A module skipped at import (a missing extra) fails too under ``CORRAL_REQUIRE_ALL=1``."""
+    outcome = yield
+    _fail_a_skip(outcome.get_result())
+
+
+def _fail_a_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if report.skipped and required(REQUIRE_ALL) and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"{REQUIRE_ALL}=1 forbids skips, and this one was skipped: {reason}"

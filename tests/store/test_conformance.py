@@ -1,12 +1,11 @@
 """Every store backend passes the same tests: memory, SQLite (WAL) and PostgreSQL.
 
 PostgreSQL runs when CORRAL_TEST_PG_URL is set (CI starts a server and sets it); with
-CORRAL_REQUIRE_PG=1 a missing server is a failure, not a skip.
+CORRAL_REQUIRE_PG=1 (or CORRAL_REQUIRE_ALL=1) a missing server is a failure, not a skip.
 """
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.store.base import Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
 from corral.store.sql import SqlStore
+from tests.extras import postgres_url
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -31,12 +31,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     elif request.param == "sqlite":
         yield SqlStore.open(tmp_path / "corral.db")
     else:
-        url = os.environ.get("CORRAL_TEST_PG_URL")
-        if not url:
-            if os.environ.get("CORRAL_REQUIRE_PG") == "1":
-                pytest.fail("CORRAL_REQUIRE_PG=1 but CORRAL_TEST_PG_URL is not set")
-            pytest.skip("no PostgreSQL (set CORRAL_TEST_PG_URL)")
-        sql = SqlStore.open(url)
+        sql = SqlStore.open(postgres_url())
         yield sql
         sql.engine.dispose()
 

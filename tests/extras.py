@@ -1,0 +1,49 @@
+"""Tests of optional parts skip where the part is missing, and fail where it is required.
+
+A laptop without PostgreSQL or the local model still runs the rest of the suite; CI sets
+``CORRAL_REQUIRE_ALL=1`` (or one flag per part), so a part that failed to install is a red
+test there, never a quiet skip.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+import pytest
+
+REQUIRE_ALL = "CORRAL_REQUIRE_ALL"
+REQUIRE_PG = "CORRAL_REQUIRE_PG"
+REQUIRE_LOCAL_MODEL = "CORRAL_REQUIRE_LOCAL_MODEL"
+REQUIRE_EMBEDDINGS = "CORRAL_REQUIRE_EMBEDDINGS"
+
+
+def required(flag: str) -> bool:
+    """Whether ``flag`` (or ``CORRAL_REQUIRE_ALL``) says this part must be present."""
+    return "1" in (os.environ.get(flag), os.environ.get(REQUIRE_ALL))
+
+
+def skip_or_fail(reason: str, flag: str) -> None:
+    """Skip the test for ``reason``, unless ``flag`` requires the part: then fail it."""
+    if required(flag):
+        pytest.fail(f"{flag}=1 (or {REQUIRE_ALL}=1), but {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def import_extra(module: str, flag: str) -> ModuleType:
+    """Import ``module`` of an optional extra, skipping or failing (per ``flag``) without it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        skip_or_fail(f"{module} cannot be imported ({error})", flag)
+        raise  # unreachable: skip_or_fail always raises
+
+
+def postgres_url() -> str:
+    """The test server's URL (``CORRAL_TEST_PG_URL``); skips or fails without one."""
+    url = os.environ.get("CORRAL_TEST_PG_URL")
+    if not url:
+        skip_or_fail("no PostgreSQL (set CORRAL_TEST_PG_URL)", REQUIRE_PG)
+        raise AssertionError("unreachable")
+    return url
