@@ -34,7 +34,7 @@ from corral.models.openai_compat import OpenAICompatibleModel
 from corral.testing import FixedEffects
 from corral.tools.spec import ToolSpec
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import build_agent, write_agent
+from tests.helpers import build_agent, corral_cli, write_agent
 
 
 class Found(BaseModel):
@@ -95,20 +95,39 @@ OOS_AGENT = """\
     """
 
 
-async def test_the_configured_out_of_scope_threshold_sends_a_weak_match_to_clarify(
-    tmp_path: Path,
+def _oos_agent(tmp_path: Path, threshold: float) -> Path:
+    text = OOS_AGENT.replace("oos_threshold: 0.8", f"oos_threshold: {threshold}")
+    return write_agent(tmp_path / f"agent-{threshold}", text, "")
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.8])
+async def test_the_out_of_scope_threshold_decides_whether_a_weak_match_is_answered(
+    tmp_path: Path, threshold: float
 ) -> None:
-    """'parcel weather' leans to `track` (p about 0.55, above the 0.3 intent bar) but is
-    below the agent's 0.8 out-of-scope cut: the run must ask, not answer as `track`."""
-    folder = write_agent(tmp_path / "agent", OOS_AGENT, "")
-    agent = load_agent(folder, cache_dir=tmp_path / "cache")
+    """'parcel weather' leans to `track` (p about 0.55, above the 0.3 intent bar). With no
+    cut it is answered as `track`; under the agent's 0.8 cut it is out of scope and the run
+    asks. A confident message is answered either way."""
+    agent = load_agent(_oos_agent(tmp_path, threshold), cache_dir=tmp_path / "cache")
     runtime = _runtime(agent)
     weak = await runtime.start("parcel weather")
-    assert weak.status is RunStatus.AWAITING_USER, weak.reply
-    assert weak.intent is not None and weak.intent.label is None
-    assert weak.pending is not None and weak.pending.slot is None  # a clarification
+    assert weak.intent is not None
+    if threshold:
+        assert weak.status is RunStatus.AWAITING_USER, weak.reply
+        assert weak.intent.label is None and weak.intent.source == "none"
+        assert weak.pending is not None and weak.pending.slot is None  # a clarification
+    else:
+        assert weak.status is RunStatus.FINISHED and weak.reply == "tracked"
+        assert weak.intent.label == "track" and 0.3 < weak.intent.confidence < 0.8
     strong = await runtime.start("where is my package")
     assert strong.status is RunStatus.FINISHED and strong.reply == "tracked"
+
+
+def test_corral_run_applies_the_out_of_scope_threshold(tmp_path: Path) -> None:
+    """The same through the CLI: `corral run` trains the agent's classifier and cuts."""
+    folder = _oos_agent(tmp_path, 0.8)
+    out = corral_cli(tmp_path / "home", "run", str(folder), "parcel weather", "--json")
+    summary = json.loads(out.stdout)
+    assert summary["status"] == "awaiting_user" and summary["intent"]["label"] is None
 
 
 def test_the_out_of_scope_threshold_is_validated(tmp_path: Path) -> None:
