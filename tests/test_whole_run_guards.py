@@ -250,10 +250,13 @@ async def test_a_tool_result_does_not_overwrite_the_users_correction() -> None:
 # ------------------------------------------------------------------ 4. allow-list vs fallbacks
 
 
-async def test_a_similar_tool_off_the_allow_list_is_not_a_fallback() -> None:
+@pytest.mark.parametrize("also_allowed", [False, True])
+async def test_a_similar_tool_is_a_fallback_only_when_the_intent_allows_it(
+    also_allowed: bool,
+) -> None:
     """Capability matching finds `lookup_order_copy` (same parameters and output) when
-    `lookup_order` fails, but the intent allows only `lookup_order`: the run hands off
-    instead of calling a tool nobody allowed."""
+    `lookup_order` fails. Off the intent's allow-list it must not run: the run hands off.
+    On it, it takes over and the run succeeds."""
     called: list[str] = []
 
     @tool(policy=ToolPolicy(retry=NO_RETRY))
@@ -268,48 +271,26 @@ async def test_a_similar_tool_off_the_allow_list_is_not_a_fallback() -> None:
         called.append("lookup_order_copy")
         return Found(order_id=order_id)
 
+    allowed = ["lookup_order", "lookup_order_copy"] if also_allowed else ["lookup_order"]
     agent = _agent(
         [lookup_order, lookup_copy],
         [{"id": "s1", "tool": "lookup_order", "args": {"order_id": "$entities.order_id"}}],
         capability_matching=True,
-        intent={"tools": ["lookup_order"]},
+        intent={"tools": allowed},
     )
     runtime = _runtime(agent)
     summary = await runtime.start("go A1")
-    assert called == ["lookup_order"]
-    assert summary.status is RunStatus.HANDED_OFF
     selected = [
         e.data for e in await runtime.events(summary.run_id) if e.type is EventType.TOOL_SELECTED
     ]
-    assert selected[0]["excluded"] == {"lookup_order_copy": "not allowed for this intent"}
-
-
-async def test_a_similar_tool_on_the_allow_list_is_the_fallback() -> None:
-    """The counterpart: once allowed, the same tool takes over and the run succeeds."""
-
-    @tool(policy=ToolPolicy(retry=NO_RETRY))
-    def lookup_order(order_id: str) -> Found:
-        """Look up an order by its id."""
-        raise ConnectionError("order service is down")
-
-    @tool(name="lookup_order_copy")
-    def lookup_copy(order_id: str) -> Found:
-        """Look up an order by its id (a copy)."""
-        return Found(order_id=order_id)
-
-    agent = _agent(
-        [lookup_order, lookup_copy],
-        [{"id": "s1", "tool": "lookup_order", "args": {"order_id": "$entities.order_id"}}],
-        capability_matching=True,
-        intent={"tools": ["lookup_order", "lookup_order_copy"]},
-    )
-    runtime = _runtime(agent)
-    summary = await runtime.start("go A1")
-    assert summary.status is RunStatus.FINISHED
-    selected = [
-        e.data for e in await runtime.events(summary.run_id) if e.type is EventType.TOOL_SELECTED
-    ]
-    assert [s["tool"] for s in selected] == ["lookup_order", "lookup_order_copy"]
+    if also_allowed:
+        assert called == ["lookup_order", "lookup_order_copy"]
+        assert summary.status is RunStatus.FINISHED
+        assert selected[0]["excluded"] == {}
+    else:
+        assert called == ["lookup_order"]
+        assert summary.status is RunStatus.HANDED_OFF
+        assert selected[0]["excluded"] == {"lookup_order_copy": "not allowed for this intent"}
 
 
 # ------------------------------------------------------------------ 5. sync tools off the loop
