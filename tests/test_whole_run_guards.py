@@ -358,41 +358,78 @@ def fake() -> Iterator[FakeOpenAI]:
     server.stop()
 
 
+TEMPERATURES = {"extract": 0.15, "intent": 0.65, "plan": 0.35, "judge": 0.45, "reply": 0.55}
+"""None is 0.0, the default and the fallback, so a layer that ignores its setting shows."""
+
+
 async def test_each_layer_sends_its_configured_temperature_to_the_model(fake: FakeOpenAI) -> None:
-    """One run asks the model twice, for the intent and for the plan, over real HTTP.
-    Non-default temperatures (0 is the default and the fallback) must reach the wire."""
+    """Two runs over real HTTP ask the model for all five purposes. The temperature each
+    request carried on the wire must be the one configured for the layer that asked."""
 
     @tool
     def lookup(order_id: str) -> Found:
         """Find an order."""
         return Found(order_id=order_id)
 
-    fake.script(
-        json.dumps({"label": "do", "confidence": 0.9}),
-        json.dumps({"steps": [{"id": "s1", "tool": "lookup", "args": {"order_id": "A1"}}]}),
-    )
     model = OpenAICompatibleModel(
         "fake-model", base_url=fake.base_url, api_key="test", timeout_s=5.0, max_retries=0
     )
     config = parse_config(
         {
             "name": "temperatures",
-            "entities": {"order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]}},
+            "entities": {
+                "order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]},
+                "city": {"kind": "pattern"},  # no pattern: only the model can find it
+            },
             "intents": [
+                {"name": "check", "route": "plan", "plan": "judged", "reply": "done"},
                 {
-                    "name": "do",
-                    "description": "look an order up",
+                    "name": "improvise",
+                    "rules": [{"keywords": ["improvise"], "confidence": 0.95}],
                     "route": "plan",
                     "planner": "model",
                     "tools": ["lookup"],
                     "reply": "done",
-                }
+                },
             ],
+            "plans": {
+                "judged": {
+                    "steps": [
+                        {
+                            "id": "s1",
+                            "tool": "lookup",
+                            "args": {"order_id": "$entities.order_id"},
+                            "judge": "the order exists",
+                        }
+                    ]
+                }
+            },
             "templates": {"done": {"zh": "完成", "en": "done"}},
-            "model": {"intent_fallback": True, "temperatures": {"intent": 0.65, "plan": 0.35}},
+            "model": {
+                "intent_fallback": True,
+                "extract_entities": True,
+                "replies": True,
+                "temperatures": TEMPERATURES,
+            },
         }
     )
     runtime = _runtime(Agent.build(config, [lookup], model=model))
-    summary = await runtime.start("could you check A1 for me")
-    assert summary.status is RunStatus.FINISHED, summary.reply
-    assert [r["temperature"] for r in fake.requests] == [0.65, 0.35]
+    no_city, reply = json.dumps({"entities": {}}), json.dumps({"text": "All done."})
+    fake.script(
+        no_city,
+        json.dumps({"label": "check", "confidence": 0.9}),
+        json.dumps({"passed": True, "reason": "it was found"}),
+        reply,
+        no_city,
+        json.dumps({"steps": [{"id": "s1", "tool": "lookup", "args": {"order_id": "A1"}}]}),
+        reply,
+    )
+    asked: list[str] = []
+    for message in ("could you check A1 for me", "improvise something for A1"):
+        summary = await runtime.start(message)
+        assert summary.status is RunStatus.FINISHED and summary.reply == "All done."
+        events = await runtime.events(summary.run_id)
+        asked += [e.data["purpose"] for e in events if e.type is EventType.MODEL_CALL]
+    assert asked == ["extract", "intent", "judge", "reply", "extract", "plan", "reply"]
+    sent = [body["temperature"] for body in fake.requests]
+    assert sent == [TEMPERATURES[purpose] for purpose in asked]
