@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from corral.contracts import Event, EventType
 from corral.decision.selector import ToolHealth
@@ -51,21 +51,33 @@ class RecordedToolError(CorralError):
 
 @dataclass
 class ReplayEffects(FixedEffects):
-    """Effects answering tool calls from the recorded attempts of each step."""
+    """Effects answering tool calls from the recorded attempts of each step.
+
+    A call is answered only when it is the recorded one: the same tool, with the same
+    arguments as the step started with. Anything else diverges; the tool is never called.
+    """
 
     attempts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Step id -> the arguments the recorded run started it with."""
     seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
         """The recorded outcome of this step's next attempt."""
-        self.seen[context.step_id] += 1
-        recorded = self.attempts.get((context.step_id, self.seen[context.step_id]))
+        step = context.step_id
+        self.seen[step] += 1
+        number = self.seen[step]
+        recorded = self.attempts.get((step, number))
         if recorded is None or recorded.get("tool") != spec.name:
             raise ReplayDivergedError(
-                f"step {context.step_id} attempt {self.seen[context.step_id]} of {spec.name} "
-                "was never recorded"
+                f"step {step} attempt {number} of {spec.name} was never recorded"
+            )
+        if not self._same_arguments(spec, args, step):
+            raise ReplayDivergedError(
+                f"step {step} attempt {number} called {spec.name} with other arguments "
+                "than the recorded run"
             )
         if recorded["status"] == "error":
             raise RecordedToolError(
@@ -76,6 +88,17 @@ class ReplayEffects(FixedEffects):
                 bool(recorded.get("in_flight")),
             )
         return recorded.get("data")
+
+    def _same_arguments(self, spec: ToolSpec, args: BaseModel, step_id: str) -> bool:
+        """Whether ``args`` are what the recorded step was started with, once validated."""
+        recorded = self.arguments.get(step_id)
+        if recorded is None:
+            return False
+        try:
+            before = spec.input_model.model_validate(recorded)
+        except ValidationError:
+            return False
+        return bool(before.model_dump(mode="json") == args.model_dump(mode="json"))
 
 
 def signature(event: Event) -> tuple[Any, ...]:
@@ -118,6 +141,11 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
         (e.data["step_id"], e.data["attempt"]): e.data
         for e in events
         if e.type is EventType.TOOL_ATTEMPT
+    }
+    effects.arguments = {
+        e.data["step_id"]: e.data.get("args") or {}
+        for e in events
+        if e.type is EventType.STEP_STARTED
     }
     replayed_agent = dataclasses.replace(
         agent, model=ReplayModel.from_events(events), health=ToolHealth()
