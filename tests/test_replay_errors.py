@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config, tool
 from corral.contracts import Event
 from corral.errors import RunNotFoundError, ToolFailedError, TransientToolError
-from corral.runtime.replay import replay_run
+from corral.runtime.replay import ReplayEffects, replay_run
 from corral.testing import FixedEffects
 
 CALLS: list[str] = []
@@ -128,6 +128,16 @@ async def test_a_changed_tool_diverges_and_neither_tool_is_called() -> None:
     assert report.original is not None and report.replayed is not None
     assert report.original[:3] == ("step_started", "s1", "lookup")
     assert report.replayed[:3] == ("step_started", "s1", "other")
+
+
+async def test_a_call_to_an_unrecorded_tool_is_answered_with_the_divergence_code() -> None:
+    """The replay's own log: the step's tool is entered, and told it diverged."""
+    _, events = await record(agent("lookup"), "track A1")
+    CALLS.clear()
+    runtime = Runtime(agent("other"), MemoryStore(), effects=ReplayEffects.from_events(events))
+    summary = await runtime.start("track A1")
+    assert CALLS == [] and summary.status is RunStatus.HANDED_OFF
+    assert attempts(await runtime.events(summary.run_id)) == [("s1", 1, "error", "REPLAY_DIVERGED")]
 
 
 async def test_changed_arguments_to_the_same_tool_diverge() -> None:

@@ -62,6 +62,23 @@ class ReplayEffects(FixedEffects):
     """Step id -> the arguments the recorded run started it with."""
     seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
+    @classmethod
+    def from_events(cls, events: list[Event]) -> ReplayEffects:
+        """Effects for replaying ``events``: their clock start, tool attempts and arguments."""
+        return cls(
+            start=datetime.fromisoformat(events[0].data["received_at"]),
+            attempts={
+                (e.data["step_id"], e.data["attempt"]): e.data
+                for e in events
+                if e.type is EventType.TOOL_ATTEMPT
+            },
+            arguments={
+                e.data["step_id"]: e.data.get("args") or {}
+                for e in events
+                if e.type is EventType.STEP_STARTED
+            },
+        )
+
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
@@ -135,18 +152,7 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
 
     if not events or events[0].type is not EventType.RUN_STARTED:
         raise RunNotFoundError("the log has no run_started event")
-    started = datetime.fromisoformat(events[0].data["received_at"])
-    effects = ReplayEffects(start=started)
-    effects.attempts = {
-        (e.data["step_id"], e.data["attempt"]): e.data
-        for e in events
-        if e.type is EventType.TOOL_ATTEMPT
-    }
-    effects.arguments = {
-        e.data["step_id"]: e.data.get("args") or {}
-        for e in events
-        if e.type is EventType.STEP_STARTED
-    }
+    effects = ReplayEffects.from_events(events)
     replayed_agent = dataclasses.replace(
         agent, model=ReplayModel.from_events(events), health=ToolHealth()
     )
