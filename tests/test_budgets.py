@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config, tool
 from corral.models import ScriptedModel
 from corral.testing import FixedEffects
+from tests.one_intent import one_intent
 
 CALLS: list[str] = []
 
@@ -46,24 +47,7 @@ GOOD = json.dumps(
 
 
 def agent(model: ScriptedModel, budget: dict[str, Any], prices: dict[str, Any]) -> Agent:
-    config = {
-        "name": "budgets",
-        "default_language": "en",
-        "entities": {"order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]}},
-        "intents": [
-            {
-                "name": "ask",
-                "rules": [{"keywords": ["weather"], "confidence": 0.95}],
-                "route": "plan",
-                "planner": "model",
-                "tools": ["lookup"],
-                "reply": "done",
-            }
-        ],
-        "templates": {"done": {"zh": "好了", "en": "done"}},
-        "budget": budget,
-        "model": {"prices": prices},
-    }
+    config = one_intent("weather", tools=["lookup"], budget=budget, model={"prices": prices})
     return Agent.build(parse_config(config), [lookup], model=model)
 
 

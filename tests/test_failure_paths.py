@@ -18,6 +18,7 @@ from corral.errors import ModelUnavailableError
 from corral.models import ModelRequest, ScriptedModel
 from corral.testing import FixedEffects
 from tests.helpers import corral_cli, write_agent
+from tests.one_intent import ORDER_ID, one_intent
 
 CALLS: list[str] = []
 
@@ -128,26 +129,10 @@ def test_cli_shows_a_failed_run_and_its_packet(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ models that are down
 
-MODEL_CONFIG: dict[str, Any] = {
-    "name": "model-paths",
-    "default_language": "en",
-    "entities": {
-        "order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]},
-        "city": {"kind": "pattern"},
-    },
-    "intents": [
-        {
-            "name": "ask",
-            "rules": [{"keywords": ["weather"], "confidence": 0.95}],
-            "route": "plan",
-            "planner": "model",
-            "tools": ["lookup"],
-            "reply": "done",
-        }
-    ],
-    "templates": {"done": {"zh": "好了", "en": "done"}},
-    "model": {"intent_fallback": False},
-}
+WITH_CITY = {**ORDER_ID, "city": {"kind": "pattern"}}
+MODEL_CONFIG = one_intent(
+    "weather", tools=["lookup"], entities=WITH_CITY, model={"intent_fallback": False}
+)
 
 
 async def test_planner_down_hands_off_with_the_model_code_and_runs_nothing() -> None:
@@ -189,30 +174,19 @@ async def test_extraction_model_down_keeps_the_rules_entities() -> None:
     assert not any(e.type is EventType.ENTITY_REJECTED for e in events)
 
 
-JUDGED = {
-    **MODEL_CONFIG,
-    "intents": [
+JUDGED = one_intent(
+    "weather",
+    steps=[
         {
-            "name": "ask",
-            "rules": [{"keywords": ["weather"], "confidence": 0.95}],
-            "route": "plan",
-            "plan": "p",
-            "reply": "done",
+            "id": "s1",
+            "tool": "lookup",
+            "args": {"order_id": "$entities.order_id"},
+            "judge": "the city is a real place",
         }
     ],
-    "plans": {
-        "p": {
-            "steps": [
-                {
-                    "id": "s1",
-                    "tool": "lookup",
-                    "args": {"order_id": "$entities.order_id"},
-                    "judge": "the city is a real place",
-                }
-            ]
-        }
-    },
-}
+    entities=WITH_CITY,
+    model={"intent_fallback": False},
+)
 
 
 async def test_an_unavailable_judge_fails_the_step_and_hands_off() -> None:

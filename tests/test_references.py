@@ -18,6 +18,7 @@ from corral import Agent, MemoryStore, RunStatus, Runtime, parse_config, tool
 from corral.errors import ConfigInvalidError
 from corral.planning.references import iter_references, literal, parse_reference
 from corral.testing import FixedEffects
+from tests.one_intent import ORDER_ID, one_intent
 
 SEEN: list[dict[str, Any]] = []
 
@@ -44,37 +45,17 @@ def notify(ids: list[str], fields: dict[str, Any], note: str) -> Sent:
 
 
 def agent(args: dict[str, Any]) -> Agent:
-    config = {
-        "name": "nested",
-        "default_language": "en",
-        "entities": {
-            "order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]},
-            "coupon": {"kind": "pattern", "patterns": [r"\b(C\d+)\b"]},
+    steps = [
+        {
+            "id": "s1",
+            "tool": "find",
+            "args": {"order_id": "$entities.order_id"},
+            "facts": {"city": "result.city"},
         },
-        "intents": [
-            {
-                "name": "tell",
-                "rules": [{"keywords": ["tell"], "confidence": 0.95}],
-                "route": "plan",
-                "plan": "p",
-                "reply": "done",
-            }
-        ],
-        "plans": {
-            "p": {
-                "steps": [
-                    {
-                        "id": "s1",
-                        "tool": "find",
-                        "args": {"order_id": "$entities.order_id"},
-                        "facts": {"city": "result.city"},
-                    },
-                    {"id": "s2", "tool": "notify", "args": args, "depends_on": ["s1"]},
-                ]
-            }
-        },
-        "templates": {"done": {"zh": "好了", "en": "done"}},
-    }
+        {"id": "s2", "tool": "notify", "args": args, "depends_on": ["s1"]},
+    ]
+    coupon = {"coupon": {"kind": "pattern", "patterns": [r"\b(C\d+)\b"]}}
+    config = one_intent("tell", steps=steps, entities={**ORDER_ID, **coupon})
     return Agent.build(parse_config(config), [find, notify])
 
 

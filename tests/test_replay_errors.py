@@ -18,6 +18,7 @@ from corral.contracts import Event
 from corral.errors import RunNotFoundError, ToolFailedError, TransientToolError
 from corral.runtime.replay import ReplayEffects, replay_run
 from corral.testing import FixedEffects
+from tests.one_intent import one_intent
 
 CALLS: list[str] = []
 
@@ -53,29 +54,11 @@ def other(order_id: str) -> Order:
 def agent(
     step_tool: str, *, route: str = "plan", reply: str = "done {order_id}", pattern: str = ""
 ) -> Agent:
-    config = {
-        "name": "replays",
-        "default_language": "en",
-        "entities": {"order_id": {"kind": "pattern", "patterns": [pattern or r"\b(A\d+)\b"]}},
-        "intents": [
-            {
-                "name": "track",
-                "rules": [{"keywords": ["track"], "confidence": 0.95}],
-                "route": route,
-                "plan": "p",
-                "reply": "done",
-                "requires": ["order_id"],
-            }
-        ],
-        "plans": {
-            "p": {
-                "steps": [
-                    {"id": "s1", "tool": step_tool, "args": {"order_id": "$entities.order_id"}}
-                ]
-            }
-        },
-        "templates": {"done": {"zh": "好了", "en": reply}},
-    }
+    steps = [{"id": "s1", "tool": step_tool, "args": {"order_id": "$entities.order_id"}}]
+    entities = {"order_id": {"kind": "pattern", "patterns": [pattern]}} if pattern else None
+    config = one_intent(
+        "track", steps=steps, entities=entities, requires=["order_id"], route=route, reply=reply
+    )
     return Agent.build(parse_config(config), [lookup, flaky, other])
 
 

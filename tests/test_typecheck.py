@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from corral import Agent, parse_config, tool
 from corral.errors import ConfigInvalidError
 from corral.planning.typecheck import describe, field_type, is_assignable
+from tests.one_intent import one_intent
 
 
 class Colour(StrEnum):
@@ -186,29 +187,20 @@ def store_numbers(values: list[float], unit: Literal["c", "f", "k"], level: Size
     return Reading(values=[int(v) for v in values], unit="c", level=level)
 
 
+SENSOR = {"sensor": {"kind": "pattern", "patterns": [r"\b(S\d+)\b"]}}
+
+
+def two_steps(first: str, then: dict[str, Any]) -> dict[str, Any]:
+    """A plan: ``first`` reads the sensor, then the step ``then`` (id s2) uses its result."""
+    steps = [
+        {"id": "s1", "tool": first, "args": {"sensor": "$entities.sensor"}},
+        {**then, "id": "s2", "depends_on": ["s1"]},
+    ]
+    return one_intent("copy", steps=steps, entities=SENSOR)
+
+
 def build(target: str, args: dict[str, str]) -> Agent:
-    config = {
-        "name": "types",
-        "entities": {"sensor": {"kind": "pattern", "patterns": [r"\b(S\d+)\b"]}},
-        "intents": [
-            {
-                "name": "copy",
-                "rules": [{"keywords": ["copy"], "confidence": 0.95}],
-                "route": "plan",
-                "plan": "p",
-                "reply": "done",
-            }
-        ],
-        "plans": {
-            "p": {
-                "steps": [
-                    {"id": "s1", "tool": "read_sensor", "args": {"sensor": "$entities.sensor"}},
-                    {"id": "s2", "tool": target, "args": args, "depends_on": ["s1"]},
-                ]
-            }
-        },
-        "templates": {"done": {"zh": "好了", "en": "done"}},
-    }
+    config = two_steps("read_sensor", {"tool": target, "args": args})
     return Agent.build(parse_config(config), [read_sensor, store_text, store_numbers])
 
 
@@ -217,7 +209,7 @@ REFS = {"values": "$s1.result.values", "unit": "$s1.result.unit", "level": "$s1.
 
 def test_a_well_typed_plan_loads() -> None:
     agent = build("store_numbers", REFS)
-    assert ("copy", "p") in agent.template_graphs
+    assert ("ask", "p") in agent.template_graphs
 
 
 def test_mistyped_references_are_all_named_at_load() -> None:
@@ -247,34 +239,8 @@ def list_readings(limit: Annotated[int, Field(ge=1)] | None = None) -> Reading:
 
 def test_an_int_fits_an_optional_constrained_int_parameter() -> None:
     """``Annotated[int, ...] | None``: the annotation inside the union is its base type."""
-    config = {
-        "name": "paging",
-        "entities": {"sensor": {"kind": "pattern", "patterns": [r"\b(S\d+)\b"]}},
-        "intents": [
-            {
-                "name": "list",
-                "rules": [{"keywords": ["list"], "confidence": 0.95}],
-                "route": "plan",
-                "plan": "p",
-                "reply": "done",
-            }
-        ],
-        "plans": {
-            "p": {
-                "steps": [
-                    {"id": "s1", "tool": "page_size", "args": {"sensor": "$entities.sensor"}},
-                    {
-                        "id": "s2",
-                        "tool": "list_readings",
-                        "args": {"limit": "$s1.result.size"},
-                        "depends_on": ["s1"],
-                    },
-                ]
-            }
-        },
-        "templates": {"done": {"zh": "好了", "en": "done"}},
-    }
+    config = two_steps("page_size", {"tool": "list_readings", "args": {"limit": "$s1.result.size"}})
     agent = Agent.build(parse_config(config), [page_size, list_readings])
-    assert ("list", "p") in agent.template_graphs
+    assert ("ask", "p") in agent.template_graphs
     assert is_assignable(int, Annotated[int, Field(ge=1)] | None)
     assert not is_assignable(str, Annotated[int, Field(ge=1)] | None)
