@@ -143,6 +143,28 @@ async def test_changed_arguments_to_the_same_tool_diverge() -> None:
     assert (await replay_run(agent("flaky", reply="done"), events)).same_path
 
 
+async def test_a_tool_whose_parameters_changed_diverges() -> None:
+    """The recorded arguments no longer validate for the tool of the same name."""
+
+    @tool
+    def lookup(order_id: str, region: str) -> Order:
+        """Find an order in a region."""
+        CALLS.append(f"regional lookup {order_id}")
+        return Order(order_id=order_id, city="Lyon")
+
+    _, events = await record(agent("lookup"), "track A1")
+    CALLS.clear()
+    steps = [
+        {"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id", "region": "eu"}}
+    ]
+    changed = Agent.build(parse_config(one_intent("track", steps=steps)), [lookup])
+    runtime = Runtime(changed, MemoryStore(), effects=ReplayEffects.from_events(events))
+    summary = await runtime.start("track A1")
+    assert CALLS == []
+    assert attempts(await runtime.events(summary.run_id)) == [("s1", 1, "error", "REPLAY_DIVERGED")]
+    assert not (await replay_run(changed, events)).same_path
+
+
 async def test_an_input_the_new_path_does_not_wait_for_is_a_divergence() -> None:
     # recorded: the order id was asked for, then given
     _, events = await record(agent("other"), "track my parcel", "it is A9")

@@ -108,11 +108,8 @@ class ReplayEffects(FixedEffects):
 
     def _same_arguments(self, spec: ToolSpec, args: BaseModel, step_id: str) -> bool:
         """Whether ``args`` are what the recorded step was started with, once validated."""
-        recorded = self.arguments.get(step_id)
-        if recorded is None:
-            return False
-        try:
-            before = spec.input_model.model_validate(recorded)
+        try:  # no recorded start (None) does not validate either
+            before = spec.input_model.model_validate(self.arguments.get(step_id))
         except ValidationError:
             return False
         return bool(before.model_dump(mode="json") == args.model_dump(mode="json"))
