@@ -134,9 +134,16 @@ def test_iter_references_reports_positions_and_skips_escapes() -> None:
 
 
 text = st.text(max_size=8)
+
+
+def containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """Lists and dicts of ``inner`` (a def: hypothesis cannot read a lambda under coverage)."""
+    return st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4)
+
+
 values = st.recursive(
     st.one_of(text, st.integers(), st.none(), text.map(lambda t: "$$" + t)),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    containers,
     max_leaves=20,
 )
 
