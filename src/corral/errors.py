@@ -160,7 +160,7 @@ class LoopDetectedError(CorralError):
 
 
 class BudgetExceededError(CorralError):
-    """The run used up a budget (steps, tool calls, wall-clock)."""
+    """The run used up a budget (steps, tool calls, wall-clock, model calls, tokens, cost)."""
 
     code = ErrorCode.BUDGET_EXCEEDED
 

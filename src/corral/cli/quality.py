@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from corral.agent import Agent, load_agent
 from corral.cli.common import (
@@ -23,6 +24,7 @@ from corral.cli.common import (
     app,
     console,
 )
+from corral.observe.terminal import visible
 
 
 @app.command("eval")
@@ -67,10 +69,8 @@ def eval_suite(
         table.add_row("seconds", str(figures["seconds"]))
         console.print(table)
         for failure in figures["failures"]:
-            console.print(
-                f"[red]✗[/red] [{failure['tier']}] {failure['case']}: "
-                + "; ".join(failure["problems"])
-            )
+            line = f" [{failure['tier']}] {failure['case']}: " + "; ".join(failure["problems"])
+            console.print(Text.assemble(("✗", "red"), visible(line)))  # not markup: a tier in []
     if not report.tiers_met():
         raise typer.Exit(1)
 

@@ -62,9 +62,18 @@ class LocalModel:
                 raise ConfigInvalidError(
                     "local models need llama-cpp-python", hint="pip install 'corral[local]'"
                 ) from exc
-            self._llama = Llama(
-                model_path=str(self.path), n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False
-            )
+            try:
+                self._llama = Llama(
+                    model_path=str(self.path),
+                    n_ctx=self.n_ctx,
+                    n_threads=self.n_threads,
+                    verbose=False,
+                )
+            except (OSError, RuntimeError, ValueError) as exc:  # missing or unreadable file
+                raise ConfigInvalidError(
+                    f"{self.name}: cannot load {self.path}: {exc}",
+                    hint="check the path after local: (a .gguf file)",
+                ) from exc
         return self._llama
 
     def _complete_sync(self, request: ModelRequest) -> ModelResponse:

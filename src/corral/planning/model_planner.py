@@ -144,13 +144,12 @@ def ungrounded_literals(
 
     A literal must appear in what the user said, be a known entity value, or be one of
     the parameter's declared enum values; otherwise the planner must use a reference.
+    ``draft`` has passed ``validate_plan``, so every step's tool is registered.
     """
     known = {str(v) for v in entities.values() if not isinstance(v, dict)}
     lowered = said.lower()
     problems = []
     for step in draft.steps:
-        if step.tool not in context.registry:
-            continue
         fields = context.registry.get(step.tool).input_model.model_fields
         for name, value in step.args.items():
             if not isinstance(value, str) or value.startswith("$") or name not in fields:
@@ -180,6 +179,4 @@ def plan_problems(
         validate_plan(draft_to_plan(draft, "draft", intent), context)
     except PlanInvalidError as exc:
         return exc.problems
-    except ValueError as exc:  # a Step that does not construct (bad id and so on)
-        return [str(exc)]
     return ungrounded_literals(draft, context, said, entities or {})

@@ -16,8 +16,12 @@ from pydantic import BaseModel
 
 
 def _members(tp: Any) -> list[Any]:
+    """A union's members other than ``None``, each without its ``Annotated`` wrapper.
+
+    ``Annotated[int, Field(ge=1)] | None`` is an optional ``int``.
+    """
     if typing.get_origin(tp) in (Union, types.UnionType):
-        return [m for m in typing.get_args(tp) if m is not type(None)]
+        return [_strip(m) for m in typing.get_args(tp) if m is not type(None)]
     return [tp]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from corral.contracts import Event, EventType
 from corral.decision.selector import ToolHealth
@@ -51,21 +51,50 @@ class RecordedToolError(CorralError):
 
 @dataclass
 class ReplayEffects(FixedEffects):
-    """Effects answering tool calls from the recorded attempts of each step."""
+    """Effects answering tool calls from the recorded attempts of each step.
+
+    A call is answered only when it is the recorded one: the same tool, with the same
+    arguments as the step started with. Anything else diverges; the tool is never called.
+    """
 
     attempts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Step id -> the arguments the recorded run started it with."""
     seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    @classmethod
+    def from_events(cls, events: list[Event]) -> ReplayEffects:
+        """Effects for replaying ``events``: their clock start, tool attempts and arguments."""
+        return cls(
+            start=datetime.fromisoformat(events[0].data["received_at"]),
+            attempts={
+                (e.data["step_id"], e.data["attempt"]): e.data
+                for e in events
+                if e.type is EventType.TOOL_ATTEMPT
+            },
+            arguments={
+                e.data["step_id"]: e.data.get("args") or {}
+                for e in events
+                if e.type is EventType.STEP_STARTED
+            },
+        )
 
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
         """The recorded outcome of this step's next attempt."""
-        self.seen[context.step_id] += 1
-        recorded = self.attempts.get((context.step_id, self.seen[context.step_id]))
+        step = context.step_id
+        self.seen[step] += 1
+        number = self.seen[step]
+        recorded = self.attempts.get((step, number))
         if recorded is None or recorded.get("tool") != spec.name:
             raise ReplayDivergedError(
-                f"step {context.step_id} attempt {self.seen[context.step_id]} of {spec.name} "
-                "was never recorded"
+                f"step {step} attempt {number} of {spec.name} was never recorded"
+            )
+        if not self._same_arguments(spec, args, step):
+            raise ReplayDivergedError(
+                f"step {step} attempt {number} called {spec.name} with other arguments "
+                "than the recorded run"
             )
         if recorded["status"] == "error":
             raise RecordedToolError(
@@ -76,6 +105,14 @@ class ReplayEffects(FixedEffects):
                 bool(recorded.get("in_flight")),
             )
         return recorded.get("data")
+
+    def _same_arguments(self, spec: ToolSpec, args: BaseModel, step_id: str) -> bool:
+        """Whether ``args`` are what the recorded step was started with, once validated."""
+        try:  # no recorded start (None) does not validate either
+            before = spec.input_model.model_validate(self.arguments.get(step_id))
+        except ValidationError:
+            return False
+        return bool(before.model_dump(mode="json") == args.model_dump(mode="json"))
 
 
 def signature(event: Event) -> tuple[Any, ...]:
@@ -112,13 +149,7 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
 
     if not events or events[0].type is not EventType.RUN_STARTED:
         raise RunNotFoundError("the log has no run_started event")
-    started = datetime.fromisoformat(events[0].data["received_at"])
-    effects = ReplayEffects(start=started)
-    effects.attempts = {
-        (e.data["step_id"], e.data["attempt"]): e.data
-        for e in events
-        if e.type is EventType.TOOL_ATTEMPT
-    }
+    effects = ReplayEffects.from_events(events)
     replayed_agent = dataclasses.replace(
         agent, model=ReplayModel.from_events(events), health=ToolHealth()
     )
