@@ -52,7 +52,7 @@ def _approve_in_process(
     agent = load_agent(LEDGER, data_dir=folder / "data" / "ledger")
     store = SqlStore.open(url or folder / "corral.db")
     runtime = Runtime(agent, store, log_dir=folder / "logs")
-    barrier.wait(timeout=60)
+    barrier.wait(timeout=600)  # spawning many processes is slow on a loaded machine
     try:
         summary = asyncio.run(runtime.resume(run_id, approve=True))
         results.put(("summary", summary.status.value))
@@ -72,7 +72,7 @@ def approve_together(
     ]
     for worker in workers:
         worker.start()
-    outcomes = [results.get(timeout=120) for _ in workers]
+    outcomes = [results.get(timeout=900) for _ in workers]
     for worker in workers:
         worker.join(timeout=30)
         assert worker.exitcode == 0
@@ -155,7 +155,7 @@ def test_a_repeated_approval_after_the_run_ended_returns_its_summary(tmp_path: P
 
 
 def _open_store(path: str, barrier: Any, results: Any) -> None:
-    barrier.wait(timeout=60)
+    barrier.wait(timeout=600)  # spawning many processes is slow on a loaded machine
     try:
         store = SqlStore.open(path)
         results.put(("ok", len(store.list_runs())))
@@ -174,7 +174,7 @@ def test_sixteen_processes_open_a_new_home_at_once(tmp_path: Path, processes: in
     ]
     for worker in workers:
         worker.start()
-    outcomes = [results.get(timeout=120) for _ in workers]
+    outcomes = [results.get(timeout=900) for _ in workers]
     for worker in workers:
         worker.join(timeout=30)
     assert all(kind == "ok" for kind, _ in outcomes), outcomes
