@@ -1,6 +1,7 @@
 """A real HTTP server on loopback that speaks the OpenAI chat-completions protocol.
 
-Each request pops the next scripted behaviour: a reply text, an HTTP status, a delay, or
+Each request pops the next scripted behaviour: a reply text, an HTTP status, a delay (or
+an event to wait for), or
 a body that is not JSON at all. Every request body is kept for assertions.
 """
 
@@ -19,6 +20,8 @@ class Behaviour:
     text: str = ""
     status: int = 200
     delay_s: float = 0.0
+    until: threading.Event | None = None
+    """Answer only once this is set: a reply late by exactly as much as a test needs."""
     raw_body: str | None = None
     usage: bool = True
 
@@ -60,6 +63,8 @@ class FakeOpenAI:
                 )
                 if behaviour.delay_s:
                     time.sleep(behaviour.delay_s)
+                if behaviour.until is not None:
+                    behaviour.until.wait(timeout=60)  # the limit only ends a stuck test
                 if behaviour.raw_body is not None:
                     payload = behaviour.raw_body.encode()
                 elif behaviour.status != 200:

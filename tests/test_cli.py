@@ -113,7 +113,7 @@ def test_killed_while_waiting_for_confirmation_then_resumed(tmp_path: Path) -> N
         runtime = Runtime(agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs")
         summary = asyncio.run(runtime.start({EXCHANGE!r}))
         print(summary.status.value, summary.run_id, flush=True)
-        time.sleep(600)  # a person is deciding...
+        time.sleep(600)  # a person is deciding... (killed while it waits: its length is moot)
     """)
     process = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT

@@ -53,7 +53,7 @@ def _approve_in_process(
     agent = load_agent(LEDGER, data_dir=folder / "data" / "ledger")
     store = SqlStore.open(url or folder / "corral.db")
     runtime = Runtime(agent, store, log_dir=folder / "logs")
-    barrier.wait(timeout=60)
+    barrier.wait(timeout=600)  # spawning many processes is slow on a loaded machine
     try:
         summary = asyncio.run(runtime.resume(run_id, approve=True))
         results.put(("summary", summary.status.value))
@@ -73,7 +73,7 @@ def approve_together(
     ]
     for worker in workers:
         worker.start()
-    outcomes = [results.get(timeout=120) for _ in workers]
+    outcomes = [results.get(timeout=900) for _ in workers]
     for worker in workers:
         worker.join(timeout=30)
         assert worker.exitcode == 0
@@ -118,23 +118,26 @@ def test_concurrent_cli_approvals_with_wait_all_get_the_final_summary(tmp_path: 
 def test_a_second_resume_of_a_live_run_is_busy(tmp_path: Path) -> None:
     run_id = paused_run(tmp_path)
     command = [sys.executable, "-m", "corral", "resume", run_id, "--approve", "--json"]
+    release = tmp_path / "release"  # the first stays in its write until this file exists
     first = subprocess.Popen(
         [*command, "--home", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "LEDGER_WRITE_S": "3"},
+        env={**os.environ, "LEDGER_HOLD_UNTIL": str(release)},
     )
     try:
         deadline = time.monotonic() + 60
         while not entries(tmp_path) and time.monotonic() < deadline:  # first is in the tool
-            time.sleep(0.05)
+            time.sleep(0.05)  # polls for the hand-off; the period orders nothing
+        assert entries(tmp_path), "the first resume never entered its write"
         second = corral_cli(tmp_path, "resume", run_id, "--json", ok=False)
         assert second.returncode == 2
         assert json.loads(second.stdout)["error"]["code"] == "RUN_BUSY"
     finally:
-        out, err = first.communicate(timeout=60)
+        release.touch()
+        out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert json.loads(out)["status"] == "finished"
     assert len(entries(tmp_path)) == 1
@@ -153,7 +156,7 @@ def test_a_repeated_approval_after_the_run_ended_returns_its_summary(tmp_path: P
 
 
 def _open_store(path: str, barrier: Any, results: Any) -> None:
-    barrier.wait(timeout=60)
+    barrier.wait(timeout=600)  # spawning many processes is slow on a loaded machine
     try:
         store = SqlStore.open(path)
         results.put(("ok", len(store.list_runs())))
@@ -172,23 +175,26 @@ def test_sixteen_processes_open_a_new_home_at_once(tmp_path: Path, processes: in
     ]
     for worker in workers:
         worker.start()
-    outcomes = [results.get(timeout=120) for _ in workers]
+    outcomes = [results.get(timeout=900) for _ in workers]
     for worker in workers:
         worker.join(timeout=30)
     assert all(kind == "ok" for kind, _ in outcomes), outcomes
 
 
 class _StallingEffects(LiveEffects):
-    """Live effects whose clock freezes the whole process once, like a long GC pause or a
-    suspended VM: the heartbeat cannot run, so the lease expires meanwhile."""
+    """Live effects whose clock freezes the event loop once, like a long GC pause or a
+    suspended VM: the heartbeat cannot run, so the lease expires meanwhile. The freeze
+    lasts until the test ends it (``thaw``), not for a guessed time."""
 
-    def __init__(self, after_reads: int, stall_s: float) -> None:
-        self.reads, self.after_reads, self.stall_s = 0, after_reads, stall_s
+    def __init__(self, after_reads: int) -> None:
+        self.reads, self.after_reads = 0, after_reads
+        self.frozen, self.thaw = threading.Event(), threading.Event()
 
     def now(self) -> datetime:
         self.reads += 1
         if self.reads == self.after_reads:
-            time.sleep(self.stall_s)
+            self.frozen.set()
+            self.thaw.wait(timeout=120)  # the limit only ends a test that never thaws it
         return super().now()
 
 
@@ -196,16 +202,23 @@ def test_a_process_that_lost_its_lease_enters_no_tool(tmp_path: Path) -> None:
     run_id = paused_run(tmp_path)
     agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
 
-    def runtime(effects: Any = None) -> Runtime:
+    def runtime(effects: Any = None, **kwargs: Any) -> Runtime:
         store = SqlStore.open(tmp_path / "corral.db")
-        return Runtime(agent, store, effects=effects, lease_ttl_s=0.3)
+        return Runtime(agent, store, effects=effects, **kwargs)
 
-    stalled = runtime(_StallingEffects(after_reads=2, stall_s=1.5))
+    # A short lease for the owner that will stall: it only has to last until the stall.
+    freezing = _StallingEffects(after_reads=2)
+    stalled = runtime(freezing, lease_ttl_s=1.0)
     taken_over: dict[str, Any] = {}
 
     def other_process() -> None:
-        time.sleep(0.8)  # the stalled owner's lease (0.3 s) has expired by now
-        taken_over["summary"] = asyncio.run(runtime().resume(run_id, approve=True))
+        try:
+            if freezing.frozen.wait(timeout=120):  # the owner holds the lease, frozen
+                # waits (polling the store) until the frozen owner's lease has expired
+                other = runtime().resume(run_id, approve=True, wait_s=120)
+                taken_over["summary"] = asyncio.run(other)
+        finally:
+            freezing.thaw.set()  # only now does the first owner go on
 
     thread = threading.Thread(target=other_process)
     thread.start()
@@ -287,8 +300,14 @@ async def test_the_heartbeat_fences_strictly_once_a_new_runs_row_exists() -> Non
     from corral.store.base import RunRecord
     from corral.store.memory import MemoryStore
 
+    renewed = asyncio.Event()
+
     async def io(call: Any, *args: Any) -> Any:
-        return call(*args)
+        try:
+            return call(*args)
+        finally:
+            if getattr(call, "__name__", "") == "renew_lease":
+                renewed.set()  # a heartbeat tried to renew (and may have failed)
 
     store = MemoryStore()
     ownership = Ownership(store, io, ttl_s=0.06)
@@ -297,5 +316,8 @@ async def test_the_heartbeat_fences_strictly_once_a_new_runs_row_exists() -> Non
         store.save(RunRecord("run_new", "t", "a", None, "parsing", now, now), [], lease=held.lease)
         held.lease = replace(held.lease, new_run=False)  # what the runtime does after it
         store.leases.pop("run_new")  # another owner took the run over and released it
-        await asyncio.sleep(0.1)  # the heartbeat must not take the lease back
-        assert store.lease_holder("run_new") is None
+        renewed.clear()
+        async with asyncio.timeout(30):  # the next heartbeat, however late it comes
+            await renewed.wait()
+        # it must not have taken the lease back (the raw row: an expiry hides nothing)
+        assert "run_new" not in store.leases

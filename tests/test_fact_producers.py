@@ -46,7 +46,10 @@ class Cancelled(BaseModel):
 async def get_order(order_id: str) -> Order:
     """Find an order and its status."""
     CALLS.append("get_order")
-    await asyncio.sleep(0.05)  # slower than the gate: a rule judged early sees nothing
+    # Slower than the gate, so that a rule judged early would see nothing. Its length
+    # decides nothing when the step waits for this one (the passing case): it only gives
+    # a gate that does not wait the time to run first and refuse.
+    await asyncio.sleep(0.05)
     return Order(order_id=order_id, order_status="pending")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -181,13 +182,17 @@ async def test_429_is_retried_by_the_client(fake: FakeOpenAI) -> None:
 
 
 async def test_timeout_becomes_a_handoff_not_a_crash(fake: FakeOpenAI) -> None:
-    fake.script(Behaviour(text=GOOD_PLAN, delay_s=1.5))
+    answer = threading.Event()  # set only after the test: every reply comes too late
+    fake.script(Behaviour(text=GOOD_PLAN, until=answer))
     model = http_model(fake, timeout_s=0.3, max_retries=0)
-    with pytest.raises(ModelTimeoutError):
-        await model.complete(ModelRequest("plan", (Message("user", "hi"),)))
-    fake.script(Behaviour(text=GOOD_PLAN, delay_s=1.5))
-    CALLS.clear()
-    _, summary = await run(agent_with(model), "weather for A1?")
+    try:
+        with pytest.raises(ModelTimeoutError):
+            await model.complete(ModelRequest("plan", (Message("user", "hi"),)))
+        fake.script(Behaviour(text=GOOD_PLAN, until=answer))
+        CALLS.clear()
+        _, summary = await run(agent_with(model), "weather for A1?")
+    finally:
+        answer.set()
     assert summary.status is RunStatus.HANDED_OFF and CALLS == []
     assert summary.handoff is not None and summary.handoff.reason_code == "MODEL_TIMEOUT"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from pydantic import BaseModel
@@ -30,20 +31,44 @@ class Eligibility(BaseModel):
     eligible: bool
 
 
+HANG_S = 5.0
+"""How long a tool waits for a partner that should be in flight with it (under the default
+tool timeout, 10 s, so the wait itself is what fails). Only a wrong
+schedule ever waits this long: the wait then fails the test instead of hanging it."""
+
+
 class Gauge:
-    """Counts calls and the most calls in flight at once."""
+    """Records which calls are in flight together; calls wait for each other, never a clock.
+
+    Each call enters, notes everyone in flight with it, then waits for its ``partner``
+    condition. A schedule that does not run the expected calls together never meets the
+    condition: the wait times out, which the test sees in ``hung``.
+    """
 
     def __init__(self) -> None:
-        self.now = 0
-        self.peak = 0
-        self.calls: list[str] = []
+        self.in_flight: set[str] = set()
+        self.entered: set[str] = set()
+        self.together: list[frozenset[str]] = []
+        self.hung: list[str] = []
+        self.changed = asyncio.Condition()
 
-    async def enter(self, name: str) -> None:
-        self.calls.append(name)
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-        await asyncio.sleep(0.02)
-        self.now -= 1
+    async def enter(self, name: str, *, until: Callable[[Gauge], bool]) -> None:
+        async with self.changed:
+            self.entered.add(name)
+            self.in_flight.add(name)
+            self.together.append(frozenset(self.in_flight))
+            self.changed.notify_all()
+            try:
+                async with asyncio.timeout(HANG_S):
+                    await self.changed.wait_for(lambda: until(self))
+            except TimeoutError:
+                self.hung.append(name)
+            self.in_flight.discard(name)
+            self.changed.notify_all()
+
+    @property
+    def peak(self) -> int:
+        return max(len(group) for group in self.together)
 
 
 def runtime_for(agent_tools: list, steps: list, **kwargs) -> tuple[Runtime, FixedEffects]:  # type: ignore[type-arg]
@@ -57,13 +82,15 @@ async def test_independent_steps_run_concurrently() -> None:
 
     @tool
     async def work(n: int) -> Value:
-        await gauge.enter(f"work{n}")
+        # a barrier of three: each call ends only once all three have been in flight
+        await gauge.enter(f"work{n}", until=lambda g: g.peak == 3)
         return Value(value=n)
 
     runtime, _ = runtime_for(
         [work], [{"id": f"s{i}", "tool": "work", "args": {"n": i}} for i in range(3)]
     )
     summary = await runtime.start("go")
+    assert gauge.hung == []
     assert summary.status is RunStatus.FINISHED
     assert gauge.peak == 3
 
@@ -71,9 +98,17 @@ async def test_independent_steps_run_concurrently() -> None:
 async def test_steps_writing_the_same_fact_run_one_after_another() -> None:
     gauge = Gauge()
 
+    def c_with_a_or_b(g: Gauge) -> bool:
+        return bool(g.in_flight & {"work1", "work2"})
+
+    def c_has_entered(g: Gauge) -> bool:
+        return "work3" in g.entered
+
     @tool
     async def work(n: int) -> Value:
-        await gauge.enter(f"work{n}")
+        # c ends only while a or b is in flight; a and b only once c has entered. Run
+        # one at a time, the first of a and b would wait for c forever.
+        await gauge.enter(f"work{n}", until=c_with_a_or_b if n == 3 else c_has_entered)
         return Value(value=n)
 
     runtime, _ = runtime_for(
@@ -85,8 +120,10 @@ async def test_steps_writing_the_same_fact_run_one_after_another() -> None:
         ],
     )
     summary = await runtime.start("go")
+    assert gauge.hung == []
     assert summary.status is RunStatus.FINISHED
-    assert gauge.peak == 2  # c alongside a or b, never a with b
+    assert not any({"work1", "work2"} <= group for group in gauge.together)  # never a with b
+    assert gauge.peak == 2  # c alongside a or b
     state = await runtime.load_state(summary.run_id)
     assert state.memory.facts["total"].value == 2  # plan order: b wrote last
 
@@ -180,9 +217,11 @@ async def test_missing_argument_is_never_filled_in() -> None:
 
 
 async def test_timeout_in_a_run_is_retried_and_recorded() -> None:
+    never = asyncio.Event()  # never set: every attempt times out, however slow the machine
+
     @tool(policy=ToolPolicy(timeout_s=0.02, retry=RetryPolicy(2, (1.0, 2.0))))
     async def slow() -> Value:
-        await asyncio.sleep(1)
+        await never.wait()
         return Value(value=1)
 
     runtime, effects = runtime_for([slow], [{"id": "s1", "tool": "slow"}])

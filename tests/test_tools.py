@@ -94,12 +94,13 @@ def test_wrong_type_and_unknown_argument_are_invalid() -> None:
 
 async def test_timeout_is_retried_with_backoff_and_ends_in_an_envelope() -> None:
     calls = 0
+    never = asyncio.Event()  # never set: every attempt times out, however slow the machine
 
     @tool(policy=ToolPolicy(timeout_s=0.05, retry=RetryPolicy(max_retries=2, backoff_s=(1, 2))))
     async def slow() -> Out:
         nonlocal calls
         calls += 1
-        await asyncio.sleep(1)
+        await never.wait()
         return Out(value=1)
 
     effects = FixedEffects()

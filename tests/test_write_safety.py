@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
 from corral.errors import ConfigInvalidError, TransientToolError
+from corral.runtime.effects import LiveEffects
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
 from corral.testing import FixedEffects
@@ -29,6 +30,21 @@ from tests.test_runtime import Crash, CrashAfterWrite
 
 FAST = RetryPolicy(max_retries=2, backoff_s=(0.0,))
 """Two retries: a write that is wrongly retried is entered three times."""
+
+HANG_S = 30.0
+"""The longest a tool's thread waits for the test to let it answer. Only a run that waits
+for a write it should have given up on ever waits this long, and then fails."""
+
+
+class LateSignal(LiveEffects):
+    """Live effects that tell a tool's thread the moment corral found its write late."""
+
+    def __init__(self) -> None:
+        self.late = threading.Event()
+
+    async def late_write(self, spec: ToolSpec, work: asyncio.Future[Any], timeout_s: float) -> Any:
+        self.late.set()
+        return await super().late_write(spec, work, timeout_s)
 
 
 class Done(BaseModel):
@@ -63,11 +79,11 @@ def write_policy(timeout_s: float = 5.0, *, idempotent: bool = False) -> ToolPol
     return ToolPolicy(kind="write", timeout_s=timeout_s, retry=FAST, idempotent=idempotent)
 
 
-def run_write(write: ToolSpec, **kwargs: Any) -> Runtime:
+def run_write(write: ToolSpec, effects: FixedEffects | None = None, **kwargs: Any) -> Runtime:
     agent = build_agent(
         [write], [{"id": "w", "tool": write.name, "facts": {"ref": "result.ref"}}], **kwargs
     )
-    return Runtime(agent, MemoryStore(), effects=FixedEffects())
+    return Runtime(agent, MemoryStore(), effects=effects or FixedEffects())
 
 
 def assert_unknown(runtime: Runtime, summary: Any) -> None:
@@ -87,22 +103,26 @@ def assert_unknown(runtime: Runtime, summary: Any) -> None:
 async def test_a_write_that_timed_out_after_its_effect_is_not_retried() -> None:
     ledger = Ledger()
 
+    answer = threading.Event()
+
     @tool(policy=write_policy(timeout_s=0.05))
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         done = ledger.apply(ctx)  # the order is cancelled...
-        time.sleep(0.3)  # ...but the answer comes too late
+        answer.wait(HANG_S)  # ...but the answer comes only once corral has given up
         return done
 
     runtime = run_write(cancel_order)
-    summary = await runtime.start("go")
+    try:
+        summary = await runtime.start("go")
+    finally:
+        answer.set()
     assert ledger.entries == 1
     assert_unknown(runtime, summary)
     key = summary.handoff.steps[0].idempotency_key  # what a person looks the effect up by
     events = runtime.store.load_events(summary.run_id)
     attempts = [e.data for e in events if e.type is EventType.TOOL_ATTEMPT]
     assert [(a["error_code"], a["in_flight"]) for a in attempts] == [("TOOL_TIMEOUT", True)]
-    await asyncio.sleep(0.4)
     assert list(ledger.effects) == [key]  # the effect did happen: "failed" would have been a lie
 
 
@@ -160,12 +180,14 @@ async def test_an_ambiguous_transient_error_is_not_retried() -> None:
 async def test_an_idempotent_write_is_retried_after_a_timeout() -> None:
     ledger = Ledger()
 
+    never = asyncio.Event()  # the first answer never comes: that attempt times out
+
     @tool(policy=write_policy(timeout_s=0.05, idempotent=True))
     async def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         done = ledger.apply(ctx)  # finds its own earlier effect by key
         if ledger.entries == 1:
-            await asyncio.sleep(1)
+            await never.wait()
         return done
 
     runtime = run_write(cancel_order)
@@ -177,15 +199,25 @@ async def test_an_idempotent_write_is_retried_after_a_timeout() -> None:
 async def test_an_async_write_is_cancelled_at_its_timeout() -> None:
     ledger = Ledger()
 
+    answer = asyncio.Event()  # set only after the run: too late for the timeout
+    cancelled: list[bool] = []
+
     @tool(policy=write_policy(timeout_s=0.05))
     async def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
-        await asyncio.sleep(0.3)
+        try:
+            await answer.wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
         return ledger.apply(ctx)
 
     runtime = run_write(cancel_order)
     summary = await runtime.start("go")
-    await asyncio.sleep(0.5)
+    answer.set()
+    for _ in range(3):  # a tool left running would resume here and act
+        await asyncio.sleep(0)
+    assert cancelled == [True]
     assert ledger.entries == 1 and ledger.effects == {}  # cancelled: it never acted
     assert_unknown(runtime, summary)
 
@@ -193,11 +225,13 @@ async def test_an_async_write_is_cancelled_at_its_timeout() -> None:
 async def test_the_reconciler_settles_a_write_that_happened() -> None:
     ledger = Ledger()
 
+    never = asyncio.Event()
+
     @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
     async def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         done = ledger.apply(ctx)
-        await asyncio.sleep(1)  # acted, then was cancelled before answering
+        await never.wait()  # acted, then was cancelled before answering
         return done
 
     runtime = run_write(cancel_order)
@@ -220,10 +254,12 @@ async def test_the_reconciler_settles_a_write_that_happened() -> None:
 async def test_the_reconciler_proves_a_write_did_not_happen() -> None:
     ledger = Ledger()
 
+    never = asyncio.Event()
+
     @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
     async def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
-        await asyncio.sleep(1)  # cancelled before it acted
+        await never.wait()  # cancelled before it acted
         return ledger.apply(ctx)
 
     runtime = run_write(cancel_order)
@@ -242,17 +278,24 @@ async def test_the_reconciler_proves_a_write_did_not_happen() -> None:
 async def test_not_found_proves_nothing_while_a_sync_write_is_still_running() -> None:
     ledger = Ledger()
 
+    answer, acted = threading.Event(), threading.Event()
+
     @tool(policy=write_policy(timeout_s=0.05), reconcile=ledger.find)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
-        time.sleep(0.3)  # a thread cannot be stopped: it acts after corral gave up
-        return ledger.apply(ctx)
+        answer.wait(HANG_S)  # a thread cannot be stopped: it acts after corral gave up
+        done = ledger.apply(ctx)
+        acted.set()
+        return done
 
     runtime = run_write(cancel_order)
-    summary = await runtime.start("go")
-    assert ledger.lookups == 0  # "not found" now would be a lie in 0.2 s
+    try:
+        summary = await runtime.start("go")
+    finally:
+        answer.set()
+    assert ledger.lookups == 0  # "not found" now would be a lie a moment later
     assert_unknown(runtime, summary)
-    await asyncio.sleep(0.4)
+    assert await asyncio.to_thread(acted.wait, HANG_S)
     assert len(ledger.effects) == 1
 
 
@@ -261,15 +304,19 @@ async def test_a_sync_write_that_ends_within_the_grace_keeps_its_result(
     with_reconciler: bool,
 ) -> None:
     ledger = Ledger()
+    signal = LateSignal()
 
-    @tool(policy=write_policy(timeout_s=0.3), reconcile=ledger.find if with_reconciler else None)
+    # The grace is as long as the timeout: 2 s leave the thread ample time to answer once
+    # told the write is late, on a loaded machine too.
+    @tool(policy=write_policy(timeout_s=2.0), reconcile=ledger.find if with_reconciler else None)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
-        time.sleep(0.35)  # past the timeout, well within as long again
+        signal.late.wait(HANG_S)  # answers only once corral has found it late
         return ledger.apply(ctx)
 
-    runtime = run_write(cancel_order)
+    runtime = run_write(cancel_order, FixedEffects(_live=signal))
     summary = await runtime.start("go")
+    assert signal.late.is_set()  # it did miss its timeout
     assert ledger.entries == 1 and ledger.lookups == 0  # its own answer is the outcome
     assert summary.status is RunStatus.FINISHED and summary.steps[0].status is StepStatus.SUCCEEDED
     assert len(ledger.effects) == 1
@@ -396,10 +443,15 @@ class Cancelled(BaseModel):
 
 @tool(policy=ToolPolicy(kind="write", timeout_s=0.2))
 def cancel_order(ctx: ToolContext) -> Cancelled:
-    \"\"\"Cancel the order (slowly: the answer comes after the timeout).\"\"\"
+    \"\"\"Cancel the order (slowly: the answer comes once the run has recorded the step).\"\"\"
     with open(ctx.deps["ledger"], "a") as ledger:
         ledger.write("entered\\n")
-    time.sleep(1.0)
+    log = Path(ctx.deps["ledger"]).parents[2] / "logs" / f"{ctx.run_id}.jsonl"
+    deadline = time.monotonic() + 60  # reached only if corral waits for this answer
+    while time.monotonic() < deadline:
+        if log.exists() and "step_finished" in log.read_text(encoding="utf-8"):
+            break
+        time.sleep(0.01)  # polls a file for the hand-off; its period orders nothing
     return Cancelled(order_id="A1")
 """
 
@@ -442,6 +494,9 @@ class SlowStore(MemoryStore):
         with self.lock:
             self.saving += 1
             self.overlapping = max(self.overlapping, self.saving)
+        # A save that takes a while, so that a second save issued alongside it would be
+        # seen overlapping. Its length decides nothing when saves are serial (the passing
+        # case): then nothing overlaps however long it takes.
         time.sleep(0.02)
         with self.lock:
             self.batches.append([e.seq for e in events])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -194,10 +195,11 @@ def test_one_lease_holder_at_a_time(store: Store) -> None:
 
 def test_an_expired_lease_is_taken_over_and_fences_its_old_owner(store: Store) -> None:
     rid = run_id()
-    dead = Lease(rid, "dead", ttl_s=0.05)
+    dead = Lease(rid, "dead")  # a long lease: its save lands however slow the machine
     store.acquire_lease(dead)
     store.save(record(rid), events(rid, 1, 1), lease=dead)
-    time.sleep(0.1)
+    store.renew_lease(replace(dead, ttl_s=0.01))  # its last heartbeat; then it dies
+    time.sleep(0.05)  # a lower bound: the 0.01 s lease has expired however late this ends
     assert store.lease_holder(rid) is None
     alive = Lease(rid, "alive")
     store.acquire_lease(alive)
