@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -58,6 +58,40 @@ def test_chinese_numbers(text: str, value: int | None) -> None:
     assert chinese_number(text) == value
 
 
-@given(st.text(max_size=200))
-def test_date_finder_never_crashes(text: str) -> None:
-    find_relative_date(text, NOW, ZONE)
+TEXTS_WITH_DATES = st.lists(
+    st.one_of(st.sampled_from([text for text, _, _ in TABLE]), st.text(max_size=12)), max_size=6
+).map("".join)
+"""Arbitrary text with date expressions of the table mixed in, so most examples find one."""
+
+
+@given(TEXTS_WITH_DATES, st.integers(min_value=-18 * 60, max_value=5 * 60 + 59))
+def test_date_finder_reads_any_text_from_the_text_and_the_local_day_alone(
+    text: str, minutes: int
+) -> None:
+    """Any text: no exception; a found range is a real range, named by words of the text;
+    and the answer depends only on the local day, not on the hour (NOW is 18:00 there)."""
+    found = find_relative_date(text, NOW, ZONE)
+    same_day = NOW + timedelta(minutes=minutes)  # 00:00 to 23:59 in Shanghai
+    assert find_relative_date(text, same_day, ZONE) == found
+    if found is not None:
+        assert found.text and found.text in text
+        assert found.start <= found.end
+
+
+def written_in_chinese(value: int) -> str:
+    """1 to 9999 as written in Chinese: 一千零五, 三千二百, 一百一十, 九."""
+    digits, parts, gap = "零一二三四五六七八九", [], False
+    for unit, size in (("千", 1000), ("百", 100), ("十", 10), ("", 1)):
+        digit = value // size % 10
+        if digit == 0:
+            gap = bool(parts)
+            continue
+        parts.append(("零" if gap else "") + digits[digit] + unit)
+        gap = False
+    return "".join(parts)
+
+
+@given(st.integers(min_value=1, max_value=9999))
+def test_numbers_round_trip_in_chinese_and_digits(value: int) -> None:
+    assert chinese_number(written_in_chinese(value)) == value
+    assert chinese_number(str(value)) == value

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from corral import Agent
+from corral import Agent, load_agent
 from corral.intent.dates import chinese_number, find_relative_date
 from corral.intent.entities import detect_language
+from tests.conftest import AFTERSALES
 
 # Sunday 2026-11-29 10:00 UTC = 18:00 in Shanghai.
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -35,9 +36,55 @@ def test_chinese_numbers(text: str, value: int | None) -> None:
     assert chinese_number(text) == value
 
 
-@given(st.text(max_size=200))
-def test_date_finder_never_crashes(text: str) -> None:
-    find_relative_date(text, NOW, "Asia/Shanghai")
+@pytest.fixture(scope="module")
+def shared_agent(tmp_path_factory: pytest.TempPathFactory) -> Agent:
+    """One after-sales agent for the property tests (understanding is read-only)."""
+    return load_agent(AFTERSALES, data_dir=tmp_path_factory.mktemp("intent"))
+
+
+FRAGMENTS = [
+    "换新",
+    "I want a replacement ",
+    "打印机",
+    "喷墨打印机",
+    "scanner",
+    "坏了",
+    "卡纸",
+    "保修多久",
+    "气死我了",
+    "worst service",
+    "你好",
+    " HD20240501 ",
+    "单号hd20230315，",
+    "上周买的",
+    "yesterday",
+    "最近三天",
+]
+MESSAGES = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=6).map(
+    "".join
+)
+"""Arbitrary text with the agent's intent words and entities mixed in."""
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(MESSAGES)
+def test_any_message_gets_a_declared_label_or_clarification_and_grounded_entities(
+    shared_agent: Agent, text: str
+) -> None:
+    """Any text: the same answer every time, a declared label or none, clarification
+    exactly when below the threshold, and entities taken from the text itself."""
+    config = shared_agent.config
+    result = shared_agent.intent.understand(text, NOW)
+    assert shared_agent.intent.understand(text, NOW) == result
+    assert result.label is None or result.label in {intent.name for intent in config.intents}
+    threshold = config.limits.intent_confidence
+    assert result.need_clarification == (result.label is None or result.confidence < threshold)
+    order_id = result.entities.get("order_id")
+    assert order_id is None or (order_id == order_id.upper() and order_id in text.upper())
+    products = set(config.entities["product"].vocabulary.values())
+    assert result.entities.get("product") in products | {None}
+    found = find_relative_date(text, NOW, config.timezone)
+    assert result.entities.get("purchase_date") == (found.as_json() if found else None)
 
 
 def test_language_detection() -> None:

@@ -119,6 +119,9 @@ INVENTED_ID_PLAN = json.dumps(
     }
 )
 
+LAYER_TEMPERATURES = {"intent": 0.11, "plan": 0.22, "judge": 0.33, "extract": 0.44, "reply": 0.55}
+"""Distinct, and none the default 0.0 or 0.2: a layer given another's value, or none, shows."""
+
 
 @pytest.fixture
 def fake() -> Iterator[FakeOpenAI]:
@@ -152,11 +155,12 @@ async def run(agent: Agent, message: str) -> tuple[Runtime, Any]:
 async def test_structured_output_uses_json_schema(fake: FakeOpenAI) -> None:
     fake.script(GOOD_PLAN)
     CALLS.clear()
-    runtime, summary = await run(agent_with(http_model(fake)), "weather for A1 tomorrow?")
+    agent = agent_with(http_model(fake), temperatures=LAYER_TEMPERATURES)
+    runtime, summary = await run(agent, "weather for A1 tomorrow?")
     assert summary.status is RunStatus.FINISHED and CALLS == ["lookup", "forecast"]
     body = fake.requests[0]
     assert body["response_format"]["type"] == "json_schema"
-    assert body["temperature"] == 0.0
+    assert body["temperature"] == LAYER_TEMPERATURES["plan"]  # the layer's, sent on the wire
     enum = json.dumps(body["response_format"]["json_schema"]["schema"])
     assert '"lookup"' in enum and '"forecast"' in enum
     calls = [e.data for e in await runtime.events(summary.run_id) if e.type is EventType.MODEL_CALL]
@@ -342,9 +346,25 @@ async def test_model_budget_degrades_to_a_handoff() -> None:
 
 
 async def test_temperatures_follow_the_layer() -> None:
-    model = ScriptedModel(['{"label": "greet", "confidence": 0.9}'])
-    await run(agent_with(model, temperatures={"intent": 0.0, "reply": 0.2}), "good day")
-    assert model.requests[0].temperature == 0.0
+    intent = '{"label": "ask", "confidence": 0.9}'
+    extract = '{"entities": {}}'
+    reply = '{"text": "Your order A1 goes to Shanghai, and it will rain there."}'
+    model = ScriptedModel([extract, intent, GOOD_PLAN, reply])
+    config = {
+        **CONFIG,
+        "entities": {**CONFIG["entities"], "city": {"kind": "pattern"}},
+        "model": {
+            "intent_fallback": True,
+            "extract_entities": True,
+            "replies": True,
+            "temperatures": LAYER_TEMPERATURES,
+        },
+    }
+    agent = Agent.build(parse_config(config), [lookup, forecast], model=model)
+    _, summary = await run(agent, "will it rain where A1 goes?")
+    assert summary.status is RunStatus.FINISHED and summary.reply == json.loads(reply)["text"]
+    asked = [(r.purpose, r.temperature) for r in model.requests]
+    assert asked == [(p, LAYER_TEMPERATURES[p]) for p in ("extract", "intent", "plan", "reply")]
 
 
 # ------------------------------------------------------------------ replay
@@ -468,6 +488,7 @@ def judged_agent(model: Any, judge: str | None = "the city is a real place") -> 
                 }
             ],
             "plans": {"p": {"steps": steps}},
+            "model": {**CONFIG["model"], "temperatures": LAYER_TEMPERATURES},
         }
     )
     return Agent.build(config, [lookup, forecast], model=model)
@@ -478,7 +499,9 @@ async def test_judge_runs_after_deterministic_checks_and_can_fail_a_step() -> No
     runtime, summary = await run(judged_agent(model), "weather for A1?")
     assert summary.steps[0].error_code == "SUCCESS_CRITERIA_FAILED"
     assert summary.status is RunStatus.HANDED_OFF
-    assert model.requests[0].temperature == 0.0 and model.requests[0].purpose == "judge"
+    assert [(r.purpose, r.temperature) for r in model.requests] == [
+        ("judge", LAYER_TEMPERATURES["judge"])
+    ]
     verdicts = [
         e.data["verdict"]
         for e in await runtime.events(summary.run_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 
 import pytest
 from pydantic import BaseModel
@@ -202,24 +202,35 @@ async def test_none_means_no_result_only_when_declared() -> None:
 
 
 async def test_sync_tools_run_off_the_event_loop() -> None:
+    """A sync tool runs in another thread while the loop stays free to run coroutines.
+
+    The tool blocks until a coroutine on the loop releases it, and that coroutine only
+    acts once the tool has started. Run on the loop thread, the tool would block the very
+    coroutine that must release it: it gives up after a generous guard and reports it.
+    """
+    loop_thread = threading.get_ident()
+    loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+    released = threading.Event()
+    tool_threads: list[int] = []
+
     @tool
     def blocking() -> Out:
-        time.sleep(0.2)
-        return Out(value=1)
+        tool_threads.append(threading.get_ident())
+        loop.call_soon_threadsafe(started.set)
+        return Out(value=1 if released.wait(timeout=10) else 0)
 
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        for _ in range(10):
-            await asyncio.sleep(0.01)
-            ticks += 1
+    async def release_once_started() -> None:
+        await started.wait()
+        released.set()
 
     effects = FixedEffects()
-    await asyncio.gather(
-        invoke_tool(blocking, validate_args(blocking, {}), ctx(), effects), ticker()
+    result, _ = await asyncio.gather(
+        invoke_tool(blocking, validate_args(blocking, {}), ctx(), effects),
+        release_once_started(),
     )
-    assert ticks == 10
+    assert result.status is ToolStatus.SUCCESS and result.data == {"value": 1}
+    assert len(tool_threads) == 1 and tool_threads[0] != loop_thread
 
 
 def test_summary_template_uses_output_fields() -> None:
