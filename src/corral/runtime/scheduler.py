@@ -103,7 +103,8 @@ class Scheduler:
             if not self.running:
                 break
             done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
+            # In dispatch order, not the set's: the log must not depend on task addresses.
+            for task in [task for task in self.running if task in done]:
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
         self._mark_blocked()
