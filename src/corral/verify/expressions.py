@@ -19,6 +19,7 @@ import cmath
 import operator
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -28,8 +29,14 @@ from corral.errors import ExpressionInvalidError
 from corral.planning.typecheck import field_type
 
 ALLOWED_NAMES = frozenset({"result", "args", "facts", "entities"})
-CONSTANTS: dict[str, Any] = {"true": True, "false": False, "null": None, "none": None}
-FUNCTIONS: dict[str, Callable[..., Any]] = {"len": len, "lower": str.lower, "upper": str.upper}
+CONSTANTS: Mapping[str, Any] = MappingProxyType(
+    {"true": True, "false": False, "null": None, "none": None}
+)
+FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {"len": len, "lower": str.lower, "upper": str.upper}
+)
+"""The only calls a rule may make. Read-only: simpleeval adds ``list``, ``dict``... to the
+table it is given, so each evaluation gets a copy and the compile check stays the same."""
 MAX_EXPRESSION_CHARS = 2000
 """Longest expression text accepted."""
 MAX_EXPRESSION_DEPTH = 32
@@ -129,7 +136,7 @@ class Expression:
     def evaluate(self, names: Mapping[str, Any]) -> Any:
         """Evaluate with the given names; a missing field raises ``ExpressionInvalidError``."""
         evaluator = EvalWithCompoundTypes(
-            operators=OPERATORS, names={**CONSTANTS, **names}, functions=FUNCTIONS
+            operators=OPERATORS, names={**CONSTANTS, **names}, functions=dict(FUNCTIONS)
         )
         try:
             return evaluator.eval(self.text, previously_parsed=self.tree.body)
@@ -271,7 +278,7 @@ def compile_expression(text: str, result_model: type[BaseModel] | None = None) -
             problems.append(f"unknown name {node.id!r} (use {', '.join(sorted(ALLOWED_NAMES))})")
     if result_model is not None:
         for node in ast.walk(tree):
-            chain = _attribute_chain(node) if isinstance(node, ast.Attribute) else None
+            chain = _attribute_chain(node)
             if chain and chain[0] == "result":
                 _, problem = field_type(result_model, chain[1:])
                 if problem:
