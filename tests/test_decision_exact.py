@@ -99,10 +99,10 @@ def test_ranking_prefers_latency_by_default_and_cost_when_asked() -> None:
 
 def test_ties_fall_to_the_other_measure_then_the_planned_tool_then_the_name() -> None:
     registry = ToolRegistry(
-        [searcher("a", 10, 2.0), searcher("b", 10, 1.0), searcher("c", 99, 1.0)]
+        [searcher("c", 10, 2.0), searcher("b", 10, 1.0), searcher("a", 99, 1.0)]
     )
-    assert ranked(registry, "a", ToolHealth()) == ["b", "a", "c"]  # same latency: cost
-    assert ranked(registry, "a", ToolHealth(), prefer="cost") == ["b", "c", "a"]  # latency
+    assert ranked(registry, "c", ToolHealth()) == ["b", "c", "a"]  # same latency: cost
+    assert ranked(registry, "c", ToolHealth(), prefer="cost") == ["b", "a", "c"]  # latency
     twins = ToolRegistry([searcher("x", 10, 1.0), searcher("y", 10, 1.0), searcher("z", 10, 1)])
     assert ranked(twins, "y", ToolHealth()) == ["y", "x", "z"]
     assert ranked(twins, "z", ToolHealth(), exclude=["y"]) == ["z", "x"]

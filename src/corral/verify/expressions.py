@@ -19,6 +19,7 @@ import cmath
 import operator
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -91,8 +92,9 @@ def _number(value: Any, symbol: str) -> Any:
     return value
 
 
-def _arithmetic(symbol: str, apply: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    return lambda a, b: apply(_number(a, symbol), _number(b, symbol))
+def _arithmetic(symbol: str, apply: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``apply`` to two numbers, each checked by ``_number``."""
+    return apply(_number(a, symbol), _number(b, symbol))
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -106,10 +108,10 @@ def _add(a: Any, b: Any) -> Any:
 
 OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Add: _add,
-    ast.Sub: _arithmetic("-", operator.sub),
-    ast.Mult: _arithmetic("*", operator.mul),
-    ast.Div: _arithmetic("/", operator.truediv),
-    ast.Mod: _arithmetic("%", operator.mod),
+    ast.Sub: partial(_arithmetic, "-", operator.sub),
+    ast.Mult: partial(_arithmetic, "*", operator.mul),
+    ast.Div: partial(_arithmetic, "/", operator.truediv),
+    ast.Mod: partial(_arithmetic, "%", operator.mod),
     ast.USub: lambda a: -_number(a, "-"),
     ast.Not: operator.not_,
     ast.Eq: operator.eq,
@@ -229,11 +231,7 @@ def read_paths(expression: Expression, scope: str = "facts") -> frozenset[tuple[
             ):
                 parts.append(node.slice.value)
                 node = node.value
-            elif isinstance(node, ast.Subscript):
-                visit(node.slice)  # a computed key reads names of its own
-                parts.clear()  # and only the part before it is known
-                node = node.value
-            else:
+            else:  # a computed key (``facts[x]``) ends the path: ``visit`` reads its parts
                 break
         if isinstance(node, ast.Name) and node.id == scope:
             return tuple(reversed(parts))
@@ -253,7 +251,7 @@ def read_paths(expression: Expression, scope: str = "facts") -> frozenset[tuple[
 
 def fact_names(expression: Expression) -> frozenset[str]:
     """The fact names an expression reads (the first part of each ``facts.*`` path)."""
-    return frozenset(path[0] for path in read_paths(expression, "facts") if path)
+    return frozenset(path[0] for path in read_paths(expression) if path)
 
 
 def compile_expression(text: str, result_model: type[BaseModel] | None = None) -> Expression:
