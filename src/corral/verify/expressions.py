@@ -19,6 +19,8 @@ import cmath
 import operator
 from collections.abc import Callable, Mapping, Sized
 from dataclasses import dataclass
+from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -28,8 +30,14 @@ from corral.errors import ExpressionInvalidError
 from corral.planning.typecheck import field_type
 
 ALLOWED_NAMES = frozenset({"result", "args", "facts", "entities"})
-CONSTANTS: dict[str, Any] = {"true": True, "false": False, "null": None, "none": None}
-FUNCTIONS: dict[str, Callable[..., Any]] = {"len": len, "lower": str.lower, "upper": str.upper}
+CONSTANTS: Mapping[str, Any] = MappingProxyType(
+    {"true": True, "false": False, "null": None, "none": None}
+)
+FUNCTIONS: Mapping[str, Callable[..., Any]] = MappingProxyType(
+    {"len": len, "lower": str.lower, "upper": str.upper}
+)
+"""The only calls a rule may make. Read-only: simpleeval adds ``list``, ``dict``... to the
+table it is given, so each evaluation gets a copy and the compile check stays the same."""
 MAX_EXPRESSION_CHARS = 2000
 """Longest expression text accepted."""
 MAX_EXPRESSION_DEPTH = 32
@@ -84,8 +92,9 @@ def _number(value: Any, symbol: str) -> Any:
     return value
 
 
-def _arithmetic(symbol: str, apply: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    return lambda a, b: apply(_number(a, symbol), _number(b, symbol))
+def _arithmetic(symbol: str, apply: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    """``apply`` to two numbers, each checked by ``_number``."""
+    return apply(_number(a, symbol), _number(b, symbol))
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -99,10 +108,10 @@ def _add(a: Any, b: Any) -> Any:
 
 OPERATORS: dict[type[ast.AST], Callable[..., Any]] = {
     ast.Add: _add,
-    ast.Sub: _arithmetic("-", operator.sub),
-    ast.Mult: _arithmetic("*", operator.mul),
-    ast.Div: _arithmetic("/", operator.truediv),
-    ast.Mod: _arithmetic("%", operator.mod),
+    ast.Sub: partial(_arithmetic, "-", operator.sub),
+    ast.Mult: partial(_arithmetic, "*", operator.mul),
+    ast.Div: partial(_arithmetic, "/", operator.truediv),
+    ast.Mod: partial(_arithmetic, "%", operator.mod),
     ast.USub: lambda a: -_number(a, "-"),
     ast.Not: operator.not_,
     ast.Eq: operator.eq,
@@ -129,7 +138,7 @@ class Expression:
     def evaluate(self, names: Mapping[str, Any]) -> Any:
         """Evaluate with the given names; a missing field raises ``ExpressionInvalidError``."""
         evaluator = EvalWithCompoundTypes(
-            operators=OPERATORS, names={**CONSTANTS, **names}, functions=FUNCTIONS
+            operators=OPERATORS, names={**CONSTANTS, **names}, functions=dict(FUNCTIONS)
         )
         try:
             return evaluator.eval(self.text, previously_parsed=self.tree.body)
@@ -222,11 +231,7 @@ def read_paths(expression: Expression, scope: str = "facts") -> frozenset[tuple[
             ):
                 parts.append(node.slice.value)
                 node = node.value
-            elif isinstance(node, ast.Subscript):
-                visit(node.slice)  # a computed key reads names of its own
-                parts.clear()  # and only the part before it is known
-                node = node.value
-            else:
+            else:  # a computed key (``facts[x]``) ends the path: ``visit`` reads its parts
                 break
         if isinstance(node, ast.Name) and node.id == scope:
             return tuple(reversed(parts))
@@ -246,7 +251,7 @@ def read_paths(expression: Expression, scope: str = "facts") -> frozenset[tuple[
 
 def fact_names(expression: Expression) -> frozenset[str]:
     """The fact names an expression reads (the first part of each ``facts.*`` path)."""
-    return frozenset(path[0] for path in read_paths(expression, "facts") if path)
+    return frozenset(path[0] for path in read_paths(expression) if path)
 
 
 def compile_expression(text: str, result_model: type[BaseModel] | None = None) -> Expression:
@@ -271,7 +276,7 @@ def compile_expression(text: str, result_model: type[BaseModel] | None = None) -
             problems.append(f"unknown name {node.id!r} (use {', '.join(sorted(ALLOWED_NAMES))})")
     if result_model is not None:
         for node in ast.walk(tree):
-            chain = _attribute_chain(node) if isinstance(node, ast.Attribute) else None
+            chain = _attribute_chain(node)
             if chain and chain[0] == "result":
                 _, problem = field_type(result_model, chain[1:])
                 if problem:

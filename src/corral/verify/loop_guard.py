@@ -11,8 +11,8 @@ from typing import Any
 
 def stable_hash(value: Any) -> str:
     """A short hash of a JSON-able value, independent of key order."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    text = json.dumps(value, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass
