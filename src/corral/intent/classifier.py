@@ -39,7 +39,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         hint="pip install 'corral[ml]'",
     ) from exc
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""3: two-label models use ``[0, z]`` log-odds (2 doubled them), so their temperatures differ."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class IntentClassifierModel:
                 stratify=data.labels,
             )
             partial = cls._fit_once(LabelledTexts(fit_x, fit_y), settings, min_df)
-            logits = partial.model.decision_function(partial.features.transform(held_x))
+            logits = partial.logits(held_x)
             index = {label: i for i, label in enumerate(partial.labels)}
             temperature = _fit_temperature(logits, np.array([index[y] for y in held_y]))
             calibrated = True
@@ -164,12 +165,20 @@ class IntentClassifierModel:
 
     # ------------------------------------------------------------------ predicting
 
+    def logits(self, texts: Sequence[str]) -> Any:
+        """Uncalibrated log-odds, one row per text, one column per label.
+
+        For two labels sklearn gives one column, the log-odds of the second label against
+        the first; it becomes ``[0, z]``, whose softmax is the regression's own sigmoid.
+        """
+        logits = self.model.decision_function(self.features.transform(list(texts)))
+        if logits.ndim == 1:
+            logits = np.stack([np.zeros_like(logits), logits], axis=1)
+        return logits
+
     def probabilities(self, texts: Sequence[str]) -> Any:
         """Calibrated class probabilities, one row per text, columns in ``labels`` order."""
-        logits = self.model.decision_function(self.features.transform(list(texts)))
-        if logits.ndim == 1:  # two classes: sklearn returns one column
-            logits = np.stack([-logits, logits], axis=1)
-        return _softmax(logits, self.temperature)
+        return _softmax(self.logits(texts), self.temperature)
 
     def predict(
         self, texts: Sequence[str], threshold: float | None = None
@@ -205,7 +214,10 @@ class IntentClassifierModel:
         truth = np.array(valid.labels)
         in_scope = truth != OOS_LABEL
         best = (-1.0, 0.0)
-        for cut in np.arange(0.0, 0.96, 0.01):
+        # Cuts are built as i / 100, the very floats a user writes and ``predict`` compares
+        # with: np.arange's 0.7000000000000001 would flag a confidence of 0.7 here and not
+        # once stored as 0.7. Above 0.95 a cut could reject every message.
+        for cut in (i / 100 for i in range(96)):
             labels = np.where(confidence < cut, OOS_LABEL, predicted)
             accuracy = float((labels[in_scope] == truth[in_scope]).mean()) if in_scope.any() else 0
             if (~in_scope).any():
@@ -216,9 +228,9 @@ class IntentClassifierModel:
                 score = (accuracy + f1) / 2
             else:
                 score = accuracy
-            if score > best[0] + 1e-9:
-                best = (score, float(cut))
-        self.oos_threshold = round(best[1], 2)
+            if score > best[0] + 1e-9:  # equal scores, up to float noise: the lowest cut
+                best = (score, cut)
+        self.oos_threshold = best[1]
         return self.oos_threshold
 
     # ------------------------------------------------------------------ persistence
