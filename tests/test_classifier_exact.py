@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 import sklearn
+import yaml
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import FeatureUnion
 
+from corral import MemoryStore, RunStatus, Runtime, load_agent
+from corral.agent import train_classifier
 from corral.errors import ConfigInvalidError
 from corral.intent.classifier import (
     FORMAT_VERSION,
@@ -34,6 +37,8 @@ from corral.intent.classifier import (
 )
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
 from corral.intent.signed import dump_signed
+from corral.testing import FixedEffects
+from tests.helpers import write_agent
 
 TWO = LabelledTexts(
     ["查物流", "where is it", "track my parcel", "退款", "refund", "money back"],
@@ -378,3 +383,54 @@ def test_train_cached_fits_with_the_given_settings(tmp_path: Path) -> None:
     assert np.allclose(again.probabilities(ASK), fitted.probabilities(ASK))
     assert train_cached(THREE, None).settings == ClassifierSettings()
     assert [p.name for p in tmp_path.glob("intent-*.pkl")] == [entry.name]
+
+
+# ------------------------------------------------------------------ a two-intent agent, whole
+
+
+def two_intent_agent(folder: Path, per_intent: int) -> Path:
+    """An agent with two intents and no rules: the classifier alone decides."""
+    examples = corpus({"track": per_intent, "refund": per_intent})
+    intents = [
+        {
+            "name": name,
+            "route": "reply",
+            "reply": name,
+            "examples": [
+                t for t, lab in zip(examples.texts, examples.labels, strict=True) if lab == name
+            ],
+        }
+        for name in ("track", "refund")
+    ]
+    config = {
+        "name": "two",
+        "default_language": "en",
+        "limits": {"intent_confidence": 0.5},
+        "classifier": {"enabled": True},
+        "intents": intents,
+        "templates": {
+            "track": {"zh": "查", "en": "tracked"},
+            "refund": {"zh": "退", "en": "refunded"},
+        },
+    }
+    return write_agent(folder, yaml.safe_dump(config, allow_unicode=True), "")
+
+
+@pytest.mark.parametrize("per_intent", [20, 3])
+async def test_a_two_intent_agent_trains_and_reports_the_regressions_confidence(
+    tmp_path: Path, per_intent: int
+) -> None:
+    """20 examples each: enough to calibrate, which crashed for two labels. 3 each: the
+    confidence the run reports is the regression's own probability, not an inflated one."""
+    agent = load_agent(two_intent_agent(tmp_path / "agent", per_intent), cache_dir=tmp_path / "c")
+    model = train_classifier(agent.config, tmp_path / "c")  # the cached one the agent uses
+    assert isinstance(model, IntentClassifierModel)
+    assert model.calibrated is (per_intent == 20)
+    summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("refund money back")
+    assert summary.status is RunStatus.FINISHED and summary.reply == "refunded"
+    assert summary.intent is not None and summary.intent.label == "refund"
+    expected = float(model.probabilities(["refund money back"]).max())
+    assert summary.intent.confidence == round(expected, 4)
+    if not model.calibrated:
+        own = float(own_probabilities(model, ["refund money back"]).max())
+        assert summary.intent.confidence == round(own, 4)
