@@ -13,9 +13,11 @@ from pydantic import BaseModel
 
 from corral import EventType, MemoryStore, RunStatus, Runtime, parse_config, tool
 from corral.agent import Agent
+from corral.errors import TransientToolError
 from corral.models import ScriptedModel
 from corral.testing import FixedEffects
 from corral.tools.builtin import generate_reply
+from corral.tools.policy import NO_RETRY, ToolPolicy
 from tests.helpers import build_agent
 from tests.one_intent import one_intent
 
@@ -331,3 +333,42 @@ async def test_a_partial_reply_that_cannot_be_grounded_goes_to_a_person() -> Non
     assert summary.handoff is not None and summary.handoff.reason_code == "TEMPLATE_INVALID"
     assert "facts.missing" in summary.handoff.reason
     assert not [e for e in events if e.type is EventType.REPLY and e.data["template"] == "partial"]
+
+
+# ------------------------------------------------------------------ model plans, unknown outcomes
+
+
+async def test_a_model_plan_that_finds_nothing_goes_to_a_person() -> None:
+    """A model plan has no ``on_failure`` templates to answer with."""
+    plan = '{"steps": [{"id": "s1", "tool": "nothing", "args": {"n": 1}}]}'
+    config = one_intent("go", tools=["nothing"], model={"intent_fallback": False})
+    model = ScriptedModel(function=lambda request: plan)
+    summary, _, _ = await run(Agent.build(parse_config(config), [nothing], model=model))
+    assert summary.status is RunStatus.HANDED_OFF
+    assert summary.handoff is not None and summary.handoff.reason_code == "NO_RESULT"
+    assert summary.handoff.reason == "step s1 (nothing) failed: the tool found nothing"
+
+
+async def test_an_ambiguous_write_is_not_retried_on_an_equivalent_tool() -> None:
+    """The write may have happened: a person is asked, the replica is never tried."""
+    replicas: list[int] = []
+
+    @tool(name="primary", policy=ToolPolicy(kind="write", equivalent_group="w", retry=NO_RETRY))
+    def primary() -> Value:
+        """Write through the primary."""
+        raise TransientToolError("503")
+
+    @tool(name="replica", policy=ToolPolicy(kind="write", equivalent_group="w", latency_ms=500))
+    def replica() -> Value:
+        """Write through the replica."""
+        replicas.append(1)
+        return Value(value=1)
+
+    built = build_agent([primary, replica], [{"id": "s1", "tool": "primary"}])
+    summary, events, _ = await run(built)
+    assert (summary.status, summary.outcome) == (RunStatus.HANDED_OFF, "unknown")
+    assert summary.handoff is not None and summary.handoff.reason == (
+        "step s1 (primary): TOOL_TRANSIENT: 503; the write may or may not have happened"
+    )
+    assert replicas == []
+    assert ending(events) == ("outcome_unknown", "unknown")

@@ -74,7 +74,7 @@ def conclude(
 def _plan(loop: RunLoop) -> Plan:
     """The run's plan: the scheduler, the only caller of ``conclude``, ran one."""
     plan = loop.state.plan
-    assert plan is not None, "conclude runs only after a plan"
+    assert plan is not None
     return plan
 
 
