@@ -39,6 +39,7 @@ from corral.intent.datasets import OOS_LABEL, LabelledTexts
 from corral.intent.signed import dump_signed
 from corral.testing import FixedEffects
 from tests.helpers import write_agent
+from tests.test_classifier import synthetic
 
 TWO = LabelledTexts(
     ["查物流", "where is it", "track my parcel", "退款", "refund", "money back"],
@@ -46,6 +47,19 @@ TWO = LabelledTexts(
 )
 THREE = TWO + LabelledTexts(["new address", "改地址", "ship it elsewhere"], ["address"] * 3)
 ASK = ["where is my parcel", "refund please", "改一下地址", "TRACK MY PARCEL"]
+GOLDEN_PLAIN = [
+    [0.033, 0.03, 0.937],
+    [0.056, 0.888, 0.056],
+    [0.553, 0.228, 0.219],
+    [0.048, 0.054, 0.898],
+]
+GOLDEN_TEMPERATURE = 0.449
+GOLDEN_CALIBRATED = [
+    [0.001, 0.002, 0.001, 0.997],
+    [0.0, 0.0, 1.0, 0.0],
+    [0.934, 0.009, 0.02, 0.038],
+    [0.001, 0.001, 0.001, 0.997],
+]
 
 
 def corpus(per_label: dict[str, int]) -> LabelledTexts:
@@ -63,12 +77,14 @@ def corpus(per_label: dict[str, int]) -> LabelledTexts:
     return LabelledTexts(texts, labels)
 
 
-@pytest.fixture(scope="module")
+# Fitted afresh for each test (a few milliseconds): mutmut credits a module-scoped
+# fixture's fit to the first test only, so a later test could not kill a fitting mutant.
+@pytest.fixture
 def two() -> IntentClassifierModel:
     return IntentClassifierModel.fit(TWO)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def three() -> IntentClassifierModel:
     return IntentClassifierModel.fit(THREE)
 
@@ -200,6 +216,35 @@ def test_one_letter_words_are_features() -> None:
     assert {"a", "b", "plan a", "plan b"} <= set(fitted.features.transformer_list[1][1].vocabulary_)
 
 
+def test_one_label_is_refused_with_a_message() -> None:
+    with pytest.raises(ConfigInvalidError) as caught:
+        IntentClassifierModel.fit(LabelledTexts(["a", "b"], ["x", "x"]))
+    assert caught.value.message == "a classifier needs examples of at least two labels"
+
+
+@pytest.mark.parametrize(("size", "kept"), [(1999, True), (2000, False)])
+def test_on_a_large_corpus_a_one_off_character_ngram_is_dropped(size: int, kept: bool) -> None:
+    """From 2000 examples on, a character n-gram seen in one example only is noise (a typo)."""
+    texts = ["ab" if i % 2 else "cd" for i in range(size - 1)] + ["ab zq"]
+    labels = ["x" if i % 2 else "y" for i in range(size - 1)] + ["x"]
+    fitted = IntentClassifierModel.fit(LabelledTexts(texts, labels))
+    characters = fitted.features.transformer_list[0][1].vocabulary_
+    assert ("zq" in characters) is kept
+    assert "ab" in characters
+
+
+def test_a_fit_is_reproducible() -> None:
+    """The cache key names the data, the settings, sklearn's version and FORMAT_VERSION, not
+    the code: a change to the features or the fit must bump FORMAT_VERSION. These figures
+    pin one small fit and one calibration (sklearn 1.9); update them with FORMAT_VERSION."""
+    assert FORMAT_VERSION == 3
+    plain = IntentClassifierModel.fit(THREE)
+    assert np.allclose(plain.probabilities(ASK), GOLDEN_PLAIN, atol=2e-3)
+    calibrated = IntentClassifierModel.fit(synthetic(1))
+    assert calibrated.temperature == pytest.approx(GOLDEN_TEMPERATURE, abs=1e-3)
+    assert np.allclose(calibrated.probabilities(ASK), GOLDEN_CALIBRATED, atol=2e-3)
+
+
 def test_explicit_settings_are_used() -> None:
     settings = ClassifierSettings(c=0.01)
     weak = IntentClassifierModel.fit(THREE, settings)
@@ -282,10 +327,25 @@ def test_with_only_out_of_scope_examples_the_threshold_flags_them() -> None:
     assert model.tune_threshold(truth) == 0.71
 
 
-def test_the_threshold_never_rejects_every_message() -> None:
+@pytest.mark.parametrize("top", [0.951, 0.97])
+def test_the_threshold_never_rejects_every_message(top: float) -> None:
     """Even when only a cut above every confidence would help, the cut stops at 0.95."""
-    model = scripted({"i1": ("b", 0.97), "o1": ("a", 0.98), "o2": ("b", 0.99)})
+    model = scripted({"i1": ("b", top), "o1": ("a", top + 0.001), "o2": ("b", top + 0.002)})
     truth = LabelledTexts(["i1", "o1", "o2"], ["a", OOS_LABEL, OOS_LABEL])
+    assert model.tune_threshold(truth) == 0.0
+
+
+def test_when_flagging_costs_more_than_it_gains_nothing_is_flagged() -> None:
+    """Cuts up to 0.30 flag nothing and keep the one answer: better than any other cut."""
+    model = scripted({"i1": ("a", 0.35), "o1": ("b", 0.9)})
+    truth = LabelledTexts(["i1", "o1"], ["a", OOS_LABEL])
+    assert model.tune_threshold(truth) == 0.0
+
+
+def test_out_of_scope_f1_and_accuracy_weigh_the_same() -> None:
+    """At 0.41, one answer lost (accuracy 1/2) buys an out-of-scope F1 of 1/2: no gain."""
+    model = scripted({"i1": ("a", 0.4), "i2": ("a", 0.5), "o1": ("a", 0.4), "o2": ("a", 0.5)})
+    truth = LabelledTexts(["i1", "i2", "o1", "o2"], ["a", "a", OOS_LABEL, OOS_LABEL])
     assert model.tune_threshold(truth) == 0.0
 
 
@@ -373,14 +433,22 @@ def test_the_cache_key_depends_on_texts_labels_and_settings() -> None:
     assert key not in others and len(others) == 3
 
 
-def test_train_cached_fits_with_the_given_settings(tmp_path: Path) -> None:
+def refit_forbidden(*args: object) -> IntentClassifierModel:
+    raise AssertionError("the cached model was fitted again")
+
+
+def test_train_cached_fits_with_the_given_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = ClassifierSettings(c=0.5)
     fitted = train_cached(THREE, tmp_path, settings)
     assert fitted.settings == settings
     [entry] = tmp_path.glob("intent-*.pkl")
     assert entry.name == f"intent-{content_hash(THREE, settings)}.pkl"
-    again = train_cached(THREE, tmp_path, settings)
+    monkeypatch.setattr(IntentClassifierModel, "fit", refit_forbidden)
+    again = train_cached(THREE, tmp_path, settings)  # read back, not fitted again
     assert np.allclose(again.probabilities(ASK), fitted.probabilities(ASK))
+    monkeypatch.undo()
     assert train_cached(THREE, None).settings == ClassifierSettings()
     assert [p.name for p in tmp_path.glob("intent-*.pkl")] == [entry.name]
 

@@ -71,8 +71,7 @@ def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
             ),
             (
                 "word",
-                TfidfVectorizer(
-                    analyzer="word",
+                TfidfVectorizer(  # the default analyzer: words
                     ngram_range=settings.word_ngrams,
                     sublinear_tf=True,
                     lowercase=True,
@@ -97,7 +96,7 @@ def _fit_temperature(logits: Any, truth: Any) -> float:
         probs = _softmax(logits, t)
         return float(-np.log(probs[np.arange(len(truth)), truth] + 1e-12).mean())
 
-    found = minimize_scalar(nll, bounds=(0.05, 20.0), method="bounded")
+    found = minimize_scalar(nll, bounds=(0.05, 20.0))  # bounds imply the bounded method
     return float(found.x)
 
 
@@ -200,7 +199,7 @@ class IntentClassifierModel:
             return None
         return IntentResult(
             label=label,
-            confidence=round(min(confidence, 1.0), 4),
+            confidence=round(confidence, 4),  # also turns float noise above 1 into 1.0
             source="classifier",
             evidence=f"classifier p={confidence:.2f}",
         )
