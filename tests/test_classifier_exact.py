@@ -200,11 +200,12 @@ def test_calibration_needs_forty_examples_and_four_of_each_label(
 
 def test_the_calibrated_model_is_fitted_on_all_the_data() -> None:
     """Calibration holds data out only to fit the temperature; the model sees it all."""
-    data = corpus({"track": 20, "refund": 20, "address": 20})
+    base = corpus({"track": 20, "refund": 20, "address": 20})
+    data = LabelledTexts([f"{t} w{i}" for i, t in enumerate(base.texts)], base.labels)
     fitted = IntentClassifierModel.fit(data)
     assert fitted.calibrated and 0.05 <= fitted.temperature <= 20.0
-    vocabulary = fitted.features.transformer_list[1][1].vocabulary_
-    assert all(str(i) in vocabulary for i in range(20))  # every example's number was seen
+    words = fitted.features.transformer_list[1][1].vocabulary_
+    assert all(f"w{i}" in words for i in range(60))  # each example's own word was seen
 
 
 def test_one_letter_words_are_features() -> None:
