@@ -57,6 +57,7 @@ class ClassifierSettings:
 
 
 def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
+    """Character and word n-grams; both vectorizers lowercase (sklearn's default)."""
     return FeatureUnion(
         [
             (
@@ -66,7 +67,6 @@ def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
                     ngram_range=settings.char_ngrams,
                     sublinear_tf=True,
                     min_df=min_df,
-                    lowercase=True,
                 ),
             ),
             (
@@ -74,7 +74,6 @@ def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
                 TfidfVectorizer(  # the default analyzer: words
                     ngram_range=settings.word_ngrams,
                     sublinear_tf=True,
-                    lowercase=True,
                     token_pattern=r"(?u)\b\w+\b",
                 ),
             ),
