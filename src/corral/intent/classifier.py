@@ -250,11 +250,10 @@ class IntentClassifierModel:
 
 def content_hash(data: LabelledTexts, settings: ClassifierSettings) -> str:
     """Cache key: the examples, their labels, the settings and the library versions."""
-    text = json.dumps(
-        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION],
-        ensure_ascii=False,
+    text = json.dumps(  # ASCII: non-ASCII text is escaped, so any encoding gives one key
+        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION]
     )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def train_cached(
