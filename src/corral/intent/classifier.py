@@ -39,7 +39,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         hint="pip install 'corral[ml]'",
     ) from exc
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""3: two-label models use ``[0, z]`` log-odds (2 doubled them), so their temperatures differ."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class ClassifierSettings:
 
 
 def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
+    """Character and word n-grams; both vectorizers lowercase (sklearn's default)."""
     return FeatureUnion(
         [
             (
@@ -65,16 +67,13 @@ def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
                     ngram_range=settings.char_ngrams,
                     sublinear_tf=True,
                     min_df=min_df,
-                    lowercase=True,
                 ),
             ),
             (
                 "word",
-                TfidfVectorizer(
-                    analyzer="word",
+                TfidfVectorizer(  # the default analyzer: words
                     ngram_range=settings.word_ngrams,
                     sublinear_tf=True,
-                    lowercase=True,
                     token_pattern=r"(?u)\b\w+\b",
                 ),
             ),
@@ -96,7 +95,7 @@ def _fit_temperature(logits: Any, truth: Any) -> float:
         probs = _softmax(logits, t)
         return float(-np.log(probs[np.arange(len(truth)), truth] + 1e-12).mean())
 
-    found = minimize_scalar(nll, bounds=(0.05, 20.0), method="bounded")
+    found = minimize_scalar(nll, bounds=(0.05, 20.0))  # bounds imply the bounded method
     return float(found.x)
 
 
@@ -136,7 +135,7 @@ class IntentClassifierModel:
                 stratify=data.labels,
             )
             partial = cls._fit_once(LabelledTexts(fit_x, fit_y), settings, min_df)
-            logits = partial.model.decision_function(partial.features.transform(held_x))
+            logits = partial.logits(held_x)
             index = {label: i for i, label in enumerate(partial.labels)}
             temperature = _fit_temperature(logits, np.array([index[y] for y in held_y]))
             calibrated = True
@@ -164,12 +163,20 @@ class IntentClassifierModel:
 
     # ------------------------------------------------------------------ predicting
 
+    def logits(self, texts: Sequence[str]) -> Any:
+        """Uncalibrated log-odds, one row per text, one column per label.
+
+        For two labels sklearn gives one column, the log-odds of the second label against
+        the first; it becomes ``[0, z]``, whose softmax is the regression's own sigmoid.
+        """
+        logits = self.model.decision_function(self.features.transform(list(texts)))
+        if logits.ndim == 1:
+            logits = np.stack([np.zeros_like(logits), logits], axis=1)
+        return logits
+
     def probabilities(self, texts: Sequence[str]) -> Any:
         """Calibrated class probabilities, one row per text, columns in ``labels`` order."""
-        logits = self.model.decision_function(self.features.transform(list(texts)))
-        if logits.ndim == 1:  # two classes: sklearn returns one column
-            logits = np.stack([-logits, logits], axis=1)
-        return _softmax(logits, self.temperature)
+        return _softmax(self.logits(texts), self.temperature)
 
     def predict(
         self, texts: Sequence[str], threshold: float | None = None
@@ -191,7 +198,7 @@ class IntentClassifierModel:
             return None
         return IntentResult(
             label=label,
-            confidence=round(min(confidence, 1.0), 4),
+            confidence=round(confidence, 4),  # also turns float noise above 1 into 1.0
             source="classifier",
             evidence=f"classifier p={confidence:.2f}",
         )
@@ -205,7 +212,10 @@ class IntentClassifierModel:
         truth = np.array(valid.labels)
         in_scope = truth != OOS_LABEL
         best = (-1.0, 0.0)
-        for cut in np.arange(0.0, 0.96, 0.01):
+        # Cuts are built as i / 100, the very floats a user writes and ``predict`` compares
+        # with: np.arange's 0.7000000000000001 would flag a confidence of 0.7 here and not
+        # once stored as 0.7. Above 0.95 a cut could reject every message.
+        for cut in (i / 100 for i in range(96)):
             labels = np.where(confidence < cut, OOS_LABEL, predicted)
             accuracy = float((labels[in_scope] == truth[in_scope]).mean()) if in_scope.any() else 0
             if (~in_scope).any():
@@ -216,9 +226,9 @@ class IntentClassifierModel:
                 score = (accuracy + f1) / 2
             else:
                 score = accuracy
-            if score > best[0] + 1e-9:
-                best = (score, float(cut))
-        self.oos_threshold = round(best[1], 2)
+            if score > best[0] + 1e-9:  # equal scores, up to float noise: the lowest cut
+                best = (score, cut)
+        self.oos_threshold = best[1]
         return self.oos_threshold
 
     # ------------------------------------------------------------------ persistence
@@ -240,11 +250,10 @@ class IntentClassifierModel:
 
 def content_hash(data: LabelledTexts, settings: ClassifierSettings) -> str:
     """Cache key: the examples, their labels, the settings and the library versions."""
-    text = json.dumps(
-        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION],
-        ensure_ascii=False,
+    text = json.dumps(  # ASCII: non-ASCII text is escaped, so any encoding gives one key
+        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION]
     )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def train_cached(

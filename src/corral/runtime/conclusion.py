@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from corral.contracts import EventType, Step, StepStatus
+from corral.contracts import EventType, Plan, Step, StepStatus
 from corral.errors import ErrorCode, TemplateInvalidError
+from corral.reply.render import display
 from corral.runtime.state import StepState
 
 if TYPE_CHECKING:
@@ -70,10 +71,16 @@ def conclude(
             loop.finish(spec.reply if spec and spec.reply else "done", "success")
 
 
+def _plan(loop: RunLoop) -> Plan:
+    """The run's plan: the scheduler, the only caller of ``conclude``, ran one."""
+    plan = loop.state.plan
+    assert plan is not None
+    return plan
+
+
 def _optional(loop: RunLoop) -> set[str]:
     """Ids of the steps whose failure the plan allows (``on_failure: continue``)."""
-    plan = loop.state.plan
-    return {s.id for s in plan.steps if s.on_failure == "continue"} if plan else set()
+    return {s.id for s in _plan(loop).steps if s.on_failure == "continue"}
 
 
 def _failure(loop: RunLoop, first: StepState) -> None:
@@ -97,8 +104,7 @@ def _partial(loop: RunLoop, steps: list[StepState], first: StepState) -> None:
     The steps that publish the reply are not listed; their text comes first. When nothing
     at all succeeded there is nothing to report, and a person takes over.
     """
-    plan = loop.state.plan
-    declared = {s.id: s for s in plan.steps} if plan else {}
+    declared = {s.id: s for s in _plan(loop).steps}
     reply_steps = {sid for sid, step in declared.items() if "reply" in step.facts}
     succeeded = [s for s in steps if s.status is StepStatus.SUCCEEDED]
     if not succeeded:
@@ -106,10 +112,10 @@ def _partial(loop: RunLoop, steps: list[StepState], first: StepState) -> None:
         return
     done = [s for s in succeeded if s.id not in reply_steps] or succeeded
     not_done = [s for s in steps if s.status in (StepStatus.FAILED, StepStatus.BLOCKED)]
-    sep = "、" if loop.state.language == "zh" else ", "
 
     def words(items: list[StepState]) -> str:
-        return sep.join(dict.fromkeys(_describe(loop, declared, s) for s in items))
+        names = dict.fromkeys(_describe(loop, declared, s) for s in items)
+        return display(list(names), loop.state.language)
 
     try:
         note = loop.render("partial", {"done": words(done), "not_done": words(not_done)})
