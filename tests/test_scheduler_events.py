@@ -1,0 +1,498 @@
+"""The exact log a run leaves behind: what each step recorded, in order, with what payload.
+
+The run log is what ``corral logs``, replay, handoff packets and audits read, so its
+entries are pinned here value by value on small runs: step ids, statuses, reasons, error
+codes and durations. The clock is deterministic (``StepClock``): every reading of the
+monotonic clock advances it by the same odd amount, so each tool call lasts exactly
+0.1234567 ms and is recorded rounded to the microsecond, 0.123 ms.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
+from corral.errors import TransientToolError
+from corral.models import ModelRequest, ScriptedModel
+from corral.testing import FixedEffects
+from corral.tools.policy import RetryPolicy, ToolPolicy
+from corral.tools.spec import ToolSpec
+from tests.helpers import build_agent
+
+TICK_S = 0.0001234567
+"""How far the monotonic clock moves on each reading: one call lasts 0.1234567 ms."""
+
+STEP_EVENTS = {
+    EventType.STEP_STARTED,
+    EventType.TOOL_SELECTED,
+    EventType.TOOL_ATTEMPT,
+    EventType.OUTCOME_RECONCILED,
+    EventType.VERIFIED,
+    EventType.STEP_FINISHED,
+    EventType.FACT_WRITTEN,
+    EventType.STEP_BLOCKED,
+    EventType.LOOP_DETECTED,
+}
+
+
+class Value(BaseModel):
+    value: int
+
+
+class StepClock(FixedEffects):
+    """FixedEffects whose monotonic clock advances by ``TICK_S`` on every reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = 100.0
+
+    def monotonic(self) -> float:
+        self.clock += TICK_S
+        return self.clock
+
+
+def assert_plain_json(value: Any, where: str) -> None:
+    """Event data holds JSON values only (contracts.Event): no enums, models or tuples."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            assert type(key) is str, where
+            assert_plain_json(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            assert_plain_json(item, f"{where}[{index}]")
+    else:
+        assert type(value) in (str, int, float, bool, type(None)), (where, type(value))
+
+
+async def trail(tools: list[ToolSpec], steps: list[dict[str, Any]], **kwargs: Any) -> Any:
+    """Run ``go`` on a one-intent agent; the summary and the step events as tuples."""
+    agent = build_agent(tools, steps, **kwargs)
+    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go")
+    events = runtime.store.load_events(summary.run_id)
+    for event in events:
+        assert_plain_json(event.data, f"{event.type.value}#{event.seq}")
+    assert json.loads(json.dumps([e.data for e in events])) == [e.data for e in events]
+    return summary, [(e.type.value, e.stage, e.data) for e in events if e.type in STEP_EVENTS]
+
+
+def started(step: str, tool_name: str, args: dict[str, Any] | None = None) -> tuple[Any, ...]:
+    return ("step_started", "execute", {"step_id": step, "tool": tool_name, "args": args or {}})
+
+
+def selected(
+    step: str, tool_name: str, candidates: list[str], reason: str = "best ranked"
+) -> tuple[Any, ...]:
+    data = {
+        "step_id": step,
+        "tool": tool_name,
+        "reason": reason,
+        "degraded": False,
+        "candidates": candidates,
+        "excluded": {},
+    }
+    return ("tool_selected", "decide", data)
+
+
+def attempt(step: str, tool_name: str, number: int, status: str, **fields: Any) -> tuple[Any, ...]:
+    data = {
+        "step_id": step,
+        "tool": tool_name,
+        "attempt": number,
+        "status": status,
+        "duration_ms": 0.123,
+        "error_code": None,
+        "error_message": None,
+        "retryable": False,
+        "backoff_s": None,
+        "data": None,
+        "applied": None,
+        "in_flight": False,
+    }
+    return ("tool_attempt", "execute", {**data, **fields})
+
+
+def verified(step: str, passed: bool, reason: str, code: str | None = None) -> tuple[Any, ...]:
+    verdict = {"passed": passed, "check": "success", "reason": reason, "code": code}
+    return ("verified", "verify", {"step_id": step, "verdict": verdict})
+
+
+def result(tool_name: str, status: str, summary: str, **fields: Any) -> dict[str, Any]:
+    data = {
+        "tool": tool_name,
+        "status": status,
+        "data": None,
+        "summary": summary,
+        "error_code": None,
+        "error_message": None,
+        "retryable": False,
+        "attempts": 1,
+        "duration_ms": 0.123,
+    }
+    return {**data, **fields}
+
+
+def finished(
+    step: str,
+    status: str,
+    outcome: dict[str, Any],
+    code: str | None,
+    reason: str,
+    stage: str = "execute",
+) -> tuple[Any, ...]:
+    data = {
+        "step_id": step,
+        "status": status,
+        "result": outcome,
+        "error_code": code,
+        "reason": reason,
+        "duration_ms": outcome["duration_ms"],
+    }
+    return ("step_finished", stage, data)
+
+
+@tool
+def ok(n: int) -> Value:
+    return Value(value=n)
+
+
+async def test_a_success_and_a_failed_criterion_are_recorded_exactly() -> None:
+    summary, events = await trail(
+        [ok],
+        [
+            {"id": "a", "tool": "ok", "args": {"n": 1}, "facts": {"total": "result.value"}},
+            {
+                "id": "b",
+                "tool": "ok",
+                "args": {"n": 0},
+                "depends_on": ["a"],
+                "success": "result.value > 0",
+            },
+        ],
+    )
+    assert summary.status is RunStatus.HANDED_OFF
+    assert events == [
+        started("a", "ok", {"n": 1}),
+        selected("a", "ok", ["ok"]),
+        attempt("a", "ok", 1, "success", data={"value": 1}),
+        verified("a", True, "no criterion declared"),
+        finished(
+            "a", "succeeded", result("ok", "success", "ok: value=1", data={"value": 1}), None, ""
+        ),
+        ("fact_written", "memory", {"name": "total", "value": 1, "source": "tool", "origin": "a"}),
+        started("b", "ok", {"n": 0}),
+        selected("b", "ok", ["ok"]),
+        attempt("b", "ok", 1, "success", data={"value": 0}),
+        verified("b", False, "result.value > 0 is false", "SUCCESS_CRITERIA_FAILED"),
+        finished(
+            "b",
+            "failed",
+            result("ok", "success", "ok: value=0", data={"value": 0}),
+            "SUCCESS_CRITERIA_FAILED",
+            "result.value > 0 is false",
+            stage="verify",
+        ),
+    ]
+
+
+async def test_no_result_fails_the_step_with_its_own_code_and_blocks_what_depends_on_it() -> None:
+    @tool
+    def nothing() -> Value | None:
+        return None
+
+    summary, events = await trail(
+        [nothing, ok],
+        [
+            {"id": "s1", "tool": "nothing"},
+            {"id": "s2", "tool": "ok", "args": {"n": 1}, "depends_on": ["s1"]},
+        ],
+    )
+    assert [(s.id, s.status, s.error_code) for s in summary.steps] == [
+        ("s1", StepStatus.FAILED, "NO_RESULT"),
+        ("s2", StepStatus.BLOCKED, "DEPENDENCY_FAILED"),
+    ]
+    assert events == [
+        started("s1", "nothing"),
+        selected("s1", "nothing", ["nothing"]),
+        attempt("s1", "nothing", 1, "no_result"),
+        finished(
+            "s1",
+            "failed",
+            result("nothing", "no_result", "no result"),
+            "NO_RESULT",
+            "the tool found nothing",
+        ),
+        (
+            "step_blocked",
+            "execute",
+            {
+                "step_id": "s2",
+                "reason": "depends on s1, which did not succeed",
+                "code": "DEPENDENCY_FAILED",
+            },
+        ),
+    ]
+
+
+async def test_a_failed_call_records_the_tools_error() -> None:
+    @tool
+    def broken() -> Value:
+        raise ValueError("database is on fire")
+
+    _, events = await trail([broken], [{"id": "s1", "tool": "broken"}])
+    message = "ValueError: database is on fire"
+    assert events == [
+        started("s1", "broken"),
+        selected("s1", "broken", ["broken"]),
+        attempt("s1", "broken", 1, "error", error_code="TOOL_FAILED", error_message=message),
+        finished(
+            "s1",
+            "failed",
+            result("broken", "error", message, error_code="TOOL_FAILED", error_message=message),
+            "TOOL_FAILED",
+            message,
+        ),
+    ]
+
+
+async def test_a_fallback_tool_is_recorded_with_why_it_was_chosen() -> None:
+    @tool(
+        name="primary",
+        policy=ToolPolicy(equivalent_group="lookup", latency_ms=10, retry=RetryPolicy(1, (1.0,))),
+    )
+    def primary() -> Value:
+        raise TransientToolError("503")
+
+    @tool(name="replica", policy=ToolPolicy(equivalent_group="lookup", latency_ms=500))
+    def replica() -> Value:
+        return Value(value=42)
+
+    summary, events = await trail([primary, replica], [{"id": "s1", "tool": "primary"}])
+    assert summary.status is RunStatus.FINISHED
+    both = ["primary", "replica"]
+    failure = {"error_code": "TOOL_TRANSIENT", "error_message": "503", "retryable": True}
+    assert events == [
+        started("s1", "primary"),
+        selected("s1", "primary", both),
+        attempt("s1", "primary", 1, "error", backoff_s=1.0, **failure),
+        attempt("s1", "primary", 2, "error", **failure),
+        selected("s1", "replica", both, reason="fallback after primary"),
+        attempt("s1", "replica", 3, "success", data={"value": 42}),
+        verified("s1", True, "no criterion declared"),
+        finished(
+            "s1",
+            "succeeded",
+            result("replica", "success", "replica: value=42", data={"value": 42}),
+            None,
+            "",
+        ),
+    ]
+
+
+async def test_a_write_that_may_have_happened_is_recorded_as_unknown() -> None:
+    @tool(policy=ToolPolicy(kind="write"))
+    def write() -> Value:
+        raise ValueError("socket closed")
+
+    summary, events = await trail([write], [{"id": "w", "tool": "write"}])
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    unknown = "TOOL_FAILED: ValueError: socket closed; the write may or may not have happened"
+    assert events == [
+        started("w", "write"),
+        selected("w", "write", ["write"]),
+        attempt(
+            "w",
+            "write",
+            1,
+            "error",
+            error_code="TOOL_FAILED",
+            error_message="ValueError: socket closed",
+        ),
+        finished(
+            "w",
+            "unknown",
+            result("write", "error", unknown, error_code="OUTCOME_UNKNOWN", error_message=unknown),
+            "OUTCOME_UNKNOWN",
+            unknown,
+        ),
+    ]
+
+
+class Ledger:
+    """Writes that happened, by idempotency key; what ``cancel`` does depends on ``n``."""
+
+    def __init__(self) -> None:
+        self.effects: dict[str, int] = {}
+
+    def find(self, ctx: ToolContext) -> Value | None:
+        found = self.effects.get(ctx.idempotency_key)
+        return Value(value=found) if found is not None else None
+
+
+def reconciled_write(ledger: Ledger) -> ToolSpec:
+    def find(ctx: ToolContext, n: int) -> Value | None:
+        """n = 9: the reconciler itself fails."""
+        if n == 9:
+            raise ValueError("ledger offline")
+        return ledger.find(ctx)
+
+    @tool(policy=ToolPolicy(kind="write"), reconcile=find)
+    def cancel(ctx: ToolContext, n: int) -> Value:
+        """n = 7: the write happens, then the connection drops; otherwise it never acts."""
+        if n == 7:
+            ledger.effects[ctx.idempotency_key] = n
+        raise TransientToolError("connection reset")
+
+    return cancel
+
+
+RESET = {"error_code": "TOOL_TRANSIENT", "error_message": "connection reset", "retryable": True}
+
+
+async def test_a_reconciled_write_that_happened_is_recorded_as_applied() -> None:
+    cancel = reconciled_write(Ledger())
+    summary, events = await trail([cancel], [{"id": "w", "tool": "cancel", "args": {"n": 7}}])
+    assert summary.status is RunStatus.FINISHED
+    settled = {"step_id": "w", "tool": "find", "write": "cancel", "status": "applied"}
+    assert events == [
+        started("w", "cancel", {"n": 7}),
+        selected("w", "cancel", ["cancel"]),
+        attempt("w", "cancel", 1, "error", **RESET),
+        attempt("w", "find", 2, "success", data={"value": 7}),
+        ("outcome_reconciled", "verify", {**settled, "reason": "cancel: value=7"}),
+        verified("w", True, "no criterion declared"),
+        finished(
+            "w",
+            "succeeded",
+            result(
+                "cancel",
+                "success",
+                "cancel: value=7",
+                data={"value": 7},
+                attempts=2,
+                duration_ms=0.246,
+            ),
+            None,
+            "",
+        ),
+    ]
+
+
+async def test_a_reconciled_write_that_never_acted_fails_with_its_own_cause() -> None:
+    cancel = reconciled_write(Ledger())
+    summary, events = await trail([cancel], [{"id": "w", "tool": "cancel", "args": {"n": 8}}])
+    assert summary.steps[0].status is StepStatus.FAILED
+    why = "cancel failed (TOOL_TRANSIENT) and find found no effect: not applied"
+    settled = {"step_id": "w", "tool": "find", "write": "cancel", "status": "not_applied"}
+    assert events == [
+        started("w", "cancel", {"n": 8}),
+        selected("w", "cancel", ["cancel"]),
+        attempt("w", "cancel", 1, "error", **RESET),
+        attempt("w", "find", 2, "no_result"),
+        ("outcome_reconciled", "verify", {**settled, "reason": why}),
+        finished(
+            "w",
+            "failed",
+            result(
+                "cancel",
+                "error",
+                why,
+                error_code="TOOL_TRANSIENT",
+                error_message=why,
+                attempts=2,
+                duration_ms=0.246,
+            ),
+            "TOOL_TRANSIENT",
+            why,
+        ),
+    ]
+
+
+async def test_a_reconciler_that_fails_leaves_the_write_unknown() -> None:
+    cancel = reconciled_write(Ledger())
+    summary, events = await trail([cancel], [{"id": "w", "tool": "cancel", "args": {"n": 9}}])
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    unknown = "TOOL_TRANSIENT: connection reset; the write may or may not have happened"
+    settled = {"step_id": "w", "tool": "find", "write": "cancel", "status": "unknown"}
+    offline = {"error_code": "TOOL_FAILED", "error_message": "ValueError: ledger offline"}
+    assert events == [
+        started("w", "cancel", {"n": 9}),
+        selected("w", "cancel", ["cancel"]),
+        attempt("w", "cancel", 1, "error", **RESET),
+        attempt("w", "find", 2, "error", **offline),
+        ("outcome_reconciled", "verify", {**settled, "reason": unknown}),
+        finished(
+            "w",
+            "unknown",
+            result(
+                "cancel",
+                "error",
+                unknown,
+                error_code="OUTCOME_UNKNOWN",
+                error_message=unknown,
+                attempts=2,
+                duration_ms=0.246,
+            ),
+            "OUTCOME_UNKNOWN",
+            unknown,
+        ),
+    ]
+
+
+async def test_model_plans_are_replanned_at_most_twice() -> None:
+    """Every plan fails; the model would go on planning, but two replans are the limit."""
+
+    @tool
+    def flaky() -> Value:
+        raise ValueError("provider is down")
+
+    def plan(request: ModelRequest) -> str:
+        step = f"r{len(model.requests)}"
+        return json.dumps({"steps": [{"id": step, "tool": "flaky"}]})
+
+    model = ScriptedModel(function=plan)
+    config = build_agent([flaky], [{"id": "s1", "tool": "flaky"}], intent_tools=["flaky"]).config
+    intent = config.intents[0].model_copy(update={"planner": "model", "plan": None})
+    agent = Agent.build(config.model_copy(update={"intents": [intent]}), [flaky], model=model)
+    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.HANDED_OFF
+    assert len(model.requests) == 3  # one plan, two replans
+    events = runtime.store.load_events(summary.run_id)
+    plans = [e.data for e in events if e.type is EventType.PLAN_CREATED]
+    assert [p.get("replan") for p in plans] == [None, 1, 2]
+
+
+async def test_a_resumed_run_still_counts_the_identical_calls_made_before_the_pause() -> None:
+    """Two steps made a call before the run paused; a third identical one after is a loop."""
+    calls: list[int] = []
+
+    @tool
+    def search(q: str) -> Value:
+        calls.append(len(calls))
+        return Value(value=len(calls))  # a new answer each time: no repeated state
+
+    agent = build_agent(
+        [search],
+        [
+            {"id": "a", "tool": "search", "args": {"q": "same"}},
+            {"id": "b", "tool": "search", "args": {"q": "same"}, "depends_on": ["a"]},
+            {
+                "id": "c",
+                "tool": "search",
+                "args": {"q": "same"},
+                "depends_on": ["b"],
+                "requires_confirmation": True,
+            },
+        ],
+    )
+    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
+    paused = await runtime.start("go")
+    assert paused.status is RunStatus.AWAITING_CONFIRM and len(calls) == 2
+    summary = await runtime.resume(paused.run_id, approve=True)
+    assert len(calls) == 2
+    assert summary.handoff is not None and summary.handoff.reason_code == "LOOP_DETECTED"
+    assert "by 3 steps (a, b, c)" in summary.handoff.reason
