@@ -446,15 +446,16 @@ async def test_model_plans_are_replanned_at_most_twice() -> None:
     """Every plan fails; the model would go on planning, but two replans are the limit."""
 
     @tool
-    def flaky() -> Value:
+    def flaky(n: int) -> Value:
         raise ValueError("provider is down")
 
     def plan(request: ModelRequest) -> str:
-        step = f"r{len(model.requests)}"
-        return json.dumps({"steps": [{"id": step, "tool": "flaky"}]})
+        n = len(model.requests)  # new arguments each time: not a loop of identical calls
+        return json.dumps({"steps": [{"id": f"r{n}", "tool": "flaky", "args": {"n": n}}]})
 
     model = ScriptedModel(function=plan)
-    config = build_agent([flaky], [{"id": "s1", "tool": "flaky"}], intent_tools=["flaky"]).config
+    steps = [{"id": "s1", "tool": "flaky", "args": {"n": 0}}]
+    config = build_agent([flaky], steps, intent_tools=["flaky"]).config
     intent = config.intents[0].model_copy(update={"planner": "model", "plan": None})
     agent = Agent.build(config.model_copy(update={"intents": [intent]}), [flaky], model=model)
     runtime = Runtime(agent, MemoryStore(), effects=StepClock())
