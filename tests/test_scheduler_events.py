@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
@@ -67,11 +68,13 @@ def assert_plain_json(value: Any, where: str) -> None:
         assert type(value) in (str, int, float, bool, type(None)), (where, type(value))
 
 
-async def trail(tools: list[ToolSpec], steps: list[dict[str, Any]], **kwargs: Any) -> Any:
-    """Run ``go`` on a one-intent agent; the summary and the step events as tuples."""
+async def trail(
+    tools: list[ToolSpec], steps: list[dict[str, Any]], message: str = "go", **kwargs: Any
+) -> Any:
+    """Run ``message`` on a one-intent agent; the summary and the step events as tuples."""
     agent = build_agent(tools, steps, **kwargs)
     runtime = Runtime(agent, MemoryStore(), effects=StepClock())
-    summary = await runtime.start("go")
+    summary = await runtime.start(message)
     events = runtime.store.load_events(summary.run_id)
     for event in events:
         assert_plain_json(event.data, f"{event.type.value}#{event.seq}")
@@ -264,7 +267,7 @@ async def test_a_fallback_tool_is_recorded_with_why_it_was_chosen() -> None:
         policy=ToolPolicy(equivalent_group="lookup", latency_ms=10, retry=RetryPolicy(1, (1.0,))),
     )
     def primary() -> Value:
-        raise TransientToolError("503")
+        raise TransientToolError("503", applied=False)
 
     @tool(name="replica", policy=ToolPolicy(equivalent_group="lookup", latency_ms=500))
     def replica() -> Value:
@@ -273,7 +276,12 @@ async def test_a_fallback_tool_is_recorded_with_why_it_was_chosen() -> None:
     summary, events = await trail([primary, replica], [{"id": "s1", "tool": "primary"}])
     assert summary.status is RunStatus.FINISHED
     both = ["primary", "replica"]
-    failure = {"error_code": "TOOL_TRANSIENT", "error_message": "503", "retryable": True}
+    failure = {
+        "error_code": "TOOL_TRANSIENT",
+        "error_message": "503",
+        "retryable": True,
+        "applied": False,
+    }
     assert events == [
         started("s1", "primary"),
         selected("s1", "primary", both),
@@ -442,29 +450,153 @@ async def test_a_reconciler_that_fails_leaves_the_write_unknown() -> None:
     ]
 
 
-async def test_model_plans_are_replanned_at_most_twice() -> None:
-    """Every plan fails; the model would go on planning, but two replans are the limit."""
+def with_model(
+    tools: list[ToolSpec],
+    steps: list[dict[str, Any]],
+    model: ScriptedModel,
+    *,
+    planner: str = "template",
+) -> Runtime:
+    """A ``go`` agent (``build_agent``) that has a model; ``planner="model"`` lets it plan."""
+    config = build_agent(tools, steps, intent_tools=[t.name for t in tools]).config
+    if planner == "model":
+        intent = config.intents[0].model_copy(update={"planner": "model", "plan": None})
+        config = config.model_copy(update={"intents": [intent]})
+    agent = Agent.build(config, tools, model=model)
+    return Runtime(agent, MemoryStore(), effects=StepClock())
 
-    @tool
-    def flaky(n: int) -> Value:
-        raise ValueError("provider is down")
+
+@tool
+def flaky(n: int) -> Value:
+    raise ValueError("provider is down")
+
+
+def numbered_plans(tool_name: str) -> ScriptedModel:
+    """A model whose n-th plan is one step ``r<n>`` calling ``tool_name(n=n)``."""
 
     def plan(request: ModelRequest) -> str:
         n = len(model.requests)  # new arguments each time: not a loop of identical calls
-        return json.dumps({"steps": [{"id": f"r{n}", "tool": "flaky", "args": {"n": n}}]})
+        return json.dumps({"steps": [{"id": f"r{n}", "tool": tool_name, "args": {"n": n}}]})
 
     model = ScriptedModel(function=plan)
-    steps = [{"id": "s1", "tool": "flaky", "args": {"n": 0}}]
-    config = build_agent([flaky], steps, intent_tools=["flaky"]).config
-    intent = config.intents[0].model_copy(update={"planner": "model", "plan": None})
-    agent = Agent.build(config.model_copy(update={"intents": [intent]}), [flaky], model=model)
-    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
+    return model
+
+
+async def test_model_plans_are_replanned_at_most_twice_with_the_failure() -> None:
+    """Every plan fails; the model would go on planning, but two replans are the limit."""
+    model = numbered_plans("flaky")
+    runtime = with_model(
+        [flaky], [{"id": "s1", "tool": "flaky", "args": {"n": 0}}], model, planner="model"
+    )
     summary = await runtime.start("go")
     assert summary.status is RunStatus.HANDED_OFF
     assert len(model.requests) == 3  # one plan, two replans
     events = runtime.store.load_events(summary.run_id)
     plans = [e.data for e in events if e.type is EventType.PLAN_CREATED]
     assert [p.get("replan") for p in plans] == [None, 1, 2]
+    told = [r.messages[-1].content for r in model.requests]
+    assert "failed while running" not in told[0]
+    for n, text in enumerate(told[1:], start=1):
+        failure = f"step r{n} (flaky) failed with TOOL_FAILED: ValueError: provider is down"
+        assert f"The previous plan failed while running: {failure}." in text
+
+
+async def test_a_plan_that_succeeded_is_not_replanned() -> None:
+    model = numbered_plans("ok")
+    runtime = with_model(
+        [ok], [{"id": "s1", "tool": "ok", "args": {"n": 0}}], model, planner="model"
+    )
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.FINISHED
+    assert len(model.requests) == 1
+
+
+async def test_a_template_plan_is_never_replanned_by_the_model() -> None:
+    model = ScriptedModel([])
+    runtime = with_model([flaky], [{"id": "s1", "tool": "flaky", "args": {"n": 0}}], model)
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.HANDED_OFF
+    assert summary.handoff is not None and summary.handoff.reason_code == "TOOL_FAILED"
+    assert model.requests == []
+
+
+async def test_a_failed_model_plan_with_an_unknown_write_is_not_replanned() -> None:
+    """A new plan could run the write again: a person settles it first."""
+
+    @tool(policy=ToolPolicy(kind="write"))
+    def write() -> Value:
+        raise ValueError("socket closed")
+
+    plan = {"steps": [{"id": "w", "tool": "write"}, {"id": "f", "tool": "flaky", "args": {"n": 1}}]}
+    model = ScriptedModel([json.dumps(plan)])
+    runtime = with_model([write, flaky], [{"id": "w", "tool": "write"}], model, planner="model")
+    summary = await runtime.start("go")
+    statuses = {s.id: s.status for s in summary.steps}
+    assert statuses == {"w": StepStatus.UNKNOWN, "f": StepStatus.FAILED}
+    assert len(model.requests) == 1
+
+
+async def test_the_judge_sees_the_criterion_the_tool_and_its_result() -> None:
+    """Only a step with a judge asks the model, and a judge that says no fails the step."""
+    model = ScriptedModel(['{"passed": false, "reason": "two is too many"}'])
+    steps = [
+        {"id": "s1", "tool": "ok", "args": {"n": 1}},
+        {"id": "s2", "tool": "ok", "args": {"n": 2}, "depends_on": ["s1"], "judge": "small"},
+    ]
+    runtime = with_model([ok], steps, model)
+    summary = await runtime.start("go")
+    assert [(s.id, s.status, s.error_code) for s in summary.steps] == [
+        ("s1", StepStatus.SUCCEEDED, None),
+        ("s2", StepStatus.FAILED, "SUCCESS_CRITERIA_FAILED"),
+    ]
+    assert [r.purpose for r in model.requests] == ["judge"]
+    assert model.requests[0].messages[-1].content == (
+        'Criterion: small\nTool: ok\nResult: {"value": 2}'
+    )
+    events = runtime.store.load_events(summary.run_id)
+    verdicts = [e.data["verdict"] for e in events if e.type is EventType.VERIFIED]
+    assert verdicts[-1] == {
+        "passed": False,
+        "check": "success",
+        "reason": "judge: two is too many",
+        "code": "SUCCESS_CRITERIA_FAILED",
+    }
+
+
+async def test_a_success_criterion_reads_the_arguments_the_facts_and_the_entities() -> None:
+    summary, events = await trail(
+        [ok],
+        [
+            {
+                "id": "a",
+                "tool": "ok",
+                "args": {"n": 1},
+                "facts": {"total": "result.value"},
+                "success": "result.value == args.n",
+            },
+            {
+                "id": "b",
+                "tool": "ok",
+                "args": {"n": 2},
+                "depends_on": ["a"],
+                "success": "facts.total == 1",
+            },
+            {
+                "id": "c",
+                "tool": "ok",
+                "args": {"n": 3},
+                "depends_on": ["b"],
+                "success": "entities.order_id == 'A7'",
+            },
+        ],
+        message="go A7",
+    )
+    assert summary.status is RunStatus.FINISHED
+    assert [d["verdict"]["reason"] for kind, _, d in events if kind == "verified"] == [
+        "result.value == args.n is true",
+        "facts.total == 1 is true",
+        "entities.order_id == 'A7' is true",
+    ]
 
 
 async def test_a_resumed_run_still_counts_the_identical_calls_made_before_the_pause() -> None:
@@ -497,3 +629,116 @@ async def test_a_resumed_run_still_counts_the_identical_calls_made_before_the_pa
     assert len(calls) == 2
     assert summary.handoff is not None and summary.handoff.reason_code == "LOOP_DETECTED"
     assert "by 3 steps (a, b, c)" in summary.handoff.reason
+
+
+async def test_a_resumed_run_counts_calls_by_the_admitted_tool_not_its_fallback() -> None:
+    """The loop guard keys a call by the tool the gate admitted, also for steps that ran
+    on a fallback before the pause. Rebuilt from the log by the tool used instead, the two
+    earlier calls of ``primary`` were forgotten and a third went through after a resume.
+    """
+    calls: list[str] = []
+
+    @tool(name="primary", policy=ToolPolicy(equivalent_group="g", retry=RetryPolicy(0, ())))
+    def primary(q: str) -> Value:
+        calls.append("primary")
+        raise TransientToolError("503")
+
+    @tool(name="replica", policy=ToolPolicy(equivalent_group="g"))
+    def replica(q: str) -> Value:
+        calls.append("replica")
+        return Value(value=len(calls))  # a new answer each time: no repeated state
+
+    same = {"tool": "primary", "args": {"q": "same"}}
+    steps = [
+        {"id": "a", **same},
+        {"id": "b", **same, "depends_on": ["a"]},
+        {"id": "c", **same, "depends_on": ["b"], "requires_confirmation": True},
+    ]
+    runtime = Runtime(build_agent([primary, replica], steps), MemoryStore(), effects=StepClock())
+    paused = await runtime.start("go")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    assert [s.tool for s in paused.steps[:2]] == ["replica", "replica"]  # both fell back
+    made = len(calls)
+    summary = await runtime.resume(paused.run_id, approve=True)
+    assert len(calls) == made  # c never ran
+    assert summary.handoff is not None and summary.handoff.reason_code == "LOOP_DETECTED"
+    assert "primary was called with the same arguments by 3 steps (a, b, c)" in (
+        summary.handoff.reason
+    )
+
+
+class HandClock(FixedEffects):
+    """FixedEffects whose monotonic clock moves only when a tool moves it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = 0.0
+
+    def monotonic(self) -> float:
+        return self.clock
+
+
+@pytest.mark.parametrize(("spent_s", "second_runs"), [(10.0, True), (10.001, False)])
+async def test_the_wall_clock_budget_counts_the_time_the_run_has_been_active(
+    spent_s: float, second_runs: bool
+) -> None:
+    """A 10 s budget: a first step that took exactly 10 s leaves room for the next one;
+    a millisecond more stops the run before it."""
+    effects = HandClock()
+
+    @tool
+    def slow(n: int) -> Value:
+        effects.clock += spent_s if n == 1 else 0.0
+        return Value(value=n)
+
+    steps = [
+        {"id": "a", "tool": "slow", "args": {"n": 1}},
+        {"id": "b", "tool": "slow", "args": {"n": 2}, "depends_on": ["a"]},
+    ]
+    agent = build_agent([slow], steps, budget={"max_wall_clock_s": 10})
+    summary = await Runtime(agent, MemoryStore(), effects=effects).start("go")
+    if second_runs:
+        assert summary.status is RunStatus.FINISHED
+        assert [s.status for s in summary.steps] == [StepStatus.SUCCEEDED] * 2
+    else:
+        assert summary.status is RunStatus.HANDED_OFF
+        assert summary.handoff is not None and summary.handoff.reason_code == "BUDGET_EXCEEDED"
+        assert summary.handoff.reason == "wall-clock budget of 10 s used up"
+        assert summary.steps[1].status is StepStatus.PENDING
+
+
+async def test_a_resumed_run_counts_calls_by_the_rewritten_tool_as_the_live_run_does() -> None:
+    """An argument rewrite turns each ``search`` into a ``lookup``: the guard counts three
+    identical ``lookup`` calls across the pause, as it would without one."""
+    from corral import parse_config
+
+    calls: list[str] = []
+
+    @tool
+    def search(q: str) -> Value:
+        raise AssertionError("always rewritten")
+
+    @tool
+    def lookup(q: str) -> Value:
+        calls.append(q)
+        return Value(value=len(calls))  # a new answer each time: no repeated state
+
+    same = {"tool": "search", "args": {"q": "same"}}
+    steps = [
+        {"id": "a", **same},
+        {"id": "b", **same, "depends_on": ["a"]},
+        {"id": "c", **same, "depends_on": ["b"], "requires_confirmation": True},
+    ]
+    plain = build_agent([search, lookup], steps, intent_tools=["search", "lookup"])
+    rewrite = {"name": "r", "tool": "search", "when": 'args.q == "same"', "use_tool": "lookup"}
+    config = parse_config({**plain.config.model_dump(), "argument_rewrites": [rewrite]})
+    agent = Agent.build(config, [search, lookup])
+    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
+    paused = await runtime.start("go")
+    assert paused.status is RunStatus.AWAITING_CONFIRM and calls == ["same", "same"]
+    summary = await runtime.resume(paused.run_id, approve=True)
+    assert calls == ["same", "same"]  # c never ran
+    assert summary.handoff is not None and summary.handoff.reason_code == "LOOP_DETECTED"
+    assert "lookup was called with the same arguments by 3 steps (a, b, c)" in (
+        summary.handoff.reason
+    )
