@@ -9,11 +9,12 @@ monotonic clock advances it by the same odd amount, so each tool call lasts exac
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
 from corral.errors import TransientToolError
@@ -22,6 +23,9 @@ from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent
+
+HANG_S = 5.0
+"""How long a tool waits for a partner step that a right schedule runs alongside it."""
 
 TICK_S = 0.0001234567
 """How far the monotonic clock moves on each reading: one call lasts 0.1234567 ms."""
@@ -539,7 +543,7 @@ async def test_a_failed_model_plan_with_an_unknown_write_is_not_replanned() -> N
 async def test_the_judge_sees_the_criterion_the_tool_and_its_result() -> None:
     """Only a step with a judge asks the model, and a judge that says no fails the step."""
     model = ScriptedModel(['{"passed": false, "reason": "two is too many"}'])
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"id": "s1", "tool": "ok", "args": {"n": 1}},
         {"id": "s2", "tool": "ok", "args": {"n": 2}, "depends_on": ["s1"], "judge": "small"},
     ]
@@ -649,7 +653,7 @@ async def test_a_resumed_run_counts_calls_by_the_admitted_tool_not_its_fallback(
         return Value(value=len(calls))  # a new answer each time: no repeated state
 
     same = {"tool": "primary", "args": {"q": "same"}}
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"id": "a", **same},
         {"id": "b", **same, "depends_on": ["a"]},
         {"id": "c", **same, "depends_on": ["b"], "requires_confirmation": True},
@@ -691,7 +695,7 @@ async def test_the_wall_clock_budget_counts_the_time_the_run_has_been_active(
         effects.clock += spent_s if n == 1 else 0.0
         return Value(value=n)
 
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"id": "a", "tool": "slow", "args": {"n": 1}},
         {"id": "b", "tool": "slow", "args": {"n": 2}, "depends_on": ["a"]},
     ]
@@ -724,7 +728,7 @@ async def test_a_resumed_run_counts_calls_by_the_rewritten_tool_as_the_live_run_
         return Value(value=len(calls))  # a new answer each time: no repeated state
 
     same = {"tool": "search", "args": {"q": "same"}}
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"id": "a", **same},
         {"id": "b", **same, "depends_on": ["a"]},
         {"id": "c", **same, "depends_on": ["b"], "requires_confirmation": True},
@@ -742,3 +746,233 @@ async def test_a_resumed_run_counts_calls_by_the_rewritten_tool_as_the_live_run_
     assert "lookup was called with the same arguments by 3 steps (a, b, c)" in (
         summary.handoff.reason
     )
+
+
+async def test_a_write_is_entered_only_once_the_log_that_it_was_chosen_is_stored() -> None:
+    """A process that dies inside a write must find, on resume, that the write was entered;
+    a read is not worth a store round trip."""
+    stored: dict[str, list[str]] = {}
+
+    def seen(ctx: ToolContext) -> list[str]:
+        events = runtime.store.load_events(ctx.run_id)
+        return [e.type.value for e in events if e.data.get("step_id") == ctx.step_id]
+
+    @tool
+    def read(ctx: ToolContext) -> Value:
+        stored["read"] = seen(ctx)
+        return Value(value=1)
+
+    @tool(policy=ToolPolicy(kind="write"))
+    def write(ctx: ToolContext) -> Value:
+        stored["write"] = seen(ctx)
+        return Value(value=2)
+
+    steps: list[dict[str, Any]] = [
+        {"id": "r", "tool": "read"},
+        {"id": "w", "tool": "write", "depends_on": ["r"]},
+    ]
+    runtime = Runtime(build_agent([read, write], steps), MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.FINISHED
+    assert stored == {"read": [], "write": ["step_started", "tool_selected"]}
+
+
+async def test_the_run_moves_to_executing_once_and_says_why() -> None:
+    agent = build_agent([ok], [{"id": "a", "tool": "ok", "args": {"n": 1}}])
+    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go")
+    events = runtime.store.load_events(summary.run_id)
+    moves = [
+        (e.data["from"], e.data["to"], e.data["reason"])
+        for e in events
+        if e.type is EventType.STATUS_CHANGED
+    ]
+    assert moves[2:] == [
+        ("deciding", "executing", "dispatching steps"),
+        ("executing", "finished", moves[-1][2]),
+    ]
+
+
+async def test_a_step_awaiting_confirmation_holds_back_the_steps_after_it_in_the_plan() -> None:
+    """Once a step pauses the run for a person, nothing else starts until they answer."""
+    calls: list[int] = []
+
+    @tool
+    def work(n: int) -> Value:
+        calls.append(n)
+        return Value(value=n)
+
+    steps: list[dict[str, Any]] = [
+        {"id": "a", "tool": "work", "args": {"n": 1}, "requires_confirmation": True},
+        {"id": "b", "tool": "work", "args": {"n": 2}},
+    ]
+    runtime = Runtime(build_agent([work], steps), MemoryStore(), effects=StepClock())
+    paused = await runtime.start("go")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    assert calls == []
+    done = await runtime.resume(paused.run_id, approve=True)
+    assert done.status is RunStatus.FINISHED and sorted(calls) == [1, 2]
+
+
+async def test_a_step_starts_as_soon_as_its_dependency_ends_not_when_all_running_do() -> None:
+    """``b`` ends only once ``c`` (which needs ``a``) has started: waiting for every running
+    step before scheduling more would never start ``c``."""
+    c_started = asyncio.Event()
+
+    @tool
+    async def work(n: int) -> Value:
+        if n == 2:
+            await asyncio.wait_for(c_started.wait(), HANG_S)
+        if n == 3:
+            c_started.set()
+        return Value(value=n)
+
+    steps: list[dict[str, Any]] = [
+        {"id": "a", "tool": "work", "args": {"n": 1}},
+        {"id": "b", "tool": "work", "args": {"n": 2}},
+        {"id": "c", "tool": "work", "args": {"n": 3}, "depends_on": ["a"]},
+    ]
+    runtime = Runtime(build_agent([work], steps), MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.FINISHED
+    assert [s.status for s in summary.steps] == [StepStatus.SUCCEEDED] * 3
+
+
+async def test_a_run_that_comes_back_to_the_same_state_is_stopped_as_a_loop() -> None:
+    """Same call, same answer, same facts: the second step brought the run back."""
+    summary, events = await trail(
+        [ok],
+        [
+            {"id": "a", "tool": "ok", "args": {"n": 1}, "facts": {"total": "result.value"}},
+            {
+                "id": "b",
+                "tool": "ok",
+                "args": {"n": 1},
+                "facts": {"total": "result.value"},
+                "depends_on": ["a"],
+            },
+            {"id": "c", "tool": "ok", "args": {"n": 3}, "depends_on": ["b"]},
+        ],
+    )
+    again = "the run came back to a state it had already been in"
+    assert summary.handoff is not None and summary.handoff.reason_code == "LOOP_DETECTED"
+    assert summary.handoff.reason == again
+    assert events[-2:] == [
+        ("fact_written", "memory", {"name": "total", "value": 1, "source": "tool", "origin": "b"}),
+        ("loop_detected", "verify", {"step_id": "b", "reason": again}),
+    ]
+    assert summary.steps[2].status is StepStatus.PENDING
+
+
+async def test_no_eligible_tool_fails_the_step_with_why_each_was_excluded() -> None:
+    from corral import parse_config
+
+    @tool(name="primary", policy=ToolPolicy(equivalent_group="g"))
+    def primary() -> Value:
+        raise AssertionError("excluded by its constraint")
+
+    @tool(name="replica", policy=ToolPolicy(equivalent_group="g"))
+    def replica() -> Value:
+        raise AssertionError("excluded by its constraint")
+
+    plain = build_agent(
+        [primary, replica], [{"id": "s1", "tool": "primary"}], intent_tools=["primary"]
+    )
+    only_a1 = "entities.order_id == 'A1'"
+    constraints = {"primary": only_a1, "replica": only_a1}
+    config = parse_config({**plain.config.model_dump(), "tool_constraints": constraints})
+    runtime = Runtime(Agent.build(config, [primary, replica]), MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go A2")
+    assert summary.handoff is not None and summary.handoff.reason_code == "NO_ELIGIBLE_TOOL"
+    events = runtime.store.load_events(summary.run_id)
+    why = f"primary: {only_a1} is false; replica: {only_a1} is false"
+    refused = result(
+        "primary",
+        "error",
+        why,
+        error_code="NO_ELIGIBLE_TOOL",
+        error_message=why,
+        attempts=0,
+        duration_ms=0.0,
+    )
+    assert [(e.type.value, e.stage, e.data) for e in events if e.type in STEP_EVENTS] == [
+        started("s1", "primary"),
+        finished("s1", "failed", refused, "NO_ELIGIBLE_TOOL", why),
+    ]
+
+
+async def test_a_fallback_that_cannot_take_the_arguments_ends_the_step() -> None:
+    """The arguments were valid for the planned tool; the fallback's own model refuses
+    them, and a third tool would get the same arguments, so the step fails there."""
+    called: list[str] = []
+
+    @tool(
+        name="primary",
+        policy=ToolPolicy(equivalent_group="g", latency_ms=1, retry=RetryPolicy(0, ())),
+    )
+    def primary(n: int) -> Value:
+        called.append("primary")
+        raise TransientToolError("503")
+
+    @tool(name="strict", policy=ToolPolicy(equivalent_group="g", latency_ms=2))
+    def strict(n: Annotated[int, Field(ge=5)]) -> Value:
+        called.append("strict")
+        return Value(value=n)
+
+    @tool(name="last", policy=ToolPolicy(equivalent_group="g", latency_ms=3))
+    def last(n: int) -> Value:
+        called.append("last")
+        return Value(value=n)
+
+    steps: list[dict[str, Any]] = [{"id": "s1", "tool": "primary", "args": {"n": 1}}]
+    runtime = Runtime(
+        build_agent([primary, strict, last], steps), MemoryStore(), effects=StepClock()
+    )
+    summary = await runtime.start("go")
+    assert called == ["primary"]
+    refusal = "tool 'strict': n: Input should be greater than or equal to 5"
+    refused = result(
+        "strict",
+        "error",
+        refusal,
+        error_code="INVALID_ARGUMENT",
+        error_message=refusal,
+        attempts=0,
+        duration_ms=0.0,
+    )
+    events = runtime.store.load_events(summary.run_id)
+    assert [(e.type.value, e.stage, e.data) for e in events if e.type in STEP_EVENTS][-2:] == [
+        selected("s1", "strict", ["primary", "strict", "last"], "fallback after primary"),
+        finished("s1", "failed", refused, "INVALID_ARGUMENT", refusal),
+    ]
+
+
+async def test_tool_health_counts_failures_in_a_row_and_a_success_resets_it() -> None:
+    """Two failures in a row degrade a tool; a success in between starts the count again.
+    A write whose outcome is unknown counts as a failure."""
+    fail = [True]
+
+    @tool(policy=ToolPolicy(retry=RetryPolicy(0, ())))
+    def sometimes() -> Value:
+        if fail[0]:
+            raise TransientToolError("503")
+        return Value(value=1)
+
+    @tool(policy=ToolPolicy(kind="write"))
+    def write() -> Value:
+        raise ValueError("socket closed")
+
+    steps: list[dict[str, Any]] = [{"id": "s1", "tool": "sometimes"}]
+    runtime = Runtime(build_agent([sometimes], steps), MemoryStore(), effects=StepClock())
+    health = runtime.agent.health
+    for outcome in (True, False, True):  # fail, succeed, fail
+        fail[0] = outcome
+        await runtime.start("go")
+    assert not health.degraded("sometimes")
+    await runtime.start("go")  # a second failure in a row
+    assert health.degraded("sometimes")
+    writes = Runtime(build_agent([write], [{"id": "w", "tool": "write"}]), MemoryStore())
+    for _ in range(2):
+        summary = await writes.start("go")
+        assert summary.steps[0].status is StepStatus.UNKNOWN
+    assert writes.agent.health.degraded("write")
