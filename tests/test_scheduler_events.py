@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import date
 from typing import Annotated, Any
 
 import pytest
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
 from corral.errors import TransientToolError
 from corral.models import ModelRequest, ScriptedModel
+from corral.runtime.scheduler import idempotency_key
 from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
@@ -976,3 +978,41 @@ async def test_tool_health_counts_failures_in_a_row_and_a_success_resets_it() ->
         summary = await writes.start("go")
         assert summary.steps[0].status is StepStatus.UNKNOWN
     assert writes.agent.health.degraded("write")
+
+
+def test_the_idempotency_key_is_pinned() -> None:
+    """Business systems store this key to never act twice: it must stay the same for the
+    same run, step and arguments, whatever their order, and across corral versions (a write
+    resumed after an upgrade would otherwise run again)."""
+    args = {"b": "é", "a": 1, "when": date(2026, 1, 2)}
+    key = idempotency_key("run_1", "w", args)
+    assert key == "18ddd041f4413a8d6489481ed791f967"
+    assert idempotency_key("run_1", "w", dict(reversed(args.items()))) == key
+    assert idempotency_key("run_2", "w", args) != key
+    assert idempotency_key("run_1", "v", args) != key
+    assert idempotency_key("run_1", "w", {**args, "a": 2}) != key
+
+
+async def test_a_tool_sees_its_run_step_key_facts_language_clock_and_templates() -> None:
+    seen: list[ToolContext] = []
+
+    @tool
+    def peek(ctx: ToolContext, who: str) -> Value:
+        seen.append(ctx)
+        return Value(value=2)
+
+    steps: list[dict[str, Any]] = [
+        {"id": "a", "tool": "ok", "args": {"n": 1}, "facts": {"total": "result.value"}},
+        {"id": "b", "tool": "peek", "args": {"who": "é"}, "depends_on": ["a"]},
+    ]
+    runtime = Runtime(build_agent([ok, peek], steps), MemoryStore(), effects=StepClock())
+    summary = await runtime.start("go A7")
+    state = await runtime.load_state(summary.run_id)
+    [ctx] = seen
+    assert (ctx.run_id, ctx.step_id) == (summary.run_id, "b")
+    assert ctx.idempotency_key == idempotency_key(summary.run_id, "b", {"who": "é"})
+    assert ctx.idempotency_key == "b68f7326833e1ae559e59adbb0734c60"
+    assert dict(ctx.facts) == {"order_id": "A7", "total": 1}
+    assert ctx.language == "en"
+    assert ctx.received_at == state.received_at is not None
+    assert ctx.render is not None and ctx.render("done_reply", {}) == "done"
