@@ -25,6 +25,7 @@ from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent
+from tests.test_runtime import Crash
 
 HANG_S = 5.0
 """How long a tool waits for a partner step that a right schedule runs alongside it."""
@@ -1016,3 +1017,97 @@ async def test_a_tool_sees_its_run_step_key_facts_language_clock_and_templates()
     assert ctx.language == "en"
     assert ctx.received_at == state.received_at is not None
     assert ctx.render is not None and ctx.render("done_reply", {}) == "done"
+
+
+class CrashAfterWrite(StepClock):
+    """The process dies (``Crash``) right after a write acted, before its answer is logged."""
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        answer = await super().call_tool(spec, args, context, timeout_s)
+        if spec.policy.kind == "write":
+            raise Crash("killed after the write, before it was recorded")
+        return answer
+
+
+async def resumed_after_a_crash(write: ToolSpec, n: int) -> Any:
+    """Start a run (a read, then a write) that dies inside the write; resume it in a new
+    runtime. The read comes first in the plan, so the settling looks past finished steps."""
+    store = MemoryStore()
+    steps: list[dict[str, Any]] = [
+        {"id": "r", "tool": "ok", "args": {"n": 0}},
+        {"id": "w", "tool": write.name, "args": {"n": n}, "depends_on": ["r"]},
+    ]
+    agent = build_agent([ok, write], steps)
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    [run] = store.list_runs()
+    before = len(store.load_events(run.run_id))
+    summary = await Runtime(agent, store, effects=StepClock()).resume(run.run_id)
+    after = store.load_events(run.run_id)[before:]
+    return summary, [(e.type.value, e.stage, e.data) for e in after if e.type in STEP_EVENTS]
+
+
+def crashing_write(done: dict[str, int]) -> ToolSpec:
+    def find(ctx: ToolContext, n: int) -> Value | None:
+        return Value(value=done[ctx.idempotency_key]) if ctx.idempotency_key in done else None
+
+    @tool(policy=ToolPolicy(kind="write"), reconcile=find)
+    def pay(ctx: ToolContext, n: int) -> Value:
+        """n = 1: the payment goes through; otherwise the process dies before it acts."""
+        if n == 1:
+            done[ctx.idempotency_key] = n
+        return Value(value=n)
+
+    return pay
+
+
+async def test_a_write_interrupted_by_a_crash_is_settled_by_its_reconciler_on_resume() -> None:
+    summary, events = await resumed_after_a_crash(crashing_write({}), 1)
+    assert summary.status is RunStatus.FINISHED
+    settled = {"step_id": "w", "tool": "find", "write": "pay", "status": "applied"}
+    paid = result("pay", "success", "pay: value=1", data={"value": 1})
+    assert events == [
+        attempt("w", "find", 1, "success", data={"value": 1}),
+        ("outcome_reconciled", "verify", {**settled, "reason": "pay: value=1"}),
+        verified("w", True, "no criterion declared"),
+        finished("w", "succeeded", paid, None, ""),
+    ]
+
+
+async def test_a_write_interrupted_before_it_acted_fails_on_resume() -> None:
+    summary, events = await resumed_after_a_crash(crashing_write({}), 2)
+    assert summary.status is RunStatus.HANDED_OFF
+    why = "pay failed (TOOL_FAILED) and find found no effect: not applied"
+    settled = {"step_id": "w", "tool": "find", "write": "pay", "status": "not_applied"}
+    failed = result("pay", "error", why, error_code="TOOL_FAILED", error_message=why)
+    assert events == [
+        attempt("w", "find", 1, "no_result"),
+        ("outcome_reconciled", "verify", {**settled, "reason": why}),
+        finished("w", "failed", failed, "TOOL_FAILED", why),
+    ]
+
+
+async def test_a_write_interrupted_with_no_reconciler_is_unknown_on_resume() -> None:
+    entered: list[int] = []
+
+    @tool(policy=ToolPolicy(kind="write"))
+    def blind(n: int) -> Value:
+        entered.append(n)
+        return Value(value=n)
+
+    summary, events = await resumed_after_a_crash(blind, 1)
+    assert entered == [1]  # never entered again
+    assert summary.status is RunStatus.HANDED_OFF
+    why = "the run stopped while blind was running; the write may or may not have happened"
+    unknown = result(
+        "blind",
+        "error",
+        why,
+        error_code="OUTCOME_UNKNOWN",
+        error_message=why,
+        attempts=0,
+        duration_ms=0.0,
+    )
+    assert events == [finished("w", "unknown", unknown, "OUTCOME_UNKNOWN", why)]
