@@ -1111,3 +1111,27 @@ async def test_a_write_interrupted_with_no_reconciler_is_unknown_on_resume() -> 
         duration_ms=0.0,
     )
     assert events == [finished("w", "unknown", unknown, "OUTCOME_UNKNOWN", why)]
+
+
+class Box(BaseModel):
+    inner: dict[str, int] | None = None
+
+
+async def test_a_fact_read_through_a_missing_object_is_recorded_as_null() -> None:
+    @tool
+    def box(n: int) -> Box:
+        return Box(inner={"x": n} if n else None)
+
+    fact = {"deep": "result.inner.x"}
+    summary, events = await trail(
+        [box],
+        [
+            {"id": "a", "tool": "box", "args": {"n": 0}, "facts": fact},
+            {"id": "b", "tool": "box", "args": {"n": 5}, "facts": fact, "depends_on": ["a"]},
+        ],
+    )
+    assert summary.status is RunStatus.FINISHED
+    assert [d for kind, _, d in events if kind == "fact_written"] == [
+        {"name": "deep", "value": None, "source": "tool", "origin": "a"},
+        {"name": "deep", "value": 5, "source": "tool", "origin": "b"},
+    ]
