@@ -356,7 +356,10 @@ def reconciled_write(ledger: Ledger) -> ToolSpec:
 
     @tool(policy=ToolPolicy(kind="write"), reconcile=find)
     def cancel(ctx: ToolContext, n: int) -> Value:
-        """n = 7: the write happens, then the connection drops; otherwise it never acts."""
+        """n = 7: the write happens, then the connection drops; n = 0: it answers; otherwise
+        it never acts."""
+        if n == 0:
+            return Value(value=0)
         if n == 7:
             ledger.effects[ctx.idempotency_key] = n
         raise TransientToolError("connection reset")
@@ -365,6 +368,15 @@ def reconciled_write(ledger: Ledger) -> ToolSpec:
 
 
 RESET = {"error_code": "TOOL_TRANSIENT", "error_message": "connection reset", "retryable": True}
+
+
+async def test_a_write_that_answered_is_not_reconciled() -> None:
+    cancel = reconciled_write(Ledger())
+    summary, events = await trail([cancel], [{"id": "w", "tool": "cancel", "args": {"n": 0}}])
+    assert summary.status is RunStatus.FINISHED
+    assert [(kind, d["tool"]) for kind, _, d in events if kind == "tool_attempt"] == [
+        ("tool_attempt", "cancel")
+    ]
 
 
 async def test_a_reconciled_write_that_happened_is_recorded_as_applied() -> None:
@@ -974,6 +986,9 @@ async def test_tool_health_counts_failures_in_a_row_and_a_success_resets_it() ->
     assert not health.degraded("sometimes")
     await runtime.start("go")  # a second failure in a row
     assert health.degraded("sometimes")
+    summary = await runtime.start("go")  # degraded, but the only tool: still chosen, and said
+    events = runtime.store.load_events(summary.run_id)
+    assert [e.data["degraded"] for e in events if e.type is EventType.TOOL_SELECTED] == [True]
     writes = Runtime(build_agent([write], [{"id": "w", "tool": "write"}]), MemoryStore())
     for _ in range(2):
         summary = await writes.start("go")
