@@ -1021,7 +1021,9 @@ async def test_a_tool_sees_its_run_step_key_facts_language_clock_and_templates()
         {"id": "a", "tool": "ok", "args": {"n": 1}, "facts": {"total": "result.value"}},
         {"id": "b", "tool": "peek", "args": {"who": "é"}, "depends_on": ["a"]},
     ]
-    runtime = Runtime(build_agent([ok, peek], steps), MemoryStore(), effects=StepClock())
+    templates = {"hi": {"zh": "你好 {who}", "en": "hi {who}"}}
+    agent = build_agent([ok, peek], steps, templates=templates)
+    runtime = Runtime(agent, MemoryStore(), effects=StepClock())
     summary = await runtime.start("go A7")
     state = await runtime.load_state(summary.run_id)
     [ctx] = seen
@@ -1031,7 +1033,7 @@ async def test_a_tool_sees_its_run_step_key_facts_language_clock_and_templates()
     assert dict(ctx.facts) == {"order_id": "A7", "total": 1}
     assert ctx.language == "en"
     assert ctx.received_at == state.received_at is not None
-    assert ctx.render is not None and ctx.render("done_reply", {}) == "done"
+    assert ctx.render is not None and ctx.render("hi", {"who": "Ana"}) == "hi Ana"
 
 
 class CrashAfterWrite(StepClock):
