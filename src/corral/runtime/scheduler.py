@@ -79,8 +79,9 @@ class Scheduler:
         self.stop: tuple[str, ErrorCode] | None = None
         self.guard = LoopGuard(self.agent.config.limits.max_identical_calls)
         for step in self.state.steps.values():  # rebuild the guard from the log on resume
-            if step.args is not None and step.status is not StepStatus.RUNNING:
-                self.guard.observe_call(step.id, step.tool_used or step.tool, step.args)
+            if step.args is None or step.called is None or step.status is StepStatus.RUNNING:
+                continue
+            self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
         self.budget = BudgetTracker(self.agent.config.budget, started_at=0.0)
         self.gate = StepGate(loop, self.budget, self.guard)
 

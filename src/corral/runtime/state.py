@@ -36,6 +36,9 @@ class StepState:
     tool: str
     status: StepStatus = StepStatus.PENDING
     tool_used: str | None = None
+    called: str | None = None
+    """The tool the gate admitted with ``args`` (a rewrite may change the plan's); the loop
+    guard keys the call by it, so a resumed run rebuilds the guard the same way."""
     args: dict[str, Any] | None = None
     attempts: int = 0
     result_json: dict[str, Any] | None = None
@@ -99,6 +102,7 @@ def _apply_step(state: RunState, kind: EventType, data: dict[str, Any]) -> None:
         return
     if kind is EventType.STEP_STARTED:
         step.status, step.args = StepStatus.RUNNING, data.get("args")
+        step.called = data.get("tool")
         state.memory = TaskMemory(
             state.memory.goal, state.memory.completed_steps, step.id, state.memory.facts
         )
