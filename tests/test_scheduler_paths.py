@@ -389,3 +389,140 @@ async def test_the_reconciled_event_says_what_the_reconciler_settled(found: bool
     attempts = events_of(runtime, summary.run_id, EventType.TOOL_ATTEMPT)
     numbers = [(e["tool"], e["attempt"]) for e in attempts]
     assert numbers[-1] == ("find", len(numbers))  # numbered after the write's attempts
+
+
+async def test_a_reconciler_that_fails_leaves_the_write_unknown() -> None:
+    never = asyncio.Event()
+
+    def find(ctx: ToolContext) -> Done | None:
+        raise ConnectionError("the ledger is down too")
+
+    @tool(policy=write_policy(timeout_s=0.05), reconcile=find)
+    async def cancel_order(ctx: ToolContext) -> Done:
+        await never.wait()
+        return Done(ref="x")
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    events = [
+        e
+        for e in runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
+        if e.type is EventType.OUTCOME_RECONCILED
+    ]
+    assert [(e.stage, e.data["step_id"], e.data["status"]) for e in events] == [
+        ("verify", "w", "unknown")
+    ]
+
+
+# --------------------------------------------------------------------------- waiting steps
+
+
+RULE_ON_X = {
+    "name": "x_is_small",
+    "before_tool": "read",
+    "require": "facts.x < 5",
+    "refusal": "too_big",
+}
+"""A rule before ``read`` that reads fact ``x``: a step calling ``read`` waits for the
+producers of ``x``."""
+
+RULE_TEMPLATES = {"too_big": {"zh": "太大", "en": "too big"}}
+
+ENTITIES = {
+    "order_id": {"kind": "pattern", "patterns": [r"(A\d+)"]},
+    "x": {"kind": "pattern", "patterns": [r"x=(\d+)"]},
+}
+"""``x`` is also an entity (the user may say it), so a step reading it need not depend on
+its producer: it only waits for it."""
+
+
+async def test_a_step_waiting_for_a_producer_refused_before_its_tool_is_still_decided() -> None:
+    """The producer fails at the gate (no order number); nothing is running then, so the
+    step that waited for it must be decided in the same round, not left pending."""
+    entered: list[str] = []
+
+    @tool
+    def produce(q: str) -> Value:
+        entered.append("produce")
+        return Value(value=1)
+
+    @tool
+    def read() -> Value:
+        entered.append("read")
+        return Value(value=1)
+
+    steps = [
+        {
+            "id": "p",
+            "tool": "produce",
+            "args": {"q": "$entities.order_id"},
+            "facts": {"x": "result.value"},
+            "on_failure": "continue",
+        },
+        {"id": "r", "tool": "read"},
+    ]
+    agent = build_agent(
+        [produce, read],
+        steps,
+        business_rules=[RULE_ON_X],
+        templates=RULE_TEMPLATES,
+        entities=ENTITIES,
+    )
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    statuses = {s.id: (s.status, s.error_code) for s in summary.steps}
+    assert entered == []
+    assert statuses["p"] == (StepStatus.FAILED, "MISSING_ARGUMENT")
+    # Decided, with no value for x: the rule cannot hold, so the step is refused.
+    assert statuses["r"] == (StepStatus.SKIPPED, "BUSINESS_RULE_VIOLATED")
+
+
+async def test_a_step_waiting_for_a_producer_is_not_released_once_the_run_stopped() -> None:
+    """The producer is the third identical call, a loop: the run stops, and nothing that
+    waited for it starts after that."""
+    calls: list[str] = []
+
+    @tool
+    def search(q: str) -> Value:
+        calls.append(q)
+        return Value(value=len(calls))  # a new state each time: only the calls repeat
+
+    @tool
+    def read() -> Value:
+        calls.append("read")
+        return Value(value=1)
+
+    steps = [
+        {"id": "a", "tool": "search", "args": {"q": "same"}, "facts": {"n": "result.value"}},
+        {
+            "id": "b",
+            "tool": "search",
+            "args": {"q": "same"},
+            "depends_on": ["a"],
+            "facts": {"n": "result.value"},
+        },
+        {
+            "id": "c",
+            "tool": "search",
+            "args": {"q": "same"},
+            "depends_on": ["b"],
+            "facts": {"x": "result.value"},
+        },
+        {"id": "r", "tool": "read"},
+    ]
+    agent = build_agent(
+        [search, read],
+        steps,
+        business_rules=[RULE_ON_X],
+        templates=RULE_TEMPLATES,
+        entities=ENTITIES,
+    )
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert calls == ["same", "same"]
+    assert summary.handoff is not None and summary.handoff.reason_code == "LOOP_DETECTED"
+    statuses = {s.id: (s.status, s.error_code) for s in summary.steps}
+    assert statuses["c"] == (StepStatus.FAILED, "LOOP_DETECTED")  # refused at the gate
+    assert statuses["r"] == (StepStatus.PENDING, None)
