@@ -26,7 +26,7 @@ from corral.errors import CorralError, ErrorCode
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
-from corral.runtime.gate import Admitted, StepGate, Stopped, fail_step, record_verdict, waiting
+from corral.runtime.gate import Admitted, StepGate, Stopped, record_verdict, waiting
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -259,10 +259,6 @@ class Scheduler:
                 statuses[step_id] = StepStatus.BLOCKED
 
     # ------------------------------------------------------------------ before a step
-
-    def _fail_step(self, step_id: str, code: ErrorCode, reason: str) -> None:
-        """A step that fails before its tool is entered (``gate.fail_step``)."""
-        fail_step(self.journal, step_id, code, reason)
 
     async def _gate_and_dispatch(self, step_id: str) -> None:
         compiled = self.graph.steps[step_id]
