@@ -90,6 +90,11 @@ async def test_a_tool_sees_its_run_step_key_facts_language_and_clock() -> None:
     assert state.received_at is not None and ctx.received_at == state.received_at
     assert ctx.render is not None
     assert ctx.render("done_reply", {}) == {"zh": "完成", "en": "done"}[ctx.language]
+    verified = events_of(runtime, summary.run_id, EventType.VERIFIED)
+    assert [(e["step_id"], e["verdict"]["passed"]) for e in verified] == [
+        ("s1", True),
+        ("s2", True),
+    ]
 
 
 # --------------------------------------------------------------------------- blocked steps
@@ -420,9 +425,9 @@ async def test_a_reconciler_that_fails_leaves_the_write_unknown() -> None:
 
 
 RULE_ON_X = {
-    "name": "x_is_small",
+    "name": "x_is_three",
     "before_tool": "read",
-    "require": "facts.x < 5",
+    "require": "facts.x == '3'",
     "refusal": "too_big",
 }
 """A rule before ``read`` that reads fact ``x``: a step calling ``read`` waits for the
@@ -526,3 +531,64 @@ async def test_a_step_waiting_for_a_producer_is_not_released_once_the_run_stoppe
     statuses = {s.id: (s.status, s.error_code) for s in summary.steps}
     assert statuses["c"] == (StepStatus.FAILED, "LOOP_DETECTED")  # refused at the gate
     assert statuses["r"] == (StepStatus.PENDING, None)
+
+
+def two_readers(*, confirm_first: bool) -> tuple[Runtime, list[int]]:
+    """``p`` fails at the gate; ``r1`` and ``r2`` wait for it (the rule on ``read`` reads
+    fact ``x``, which the user gives as an entity)."""
+    entered: list[int] = []
+
+    @tool
+    def produce(q: str) -> Value:
+        raise AssertionError("never entered: its argument is missing")
+
+    @tool
+    def read(k: int) -> Value:
+        entered.append(k)
+        return Value(value=k)
+
+    steps = [
+        {
+            "id": "p",
+            "tool": "produce",
+            "args": {"q": "$entities.order_id"},
+            "facts": {"x": "result.value"},
+            "on_failure": "continue",
+        },
+        {"id": "r1", "tool": "read", "args": {"k": 1}, "requires_confirmation": confirm_first},
+        {"id": "r2", "tool": "read", "args": {"k": 2}},
+    ]
+    agent = build_agent(
+        [produce, read],
+        steps,
+        business_rules=[RULE_ON_X],
+        templates=RULE_TEMPLATES,
+        entities=ENTITIES,
+    )
+    return Runtime(agent, MemoryStore(), effects=FixedEffects()), entered
+
+
+async def test_every_step_waiting_for_a_refused_producer_starts_in_the_same_round() -> None:
+    runtime, entered = two_readers(confirm_first=False)
+    summary = await runtime.start("go x=3")
+    assert sorted(entered) == [1, 2]
+    order = [
+        (e.type, e.data["step_id"])
+        for e in runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
+        if e.type in (EventType.STEP_STARTED, EventType.STEP_FINISHED) and e.data["step_id"] != "p"
+    ]
+    assert order == [
+        (EventType.STEP_STARTED, "r1"),
+        (EventType.STEP_STARTED, "r2"),
+        (EventType.STEP_FINISHED, "r1"),
+        (EventType.STEP_FINISHED, "r2"),
+    ]
+
+
+async def test_no_waiting_step_starts_once_a_released_one_asks_for_confirmation() -> None:
+    runtime, entered = two_readers(confirm_first=True)
+    summary = await runtime.start("go x=3")
+    assert summary.status is RunStatus.AWAITING_CONFIRM
+    assert entered == []
+    statuses = {s.id: s.status for s in summary.steps}
+    assert statuses["r2"] is StepStatus.PENDING
