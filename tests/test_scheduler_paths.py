@@ -74,11 +74,11 @@ async def test_a_tool_sees_its_run_step_key_facts_language_and_clock() -> None:
             {"id": "s1", "tool": "first", "facts": {"v": "result.value"}},
             {"id": "s2", "tool": "second", "args": {"x": 7}, "depends_on": ["s1"]},
         ],
+        templates={"seen": {"zh": "看到 {v}", "en": "seen {v}"}},
     )
     agent.deps = {"db": "orders.sqlite"}
-    effects = FixedEffects()
-    runtime = Runtime(agent, MemoryStore(), effects=effects)
-    summary = await runtime.start("go")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go 请查一下")
     assert summary.status is RunStatus.FINISHED
     [ctx] = seen
     state = fold(summary.run_id, runtime.store.load_events(summary.run_id))  # type: ignore[attr-defined]
@@ -86,10 +86,10 @@ async def test_a_tool_sees_its_run_step_key_facts_language_and_clock() -> None:
     assert ctx.idempotency_key == idempotency_key(summary.run_id, "s2", {"x": 7})
     assert dict(ctx.deps) == {"db": "orders.sqlite"}
     assert dict(ctx.facts) == {"v": 5}
-    assert ctx.language == state.language
+    assert ctx.language == state.language == "zh"
     assert state.received_at is not None and ctx.received_at == state.received_at
     assert ctx.render is not None
-    assert ctx.render("done_reply", {}) == {"zh": "完成", "en": "done"}[ctx.language]
+    assert ctx.render("seen", {"v": 5}) == "看到 5"  # in the run's language, with the values
     verified = events_of(runtime, summary.run_id, EventType.VERIFIED)
     assert [(e["step_id"], e["verdict"]["passed"]) for e in verified] == [
         ("s1", True),
