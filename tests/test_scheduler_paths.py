@@ -592,3 +592,35 @@ async def test_no_waiting_step_starts_once_a_released_one_asks_for_confirmation(
     assert entered == []
     statuses = {s.id: s.status for s in summary.steps}
     assert statuses["r2"] is StepStatus.PENDING
+
+
+@pytest.mark.parametrize(
+    ("preference", "order"),
+    [("latency", ["fast", "cheap"]), ("cost", ["cheap", "fast"])],
+)
+async def test_equivalent_tools_are_tried_in_the_order_the_agent_prefers(
+    preference: str, order: list[str]
+) -> None:
+    from corral import parse_config
+    from corral.agent import Agent
+
+    entered: list[str] = []
+
+    def member(name: str, latency: int, cost: float) -> Any:
+        policy = ToolPolicy(equivalent_group="lookup", latency_ms=latency, cost=cost)
+
+        @tool(name=name, policy=policy)
+        def run() -> Value:
+            entered.append(name)
+            raise ValueError(f"{name} is down")
+
+        return run
+
+    tools = [member("cheap", 50, 1.0), member("fast", 10, 5.0)]
+    base = build_agent(tools, [{"id": "s1", "tool": "cheap"}])
+    config = parse_config({**base.config.model_dump(), "tool_preference": preference})
+    runtime = Runtime(Agent.build(config, tools), MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert entered == order
+    [first, _] = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    assert first["candidates"] == order
