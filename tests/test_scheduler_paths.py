@@ -117,6 +117,7 @@ async def test_a_blocked_step_names_every_dependency_that_did_not_succeed() -> N
             {"id": "ok", "tool": "fine"},
             {"id": "c", "tool": "fine", "depends_on": ["a", "ok", "b"]},
             {"id": "d", "tool": "fine", "depends_on": ["c"]},
+            {"id": "e", "tool": "fine", "depends_on": ["d"]},
         ],
     )
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
@@ -128,12 +129,25 @@ async def test_a_blocked_step_names_every_dependency_that_did_not_succeed() -> N
         "ok": StepStatus.SUCCEEDED,
         "c": StepStatus.BLOCKED,
         "d": StepStatus.BLOCKED,
+        "e": StepStatus.BLOCKED,  # the whole chain, in one pass
     }
     blocked = events_of(runtime, summary.run_id, EventType.STEP_BLOCKED)
     assert [(e["step_id"], e["reason"], e["code"]) for e in blocked] == [
         ("c", "depends on a, b, which did not succeed", "DEPENDENCY_FAILED"),
         ("d", "depends on c, which did not succeed", "DEPENDENCY_FAILED"),
+        ("e", "depends on d, which did not succeed", "DEPENDENCY_FAILED"),
     ]
+    stages = {
+        (e.type, e.stage)
+        for e in runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
+        if e.type in (EventType.STEP_BLOCKED, EventType.STEP_STARTED, EventType.TOOL_SELECTED)
+    }
+    # The JSONL log shows each event's layer (its "stage" field).
+    assert stages == {
+        (EventType.STEP_BLOCKED, "execute"),
+        (EventType.STEP_STARTED, "execute"),
+        (EventType.TOOL_SELECTED, "decide"),
+    }
 
 
 async def test_a_step_after_an_unknown_write_is_blocked_not_run() -> None:
@@ -624,3 +638,88 @@ async def test_equivalent_tools_are_tried_in_the_order_the_agent_prefers(
     assert entered == order
     [first, _] = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
     assert first["candidates"] == order
+
+
+async def test_a_step_runs_as_soon_as_it_is_ready_whatever_comes_before_it() -> None:
+    """``a`` waits for ``c``, which waits for ``b``; ``d`` needs nothing. A step in flight or
+    not ready must not hold up the steps after it in plan order."""
+    c_ran = asyncio.Event()
+
+    @tool
+    async def wait_for_c() -> Value:
+        async with asyncio.timeout(5.0):  # only a wrong schedule waits this long, and fails
+            await c_ran.wait()
+        return Value(value=1)
+
+    @tool
+    def fine(k: int) -> Value:  # distinct calls and results: no loop to detect
+        return Value(value=k)
+
+    @tool
+    async def signal() -> Value:  # on the event loop, which the Event belongs to
+        c_ran.set()
+        return Value(value=1)
+
+    steps = [
+        {"id": "a", "tool": "wait_for_c"},
+        {"id": "b", "tool": "fine", "args": {"k": 1}},
+        {"id": "c", "tool": "signal", "depends_on": ["b"]},
+        {"id": "d", "tool": "fine", "args": {"k": 2}},
+    ]
+    runtime = Runtime(
+        build_agent([wait_for_c, fine, signal], steps), MemoryStore(), effects=FixedEffects()
+    )
+    summary = await runtime.start("go")
+    assert {s.id: s.status for s in summary.steps} == dict.fromkeys("abcd", StepStatus.SUCCEEDED)
+    kinds = [
+        (e.type, e.data["step_id"])
+        for e in runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
+        if e.type in (EventType.STEP_STARTED, EventType.STEP_FINISHED)
+    ]
+    assert kinds[:3] == [
+        (EventType.STEP_STARTED, "a"),
+        (EventType.STEP_STARTED, "b"),
+        (EventType.STEP_STARTED, "d"),
+    ]
+
+
+async def test_resume_settles_a_write_after_a_finished_step_with_its_own_arguments() -> None:
+    """The key the reconciler looks up is the write's (same arguments), and the step is
+    judged on those arguments; the finished read before it changes nothing."""
+    from corral.runtime.state import fold
+    from tests.test_runtime import Crash, CrashAfterWrite
+
+    ledger = Ledger()
+
+    @tool
+    def lookup() -> Value:
+        return Value(value=1)
+
+    @tool(policy=write_policy(), reconcile=ledger.find)
+    def cancel_order(order_id: str, ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    steps = [
+        {"id": "r", "tool": "lookup"},
+        {
+            "id": "w",
+            "tool": "cancel_order",
+            "args": {"order_id": "$entities.order_id"},
+            "depends_on": ["r"],
+            "success": "args.order_id == 'A7'",
+        },
+    ]
+    agent = build_agent([lookup, cancel_order], steps)
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go A7")
+    run_id = store.list_runs()[0].run_id
+    assert fold(run_id, store.load_events(run_id)).steps["w"].status is StepStatus.RUNNING
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run_id)
+    assert ledger.entries == 1 and ledger.lookups == 1
+    assert summary.status is RunStatus.FINISHED
+    assert [(s.id, s.status) for s in summary.steps] == [
+        ("r", StepStatus.SUCCEEDED),
+        ("w", StepStatus.SUCCEEDED),
+    ]
