@@ -641,8 +641,9 @@ async def test_equivalent_tools_are_tried_in_the_order_the_agent_prefers(
 
 
 async def test_a_step_runs_as_soon_as_it_is_ready_whatever_comes_before_it() -> None:
-    """``a`` waits for ``c``, which waits for ``b``; ``d`` needs nothing. A step in flight or
-    not ready must not hold up the steps after it in plan order."""
+    """``a`` waits for ``c``, which waits for ``b``; ``x`` waits for ``a``; ``d`` needs
+    nothing. A step in flight (``a``) or not ready (``x``) must not hold up the steps after
+    it in plan order: ``c`` would never start, and ``a`` would wait in vain."""
     c_ran = asyncio.Event()
 
     @tool
@@ -663,6 +664,7 @@ async def test_a_step_runs_as_soon_as_it_is_ready_whatever_comes_before_it() -> 
     steps = [
         {"id": "a", "tool": "wait_for_c"},
         {"id": "b", "tool": "fine", "args": {"k": 1}},
+        {"id": "x", "tool": "fine", "args": {"k": 3}, "depends_on": ["a"]},
         {"id": "c", "tool": "signal", "depends_on": ["b"]},
         {"id": "d", "tool": "fine", "args": {"k": 2}},
     ]
@@ -670,7 +672,7 @@ async def test_a_step_runs_as_soon_as_it_is_ready_whatever_comes_before_it() -> 
         build_agent([wait_for_c, fine, signal], steps), MemoryStore(), effects=FixedEffects()
     )
     summary = await runtime.start("go")
-    assert {s.id: s.status for s in summary.steps} == dict.fromkeys("abcd", StepStatus.SUCCEEDED)
+    assert {s.id: s.status for s in summary.steps} == dict.fromkeys("abxcd", StepStatus.SUCCEEDED)
     kinds = [
         (e.type, e.data["step_id"])
         for e in runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
