@@ -142,6 +142,12 @@ async def test_a_blocked_step_names_every_dependency_that_did_not_succeed() -> N
         for e in runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
         if e.type in (EventType.STEP_BLOCKED, EventType.STEP_STARTED, EventType.TOOL_SELECTED)
     }
+    started = events_of(runtime, summary.run_id, EventType.STEP_STARTED)
+    assert sorted((e["step_id"], e["tool"]) for e in started) == [
+        ("a", "broken"),
+        ("b", "broken"),
+        ("ok", "fine"),
+    ]
     # The JSONL log shows each event's layer (its "stage" field).
     assert stages == {
         (EventType.STEP_BLOCKED, "execute"),
