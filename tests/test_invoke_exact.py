@@ -241,6 +241,30 @@ async def test_a_write_that_failed_without_proof_is_unknown_and_says_why() -> No
     assert (result.retryable, result.attempts) == (False, 1)
 
 
+@pytest.mark.parametrize(
+    ("failure", "idempotent", "calls_expected", "code"),
+    [
+        (TransientToolError("503"), False, 1, "OUTCOME_UNKNOWN"),
+        (TransientToolError("503"), True, 3, "OUTCOME_UNKNOWN"),
+        (TransientToolError("refused", applied=False), False, 3, "TOOL_TRANSIENT"),
+    ],
+)
+async def test_a_write_is_retried_only_when_idempotent_or_proved_not_applied(
+    failure: Exception, idempotent: bool, calls_expected: int, code: str
+) -> None:
+    calls = 0
+    retry = RetryPolicy(max_retries=2, backoff_s=(0.0,))
+
+    @tool(policy=ToolPolicy(kind="write", retry=retry, idempotent=idempotent))
+    def pay() -> Out:
+        nonlocal calls
+        calls += 1
+        raise failure
+
+    result = await call(pay)
+    assert (calls, result.attempts, result.error_code) == (calls_expected, calls_expected, code)
+
+
 # ------------------------------------------------------------------ attempts and envelopes
 
 
@@ -320,7 +344,7 @@ class Finder:
     def find(self, ctx: ToolContext) -> Ref | None:
         if self.error is not None:
             raise self.error
-        return self.answer
+        return self.answer if ctx.idempotency_key == "k" else None
 
 
 def write_with(finder: Finder, summary: str | None = None) -> ToolSpec:
@@ -375,6 +399,9 @@ async def test_a_found_effect_settles_the_write_with_all_attempts_counted() -> N
         duration_ms=2.234,
     )
     assert [(a.number, a.status) for a in attempts] == [(1, ToolStatus.SUCCESS)]
+    numbered: list[Attempt] = []
+    await settle(write_with(finder), numbered, first_attempt=3)
+    assert [a.number for a in numbered] == [3]
 
 
 async def test_a_found_effect_with_a_long_summary_is_cut_at_200_characters() -> None:
