@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -22,8 +23,10 @@ from corral.errors import (
     InvalidArgumentError,
     MissingArgumentError,
     ToolFailedError,
+    ToolTimeoutError,
     TransientToolError,
 )
+from corral.runtime.effects import LiveEffects
 from corral.testing import FixedEffects
 from corral.tools.invoke import (
     Attempt,
@@ -263,6 +266,51 @@ async def test_a_write_is_retried_only_when_idempotent_or_proved_not_applied(
 
     result = await call(pay)
     assert (calls, result.attempts, result.error_code) == (calls_expected, calls_expected, code)
+
+
+class GivesUpAtOnce(LiveEffects):
+    """Live effects that stop waiting for a late sync write at once: its thread runs on."""
+
+    async def late_write(self, spec: ToolSpec, work: Any, timeout_s: float) -> Any:
+        raise ToolTimeoutError(f"{spec.name} is still running", in_flight=True)
+
+
+async def test_a_write_whose_thread_may_still_run_is_never_called_again() -> None:
+    """Even idempotent and timed out: a second call would run beside the first."""
+    calls = 0
+    release = threading.Event()
+
+    @tool(
+        policy=ToolPolicy(
+            kind="write",
+            timeout_s=0.01,
+            idempotent=True,
+            retry=RetryPolicy(max_retries=2, backoff_s=(0.0,)),
+        )
+    )
+    def pay() -> Out:
+        nonlocal calls
+        calls += 1
+        release.wait(30)  # blocks until the test has its answer: never ends in time
+        return Out(value=1)
+
+    attempts: list[Attempt] = []
+    effects = FixedEffects(_live=GivesUpAtOnce())
+    try:
+        result = await call(pay, effects, on_attempt=attempts.append)
+    finally:
+        release.set()
+    assert calls == 1 and effects.sleeps == []
+    assert [(a.in_flight, a.applied, a.backoff_s) for a in attempts] == [(True, None, None)]
+    assert (result.error_code, result.attempts) == ("OUTCOME_UNKNOWN", 1)
+
+
+async def test_the_tool_gets_the_context_of_its_call() -> None:
+    @tool
+    def keyed(ctx: ToolContext) -> Text:
+        return Text(text=f"{ctx.run_id}/{ctx.step_id}/{ctx.idempotency_key}")
+
+    assert (await call(keyed)).data == {"text": "r/s1/k"}
 
 
 # ------------------------------------------------------------------ attempts and envelopes
