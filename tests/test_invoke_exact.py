@@ -67,6 +67,11 @@ class Secret(Out):
     password: str
 
 
+class Address(BaseModel):
+    street: str
+    city: str
+
+
 class Text(BaseModel):
     text: str
 
@@ -99,6 +104,16 @@ def test_a_missing_argument_names_every_missing_field_and_says_it_is_never_guess
     assert info.value.hint == (
         "ask the user for it, or bind it from an earlier step; it is never guessed"
     )
+
+
+def test_a_missing_nested_field_is_named_by_its_path() -> None:
+    @tool
+    def reship(address: Address) -> Out:
+        raise AssertionError("must not be called")
+
+    with pytest.raises(MissingArgumentError) as info:
+        validate_args(reship, {"address": {"street": "Main St 1"}})
+    assert info.value.message == "tool 'reship' is missing address.city"
 
 
 def test_invalid_arguments_list_the_first_five_problems_with_their_paths() -> None:
@@ -152,6 +167,16 @@ async def test_output_problems_say_what_the_tool_returned() -> None:
     assert (await call(wrong)).error_message == (
         f"tool 'wrong' returned data that does not match Out: {INT_MSG}"
     )
+
+
+async def test_no_result_is_summarised_as_such() -> None:
+    @tool
+    def maybe() -> Out | None:
+        return None
+
+    result = await call(maybe)
+    assert (result.status, result.data, result.summary) == (ToolStatus.NO_RESULT, None, "no result")
+    assert (result.error_code, result.error_message) == (None, None)
 
 
 async def test_output_data_is_json_ready() -> None:
@@ -249,11 +274,11 @@ async def test_a_write_that_failed_without_proof_is_unknown_and_says_why() -> No
     [
         (TransientToolError("503"), False, 1, "OUTCOME_UNKNOWN"),
         (TransientToolError("503"), True, 3, "OUTCOME_UNKNOWN"),
-        (TransientToolError("refused", applied=False), False, 3, "TOOL_TRANSIENT"),
+        (TransientToolError("503", applied=False), False, 3, "TOOL_TRANSIENT"),
     ],
 )
 async def test_a_write_is_retried_only_when_idempotent_or_proved_not_applied(
-    failure: Exception, idempotent: bool, calls_expected: int, code: str
+    failure: TransientToolError, idempotent: bool, calls_expected: int, code: str
 ) -> None:
     calls = 0
     retry = RetryPolicy(max_retries=2, backoff_s=(0.0,))
@@ -264,8 +289,12 @@ async def test_a_write_is_retried_only_when_idempotent_or_proved_not_applied(
         calls += 1
         raise failure
 
-    result = await call(pay)
+    attempts: list[Attempt] = []
+    result = await call(pay, on_attempt=attempts.append)
     assert (calls, result.attempts, result.error_code) == (calls_expected, calls_expected, code)
+    assert [(a.error_code, a.error_message, a.applied) for a in attempts] == [
+        ("TOOL_TRANSIENT", "503", failure.applied)
+    ] * calls_expected
 
 
 class GivesUpAtOnce(LiveEffects):
