@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from corral.contracts import ToolResult, ToolStatus
 from corral.errors import (
@@ -93,17 +93,16 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
             return None
         raise ToolOutputInvalidError(f"tool {spec.name!r} returned None")
     try:
-        model = (
-            returned
-            if isinstance(returned, spec.output_model)
-            else spec.output_model.model_validate(returned)
-        )
+        model = spec.output_model.model_validate(returned)
     except ValidationError as exc:
         raise ToolOutputInvalidError(
             f"tool {spec.name!r} returned data that does not match "
             f"{spec.output_model.__name__}: {exc.errors()[0]['msg']}"
         ) from None
-    return model.model_dump(mode="json")
+    # Dumped as the declared model, not as the instance's own class: an instance of a
+    # subclass would otherwise add its extra fields (a password, say) to the result.
+    dumped: dict[str, Any] = TypeAdapter(spec.output_model).dump_python(model, mode="json")
+    return dumped
 
 
 NOT_CONNECTED: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
@@ -254,7 +253,7 @@ async def reconcile(
     duration_ms = round(unknown.duration_ms + found.duration_ms, 3)
     if found.status is ToolStatus.ERROR:
         return unknown.model_copy(update={"attempts": attempts, "duration_ms": duration_ms})
-    if found.status is ToolStatus.SUCCESS and found.data is not None:
+    if found.data is not None:  # a success: the only status that carries data
         return ToolResult(
             tool=spec.name,
             status=ToolStatus.SUCCESS,
