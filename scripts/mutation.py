@@ -76,8 +76,8 @@ def ensure_mutmut() -> None:
     try:
         import mutmut  # noqa: F401
     except ImportError:
-        if Path(sys.executable).resolve() == VENV_PYTHON.resolve():
-            raise
+        if Path(sys.prefix).resolve() == VENV_PYTHON.parents[1].resolve():
+            raise  # already in .venv: the extra failed to install
         subprocess.run(
             ["bash", "scripts/venv.sh", "dev,postgres,mutation"],
             cwd=ROOT,
