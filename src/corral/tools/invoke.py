@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from corral.contracts import ToolResult, ToolStatus
 from corral.errors import (
@@ -101,7 +101,7 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
         ) from None
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
-    dumped: dict[str, Any] = TypeAdapter(spec.output_model).dump_python(model, mode="json")
+    dumped: dict[str, Any] = spec.output_adapter.dump_python(model, mode="json")
     return dumped
 
 

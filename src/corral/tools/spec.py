@@ -7,6 +7,7 @@ the return annotation gives the output model, the docstring gives the descriptio
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import types
 import typing
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union, overload
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from corral.errors import ConfigInvalidError
 from corral.tools.context import ToolContext
@@ -41,6 +42,11 @@ class ToolSpec:
     called when the write's outcome is unknown (a timeout, an ambiguous failure, a crash
     while the tool was running): its result settles the step, ``None`` proves the write
     did not happen, and an error leaves the outcome unknown."""
+
+    @functools.cached_property
+    def output_adapter(self) -> TypeAdapter[BaseModel]:
+        """Dumps a result as the declared model; built once, not on every call."""
+        return TypeAdapter(self.output_model)
 
     @property
     def is_async(self) -> bool:
