@@ -27,6 +27,7 @@ The rules, by the value's type (``None`` is always allowed: it means "not given"
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import re
 import typing
@@ -57,9 +58,18 @@ _DIGITS = re.compile(
     r"(?:\s*(?P<mag>百万|[kK千百万])(?![A-Za-z]))?"
 )
 _CHINESE = re.compile(r"(?P<pct>百分之)?(?P<cn>[零〇一二两三四五六七八九十百千万]+)")
+_WORDS = (
+    *("zero", "one", "two", "three", "four", "five", "six"),
+    *("seven", "eight", "nine", "ten", "eleven", "twelve"),
+)
+_WORD = re.compile(r"\b(?:" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
 _DATE_OR_TIME = re.compile(
     r"(?<!\d)(?P<y>\d{4})[-/.年](?P<m>\d{1,2})[-/.月](?P<d>\d{1,2})日?"
     r"|(?<!\d)(?P<h>\d{1,2}):(?P<min>\d{2})(?::(?P<s>\d{2}))?"
+)
+_YEARLESS = re.compile(
+    r"^(?!.*\d{4})(?:.*\d\s*月\s*\d|.*\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))",
+    re.IGNORECASE,
 )
 _ID_CHAR = re.compile(r"[A-Za-z0-9_.]")
 _YES = re.compile(
@@ -112,6 +122,13 @@ def _digit_quantities(text: str) -> Iterator[Quantity]:
         yield Quantity(value, unit, match.start(), end)
 
 
+def _word_quantities(text: str, bare: bool) -> Iterator[Quantity]:
+    for match in _WORD.finditer(text):
+        unit, end = _unit_at(text, match.end())
+        if unit is not None or bare:
+            yield Quantity(float(_WORDS.index(match[0].lower())), unit, match.start(), end)
+
+
 def _chinese_quantities(text: str, bare: bool) -> Iterator[Quantity]:
     for match in _CHINESE.finditer(text):
         value = chinese_amount(match["cn"])
@@ -123,12 +140,13 @@ def _chinese_quantities(text: str, bare: bool) -> Iterator[Quantity]:
             yield Quantity(float(value), unit, match.start(), end)
 
 
-def quantities(text: str, *, bare_chinese: bool = True) -> list[Quantity]:
+def quantities(text: str, *, bare_words: bool = True) -> list[Quantity]:
     """Every number stated in ``text``, normalised, in order.
 
     Dates and clock times count as their parts (``2026-05-03`` states 2026, 5 and 3).
-    Chinese numerals without a unit (``一下``, ``十分``) are words as often as numbers:
-    ``bare_chinese=False`` skips them, for checking what a model wrote.
+    Number words (``三``, ``three``) without a unit (``一下``, ``十分``, "one moment") are
+    words as often as numbers: ``bare_words=False`` skips them, for checking what a model
+    wrote.
     """
     found: list[Quantity] = []
     masked = list(text)
@@ -140,7 +158,8 @@ def quantities(text: str, *, bare_chinese: bool = True) -> list[Quantity]:
     for quantity in digits:  # "1.5万": the 万 is read, not a Chinese numeral of its own
         masked[quantity.start : quantity.end] = " " * (quantity.end - quantity.start)
     found += digits
-    found += _chinese_quantities("".join(masked), bare_chinese)
+    found += _chinese_quantities("".join(masked), bare_words)
+    found += _word_quantities(text, bare_words)
     return sorted(found, key=lambda q: q.start)
 
 
@@ -160,11 +179,19 @@ def parse_date(text: str) -> date | None:
 
 
 def said_dates(text: str, now: datetime, timezone: str) -> set[date]:
-    """The days ``text`` names: first and last day of each date expression, resolved at ``now``."""
+    """The days ``text`` names: first and last day of each date expression, resolved at ``now``.
+
+    A day of a month said without a year ("May 3", 5月3日) names this year's and next
+    year's: ``corral.intent.dates`` reads it as the past one (for queries), a plan may
+    need the coming one (a delivery).
+    """
     days: set[date] = set()
     rest = text
     while (found := find_relative_date(rest, now, timezone)) is not None:
         days |= {found.start, found.end}
+        if found.start == found.end and _YEARLESS.search(found.text):
+            with contextlib.suppress(ValueError):  # 29 February
+                days.add(found.start.replace(year=found.start.year + 1))
         cut = rest.find(found.text)
         rest = rest[cut + len(found.text) :] if cut >= 0 and found.text else ""
     return days
@@ -196,8 +223,8 @@ def value_quantities(value: object, key: str = "") -> Iterator[Quantity]:
 
 
 def number_key(value: float) -> float:
-    """The form numbers are compared in: 300 == 300.0, signs and float noise ignored."""
-    return round(abs(value), 6)
+    """The form numbers are compared in: 300 == 300.0, float noise ignored."""
+    return round(value, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def _leaves(value: object) -> Iterator[object]:
@@ -263,7 +290,7 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     if isinstance(a, int | float) and isinstance(b, int | float):
-        return number_key(a) == number_key(b) and (a < 0) == (b < 0)
+        return number_key(a) == number_key(b)
     return a == b
 
 

@@ -78,6 +78,7 @@ def _ids(text: str) -> list[str]:
 
 
 def _compatible(claim: Quantity, known: Quantity) -> bool:
+    """Same unit, or one side has none: "2 days" is grounded by ``{"eta": 2}``."""
     return claim.unit is None or known.unit is None or claim.unit == known.unit
 
 
@@ -93,9 +94,10 @@ def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
     invented = [token for token in _ids(text) if token not in grounded]
     invented += [
         text[claim.start : claim.end]
-        for claim in quantities(text, bare_chinese=False)
+        for claim in quantities(text, bare_words=False)
         if not any(
-            number_key(claim.value) == number_key(k.value) and _compatible(claim, k) for k in known
+            number_key(claim.value) == number_key(abs(k.value)) and _compatible(claim, k)
+            for k in known
         )
     ]
     problems = []
