@@ -176,6 +176,8 @@ def test_booleans_need_a_stated_yes_or_no_a_known_value_or_the_default() -> None
     assert grounded(False, Evidence.of("不要通知我"))
     assert not grounded(True, Evidence.of("不要通知我"))  # 不要 is a no, not a 要
     assert not grounded(True, Evidence.of("refund A1"))
+    polite = Evidence.of("你好，我是 A1 的买家，不好意思，请退款 please")
+    assert not grounded(True, polite) and not grounded(False, polite)
     assert not grounded(False, Evidence.of("refund A1"))
     assert grounded(False, Evidence.of("refund A1"), declared={False})  # the default
     assert not grounded(True, Evidence.of("refund A1"), declared={1})  # True is not 1

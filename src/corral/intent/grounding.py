@@ -21,7 +21,8 @@ The rules, by the value's type (``None`` is always allowed: it means "not given"
 - A date: the same day is written or said (relative words resolved) by the user, or is a
   known value.
 - A boolean: a known value has it, or the user stated it: ``true`` needs a yes-word
-  (yes, ok, please, 是, 要, 确认...), ``false`` a no-word (no, not, don't, 不, 别, 没...).
+  (yes, ok, sure, 是的, 好的, 可以, 确认...), ``false`` a no-word (no, not, don't, 不要, 别,
+  没有...).
 - A list or object: every value inside it is grounded.
 """
 
@@ -72,12 +73,13 @@ _YEARLESS = re.compile(
     re.IGNORECASE,
 )
 _ID_CHAR = re.compile(r"[A-Za-z0-9_.]")
+# Yes/no words for booleans: whole words, never a character that also starts "你好" or "不错".
 _YES = re.compile(
-    r"\b(?:yes|yeah|yep|ok|okay|sure|please|do it|confirm(?:ed)?)\b|是|要|好|对|可以|确认|需要",
+    r"\b(?:yes|yeah|yep|ok|okay|sure|do it|confirm(?:ed)?)\b|是的|好的|可以|确认|需要|同意",
     re.IGNORECASE,
 )
 _NO = re.compile(
-    r"\b(?:no|not|don't|dont|never|without|cancel)\b|不需要|不用|不要|不|别|没有|没|无|否|取消",
+    r"\b(?:no|not|don't|dont|never|without)\b|不需要|不用|不要|不必|不想|别|没有|无需|取消|否",
     re.IGNORECASE,
 )
 
