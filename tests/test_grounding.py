@@ -111,6 +111,7 @@ def test_units_are_read_with_the_number() -> None:
         (3, "day"),
         (5, "money"),
     ]
+    assert [q.value for q in quantities("costs 5. Or 7, or 8.")] == [5, 7, 8]
     assert quantities("2026-05-03 at 10:30") == [
         Quantity(2026, None, 0, 10),
         Quantity(5, None, 0, 10),

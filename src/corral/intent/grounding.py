@@ -101,26 +101,26 @@ def _unit_at(text: str, pos: int) -> tuple[str | None, int]:
     return next(k for k, v in match.groupdict().items() if v), match.end()
 
 
-def _inside_id(text: str, start: int, end: int) -> bool:
-    """Digits glued to letters or to another number by ``-``/``/`` belong to an id."""
+def _glued_before(text: str, start: int) -> bool:
+    """Digits after a letter, or after another number and ``-``/``/``, belong to an id."""
     before = text[start - 1] if start else ""
     if _ID_CHAR.fullmatch(before):
         return True
-    if before in "-/" and start >= 2 and text[start - 2].isalnum():
-        return True
-    return end < len(text) and bool(re.match(r"[A-Za-z0-9_]", text[end]))
+    return bool(before) and before in "-/" and start >= 2 and text[start - 2].isalnum()
 
 
 def _digit_quantities(text: str) -> Iterator[Quantity]:
     for match in _DIGITS.finditer(text):
+        if not match["cur"] and _glued_before(text, match.start()):
+            continue
         value = float(match["num"].replace(",", ""))
         if match["mag"]:
             value *= _MAGNITUDES[match["mag"].lower()]
         unit, end = _unit_at(text, match.end())
         if match["cur"]:
             unit = "money"
-        elif unit is None and _inside_id(text, match.start(), match.end()):
-            continue
+        elif unit is None and re.match(r"[A-Za-z0-9_]", text[end : end + 1]):
+            continue  # "12a", "1026_x": letters after the digits, so an id too
         yield Quantity(value, unit, match.start(), end)
 
 
