@@ -159,9 +159,9 @@ def ungrounded_literals(draft: Any, context: PlanContext, evidence: Evidence) ->
             if name not in fields:
                 continue
             info = fields[name]
-            declared = declared_choices(info.annotation)
+            declared = [*declared_choices(info.annotation)]
             if info.default is not PydanticUndefined:
-                declared.add(info.default)
+                declared.append(info.default)  # may be unhashable: a list, not a set
             if grounded(_literal_part(value), evidence, declared):
                 continue
             problems.append(
