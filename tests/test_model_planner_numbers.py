@@ -59,6 +59,13 @@ def deliver(order_id: str, day: date) -> Refunded:
 
 
 @tool
+def split_refund(order_id: str, amounts_cny: list[int]) -> Refunded:
+    """Refund an order in several parts."""
+    CALLS.append({"split": order_id, "amounts_cny": amounts_cny})
+    return Refunded(ok=True)
+
+
+@tool
 def book(order_id: str, day: str, quantity: str) -> Refunded:
     """Book a delivery of a quantity of an order on a day (as the user's entities hold them)."""
     CALLS.append({"book": order_id, "day": day, "quantity": quantity})
@@ -148,6 +155,18 @@ async def test_a_replan_may_use_a_number_a_finished_step_returned() -> None:
     assert summary.status is RunStatus.FINISHED
     assert CALLS == [{"refund": "A1", "amount_cny": 128, "notify": True}]
     assert "r1.amount_cny: 129 was not given" in calls[1]["reason"]
+
+
+async def test_every_number_inside_a_list_is_grounded() -> None:
+    CALLS.clear()
+    one_invented = steps(step("split_refund", amounts_cny=[100, 999]))
+    both_said = steps(step("split_refund", amounts_cny=[100, 200]))
+    summary, calls = await run(
+        [split_refund], [one_invented, both_said], "refund A1: 100 now, 两百 later"
+    )
+    assert summary.status is RunStatus.FINISHED
+    assert CALLS == [{"split": "A1", "amounts_cny": [100, 200]}]
+    assert calls[0]["reason"].startswith("s1.amounts_cny: [100, 999] was not given")
 
 
 EXTRACTING = {
