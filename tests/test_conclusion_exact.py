@@ -343,7 +343,8 @@ async def test_a_model_plan_that_finds_nothing_goes_to_a_person() -> None:
     plan = '{"steps": [{"id": "s1", "tool": "nothing", "args": {"n": 1}}]}'
     config = one_intent("go", tools=["nothing"], model={"intent_fallback": False})
     model = ScriptedModel(function=lambda request: plan)
-    summary, _, _ = await run(Agent.build(parse_config(config), [nothing], model=model))
+    agent = Agent.build(parse_config(config), [nothing], model=model)
+    summary, _, _ = await run(agent, "go: archive 1")  # n=1 is said, not invented
     assert summary.status is RunStatus.HANDED_OFF
     assert summary.handoff is not None and summary.handoff.reason_code == "NO_RESULT"
     assert summary.handoff.reason == "step s1 (nothing) failed: the tool found nothing"

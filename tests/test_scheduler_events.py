@@ -507,7 +507,7 @@ async def test_model_plans_are_replanned_at_most_twice_with_the_failure() -> Non
     runtime = with_model(
         [flaky], [{"id": "s1", "tool": "flaky", "args": {"n": 0}}], model, planner="model"
     )
-    summary = await runtime.start("go")
+    summary = await runtime.start("go with 1, 2 or 3")  # the plans' n are said, not invented
     assert summary.status is RunStatus.HANDED_OFF
     assert len(model.requests) == 3  # one plan, two replans
     events = runtime.store.load_events(summary.run_id)
@@ -525,7 +525,7 @@ async def test_a_plan_that_succeeded_is_not_replanned() -> None:
     runtime = with_model(
         [ok], [{"id": "s1", "tool": "ok", "args": {"n": 0}}], model, planner="model"
     )
-    summary = await runtime.start("go")
+    summary = await runtime.start("go with 1")
     assert summary.status is RunStatus.FINISHED
     assert len(model.requests) == 1
 
@@ -549,7 +549,7 @@ async def test_a_failed_model_plan_with_an_unknown_write_is_not_replanned() -> N
     plan = {"steps": [{"id": "w", "tool": "write"}, {"id": "f", "tool": "flaky", "args": {"n": 1}}]}
     model = ScriptedModel([json.dumps(plan)])
     runtime = with_model([write, flaky], [{"id": "w", "tool": "write"}], model, planner="model")
-    summary = await runtime.start("go")
+    summary = await runtime.start("go with 1")
     statuses = {s.id: s.status for s in summary.steps}
     assert statuses == {"w": StepStatus.UNKNOWN, "f": StepStatus.FAILED}
     assert len(model.requests) == 1

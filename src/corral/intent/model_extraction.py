@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from corral.config import EntitySpec
+from corral.intent.grounding import Evidence, grounded
 from corral.models.base import Message, ModelRequest
 
 
@@ -46,19 +48,36 @@ def extraction_request(
     )
 
 
+def _as_text(value: Any) -> str:
+    """A proposed value as the string an entity holds (``300.0`` → ``"300"``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
 def ground(
-    text: str, proposed: Mapping[str, str], wanted: Mapping[str, EntitySpec]
+    text: str,
+    proposed: Mapping[str, Any],
+    wanted: Mapping[str, EntitySpec],
+    now: datetime | None = None,
+    timezone: str = "UTC",
 ) -> tuple[dict[str, Any], dict[str, str]]:
-    """(kept values, dropped name -> reason)."""
+    """(kept values, dropped name -> reason).
+
+    A value is in the message when it occurs there, or, normalised, states the same
+    number, date or yes/no (``corral.intent.grounding``): "300" for 三百, "2026-12-01"
+    for 明天 at ``now``, the run's recorded clock.
+    """
     kept: dict[str, Any] = {}
     dropped: dict[str, str] = {}
     lowered = text.lower()
-    for name, value in proposed.items():
+    evidence = Evidence.of(text, (), now, timezone)
+    for name, raw in proposed.items():
         spec = wanted.get(name)
         if spec is None:
             dropped[name] = "not a requested entity"
             continue
-        value = str(value).strip()
+        value = _as_text(raw)
         if spec.kind == "vocabulary":
             surfaces = [w for w, c in spec.vocabulary.items() if c == value or w == value]
             if any(s.lower() in lowered for s in surfaces):
@@ -66,7 +85,9 @@ def ground(
             else:
                 dropped[name] = f"{value!r} is not a catalogue word in the message"
             continue
-        if not value or value.lower() not in lowered:
+        if not value or not grounded(
+            raw if isinstance(raw, bool | int | float) else value, evidence
+        ):
             dropped[name] = f"{value!r} does not appear in the message"
             continue
         if spec.patterns and not any(re.search(p, value, re.IGNORECASE) for p in spec.patterns):

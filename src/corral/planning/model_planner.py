@@ -8,17 +8,19 @@ the validator's problems are sent back as the re-ask. An empty plan means "canno
 from __future__ import annotations
 
 import json
-import typing
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic_core import PydanticUndefined
 
 from corral.contracts import Plan, Step
 from corral.errors import PlanInvalidError
+from corral.intent.grounding import Evidence, declared_choices, grounded
 from corral.intent.model_fallback import literal_of
 from corral.models.base import Message, ModelRequest
 from corral.planning.producers import FactRead
+from corral.planning.references import literal
 from corral.planning.typecheck import describe
 from corral.planning.validate import PlanContext, validate_plan
 from corral.tools.spec import ToolSpec
@@ -131,32 +133,36 @@ def draft_to_plan(draft: Any, plan_id: str, intent: str) -> Plan:
     return Plan(plan_id=plan_id, intent=intent, steps=steps, source="model")
 
 
-def _allowed_literals(annotation: Any) -> set[str]:
-    return {v for v in typing.get_args(annotation) if isinstance(v, str)} | {
-        v for member in typing.get_args(annotation) for v in _allowed_literals(member)
-    }
+def _literal_part(value: Any) -> Any:
+    """The argument with its references blanked (``None``): only literals need grounding."""
+    if isinstance(value, list):
+        return [_literal_part(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _literal_part(item) for key, item in value.items()}
+    if isinstance(value, str) and value.startswith("$") and not value.startswith("$$"):
+        return None
+    return literal(value)
 
 
-def ungrounded_literals(
-    draft: Any, context: PlanContext, said: str, entities: Mapping[str, Any]
-) -> list[str]:
-    """Literal strings the model put in arguments that nobody gave it: invented values.
+def ungrounded_literals(draft: Any, context: PlanContext, evidence: Evidence) -> list[str]:
+    """Literal values the model put in arguments that nobody gave it: invented values.
 
-    A literal must appear in what the user said, be a known entity value, or be one of
-    the parameter's declared enum values; otherwise the planner must use a reference.
-    ``draft`` has passed ``validate_plan``, so every step's tool is registered.
+    Strings, numbers, dates and booleans alike (``corral.intent.grounding`` has the
+    rules): a literal must be in what the user said, a known entity or tool-result value,
+    or one the parameter declares (enum, ``Literal``, its default); otherwise the planner
+    must use a reference. ``draft`` has passed ``validate_plan``, so every tool is registered.
     """
-    known = {str(v) for v in entities.values() if not isinstance(v, dict)}
-    lowered = said.lower()
     problems = []
     for step in draft.steps:
         fields = context.registry.get(step.tool).input_model.model_fields
         for name, value in step.args.items():
-            if not isinstance(value, str) or value.startswith("$") or name not in fields:
+            if name not in fields:
                 continue
-            if value in known or value.lower() in lowered:
-                continue
-            if value in _allowed_literals(fields[name].annotation):
+            info = fields[name]
+            declared = [*declared_choices(info.annotation)]
+            if info.default is not PydanticUndefined:
+                declared.append(info.default)  # may be unhashable: a list, not a set
+            if grounded(_literal_part(value), evidence, declared):
                 continue
             problems.append(
                 f"{step.id}.{name}: {value!r} was not given by the user; use a "
@@ -171,12 +177,20 @@ def plan_problems(
     context: PlanContext,
     said: str = "",
     entities: Mapping[str, Any] | None = None,
+    *,
+    evidence: Evidence | None = None,
 ) -> list[str]:
-    """The static validator's and the grounding check's problems (empty: it may run)."""
+    """The static validator's and the grounding check's problems (empty: it may run).
+
+    Literals are grounded in ``evidence`` when given (the run passes the user's words,
+    entities, finished steps' results and its clock), else in ``said`` and ``entities``.
+    """
     if not draft.steps:
         return []
     try:
         validate_plan(draft_to_plan(draft, "draft", intent), context)
     except PlanInvalidError as exc:
         return exc.problems
-    return ungrounded_literals(draft, context, said, entities or {})
+    if evidence is None:
+        evidence = Evidence.of(said, (entities or {}).values())
+    return ungrounded_literals(draft, context, evidence)

@@ -16,10 +16,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from corral.contracts import Language
+from corral.intent.grounding import (
+    Quantity,
+    number_key,
+    parse_number,
+    quantities,
+    value_quantities,
+)
 from corral.models.base import Message, ModelRequest
 
 MAX_REPLY_CHARS = 400
-_CLAIM = re.compile(r"[A-Za-z]*\d[\w.\-:/]*")
+_TOKEN = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
 class ReplyAnswer(BaseModel):
@@ -61,11 +68,39 @@ def reply_request(
     )
 
 
+def _ids(text: str) -> list[str]:
+    """Tokens mixing letters and digits that are not a number with its unit ("60-month")."""
+    return [
+        token
+        for token in _TOKEN.findall(text)
+        if re.search(r"[A-Za-z]", token) and re.search(r"\d", token) and parse_number(token) is None
+    ]
+
+
+def _compatible(claim: Quantity, known: Quantity) -> bool:
+    """Same unit, or one side has none: "2 days" is grounded by ``{"eta": 2}``."""
+    return claim.unit is None or known.unit is None or claim.unit == known.unit
+
+
 def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
-    """What is wrong with a reply: ungrounded claims, tables, raw payloads."""
+    """What is wrong with a reply: ungrounded claims, tables, raw payloads.
+
+    An id (letters and digits) must occur in the facts or the user's words. A number is
+    compared as a number with its unit (``corral.intent.grounding``): "60-month" is
+    grounded by ``term_months: 60``, while "6 yuan" is not grounded by the 6 inside an id.
+    """
     grounded = json.dumps(dict(facts), ensure_ascii=False, default=str) + " " + said
+    known = [*value_quantities(dict(facts)), *quantities(said)]
+    invented = [token for token in _ids(text) if token not in grounded]
+    invented += [
+        text[claim.start : claim.end]
+        for claim in quantities(text, bare_words=False)
+        if not any(
+            number_key(claim.value) == number_key(abs(k.value)) and _compatible(claim, k)
+            for k in known
+        )
+    ]
     problems = []
-    invented = [c for c in _CLAIM.findall(text) if c.rstrip(".,:") not in grounded]
     if invented:
         problems.append("states values no tool returned: " + ", ".join(invented[:5]))
     if re.search(r"^\s*\|.*\|\s*$", text, re.MULTILINE) or "---" in text:

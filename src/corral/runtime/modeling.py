@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from corral.contracts import EventType, IntentResult, RunStatus, StepStatus, Verdict
 from corral.errors import BudgetExceededError, CorralError, ErrorCode, ModelOutputInvalidError
+from corral.intent.grounding import Evidence
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
 from corral.models.base import Model, ModelRequest, ModelResponse
 from corral.models.context import fit_summaries
@@ -100,6 +101,21 @@ async def model_intent(loop: RunLoop, text: str) -> IntentResult | None:
     return to_intent_result(answer)
 
 
+def _evidence(loop: RunLoop) -> Evidence:
+    """What a model's values may be grounded in: the user's words, entities, tool results.
+
+    Relative dates resolve against the run's recorded clock, so a replay grounds the same.
+    """
+    state = loop.state
+    results = [s.data for s in state.steps.values() if s.status is StepStatus.SUCCEEDED]
+    return Evidence.of(
+        " ".join(state.messages),
+        [*state.entities.values(), *results],
+        state.received_at,
+        loop.agent.config.timezone,
+    )
+
+
 def _planner_tools(loop: RunLoop, intent: str) -> tuple[PlanContext, list[ToolSpec]]:
     """What a model plan for ``intent`` is validated against, and the tools it may use."""
     context = loop.agent.plan_context(intent)
@@ -123,12 +139,12 @@ async def model_plan(loop: RunLoop, intent: str) -> None:
     )
     output = draft_model([t.name for t in tools], max_steps)
     try:
-        said = " ".join(state.messages)
+        evidence = _evidence(loop)
         draft: Any = await ask_model(
             loop,
             request,
             output,
-            check=lambda d: plan_problems(d, intent, context, said, state.entities),
+            check=lambda d: plan_problems(d, intent, context, evidence=evidence),
         )
     except ModelOutputInvalidError as exc:
         loop.journal.emit(EventType.PLAN_REJECTED, "plan", problems=[exc.message], plan=None)
@@ -212,7 +228,9 @@ async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dic
         answer = await ask_model(loop, request, ExtractionAnswer)
     except CorralError:
         return {}
-    kept, dropped = ground(text, answer.entities, wanted)
+    kept, dropped = ground(
+        text, answer.entities, wanted, loop.state.received_at, loop.agent.config.timezone
+    )
     for name, reason in dropped.items():
         loop.journal.emit(
             EventType.ENTITY_REJECTED,
@@ -254,7 +272,7 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
         "Use new step ids.",
         rule_reads=context.rule_reads,
     )
-    said = " ".join(state.messages)
+    evidence = _evidence(loop)
 
     def combined(draft: Any) -> Plan:
         return Plan(
@@ -274,7 +292,7 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
             validate_plan(combined(draft), context)
         except CorralError as exc:
             return [exc.message]
-        return ungrounded_literals(draft, context, said, state.entities)
+        return ungrounded_literals(draft, context, evidence)
 
     try:
         draft: Any = await ask_model(

@@ -1,0 +1,322 @@
+"""Grounding: is a value a model wrote one that somebody gave it, after normalisation?
+
+A model may only repeat values; it must never invent them. Strings were always checked
+against the user's words; this module does the same for numbers, dates and booleans, so
+``amount_cny: 9999`` is as invented as ``"9999"``, and ``300`` is as grounded as the
+``三百`` the user typed. The planner, model extraction and the reply check share it.
+
+Normalisation: ``1,299`` and ``¥1,299`` are 1299, ``2k`` is 2000, ``1.5万`` is 15000,
+``三百`` is 300, ``两千五`` is 2500 (``corral.intent.amounts``). Digits inside an id
+(``A123``, ``ORD-2024-0012``) are not numbers. An ISO date, or a date the user said
+relatively (明天, 下周一, "May 3"; ``corral.intent.dates``), is resolved against the run's
+recorded clock, never the wall clock, so a replay grounds the same way.
+
+The rules, by the value's type (``None`` is always allowed: it means "not given"):
+
+- A value equal to one the parameter declares (a ``Literal`` or ``Enum`` member, or the
+  parameter's default: writing the default changes nothing) is a choice, not an invention.
+- A string: it occurs in what the user said, or equals a known value (an entity, a tool
+  result); a string that reads as a date or a number is also grounded the way those are.
+- A number: the same number occurs in what the user said, or in a known value.
+- A date: the same day is written or said (relative words resolved) by the user, or is a
+  known value.
+- A boolean: a known value has it, or the user stated it: ``true`` needs a yes-word
+  (yes, ok, sure, 是的, 好的, 可以, 确认...), ``false`` a no-word (no, not, don't, 不要, 别,
+  没有...).
+- A list or object: every value inside it is grounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import re
+import typing
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from corral.intent.amounts import chinese_amount
+from corral.intent.dates import find_relative_date
+
+_UNITS = {
+    "money": r"块钱|块|元|[¥￥$€£]|yuan|cny|rmb|usd|eur|dollars?|euros?",
+    "percent": r"%|percent|pct|个百分点",
+    "day": r"天|days?",
+    "week": r"个?星期|周|weeks?",
+    "month": r"个月|months?",
+    "year": r"年|years?",
+    "hour": r"个?小时|hours?|hrs",
+    "minute": r"分钟|minutes?|mins",
+}
+_UNIT = re.compile(
+    r"\s*-?\s*(?:" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS.items()) + r")(?![A-Za-z])",
+    re.IGNORECASE,
+)
+_MAGNITUDES = {"k": 1000, "千": 1000, "百": 100, "万": 10_000, "百万": 1_000_000}
+_DIGITS = re.compile(
+    r"(?P<cur>[¥￥$€£]\s*)?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?:\s*(?P<mag>百万|[kK千百万])(?![A-Za-z]))?"
+)
+_CHINESE = re.compile(r"(?P<pct>百分之)?(?P<cn>[零〇一二两三四五六七八九十百千万]+)")
+_WORDS = (
+    *("zero", "one", "two", "three", "four", "five", "six"),
+    *("seven", "eight", "nine", "ten", "eleven", "twelve"),
+)
+_WORD = re.compile(r"\b(?:" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
+_DATE_OR_TIME = re.compile(
+    r"(?<!\d)(?P<y>\d{4})[-/.年](?P<m>\d{1,2})[-/.月](?P<d>\d{1,2})日?"
+    r"|(?<!\d)(?P<h>\d{1,2}):(?P<min>\d{2})(?::(?P<s>\d{2}))?"
+)
+_YEARLESS = re.compile(
+    r"^(?!.*\d{4})(?:.*\d\s*月\s*\d|.*\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))",
+    re.IGNORECASE,
+)
+_ID_CHAR = re.compile(r"[A-Za-z0-9_.]")
+# Yes/no words for booleans: whole words, never a character that also starts "你好" or "不错".
+_YES = re.compile(
+    r"\b(?:yes|yeah|yep|ok|okay|sure|do it|confirm(?:ed)?)\b|是的|好的|可以|确认|需要|同意",
+    re.IGNORECASE,
+)
+_NO = re.compile(
+    r"\b(?:no|not|don't|dont|never|without)\b|不需要|不用|不要|不必|不想|别|没有|无需|取消|否",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A number stated in a text, with its unit when one follows it (``money``, ``day``...)."""
+
+    value: float
+    unit: str | None
+    start: int
+    end: int
+
+
+def _unit_at(text: str, pos: int) -> tuple[str | None, int]:
+    match = _UNIT.match(text, pos)
+    if match is None:
+        return None, pos
+    return next(k for k, v in match.groupdict().items() if v), match.end()
+
+
+def _glued_before(text: str, start: int) -> bool:
+    """Digits after a letter, or after another number and ``-``/``/``, belong to an id."""
+    before = text[start - 1] if start else ""
+    if _ID_CHAR.fullmatch(before):
+        return True
+    return bool(before) and before in "-/" and start >= 2 and text[start - 2].isalnum()
+
+
+def _digit_quantities(text: str) -> Iterator[Quantity]:
+    for match in _DIGITS.finditer(text):
+        if not match["cur"] and _glued_before(text, match.start()):
+            continue
+        value = float(match["num"].replace(",", ""))
+        if match["mag"]:
+            value *= _MAGNITUDES[match["mag"].lower()]
+        unit, end = _unit_at(text, match.end())
+        if match["cur"]:
+            unit = "money"
+        elif unit is None and re.match(r"[A-Za-z0-9_]", text[end : end + 1]):
+            continue  # "12a", "1026_x": letters after the digits, so an id too
+        yield Quantity(value, unit, match.start(), end)
+
+
+def _word_quantities(text: str, bare: bool) -> Iterator[Quantity]:
+    for match in _WORD.finditer(text):
+        unit, end = _unit_at(text, match.end())
+        if unit is not None or bare:
+            yield Quantity(float(_WORDS.index(match[0].lower())), unit, match.start(), end)
+
+
+def _chinese_quantities(text: str, bare: bool) -> Iterator[Quantity]:
+    for match in _CHINESE.finditer(text):
+        value = chinese_amount(match["cn"])
+        if value is None:
+            continue
+        unit, end = _unit_at(text, match.end())
+        unit = "percent" if match["pct"] else unit
+        if unit is not None or bare:
+            yield Quantity(float(value), unit, match.start(), end)
+
+
+def quantities(text: str, *, bare_words: bool = True) -> list[Quantity]:
+    """Every number stated in ``text``, normalised, in order.
+
+    Dates and clock times count as their parts (``2026-05-03`` states 2026, 5 and 3).
+    Number words (``三``, ``three``) without a unit (``一下``, ``十分``, "one moment") are
+    words as often as numbers: ``bare_words=False`` skips them, for checking what a model
+    wrote.
+    """
+    found: list[Quantity] = []
+    masked = list(text)
+    for match in _DATE_OR_TIME.finditer(text):
+        parts = [match[g] for g in ("y", "m", "d", "h", "min", "s") if match[g] is not None]
+        found += [Quantity(float(p), None, match.start(), match.end()) for p in parts]
+        masked[match.start() : match.end()] = " " * (match.end() - match.start())
+    digits = list(_digit_quantities("".join(masked)))
+    for quantity in digits:  # "1.5万": the 万 is read, not a Chinese numeral of its own
+        masked[quantity.start : quantity.end] = " " * (quantity.end - quantity.start)
+    found += digits
+    found += _chinese_quantities("".join(masked), bare_words)
+    found += _word_quantities(text, bare_words)
+    return sorted(found, key=lambda q: q.start)
+
+
+def parse_number(text: str) -> float | None:
+    """``text`` as one number (``"¥1,299"``, ``"2k"``, ``"1.5万元"``, ``"三百"``), else ``None``."""
+    stripped = text.strip()
+    found = [q for q in quantities(stripped) if q.start == 0 and q.end == len(stripped)]
+    return found[0].value if len(found) == 1 else None
+
+
+def parse_date(text: str) -> date | None:
+    """An ISO date or date-time string as its day, else ``None``."""
+    try:
+        return datetime.fromisoformat(text.strip()).date()
+    except ValueError:
+        return None
+
+
+def said_dates(text: str, now: datetime, timezone: str) -> set[date]:
+    """The days ``text`` names: first and last day of each date expression, resolved at ``now``.
+
+    A day of a month said without a year ("May 3", 5月3日) names this year's and next
+    year's: ``corral.intent.dates`` reads it as the past one (for queries), a plan may
+    need the coming one (a delivery).
+    """
+    days: set[date] = set()
+    rest = text
+    while (found := find_relative_date(rest, now, timezone)) is not None:
+        days |= {found.start, found.end}
+        if found.start == found.end and _YEARLESS.search(found.text):
+            with contextlib.suppress(ValueError):  # 29 February
+                days.add(found.start.replace(year=found.start.year + 1))
+        cut = rest.find(found.text)
+        rest = rest[cut + len(found.text) :] if cut >= 0 and found.text else ""
+    return days
+
+
+def key_unit(key: str) -> str | None:
+    """The unit a field name declares: ``eta_days`` holds days, ``amount_cny`` money."""
+    for word in re.split(r"[^A-Za-z]+", key):
+        unit, end = _unit_at(word, 0)
+        if unit is not None and end == len(word):
+            return unit
+    return None
+
+
+def value_quantities(value: object, key: str = "") -> Iterator[Quantity]:
+    """The numbers inside a JSON-like value; a number's unit comes from its field name."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, int | float):
+        yield Quantity(float(value), key_unit(key), 0, 0)
+    elif isinstance(value, str):
+        yield from quantities(value)
+    elif isinstance(value, Mapping):
+        for name, item in value.items():
+            yield from value_quantities(item, str(name))
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from value_quantities(item, key)
+
+
+def number_key(value: float) -> float:
+    """The form numbers are compared in: 300 == 300.0, float noise ignored."""
+    return round(value, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def _leaves(value: object) -> Iterator[object]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a model's value may be grounded in, normalised once per check."""
+
+    said: str
+    """What the user said, lower-cased."""
+    strings: frozenset[str]
+    numbers: frozenset[float]
+    dates: frozenset[date]
+    bools: frozenset[bool]
+
+    @classmethod
+    def of(
+        cls,
+        said: str,
+        known: Iterable[object] = (),
+        now: datetime | None = None,
+        timezone: str = "UTC",
+    ) -> Evidence:
+        """From the user's words and ``known`` values (entities, tool results, nested).
+
+        ``now`` is the run's recorded clock; without it relative dates are not resolved.
+        """
+        leaves = [leaf for value in known for leaf in _leaves(value)]
+        strings = {leaf for leaf in leaves if isinstance(leaf, str)}
+        numbers = [q.value for q in quantities(said)]
+        numbers += [q.value for leaf in leaves for q in value_quantities(leaf)]
+        days = said_dates(said, now, timezone) if now is not None else set()
+        days |= {d for s in strings if (d := parse_date(s)) is not None}
+        return cls(
+            said=said.lower(),
+            strings=frozenset(strings),
+            numbers=frozenset(number_key(n) for n in numbers),
+            dates=frozenset(days),
+            bools=frozenset(leaf for leaf in leaves if isinstance(leaf, bool)),
+        )
+
+
+def declared_choices(annotation: object) -> set[object]:
+    """The values a parameter's type declares (``Literal`` members, ``Enum`` values), nested."""
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return {member.value for member in annotation}
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        return set(args)
+    return {value for member in args for value in declared_choices(member)}
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return number_key(a) == number_key(b)
+    return a == b
+
+
+def grounded(value: object, evidence: Evidence, declared: Collection[object] = ()) -> bool:
+    """Whether ``value`` was given rather than invented (the rules are in the module doc)."""
+    if value is None or any(_same(value, choice) for choice in declared):
+        return True
+    if isinstance(value, bool):
+        # "不要" says no, not yes: the no-words are taken out before looking for a yes-word
+        words = _NO.sub(" ", evidence.said) if value else evidence.said
+        stated = (_YES if value else _NO).search(words) is not None
+        return value in evidence.bools or stated
+    if isinstance(value, int | float):
+        return number_key(value) in evidence.numbers
+    if isinstance(value, str):
+        if value in evidence.strings or value.lower() in evidence.said:
+            return True
+        day = parse_date(value)
+        if day is not None:
+            return day in evidence.dates
+        number = parse_number(value)
+        return number is not None and number_key(number) in evidence.numbers
+    if isinstance(value, Mapping):
+        return all(grounded(item, evidence, declared) for item in value.values())
+    if isinstance(value, list | tuple):
+        return all(grounded(item, evidence, declared) for item in value)
+    return False
