@@ -192,7 +192,16 @@ def run_with_one_model_call(fake: FakeOpenAI, tmp_path: Path) -> tuple[Path, str
     home = tmp_path / "home"
     agent = agent_copy(tmp_path, base_url=fake.base_url, intent_fallback=True)
     fake.script(CHITCHAT)
-    done = corral_cli(home, "run", str(agent), GIBBERISH, "--json", "--model", "openai:m1")
+    done = corral_cli(
+        home,
+        "run",
+        str(agent),
+        GIBBERISH,
+        "--json",
+        "--model",
+        "openai:m1",
+        env=env_for(fake.base_url),  # so that the call is made on a base without the fix too
+    )
     return home, json.loads(done.stdout)["run_id"]
 
 
