@@ -228,7 +228,13 @@ def planner_agent(base_url: str) -> Agent:
             ],
             "templates": {"done": {"zh": "好了", "en": "done"}},
             "budget": {"max_model_calls": 6},
-            "model": {"name": "openai:smollm2", "base_url": base_url, "timeout_s": 120},
+            # one re-ask: the pipeline's repair loop runs, and the test stays a few calls
+            "model": {
+                "name": "openai:smollm2",
+                "base_url": base_url,
+                "timeout_s": 120,
+                "max_reasks": 1,
+            },
         }
     )
     return Agent.build(config, [lookup, forecast], model=model_from_config(config))
