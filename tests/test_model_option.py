@@ -233,3 +233,14 @@ def test_resume_and_chat_help_list_model() -> None:
     for command in ("resume", "chat", "run", "eval"):
         done = corral_cli(home, command, "--help")
         assert "--model" in done.stdout, command
+
+
+def test_replay_names_resolve_and_unknown_ones_are_refused(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """``--model replay:RUN`` answers from a stored run, with the agent's settings around it."""
+    home, run_id = run_with_one_model_call(fake, tmp_path)
+    agent = tmp_path / "agent"
+    again = corral_cli(home, "run", str(agent), GIBBERISH, "--json", "--model", f"replay:{run_id}")
+    assert json.loads(again.stdout)["intent"]["source"] == "model"
+    assert len(fake.requests) == 1  # answered from the log, not by the server
+    wrong = corral_cli(home, "run", str(agent), GIBBERISH, "--model", "nosuch:x", ok=False)
+    assert wrong.returncode == 2 and "CONFIG_INVALID" in wrong.stderr
