@@ -27,15 +27,15 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import BaseModel
 
-from corral import Agent, EventType, MemoryStore, Runtime, parse_config, tool
+from corral import Agent, EventType, MemoryStore, Runtime, parse_config
 from corral.agent import model_from_config
 from corral.contracts import Event, RunStatus
 from corral.errors import ConfigInvalidError
 from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_LOCAL_MODEL, import_extra, skip_or_fail
 from tests.helpers import corral_cli
+from tests.test_models import forecast, lookup
 
 import_extra("llama_cpp.server", REQUIRE_LOCAL_MODEL)
 
@@ -182,32 +182,6 @@ def test_intent_fallback_and_extraction_through_the_cli(llama_server: str, tmp_p
 
 # ------------------------------------------------------------------ the model planner
 
-TOOL_CALLS: list[tuple[str, dict[str, Any]]] = []
-
-
-class Order(BaseModel):
-    order_id: str
-    city: str
-
-
-class Weather(BaseModel):
-    city: str
-    rain: bool
-
-
-@tool
-def lookup(order_id: str) -> Order:
-    """Find an order by its id and the city it ships to."""
-    TOOL_CALLS.append(("lookup", {"order_id": order_id}))
-    return Order(order_id=order_id, city="Shanghai")
-
-
-@tool
-def forecast(city: str) -> Weather:
-    """Tomorrow's weather in a city."""
-    TOOL_CALLS.append(("forecast", {"city": city}))
-    return Weather(city=city, rain=True)
-
 
 def planner_agent(base_url: str) -> Agent:
     config = parse_config(
@@ -242,7 +216,6 @@ def planner_agent(base_url: str) -> Agent:
 
 async def test_model_planner_through_openai(llama_server: str) -> None:
     """A model plan reaches the tools only validated and grounded, or the run is handed off."""
-    TOOL_CALLS.clear()
     runtime = Runtime(planner_agent(llama_server), MemoryStore())
     message = "What will the weather be tomorrow where order A17 is delivered?"
     summary = await runtime.start(message)
@@ -252,14 +225,17 @@ async def test_model_planner_through_openai(llama_server: str) -> None:
     assert_server_usage(calls)
     assert {c["purpose"] for c in calls} == {"plan"}
     # the fence: each argument a tool got was said by the user or came from a tool
-    known = {"A17"}
-    for name, args in TOOL_CALLS:
-        for value in args.values():
-            assert value in known, (name, args, TOOL_CALLS)
-        if name == "lookup":
-            known.add("Shanghai")
+    known: set[Any] = {"A17"}
+    started = []
+    for event in events:
+        if event.type is EventType.STEP_STARTED and event.data["args"] is not None:
+            started.append(event.data["tool"])
+            for value in event.data["args"].values():
+                assert value in known, (event.data, known)
+        elif event.type is EventType.TOOL_ATTEMPT and event.data.get("status") == "success":
+            known.update((event.data.get("data") or {}).values())
     kinds = [e.type for e in events]
-    if TOOL_CALLS:  # only a plan that passed validation and grounding runs
+    if started:  # only a plan that passed validation and grounding runs
         assert EventType.PLAN_CREATED in kinds
     if EventType.PLAN_CREATED not in kinds:
-        assert summary.status is RunStatus.HANDED_OFF and not TOOL_CALLS
+        assert summary.status is RunStatus.HANDED_OFF and not started
