@@ -37,7 +37,7 @@ from tests.extras import REQUIRE_LOCAL_MODEL, import_extra, skip_or_fail
 from tests.helpers import corral_cli
 from tests.test_models import forecast, lookup
 
-import_extra("llama_cpp.server", REQUIRE_LOCAL_MODEL)
+import_extra("llama_cpp.server.app", REQUIRE_LOCAL_MODEL)  # needs the [server] extra
 
 ENDED_OR_WAITING = {
     RunStatus.FINISHED,
