@@ -235,7 +235,9 @@ def test_resume_and_chat_help_list_model() -> None:
         assert "--model" in done.stdout, command
 
 
-def test_replay_names_resolve_and_unknown_ones_are_refused(fake: FakeOpenAI, tmp_path: Path) -> None:
+def test_replay_names_resolve_and_unknown_ones_are_refused(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
     """``--model replay:RUN`` answers from a stored run, with the agent's settings around it."""
     home, run_id = run_with_one_model_call(fake, tmp_path)
     agent = tmp_path / "agent"
