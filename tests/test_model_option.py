@@ -246,3 +246,28 @@ def test_replay_names_resolve_and_unknown_ones_are_refused(
     assert len(fake.requests) == 1  # answered from the log, not by the server
     wrong = corral_cli(home, "run", str(agent), GIBBERISH, "--model", "nosuch:x", ok=False)
     assert wrong.returncode == 2 and "CONFIG_INVALID" in wrong.stderr
+
+
+def test_model_name_takes_the_agents_timeout_key_variable_and_base_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model ``--model`` builds has every connection setting of the agent's section."""
+    from corral.cli.common import _load
+
+    monkeypatch.setenv("SHOP_MODEL_KEY", "key-from-the-agents-variable")
+    agent_dir = agent_copy(
+        tmp_path,
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env="SHOP_MODEL_KEY",
+        timeout_s=7.5,
+        intent_fallback=True,
+    )
+    agent = _load(agent_dir, tmp_path / "home", "openai:named-here")
+    model: Any = agent.model
+    assert (model.model, model.base_url, model.timeout_s) == (
+        "named-here",
+        "http://127.0.0.1:9/v1",
+        7.5,
+    )
+    assert model.api_key == "key-from-the-agents-variable"
+    assert agent.config.model.intent_fallback and agent.config.model.name == "openai:named-here"
