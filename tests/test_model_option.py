@@ -271,3 +271,28 @@ def test_model_name_takes_the_agents_timeout_key_variable_and_base_url(
     )
     assert model.api_key == "key-from-the-agents-variable"
     assert agent.config.model.intent_fallback and agent.config.model.name == "openai:named-here"
+
+
+def test_the_aftersales_long_tail_intent_is_planned_by_the_model(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    """订单问题 has no rules: only the model's fallback picks it, and the model plans it."""
+    agent = agent_copy(tmp_path, base_url=fake.base_url, intent_fallback=True)
+    plan = {
+        "steps": [{"id": "s1", "tool": "query_order", "args": {"order_id": "$entities.order_id"}}]
+    }
+    fake.script('{"label": "订单问题", "confidence": 0.9}', json.dumps(plan))
+    done = corral_cli(
+        tmp_path / "home",
+        "run",
+        str(agent),
+        "订单 HD20240501 的发票能开吗",
+        "--json",
+        "--model",
+        "openai:fake-model",
+    )
+    summary = json.loads(done.stdout)
+    assert summary["intent"]["label"] == "订单问题" and summary["status"] == "finished"
+    assert [(s["tool"], s["status"]) for s in summary["steps"]] == [("query_order", "succeeded")]
+    assert summary["reply"].startswith("我已经查过订单")
+    assert len(fake.requests) == 2  # the intent, then the plan
