@@ -6,7 +6,7 @@ template names. A broken agent fails at load with ``CONFIG_INVALID``, not at 3 a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,8 +283,24 @@ def _embeddings_classifier(
     return model
 
 
-def model_from_config(config: AgentConfig) -> Model | None:
-    """The model ``config.model.name`` names (its key read from ``api_key_env``), if any."""
+def with_model_name(config: AgentConfig, name: str | None) -> AgentConfig:
+    """``config`` with ``model.name`` replaced (``--model``); its other model settings stay.
+
+    The one path from a model name to a model: the base URL, key variable, timeout and
+    per-layer switches of the agent's ``model:`` section apply to whichever name is used.
+    """
+    if name is None:
+        return config
+    return config.model_copy(update={"model": config.model.model_copy(update={"name": name})})
+
+
+def model_from_config(
+    config: AgentConfig, *, replay_loader: Callable[[str], Model] | None = None
+) -> Model | None:
+    """The model ``config.model.name`` names (its key read from ``api_key_env``), if any.
+
+    ``replay_loader`` reads a stored run for ``replay:RUN_ID`` names.
+    """
     import os
 
     from corral.models.resolve import resolve_model
@@ -297,6 +313,7 @@ def model_from_config(config: AgentConfig) -> Model | None:
         base_url=settings.base_url,
         api_key=os.environ.get(settings.api_key_env),
         timeout_s=settings.timeout_s,
+        replay_loader=replay_loader,
     )
 
 
@@ -306,8 +323,13 @@ def load_agent(
     data_dir: Path | None = None,
     cache_dir: Path | None = None,
     model: Model | None = None,
+    model_name: str | None = None,
+    replay_loader: Callable[[str], Model] | None = None,
 ) -> Agent:
     """Load ``agent.yaml`` and ``tools.py`` from a folder.
+
+    ``model_name`` (``--model``) replaces ``model.name`` of the config and nothing else;
+    ``model``, a ready model object, takes precedence over both.
 
     ``tools.py`` declares tools with ``@tool`` and may define ``setup(data_dir) -> dict``,
     whose result becomes the tools' ``deps`` (database paths, clients). When the config
@@ -317,7 +339,7 @@ def load_agent(
     root = Path(agent_dir)
     if not (root / "agent.yaml").is_file():
         raise ConfigInvalidError(f"{root} has no agent.yaml")
-    config = load_config(root / "agent.yaml")
+    config = with_model_name(load_config(root / "agent.yaml"), model_name)
     tools: list[ToolSpec] = []
     deps: dict[str, Any] = {}
     tools_file = root / "tools.py"
@@ -326,5 +348,5 @@ def load_agent(
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
         deps = run_setup(module, data_dir or root / ".data", root)
     classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
-    chosen = model if model is not None else model_from_config(config)
+    chosen = model if model is not None else model_from_config(config, replay_loader=replay_loader)
     return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root, model=chosen)

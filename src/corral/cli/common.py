@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from corral.agent import Agent, load_agent
-from corral.contracts import RunSummary
+from corral.contracts import Event, EventType, RunSummary
 from corral.errors import (
     ConfigInvalidError,
     CorralError,
@@ -54,6 +54,15 @@ T = TypeVar("T")
 
 HomeOption = Annotated[Path | None, typer.Option("--home", help="State folder (default .corral)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree")]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model name, e.g. openai:deepseek-chat, local:smollm2 or replay:RUN_ID; replaces "
+        "only model.name: the agent's base_url, api_key_env, timeout_s and layer switches "
+        "still apply (base URL default: OPENAI_BASE_URL)",
+    ),
+]
 
 
 def _home(home: Path | None) -> Path:
@@ -93,22 +102,35 @@ def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
     JsonlLog(home / "logs").export(store, run_id, check_all=True)
 
 
-def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:
-    chosen = None
-    if model is not None:
-        from corral.models.replay import ReplayModel
-        from corral.models.resolve import resolve_model
+def _load(
+    agent_dir: Path, home: Path, model: str | None = None, *, data_dir: Path | None = None
+) -> Agent:
+    """The agent in ``agent_dir``; ``model`` (``--model``) replaces only its model's name.
 
-        store = SqlStore.open(home / "corral.db")
-        chosen = resolve_model(
-            model, replay_loader=lambda run_id: ReplayModel.from_events(store.load_events(run_id))
-        )
+    Its business data lives in ``data_dir``, by default ``HOME/data/<agent folder>``.
+    """
+    from corral.models.replay import ReplayModel
+
+    def replay_loader(run_id: str) -> ReplayModel:
+        return ReplayModel.from_events(SqlStore.open(home / "corral.db").load_events(run_id))
+
+    if model is not None:
+        require_text(model, "the model name")
     return load_agent(
         agent_dir,
-        data_dir=home / "data" / agent_dir.resolve().name,
+        data_dir=data_dir or home / "data" / agent_dir.resolve().name,
         cache_dir=home / "cache",
-        model=chosen,
+        model_name=model,
+        replay_loader=replay_loader,
     )
+
+
+def recorded_model(events: list[Event]) -> str | None:
+    """The model name a stored run was started with (``run_started``), if it used one."""
+    if not events or events[0].type is not EventType.RUN_STARTED:
+        return None
+    name = events[0].data.get("model")
+    return name if isinstance(name, str) and name else None
 
 
 def _faults() -> Faults:
@@ -164,10 +186,22 @@ def _print_summary(
         return
     events = asyncio.run(runtime.events(summary.run_id))
     state = fold(summary.run_id, events)
-    console.print(run_tree(state, title, redactor_for(events)))
+    console.print(run_tree(state, title, redactor_for(events), events))
 
 
-def _runtime_for_run(run_id: str, folder: Path, agent_dir: Path | None) -> Runtime:
+def _runtime_for_run(
+    run_id: str,
+    folder: Path,
+    agent_dir: Path | None,
+    model: str | None = None,
+    *,
+    recorded: bool = False,
+) -> Runtime:
+    """A runtime for a stored run's agent.
+
+    ``model`` names the model (``--model``); without it and with ``recorded``, the one the
+    run was started with (so a resumed run keeps asking the model it began with).
+    """
     _run_id(run_id)
     store = SqlStore.open(folder / "corral.db")
     events = store.load_events(run_id)
@@ -178,7 +212,11 @@ def _runtime_for_run(run_id: str, folder: Path, agent_dir: Path | None) -> Runti
         raise RunNotFoundError(
             f"run {run_id} does not record its agent folder", hint="pass --agent AGENT_DIR"
         )
-    return Runtime(_load(Path(root), folder), store, log_dir=folder / "logs", faults=_faults())
+    if model is None and recorded:
+        model = recorded_model(events)
+    return Runtime(
+        _load(Path(root), folder, model), store, log_dir=folder / "logs", faults=_faults()
+    )
 
 
 def _pct(value: float | None) -> str:

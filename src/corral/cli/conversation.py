@@ -18,6 +18,7 @@ from corral.cli.common import (
     EXAMPLES,
     HomeOption,
     JsonOption,
+    ModelOption,
     _fails_cleanly,
     _home,
     _load,
@@ -25,6 +26,7 @@ from corral.cli.common import (
     _runtime,
     app,
     console,
+    recorded_model,
 )
 from corral.contracts import RunStatus, RunSummary
 from corral.errors import CorralError
@@ -54,14 +56,18 @@ NO = {"不", "不要", "不用", "否", "取消", "算了", "n", "no", "nope", "
 def chat(
     agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
     session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
+    model: ModelOption = None,
     home: HomeOption = None,
 ) -> None:
     """Talk to an agent in the terminal; the state is shown after each turn.
 
     Answer a confirmation with yes/no (是/不); /quit or an empty line ends the chat.
+    A continued --session keeps the model its last run used, unless --model names another.
     """
     folder = _home(home)
-    runtime = _runtime(_load(agent_dir, folder), folder)
+    if model is None and session is not None:
+        model = _session_model(folder, session)
+    runtime = _runtime(_load(agent_dir, folder, model), folder)
     session_id = session or f"chat-{int(time.time())}"
     console.print(Text(f"session {visible(session_id)} — /quit to leave", style="dim"))
     # undecodable bytes arrive as surrogates, so one bad line is refused, not the session
@@ -103,6 +109,21 @@ def chat(
             )
         )
         waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
+
+
+def _session_model(folder: Path, session_id: str) -> str | None:
+    """The model the session's latest run was started with, if the session exists."""
+    from datetime import UTC, datetime
+
+    from corral.store.sql import SqlStore
+
+    if not (folder / "corral.db").exists():
+        return None
+    store = SqlStore.open(folder / "corral.db", read_only=True)
+    found = store.get_session(session_id, datetime.now(UTC))
+    turns = found.turns if found else []
+    last = turns[-1].get("run_id") if turns else None
+    return recorded_model(store.load_events(last)) if isinstance(last, str) else None
 
 
 DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [

@@ -13,12 +13,14 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from corral.agent import Agent, load_agent
+from corral.agent import Agent
 from corral.cli.common import (
     HomeOption,
     JsonOption,
+    ModelOption,
     _fails_cleanly,
     _home,
+    _load,
     _pct,
     _print_report,
     app,
@@ -34,19 +36,21 @@ def eval_suite(
     suite: Annotated[
         Path | None, typer.Option("--suite", help="Default: AGENT_DIR/eval.yaml")
     ] = None,
+    model: ModelOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Run an eval suite; exit 1 when a tier misses its bar (core 100 %, regular 95 %)."""
+    """Run an eval suite; exit 1 when a tier misses its bar (core 100 %, regular 95 %).
+
+    --model replaces only the agent's model name, as for `corral run`.
+    """
     from corral.testing.evaluation import load_suite, run_suite
 
     folder = _home(home)
     scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
 
     def fresh_agent() -> Agent:
-        return load_agent(
-            agent_dir, data_dir=Path(tempfile.mkdtemp(dir=scratch)), cache_dir=folder / "cache"
-        )
+        return _load(agent_dir, folder, model, data_dir=Path(tempfile.mkdtemp(dir=scratch)))
 
     agent = fresh_agent()
     started = time.perf_counter()

@@ -14,6 +14,7 @@ from rich.text import Text
 from corral.cli.common import (
     HomeOption,
     JsonOption,
+    ModelOption,
     _fails_cleanly,
     _home,
     _load,
@@ -25,9 +26,10 @@ from corral.cli.common import (
     app,
     console,
 )
+from corral.contracts import EventType
 from corral.errors import RunNotFoundError
 from corral.inputs import require_text
-from corral.observe.logs import LEVELS, JsonlLog, keep, log_records
+from corral.observe.logs import LEVELS, JsonlLog, keep, log_records, model_call_brief
 from corral.observe.redact import redactor_for
 from corral.observe.terminal import visible
 from corral.observe.tree import run_tree
@@ -44,10 +46,7 @@ def run(
     agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
     message: Annotated[str, typer.Argument(help="The user's message")],
     session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", help="e.g. openai:deepseek-chat (base URL: OPENAI_BASE_URL)"),
-    ] = None,
+    model: ModelOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
@@ -78,6 +77,7 @@ def resume(
         float,
         typer.Option("--wait-timeout", min=0, max=3600, help="Longest wait with --wait (s)"),
     ] = 120.0,
+    model: ModelOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
@@ -85,6 +85,7 @@ def resume(
 
     One process drives a run at a time: while another one does, this exits 2 with
     RUN_BUSY, or waits for it with --wait. Approving twice (a double click) approves once.
+    The run goes on with the model it was started with, unless --model names another.
     """
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
@@ -93,7 +94,7 @@ def resume(
     if answer is not None:
         require_text(answer, "the answer")
     folder = _home(home)
-    runtime = _runtime_for_run(run_id, folder, agent_dir)
+    runtime = _runtime_for_run(run_id, folder, agent_dir, model, recorded=True)
     summary = asyncio.run(
         runtime.resume(
             run_id,
@@ -144,7 +145,7 @@ def replay(
 @app.command()
 @_fails_cleanly
 def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
-    """Show a stored run as a tree (or its summary as JSON), redacted."""
+    """Show a stored run as a tree (or its summary as JSON), redacted, with its model calls."""
     folder = _home(home)
     store = SqlStore.open(folder / "corral.db", read_only=True)
     events = store.load_events(_run_id(run_id))
@@ -157,9 +158,12 @@ def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> N
         from corral.runtime.runtime import summarize_run
 
         summary = summarize_run(state).model_dump(mode="json")
+        summary["model_calls"] = [
+            model_call_brief(e.data) for e in events if e.type is EventType.MODEL_CALL
+        ]
         typer.echo(json.dumps(redactor.value(summary), ensure_ascii=False))
     else:
-        console.print(run_tree(state, redactor=redactor))
+        console.print(run_tree(state, redactor=redactor, events=events))
 
 
 @app.command()

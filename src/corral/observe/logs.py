@@ -84,6 +84,8 @@ def _io(event: Event) -> tuple[Any, Any]:
         return data.get("step_id"), result.get("summary") or data.get("reason")
     if kind is EventType.HANDED_OFF:
         return None, data["packet"].get("reason")
+    if kind is EventType.MODEL_CALL:
+        return model_call_brief(data), data.get("text") or data.get("reason")
     return None, {k: v for k, v in data.items() if k not in ("packet", "plan")} or None
 
 
@@ -103,8 +105,35 @@ def log_record(event: Event, trace_id: str, redactor: Redactor | None = None) ->
         "status": shown.text(str(data.get("status") or data.get("to") or event.type.value)),
         "input_summary": summarize(given),
         "output_summary": summarize(produced),
-        "duration_ms": data.get("duration_ms"),
+        "duration_ms": _duration_ms(event),
     }
+
+
+def model_call_brief(data: dict[str, Any]) -> dict[str, Any]:
+    """What ``show`` and ``traces`` say about one ``model_call`` event (not its raw text).
+
+    Tokens are the provider's usage, or an estimate marked ``estimated`` when it gave none.
+    """
+    usage = data.get("usage") or {}
+    return {
+        "purpose": data.get("purpose"),
+        "model": data.get("model"),
+        "attempt": data.get("attempt"),
+        "status": data.get("status"),
+        "error_code": data.get("error_code"),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+        "estimated": bool(usage.get("estimated")),
+        "latency_ms": data.get("latency_ms"),
+    }
+
+
+def _duration_ms(event: Event) -> Any:
+    """The event's duration: ``duration_ms``, or a model call's latency."""
+    data = event.data
+    if event.type is EventType.MODEL_CALL and data.get("duration_ms") is None:
+        return data.get("latency_ms")
+    return data.get("duration_ms")
 
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")

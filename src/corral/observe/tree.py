@@ -6,12 +6,14 @@ control characters made visible: it is printed as plain ``Text``, never as marku
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
 from rich.tree import Tree
 
-from corral.contracts import RunStatus, StepStatus
+from corral.contracts import Event, EventType, RunStatus, StepStatus
+from corral.observe.logs import model_call_brief
 from corral.observe.redact import Redactor
 from corral.observe.terminal import visible
 from corral.runtime.state import RunState
@@ -34,8 +36,17 @@ _STEP_MARK = {
 }
 
 
-def run_tree(state: RunState, title: str | None = None, redactor: Redactor | None = None) -> Tree:
-    """The run as a tree: intent, route, plan steps with attempts and errors, reply."""
+def run_tree(
+    state: RunState,
+    title: str | None = None,
+    redactor: Redactor | None = None,
+    events: Sequence[Event] = (),
+) -> Tree:
+    """The run as a tree: intent, route, plan steps with attempts and errors, reply.
+
+    With the run's ``events``, its model calls are listed too (purpose, attempt, status,
+    tokens, latency): where a model was asked, and what it cost, shows without ``traces``.
+    """
     hide = redactor or Redactor()
 
     def shown(value: Any) -> str:
@@ -94,9 +105,34 @@ def run_tree(state: RunState, title: str | None = None, redactor: Redactor | Non
             if state.pending and state.pending.step_id == step.id:
                 line.append("  awaiting confirmation", style="cyan")
             plan.add(line)
+    _add_model_calls(tree, events, shown)
     if state.handoff is not None:
         reason = shown(state.handoff.reason)[:100]
         tree.add(Text(f"handoff: {shown(state.handoff.reason_code)} — {reason}", style="yellow"))
     if state.reply:
         tree.add(Text(f"reply: {shown(state.reply)}", style="bold green"))
     return tree
+
+
+def _add_model_calls(tree: Tree, events: Sequence[Event], shown: Any) -> None:
+    """A branch with one line per ``model_call`` event, when there are any."""
+    calls = [model_call_brief(e.data) for e in events if e.type is EventType.MODEL_CALL]
+    if not calls:
+        return
+    branch = tree.add(Text(f"model calls: {len(calls)}"))
+    for call in calls:
+        accepted = call["status"] == "success"
+        line = Text(f"{'✓' if accepted else '✗'} ", style="green" if accepted else "red")
+        line.append(f"{shown(call['purpose'])} #{call['attempt']} {shown(call['status'])}")
+        if call["error_code"]:
+            line.append(f"  {shown(call['error_code'])}", style="red")
+        if call["prompt_tokens"] is not None:
+            estimated = " estimated" if call["estimated"] else ""
+            line.append(
+                f"  {call['prompt_tokens']}+{call['completion_tokens']} tokens{estimated}",
+                style="dim",
+            )
+        if isinstance(call["latency_ms"], int | float):
+            line.append(f"  {call['latency_ms']:.1f} ms", style="dim")
+        line.append(f"  {shown(call['model'])}", style="dim")
+        branch.add(line)

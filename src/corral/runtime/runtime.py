@@ -159,6 +159,7 @@ class Runtime:
             agent=self.agent.name,
             session_id=session_id,
             agent_root=str(self.agent.root) if self.agent.root else None,
+            model=self.agent.config.model.name if self.agent.model is not None else None,
             received_at=received_at.isoformat(),
             language=detect_language(message, self.agent.config.default_language),
             redact=redaction_spec(self.agent),
