@@ -96,12 +96,15 @@ def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
 def _load(agent_dir: Path, home: Path, model: str | None = None) -> Agent:
     chosen = None
     if model is not None:
+        from corral.models.negotiation import NEGOTIATION_FILE
         from corral.models.replay import ReplayModel
         from corral.models.resolve import resolve_model
 
         store = SqlStore.open(home / "corral.db")
         chosen = resolve_model(
-            model, replay_loader=lambda run_id: ReplayModel.from_events(store.load_events(run_id))
+            model,
+            replay_loader=lambda run_id: ReplayModel.from_events(store.load_events(run_id)),
+            negotiation_cache=home / "cache" / NEGOTIATION_FILE,
         )
     return load_agent(
         agent_dir,

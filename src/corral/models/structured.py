@@ -24,6 +24,8 @@ from corral.models.base import Model, ModelRequest, ModelResponse
 T = TypeVar("T", bound=BaseModel)
 MAX_RECORDED_TEXT = 20_000
 MAX_REASK_ANSWER = 1_500
+RECORDED_META = ("structured_mode", "negotiation")
+"""What a provider reports about a call that its event keeps (how output was constrained)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Attempt:
             "repaired": self.repaired,
             "reason": self.reason[:500],
             "status": "success" if self.accepted else "rejected",
+            **{k: v for k, v in self.response.meta.items() if k in RECORDED_META},
         }
 
 
