@@ -204,9 +204,7 @@ async def test_timeout_becomes_a_handoff_not_a_crash(fake: FakeOpenAI) -> None:
 async def test_malformed_http_body_is_unavailable(fake: FakeOpenAI) -> None:
     fake.script(*[Behaviour(raw_body="this is not json")] * 3)
     with pytest.raises(ModelUnavailableError):
-        await http_model(fake).complete(
-            ModelRequest("plan", (Message("user", "hi"),))
-        )
+        await http_model(fake).complete(ModelRequest("plan", (Message("user", "hi"),)))
 
 
 async def test_missing_usage_is_estimated(fake: FakeOpenAI) -> None:
