@@ -1,10 +1,12 @@
 """Model calls inside a run: budgets, recording, and the two model-backed decisions.
 
-Every call goes through ``effects.call_model`` (so replays answer from the log), is
-checked against the run's budget before it is made (model calls, tokens, money), and
-becomes a ``model_call`` event with the raw text, tokens, latency and, when rejected, why.
-A model that fails, is invalid after its re-asks, or would exceed the budget never crashes
-the run: the layer degrades (rules and templates) or hands off.
+Every attempt goes through ``effects.call_model`` (so replays answer from the log, failures
+included), is checked against the run's budget before it is made (model calls, tokens,
+money) and bounded by the wall-clock time left, and becomes a ``model_call`` event with
+the raw text, tokens, latency, structured mode and, when rejected or failed, why and the
+error code. A model that fails, is invalid after its re-asks, or would exceed the budget
+never crashes the run: the layer degrades (rules and templates) or hands off; a call that
+ran out of the wall clock stops the run as the wall-clock budget does.
 """
 
 from __future__ import annotations
