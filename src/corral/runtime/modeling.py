@@ -16,18 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from corral.contracts import EventType, IntentResult, RunStatus, StepStatus, Verdict
-from corral.errors import (
-    BudgetExceededError,
-    CorralError,
-    ErrorCode,
-    ModelOutputInvalidError,
-    ModelTimeoutError,
-    ModelUnavailableError,
-)
+from corral.errors import CorralError, ErrorCode, ModelOutputInvalidError
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
-from corral.models.base import Model, ModelRequest, ModelResponse, Usage
+from corral.models.base import ModelRequest
 from corral.models.context import fit_summaries
-from corral.models.structured import Attempt, Check, ask_structured
+from corral.models.structured import Check, ask_structured
 from corral.planning.model_planner import (
     draft_model,
     draft_to_plan,
@@ -37,7 +30,7 @@ from corral.planning.model_planner import (
 )
 from corral.planning.validate import PlanContext, validate_plan
 from corral.reply.model_reply import ReplyAnswer, reply_problems, reply_request
-from corral.tools.policy import RetryPolicy
+from corral.runtime.model_attempts import ModelAttempts
 from corral.verify.judge import JudgeAnswer, judge_request
 
 if TYPE_CHECKING:
@@ -47,141 +40,27 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound=BaseModel)
 
 
-MODEL_BACKOFF_S = (1.0, 2.0)
-"""Wait before model retry 1, 2, ... when the server sends no ``Retry-After``."""
-ModelFailure = ModelUnavailableError | ModelTimeoutError | BudgetExceededError
-
-
-def _budget_problem(loop: RunLoop) -> str | None:
-    budget, state = loop.agent.config.budget, loop.state
-    if state.model_calls >= budget.max_model_calls:
-        return f"model-call budget of {budget.max_model_calls} used up"
-    if state.tokens >= budget.max_tokens:
-        return f"token budget of {budget.max_tokens} used up"
-    if budget.max_cost is not None and state.cost >= budget.max_cost:
-        return f"cost budget of {budget.max_cost:g} used up"
-    return None
-
-
-def _wall_clock_left(loop: RunLoop) -> float:
-    return loop.agent.config.budget.max_wall_clock_s - loop.active_seconds()
-
-
-def _failure_data(exc: ModelFailure, backoff: float | None) -> dict[str, Any]:
-    """What a failed attempt records: enough for a replay to raise it again."""
-    return {
-        "text": "",
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "estimated": False},
-        "accepted": False,
-        "repaired": False,
-        "reason": exc.message[:500],
-        "status": "error",
-        "error_code": exc.code.value,
-        "error_message": exc.message[:500],
-        "retryable": exc.retryable,
-        "retry_after": getattr(exc, "retry_after", None),
-        "http_status": getattr(exc, "status", None),
-        "backoff_s": backoff,
-    }
-
-
 async def ask_model(
     loop: RunLoop, request: ModelRequest, output: type[T], check: Check[T] | None = None
 ) -> T:
-    """The structured pipeline, recorded and within budget, with corral's one retry policy.
+    """The structured pipeline, every attempt recorded, within budget and retried by corral.
 
-    Every attempt is a ``model_call`` event, failures included: a retryable failure
-    (connection, timeout, 408/409/429/5xx) is tried again up to ``model.max_retries``
-    times, after the server's ``Retry-After`` or the backoff, through ``effects.sleep``,
-    and never past the wall-clock budget. Each attempt gets only the time the budget has
-    left; one that runs out of it stops the run like the wall-clock budget does.
+    See ``model_attempts``: a call that runs out of the wall clock sets
+    ``loop.budget_stop``, and the run stops on it whichever layer asked.
     """
     model = loop.agent.model
     if model is None:
         raise CorralError("no model is configured", hint="set model.name in agent.yaml")
-    settings = loop.agent.config.model
-    prices = settings.prices
-    retry = RetryPolicy(settings.max_retries, MODEL_BACKOFF_S)
-    counts = {"asked": 0, "try": 0}
-
-    def emit(req: ModelRequest, name: str, data: dict[str, Any], usage: Usage) -> None:
-        price = prices.get(model.name) or prices.get(name)
-        data["cost"] = (
-            round(
-                (usage.prompt_tokens * price.prompt + usage.completion_tokens * price.completion)
-                / 1000,
-                6,
-            )
-            if price
-            else 0.0
-        )
-        data["try"] = counts["try"]
-        loop.journal.emit(EventType.MODEL_CALL, req.purpose, **data)
-
-    def failed(
-        req: ModelRequest,
-        chosen: Model,
-        exc: ModelFailure,
-        latency: float,
-        backoff: float | None = None,
-        **more: Any,
-    ) -> None:
-        data = {
-            "purpose": req.purpose,
-            "model": chosen.name,
-            "fingerprint": req.fingerprint(),
-            "attempt": counts["asked"],
-            "latency_ms": round(latency, 3),
-            **_failure_data(exc, backoff),
-            **more,
-        }
-        emit(req, chosen.name, data, Usage(0, 0))
-
-    async def call(chosen: Model, req: ModelRequest) -> ModelResponse:
-        counts["asked"] += 1
-        counts["try"] = 0
-        while True:
-            counts["try"] += 1
-            problem = _budget_problem(loop)
-            if problem:
-                loop.journal.emit(EventType.BUDGET_EXCEEDED, req.purpose, reason=problem)
-                refusal = BudgetExceededError(problem)
-                failed(req, chosen, refusal, 0.0, refused=True)
-                raise refusal
-            started = loop.effects.monotonic()
-            try:
-                return await loop.effects.call_model(chosen, req, _wall_clock_left(loop))
-            except (ModelUnavailableError, ModelTimeoutError, BudgetExceededError) as exc:
-                latency = (loop.effects.monotonic() - started) * 1000
-                backoff = _backoff(loop, retry, exc, counts["try"])
-                failed(req, chosen, exc, latency, backoff=backoff)
-                if isinstance(exc, BudgetExceededError):
-                    loop.journal.emit(EventType.BUDGET_EXCEEDED, req.purpose, reason=exc.message)
-                    loop.budget_stop = exc.message
-                if backoff is None:
-                    raise
-            await loop.effects.sleep(backoff)
-
-    def record(attempt: Attempt) -> None:
-        emit(attempt.request, attempt.response.model, attempt.as_event(), attempt.response.usage)
-
+    attempts = ModelAttempts(loop, model)
     return await ask_structured(
-        model, request, output, call, record, max_reasks=settings.max_reasks, check=check
+        model,
+        request,
+        output,
+        attempts.call,
+        attempts.record,
+        max_reasks=loop.agent.config.model.max_reasks,
+        check=check,
     )
-
-
-def _backoff(loop: RunLoop, retry: RetryPolicy, exc: ModelFailure, tries: int) -> float | None:
-    """Seconds to wait before trying again, or ``None`` when this failure is final.
-
-    Whether to retry depends only on the failure and the count (a replay decides the same);
-    the wait is the server's ``Retry-After`` or the backoff, cut to the wall-clock budget
-    left: the next attempt then finds none and ends the run on its budget.
-    """
-    if isinstance(exc, BudgetExceededError) or not exc.retryable or tries > retry.max_retries:
-        return None
-    after = getattr(exc, "retry_after", None)
-    wait = after if after is not None else retry.delay(tries)
-    return round(max(0.0, min(wait, _wall_clock_left(loop))), 3)
 
 
 def _temperature(loop: RunLoop, purpose: str) -> float:
