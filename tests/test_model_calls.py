@@ -79,16 +79,22 @@ def model_calls(events: list[Event]) -> list[dict[str, Any]]:
 async def test_a_burst_of_500s_never_drops_structured_output(fake: FakeOpenAI) -> None:
     """Issue 9, defect 1: three 500s used to turn structured output off for good."""
     model = http_model(fake.base_url)
-    fake.script(*[Behaviour(status=500)] * 3)
-    blip, events, _ = await run(agent_with(model), "qwerty")
+    fake.script(*[Behaviour(status=500)] * 6)  # extraction and intent: 3 attempts each
+    blip, events, _ = await run(agent_with(model, extract_entities=True), "qwerty")
     assert blip.status is RunStatus.AWAITING_USER  # the rules' verdict (clarify) stands
     assert model.modes[0] == "json_schema"
-    for _ in range(2):  # the server is healthy again: the model's labels are accepted
-        fake.script(GREET)
-        healthy, _, _ = await run(agent_with(model), "good morning, friend")
+    for _ in range(2):  # the server is healthy again: extraction and intent are accepted
+        fake.script('{"entities": {}}', GREET)
+        healthy, later, _ = await run(
+            agent_with(model, extract_entities=True), "good morning, friend"
+        )
         assert healthy.intent is not None and healthy.intent.source == "model"
-    assert [r["response_format"]["type"] for r in fake.requests] == ["json_schema"] * 5
-    assert [c["error_code"] for c in model_calls(events)] == ["MODEL_UNAVAILABLE"] * 3
+        assert [(c["purpose"], c["accepted"]) for c in model_calls(later)] == [
+            ("extract", True),
+            ("intent", True),
+        ]
+    assert [r["response_format"]["type"] for r in fake.requests] == ["json_schema"] * 10
+    assert [c["error_code"] for c in model_calls(events)] == ["MODEL_UNAVAILABLE"] * 6
 
 
 @pytest.mark.parametrize(
