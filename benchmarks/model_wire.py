@@ -69,6 +69,7 @@ MESSAGES = [
 class Exchange:
     """One request through the proxy."""
 
+    started: float
     status: int
     seconds: float
     tokens: int
@@ -81,6 +82,13 @@ class Wire:
 
     exchanges: list[Exchange] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    in_flight: int = 0
+
+    def settle(self) -> None:
+        """Wait until the server has answered every request (a client may have left)."""
+        deadline = time.monotonic() + 600
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def mark(self) -> int:
         with self.lock:
@@ -101,6 +109,8 @@ def start_proxy(upstream: tuple[str, int], wire: Wire) -> ThreadingHTTPServer:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", 0)))
             started = time.perf_counter()
+            with wire.lock:
+                wire.in_flight += 1
             conn = http.client.HTTPConnection(*upstream, timeout=600)
             try:
                 conn.request("POST", self.path, body, {"content-type": "application/json"})
@@ -116,8 +126,10 @@ def start_proxy(upstream: tuple[str, int], wire: Wire) -> ThreadingHTTPServer:
             except (ValueError, AttributeError):
                 pass
             with wire.lock:
+                wire.in_flight -= 1
                 wire.exchanges.append(
                     Exchange(
+                        started,
                         status,
                         time.perf_counter() - started,
                         tokens,
@@ -162,7 +174,7 @@ def start_llama(python: str, port: int) -> subprocess.Popen[bytes]:
     raise SystemExit("the llama.cpp server did not start")
 
 
-def agent_dir(folder: Path, base_url: str, ttl_s: float | None) -> Path:
+def agent_dir(folder: Path, base_url: str, ttl_s: float | None, timeout_s: float) -> Path:
     """The after-sales example with the model's intent fallback and extraction on."""
     target = folder / "aftersales"
     shutil.copytree(ROOT / "examples" / "aftersales", target)
@@ -170,7 +182,7 @@ def agent_dir(folder: Path, base_url: str, ttl_s: float | None) -> Path:
     model: dict[str, Any] = {
         "name": "openai:smollm2",
         "base_url": base_url,
-        "timeout_s": 120,
+        "timeout_s": timeout_s,
         "intent_fallback": True,
         "extract_entities": True,
     }
@@ -189,18 +201,41 @@ class Process:
     seconds: float
     wire_tokens: int
     counted_tokens: int
+    estimated_tokens: int
     requests: int
 
 
-def run_all(
-    name: str, src: Path, wire: Wire, base_url: str, runs: int, ttl_s: float | None
-) -> list[Process]:
+def negotiation_delay(seen: list[Exchange]) -> float:
+    """Seconds negotiation added: from a refused request to the next request not refused.
+
+    That includes the client's waits between them (the SDK's backoff in older code).
+    """
+    added, first = 0.0, None
+    for exchange in seen:
+        if exchange.negotiation:
+            first = exchange.started if first is None else first
+        elif first is not None:
+            added, first = added + exchange.started - first, None
+    return added
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way of running the same processes."""
+
+    name: str
+    src: Path
+    ttl_s: float | None
+    timeout_s: float = 120.0
+
+
+def run_all(way: Way, wire: Wire, base_url: str, runs: int) -> list[Process]:
     """``runs`` processes of ``corral run`` against one home; what each cost."""
-    folder = Path(tempfile.mkdtemp(prefix=f"model-wire-{name.replace(' ', '-')}-"))
+    folder = Path(tempfile.mkdtemp(prefix="model-wire-"))
     try:
-        agent = agent_dir(folder, base_url, ttl_s)
+        agent = agent_dir(folder, base_url, way.ttl_s, way.timeout_s)
         home = folder / "home"
-        env = {**os.environ, "PYTHONPATH": str(src), "OPENAI_API_KEY": "none"}
+        env = {**os.environ, "PYTHONPATH": str(way.src), "OPENAI_API_KEY": "none"}
         results = []
         for index in range(runs):
             mark = wire.mark()
@@ -217,24 +252,23 @@ def run_all(
             )
             seconds = time.perf_counter() - started
             if done.returncode != 0:
-                raise SystemExit(f"{name}: corral run failed: {done.stderr or done.stdout}")
+                raise SystemExit(f"{way.name}: corral run failed: {done.stderr or done.stdout}")
             run_id = json.loads(done.stdout)["run_id"]
+            wire.settle()
             events = SqlStore.open(home / "corral.db", read_only=True).load_events(run_id)
-            counted = sum(
-                e.data.get("usage", {}).get("prompt_tokens", 0)
-                + e.data.get("usage", {}).get("completion_tokens", 0)
-                for e in events
-                if e.type is EventType.MODEL_CALL
-            )
+            usages = [e.data.get("usage", {}) for e in events if e.type is EventType.MODEL_CALL]
+            counted = [u.get("prompt_tokens", 0) + u.get("completion_tokens", 0) for u in usages]
+            estimated = [n for n, u in zip(counted, usages, strict=True) if u.get("estimated")]
             seen = wire.since(mark)
             probes = [x for x in seen if x.negotiation]
             results.append(
                 Process(
                     len(probes),
-                    sum(x.seconds for x in probes),
+                    negotiation_delay(seen),
                     seconds,
                     sum(x.tokens for x in seen),
-                    counted,
+                    sum(counted),
+                    sum(estimated),
                     len(seen),
                 )
             )
@@ -249,33 +283,38 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=18101)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--old-src", type=Path, default=None)
+    parser.add_argument("--short-timeout", type=float, default=1.5)
     args = parser.parse_args()
     llama = start_llama(args.server_python, args.port)
     wire = Wire()
     proxy = start_proxy(("127.0.0.1", args.port), wire)
     base_url = f"http://127.0.0.1:{proxy.server_address[1]}/v1"
-    try:
-        plans: list[tuple[str, Path, float | None]] = [
-            ("no cache (probe every process)", ROOT / "src", 0.0),
-            ("cache in the home", ROOT / "src", None),
+    new = ROOT / "src"
+    short = args.short_timeout
+    ways = [
+        Way("no cache (probe every process)", new, 0.0),
+        Way("cache in the home", new, None),
+        Way(f"{short:g} s timeout (corral retries)", new, None, short),
+    ]
+    if args.old_src is not None:
+        ways[:0] = [
+            Way("old code (SDK retries, no cache)", args.old_src, None),
+            Way(f"old code, {short:g} s timeout (SDK retries)", args.old_src, None, short),
         ]
-        if args.old_src is not None:
-            plans.insert(0, ("old code (SDK retries, no cache)", args.old_src, None))
-        measured = {
-            name: run_all(name, src, wire, base_url, args.runs, ttl) for name, src, ttl in plans
-        }
+    try:
+        measured = {way.name: run_all(way, wire, base_url, args.runs) for way in ways}
     finally:
         proxy.shutdown()
         llama.terminate()
         llama.wait(timeout=30)
-    console = Console()
+    console = Console(width=150)
     table = Table(title=f"negotiation per process and tokens, {args.runs} runs each")
     for column in (
         "way",
         "negotiation requests (first / others)",
-        "negotiation ms (first / others, median)",
+        "ms added by negotiation (first / others, median)",
         "requests",
-        "tokens counted",
+        "tokens counted (estimated)",
         "tokens on the wire",
     ):
         table.add_column(column)
@@ -287,7 +326,8 @@ def main() -> None:
             f"{first.negotiation_s * 1000:.0f} / "
             f"{statistics.median(p.negotiation_s for p in rest) * 1000:.0f}",
             str(sum(p.requests for p in processes)),
-            str(sum(p.counted_tokens for p in processes)),
+            f"{sum(p.counted_tokens for p in processes)}"
+            f" ({sum(p.estimated_tokens for p in processes)})",
             str(sum(p.wire_tokens for p in processes)),
         )
     console.print(table)

@@ -220,6 +220,24 @@ async def test_error_shapes(
     assert (await replay_run(agent_with(None), events)).same_path
 
 
+async def test_a_timed_out_attempt_is_retried_and_its_prompt_counted(fake: FakeOpenAI) -> None:
+    late = threading.Event()  # set after the test: the first answer comes too late
+    fake.script(Behaviour(text=GOOD_PLAN, until=late), GOOD_PLAN)
+    try:
+        summary, events, _ = await run(
+            agent_with(http_model(fake.base_url, timeout_s=0.3)), "weather for A1?"
+        )
+    finally:
+        late.set()
+    assert summary.status is RunStatus.FINISHED and len(fake.requests) == 2
+    timed_out, answered = model_calls(events)
+    assert (timed_out["error_code"], timed_out["retryable"]) == ("MODEL_TIMEOUT", True)
+    # The server read the prompt but told a client that left nothing: it is estimated.
+    assert timed_out["usage"]["estimated"] and timed_out["usage"]["prompt_tokens"] > 0
+    assert answered["usage"]["estimated"] is False
+    assert (await replay_run(agent_with(None), events)).same_path
+
+
 async def test_the_sdk_never_retries_on_its_own(fake: FakeOpenAI) -> None:
     fake.script(Behaviour(status=500), '{"a": 1}')
     with pytest.raises(ModelUnavailableError) as info:

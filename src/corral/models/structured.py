@@ -48,11 +48,7 @@ class Attempt:
             "fingerprint": self.request.fingerprint(),
             "attempt": self.number,
             "text": self.response.text[:MAX_RECORDED_TEXT],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "estimated": usage.estimated,
-            },
+            "usage": usage.as_event(),
             "latency_ms": round(self.response.latency_ms, 3),
             "accepted": self.accepted,
             "repaired": self.repaired,

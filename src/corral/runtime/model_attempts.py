@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.contracts import EventType
 from corral.errors import BudgetExceededError, ModelTimeoutError, ModelUnavailableError
-from corral.models.base import Model, ModelRequest, ModelResponse, Usage
+from corral.models.base import Model, ModelRequest, ModelResponse, Usage, estimate_usage
 from corral.models.structured import Attempt
 from corral.tools.policy import RetryPolicy
 
@@ -49,7 +49,6 @@ def failure_data(exc: ModelFailure, backoff: float | None) -> dict[str, Any]:
     """What a failed attempt records: enough for a replay to raise it again."""
     return {
         "text": "",
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "estimated": False},
         "accepted": False,
         "repaired": False,
         "reason": exc.message[:500],
@@ -61,6 +60,17 @@ def failure_data(exc: ModelFailure, backoff: float | None) -> dict[str, Any]:
         "http_status": getattr(exc, "status", None),
         "backoff_s": backoff,
     }
+
+
+def spent(req: ModelRequest, exc: ModelFailure) -> Usage:
+    """Tokens a failed attempt cost: a server that timed out was still reading the prompt.
+
+    It reports nothing to a client that stopped waiting, so the prompt is estimated (and
+    marked so); an attempt refused or answered with an error cost none.
+    """
+    if isinstance(exc, ModelTimeoutError):
+        return Usage(estimate_usage(req, "").prompt_tokens, 0, estimated=True)
+    return Usage(0, 0)
 
 
 def backoff(loop: RunLoop, retry: RetryPolicy, exc: ModelFailure, tries: int) -> float | None:
@@ -123,7 +133,9 @@ class ModelAttempts:
             **failure_data(exc, wait),
             **more,
         }
-        self._emit(req, chosen.name, data, Usage(0, 0))
+        usage = spent(req, exc)
+        data["usage"] = usage.as_event()
+        self._emit(req, chosen.name, data, usage)
 
     async def call(self, chosen: Model, req: ModelRequest) -> ModelResponse:
         """The model's answer to ``req``, after as many attempts as the policy allows."""
