@@ -85,9 +85,9 @@ class OpenAICompatibleModel:
     negotiation_cache: Path | None = None
     negotiation_ttl_s: float = DEFAULT_TTL_S
     client: Any = field(default=None, repr=False)
-    _source: str = field(default="default", repr=False)
+    _source: str = field(default="default", init=False, repr=False)
     """Where ``modes`` came from: ``default``, ``cache`` or ``probe``."""
-    _cache_read: bool = field(default=False, repr=False)
+    _cache_read: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
