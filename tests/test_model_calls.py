@@ -142,6 +142,19 @@ async def test_a_negotiated_mode_is_cached_in_the_home(fake: FakeOpenAI, tmp_pat
     assert [r["response_format"]["type"] for r in fake.requests[4:]] == ["json_schema"] * 2
 
 
+async def test_a_rejected_mode_is_cached_even_when_the_next_attempt_fails(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    cache = tmp_path / NEGOTIATION_FILE
+    fake.script(Behaviour(status=500, raw_body=LLAMA_CPP_JSON_SCHEMA_500), Behaviour(status=503))
+    with pytest.raises(ModelUnavailableError):
+        await http_model(fake.base_url, negotiation_cache=cache).complete(SCHEMA_REQUEST)
+    fake.script('{"a": 1}')
+    await http_model(fake.base_url, negotiation_cache=cache).complete(SCHEMA_REQUEST)
+    assert fake.requests[-1]["response_format"]["type"] == "json_object"
+    assert len(fake.requests) == 3
+
+
 @pytest.mark.parametrize("content", [b"{not json", b'{"version": 1, "endpoints": 3}', b""])
 async def test_a_corrupt_negotiation_cache_is_ignored(
     fake: FakeOpenAI, tmp_path: Path, content: bytes

@@ -128,10 +128,8 @@ class OpenAICompatibleModel:
         if known is not None:
             self.modes, self._source = known, "cache"
 
-    def _remember(self, rejected: list[StructuredMode]) -> None:
-        """Keep what a probe learned (a cached entry that still holds is not rewritten)."""
-        if self._source != "default" and not rejected:
-            return
+    def _remember(self) -> None:
+        """Keep what this process learned: a rejected mode at once, else the first success."""
         self._source = "probe"
         cache = self._cache
         if cache is not None:
@@ -178,6 +176,7 @@ class OpenAICompatibleModel:
                 if mode != "prompt" and len(self.modes) > 1 and rejects_format(status, body):
                     rejected.append(mode)
                     self.modes = self.modes[1:]  # this endpoint does not take that mode
+                    self._remember()
                     continue
                 raise ModelUnavailableError(
                     f"{self.name}: HTTP {status}: {body[:MAX_ERROR_TEXT] or exc.message}",
@@ -194,8 +193,8 @@ class OpenAICompatibleModel:
                     f"{self.name}: malformed response: {exc}", retryable=False
                 ) from exc
             latency = (time.perf_counter() - started) * 1000
-            if request.schema is not None:
-                self._remember(rejected)
+            if request.schema is not None and self._source == "default":
+                self._remember()  # the first mode works: a cache entry spares the next probe
             return self._response(request, completion, latency, mode, rejected)
 
     def _response(
