@@ -317,6 +317,24 @@ async def test_the_wall_clock_budget_counts_model_time(
     assert (await replay_run(agent_with(None, budget), events)).same_path
 
 
+async def test_a_reply_that_runs_out_of_the_wall_clock_stops_the_run(fake: FakeOpenAI) -> None:
+    stall = threading.Event()
+    fake.script(GOOD_PLAN, Behaviour(text='{"text": "done"}', until=stall))
+    budget = {"max_wall_clock_s": 1.0}
+    try:
+        summary, events, _ = await run(
+            agent_with(http_model(fake.base_url), budget, replies=True), "weather for A1?"
+        )
+    finally:
+        stall.set()
+    # The tools ran; the reply's model call did not finish, and the run says so.
+    assert [s.status.value for s in summary.steps] == ["succeeded", "succeeded"]
+    assert summary.handoff is not None and summary.handoff.reason_code == "BUDGET_EXCEEDED"
+    exceeded = [e.stage for e in events if e.type is EventType.BUDGET_EXCEEDED]
+    assert exceeded == ["reply"]
+    assert (await replay_run(agent_with(None, budget, replies=True), events)).same_path
+
+
 # ------------------------------------------------------------------ the CLI, end to end
 
 
