@@ -1,8 +1,9 @@
 """A real HTTP server on loopback that speaks the OpenAI chat-completions protocol.
 
-Each request pops the next scripted behaviour: a reply text, an HTTP status, a delay (or
-an event to wait for), or
-a body that is not JSON at all. Every request body is kept for assertions.
+Each request pops the next scripted behaviour: a reply text, an HTTP status (with extra
+headers such as ``Retry-After``), a delay (or an event to wait for), a body that is not
+JSON at all, or a body cut off before its declared length (the connection then closes).
+Every request body is kept for assertions.
 """
 
 from __future__ import annotations
@@ -24,6 +25,25 @@ class Behaviour:
     """Answer only once this is set: a reply late by exactly as much as a test needs."""
     raw_body: str | None = None
     usage: bool = True
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra response headers (``Retry-After``)."""
+    truncate: bool = False
+    """Send half the body under the full ``content-length``, then close the connection."""
+
+
+LLAMA_CPP_JSON_SCHEMA_500 = json.dumps(
+    {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+            "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\", "
+            "'input': 'json_schema'}",
+            "type": "internal_server_error",
+            "param": None,
+            "code": None,
+        }
+    }
+)
+"""What llama-cpp-python's server answers (HTTP 500) to a ``json_schema`` response format."""
 
 
 @dataclass
@@ -96,7 +116,14 @@ class FakeOpenAI:
                     self.send_response(behaviour.status)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(payload)))
+                    for name, value in behaviour.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
+                    if behaviour.truncate:
+                        self.wfile.write(payload[: len(payload) // 2])
+                        self.wfile.flush()
+                        self.close_connection = True
+                        return
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)

@@ -80,7 +80,9 @@ async def test_a_spent_budget_refuses_the_re_ask_and_hands_off(
     assert len(model.requests) == 1  # the re-ask that would pass the budget was not made
     assert CALLS == [] and summary.steps == []
     calls = [e.data for e in events if e.type is EventType.MODEL_CALL]
-    assert len(calls) == 1 and calls[0]["accepted"] is False
+    assert len(calls) == 2 and calls[0]["accepted"] is False
+    # The refused re-ask is an event too, marked as never sent.
+    assert (calls[1]["refused"], calls[1]["error_code"]) == (True, "BUDGET_EXCEEDED")
     spent = [e.data["reason"] for e in events if e.type is EventType.BUDGET_EXCEEDED]
     assert spent == [reason]
     assert not any(e.type is EventType.PLAN_CREATED for e in events)
@@ -110,7 +112,8 @@ async def test_a_zero_budget_never_asks_the_model(
     summary, events = await run(agent(model, budget, prices))
     assert summary.status is RunStatus.HANDED_OFF and summary.error_code == "BUDGET_EXCEEDED"
     assert model.requests == [] and CALLS == []
-    assert not any(e.type is EventType.MODEL_CALL for e in events)
+    calls = [e.data for e in events if e.type is EventType.MODEL_CALL]
+    assert [(c["refused"], c["error_code"]) for c in calls] == [(True, "BUDGET_EXCEEDED")]
 
 
 async def test_within_budget_the_same_run_finishes() -> None:

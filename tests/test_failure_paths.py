@@ -145,9 +145,14 @@ async def test_planner_down_hands_off_with_the_model_code_and_runs_nothing() -> 
     assert summary.handoff is not None and summary.handoff.reason_code == "MODEL_UNAVAILABLE"
     assert summary.handoff.reason.startswith("the planner could not be asked")
     assert CALLS == [] and summary.steps == []
-    assert [r.purpose for r in model.requests] == ["plan"]  # no re-ask of a dead endpoint
+    # Retried by corral's policy (model.max_retries: 2), never re-asked; each an event.
+    assert [r.purpose for r in model.requests] == ["plan"] * 3
     events = await runtime.events(summary.run_id)
     assert not any(e.type is EventType.PLAN_CREATED for e in events)
+    calls = [e.data for e in events if e.type is EventType.MODEL_CALL]
+    assert [(c["try"], c["error_code"]) for c in calls] == [
+        (n, "MODEL_UNAVAILABLE") for n in (1, 2, 3)
+    ]
 
 
 async def test_extraction_model_down_keeps_the_rules_entities() -> None:
@@ -162,7 +167,8 @@ async def test_extraction_model_down_keeps_the_rules_entities() -> None:
         return plan
 
     model = ScriptedModel(function=answer)
-    config = {**MODEL_CONFIG, "model": {"extract_entities": True, "intent_fallback": False}}
+    model_settings = {"extract_entities": True, "intent_fallback": False, "max_retries": 0}
+    config = {**MODEL_CONFIG, "model": model_settings}
     agent = Agent.build(parse_config(config), [lookup], model=model)
     runtime, summary = await start(agent, "weather in Lyon for order A3?")
     assert summary.status is RunStatus.FINISHED and summary.reply == "done"

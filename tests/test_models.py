@@ -19,7 +19,7 @@ from corral.models.openai_compat import OpenAICompatibleModel
 from corral.models.structured import Attempt, ask_structured
 from corral.runtime.replay import replay_run
 from corral.testing import FixedEffects
-from tests.fake_openai import Behaviour, FakeOpenAI
+from tests.fake_openai import LLAMA_CPP_JSON_SCHEMA_500, Behaviour, FakeOpenAI
 
 CALLS: list[str] = []
 
@@ -140,7 +140,7 @@ def http_model(fake: FakeOpenAI, **kwargs: Any) -> OpenAICompatibleModel:
         "fake-model",
         base_url=fake.base_url,
         api_key="test",
-        **{"timeout_s": 5.0, "max_retries": 2, **kwargs},
+        **{"timeout_s": 5.0, **kwargs},
     )
 
 
@@ -168,10 +168,10 @@ async def test_structured_output_uses_json_schema(fake: FakeOpenAI) -> None:
 
 
 async def test_endpoint_rejecting_json_schema_falls_back_to_json_object(fake: FakeOpenAI) -> None:
-    fake.script(Behaviour(status=500), Behaviour(status=500), Behaviour(status=500), GOOD_PLAN)
+    fake.script(Behaviour(status=500, raw_body=LLAMA_CPP_JSON_SCHEMA_500), GOOD_PLAN)
     model = http_model(fake)
     _, summary = await run(agent_with(model), "weather for A1?")
-    assert summary.status is RunStatus.FINISHED
+    assert summary.status is RunStatus.FINISHED and len(fake.requests) == 2
     assert fake.requests[-1]["response_format"] == {
         "type": "json_object",
         "schema": fake.requests[0]["response_format"]["json_schema"]["schema"],
@@ -179,7 +179,7 @@ async def test_endpoint_rejecting_json_schema_falls_back_to_json_object(fake: Fa
     assert model.modes[0] == "json_object"
 
 
-async def test_429_is_retried_by_the_client(fake: FakeOpenAI) -> None:
+async def test_429_is_retried_by_corral(fake: FakeOpenAI) -> None:
     fake.script(Behaviour(status=429), GOOD_PLAN)
     _, summary = await run(agent_with(http_model(fake)), "weather for A1?")
     assert summary.status is RunStatus.FINISHED and len(fake.requests) == 2
@@ -188,13 +188,13 @@ async def test_429_is_retried_by_the_client(fake: FakeOpenAI) -> None:
 async def test_timeout_becomes_a_handoff_not_a_crash(fake: FakeOpenAI) -> None:
     answer = threading.Event()  # set only after the test: every reply comes too late
     fake.script(Behaviour(text=GOOD_PLAN, until=answer))
-    model = http_model(fake, timeout_s=0.3, max_retries=0)
+    model = http_model(fake, timeout_s=0.3)
     try:
         with pytest.raises(ModelTimeoutError):
             await model.complete(ModelRequest("plan", (Message("user", "hi"),)))
         fake.script(Behaviour(text=GOOD_PLAN, until=answer))
         CALLS.clear()
-        _, summary = await run(agent_with(model), "weather for A1?")
+        _, summary = await run(agent_with(model, max_retries=0), "weather for A1?")
     finally:
         answer.set()
     assert summary.status is RunStatus.HANDED_OFF and CALLS == []
@@ -204,9 +204,7 @@ async def test_timeout_becomes_a_handoff_not_a_crash(fake: FakeOpenAI) -> None:
 async def test_malformed_http_body_is_unavailable(fake: FakeOpenAI) -> None:
     fake.script(*[Behaviour(raw_body="this is not json")] * 3)
     with pytest.raises(ModelUnavailableError):
-        await http_model(fake, max_retries=0).complete(
-            ModelRequest("plan", (Message("user", "hi"),))
-        )
+        await http_model(fake).complete(ModelRequest("plan", (Message("user", "hi"),)))
 
 
 async def test_missing_usage_is_estimated(fake: FakeOpenAI) -> None:
@@ -329,7 +327,7 @@ async def test_intent_fallback_none_or_down_means_clarify(fake: FakeOpenAI) -> N
     )
     assert summary.status is RunStatus.AWAITING_USER
     fake.script(*[Behaviour(status=500)] * 12)
-    _, summary = await run(agent_with(http_model(fake, max_retries=0)), "qwerty")
+    _, summary = await run(agent_with(http_model(fake)), "qwerty")
     assert summary.status is RunStatus.AWAITING_USER
 
 

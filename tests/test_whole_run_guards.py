@@ -372,7 +372,7 @@ async def test_each_layer_sends_its_configured_temperature_to_the_model(fake: Fa
         return Found(order_id=order_id)
 
     model = OpenAICompatibleModel(
-        "fake-model", base_url=fake.base_url, api_key="test", timeout_s=5.0, max_retries=0
+        "fake-model", base_url=fake.base_url, api_key="test", timeout_s=5.0
     )
     config = parse_config(
         {

@@ -19,6 +19,7 @@ from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
+from corral.models.negotiation import NEGOTIATION_FILE
 from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
@@ -295,11 +296,15 @@ def with_model_name(config: AgentConfig, name: str | None) -> AgentConfig:
 
 
 def model_from_config(
-    config: AgentConfig, *, replay_loader: Callable[[str], Model] | None = None
+    config: AgentConfig,
+    *,
+    replay_loader: Callable[[str], Model] | None = None,
+    negotiation_cache: Path | None = None,
 ) -> Model | None:
     """The model ``config.model.name`` names (its key read from ``api_key_env``), if any.
 
-    ``replay_loader`` reads a stored run for ``replay:RUN_ID`` names.
+    ``replay_loader`` reads a stored run for ``replay:RUN_ID`` names; ``negotiation_cache``
+    is where the home remembers endpoints' structured-output modes.
     """
     import os
 
@@ -314,6 +319,8 @@ def model_from_config(
         api_key=os.environ.get(settings.api_key_env),
         timeout_s=settings.timeout_s,
         replay_loader=replay_loader,
+        negotiation_cache=negotiation_cache,
+        negotiation_ttl_s=settings.negotiation_ttl_s,
     )
 
 
@@ -348,5 +355,10 @@ def load_agent(
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
         deps = run_setup(module, data_dir or root / ".data", root)
     classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
-    chosen = model if model is not None else model_from_config(config, replay_loader=replay_loader)
+    cache = cache_dir / NEGOTIATION_FILE if cache_dir is not None else None
+    chosen = (
+        model
+        if model is not None
+        else model_from_config(config, replay_loader=replay_loader, negotiation_cache=cache)
+    )
     return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root, model=chosen)

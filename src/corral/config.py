@@ -77,6 +77,12 @@ class ModelConfig(_Strict):
     """Hard budget for what a layer puts into one model call besides its instructions."""
     max_reasks: int = Field(2, ge=0)
     """Re-asks with the validation errors before ``MODEL_OUTPUT_INVALID`` (seed 000)."""
+    max_retries: int = Field(2, ge=0, le=10)
+    """Retries of a model call that failed in a way another attempt may cure (connection,
+    timeout, 408/409/429/5xx); each attempt is an event. The SDK itself never retries."""
+    negotiation_ttl_s: float = Field(24 * 3600.0, ge=0)
+    """How long the structured-output mode learned for an endpoint is kept in the home's
+    cache; 0 probes in every process."""
     temperatures: dict[str, float] = Field(
         default_factory=lambda: {
             "intent": 0.0,

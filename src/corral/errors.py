@@ -214,10 +214,28 @@ class ModelOutputInvalidError(CorralError):
 
 
 class ModelUnavailableError(CorralError):
-    """The model endpoint failed (connection, 429, 5xx) after the client's own retries."""
+    """The model endpoint failed: connection, an HTTP error, a body that is not the protocol.
+
+    ``retryable`` is true for what another attempt may cure (connection, 408, 409, 429,
+    5xx); ``retry_after`` is the server's ``Retry-After`` in seconds, when it sent one.
+    """
 
     code = ErrorCode.MODEL_UNAVAILABLE
     retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        retry_after: float | None = None,
+        status: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.retryable = retryable
+        self.retry_after = retry_after
+        self.status = status
 
 
 class ModelTimeoutError(CorralError):

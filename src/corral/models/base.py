@@ -79,6 +79,14 @@ class Usage:
         """Prompt plus completion tokens."""
         return self.prompt_tokens + self.completion_tokens
 
+    def as_event(self) -> dict[str, Any]:
+        """The ``usage`` of a ``model_call`` event (folded into the run's token count)."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "estimated": self.estimated,
+        }
+
 
 @dataclass(frozen=True)
 class ModelResponse:

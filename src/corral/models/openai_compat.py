@@ -8,23 +8,63 @@ Structured output is negotiated per endpoint, most precise first:
    ``json_schema`` but honours ``{"type": "json_object", "schema": ...}``; others ignore it);
 3. prompt only: the schema is in the system prompt, and the repair pipeline does the rest.
 
-A mode that fails with a 400/422/500 is dropped for this endpoint and the next one is tried
-at once. The SDK's own retries (with backoff) handle 429 and 5xx; what still fails becomes
-``ModelUnavailableError`` or ``ModelTimeoutError``.
+A mode is dropped only when the endpoint rejects the format itself (see ``negotiation``),
+and the next one is tried at once; what was learned is kept in the home's cache when the
+model is given one. One request is one attempt: the SDK's own retries are off
+(``max_retries=0``), because corral's retry (``runtime.modeling``) records every attempt
+as an event and counts its tokens. A failure becomes ``ModelUnavailableError`` (saying
+whether another attempt may help, and the server's ``Retry-After``) or
+``ModelTimeoutError``.
 """
 
 from __future__ import annotations
 
+import email.utils
+import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any
 
 from corral.errors import ConfigInvalidError, ModelTimeoutError, ModelUnavailableError
 from corral.models.base import ModelRequest, ModelResponse, Usage, estimate_usage
+from corral.models.negotiation import (
+    DEFAULT_TTL_S,
+    MODES,
+    NegotiationCache,
+    StructuredMode,
+    rejects_format,
+)
 
-StructuredMode = Literal["json_schema", "json_object", "prompt"]
-MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "prompt")
+__all__ = ["MODES", "OpenAICompatibleModel", "StructuredMode", "retry_after"]
+
+RETRYABLE_STATUS = frozenset({408, 409, 429})
+"""Besides every 5xx: the HTTP errors another attempt may cure."""
+MAX_ERROR_TEXT = 300
+
+
+def retry_after(headers: Any) -> float | None:
+    """The ``Retry-After`` header in seconds (a number or an HTTP date), if usable."""
+    value = headers.get("retry-after") if headers is not None else None
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _body(exc: Any) -> str:
+    try:
+        return str(exc.response.text)
+    except Exception:  # a body that cannot be read names nothing
+        return ""
 
 
 @dataclass
@@ -32,16 +72,22 @@ class OpenAICompatibleModel:
     """A chat-completions endpoint.
 
     ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``.
+    ``negotiation_cache``: the home's file of negotiated modes (``None``: probe in every
+    process); an entry older than ``negotiation_ttl_s`` is probed again.
     """
 
     model: str
     base_url: str | None = None
     api_key: str | None = None
     timeout_s: float = 30.0
-    max_retries: int = 2
     modes: tuple[StructuredMode, ...] = MODES
     """Structured-output modes still believed to work, best first."""
+    negotiation_cache: Path | None = None
+    negotiation_ttl_s: float = DEFAULT_TTL_S
     client: Any = field(default=None, repr=False)
+    _source: str = field(default="default", init=False, repr=False)
+    """Where ``modes`` came from: ``default``, ``cache`` or ``probe``."""
+    _cache_read: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -55,13 +101,39 @@ class OpenAICompatibleModel:
                 api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
                 base_url=self.base_url or os.environ.get("OPENAI_BASE_URL"),
                 timeout=self.timeout_s,
-                max_retries=self.max_retries,
+                max_retries=0,  # every attempt is corral's, and an event
             )
 
     @property
     def name(self) -> str:
         """``openai:<model>``."""
         return f"openai:{self.model}"
+
+    @property
+    def _cache(self) -> NegotiationCache | None:
+        if self.negotiation_cache is None:
+            return None
+        return NegotiationCache(self.negotiation_cache, self.negotiation_ttl_s)
+
+    def _endpoint(self) -> str:
+        return str(self.client.base_url)
+
+    def _recall(self) -> None:
+        """Start from the modes the home remembers for this endpoint (once per process)."""
+        if self._cache_read:
+            return
+        self._cache_read = True
+        cache = self._cache
+        known = cache.load(self._endpoint(), self.model, time.time()) if cache else None
+        if known is not None:
+            self.modes, self._source = known, "cache"
+
+    def _remember(self) -> None:
+        """Keep what this process learned: a rejected mode at once, else the first success."""
+        self._source = "probe"
+        cache = self._cache
+        if cache is not None:
+            cache.store(self._endpoint(), self.model, self.modes, time.time())
 
     def _response_format(self, request: ModelRequest, mode: StructuredMode) -> Any:
         if request.schema is None or mode == "prompt":
@@ -74,13 +146,16 @@ class OpenAICompatibleModel:
         return {"type": "json_object", "schema": request.schema}
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Ask the endpoint, stepping down structured-output modes it rejects."""
+        """Ask the endpoint once, stepping down the structured-output modes it rejects."""
         import openai
 
+        if request.schema is not None:
+            self._recall()
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        rejected: list[StructuredMode] = []
+        started = time.perf_counter()
         while True:
             mode = self.modes[0] if request.schema is not None else "prompt"
-            started = time.perf_counter()
             kwargs: dict[str, Any] = {
                 "model": self.model,
                 "messages": messages,
@@ -96,24 +171,39 @@ class OpenAICompatibleModel:
                 raise ModelTimeoutError(
                     f"{self.name} did not answer in {self.timeout_s:g} s"
                 ) from exc
-            except (
-                openai.BadRequestError,
-                openai.UnprocessableEntityError,
-                openai.InternalServerError,
-            ) as exc:
-                if mode != "prompt" and len(self.modes) > 1:
+            except openai.APIStatusError as exc:
+                status, body = exc.status_code, _body(exc)
+                if mode != "prompt" and len(self.modes) > 1 and rejects_format(status, body):
+                    rejected.append(mode)
                     self.modes = self.modes[1:]  # this endpoint does not take that mode
+                    self._remember()
                     continue
+                raise ModelUnavailableError(
+                    f"{self.name}: HTTP {status}: {body[:MAX_ERROR_TEXT] or exc.message}",
+                    retryable=status in RETRYABLE_STATUS or status >= 500,
+                    retry_after=retry_after(exc.response.headers),
+                    status=status,
+                ) from exc
+            except openai.APIConnectionError as exc:
                 raise ModelUnavailableError(f"{self.name}: {exc}") from exc
             except openai.APIError as exc:
-                raise ModelUnavailableError(f"{self.name}: {exc}") from exc
+                raise ModelUnavailableError(f"{self.name}: {exc}", retryable=False) from exc
             except ValueError as exc:  # a body that is not the protocol's JSON
-                raise ModelUnavailableError(f"{self.name}: malformed response: {exc}") from exc
+                raise ModelUnavailableError(
+                    f"{self.name}: malformed response: {exc}", retryable=False
+                ) from exc
             latency = (time.perf_counter() - started) * 1000
-            return self._response(request, completion, latency, mode)
+            if request.schema is not None and self._source == "default":
+                self._remember()  # the first mode works: a cache entry spares the next probe
+            return self._response(request, completion, latency, mode, rejected)
 
     def _response(
-        self, request: ModelRequest, completion: Any, latency: float, mode: StructuredMode
+        self,
+        request: ModelRequest,
+        completion: Any,
+        latency: float,
+        mode: StructuredMode,
+        rejected: list[StructuredMode],
     ) -> ModelResponse:
         choice = completion.choices[0] if completion.choices else None
         text = (choice.message.content or "") if choice is not None else ""
@@ -122,10 +212,9 @@ class OpenAICompatibleModel:
             counted = Usage(int(usage.prompt_tokens), int(usage.completion_tokens or 0))
         else:
             counted = estimate_usage(request, text)
+        meta: dict[str, Any] = {"structured_mode": mode}
+        if request.schema is not None:
+            meta["negotiation"] = {"source": self._source, "rejected": list(rejected)}
         return ModelResponse(
-            text=text,
-            usage=counted,
-            model=self.name,
-            latency_ms=latency,
-            meta={"structured_mode": mode},
+            text=text, usage=counted, model=self.name, latency_ms=latency, meta=meta
         )

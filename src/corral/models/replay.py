@@ -1,43 +1,85 @@
-"""``ReplayModel``: answers from a recorded run's log, and fails loudly on anything new."""
+"""``ReplayModel``: answers from a recorded run's log, and fails loudly on anything new.
+
+A recorded failure is an answer too: the attempt that timed out, was refused or ran out
+of the wall-clock budget is raised again, with the same code and retryability, so the
+replay retries, falls back or hands off exactly as the recorded run did.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from corral.contracts import Event, EventType
-from corral.errors import ReplayDivergedError
+from corral.errors import (
+    BudgetExceededError,
+    CorralError,
+    ErrorCode,
+    ModelTimeoutError,
+    ModelUnavailableError,
+    ReplayDivergedError,
+)
 from corral.models.base import ModelRequest, ModelResponse, Usage
+
+Answer = ModelResponse | CorralError
+
+
+def recorded_failure(data: Mapping[str, Any]) -> CorralError:
+    """The error a failed ``model_call`` event recorded, as the live call raised it."""
+    message = str(data.get("error_message") or "recorded model failure")
+    code = data.get("error_code")
+    if code == ErrorCode.BUDGET_EXCEEDED.value:
+        return BudgetExceededError(message)
+    if code == ErrorCode.MODEL_TIMEOUT.value:
+        return ModelTimeoutError(message)
+    after = data.get("retry_after")
+    return ModelUnavailableError(
+        message,
+        retryable=bool(data.get("retryable")),
+        retry_after=float(after) if isinstance(after, int | float) else None,
+        status=data.get("http_status"),
+    )
+
+
+def _response(data: Mapping[str, Any]) -> ModelResponse:
+    usage = data.get("usage", {})
+    meta = {k: data[k] for k in ("structured_mode", "negotiation") if k in data}
+    return ModelResponse(
+        text=data["text"],
+        usage=Usage(
+            usage.get("prompt_tokens", 0),
+            usage.get("completion_tokens", 0),
+            usage.get("estimated", False),
+        ),
+        model=data.get("model", "replay"),
+        latency_ms=data.get("latency_ms", 0.0),
+        meta=meta,
+    )
 
 
 @dataclass
 class ReplayModel:
     """The answers a run recorded, looked up by request fingerprint, in order."""
 
-    answers: dict[str, deque[ModelResponse]] = field(default_factory=lambda: defaultdict(deque))
+    answers: dict[str, deque[Answer]] = field(default_factory=lambda: defaultdict(deque))
     name: str = "replay"
 
     @classmethod
     def from_events(cls, events: Iterable[Event]) -> ReplayModel:
-        """Collect every recorded model call."""
+        """Collect every recorded model call that reached the model (or its deadline).
+
+        A call the run's own counts refused before it was sent (``refused``) is not an
+        answer: the replay, folding the same log, refuses it again by itself.
+        """
         model = cls()
         for event in events:
-            if event.type is EventType.MODEL_CALL:
-                data = event.data
-                usage = data.get("usage", {})
-                model.answers[data["fingerprint"]].append(
-                    ModelResponse(
-                        text=data["text"],
-                        usage=Usage(
-                            usage.get("prompt_tokens", 0),
-                            usage.get("completion_tokens", 0),
-                            usage.get("estimated", False),
-                        ),
-                        model=data.get("model", "replay"),
-                        latency_ms=data.get("latency_ms", 0.0),
-                    )
-                )
+            if event.type is not EventType.MODEL_CALL or event.data.get("refused"):
+                continue
+            data = event.data
+            answer = recorded_failure(data) if data.get("status") == "error" else _response(data)
+            model.answers[data["fingerprint"]].append(answer)
         return model
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
@@ -48,4 +90,7 @@ class ReplayModel:
                 f"the recorded run never asked this {request.purpose!r} request",
                 hint="the prompt, schema or path changed since the run was recorded",
             )
-        return queue.popleft()
+        answer = queue.popleft()
+        if isinstance(answer, CorralError):
+            raise answer
+        return answer

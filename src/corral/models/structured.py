@@ -24,6 +24,8 @@ from corral.models.base import Model, ModelRequest, ModelResponse
 T = TypeVar("T", bound=BaseModel)
 MAX_RECORDED_TEXT = 20_000
 MAX_REASK_ANSWER = 1_500
+RECORDED_META = ("structured_mode", "negotiation")
+"""What a provider reports about a call that its event keeps (how output was constrained)."""
 
 
 @dataclass(frozen=True)
@@ -46,16 +48,13 @@ class Attempt:
             "fingerprint": self.request.fingerprint(),
             "attempt": self.number,
             "text": self.response.text[:MAX_RECORDED_TEXT],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "estimated": usage.estimated,
-            },
+            "usage": usage.as_event(),
             "latency_ms": round(self.response.latency_ms, 3),
             "accepted": self.accepted,
             "repaired": self.repaired,
             "reason": self.reason[:500],
             "status": "success" if self.accepted else "rejected",
+            **{k: v for k, v in self.response.meta.items() if k in RECORDED_META},
         }
 
 

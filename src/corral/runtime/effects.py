@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
-from corral.errors import ToolTimeoutError
+from corral.errors import BudgetExceededError, ToolTimeoutError
 
 if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
@@ -50,8 +50,15 @@ class Effects(Protocol):
         """Run one tool attempt; raises ``TimeoutError`` or ``ToolTimeoutError`` when late."""
         ...
 
-    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
-        """Ask a model once; raises ``ModelUnavailableError`` or ``ModelTimeoutError``."""
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
+        """Ask a model once; raises ``ModelUnavailableError`` or ``ModelTimeoutError``.
+
+        ``deadline_s``: what is left of the run's wall-clock budget. A call that would
+        start with none left, or is still waiting when it runs out, raises
+        ``BudgetExceededError`` (and is cancelled).
+        """
         ...
 
 
@@ -124,6 +131,20 @@ class LiveEffects:
             in_flight=True,
         )
 
-    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
-        """Ask the model."""
-        return await model.complete(request)
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
+        """Ask the model, within what is left of the wall-clock budget."""
+        if deadline_s is None:
+            return await model.complete(request)
+        if deadline_s <= 0:
+            raise BudgetExceededError("the wall-clock budget was used up before the model call")
+        try:
+            async with asyncio.timeout(deadline_s) as window:
+                return await model.complete(request)
+        except TimeoutError:
+            if not window.expired():
+                raise
+        raise BudgetExceededError(
+            f"the wall-clock budget ran out during the model call ({deadline_s:.3g} s were left)"
+        )

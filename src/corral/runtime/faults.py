@@ -98,6 +98,8 @@ class FaultyEffects:
         self.faults.hit("after_tool")
         return result
 
-    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
         """The wrapped model call."""
-        return await self.inner.call_model(model, request)
+        return await self.inner.call_model(model, request, deadline_s)

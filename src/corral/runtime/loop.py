@@ -53,6 +53,9 @@ class RunLoop:
         a write it was running may still act, so "not found" proves nothing."""
         self.segment_started = effects.monotonic()
         self._graph: PlanGraph | None = None
+        self.budget_stop: str | None = None
+        """Set when a model call ran out of the wall-clock budget: the run stops on it,
+        whichever layer (falling back on its own) made the call."""
 
     # ------------------------------------------------------------------ driving
 
@@ -171,6 +174,9 @@ class RunLoop:
                 duration_ms=round((self.effects.monotonic() - started) * 1000, 3),
             )
             self._merge_entities(understood.entities, "message")
+            if self.budget_stop is not None:
+                self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)
+                return
         decision = route(
             agent.config, understood, state.entities, agent.tools, agent.policy.plan_rules
         )

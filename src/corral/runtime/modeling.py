@@ -1,10 +1,12 @@
 """Model calls inside a run: budgets, recording, and the two model-backed decisions.
 
-Every call goes through ``effects.call_model`` (so replays answer from the log), is
-checked against the run's budget before it is made (model calls, tokens, money), and
-becomes a ``model_call`` event with the raw text, tokens, latency and, when rejected, why.
-A model that fails, is invalid after its re-asks, or would exceed the budget never crashes
-the run: the layer degrades (rules and templates) or hands off.
+Every attempt goes through ``effects.call_model`` (so replays answer from the log, failures
+included), is checked against the run's budget before it is made (model calls, tokens,
+money) and bounded by the wall-clock time left, and becomes a ``model_call`` event with
+the raw text, tokens, latency, structured mode and, when rejected or failed, why and the
+error code. A model that fails, is invalid after its re-asks, or would exceed the budget
+never crashes the run: the layer degrades (rules and templates) or hands off; a call that
+ran out of the wall clock stops the run as the wall-clock budget does.
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel
 
 from corral.contracts import EventType, IntentResult, RunStatus, StepStatus, Verdict
-from corral.errors import BudgetExceededError, CorralError, ErrorCode, ModelOutputInvalidError
+from corral.errors import CorralError, ErrorCode, ModelOutputInvalidError
 from corral.intent.grounding import Evidence
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
-from corral.models.base import Model, ModelRequest, ModelResponse
+from corral.models.base import ModelRequest
 from corral.models.context import fit_summaries
-from corral.models.structured import Attempt, Check, ask_structured
+from corral.models.structured import Check, ask_structured
 from corral.planning.model_planner import (
     draft_model,
     draft_to_plan,
@@ -29,6 +31,7 @@ from corral.planning.model_planner import (
 )
 from corral.planning.validate import PlanContext, validate_plan
 from corral.reply.model_reply import ReplyAnswer, reply_problems, reply_request
+from corral.runtime.model_attempts import ModelAttempts
 from corral.verify.judge import JudgeAnswer, judge_request
 
 if TYPE_CHECKING:
@@ -38,51 +41,26 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound=BaseModel)
 
 
-def _budget_problem(loop: RunLoop) -> str | None:
-    budget, state = loop.agent.config.budget, loop.state
-    if state.model_calls >= budget.max_model_calls:
-        return f"model-call budget of {budget.max_model_calls} used up"
-    if state.tokens >= budget.max_tokens:
-        return f"token budget of {budget.max_tokens} used up"
-    if budget.max_cost is not None and state.cost >= budget.max_cost:
-        return f"cost budget of {budget.max_cost:g} used up"
-    return None
-
-
 async def ask_model(
     loop: RunLoop, request: ModelRequest, output: type[T], check: Check[T] | None = None
 ) -> T:
-    """The structured pipeline, recorded and within budget."""
+    """The structured pipeline, every attempt recorded, within budget and retried by corral.
+
+    See ``model_attempts``: a call that runs out of the wall clock sets
+    ``loop.budget_stop``, and the run stops on it whichever layer asked.
+    """
     model = loop.agent.model
     if model is None:
         raise CorralError("no model is configured", hint="set model.name in agent.yaml")
-    settings = loop.agent.config.model
-    prices = settings.prices
-
-    async def call(chosen: Model, req: ModelRequest) -> ModelResponse:
-        problem = _budget_problem(loop)
-        if problem:
-            loop.journal.emit(EventType.BUDGET_EXCEEDED, req.purpose, reason=problem)
-            raise BudgetExceededError(problem)
-        return await loop.effects.call_model(chosen, req)
-
-    def record(attempt: Attempt) -> None:
-        data = attempt.as_event()
-        price = prices.get(model.name) or prices.get(attempt.response.model)
-        usage = attempt.response.usage
-        data["cost"] = (
-            round(
-                (usage.prompt_tokens * price.prompt + usage.completion_tokens * price.completion)
-                / 1000,
-                6,
-            )
-            if price
-            else 0.0
-        )
-        loop.journal.emit(EventType.MODEL_CALL, request.purpose, **data)
-
+    attempts = ModelAttempts(loop, model)
     return await ask_structured(
-        model, request, output, call, record, max_reasks=settings.max_reasks, check=check
+        model,
+        request,
+        output,
+        attempts.call,
+        attempts.record,
+        max_reasks=loop.agent.config.model.max_reasks,
+        check=check,
     )
 
 

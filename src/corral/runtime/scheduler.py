@@ -94,6 +94,7 @@ class Scheduler:
         await self._settle_interrupted_writes()
         while True:
             self._mark_blocked()
+            self._stop_on_model_budget()
             if self.stop is None:
                 for step_id in self._ready():
                     await self._gate_and_dispatch(step_id)
@@ -109,6 +110,7 @@ class Scheduler:
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
         self._mark_blocked()
+        self._stop_on_model_budget()
         if self.stop is None and await self._replanned():
             self.graph = self.loop.graph
             await self.run()
@@ -118,7 +120,13 @@ class Scheduler:
             from corral.runtime.modeling import model_reply
 
             reply = await model_reply(self.loop)
+        self._stop_on_model_budget()
         conclude(self.loop, self.stop, reply)
+
+    def _stop_on_model_budget(self) -> None:
+        """A model call (judge, replan, reply) that ran out of the wall clock stops the run."""
+        if self.stop is None and self.loop.budget_stop is not None:
+            self.stop = (self.loop.budget_stop, ErrorCode.BUDGET_EXCEEDED)
 
     async def _replanned(self) -> bool:
         """Recovery's third rung for model plans: replan with the failure (at most twice)."""

@@ -183,7 +183,7 @@ def apply(state: RunState, event: Event) -> RunState:
         state.answered_slot = data.get("slot")
         state.pending = None
     elif kind is EventType.MODEL_CALL:
-        state.model_calls += 1
+        state.model_calls += 0 if data.get("refused") else 1  # a refusal asked nothing
         usage = data.get("usage", {})
         state.tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
         state.cost += data.get("cost", 0.0)

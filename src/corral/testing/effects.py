@@ -55,6 +55,8 @@ class FixedEffects:
         """Really call the tool."""
         return await self._live.call_tool(spec, args, context, timeout_s)
 
-    async def call_model(self, model: Model, request: ModelRequest) -> ModelResponse:
-        """Really ask the model (a ScriptedModel in most tests)."""
-        return await self._live.call_model(model, request)
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
+        """Really ask the model (a ScriptedModel in most tests), within the deadline."""
+        return await self._live.call_model(model, request, deadline_s)
