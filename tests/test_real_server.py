@@ -169,7 +169,12 @@ def test_intent_fallback_and_extraction_through_the_cli(llama_server: str, tmp_p
     assert events[0].data["model"] == "openai:smollm2"  # the run records its model
     calls = answered_calls(events)
     assert_server_usage(calls)
-    assert {"extract", "intent"} <= {c["purpose"] for c in calls}
+    every = [
+        (e.data["purpose"], e.data.get("status"), e.data.get("error_code"), e.data.get("reason"))
+        for e in events
+        if e.type is EventType.MODEL_CALL
+    ]
+    assert {"extract", "intent"} <= {c["purpose"] for c in calls}, every
     # the fence: no entity the message does not contain, and so no tool with one
     said = message.lower()
     for event in events:
