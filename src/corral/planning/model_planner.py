@@ -1,7 +1,8 @@
 """The model planner, for long-tail intents without a template.
 
-It may use only the intent's allowed tools (the schema's ``enum``), at most the step
-limit (``maxItems``), and its plan goes through the same static validation as a template:
+It may use only the intent's allowed tools, each with its own arguments (the schema is a
+union over the tools, so a grammar enforces it), at most the step limit (``maxItems``), and
+its plan goes through the same static validation as a template:
 the validator's problems are sent back as the re-ask. An empty plan means "cannot do".
 """
 
@@ -9,15 +10,16 @@ from __future__ import annotations
 
 import json
 import typing
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 
 from corral.contracts import Plan, Step
 from corral.errors import PlanInvalidError
 from corral.intent.model_fallback import literal_of
 from corral.models.base import Message, ModelRequest
+from corral.models.schema import GrammarModel, raw_checked
 from corral.planning.producers import FactRead
 from corral.planning.typecheck import describe
 from corral.planning.validate import PlanContext, validate_plan
@@ -27,22 +29,81 @@ PLAN_MAX_TOKENS = 600
 """Enough for a 10-step plan; a small model that loops is cut off (and repaired) here."""
 
 
-def draft_model(tools: list[str], max_steps: int) -> type[BaseModel]:
-    """The output schema: steps whose ``tool`` is one of ``tools``, at most ``max_steps``."""
-    step: type[BaseModel] = create_model(
-        "PlannedStep",
-        __config__=ConfigDict(extra="ignore"),
-        id=(str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")),
-        tool=(literal_of(tuple(tools)), ...),
-        args=(dict[str, Any], Field(default_factory=dict)),
+REFERENCE_PATTERN = (
+    r"^\$((entities|facts)\.[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*\.result)"
+    r"(\.[A-Za-z0-9_]+)*\??$"
+)
+"""``$entities.x``, ``$facts.x``, ``$s1.result.a.b`` (``?``: optional), as
+``references.parse_reference`` reads them; a grammar can enforce it (anchored, no
+lookarounds)."""
+
+Reference = Annotated[str, StringConstraints(pattern=REFERENCE_PATTERN)]
+STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,31}$"
+
+
+class _Args(GrammarModel):
+    """A tool's arguments: only its own parameters (an unknown name is an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _argument_type(annotation: Any) -> Any:
+    """The parameter's own type, or a reference (a ``str`` parameter takes both already)."""
+    takes_text = annotation is str or str in typing.get_args(annotation)
+    return annotation if takes_text else Union[annotation, Reference]  # noqa: UP007
+
+
+def _args_model(spec: ToolSpec) -> type[BaseModel]:
+    fields: dict[str, Any] = {
+        name: (
+            _argument_type(info.annotation),
+            ... if info.is_required() else Field(default=None),
+        )
+        for name, info in spec.input_model.model_fields.items()
+    }
+    model: type[BaseModel] = create_model(f"{spec.name}_args", __base__=_Args, **fields)
+    return model
+
+
+def _step_model(spec: ToolSpec, max_steps: int) -> type[BaseModel]:
+    """One variant of the step union: ``tool`` fixed to ``spec``, ``args`` its parameters."""
+    args_model = _args_model(spec)
+    required = any(info.is_required() for info in spec.input_model.model_fields.values())
+    model: type[BaseModel] = create_model(
+        f"{spec.name}_step",
+        __base__=GrammarModel,
+        id=(str, Field(pattern=STEP_ID_PATTERN)),
+        tool=(literal_of((spec.name,)), ...),
+        args=(raw_checked(args_model), ... if required else Field(default_factory=dict)),
         depends_on=(list[str], Field(default_factory=list, max_length=max_steps)),
         facts=(dict[str, str], Field(default_factory=dict)),
         success=(str | None, None),
     )
+    return model
+
+
+def draft_model(tools: Sequence[ToolSpec], max_steps: int) -> type[BaseModel]:
+    """The output schema: at most ``max_steps`` steps, each a call of one of ``tools``.
+
+    A step is a union over the tools (tagged by ``tool``): each variant's ``args`` has that
+    tool's parameters, required ones required, no others, each of its own type or a
+    reference. A grammar built from it cannot write a missing or unknown argument. Without
+    tools only the empty plan ("cannot do") fits. The validated ``args`` stay the plain
+    mapping the model wrote, so ``draft_to_plan`` and the checks read it as before.
+    """
+    variants = [_step_model(spec, max_steps) for spec in tools]
+    step: Any
+    if not variants:
+        step = dict[str, Any]
+        max_steps = 0
+    elif len(variants) == 1:
+        step = variants[0]
+    else:
+        step = Annotated[Union[tuple(variants)], Field(discriminator="tool")]  # noqa: UP007
     draft: type[BaseModel] = create_model(
         "PlanDraft",
-        __config__=ConfigDict(extra="ignore"),
-        steps=(list[step], Field(max_length=max_steps)),
+        __base__=GrammarModel,
+        steps=(list[step], Field(max_length=max_steps)),  # type: ignore[valid-type]
     )
     return draft
 
@@ -104,7 +165,7 @@ def plan_request(
     user = f"Intent: {intent}\nRequest: {goal}\nKnown entities: {known}"
     if failure:
         user += f"\nThe previous plan failed while running: {failure}. Plan again."
-    schema = draft_model([t.name for t in tools], max_steps).model_json_schema()
+    schema = draft_model(tools, max_steps).model_json_schema()
     return ModelRequest(
         "plan",
         (Message("system", system), Message("user", user[:4000])),
