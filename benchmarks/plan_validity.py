@@ -159,6 +159,8 @@ async def run_prompt(
         outcome.empty = not draft.steps
         outcome.final_valid = bool(draft.steps)
     except CorralError as exc:
+        if not attempts:  # the server is down: a measurement of nothing
+            raise SystemExit(f"no answer from the server: {exc.message}") from exc
         outcome.error = exc.message[:300]
     outcome.seconds = time.perf_counter() - started
     outcome.attempts = len(attempts)

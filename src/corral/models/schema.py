@@ -64,7 +64,7 @@ class GrammarModel(BaseModel):
     @classmethod
     def model_json_schema(
         cls,
-        by_alias: bool = True,
+        by_alias: bool | None = None,
         ref_template: str = DEFAULT_REF_TEMPLATE,
         schema_generator: type[GenerateJsonSchema] = GrammarJsonSchema,
         mode: JsonSchemaMode = "validation",
@@ -72,7 +72,7 @@ class GrammarModel(BaseModel):
     ) -> dict[str, Any]:
         """The schema, through ``GrammarJsonSchema`` unless another generator is given."""
         return super().model_json_schema(
-            by_alias=by_alias,
+            by_alias=True if by_alias is None else by_alias,
             ref_template=ref_template,
             schema_generator=schema_generator,
             mode=mode,

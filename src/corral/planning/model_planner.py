@@ -30,12 +30,13 @@ PLAN_MAX_TOKENS = 600
 
 
 REFERENCE_PATTERN = (
-    r"^\$((entities|facts)\.[A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*\.result)"
-    r"(\.[A-Za-z0-9_]+)*\??$"
+    r"^[$]((entities|facts)[.][A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*[.]result)"
+    r"([.][A-Za-z0-9_]+)*[?]?$"
 )
 """``$entities.x``, ``$facts.x``, ``$s1.result.a.b`` (``?``: optional), as
-``references.parse_reference`` reads them; a grammar can enforce it (anchored, no
-lookarounds)."""
+``references.parse_reference`` reads them. Written for grammars: anchored, no lookarounds,
+and no backslash escapes (llama.cpp's converter copies ``\\$`` into the grammar, whose
+parser refuses it), so ``[$]`` and ``[.]``."""
 
 Reference = Annotated[str, StringConstraints(pattern=REFERENCE_PATTERN)]
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,31}$"
@@ -103,7 +104,7 @@ def draft_model(tools: Sequence[ToolSpec], max_steps: int) -> type[BaseModel]:
     draft: type[BaseModel] = create_model(
         "PlanDraft",
         __base__=GrammarModel,
-        steps=(list[step], Field(max_length=max_steps)),  # type: ignore[valid-type]
+        steps=(list[step], Field(max_length=max_steps)),
     )
     return draft
 

@@ -209,7 +209,7 @@ async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dic
         return {}
     request = extraction_request(text, wanted, _temperature(loop, "extract"))
     try:
-        answer = await ask_model(loop, request, extraction_model(wanted))
+        answer: Any = await ask_model(loop, request, extraction_model(wanted))
     except CorralError:
         return {}
     kept, dropped = ground(text, answer.entities, wanted)
