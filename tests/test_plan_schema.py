@@ -157,6 +157,7 @@ def test_an_argument_takes_its_own_type_or_a_reference() -> None:
         ("search", {"start": "2026-11-01", "limit": "ten"}, "args.limit"),
         ("search", {"start": "2026-11-01", "status": "lost"}, "args.status"),  # not in the enum
         ("search", {"start": "$nowhere"}, "args.start"),  # not a reference form
+        ("search", {"start": "$s1.result.town"}, "args.start"),  # no allowed tool returns it
         ("close", {"ticket_id": "$entities.t"}, "args.reason"),  # a required one left out
         ("close", {"ticket_id": "T1", "reason": "x", "force": True}, "args.force"),  # unknown
         ("delete_all", {}, "steps.0"),  # not an allowed tool
@@ -171,6 +172,20 @@ def test_a_wrong_argument_is_rejected_by_validation(
         )
     locations = [".".join(map(str, e["loc"])) for e in caught.value.errors()]
     assert any(where in loc for loc in locations), locations
+
+
+@pytest.mark.parametrize(
+    ("source", "accepted"),
+    [("result.count", True), ("result", True), ("count", False), ("result.town", False)],
+)
+def test_a_fact_comes_from_a_field_of_the_steps_own_result(source: str, accepted: bool) -> None:
+    """The validator's rule (``result.<field>`` of that tool's output), in the schema."""
+    draft = {"steps": [{"id": "s1", "tool": "ping", "facts": {"n": source}}]}
+    if accepted:
+        draft_model(TOOLS, 4).model_validate(draft)
+    else:
+        with pytest.raises(ValidationError):
+            draft_model(TOOLS, 4).model_validate(draft)
 
 
 def test_without_tools_only_the_empty_plan_fits() -> None:

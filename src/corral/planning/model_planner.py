@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
@@ -29,17 +29,32 @@ PLAN_MAX_TOKENS = 600
 """Enough for a 10-step plan; a small model that loops is cut off (and repaired) here."""
 
 
-REFERENCE_PATTERN = (
-    r"^[$]((entities|facts)[.][A-Za-z_][A-Za-z0-9_]*|[A-Za-z_][A-Za-z0-9_]*[.]result)"
-    r"([.][A-Za-z0-9_]+)*[?]?$"
-)
-"""``$entities.x``, ``$facts.x``, ``$s1.result.a.b`` (``?``: optional), as
-``references.parse_reference`` reads them. Written for grammars: anchored, no lookarounds,
-and no backslash escapes (llama.cpp's converter copies ``\\$`` into the grammar, whose
-parser refuses it), so ``[$]`` and ``[.]``."""
-
-Reference = Annotated[str, StringConstraints(pattern=REFERENCE_PATTERN)]
+_NAME = "[A-Za-z_][A-Za-z0-9_]*"
+_PATH = "([.][A-Za-z0-9_]+)*"
 STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,31}$"
+
+
+def _one_of(names: Iterable[str]) -> str:
+    """A regex alternation of identifiers (any identifier when there are none)."""
+    return "(" + "|".join(sorted(set(names))) + ")" if names else _NAME
+
+
+def reference_pattern(result_fields: Iterable[str]) -> str:
+    """``$entities.x``, ``$facts.x``, ``$s1.result.FIELD.sub`` (``?``: optional).
+
+    The reference forms ``references.parse_reference`` reads, with a step result's first
+    field one of the allowed tools' output fields. Written for grammars: anchored, no
+    lookarounds, and no backslash escapes (llama.cpp's converter copies an escaped ``$`` into the
+    grammar, whose parser refuses it and the server crashes), so ``[$]`` and ``[.]``.
+    """
+    fields = _one_of(tuple(result_fields))
+    return f"^[$]((entities|facts)[.]{_NAME}{_PATH}|{_NAME}[.]result([.]{fields}{_PATH})?)[?]?$"
+
+
+def _fact_source(spec: ToolSpec) -> Any:
+    """A published fact's source: ``result`` or ``result.FIELD...`` of this tool's output."""
+    fields = _one_of(tuple(spec.output_model.model_fields))
+    return Annotated[str, StringConstraints(pattern=f"^result([.]{fields}{_PATH})?$")]
 
 
 class _Args(GrammarModel):
@@ -48,16 +63,16 @@ class _Args(GrammarModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _argument_type(annotation: Any) -> Any:
+def _argument_type(annotation: Any, reference: Any) -> Any:
     """The parameter's own type, or a reference (a ``str`` parameter takes both already)."""
     takes_text = annotation is str or str in typing.get_args(annotation)
-    return annotation if takes_text else Union[annotation, Reference]  # noqa: UP007
+    return annotation if takes_text else Union[annotation, reference]  # noqa: UP007
 
 
-def _args_model(spec: ToolSpec) -> type[BaseModel]:
+def _args_model(spec: ToolSpec, reference: Any) -> type[BaseModel]:
     fields: dict[str, Any] = {
         name: (
-            _argument_type(info.annotation),
+            _argument_type(info.annotation, reference),
             ... if info.is_required() else Field(default=None),
         )
         for name, info in spec.input_model.model_fields.items()
@@ -66,9 +81,9 @@ def _args_model(spec: ToolSpec) -> type[BaseModel]:
     return model
 
 
-def _step_model(spec: ToolSpec, max_steps: int) -> type[BaseModel]:
+def _step_model(spec: ToolSpec, max_steps: int, reference: Any) -> type[BaseModel]:
     """One variant of the step union: ``tool`` fixed to ``spec``, ``args`` its parameters."""
-    args_model = _args_model(spec)
+    args_model = _args_model(spec, reference)
     required = any(info.is_required() for info in spec.input_model.model_fields.values())
     model: type[BaseModel] = create_model(
         f"{spec.name}_step",
@@ -77,7 +92,7 @@ def _step_model(spec: ToolSpec, max_steps: int) -> type[BaseModel]:
         tool=(literal_of((spec.name,)), ...),
         args=(raw_checked(args_model), ... if required else Field(default_factory=dict)),
         depends_on=(list[str], Field(default_factory=list, max_length=max_steps)),
-        facts=(dict[str, str], Field(default_factory=dict)),
+        facts=(dict[str, _fact_source(spec)], Field(default_factory=dict)),  # type: ignore[misc]
         success=(str | None, None),
     )
     return model
@@ -92,7 +107,9 @@ def draft_model(tools: Sequence[ToolSpec], max_steps: int) -> type[BaseModel]:
     tools only the empty plan ("cannot do") fits. The validated ``args`` stay the plain
     mapping the model wrote, so ``draft_to_plan`` and the checks read it as before.
     """
-    variants = [_step_model(spec, max_steps) for spec in tools]
+    fields = [name for spec in tools for name in spec.output_model.model_fields]
+    reference = Annotated[str, StringConstraints(pattern=reference_pattern(fields))]
+    variants = [_step_model(spec, max_steps, reference) for spec in tools]
     step: Any
     if not variants:
         step = dict[str, Any]
