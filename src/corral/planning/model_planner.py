@@ -85,6 +85,7 @@ def _step_model(spec: ToolSpec, max_steps: int, reference: Any) -> type[BaseMode
     """One variant of the step union: ``tool`` fixed to ``spec``, ``args`` its parameters."""
     args_model = _args_model(spec, reference)
     required = any(info.is_required() for info in spec.input_model.model_fields.values())
+    facts: Any = dict[str, _fact_source(spec)]  # type: ignore[misc]
     model: type[BaseModel] = create_model(
         f"{spec.name}_step",
         __base__=GrammarModel,
@@ -92,7 +93,7 @@ def _step_model(spec: ToolSpec, max_steps: int, reference: Any) -> type[BaseMode
         tool=(literal_of((spec.name,)), ...),
         args=(raw_checked(args_model), ... if required else Field(default_factory=dict)),
         depends_on=(list[str], Field(default_factory=list, max_length=max_steps)),
-        facts=(dict[str, _fact_source(spec)], Field(default_factory=dict)),  # type: ignore[misc]
+        facts=(facts, Field(default_factory=dict)),
         success=(str | None, None),
     )
     return model
