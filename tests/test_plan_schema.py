@@ -188,6 +188,26 @@ def test_a_fact_comes_from_a_field_of_the_steps_own_result(source: str, accepted
             draft_model(TOOLS, 4).model_validate(draft)
 
 
+@pytest.mark.parametrize(
+    ("step", "accepted"),
+    [
+        ({"id": "s1"}, True),
+        ({"id": "r12", "depends_on": ["s1"]}, True),  # a replan's new ids
+        ({"id": "HD20240501"}, False),  # SmolLM2 named steps after the order id
+        ({"id": "s2", "depends_on": ["printer"]}, False),  # and depended on entity values
+    ],
+)
+def test_step_ids_have_the_short_form_the_prompt_asks_for(
+    step: dict[str, Any], accepted: bool
+) -> None:
+    draft = {"steps": [{**step, "tool": "ping"}]}
+    if accepted:
+        draft_model(TOOLS, 4).model_validate(draft)
+    else:
+        with pytest.raises(ValidationError):
+            draft_model(TOOLS, 4).model_validate(draft)
+
+
 def test_without_tools_only_the_empty_plan_fits() -> None:
     draft_type = draft_model([], 4)
     assert draft_type.model_validate({"steps": []}).steps == []  # type: ignore[attr-defined]

@@ -31,7 +31,12 @@ PLAN_MAX_TOKENS = 600
 
 _NAME = "[A-Za-z_][A-Za-z0-9_]*"
 _PATH = "([.][A-Za-z0-9_]+)*"
-STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,31}$"
+STEP_ID_PATTERN = r"^[a-z][0-9]{1,3}$"
+"""A model plan's step ids: ``s1``, ``s2`` (the prompt's form; a replan may use ``r1``).
+
+Narrower than what templates may use, on purpose: a small model otherwise names steps
+after entity values and then depends on ids that do not exist."""
+StepId = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
 
 
 def _one_of(names: Iterable[str]) -> str:
@@ -89,10 +94,10 @@ def _step_model(spec: ToolSpec, max_steps: int, reference: Any) -> type[BaseMode
     model: type[BaseModel] = create_model(
         f"{spec.name}_step",
         __base__=GrammarModel,
-        id=(str, Field(pattern=STEP_ID_PATTERN)),
+        id=(StepId, ...),
         tool=(literal_of((spec.name,)), ...),
         args=(raw_checked(args_model), ... if required else Field(default_factory=dict)),
-        depends_on=(list[str], Field(default_factory=list, max_length=max_steps)),
+        depends_on=(list[StepId], Field(default_factory=list, max_length=max_steps)),
         facts=(facts, Field(default_factory=dict)),
         success=(str | None, None),
     )
