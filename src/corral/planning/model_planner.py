@@ -31,8 +31,9 @@ PLAN_MAX_TOKENS = 600
 
 _NAME = "[A-Za-z_][A-Za-z0-9_]*"
 _PATH = "([.][A-Za-z0-9_]+)*"
-STEP_ID_PATTERN = r"^[a-z][0-9]{1,3}$"
-"""A model plan's step ids: ``s1``, ``s2`` (the prompt's form; a replan may use ``r1``).
+STEP_ID_PATTERN = r"^[a-z][0-9]{0,3}$"
+"""A model plan's step ids: a letter and up to 3 digits, ``s1``, ``s2`` (the prompt's
+form; a replan may use ``r1``).
 
 Narrower than what templates may use, on purpose: a small model otherwise names steps
 after entity values and then depends on ids that do not exist."""
