@@ -45,7 +45,7 @@ async def main(n: int, max_tokens: int) -> None:
     agent = Agent.build(parse_config(CONFIG), [lookup, forecast], model=model)
     context = agent.plan_context("ask")
     tools = [agent.tools.get(t) for t in ("forecast", "lookup")]
-    output = draft_model(["forecast", "lookup"], 10)
+    output = draft_model(tools, 10)
     raw_json = repaired_ok = valid_first = final_valid = reasks = 0
 
     async def call(m, request):  # type: ignore[no-untyped-def]

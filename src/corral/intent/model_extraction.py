@@ -9,23 +9,39 @@ event says why.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, create_model
 
 from corral.config import EntitySpec
 from corral.intent.grounding import Evidence, grounded
 from corral.models.base import Message, ModelRequest
+from corral.models.schema import GrammarModel, raw_checked
+
+MAX_VALUE_CHARS = 200
+"""A value is words copied from the message, not a paragraph."""
 
 
-class ExtractionAnswer(BaseModel):
-    """Entity name -> the exact words of the message."""
+def extraction_model(wanted: Iterable[str]) -> type[BaseModel]:
+    """``{"entities": {NAME: "exact words", ...}}`` with the wanted names as fixed properties.
 
-    model_config = ConfigDict(extra="ignore")
-
-    entities: dict[str, str] = Field(default_factory=dict, max_length=20)
+    Every name is optional (leave out what the message does not say) and nothing else may
+    appear, so a grammar-constrained server cannot invent a field name. The validated
+    ``entities`` stay the plain mapping the model wrote (entity name -> text).
+    """
+    fields: dict[str, Any] = {
+        f"e{index}": (str, Field(default=None, alias=name, max_length=MAX_VALUE_CHARS))
+        for index, name in enumerate(wanted)
+    }
+    entities = create_model("ExtractedEntities", __base__=GrammarModel, **fields)
+    answer: type[BaseModel] = create_model(
+        "ExtractionAnswer",
+        __base__=GrammarModel,
+        entities=(raw_checked(entities), Field(default_factory=dict)),
+    )
+    return answer
 
 
 def extraction_request(
@@ -41,7 +57,7 @@ def extraction_request(
     return ModelRequest(
         "extract",
         (Message("system", system), Message("user", text[:2000])),
-        ExtractionAnswer.model_json_schema(),
+        extraction_model(wanted).model_json_schema(),
         "extract",
         temperature,
         200,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from corral.config import AgentConfig
 from corral.contracts import IntentResult
 from corral.models.base import Message, ModelRequest
+from corral.models.schema import GrammarModel
 
 NONE_LABEL = "none"
 
@@ -28,7 +29,7 @@ def intent_output_model(config: AgentConfig) -> type[BaseModel]:
     labels = (*tuple(spec.name for spec in config.intents), NONE_LABEL)
     model: type[BaseModel] = create_model(
         "IntentAnswer",
-        __config__=ConfigDict(extra="ignore"),
+        __base__=GrammarModel,
         label=(literal_of(labels), ...),
         confidence=(float, Field(ge=0.0, le=1.0)),
     )

@@ -1,17 +1,19 @@
 """The model planner, for long-tail intents without a template.
 
-It may use only the intent's allowed tools (the schema's ``enum``), at most the step
-limit (``maxItems``), and its plan goes through the same static validation as a template:
+It may use only the intent's allowed tools, each with its own arguments (the schema is a
+union over the tools, so a grammar enforces it), at most the step limit (``maxItems``), and
+its plan goes through the same static validation as a template:
 the validator's problems are sent back as the re-ask. An empty plan means "cannot do".
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, create_model
 from pydantic_core import PydanticUndefined
 
 from corral.contracts import Plan, Step
@@ -19,6 +21,7 @@ from corral.errors import PlanInvalidError
 from corral.intent.grounding import Evidence, declared_choices, grounded
 from corral.intent.model_fallback import literal_of
 from corral.models.base import Message, ModelRequest
+from corral.models.schema import GrammarModel, raw_checked
 from corral.planning.producers import FactRead
 from corral.planning.references import literal
 from corral.planning.typecheck import describe
@@ -29,21 +32,105 @@ PLAN_MAX_TOKENS = 600
 """Enough for a 10-step plan; a small model that loops is cut off (and repaired) here."""
 
 
-def draft_model(tools: list[str], max_steps: int) -> type[BaseModel]:
-    """The output schema: steps whose ``tool`` is one of ``tools``, at most ``max_steps``."""
-    step: type[BaseModel] = create_model(
-        "PlannedStep",
-        __config__=ConfigDict(extra="ignore"),
-        id=(str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")),
-        tool=(literal_of(tuple(tools)), ...),
-        args=(dict[str, Any], Field(default_factory=dict)),
-        depends_on=(list[str], Field(default_factory=list, max_length=max_steps)),
-        facts=(dict[str, str], Field(default_factory=dict)),
+_NAME = "[A-Za-z_][A-Za-z0-9_]*"
+_PATH = "([.][A-Za-z0-9_]+)*"
+STEP_ID_PATTERN = r"^[a-z][0-9]{0,3}$"
+"""A model plan's step ids: a letter and up to 3 digits, ``s1``, ``s2`` (the prompt's
+form; a replan may use ``r1``).
+
+Narrower than what templates may use, on purpose: a small model otherwise names steps
+after entity values and then depends on ids that do not exist."""
+StepId = Annotated[str, StringConstraints(pattern=STEP_ID_PATTERN)]
+
+
+def _one_of(names: Iterable[str]) -> str:
+    """A regex alternation of identifiers (any identifier when there are none)."""
+    return "(" + "|".join(sorted(set(names))) + ")" if names else _NAME
+
+
+def reference_pattern(result_fields: Iterable[str]) -> str:
+    """``$entities.x``, ``$facts.x``, ``$s1.result.FIELD.sub`` (``?``: optional).
+
+    The reference forms ``references.parse_reference`` reads, with a step result's first
+    field one of the allowed tools' output fields. Written for grammars: anchored, no
+    lookarounds, and no backslash escapes (llama.cpp's converter copies an escaped ``$`` into the
+    grammar, whose parser refuses it and the server crashes), so ``[$]`` and ``[.]``.
+    """
+    fields = _one_of(tuple(result_fields))
+    return f"^[$]((entities|facts)[.]{_NAME}{_PATH}|{_NAME}[.]result([.]{fields}{_PATH})?)[?]?$"
+
+
+def _fact_source(spec: ToolSpec) -> Any:
+    """A published fact's source: ``result`` or ``result.FIELD...`` of this tool's output."""
+    fields = _one_of(tuple(spec.output_model.model_fields))
+    return Annotated[str, StringConstraints(pattern=f"^result([.]{fields}{_PATH})?$")]
+
+
+class _Args(GrammarModel):
+    """A tool's arguments: only its own parameters (an unknown name is an error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _argument_type(annotation: Any, reference: Any) -> Any:
+    """The parameter's own type, or a reference (a ``str`` parameter takes both already)."""
+    takes_text = annotation is str or str in typing.get_args(annotation)
+    return annotation if takes_text else Union[annotation, reference]  # noqa: UP007
+
+
+def _args_model(spec: ToolSpec, reference: Any) -> type[BaseModel]:
+    fields: dict[str, Any] = {
+        name: (
+            _argument_type(info.annotation, reference),
+            ... if info.is_required() else Field(default=None),
+        )
+        for name, info in spec.input_model.model_fields.items()
+    }
+    model: type[BaseModel] = create_model(f"{spec.name}_args", __base__=_Args, **fields)
+    return model
+
+
+def _step_model(spec: ToolSpec, max_steps: int, reference: Any) -> type[BaseModel]:
+    """One variant of the step union: ``tool`` fixed to ``spec``, ``args`` its parameters."""
+    args_model = _args_model(spec, reference)
+    required = any(info.is_required() for info in spec.input_model.model_fields.values())
+    facts: Any = dict[str, _fact_source(spec)]  # type: ignore[misc]
+    model: type[BaseModel] = create_model(
+        f"{spec.name}_step",
+        __base__=GrammarModel,
+        id=(StepId, ...),
+        tool=(literal_of((spec.name,)), ...),
+        args=(raw_checked(args_model), ... if required else Field(default_factory=dict)),
+        depends_on=(list[StepId], Field(default_factory=list, max_length=max_steps)),
+        facts=(facts, Field(default_factory=dict)),
         success=(str | None, None),
     )
+    return model
+
+
+def draft_model(tools: Sequence[ToolSpec], max_steps: int) -> type[BaseModel]:
+    """The output schema: at most ``max_steps`` steps, each a call of one of ``tools``.
+
+    A step is a union over the tools (tagged by ``tool``): each variant's ``args`` has that
+    tool's parameters, required ones required, no others, each of its own type or a
+    reference. A grammar built from it cannot write a missing or unknown argument. Without
+    tools only the empty plan ("cannot do") fits. The validated ``args`` stay the plain
+    mapping the model wrote, so ``draft_to_plan`` and the checks read it as before.
+    """
+    fields = [name for spec in tools for name in spec.output_model.model_fields]
+    reference = Annotated[str, StringConstraints(pattern=reference_pattern(fields))]
+    variants = [_step_model(spec, max_steps, reference) for spec in tools]
+    step: Any
+    if not variants:
+        step = dict[str, Any]
+        max_steps = 0
+    elif len(variants) == 1:
+        step = variants[0]
+    else:
+        step = Annotated[Union[tuple(variants)], Field(discriminator="tool")]  # noqa: UP007
     draft: type[BaseModel] = create_model(
         "PlanDraft",
-        __config__=ConfigDict(extra="ignore"),
+        __base__=GrammarModel,
         steps=(list[step], Field(max_length=max_steps)),
     )
     return draft
@@ -106,7 +193,7 @@ def plan_request(
     user = f"Intent: {intent}\nRequest: {goal}\nKnown entities: {known}"
     if failure:
         user += f"\nThe previous plan failed while running: {failure}. Plan again."
-    schema = draft_model([t.name for t in tools], max_steps).model_json_schema()
+    schema = draft_model(tools, max_steps).model_json_schema()
     return ModelRequest(
         "plan",
         (Message("system", system), Message("user", user[:4000])),

@@ -115,7 +115,7 @@ async def model_plan(loop: RunLoop, intent: str) -> None:
         _temperature(loop, "plan"),
         rule_reads=context.rule_reads,
     )
-    output = draft_model([t.name for t in tools], max_steps)
+    output = draft_model(tools, max_steps)
     try:
         evidence = _evidence(loop)
         draft: Any = await ask_model(
@@ -192,7 +192,7 @@ async def model_reply(loop: RunLoop) -> str | None:
 
 async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dict[str, Any]:
     """Declared entities the rules missed, from the model, grounded in ``text``."""
-    from corral.intent.model_extraction import ExtractionAnswer, extraction_request, ground
+    from corral.intent.model_extraction import extraction_model, extraction_request, ground
 
     wanted = {
         name: spec
@@ -203,7 +203,7 @@ async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dic
         return {}
     request = extraction_request(text, wanted, _temperature(loop, "extract"))
     try:
-        answer = await ask_model(loop, request, ExtractionAnswer)
+        answer: Any = await ask_model(loop, request, extraction_model(wanted))
     except CorralError:
         return {}
     kept, dropped = ground(
@@ -273,9 +273,7 @@ async def model_replan(loop: RunLoop, failure: str) -> bool:
         return ungrounded_literals(draft, context, evidence)
 
     try:
-        draft: Any = await ask_model(
-            loop, request, draft_model([t.name for t in tools], max_steps), problems
-        )
+        draft: Any = await ask_model(loop, request, draft_model(tools, max_steps), problems)
     except CorralError:
         return False
     if not draft.steps:
