@@ -5,11 +5,11 @@ the wall-clock budget counting model time."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -165,7 +165,9 @@ async def test_a_corrupt_negotiation_cache_is_ignored(
     fake.script('{"a": 1}')
     answer = await http_model(fake.base_url, negotiation_cache=cache).complete(SCHEMA_REQUEST)
     assert answer.meta["structured_mode"] == "json_schema"
-    entry = NegotiationCache(cache).load(fake.base_url, "fake-model", os.path.getmtime(cache))
+    # "now" is read after the write: a file's mtime is coarser than the clock, and can be
+    # earlier than the moment the entry was stamped.
+    entry = NegotiationCache(cache).load(fake.base_url, "fake-model", time.time())
     assert entry == ("json_schema", "json_object", "prompt")  # rewritten whole
 
 
