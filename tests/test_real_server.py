@@ -98,7 +98,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "--n_ctx",
         "2048",
         "--n_threads",
-        "2",
+        "1",  # llama.cpp's spinning threads stall on a loaded 2-core machine
     ]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
