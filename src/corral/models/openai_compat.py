@@ -9,8 +9,10 @@ Structured output is negotiated per endpoint, most precise first:
 3. prompt only: the schema is in the system prompt, and the repair pipeline does the rest.
 
 A mode is dropped only when the endpoint rejects the format itself (see ``negotiation``),
-and the next one is tried at once; what was learned is kept in the home's cache when the
-model is given one. One request is one attempt: the SDK's own retries are off
+and the next one is tried at once, inside the same attempt; each refused request is listed
+in the response's ``negotiation.requests`` (mode, HTTP status, latency). What was learned
+is kept in the home's cache when the model is given one. Apart from that step-down, one
+request is one attempt: the SDK's own retries are off
 (``max_retries=0``), because corral's retry (``runtime.modeling``) records every attempt
 as an event and counts its tokens. A failure becomes ``ModelUnavailableError`` (saying
 whether another attempt may help, and the server's ``Retry-After``) or
@@ -153,8 +155,10 @@ class OpenAICompatibleModel:
             self._recall()
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         rejected: list[StructuredMode] = []
+        steps: list[dict[str, Any]] = []
         started = time.perf_counter()
         while True:
+            sent = time.perf_counter()
             mode = self.modes[0] if request.schema is not None else "prompt"
             kwargs: dict[str, Any] = {
                 "model": self.model,
@@ -173,10 +177,16 @@ class OpenAICompatibleModel:
                 ) from exc
             except openai.APIStatusError as exc:
                 status, body = exc.status_code, _body(exc)
-                if mode != "prompt" and len(self.modes) > 1 and rejects_format(status, body):
+                if mode != "prompt" and rejects_format(status, body):
                     rejected.append(mode)
-                    self.modes = self.modes[1:]  # this endpoint does not take that mode
-                    self._remember()
+                    steps.append(
+                        {
+                            "mode": mode,
+                            "http_status": status,
+                            "latency_ms": round((time.perf_counter() - sent) * 1000, 3),
+                        }
+                    )
+                    self._drop(mode)
                     continue
                 raise ModelUnavailableError(
                     f"{self.name}: HTTP {status}: {body[:MAX_ERROR_TEXT] or exc.message}",
@@ -195,7 +205,17 @@ class OpenAICompatibleModel:
             latency = (time.perf_counter() - started) * 1000
             if request.schema is not None and self._source == "default":
                 self._remember()  # the first mode works: a cache entry spares the next probe
-            return self._response(request, completion, latency, mode, rejected)
+            return self._response(request, completion, latency, mode, rejected, steps)
+
+    def _drop(self, mode: StructuredMode) -> None:
+        """Forget the mode this request tried, not whichever is first now.
+
+        Concurrent requests may all be refused the same mode: each removes only what it
+        was refused, so one rejection never costs a mode nobody tried, and the cache keeps
+        exactly what the endpoint rejected.
+        """
+        self.modes = tuple(m for m in self.modes if m != mode) or ("prompt",)
+        self._remember()
 
     def _response(
         self,
@@ -204,6 +224,7 @@ class OpenAICompatibleModel:
         latency: float,
         mode: StructuredMode,
         rejected: list[StructuredMode],
+        steps: list[dict[str, Any]],
     ) -> ModelResponse:
         choice = completion.choices[0] if completion.choices else None
         text = (choice.message.content or "") if choice is not None else ""
@@ -215,6 +236,8 @@ class OpenAICompatibleModel:
         meta: dict[str, Any] = {"structured_mode": mode}
         if request.schema is not None:
             meta["negotiation"] = {"source": self._source, "rejected": list(rejected)}
+            if steps:  # each refused request: its own HTTP round trip, not a counted call
+                meta["negotiation"]["requests"] = steps
         return ModelResponse(
             text=text, usage=counted, model=self.name, latency_ms=latency, meta=meta
         )
