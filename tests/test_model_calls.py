@@ -176,7 +176,11 @@ async def test_the_mode_is_recorded_on_the_runs_model_calls(fake: FakeOpenAI) ->
     assert summary.status is RunStatus.FINISHED
     [call] = model_calls(events)
     assert call["structured_mode"] == "json_object"
-    assert call["negotiation"] == {"source": "probe", "rejected": ["json_schema"]}
+    assert {k: call["negotiation"][k] for k in ("source", "rejected")} == {
+        "source": "probe",
+        "rejected": ["json_schema"],
+    }
+    assert [r["http_status"] for r in call["negotiation"]["requests"]] == [500]
     assert (await replay_run(agent_with(None), events)).same_path
 
 
