@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from corral import EventType, MemoryStore, Runtime
 from corral.errors import ModelUnavailableError
+from corral.models import ModelRequest, ScriptedModel
 from corral.models.negotiation import NEGOTIATION_FILE
+from corral.runtime.replay import replay_run
+from corral.testing import FixedEffects
 from tests.fake_openai import Behaviour, FakeOpenAI
-from tests.test_model_calls import SCHEMA_REQUEST, http_model
+from tests.test_model_calls import SCHEMA_REQUEST, agent_with, http_model, model_calls
 
 REFUSED = Behaviour(
     status=400,
@@ -52,3 +56,40 @@ async def test_each_step_down_request_is_recorded(fake: FakeOpenAI) -> None:
     steps = answer.meta["negotiation"]["requests"]
     assert [(s["mode"], s["http_status"]) for s in steps] == [("json_schema", 400)]
     assert steps[0]["latency_ms"] >= 0
+
+
+@dataclass
+class ClockEffects(FixedEffects):
+    """Effects whose clock advances by each sleep, as the live clock does."""
+
+    offset: float = 0.0
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.offset += seconds
+
+
+@pytest.mark.parametrize("after", [99999.0, 61.0])
+async def test_a_retry_after_beyond_the_budget_or_the_cap_is_final_at_once(after: float) -> None:
+    """Review finding 6: a long Retry-After slept out the budget, then BUDGET_EXCEEDED."""
+
+    def busy(request: ModelRequest) -> str:
+        raise ModelUnavailableError("HTTP 429: slow down", retry_after=after, status=429)
+
+    model = ScriptedModel(function=busy)
+    agent = agent_with(model)
+    effects = ClockEffects()
+    runtime = Runtime(agent, MemoryStore(), effects=effects)
+    summary = await runtime.start("weather A1?")
+    events = await runtime.events(summary.run_id)
+    assert effects.sleeps == []
+    assert summary.handoff is not None and summary.handoff.reason_code == "MODEL_UNAVAILABLE"
+    assert [(c["error_code"], c["backoff_s"]) for c in model_calls(events)] == [
+        ("MODEL_UNAVAILABLE", None)
+    ]
+    assert not any(e.type is EventType.BUDGET_EXCEEDED for e in events)
+    assert len(model.requests) == 1
+    assert (await replay_run(agent_with(None), events)).same_path

@@ -37,7 +37,9 @@ def recorded_failure(data: Mapping[str, Any]) -> CorralError:
     after = data.get("retry_after")
     return ModelUnavailableError(
         message,
-        retryable=bool(data.get("retryable")),
+        # Recorded without a wait, the live run did not try again (a Retry-After too long
+        # for the budget left is judged on the live clock): the replay must not either.
+        retryable=bool(data.get("retryable")) and data.get("backoff_s", 0) is not None,
         retry_after=float(after) if isinstance(after, int | float) else None,
         status=data.get("http_status"),
     )

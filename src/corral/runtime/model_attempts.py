@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 MODEL_BACKOFF_S = (1.0, 2.0)
 """Wait before model retry 1, 2, ... when the server sends no ``Retry-After``."""
+MAX_RETRY_AFTER_S = 60.0
+"""The longest ``Retry-After`` worth waiting for: a longer one (a daily quota) ends the
+call at once, so the layer falls back or hands off instead of sleeping out the budget."""
 ModelFailure = ModelUnavailableError | ModelTimeoutError | BudgetExceededError
 
 
@@ -76,15 +79,21 @@ def spent(req: ModelRequest, exc: ModelFailure) -> Usage:
 def backoff(loop: RunLoop, retry: RetryPolicy, exc: ModelFailure, tries: int) -> float | None:
     """Seconds to wait before trying again, or ``None`` when this failure is final.
 
-    Whether to retry depends only on the failure and the count (a replay decides the same);
-    the wait is the server's ``Retry-After`` or the backoff, cut to the wall-clock budget
-    left: the next attempt then finds none and ends the run on its budget.
+    The wait is the server's ``Retry-After`` or the backoff. A wait longer than
+    ``MAX_RETRY_AFTER_S`` or than the wall-clock budget left makes the failure final at
+    once: the layer gets the model's own error (``MODEL_UNAVAILABLE``) and falls back or
+    hands off as for any unavailable model, instead of sleeping the budget away and then
+    stopping the run on ``BUDGET_EXCEEDED``. The replay's verdict is the recorded
+    ``backoff_s``: a failure recorded without one is replayed as final (see
+    ``models.replay.recorded_failure``), so the replay follows the same path.
     """
     if isinstance(exc, BudgetExceededError) or not exc.retryable or tries > retry.max_retries:
         return None
     after = getattr(exc, "retry_after", None)
     wait = after if after is not None else retry.delay(tries)
-    return round(max(0.0, min(wait, wall_clock_left(loop))), 3)
+    if wait > MAX_RETRY_AFTER_S or wait >= wall_clock_left(loop):
+        return None
+    return round(max(0.0, wait), 3)
 
 
 @dataclass
