@@ -112,7 +112,7 @@ def _load(
     from corral.models.replay import ReplayModel
 
     def replay_loader(run_id: str) -> ReplayModel:
-        return ReplayModel.from_events(SqlStore.open(home / "corral.db").load_events(run_id))
+        return ReplayModel.of_run(run_id, SqlStore.open(home / "corral.db").load_events(run_id))
 
     if model is not None:
         require_text(model, "the model name")

@@ -88,16 +88,17 @@ class LocalModel:
                 "temperature": request.temperature,
                 "max_tokens": request.max_tokens,
             }
-            if request.schema is not None:
-                from llama_cpp.llama_grammar import LlamaGrammar
-
-                kwargs["grammar"] = LlamaGrammar.from_json_schema(
-                    json.dumps(request.schema), verbose=False
-                )
             try:
+                if request.schema is not None:
+                    from llama_cpp.llama_grammar import LlamaGrammar
+
+                    kwargs["grammar"] = LlamaGrammar.from_json_schema(
+                        json.dumps(request.schema), verbose=False
+                    )
                 completion = llama.create_chat_completion(**kwargs)
-            except (RuntimeError, ValueError) as exc:
-                raise ModelUnavailableError(f"{self.name}: {exc}") from exc
+            except (RuntimeError, ValueError) as exc:  # a grammar or a context too long
+                # Deterministic: the same request fails the same way, so never retried.
+                raise ModelUnavailableError(f"{self.name}: {exc}", retryable=False) from exc
             latency = (time.perf_counter() - started) * 1000
         text = completion["choices"][0]["message"].get("content") or ""
         usage = completion.get("usage") or {}

@@ -20,10 +20,33 @@ from corral.errors import (
     ModelTimeoutError,
     ModelUnavailableError,
     ReplayDivergedError,
+    RunNotFoundError,
 )
 from corral.models.base import ModelRequest, ModelResponse, Usage
 
 Answer = ModelResponse | CorralError
+
+
+def _coded(code: str, message: str) -> CorralError:
+    """An error with a recorded code, of its own class where one takes just a message.
+
+    ``CONFIG_INVALID`` from a local model that cannot load, for one.
+    """
+    classes: list[type[CorralError]] = [CorralError]
+    while classes:
+        cls = classes.pop()
+        if cls.code.value == code and cls is not CorralError:
+            try:
+                return cls(message)
+            except TypeError:  # a class that needs more than a message
+                break
+        classes.extend(cls.__subclasses__())
+    error = CorralError(message)
+    try:
+        error.code = ErrorCode(code)
+    except ValueError:  # a code this version does not know
+        error.code = ErrorCode.MODEL_UNAVAILABLE
+    return error
 
 
 def recorded_failure(data: Mapping[str, Any]) -> CorralError:
@@ -34,6 +57,8 @@ def recorded_failure(data: Mapping[str, Any]) -> CorralError:
         return BudgetExceededError(message)
     if code == ErrorCode.MODEL_TIMEOUT.value:
         return ModelTimeoutError(message)
+    if code not in (None, ErrorCode.MODEL_UNAVAILABLE.value):
+        return _coded(str(code), message)
     after = data.get("retry_after")
     return ModelUnavailableError(
         message,
@@ -83,6 +108,20 @@ class ReplayModel:
             answer = recorded_failure(data) if data.get("status") == "error" else _response(data)
             model.answers[data["fingerprint"]].append(answer)
         return model
+
+    @classmethod
+    def of_run(cls, run_id: str, events: list[Event]) -> ReplayModel:
+        """``replay:RUN_ID``: the run's answers; ``RunNotFoundError`` when no run has that id.
+
+        An unknown (or collected) run fails at load, not as an empty model whose every
+        call diverges and is then quietly fallen back from.
+        """
+        if not events:
+            raise RunNotFoundError(
+                f"replay:{run_id}: no stored run has that id",
+                hint="see `corral runs`",
+            )
+        return cls.from_events(events)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         """The recorded answer to this exact request; ``ReplayDivergedError`` if there is none."""

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import EventType
-from corral.errors import BudgetExceededError, ModelTimeoutError, ModelUnavailableError
+from corral.errors import (
+    BudgetExceededError,
+    CorralError,
+    ModelTimeoutError,
+    ReplayDivergedError,
+)
 from corral.models.base import Model, ModelRequest, ModelResponse, Usage, estimate_usage
 from corral.models.structured import Attempt
 from corral.tools.policy import RetryPolicy
@@ -28,7 +33,9 @@ MODEL_BACKOFF_S = (1.0, 2.0)
 MAX_RETRY_AFTER_S = 60.0
 """The longest ``Retry-After`` worth waiting for: a longer one (a daily quota) ends the
 call at once, so the layer falls back or hands off instead of sleeping out the budget."""
-ModelFailure = ModelUnavailableError | ModelTimeoutError | BudgetExceededError
+ModelFailure = CorralError
+"""Any failure of a call: besides the model's own (unavailable, timeout, budget), a local
+model that cannot load (``CONFIG_INVALID``) or anything else a model raises with a code."""
 
 
 def budget_problem(loop: RunLoop) -> str | None:
@@ -163,7 +170,9 @@ class ModelAttempts:
             started = loop.effects.monotonic()
             try:
                 return await loop.effects.call_model(chosen, req, wall_clock_left(loop))
-            except (ModelUnavailableError, ModelTimeoutError, BudgetExceededError) as exc:
+            except ReplayDivergedError:
+                raise  # a replay that left the recorded path: a divergence, not a failure
+            except CorralError as exc:  # every failure is an event, and replays
                 latency_ms = (loop.effects.monotonic() - started) * 1000
                 wait = backoff(loop, retry, exc, self.tries)
                 self._failed(req, chosen, exc, latency_ms, wait)
