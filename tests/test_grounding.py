@@ -113,15 +113,15 @@ def test_units_are_read_with_the_number() -> None:
     ]
     assert [q.value for q in quantities("costs 5. Or 7, or 8.")] == [5, 7, 8]
     assert quantities("2026-05-03 at 10:30") == [
-        Quantity(2026, None, 0, 10),
-        Quantity(5, None, 0, 10),
-        Quantity(3, None, 0, 10),
-        Quantity(10, None, 14, 19),
-        Quantity(30, None, 14, 19),
+        Quantity(2026, None, 0, 10, in_date=True),
+        Quantity(5, None, 0, 10, in_date=True),
+        Quantity(3, None, 0, 10, in_date=True),
+        Quantity(10, None, 14, 19, in_date=True),
+        Quantity(30, None, 14, 19, in_date=True),
     ]
     assert [key_unit(k) for k in ("eta_days", "amount_cny", "term_months", "min_price", "id")] == [
         "day",
-        "money",
+        "cny",
         "month",
         None,
         None,

@@ -39,8 +39,12 @@ from datetime import date, datetime
 from corral.intent.amounts import chinese_amount
 from corral.intent.dates import find_relative_date
 
+# Each currency is a unit of its own: 128 dollars is not grounded by ``amount_cny: 128``.
 _UNITS = {
-    "money": r"块钱|块|元|[¥￥$€£]|yuan|cny|rmb|usd|eur|dollars?|euros?",
+    "cny": r"块钱|块|元|人民币|[¥￥]|yuan|cny|rmb",
+    "usd": r"美元|美金|[$]|usd|dollars?",
+    "eur": r"欧元|€|eur|euros?",
+    "gbp": r"英镑|£|gbp",
     "percent": r"%|percent|pct|个百分点",
     "day": r"天|days?",
     "week": r"个?星期|周|weeks?",
@@ -49,8 +53,10 @@ _UNITS = {
     "hour": r"个?小时|hours?|hrs",
     "minute": r"分钟|minutes?|mins",
 }
+# ``(?:-\s*)?``, not ``-?\s*``: two ``\s*`` in a row backtrack quadratically over a run of
+# spaces after a number (a padded tool-result row).
 _UNIT = re.compile(
-    r"\s*-?\s*(?:" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS.items()) + r")(?![A-Za-z])",
+    r"\s*(?:-\s*)?(?:" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS.items()) + r")(?![A-Za-z])",
     re.IGNORECASE,
 )
 _MAGNITUDES = {"k": 1000, "千": 1000, "百": 100, "万": 10_000, "百万": 1_000_000}
@@ -72,6 +78,9 @@ _YEARLESS = re.compile(
     r"^(?!.*\d{4})(?:.*\d\s*月\s*\d|.*\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))",
     re.IGNORECASE,
 )
+_MAX_DATES = 16
+"""Date expressions read per text: a message names a few; "明天 " x 1333 is an attack."""
+_LONG_RUN = re.compile(r"[0-9零〇一二两三四五六七八九十百千万]{13,}")
 _ID_CHAR = re.compile(r"[A-Za-z0-9_.]")
 # Yes/no words for booleans: whole words, never a character that also starts "你好" or "不错".
 _YES = re.compile(
@@ -92,6 +101,8 @@ class Quantity:
     unit: str | None
     start: int
     end: int
+    in_date: bool = False
+    """A part of a date or clock time (2026 of 2026-05-03, 10 of 10:30): not an amount."""
 
 
 def _unit_at(text: str, pos: int) -> tuple[str | None, int]:
@@ -118,7 +129,7 @@ def _digit_quantities(text: str) -> Iterator[Quantity]:
             value *= _MAGNITUDES[match["mag"].lower()]
         unit, end = _unit_at(text, match.end())
         if match["cur"]:
-            unit = "money"
+            unit = _unit_at(match["cur"].strip(), 0)[0]
         elif unit is None and re.match(r"[A-Za-z0-9_]", text[end : end + 1]):
             continue  # "12a", "1026_x": letters after the digits, so an id too
         yield Quantity(value, unit, match.start(), end)
@@ -154,7 +165,7 @@ def quantities(text: str, *, bare_words: bool = True) -> list[Quantity]:
     masked = list(text)
     for match in _DATE_OR_TIME.finditer(text):
         parts = [match[g] for g in ("y", "m", "d", "h", "min", "s") if match[g] is not None]
-        found += [Quantity(float(p), None, match.start(), match.end()) for p in parts]
+        found += [Quantity(float(p), None, match.start(), match.end(), True) for p in parts]
         masked[match.start() : match.end()] = " " * (match.end() - match.start())
     digits = list(_digit_quantities("".join(masked)))
     for quantity in digits:  # "1.5万": the 万 is read, not a Chinese numeral of its own
@@ -188,8 +199,13 @@ def said_dates(text: str, now: datetime, timezone: str) -> set[date]:
     need the coming one (a delivery).
     """
     days: set[date] = set()
-    rest = text
-    while (found := find_relative_date(rest, now, timezone)) is not None:
+    # No date has a run of 13 digits or numerals; the date rules backtrack over long ones.
+    rest = _LONG_RUN.sub(" ", text)
+    # Each search scans the rest of the text: a bounded number of them keeps this linear.
+    for _ in range(_MAX_DATES):
+        found = find_relative_date(rest, now, timezone)
+        if found is None:
+            break
         days |= {found.start, found.end}
         if found.start == found.end and _YEARLESS.search(found.text):
             with contextlib.suppress(ValueError):  # 29 February
