@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 
 from corral.contracts import Plan, Step
 from corral.errors import PlanInvalidError
-from corral.intent.grounding import Evidence, declared_choices, grounded
+from corral.intent.grounding import Evidence, declared_choices, ground_argument
 from corral.intent.model_fallback import literal_of
 from corral.models.base import Message, ModelRequest
 from corral.models.schema import GrammarModel, raw_checked
@@ -249,7 +249,8 @@ def ungrounded_literals(draft: Any, context: PlanContext, evidence: Evidence) ->
             declared = [*declared_choices(info.annotation)]
             if info.default is not PydanticUndefined:
                 declared.append(info.default)  # may be unhashable: a list, not a set
-            if grounded(_literal_part(value), evidence, declared):
+            literal_part = _literal_part(value)
+            if ground_argument(literal_part, info.annotation, evidence, declared, key=name):
                 continue
             problems.append(
                 f"{step.id}.{name}: {value!r} was not given by the user; use a "
