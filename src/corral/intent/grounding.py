@@ -17,13 +17,21 @@ The rules, by the value's type (``None`` is always allowed: it means "not given"
   parameter's default: writing the default changes nothing) is a choice, not an invention.
 - A string: it occurs in what the user said, or equals a known value (an entity, a tool
   result); a string that reads as a date or a number is also grounded the way those are.
-- A number: the same number occurs in what the user said, or in a known value.
+- A number: the same number occurs in what the user said, or in a known value, in a
+  compatible unit (``amount_cny`` takes yuan, not dollars: each currency is a unit). The
+  parts of a date or clock time (2026 of 2026-05-03, 10 of 10:30) ground only a calendar
+  field (``year``, ``hour``).
 - A date: the same day is written or said (relative words resolved) by the user, or is a
   known value.
-- A boolean: a known value has it, or the user stated it: ``true`` needs a yes-word
-  (yes, ok, sure, 是的, 好的, 可以, 确认...), ``false`` a no-word (no, not, don't, 不要, 别,
-  没有...).
+- A boolean: a known value has it, or the user stated it: ``true`` needs an explicit
+  confirmation word (yes, confirm, 是的, 确认, 同意) in a sentence that is not a question
+  ("ok?" and 可以帮我看看吗 are not consent); ``false`` a no-word (no, not, don't, 不要, 别,
+  没有...). Strict on purpose: a refusal costs a re-ask and a handoff, never a side effect.
 - A list or object: every value inside it is grounded.
+
+A plan argument (``ground_argument``) is first coerced with its parameter's type, as the
+tool's input model will coerce it, and grounded as what it became: ``"200"`` for an
+``int`` is the number 200, and a string argument must occur as whole tokens.
 """
 
 from __future__ import annotations
@@ -164,7 +172,8 @@ def _chinese_quantities(text: str, bare: bool) -> Iterator[Quantity]:
 def quantities(text: str, *, bare_words: bool = True) -> list[Quantity]:
     """Every number stated in ``text``, normalised, in order.
 
-    Dates and clock times count as their parts (``2026-05-03`` states 2026, 5 and 3).
+    Dates and clock times count as their parts (``2026-05-03`` states 2026, 5 and 3),
+    marked ``in_date``: they are not amounts.
     Number words (``三``, ``three``) without a unit (``一下``, ``十分``, "one moment") are
     words as often as numbers: ``bare_words=False`` skips them, for checking what a model
     wrote.

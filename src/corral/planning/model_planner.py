@@ -237,7 +237,9 @@ def ungrounded_literals(draft: Any, context: PlanContext, evidence: Evidence) ->
     Strings, numbers, dates and booleans alike (``corral.intent.grounding`` has the
     rules): a literal must be in what the user said, a known entity or tool-result value,
     or one the parameter declares (enum, ``Literal``, its default); otherwise the planner
-    must use a reference. ``draft`` has passed ``validate_plan``, so every tool is registered.
+    must use a reference. Each literal is coerced with its parameter's type first, as the
+    tool will receive it (``"200"`` for an ``int`` is grounded as the number 200).
+    ``draft`` has passed ``validate_plan``, so every tool is registered.
     """
     problems = []
     for step in draft.steps:
