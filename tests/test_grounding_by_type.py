@@ -93,3 +93,9 @@ def test_the_parameter_type_decides_how_a_value_is_grounded() -> None:
     assert not ground_argument(2026, int, said, key="amount")
     assert ground_argument(["300", "5"], list[int], said, key="amounts_cny")
     assert not ground_argument(["300", "12"], list[int] | None, said)
+
+
+def test_an_object_argument_with_a_reference_inside_is_grounded_as_written() -> None:
+    said = Evidence.of("ship A12 to Lyon")
+    assert ground_argument({"city": "Lyon", "order": None}, dict[str, str], said)
+    assert not ground_argument({"city": "Lyo", "order": None}, dict[str, str], said)

@@ -21,12 +21,16 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 SCRIPT = """
 import sys
 from datetime import UTC, datetime
-from corral.intent.grounding import Evidence, grounded, said_dates, value_quantities
+from corral.intent.grounding import (
+    Evidence, ground_argument, grounded, said_dates, value_quantities
+)
 from corral.reply.model_reply import reply_problems
 message, row = sys.argv[1], sys.argv[2]
 now = datetime(2026, 1, 1, tzinfo=UTC)
 evidence = Evidence.of(message, [{"row": row}], now)
 grounded(message[:50], evidence)
+ground_argument(message[:50], str, evidence)
+ground_argument(True, bool, evidence)
 said_dates(message, now, "UTC")
 list(value_quantities({"row": row}))
 reply_problems(message[:400], {"row": row}, message)
@@ -43,8 +47,9 @@ print("done")
         "5月3日 " * 800,
         "1" * 4000,
         "三" * 4000,
+        "yes? " * 800,
     ],
-    ids=["spaces", "dash", "mingtian", "month-day", "digits", "numerals"],
+    ids=["spaces", "dash", "mingtian", "month-day", "digits", "numerals", "questions"],
 )
 def test_a_hostile_message_and_tool_result_are_grounded_without_hanging(message: str) -> None:
     row = "qty 1" + " " * 16000 + "|"

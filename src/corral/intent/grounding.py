@@ -444,7 +444,10 @@ def ground_argument(
     try:
         typed = TypeAdapter(annotation).validate_python(value)
     except (ValidationError, PydanticSchemaGenerationError):
-        return False
+        # A reference blanked inside an object cannot be coerced: ground what was written,
+        # strings as whole tokens. Anything else that does not fit is not the tool's value.
+        blanked = any(leaf is None for leaf in _leaves(value))
+        return blanked and grounded(value, evidence, declared, key=key, tokens=True)
     if isinstance(value, bool) and not isinstance(typed, bool):
         return False
     return grounded(typed, evidence, declared, key=key, tokens=True)
