@@ -104,24 +104,24 @@ def test_the_forms_the_issue_names(text: str, value: float | None) -> None:
 def test_units_are_read_with_the_number() -> None:
     found = quantities("6 yuan in 2 days, a 60-month plan, 15% off, 三天, ¥5 for A62")
     assert [(q.value, q.unit) for q in found] == [
-        (6, "money"),
+        (6, "cny"),
         (2, "day"),
         (60, "month"),
         (15, "percent"),
         (3, "day"),
-        (5, "money"),
+        (5, "cny"),
     ]
     assert [q.value for q in quantities("costs 5. Or 7, or 8.")] == [5, 7, 8]
     assert quantities("2026-05-03 at 10:30") == [
-        Quantity(2026, None, 0, 10),
-        Quantity(5, None, 0, 10),
-        Quantity(3, None, 0, 10),
-        Quantity(10, None, 14, 19),
-        Quantity(30, None, 14, 19),
+        Quantity(2026, None, 0, 10, in_date=True),
+        Quantity(5, None, 0, 10, in_date=True),
+        Quantity(3, None, 0, 10, in_date=True),
+        Quantity(10, None, 14, 19, in_date=True),
+        Quantity(30, None, 14, 19, in_date=True),
     ]
     assert [key_unit(k) for k in ("eta_days", "amount_cny", "term_months", "min_price", "id")] == [
         "day",
-        "money",
+        "cny",
         "month",
         None,
         None,

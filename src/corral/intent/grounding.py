@@ -17,13 +17,21 @@ The rules, by the value's type (``None`` is always allowed: it means "not given"
   parameter's default: writing the default changes nothing) is a choice, not an invention.
 - A string: it occurs in what the user said, or equals a known value (an entity, a tool
   result); a string that reads as a date or a number is also grounded the way those are.
-- A number: the same number occurs in what the user said, or in a known value.
+- A number: the same number occurs in what the user said, or in a known value, in a
+  compatible unit (``amount_cny`` takes yuan, not dollars: each currency is a unit). The
+  parts of a date or clock time (2026 of 2026-05-03, 10 of 10:30) ground only a calendar
+  field (``year``, ``hour``).
 - A date: the same day is written or said (relative words resolved) by the user, or is a
   known value.
-- A boolean: a known value has it, or the user stated it: ``true`` needs a yes-word
-  (yes, ok, sure, 是的, 好的, 可以, 确认...), ``false`` a no-word (no, not, don't, 不要, 别,
-  没有...).
+- A boolean: a known value has it, or the user stated it: ``true`` needs an explicit
+  confirmation word (yes, confirm, 是的, 确认, 同意) in a sentence that is not a question
+  ("ok?" and 可以帮我看看吗 are not consent); ``false`` a no-word (no, not, don't, 不要, 别,
+  没有...). Strict on purpose: a refusal costs a re-ask and a handoff, never a side effect.
 - A list or object: every value inside it is grounded.
+
+A plan argument (``ground_argument``) is first coerced with its parameter's type, as the
+tool's input model will coerce it, and grounded as what it became: ``"200"`` for an
+``int`` is the number 200, and a string argument must occur as whole tokens.
 """
 
 from __future__ import annotations
@@ -31,16 +39,25 @@ from __future__ import annotations
 import contextlib
 import enum
 import re
+import types
 import typing
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+from pydantic import BaseModel, PydanticSchemaGenerationError, TypeAdapter, ValidationError
 
 from corral.intent.amounts import chinese_amount
 from corral.intent.dates import find_relative_date
 
+# Each currency is a unit of its own: 128 dollars is not grounded by ``amount_cny: 128``.
 _UNITS = {
-    "money": r"块钱|块|元|[¥￥$€£]|yuan|cny|rmb|usd|eur|dollars?|euros?",
+    "cny": r"块钱|块|元|人民币|[¥￥]|yuan|cny|rmb",
+    "usd": r"美元|美金|[$]|usd|dollars?",
+    "eur": r"欧元|€|eur|euros?",
+    "gbp": r"英镑|£|gbp",
     "percent": r"%|percent|pct|个百分点",
     "day": r"天|days?",
     "week": r"个?星期|周|weeks?",
@@ -49,8 +66,10 @@ _UNITS = {
     "hour": r"个?小时|hours?|hrs",
     "minute": r"分钟|minutes?|mins",
 }
+# ``(?:-\s*)?``, not ``-?\s*``: two ``\s*`` in a row backtrack quadratically over a run of
+# spaces after a number (a padded tool-result row).
 _UNIT = re.compile(
-    r"\s*-?\s*(?:" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS.items()) + r")(?![A-Za-z])",
+    r"\s*(?:-\s*)?(?:" + "|".join(f"(?P<{k}>{v})" for k, v in _UNITS.items()) + r")(?![A-Za-z])",
     re.IGNORECASE,
 )
 _MAGNITUDES = {"k": 1000, "千": 1000, "百": 100, "万": 10_000, "百万": 1_000_000}
@@ -72,16 +91,22 @@ _YEARLESS = re.compile(
     r"^(?!.*\d{4})(?:.*\d\s*月\s*\d|.*\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))",
     re.IGNORECASE,
 )
+_MAX_DATES = 16
+"""Date expressions read per text: a message names a few; "明天 " x 1333 is an attack."""
+_LONG_RUN = re.compile(r"[0-9零〇一二两三四五六七八九十百千万]{13,}")
 _ID_CHAR = re.compile(r"[A-Za-z0-9_.]")
-# Yes/no words for booleans: whole words, never a character that also starts "你好" or "不错".
-_YES = re.compile(
-    r"\b(?:yes|yeah|yep|ok|okay|sure|do it|confirm(?:ed)?)\b|是的|好的|可以|确认|需要|同意",
-    re.IGNORECASE,
-)
+# ``true`` needs an explicit confirmation, never "ok?" or the 可以 of 可以帮我看看吗: a
+# model's ``permanent: true`` must not ride on politeness.
+_YES = re.compile(r"\b(?:yes|confirm(?:ed)?)\b|是的|确认|同意", re.IGNORECASE)
 _NO = re.compile(
-    r"\b(?:no|not|don't|dont|never|without)\b|不需要|不用|不要|不必|不想|别|没有|无需|取消|否",
+    r"\b(?:no|not|don't|dont|never|without)\b"
+    r"|不同意|不确认|不是|不需要|不用|不要|不必|不想|别|没有|无需|取消|否",
     re.IGNORECASE,
 )
+_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
+_QUESTION = re.compile(r"[?？]$|[吗么呢]")
+_CALENDAR = frozenset({"year", "month", "day", "date", "hour", "minute", "second", "time"})
+_WORDY = re.compile(r"[a-z0-9_]")
 
 
 @dataclass(frozen=True)
@@ -92,6 +117,8 @@ class Quantity:
     unit: str | None
     start: int
     end: int
+    in_date: bool = False
+    """A part of a date or clock time (2026 of 2026-05-03, 10 of 10:30): not an amount."""
 
 
 def _unit_at(text: str, pos: int) -> tuple[str | None, int]:
@@ -118,7 +145,7 @@ def _digit_quantities(text: str) -> Iterator[Quantity]:
             value *= _MAGNITUDES[match["mag"].lower()]
         unit, end = _unit_at(text, match.end())
         if match["cur"]:
-            unit = "money"
+            unit = _unit_at(match["cur"].strip(), 0)[0]
         elif unit is None and re.match(r"[A-Za-z0-9_]", text[end : end + 1]):
             continue  # "12a", "1026_x": letters after the digits, so an id too
         yield Quantity(value, unit, match.start(), end)
@@ -145,7 +172,8 @@ def _chinese_quantities(text: str, bare: bool) -> Iterator[Quantity]:
 def quantities(text: str, *, bare_words: bool = True) -> list[Quantity]:
     """Every number stated in ``text``, normalised, in order.
 
-    Dates and clock times count as their parts (``2026-05-03`` states 2026, 5 and 3).
+    Dates and clock times count as their parts (``2026-05-03`` states 2026, 5 and 3),
+    marked ``in_date``: they are not amounts.
     Number words (``三``, ``three``) without a unit (``一下``, ``十分``, "one moment") are
     words as often as numbers: ``bare_words=False`` skips them, for checking what a model
     wrote.
@@ -154,7 +182,7 @@ def quantities(text: str, *, bare_words: bool = True) -> list[Quantity]:
     masked = list(text)
     for match in _DATE_OR_TIME.finditer(text):
         parts = [match[g] for g in ("y", "m", "d", "h", "min", "s") if match[g] is not None]
-        found += [Quantity(float(p), None, match.start(), match.end()) for p in parts]
+        found += [Quantity(float(p), None, match.start(), match.end(), True) for p in parts]
         masked[match.start() : match.end()] = " " * (match.end() - match.start())
     digits = list(_digit_quantities("".join(masked)))
     for quantity in digits:  # "1.5万": the 万 is read, not a Chinese numeral of its own
@@ -188,8 +216,13 @@ def said_dates(text: str, now: datetime, timezone: str) -> set[date]:
     need the coming one (a delivery).
     """
     days: set[date] = set()
-    rest = text
-    while (found := find_relative_date(rest, now, timezone)) is not None:
+    # No date has a run of 13 digits or numerals; the date rules backtrack over long ones.
+    rest = _LONG_RUN.sub(" ", text)
+    # Each search scans the rest of the text: a bounded number of them keeps this linear.
+    for _ in range(_MAX_DATES):
+        found = find_relative_date(rest, now, timezone)
+        if found is None:
+            break
         days |= {found.start, found.end}
         if found.start == found.end and _YEARLESS.search(found.text):
             with contextlib.suppress(ValueError):  # 29 February
@@ -247,7 +280,10 @@ class Evidence:
     said: str
     """What the user said, lower-cased."""
     strings: frozenset[str]
-    numbers: frozenset[float]
+    numbers: frozenset[tuple[float, str | None]]
+    """Numbers stated (``number_key``) with their unit, or ``None`` when none is known."""
+    date_numbers: frozenset[float]
+    """The parts of dates and clock times: they ground only a calendar field (``year``)."""
     dates: frozenset[date]
     bools: frozenset[bool]
 
@@ -265,14 +301,14 @@ class Evidence:
         """
         leaves = [leaf for value in known for leaf in _leaves(value)]
         strings = {leaf for leaf in leaves if isinstance(leaf, str)}
-        numbers = [q.value for q in quantities(said)]
-        numbers += [q.value for leaf in leaves for q in value_quantities(leaf)]
+        found = [*quantities(said), *(q for leaf in leaves for q in value_quantities(leaf))]
         days = said_dates(said, now, timezone) if now is not None else set()
         days |= {d for s in strings if (d := parse_date(s)) is not None}
         return cls(
             said=said.lower(),
             strings=frozenset(strings),
-            numbers=frozenset(number_key(n) for n in numbers),
+            numbers=frozenset((number_key(q.value), q.unit) for q in found if not q.in_date),
+            date_numbers=frozenset(number_key(q.value) for q in found if q.in_date),
             dates=frozenset(days),
             bools=frozenset(leaf for leaf in leaves if isinstance(leaf, bool)),
         )
@@ -296,27 +332,122 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def grounded(value: object, evidence: Evidence, declared: Collection[object] = ()) -> bool:
-    """Whether ``value`` was given rather than invented (the rules are in the module doc)."""
+def _number_grounded(number: float, evidence: Evidence, key: str) -> bool:
+    """The same number, in a compatible unit; a date's parts only for a calendar field."""
+    unit = key_unit(key)
+    n = number_key(number)
+    if any(v == n and (u is None or unit is None or u == unit) for v, u in evidence.numbers):
+        return True
+    words = {word.lower() for word in re.split(r"[^A-Za-z]+", key)}
+    return bool(words & _CALENDAR) and n in evidence.date_numbers
+
+
+def _confirmed(said: str) -> bool:
+    """A confirmation word in a sentence that is not a question (no-words taken out first)."""
+    for sentence in _SENTENCE.findall(_NO.sub(" ", said)):
+        if _QUESTION.search(sentence.strip()) is None and _YES.search(sentence):
+            return True
+    return False
+
+
+def _said_token(value: str, said: str) -> bool:
+    """``value`` occurs in ``said`` as whole tokens: "12" is not in "a12", "1" not in "a1"."""
+    text = value.lower()
+    if not text:
+        return True
+    before = r"(?<![a-z0-9_])" if _WORDY.match(text[0]) else ""
+    after = r"(?![a-z0-9_])" if _WORDY.match(text[-1]) else ""
+    return re.search(before + re.escape(text) + after, said) is not None
+
+
+def grounded(
+    value: object,
+    evidence: Evidence,
+    declared: Collection[object] = (),
+    *,
+    key: str = "",
+    tokens: bool = False,
+) -> bool:
+    """Whether ``value`` was given rather than invented (the rules are in the module doc).
+
+    ``key`` is the field's name: its unit (``amount_cny``: yuan) must agree with the
+    evidence's, and only a calendar field (``year``, ``hour``) is grounded by a date's parts.
+    ``tokens``: a string must occur as whole tokens (plan arguments); without it, anywhere
+    (extraction, where the model finds an id the rules missed because it is glued to a word).
+    """
+    if isinstance(value, enum.Enum):
+        value = value.value
     if value is None or any(_same(value, choice) for choice in declared):
         return True
     if isinstance(value, bool):
-        # "不要" says no, not yes: the no-words are taken out before looking for a yes-word
-        words = _NO.sub(" ", evidence.said) if value else evidence.said
-        stated = (_YES if value else _NO).search(words) is not None
-        return value in evidence.bools or stated
-    if isinstance(value, int | float):
-        return number_key(value) in evidence.numbers
+        if value:
+            return value in evidence.bools or _confirmed(evidence.said)
+        return value in evidence.bools or _NO.search(evidence.said) is not None
+    if isinstance(value, int | float | Decimal):
+        return _number_grounded(float(value), evidence, key)
+    if isinstance(value, date):
+        return (value.date() if isinstance(value, datetime) else value) in evidence.dates
+    if isinstance(value, time):
+        return all(_number_grounded(n, evidence, "time") for n in (value.hour, value.minute))
     if isinstance(value, str):
-        if value in evidence.strings or value.lower() in evidence.said:
+        said = _said_token(value, evidence.said) if tokens else value.lower() in evidence.said
+        if value in evidence.strings or said:
             return True
         day = parse_date(value)
         if day is not None:
             return day in evidence.dates
         number = parse_number(value)
-        return number is not None and number_key(number) in evidence.numbers
+        return number is not None and _number_grounded(number, evidence, key)
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
     if isinstance(value, Mapping):
-        return all(grounded(item, evidence, declared) for item in value.values())
-    if isinstance(value, list | tuple):
-        return all(grounded(item, evidence, declared) for item in value)
+        return all(
+            grounded(item, evidence, declared, key=str(k), tokens=tokens)
+            for k, item in value.items()
+        )
+    if isinstance(value, list | tuple | set | frozenset):
+        return all(grounded(item, evidence, declared, key=key, tokens=tokens) for item in value)
     return False
+
+
+def _without_none(annotation: Any) -> Any:
+    """``X | None`` as ``X`` (``None`` itself is always grounded)."""
+    members = [m for m in typing.get_args(annotation) if m is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(members) == 1:
+        return members[0]
+    return annotation
+
+
+def ground_argument(
+    value: object,
+    annotation: Any,
+    evidence: Evidence,
+    declared: Collection[object] = (),
+    *,
+    key: str = "",
+) -> bool:
+    """Whether a model's argument is grounded as the value the tool will receive.
+
+    The tool's input model coerces leniently, so ``"200"`` for an ``int`` parameter is the
+    number 200, ``"0"`` for a ``date`` is 1970-01-01 and ``"on"`` for a ``bool`` is
+    ``True``: the value is coerced with the parameter's type first (as the tool will), then
+    grounded by the rules for what it became. ``True`` for a number is refused: it is not
+    a number anybody said. Elements of a list are coerced one by one (a reference inside
+    is ``None``).
+    """
+    if value is None or any(_same(value, choice) for choice in declared):
+        return True
+    annotation = _without_none(annotation)
+    if isinstance(value, list) and typing.get_origin(annotation) in (list, tuple, set, frozenset):
+        inner = (*typing.get_args(annotation), Any)[0]
+        return all(ground_argument(v, inner, evidence, declared, key=key) for v in value)
+    try:
+        typed = TypeAdapter(annotation).validate_python(value)
+    except (ValidationError, PydanticSchemaGenerationError):
+        # A reference blanked inside an object cannot be coerced: ground what was written,
+        # strings as whole tokens. Anything else that does not fit is not the tool's value.
+        blanked = any(leaf is None for leaf in _leaves(value))
+        return blanked and grounded(value, evidence, declared, key=key, tokens=True)
+    if isinstance(value, bool) and not isinstance(typed, bool):
+        return False
+    return grounded(typed, evidence, declared, key=key, tokens=True)

@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 
 from corral.contracts import Plan, Step
 from corral.errors import PlanInvalidError
-from corral.intent.grounding import Evidence, declared_choices, grounded
+from corral.intent.grounding import Evidence, declared_choices, ground_argument
 from corral.intent.model_fallback import literal_of
 from corral.models.base import Message, ModelRequest
 from corral.models.schema import GrammarModel, raw_checked
@@ -237,7 +237,9 @@ def ungrounded_literals(draft: Any, context: PlanContext, evidence: Evidence) ->
     Strings, numbers, dates and booleans alike (``corral.intent.grounding`` has the
     rules): a literal must be in what the user said, a known entity or tool-result value,
     or one the parameter declares (enum, ``Literal``, its default); otherwise the planner
-    must use a reference. ``draft`` has passed ``validate_plan``, so every tool is registered.
+    must use a reference. Each literal is coerced with its parameter's type first, as the
+    tool will receive it (``"200"`` for an ``int`` is grounded as the number 200).
+    ``draft`` has passed ``validate_plan``, so every tool is registered.
     """
     problems = []
     for step in draft.steps:
@@ -249,7 +251,8 @@ def ungrounded_literals(draft: Any, context: PlanContext, evidence: Evidence) ->
             declared = [*declared_choices(info.annotation)]
             if info.default is not PydanticUndefined:
                 declared.append(info.default)  # may be unhashable: a list, not a set
-            if grounded(_literal_part(value), evidence, declared):
+            literal_part = _literal_part(value)
+            if ground_argument(literal_part, info.annotation, evidence, declared, key=name):
                 continue
             problems.append(
                 f"{step.id}.{name}: {value!r} was not given by the user; use a "

@@ -27,6 +27,9 @@ from corral.models.base import Message, ModelRequest
 
 MAX_REPLY_CHARS = 400
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9][A-Za-z0-9_-]*")
+_ORDINAL = re.compile(r"(?<![A-Za-z0-9_-])(\d{1,2})(?:st|nd|rd|th)(?![A-Za-z0-9_])", re.IGNORECASE)
+# Set phrases whose numeral is not a claim: "have a nice day" (愉快的一天), "a moment" (一下).
+_PHRASES = re.compile(r"(?:愉快|美好|开心|快乐|顺利|好)的一天|每一天|一天天")
 
 
 class ReplyAnswer(BaseModel):
@@ -69,17 +72,41 @@ def reply_request(
 
 
 def _ids(text: str) -> list[str]:
-    """Tokens mixing letters and digits that are not a number with its unit ("60-month")."""
+    """Tokens mixing letters and digits that are not a number with its unit ("60-month").
+
+    An ordinal ("3rd") is a day of a month, checked as a number (``_claims``), not an id.
+    """
     return [
         token
         for token in _TOKEN.findall(text)
-        if re.search(r"[A-Za-z]", token) and re.search(r"\d", token) and parse_number(token) is None
+        if re.search(r"[A-Za-z]", token)
+        and re.search(r"\d", token)
+        and parse_number(token) is None
+        and not _ORDINAL.fullmatch(token)
     ]
 
 
-def _compatible(claim: Quantity, known: Quantity) -> bool:
-    """Same unit, or one side has none: "2 days" is grounded by ``{"eta": 2}``."""
-    return claim.unit is None or known.unit is None or claim.unit == known.unit
+def _claims(text: str) -> list[Quantity]:
+    """The numbers a reply states: set phrases blanked, ordinals ("December 3rd") as days."""
+    plain = _PHRASES.sub(lambda m: " " * len(m[0]), text)
+    ordinals = [Quantity(float(m[1]), None, m.start(), m.end()) for m in _ORDINAL.finditer(plain)]
+    return sorted([*quantities(plain, bare_words=False), *ordinals], key=lambda q: q.start)
+
+
+def _matches(claim: Quantity, known: Quantity) -> bool:
+    """The same number in the same unit, or one side has none: "2 days" by ``{"eta": 2}``.
+
+    A percentage is also grounded by the fraction a field holds: "20% off" by
+    ``discount: 0.2``.
+    """
+    units = claim.unit is None or known.unit is None or claim.unit == known.unit
+    value = number_key(abs(known.value))
+    if units and number_key(claim.value) == value:
+        return True
+    fraction = known.unit is None and 0 < value <= 1
+    return (
+        claim.unit == "percent" and fraction and number_key(claim.value) == number_key(value * 100)
+    )
 
 
 def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
@@ -87,18 +114,16 @@ def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
 
     An id (letters and digits) must occur in the facts or the user's words. A number is
     compared as a number with its unit (``corral.intent.grounding``): "60-month" is
-    grounded by ``term_months: 60``, while "6 yuan" is not grounded by the 6 inside an id.
+    grounded by ``term_months: 60``, while "6 yuan" is not grounded by the 6 inside an id,
+    nor "128 dollars" by ``amount_cny: 128`` (each currency is its own unit).
     """
     grounded = json.dumps(dict(facts), ensure_ascii=False, default=str) + " " + said
     known = [*value_quantities(dict(facts)), *quantities(said)]
     invented = [token for token in _ids(text) if token not in grounded]
     invented += [
         text[claim.start : claim.end]
-        for claim in quantities(text, bare_words=False)
-        if not any(
-            number_key(claim.value) == number_key(abs(k.value)) and _compatible(claim, k)
-            for k in known
-        )
+        for claim in _claims(text)
+        if not any(_matches(claim, k) for k in known)
     ]
     problems = []
     if invented:
