@@ -332,11 +332,16 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+def units_agree(a: str | None, b: str | None) -> bool:
+    """Two numbers' units are compatible: the same, or one side states none."""
+    return a is None or b is None or a == b
+
+
 def _number_grounded(number: float, evidence: Evidence, key: str) -> bool:
     """The same number, in a compatible unit; a date's parts only for a calendar field."""
     unit = key_unit(key)
     n = number_key(number)
-    if any(v == n and (u is None or unit is None or u == unit) for v, u in evidence.numbers):
+    if any(v == n and units_agree(u, unit) for v, u in evidence.numbers):
         return True
     words = {word.lower() for word in re.split(r"[^A-Za-z]+", key)}
     return bool(words & _CALENDAR) and n in evidence.date_numbers

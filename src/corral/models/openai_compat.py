@@ -154,7 +154,6 @@ class OpenAICompatibleModel:
         if request.schema is not None:
             self._recall()
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        rejected: list[StructuredMode] = []
         steps: list[dict[str, Any]] = []
         started = time.perf_counter()
         while True:
@@ -178,7 +177,6 @@ class OpenAICompatibleModel:
             except openai.APIStatusError as exc:
                 status, body = exc.status_code, _body(exc)
                 if mode != "prompt" and rejects_format(status, body):
-                    rejected.append(mode)
                     steps.append(
                         {
                             "mode": mode,
@@ -205,7 +203,7 @@ class OpenAICompatibleModel:
             latency = (time.perf_counter() - started) * 1000
             if request.schema is not None and self._source == "default":
                 self._remember()  # the first mode works: a cache entry spares the next probe
-            return self._response(request, completion, latency, mode, rejected, steps)
+            return self._response(request, completion, latency, mode, steps)
 
     def _drop(self, mode: StructuredMode) -> None:
         """Forget the mode this request tried, not whichever is first now.
@@ -223,7 +221,6 @@ class OpenAICompatibleModel:
         completion: Any,
         latency: float,
         mode: StructuredMode,
-        rejected: list[StructuredMode],
         steps: list[dict[str, Any]],
     ) -> ModelResponse:
         choice = completion.choices[0] if completion.choices else None
@@ -235,7 +232,8 @@ class OpenAICompatibleModel:
             counted = estimate_usage(request, text)
         meta: dict[str, Any] = {"structured_mode": mode}
         if request.schema is not None:
-            meta["negotiation"] = {"source": self._source, "rejected": list(rejected)}
+            rejected = [step["mode"] for step in steps]  # each refused request's mode
+            meta["negotiation"] = {"source": self._source, "rejected": rejected}
             if steps:  # each refused request: its own HTTP round trip, not a counted call
                 meta["negotiation"]["requests"] = steps
         return ModelResponse(

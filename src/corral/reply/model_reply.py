@@ -21,6 +21,7 @@ from corral.intent.grounding import (
     number_key,
     parse_number,
     quantities,
+    units_agree,
     value_quantities,
 )
 from corral.models.base import Message, ModelRequest
@@ -99,9 +100,8 @@ def _matches(claim: Quantity, known: Quantity) -> bool:
     A percentage is also grounded by the fraction a field holds: "20% off" by
     ``discount: 0.2``.
     """
-    units = claim.unit is None or known.unit is None or claim.unit == known.unit
     value = number_key(abs(known.value))
-    if units and number_key(claim.value) == value:
+    if units_agree(claim.unit, known.unit) and number_key(claim.value) == value:
         return True
     fraction = known.unit is None and 0 < value <= 1
     return (
