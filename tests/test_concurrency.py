@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from corral import load_agent
+from corral.effects import LiveEffects
 from corral.errors import CorralError, LeaseLostError
-from corral.runtime.effects import LiveEffects
 from corral.runtime.runtime import Runtime
 from corral.store.sql import SqlStore
 from tests.extras import postgres_url

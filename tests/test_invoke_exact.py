@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from corral import MemoryStore, Runtime, ToolContext, ToolPolicy, ToolStatus, tool
 from corral.contracts import ToolResult
+from corral.effects import LiveEffects
 from corral.errors import (
     InvalidArgumentError,
     MissingArgumentError,
@@ -26,7 +27,6 @@ from corral.errors import (
     ToolTimeoutError,
     TransientToolError,
 )
-from corral.runtime.effects import LiveEffects
 from corral.testing import FixedEffects
 from corral.tools.invoke import (
     Attempt,

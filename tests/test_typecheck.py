@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from corral import Agent, parse_config, tool
 from corral.errors import ConfigInvalidError
-from corral.planning.typecheck import describe, field_type, is_assignable
+from corral.typecheck import describe, field_type, is_assignable
 from tests.one_intent import one_intent
 
 

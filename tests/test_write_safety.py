@@ -18,8 +18,8 @@ import pytest
 from pydantic import BaseModel
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
+from corral.effects import LiveEffects
 from corral.errors import ConfigInvalidError, TransientToolError
-from corral.runtime.effects import LiveEffects
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
 from corral.testing import FixedEffects

@@ -4,6 +4,12 @@ The clock, ids, sleeps and tool calls all pass through an ``Effects`` object. Th
 loop records what came back in its event log, so a run is a deterministic function of
 that log: it can be resumed, replayed as a regression test, or hosted by a durable
 engine (each ``call_tool`` can become a durable step of DBOS or Temporal).
+
+It sits at the top of the package, beside ``contracts`` and ``errors``, because every
+layer that waits or calls out (tools, runtime, testing) depends on it and it on none of
+them: the names it uses from ``tools`` and ``models`` are for type checking only.
+``LiveEffects`` is the real world; ``FixedEffects`` a deterministic one for tests and
+replay.
 """
 
 from __future__ import annotations
@@ -11,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
@@ -148,3 +154,49 @@ class LiveEffects:
         raise BudgetExceededError(
             f"the wall-clock budget ran out during the model call ({deadline_s:.3g} s were left)"
         )
+
+
+@dataclass
+class FixedEffects:
+    """Effects whose clock starts at ``start`` and whose ids count up.
+
+    Tool calls still really run (through ``LiveEffects``), so tests exercise real tools;
+    ``sleeps`` records every backoff instead of waiting.
+    """
+
+    start: datetime = field(default_factory=lambda: datetime(2026, 11, 29, 10, 0, tzinfo=UTC))
+    tick: timedelta = timedelta(milliseconds=1)
+    sleeps: list[float] = field(default_factory=list)
+    _counter: int = 0
+    _now: datetime | None = None
+    _live: LiveEffects = field(default_factory=LiveEffects)
+
+    def now(self) -> datetime:
+        """The fixed clock, advanced by ``tick`` on every read."""
+        self._now = (self._now or self.start) + self.tick
+        return self._now
+
+    def monotonic(self) -> float:
+        """Real monotonic time, so durations are still measured."""
+        return self._live.monotonic()
+
+    def new_id(self, prefix: str) -> str:
+        """``prefix_000001``, ``prefix_000002``, ..."""
+        self._counter += 1
+        return f"{prefix}_{self._counter:06d}"
+
+    async def sleep(self, seconds: float) -> None:
+        """Record the wait; do not wait."""
+        self.sleeps.append(seconds)
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        """Really call the tool."""
+        return await self._live.call_tool(spec, args, context, timeout_s)
+
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
+        """Really ask the model (a ScriptedModel in most tests), within the deadline."""
+        return await self._live.call_model(model, request, deadline_s)

@@ -3,6 +3,9 @@
 Deliberately strict: a reference must already have the parameter's type (``int`` may flow
 into ``float``). Lax coercions such as ``str`` -> ``date`` are rejected, because a plan
 that only works by accident is the bug this check exists to catch.
+
+Shared by ``planning`` (a reference flowing into a tool parameter) and ``verify`` (a field
+of a tool's output), so it sits below both, beside ``contracts``.
 """
 
 from __future__ import annotations

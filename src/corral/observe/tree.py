@@ -7,7 +7,7 @@ control characters made visible: it is printed as plain ``Text``, never as marku
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from rich.tree import Tree
@@ -16,7 +16,9 @@ from corral.contracts import Event, EventType, RunStatus, StepStatus
 from corral.observe.logs import model_call_brief
 from corral.observe.redact import Redactor
 from corral.observe.terminal import visible
-from corral.runtime.state import RunState
+
+if TYPE_CHECKING:  # observe sits below runtime: the fold's type is named, never imported
+    from corral.runtime.state import RunState
 
 _STATUS_STYLE = {
     RunStatus.FINISHED: "green",

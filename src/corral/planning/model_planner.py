@@ -24,9 +24,9 @@ from corral.models.base import Message, ModelRequest
 from corral.models.schema import GrammarModel, raw_checked
 from corral.planning.producers import FactRead
 from corral.planning.references import literal
-from corral.planning.typecheck import describe
 from corral.planning.validate import PlanContext, validate_plan
 from corral.tools.spec import ToolSpec
+from corral.typecheck import describe
 
 PLAN_MAX_TOKENS = 600
 """Enough for a 10-step plan; a small model that loops is cut off (and repaired) here."""

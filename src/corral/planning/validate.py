@@ -22,9 +22,9 @@ from corral.contracts import Plan, Step
 from corral.errors import ExpressionInvalidError, PlanInvalidError
 from corral.planning.producers import FactRead, check_producers, wait_cycle
 from corral.planning.references import Reference, iter_references, literal, parse_reference
-from corral.planning.typecheck import describe, field_type, is_assignable
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
+from corral.typecheck import describe, field_type, is_assignable
 from corral.verify.expressions import Expression, compile_expression, fact_names
 
 

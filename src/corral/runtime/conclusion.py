@@ -22,11 +22,11 @@ from corral.reply.render import display
 from corral.runtime.state import StepState
 
 if TYPE_CHECKING:
-    from corral.runtime.loop import RunLoop
+    from corral.runtime.view import RunControl
 
 
 def conclude(
-    loop: RunLoop, stop: tuple[str, ErrorCode] | None, model_reply: str | None = None
+    loop: RunControl, stop: tuple[str, ErrorCode] | None, model_reply: str | None = None
 ) -> None:
     """End the run: every step is succeeded, failed, skipped, blocked or unknown.
 
@@ -71,19 +71,19 @@ def conclude(
             loop.finish(spec.reply if spec and spec.reply else "done", "success")
 
 
-def _plan(loop: RunLoop) -> Plan:
+def _plan(loop: RunControl) -> Plan:
     """The run's plan: the scheduler, the only caller of ``conclude``, ran one."""
     plan = loop.state.plan
     assert plan is not None
     return plan
 
 
-def _optional(loop: RunLoop) -> set[str]:
+def _optional(loop: RunControl) -> set[str]:
     """Ids of the steps whose failure the plan allows (``on_failure: continue``)."""
     return {s.id for s in _plan(loop).steps if s.on_failure == "continue"}
 
 
-def _failure(loop: RunLoop, first: StepState) -> None:
+def _failure(loop: RunControl, first: StepState) -> None:
     """A required step failed: the plan's answer for "not found" or "unmet", else a person."""
     answer = _failure_template(loop, first.id)
     if answer and first.error_code == ErrorCode.NO_RESULT.value:
@@ -98,7 +98,7 @@ def _failure(loop: RunLoop, first: StepState) -> None:
         )
 
 
-def _partial(loop: RunLoop, steps: list[StepState], first: StepState) -> None:
+def _partial(loop: RunControl, steps: list[StepState], first: StepState) -> None:
     """Only optional steps failed: say what was done and what was not.
 
     The steps that publish the reply are not listed; their text comes first. When nothing
@@ -127,7 +127,7 @@ def _partial(loop: RunLoop, steps: list[StepState], first: StepState) -> None:
     loop.finish_with_text(f"{text} {note}".strip(), "partial", "partial")
 
 
-def _describe(loop: RunLoop, declared: dict[str, Step], step: StepState) -> str:
+def _describe(loop: RunControl, declared: dict[str, Step], step: StepState) -> str:
     """A step in plain words: its ``description``, else its tool's, else the tool's name."""
     planned = declared.get(step.id)
     described = planned.description if planned else ""
@@ -138,7 +138,7 @@ def _describe(loop: RunLoop, declared: dict[str, Step], step: StepState) -> str:
     return described.rstrip("。.")
 
 
-def _refusal(loop: RunLoop) -> str | None:
+def _refusal(loop: RunControl) -> str | None:
     """The refusal template when a business rule decides the outcome, else ``None``.
 
     A step skipped by a rule refuses. So does a step that never ran (blocked by another
@@ -167,6 +167,6 @@ def _refusal(loop: RunLoop) -> str | None:
     return None
 
 
-def _failure_template(loop: RunLoop, step_id: str) -> str | None:
+def _failure_template(loop: RunControl, step_id: str) -> str | None:
     declared = loop.declared_plan()
     return declared.on_failure.get(step_id) if declared else None

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from corral.effects import Effects
     from corral.models.base import Model, ModelRequest, ModelResponse
-    from corral.runtime.effects import Effects
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
 

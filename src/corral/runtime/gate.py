@@ -26,7 +26,7 @@ from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
 
 if TYPE_CHECKING:
-    from corral.runtime.loop import RunLoop
+    from corral.runtime.view import RunControl
 
 _UNSETTLED = (StepStatus.PENDING, StepStatus.RUNNING)
 
@@ -80,7 +80,7 @@ def record_verdict(journal: Journal, step_id: str, verdict: Verdict) -> None:
 class StepGate:
     """Runs the pre-step checks of one run; owned by its ``Scheduler``."""
 
-    def __init__(self, loop: RunLoop, budget: BudgetTracker, guard: LoopGuard) -> None:
+    def __init__(self, loop: RunControl, budget: BudgetTracker, guard: LoopGuard) -> None:
         self.loop = loop
         self.state = loop.state
         self.journal = loop.journal

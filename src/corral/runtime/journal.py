@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.contracts import Event, EventType, RunStatus
+from corral.effects import Effects
 from corral.memory.task import Fact, FactSource
-from corral.runtime.effects import Effects
 from corral.runtime.machine import check_transition
 from corral.runtime.state import RunState, apply
 

@@ -7,7 +7,6 @@ buffered events durable at the points where that matters.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from corral.agent import Agent
@@ -20,15 +19,14 @@ from corral.contracts import (
     StepRecord,
     StepStatus,
 )
+from corral.effects import Effects
 from corral.errors import ErrorCode, TemplateInvalidError
 from corral.memory.task import FactSource
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
-from corral.runtime.effects import Effects
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
-
-Persist = Callable[[], Awaitable[None]]
+from corral.runtime.view import Persist
 
 
 class RunLoop:

@@ -26,7 +26,7 @@ from corral.models.structured import Attempt
 from corral.tools.policy import RetryPolicy
 
 if TYPE_CHECKING:
-    from corral.runtime.loop import RunLoop
+    from corral.runtime.view import RunView
 
 MODEL_BACKOFF_S = (1.0, 2.0)
 """Wait before model retry 1, 2, ... when the server sends no ``Retry-After``."""
@@ -38,7 +38,7 @@ ModelFailure = CorralError
 model that cannot load (``CONFIG_INVALID``) or anything else a model raises with a code."""
 
 
-def budget_problem(loop: RunLoop) -> str | None:
+def budget_problem(loop: RunView) -> str | None:
     """Which counted budget (model calls, tokens, money) forbids another call, if any."""
     budget, state = loop.agent.config.budget, loop.state
     if state.model_calls >= budget.max_model_calls:
@@ -50,7 +50,7 @@ def budget_problem(loop: RunLoop) -> str | None:
     return None
 
 
-def wall_clock_left(loop: RunLoop) -> float:
+def wall_clock_left(loop: RunView) -> float:
     """Seconds of ``budget.max_wall_clock_s`` the run has not used (may be negative)."""
     return loop.agent.config.budget.max_wall_clock_s - loop.active_seconds()
 
@@ -83,7 +83,7 @@ def spent(req: ModelRequest, exc: ModelFailure) -> Usage:
     return Usage(0, 0)
 
 
-def backoff(loop: RunLoop, retry: RetryPolicy, exc: ModelFailure, tries: int) -> float | None:
+def backoff(loop: RunView, retry: RetryPolicy, exc: ModelFailure, tries: int) -> float | None:
     """Seconds to wait before trying again, or ``None`` when this failure is final.
 
     The wait is the server's ``Retry-After`` or the backoff. A wait longer than
@@ -111,7 +111,7 @@ class ModelAttempts:
     at the current one; both go into each event.
     """
 
-    loop: RunLoop
+    loop: RunView
     model: Model
     asked: int = 0
     tries: int = 0

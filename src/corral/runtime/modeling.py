@@ -35,14 +35,14 @@ from corral.runtime.model_attempts import ModelAttempts
 from corral.verify.judge import JudgeAnswer, judge_request
 
 if TYPE_CHECKING:
-    from corral.runtime.loop import RunLoop
+    from corral.runtime.view import RunControl
     from corral.tools.spec import ToolSpec
 
 T = TypeVar("T", bound=BaseModel)
 
 
 async def ask_model(
-    loop: RunLoop, request: ModelRequest, output: type[T], check: Check[T] | None = None
+    loop: RunControl, request: ModelRequest, output: type[T], check: Check[T] | None = None
 ) -> T:
     """The structured pipeline, every attempt recorded, within budget and retried by corral.
 
@@ -64,11 +64,11 @@ async def ask_model(
     )
 
 
-def _temperature(loop: RunLoop, purpose: str) -> float:
+def _temperature(loop: RunControl, purpose: str) -> float:
     return loop.agent.config.model.temperatures.get(purpose, 0.0)
 
 
-async def model_intent(loop: RunLoop, text: str) -> IntentResult | None:
+async def model_intent(loop: RunControl, text: str) -> IntentResult | None:
     """The model's label for a message the rules and classifier were unsure of, or ``None``."""
     config = loop.agent.config
     request = intent_request(config, text, _temperature(loop, "intent"))
@@ -79,7 +79,7 @@ async def model_intent(loop: RunLoop, text: str) -> IntentResult | None:
     return to_intent_result(answer)
 
 
-def _evidence(loop: RunLoop) -> Evidence:
+def _evidence(loop: RunControl) -> Evidence:
     """What a model's values may be grounded in: the user's words, entities, tool results.
 
     Relative dates resolve against the run's recorded clock, so a replay grounds the same.
@@ -94,14 +94,14 @@ def _evidence(loop: RunLoop) -> Evidence:
     )
 
 
-def _planner_tools(loop: RunLoop, intent: str) -> tuple[PlanContext, list[ToolSpec]]:
+def _planner_tools(loop: RunControl, intent: str) -> tuple[PlanContext, list[ToolSpec]]:
     """What a model plan for ``intent`` is validated against, and the tools it may use."""
     context = loop.agent.plan_context(intent)
     names = sorted(context.allowed_tools or [])
     return context, [loop.agent.tools.get(n) for n in names if n in loop.agent.tools]
 
 
-async def model_plan(loop: RunLoop, intent: str) -> None:
+async def model_plan(loop: RunControl, intent: str) -> None:
     """Plan with the model, validate like a template, or hand off; never run a bad plan."""
     agent, state = loop.agent, loop.state
     context, tools = _planner_tools(loop, intent)
@@ -143,7 +143,7 @@ async def model_plan(loop: RunLoop, intent: str) -> None:
 
 
 async def model_judge(
-    loop: RunLoop, criterion: str, tool: str, data: dict[str, Any] | None
+    loop: RunControl, criterion: str, tool: str, data: dict[str, Any] | None
 ) -> Verdict:
     """The judge's verdict on a step whose deterministic checks passed."""
     request = judge_request(criterion, tool, data, _temperature(loop, "judge"))
@@ -165,7 +165,7 @@ async def model_judge(
     )
 
 
-async def model_reply(loop: RunLoop) -> str | None:
+async def model_reply(loop: RunControl) -> str | None:
     """A checked model reply when every step succeeded, else ``None`` (templates answer)."""
     state = loop.state
     if any(s.status is not StepStatus.SUCCEEDED for s in state.steps.values()):
@@ -190,7 +190,7 @@ async def model_reply(loop: RunLoop) -> str | None:
     return str(answer.text)
 
 
-async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dict[str, Any]:
+async def model_entities(loop: RunControl, text: str, found: dict[str, Any]) -> dict[str, Any]:
     """Declared entities the rules missed, from the model, grounded in ``text``."""
     from corral.intent.model_extraction import extraction_model, extraction_request, ground
 
@@ -220,7 +220,7 @@ async def model_entities(loop: RunLoop, text: str, found: dict[str, Any]) -> dic
     return kept
 
 
-async def model_replan(loop: RunLoop, failure: str) -> bool:
+async def model_replan(loop: RunControl, failure: str) -> bool:
     """Ask for a new plan after a failure; steps that succeeded are kept, never rerun.
 
     Returns True when a valid new plan replaced the old one; False leaves the failure to

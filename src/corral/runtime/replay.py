@@ -19,10 +19,10 @@ from pydantic import BaseModel, ValidationError
 
 from corral.contracts import Event, EventType
 from corral.decision.selector import ToolHealth
+from corral.effects import FixedEffects
 from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
 from corral.models.replay import ReplayModel
 from corral.store.memory import MemoryStore
-from corral.testing.effects import FixedEffects
 
 if TYPE_CHECKING:
     from corral.agent import Agent

@@ -40,7 +40,7 @@ from corral.verify.loop_guard import LoopGuard
 from corral.verify.rules import check_success
 
 if TYPE_CHECKING:
-    from corral.runtime.loop import RunLoop
+    from corral.runtime.view import RunControl
 
 MAX_REPLANS = 2
 """Seed 000/001: replan with the failure at most twice, then hand off."""
@@ -69,7 +69,7 @@ class _Outcome:
 class Scheduler:
     """Runs the ready steps of the plan until it is done, blocked, stopped or paused."""
 
-    def __init__(self, loop: RunLoop) -> None:
+    def __init__(self, loop: RunControl) -> None:
         self.loop = loop
         self.state = loop.state
         self.journal = loop.journal

@@ -23,12 +23,11 @@ from typing import Any
 
 from corral.agent import Agent
 from corral.contracts import EventType, RunStatus, RunSummary
+from corral.effects import Effects, FixedEffects, LiveEffects
 from corral.errors import ConfigInvalidError
-from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.runtime import Runtime
 from corral.safe_yaml import read_yaml_file
 from corral.store.memory import MemoryStore
-from corral.testing.effects import FixedEffects
 
 TIER_BARS = {"core": 1.0, "regular": 0.95, "exploratory": 0.0}
 _EXPECT_KEYS = ("intent", "status", "outcome", "reply_contains", "tools", "source")

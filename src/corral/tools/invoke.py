@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from corral.contracts import ToolResult, ToolStatus
+from corral.effects import Effects
 from corral.errors import (
     CorralError,
     ErrorCode,
@@ -26,7 +27,6 @@ from corral.errors import (
     ToolFailedError,
     ToolOutputInvalidError,
 )
-from corral.runtime.effects import Effects
 from corral.tools.context import ToolContext
 from corral.tools.spec import ToolSpec
 

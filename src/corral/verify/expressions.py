@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from simpleeval import EvalWithCompoundTypes
 
 from corral.errors import ExpressionInvalidError
-from corral.planning.typecheck import field_type
+from corral.typecheck import field_type
 
 ALLOWED_NAMES = frozenset({"result", "args", "facts", "entities"})
 CONSTANTS: Mapping[str, Any] = MappingProxyType(

@@ -1,0 +1,5 @@
+"""Kept so ``corral.runtime.effects`` still imports: the effects live in ``corral.effects``."""
+
+from corral.effects import Effects, LiveEffects
+
+__all__ = ["Effects", "LiveEffects"]
