@@ -51,7 +51,7 @@ def test_a_tool_failing_twice_in_a_row_is_degraded() -> None:
 
 
 def test_budget_names_the_first_limit_passed() -> None:
-    tracker = BudgetTracker(Budget(max_steps=2, max_tool_calls=5, max_wall_clock_s=10), 0.0)
+    tracker = BudgetTracker(Budget(max_steps=2, max_tool_calls=5, max_wall_clock_s=10))
     assert tracker.exceeded(1.0) is None
     tracker.steps = 2
     assert "step budget" in (tracker.exceeded(1.0) or "")

@@ -302,7 +302,6 @@ def test_steps_that_publish_the_same_fact_conflict_and_others_do_not() -> None:
         ),
         CONTEXT,
     )
-    assert graph.fact_writers == {"amount": ("a", "b"), "when": ("c",)}
     assert graph.writes_conflict("a", "b") and graph.writes_conflict("b", "a")
     assert not graph.writes_conflict("a", "c") and not graph.writes_conflict("c", "b")
 

@@ -194,6 +194,8 @@ class EventType(StrEnum):
 
     RUN_STARTED = "run_started"
     USER_MESSAGE = "user_message"
+    # Deprecated: nothing emits these two any more. They stay so that logs written by
+    # older versions still parse; new code must not emit them.
     STAGE_STARTED = "stage_started"
     STAGE_FINISHED = "stage_finished"
     STATUS_CHANGED = "status_changed"

@@ -5,6 +5,10 @@ result envelopes, events, handoff packets and CLI output, and tests and dashboar
 them. Messages may change; codes do not. The table of codes is in ``docs/errors.md``.
 
 ``retryable`` is data, decided here by the kind of failure, never guessed later.
+
+A code need not have an exception class: ``TOOL_NOT_ALLOWED``, ``LOOP_DETECTED`` and
+``OUTCOME_UNKNOWN`` are only ever recorded on a step (the run goes on to hand off), never
+raised, so they have none.
 """
 
 from __future__ import annotations
@@ -91,12 +95,6 @@ class UnknownToolError(CorralError):
     code = ErrorCode.UNKNOWN_TOOL
 
 
-class ToolNotAllowedError(CorralError):
-    """A registered tool that the intent's allow-list does not include."""
-
-    code = ErrorCode.TOOL_NOT_ALLOWED
-
-
 class ToolTimeoutError(CorralError):
     """A tool call ran past its timeout; worth another attempt (for a read).
 
@@ -151,12 +149,6 @@ class PlanInvalidError(CorralError):
     def __init__(self, problems: list[str], *, hint: str | None = None) -> None:
         self.problems = list(problems)
         super().__init__("; ".join(self.problems) or "plan is invalid", hint=hint)
-
-
-class LoopDetectedError(CorralError):
-    """The same state or the same call came back; the run stops instead of spinning."""
-
-    code = ErrorCode.LOOP_DETECTED
 
 
 class BudgetExceededError(CorralError):
@@ -270,12 +262,6 @@ class EventConflictError(CorralError):
     """An event's ``seq`` is already stored: another writer appended to the same run."""
 
     code = ErrorCode.EVENT_CONFLICT
-
-
-class OutcomeUnknownError(CorralError):
-    """A write timed out or failed ambiguously: its effect may or may not have happened."""
-
-    code = ErrorCode.OUTCOME_UNKNOWN
 
 
 class StoreError(CorralError):

@@ -45,7 +45,6 @@ class TaskMemory:
     goal: str = ""
     completed_steps: tuple[str, ...] = ()
     """Rolling one-line summaries of finished steps."""
-    current_step: str | None = None
     facts: Mapping[str, Fact] = field(default_factory=lambda: MappingProxyType({}))
 
     def accepts(self, fact: Fact) -> bool:
@@ -61,7 +60,7 @@ class TaskMemory:
 
     def with_completed(self, summary: str) -> TaskMemory:
         """A new memory with one more completed-step summary."""
-        return replace(self, completed_steps=(*self.completed_steps, summary), current_step=None)
+        return replace(self, completed_steps=(*self.completed_steps, summary))
 
     def values(self) -> dict[str, Any]:
         """Fact name -> value, the slice templates and bindings read."""

@@ -2,7 +2,6 @@
 
 from corral.planning.binding import bind_arguments
 from corral.planning.references import Reference, parse_reference
-from corral.planning.templates import plan_from_template
 from corral.planning.validate import CompiledStep, PlanContext, PlanGraph, validate_plan
 
 __all__ = [
@@ -12,6 +11,5 @@ __all__ = [
     "Reference",
     "bind_arguments",
     "parse_reference",
-    "plan_from_template",
     "validate_plan",
 ]

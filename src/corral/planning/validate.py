@@ -68,7 +68,6 @@ class PlanGraph:
     order: tuple[str, ...]
     """A topological order; ties keep plan order."""
     dependents: Mapping[str, tuple[str, ...]]
-    fact_writers: Mapping[str, tuple[str, ...]]
 
     def writes_conflict(self, a: str, b: str) -> bool:
         """True when two steps publish the same fact and so must not run together."""
@@ -292,7 +291,6 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         steps={sid: compiled[sid] for sid in by_id},
         order=order,
         dependents={sid: tuple(s.id for s in steps if sid in s.depends_on) for sid in by_id},
-        fact_writers=writers,
     )
 
 

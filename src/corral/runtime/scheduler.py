@@ -82,7 +82,7 @@ class Scheduler:
             if step.args is None or step.called is None or step.status is StepStatus.RUNNING:
                 continue
             self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
-        self.budget = BudgetTracker(self.agent.config.budget, started_at=0.0)
+        self.budget = BudgetTracker(self.agent.config.budget)
         self.gate = StepGate(loop, self.budget, self.guard)
 
     # ------------------------------------------------------------------ main loop

@@ -103,9 +103,6 @@ def _apply_step(state: RunState, kind: EventType, data: dict[str, Any]) -> None:
     if kind is EventType.STEP_STARTED:
         step.status, step.args = StepStatus.RUNNING, data.get("args")
         step.called = data.get("tool")
-        state.memory = TaskMemory(
-            state.memory.goal, state.memory.completed_steps, step.id, state.memory.facts
-        )
     elif kind is EventType.TOOL_SELECTED:
         step.tool_used = data["tool"]
     elif kind is EventType.TOOL_ATTEMPT:
