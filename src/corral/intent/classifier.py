@@ -12,8 +12,6 @@ raises a ``ConfigInvalidError`` that says what to install.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from typing import Any
 
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
+from corral.hashing import stable_hash
 from corral.intent.cache import fit_cached
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
 from corral.intent.signed import dump_signed, load_signed
@@ -250,10 +249,11 @@ class IntentClassifierModel:
 
 def content_hash(data: LabelledTexts, settings: ClassifierSettings) -> str:
     """Cache key: the examples, their labels, the settings and the library versions."""
-    text = json.dumps(  # ASCII: non-ASCII text is escaped, so any encoding gives one key
-        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION]
+    return stable_hash(
+        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION],
+        20,
+        escape_non_ascii=True,  # the keys cached models were first written under
     )
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def train_cached(

@@ -7,11 +7,11 @@ answer to the same question).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
+
+from corral.hashing import stable_hash
 
 Role = Literal["system", "user", "assistant"]
 
@@ -39,7 +39,7 @@ class ModelRequest:
 
     def fingerprint(self) -> str:
         """A stable hash of everything that determines the answer (replay looks it up)."""
-        text = json.dumps(
+        return stable_hash(
             [
                 self.purpose,
                 [(m.role, m.content) for m in self.messages],
@@ -47,10 +47,8 @@ class ModelRequest:
                 self.temperature,
                 self.max_tokens,
             ],
-            sort_keys=True,
-            ensure_ascii=False,
+            24,
         )
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
     def with_reask(self, answer: str, problems: str) -> ModelRequest:
         """The same request plus the rejected answer and what was wrong with it."""

@@ -12,8 +12,6 @@ handoff.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ from corral.decision.budget import BudgetTracker
 from corral.decision.capabilities import interchangeable
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
+from corral.hashing import stable_hash
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
@@ -56,8 +55,7 @@ _NOT_RECOVERABLE_BY_ANOTHER_TOOL = {
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
     """Stable for one run, step and arguments; a resumed write reuses it."""
-    text = json.dumps([run_id, step_id, args], sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    return stable_hash([run_id, step_id, args], 32)
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral.hashing import stable_hash
 
-def stable_hash(value: Any) -> str:
-    """A short hash of a JSON-able value, independent of key order."""
-    text = json.dumps(value, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+__all__ = ["LoopGuard", "stable_hash"]
 
 
 @dataclass

@@ -1,0 +1,26 @@
+"""The one stable hash: a short SHA-256 of a value's canonical JSON.
+
+Idempotency keys, model-request fingerprints (replay looks answers up by them), the
+classifier's cache keys and the loop guard's state keys all hash a JSON-able value. They
+share this function so that "the same value" means one thing everywhere: keys in any
+order, dates and other non-JSON values by their ``str``, text as UTF-8.
+
+Stored digests must not change: an idempotency key that hashed differently after an
+upgrade would let a resumed write run twice. ``tests/test_hashing.py`` pins them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def stable_hash(value: Any, size: int = 16, *, escape_non_ascii: bool = False) -> str:
+    """The first ``size`` hex digits of the SHA-256 of ``value`` as canonical JSON.
+
+    ``escape_non_ascii`` writes non-ASCII text as JSON escapes; only the classifier's
+    cache key uses it, so that its files keep the names they were first written under.
+    """
+    text = json.dumps(value, sort_keys=True, ensure_ascii=escape_non_ascii, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]
