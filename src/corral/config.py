@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
+from corral.validation import validation_problems
 
 
 class _Strict(BaseModel):
@@ -301,10 +302,7 @@ def parse_config(data: Any, *, source: str = "<config>") -> AgentConfig:
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:10]
-        )
-        raise ConfigInvalidError(f"{source}: {problems}") from None
+        raise ConfigInvalidError(f"{source}: {validation_problems(exc, 10)}") from None
 
 
 def _non_finite_paths(data: Any) -> list[str]:

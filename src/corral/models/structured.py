@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from corral.errors import ModelOutputInvalidError
 from corral.models.base import Model, ModelRequest, ModelResponse
+from corral.validation import validation_problems
 
 T = TypeVar("T", bound=BaseModel)
 MAX_RECORDED_TEXT = 20_000
@@ -108,12 +109,6 @@ def parse_json(text: str) -> tuple[Any, bool]:
     return _check_finite(repaired), True
 
 
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'output'}: {e['msg']}" for e in exc.errors()[:8]
-    )
-
-
 async def ask_structured(
     model: Model,
     request: ModelRequest,
@@ -146,7 +141,7 @@ async def ask_structured(
             if problems:
                 raise ValueError("; ".join(problems))
         except ValidationError as exc:
-            reason = _problems(exc)
+            reason = validation_problems(exc, 8, root="output")
         except ValueError as exc:
             reason = str(exc)
         else:

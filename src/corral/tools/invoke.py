@@ -29,6 +29,7 @@ from corral.errors import (
 )
 from corral.tools.context import ToolContext
 from corral.tools.spec import ToolSpec
+from corral.validation import validation_problems
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,7 @@ def validate_args(spec: ToolSpec, raw: dict[str, Any]) -> BaseModel:
                 f"tool {spec.name!r} is missing {', '.join(missing)}",
                 hint="ask the user for it, or bind it from an earlier step; it is never guessed",
             ) from None
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5]
-        )
+        problems = validation_problems(exc, 5)
         raise InvalidArgumentError(f"tool {spec.name!r}: {problems}") from None
 
 

@@ -1,0 +1,24 @@
+"""One way to say what pydantic rejected: ``where: why`` for each problem, joined by ``;``.
+
+Config, tool arguments and model output are validated at corral's boundaries, and each
+failure becomes an error message, a tool envelope or a re-ask prompt. They all describe
+the problems the same way. The texts are stored (in events, and in the re-ask requests
+whose fingerprints a replay looks answers up by), so the format must not drift.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+
+def validation_problems(exc: ValidationError, limit: int, *, root: str = "") -> str:
+    """The first ``limit`` problems as ``a.b: message; c: message``.
+
+    ``root`` names a problem with the whole value (an empty location), e.g. ``output``.
+    """
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}" for e in exc.errors()[:limit]
+    )
