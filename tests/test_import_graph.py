@@ -4,7 +4,7 @@ The graph is read from the source (the AST), not from ``sys.modules``, so an imp
 hidden inside a function counts as much as one at the top of a module: it still runs,
 only later, and a cycle behind it is still a cycle between layers. A node is a subpackage
 (``corral.runtime``) or a top-level module (``corral.contracts``, ``corral.agent``);
-imports inside one node are its own business and are not checked here.
+imports inside one node are its own business, except in the run loop (last test below).
 
 Imports under ``if TYPE_CHECKING:`` never run. They still couple two packages, so they
 count too, except for the few typing-only edges listed in ``TYPING_ONLY_ALLOWED``, each
