@@ -8,12 +8,15 @@ inside one layer uses plain dataclasses instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from corral.events import Payload
 
 Language = Literal["zh", "en"]
 IntentSource = Literal["rule", "classifier", "model", "none"]
@@ -226,21 +229,53 @@ class EventType(StrEnum):
     RUN_FINISHED = "run_finished"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Event:
     """One entry of a run's log. ``seq`` orders it; ``ts`` comes from the effects clock.
 
-    A plain dataclass, not a pydantic model: dozens are made per run on the hot path, and
-    every field is produced by corral itself. ``data`` holds JSON values only; stores
-    serialise it as it is.
+    The envelope of a typed ``payload`` (``corral.events``): a plain dataclass, not a
+    pydantic model, because dozens are made per run on the hot path and every field is
+    produced by corral itself. ``data`` renders the payload as JSON values for readers of
+    the older, untyped shape; ``Event(..., data={...})`` still builds one (the dict is
+    decoded into its payload record).
     """
 
     run_id: str
     seq: int
     ts: datetime
     type: EventType
-    stage: str = ""
-    data: JsonDict = field(default_factory=dict)
+    stage: str
+    payload: Payload
+
+    def __init__(
+        self,
+        run_id: str,
+        seq: int,
+        ts: datetime,
+        type: EventType,
+        stage: str = "",
+        data: JsonDict | None = None,
+        *,
+        payload: Payload | None = None,
+    ) -> None:
+        if data is not None or payload is None:  # data wins: ``replace(event, data=...)``
+            from corral.events import make
+
+            payload = make(type, data or {})
+        setter = object.__setattr__
+        setter(self, "run_id", run_id)
+        setter(self, "seq", seq)
+        setter(self, "ts", ts)
+        setter(self, "type", type)
+        setter(self, "stage", stage)
+        setter(self, "payload", payload)
+
+    @property
+    def data(self) -> JsonDict:
+        """The payload as JSON values (rendered when asked for, off the hot path)."""
+        from corral.events import as_json
+
+        return as_json(self.payload)
 
     def as_json(self) -> JsonDict:
         """The event as JSON values (for exports and the HTTP API)."""

@@ -18,15 +18,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import EventType, RunStatus, StepStatus, ToolResult, ToolStatus, Verdict
+from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
 from corral.decision.budget import BudgetTracker
 from corral.decision.capabilities import interchangeable
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
+from corral.events import (
+    LoopDetected,
+    OutcomeReconciled,
+    StepBlocked,
+    StepFinished,
+    StepStarted,
+    ToolAttempt,
+    ToolSelected,
+)
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
-from corral.runtime.gate import Admitted, StepGate, Stopped, record_verdict, waiting
+from corral.runtime.gate import Admitted, StepGate, Stopped, waiting
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -215,13 +224,8 @@ class Scheduler:
         else:
             outcome = "not_applied"
         self.journal.emit(
-            EventType.OUTCOME_RECONCILED,
             "verify",
-            step_id=step_id,
-            tool=spec.reconcile.name,
-            write=spec.name,
-            status=outcome,
-            reason=settled.summary,
+            OutcomeReconciled(step_id, spec.reconcile.name, spec.name, outcome, settled.summary),
         )
         return settled
 
@@ -258,12 +262,9 @@ class Scheduler:
                 in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN)
             ]
             if bad:
+                reason = f"depends on {', '.join(bad)}, which did not succeed"
                 self.journal.emit(
-                    EventType.STEP_BLOCKED,
-                    "execute",
-                    step_id=step_id,
-                    reason=f"depends on {', '.join(bad)}, which did not succeed",
-                    code=ErrorCode.DEPENDENCY_FAILED.value,
+                    "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
                 )
                 statuses[step_id] = StepStatus.BLOCKED
 
@@ -278,9 +279,7 @@ class Scheduler:
             await self._release_waiting_on(step_id)
             return
         spec, args = decided.spec, decided.args
-        self.journal.emit(
-            EventType.STEP_STARTED, "execute", step_id=step_id, tool=spec.name, args=args
-        )
+        self.journal.emit("execute", StepStarted(step_id, spec.name, args))
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
         task = asyncio.ensure_future(self._execute(compiled, spec, args))
@@ -351,17 +350,14 @@ class Scheduler:
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
             reason = "best ranked" if index == 0 else f"fallback after {candidates[index - 1].name}"
-            journal.emit(
-                EventType.TOOL_SELECTED,
-                "decide",
-                step_id=step.id,
-                tool=spec.name,
-                reason=reason,
-                degraded=agent.health.degraded(spec.name),
-                candidates=[c.name for c in candidates],
-                excluded=excluded,
-            )
-            if spec.policy.kind == "write":
+            degraded = agent.health.degraded(spec.name)
+            write = spec.policy.kind == "write"
+            if write or index or degraded or excluded or spec.name != planned.name:
+                names = [c.name for c in candidates]
+                journal.emit(
+                    "decide", ToolSelected(step.id, spec.name, reason, degraded, names, excluded)
+                )
+            if write:
                 await self.loop.persist()  # a resumed run knows which write was entered
             result = await self._call(compiled, spec, args)
             if result.status is not ToolStatus.ERROR:
@@ -421,20 +417,21 @@ class Scheduler:
 
         def record(attempt: Attempt) -> None:
             self.journal.emit(
-                EventType.TOOL_ATTEMPT,
                 "execute",
-                step_id=step_id,
-                tool=tool,
-                attempt=attempt.number,
-                status=attempt.status.value,
-                duration_ms=round(attempt.duration_ms, 3),
-                error_code=attempt.error_code,
-                error_message=attempt.error_message,
-                retryable=attempt.retryable,
-                backoff_s=attempt.backoff_s,
-                data=attempt.data,
-                applied=attempt.applied,
-                in_flight=attempt.in_flight,
+                ToolAttempt(
+                    step_id,
+                    tool,
+                    attempt.number,
+                    attempt.status.value,
+                    round(attempt.duration_ms, 3),
+                    attempt.error_code,
+                    attempt.error_message,
+                    attempt.retryable,
+                    attempt.backoff_s,
+                    attempt.data,
+                    attempt.applied,
+                    attempt.in_flight,
+                ),
             )
             if also is not None:
                 also(attempt)
@@ -447,15 +444,13 @@ class Scheduler:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
         if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+            reason = result.error_message or "the outcome of the write is unknown"
+            unknown = StepStatus.UNKNOWN.value
             journal.emit(
-                EventType.STEP_FINISHED,
                 "execute",
-                step_id=step_id,
-                status=StepStatus.UNKNOWN.value,
-                result=result.model_dump(mode="json"),
-                error_code=result.error_code,
-                reason=result.error_message or "the outcome of the write is unknown",
-                duration_ms=result.duration_ms,
+                StepFinished(
+                    step_id, unknown, result, result.error_code, reason, result.duration_ms
+                ),
             )
             return
         if result.status is ToolStatus.SUCCESS:
@@ -472,28 +467,28 @@ class Scheduler:
                 verdict = await model_judge(
                     self.loop, compiled.step.judge, result.tool, result.data
                 )
-            self._record_verdict(step_id, verdict)
+            # The output is stored once, with the attempt that produced it (the last).
+            produced = self.state.steps[step_id].attempts or None
             if not verdict.passed:
                 journal.emit(
-                    EventType.STEP_FINISHED,
                     "verify",
-                    step_id=step_id,
-                    status="failed",
-                    result=result.model_dump(mode="json"),
-                    error_code=verdict.code,
-                    reason=verdict.reason,
-                    duration_ms=result.duration_ms,
+                    StepFinished(
+                        step_id,
+                        "failed",
+                        result,
+                        verdict.code,
+                        verdict.reason,
+                        result.duration_ms,
+                        verdict.check,
+                        produced,
+                    ),
                 )
                 return
             journal.emit(
-                EventType.STEP_FINISHED,
                 "execute",
-                step_id=step_id,
-                status="succeeded",
-                result=result.model_dump(mode="json"),
-                error_code=None,
-                reason="",
-                duration_ms=result.duration_ms,
+                StepFinished(
+                    step_id, "succeeded", result, None, "", result.duration_ms, None, produced
+                ),
             )
             for fact, path in compiled.facts:
                 value: Any = result.data
@@ -503,21 +498,11 @@ class Scheduler:
             call = [result.tool, outcome.args, result.data]
             looping = self.guard.observe_state(self.state.memory.values(), call)
             if looping:
-                journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
+                journal.emit("verify", LoopDetected(looping, step_id))
                 self.stop = (looping, ErrorCode.LOOP_DETECTED)
             return
         code = result.error_code or ErrorCode.NO_RESULT.value
         reason = result.error_message or "the tool found nothing"
         journal.emit(
-            EventType.STEP_FINISHED,
-            "execute",
-            step_id=step_id,
-            status="failed",
-            result=result.model_dump(mode="json"),
-            error_code=code,
-            reason=reason,
-            duration_ms=result.duration_ms,
+            "execute", StepFinished(step_id, "failed", result, code, reason, result.duration_ms)
         )
-
-    def _record_verdict(self, step_id: str, verdict: Verdict) -> None:
-        record_verdict(self.journal, step_id, verdict)

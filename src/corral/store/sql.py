@@ -42,7 +42,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
 
-from corral.contracts import Event, EventType, HandoffPacket
+from corral.contracts import Event, HandoffPacket
 from corral.errors import (
     EventConflictError,
     LeaseLostError,
@@ -51,6 +51,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
+from corral.store.codec import StoredRow, decode_rows, encode
 from corral.store.faults import store_faults
 
 metadata = MetaData()
@@ -80,6 +81,15 @@ events = Table(
     Column("data", Text, nullable=False),
 )
 
+plans = Table(
+    "corral_plans",
+    metadata,
+    Column("hash", String(64), primary_key=True),
+    Column("body", Text, nullable=False),
+)
+"""Plan steps by the hash of their JSON (format 2): stored once, however many runs use
+them. Never deleted by ``purge``: a body is small, and shared by runs of any age."""
+
 leases = Table(
     "corral_leases",
     metadata,
@@ -106,15 +116,23 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def _event_row(e: Event) -> dict[str, Any]:
-    return {
-        "run_id": e.run_id,
-        "seq": e.seq,
-        "ts": e.ts,
-        "type": e.type.value,
-        "stage": e.stage,
-        "data": _dumps(e.data),
-    }
+def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
+    return [
+        {
+            "run_id": e.run_id,
+            "seq": e.seq,
+            "ts": e.ts,
+            "type": e.type.value,
+            "stage": e.stage,
+            "data": encode(e, bodies),
+        }
+        for e in new_events
+    ]
+
+
+_INSERT_EVENTS = insert(events)
+"""Built once: a save only binds its rows."""
 
 
 def _aware(value: datetime) -> datetime:
@@ -205,6 +223,8 @@ class SqlStore:
         """The SQLite file, watched so that a database deleted mid-run is detected."""
         self.read_only = read_only
         self._identity = self._file_identity()
+        self._plans_stored: set[str] = set()
+        """Plan hashes this store object has written or seen written (skips a lookup)."""
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -371,24 +391,43 @@ class SqlStore:
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
+        bodies: dict[str, str] = {}
+        rows = _event_rows(new_events, bodies)
         with self._faults(run.run_id, "saving the run"):
             self._check_file(run.run_id)
             try:
                 with self._write() as conn:
                     if lease is not None:
                         self._fence(conn, lease, release)
-                    if new_events:
-                        conn.execute(insert(events), [_event_row(e) for e in new_events])
+                    self._store_plans(conn, bodies)
+                    if rows:
+                        conn.execute(_INSERT_EVENTS, rows)
                     self._upsert_run(conn, run, row)
             except IntegrityError:
-                missing = self._unstored(run.run_id, new_events)
+                missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
                     if lease is not None:
                         self._fence(conn, lease, release)
+                    self._store_plans(conn, bodies)
                     if missing:
-                        conn.execute(insert(events), [_event_row(e) for e in missing])
+                        conn.execute(_INSERT_EVENTS, [r for r in rows if r["seq"] in missing])
                     self._upsert_run(conn, run, row)
             self._check_file(run.run_id)
+
+    def _store_plans(self, conn: Connection, bodies: dict[str, str]) -> None:
+        """Store the plan bodies not stored yet (content-addressed: a repeat is a no-op)."""
+        new = {key: body for key, body in bodies.items() if key not in self._plans_stored}
+        if not new:
+            return
+        known = conn.execute(select(plans.c.hash).where(plans.c.hash.in_(new))).scalars()
+        missing = set(new) - set(known)
+        if missing:
+            conn.execute(insert(plans), [{"hash": k, "body": new[k]} for k in sorted(missing)])
+        self._plans_stored.update(new)
+
+    def _plan_bodies(self, conn: Connection, keys: set[str]) -> dict[str, str]:
+        query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(keys))
+        return {row.hash: row.body for row in conn.execute(query)}
 
     def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
         updated = conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(**row))
@@ -443,17 +482,11 @@ class SqlStore:
         """Every event of the run, by ``seq``."""
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
         with self._faults(run_id, "reading the run's events"), self.engine.connect() as conn:
-            return [
-                Event(
-                    run_id=row.run_id,
-                    seq=row.seq,
-                    ts=_aware(row.ts),
-                    type=EventType(row.type),
-                    stage=row.stage,
-                    data=json.loads(row.data),
-                )
+            rows = [
+                StoredRow(row.run_id, row.seq, _aware(row.ts), row.type, row.stage, row.data)
                 for row in conn.execute(query)
             ]
+            return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys))
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
