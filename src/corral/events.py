@@ -179,7 +179,7 @@ class ToolAttempt:
 
 @dataclass(frozen=True, slots=True)
 class StepFinished:
-    """A step's end: its status and result, and the check that failed it, if one did.
+    """A step's end: its status, its result, and the verdict on it when that says something.
 
     ``output_attempt`` names the ``tool_attempt`` whose data is the result's: the stored
     form leaves the data out and the store puts it back from that attempt.
@@ -192,8 +192,10 @@ class StepFinished:
     error_code: str | None = None
     reason: str = ""
     duration_ms: float = 0.0
-    check: str | None = None
-    """The verify check that failed a step whose tool succeeded (``success``...)."""
+    verdict: Verdict | None = None
+    """The success check's verdict when a criterion or judge was declared, or it failed
+    (before format 2 this was a ``verified`` event of its own; "no criterion declared"
+    is not recorded)."""
     output_attempt: int | None = None
 
 
@@ -504,7 +506,9 @@ def compact_json(payload: Payload) -> JsonDict:
             continue
         if item.default_factory is not dataclasses.MISSING and value == item.default_factory():
             continue
-        out[_key(item.name)] = _json(value)
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", exclude_defaults=True)
+        out[_key(item.name)] = value
     return out
 
 

@@ -461,14 +461,15 @@ class Scheduler:
                 "entities": self.state.entities,
             }
             verdict = check_success(compiled.success, names)
-            if verdict.passed and compiled.step.judge and self.agent.model is not None:
+            judge = compiled.step.judge if self.agent.model is not None else None
+            if verdict.passed and judge:
                 from corral.runtime.modeling import model_judge
 
-                verdict = await model_judge(
-                    self.loop, compiled.step.judge, result.tool, result.data
-                )
+                verdict = await model_judge(self.loop, judge, result.tool, result.data)
             # The output is stored once, with the attempt that produced it (the last).
             produced = self.state.steps[step_id].attempts or None
+            said = compiled.success is not None or bool(judge) or not verdict.passed
+            told = verdict if said else None  # "no criterion declared" says nothing
             if not verdict.passed:
                 journal.emit(
                     "verify",
@@ -479,7 +480,7 @@ class Scheduler:
                         verdict.code,
                         verdict.reason,
                         result.duration_ms,
-                        verdict.check,
+                        verdict,
                         produced,
                     ),
                 )
@@ -487,7 +488,7 @@ class Scheduler:
             journal.emit(
                 "execute",
                 StepFinished(
-                    step_id, "succeeded", result, None, "", result.duration_ms, None, produced
+                    step_id, "succeeded", result, None, "", result.duration_ms, told, produced
                 ),
             )
             for fact, path in compiled.facts:
