@@ -187,9 +187,7 @@ async def test_recovery_ladder_retries_then_uses_an_equivalent_tool() -> None:
     # The plain pick of the planned tool has no event of its own (format 2); the fallback has.
     assert tools_selected(events) == ["primary", "replica"]
     fallback = [e.data for e in events if e.type is EventType.TOOL_SELECTED]
-    assert [(d["tool"], d["reason"]) for d in fallback] == [
-        ("replica", "fallback after primary")
-    ]
+    assert [(d["tool"], d["reason"]) for d in fallback] == [("replica", "fallback after primary")]
     # The primary failed in a row: it is degraded, so the next run starts on the replica.
     await runtime.start("go")
     assert runtime.agent.health.degraded("primary")

@@ -513,9 +513,9 @@ def compact_json(payload: Payload) -> JsonDict:
 
 
 @cache
-def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
+def _adapter(kind: EventType) -> TypeAdapter[Any]:
     """One validator per payload type, built the first time a stored row needs it."""
-    return TypeAdapter(cls)
+    return TypeAdapter(PAYLOADS[kind])
 
 
 def decode(kind: EventType, data: JsonDict) -> Payload:
@@ -526,7 +526,7 @@ def decode(kind: EventType, data: JsonDict) -> Payload:
     names = {_key(f.name): f.name for f in dataclasses.fields(cls)}
     given = {names.get(key, key): value for key, value in data.items()}
     try:
-        payload: Payload = _adapter(cls).validate_python(given)
+        payload: Payload = _adapter(kind).validate_python(given)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or kind.value
