@@ -419,14 +419,14 @@ class SqlStore:
         new = {key: body for key, body in bodies.items() if key not in self._plans_stored}
         if not new:
             return
-        known = conn.execute(select(plans.c.hash).where(plans.c.hash.in_(new))).scalars()
+        known = conn.execute(select(plans.c.hash).where(plans.c.hash.in_(list(new)))).scalars()
         missing = set(new) - set(known)
         if missing:
             conn.execute(insert(plans), [{"hash": k, "body": new[k]} for k in sorted(missing)])
         self._plans_stored.update(new)
 
     def _plan_bodies(self, conn: Connection, keys: set[str]) -> dict[str, str]:
-        query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(keys))
+        query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(sorted(keys)))
         return {row.hash: row.body for row in conn.execute(query)}
 
     def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
