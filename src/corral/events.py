@@ -500,16 +500,32 @@ def compact_json(payload: Payload) -> JsonDict:
     if isinstance(payload, Opaque):
         return dict(payload.fields)
     out: JsonDict = {}
-    for item in dataclasses.fields(payload):
-        value = getattr(payload, item.name)
-        if item.default is not dataclasses.MISSING and value == item.default:
-            continue
-        if item.default_factory is not dataclasses.MISSING and value == item.default_factory():
+    for name, key, default in _layout(type(payload)):
+        value = getattr(payload, name)
+        if default is not _REQUIRED and value == default:
             continue
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json", exclude_defaults=True)
-        out[_key(item.name)] = value
+        out[key] = value
     return out
+
+
+_REQUIRED = object()
+"""Marks a field without a default in ``_layout``."""
+
+
+@cache
+def _layout(cls: type[Any]) -> tuple[tuple[str, str, Any], ...]:
+    """Each field of a payload record: name, JSON key, default (made once, compared only)."""
+    layout = []
+    for item in dataclasses.fields(cls):
+        default: Any = _REQUIRED
+        if item.default is not dataclasses.MISSING:
+            default = item.default
+        elif item.default_factory is not dataclasses.MISSING:
+            default = item.default_factory()
+        layout.append((item.name, _key(item.name), default))
+    return tuple(layout)
 
 
 @cache

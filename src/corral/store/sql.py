@@ -31,6 +31,8 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    Update,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -132,7 +134,27 @@ def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dic
 
 
 _INSERT_EVENTS = insert(events)
-"""Built once: a save only binds its rows."""
+"""Built once: a save only binds its rows (building a statement costs more than running it)."""
+_INSERT_RUN = insert(runs)
+_RUN_FIELDS = ("trace_id", "agent", "session_id", "status", "updated_at", "summary")
+
+
+def _run_update(fields: tuple[str, ...]) -> Update:
+    """``UPDATE corral_runs SET fields... WHERE run_id = :b_run_id``, bound by name."""
+    values = {name: bindparam(f"b_{name}") for name in fields}
+    return update(runs).where(runs.c.run_id == bindparam("b_run_id")).values(values)
+
+
+_LEASE = select(leases).where(leases.c.run_id == bindparam("b_run_id"))
+_LEASE_FOR_UPDATE = _LEASE.with_for_update()
+_INSERT_LEASE = insert(leases)
+_RENEW_LEASE = (
+    update(leases)
+    .where(leases.c.run_id == bindparam("b_run_id"))
+    .values(owner=bindparam("b_owner"), expires_at=bindparam("b_expires_at"))
+)
+_UPDATE_RUN = _run_update(_RUN_FIELDS)
+_UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 
 
 def _aware(value: datetime) -> datetime:
@@ -297,17 +319,17 @@ class SqlStore:
     # ------------------------------------------------------------------ leases
 
     def _locked_lease(self, conn: Connection, run_id: str) -> Any:
-        query = select(leases).where(leases.c.run_id == run_id)
-        if self.engine.dialect.name == "postgresql":
-            query = query.with_for_update()
-        return conn.execute(query).first()
+        locked = self.engine.dialect.name == "postgresql"
+        query = _LEASE_FOR_UPDATE if locked else _LEASE
+        return conn.execute(query, {"b_run_id": run_id}).first()
 
     def _take(self, conn: Connection, lease: Lease, row: Any) -> None:
         values = {"owner": lease.owner, "expires_at": _now() + lease.ttl_s}
         if row is None:
-            conn.execute(insert(leases).values(run_id=lease.run_id, **values))
+            conn.execute(_INSERT_LEASE, {"run_id": lease.run_id, **values})
         else:
-            conn.execute(update(leases).where(leases.c.run_id == lease.run_id).values(**values))
+            bound = {"b_run_id": lease.run_id, "b_owner": values["owner"]}
+            conn.execute(_RENEW_LEASE, {**bound, "b_expires_at": values["expires_at"]})
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""
@@ -430,9 +452,11 @@ class SqlStore:
         return {row.hash: row.body for row in conn.execute(query)}
 
     def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
-        updated = conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(**row))
+        statement = _UPDATE_RUN_HANDOFF if "handoff" in row else _UPDATE_RUN
+        bound = {f"b_{name}": value for name, value in row.items()}
+        updated = conn.execute(statement, {"b_run_id": run.run_id, **bound})
         if updated.rowcount == 0:
-            conn.execute(insert(runs).values(run_id=run.run_id, created_at=run.created_at, **row))
+            conn.execute(_INSERT_RUN, {"run_id": run.run_id, "created_at": run.created_at, **row})
 
     def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
         """The events not stored yet; raises unless every stored one is the same as new.
