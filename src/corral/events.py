@@ -500,7 +500,7 @@ def compact_json(payload: Payload) -> JsonDict:
     if isinstance(payload, Opaque):
         return dict(payload.fields)
     out: JsonDict = {}
-    for name, key, default in _layout(type(payload)):
+    for name, key, default in _layout(payload.kind):
         value = getattr(payload, name)
         if default is not _REQUIRED and value == default:
             continue
@@ -515,10 +515,10 @@ _REQUIRED = object()
 
 
 @cache
-def _layout(cls: type[Any]) -> tuple[tuple[str, str, Any], ...]:
+def _layout(kind: EventType) -> tuple[tuple[str, str, Any], ...]:
     """Each field of a payload record: name, JSON key, default (made once, compared only)."""
     layout = []
-    for item in dataclasses.fields(cls):
+    for item in dataclasses.fields(PAYLOADS[kind]):
         default: Any = _REQUIRED
         if item.default is not dataclasses.MISSING:
             default = item.default

@@ -141,7 +141,7 @@ _RUN_FIELDS = ("trace_id", "agent", "session_id", "status", "updated_at", "summa
 
 def _run_update(fields: tuple[str, ...]) -> Update:
     """``UPDATE corral_runs SET fields... WHERE run_id = :b_run_id``, bound by name."""
-    values = {name: bindparam(f"b_{name}") for name in fields}
+    values: dict[str, Any] = {name: bindparam(f"b_{name}") for name in fields}
     return update(runs).where(runs.c.run_id == bindparam("b_run_id")).values(values)
 
 
