@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from corral import Agent, EventType, RunStatus, Runtime, SqlStore, StepStatus, load_agent
+from corral import (
+    Agent,
+    EventType,
+    MemoryStore,
+    RunStatus,
+    Runtime,
+    SqlStore,
+    StepStatus,
+    load_agent,
+)
 from corral.contracts import Event
 from corral.errors import ErrorCode, StoreCorruptError
 from corral.events import PlanCreated, StepFinished, ToolAttempt
@@ -196,3 +205,27 @@ def asyncio_run(coroutine: Any) -> Any:
     import asyncio
 
     return asyncio.run(coroutine)
+
+
+async def test_the_live_path_passes_typed_values_without_revalidating_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between corral's own layers nothing is dumped to a dict and validated again: the
+    fold takes the ``IntentResult``, ``RouteDecision``, ``Plan`` and ``ToolResult`` as made."""
+    from corral.contracts import IntentResult, Plan, RouteDecision, ToolResult
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("validated again on the live path")
+
+    for model in (IntentResult, RouteDecision, Plan, ToolResult):
+        monkeypatch.setattr(model, "model_validate", classmethod(refuse))
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE)
+    done = await runtime.resume(paused.run_id, approve=True)
+    assert done.status is RunStatus.FINISHED and done.outcome == "success"
+    events = await runtime.events(done.run_id)
+    [plan] = [e.payload for e in events if isinstance(e.payload, PlanCreated)]
+    assert (
+        plan.plan.steps is agent.template_graphs[("申请换新", plan.plan.template or "")].plan.steps
+    )
