@@ -53,7 +53,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
-from corral.store.codec import StoredRow, decode_rows, encode
+from corral.store.codec import StoredRow, decode_rows, dumps, encode
 from corral.store.faults import store_faults
 
 metadata = MetaData()
@@ -112,10 +112,6 @@ sessions = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False, index=True),
 )
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
@@ -409,7 +405,7 @@ class SqlStore:
             "session_id": run.session_id,
             "status": run.status,
             "updated_at": run.updated_at,
-            "summary": _dumps(run.summary),
+            "summary": dumps(run.summary),
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
@@ -470,7 +466,7 @@ class SqlStore:
             if old is not None and (old.type, old.stage, old.data) != (
                 new.type,
                 new.stage,
-                json.loads(_dumps(new.data)),
+                json.loads(dumps(new.data)),
             ):
                 raise EventConflictError(
                     f"event {new.seq} of run {run_id} was already written by another writer",
@@ -555,7 +551,7 @@ class SqlStore:
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""
-        data = _dumps(
+        data = dumps(
             {
                 "turns": session.turns,
                 "entities": session.entities,
