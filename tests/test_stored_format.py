@@ -1,8 +1,9 @@
 """The stored event format: typed payloads, format 2, and logs written before it.
 
 ``fixtures/events_v1_aftersales.json`` holds the rows corral 8a5b4af (format 1, no ``v``)
-stored for an aftersales exchange: paused for confirmation, approved, finished. This
-corral must still read, fold, show, log and replay them.
+stored for an aftersales exchange: paused for confirmation, approved, finished;
+``events_v1_paused.json`` the same exchange still paused. This corral must still read,
+fold, show, log, replay and resume them.
 """
 
 from __future__ import annotations
@@ -34,24 +35,30 @@ from corral.runtime.state import fold
 from corral.store.codec import FORMAT
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
-from tests.helpers import corral_cli
+from tests.helpers import corral_cli, exchange_count
 
 FIXTURE = Path(__file__).parent / "fixtures" / "events_v1_aftersales.json"
+PAUSED = Path(__file__).parent / "fixtures" / "events_v1_paused.json"
+"""The same exchange, as it stood paused for confirmation (events and the run row)."""
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 
 
-def old_home(home: Path) -> tuple[SqlStore, str]:
+def old_home(home: Path, fixture: Path = FIXTURE) -> tuple[SqlStore, str]:
     """A home whose database holds the fixture's rows exactly as the old corral wrote them."""
     home.mkdir(parents=True, exist_ok=True)
     store = SqlStore.open(home / "corral.db")
-    rows = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
+    recorded = json.loads(fixture.read_text(encoding="utf-8"))
     with sqlite3.connect(home / "corral.db") as db:
         db.executemany(
             "INSERT INTO corral_events (run_id, seq, ts, type, stage, data) "
             "VALUES (:run_id, :seq, :ts, :type, :stage, :data)",
-            rows,
+            recorded["rows"],
         )
-    return store, rows[0]["run_id"]
+        for run in recorded.get("runs", []):
+            names = ", ".join(run)
+            marks = ", ".join(f":{name}" for name in run)
+            db.execute(f"INSERT INTO corral_runs ({names}) VALUES ({marks})", run)
+    return store, recorded["rows"][0]["run_id"]
 
 
 def rows_of(path: Path, run_id: str) -> list[tuple[str, dict[str, Any]]]:
@@ -96,6 +103,22 @@ def test_a_log_written_before_format_2_renders_logs_and_replays(tmp_path: Path) 
     agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
     report = asyncio_run(replay_run(agent, events))
     assert report.same_path, report
+
+
+async def test_a_run_paused_by_an_older_corral_resumes_and_writes_once(tmp_path: Path) -> None:
+    """A run left awaiting confirmation before an upgrade is approved after it."""
+    store, run_id = old_home(tmp_path / "home", PAUSED)
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    waiting = await runtime.summary(run_id)
+    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
+    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
+    assert done.status is RunStatus.FINISHED and done.outcome == "success"
+    assert exchange_count(agent) == 1 and "换新单 EX" in (done.reply or "")
+    rows = rows_of(tmp_path / "home" / "corral.db", run_id)
+    assert [data.get("v") for _, data in rows[:33]] == [None] * 33  # the old rows, untouched
+    assert {data.get("v") for _, data in rows[33:]} == {FORMAT}  # the new ones in format 2
+    assert (await replay_run(agent, store.load_events(run_id))).same_path
 
 
 def test_corral_show_and_traces_read_an_old_home(tmp_path: Path) -> None:
