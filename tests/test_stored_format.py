@@ -220,6 +220,10 @@ def test_events_built_from_data_as_before_still_work() -> None:
 
     event = Event("run_1", 1, datetime.now(UTC), EventType.USER_MESSAGE, "intent", {"text": "hi"})
     assert event.payload.kind is EventType.USER_MESSAGE and event.data == {"text": "hi"}
+    status = Event("run_1", 2, event.ts, EventType.STATUS_CHANGED, "run", {"from": "a", "to": "b"})
+    assert status.data == {"from": "a", "to": "b", "reason": "", "active_s": 0.0}
+    with pytest.raises(ValueError, match="text"):  # data that does not fit its record
+        Event("run_1", 3, event.ts, EventType.USER_MESSAGE, "intent", {"txt": "hi"})
     agent_type: type[Agent] = Agent  # the public names still import
     assert agent_type.__name__ == "Agent"
 
