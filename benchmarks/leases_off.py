@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from corral.contracts import Event, HandoffPacket
+from corral.contracts import HandoffPacket
+from corral.events import Event
 from corral.store.base import Lease, RunRecord
 from corral.store.sql import SqlStore
 

@@ -204,10 +204,10 @@ async def test_an_unavailable_judge_fails_the_step_and_hands_off() -> None:
     assert summary.status is RunStatus.HANDED_OFF
     assert summary.steps[0].error_code == "MODEL_UNAVAILABLE"
     assert summary.reply != "done"
-    verdicts = [
+    verdicts = [  # the step's own verdict is part of its step_finished (format 2)
         e.data["verdict"]
         for e in await runtime.events(summary.run_id)
-        if e.type is EventType.VERIFIED
+        if e.type is EventType.STEP_FINISHED
     ]
     assert verdicts[-1]["passed"] is False
     assert verdicts[-1]["code"] == "MODEL_UNAVAILABLE"

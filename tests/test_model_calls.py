@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config
-from corral.contracts import Event
 from corral.errors import ModelUnavailableError
+from corral.events import Event
 from corral.models import Message, ModelRequest
 from corral.models.negotiation import NEGOTIATION_FILE, NegotiationCache, rejects_format
 from corral.models.openai_compat import OpenAICompatibleModel

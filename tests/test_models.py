@@ -500,10 +500,10 @@ async def test_judge_runs_after_deterministic_checks_and_can_fail_a_step() -> No
     assert [(r.purpose, r.temperature) for r in model.requests] == [
         ("judge", LAYER_TEMPERATURES["judge"])
     ]
-    verdicts = [
+    verdicts = [  # the step's own verdict is part of its step_finished (format 2)
         e.data["verdict"]
         for e in await runtime.events(summary.run_id)
-        if e.type is EventType.VERIFIED
+        if e.type is EventType.STEP_FINISHED
     ]
     assert "no such city" in verdicts[-1]["reason"] and "typo" in verdicts[-1]["reason"]
     ok = ScriptedModel(['{"passed": true, "reason": "Shanghai is real"}'])

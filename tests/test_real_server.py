@@ -30,8 +30,9 @@ import yaml
 
 from corral import Agent, EventType, MemoryStore, Runtime, parse_config
 from corral.agent import model_from_config
-from corral.contracts import Event, RunStatus
+from corral.contracts import RunStatus
 from corral.errors import ConfigInvalidError
+from corral.events import Event
 from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_LOCAL_MODEL, import_extra, skip_or_fail
 from tests.helpers import corral_cli

@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config, tool
-from corral.contracts import Event
 from corral.errors import RunNotFoundError, ToolFailedError, TransientToolError
+from corral.events import Event
 from corral.runtime.replay import ReplayEffects, replay_run
 from corral.testing import FixedEffects
 from tests.one_intent import one_intent

@@ -19,6 +19,7 @@ from corral import (
 )
 from corral.errors import TransientToolError
 from corral.testing import FixedEffects
+from corral.testing.evaluation import tools_selected
 from corral.tools.policy import RetryPolicy
 from tests.helpers import build_agent
 
@@ -183,8 +184,10 @@ async def test_recovery_ladder_retries_then_uses_an_equivalent_tool() -> None:
     assert effects.sleeps == [1.0, 2.0]
     assert summary.steps[0].tool == "replica" and summary.steps[0].attempts == 4
     events = runtime.store.load_events(summary.run_id)  # type: ignore[attr-defined]
-    selected = [e.data["tool"] for e in events if e.type is EventType.TOOL_SELECTED]
-    assert selected == ["primary", "replica"]
+    # The plain pick of the planned tool has no event of its own (format 2); the fallback has.
+    assert tools_selected(events) == ["primary", "replica"]
+    fallback = [e.data for e in events if e.type is EventType.TOOL_SELECTED]
+    assert [(d["tool"], d["reason"]) for d in fallback] == [("replica", "fallback after primary")]
     # The primary failed in a row: it is degraded, so the next run starts on the replica.
     await runtime.start("go")
     assert runtime.agent.health.degraded("primary")

@@ -125,9 +125,9 @@ def attempt(step: str, tool_name: str, number: int, status: str, **fields: Any) 
     return ("tool_attempt", "execute", {**data, **fields})
 
 
-def verified(step: str, passed: bool, reason: str, code: str | None = None) -> tuple[Any, ...]:
-    verdict = {"passed": passed, "check": "success", "reason": reason, "code": code}
-    return ("verified", "verify", {"step_id": step, "verdict": verdict})
+def verdict(passed: bool, reason: str, code: str | None = None) -> dict[str, Any]:
+    """A success check's verdict, as ``step_finished`` carries it (format 2)."""
+    return {"passed": passed, "check": "success", "reason": reason, "code": code}
 
 
 def result(tool_name: str, status: str, summary: str, **fields: Any) -> dict[str, Any]:
@@ -152,7 +152,13 @@ def finished(
     code: str | None,
     reason: str,
     stage: str = "execute",
+    verdict: dict[str, Any] | None = None,
+    output_attempt: int | None = None,
 ) -> tuple[Any, ...]:
+    """A ``step_finished``; a successful result's output is the step's attempt 1 unless
+    ``output_attempt`` says which (format 2 stores it once, with that attempt)."""
+    if output_attempt is None and outcome["status"] == "success":
+        output_attempt = 1
     data = {
         "step_id": step,
         "status": status,
@@ -160,6 +166,8 @@ def finished(
         "error_code": code,
         "reason": reason,
         "duration_ms": outcome["duration_ms"],
+        "verdict": verdict,
+        "output_attempt": output_attempt,
     }
     return ("step_finished", stage, data)
 
@@ -186,17 +194,13 @@ async def test_a_success_and_a_failed_criterion_are_recorded_exactly() -> None:
     assert summary.status is RunStatus.HANDED_OFF
     assert events == [
         started("a", "ok", {"n": 1}),
-        selected("a", "ok", ["ok"]),
         attempt("a", "ok", 1, "success", data={"value": 1}),
-        verified("a", True, "no criterion declared"),
         finished(
             "a", "succeeded", result("ok", "success", "ok: value=1", data={"value": 1}), None, ""
         ),
         ("fact_written", "memory", {"name": "total", "value": 1, "source": "tool", "origin": "a"}),
         started("b", "ok", {"n": 0}),
-        selected("b", "ok", ["ok"]),
         attempt("b", "ok", 1, "success", data={"value": 0}),
-        verified("b", False, "result.value > 0 is false", "SUCCESS_CRITERIA_FAILED"),
         finished(
             "b",
             "failed",
@@ -204,6 +208,7 @@ async def test_a_success_and_a_failed_criterion_are_recorded_exactly() -> None:
             "SUCCESS_CRITERIA_FAILED",
             "result.value > 0 is false",
             stage="verify",
+            verdict=verdict(False, "result.value > 0 is false", "SUCCESS_CRITERIA_FAILED"),
         ),
     ]
 
@@ -226,7 +231,6 @@ async def test_no_result_fails_the_step_with_its_own_code_and_blocks_what_depend
     ]
     assert events == [
         started("s1", "nothing"),
-        selected("s1", "nothing", ["nothing"]),
         attempt("s1", "nothing", 1, "no_result"),
         finished(
             "s1",
@@ -256,7 +260,6 @@ async def test_a_failed_call_records_the_tools_error() -> None:
     message = "ValueError: database is on fire"
     assert events == [
         started("s1", "broken"),
-        selected("s1", "broken", ["broken"]),
         attempt("s1", "broken", 1, "error", error_code="TOOL_FAILED", error_message=message),
         finished(
             "s1",
@@ -291,18 +294,17 @@ async def test_a_fallback_tool_is_recorded_with_why_it_was_chosen() -> None:
     }
     assert events == [
         started("s1", "primary"),
-        selected("s1", "primary", both),
         attempt("s1", "primary", 1, "error", backoff_s=1.0, **failure),
         attempt("s1", "primary", 2, "error", **failure),
         selected("s1", "replica", both, reason="fallback after primary"),
         attempt("s1", "replica", 3, "success", data={"value": 42}),
-        verified("s1", True, "no criterion declared"),
         finished(
             "s1",
             "succeeded",
             result("replica", "success", "replica: value=42", data={"value": 42}),
             None,
             "",
+            output_attempt=3,
         ),
     ]
 
@@ -390,7 +392,6 @@ async def test_a_reconciled_write_that_happened_is_recorded_as_applied() -> None
         attempt("w", "cancel", 1, "error", **RESET),
         attempt("w", "find", 2, "success", data={"value": 7}),
         ("outcome_reconciled", "verify", {**settled, "reason": "cancel: value=7"}),
-        verified("w", True, "no criterion declared"),
         finished(
             "w",
             "succeeded",
@@ -404,6 +405,7 @@ async def test_a_reconciled_write_that_happened_is_recorded_as_applied() -> None
             ),
             None,
             "",
+            output_attempt=2,
         ),
     ]
 
@@ -573,7 +575,7 @@ async def test_the_judge_sees_the_criterion_the_tool_and_its_result() -> None:
         'Criterion: small\nTool: ok\nResult: {"value": 2}'
     )
     events = runtime.store.load_events(summary.run_id)
-    verdicts = [e.data["verdict"] for e in events if e.type is EventType.VERIFIED]
+    verdicts = [e.data["verdict"] for e in events if e.type is EventType.STEP_FINISHED]
     assert verdicts[-1] == {
         "passed": False,
         "check": "success",
@@ -611,7 +613,7 @@ async def test_a_success_criterion_reads_the_arguments_the_facts_and_the_entitie
         message="go A7",
     )
     assert summary.status is RunStatus.FINISHED
-    assert [d["verdict"]["reason"] for kind, _, d in events if kind == "verified"] == [
+    assert [d["verdict"]["reason"] for kind, _, d in events if kind == "step_finished"] == [
         "result.value == args.n is true",
         "facts.total == 1 is true",
         "entities.order_id == 'A7' is true",
@@ -1088,7 +1090,6 @@ async def test_a_write_interrupted_by_a_crash_is_settled_by_its_reconciler_on_re
     assert events == [
         attempt("w", "find", 1, "success", data={"value": 1}),
         ("outcome_reconciled", "verify", {**settled, "reason": "pay: value=1"}),
-        verified("w", True, "no criterion declared"),
         finished("w", "succeeded", paid, None, ""),
     ]
 

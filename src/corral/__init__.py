@@ -8,7 +8,6 @@ Everything below is the public API; anything else may change.
 from corral.agent import Agent, load_agent
 from corral.config import AgentConfig, load_config, parse_config
 from corral.contracts import (
-    Event,
     EventType,
     HandoffPacket,
     IntentResult,
@@ -24,6 +23,7 @@ from corral.contracts import (
     Verdict,
 )
 from corral.errors import CorralError, ErrorCode
+from corral.events import Event
 from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.runtime import Runtime
 from corral.store.memory import MemoryStore

@@ -8,7 +8,6 @@ inside one layer uses plain dataclasses instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -226,34 +225,6 @@ class EventType(StrEnum):
     REPLY = "reply"
     HANDED_OFF = "handed_off"
     RUN_FINISHED = "run_finished"
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One entry of a run's log. ``seq`` orders it; ``ts`` comes from the effects clock.
-
-    A plain dataclass, not a pydantic model: dozens are made per run on the hot path, and
-    every field is produced by corral itself. ``data`` holds JSON values only; stores
-    serialise it as it is.
-    """
-
-    run_id: str
-    seq: int
-    ts: datetime
-    type: EventType
-    stage: str = ""
-    data: JsonDict = field(default_factory=dict)
-
-    def as_json(self) -> JsonDict:
-        """The event as JSON values (for exports and the HTTP API)."""
-        return {
-            "run_id": self.run_id,
-            "seq": self.seq,
-            "ts": self.ts.isoformat(),
-            "type": self.type.value,
-            "stage": self.stage,
-            "data": self.data,
-        }
 
 
 # --------------------------------------------------------------------------- outputs

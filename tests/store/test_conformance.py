@@ -62,7 +62,7 @@ def events(rid: str, start: int, count: int) -> list[Event]:
             ts=T0 + timedelta(seconds=i),
             type=EventType.REPLY,
             stage="reply",
-            data={"text": f"第{i}条", "nested": {"n": i}},
+            data={"text": f"第{i}条", "template": f"t{i}"},
         )
         for i in range(start, start + count)
     ]
@@ -73,7 +73,7 @@ def test_save_and_load_round_trip(store: Store) -> None:
     store.save(record(rid), events(rid, 1, 3))
     loaded = store.load_events(rid)
     assert [e.seq for e in loaded] == [1, 2, 3]
-    assert loaded[0].data == {"text": "第1条", "nested": {"n": 1}}
+    assert loaded[0].data == {"text": "第1条", "template": "t1"}
     assert loaded[0].ts == T0 + timedelta(seconds=1)
     got = store.get_run(rid)
     assert got is not None and got.status == "parsing" and got.summary == {"status": "parsing"}

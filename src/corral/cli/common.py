@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from corral.agent import Agent, load_agent
-from corral.contracts import Event, EventType, RunSummary
+from corral.contracts import RunSummary
 from corral.errors import (
     ConfigInvalidError,
     CorralError,
@@ -30,6 +30,7 @@ from corral.errors import (
     RunNotFoundError,
     StoreError,
 )
+from corral.events import Event, RunStarted
 from corral.files import private_dir, tighten
 from corral.inputs import require_text
 from corral.observe.logs import JsonlLog, valid_run_id
@@ -127,10 +128,8 @@ def _load(
 
 def recorded_model(events: list[Event]) -> str | None:
     """The model name a stored run was started with (``run_started``), if it used one."""
-    if not events or events[0].type is not EventType.RUN_STARTED:
-        return None
-    name = events[0].data.get("model")
-    return name if isinstance(name, str) and name else None
+    started = events[0].payload if events else None
+    return started.model or None if isinstance(started, RunStarted) else None
 
 
 def _faults() -> Faults:
@@ -207,7 +206,8 @@ def _runtime_for_run(
     events = store.load_events(run_id)
     if not events:
         raise RunNotFoundError(f"no run {run_id!r} in {folder}", hint="see `corral runs`")
-    root = agent_dir or events[0].data.get("agent_root")
+    started = events[0].payload
+    root = agent_dir or (started.agent_root if isinstance(started, RunStarted) else None)
     if not root:
         raise RunNotFoundError(
             f"run {run_id} does not record its agent folder", hint="pass --agent AGENT_DIR"

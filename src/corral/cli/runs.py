@@ -26,8 +26,8 @@ from corral.cli.common import (
     app,
     console,
 )
-from corral.contracts import EventType
 from corral.errors import RunNotFoundError
+from corral.events import ModelCall
 from corral.inputs import require_text
 from corral.observe.logs import LEVELS, JsonlLog, keep, log_records, model_call_brief
 from corral.observe.redact import redactor_for
@@ -159,7 +159,7 @@ def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> N
 
         summary = summarize_run(state).model_dump(mode="json")
         summary["model_calls"] = [
-            model_call_brief(e.data) for e in events if e.type is EventType.MODEL_CALL
+            model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
         ]
         typer.echo(json.dumps(redactor.value(summary), ensure_ascii=False))
     else:

@@ -8,11 +8,9 @@ replay retries, falls back or hands off exactly as the recorded run did.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from corral.contracts import Event, EventType
 from corral.errors import (
     BudgetExceededError,
     CorralError,
@@ -22,6 +20,7 @@ from corral.errors import (
     ReplayDivergedError,
     RunNotFoundError,
 )
+from corral.events import Event, ModelCall
 from corral.models.base import ModelRequest, ModelResponse, Usage
 
 Answer = ModelResponse | CorralError
@@ -49,39 +48,45 @@ def _coded(code: str, message: str) -> CorralError:
     return error
 
 
-def recorded_failure(data: Mapping[str, Any]) -> CorralError:
+def recorded_failure(call: ModelCall) -> CorralError:
     """The error a failed ``model_call`` event recorded, as the live call raised it."""
-    message = str(data.get("error_message") or "recorded model failure")
-    code = data.get("error_code")
+    message = call.error_message or "recorded model failure"
+    code = call.error_code
     if code == ErrorCode.BUDGET_EXCEEDED.value:
         return BudgetExceededError(message)
     if code == ErrorCode.MODEL_TIMEOUT.value:
         return ModelTimeoutError(message)
     if code not in (None, ErrorCode.MODEL_UNAVAILABLE.value):
         return _coded(str(code), message)
-    after = data.get("retry_after")
     return ModelUnavailableError(
         message,
         # Recorded without a wait, the live run did not try again (a Retry-After too long
         # for the budget left is judged on the live clock): the replay must not either.
-        retryable=bool(data.get("retryable")) and data.get("backoff_s", 0) is not None,
-        retry_after=float(after) if isinstance(after, int | float) else None,
-        status=data.get("http_status"),
+        retryable=call.retryable and call.backoff_s is not None,
+        retry_after=call.retry_after,
+        status=call.http_status,
     )
 
 
-def _response(data: Mapping[str, Any]) -> ModelResponse:
-    usage = data.get("usage", {})
-    meta = {k: data[k] for k in ("structured_mode", "negotiation") if k in data}
+def _response(call: ModelCall) -> ModelResponse:
+    usage = call.usage
+    meta = {
+        key: value
+        for key, value in (
+            ("structured_mode", call.structured_mode),
+            ("negotiation", call.negotiation),
+        )
+        if value is not None
+    }
     return ModelResponse(
-        text=data["text"],
+        text=call.text,
         usage=Usage(
             usage.get("prompt_tokens", 0),
             usage.get("completion_tokens", 0),
             usage.get("estimated", False),
         ),
-        model=data.get("model", "replay"),
-        latency_ms=data.get("latency_ms", 0.0),
+        model=call.model or "replay",
+        latency_ms=call.latency_ms,
         meta=meta,
     )
 
@@ -102,11 +107,11 @@ class ReplayModel:
         """
         model = cls()
         for event in events:
-            if event.type is not EventType.MODEL_CALL or event.data.get("refused"):
+            call = event.payload
+            if not isinstance(call, ModelCall) or call.refused:
                 continue
-            data = event.data
-            answer = recorded_failure(data) if data.get("status") == "error" else _response(data)
-            model.answers[data["fingerprint"]].append(answer)
+            answer = recorded_failure(call) if call.status == "error" else _response(call)
+            model.answers[call.fingerprint].append(answer)
         return model
 
     @classmethod

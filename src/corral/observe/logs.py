@@ -18,7 +18,22 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import Event, EventType
+from corral.contracts import EventType
+from corral.events import (
+    Event,
+    HandedOff,
+    IntentClassified,
+    ModelCall,
+    PlanCreated,
+    PlanRejected,
+    Routed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolAttempt,
+    UserAnswered,
+    UserMessage,
+)
 from corral.files import private_dir, tighten, write_private
 from corral.observe.redact import Redactor, redactor_for
 
@@ -47,13 +62,15 @@ def summarize(value: Any) -> str:
 
 
 def _level(event: Event) -> str:
-    data = event.data
-    failed = data.get("status") in ("failed", "error") or data.get("to") == "failed"
-    if event.type in _ERROR_TYPES or (failed and event.type is not EventType.TOOL_ATTEMPT):
+    payload = event.payload
+    status = getattr(payload, "status", None)
+    failed = status in ("failed", "error") or getattr(payload, "to", None) == "failed"
+    if isinstance(payload, ToolAttempt):
+        if status == "error":
+            return "warn" if payload.backoff_s is not None else "error"
+    elif event.type in _ERROR_TYPES or failed:
         return "error"
-    if event.type is EventType.TOOL_ATTEMPT and data.get("status") == "error":
-        return "warn" if data.get("backoff_s") is not None else "error"
-    if event.type in _WARN_TYPES or data.get("status") == "unknown":
+    if event.type in _WARN_TYPES or status == "unknown":
         return "warn"
     if event.type in _DEBUG_TYPES:
         return "debug"
@@ -61,31 +78,32 @@ def _level(event: Event) -> str:
 
 
 def _io(event: Event) -> tuple[Any, Any]:
+    payload = event.payload
+    if isinstance(payload, UserMessage | UserAnswered):
+        return payload.text, None
+    if isinstance(payload, IntentClassified):
+        result = payload.result
+        brief = {"label": result.label, "confidence": result.confidence, "source": result.source}
+        return payload.text, brief
+    if isinstance(payload, Routed):
+        return payload.decision.intent, payload.decision.action.value
+    if isinstance(payload, PlanCreated):
+        return payload.plan.template, [s.tool for s in payload.plan.steps]
+    if isinstance(payload, PlanRejected):
+        return None, payload.problems
+    if isinstance(payload, ToolAttempt):
+        out = payload.data if payload.status != "error" else payload.error_code
+        return {"tool": payload.tool, "attempt": payload.attempt}, out
+    if isinstance(payload, StepStarted):
+        return payload.args, payload.tool
+    if isinstance(payload, StepFinished):
+        summary = payload.result.summary if payload.result else ""
+        return payload.step_id, summary or payload.reason
+    if isinstance(payload, HandedOff):
+        return None, payload.packet.reason
+    if isinstance(payload, ModelCall):
+        return model_call_brief(payload), payload.text or payload.reason
     data = event.data
-    kind = event.type
-    if kind in (EventType.USER_MESSAGE, EventType.USER_ANSWERED):
-        return data.get("text"), None
-    if kind is EventType.INTENT_CLASSIFIED:
-        result = data["result"]
-        return data.get("text"), {k: result.get(k) for k in ("label", "confidence", "source")}
-    if kind is EventType.ROUTED:
-        return data["decision"].get("intent"), data["decision"].get("action")
-    if kind is EventType.PLAN_CREATED:
-        return data["plan"].get("template"), [s["tool"] for s in data["plan"]["steps"]]
-    if kind is EventType.PLAN_REJECTED:
-        return None, data.get("problems")
-    if kind is EventType.TOOL_ATTEMPT:
-        out = data.get("data") if data.get("status") != "error" else data.get("error_code")
-        return {"tool": data.get("tool"), "attempt": data.get("attempt")}, out
-    if kind is EventType.STEP_STARTED:
-        return data.get("args"), data.get("tool")
-    if kind is EventType.STEP_FINISHED:
-        result = data.get("result") or {}
-        return data.get("step_id"), result.get("summary") or data.get("reason")
-    if kind is EventType.HANDED_OFF:
-        return None, data["packet"].get("reason")
-    if kind is EventType.MODEL_CALL:
-        return model_call_brief(data), data.get("text") or data.get("reason")
     return None, {k: v for k, v in data.items() if k not in ("packet", "plan")} or None
 
 
@@ -93,7 +111,8 @@ def log_record(event: Event, trace_id: str, redactor: Redactor | None = None) ->
     """The JSONL line for one event, with its summaries redacted."""
     shown = redactor or Redactor()
     given, produced = (shown.value(part) for part in _io(event))
-    data = event.data
+    payload = event.payload
+    status = getattr(payload, "status", None) or getattr(payload, "to", None)
     return {
         "ts": event.ts.isoformat(),
         "trace_id": trace_id,
@@ -102,38 +121,38 @@ def log_record(event: Event, trace_id: str, redactor: Redactor | None = None) ->
         "event": event.type.value,
         "stage": event.stage,
         "level": _level(event),
-        "status": shown.text(str(data.get("status") or data.get("to") or event.type.value)),
+        "status": shown.text(str(status or event.type.value)),
         "input_summary": summarize(given),
         "output_summary": summarize(produced),
         "duration_ms": _duration_ms(event),
     }
 
 
-def model_call_brief(data: dict[str, Any]) -> dict[str, Any]:
+def model_call_brief(call: ModelCall) -> dict[str, Any]:
     """What ``show`` and ``traces`` say about one ``model_call`` event (not its raw text).
 
     Tokens are the provider's usage, or an estimate marked ``estimated`` when it gave none.
     """
-    usage = data.get("usage") or {}
+    usage = call.usage
     return {
-        "purpose": data.get("purpose"),
-        "model": data.get("model"),
-        "attempt": data.get("attempt"),
-        "status": data.get("status"),
-        "error_code": data.get("error_code"),
+        "purpose": call.purpose,
+        "model": call.model,
+        "attempt": call.attempt,
+        "status": call.status,
+        "error_code": call.error_code,
         "prompt_tokens": usage.get("prompt_tokens"),
         "completion_tokens": usage.get("completion_tokens"),
         "estimated": bool(usage.get("estimated")),
-        "latency_ms": data.get("latency_ms"),
+        "latency_ms": call.latency_ms,
     }
 
 
 def _duration_ms(event: Event) -> Any:
     """The event's duration: ``duration_ms``, or a model call's latency."""
-    data = event.data
-    if event.type is EventType.MODEL_CALL and data.get("duration_ms") is None:
-        return data.get("latency_ms")
-    return data.get("duration_ms")
+    payload = event.payload
+    if isinstance(payload, ModelCall):
+        return payload.latency_ms
+    return getattr(payload, "duration_ms", None)
 
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -156,8 +175,8 @@ def log_records(events: Sequence[Event], redactor: Redactor | None = None) -> li
 
 
 def _trace_id(events: Iterable[Event]) -> str:
-    started = next((e for e in events if e.type is EventType.RUN_STARTED), None)
-    return str(started.data.get("trace_id", "")) if started else ""
+    started = next((e.payload for e in events if isinstance(e.payload, RunStarted)), None)
+    return started.trace_id if started else ""
 
 
 def _lines(records: Iterable[dict[str, Any]]) -> bytes:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import Event, EventType
+from corral.events import Event, RunStarted
 
 if TYPE_CHECKING:
     from corral.agent import Agent
@@ -300,8 +300,8 @@ class Redactor:
 def redactor_for(events: Iterable[Event]) -> Redactor:
     """The redactor of a stored run: its recorded spec, plus the sensitive values it holds."""
     listed = list(events)
-    spec = next((e.data.get("redact") for e in listed if e.type is EventType.RUN_STARTED), None)
-    base = Redactor.from_spec(spec if isinstance(spec, Mapping) else None)
+    spec = next((e.payload.redact for e in listed if isinstance(e.payload, RunStarted)), None)
+    base = Redactor.from_spec(spec)
     return base.learn(*(e.data for e in listed))
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from rich.tree import Tree
 
-from corral.contracts import Event, EventType, RunStatus, StepStatus
+from corral.contracts import RunStatus, StepStatus
+from corral.events import Event, ModelCall
 from corral.observe.logs import model_call_brief
 from corral.observe.redact import Redactor
 from corral.observe.terminal import visible
@@ -118,7 +119,7 @@ def run_tree(
 
 def _add_model_calls(tree: Tree, events: Sequence[Event], shown: Any) -> None:
     """A branch with one line per ``model_call`` event, when there are any."""
-    calls = [model_call_brief(e.data) for e in events if e.type is EventType.MODEL_CALL]
+    calls = [model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)]
     if not calls:
         return
     branch = tree.add(Text(f"model calls: {len(calls)}"))

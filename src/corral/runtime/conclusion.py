@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from corral.contracts import EventType, Plan, Step, StepStatus
+from corral.contracts import Plan, Step, StepStatus
 from corral.errors import ErrorCode, TemplateInvalidError
+from corral.events import Verified
 from corral.reply.render import display
 from corral.runtime.state import StepState
 
@@ -157,12 +158,7 @@ def _refusal(loop: RunControl) -> str | None:
                 continue
             verdict = rule.check(names)
             if not verdict.passed:
-                loop.journal.emit(
-                    EventType.VERIFIED,
-                    "verify",
-                    step_id=step.id,
-                    verdict=verdict.model_dump(mode="json"),
-                )
+                loop.journal.emit("verify", Verified(step.id, verdict))
                 return rule.rule.refusal
     return None
 

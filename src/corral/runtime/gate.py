@@ -15,9 +15,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import EventType, StepStatus, Verdict
+from corral.contracts import StepStatus, Verdict
 from corral.decision.budget import BudgetTracker
 from corral.errors import CorralError, ErrorCode
+from corral.events import (
+    BudgetExceeded,
+    LoopDetected,
+    StepFinished,
+    StepSkipped,
+    StepStarted,
+    ToolRewritten,
+    Verified,
+)
 from corral.planning.binding import bind_arguments
 from corral.planning.validate import CompiledStep
 from corral.runtime.journal import Journal
@@ -58,23 +67,12 @@ def waiting(compiled: CompiledStep, statuses: Mapping[str, StepStatus]) -> bool:
 
 def fail_step(journal: Journal, step_id: str, code: ErrorCode, reason: str) -> None:
     """A step that fails before its tool is entered."""
-    journal.emit(
-        EventType.STEP_FINISHED,
-        "execute",
-        step_id=step_id,
-        status="failed",
-        error_code=code.value,
-        reason=reason,
-        result=None,
-        duration_ms=0.0,
-    )
+    journal.emit("execute", StepFinished(step_id, "failed", None, code.value, reason))
 
 
 def record_verdict(journal: Journal, step_id: str, verdict: Verdict) -> None:
     """The verify layer's verdict on a step, as an event."""
-    journal.emit(
-        EventType.VERIFIED, "verify", step_id=step_id, verdict=verdict.model_dump(mode="json")
-    )
+    journal.emit("verify", Verified(step_id, verdict))
 
 
 class StepGate:
@@ -99,7 +97,7 @@ class StepGate:
         self.budget.tool_calls = state.tool_calls
         over = self.budget.exceeded(self.loop.active_seconds())
         if over:
-            journal.emit(EventType.BUDGET_EXCEEDED, "decide", reason=over, step_id=step_id)
+            journal.emit("decide", BudgetExceeded(over, step_id))
             return Stopped(over, ErrorCode.BUDGET_EXCEEDED)
         try:
             args = bind_arguments(
@@ -108,9 +106,7 @@ class StepGate:
             spec, args = self.rewrite(step_id, compiled.spec, args)
             validate_args(spec, args)  # before anyone is asked to approve the call
         except CorralError as exc:
-            journal.emit(
-                EventType.STEP_STARTED, "execute", step_id=step_id, tool=step.tool, args=None
-            )
+            journal.emit("execute", StepStarted(step_id, step.tool, None))
             fail_step(journal, step_id, exc.code, exc.message)
             return None
         if spec.name not in self.allowed():
@@ -124,7 +120,7 @@ class StepGate:
             return None
         looping = self.guard.observe_call(step_id, spec.name, args)
         if looping:
-            journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
+            journal.emit("verify", LoopDetected(looping, step_id))
             fail_step(journal, step_id, ErrorCode.LOOP_DETECTED, looping)
             return Stopped(looping, ErrorCode.LOOP_DETECTED)
         return Admitted(spec, args)
@@ -144,13 +140,7 @@ class StepGate:
         new_args = rewrite.arguments(args, self.state.entities, self.loop.facts_with_entities())
         kept = {k: v for k, v in new_args.items() if k in target.input_model.model_fields}
         self.journal.emit(
-            EventType.TOOL_REWRITTEN,
-            "decide",
-            step_id=step_id,
-            rule=rewrite.rule.name,
-            tool=spec.name,
-            to=target.name,
-            args=kept,
+            "decide", ToolRewritten(step_id, rewrite.rule.name, spec.name, target.name, kept)
         )
         return target, kept
 
@@ -171,14 +161,7 @@ class StepGate:
 
     def skip(self, step_id: str, code: ErrorCode, reason: str, template: str) -> None:
         """Skip a step on purpose; ``template`` is the reply that explains why."""
-        self.journal.emit(
-            EventType.STEP_SKIPPED,
-            "decide",
-            step_id=step_id,
-            code=code.value,
-            reason=reason,
-            template=template,
-        )
+        self.journal.emit("decide", StepSkipped(step_id, code.value, reason, template))
 
     def confirmed(self, step_id: str, tool: str, args: dict[str, Any], idle: bool) -> bool:
         """True when the person approved; otherwise pause (or skip a declined step)."""

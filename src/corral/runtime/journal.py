@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.contracts import Event, EventType, RunStatus
+from corral.contracts import RunStatus
 from corral.effects import Effects
+from corral.events import Event, FactRejected, FactWritten, Payload, StatusChanged
 from corral.memory.task import Fact, FactSource
 from corral.runtime.machine import check_transition
 from corral.runtime.state import RunState, apply
@@ -24,15 +25,15 @@ class Journal:
     effects: Effects
     pending: list[Event] = field(default_factory=list)
 
-    def emit(self, kind: EventType, stage: str, **data: Any) -> Event:
-        """Record one event and apply it."""
+    def emit(self, stage: str, payload: Payload) -> Event:
+        """Record one event (its type is the payload's) and apply it."""
         event = Event(
-            run_id=self.state.run_id,
-            seq=self.state.last_seq + 1,
-            ts=self.effects.now(),
-            type=kind,
-            stage=stage,
-            data=data,
+            self.state.run_id,
+            self.state.last_seq + 1,
+            self.effects.now(),
+            payload.kind,
+            stage,
+            payload=payload,
         )
         apply(self.state, event)
         self.pending.append(event)
@@ -44,38 +45,17 @@ class Journal:
         if current is target:
             return
         check_transition(current, target)
-        self.emit(
-            EventType.STATUS_CHANGED,
-            "run",
-            **{"from": current.value},
-            to=target.value,
-            reason=reason,
-            active_s=round(active_s, 6),
-        )
+        self.emit("run", StatusChanged(current.value, target.value, reason, round(active_s, 6)))
 
     def write_fact(self, name: str, value: Any, source: FactSource, origin: str) -> bool:
         """The only way a fact enters memory. A lower-priority value is refused, and recorded."""
         fact = Fact(name, value, source, origin)
         if self.state.memory.accepts(fact):
-            self.emit(
-                EventType.FACT_WRITTEN,
-                "memory",
-                name=name,
-                value=value,
-                source=source.value,
-                origin=origin,
-            )
+            self.emit("memory", FactWritten(name, value, source.value, origin))
             return True
         current = self.state.memory.facts[name]
-        self.emit(
-            EventType.FACT_REJECTED,
-            "memory",
-            name=name,
-            value=value,
-            source=source.value,
-            origin=origin,
-            reason=f"{current.source.value} value has priority",
-        )
+        reason = f"{current.source.value} value has priority"
+        self.emit("memory", FactRejected(name, value, source.value, origin, reason))
         return False
 
     def drain(self) -> list[Event]:

@@ -12,7 +12,6 @@ from typing import Any
 from corral.agent import Agent
 from corral.config import PlanTemplate
 from corral.contracts import (
-    EventType,
     HandoffPacket,
     RouteAction,
     RunStatus,
@@ -21,6 +20,17 @@ from corral.contracts import (
 )
 from corral.effects import Effects
 from corral.errors import ErrorCode, TemplateInvalidError
+from corral.events import (
+    ConfirmationRequested,
+    EntitiesMerged,
+    HandedOff,
+    IntentClassified,
+    PlanCreated,
+    QuestionAsked,
+    Reply,
+    Routed,
+    RunFinished,
+)
 from corral.memory.task import FactSource
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
@@ -125,9 +135,7 @@ class RunLoop:
         new = {k: v for k, v in found.items() if self.state.entities.get(k) != v}
         if new:
             replaced = {k: self.state.entities[k] for k in new if k in self.state.entities}
-            self.journal.emit(
-                EventType.ENTITIES_MERGED, "intent", entities=new, origin=origin, replaced=replaced
-            )
+            self.journal.emit("intent", EntitiesMerged(new, origin, replaced))
 
     async def _parse(self) -> None:
         state, agent = self.state, self.agent
@@ -164,13 +172,8 @@ class RunLoop:
                             "need_clarification": asked.confidence < threshold,
                         }
                     )
-            self.journal.emit(
-                EventType.INTENT_CLASSIFIED,
-                "intent",
-                text=text[:200],
-                result=understood.model_dump(mode="json"),
-                duration_ms=round((self.effects.monotonic() - started) * 1000, 3),
-            )
+            duration_ms = round((self.effects.monotonic() - started) * 1000, 3)
+            self.journal.emit("intent", IntentClassified(text[:200], understood, duration_ms))
             self._merge_entities(understood.entities, "message")
             if self.budget_stop is not None:
                 self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)
@@ -178,7 +181,7 @@ class RunLoop:
         decision = route(
             agent.config, understood, state.entities, agent.tools, agent.policy.plan_rules
         )
-        self.journal.emit(EventType.ROUTED, "route", decision=decision.model_dump(mode="json"))
+        self.journal.emit("route", Routed(decision))
         limits = agent.config.limits
         if decision.action is RouteAction.CLARIFY:
             if state.questions_asked.get("__clarify__", 0) >= limits.max_questions:
@@ -226,13 +229,13 @@ class RunLoop:
             return
         plan = cached.plan.model_copy(update={"plan_id": self.effects.new_id("plan")})
         self._graph = cached
-        self.journal.emit(EventType.PLAN_CREATED, "plan", plan=plan.model_dump(mode="json"))
+        self.journal.emit("plan", PlanCreated(plan))
         self.journal.transition(RunStatus.DECIDING, "plan validated")
 
     # ------------------------------------------------------------------ endings
 
     def _reply(self, text: str, template: str) -> None:
-        self.journal.emit(EventType.REPLY, "reply", text=text, template=template)
+        self.journal.emit("reply", Reply(text, template))
 
     def render(self, template: str, extra: dict[str, Any] | None = None) -> str:
         """Render a template in the run's language over its verified values."""
@@ -243,7 +246,7 @@ class RunLoop:
     def ask(self, slot: str | None, template: str) -> None:
         """Pause in ``awaiting_user`` with a question."""
         prompt = self.render(template, {"slot": slot or ""})
-        self.journal.emit(EventType.QUESTION_ASKED, "route", slot=slot, prompt=prompt)
+        self.journal.emit("route", QuestionAsked(prompt, slot))
         self._reply(prompt, template)
         self.journal.transition(
             RunStatus.AWAITING_USER,
@@ -260,9 +263,7 @@ class RunLoop:
             prompt = self.render(template, extra)
         except TemplateInvalidError:
             prompt = self.render("confirm", extra)
-        self.journal.emit(
-            EventType.CONFIRMATION_REQUESTED, "decide", step_id=step_id, prompt=prompt
-        )
+        self.journal.emit("decide", ConfirmationRequested(step_id, prompt))
         self._reply(prompt, template)
         self.journal.transition(
             RunStatus.AWAITING_CONFIRM, f"confirm {step_id}", active_s=self._close_segment()
@@ -367,20 +368,15 @@ class RunLoop:
         outcome: str | None = None,
     ) -> None:
         packet = self.packet(reason, code)
-        self.journal.emit(EventType.HANDED_OFF, "handoff", packet=packet.model_dump(mode="json"))
+        self.journal.emit("handoff", HandedOff(packet))
         self._reply(self.agent.renderer.render(template, {}, self.state.language), template)
         self.journal.transition(status, reason)
         self._emit_finished(status, outcome or template, code)
 
     def _emit_finished(self, status: RunStatus, outcome: str, code: ErrorCode | None) -> None:
-        self.journal.emit(
-            EventType.RUN_FINISHED,
-            "run",
-            status=status.value,
-            outcome=outcome,
-            error_code=code.value if code else None,
-            active_s=round(self.active_seconds(), 6),
-        )
+        error_code = code.value if code else None
+        active_s = round(self.active_seconds(), 6)
+        self.journal.emit("run", RunFinished(status.value, outcome, error_code, active_s))
 
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""

@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import EventType
 from corral.errors import (
     BudgetExceededError,
     CorralError,
     ModelTimeoutError,
     ReplayDivergedError,
 )
+from corral.events import BudgetExceeded, ModelCall
 from corral.models.base import Model, ModelRequest, ModelResponse, Usage, estimate_usage
 from corral.models.structured import Attempt
 from corral.tools.policy import RetryPolicy
@@ -119,7 +119,7 @@ class ModelAttempts:
     def _emit(self, req: ModelRequest, name: str, data: dict[str, Any], usage: Usage) -> None:
         prices = self.loop.agent.config.model.prices
         price = prices.get(self.model.name) or prices.get(name)
-        data["cost"] = (
+        cost = (
             round(
                 (usage.prompt_tokens * price.prompt + usage.completion_tokens * price.completion)
                 / 1000,
@@ -128,8 +128,7 @@ class ModelAttempts:
             if price
             else 0.0
         )
-        data["try"] = self.tries
-        self.loop.journal.emit(EventType.MODEL_CALL, req.purpose, **data)
+        self.loop.journal.emit(req.purpose, ModelCall(**data, cost=cost, try_=self.tries))
 
     def _failed(
         self,
@@ -163,7 +162,7 @@ class ModelAttempts:
             self.tries += 1
             problem = budget_problem(loop)
             if problem:
-                loop.journal.emit(EventType.BUDGET_EXCEEDED, req.purpose, reason=problem)
+                loop.journal.emit(req.purpose, BudgetExceeded(problem))
                 refusal = BudgetExceededError(problem)
                 self._failed(req, chosen, refusal, 0.0, refused=True)  # never sent
                 raise refusal
@@ -177,7 +176,7 @@ class ModelAttempts:
                 wait = backoff(loop, retry, exc, self.tries)
                 self._failed(req, chosen, exc, latency_ms, wait)
                 if isinstance(exc, BudgetExceededError):
-                    loop.journal.emit(EventType.BUDGET_EXCEEDED, req.purpose, reason=exc.message)
+                    loop.journal.emit(req.purpose, BudgetExceeded(exc.message))
                     loop.budget_stop = exc.message
                 if wait is None:
                     raise

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from corral.contracts import EventType, IntentResult, RunStatus, StepStatus, Verdict
+from corral.contracts import IntentResult, RunStatus, StepStatus, Verdict
 from corral.errors import CorralError, ErrorCode, ModelOutputInvalidError
+from corral.events import EntityRejected, PlanCreated, PlanRejected
 from corral.intent.grounding import Evidence
 from corral.intent.model_fallback import intent_output_model, intent_request, to_intent_result
 from corral.models.base import ModelRequest
@@ -125,7 +126,7 @@ async def model_plan(loop: RunControl, intent: str) -> None:
             check=lambda d: plan_problems(d, intent, context, evidence=evidence),
         )
     except ModelOutputInvalidError as exc:
-        loop.journal.emit(EventType.PLAN_REJECTED, "plan", problems=[exc.message], plan=None)
+        loop.journal.emit("plan", PlanRejected([exc.message]))
         loop.handoff(exc.message, ErrorCode.PLAN_INVALID)
         return
     except CorralError as exc:
@@ -138,7 +139,7 @@ async def model_plan(loop: RunControl, intent: str) -> None:
         return
     plan = draft_to_plan(draft, loop.effects.new_id("plan"), intent)
     loop.set_graph(validate_plan(plan, context))
-    loop.journal.emit(EventType.PLAN_CREATED, "plan", plan=plan.model_dump(mode="json"))
+    loop.journal.emit("plan", PlanCreated(plan))
     loop.journal.transition(RunStatus.DECIDING, "model plan validated")
 
 
@@ -210,13 +211,8 @@ async def model_entities(loop: RunControl, text: str, found: dict[str, Any]) -> 
         text, answer.entities, wanted, loop.state.received_at, loop.agent.config.timezone
     )
     for name, reason in dropped.items():
-        loop.journal.emit(
-            EventType.ENTITY_REJECTED,
-            "intent",
-            name=name,
-            reason=reason,
-            value=str(answer.entities.get(name, ""))[:100],
-        )
+        value = str(answer.entities.get(name, ""))[:100]
+        loop.journal.emit("intent", EntityRejected(name, reason, value))
     return kept
 
 
@@ -280,12 +276,6 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
         return False
     plan = combined(draft).model_copy(update={"plan_id": loop.effects.new_id("plan")})
     loop.set_graph(validate_plan(plan, context))
-    loop.journal.emit(
-        EventType.PLAN_CREATED,
-        "plan",
-        plan=plan.model_dump(mode="json"),
-        replan=state.replans + 1,
-        kept=[s.id for s in done],
-        failure=failure,
-    )
+    kept = [s.id for s in done]
+    loop.journal.emit("plan", PlanCreated(plan, state.replans + 1, kept, failure))
     return True

@@ -17,10 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from corral.contracts import Event, EventType
+from corral.contracts import EventType
 from corral.decision.selector import ToolHealth
 from corral.effects import FixedEffects
 from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
+from corral.events import (
+    ConfirmationGiven,
+    Event,
+    FactRejected,
+    FactWritten,
+    Reply,
+    RunStarted,
+    StepStarted,
+    ToolAttempt,
+    UserAnswered,
+    UserMessage,
+)
 from corral.models.replay import ReplayModel
 from corral.store.memory import MemoryStore
 
@@ -57,7 +69,7 @@ class ReplayEffects(FixedEffects):
     arguments as the step started with. Anything else diverges; the tool is never called.
     """
 
-    attempts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    attempts: dict[tuple[str, int], ToolAttempt] = field(default_factory=dict)
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Step id -> the arguments the recorded run started it with."""
     seen: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -65,18 +77,13 @@ class ReplayEffects(FixedEffects):
     @classmethod
     def from_events(cls, events: list[Event]) -> ReplayEffects:
         """Effects for replaying ``events``: their clock start, tool attempts and arguments."""
+        started = events[0].payload
+        assert isinstance(started, RunStarted)
+        payloads = [e.payload for e in events]
         return cls(
-            start=datetime.fromisoformat(events[0].data["received_at"]),
-            attempts={
-                (e.data["step_id"], e.data["attempt"]): e.data
-                for e in events
-                if e.type is EventType.TOOL_ATTEMPT
-            },
-            arguments={
-                e.data["step_id"]: e.data.get("args") or {}
-                for e in events
-                if e.type is EventType.STEP_STARTED
-            },
+            start=datetime.fromisoformat(started.received_at),
+            attempts={(p.step_id, p.attempt): p for p in payloads if isinstance(p, ToolAttempt)},
+            arguments={p.step_id: p.args or {} for p in payloads if isinstance(p, StepStarted)},
         )
 
     async def call_tool(
@@ -87,7 +94,7 @@ class ReplayEffects(FixedEffects):
         self.seen[step] += 1
         number = self.seen[step]
         recorded = self.attempts.get((step, number))
-        if recorded is None or recorded.get("tool") != spec.name:
+        if recorded is None or recorded.tool != spec.name:
             raise ReplayDivergedError(
                 f"step {step} attempt {number} of {spec.name} was never recorded"
             )
@@ -96,15 +103,15 @@ class ReplayEffects(FixedEffects):
                 f"step {step} attempt {number} called {spec.name} with other arguments "
                 "than the recorded run"
             )
-        if recorded["status"] == "error":
+        if recorded.status == "error":
             raise RecordedToolError(
-                recorded.get("error_code") or "TOOL_FAILED",
-                recorded.get("error_message") or "recorded failure",
-                bool(recorded.get("retryable")),
-                recorded.get("applied"),
-                bool(recorded.get("in_flight")),
+                recorded.error_code or "TOOL_FAILED",
+                recorded.error_message or "recorded failure",
+                recorded.retryable,
+                recorded.applied,
+                recorded.in_flight,
             )
-        return recorded.get("data")
+        return recorded.data
 
     def _same_arguments(self, spec: ToolSpec, args: BaseModel, step_id: str) -> bool:
         """Whether ``args`` are what the recorded step was started with, once validated."""
@@ -117,16 +124,16 @@ class ReplayEffects(FixedEffects):
 
 def signature(event: Event) -> tuple[Any, ...]:
     """What must be equal between a run and its replay."""
-    data = event.data
+    payload = event.payload
     return (
         event.type.value,
-        data.get("step_id"),
-        data.get("tool"),
-        data.get("status"),
-        data.get("to"),
-        data.get("error_code"),
-        data.get("code"),
-        data.get("text") if event.type is EventType.REPLY else None,
+        getattr(payload, "step_id", None),
+        getattr(payload, "tool", None),
+        getattr(payload, "status", None),
+        getattr(payload, "to", None),
+        getattr(payload, "error_code", None),
+        getattr(payload, "code", None),
+        payload.text if isinstance(payload, Reply) else None,
     )
 
 
@@ -157,17 +164,18 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
     ]
-    first = next(e for e in events if e.type is EventType.USER_MESSAGE).data["text"]
+    first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
     error = None
     run_id = None
     try:
         summary = await runtime.start(first)
         run_id = summary.run_id
         for event in inputs:
-            if event.type is EventType.USER_ANSWERED:
-                summary = await runtime.resume(run_id, answer=event.data["text"])
-            else:
-                summary = await runtime.resume(run_id, approve=bool(event.data["approved"]))
+            given = event.payload
+            if isinstance(given, UserAnswered):
+                summary = await runtime.resume(run_id, answer=given.text)
+            elif isinstance(given, ConfirmationGiven):
+                summary = await runtime.resume(run_id, approve=given.approved)
     except CorralError as exc:
         error = str(exc)
     new_events = await runtime.events(run_id) if run_id else []
@@ -176,10 +184,17 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
 
 def _lane(event: Event) -> str:
     """Concurrent steps interleave freely; each step's own events must keep their order."""
-    data = event.data
-    if event.type in (EventType.FACT_WRITTEN, EventType.FACT_REJECTED):
-        return f"step:{data.get('origin')}"
-    return f"step:{data['step_id']}" if data.get("step_id") else "run"
+    payload = event.payload
+    if isinstance(payload, FactWritten | FactRejected):
+        return f"step:{payload.origin}"
+    step_id = getattr(payload, "step_id", None)
+    return f"step:{step_id}" if step_id else "run"
+
+
+_FOLDED = frozenset({EventType.TOOL_SELECTED, EventType.VERIFIED})
+"""Left out of the comparison: logs before format 2 record every pick and verdict, newer
+ones only those with something of their own; what they decided shows in the attempts,
+``step_finished`` and ``step_skipped`` events, which are compared."""
 
 
 def compare(old: list[Event], new: list[Event], error: str | None = None) -> ReplayReport:
@@ -187,9 +202,11 @@ def compare(old: list[Event], new: list[Event], error: str | None = None) -> Rep
     lanes_old: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
     lanes_new: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
     for index, event in enumerate(old):
-        lanes_old[_lane(event)].append((index, signature(event)))
+        if event.type not in _FOLDED:
+            lanes_old[_lane(event)].append((index, signature(event)))
     for index, event in enumerate(new):
-        lanes_new[_lane(event)].append((index, signature(event)))
+        if event.type not in _FOLDED:
+            lanes_new[_lane(event)].append((index, signature(event)))
     first: tuple[int, tuple[Any, ...] | None, tuple[Any, ...] | None] | None = None
     for lane in sorted(set(lanes_old) | set(lanes_new)):
         a, b = lanes_old.get(lane, []), lanes_new.get(lane, [])

@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 
 from corral.agent import Agent
 from corral.contracts import (
-    Event,
     EventType,
     HandoffPacket,
     IntentBrief,
@@ -36,6 +35,14 @@ from corral.errors import (
     RunNotFoundError,
     RunNotResumableError,
     StoreError,
+)
+from corral.events import (
+    ConfirmationGiven,
+    EntitiesMerged,
+    Event,
+    RunStarted,
+    UserAnswered,
+    UserMessage,
 )
 from corral.inputs import require_text
 from corral.intent.entities import detect_language
@@ -153,18 +160,19 @@ class Runtime:
         journal = Journal(state, self.effects)
         received_at = self.effects.now()
         journal.emit(
-            EventType.RUN_STARTED,
             "run",
-            trace_id=self.effects.new_id("trace"),
-            agent=self.agent.name,
-            session_id=session_id,
-            agent_root=str(self.agent.root) if self.agent.root else None,
-            model=self.agent.config.model.name if self.agent.model is not None else None,
-            received_at=received_at.isoformat(),
-            language=detect_language(message, self.agent.config.default_language),
-            redact=redaction_spec(self.agent),
+            RunStarted(
+                trace_id=self.effects.new_id("trace"),
+                agent=self.agent.name,
+                session_id=session_id,
+                agent_root=str(self.agent.root) if self.agent.root else None,
+                model=self.agent.config.model.name if self.agent.model is not None else None,
+                received_at=received_at.isoformat(),
+                language=detect_language(message, self.agent.config.default_language),
+                redact=redaction_spec(self.agent),
+            ),
         )
-        journal.emit(EventType.USER_MESSAGE, "intent", text=message)
+        journal.emit("intent", UserMessage(message))
         if session is not None:
             carried = {
                 name: value
@@ -173,9 +181,7 @@ class Runtime:
                 and self.agent.config.entities[name].carries_over
             }
             if carried:
-                journal.emit(
-                    EventType.ENTITIES_MERGED, "intent", entities=carried, origin="session"
-                )
+                journal.emit("intent", EntitiesMerged(carried, "session"))
         return await self._drive(journal, held)
 
     async def resume(
@@ -278,12 +284,7 @@ class Runtime:
                     hint="resume with --approve or --reject",
                 )
             assert state.pending is not None and state.pending.step_id is not None
-            journal.emit(
-                EventType.CONFIRMATION_GIVEN,
-                "decide",
-                step_id=state.pending.step_id,
-                approved=approve,
-            )
+            journal.emit("decide", ConfirmationGiven(state.pending.step_id, approve))
             journal.transition(RunStatus.DECIDING, "approved" if approve else "rejected")
         elif status is RunStatus.AWAITING_USER:
             if answer is None or approve is not None:
@@ -296,7 +297,7 @@ class Runtime:
                     f"the answer has {len(answer)} characters; the limit is {limit}"
                 )
             slot = state.pending.slot if state.pending else None
-            journal.emit(EventType.USER_ANSWERED, "intent", text=answer, slot=slot)
+            journal.emit("intent", UserAnswered(answer, slot))
             journal.transition(RunStatus.PARSING, "answer received")
         elif approve is not None or answer is not None:
             raise RunNotResumableError(

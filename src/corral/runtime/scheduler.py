@@ -16,16 +16,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from corral.contracts import EventType, RunStatus, StepStatus, ToolResult, ToolStatus, Verdict
+from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
 from corral.decision.budget import BudgetTracker
 from corral.decision.capabilities import interchangeable
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
+from corral.events import (
+    LoopDetected,
+    OutcomeReconciled,
+    StepBlocked,
+    StepFinished,
+    StepStarted,
+    ToolAttempt,
+    ToolSelected,
+)
 from corral.hashing import stable_hash
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
 from corral.runtime.conclusion import conclude
-from corral.runtime.gate import Admitted, StepGate, Stopped, record_verdict, waiting
+from corral.runtime.gate import Admitted, StepGate, Stopped, waiting
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -213,13 +222,8 @@ class Scheduler:
         else:
             outcome = "not_applied"
         self.journal.emit(
-            EventType.OUTCOME_RECONCILED,
             "verify",
-            step_id=step_id,
-            tool=spec.reconcile.name,
-            write=spec.name,
-            status=outcome,
-            reason=settled.summary,
+            OutcomeReconciled(step_id, spec.reconcile.name, spec.name, outcome, settled.summary),
         )
         return settled
 
@@ -256,12 +260,9 @@ class Scheduler:
                 in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN)
             ]
             if bad:
+                reason = f"depends on {', '.join(bad)}, which did not succeed"
                 self.journal.emit(
-                    EventType.STEP_BLOCKED,
-                    "execute",
-                    step_id=step_id,
-                    reason=f"depends on {', '.join(bad)}, which did not succeed",
-                    code=ErrorCode.DEPENDENCY_FAILED.value,
+                    "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
                 )
                 statuses[step_id] = StepStatus.BLOCKED
 
@@ -276,9 +277,7 @@ class Scheduler:
             await self._release_waiting_on(step_id)
             return
         spec, args = decided.spec, decided.args
-        self.journal.emit(
-            EventType.STEP_STARTED, "execute", step_id=step_id, tool=spec.name, args=args
-        )
+        self.journal.emit("execute", StepStarted(step_id, spec.name, args))
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
         task = asyncio.ensure_future(self._execute(compiled, spec, args))
@@ -349,17 +348,14 @@ class Scheduler:
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
             reason = "best ranked" if index == 0 else f"fallback after {candidates[index - 1].name}"
-            journal.emit(
-                EventType.TOOL_SELECTED,
-                "decide",
-                step_id=step.id,
-                tool=spec.name,
-                reason=reason,
-                degraded=agent.health.degraded(spec.name),
-                candidates=[c.name for c in candidates],
-                excluded=excluded,
-            )
-            if spec.policy.kind == "write":
+            degraded = agent.health.degraded(spec.name)
+            write = spec.policy.kind == "write"
+            if write or index or degraded or excluded or spec.name != planned.name:
+                names = [c.name for c in candidates]
+                journal.emit(
+                    "decide", ToolSelected(step.id, spec.name, reason, degraded, names, excluded)
+                )
+            if write:
                 await self.loop.persist()  # a resumed run knows which write was entered
             result = await self._call(compiled, spec, args)
             if result.status is not ToolStatus.ERROR:
@@ -419,20 +415,21 @@ class Scheduler:
 
         def record(attempt: Attempt) -> None:
             self.journal.emit(
-                EventType.TOOL_ATTEMPT,
                 "execute",
-                step_id=step_id,
-                tool=tool,
-                attempt=attempt.number,
-                status=attempt.status.value,
-                duration_ms=round(attempt.duration_ms, 3),
-                error_code=attempt.error_code,
-                error_message=attempt.error_message,
-                retryable=attempt.retryable,
-                backoff_s=attempt.backoff_s,
-                data=attempt.data,
-                applied=attempt.applied,
-                in_flight=attempt.in_flight,
+                ToolAttempt(
+                    step_id,
+                    tool,
+                    attempt.number,
+                    attempt.status.value,
+                    round(attempt.duration_ms, 3),
+                    attempt.error_code,
+                    attempt.error_message,
+                    attempt.retryable,
+                    attempt.backoff_s,
+                    attempt.data,
+                    attempt.applied,
+                    attempt.in_flight,
+                ),
             )
             if also is not None:
                 also(attempt)
@@ -445,15 +442,13 @@ class Scheduler:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
         if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+            reason = result.error_message or "the outcome of the write is unknown"
+            unknown = StepStatus.UNKNOWN.value
             journal.emit(
-                EventType.STEP_FINISHED,
                 "execute",
-                step_id=step_id,
-                status=StepStatus.UNKNOWN.value,
-                result=result.model_dump(mode="json"),
-                error_code=result.error_code,
-                reason=result.error_message or "the outcome of the write is unknown",
-                duration_ms=result.duration_ms,
+                StepFinished(
+                    step_id, unknown, result, result.error_code, reason, result.duration_ms
+                ),
             )
             return
         if result.status is ToolStatus.SUCCESS:
@@ -464,34 +459,35 @@ class Scheduler:
                 "entities": self.state.entities,
             }
             verdict = check_success(compiled.success, names)
-            if verdict.passed and compiled.step.judge and self.agent.model is not None:
+            judge = compiled.step.judge if self.agent.model is not None else None
+            if verdict.passed and judge:
                 from corral.runtime.modeling import model_judge
 
-                verdict = await model_judge(
-                    self.loop, compiled.step.judge, result.tool, result.data
-                )
-            self._record_verdict(step_id, verdict)
+                verdict = await model_judge(self.loop, judge, result.tool, result.data)
+            # The output is stored once, with the attempt that produced it (the last).
+            produced = self.state.steps[step_id].attempts or None
+            said = compiled.success is not None or bool(judge) or not verdict.passed
+            told = verdict if said else None  # "no criterion declared" says nothing
             if not verdict.passed:
                 journal.emit(
-                    EventType.STEP_FINISHED,
                     "verify",
-                    step_id=step_id,
-                    status="failed",
-                    result=result.model_dump(mode="json"),
-                    error_code=verdict.code,
-                    reason=verdict.reason,
-                    duration_ms=result.duration_ms,
+                    StepFinished(
+                        step_id,
+                        "failed",
+                        result,
+                        verdict.code,
+                        verdict.reason,
+                        result.duration_ms,
+                        verdict,
+                        produced,
+                    ),
                 )
                 return
             journal.emit(
-                EventType.STEP_FINISHED,
                 "execute",
-                step_id=step_id,
-                status="succeeded",
-                result=result.model_dump(mode="json"),
-                error_code=None,
-                reason="",
-                duration_ms=result.duration_ms,
+                StepFinished(
+                    step_id, "succeeded", result, None, "", result.duration_ms, told, produced
+                ),
             )
             for fact, path in compiled.facts:
                 value: Any = result.data
@@ -501,21 +497,11 @@ class Scheduler:
             call = [result.tool, outcome.args, result.data]
             looping = self.guard.observe_state(self.state.memory.values(), call)
             if looping:
-                journal.emit(EventType.LOOP_DETECTED, "verify", step_id=step_id, reason=looping)
+                journal.emit("verify", LoopDetected(looping, step_id))
                 self.stop = (looping, ErrorCode.LOOP_DETECTED)
             return
         code = result.error_code or ErrorCode.NO_RESULT.value
         reason = result.error_message or "the tool found nothing"
         journal.emit(
-            EventType.STEP_FINISHED,
-            "execute",
-            step_id=step_id,
-            status="failed",
-            result=result.model_dump(mode="json"),
-            error_code=code,
-            reason=reason,
-            duration_ms=result.duration_ms,
+            "execute", StepFinished(step_id, "failed", result, code, reason, result.duration_ms)
         )
-
-    def _record_verdict(self, step_id: str, verdict: Verdict) -> None:
-        record_verdict(self.journal, step_id, verdict)

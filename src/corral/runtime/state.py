@@ -13,8 +13,6 @@ from datetime import datetime
 from typing import Any
 
 from corral.contracts import (
-    Event,
-    EventType,
     HandoffPacket,
     IntentResult,
     Language,
@@ -25,7 +23,36 @@ from corral.contracts import (
     StepStatus,
     ToolResult,
 )
+from corral.events import (
+    ConfirmationGiven,
+    ConfirmationRequested,
+    EntitiesMerged,
+    Event,
+    FactWritten,
+    HandedOff,
+    IntentClassified,
+    ModelCall,
+    Payload,
+    PlanCreated,
+    QuestionAsked,
+    Reply,
+    Routed,
+    RunFinished,
+    RunStarted,
+    StatusChanged,
+    StepBlocked,
+    StepFinished,
+    StepSkipped,
+    StepStarted,
+    ToolAttempt,
+    ToolSelected,
+    UserAnswered,
+    UserMessage,
+)
 from corral.memory.task import Fact, FactSource, TaskMemory
+
+StepPayload = StepStarted | ToolSelected | ToolAttempt | StepFinished | StepSkipped | StepBlocked
+_STEP_PAYLOADS = (StepStarted, ToolSelected, ToolAttempt, StepFinished, StepSkipped, StepBlocked)
 
 
 @dataclass
@@ -36,13 +63,15 @@ class StepState:
     tool: str
     status: StepStatus = StepStatus.PENDING
     tool_used: str | None = None
+    """The tool selected for the step: a write's, as soon as it is entered (its
+    ``tool_selected`` is stored first); any step's, once it ends with a result."""
     called: str | None = None
     """The tool the gate admitted with ``args`` (a rewrite may change the plan's); the loop
     guard keys the call by it, so a resumed run rebuilds the guard the same way."""
     args: dict[str, Any] | None = None
     attempts: int = 0
-    result_json: dict[str, Any] | None = None
-    """The step's ``ToolResult`` as stored in the log; ``result`` parses it on demand."""
+    result: ToolResult | None = None
+    """The step's result envelope, as the tool call ended (typed, never re-validated)."""
     error_code: str | None = None
     reason: str = ""
     refusal: str | None = None
@@ -50,14 +79,14 @@ class StepState:
     duration_ms: float = 0.0
 
     @property
-    def result(self) -> ToolResult | None:
-        """The typed result envelope (parsed when asked for, off the hot path)."""
-        return ToolResult.model_validate(self.result_json) if self.result_json else None
+    def data(self) -> dict[str, Any] | None:
+        """The result's data."""
+        return self.result.data if self.result is not None else None
 
     @property
-    def data(self) -> dict[str, Any] | None:
-        """The result's data, without parsing the envelope."""
-        return self.result_json.get("data") if self.result_json else None
+    def result_json(self) -> dict[str, Any] | None:
+        """The result as JSON values (the older, untyped view of ``result``)."""
+        return self.result.model_dump(mode="json") if self.result is not None else None
 
 
 @dataclass
@@ -96,101 +125,100 @@ class RunState:
     last_seq: int = 0
 
 
-def _apply_step(state: RunState, kind: EventType, data: dict[str, Any]) -> None:
-    step = state.steps.get(data.get("step_id", ""))
+def _apply_step(state: RunState, payload: StepPayload) -> None:
+    step = state.steps.get(payload.step_id)
     if step is None:
         return
-    if kind is EventType.STEP_STARTED:
-        step.status, step.args = StepStatus.RUNNING, data.get("args")
-        step.called = data.get("tool")
-    elif kind is EventType.TOOL_SELECTED:
-        step.tool_used = data["tool"]
-    elif kind is EventType.TOOL_ATTEMPT:
+    if isinstance(payload, StepStarted):
+        step.status, step.args, step.called = StepStatus.RUNNING, payload.args, payload.tool
+    elif isinstance(payload, ToolAttempt):
         step.attempts += 1
         state.tool_calls += 1
-    elif kind is EventType.STEP_FINISHED:
-        step.status = StepStatus(data["status"])
-        step.result_json = data.get("result")
-        step.error_code, step.reason = data.get("error_code"), data.get("reason", "")
-        step.duration_ms = data.get("duration_ms", 0.0)
-        summary = step.result_json["summary"] if step.result_json else step.reason
+    elif isinstance(payload, StepFinished):
+        step.status, step.result = StepStatus(payload.status), payload.result
+        step.error_code, step.reason = payload.error_code, payload.reason
+        step.duration_ms = payload.duration_ms
+        if payload.result is not None:
+            step.tool_used = payload.result.tool
+        summary = payload.result.summary if payload.result else step.reason
         state.memory = state.memory.with_completed(f"{step.id} {step.status.value}: {summary}")
-    elif kind is EventType.STEP_SKIPPED:
-        step.status, step.error_code = StepStatus.SKIPPED, data.get("code")
-        step.refusal = data.get("template")
-        step.reason = data.get("reason", "")
-    elif kind is EventType.STEP_BLOCKED:
-        step.status, step.reason = StepStatus.BLOCKED, data.get("reason", "")
-        step.error_code = data.get("code")
+    elif isinstance(payload, ToolSelected):
+        step.tool_used = payload.tool
+    elif isinstance(payload, StepSkipped):
+        step.status, step.error_code = StepStatus.SKIPPED, payload.code
+        step.refusal, step.reason = payload.template, payload.reason
+    else:
+        step.status, step.reason = StepStatus.BLOCKED, payload.reason
+        step.error_code = payload.code
 
 
 def apply(state: RunState, event: Event) -> RunState:
-    """Apply one event to the state (in place) and return it."""
-    data, kind = event.data, event.type
+    """Apply one event to the state (in place) and return it; reads the typed payload."""
+    payload = event.payload
     state.last_seq = event.seq
-    if kind is EventType.RUN_STARTED:
-        state.trace_id, state.agent = data["trace_id"], data["agent"]
-        state.session_id, state.language = data.get("session_id"), data["language"]
-        state.received_at = datetime.fromisoformat(data["received_at"])
-    elif kind is EventType.USER_MESSAGE:
-        state.messages.append(data["text"])
-        if not state.memory.goal:
-            state.memory = TaskMemory(goal=data["text"][:200])
-    elif kind is EventType.STATUS_CHANGED:
-        state.status = RunStatus(data["to"])
-        state.active_s += data.get("active_s", 0.0)
-    elif kind is EventType.INTENT_CLASSIFIED:
-        state.intent = IntentResult.model_validate(data["result"])
-    elif kind is EventType.ENTITIES_MERGED:
-        state.entities.update(data["entities"])
-    elif kind is EventType.ROUTED:
-        state.route = RouteDecision.model_validate(data["decision"])
-    elif kind is EventType.PLAN_CREATED:
-        state.plan = Plan.model_validate(data["plan"])
-        kept = {sid: state.steps[sid] for sid in data.get("kept", []) if sid in state.steps}
-        state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in state.plan.steps}
-        if data.get("replan"):
-            state.replans += 1
-    elif kind in (
-        EventType.STEP_STARTED,
-        EventType.TOOL_SELECTED,
-        EventType.TOOL_ATTEMPT,
-        EventType.STEP_FINISHED,
-        EventType.STEP_SKIPPED,
-        EventType.STEP_BLOCKED,
-    ):
-        _apply_step(state, kind, data)
-    elif kind is EventType.FACT_WRITTEN:
-        fact = Fact(data["name"], data["value"], FactSource(data["source"]), data["origin"])
+    if isinstance(payload, StatusChanged):
+        state.status = RunStatus(payload.to)
+        state.active_s += payload.active_s
+    elif isinstance(payload, _STEP_PAYLOADS):
+        _apply_step(state, payload)
+    elif isinstance(payload, FactWritten):
+        fact = Fact(payload.name, payload.value, FactSource(payload.source), payload.origin)
         state.memory = state.memory.with_fact(fact)
-    elif kind is EventType.CONFIRMATION_REQUESTED:
-        state.pending = PendingAction(
-            kind="confirm", prompt=data["prompt"], step_id=data["step_id"]
-        )
-    elif kind is EventType.CONFIRMATION_GIVEN:
-        state.confirmations[data["step_id"]] = bool(data["approved"])
-        state.pending = None
-    elif kind is EventType.QUESTION_ASKED:
-        slot = data.get("slot")
-        state.pending = PendingAction(kind="answer", prompt=data["prompt"], slot=slot)
-        key = slot or "__clarify__"
-        state.questions_asked[key] = state.questions_asked.get(key, 0) + 1
-    elif kind is EventType.USER_ANSWERED:
-        state.messages.append(data["text"])
-        state.answered_slot = data.get("slot")
-        state.pending = None
-    elif kind is EventType.MODEL_CALL:
-        state.model_calls += 0 if data.get("refused") else 1  # a refusal asked nothing
-        usage = data.get("usage", {})
-        state.tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
-        state.cost += data.get("cost", 0.0)
-    elif kind is EventType.REPLY:
-        state.reply = data["text"]
-    elif kind is EventType.HANDED_OFF:
-        state.handoff = HandoffPacket.model_validate(data["packet"])
-    elif kind is EventType.RUN_FINISHED:
-        state.outcome, state.error_code = data.get("outcome"), data.get("error_code")
+    elif isinstance(payload, RunStarted):
+        state.trace_id, state.agent = payload.trace_id, payload.agent
+        state.session_id = payload.session_id
+        state.language = payload.language
+        state.received_at = datetime.fromisoformat(payload.received_at)
+    elif isinstance(payload, UserMessage):
+        state.messages.append(payload.text)
+        if not state.memory.goal:
+            state.memory = TaskMemory(goal=payload.text[:200])
+    elif isinstance(payload, IntentClassified):
+        state.intent = payload.result
+    elif isinstance(payload, EntitiesMerged):
+        state.entities.update(payload.entities)
+    elif isinstance(payload, Routed):
+        state.route = payload.decision
+    elif isinstance(payload, PlanCreated):
+        state.plan = payload.plan
+        kept = {sid: state.steps[sid] for sid in payload.kept if sid in state.steps}
+        state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in state.plan.steps}
+        if payload.replan:
+            state.replans += 1
+    else:
+        _apply_run(state, payload)
     return state
+
+
+def _apply_run(state: RunState, payload: Payload) -> None:
+    """The events of pauses, model calls and endings."""
+    if isinstance(payload, ConfirmationRequested):
+        state.pending = PendingAction(
+            kind="confirm", prompt=payload.prompt, step_id=payload.step_id
+        )
+    elif isinstance(payload, ConfirmationGiven):
+        if payload.step_id is not None:
+            state.confirmations[payload.step_id] = payload.approved
+        state.pending = None
+    elif isinstance(payload, QuestionAsked):
+        state.pending = PendingAction(kind="answer", prompt=payload.prompt, slot=payload.slot)
+        key = payload.slot or "__clarify__"
+        state.questions_asked[key] = state.questions_asked.get(key, 0) + 1
+    elif isinstance(payload, UserAnswered):
+        state.messages.append(payload.text)
+        state.answered_slot = payload.slot
+        state.pending = None
+    elif isinstance(payload, ModelCall):
+        state.model_calls += 0 if payload.refused else 1  # a refusal asked nothing
+        usage = payload.usage
+        state.tokens += usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)
+        state.cost += payload.cost
+    elif isinstance(payload, Reply):
+        state.reply = payload.text
+    elif isinstance(payload, HandedOff):
+        state.handoff = payload.packet
+    elif isinstance(payload, RunFinished):
+        state.outcome, state.error_code = payload.outcome, payload.error_code
 
 
 def fold(run_id: str, events: Iterable[Event]) -> RunState:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from corral.contracts import Event, HandoffPacket
+from corral.contracts import HandoffPacket
+from corral.events import Event
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from corral.contracts import Event, HandoffPacket
+from corral.contracts import HandoffPacket
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
+from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 
 

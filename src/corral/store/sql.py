@@ -31,6 +31,8 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    Update,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -42,7 +44,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
 
-from corral.contracts import Event, EventType, HandoffPacket
+from corral.contracts import HandoffPacket
 from corral.errors import (
     EventConflictError,
     LeaseLostError,
@@ -50,7 +52,9 @@ from corral.errors import (
     StoreReadOnlyError,
     StoreUnavailableError,
 )
+from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
+from corral.store.codec import StoredRow, decode_rows, dumps, encode
 from corral.store.faults import store_faults
 
 metadata = MetaData()
@@ -80,6 +84,15 @@ events = Table(
     Column("data", Text, nullable=False),
 )
 
+plans = Table(
+    "corral_plans",
+    metadata,
+    Column("hash", String(64), primary_key=True),
+    Column("body", Text, nullable=False),
+)
+"""Plan steps by the hash of their JSON (format 2): stored once, however many runs use
+them. Never deleted by ``purge``: a body is small, and shared by runs of any age."""
+
 leases = Table(
     "corral_leases",
     metadata,
@@ -102,19 +115,43 @@ sessions = Table(
 )
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
+    """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
+    return [
+        {
+            "run_id": e.run_id,
+            "seq": e.seq,
+            "ts": e.ts,
+            "type": e.type.value,
+            "stage": e.stage,
+            "data": encode(e, bodies),
+        }
+        for e in new_events
+    ]
 
 
-def _event_row(e: Event) -> dict[str, Any]:
-    return {
-        "run_id": e.run_id,
-        "seq": e.seq,
-        "ts": e.ts,
-        "type": e.type.value,
-        "stage": e.stage,
-        "data": _dumps(e.data),
-    }
+_INSERT_EVENTS = insert(events)
+"""Built once: a save only binds its rows (building a statement costs more than running it)."""
+_INSERT_RUN = insert(runs)
+_RUN_FIELDS = ("trace_id", "agent", "session_id", "status", "updated_at", "summary")
+
+
+def _run_update(fields: tuple[str, ...]) -> Update:
+    """``UPDATE corral_runs SET fields... WHERE run_id = :b_run_id``, bound by name."""
+    values: dict[str, Any] = {name: bindparam(f"b_{name}") for name in fields}
+    return update(runs).where(runs.c.run_id == bindparam("b_run_id")).values(values)
+
+
+_LEASE = select(leases).where(leases.c.run_id == bindparam("b_run_id"))
+_LEASE_FOR_UPDATE = _LEASE.with_for_update()
+_INSERT_LEASE = insert(leases)
+_RENEW_LEASE = (
+    update(leases)
+    .where(leases.c.run_id == bindparam("b_run_id"))
+    .values(owner=bindparam("b_owner"), expires_at=bindparam("b_expires_at"))
+)
+_UPDATE_RUN = _run_update(_RUN_FIELDS)
+_UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 
 
 def _aware(value: datetime) -> datetime:
@@ -205,6 +242,8 @@ class SqlStore:
         """The SQLite file, watched so that a database deleted mid-run is detected."""
         self.read_only = read_only
         self._identity = self._file_identity()
+        self._plans_stored: set[str] = set()
+        """Plan hashes this store object has written or seen written (skips a lookup)."""
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -277,17 +316,17 @@ class SqlStore:
     # ------------------------------------------------------------------ leases
 
     def _locked_lease(self, conn: Connection, run_id: str) -> Any:
-        query = select(leases).where(leases.c.run_id == run_id)
-        if self.engine.dialect.name == "postgresql":
-            query = query.with_for_update()
-        return conn.execute(query).first()
+        locked = self.engine.dialect.name == "postgresql"
+        query = _LEASE_FOR_UPDATE if locked else _LEASE
+        return conn.execute(query, {"b_run_id": run_id}).first()
 
     def _take(self, conn: Connection, lease: Lease, row: Any) -> None:
         values = {"owner": lease.owner, "expires_at": _now() + lease.ttl_s}
         if row is None:
-            conn.execute(insert(leases).values(run_id=lease.run_id, **values))
+            conn.execute(_INSERT_LEASE, {"run_id": lease.run_id, **values})
         else:
-            conn.execute(update(leases).where(leases.c.run_id == lease.run_id).values(**values))
+            bound = {"b_run_id": lease.run_id, "b_owner": values["owner"]}
+            conn.execute(_RENEW_LEASE, {**bound, "b_expires_at": values["expires_at"]})
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""
@@ -367,33 +406,54 @@ class SqlStore:
             "session_id": run.session_id,
             "status": run.status,
             "updated_at": run.updated_at,
-            "summary": _dumps(run.summary),
+            "summary": dumps(run.summary),
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
+        bodies: dict[str, str] = {}
+        rows = _event_rows(new_events, bodies)
         with self._faults(run.run_id, "saving the run"):
             self._check_file(run.run_id)
             try:
                 with self._write() as conn:
                     if lease is not None:
                         self._fence(conn, lease, release)
-                    if new_events:
-                        conn.execute(insert(events), [_event_row(e) for e in new_events])
+                    self._store_plans(conn, bodies)
+                    if rows:
+                        conn.execute(_INSERT_EVENTS, rows)
                     self._upsert_run(conn, run, row)
             except IntegrityError:
-                missing = self._unstored(run.run_id, new_events)
+                missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
                     if lease is not None:
                         self._fence(conn, lease, release)
+                    self._store_plans(conn, bodies)
                     if missing:
-                        conn.execute(insert(events), [_event_row(e) for e in missing])
+                        conn.execute(_INSERT_EVENTS, [r for r in rows if r["seq"] in missing])
                     self._upsert_run(conn, run, row)
             self._check_file(run.run_id)
 
+    def _store_plans(self, conn: Connection, bodies: dict[str, str]) -> None:
+        """Store the plan bodies not stored yet (content-addressed: a repeat is a no-op)."""
+        new = {key: body for key, body in bodies.items() if key not in self._plans_stored}
+        if not new:
+            return
+        known = conn.execute(select(plans.c.hash).where(plans.c.hash.in_(list(new)))).scalars()
+        missing = set(new) - set(known)
+        if missing:
+            conn.execute(insert(plans), [{"hash": k, "body": new[k]} for k in sorted(missing)])
+        self._plans_stored.update(new)
+
+    def _plan_bodies(self, conn: Connection, keys: set[str]) -> dict[str, str]:
+        query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(sorted(keys)))
+        return {row.hash: row.body for row in conn.execute(query)}
+
     def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
-        updated = conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(**row))
+        statement = _UPDATE_RUN_HANDOFF if "handoff" in row else _UPDATE_RUN
+        bound = {f"b_{name}": value for name, value in row.items()}
+        updated = conn.execute(statement, {"b_run_id": run.run_id, **bound})
         if updated.rowcount == 0:
-            conn.execute(insert(runs).values(run_id=run.run_id, created_at=run.created_at, **row))
+            conn.execute(_INSERT_RUN, {"run_id": run.run_id, "created_at": run.created_at, **row})
 
     def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
         """The events not stored yet; raises unless every stored one is the same as new.
@@ -407,7 +467,7 @@ class SqlStore:
             if old is not None and (old.type, old.stage, old.data) != (
                 new.type,
                 new.stage,
-                json.loads(_dumps(new.data)),
+                json.loads(dumps(new.data)),
             ):
                 raise EventConflictError(
                     f"event {new.seq} of run {run_id} was already written by another writer",
@@ -443,17 +503,11 @@ class SqlStore:
         """Every event of the run, by ``seq``."""
         query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
         with self._faults(run_id, "reading the run's events"), self.engine.connect() as conn:
-            return [
-                Event(
-                    run_id=row.run_id,
-                    seq=row.seq,
-                    ts=_aware(row.ts),
-                    type=EventType(row.type),
-                    stage=row.stage,
-                    data=json.loads(row.data),
-                )
+            rows = [
+                StoredRow(row.run_id, row.seq, _aware(row.ts), row.type, row.stage, row.data)
                 for row in conn.execute(query)
             ]
+            return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys))
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
@@ -498,7 +552,7 @@ class SqlStore:
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""
-        data = _dumps(
+        data = dumps(
             {
                 "turns": session.turns,
                 "entities": session.entities,

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from corral.agent import Agent
-from corral.contracts import EventType, RunStatus, RunSummary
+from corral.contracts import RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
-from corral.errors import ConfigInvalidError
+from corral.errors import ConfigInvalidError, ErrorCode
+from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
 from corral.runtime.runtime import Runtime
 from corral.safe_yaml import read_yaml_file
 from corral.store.memory import MemoryStore
@@ -202,14 +203,43 @@ async def run_case(runtime: Runtime, case: EvalCase) -> CaseResult:
     if case.approve is not None and summary.status is RunStatus.AWAITING_CONFIRM:
         summary = await runtime.resume(summary.run_id, approve=case.approve)
     events = await runtime.events(summary.run_id)
-    # Dispatch order (deterministic), not completion order; fallbacks follow their primary.
-    tools = [e.data["tool"] for e in events if e.type is EventType.TOOL_SELECTED]
+    tools = tools_selected(events)
     failures = [
-        (e.data["tool"], e.data["error_code"])
+        (e.payload.tool, e.payload.error_code or ErrorCode.TOOL_FAILED.value)
         for e in events
-        if e.type is EventType.TOOL_ATTEMPT and e.data["status"] == "error"
+        if isinstance(e.payload, ToolAttempt) and e.payload.status == "error"
     ]
     return CaseResult(case, _check(case, summary, tools), summary, tools, failures)
+
+
+def tools_selected(events: list[Event]) -> list[str]:
+    """The tools chosen, step by step in dispatch order, each step's fallbacks after it.
+
+    A plain pick of the planned tool has no ``tool_selected`` event of its own (format 2):
+    it is the tool the step started with, unless no tool was eligible at all.
+    """
+    chosen: dict[str, list[ToolSelected]] = {}
+    planned: dict[str, str] = {}
+    refused: set[str] = set()
+    for event in events:
+        payload = event.payload
+        if isinstance(payload, StepStarted) and payload.args is not None:
+            planned[payload.step_id] = payload.tool
+            chosen[payload.step_id] = []
+        elif isinstance(payload, ToolSelected) and payload.step_id in chosen:
+            chosen[payload.step_id].append(payload)
+        elif (
+            isinstance(payload, StepFinished)
+            and payload.error_code == ErrorCode.NO_ELIGIBLE_TOOL.value
+        ):
+            refused.add(payload.step_id)
+    tools: list[str] = []
+    for step_id, picks in chosen.items():
+        first_recorded = bool(picks) and not picks[0].reason.startswith("fallback")
+        if step_id not in refused and not first_recorded:
+            tools.append(planned[step_id])
+        tools.extend(pick.tool for pick in picks)
+    return tools
 
 
 async def run_suite(

@@ -1,0 +1,617 @@
+"""The typed payload of every event: one small frozen record per ``EventType``.
+
+An ``Event`` (``contracts``) is the envelope: run, ``seq``, time, type and stage. What the
+event says is its ``payload``, one of the records below. They are plain dataclasses, not
+pydantic models: corral makes them itself on the hot path, and a payload carries the typed
+values of its layer as they are (an ``IntentResult``, a ``Plan``, a ``ToolResult``), so
+folding a live run never dumps or re-validates anything.
+
+Validation happens where a payload comes from outside: ``decode`` turns stored JSON back
+into a record through pydantic, and a row that does not fit is ``STORE_CORRUPT``.
+``as_json`` renders a payload as the JSON values older code read from ``Event.data``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from corral.contracts import (
+    EventType,
+    HandoffPacket,
+    IntentResult,
+    Language,
+    Plan,
+    RouteDecision,
+    ToolResult,
+    Verdict,
+)
+from corral.errors import StoreCorruptError
+
+JsonDict = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A run began: who runs it, for which session, when the message arrived."""
+
+    kind: ClassVar[EventType] = EventType.RUN_STARTED
+    trace_id: str
+    agent: str
+    received_at: str
+    """ISO time; the run's clock (replays start from it)."""
+    language: Language
+    session_id: str | None = None
+    agent_root: str | None = None
+    model: str | None = None
+    redact: JsonDict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    """The message that started the run."""
+
+    kind: ClassVar[EventType] = EventType.USER_MESSAGE
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChanged:
+    """A move of the run's state machine; ``active_s``: time run before a pause."""
+
+    kind: ClassVar[EventType] = EventType.STATUS_CHANGED
+    from_: str
+    to: str
+    reason: str = ""
+    active_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class IntentClassified:
+    """What the intent layer understood of a message."""
+
+    kind: ClassVar[EventType] = EventType.INTENT_CLASSIFIED
+    text: str
+    result: IntentResult
+    duration_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class EntitiesMerged:
+    """Entities that entered the run (``replaced``: the values they overrode)."""
+
+    kind: ClassVar[EventType] = EventType.ENTITIES_MERGED
+    entities: JsonDict
+    origin: str
+    replaced: JsonDict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """The router's decision."""
+
+    kind: ClassVar[EventType] = EventType.ROUTED
+    decision: RouteDecision
+
+
+@dataclass(frozen=True, slots=True)
+class PlanCreated:
+    """The plan the run follows; a replan keeps the steps in ``kept``."""
+
+    kind: ClassVar[EventType] = EventType.PLAN_CREATED
+    plan: Plan
+    replan: int | None = None
+    kept: list[str] = field(default_factory=list)
+    failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRejected:
+    """A plan that did not validate."""
+
+    kind: ClassVar[EventType] = EventType.PLAN_REJECTED
+    problems: list[str]
+    plan: JsonDict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    """A step was admitted with these arguments (``None``: they could not be bound)."""
+
+    kind: ClassVar[EventType] = EventType.STEP_STARTED
+    step_id: str
+    tool: str
+    args: JsonDict | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRewritten:
+    """A declared rewrite sent the call to another tool."""
+
+    kind: ClassVar[EventType] = EventType.TOOL_REWRITTEN
+    step_id: str
+    rule: str
+    tool: str
+    to: str
+    args: JsonDict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSelected:
+    """A tool chosen for a step, recorded when the choice says something.
+
+    That is a fallback, a tool excluded or degraded, or a write (stored before the write
+    is entered, so a resumed run knows it may have acted). The plain pick of the planned
+    read tool is not recorded: its ``step_finished`` names the tool.
+    """
+
+    kind: ClassVar[EventType] = EventType.TOOL_SELECTED
+    step_id: str
+    tool: str
+    reason: str = ""
+    degraded: bool = False
+    candidates: list[str] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAttempt:
+    """One call of a tool: its outcome, and its output (stored here, and only here)."""
+
+    kind: ClassVar[EventType] = EventType.TOOL_ATTEMPT
+    step_id: str
+    tool: str
+    attempt: int
+    status: str
+    duration_ms: float = 0.0
+    error_code: str | None = None
+    error_message: str | None = None
+    retryable: bool = False
+    backoff_s: float | None = None
+    data: JsonDict | None = None
+    applied: bool | None = None
+    in_flight: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StepFinished:
+    """A step's end: its status, its result, and the verdict on it when that says something.
+
+    ``output_attempt`` names the ``tool_attempt`` whose data is the result's: the stored
+    form leaves the data out and the store puts it back from that attempt.
+    """
+
+    kind: ClassVar[EventType] = EventType.STEP_FINISHED
+    step_id: str
+    status: str
+    result: ToolResult | None = None
+    error_code: str | None = None
+    reason: str = ""
+    duration_ms: float = 0.0
+    verdict: Verdict | None = None
+    """The success check's verdict when a criterion or judge was declared, or it failed
+    (before format 2 this was a ``verified`` event of its own; "no criterion declared"
+    is not recorded)."""
+    output_attempt: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepSkipped:
+    """A business rule (or a declined confirmation) skipped the step."""
+
+    kind: ClassVar[EventType] = EventType.STEP_SKIPPED
+    step_id: str
+    code: str | None = None
+    reason: str = ""
+    template: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StepBlocked:
+    """A step that cannot run because a dependency did not succeed."""
+
+    kind: ClassVar[EventType] = EventType.STEP_BLOCKED
+    step_id: str
+    reason: str = ""
+    code: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeReconciled:
+    """A write of unknown outcome, settled by its reconciler."""
+
+    kind: ClassVar[EventType] = EventType.OUTCOME_RECONCILED
+    step_id: str
+    tool: str
+    write: str
+    status: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """A business rule's verdict before a step, or one judged on a step that never ran.
+
+    A step's own success check is part of its ``step_finished`` (``check``, ``reason``,
+    ``error_code``); logs written before format 2 also have it here.
+    """
+
+    kind: ClassVar[EventType] = EventType.VERIFIED
+    step_id: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class FactWritten:
+    """A fact entered memory."""
+
+    kind: ClassVar[EventType] = EventType.FACT_WRITTEN
+    name: str
+    value: Any
+    source: str
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class FactRejected:
+    """A fact refused: a value of higher priority is already known."""
+
+    kind: ClassVar[EventType] = EventType.FACT_REJECTED
+    name: str
+    value: Any
+    source: str
+    origin: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationRequested:
+    """The run paused for a person's approval of a step."""
+
+    kind: ClassVar[EventType] = EventType.CONFIRMATION_REQUESTED
+    step_id: str
+    prompt: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationGiven:
+    """The person's answer to a confirmation."""
+
+    kind: ClassVar[EventType] = EventType.CONFIRMATION_GIVEN
+    step_id: str | None
+    approved: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionAsked:
+    """The run paused for an answer (``slot``: the entity asked for; none: clarify)."""
+
+    kind: ClassVar[EventType] = EventType.QUESTION_ASKED
+    prompt: str
+    slot: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UserAnswered:
+    """The user's answer to a question."""
+
+    kind: ClassVar[EventType] = EventType.USER_ANSWERED
+    text: str
+    slot: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoopDetected:
+    """The loop guard stopped the run."""
+
+    kind: ClassVar[EventType] = EventType.LOOP_DETECTED
+    reason: str
+    step_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetExceeded:
+    """A budget ran out."""
+
+    kind: ClassVar[EventType] = EventType.BUDGET_EXCEEDED
+    reason: str
+    step_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One attempt at a model: enough to replay it, its cost, and how it ended."""
+
+    kind: ClassVar[EventType] = EventType.MODEL_CALL
+    purpose: str
+    model: str
+    fingerprint: str
+    attempt: int
+    status: str
+    text: str = ""
+    usage: JsonDict = field(default_factory=dict)
+    latency_ms: float = 0.0
+    accepted: bool = False
+    repaired: bool = False
+    reason: str = ""
+    cost: float = 0.0
+    try_: int = 1
+    error_code: str | None = None
+    error_message: str | None = None
+    retryable: bool = False
+    retry_after: float | None = None
+    http_status: int | None = None
+    backoff_s: float | None = None
+    refused: bool | None = None
+    structured_mode: str | None = None
+    negotiation: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRejected:
+    """An entity the model extracted that did not hold up."""
+
+    kind: ClassVar[EventType] = EventType.ENTITY_REJECTED
+    name: str
+    reason: str
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What the user was told, and the template it came from."""
+
+    kind: ClassVar[EventType] = EventType.REPLY
+    text: str
+    template: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HandedOff:
+    """The run went to a person, with everything they need."""
+
+    kind: ClassVar[EventType] = EventType.HANDED_OFF
+    packet: HandoffPacket
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """The run ended."""
+
+    kind: ClassVar[EventType] = EventType.RUN_FINISHED
+    status: str
+    outcome: str | None = None
+    error_code: str | None = None
+    active_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Opaque:
+    """The payload of a kind no longer written (``stage_started``...): kept as it was."""
+
+    kind: ClassVar[EventType] = EventType.STAGE_STARTED
+    fields: JsonDict = field(default_factory=dict)
+
+
+Payload = (
+    RunStarted
+    | UserMessage
+    | StatusChanged
+    | IntentClassified
+    | EntitiesMerged
+    | Routed
+    | PlanCreated
+    | PlanRejected
+    | StepStarted
+    | ToolRewritten
+    | ToolSelected
+    | ToolAttempt
+    | StepFinished
+    | StepSkipped
+    | StepBlocked
+    | OutcomeReconciled
+    | Verified
+    | FactWritten
+    | FactRejected
+    | ConfirmationRequested
+    | ConfirmationGiven
+    | QuestionAsked
+    | UserAnswered
+    | LoopDetected
+    | BudgetExceeded
+    | ModelCall
+    | EntityRejected
+    | Reply
+    | HandedOff
+    | RunFinished
+    | Opaque
+)
+"""Every payload; the event's ``type`` says which (the union's discriminator)."""
+
+PAYLOADS: dict[EventType, type[Payload]] = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        UserMessage,
+        StatusChanged,
+        IntentClassified,
+        EntitiesMerged,
+        Routed,
+        PlanCreated,
+        PlanRejected,
+        StepStarted,
+        ToolRewritten,
+        ToolSelected,
+        ToolAttempt,
+        StepFinished,
+        StepSkipped,
+        StepBlocked,
+        OutcomeReconciled,
+        Verified,
+        FactWritten,
+        FactRejected,
+        ConfirmationRequested,
+        ConfirmationGiven,
+        QuestionAsked,
+        UserAnswered,
+        LoopDetected,
+        BudgetExceeded,
+        ModelCall,
+        EntityRejected,
+        Reply,
+        HandedOff,
+        RunFinished,
+    )
+}
+"""Event type -> its payload record. Types missing here (deprecated) decode as ``Opaque``."""
+
+_SOMETIMES = frozenset({"refused", "structured_mode", "negotiation"})
+"""``model_call`` keys older logs wrote only when set; rendered the same way."""
+
+
+def _key(name: str) -> str:
+    """The JSON key of a field: ``from_`` is ``from``, ``try_`` is ``try``."""
+    return name[:-1] if name.endswith("_") else name
+
+
+def _json(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def as_json(payload: Payload) -> JsonDict:
+    """The payload as the JSON values of ``Event.data``, every field present."""
+    if isinstance(payload, Opaque):
+        return dict(payload.fields)
+    out: JsonDict = {}
+    for item in dataclasses.fields(payload):
+        value = getattr(payload, item.name)
+        if value is None and item.name in _SOMETIMES:
+            continue
+        out[_key(item.name)] = _json(value)
+    return out
+
+
+def compact_json(payload: Payload) -> JsonDict:
+    """The stored form: fields at their default are left out (``decode`` restores them)."""
+    if isinstance(payload, Opaque):
+        return dict(payload.fields)
+    out: JsonDict = {}
+    for name, key, default in _layout(payload.kind):
+        value = getattr(payload, name)
+        if default is not _REQUIRED and value == default:
+            continue
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", exclude_defaults=True)
+        out[key] = value
+    return out
+
+
+_REQUIRED = object()
+"""Marks a field without a default in ``_layout``."""
+
+
+@cache
+def _layout(kind: EventType) -> tuple[tuple[str, str, Any], ...]:
+    """Each field of a payload record: name, JSON key, default (made once, compared only)."""
+    layout = []
+    for item in dataclasses.fields(PAYLOADS[kind]):
+        default: Any = _REQUIRED
+        if item.default is not dataclasses.MISSING:
+            default = item.default
+        elif item.default_factory is not dataclasses.MISSING:
+            default = item.default_factory()
+        layout.append((item.name, _key(item.name), default))
+    return tuple(layout)
+
+
+@cache
+def _adapter(kind: EventType) -> TypeAdapter[Any]:
+    """One validator per payload type, built the first time a stored row needs it."""
+    return TypeAdapter(PAYLOADS[kind])
+
+
+def decode(kind: EventType, data: JsonDict) -> Payload:
+    """A payload from JSON that came from outside (a store): validated, or ``STORE_CORRUPT``."""
+    try:
+        return make(kind, data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or kind.value
+        raise StoreCorruptError(
+            f"a stored {kind.value} event does not fit its record: {where}: {first['msg']}"
+        ) from None
+
+
+def make(kind: EventType, data: JsonDict) -> Payload:
+    """The payload of ``kind`` from JSON values (``Event(..., data={...})``), validated.
+
+    Data that does not fit raises pydantic's ``ValidationError`` (a ``ValueError``), as
+    building any contract wrongly does. A kind no longer written keeps its data as it is.
+    """
+    if kind not in PAYLOADS:
+        return Opaque(dict(data))
+    renamed = {key: name for name, key, _ in _layout(kind) if key != name}
+    given = {renamed.get(key, key): value for key, value in data.items()} if renamed else data
+    payload: Payload = _adapter(kind).validate_python(given)
+    return payload
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Event:
+    """One entry of a run's log. ``seq`` orders it; ``ts`` comes from the effects clock.
+
+    The envelope of a typed ``payload`` (``corral.events``): a plain dataclass, not a
+    pydantic model, because dozens are made per run on the hot path and every field is
+    produced by corral itself. ``data`` renders the payload as JSON values for readers of
+    the older, untyped shape; ``Event(..., data={...})`` still builds one (the dict is
+    decoded into its payload record).
+    """
+
+    run_id: str
+    seq: int
+    ts: datetime
+    type: EventType
+    stage: str
+    payload: Payload
+
+    def __init__(
+        self,
+        run_id: str,
+        seq: int,
+        ts: datetime,
+        type: EventType,
+        stage: str = "",
+        data: JsonDict | None = None,
+        *,
+        payload: Payload | None = None,
+    ) -> None:
+        if data is not None or payload is None:  # data wins: ``replace(event, data=...)``
+            payload = make(type, data or {})
+        setter = object.__setattr__
+        setter(self, "run_id", run_id)
+        setter(self, "seq", seq)
+        setter(self, "ts", ts)
+        setter(self, "type", type)
+        setter(self, "stage", stage)
+        setter(self, "payload", payload)
+
+    @property
+    def data(self) -> JsonDict:
+        """The payload as JSON values (rendered when asked for, off the hot path)."""
+        return as_json(self.payload)
+
+    def as_json(self) -> JsonDict:
+        """The event as JSON values (for exports and the HTTP API)."""
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "ts": self.ts.isoformat(),
+            "type": self.type.value,
+            "stage": self.stage,
+            "data": self.data,
+        }

@@ -1,0 +1,257 @@
+"""The stored event format: typed payloads, format 2, and logs written before it.
+
+``fixtures/events_v1_aftersales.json`` holds the rows corral 8a5b4af (format 1, no ``v``)
+stored for an aftersales exchange: paused for confirmation, approved, finished;
+``events_v1_paused.json`` the same exchange still paused. This corral must still read,
+fold, show, log, replay and resume them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import (
+    Agent,
+    EventType,
+    MemoryStore,
+    RunStatus,
+    Runtime,
+    SqlStore,
+    StepStatus,
+    load_agent,
+)
+from corral.errors import ErrorCode, StoreCorruptError
+from corral.events import Event, PlanCreated, StepFinished, ToolAttempt
+from corral.observe.logs import log_records
+from corral.observe.tree import run_tree
+from corral.runtime.replay import replay_run
+from corral.runtime.state import fold
+from corral.store.codec import FORMAT
+from corral.testing import FixedEffects
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli, exchange_count
+
+FIXTURE = Path(__file__).parent / "fixtures" / "events_v1_aftersales.json"
+PAUSED = Path(__file__).parent / "fixtures" / "events_v1_paused.json"
+"""The same exchange, as it stood paused for confirmation (events and the run row)."""
+EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+
+
+def old_home(home: Path, fixture: Path = FIXTURE) -> tuple[SqlStore, str]:
+    """A home whose database holds the fixture's rows exactly as the old corral wrote them."""
+    home.mkdir(parents=True, exist_ok=True)
+    store = SqlStore.open(home / "corral.db")
+    recorded = json.loads(fixture.read_text(encoding="utf-8"))
+    with sqlite3.connect(home / "corral.db") as db:
+        db.executemany(
+            "INSERT INTO corral_events (run_id, seq, ts, type, stage, data) "
+            "VALUES (:run_id, :seq, :ts, :type, :stage, :data)",
+            recorded["rows"],
+        )
+        for run in recorded.get("runs", []):
+            names = ", ".join(run)
+            marks = ", ".join(f":{name}" for name in run)
+            db.execute(f"INSERT INTO corral_runs ({names}) VALUES ({marks})", run)
+    return store, recorded["rows"][0]["run_id"]
+
+
+def rows_of(path: Path, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    with sqlite3.connect(path) as db:
+        query = "SELECT type, data FROM corral_events WHERE run_id = ? ORDER BY seq"
+        return [(kind, json.loads(data)) for kind, data in db.execute(query, (run_id,))]
+
+
+def test_a_log_written_before_format_2_still_folds_to_the_same_run(tmp_path: Path) -> None:
+    store, run_id = old_home(tmp_path / "home")
+    events = store.load_events(run_id)
+    assert len(events) == 53 and all(e.payload.kind is e.type for e in events)
+    state = fold(run_id, events)
+    assert state.status is RunStatus.FINISHED and state.outcome == "success"
+    assert state.intent is not None and state.intent.label == "申请换新"
+    assert state.plan is not None and [s.id for s in state.plan.steps] == [
+        "s1",
+        "s2",
+        "s3",
+        "s4",
+        "s5",
+    ]
+    assert all(step.status is StepStatus.SUCCEEDED for step in state.steps.values())
+    assert state.steps["s1"].data is not None and state.steps["s1"].data["order_id"] == "HD20240501"
+    assert state.confirmations == {"s4": True} and state.reply and "换新单 EX" in state.reply
+    # The old shape is still what ``data`` shows: every key the old rows had is there.
+    old = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
+    for event, row in zip(events, old, strict=True):
+        assert json.loads(row["data"]).items() <= event.data.items(), event.type
+
+
+def test_a_log_written_before_format_2_renders_logs_and_replays(tmp_path: Path) -> None:
+    store, run_id = old_home(tmp_path / "home")
+    events = store.load_events(run_id)
+    lines = log_records(events)
+    assert [line["event"] for line in lines] == [e.type.value for e in events]
+    assert {line["trace_id"] for line in lines} == {"trace_000002"}
+    finished = [line for line in lines if line["event"] == "step_finished"]
+    assert [line["level"] for line in finished] == ["info"] * 5
+    tree = run_tree(fold(run_id, events), events=events)
+    assert tree.label is not None and "finished" in str(tree.label)
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    report = asyncio_run(replay_run(agent, events))
+    assert report.same_path, report
+
+
+async def test_a_run_paused_by_an_older_corral_resumes_and_writes_once(tmp_path: Path) -> None:
+    """A run left awaiting confirmation before an upgrade is approved after it."""
+    store, run_id = old_home(tmp_path / "home", PAUSED)
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    waiting = await runtime.summary(run_id)
+    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
+    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
+    assert done.status is RunStatus.FINISHED and done.outcome == "success"
+    assert exchange_count(agent) == 1 and "换新单 EX" in (done.reply or "")
+    rows = rows_of(tmp_path / "home" / "corral.db", run_id)
+    assert [data.get("v") for _, data in rows[:33]] == [None] * 33  # the old rows, untouched
+    assert {data.get("v") for _, data in rows[33:]} == {FORMAT}  # the new ones in format 2
+    assert (await replay_run(agent, store.load_events(run_id))).same_path
+
+
+def test_corral_show_and_traces_read_an_old_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _, run_id = old_home(home)
+    shown = corral_cli(home, "show", run_id).stdout
+    assert "query_order" in shown and "create_exchange_order" in shown and "finished" in shown
+    traces = corral_cli(home, "traces", run_id).stdout
+    assert "step_finished" in traces and "run_finished" in traces
+
+
+async def test_format_2_stores_a_plan_once_and_a_tools_output_once(tmp_path: Path) -> None:
+    path = tmp_path / "corral.db"
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, SqlStore.open(path), effects=FixedEffects())
+    first = await runtime.start(EXCHANGE)
+    second = await runtime.start(EXCHANGE)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM corral_plans").fetchone() == (1,)
+    rows = rows_of(path, first.run_id)
+    assert {data["v"] for _, data in rows} == {FORMAT}
+    [(_, plan_row)] = [(k, d) for k, d in rows if k == "plan_created"]
+    assert "steps" not in plan_row["plan"] and plan_row["plan"]["steps_ref"]
+    finished = [d for k, d in rows if k == "step_finished" and d["status"] == "succeeded"]
+    assert finished and all("data" not in d["result"] for d in finished)
+    assert all(d["output_attempt"] == 1 for d in finished)
+    plans = []
+    for run_id in (first.run_id, second.run_id):
+        events = runtime.store.load_events(run_id)
+        [plan] = [e.payload for e in events if isinstance(e.payload, PlanCreated)]
+        plans.append(plan.plan)
+        outputs = {
+            e.payload.step_id: e.payload.data
+            for e in events
+            if isinstance(e.payload, ToolAttempt) and e.payload.status == "success"
+        }
+        for event in events:
+            if isinstance(event.payload, StepFinished) and event.payload.result is not None:
+                assert event.payload.result.data == outputs[event.payload.step_id]
+    assert plans[0].steps == plans[1].steps and len(plans[0].steps) == 5
+    assert plans[0].steps[0].tool == "query_order" and plans[0].plan_id != plans[1].plan_id
+    state = await runtime.load_state(first.run_id)
+    assert state.status is RunStatus.AWAITING_CONFIRM and state.steps["s1"].data is not None
+    done = await runtime.resume(first.run_id, approve=True)
+    assert done.status is RunStatus.FINISHED and done.outcome == "success"
+
+
+async def test_a_stored_run_folds_to_the_state_the_live_run_had(tmp_path: Path) -> None:
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE)
+    done = await runtime.resume(paused.run_id, approve=True)
+    events = store.load_events(done.run_id)
+    again = Runtime(agent, SqlStore.open(tmp_path / "corral.db"), effects=FixedEffects())
+    assert (await again.summary(done.run_id)) == done
+    assert (await replay_run(agent, events)).same_path
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        ('{"v": 2}', "text"),
+        ('{"v": 99, "text": "hi"}', "format 99"),
+        ("[1, 2]", "holds no object"),
+    ],
+)
+def test_a_stored_row_that_does_not_fit_is_store_corrupt(
+    tmp_path: Path, data: str, says: str
+) -> None:
+    store, run_id = old_home(tmp_path / "home")
+    with sqlite3.connect(tmp_path / "home" / "corral.db") as db:
+        db.execute(
+            "UPDATE corral_events SET data = ? WHERE run_id = ? AND type = 'user_message'",
+            (data, run_id),
+        )
+    with pytest.raises(StoreCorruptError) as caught:
+        store.load_events(run_id)
+    assert caught.value.code is ErrorCode.STORE_CORRUPT and says in caught.value.message
+
+
+def test_a_deprecated_event_type_still_folds(tmp_path: Path) -> None:
+    store, run_id = old_home(tmp_path / "home")
+    with sqlite3.connect(tmp_path / "home" / "corral.db") as db:
+        db.execute(
+            "INSERT INTO corral_events VALUES (?, 99, '2026-11-29 10:00:01', "
+            "'stage_started', 'plan', '{\"stage\": \"plan\"}')",
+            (run_id,),
+        )
+    events = store.load_events(run_id)
+    assert events[-1].type is EventType.STAGE_STARTED
+    assert events[-1].data == {"stage": "plan"}
+    assert fold(run_id, events).status is RunStatus.FINISHED
+
+
+def test_events_built_from_data_as_before_still_work() -> None:
+    """Outside code that builds ``Event(..., data={...})`` gets the typed payload."""
+    from datetime import UTC, datetime
+
+    event = Event("run_1", 1, datetime.now(UTC), EventType.USER_MESSAGE, "intent", {"text": "hi"})
+    assert event.payload.kind is EventType.USER_MESSAGE and event.data == {"text": "hi"}
+    status = Event("run_1", 2, event.ts, EventType.STATUS_CHANGED, "run", {"from": "a", "to": "b"})
+    assert status.data == {"from": "a", "to": "b", "reason": "", "active_s": 0.0}
+    with pytest.raises(ValueError, match="text"):  # data that does not fit its record
+        Event("run_1", 3, event.ts, EventType.USER_MESSAGE, "intent", {"txt": "hi"})
+    agent_type: type[Agent] = Agent  # the public names still import
+    assert agent_type.__name__ == "Agent"
+
+
+def asyncio_run(coroutine: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
+async def test_the_live_path_passes_typed_values_without_revalidating_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between corral's own layers nothing is dumped to a dict and validated again: the
+    fold takes the ``IntentResult``, ``RouteDecision``, ``Plan`` and ``ToolResult`` as made."""
+    from corral.contracts import IntentResult, Plan, RouteDecision, ToolResult
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise AssertionError("validated again on the live path")
+
+    for model in (IntentResult, RouteDecision, Plan, ToolResult):
+        monkeypatch.setattr(model, "model_validate", classmethod(refuse))
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE)
+    done = await runtime.resume(paused.run_id, approve=True)
+    assert done.status is RunStatus.FINISHED and done.outcome == "success"
+    events = await runtime.events(done.run_id)
+    [plan] = [e.payload for e in events if isinstance(e.payload, PlanCreated)]
+    assert (
+        plan.plan.steps is agent.template_graphs[("申请换新", plan.plan.template or "")].plan.steps
+    )
