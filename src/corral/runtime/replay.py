@@ -145,6 +145,7 @@ class ReplayReport:
 
 async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     """Replay a recorded run with ``agent`` and compare the paths."""
+    from corral.runtime.plan_entry import recorded_entry
     from corral.runtime.runtime import Runtime
 
     if not events or events[0].type is not EventType.RUN_STARTED:
@@ -157,11 +158,15 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
     ]
-    first = next(e for e in events if e.type is EventType.USER_MESSAGE).data["text"]
+    given = recorded_entry(events)
     error = None
     run_id = None
     try:
-        summary = await runtime.start(first)
+        if given is not None:  # started by ``run_plan``: the same plan and entities again
+            summary = await runtime.run_plan(given[0], entities=given[1])
+        else:
+            first = next(e for e in events if e.type is EventType.USER_MESSAGE).data["text"]
+            summary = await runtime.start(first)
         run_id = summary.run_id
         for event in inputs:
             if event.type is EventType.USER_ANSWERED:
