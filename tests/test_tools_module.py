@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from corral import MemoryStore, Runtime, RunStatus, load_agent
+from corral import MemoryStore, RunStatus, Runtime, load_agent
 
 AGENT = """
 name: shop
