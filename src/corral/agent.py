@@ -230,7 +230,7 @@ def _equivalence_problems(registry: ToolRegistry) -> list[str]:
                 problems.append(
                     f"equivalent tools {spec.name} and {other.name} differ in parameters"
                 )
-            if spec.output_model is not other.output_model:
+            if spec.returns != other.returns:
                 problems.append(
                     f"equivalent tools {spec.name} and {other.name} differ in output model"
                 )
