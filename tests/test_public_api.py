@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 import corral
 from corral.errors import ToolFailedError, TransientToolError
 from corral.models.base import Model
@@ -29,3 +33,18 @@ def test_every_listed_name_exists_and_earlier_names_stay() -> None:
     assert earlier | {"parse_config", "load_agent", "tool", "EventType", "Effects"} <= set(
         corral.__all__
     )
+
+
+def test_an_agent_is_frozen_and_a_variant_is_a_replace(aftersales: corral.Agent) -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        aftersales.model = corral.ScriptedModel([])  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        aftersales.template_graphs[("x", "y")] = aftersales.template_graphs[
+            ("申请换新", "exchange")
+        ]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        aftersales.deps["db"] = "elsewhere"  # type: ignore[index]
+    scripted = corral.ScriptedModel([])
+    variant = dataclasses.replace(aftersales, model=scripted)
+    assert variant.model is scripted and aftersales.model is None
+    assert variant.template_graphs == aftersales.template_graphs
