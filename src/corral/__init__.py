@@ -30,6 +30,7 @@ from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.runtime import Runtime
 from corral.store.base import Store
 from corral.store.memory import MemoryStore
+from corral.store.registry import open_store
 from corral.store.sql import SqlStore
 from corral.testing.effects import FixedEffects
 from corral.tools.context import ToolContext
@@ -80,6 +81,7 @@ __all__ = [
     "__version__",
     "load_agent",
     "load_config",
+    "open_store",
     "parse_config",
     "tool",
 ]
