@@ -133,3 +133,21 @@ async def test_a_plan_value_runs_its_own_steps_even_when_it_names_a_template(
     summary = await runtime.run_plan(first_step_only, entities=ORDER)
     assert [s.id for s in summary.steps] == ["s1"] and summary.status is RunStatus.FINISHED
     assert exchange_count(agent) == 0
+
+
+def test_run_plan_from_the_shell_then_resume(tmp_path: Path) -> None:
+    out = corral_cli(
+        tmp_path,
+        "run-plan",
+        str(AFTERSALES),
+        "exchange",
+        "--entity",
+        "order_id=HD20240501",
+        "--json",
+    ).stdout
+    paused = json.loads(out)
+    assert paused["status"] == "awaiting_confirm" and paused["intent"] is None
+    done = corral_cli(tmp_path, "resume", paused["run_id"], "--approve", "--json").stdout
+    assert json.loads(done)["status"] == "finished"
+    unknown = corral_cli(tmp_path, "run-plan", str(AFTERSALES), "refund", ok=False)
+    assert unknown.returncode == 2 and "PLAN_INVALID" in unknown.stderr
