@@ -20,12 +20,14 @@ from corral.agent import ENTITY_TYPES, Agent
 from corral.contracts import Event, EventType, Plan, RouteAction, RouteDecision, RunStatus
 from corral.errors import ConfigInvalidError, InvalidArgumentError, PlanInvalidError
 from corral.planning.validate import validate_plan
-from corral.routing.router import allowed_tools, plan_templates
+from corral.routing.router import allowed_tools, plan_templates, substitutes
 from corral.runtime.effects import Effects
 from corral.runtime.journal import Journal
 
+ENTRY_MESSAGE = "message"
+"""``run_started.entry`` of a run started by a user's message (``Runtime.start``)."""
 ENTRY_PLAN = "plan"
-"""``run_started.entry`` of a run started by ``run_plan`` (a message-started run: ``"message"``)."""
+"""``run_started.entry`` of a run started by ``run_plan``; it has no ``user_message``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +54,8 @@ def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPla
     validate_plan(given, agent.plan_context(label))  # raises PlanInvalidError
     if label is not None:
         allowed = allowed_tools(agent.config, label, agent.tools)
-    else:
-        own = {step.tool for step in given.steps}
-        rewritten = {r.use_tool for r in agent.config.argument_rewrites if r.tool in own}
-        names = own | rewritten
-        allowed = sorted(names | {e.name for n in names for e in agent.tools.equivalents(n)})
+    else:  # no intent: the plan's own tools are its allow-list
+        allowed = substitutes(agent.config, {s.tool for s in given.steps}, agent.tools)
     what = f"template {given.template}" if given.template else f"plan {given.plan_id}"
     decision = RouteDecision(
         action=RouteAction.PLAN,

@@ -48,7 +48,13 @@ from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Ownership
-from corral.runtime.plan_entry import ENTRY_PLAN, check_entities, resolve_plan, start_plan
+from corral.runtime.plan_entry import (
+    ENTRY_MESSAGE,
+    ENTRY_PLAN,
+    check_entities,
+    resolve_plan,
+    start_plan,
+)
 from corral.runtime.state import RunState, fold
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
@@ -153,7 +159,7 @@ class Runtime:
         held: Held,
     ) -> RunSummary:
         language = detect_language(message, self.agent.config.default_language)
-        journal = self._begin(run_id, session, session_id, language, "message")
+        journal = self._begin(run_id, session, session_id, language, ENTRY_MESSAGE)
         journal.emit(EventType.USER_MESSAGE, "intent", text=message)
         self._carry_over(journal, session)
         return await self._drive(journal, held)
