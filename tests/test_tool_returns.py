@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pytest
 from pydantic import BaseModel
@@ -162,3 +162,48 @@ async def test_a_caller_plan_is_type_checked_against_the_derived_model() -> None
 
     with pytest.raises(PlanInvalidError, match="has no field 'nope'"):
         await runtime.run_plan(Plan.model_validate({"plan_id": "mine", "steps": bad}))
+
+
+@dataclass
+class PrivateParcel(Parcel):
+    owner_phone: str = ""
+
+
+class Note(TypedDict):
+    text: str
+    author: NotRequired[str]
+
+
+@tool
+def leaky_parcel(order_id: str) -> Parcel:
+    """Returns a subclass that carries more than it declares."""
+    return PrivateParcel(parcel_id="P1", weight_kg=1.0, owner_phone="555-0100")
+
+
+@tool
+def note(order_id: str) -> Note:
+    """A note without its optional author."""
+    return {"text": "fragile"}
+
+
+async def test_only_declared_fields_are_kept_and_optional_keys_may_be_missing() -> None:
+    config = parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {
+                "ship": {
+                    "steps": [
+                        {"id": "p", "tool": "leaky_parcel", "args": {"order_id": "A1"}},
+                        {"id": "n", "tool": "note", "args": {"order_id": "A1"}},
+                    ]
+                }
+            },
+        }
+    )
+    runtime = Runtime(Agent.build(config, [leaky_parcel, note]), MemoryStore())
+    summary = await runtime.run_plan("ship")
+    assert summary.status is RunStatus.FINISHED
+    state = await runtime.load_state(summary.run_id)
+    assert state.steps["p"].data == {"parcel_id": "P1", "weight_kg": 1.0}
+    assert state.steps["n"].data == {"text": "fragile", "author": None}

@@ -52,8 +52,8 @@ def derive_output(tool_name: str, annotation: Any) -> Output:
             return Output(create_model(name, __config__=config, **fields), wrapped=False)
         if is_typeddict(annotation):
             hints = typing.get_type_hints(annotation, include_extras=True)
-            required = annotation.__required_keys__
-            fields = {k: (t, ... if k in required else None) for k, t in hints.items()}
+            total = annotation.__required_keys__
+            fields = {k: _key(t, k in total) for k, t in hints.items()}
             return Output(create_model(name, **fields), wrapped=False)
         if annotation is None or annotation is Any or annotation is object:
             raise TypeError("no type")
@@ -66,6 +66,19 @@ def derive_output(tool_name: str, annotation: Any) -> Output:
             hint="return a pydantic model, a dataclass, a TypedDict, str, int, float, "
             "bool or dict (or one of them | None)",
         ) from None
+
+
+def _key(annotation: Any, required: bool) -> tuple[Any, Any]:
+    """A ``TypedDict`` key as a model field: its type and ``...`` (required) or ``None``.
+
+    ``Required``/``NotRequired`` are read here: under ``from __future__ import
+    annotations`` Python 3.11 leaves them out of ``__required_keys__``.
+    """
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Required, typing.NotRequired):
+        required = origin is typing.Required
+        annotation = typing.get_args(annotation)[0]
+    return annotation, ... if required else None
 
 
 def _default(field: dataclasses.Field[Any]) -> Any:
