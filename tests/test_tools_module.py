@@ -81,3 +81,17 @@ def test_a_module_the_developer_imported_first_is_used_as_it_is(shop: Path) -> N
     agent = load_agent(shop, data_dir=shop / ".data")
     assert agent.tools.get("get_order") is tools.get_order
     assert load_agent(shop).tools.get("get_order") is tools.get_order  # once per process
+
+
+def test_an_application_tools_package_is_never_shadowed(
+    shop: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = tmp_path / "app"
+    (app / "tools").mkdir(parents=True)
+    (app / "tools" / "__init__.py").write_text("WHO = 'the application'\n")
+    monkeypatch.syspath_prepend(str(app))  # found before the agent folder
+    agent = load_agent(shop, data_dir=shop / ".data")
+    import tools
+
+    assert tools.WHO == "the application"
+    assert agent.tools.get("get_order").output_model.__module__ != "tools"
