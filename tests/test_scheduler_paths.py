@@ -7,6 +7,7 @@ step summaries, the handoff, the events in the log, what a tool was handed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 from typing import Any
 
@@ -76,7 +77,7 @@ async def test_a_tool_sees_its_run_step_key_facts_language_and_clock() -> None:
         ],
         templates={"seen": {"zh": "看到 {v}", "en": "seen {v}"}},
     )
-    agent.deps = {"db": "orders.sqlite"}
+    agent = dataclasses.replace(agent, deps={"db": "orders.sqlite"})
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     summary = await runtime.start("go 请查一下")
     assert summary.status is RunStatus.FINISHED
@@ -244,7 +245,7 @@ async def test_capability_matching_proposes_similar_interchangeable_tools_best_f
     )
     scores = {"at_threshold": 0.15, "best": 0.9, "below": 0.1499, "different": 0.95}
     similar = Similar({**scores, "planned": 1.0, "stranger": 0.5})
-    agent.capabilities = similar  # type: ignore[assignment]
+    agent = dataclasses.replace(agent, capabilities=similar)  # type: ignore[arg-type]
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     summary = await runtime.start("go")
     assert entered == ["planned", "best", "at_threshold"]

@@ -55,12 +55,18 @@ def test_context_parameter_is_not_part_of_the_schema() -> None:
     assert uses_context.context_param == "context"
 
 
-def test_tool_without_pydantic_return_is_a_config_error() -> None:
-    with pytest.raises(ConfigInvalidError):
+def test_tool_whose_return_cannot_be_described_is_a_config_error() -> None:
+    with pytest.raises(ConfigInvalidError, match="no return annotation"):
 
         @tool
-        def bad(x: int) -> dict:  # type: ignore[type-arg]
+        def unannotated(x: int):  # type: ignore[no-untyped-def]
             return {}
+
+    with pytest.raises(ConfigInvalidError, match="cannot describe its return annotation"):
+
+        @tool
+        def opaque(x: int) -> threading.Lock:
+            return threading.Lock()
 
 
 def test_unannotated_parameter_is_a_config_error() -> None:

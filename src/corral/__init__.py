@@ -22,12 +22,17 @@ from corral.contracts import (
     ToolStatus,
     Verdict,
 )
-from corral.errors import CorralError, ErrorCode
+from corral.errors import CorralError, ErrorCode, ToolFailedError, TransientToolError
 from corral.events import Event
+from corral.models.base import Model
+from corral.models.scripted import ScriptedModel
 from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.runtime import Runtime
+from corral.store.base import Store
 from corral.store.memory import MemoryStore
+from corral.store.registry import open_store
 from corral.store.sql import SqlStore
+from corral.testing.effects import FixedEffects
 from corral.tools.context import ToolContext
 from corral.tools.policy import LOCAL_COMPUTE, NETWORK, NO_RETRY, RetryPolicy, ToolPolicy
 from corral.tools.sensitive import Sensitive
@@ -46,10 +51,12 @@ __all__ = [
     "ErrorCode",
     "Event",
     "EventType",
+    "FixedEffects",
     "HandoffPacket",
     "IntentResult",
     "LiveEffects",
     "MemoryStore",
+    "Model",
     "Plan",
     "RetryPolicy",
     "RouteAction",
@@ -57,19 +64,24 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "Runtime",
+    "ScriptedModel",
     "Sensitive",
     "SqlStore",
     "Step",
     "StepStatus",
+    "Store",
     "ToolContext",
+    "ToolFailedError",
     "ToolPolicy",
     "ToolResult",
     "ToolSpec",
     "ToolStatus",
+    "TransientToolError",
     "Verdict",
     "__version__",
     "load_agent",
     "load_config",
+    "open_store",
     "parse_config",
     "tool",
 ]

@@ -7,8 +7,9 @@ template names. A broken agent fails at load with ``CONFIG_INVALID``, not at 3 a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from corral.config import AgentConfig, PlanTemplate, load_config
@@ -38,16 +39,20 @@ ENTITY_TYPES: dict[str, Any] = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class Agent:
-    """A ready-to-run agent. Build it with ``Agent.build`` or ``load_agent``."""
+    """A ready-to-run agent. Build it with ``Agent.build`` or ``load_agent``.
+
+    Frozen: an agent is checked once, when it is built, and a run reads it as it was then.
+    A variant (another model, fresh tool health for a replay) is ``dataclasses.replace``.
+    """
 
     config: AgentConfig
     tools: ToolRegistry
     intent: IntentLayer
     renderer: ReplyRenderer
     rules: list[CompiledRule]
-    template_graphs: dict[tuple[str, str], PlanGraph]
+    template_graphs: Mapping[tuple[str, str], PlanGraph]
     """(intent, template) -> the validated plan template, compiled once."""
     deps: Mapping[str, Any] = field(default_factory=dict)
     health: ToolHealth = field(default_factory=ToolHealth)
@@ -74,14 +79,19 @@ class Agent:
             self.tools, types, allowed, self.config.limits.max_plan_steps, rule_reads=reads
         )
 
-    def _compile_template(self, intent: str, template: str, reply: str | None) -> list[str]:
+    def _compile_template(
+        self,
+        intent: str,
+        template: str,
+        reply: str | None,
+        graphs: dict[tuple[str, str], PlanGraph],
+    ) -> list[str]:
+        """Validate one template for ``intent`` into ``graphs``; the problems found."""
         declared = self.config.plans[template]
         plan = Plan(plan_id="template", intent=intent, steps=declared.steps, template=template)
         problems: list[str] = []
         try:
-            self.template_graphs[(intent, template)] = validate_plan(
-                plan, self.plan_context(intent)
-            )
+            graphs[(intent, template)] = validate_plan(plan, self.plan_context(intent))
         except PlanInvalidError as exc:
             problems.extend(f"plan {template}: {p}" for p in exc.problems)
         problems.extend(self._confirm_problems(template, declared))
@@ -130,14 +140,14 @@ class Agent:
         except CorralError as exc:
             rules = []
             problems.append(exc.message)
-        agent = cls(
+        agent = cls(  # what validating templates needs; the rest is added once it passed
             config,
             registry,
             IntentLayer(config, classifiers),
             renderer,
             rules,
-            graphs,
-            dict(deps or {}),
+            MappingProxyType(graphs),
+            MappingProxyType(dict(deps or {})),
             root=root,
         )
         for spec in config.intents:
@@ -150,7 +160,7 @@ class Agent:
                 if template not in config.plans:
                     problems.append(f"intent {spec.name}: plan template {template!r} is missing")
                     continue
-                problems.extend(agent._compile_template(spec.name, template, spec.reply))
+                problems.extend(agent._compile_template(spec.name, template, spec.reply, graphs))
             if spec.planner == "model" and not spec.tools:
                 problems.append(f"intent {spec.name}: a model planner needs a `tools` allow-list")
             elif spec.plan is None and not spec.plan_rules and spec.planner != "model":
@@ -167,15 +177,19 @@ class Agent:
         problems.extend(_decision_problems(config, registry))
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))
-        agent.policy = DecisionPolicy.compile(config)
-        agent.model = model
+        capabilities = None
         if config.capability_matching:
-            agent.capabilities = CapabilityIndex.build(registry)
-            if agent.capabilities is None:
+            capabilities = CapabilityIndex.build(registry)
+            if capabilities is None:
                 raise ConfigInvalidError(
                     "capability_matching needs scikit-learn", hint="pip install 'corral[ml]'"
                 )
-        return agent
+        return replace(
+            agent,
+            policy=DecisionPolicy.compile(config),
+            model=model,
+            capabilities=capabilities,
+        )
 
 
 def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]:
@@ -230,7 +244,7 @@ def _equivalence_problems(registry: ToolRegistry) -> list[str]:
                 problems.append(
                     f"equivalent tools {spec.name} and {other.name} differ in parameters"
                 )
-            if spec.output_model is not other.output_model:
+            if spec.returns != other.returns:
                 problems.append(
                     f"equivalent tools {spec.name} and {other.name} differ in output model"
                 )

@@ -50,6 +50,8 @@ class RunStarted:
     agent_root: str | None = None
     model: str | None = None
     redact: JsonDict = field(default_factory=dict)
+    entry: str = "message"
+    """What started the run: ``message`` (``Runtime.start``) or ``plan`` (``run_plan``)."""
 
 
 @dataclass(frozen=True, slots=True)

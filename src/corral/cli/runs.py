@@ -58,6 +58,32 @@ def run(
     _print_summary(summary, runtime, as_json)
 
 
+@app.command("run-plan")
+@_fails_cleanly
+def run_plan(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    plan: Annotated[str, typer.Argument(help="A plan template of the agent")],
+    entity: Annotated[
+        list[str] | None, typer.Option("--entity", help="NAME=VALUE, for $entities.NAME")
+    ] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
+    model: ModelOption = None,
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Run a plan template directly, without a message (``Runtime.run_plan``)."""
+    entities: dict[str, str] = {}
+    for item in entity or []:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise typer.BadParameter(f"--entity takes NAME=VALUE, not {item!r}")
+        entities[name] = value
+    folder = _home(home)
+    runtime = _runtime(_load(agent_dir, folder, model), folder)
+    summary = asyncio.run(runtime.run_plan(plan, entities=entities, session_id=session))
+    _print_summary(summary, runtime, as_json)
+
+
 @app.command()
 @_fails_cleanly
 def resume(

@@ -20,7 +20,7 @@ def interchangeable(a: ToolSpec, b: ToolSpec) -> bool:
     """Same parameters and same output model: one can run a step planned for the other."""
     return (
         set(a.input_model.model_fields) == set(b.input_model.model_fields)
-        and a.output_model is b.output_model
+        and a.returns == b.returns
     )
 
 

@@ -25,11 +25,24 @@ def allowed_tools(
     decision layer may fall back to them.
     """
     spec = config.intent(intent)
-    names = set(spec.tools)
-    if not names:
-        for template in plan_templates(config, intent):
-            names |= {step.tool for step in config.plans[template].steps}
-        names |= {r.use_tool for r in config.argument_rewrites if r.tool in names}
+    if spec.tools:
+        return substitutes(config, set(spec.tools), registry, rewrites=False)
+    names: set[str] = set()
+    for template in plan_templates(config, intent):
+        names |= {step.tool for step in config.plans[template].steps}
+    return substitutes(config, names, registry)
+
+
+def substitutes(
+    config: AgentConfig,
+    names: set[str],
+    registry: ToolRegistry | None,
+    *,
+    rewrites: bool = True,
+) -> list[str]:
+    """``names`` with what may run in their place: rewrite targets, equivalent tools."""
+    if rewrites:
+        names = names | {r.use_tool for r in config.argument_rewrites if r.tool in names}
     if registry is not None:
         names |= {e.name for n in list(names) if n in registry for e in registry.equivalents(n)}
     return sorted(names)

@@ -122,7 +122,8 @@ class RunLoop:
             plan = self.state.plan
             assert plan is not None, "graph requested before a plan exists"
             cached = self.agent.template_graphs.get((plan.intent or "", plan.template or ""))
-            if plan.source == "template" and cached is not None:
+            # a caller's ``Plan`` may name a template yet differ from it (``run_plan``)
+            if plan.source == "template" and cached is not None and cached.plan.steps == plan.steps:
                 self._graph = cached
             else:
                 self._graph = validate_plan(plan, self.agent.plan_context(plan.intent))

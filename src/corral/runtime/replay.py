@@ -152,6 +152,7 @@ class ReplayReport:
 
 async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     """Replay a recorded run with ``agent`` and compare the paths."""
+    from corral.runtime.plan_entry import recorded_entry
     from corral.runtime.runtime import Runtime
 
     if not events or events[0].type is not EventType.RUN_STARTED:
@@ -164,18 +165,22 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
     ]
-    first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
+    given = recorded_entry(events)
     error = None
     run_id = None
     try:
-        summary = await runtime.start(first)
+        if given is not None:  # started by ``run_plan``: the same plan and entities again
+            summary = await runtime.run_plan(given[0], entities=given[1])
+        else:
+            first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
+            summary = await runtime.start(first)
         run_id = summary.run_id
         for event in inputs:
-            given = event.payload
-            if isinstance(given, UserAnswered):
-                summary = await runtime.resume(run_id, answer=given.text)
-            elif isinstance(given, ConfirmationGiven):
-                summary = await runtime.resume(run_id, approve=given.approved)
+            answer = event.payload
+            if isinstance(answer, UserAnswered):
+                summary = await runtime.resume(run_id, answer=answer.text)
+            elif isinstance(answer, ConfirmationGiven):
+                summary = await runtime.resume(run_id, approve=answer.approved)
     except CorralError as exc:
         error = str(exc)
     new_events = await runtime.events(run_id) if run_id else []

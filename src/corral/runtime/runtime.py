@@ -12,7 +12,7 @@ lease, so a process that lost it appends nothing and enters no tool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
@@ -25,11 +25,14 @@ from corral.contracts import (
     EventType,
     HandoffPacket,
     IntentBrief,
+    Language,
+    Plan,
     RunStatus,
     RunSummary,
     StepBrief,
     StepStatus,
 )
+from corral.effects import Effects, LiveEffects
 from corral.errors import (
     InputTooLargeError,
     RunNotFoundError,
@@ -48,11 +51,17 @@ from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
 from corral.observe.redact import redaction_spec
-from corral.runtime.effects import Effects, LiveEffects
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Ownership
+from corral.runtime.plan_entry import (
+    ENTRY_MESSAGE,
+    ENTRY_PLAN,
+    check_entities,
+    resolve_plan,
+    start_plan,
+)
 from corral.runtime.state import RunState, fold
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
@@ -156,8 +165,22 @@ class Runtime:
         session_id: str | None,
         held: Held,
     ) -> RunSummary:
-        state = RunState(run_id=run_id)
-        journal = Journal(state, self.effects)
+        language = detect_language(message, self.agent.config.default_language)
+        journal = self._begin(run_id, session, session_id, language, ENTRY_MESSAGE)
+        journal.emit("intent", UserMessage(message))
+        self._carry_over(journal, session)
+        return await self._drive(journal, held)
+
+    def _begin(
+        self,
+        run_id: str,
+        session: SessionRecord | None,
+        session_id: str | None,
+        language: Language,
+        entry: str,
+    ) -> Journal:
+        """A new run's journal, opened with ``run_started``; ``entry``: message or plan."""
+        journal = Journal(RunState(run_id=run_id), self.effects)
         received_at = self.effects.now()
         journal.emit(
             "run",
@@ -168,21 +191,60 @@ class Runtime:
                 agent_root=str(self.agent.root) if self.agent.root else None,
                 model=self.agent.config.model.name if self.agent.model is not None else None,
                 received_at=received_at.isoformat(),
-                language=detect_language(message, self.agent.config.default_language),
+                language=language,
                 redact=redaction_spec(self.agent),
+                entry=entry,
             ),
         )
-        journal.emit("intent", UserMessage(message))
-        if session is not None:
-            carried = {
-                name: value
-                for name, value in session.entities.items()
-                if name in self.agent.config.entities
-                and self.agent.config.entities[name].carries_over
-            }
-            if carried:
-                journal.emit("intent", EntitiesMerged(carried, "session"))
-        return await self._drive(journal, held)
+        return journal
+
+    def _carry_over(self, journal: Journal, session: SessionRecord | None) -> None:
+        """The session's entities that carry over to a new run."""
+        if session is None:
+            return
+        carried = {
+            name: value
+            for name, value in session.entities.items()
+            if name in self.agent.config.entities and self.agent.config.entities[name].carries_over
+        }
+        if carried:
+            journal.emit("intent", EntitiesMerged(carried, "session"))
+
+    async def run_plan(
+        self,
+        plan: str | Plan,
+        *,
+        entities: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+        intent: str | None = None,
+    ) -> RunSummary:
+        """Run a given plan: a template name from the agent's config, or a ``Plan``.
+
+        No message is classified: the plan is validated as a model plan is (tools,
+        binding, cycles, allow-list), then runs with the same confirmations, events,
+        budgets and resume as a message-started run. ``entities`` are what
+        ``$entities.x`` references read (each declared in the config, of its kind's type).
+        An unknown template or an invalid plan raises ``PlanInvalidError`` before any run
+        exists; an unknown or ill-typed entity raises ``InvalidArgumentError``.
+
+        >>> summary = await runtime.run_plan("exchange", entities={"order_id": "HD20240501"})
+        """
+        if session_id is not None:
+            require_text(session_id, "the session id")
+        given = resolve_plan(self.agent, plan, intent)
+        checked = check_entities(self.agent, entities or {})
+        session = None
+        if session_id:
+            session = await self._io(self.store.get_session, session_id, self.effects.now())
+        run_id = self.effects.new_id("run")
+        async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
+            language = self.agent.config.default_language
+            journal = self._begin(run_id, session, session_id, language, ENTRY_PLAN)
+            self._carry_over(journal, session)
+            if checked:
+                journal.emit("intent", EntitiesMerged(checked, "caller"))
+            start_plan(journal, given, self.effects)
+            return await self._drive(journal, held)
 
     async def resume(
         self,

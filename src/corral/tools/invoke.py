@@ -28,6 +28,7 @@ from corral.errors import (
     ToolOutputInvalidError,
 )
 from corral.tools.context import ToolContext
+from corral.tools.outputs import VALUE_FIELD
 from corral.tools.spec import ToolSpec
 from corral.validation import validation_problems
 
@@ -92,11 +93,13 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
             return None
         raise ToolOutputInvalidError(f"tool {spec.name!r} returned None")
     try:
-        model = spec.output_model.model_validate(returned)
+        model = spec.output_model.model_validate(
+            {VALUE_FIELD: returned} if spec.wrapped else returned
+        )
     except ValidationError as exc:
         raise ToolOutputInvalidError(
             f"tool {spec.name!r} returned data that does not match "
-            f"{spec.output_model.__name__}: {exc.errors()[0]['msg']}"
+            f"{getattr(spec.returns, '__name__', spec.returns)}: {exc.errors()[0]['msg']}"
         ) from None
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.

@@ -47,10 +47,23 @@ def _failure(what: str, exc: BaseException, folder: Path) -> ConfigInvalidError:
 
 
 def import_tools(path: Path) -> ModuleType:
-    """Import ``tools.py`` once per process; a failed import leaves nothing behind."""
-    module_name = f"corral_agent_tools_{abs(hash(path.resolve()))}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
+    """Import ``tools.py`` once per process, as the module the developer's own code sees.
+
+    A module already imported from this file (``import tools`` in the developer's code, or
+    ``myagent.tools`` in a package) is used as it is. Otherwise the file is imported as
+    ``tools``, so a later ``import tools`` gets the same module and the same classes: a
+    second copy would make ``tools.Order`` a different class from the one the tool returns,
+    and its result would fail the output check. Only when ``tools`` is another module (a
+    second agent in the process, a ``tools`` package of the application) does this file get
+    a private name. A failed import leaves nothing behind.
+    """
+    resolved = path.resolve()
+    for module in list(sys.modules.values()):
+        if _source(module, path.name) == resolved:
+            return module
+    module_name = (
+        path.stem if _free(path.stem, resolved) else f"corral_agent_tools_{abs(hash(resolved))}"
+    )
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ConfigInvalidError(f"cannot import {path}")
@@ -62,6 +75,34 @@ def import_tools(path: Path) -> ModuleType:
         del sys.modules[module_name]  # a half-run module must not be reused
         raise _failure(f"importing {path.name}", exc, path.parent.resolve()) from None
     return module
+
+
+def _free(name: str, file: Path) -> bool:
+    """Whether ``import NAME`` would find ``file`` or nothing.
+
+    A module of that name that is imported already, or that ``sys.path`` finds elsewhere,
+    is another one, and is never shadowed.
+    """
+    if name in sys.modules:
+        return False
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    if found is None:
+        return True
+    return found.origin is not None and Path(found.origin).resolve() == file
+
+
+def _source(module: ModuleType | None, name: str) -> Path | None:
+    """The file called ``name`` a module was imported from, resolved; else ``None``."""
+    filename = getattr(module, "__file__", None)
+    if not isinstance(filename, str) or not filename.endswith(name):
+        return None
+    try:
+        return Path(filename).resolve()
+    except (OSError, RuntimeError):
+        return None
 
 
 def run_setup(module: ModuleType, data_dir: Path, folder: Path) -> dict[str, Any]:

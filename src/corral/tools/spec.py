@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from corral.errors import ConfigInvalidError
 from corral.tools.context import ToolContext
+from corral.tools.outputs import derive_output
 from corral.tools.policy import ToolPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,6 +38,10 @@ class ToolSpec:
     context_param: str | None
     may_return_none: bool
     summary_template: str | None = None
+    returns: Any = None
+    """The return annotation as declared (``None`` stripped); ``output_model`` reads it."""
+    wrapped: bool = False
+    """The tool returns a plain value (``str``, ``dict``...), kept as ``{"value": ...}``."""
     reconcile: ToolSpec | None = None
     """For writes: a read that finds this tool's effect by ``ctx.idempotency_key``. It is
     called when the write's outcome is unknown (a timeout, an ambiguous failure, a crash
@@ -62,6 +67,13 @@ class ToolSpec:
                 pass
         shown = ", ".join(f"{k}={_short(v)}" for k, v in list(data.items())[:4])
         return f"{self.name}: {shown}"[:200]
+
+    def returns_as(self, other: ToolSpec) -> bool:
+        """Whether this tool's result can stand for ``other``'s: same type, or a subclass."""
+        mine, theirs = self.returns, other.returns
+        if isinstance(mine, type) and isinstance(theirs, type):
+            return issubclass(mine, theirs)
+        return bool(mine == theirs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (handy in unit tests)."""
@@ -110,10 +122,9 @@ def _reconciler(write: ToolSpec, given: Reconciler) -> ToolSpec:
         problems.append(
             f"the reconciler {spec.name!r} takes {sorted(extra)}, which the write does not"
         )
-    if not issubclass(spec.output_model, write.output_model) or not spec.may_return_none:
-        problems.append(
-            f"the reconciler {spec.name!r} must return {write.output_model.__name__} | None"
-        )
+    if not spec.returns_as(write) or not spec.may_return_none:
+        shown = getattr(write.returns, "__name__", write.returns)
+        problems.append(f"the reconciler {spec.name!r} must return {shown} | None")
     if problems:
         raise ConfigInvalidError(
             f"tool {write.name!r}: {'; '.join(problems)}",
@@ -148,12 +159,14 @@ def build_spec(
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
     returned = hints.get("return")
-    output, may_return_none = _unwrap_optional(returned)
-    if not (isinstance(output, type) and issubclass(output, BaseModel)):
+    if returned is None:
         raise ConfigInvalidError(
-            f"tool {tool_name!r}: return annotation must be a pydantic model (or Model | None)",
-            hint="the output model declares which fields may become facts",
+            f"tool {tool_name!r}: it has no return annotation",
+            hint="annotate what it returns (a pydantic model, a dataclass, a TypedDict, "
+            "str, int, float, bool or dict): it declares what may become facts",
         )
+    declared, may_return_none = _unwrap_optional(returned)
+    output = derive_output(tool_name, declared)
     input_model = create_model(
         f"{tool_name}_input",
         __config__=ConfigDict(extra="forbid"),
@@ -165,11 +178,13 @@ def build_spec(
         description=doc.split("\n\n")[0].strip(),
         fn=fn,
         input_model=input_model,
-        output_model=output,
+        output_model=output.model,
         policy=policy or ToolPolicy(),
         context_param=context_param,
         may_return_none=may_return_none,
         summary_template=summary,
+        returns=declared,
+        wrapped=output.wrapped,
     )
     if reconcile is None:
         return spec

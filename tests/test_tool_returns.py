@@ -1,0 +1,209 @@
+"""A tool may return a plain value, a dict, a TypedDict, a dataclass or a pydantic model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+import pytest
+from pydantic import BaseModel
+
+from corral import Agent, MemoryStore, Plan, RunStatus, Runtime, parse_config, tool
+from corral.errors import ErrorCode, PlanInvalidError
+
+
+@dataclass
+class Parcel:
+    parcel_id: str
+    weight_kg: float
+
+
+class Rate(TypedDict):
+    carrier: str
+    price: float
+
+
+class Label(BaseModel):
+    text: str
+
+
+@tool
+def find_parcel(order_id: str) -> Parcel:
+    """The parcel of an order."""
+    return Parcel(parcel_id=f"P-{order_id}", weight_kg=2.5)
+
+
+@tool
+def best_rate(weight_kg: float) -> Rate:
+    """The cheapest carrier for a weight."""
+    return {"carrier": "post", "price": 4.0 + weight_kg}
+
+
+@tool
+def greeting(name: str) -> str:
+    """A greeting."""
+    return f"hello {name}"
+
+
+@tool
+def count_items(order_id: str) -> int:
+    """How many items an order has."""
+    return 3
+
+
+@tool
+def options(order_id: str) -> dict[str, Any]:
+    """Free-form shipping options."""
+    return {"express": True}
+
+
+@tool
+def make_label(parcel_id: str, carrier: str, greeting: str, items: int, express: bool) -> Label:
+    """A shipping label."""
+    return Label(text=f"{parcel_id} via {carrier} x{items} {greeting} express={express}")
+
+
+@tool
+def broken_count(order_id: str) -> int:
+    """Returns what it does not declare."""
+    return "many"  # type: ignore[return-value]
+
+
+TOOLS = [find_parcel, best_rate, greeting, count_items, options, make_label, broken_count]
+
+
+def _agent(steps: list[dict[str, Any]]) -> Agent:
+    config = parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {"ship": {"steps": steps}},
+            "templates": {"done": {"zh": "好", "en": "done {price}"}},
+            "default_language": "en",
+        }
+    )
+    return Agent.build(config, TOOLS)
+
+
+SHIP = [
+    {"id": "p", "tool": "find_parcel", "args": {"order_id": "A1"}},
+    {
+        "id": "r",
+        "tool": "best_rate",
+        "args": {"weight_kg": "$p.result.weight_kg"},
+        "depends_on": ["p"],
+        "facts": {"price": "result.price"},
+    },
+    {"id": "g", "tool": "greeting", "args": {"name": "Ada"}, "success": "result.value != ''"},
+    {
+        "id": "n",
+        "tool": "count_items",
+        "args": {"order_id": "A1"},
+        "facts": {"items": "result.value"},
+    },
+    {"id": "o", "tool": "options", "args": {"order_id": "A1"}},
+    {
+        "id": "l",
+        "tool": "make_label",
+        "args": {
+            "parcel_id": "$p.result.parcel_id",
+            "carrier": "$r.result.carrier",
+            "greeting": "$g.result.value",
+            "items": "$facts.items",
+            "express": "$o.result.value.express",
+        },
+        "depends_on": ["r", "g", "n", "o"],
+    },
+]
+
+
+async def test_every_kind_of_result_feeds_references_facts_and_checks() -> None:
+    runtime = Runtime(_agent(SHIP), MemoryStore())
+    summary = await runtime.run_plan("ship")
+    assert summary.status is RunStatus.FINISHED, summary
+    state = await runtime.load_state(summary.run_id)
+    assert state.steps["p"].data == {"parcel_id": "P-A1", "weight_kg": 2.5}
+    assert state.steps["g"].data == {"value": "hello Ada"}
+    assert state.steps["l"].data == {"text": "P-A1 via post x3 hello Ada express=True"}
+    assert state.memory.values()["price"] == 6.5
+
+
+async def test_references_to_missing_fields_are_refused_at_validation() -> None:
+    steps = [
+        {"id": "p", "tool": "find_parcel", "args": {"order_id": "A1"}},
+        {
+            "id": "r",
+            "tool": "best_rate",
+            "args": {"weight_kg": "$p.result.weight"},
+            "depends_on": ["p"],
+        },
+    ]
+    with pytest.raises(PlanInvalidError, match="has no field 'weight'"):
+        await Runtime(_agent(steps), MemoryStore()).run_plan("ship")
+    plain = [
+        {"id": "g", "tool": "greeting", "args": {"name": "Ada"}, "facts": {"x": "result.text"}}
+    ]
+    with pytest.raises(PlanInvalidError, match="has no field 'text'"):
+        await Runtime(_agent(plain), MemoryStore()).run_plan("ship")
+
+
+async def test_a_result_of_the_wrong_type_fails_at_the_boundary() -> None:
+    steps = [{"id": "b", "tool": "broken_count", "args": {"order_id": "A1"}}]
+    runtime = Runtime(_agent(steps), MemoryStore())
+    summary = await runtime.run_plan("ship")
+    assert summary.steps[0].error_code == ErrorCode.TOOL_OUTPUT_INVALID.value
+    assert summary.status is not RunStatus.FINISHED or summary.outcome != "success"
+
+
+async def test_a_caller_plan_is_type_checked_against_the_derived_model() -> None:
+    runtime = Runtime(_agent(SHIP), MemoryStore())
+    nope = {"id": "x", "tool": "greeting", "args": {"name": "$p.result.nope"}, "depends_on": ["p"]}
+    bad = [SHIP[0], nope]
+
+    with pytest.raises(PlanInvalidError, match="has no field 'nope'"):
+        await runtime.run_plan(Plan.model_validate({"plan_id": "mine", "steps": bad}))
+
+
+@dataclass
+class PrivateParcel(Parcel):
+    owner_phone: str = ""
+
+
+class Note(TypedDict):
+    text: str
+    author: NotRequired[str]
+
+
+@tool
+def leaky_parcel(order_id: str) -> Parcel:
+    """Returns a subclass that carries more than it declares."""
+    return PrivateParcel(parcel_id="P1", weight_kg=1.0, owner_phone="555-0100")
+
+
+@tool
+def note(order_id: str) -> Note:
+    """A note without its optional author."""
+    return {"text": "fragile"}
+
+
+async def test_only_declared_fields_are_kept_and_optional_keys_may_be_missing() -> None:
+    config = parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {
+                "ship": {
+                    "steps": [
+                        {"id": "p", "tool": "leaky_parcel", "args": {"order_id": "A1"}},
+                        {"id": "n", "tool": "note", "args": {"order_id": "A1"}},
+                    ]
+                }
+            },
+        }
+    )
+    runtime = Runtime(Agent.build(config, [leaky_parcel, note]), MemoryStore())
+    summary = await runtime.run_plan("ship")
+    assert summary.status is RunStatus.FINISHED
+    state = await runtime.load_state(summary.run_id)
+    assert state.steps["p"].data == {"parcel_id": "P1", "weight_kg": 1.0}
+    assert state.steps["n"].data == {"text": "fragile", "author": None}
