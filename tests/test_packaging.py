@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,11 @@ def test_init_never_overwrites_and_names_the_examples(tmp_path: Path) -> None:
 
 def test_demo_and_init_work_from_the_built_wheel(tmp_path: Path) -> None:
     """Build the wheel offline from a clean copy, unpack it, and run it with no checkout."""
+    setuptools = metadata.version("setuptools")
+    assert int(setuptools.split(".")[0]) >= 77, (
+        f"setuptools {setuptools} cannot build corral (license = 'Apache-2.0' needs >= 77): "
+        "install the dev extra again (bash scripts/venv.sh dev)"
+    )
     source = tmp_path / "source"
     source.mkdir()
     junk = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".data", "*.db*")
