@@ -103,6 +103,31 @@ def test_every_public_name_resolves() -> None:
     assert namespace["Runtime"] is corral.Runtime
 
 
+def test_every_module_imports_first() -> None:
+    """With ``import corral`` lazy, no module may rely on another being imported before it."""
+    script = (
+        "import importlib, pkgutil, sys\n"
+        "import corral\n"
+        "names = [m.name for m in pkgutil.walk_packages(corral.__path__, 'corral.')]\n"
+        "failed = []\n"
+        "for name in names:\n"
+        "    if name == 'corral.__main__':\n"
+        "        continue\n"
+        "    for loaded in [m for m in sys.modules if m.startswith('corral.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    try:\n"
+        "        importlib.import_module(name)\n"
+        "    except ImportError as exc:\n"
+        "        failed.append(f'{name}: {exc}')\n"
+        "print(len(names), failed)\n"
+    )
+    done = python("-c", script)
+    assert done.returncode == 0, done.stderr
+    count, failed = done.stdout.split(" ", 1)
+    assert int(count) > 50
+    assert failed.strip() == "[]", failed
+
+
 def init(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedProcess[str]:
     return python("-m", "corral", "init", *args, cwd=cwd, **env)
 

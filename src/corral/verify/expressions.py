@@ -27,7 +27,6 @@ from pydantic import BaseModel
 from simpleeval import EvalWithCompoundTypes
 
 from corral.errors import ExpressionInvalidError
-from corral.planning.typecheck import field_type
 
 ALLOWED_NAMES = frozenset({"result", "args", "facts", "entities"})
 CONSTANTS: Mapping[str, Any] = MappingProxyType(
@@ -275,6 +274,10 @@ def compile_expression(text: str, result_model: type[BaseModel] | None = None) -
         ):
             problems.append(f"unknown name {node.id!r} (use {', '.join(sorted(ALLOWED_NAMES))})")
     if result_model is not None:
+        # here, not at the top: corral.planning's package imports this module, and
+        # ``import corral`` no longer imports planning first (its names load lazily)
+        from corral.planning.typecheck import field_type
+
         for node in ast.walk(tree):
             chain = _attribute_chain(node)
             if chain and chain[0] == "result":
