@@ -8,21 +8,18 @@ and ``data/<agent>/`` for each example agent's business database. The home is pr
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from corral.agent import Agent, load_agent
-from corral.contracts import RunSummary
+from corral import __version__
 from corral.errors import (
     ConfigInvalidError,
     CorralError,
@@ -30,17 +27,17 @@ from corral.errors import (
     RunNotFoundError,
     StoreError,
 )
-from corral.events import Event, RunStarted
 from corral.files import private_dir, tighten
 from corral.inputs import require_text
-from corral.observe.logs import JsonlLog, valid_run_id
-from corral.observe.redact import redactor_for
 from corral.observe.terminal import visible
-from corral.observe.tree import run_tree
-from corral.runtime.faults import Faults
-from corral.runtime.runtime import Runtime
-from corral.runtime.state import fold
-from corral.store.sql import SqlStore
+
+if TYPE_CHECKING:
+    from corral.agent import Agent
+    from corral.contracts import RunSummary
+    from corral.events import Event
+    from corral.runtime.faults import Faults
+    from corral.runtime.runtime import Runtime
+    from corral.store.sql import SqlStore
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -49,9 +46,27 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 T = TypeVar("T")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"corral {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Options before the command: --version."""
+
 
 HomeOption = Annotated[Path | None, typer.Option("--home", help="State folder (default .corral)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree")]
@@ -89,6 +104,8 @@ def _home(home: Path | None) -> Path:
 
 def _run_id(run_id: str) -> str:
     """``run_id`` if it has the shape of a run id; anything else never reaches a path."""
+    from corral.observe.logs import valid_run_id
+
     require_text(run_id, "the run id")
     if not valid_run_id(run_id):
         raise InvalidInputError(
@@ -100,6 +117,8 @@ def _run_id(run_id: str) -> str:
 
 def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
     """Rewrite the run's JSONL file from the store if it is missing, cut or stale."""
+    from corral.observe.logs import JsonlLog
+
     JsonlLog(home / "logs").export(store, run_id, check_all=True)
 
 
@@ -110,7 +129,9 @@ def _load(
 
     Its business data lives in ``data_dir``, by default ``HOME/data/<agent folder>``.
     """
+    from corral.agent import load_agent
     from corral.models.replay import ReplayModel
+    from corral.store.sql import SqlStore
 
     def replay_loader(run_id: str) -> ReplayModel:
         return ReplayModel.of_run(run_id, SqlStore.open(home / "corral.db").load_events(run_id))
@@ -128,12 +149,16 @@ def _load(
 
 def recorded_model(events: list[Event]) -> str | None:
     """The model name a stored run was started with (``run_started``), if it used one."""
+    from corral.events import RunStarted
+
     started = events[0].payload if events else None
     return started.model or None if isinstance(started, RunStarted) else None
 
 
 def _faults() -> Faults:
     """Crash points for durability tests (``CORRAL_FAULTS``); none in normal use."""
+    from corral.runtime.faults import Faults
+
     try:
         return Faults.from_env(os.environ)
     except ValueError as exc:
@@ -141,6 +166,9 @@ def _faults() -> Faults:
 
 
 def _runtime(agent: Agent, home: Path) -> Runtime:
+    from corral.runtime.runtime import Runtime
+    from corral.store.sql import SqlStore
+
     return Runtime(
         agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs", faults=_faults()
     )
@@ -183,6 +211,12 @@ def _print_summary(
     if as_json:
         typer.echo(summary.model_dump_json())
         return
+    import asyncio
+
+    from corral.observe.redact import redactor_for
+    from corral.observe.tree import run_tree
+    from corral.runtime.state import fold
+
     events = asyncio.run(runtime.events(summary.run_id))
     state = fold(summary.run_id, events)
     console.print(run_tree(state, title, redactor_for(events), events))
@@ -201,6 +235,10 @@ def _runtime_for_run(
     ``model`` names the model (``--model``); without it and with ``recorded``, the one the
     run was started with (so a resumed run keeps asking the model it began with).
     """
+    from corral.events import RunStarted
+    from corral.runtime.runtime import Runtime
+    from corral.store.sql import SqlStore
+
     _run_id(run_id)
     store = SqlStore.open(folder / "corral.db")
     events = store.load_events(run_id)
@@ -227,6 +265,8 @@ def _print_report(report: Any, title: str, as_json: bool, extra: dict[str, Any])
     if as_json:
         typer.echo(json.dumps({**extra, **report.as_json()}, ensure_ascii=False))
         return
+    from rich.table import Table
+
     table = Table(title=title, show_header=False)
     for key, value in extra.items():
         table.add_row(key, str(value))

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from corral.cli.common import (
-    EXAMPLES,
     HomeOption,
     JsonOption,
     ModelOption,
@@ -28,9 +25,12 @@ from corral.cli.common import (
     console,
     recorded_model,
 )
-from corral.contracts import RunStatus, RunSummary
+from corral.cli.examples import example_dir
 from corral.errors import CorralError
 from corral.observe.terminal import visible
+
+if TYPE_CHECKING:
+    from corral.contracts import RunSummary
 
 YES = {
     "是",
@@ -64,6 +64,10 @@ def chat(
     Answer a confirmation with yes/no (是/不); /quit or an empty line ends the chat.
     A continued --session keeps the model its last run used, unless --model names another.
     """
+    import asyncio
+
+    from corral.contracts import RunStatus
+
     folder = _home(home)
     if model is None and session is not None:
         model = _session_model(folder, session)
@@ -152,8 +156,11 @@ DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
 @_fails_cleanly
 def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Run the after-sales agent on scripted Chinese and English messages, offline."""
+    import asyncio
+    import tempfile
+
     folder = _home(home) if home else Path(tempfile.mkdtemp(prefix="corral-demo-"))
-    agent = _load(EXAMPLES / "aftersales", folder)
+    agent = _load(example_dir("aftersales"), folder)
     runtime = _runtime(agent, folder)
     results: list[dict[str, Any]] = []
     started = time.perf_counter()

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import tempfile
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from corral.agent import Agent
 from corral.cli.common import (
     HomeOption,
     JsonOption,
@@ -27,6 +23,9 @@ from corral.cli.common import (
     console,
 )
 from corral.observe.terminal import visible
+
+if TYPE_CHECKING:
+    from corral.agent import Agent
 
 
 @app.command("eval")
@@ -44,6 +43,11 @@ def eval_suite(
 
     --model replaces only the agent's model name, as for `corral run`.
     """
+    import asyncio
+    import tempfile
+
+    from rich.table import Table
+
     from corral.testing.evaluation import load_suite, run_suite
 
     folder = _home(home)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from corral.cli.common import (
@@ -27,14 +25,8 @@ from corral.cli.common import (
     console,
 )
 from corral.errors import RunNotFoundError
-from corral.events import ModelCall
 from corral.inputs import require_text
-from corral.observe.logs import LEVELS, JsonlLog, keep, log_records, model_call_brief
-from corral.observe.redact import redactor_for
 from corral.observe.terminal import visible
-from corral.observe.tree import run_tree
-from corral.runtime.state import fold
-from corral.store.sql import SqlStore
 
 MAX_LIST = 10_000
 """The most runs ``corral runs`` lists at once."""
@@ -51,6 +43,8 @@ def run(
     home: HomeOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
+    import asyncio
+
     require_text(message, "the message")
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
@@ -72,6 +66,8 @@ def run_plan(
     home: HomeOption = None,
 ) -> None:
     """Run a plan template directly, without a message (``Runtime.run_plan``)."""
+    import asyncio
+
     entities: dict[str, str] = {}
     for item in entity or []:
         name, equals, value = item.partition("=")
@@ -113,6 +109,8 @@ def resume(
     RUN_BUSY, or waits for it with --wait. Approving twice (a double click) approves once.
     The run goes on with the model it was started with, unless --model names another.
     """
+    import asyncio
+
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
     decision = True if approve else False if reject else None
@@ -145,8 +143,10 @@ def replay(
 
     Exit 1 when the replay took another path; the first divergent event is printed.
     """
+    import asyncio
     from dataclasses import asdict
 
+    from corral.observe.redact import redactor_for
     from corral.runtime.replay import replay_run
 
     folder = _home(home)
@@ -172,6 +172,13 @@ def replay(
 @_fails_cleanly
 def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Show a stored run as a tree (or its summary as JSON), redacted, with its model calls."""
+    from corral.events import ModelCall
+    from corral.observe.logs import model_call_brief
+    from corral.observe.redact import redactor_for
+    from corral.observe.tree import run_tree
+    from corral.runtime.state import fold
+    from corral.store.sql import SqlStore
+
     folder = _home(home)
     store = SqlStore.open(folder / "corral.db", read_only=True)
     events = store.load_events(_run_id(run_id))
@@ -200,6 +207,10 @@ def runs(
     home: HomeOption = None,
 ) -> None:
     """List recent runs."""
+    from rich.table import Table
+
+    from corral.store.sql import SqlStore
+
     records = SqlStore.open(_home(home) / "corral.db", read_only=True).list_runs(limit)
     if as_json:
         typer.echo(
@@ -231,7 +242,9 @@ def runs(
 def traces(
     run_id: str,
     stage: Annotated[str | None, typer.Option("--stage", help="Only this stage")] = None,
-    level: Annotated[str | None, typer.Option("--level", help=f"Minimum: {LEVELS}")] = None,
+    level: Annotated[
+        str | None, typer.Option("--level", help="Minimum: debug, info, warn or error")
+    ] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
@@ -239,6 +252,11 @@ def traces(
 
     The run's JSONL file is rewritten from the store on the way, repairing a cut or lost line.
     """
+    from rich.table import Table
+
+    from corral.observe.logs import LEVELS, keep, log_records
+    from corral.store.sql import SqlStore
+
     if level is not None and level not in LEVELS:
         raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
     folder = _home(home)
@@ -272,6 +290,11 @@ def traces(
 @_fails_cleanly
 def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Show the handoff packet of a run that went to a person, redacted."""
+    from rich.table import Table
+
+    from corral.observe.redact import redactor_for
+    from corral.store.sql import SqlStore
+
     folder = _home(home)
     store = SqlStore.open(folder / "corral.db", read_only=True)
     stored = store.get_handoff(_run_id(run_id))
@@ -320,7 +343,9 @@ def gc(home: HomeOption = None) -> None:
     """Delete expired sessions (7 days) and ended runs older than 30 days (seed 002)."""
     from datetime import UTC, datetime
 
+    from corral.observe.logs import JsonlLog
     from corral.runtime.runtime import TASK_TTL
+    from corral.store.sql import SqlStore
 
     folder = _home(home)
     store = SqlStore.open(folder / "corral.db")
