@@ -1,7 +1,7 @@
 """Intent classifier latency at 150 intents: corral's predict path against sklearn's own.
 
     PYTHONPATH=src .venv/bin/python benchmarks/classifier_scale.py \
-        [--data ../shared/data/banking77] [--per-intent 100] [--messages 1000] [--quick]
+        [--data ../shared/data/banking77] [--per-intent 100] [--messages 0] [--quick]
 
 150 intents: the 77 of BANKING77 (CC BY 4.0; ``train.csv`` and ``test.csv`` with
 ``text,category`` columns, read from ``--data``) plus 73 synthetic ones built from
@@ -13,8 +13,9 @@ test message is classified alone, as an agent classifies one message at a time, 
   and the calibrated softmax, which is what ``classify`` did before;
 - corral's ``IntentClassifierModel.classify``.
 
-Prints ms per message (p50 / p95 / mean), accuracy on the test split for both, and how
-many predictions differ (the fast path must give the same labels).
+Prints ms per message (p50 / p95 / mean), accuracy on the test split for both (all, the
+BANKING77 test split alone, the synthetic intents alone), and how many predictions differ
+(the fast path must give the same labels).
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT, help="BANKING77 folder (CSV)")
     parser.add_argument("--per-intent", type=int, default=100, help="training examples each")
-    parser.add_argument("--messages", type=int, default=1000, help="test messages timed")
+    parser.add_argument("--messages", type=int, default=0, help="test messages timed (0: all)")
     parser.add_argument("--intents", type=int, default=150)
     parser.add_argument("--quick", action="store_true", help="20 examples each, 200 messages")
     args = parser.parse_args()
@@ -172,7 +173,8 @@ def main() -> None:
     train, test = bank_train + syn_train, bank_test + syn_test
     order = list(range(len(test)))
     random.Random(3).shuffle(order)
-    order = order[: args.messages]
+    order = order[: args.messages or None]
+    from_bank = [i < len(bank_test) for i in order]
     texts = [test.texts[i] for i in order]
     truth = [test.labels[i] for i in order]
     started = time.perf_counter()
@@ -187,18 +189,23 @@ def main() -> None:
         title=f"{len(model.labels)} intents, {len(train)} training examples, "
         f"{len(texts)} messages one at a time (train {train_s:.1f} s)"
     )
-    for column in ("predict path", "p50 ms", "p95 ms", "mean ms", "accuracy %"):
+    columns = ("predict path", "p50 ms", "p95 ms", "mean ms", "accuracy %")
+    columns += ("BANKING77 %", "synthetic %")
+    for column in columns:
         table.add_column(column, justify="right")
     for name, (millis, labels) in results.items():
-        accuracy = np.mean([p == t for p, t in zip(labels, truth, strict=True)]) * 100
+        right = np.array([p == t for p, t in zip(labels, truth, strict=True)])
+        bank = np.array(from_bank)
         table.add_row(
             name,
             f"{statistics.median(millis):.3f}",
             f"{np.percentile(millis, 95):.3f}",
             f"{statistics.fmean(millis):.3f}",
-            f"{accuracy:.1f}",
+            f"{right.mean() * 100:.1f}",
+            f"{right[bank].mean() * 100:.1f}" if bank.any() else "–",
+            f"{right[~bank].mean() * 100:.1f}" if (~bank).any() else "–",
         )
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 140).print(table)
     base, fast = (labels for _, labels in results.values())
     differ = sum(a != b for a, b in zip(base, fast, strict=True))
     Console().print(f"predictions that differ between the two paths: {differ} of {len(texts)}")
