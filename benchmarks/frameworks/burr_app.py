@@ -67,18 +67,21 @@ def _sync_actions() -> dict[str, object]:
     return {"s1": s1, "s23": s23, "s4": s4, "s5": s5}
 
 
+def _builder(actions: dict[str, object]) -> ApplicationBuilder:
+    return (
+        ApplicationBuilder()
+        .with_actions(**actions)
+        .with_transitions(*TRANSITIONS)
+        .with_entrypoint("s1")
+        .with_state()
+    )
+
+
 def make(latency_s: float) -> Callable[[int], Awaitable[int]]:
     actions = _async_actions(latency_s)
 
     async def one(_: int) -> int:
-        app = (
-            ApplicationBuilder()
-            .with_actions(**actions)
-            .with_transitions(*TRANSITIONS)
-            .with_entrypoint("s1")
-            .with_state()
-            .build()
-        )
+        app = _builder(actions).build()
         _, _, state = await app.arun(halt_after=["s5"])
         return int(state["s5"])
 
@@ -95,11 +98,7 @@ def durable(db: Path) -> Callable[[int], Awaitable[int]]:
 
     async def one(run: int) -> int:
         app = (
-            ApplicationBuilder()
-            .with_actions(**actions)
-            .with_transitions(*TRANSITIONS)
-            .with_entrypoint("s1")
-            .with_state()
+            _builder(actions)
             .with_identifiers(app_id=f"run-{run}")
             .with_state_persister(persister)
             .build()
