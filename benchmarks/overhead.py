@@ -1,185 +1,368 @@
-"""Harness overhead: corral against plain asyncio on the same 5-step plan.
+"""Harness overhead: corral against plain asyncio, Burr, LangGraph and pydantic-graph.
 
-The plan is s1 -> (s2 || s3) -> s4 -> s5 with trivial async tools, so what is measured is
-the harness itself: intent rules, routing, binding, validation, events, verification.
-corral runs with its in-memory store (no disk) so the comparison is about the run loop.
+    pip install -e '.[bench]'            # or: a separate venv, with PYTHONPATH=src
+    python benchmarks/overhead.py [--rounds 5] [--tasks 2000] [--json] [--markdown]
+    python benchmarks/overhead.py --quick          # tiny counts, one round: a smoke test
+    python benchmarks/overhead.py --profile        # cProfile of corral in workload A
 
-    .venv/bin/python benchmarks/overhead.py [--tasks 2000] [--concurrency 200]
-        [--tool-latency-ms 0] [--sqlite-tasks 300]
+The task is a 5-step DAG, s1 -> (s2 || s3) -> s4 -> s5, each tool a thin function
+(``benchmarks/frameworks/``: one module per framework). corral runs the full message ->
+reply path with a rule intent. Every measurement is its own process (one framework, one
+workload), rounds are interleaved (each round runs every framework once, in a rotated
+order) and the table shows medians over rounds:
 
-Prints a table: per-task time for each, the ratio, and runs per second at the given
-concurrency. The baseline is named ``plain asyncio`` and runs in the same process.
-A second table measures what one owner per run costs on a durable store: the same runs
-on a SQLite file with leases (acquire, fenced saves, release) and with leases off.
+- A: CPU per task (process time: every thread), tools return at once, 200 in flight;
+  peak RSS of that process (``ru_maxrss``, imports included).
+- B: tasks per second with 10 ms tools (asyncio.sleep), 200 in flight.
+- C: CPU per task, durable on a SQLite file (WAL, ``synchronous=OFF``), one task at a time:
+  corral's SqlStore, Burr's SQLitePersister, LangGraph's SqliteSaver, and plain asyncio
+  committing a run row and a row per step with sqlite3. "stored bytes per run" is the
+  bytes of every value in every table of that file, divided by the runs in it.
+- scaling: corral's CPU per step on chains of 5, 20 and 50 steps.
+
+Frameworks that are not installed are left out and said so. Absolute figures depend on the
+machine and its load; read the ratios within one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
+import importlib.util
+import json
+import os
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
+from typing import Any
 
-from leases_off import LeasesOff
-from pydantic import BaseModel
-from rich.console import Console
-from rich.table import Table
+from frameworks.common import RESULT, stored_bytes
 
-from corral import Agent, MemoryStore, Runtime, SqlStore, parse_config, tool
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 
-
-class Out(BaseModel):
-    value: int
-
-
-TOOL_LATENCY_S = 0.0
-"""Set by --tool-latency-ms: how long each tool "works" (asyncio.sleep)."""
-
-
-async def _work() -> None:
-    if TOOL_LATENCY_S:
-        await asyncio.sleep(TOOL_LATENCY_S)
+FRAMEWORKS = {
+    "plain asyncio": ("frameworks.plain", None),
+    "Burr": ("frameworks.burr_app", "burr"),
+    "pydantic-graph": ("frameworks.pydantic_graph_app", "pydantic_graph"),
+    "LangGraph": ("frameworks.langgraph_app", "langgraph"),
+    "corral": ("frameworks.corral_agent", "corral"),
+}
+NO_DURABLE = {"pydantic-graph"}
+SCALE_STEPS = (5, 20, 50)
+IN_FLIGHT = 200
+TOOL_LATENCY_B_S = 0.010
 
 
-@tool
-async def fetch(n: int) -> Out:
-    """Stands for a lookup."""
-    await _work()
-    return Out(value=n)
+# ------------------------------------------------------------------ child: one measurement
 
 
-@tool
-async def combine(a: int, b: int) -> Out:
-    """Stands for a computation over two results."""
-    await _work()
-    return Out(value=a + b)
+async def _drive(one: Any, tasks: int, in_flight: int, warm: int) -> tuple[float, float]:
+    """Run ``warm`` tasks, then ``tasks`` with ``in_flight`` at once: (CPU s, wall s)."""
+    for i in range(warm):
+        value = await one(-1 - i)
+        if value != RESULT:
+            raise RuntimeError(f"the task returned {value}, not {RESULT}")
+    semaphore = asyncio.Semaphore(in_flight)
 
-
-CONFIG = parse_config(
-    {
-        "name": "bench",
-        "intents": [
-            {
-                "name": "go",
-                "rules": [{"keywords": ["go"], "confidence": 0.95}],
-                "route": "plan",
-                "plan": "p",
-                "reply": "done",
-            }
-        ],
-        "plans": {
-            "p": {
-                "steps": [
-                    {"id": "s1", "tool": "fetch", "args": {"n": 1}},
-                    {
-                        "id": "s2",
-                        "tool": "fetch",
-                        "args": {"n": "$s1.result.value"},
-                        "depends_on": ["s1"],
-                    },
-                    {"id": "s3", "tool": "fetch", "args": {"n": 3}, "depends_on": ["s1"]},
-                    {
-                        "id": "s4",
-                        "tool": "combine",
-                        "depends_on": ["s2", "s3"],
-                        "args": {"a": "$s2.result.value", "b": "$s3.result.value"},
-                    },
-                    {
-                        "id": "s5",
-                        "tool": "combine",
-                        "depends_on": ["s4"],
-                        "args": {"a": "$s4.result.value", "b": 1},
-                    },
-                ]
-            }
-        },
-        "templates": {"done": {"zh": "完成", "en": "done"}},
-        "budget": {"max_wall_clock_s": 3600},
-    }
-)
-
-
-async def plain_asyncio() -> int:
-    """The same plan written by hand: the baseline."""
-    s1 = await fetch.fn(1)
-    s2, s3 = await asyncio.gather(fetch.fn(s1.value), fetch.fn(3))
-    s4 = await combine.fn(s2.value, s3.value)
-    s5 = await combine.fn(s4.value, 1)
-    return int(s5.value)
-
-
-async def timed(make: object, tasks: int, concurrency: int) -> float:
-    semaphore = asyncio.Semaphore(concurrency)
-
-    async def one() -> None:
+    async def limited(i: int) -> None:
         async with semaphore:
-            await make()  # type: ignore[operator]
+            await one(i)
 
+    cpu, wall = time.process_time(), time.perf_counter()
+    if in_flight == 1:
+        for i in range(tasks):
+            await one(i)
+    else:
+        await asyncio.gather(*(limited(i) for i in range(tasks)))
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def child(name: str, workload: str, tasks: int, steps: int) -> dict[str, float]:
+    module = importlib.import_module(FRAMEWORKS[name][0])
+    warm = max(1, min(20, tasks // 10))
+    if workload == "A":
+        cpu, wall = asyncio.run(_drive(module.make(0.0), tasks, IN_FLIGHT, warm))
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return {
+            "cpu_us": cpu / tasks * 1e6,
+            "wall_us": wall / tasks * 1e6,
+            "rss_mb": peak_kb / 1024,
+        }
+    if workload == "B":
+        _, wall = asyncio.run(_drive(module.make(TOOL_LATENCY_B_S), tasks, IN_FLIGHT, warm))
+        return {"tasks_per_s": tasks / wall}
+    if workload == "C":
+        with tempfile.TemporaryDirectory() as folder:
+            db = Path(folder) / "bench.db"
+            cpu, wall = asyncio.run(_drive(module.durable(db), tasks, 1, warm))
+            size = stored_bytes(db) / (tasks + warm)
+        return {"cpu_us": cpu / tasks * 1e6, "wall_us": wall / tasks * 1e6, "bytes": size}
+    if workload == "scale":
+        cpu, _ = asyncio.run(_drive(module.make(0.0, steps), tasks, IN_FLIGHT, warm))
+        return {"cpu_us_per_step": cpu / tasks / steps * 1e6}
+    raise SystemExit(f"unknown workload {workload}")
+
+
+def _area(filename: str, function: str) -> str:
+    """Where a profiled function belongs: a corral subpackage, a library or a stdlib module."""
+    if filename == "~":  # a built-in: name it by what it is a method of
+        for word in ("pydantic", "json", "hash", "sqlite"):
+            if word in function:
+                return f"built-in ({word})"
+        return "built-in (other)"
+    path = Path(filename)
+    if "corral" in path.parts:
+        inner = path.parts[path.parts.index("corral") + 1 : -1]
+        return ".".join(["corral", *inner, path.stem])
+    if "site-packages" in path.parts:
+        return path.parts[path.parts.index("site-packages") + 1].split(".")[0]
+    if "benchmarks" in path.parts:
+        return "benchmark harness"
+    parent = path.parent.name
+    return path.stem if not parent or parent.startswith("python") else parent
+
+
+def profile(tasks: int, top: int) -> None:
+    """cProfile of corral in workload A, in this process: what dominates its CPU.
+
+    Prints the share of own time by area (corral subpackage, library, stdlib module),
+    garbage collection measured apart (``gc.callbacks``), then the top functions.
+    """
+    import cProfile
+    import gc
+    import pstats
+
+    module = importlib.import_module(FRAMEWORKS["corral"][0])
+    one = module.make(0.0)
+    asyncio.run(_drive(one, 20, IN_FLIGHT, 1))
+    collecting: list[float] = []
+    gc_seconds = [0.0]
+
+    def on_gc(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            collecting.append(time.perf_counter())
+        elif collecting:
+            gc_seconds[0] += time.perf_counter() - collecting.pop()
+
+    gc.callbacks.append(on_gc)
+    profiler = cProfile.Profile()
     started = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(tasks)))
-    return time.perf_counter() - started
+    profiler.enable()
+    asyncio.run(_drive(one, tasks, IN_FLIGHT, 0))
+    profiler.disable()
+    wall = time.perf_counter() - started
+    gc.callbacks.remove(on_gc)
+    stats = pstats.Stats(profiler)
+    areas: dict[str, float] = {}
+    for (filename, _, function), entry in stats.stats.items():  # type: ignore[attr-defined]
+        areas[_area(filename, function)] = areas.get(_area(filename, function), 0.0) + entry[2]
+    total = sum(areas.values())
+    print(f"corral, workload A: {tasks} tasks, {wall:.2f} s under the profiler")
+    print(f"garbage collection: {gc_seconds[0] / wall * 100:.1f} % of the wall time\n")
+    print("| share of own time | where |\n|---|---|")
+    for area, seconds in sorted(areas.items(), key=lambda item: -item[1])[:top]:
+        print(f"| {seconds / total * 100:.1f} % | {area} |")
+    print()
+    stats.sort_stats("tottime").print_stats(top)
 
 
-async def main(tasks: int, concurrency: int, repeats: int) -> None:
-    agent = Agent.build(CONFIG, [fetch, combine])
-    runtime = Runtime(agent, MemoryStore())
-    summary = await runtime.start("go")
-    assert summary.status.value == "finished", summary
-    assert await plain_asyncio() == 5
-    results: dict[str, list[float]] = {"plain asyncio": [], "corral": []}
-    for _ in range(repeats):
-        results["plain asyncio"].append(await timed(plain_asyncio, tasks, concurrency))
-        fresh = Runtime(agent, MemoryStore())
-        results["corral"].append(await timed(partial(fresh.start, "go"), tasks, concurrency))
-    table = Table(
-        title=f"5-step plan, {tasks} tasks, concurrency {concurrency}, tools "
-        f"{TOOL_LATENCY_S * 1000:g} ms each, median of {repeats}"
+# ------------------------------------------------------------------ parent: rounds and table
+
+
+def _measure(name: str, workload: str, tasks: int, steps: int = 0) -> dict[str, float]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT / "src"), str(HERE), *filter(None, [env.get("PYTHONPATH")])]
     )
-    for column in ("runner", "µs per task", "tasks per s", "vs baseline"):
-        table.add_column(column, justify="right")
-    base = statistics.median(results["plain asyncio"])
-    for name, samples in results.items():
-        median = statistics.median(samples)
-        table.add_row(
-            name, f"{median / tasks * 1e6:,.1f}", f"{tasks / median:,.0f}", f"{median / base:,.1f}x"
-        )
-    Console().print(table)
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", name, workload]
+    command += ["--tasks", str(tasks), "--steps", str(steps)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{name} {workload} failed:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
+    return dict(json.loads(lines[-1][len("RESULT ") :]))
 
 
-async def lease_cost(tasks: int, concurrency: int, repeats: int) -> None:
-    """The same runs on a SQLite file, with and without leases."""
-    agent = Agent.build(CONFIG, [fetch, combine])
-    samples: dict[str, list[float]] = {"SQLite, leases off": [], "SQLite, one owner per run": []}
-    for _ in range(repeats):
-        for name in samples:
-            store = SqlStore.open(Path(tempfile.mkdtemp()) / "corral.db")
-            chosen = LeasesOff(store) if "off" in name else store
-            runtime = Runtime(agent, chosen)  # type: ignore[arg-type]
-            samples[name].append(await timed(partial(runtime.start, "go"), tasks, concurrency))
-    table = Table(title=f"lease cost: {tasks} runs on SQLite, concurrency {concurrency}")
-    for column in ("store", "ms per run", "runs per s", "vs leases off"):
-        table.add_column(column, justify="right")
-    base = statistics.median(samples["SQLite, leases off"])
-    for name, values in samples.items():
-        median = statistics.median(values)
-        table.add_row(
-            name, f"{median / tasks * 1e3:,.2f}", f"{tasks / median:,.0f}", f"{median / base:.2f}x"
-        )
-    Console().print(table)
+def available() -> tuple[list[str], list[str]]:
+    present, missing = [], []
+    for name, (_, package) in FRAMEWORKS.items():
+        if package is None or importlib.util.find_spec(package) is not None:
+            present.append(name)
+        else:
+            missing.append(name)
+    return present, missing
+
+
+def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    scale: dict[int, list[float]] = {n: [] for n in SCALE_STEPS}
+    for round_ in range(args.rounds):
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
+        for name in order:
+            for workload, tasks in (("A", args.tasks), ("B", args.tasks), ("C", args.durable)):
+                if workload == "C" and name in NO_DURABLE:
+                    continue
+                print(f"round {round_ + 1}/{args.rounds}: {name} {workload}", file=sys.stderr)
+                for key, value in _measure(name, workload, tasks).items():
+                    samples[name].setdefault(f"{workload}.{key}", []).append(value)
+            if name == "corral":
+                for steps in SCALE_STEPS:
+                    print(f"round {round_ + 1}: corral {steps} steps", file=sys.stderr)
+                    result = _measure(name, "scale", args.scale_tasks, steps)
+                    scale[steps].append(result["cpu_us_per_step"])
+    medians = {
+        name: {key: statistics.median(values) for key, values in found.items()}
+        for name, found in samples.items()
+    }
+    return {
+        "rounds": args.rounds,
+        "tasks": args.tasks,
+        "durable_tasks": args.durable,
+        "scale_tasks": args.scale_tasks,
+        "in_flight": IN_FLIGHT,
+        "python": sys.version.split()[0],
+        "versions": _versions(names),
+        "medians": medians,
+        "samples": samples,
+        "scaling_us_per_step": {str(n): statistics.median(v) for n, v in scale.items() if v},
+    }
+
+
+def _versions(names: list[str]) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    distributions = {"Burr": "apache-burr", "LangGraph": "langgraph", "corral": "corral"}
+    distributions["pydantic-graph"] = "pydantic-graph"
+    found = {}
+    for name in names:
+        if name in distributions:
+            try:
+                found[name] = version(distributions[name])
+            except PackageNotFoundError:
+                found[name] = "source"
+    return found
+
+
+def _ratio(value: float, base: float) -> str:
+    return f" ({value / base:,.0f}×)" if base else ""
+
+
+def rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The header and rows of the side-by-side table (one column per framework)."""
+    medians = result["medians"]
+    names = list(medians)
+    plain = medians.get("plain asyncio", {})
+    header = ["workload", *(f"{n} {result['versions'].get(n, '')}".strip() for n in names)]
+
+    def cell(name: str, key: str, fmt: str, ratio: bool = False) -> str:
+        value = medians[name].get(key)
+        if value is None:
+            return "–"
+        text = fmt.format(value).replace(",", " ")
+        base = plain.get(key, 0.0)
+        return text + (_ratio(value, base) if ratio and name != "plain asyncio" else "")
+
+    ideal = IN_FLIGHT / (4 * TOOL_LATENCY_B_S)
+    table = [
+        [
+            "A: CPU per task, tools return at once",
+            *(cell(n, "A.cpu_us", "{:,.0f} µs", True) for n in names),
+        ],
+        [
+            f"B: tasks/s, 10 ms tools, {IN_FLIGHT} in flight (ideal {ideal:,.0f})",
+            *(cell(n, "B.tasks_per_s", "{:,.0f}") for n in names),
+        ],
+        [
+            "C: durable on SQLite, sync off, per task",
+            *(cell(n, "C.cpu_us", "{:,.0f} µs", True) for n in names),
+        ],
+        ["peak RSS during A", *(cell(n, "A.rss_mb", "{:,.0f} MB") for n in names)],
+        ["stored bytes per run", *(cell(n, "C.bytes", "{:,.0f} B") for n in names)],
+    ]
+    return header, table
+
+
+def scaling_line(result: dict[str, Any]) -> str:
+    per_step = result["scaling_us_per_step"]
+    if not per_step:
+        return ""
+    parts = [f"{n} steps: {v:,.0f} µs/step" for n, v in per_step.items()]
+    values = list(per_step.values())
+    spread = (max(values) / min(values) - 1) * 100
+    return "corral, CPU per step: " + ", ".join(parts) + f" (largest / smallest: +{spread:.0f} %)"
+
+
+def print_table(result: dict[str, Any], markdown: bool) -> None:
+    header, table = rows(result)
+    title = (
+        f"5-step DAG, median of {result['rounds']} interleaved rounds; A and B "
+        f"{result['tasks']} tasks, C {result['durable_tasks']} tasks"
+    )
+    if markdown:
+        print(f"{title}\n")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in table:
+            print("| " + " | ".join(row) + " |")
+        print()
+        print(scaling_line(result))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    rich_table = Table(title=title)
+    for i, column in enumerate(header):
+        rich_table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for row in table:
+        rich_table.add_row(*row)
+    Console(width=None if sys.stdout.isatty() else 180).print(rich_table)
+    print(scaling_line(result))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (median)")
+    parser.add_argument("--tasks", type=int, default=2000, help="tasks per process in A and B")
+    parser.add_argument("--durable", type=int, default=300, help="tasks per process in C")
+    parser.add_argument("--scale-tasks", type=int, default=200, help="runs per chain length")
+    parser.add_argument("--quick", action="store_true", help="1 round, tiny counts: a smoke test")
+    parser.add_argument("--only", action="append", help="measure only these (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument("--profile", action="store_true", help="cProfile corral in workload A")
+    parser.add_argument(
+        "--child", nargs=2, metavar=("FRAMEWORK", "WORKLOAD"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = child(args.child[0], args.child[1], args.tasks, args.steps)
+        print("RESULT " + json.dumps(result), flush=True)
+        return
+    sys.path[:0] = [str(ROOT / "src"), str(HERE)]
+    if args.profile:
+        profile(args.tasks if args.tasks != 2000 else 500, 25)
+        return
+    if args.quick:
+        args.rounds, args.tasks, args.durable, args.scale_tasks = 1, 100, 20, 10
+    names, missing = available()
+    if args.only:
+        names = [n for n in names if n in args.only]
+    for name in missing:
+        print(f"{name} is not installed: left out (pip install -e '.[bench]')", file=sys.stderr)
+    result = run_rounds(args, names)
+    result["missing"] = missing
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_table(result, args.markdown)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--tool-latency-ms", type=float, default=0.0)
-    parser.add_argument("--sqlite-tasks", type=int, default=300)
-    args = parser.parse_args()
-    TOOL_LATENCY_S = args.tool_latency_ms / 1000
-    asyncio.run(main(args.tasks, args.concurrency, args.repeats))
-    if args.sqlite_tasks:
-        asyncio.run(lease_cost(args.sqlite_tasks, min(args.concurrency, 20), args.repeats))
+    main()

@@ -22,6 +22,7 @@ from corral.errors import ConfigInvalidError
 from corral.hashing import stable_hash
 from corral.intent.cache import fit_cached
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
+from corral.intent.fast_path import OneTextScorer, scorer_for
 from corral.intent.signed import dump_signed, load_signed
 
 try:
@@ -111,6 +112,14 @@ class IntentClassifierModel:
     oos_threshold: float = 0.0
     """Below this confidence a message is out of scope (tuned by ``tune_threshold``)."""
     meta: dict[str, Any] = field(default_factory=dict)
+    _scorer: OneTextScorer | None = field(default=None, init=False, repr=False, compare=False)
+    """Built on the first one-text call; not pickled (see ``__getstate__``)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the scorer: it holds analyzer closures and is rebuilt on demand."""
+        state = dict(self.__dict__)
+        state.pop("_scorer", None)
+        return state
 
     # ------------------------------------------------------------------ fitting
 
@@ -167,11 +176,21 @@ class IntentClassifierModel:
 
         For two labels sklearn gives one column, the log-odds of the second label against
         the first; it becomes ``[0, z]``, whose softmax is the regression's own sigmoid.
+        One text (what an agent classifies) takes ``corral.intent.fast_path``: the same
+        numbers without sklearn's per-call overhead.
         """
-        logits = self.model.decision_function(self.features.transform(list(texts)))
+        if len(texts) == 1 and (scorer := self._one_text_scorer()) is not None:
+            logits = scorer.logits(texts[0])
+        else:
+            logits = self.model.decision_function(self.features.transform(list(texts)))
         if logits.ndim == 1:
             logits = np.stack([np.zeros_like(logits), logits], axis=1)
         return logits
+
+    def _one_text_scorer(self) -> OneTextScorer | None:
+        if self._scorer is None:
+            self._scorer = scorer_for(self.features, self.model)
+        return self._scorer
 
     def probabilities(self, texts: Sequence[str]) -> Any:
         """Calibrated class probabilities, one row per text, columns in ``labels`` order."""

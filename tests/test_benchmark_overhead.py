@@ -1,0 +1,40 @@
+"""benchmarks/overhead.py keeps running as the core changes: a smoke run, no speed asserted.
+
+The other frameworks come from the ``bench`` extra, which the test environment does not
+install; plain asyncio and corral need nothing else, and are what this runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_a_quick_run_measures_every_workload_for_plain_asyncio_and_corral() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--quick", "--json"]
+    command += ["--only", "plain asyncio", "--only", "corral"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["medians"]) == ["plain asyncio", "corral"]
+    for name in ("plain asyncio", "corral"):
+        medians = result["medians"][name]
+        for key in ("A.cpu_us", "A.rss_mb", "B.tasks_per_s", "C.cpu_us", "C.bytes"):
+            assert medians[key] > 0, (name, key)
+    # corral stores its events, so a run takes more room than the baseline's six rows
+    assert result["medians"]["corral"]["C.bytes"] > result["medians"]["plain asyncio"]["C.bytes"]
+    assert set(result["scaling_us_per_step"]) == {"5", "20", "50"}
+
+
+def test_an_unknown_workload_is_refused_with_its_name() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--child", "corral"]
+    command += ["Z", "--tasks", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode != 0
+    assert "unknown workload Z" in done.stderr
