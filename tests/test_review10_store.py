@@ -62,3 +62,35 @@ async def test_a_save_retried_after_a_failed_transaction_keeps_the_plan_body(
     store.save(run, events)
     loaded = SqlStore.open(tmp_path / "corral.db").load_events(run.run_id)
     assert len(loaded) == len(events)
+
+
+async def test_one_failed_save_does_not_poison_later_runs_of_the_same_plan(
+    tmp_path: Path,
+) -> None:
+    """A save that rolls back (database locked) and a later, different run of the template.
+
+    The store object remembers the body as stored though the transaction rolled back, so
+    every later run of that plan in this process gets a ``steps_ref`` with no body.
+    """
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    memory = MemoryStore()
+    runtime = Runtime(agent, memory, effects=FixedEffects())
+    first = await runtime.start(EXCHANGE)
+    second = await runtime.start(EXCHANGE)
+    store = SqlStore.open(tmp_path / "corral.db")
+    upsert = store._upsert_run
+
+    def locked(conn, run_, row):  # type: ignore[no-untyped-def]
+        from sqlalchemy.exc import OperationalError
+
+        raise OperationalError("UPDATE", {}, Exception("database is locked"))
+
+    store._upsert_run = locked  # type: ignore[method-assign]
+    try:
+        store.save(memory.runs[first.run_id], memory.events[first.run_id])
+    except Exception:
+        pass  # that run's flush failed; the process goes on serving others
+    store._upsert_run = upsert  # type: ignore[method-assign]
+    store.save(memory.runs[second.run_id], memory.events[second.run_id])
+    loaded = SqlStore.open(tmp_path / "corral.db").load_events(second.run_id)
+    assert len(loaded) == len(memory.events[second.run_id])
