@@ -1,0 +1,39 @@
+"""Review of issue 10: ``run_plan`` validates the caller's entities as a message's are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import MemoryStore, Runtime, load_agent
+from corral.errors import InvalidArgumentError
+from corral.testing import FixedEffects
+from tests.conftest import AFTERSALES
+
+
+@pytest.mark.parametrize(
+    "entities",
+    [
+        {"order_id": "not an order id"},  # does not match the entity's patterns
+        {"order_id": "HD20240501", "product": "banana"},  # not in the vocabulary
+    ],
+)
+async def test_run_plan_refuses_entities_the_config_could_never_produce(
+    tmp_path: Path, entities: dict[str, Any]
+) -> None:
+    """A message run only ever sees pattern matches and canonical vocabulary values
+    (model extraction drops the rest); ``run_plan`` checks only the Python type."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    with pytest.raises(InvalidArgumentError):
+        await runtime.run_plan("repair", entities=entities)
+
+
+async def test_run_plan_normalises_an_upper_entity_as_extraction_does(tmp_path: Path) -> None:
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.run_plan("repair", entities={"order_id": "hd20240501"})
+    state = await runtime.load_state(summary.run_id)
+    assert state.entities["order_id"] == "HD20240501"  # ``upper: true`` in agent.yaml
