@@ -37,3 +37,18 @@ async def test_run_plan_normalises_an_upper_entity_as_extraction_does(tmp_path: 
     summary = await runtime.run_plan("repair", entities={"order_id": "hd20240501"})
     state = await runtime.load_state(summary.run_id)
     assert state.entities["order_id"] == "HD20240501"  # ``upper: true`` in agent.yaml
+
+
+async def test_run_plan_without_an_entity_the_intent_requires_is_refused_before_a_run(
+    tmp_path: Path,
+) -> None:
+    """``repair`` is for 报修, which ``requires: [order_id]``: a message run asks for it.
+
+    ``run_plan`` starts the run anyway, the first step fails MISSING_ARGUMENT and the run
+    is handed off to a person (a handoff packet and a reply for nobody)."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = MemoryStore()
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    with pytest.raises(InvalidArgumentError):
+        await runtime.run_plan("repair")
+    assert store.runs == {}
