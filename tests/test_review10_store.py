@@ -94,3 +94,29 @@ async def test_one_failed_save_does_not_poison_later_runs_of_the_same_plan(
     store.save(memory.runs[second.run_id], memory.events[second.run_id])
     loaded = SqlStore.open(tmp_path / "corral.db").load_events(second.run_id)
     assert len(loaded) == len(memory.events[second.run_id])
+
+
+async def test_purge_leaves_no_data_of_a_purged_run_behind(tmp_path: Path) -> None:
+    """``purge`` deletes ended runs past the TTL; their plan bodies stay (never purged).
+
+    A plan with literal arguments (a model's plan, or ``run_plan(Plan(...))``) keeps the
+    customer's values in ``corral_plans`` after the run that used them is gone.
+    """
+    import sqlite3
+    from datetime import timedelta
+
+    from corral import Plan, Step
+
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    secret = "HD20240501"
+    plan = Plan(plan_id="mine", steps=[Step(id="a", tool="query_order", args={"order_id": secret})])
+    summary = await runtime.run_plan(plan)
+    assert summary.status.value == "finished"
+    later = FixedEffects().now() + timedelta(days=400)
+    _, purged = store.purge(later, timedelta(days=30))
+    assert purged == [summary.run_id]
+    with sqlite3.connect(tmp_path / "corral.db") as db:
+        left = [body for (body,) in db.execute("SELECT body FROM corral_plans")]
+    assert not any(secret in body for body in left), left
