@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from corral import MemoryStore, Runtime, SqlStore, load_agent
 from corral.contracts import EventType
+from corral.errors import CorralError
 from corral.store.base import RunRecord
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
@@ -55,10 +58,8 @@ async def test_a_save_retried_after_a_failed_transaction_keeps_the_plan_body(
         return upsert(conn, run_, row)
 
     store._upsert_run = failing_once  # type: ignore[method-assign]
-    try:
+    with pytest.raises(CorralError):  # the caller sees the store fail, retries the flush
         store.save(run, events)
-    except Exception:
-        pass  # the caller sees the store unavailable and retries the same flush
     store.save(run, events)
     loaded = SqlStore.open(tmp_path / "corral.db").load_events(run.run_id)
     assert len(loaded) == len(events)
@@ -86,10 +87,8 @@ async def test_one_failed_save_does_not_poison_later_runs_of_the_same_plan(
         raise OperationalError("UPDATE", {}, Exception("database is locked"))
 
     store._upsert_run = locked  # type: ignore[method-assign]
-    try:
+    with pytest.raises(CorralError):  # that run's flush failed; the process serves others
         store.save(memory.runs[first.run_id], memory.events[first.run_id])
-    except Exception:
-        pass  # that run's flush failed; the process goes on serving others
     store._upsert_run = upsert  # type: ignore[method-assign]
     store.save(memory.runs[second.run_id], memory.events[second.run_id])
     loaded = SqlStore.open(tmp_path / "corral.db").load_events(second.run_id)
