@@ -432,6 +432,7 @@ class SqlStore:
                         conn.execute(_INSERT_EVENTS, [r for r in rows if r["seq"] in missing])
                     self._upsert_run(conn, run, row)
             self._check_file(run.run_id)
+        self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
 
     def _store_plans(self, conn: Connection, bodies: dict[str, str]) -> None:
         """Store the plan bodies not stored yet (content-addressed: a repeat is a no-op)."""
@@ -442,7 +443,6 @@ class SqlStore:
         missing = set(new) - set(known)
         if missing:
             conn.execute(insert(plans), [{"hash": k, "body": new[k]} for k in sorted(missing)])
-        self._plans_stored.update(new)
 
     def _plan_bodies(self, conn: Connection, keys: set[str]) -> dict[str, str]:
         query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(sorted(keys)))
