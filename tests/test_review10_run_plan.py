@@ -52,3 +52,23 @@ async def test_run_plan_without_an_entity_the_intent_requires_is_refused_before_
     with pytest.raises(InvalidArgumentError):
         await runtime.run_plan("repair")
     assert store.runs == {}
+
+
+def test_run_plan_from_the_shell_can_give_a_date_range_entity(tmp_path: Path) -> None:
+    """``--entity NAME=VALUE`` passes VALUE as a string; a ``date_range`` entity is a
+    mapping, so no value given on the command line is ever accepted for one."""
+    from tests.helpers import corral_cli
+
+    value = '{"start": "2024-05-01", "end": "2024-05-31", "text": "May"}'
+    done = corral_cli(
+        tmp_path,
+        "run-plan",
+        str(AFTERSALES),
+        "repair",
+        "--entity",
+        "order_id=HD20240501",
+        "--entity",
+        f"purchase_date={value}",
+        ok=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
