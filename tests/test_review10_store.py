@@ -119,3 +119,34 @@ async def test_purge_leaves_no_data_of_a_purged_run_behind(tmp_path: Path) -> No
     with sqlite3.connect(tmp_path / "corral.db") as db:
         left = [body for (body,) in db.execute("SELECT body FROM corral_plans")]
     assert not any(secret in body for body in left), left
+
+
+@pytest.mark.parametrize(
+    ("kind", "data"),
+    [
+        ("plan_created", '{"plan": null, "v": 2}'),
+        (  # names an output attempt that is not stored: its data would silently be None
+            "step_finished",
+            '{"step_id": "s1", "status": "succeeded", "output_attempt": 1, "v": 2,'
+            ' "result": {"tool": "t", "status": "success"}}',
+        ),
+        ("tool_attempt", "[]"),
+    ],
+)
+def test_a_stored_row_that_does_not_fit_is_store_corrupt(
+    tmp_path: Path, kind: str, data: str
+) -> None:
+    """The codec promises STORE_CORRUPT for any row that does not fit its record."""
+    import sqlite3
+
+    from corral.errors import StoreCorruptError
+
+    store = SqlStore.open(tmp_path / "corral.db")
+    with sqlite3.connect(tmp_path / "corral.db") as db:
+        db.execute(
+            "INSERT INTO corral_events (run_id, seq, ts, type, stage, data) "
+            "VALUES ('r', 1, '2026-01-01 00:00:00', ?, 'plan', ?)",
+            (kind, data),
+        )
+    with pytest.raises(StoreCorruptError):
+        store.load_events("r")
