@@ -72,3 +72,26 @@ def test_run_plan_from_the_shell_can_give_a_date_range_entity(tmp_path: Path) ->
         ok=False,
     )
     assert done.returncode == 0, done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", float("nan"), float("-inf")])
+async def test_run_plan_refuses_a_non_finite_amount(value: object) -> None:
+    """An ``amount`` from a message is always finite (model-extracted values are checked
+    by ``_check_finite``); ``run_plan`` lets NaN and infinities through to the tools, where
+    ``nan > limit`` is False and so passes any "too large" business rule."""
+    from corral import tool
+    from tests.helpers import build_agent
+
+    @tool
+    def refund(amount: float) -> float:
+        """Stands for a write that moves money."""
+        return amount
+
+    agent = build_agent(
+        [refund],
+        [{"id": "s1", "tool": "refund", "args": {"amount": "$entities.amount"}}],
+        entities={"amount": {"kind": "amount"}},
+    )
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    with pytest.raises(InvalidArgumentError):
+        await runtime.run_plan("p", entities={"amount": value})
