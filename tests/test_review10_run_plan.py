@@ -95,3 +95,17 @@ async def test_run_plan_refuses_a_non_finite_amount(value: object) -> None:
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     with pytest.raises(InvalidArgumentError):
         await runtime.run_plan("p", entities={"amount": value})
+
+
+async def test_run_plan_in_a_session_keeps_its_open_question_answerable(tmp_path: Path) -> None:
+    """A message in a session with an open question answers it; ``run_plan`` in that
+    session finishes and clears the session's ``open_run_id``, so the run that asked is
+    left awaiting an answer that can no longer reach it (the next message starts anew)."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = MemoryStore()
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    asking = await runtime.start("my printer is broken, can I get a replacement?", session_id="s")
+    assert asking.status.value == "awaiting_user"
+    await runtime.run_plan("repair", entities={"order_id": "HD20240501"}, session_id="s")
+    answered = await runtime.start("HD20240501", session_id="s")
+    assert answered.run_id == asking.run_id  # the answer reached the run that asked
