@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from corral import MemoryStore, Runtime, load_agent
-from corral.errors import InvalidArgumentError
+from corral.errors import InvalidArgumentError, MissingArgumentError
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 
@@ -49,7 +49,7 @@ async def test_run_plan_without_an_entity_the_intent_requires_is_refused_before_
     agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
     store = MemoryStore()
     runtime = Runtime(agent, store, effects=FixedEffects())
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(MissingArgumentError):
         await runtime.run_plan("repair")
     assert store.runs == {}
 

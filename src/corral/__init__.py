@@ -11,6 +11,7 @@ module that imports ``corral.errors`` do not pay for SQLAlchemy or the layers' m
 from __future__ import annotations
 
 from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -147,6 +148,9 @@ if not TYPE_CHECKING:  # type checkers read the imports above, and so flag an un
         """Import a public name from its module on first use, then keep it here."""
         home = _HOMES.get(name)
         if home is None:
+            # ``import corral; corral.errors.ErrorCode``: a submodule, as eager imports gave
+            if not name.startswith("_") and find_spec(f"corral.{name}") is not None:
+                return import_module(f"corral.{name}")
             raise AttributeError(f"module 'corral' has no attribute {name!r}")
         value = getattr(import_module(home), name)
         globals()[name] = value

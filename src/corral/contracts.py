@@ -8,6 +8,8 @@ inside one layer uses plain dataclasses instead.
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -303,3 +305,19 @@ class RunSummary(Contract):
     """How the run ended: ``success``, ``partial``, ``refused``, ``unknown``, ``handoff``..."""
     error_code: str | None = None
     """The run's error code when it was handed off or failed (``OUTCOME_UNKNOWN``...)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``corral.contracts.Event``: deprecated since 0.1 (the envelope is ``corral.events.Event``).
+
+    Resolved by name, on first use only: ``corral.events`` builds on this module, so an
+    import of it here would be a cycle.
+    """
+    if name == "Event":
+        warnings.warn(
+            "corral.contracts.Event moved to corral.events.Event (or use corral.Event)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module("corral.events").Event
+    raise AttributeError(f"module 'corral.contracts' has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -68,16 +68,30 @@ def run_plan(
     """Run a plan template directly, without a message (``Runtime.run_plan``)."""
     import asyncio
 
-    entities: dict[str, str] = {}
+    entities: dict[str, Any] = {}
     for item in entity or []:
         name, equals, value = item.partition("=")
         if not equals or not name:
             raise typer.BadParameter(f"--entity takes NAME=VALUE, not {item!r}")
-        entities[name] = value
+        entities[name] = _entity_value(value)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
     summary = asyncio.run(runtime.run_plan(plan, entities=entities, session_id=session))
     _print_summary(summary, runtime, as_json)
+
+
+def _entity_value(text: str) -> Any:
+    """An entity value from the shell: a JSON object or list as such, anything else as text.
+
+    A ``date_range`` entity is an object; the runtime then checks every value as
+    extraction would (``corral.runtime.plan_entry``).
+    """
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"--entity value is not valid JSON: {exc}") from None
+    return text
 
 
 @app.command()

@@ -10,20 +10,32 @@ allow-list, the reply, confirmations and resume work as for a message-started ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from corral.agent import ENTITY_TYPES, Agent
+from corral.config import EntitySpec
 from corral.contracts import Plan, RouteAction, RouteDecision, RunStatus
 from corral.effects import Effects
-from corral.errors import ConfigInvalidError, InvalidArgumentError, PlanInvalidError
+from corral.errors import (
+    ConfigInvalidError,
+    InvalidArgumentError,
+    MissingArgumentError,
+    PlanInvalidError,
+)
 from corral.events import EntitiesMerged, Event, PlanCreated, Routed, RunStarted
+from corral.intent.entities import EntityExtractor
 from corral.planning.validate import validate_plan
 from corral.routing.router import allowed_tools, plan_templates, substitutes
 from corral.runtime.journal import Journal
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""Pattern and vocabulary entities read no clock; the extractor still asks for one."""
 
 ENTRY_MESSAGE = "message"
 """``run_started.entry`` of a run started by a user's message (``Runtime.start``)."""
@@ -50,6 +62,11 @@ def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPla
         given = _template_plan(agent, plan, intent)
     else:
         given = plan if intent is None else plan.model_copy(update={"intent": intent})
+        declared = agent.config.plans.get(given.template or "")
+        if given.template is not None and (declared is None or declared.steps != given.steps):
+            # the caller's own steps: not the template's confirmations, failure policies or
+            # shared stored body (they may hold literal values)
+            given = given.model_copy(update={"template": None})
     label = _known_intent(agent, given.intent)
     given = given.model_copy(update={"intent": label})
     validate_plan(given, agent.plan_context(label))  # raises PlanInvalidError
@@ -94,7 +111,14 @@ def _known_intent(agent: Agent, name: str | None) -> str | None:
 
 
 def check_entities(agent: Agent, entities: Mapping[str, Any]) -> dict[str, Any]:
-    """The caller's entities, each declared by the agent and of its kind's type."""
+    """The caller's entities, each declared by the agent and read as a message's would be.
+
+    A value is of its kind's type and is one the agent's own extraction could produce: a
+    pattern entity is what its patterns capture from the value (so ``hd20240501`` becomes
+    ``HD20240501`` under ``upper``, and a value no pattern captures is refused); a
+    vocabulary entity is a canonical value or one of its surface words; an amount is
+    finite. Business rules and tools then never see a value a message could not carry.
+    """
     declared = agent.config.entities
     checked: dict[str, Any] = {}
     for name, value in entities.items():
@@ -106,12 +130,57 @@ def check_entities(agent: Agent, entities: Mapping[str, Any]) -> dict[str, Any]:
                 hint="declare it under `entities:` in agent.yaml",
             )
         try:
-            checked[name] = TypeAdapter(ENTITY_TYPES[spec.kind]).validate_python(value)
+            typed = TypeAdapter(ENTITY_TYPES[spec.kind]).validate_python(value)
         except ValidationError as exc:
             raise InvalidArgumentError(
                 f"entity {name!r} is not a {spec.kind}: {exc.errors()[0]['msg']}"
             ) from None
+        checked[name] = _as_extracted(name, spec, typed)
     return checked
+
+
+def _as_extracted(name: str, spec: EntitySpec, value: Any) -> Any:
+    """``value`` as extraction would have produced it, or ``InvalidArgumentError``."""
+    if spec.kind == "amount" and not math.isfinite(value):
+        raise InvalidArgumentError(f"entity {name!r} must be a finite amount, not {value!r}")
+    if spec.kind == "vocabulary":
+        if value in spec.vocabulary.values():
+            return value
+        by_word = {word.lower(): canonical for word, canonical in spec.vocabulary.items()}
+        if str(value).lower() in by_word:
+            return by_word[str(value).lower()]
+        raise InvalidArgumentError(
+            f"entity {name!r}: {value!r} is not in its vocabulary",
+            hint="give a canonical value or one of its words from agent.yaml",
+        )
+    if spec.kind == "pattern" and spec.patterns:
+        found = EntityExtractor({name: spec}, "UTC").extract(str(value), EPOCH).get(name)
+        if found is None:
+            raise InvalidArgumentError(
+                f"entity {name!r}: {value!r} matches none of its patterns",
+                hint="give the value as a message would state it",
+            )
+        return found
+    return value
+
+
+def check_required(
+    agent: Agent, given: GivenPlan, entities: Mapping[str, Any], carried: Mapping[str, Any]
+) -> None:
+    """The entities the plan's intent ``requires:`` are given or carried over.
+
+    A message run asks the user for a missing one; ``run_plan`` has nobody to ask, so it
+    refuses before a run exists instead of failing a step and handing off to a person.
+    """
+    if given.decision.intent is None:
+        return
+    requires = agent.config.intent(given.decision.intent).requires
+    missing = [name for name in requires if name not in entities and name not in carried]
+    if missing:
+        raise MissingArgumentError(
+            f"intent {given.decision.intent!r} requires {', '.join(missing)}",
+            hint="pass it in entities=",
+        )
 
 
 def start_plan(journal: Journal, given: GivenPlan, effects: Effects) -> None:

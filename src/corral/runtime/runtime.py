@@ -59,6 +59,7 @@ from corral.runtime.plan_entry import (
     ENTRY_MESSAGE,
     ENTRY_PLAN,
     check_entities,
+    check_required,
     resolve_plan,
     start_plan,
 )
@@ -198,15 +199,19 @@ class Runtime:
         )
         return journal
 
-    def _carry_over(self, journal: Journal, session: SessionRecord | None) -> None:
+    def _carried(self, session: SessionRecord | None) -> dict[str, Any]:
         """The session's entities that carry over to a new run."""
         if session is None:
-            return
-        carried = {
+            return {}
+        return {
             name: value
             for name, value in session.entities.items()
             if name in self.agent.config.entities and self.agent.config.entities[name].carries_over
         }
+
+    def _carry_over(self, journal: Journal, session: SessionRecord | None) -> None:
+        """Record the session's entities that carry over to a new run."""
+        carried = self._carried(session)
         if carried:
             journal.emit("intent", EntitiesMerged(carried, "session"))
 
@@ -236,6 +241,7 @@ class Runtime:
         session = None
         if session_id:
             session = await self._io(self.store.get_session, session_id, self.effects.now())
+        check_required(self.agent, given, checked, self._carried(session))
         run_id = self.effects.new_id("run")
         async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
             language = self.agent.config.default_language
@@ -517,6 +523,10 @@ class Runtime:
         )
         entities = {**(existing.entities if existing else {}), **state.entities}
         open_run = state.run_id if state.status is RunStatus.AWAITING_USER else None
+        if open_run is None and existing and existing.open_run_id != state.run_id:
+            # another run of the session still waits for the user's answer (a run_plan
+            # beside it asks nothing): the next message must still reach it
+            open_run = existing.open_run_id
         self.store.save_session(
             SessionRecord(
                 session_id=state.session_id,

@@ -43,7 +43,10 @@ def encode(event: Event, plans: dict[str, str]) -> str:
     """The stored JSON of an event's payload; plan bodies it refers to are added to ``plans``."""
     payload = event.payload
     data = compact_json(payload)
-    if isinstance(payload, PlanCreated):
+    if isinstance(payload, PlanCreated) and payload.plan.template is not None:
+        # a template's steps are config (references, no user's values): stored once per
+        # store. A model's or a caller's own steps may hold literal values, so they stay
+        # in the run's row and leave with it when the run is purged.
         plan = data["plan"]
         body = dumps(plan.pop("steps", []))
         key = hashlib.sha256(body.encode()).hexdigest()[:32]
@@ -110,12 +113,21 @@ def decode_rows(
     for row, kind, data in parsed:
         if kind is EventType.TOOL_ATTEMPT:
             outputs[(data.get("step_id"), data.get("attempt"))] = data.get("data")
-        elif kind is EventType.PLAN_CREATED and STEPS_REF in data.get("plan", {}):
-            _restore_steps(row, data["plan"], bodies)
+        elif kind is EventType.PLAN_CREATED:
+            plan = data.get("plan")
+            if isinstance(plan, dict) and STEPS_REF in plan:
+                _restore_steps(row, plan, bodies)
         elif kind is EventType.STEP_FINISHED and data.get("output_attempt") is not None:
             result = data.get("result")
             if isinstance(result, dict) and "data" not in result:
-                result["data"] = outputs.get((data.get("step_id"), data["output_attempt"]))
+                key = (data.get("step_id"), data["output_attempt"])
+                if key not in outputs:
+                    raise StoreCorruptError(
+                        f"event {row.seq} refers to attempt {key[1]!r} of step {key[0]!r},"
+                        " which is not stored",
+                        run_id=row.run_id,
+                    )
+                result["data"] = outputs[key]
         try:
             payload = decode(kind, data)
         except StoreCorruptError as exc:

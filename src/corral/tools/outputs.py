@@ -20,7 +20,13 @@ import typing
 from dataclasses import dataclass
 from typing import Any, is_typeddict
 
-from pydantic import BaseModel, ConfigDict, PydanticSchemaGenerationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PydanticSchemaGenerationError,
+    PydanticUserError,
+    create_model,
+)
 
 from corral.errors import ConfigInvalidError
 
@@ -59,12 +65,13 @@ def derive_output(tool_name: str, annotation: Any) -> Output:
             raise TypeError("no type")
         value: dict[str, Any] = {VALUE_FIELD: (annotation, ...)}
         return Output(create_model(name, **value), wrapped=True)
-    except (TypeError, NameError, PydanticSchemaGenerationError):
+    except (TypeError, NameError, PydanticSchemaGenerationError, PydanticUserError):
         raise ConfigInvalidError(
             f"tool {tool_name!r}: cannot describe its return annotation "
             f"{getattr(annotation, '__name__', annotation)!r}",
             hint="return a pydantic model, a dataclass, a TypedDict, str, int, float, "
-            "bool or dict (or one of them | None)",
+            "bool or dict (or one of them | None); on Python < 3.12 a TypedDict nested in "
+            "a result must come from typing_extensions",
         ) from None
 
 
