@@ -15,7 +15,6 @@ import hashlib
 import json
 from typing import Any
 
-
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
 _CANONICAL_ASCII = json.JSONEncoder(sort_keys=True, ensure_ascii=True, default=str)
 """What ``json.dumps(value, sort_keys=True, ensure_ascii=..., default=str)`` builds on

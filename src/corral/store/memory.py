@@ -18,7 +18,6 @@ from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 
-
 DEFAULT_MAX_ENDED_RUNS = 100
 """Ended runs a ``MemoryStore`` keeps by default; ``None`` keeps every one."""
 

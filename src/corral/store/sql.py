@@ -54,7 +54,14 @@ from corral.errors import (
 )
 from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
-from corral.store.codec import StoredRow, decode_rows, dumps, encode
+from corral.store.codec import (
+    RowEncoder,
+    StoredRow,
+    decode_rows,
+    dumps,
+    pack_summary,
+    unpack_summary,
+)
 from corral.store.faults import store_faults
 
 metadata = MetaData()
@@ -117,14 +124,15 @@ sessions = Table(
 
 def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
     """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
+    encoder = RowEncoder(bodies)
     return [
         {
             "run_id": e.run_id,
             "seq": e.seq,
             "ts": e.ts,
             "type": e.type.value,
-            "stage": e.stage,
-            "data": encode(e, bodies),
+            "stage": encoder.stage(e),
+            "data": encoder.data(e),
         }
         for e in new_events
     ]
@@ -406,7 +414,7 @@ class SqlStore:
             "session_id": run.session_id,
             "status": run.status,
             "updated_at": run.updated_at,
-            "summary": dumps(run.summary),
+            "summary": dumps(pack_summary(run.run_id, run.trace_id, run.status, run.summary)),
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
@@ -484,7 +492,7 @@ class SqlStore:
             status=row.status,
             created_at=_aware(row.created_at),
             updated_at=_aware(row.updated_at),
-            summary=json.loads(row.summary),
+            summary=unpack_summary(row.run_id, row.trace_id, row.status, json.loads(row.summary)),
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
