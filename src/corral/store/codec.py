@@ -73,9 +73,13 @@ STEPS_REF = "steps_ref"
 """The key that replaces a stored plan's ``steps``: the hash of their JSON body."""
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""The encoder ``json.dumps`` would build for every row, built once (the same text)."""
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text, as stores write it (non-JSON values as their ``str``)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _COMPACT.encode(value)
 
 
 def encode(event: Event, plans: dict[str, str]) -> str:

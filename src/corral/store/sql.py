@@ -159,6 +159,7 @@ _RENEW_LEASE = (
     .values(owner=bindparam("b_owner"), expires_at=bindparam("b_expires_at"))
 )
 _UPDATE_RUN = _run_update(_RUN_FIELDS)
+_DELETE_LEASE = delete(leases).where(leases.c.run_id == bindparam("b_run_id"))
 _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 
 
@@ -377,7 +378,7 @@ class SqlStore:
                 hint="another process took the run over; it finishes the run",
             )
         if release:
-            conn.execute(delete(leases).where(leases.c.run_id == lease.run_id))
+            conn.execute(_DELETE_LEASE, {"b_run_id": lease.run_id})
         else:
             self._take(conn, lease, row)
 
@@ -429,7 +430,10 @@ class SqlStore:
                     self._store_plans(conn, bodies)
                     if rows:
                         conn.execute(_INSERT_EVENTS, rows)
-                    self._upsert_run(conn, run, row)
+                    if lease is not None and lease.new_run:  # nobody knows its id: no row yet
+                        conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
+                    else:
+                        self._upsert_run(conn, run, row)
             except IntegrityError:
                 missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
@@ -461,7 +465,12 @@ class SqlStore:
         bound = {f"b_{name}": value for name, value in row.items()}
         updated = conn.execute(statement, {"b_run_id": run.run_id, **bound})
         if updated.rowcount == 0:
-            conn.execute(_INSERT_RUN, {"run_id": run.run_id, "created_at": run.created_at, **row})
+            conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
+
+    @staticmethod
+    def _new_run(run: RunRecord, row: dict[str, Any]) -> dict[str, Any]:
+        """The columns of a run row being inserted (every column bound: one statement)."""
+        return {"created_at": run.created_at, "handoff": None, **row}
 
     def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
         """The events not stored yet; raises unless every stored one is the same as new.
