@@ -335,7 +335,7 @@ def unpack_summary(run_id: str, trace_id: str, status: str, stored: Any) -> Any:
     if not isinstance(stored, dict) or stored.get(SUMMARY_MARK) != 1:
         return stored
     columns = {"run_id": run_id, "trace_id": trace_id, "status": status}
-    summary = {key: columns.get(key, stored.get(key)) for key in _SUMMARY_KEYS}
+    summary: dict[str, Any] = {key: columns.get(key, stored.get(key)) for key in _SUMMARY_KEYS}
     summary["steps"] = [
         dict(zip(_STEP_KEYS, [*step, None][: len(_STEP_KEYS)], strict=True))
         for step in stored.get("steps", [])
