@@ -312,3 +312,28 @@ async def test_format_3_rows_read_back_as_the_events_that_were_saved(tmp_path: P
     assert json.loads(summary)["~v"] == 1 and store.get_run(paused.run_id) == memory.get_run(
         paused.run_id
     )
+
+
+def test_format_3_keeps_an_unusual_or_empty_stage_and_a_first_transition(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from corral.events import Reply, StatusChanged
+    from corral.store.base import RunRecord
+
+    at = datetime(2026, 11, 30, tzinfo=UTC)
+    made = [
+        Event("run_x", 1, at, EventType.REPLY, "", payload=Reply("a")),
+        Event("run_x", 2, at, EventType.REPLY, "handoff", payload=Reply("b")),
+        Event("run_x", 3, at, EventType.REPLY, "reply", payload=Reply("c")),
+        Event("run_x", 4, at, EventType.STATUS_CHANGED, "run", payload=StatusChanged("a", "b")),
+    ]
+    moved = StatusChanged("x", "y")
+    later = [Event("run_x", 5, at, EventType.STATUS_CHANGED, "run", payload=moved)]
+    store = SqlStore.open(tmp_path / "corral.db")
+    record = RunRecord("run_x", "t", "agent", None, "parsing", at, at, {"status": "parsing"})
+    store.save(record, made)
+    store.save(record, later)  # its ``from`` is not the previous ``to``: a new save keeps it
+    assert store.load_events("run_x") == made + later
+    assert store.get_run("run_x") == record
+    rows = rows_of(tmp_path / "corral.db", "run_x")
+    assert [data.get("from") for _, data in rows[3:]] == ["a", "x"]
