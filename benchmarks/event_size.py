@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/event_size.py [--runs 20]
 
-Prints events per run, the bytes of the stored event rows (``type``, ``stage``, ``data``
-text: what the log costs, whatever the database pages add) and the bytes of the shared,
+Prints events per run, the bytes of the stored event rows (``run_id``, ``ts``, ``type``,
+``stage``, ``data``: what the log costs, whatever the database pages add), the growth of
+the database file (pages, indexes, run rows) and the bytes of the shared,
 content-addressed plan bodies, which a store holds once however many runs use them.
 """
 
@@ -15,13 +16,9 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from overhead import CONFIG, combine, fetch
+from frameworks.corral_agent import DAG, agent
 
-from corral import Agent, Runtime, SqlStore, parse_config
-
-_RAW = CONFIG.model_dump(mode="json", exclude_defaults=True)
-_RAW["plans"]["p"]["steps"][1]["args"] = {"n": 2}  # s1 and s2 alike would be a loop
-FIVE_STEPS = parse_config(_RAW)
+from corral import Runtime, SqlStore
 
 
 def _pages(db: sqlite3.Connection) -> int:
@@ -34,7 +31,7 @@ async def measure(runs: int) -> None:
     """Run ``runs`` tasks into a fresh SQLite store and print the per-run figures."""
     path = Path(tempfile.mkdtemp()) / "corral.db"
     store = SqlStore.open(path)
-    runtime = Runtime(Agent.build(FIVE_STEPS, [fetch, combine]), store)
+    runtime = Runtime(agent(0.0, DAG), store)
     for _ in range(runs):
         summary = await runtime.start("go")
         assert summary.status.value == "finished", summary
@@ -44,8 +41,8 @@ async def measure(runs: int) -> None:
         await runtime.start("go")
     file_bytes = (_pages(db) - before) / runs
     count, size = db.execute(
-        "SELECT count(*), sum(length(type) + length(stage) + length(CAST(data AS BLOB))) "
-        "FROM corral_events"
+        "SELECT count(*), sum(length(run_id) + length(CAST(ts AS BLOB)) + length(type) "
+        "+ length(stage) + length(CAST(data AS BLOB))) FROM corral_events"
     ).fetchone()
     count, size = count / 2, size / 2  # the rows of the second batch are alike
     tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}

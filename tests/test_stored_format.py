@@ -39,6 +39,8 @@ from tests.helpers import corral_cli, exchange_count
 FIXTURE = Path(__file__).parent / "fixtures" / "events_v1_aftersales.json"
 PAUSED = Path(__file__).parent / "fixtures" / "events_v1_paused.json"
 """The same exchange, as it stood paused for confirmation (events and the run row)."""
+PAUSED_V2 = Path(__file__).parent / "fixtures" / "events_v2_paused.json"
+"""The same exchange paused, as corral 902e70a stored it (format 2: rows, run row, plan)."""
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 
 
@@ -57,6 +59,10 @@ def old_home(home: Path, fixture: Path = FIXTURE) -> tuple[SqlStore, str]:
             names = ", ".join(run)
             marks = ", ".join(f":{name}" for name in run)
             db.execute(f"INSERT INTO corral_runs ({names}) VALUES ({marks})", run)
+        db.executemany(
+            "INSERT INTO corral_plans (hash, body) VALUES (:hash, :body)",
+            recorded.get("plans", []),
+        )
     return store, recorded["rows"][0]["run_id"]
 
 
@@ -116,7 +122,7 @@ async def test_a_run_paused_by_an_older_corral_resumes_and_writes_once(tmp_path:
     assert exchange_count(agent) == 1 and "换新单 EX" in (done.reply or "")
     rows = rows_of(tmp_path / "home" / "corral.db", run_id)
     assert [data.get("v") for _, data in rows[:33]] == [None] * 33  # the old rows, untouched
-    assert {data.get("v") for _, data in rows[33:]} == {FORMAT}  # the new ones in format 2
+    assert {data.get("v") for _, data in rows[33:]} == {FORMAT}  # the new ones: this format
     assert (await replay_run(agent, store.load_events(run_id))).same_path
 
 
@@ -255,3 +261,79 @@ async def test_the_live_path_passes_typed_values_without_revalidating_them(
     assert (
         plan.plan.steps is agent.template_graphs[("申请换新", plan.plan.template or "")].plan.steps
     )
+
+
+async def test_a_run_paused_in_format_2_resumes_and_appends_format_3(tmp_path: Path) -> None:
+    """A store written by the previous corral (format 2) opens, resumes and replays."""
+    store, run_id = old_home(tmp_path / "home", PAUSED_V2)
+    old_rows = json.loads(PAUSED_V2.read_text(encoding="utf-8"))["rows"]
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    record = store.get_run(run_id)
+    assert record is not None and record.summary["status"] == "awaiting_confirm"
+    assert [s["id"] for s in record.summary["steps"]] == ["s1", "s2", "s3", "s4", "s5"]
+    events = store.load_events(run_id)
+    assert [e.stage for e in events] == [row["stage"] for row in old_rows]
+    for event, row in zip(events, old_rows, strict=True):
+        stored = json.loads(row["data"])
+        plain = {k: v for k, v in stored.items() if k != "v" and not isinstance(v, dict)}
+        assert all(event.data[k] == v for k, v in plain.items()), event.type
+    waiting = await runtime.summary(run_id)
+    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
+    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
+    assert done.status is RunStatus.FINISHED and exchange_count(agent) == 1
+    rows = rows_of(tmp_path / "home" / "corral.db", run_id)
+    count = len(old_rows)
+    assert {data.get("v") for _, data in rows[:count]} == {2}
+    assert {data.get("v") for _, data in rows[count:]} == {FORMAT} == {3}
+    assert (await replay_run(agent, store.load_events(run_id))).same_path
+    assert store.get_run(run_id) is not None and (await runtime.summary(run_id)) == done
+
+
+async def test_format_3_rows_read_back_as_the_events_that_were_saved(tmp_path: Path) -> None:
+    """What a format-3 row leaves out (repeats of earlier rows, usual stages) comes back."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    memory = MemoryStore()
+    paused = await Runtime(agent, memory, effects=FixedEffects()).start(EXCHANGE)
+    await Runtime(agent, memory, effects=FixedEffects()).resume(paused.run_id, approve=True)
+    live = memory.load_events(paused.run_id)
+    path = tmp_path / "corral.db"
+    store = SqlStore.open(path)
+    batches = [live[:10], live[10:25], live[25:]]  # saves split where they split
+    for batch in batches:
+        record = memory.get_run(paused.run_id)
+        assert record is not None
+        store.save(record, batch)
+    assert store.load_events(paused.run_id) == live
+    with sqlite3.connect(path) as db:
+        stages = [row[0] for row in db.execute("SELECT stage FROM corral_events")]
+        summary = db.execute("SELECT summary FROM corral_runs").fetchone()[0]
+    assert stages.count("") > len(stages) // 2  # the usual stages are not repeated
+    assert json.loads(summary)["~v"] == 1 and store.get_run(paused.run_id) == memory.get_run(
+        paused.run_id
+    )
+
+
+def test_format_3_keeps_an_unusual_or_empty_stage_and_a_first_transition(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from corral.events import Reply, StatusChanged
+    from corral.store.base import RunRecord
+
+    at = datetime(2026, 11, 30, tzinfo=UTC)
+    made = [
+        Event("run_x", 1, at, EventType.REPLY, "", payload=Reply("a")),
+        Event("run_x", 2, at, EventType.REPLY, "handoff", payload=Reply("b")),
+        Event("run_x", 3, at, EventType.REPLY, "reply", payload=Reply("c")),
+        Event("run_x", 4, at, EventType.STATUS_CHANGED, "run", payload=StatusChanged("a", "b")),
+    ]
+    moved = StatusChanged("x", "y")
+    later = [Event("run_x", 5, at, EventType.STATUS_CHANGED, "run", payload=moved)]
+    store = SqlStore.open(tmp_path / "corral.db")
+    record = RunRecord("run_x", "t", "agent", None, "parsing", at, at, {"status": "parsing"})
+    store.save(record, made)
+    store.save(record, later)  # its ``from`` is not the previous ``to``: a new save keeps it
+    assert store.load_events("run_x") == made + later
+    assert store.get_run("run_x") == record
+    rows = rows_of(tmp_path / "corral.db", "run_x")
+    assert [data.get("from") for _, data in rows[3:]] == ["a", "x"]

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from sqlalchemy import event
 
-from corral import Agent, MemoryStore, Runtime, SqlStore, parse_config, tool
+from corral import Agent, MemoryStore, Runtime, parse_config, tool
 from frameworks.common import RESULT, combine, fetch
 
 
@@ -103,6 +102,11 @@ def make(latency_s: float, steps: int = 0) -> Callable[[int], Awaitable[int]]:
 
 
 def durable(db: Path) -> Callable[[int], Awaitable[int]]:
+    """The 5-step DAG on a SQLite file (SQLAlchemy is imported here: A and B never load it)."""
+    from sqlalchemy import event
+
+    from corral import SqlStore
+
     store = SqlStore.open(db)
     store.engine.dispose()  # connections opened from now on get the pragma below as well
 

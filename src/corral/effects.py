@@ -107,7 +107,7 @@ class LiveEffects:
         exception) is the outcome; if not, ``ToolTimeoutError(in_flight=True)`` says the
         thread may still act, and the outcome stays unknown.
         """
-        kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        kwargs = dict(args.__dict__)  # the validated fields, by name (extras live apart)
         if spec.context_param:
             kwargs[spec.context_param] = context
         if spec.is_async:

@@ -15,6 +15,11 @@ import hashlib
 import json
 from typing import Any
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+_CANONICAL_ASCII = json.JSONEncoder(sort_keys=True, ensure_ascii=True, default=str)
+"""What ``json.dumps(value, sort_keys=True, ensure_ascii=..., default=str)`` builds on
+every call, built once: the same text, without a new encoder per hash (hot: loop guard)."""
+
 
 def stable_hash(value: Any, size: int = 16, *, escape_non_ascii: bool = False) -> str:
     """The first ``size`` hex digits of the SHA-256 of ``value`` as canonical JSON.
@@ -22,5 +27,5 @@ def stable_hash(value: Any, size: int = 16, *, escape_non_ascii: bool = False) -
     ``escape_non_ascii`` writes non-ASCII text as JSON escapes; only the classifier's
     cache key uses it, so that its files keep the names they were first written under.
     """
-    text = json.dumps(value, sort_keys=True, ensure_ascii=escape_non_ascii, default=str)
+    text = (_CANONICAL_ASCII if escape_non_ascii else _CANONICAL).encode(value)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]

@@ -63,6 +63,8 @@ class Ownership:
         self.store = store
         self.io = io
         self.ttl_s = ttl_s
+        self._process: tuple[int, str] | None = None
+        """(pid, ``host/namespace:pid.start``): read once per process, not once per run."""
 
     def owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
@@ -72,7 +74,9 @@ class Ownership:
         it lives (``start``, its start time, tells a reused pid apart).
         """
         pid = os.getpid()
-        return f"{process_space()}:{pid}.{process_started(pid)}:{uuid.uuid4().hex[:8]}"
+        if self._process is None or self._process[0] != pid:  # a forked child reads its own
+            self._process = (pid, f"{process_space()}:{pid}.{process_started(pid)}")
+        return f"{self._process[1]}:{uuid.uuid4().hex[:8]}"
 
     @asynccontextmanager
     async def holding(

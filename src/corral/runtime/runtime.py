@@ -133,6 +133,8 @@ class Runtime:
         self.log = JsonlLog(log_dir) if log_dir is not None else None
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self._store_threads: ThreadPoolExecutor | None = None
+        self._redact: dict[str, list[str]] | None = None
+        """The agent's redaction spec (the agent is frozen): computed once, not per run."""
 
     # ------------------------------------------------------------------ public API
 
@@ -193,11 +195,16 @@ class Runtime:
                 model=self.agent.config.model.name if self.agent.model is not None else None,
                 received_at=received_at.isoformat(),
                 language=language,
-                redact=redaction_spec(self.agent),
+                redact=self._redaction_spec(),
                 entry=entry,
             ),
         )
         return journal
+
+    def _redaction_spec(self) -> dict[str, list[str]]:
+        if self._redact is None:
+            self._redact = redaction_spec(self.agent)
+        return {"fields": list(self._redact["fields"]), "patterns": list(self._redact["patterns"])}
 
     def _carried(self, session: SessionRecord | None) -> dict[str, Any]:
         """The session's entities that carry over to a new run."""

@@ -8,9 +8,21 @@ Format 2 (``"v": 2`` in each row's data) keeps a row small:
 - a step's output is stored once, in the ``tool_attempt`` that produced it; the
   ``step_finished`` result names that attempt (``output_attempt``) instead of repeating it.
 
+Format 3 leaves out, in addition, what an earlier row of the same save already says
+(``RowEncoder``; ``decode_rows`` puts it back, for rows marked 3 only):
+
+- a ``tool_attempt``'s ``tool`` when its step's ``step_started`` named it, and its
+  ``attempt`` when it is the first;
+- a ``status_changed``'s ``from`` and a ``run_finished``'s ``status`` when they repeat the
+  previous ``status_changed``'s ``to``;
+- a ``step_finished``'s duration and its result's ``tool``, ``status`` and duration when
+  they are those of the attempt that produced the output (written out, even at their
+  default, when they are not);
+- the ``stage`` column when it is the usual stage of the event's type (``STAGES``).
+
 Rows without ``v`` were written before format 2 (corral 0.x up to 8a5b4af): every field
-present, plans and outputs inline. They are read by the same code, since format 2 only
-leaves things out. Every row is validated into its payload record when read
+present, plans and outputs inline. They are read by the same code, since later formats
+only leave things out. Every row is validated into its payload record when read
 (``events.decode``): a row that does not fit is ``STORE_CORRUPT``.
 """
 
@@ -19,45 +31,137 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from corral.contracts import EventType
 from corral.errors import StoreCorruptError
-from corral.events import Event, PlanCreated, StepFinished, compact_json, decode
+from corral.events import (
+    Event,
+    PlanCreated,
+    RunFinished,
+    StatusChanged,
+    StepFinished,
+    StepStarted,
+    ToolAttempt,
+    compact_json,
+    decode,
+)
 
-FORMAT = 2
+FORMAT = 3
 """The version of the stored event format this corral writes."""
+
+STAGES = {
+    EventType.RUN_STARTED: "run",
+    EventType.USER_MESSAGE: "intent",
+    EventType.INTENT_CLASSIFIED: "intent",
+    EventType.ROUTED: "route",
+    EventType.STATUS_CHANGED: "run",
+    EventType.PLAN_CREATED: "plan",
+    EventType.STEP_STARTED: "execute",
+    EventType.TOOL_ATTEMPT: "execute",
+    EventType.STEP_FINISHED: "execute",
+    EventType.REPLY: "reply",
+    EventType.RUN_FINISHED: "run",
+}
+"""The usual stage of a type: a format-3 row stores ``""`` for it (fixed: stored rows rely
+on it). Another stage is stored as it is; an empty one as ``EMPTY_STAGE``."""
+EMPTY_STAGE = "~"
 
 STEPS_REF = "steps_ref"
 """The key that replaces a stored plan's ``steps``: the hash of their JSON body."""
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""The encoder ``json.dumps`` would build for every row, built once (the same text)."""
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text, as stores write it (non-JSON values as their ``str``)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _COMPACT.encode(value)
 
 
 def encode(event: Event, plans: dict[str, str]) -> str:
     """The stored JSON of an event's payload; plan bodies it refers to are added to ``plans``."""
-    payload = event.payload
-    data = compact_json(payload)
-    if isinstance(payload, PlanCreated) and payload.plan.template is not None:
-        # a template's steps are config (references, no user's values): stored once per
-        # store. A model's or a caller's own steps may hold literal values, so they stay
-        # in the run's row and leave with it when the run is purged.
-        plan = data["plan"]
-        body = dumps(plan.pop("steps", []))
-        key = hashlib.sha256(body.encode()).hexdigest()[:32]
-        plans[key] = body
-        plan[STEPS_REF] = key
-    elif isinstance(payload, StepFinished) and payload.output_attempt is not None:
+    return RowEncoder(plans).data(event)
+
+
+@dataclass
+class RowEncoder:
+    """Encodes one save's events in order, leaving out what an earlier one of them says.
+
+    ``plans`` collects the plan bodies the rows refer to (stored apart, once per store).
+    """
+
+    plans: dict[str, str]
+    started: dict[str, str] = field(default_factory=dict)
+    """Step id -> the tool its ``step_started`` named, in this save."""
+    attempts: dict[tuple[str, int], ToolAttempt] = field(default_factory=dict)
+    status: str | None = None
+    """The ``to`` of this save's latest ``status_changed``."""
+
+    def stage(self, event: Event) -> str:
+        """The stored ``stage`` column: empty for the type's usual stage."""
+        usual = STAGES.get(event.type)
+        if usual is None:
+            return event.stage
+        if event.stage == usual:
+            return ""
+        return event.stage or EMPTY_STAGE
+
+    def data(self, event: Event) -> str:
+        """The stored JSON of the event's payload."""
+        payload = event.payload
+        data = compact_json(payload)
+        if isinstance(payload, PlanCreated) and payload.plan.template is not None:
+            # a template's steps are config (references, no user's values): stored once
+            # per store. A model's or a caller's own steps may hold literal values, so
+            # they stay in the run's row and leave with it when the run is purged.
+            plan = data["plan"]
+            body = dumps(plan.pop("steps", []))
+            key = hashlib.sha256(body.encode()).hexdigest()[:32]
+            self.plans[key] = body
+            plan[STEPS_REF] = key
+        elif isinstance(payload, StepStarted):
+            self.started[payload.step_id] = payload.tool
+        elif isinstance(payload, ToolAttempt):
+            self.attempts[(payload.step_id, payload.attempt)] = payload
+            if self.started.get(payload.step_id) == payload.tool:
+                del data["tool"]
+            if payload.attempt == 1:
+                del data["attempt"]
+        elif isinstance(payload, StatusChanged):
+            if self.status == payload.from_:
+                del data["from"]
+            self.status = payload.to
+        elif isinstance(payload, RunFinished) and self.status == payload.status:
+            del data["status"]
+        elif isinstance(payload, StepFinished) and payload.output_attempt is not None:
+            self._finished(payload, data)
+        data["v"] = FORMAT
+        return dumps(data)
+
+    def _finished(self, payload: StepFinished, data: dict[str, Any]) -> None:
+        """A step's end whose output is an attempt's: what that attempt says is left out."""
         result = data.get("result")
-        if isinstance(result, dict):
-            result.pop("data", None)
-    data["v"] = FORMAT
-    return dumps(data)
+        if not isinstance(result, dict) or payload.result is None:
+            return
+        result.pop("data", None)
+        attempt = self.attempts.get((payload.step_id, payload.output_attempt or 0))
+        kept = payload.result
+        if attempt is not None and kept.tool == attempt.tool:
+            del result["tool"]
+        if attempt is not None and kept.status.value == attempt.status:
+            del result["status"]
+        if attempt is not None and payload.duration_ms == attempt.duration_ms:
+            data.pop("duration_ms", None)
+        else:  # written out even at its default: a missing one means "the attempt's"
+            data["duration_ms"] = payload.duration_ms
+        if kept.duration_ms == payload.duration_ms:
+            result.pop("duration_ms", None)
+        else:
+            result["duration_ms"] = kept.duration_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +176,7 @@ class StoredRow:
     data: str
 
 
-def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any]]:
+def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any], int]:
     try:
         kind = EventType(row.type)
         data = json.loads(row.data)
@@ -89,7 +193,7 @@ def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any]]:
             run_id=row.run_id,
             hint="read the store with the corral that wrote it, or a newer one",
         )
-    return kind, data
+    return kind, data, version
 
 
 def decode_rows(
@@ -102,40 +206,153 @@ def decode_rows(
     parsed = [(row, *_parsed(row)) for row in rows]
     wanted = {
         data["plan"][STEPS_REF]
-        for _, kind, data in parsed
+        for _, kind, data, _ in parsed
         if kind is EventType.PLAN_CREATED
         and isinstance(data.get("plan"), dict)
         and STEPS_REF in data["plan"]
     }
     bodies = plan_bodies(wanted) if wanted else {}
-    outputs: dict[tuple[Any, Any], Any] = {}
+    restorer = _Restorer()
     events = []
-    for row, kind, data in parsed:
-        if kind is EventType.TOOL_ATTEMPT:
-            outputs[(data.get("step_id"), data.get("attempt"))] = data.get("data")
-        elif kind is EventType.PLAN_CREATED:
-            plan = data.get("plan")
-            if isinstance(plan, dict) and STEPS_REF in plan:
-                _restore_steps(row, plan, bodies)
-        elif kind is EventType.STEP_FINISHED and data.get("output_attempt") is not None:
-            result = data.get("result")
-            if isinstance(result, dict) and "data" not in result:
-                key = (data.get("step_id"), data["output_attempt"])
-                if key not in outputs:
-                    raise StoreCorruptError(
-                        f"event {row.seq} refers to attempt {key[1]!r} of step {key[0]!r},"
-                        " which is not stored",
-                        run_id=row.run_id,
-                    )
-                result["data"] = outputs[key]
+    for row, kind, data, version in parsed:
+        plan = data.get("plan") if kind is EventType.PLAN_CREATED else None
+        if isinstance(plan, dict) and STEPS_REF in plan:
+            _restore_steps(row, plan, bodies)
+        stage = row.stage
+        if version >= 3:
+            restorer.fill(kind, data)
+            stage = _stage(kind, stage)
+        missing = restorer.note(kind, data)
+        if missing:
+            raise StoreCorruptError(f"event {row.seq} refers to {missing}", run_id=row.run_id)
         try:
             payload = decode(kind, data)
         except StoreCorruptError as exc:
             raise StoreCorruptError(
                 f"event {row.seq}: {exc.base_message}", run_id=row.run_id
             ) from None
-        events.append(Event(row.run_id, row.seq, row.ts, kind, row.stage, payload=payload))
+        events.append(Event(row.run_id, row.seq, row.ts, kind, stage, payload=payload))
     return events
+
+
+def _stage(kind: EventType, stored: str) -> str:
+    """A format-3 row's stage: its type's usual one when stored empty."""
+    usual = STAGES.get(kind)
+    if usual is None:
+        return stored
+    if stored == "":
+        return usual
+    return "" if stored == EMPTY_STAGE else stored
+
+
+@dataclass
+class _Restorer:
+    """What earlier rows of a run said, to put back what later rows left out."""
+
+    started: dict[Any, Any] = field(default_factory=dict)
+    attempts: dict[tuple[Any, Any], dict[str, Any]] = field(default_factory=dict)
+    status: Any = None
+
+    def fill(self, kind: EventType, data: dict[str, Any]) -> None:
+        """Put back what a format-3 row left out (``RowEncoder``)."""
+        if kind is EventType.TOOL_ATTEMPT:
+            if "tool" not in data and data.get("step_id") in self.started:
+                data["tool"] = self.started[data.get("step_id")]
+            data.setdefault("attempt", 1)
+        elif kind is EventType.STATUS_CHANGED:
+            if "from" not in data and self.status is not None:
+                data["from"] = self.status
+        elif kind is EventType.RUN_FINISHED:
+            if "status" not in data and self.status is not None:
+                data["status"] = self.status
+        elif kind is EventType.STEP_FINISHED and data.get("output_attempt") is not None:
+            attempt = self.attempts.get((data.get("step_id"), data["output_attempt"]), {})
+            result = data.get("result")
+            if "duration_ms" not in data and "duration_ms" in attempt:
+                data["duration_ms"] = attempt["duration_ms"]
+            if isinstance(result, dict):
+                for key in ("tool", "status"):
+                    if key not in result and key in attempt:
+                        result[key] = attempt[key]
+                result.setdefault("duration_ms", data.get("duration_ms", 0.0))
+
+    def note(self, kind: EventType, data: dict[str, Any]) -> str | None:
+        """Remember what a row (of any format) says, and give a step its output back.
+
+        Returns what the row refers to that is not stored (``None``: nothing missing).
+        """
+        if kind is EventType.STEP_STARTED:
+            self.started[data.get("step_id")] = data.get("tool")
+        elif kind is EventType.TOOL_ATTEMPT:
+            attempt = {"duration_ms": 0.0, **data}
+            self.attempts[(data.get("step_id"), data.get("attempt"))] = attempt
+        elif kind is EventType.STATUS_CHANGED:
+            self.status = data.get("to")
+        elif kind is EventType.STEP_FINISHED and data.get("output_attempt") is not None:
+            result = data.get("result")
+            if isinstance(result, dict) and "data" not in result:
+                key = (data.get("step_id"), data["output_attempt"])
+                if key not in self.attempts:
+                    return f"attempt {key[1]!r} of step {key[0]!r}, which is not stored"
+                result["data"] = self.attempts[key].get("data")
+        return None
+
+
+SUMMARY_MARK = "~v"
+"""Marks a run row's summary stored in its short form (``pack_summary``)."""
+_SUMMARY_KEYS = (
+    "run_id",
+    "trace_id",
+    "status",
+    "intent",
+    "steps",
+    "reply",
+    "pending",
+    "outcome",
+    "error_code",
+)
+_KEPT_IF_SET = ("intent", "reply", "pending", "outcome", "error_code")
+_STEP_KEYS = ("id", "tool", "status", "attempts", "duration_ms", "error_code")
+
+
+def pack_summary(run_id: str, trace_id: str, status: str, summary: dict[str, Any]) -> Any:
+    """The stored form of a run row's summary: without what the row's columns hold.
+
+    A ``RunSummary`` dump loses its ``run_id``, ``trace_id`` and ``status`` (columns of
+    the row), its unset fields, and its steps' keys (each step is a list in the order
+    of ``StepBrief``). Any other dict is stored as it is. ``unpack_summary`` restores
+    exactly what was given.
+    """
+    steps = summary.get("steps")
+    if (
+        tuple(summary) != _SUMMARY_KEYS
+        or (summary["run_id"], summary["trace_id"], summary["status"]) != (run_id, trace_id, status)
+        or not isinstance(steps, list)
+        or not all(isinstance(s, dict) and tuple(s) == _STEP_KEYS for s in steps)
+    ):
+        return summary
+    short: dict[str, Any] = {SUMMARY_MARK: 1}
+    short.update((key, summary[key]) for key in _KEPT_IF_SET if summary[key] is not None)
+    if steps:
+        short["steps"] = [
+            [s[key] for key in _STEP_KEYS[:-1]]
+            + ([s["error_code"]] if s["error_code"] is not None else [])
+            for s in steps
+        ]
+    return short
+
+
+def unpack_summary(run_id: str, trace_id: str, status: str, stored: Any) -> Any:
+    """A run row's summary as it was given to ``pack_summary`` (older rows: as stored)."""
+    if not isinstance(stored, dict) or stored.get(SUMMARY_MARK) != 1:
+        return stored
+    columns = {"run_id": run_id, "trace_id": trace_id, "status": status}
+    summary: dict[str, Any] = {key: columns.get(key, stored.get(key)) for key in _SUMMARY_KEYS}
+    summary["steps"] = [
+        dict(zip(_STEP_KEYS, [*step, None][: len(_STEP_KEYS)], strict=True))
+        for step in stored.get("steps", [])
+    ]
+    return summary
 
 
 def _restore_steps(row: StoredRow, plan: dict[str, Any], bodies: dict[str, str]) -> None:

@@ -1,4 +1,10 @@
-"""An in-memory store, for tests and benchmarks. Same contract as the SQL store."""
+"""An in-memory store, for tests and benchmarks. Same contract as the SQL store.
+
+It keeps the most recent ``max_ended_runs`` ended runs (finished, failed or handed off)
+and drops older ones as ``purge`` would: a process that drives thousands of runs through
+the default store must not hold every event of every run (memory, and the garbage
+collector's time walking it). Runs that are live or paused are never dropped.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,17 @@ from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 
+DEFAULT_MAX_ENDED_RUNS = 100
+"""Ended runs a ``MemoryStore`` keeps by default; ``None`` keeps every one."""
+
 
 @dataclass
 class MemoryStore:
-    """Keeps everything in dicts; nothing survives the process."""
+    """Keeps runs in dicts; nothing survives the process.
+
+    Only the latest ``max_ended_runs`` ended runs are kept (``None``: all); an older
+    ended run is dropped with its events, handoff and lease, as ``purge`` drops one.
+    """
 
     runs: dict[str, RunRecord] = field(default_factory=dict)
     events: dict[str, list[Event]] = field(default_factory=dict)
@@ -24,6 +37,9 @@ class MemoryStore:
     leases: dict[str, tuple[str, float]] = field(default_factory=dict)
     """Run id -> (owner, expiry in Unix time)."""
     blocking: bool = False
+    max_ended_runs: int | None = DEFAULT_MAX_ENDED_RUNS
+    ended: dict[str, None] = field(default_factory=dict)
+    """Ended run ids, oldest first (a dict keeps insertion order)."""
 
     def save(
         self,
@@ -50,12 +66,33 @@ class MemoryStore:
                     f"event {new.seq} of run {run.run_id} was already written by another writer"
                 )
         fresh = sorted((e for e in events if e.seq not in by_seq), key=lambda e: e.seq)
-        self.events[run.run_id] = sorted([*stored, *fresh], key=lambda e: e.seq)
+        if stored and fresh and fresh[0].seq < stored[-1].seq:
+            self.events[run.run_id] = sorted([*stored, *fresh], key=lambda e: e.seq)
+        else:  # the usual case: the batch follows what is stored
+            self.events[run.run_id] = [*stored, *fresh]
         self.runs[run.run_id] = run
         if handoff is not None:
             self.handoffs[run.run_id] = handoff
         if lease is not None and release:
             self.release_lease(lease)
+        if run.status in TERMINAL_STATUSES:
+            self._ended(run.run_id)
+
+    def _ended(self, run_id: str) -> None:
+        """Note an ended run; drop the oldest ended runs beyond ``max_ended_runs``."""
+        self.ended.pop(run_id, None)
+        self.ended[run_id] = None
+        if self.max_ended_runs is None:
+            return
+        while len(self.ended) > self.max_ended_runs:
+            self._drop(next(iter(self.ended)))
+
+    def _drop(self, run_id: str) -> None:
+        self.ended.pop(run_id, None)
+        self.runs.pop(run_id, None)
+        self.events.pop(run_id, None)
+        self.handoffs.pop(run_id, None)
+        self.leases.pop(run_id, None)
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""
@@ -122,8 +159,5 @@ class MemoryStore:
             if r.status in TERMINAL_STATUSES and r.updated_at < now - task_ttl
         ]
         for rid in old:
-            self.runs.pop(rid)
-            self.events.pop(rid, None)
-            self.handoffs.pop(rid, None)
-            self.leases.pop(rid, None)
+            self._drop(rid)
         return len(expired), old

@@ -54,7 +54,14 @@ from corral.errors import (
 )
 from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
-from corral.store.codec import StoredRow, decode_rows, dumps, encode
+from corral.store.codec import (
+    RowEncoder,
+    StoredRow,
+    decode_rows,
+    dumps,
+    pack_summary,
+    unpack_summary,
+)
 from corral.store.faults import store_faults
 
 metadata = MetaData()
@@ -117,14 +124,15 @@ sessions = Table(
 
 def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
     """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
+    encoder = RowEncoder(bodies)
     return [
         {
             "run_id": e.run_id,
             "seq": e.seq,
             "ts": e.ts,
             "type": e.type.value,
-            "stage": e.stage,
-            "data": encode(e, bodies),
+            "stage": encoder.stage(e),
+            "data": encoder.data(e),
         }
         for e in new_events
     ]
@@ -151,6 +159,7 @@ _RENEW_LEASE = (
     .values(owner=bindparam("b_owner"), expires_at=bindparam("b_expires_at"))
 )
 _UPDATE_RUN = _run_update(_RUN_FIELDS)
+_DELETE_LEASE = delete(leases).where(leases.c.run_id == bindparam("b_run_id"))
 _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 
 
@@ -369,7 +378,7 @@ class SqlStore:
                 hint="another process took the run over; it finishes the run",
             )
         if release:
-            conn.execute(delete(leases).where(leases.c.run_id == lease.run_id))
+            conn.execute(_DELETE_LEASE, {"b_run_id": lease.run_id})
         else:
             self._take(conn, lease, row)
 
@@ -406,7 +415,7 @@ class SqlStore:
             "session_id": run.session_id,
             "status": run.status,
             "updated_at": run.updated_at,
-            "summary": dumps(run.summary),
+            "summary": dumps(pack_summary(run.run_id, run.trace_id, run.status, run.summary)),
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
@@ -421,7 +430,10 @@ class SqlStore:
                     self._store_plans(conn, bodies)
                     if rows:
                         conn.execute(_INSERT_EVENTS, rows)
-                    self._upsert_run(conn, run, row)
+                    if lease is not None and lease.new_run:  # nobody knows its id: no row yet
+                        conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
+                    else:
+                        self._upsert_run(conn, run, row)
             except IntegrityError:
                 missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
@@ -453,7 +465,12 @@ class SqlStore:
         bound = {f"b_{name}": value for name, value in row.items()}
         updated = conn.execute(statement, {"b_run_id": run.run_id, **bound})
         if updated.rowcount == 0:
-            conn.execute(_INSERT_RUN, {"run_id": run.run_id, "created_at": run.created_at, **row})
+            conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
+
+    @staticmethod
+    def _new_run(run: RunRecord, row: dict[str, Any]) -> dict[str, Any]:
+        """The columns of a run row being inserted (every column bound: one statement)."""
+        return {"created_at": run.created_at, "handoff": None, **row}
 
     def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
         """The events not stored yet; raises unless every stored one is the same as new.
@@ -484,7 +501,7 @@ class SqlStore:
             status=row.status,
             created_at=_aware(row.created_at),
             updated_at=_aware(row.updated_at),
-            summary=json.loads(row.summary),
+            summary=unpack_summary(row.run_id, row.trace_id, row.status, json.loads(row.summary)),
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
