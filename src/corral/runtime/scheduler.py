@@ -1,12 +1,13 @@
-"""Decide and execute: run a validated plan as an asyncio DAG.
+"""Execute: run a validated plan as an asyncio DAG.
 
 Independent steps run concurrently; steps that publish the same fact run one after
 another, and a step waits for the producers of the facts its rules read. Before a step
-starts, code decides (``gate``): the budget, argument binding and validation, the
-intent's allow-list, the business rules, confirmation and the loop guard; then which of
-several equivalent tools to use. After it ends, the verify layer judges it and the
-recovery ladder runs: retries (inside ``invoke_tool``), then an equivalent tool, then a
-handoff.
+starts, the agent's gates decide (``decision.gates``: budget, binding, rewrite,
+validation, allow-list, business rules, confirmation, loop guard); then which of several
+equivalent tools to use. After it ends, the agent's verifiers judge it
+(``verify.verifiers``) and the recovery ladder runs: retries (inside ``invoke_tool``), then
+an equivalent tool, then a replan, then a handoff. Which steps are ready is kept in a
+``StepBook``, updated as each step settles.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
-from corral.decision.budget import BudgetTracker
 from corral.decision.capabilities import interchangeable
+from corral.decision.gates import Proposal, Stop, decide
 from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -33,8 +34,9 @@ from corral.events import (
 from corral.hashing import stable_hash
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
+from corral.runtime.book import StepBook
 from corral.runtime.conclusion import conclude
-from corral.runtime.gate import Admitted, StepGate, Stopped, waiting
+from corral.runtime.gate import GateView, VerifyView
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -45,7 +47,7 @@ from corral.tools.invoke import (
 )
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
-from corral.verify.rules import check_success
+from corral.verify.verifiers import Done, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
@@ -89,8 +91,14 @@ class Scheduler:
             if step.args is None or step.called is None or step.status is StepStatus.RUNNING:
                 continue
             self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
-        self.budget = BudgetTracker(self.agent.config.budget)
-        self.gate = StepGate(loop, self.budget, self.guard)
+        self.book = StepBook(self.graph, self.state.steps)
+        self.gates = GateView(loop, self.book, self.guard)
+        self.verdicts = VerifyView(loop)
+
+    def _open_book(self) -> None:
+        """Start the bookkeeping over the current graph (a replan brings a new one)."""
+        self.book = StepBook(self.graph, self.state.steps)
+        self.gates.book = self.book
 
     # ------------------------------------------------------------------ main loop
 
@@ -98,6 +106,8 @@ class Scheduler:
         """Schedule until nothing is ready or running, then conclude the run."""
         if self.state.status is RunStatus.DECIDING:
             self.journal.transition(RunStatus.EXECUTING, "dispatching steps")
+        if self.book.graph is not self.graph:
+            self._open_book()
         await self._settle_interrupted_writes()
         while True:
             self._mark_blocked()
@@ -228,19 +238,17 @@ class Scheduler:
         return settled
 
     def _ready(self) -> list[str]:
-        statuses = self.loop.step_statuses()
+        """The steps that may be decided now, in plan order.
+
+        A candidate (its dependencies succeeded, the producers it waits for settled) is
+        ready unless it is running, or publishes a fact that a running or an earlier ready
+        step publishes too. RUNNING without a task means the process died mid-step: it
+        runs again.
+        """
         in_flight = set(self.running.values())
         ready: list[str] = []
-        for step_id in self.graph.order:
-            # RUNNING without a task means the process died mid-step: run it again.
-            if statuses[step_id] not in (StepStatus.PENDING, StepStatus.RUNNING):
-                continue
+        for step_id in self.book.ready():
             if step_id in in_flight:
-                continue
-            compiled = self.graph.steps[step_id]
-            if any(statuses[d] is not StepStatus.SUCCEEDED for d in compiled.step.depends_on):
-                continue
-            if waiting(compiled, statuses):
                 continue
             busy = in_flight | set(ready)
             if any(self.graph.writes_conflict(step_id, other) for other in busy):
@@ -249,35 +257,30 @@ class Scheduler:
         return ready
 
     def _mark_blocked(self) -> None:
-        statuses = self.loop.step_statuses()
-        for step_id in self.graph.order:
-            if statuses[step_id] is not StepStatus.PENDING:
-                continue
-            bad = [
-                d
-                for d in self.graph.steps[step_id].step.depends_on
-                if statuses[d]
-                in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN)
-            ]
-            if bad:
-                reason = f"depends on {', '.join(bad)}, which did not succeed"
-                self.journal.emit(
-                    "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
-                )
-                statuses[step_id] = StepStatus.BLOCKED
+        """Block the pending steps whose dependencies did not succeed, walking dependents."""
+        while (found := self.book.next_blocked()) is not None:
+            step_id, bad = found
+            reason = f"depends on {', '.join(bad)}, which did not succeed"
+            self.journal.emit(
+                "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
+            )
+            self.book.note(step_id)
 
     # ------------------------------------------------------------------ before a step
 
     async def _gate_and_dispatch(self, step_id: str) -> None:
         compiled = self.graph.steps[step_id]
-        decided = self.gate.admit(compiled, idle=not self.running)
-        if isinstance(decided, Stopped):
+        self.gates.idle = not self.running
+        decided = decide(self.agent.gates, Proposal(compiled, compiled.spec, {}), self.gates)
+        self.book.note(step_id)
+        if isinstance(decided, Stop):
             self.stop = (decided.reason, decided.code)
-        if not isinstance(decided, Admitted):
+        if not isinstance(decided, Proposal):
             await self._release_waiting_on(step_id)
             return
-        spec, args = decided.spec, decided.args
+        spec, args = decided.tool, decided.args
         self.journal.emit("execute", StepStarted(step_id, spec.name, args))
+        self.book.note(step_id)
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
         task = asyncio.ensure_future(self._execute(compiled, spec, args))
@@ -291,16 +294,13 @@ class Scheduler:
         """
         if self.state.status.paused or self.stop is not None:
             return
-        if self.loop.step_statuses()[settled] in (StepStatus.PENDING, StepStatus.RUNNING):
+        if self.book.status[settled] in (StepStatus.PENDING, StepStatus.RUNNING):
             return  # it awaits a person
         for step_id in self._ready():
             if settled in self.graph.steps[step_id].waits_for:
                 await self._gate_and_dispatch(step_id)
                 if self.state.status.paused or self.stop is not None:
                     return
-
-    def _allowed(self) -> set[str]:
-        return self.gate.allowed()
 
     # ------------------------------------------------------------------ the call
 
@@ -321,7 +321,7 @@ class Scheduler:
                 and name not in known
                 and interchangeable(agent.tools.get(name), spec)
             ]
-        allowed, names = self._allowed(), self.loop.rule_names(args)
+        allowed, names = self.gates.allowed_tools, self.loop.rule_names(args)
         eligible: list[ToolSpec] = []
         excluded: dict[str, str] = {}
         for candidate in ranked:
@@ -439,6 +439,11 @@ class Scheduler:
     # ------------------------------------------------------------------ after a step
 
     async def _complete(self, step_id: str, outcome: _Outcome) -> None:
+        """Record how the step ended (after its verdict), then update the bookkeeping."""
+        await self._finish(step_id, outcome)
+        self.book.note(step_id)
+
+    async def _finish(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
         if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
@@ -452,33 +457,21 @@ class Scheduler:
             )
             return
         if result.status is ToolStatus.SUCCESS:
-            names = {
-                "result": result.data,
-                "args": outcome.args,
-                "facts": self.state.memory.values(),
-                "entities": self.state.entities,
-            }
-            verdict = check_success(compiled.success, names)
-            judge = compiled.step.judge if self.agent.model is not None else None
-            if verdict.passed and judge:
-                from corral.runtime.modeling import model_judge
-
-                verdict = await model_judge(self.loop, judge, result.tool, result.data)
+            done = Done(compiled.step, compiled.success, outcome.args, result)
+            told = await verify(self.agent.verifiers, done, self.verdicts)
             # The output is stored once, with the attempt that produced it (the last).
             produced = self.state.steps[step_id].attempts or None
-            said = compiled.success is not None or bool(judge) or not verdict.passed
-            told = verdict if said else None  # "no criterion declared" says nothing
-            if not verdict.passed:
+            if told is not None and not told.passed:
                 journal.emit(
                     "verify",
                     StepFinished(
                         step_id,
                         "failed",
                         result,
-                        verdict.code,
-                        verdict.reason,
+                        told.code,
+                        told.reason,
                         result.duration_ms,
-                        verdict,
+                        told,
                         produced,
                     ),
                 )
