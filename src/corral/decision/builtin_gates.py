@@ -19,8 +19,10 @@ from corral.tools.invoke import validate_args
 
 
 def _unbound(proposal: Proposal, run: GateRun, exc: CorralError) -> Refuse:
-    """Arguments that cannot be bound or do not fit: the step is recorded as started
-    without arguments, then failed (the log has always told it so)."""
+    """Arguments that cannot be bound or do not fit: recorded as started, without them.
+
+    The log has always told such a step as started without arguments, then failed.
+    """
     run.emit("execute", StepStarted(proposal.step_id, proposal.step.step.tool, None))
     return Refuse(exc.code.value, exc.message)
 

@@ -99,8 +99,10 @@ class StepBook:
             self.candidates.discard(sid)
 
     def next_blocked(self) -> tuple[str, list[str]] | None:
-        """The first pending step (in plan order) with a dependency that did not succeed,
-        and those dependencies; ``None`` when there is none."""
+        """The next pending step to block, and its dependencies that did not succeed.
+
+        In plan order, so a block walks on to its dependents; ``None`` when none is left.
+        """
         while self.to_block:
             _, sid = heapq.heappop(self.to_block)
             if self.status[sid] is not StepStatus.PENDING:

@@ -47,7 +47,7 @@ from corral.tools.invoke import (
 )
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
-from corral.verify.verifiers import Done, verify
+from corral.verify.verifiers import StepOutcome, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
@@ -457,7 +457,7 @@ class Scheduler:
             )
             return
         if result.status is ToolStatus.SUCCESS:
-            done = Done(compiled.step, compiled.success, outcome.args, result)
+            done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
             told = await verify(self.agent.verifiers, done, self.verdicts)
             # The output is stored once, with the attempt that produced it (the last).
             produced = self.state.steps[step_id].attempts or None

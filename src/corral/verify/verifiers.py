@@ -1,6 +1,6 @@
 """The verdict on a step whose tool succeeded, as an ordered list of verifiers.
 
-A verifier is a small value with one async method, ``check(done, run)``. It answers with a
+A verifier is a small value with one async method, ``check(outcome, run)``. It answers with a
 ``Verdict``, or ``None`` when it has nothing to say about this step (no criterion
 declared). The verifiers run in order; the first failed verdict fails the step (with its
 code and reason), and the last verdict given is the one recorded with a success.
@@ -23,7 +23,7 @@ from corral.verify.rules import check_success
 
 
 @dataclass(frozen=True, slots=True)
-class Done:
+class StepOutcome:
     """A step whose tool succeeded: what it was asked, and what it returned."""
 
     step: Step
@@ -54,7 +54,7 @@ class VerifyRun(Protocol):
 class Verifier(Protocol):
     """One check on a step's result."""
 
-    async def check(self, done: Done, run: VerifyRun) -> Verdict | None:
+    async def check(self, outcome: StepOutcome, run: VerifyRun) -> Verdict | None:
         """A verdict on the step, or ``None`` when there is nothing to judge."""
         ...
 
@@ -63,39 +63,41 @@ class Verifier(Protocol):
 class SuccessCriterion:
     """The step's declared ``success`` expression over its result, arguments and facts."""
 
-    async def check(self, done: Done, run: VerifyRun) -> Verdict | None:
+    async def check(self, outcome: StepOutcome, run: VerifyRun) -> Verdict | None:
         """The expression's verdict; ``None`` when the step declares none."""
-        if done.success is None:
+        if outcome.success is None:
             return None
         names = {
-            "result": done.result.data,
-            "args": done.args,
+            "result": outcome.result.data,
+            "args": outcome.args,
             "facts": run.facts(),
             "entities": run.entities,
         }
-        return check_success(done.success, names)
+        return check_success(outcome.success, names)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelJudge:
     """The step's ``judge`` criterion, stated in words, judged by the model."""
 
-    async def check(self, done: Done, run: VerifyRun) -> Verdict | None:
+    async def check(self, outcome: StepOutcome, run: VerifyRun) -> Verdict | None:
         """The judge's verdict; ``None`` without a criterion or a model."""
-        if not done.step.judge:
+        if not outcome.step.judge:
             return None
-        return await run.judge(done.step.judge, done.result.tool, done.result.data)
+        return await run.judge(outcome.step.judge, outcome.result.tool, outcome.result.data)
 
 
 DEFAULT_VERIFIERS: tuple[Verifier, ...] = (SuccessCriterion(), ModelJudge())
 """corral's checks on a result, in order; ``(*DEFAULT_VERIFIERS, MyVerifier())`` adds one."""
 
 
-async def verify(verifiers: Sequence[Verifier], done: Done, run: VerifyRun) -> Verdict | None:
+async def verify(
+    verifiers: Sequence[Verifier], outcome: StepOutcome, run: VerifyRun
+) -> Verdict | None:
     """The first failed verdict, else the last one given (``None``: nobody had a say)."""
     told: Verdict | None = None
     for verifier in verifiers:
-        verdict = await verifier.check(done, run)
+        verdict = await verifier.check(outcome, run)
         if verdict is None:
             continue
         if not verdict.passed:
