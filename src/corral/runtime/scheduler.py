@@ -47,21 +47,19 @@ from corral.tools.invoke import (
 )
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
+from corral.verify.recovery import (
+    another_tool_may_follow,
+    blames_the_tool,
+    reconciled_outcome,
+    replan_failure,
+)
 from corral.verify.verifiers import StepOutcome, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
 
-MAX_REPLANS = 2
-"""Seed 000/001: replan with the failure at most twice, then hand off."""
-
 MIN_SIMILARITY = 0.15
 """Capability matching proposes a tool only above this TF-IDF cosine similarity."""
-
-_NOT_RECOVERABLE_BY_ANOTHER_TOOL = {
-    ErrorCode.MISSING_ARGUMENT.value,
-    ErrorCode.INVALID_ARGUMENT.value,
-}
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -147,22 +145,16 @@ class Scheduler:
 
     async def _replanned(self) -> bool:
         """Recovery's third rung for model plans: replan with the failure (at most twice)."""
-        plan = self.state.plan
-        failed = [s for s in self.state.steps.values() if s.status is StepStatus.FAILED]
-        unknown = any(s.status is StepStatus.UNKNOWN for s in self.state.steps.values())
-        if (
-            unknown  # a new plan could run the write again; a person settles it first
-            or plan is None
-            or plan.source != "model"
-            or not failed
-            or self.agent.model is None
-            or self.state.replans >= MAX_REPLANS
-        ):
+        failure = replan_failure(
+            self.state.plan,
+            self.state.steps.values(),
+            has_model=self.agent.model is not None,
+            replans=self.state.replans,
+        )
+        if failure is None:
             return False
         from corral.runtime.modeling import model_replan
 
-        first = failed[0]
-        failure = f"step {first.id} ({first.tool}) failed with {first.error_code}: {first.reason}"
         return await model_replan(self.loop, failure)
 
     async def _settle_interrupted_writes(self) -> None:
@@ -225,12 +217,7 @@ class Scheduler:
             first,
             not_found_proves=not_found_proves,
         )
-        if settled.status is ToolStatus.SUCCESS:
-            outcome = "applied"
-        elif settled.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
-            outcome = "unknown"
-        else:
-            outcome = "not_applied"
+        outcome = reconciled_outcome(settled)
         self.journal.emit(
             "verify",
             OutcomeReconciled(step_id, spec.reconcile.name, spec.name, outcome, settled.summary),
@@ -361,12 +348,10 @@ class Scheduler:
             if result.status is not ToolStatus.ERROR:
                 agent.health.record(spec.name, ok=True)
                 break
-            if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+            if blames_the_tool(result):
                 agent.health.record(spec.name, ok=False)
-                break  # another write tool would be a blind retry
-            if result.error_code in _NOT_RECOVERABLE_BY_ANOTHER_TOOL:
+            if not another_tool_may_follow(result):
                 break
-            agent.health.record(spec.name, ok=False)
         assert result is not None
         return _Outcome(result, args)
 
