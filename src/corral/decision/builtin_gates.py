@@ -9,7 +9,7 @@ never approves a call that cannot run, and the prompt can show them (``{args.x}`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
 from corral.errors import CorralError, ErrorCode
@@ -50,7 +50,7 @@ class BindArguments:
             args = bind_arguments(proposal.step, run.entities, run.facts(), run.results())
         except CorralError as exc:
             return _unbound(proposal, run, exc)
-        return replace(proposal, args=args)
+        return Proposal(proposal.step, proposal.tool, args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ class RewriteArguments:
             "decide",
             ToolRewritten(proposal.step_id, rewrite.rule.name, spec.name, target.name, kept),
         )
-        return replace(proposal, tool=target, args=kept)
+        return Proposal(proposal.step, target, kept)
 
 
 @dataclass(frozen=True, slots=True)
