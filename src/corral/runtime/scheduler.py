@@ -94,7 +94,7 @@ class Scheduler:
         self.verdicts = VerifyView(loop)
 
     def _open_book(self) -> None:
-        """Start the bookkeeping over the current graph (a replan brings a new one)."""
+        """Start the bookkeeping over the current graph and steps (after a replan)."""
         self.book = StepBook(self.graph, self.state.steps)
         self.gates.book = self.book
 
@@ -104,8 +104,6 @@ class Scheduler:
         """Schedule until nothing is ready or running, then conclude the run."""
         if self.state.status is RunStatus.DECIDING:
             self.journal.transition(RunStatus.EXECUTING, "dispatching steps")
-        if self.book.graph is not self.graph:
-            self._open_book()
         await self._settle_interrupted_writes()
         while True:
             self._mark_blocked()
@@ -128,6 +126,7 @@ class Scheduler:
         self._stop_on_model_budget()
         if self.stop is None and await self._replanned():
             self.graph = self.loop.graph
+            self._open_book()
             await self.run()
             return
         reply = None
