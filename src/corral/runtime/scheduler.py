@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
-from corral.decision.capabilities import interchangeable
+from corral.decision.candidates import eligible_tools
 from corral.decision.gates import Proposal, Stop, decide
-from corral.decision.selector import rank_tools
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     LoopDetected,
@@ -57,9 +56,6 @@ from corral.verify.verifiers import StepOutcome, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
-
-MIN_SIMILARITY = 0.15
-"""Capability matching proposes a tool only above this TF-IDF cosine similarity."""
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -290,43 +286,22 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the call
 
-    def _candidates(
-        self, compiled: CompiledStep, spec: ToolSpec, args: dict[str, Any]
-    ) -> tuple[list[ToolSpec], dict[str, str]]:
-        """Tools that may run this step, best first, and why the others may not."""
-        agent = self.agent
-        ranked = rank_tools(agent.tools, spec.name, agent.health, agent.config.tool_preference)
-        if agent.capabilities is not None:
-            query = f"{compiled.step.description} {spec.description} {self.state.memory.goal}"
-            similar = agent.capabilities.similarity(query)
-            known = {c.name for c in ranked}
-            ranked += [
-                agent.tools.get(name)
-                for name, score in sorted(similar.items(), key=lambda kv: -kv[1])
-                if score >= MIN_SIMILARITY
-                and name not in known
-                and interchangeable(agent.tools.get(name), spec)
-            ]
-        allowed, names = self.gates.allowed_tools, self.loop.rule_names(args)
-        eligible: list[ToolSpec] = []
-        excluded: dict[str, str] = {}
-        for candidate in ranked:
-            if candidate.name not in allowed:
-                excluded[candidate.name] = "not allowed for this intent"
-                continue
-            ok, reason = agent.policy.allows(candidate.name, names)
-            if ok:
-                eligible.append(candidate)
-            else:
-                excluded[candidate.name] = reason
-        return eligible, excluded
-
     async def _execute(
         self, compiled: CompiledStep, planned: ToolSpec, args: dict[str, Any]
     ) -> _Outcome:
         """Decide the tool and call it; on failure try the next eligible tool."""
         step, agent, journal = compiled.step, self.agent, self.journal
-        candidates, excluded = self._candidates(compiled, planned, args)
+        candidates, excluded = eligible_tools(
+            planned,
+            agent.tools,
+            agent.health,
+            agent.config.tool_preference,
+            allowed=self.gates.allowed_tools,
+            policy=agent.policy,
+            names=self.loop.rule_names(args),
+            capabilities=agent.capabilities,
+            query=f"{step.description} {planned.description} {self.state.memory.goal}",
+        )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
