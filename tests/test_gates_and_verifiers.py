@@ -28,7 +28,7 @@ from corral import (
     parse_config,
     tool,
 )
-from corral.decision.gates import Answer
+from corral.decision import Answer
 from corral.testing import FixedEffects
 from tests.one_intent import one_intent
 

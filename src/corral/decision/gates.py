@@ -51,7 +51,8 @@ class Proposal:
 class Refuse:
     """The step fails before its tool is entered, with this code and reason.
 
-    ``stop``: the run also stops scheduling and is handed to a person (a loop).
+    ``stop``: the run also stops scheduling and is handed to a person (a loop), with
+    ``code`` when it is an ``ErrorCode``, else ``POLICY_HANDOFF``.
     """
 
     code: str
