@@ -341,7 +341,7 @@ class Scheduler:
         record = self._attempt_recorder(step_id, spec.name, attempts.append)
         first = self.state.steps[step_id].attempts + 1
         result = await invoke_tool(
-            spec, validated, self._context(step_id, args), self.loop.effects, record, first
+            spec, validated, self._context(step_id, args, spec), self.loop.effects, record, first
         )
         last = attempts[-1] if attempts else None
         if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
@@ -352,16 +352,26 @@ class Scheduler:
             step_id, spec, args, result, last.error_code or ErrorCode.TOOL_FAILED.value
         )
 
-    def _context(self, step_id: str, args: dict[str, Any]) -> ToolContext:
-        """What a tool of this step may see; the key depends on run, step and arguments."""
+    def _context(
+        self, step_id: str, args: dict[str, Any], spec: ToolSpec | None = None
+    ) -> ToolContext:
+        """What a tool of this step may see; the key depends on run, step and arguments.
+
+        ``spec``: the tool it is for. A read that declares no ``ToolContext`` parameter
+        never sees it, so it gets no key and no facts: hashing the arguments and copying
+        every fact for each step cost more than the rest of the context. A write always
+        carries its key. Without ``spec`` (a reconciler's finder) the context is whole.
+        """
         language = self.state.language
         renderer = self.agent.renderer
+        sees = spec is None or spec.context_param is not None
+        keyed = sees or (spec is not None and spec.policy.kind == "write")
         return ToolContext(
             run_id=self.state.run_id,
             step_id=step_id,
-            idempotency_key=idempotency_key(self.state.run_id, step_id, args),
+            idempotency_key=idempotency_key(self.state.run_id, step_id, args) if keyed else "",
             deps=self.agent.deps,
-            facts=self.loop.values(),
+            facts=self.loop.values() if sees else {},
             language=language,
             received_at=self.state.received_at or self.loop.effects.now(),
             render=lambda name, values: renderer.render(name, values, language),
