@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         ToolStatus,
         Verdict,
     )
+    from corral.decision.builtin_gates import DEFAULT_GATES
+    from corral.decision.gates import Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
     from corral.effects import Effects, FixedEffects, LiveEffects
     from corral.errors import CorralError, ErrorCode, ToolFailedError, TransientToolError
     from corral.events import Event
@@ -46,11 +48,14 @@ if TYPE_CHECKING:
     from corral.tools.policy import LOCAL_COMPUTE, NETWORK, NO_RETRY, RetryPolicy, ToolPolicy
     from corral.tools.sensitive import Sensitive
     from corral.tools.spec import ToolSpec, tool
+    from corral.verify.verifiers import DEFAULT_VERIFIERS, StepOutcome, Verifier, VerifyRun
 
 __version__ = "0.1.0"
 """The one version source: pyproject.toml reads it when building, ``corral --version`` here."""
 
 __all__ = [
+    "DEFAULT_GATES",
+    "DEFAULT_VERIFIERS",
     "LOCAL_COMPUTE",
     "NETWORK",
     "NO_RETRY",
@@ -62,12 +67,17 @@ __all__ = [
     "Event",
     "EventType",
     "FixedEffects",
+    "Gate",
+    "GateRun",
     "HandoffPacket",
+    "Hold",
     "IntentResult",
     "LiveEffects",
     "MemoryStore",
     "Model",
     "Plan",
+    "Proposal",
+    "Refuse",
     "RetryPolicy",
     "RouteAction",
     "RouteDecision",
@@ -76,9 +86,12 @@ __all__ = [
     "Runtime",
     "ScriptedModel",
     "Sensitive",
+    "Skip",
     "SqlStore",
     "Step",
+    "StepOutcome",
     "StepStatus",
+    "Stop",
     "Store",
     "ToolContext",
     "ToolFailedError",
@@ -88,6 +101,8 @@ __all__ = [
     "ToolStatus",
     "TransientToolError",
     "Verdict",
+    "Verifier",
+    "VerifyRun",
     "__version__",
     "load_agent",
     "load_config",
@@ -103,6 +118,18 @@ _HOMES: dict[str, str] = {
     "load_config": "corral.config",
     "parse_config": "corral.config",
     "Event": "corral.events",
+    "DEFAULT_GATES": "corral.decision.builtin_gates",
+    "Gate": "corral.decision.gates",
+    "GateRun": "corral.decision.gates",
+    "Hold": "corral.decision.gates",
+    "Proposal": "corral.decision.gates",
+    "Refuse": "corral.decision.gates",
+    "Skip": "corral.decision.gates",
+    "Stop": "corral.decision.gates",
+    "DEFAULT_VERIFIERS": "corral.verify.verifiers",
+    "StepOutcome": "corral.verify.verifiers",
+    "Verifier": "corral.verify.verifiers",
+    "VerifyRun": "corral.verify.verifiers",
     "EventType": "corral.contracts",
     "HandoffPacket": "corral.contracts",
     "IntentResult": "corral.contracts",

@@ -6,7 +6,7 @@ template names. A broken agent fails at load with ``CONFIG_INVALID``, not at 3 a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -14,7 +14,9 @@ from typing import Any
 
 from corral.config import AgentConfig, PlanTemplate, load_config
 from corral.contracts import Plan, RouteAction
+from corral.decision.builtin_gates import DEFAULT_GATES
 from corral.decision.capabilities import CapabilityIndex
+from corral.decision.gates import Gate
 from corral.decision.policy import DecisionPolicy
 from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
@@ -30,6 +32,7 @@ from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.verify.expressions import fact_names
 from corral.verify.rules import CompiledRule, compile_rules
+from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
 
 ENTITY_TYPES: dict[str, Any] = {
     "pattern": str,
@@ -61,6 +64,10 @@ class Agent:
     model: Model | None = None
     """The model used where config asks for one (intent fallback, model planner)."""
     root: Path | None = None
+    gates: tuple[Gate, ...] = DEFAULT_GATES
+    """The checks before each step, in order (``decision.gates``)."""
+    verifiers: tuple[Verifier, ...] = DEFAULT_VERIFIERS
+    """The checks on each successful step's result, in order (``verify.verifiers``)."""
 
     @property
     def name(self) -> str:
@@ -129,8 +136,15 @@ class Agent:
         classifiers: list[IntentClassifier] | None = None,
         root: Path | None = None,
         model: Model | None = None,
+        gates: Sequence[Gate] | None = None,
+        verifiers: Sequence[Verifier] | None = None,
     ) -> Agent:
-        """Assemble and validate an agent; raises ``ConfigInvalidError`` listing all problems."""
+        """Assemble and validate an agent; raises ``ConfigInvalidError`` listing all problems.
+
+        ``gates`` and ``verifiers`` replace corral's own checks before a step and on its
+        result (``DEFAULT_GATES``, ``DEFAULT_VERIFIERS``); add one with
+        ``gates=(*DEFAULT_GATES, MyGate())``.
+        """
         registry = ToolRegistry(tools)
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
@@ -189,6 +203,8 @@ class Agent:
             policy=DecisionPolicy.compile(config),
             model=model,
             capabilities=capabilities,
+            gates=DEFAULT_GATES if gates is None else tuple(gates),
+            verifiers=DEFAULT_VERIFIERS if verifiers is None else tuple(verifiers),
         )
 
 

@@ -1,12 +1,13 @@
-"""Decide and execute: run a validated plan as an asyncio DAG.
+"""Execute: run a validated plan as an asyncio DAG.
 
 Independent steps run concurrently; steps that publish the same fact run one after
 another, and a step waits for the producers of the facts its rules read. Before a step
-starts, code decides (``gate``): the budget, argument binding and validation, the
-intent's allow-list, the business rules, confirmation and the loop guard; then which of
-several equivalent tools to use. After it ends, the verify layer judges it and the
-recovery ladder runs: retries (inside ``invoke_tool``), then an equivalent tool, then a
-handoff.
+starts, the agent's gates decide (``decision.gates``: budget, binding, rewrite,
+validation, allow-list, business rules, confirmation, loop guard); then which of several
+equivalent tools to use. After it ends, the agent's verifiers judge it
+(``verify.verifiers``) and the recovery ladder runs: retries (inside ``invoke_tool``), then
+an equivalent tool, then a replan, then a handoff. Which steps are ready is kept in a
+``StepBook``, updated as each step settles.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
-from corral.decision.budget import BudgetTracker
-from corral.decision.capabilities import interchangeable
-from corral.decision.selector import rank_tools
+from corral.decision.candidates import eligible_tools
+from corral.decision.gates import Proposal, Stop, decide
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     LoopDetected,
@@ -33,8 +33,9 @@ from corral.events import (
 from corral.hashing import stable_hash
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
+from corral.runtime.book import StepBook
 from corral.runtime.conclusion import conclude
-from corral.runtime.gate import Admitted, StepGate, Stopped, waiting
+from corral.runtime.gate import GateView, VerifyView
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -45,21 +46,16 @@ from corral.tools.invoke import (
 )
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
-from corral.verify.rules import check_success
+from corral.verify.recovery import (
+    another_tool_may_follow,
+    blames_the_tool,
+    reconciled_outcome,
+    replan_failure,
+)
+from corral.verify.verifiers import StepOutcome, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
-
-MAX_REPLANS = 2
-"""Seed 000/001: replan with the failure at most twice, then hand off."""
-
-MIN_SIMILARITY = 0.15
-"""Capability matching proposes a tool only above this TF-IDF cosine similarity."""
-
-_NOT_RECOVERABLE_BY_ANOTHER_TOOL = {
-    ErrorCode.MISSING_ARGUMENT.value,
-    ErrorCode.INVALID_ARGUMENT.value,
-}
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -89,8 +85,14 @@ class Scheduler:
             if step.args is None or step.called is None or step.status is StepStatus.RUNNING:
                 continue
             self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
-        self.budget = BudgetTracker(self.agent.config.budget)
-        self.gate = StepGate(loop, self.budget, self.guard)
+        self.book = StepBook(self.graph, self.state.steps)
+        self.gates = GateView(loop, self.book, self.guard)
+        self.verdicts = VerifyView(loop)
+
+    def _open_book(self) -> None:
+        """Start the bookkeeping over the current graph and steps (after a replan)."""
+        self.book = StepBook(self.graph, self.state.steps)
+        self.gates.book = self.book
 
     # ------------------------------------------------------------------ main loop
 
@@ -120,6 +122,7 @@ class Scheduler:
         self._stop_on_model_budget()
         if self.stop is None and await self._replanned():
             self.graph = self.loop.graph
+            self._open_book()
             await self.run()
             return
         reply = None
@@ -137,22 +140,16 @@ class Scheduler:
 
     async def _replanned(self) -> bool:
         """Recovery's third rung for model plans: replan with the failure (at most twice)."""
-        plan = self.state.plan
-        failed = [s for s in self.state.steps.values() if s.status is StepStatus.FAILED]
-        unknown = any(s.status is StepStatus.UNKNOWN for s in self.state.steps.values())
-        if (
-            unknown  # a new plan could run the write again; a person settles it first
-            or plan is None
-            or plan.source != "model"
-            or not failed
-            or self.agent.model is None
-            or self.state.replans >= MAX_REPLANS
-        ):
+        failure = replan_failure(
+            self.state.plan,
+            self.state.steps.values(),
+            has_model=self.agent.model is not None,
+            replans=self.state.replans,
+        )
+        if failure is None:
             return False
         from corral.runtime.modeling import model_replan
 
-        first = failed[0]
-        failure = f"step {first.id} ({first.tool}) failed with {first.error_code}: {first.reason}"
         return await model_replan(self.loop, failure)
 
     async def _settle_interrupted_writes(self) -> None:
@@ -215,12 +212,7 @@ class Scheduler:
             first,
             not_found_proves=not_found_proves,
         )
-        if settled.status is ToolStatus.SUCCESS:
-            outcome = "applied"
-        elif settled.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
-            outcome = "unknown"
-        else:
-            outcome = "not_applied"
+        outcome = reconciled_outcome(settled)
         self.journal.emit(
             "verify",
             OutcomeReconciled(step_id, spec.reconcile.name, spec.name, outcome, settled.summary),
@@ -228,19 +220,17 @@ class Scheduler:
         return settled
 
     def _ready(self) -> list[str]:
-        statuses = self.loop.step_statuses()
+        """The steps that may be decided now, in plan order.
+
+        A candidate (its dependencies succeeded, the producers it waits for settled) is
+        ready unless it is running, or publishes a fact that a running or an earlier ready
+        step publishes too. RUNNING without a task means the process died mid-step: it
+        runs again.
+        """
         in_flight = set(self.running.values())
         ready: list[str] = []
-        for step_id in self.graph.order:
-            # RUNNING without a task means the process died mid-step: run it again.
-            if statuses[step_id] not in (StepStatus.PENDING, StepStatus.RUNNING):
-                continue
+        for step_id in self.book.ready():
             if step_id in in_flight:
-                continue
-            compiled = self.graph.steps[step_id]
-            if any(statuses[d] is not StepStatus.SUCCEEDED for d in compiled.step.depends_on):
-                continue
-            if waiting(compiled, statuses):
                 continue
             busy = in_flight | set(ready)
             if any(self.graph.writes_conflict(step_id, other) for other in busy):
@@ -249,35 +239,30 @@ class Scheduler:
         return ready
 
     def _mark_blocked(self) -> None:
-        statuses = self.loop.step_statuses()
-        for step_id in self.graph.order:
-            if statuses[step_id] is not StepStatus.PENDING:
-                continue
-            bad = [
-                d
-                for d in self.graph.steps[step_id].step.depends_on
-                if statuses[d]
-                in (StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN)
-            ]
-            if bad:
-                reason = f"depends on {', '.join(bad)}, which did not succeed"
-                self.journal.emit(
-                    "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
-                )
-                statuses[step_id] = StepStatus.BLOCKED
+        """Block the pending steps whose dependencies did not succeed, walking dependents."""
+        while (found := self.book.next_blocked()) is not None:
+            step_id, bad = found
+            reason = f"depends on {', '.join(bad)}, which did not succeed"
+            self.journal.emit(
+                "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
+            )
+            self.book.note(step_id)
 
     # ------------------------------------------------------------------ before a step
 
     async def _gate_and_dispatch(self, step_id: str) -> None:
         compiled = self.graph.steps[step_id]
-        decided = self.gate.admit(compiled, idle=not self.running)
-        if isinstance(decided, Stopped):
+        self.gates.idle = not self.running
+        decided = decide(self.agent.gates, Proposal(compiled, compiled.spec, {}), self.gates)
+        self.book.note(step_id)
+        if isinstance(decided, Stop):
             self.stop = (decided.reason, decided.code)
-        if not isinstance(decided, Admitted):
+        if not isinstance(decided, Proposal):
             await self._release_waiting_on(step_id)
             return
-        spec, args = decided.spec, decided.args
+        spec, args = decided.tool, decided.args
         self.journal.emit("execute", StepStarted(step_id, spec.name, args))
+        self.book.note(step_id)
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
         task = asyncio.ensure_future(self._execute(compiled, spec, args))
@@ -291,7 +276,7 @@ class Scheduler:
         """
         if self.state.status.paused or self.stop is not None:
             return
-        if self.loop.step_statuses()[settled] in (StepStatus.PENDING, StepStatus.RUNNING):
+        if self.book.status[settled] in (StepStatus.PENDING, StepStatus.RUNNING):
             return  # it awaits a person
         for step_id in self._ready():
             if settled in self.graph.steps[step_id].waits_for:
@@ -299,48 +284,24 @@ class Scheduler:
                 if self.state.status.paused or self.stop is not None:
                     return
 
-    def _allowed(self) -> set[str]:
-        return self.gate.allowed()
-
     # ------------------------------------------------------------------ the call
-
-    def _candidates(
-        self, compiled: CompiledStep, spec: ToolSpec, args: dict[str, Any]
-    ) -> tuple[list[ToolSpec], dict[str, str]]:
-        """Tools that may run this step, best first, and why the others may not."""
-        agent = self.agent
-        ranked = rank_tools(agent.tools, spec.name, agent.health, agent.config.tool_preference)
-        if agent.capabilities is not None:
-            query = f"{compiled.step.description} {spec.description} {self.state.memory.goal}"
-            similar = agent.capabilities.similarity(query)
-            known = {c.name for c in ranked}
-            ranked += [
-                agent.tools.get(name)
-                for name, score in sorted(similar.items(), key=lambda kv: -kv[1])
-                if score >= MIN_SIMILARITY
-                and name not in known
-                and interchangeable(agent.tools.get(name), spec)
-            ]
-        allowed, names = self._allowed(), self.loop.rule_names(args)
-        eligible: list[ToolSpec] = []
-        excluded: dict[str, str] = {}
-        for candidate in ranked:
-            if candidate.name not in allowed:
-                excluded[candidate.name] = "not allowed for this intent"
-                continue
-            ok, reason = agent.policy.allows(candidate.name, names)
-            if ok:
-                eligible.append(candidate)
-            else:
-                excluded[candidate.name] = reason
-        return eligible, excluded
 
     async def _execute(
         self, compiled: CompiledStep, planned: ToolSpec, args: dict[str, Any]
     ) -> _Outcome:
         """Decide the tool and call it; on failure try the next eligible tool."""
         step, agent, journal = compiled.step, self.agent, self.journal
-        candidates, excluded = self._candidates(compiled, planned, args)
+        candidates, excluded = eligible_tools(
+            planned,
+            agent.tools,
+            agent.health,
+            agent.config.tool_preference,
+            allowed=self.gates.allowed_tools,
+            policy=agent.policy,
+            names=self.loop.rule_names(args),
+            capabilities=agent.capabilities,
+            query=f"{step.description} {planned.description} {self.state.memory.goal}",
+        )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
@@ -361,12 +322,10 @@ class Scheduler:
             if result.status is not ToolStatus.ERROR:
                 agent.health.record(spec.name, ok=True)
                 break
-            if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+            if blames_the_tool(result):
                 agent.health.record(spec.name, ok=False)
-                break  # another write tool would be a blind retry
-            if result.error_code in _NOT_RECOVERABLE_BY_ANOTHER_TOOL:
+            if not another_tool_may_follow(result):
                 break
-            agent.health.record(spec.name, ok=False)
         assert result is not None
         return _Outcome(result, args)
 
@@ -382,7 +341,7 @@ class Scheduler:
         record = self._attempt_recorder(step_id, spec.name, attempts.append)
         first = self.state.steps[step_id].attempts + 1
         result = await invoke_tool(
-            spec, validated, self._context(step_id, args), self.loop.effects, record, first
+            spec, validated, self._context(step_id, args, spec), self.loop.effects, record, first
         )
         last = attempts[-1] if attempts else None
         if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
@@ -393,16 +352,26 @@ class Scheduler:
             step_id, spec, args, result, last.error_code or ErrorCode.TOOL_FAILED.value
         )
 
-    def _context(self, step_id: str, args: dict[str, Any]) -> ToolContext:
-        """What a tool of this step may see; the key depends on run, step and arguments."""
+    def _context(
+        self, step_id: str, args: dict[str, Any], spec: ToolSpec | None = None
+    ) -> ToolContext:
+        """What a tool of this step may see; the key depends on run, step and arguments.
+
+        ``spec``: the tool it is for. A read that declares no ``ToolContext`` parameter
+        never sees it, so it gets no key and no facts: hashing the arguments and copying
+        every fact for each step cost more than the rest of the context. A write always
+        carries its key. Without ``spec`` (a reconciler's finder) the context is whole.
+        """
         language = self.state.language
         renderer = self.agent.renderer
+        sees = spec is None or spec.context_param is not None
+        keyed = sees or (spec is not None and spec.policy.kind == "write")
         return ToolContext(
             run_id=self.state.run_id,
             step_id=step_id,
-            idempotency_key=idempotency_key(self.state.run_id, step_id, args),
+            idempotency_key=idempotency_key(self.state.run_id, step_id, args) if keyed else "",
             deps=self.agent.deps,
-            facts=self.loop.values(),
+            facts=self.loop.values() if sees else {},
             language=language,
             received_at=self.state.received_at or self.loop.effects.now(),
             render=lambda name, values: renderer.render(name, values, language),
@@ -439,6 +408,11 @@ class Scheduler:
     # ------------------------------------------------------------------ after a step
 
     async def _complete(self, step_id: str, outcome: _Outcome) -> None:
+        """Record how the step ended (after its verdict), then update the bookkeeping."""
+        await self._finish(step_id, outcome)
+        self.book.note(step_id)
+
+    async def _finish(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
         if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
@@ -452,33 +426,21 @@ class Scheduler:
             )
             return
         if result.status is ToolStatus.SUCCESS:
-            names = {
-                "result": result.data,
-                "args": outcome.args,
-                "facts": self.state.memory.values(),
-                "entities": self.state.entities,
-            }
-            verdict = check_success(compiled.success, names)
-            judge = compiled.step.judge if self.agent.model is not None else None
-            if verdict.passed and judge:
-                from corral.runtime.modeling import model_judge
-
-                verdict = await model_judge(self.loop, judge, result.tool, result.data)
+            done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
+            told = await verify(self.agent.verifiers, done, self.verdicts)
             # The output is stored once, with the attempt that produced it (the last).
             produced = self.state.steps[step_id].attempts or None
-            said = compiled.success is not None or bool(judge) or not verdict.passed
-            told = verdict if said else None  # "no criterion declared" says nothing
-            if not verdict.passed:
+            if told is not None and not told.passed:
                 journal.emit(
                     "verify",
                     StepFinished(
                         step_id,
                         "failed",
                         result,
-                        verdict.code,
-                        verdict.reason,
+                        told.code,
+                        told.reason,
                         result.duration_ms,
-                        verdict,
+                        told,
                         produced,
                     ),
                 )

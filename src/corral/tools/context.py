@@ -14,7 +14,9 @@ from corral.contracts import Language
 class ToolContext:
     """Handed to a tool that declares a parameter annotated ``ToolContext``.
 
-    It is not part of the tool's input schema, so a planner can never set it.
+    It is not part of the tool's input schema, so a planner can never set it. A read tool
+    that declares no such parameter is handed one without a key or facts (``Effects``
+    passes it through unread); a write's always carries its key.
     """
 
     run_id: str

@@ -1,0 +1,166 @@
+"""corral's own gates, and the order they run in (``DEFAULT_GATES``).
+
+Each is decided by code: the budget; argument binding (a missing value is an error,
+never a guess); the declared rewrites; validation of every bound argument against the
+tool's input model; the intent's allow-list; the business rules; the person's
+confirmation; the loop guard. Arguments are validated before anyone is asked, so a person
+never approves a call that cannot run, and the prompt can show them (``{args.x}``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
+from corral.errors import CorralError, ErrorCode
+from corral.events import BudgetExceeded, LoopDetected, StepStarted, ToolRewritten, Verified
+from corral.planning.binding import bind_arguments
+from corral.tools.invoke import validate_args
+
+
+def _unbound(proposal: Proposal, run: GateRun, exc: CorralError) -> Refuse:
+    """Arguments that cannot be bound or do not fit: recorded as started, without them.
+
+    The log has always told such a step as started without arguments, then failed.
+    """
+    run.emit("execute", StepStarted(proposal.step_id, proposal.step.step.tool, None))
+    return Refuse(exc.code.value, exc.message)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetGate:
+    """No step starts once the run's step, tool-call or wall-clock budget is spent."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """Stop the run when a limit is passed."""
+        over = run.budget.exceeded(run.active_seconds())
+        if over:
+            run.emit("decide", BudgetExceeded(over, proposal.step_id))
+            return Stop(over, ErrorCode.BUDGET_EXCEEDED)
+        return proposal
+
+
+@dataclass(frozen=True, slots=True)
+class BindArguments:
+    """Resolve the step's references to entities, facts and earlier results."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """The bound arguments, or a refusal naming the value that is missing."""
+        try:
+            args = bind_arguments(proposal.step, run.entities, run.facts(), run.results())
+        except CorralError as exc:
+            return _unbound(proposal, run, exc)
+        return Proposal(proposal.step, proposal.tool, args)
+
+
+@dataclass(frozen=True, slots=True)
+class RewriteArguments:
+    """Parameter post-processing: the tool these arguments really call (seed 004)."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """The rewritten tool and arguments when a declared rewrite applies."""
+        spec, args = proposal.tool, proposal.args
+        try:
+            rewrite = run.policy.rewrite(spec.name, run.rule_names(args))
+            if rewrite is None:
+                return proposal
+            target = run.tools.get(rewrite.rule.use_tool)
+            new_args = rewrite.arguments(args, run.entities, run.facts())
+        except CorralError as exc:
+            return _unbound(proposal, run, exc)
+        kept = {k: v for k, v in new_args.items() if k in target.input_model.model_fields}
+        run.emit(
+            "decide",
+            ToolRewritten(proposal.step_id, rewrite.rule.name, spec.name, target.name, kept),
+        )
+        return Proposal(proposal.step, target, kept)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateArguments:
+    """Every argument fits the tool's input model, before anyone is asked to approve it."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """A refusal with the validation error, else the proposal."""
+        try:
+            validate_args(proposal.tool, proposal.args)
+        except CorralError as exc:
+            return _unbound(proposal, run, exc)
+        return proposal
+
+
+@dataclass(frozen=True, slots=True)
+class AllowList:
+    """Only the tools the routed intent allows may run."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """A refusal when the tool is not on the intent's list."""
+        if proposal.tool.name not in run.allowed_tools:
+            reason = f"{proposal.tool.name} is not allowed for this intent"
+            return Refuse(ErrorCode.TOOL_NOT_ALLOWED.value, reason)
+        return proposal
+
+
+@dataclass(frozen=True, slots=True)
+class BusinessRules:
+    """The business rules declared before the tool; a violated one skips the step."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """Every verdict is recorded; the first violation skips with the rule's refusal."""
+        tool = proposal.tool.name
+        names: dict[str, object] | None = None
+        for rule in run.rules:
+            if rule.rule.before_tool != tool:
+                continue
+            names = run.rule_names() if names is None else names
+            verdict = rule.check(names)
+            run.emit("verify", Verified(proposal.step_id, verdict))
+            if not verdict.passed:
+                code = ErrorCode.BUSINESS_RULE_VIOLATED.value
+                return Skip(code, verdict.reason, rule.rule.refusal)
+        return proposal
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """A step or tool that needs the person's approval waits for it."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """Pass when approved; ask (when nothing else runs) or skip a declined step."""
+        step_id, tool = proposal.step_id, proposal.tool
+        if not (proposal.step.step.requires_confirmation or tool.policy.requires_confirmation):
+            return proposal
+        decision = run.confirmation(step_id)
+        if decision is None:
+            if run.idle:
+                run.ask_confirmation(step_id, tool.name, proposal.args)
+            return Hold()
+        if decision is False:
+            return Skip(ErrorCode.REJECTED_BY_USER.value, "the user declined", "cancelled")
+        return proposal
+
+
+@dataclass(frozen=True, slots=True)
+class LoopGuardGate:
+    """More than the limit of steps making one exact call stops the run."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """Record the call; a refusal that stops the run when it repeats too often."""
+        looping = run.guard.observe_call(proposal.step_id, proposal.tool.name, proposal.args)
+        if looping:
+            run.emit("verify", LoopDetected(looping, proposal.step_id))
+            return Refuse(ErrorCode.LOOP_DETECTED.value, looping, stop=True)
+        return proposal
+
+
+DEFAULT_GATES: tuple[Gate, ...] = (
+    BudgetGate(),
+    BindArguments(),
+    RewriteArguments(),
+    ValidateArguments(),
+    AllowList(),
+    BusinessRules(),
+    Confirmation(),
+    LoopGuardGate(),
+)
+"""corral's checks before a step, in order; ``(*DEFAULT_GATES, MyGate())`` adds one."""

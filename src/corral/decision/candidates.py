@@ -1,0 +1,64 @@
+"""Which tools may run an admitted step, best first, and why the others may not.
+
+The plan's tool and its declared equivalents, ranked by health and the agent's preference
+(``selector.rank_tools``); with capability matching on, interchangeable tools whose
+description is similar enough are added after them. A candidate runs only when the
+intent allows it and its hard constraint holds. The scheduler tries them in this order,
+going on to the next only when the recovery ladder lets it (``verify.recovery``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
+
+from corral.decision.capabilities import CapabilityIndex, interchangeable
+from corral.decision.policy import DecisionPolicy
+from corral.decision.selector import ToolHealth, rank_tools
+from corral.tools.registry import ToolRegistry
+from corral.tools.spec import ToolSpec
+
+MIN_SIMILARITY = 0.15
+"""Capability matching proposes a tool only above this TF-IDF cosine similarity."""
+
+
+def eligible_tools(
+    planned: ToolSpec,
+    tools: ToolRegistry,
+    health: ToolHealth,
+    prefer: Literal["latency", "cost"],
+    *,
+    allowed: Collection[str],
+    policy: DecisionPolicy,
+    names: Mapping[str, Any],
+    capabilities: CapabilityIndex | None = None,
+    query: str = "",
+) -> tuple[list[ToolSpec], dict[str, str]]:
+    """The tools that may run the step, best first, and tool -> why it may not.
+
+    ``names``: what the tools' constraints read; ``query``: what capability matching
+    compares descriptions with (the step's, the tool's, the run's goal).
+    """
+    ranked = rank_tools(tools, planned.name, health, prefer)
+    if capabilities is not None:
+        similar = capabilities.similarity(query)
+        known = {c.name for c in ranked}
+        ranked += [
+            tools.get(name)
+            for name, score in sorted(similar.items(), key=lambda kv: -kv[1])
+            if score >= MIN_SIMILARITY
+            and name not in known
+            and interchangeable(tools.get(name), planned)
+        ]
+    eligible: list[ToolSpec] = []
+    excluded: dict[str, str] = {}
+    for candidate in ranked:
+        if candidate.name not in allowed:
+            excluded[candidate.name] = "not allowed for this intent"
+            continue
+        ok, reason = policy.allows(candidate.name, names)
+        if ok:
+            eligible.append(candidate)
+        else:
+            excluded[candidate.name] = reason
+    return eligible, excluded

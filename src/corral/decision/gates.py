@@ -1,0 +1,196 @@
+"""The checks before a step starts, as an ordered list of gates.
+
+A gate is a small value with one method, ``check(proposal, run)``. It answers with the
+proposal (unchanged, or with another tool or other arguments: the step may go on to the
+next gate), or with why the step does not start now: ``Refuse`` (it fails before its tool
+is entered), ``Skip`` (on purpose, with the reply that explains why), ``Hold`` (it awaits
+a person) or ``Stop`` (the run stops scheduling; the step stays pending). The first gate
+that does not pass the proposal on decides; the rest are not asked.
+
+The order is data: ``Agent.gates`` (``DEFAULT_GATES`` unless ``Agent.build(gates=...)``
+says otherwise), so a check of one's own is added without touching the scheduler. A gate
+sees the run only through ``GateRun``: the decision layer never names the run loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from corral.decision.budget import BudgetTracker
+from corral.decision.policy import DecisionPolicy
+from corral.errors import ErrorCode
+from corral.events import Payload, StepFinished, StepSkipped
+from corral.planning.validate import CompiledStep
+from corral.tools.registry import ToolRegistry
+from corral.tools.spec import ToolSpec
+from corral.verify.loop_guard import LoopGuard
+from corral.verify.rules import CompiledRule
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """What a step would run: the tool and the arguments decided so far.
+
+    ``args`` is empty until the ``BindArguments`` gate has bound the step's references;
+    a gate placed after it sees the bound (and rewritten) arguments.
+    """
+
+    step: CompiledStep
+    tool: ToolSpec
+    args: dict[str, Any]
+
+    @property
+    def step_id(self) -> str:
+        """The step's id in the plan."""
+        return self.step.step.id
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """The step fails before its tool is entered, with this code and reason.
+
+    ``stop``: the run also stops scheduling and is handed to a person (a loop), with
+    ``code`` when it is an ``ErrorCode``, else ``POLICY_HANDOFF``.
+    """
+
+    code: str
+    reason: str
+    stop: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """The step is skipped on purpose; ``template`` is the reply that explains why."""
+
+    code: str
+    reason: str
+    template: str
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The step does not start now: it awaits a person (the gate asked, or will)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """The run stops scheduling before this step, which stays pending (budget spent)."""
+
+    reason: str
+    code: ErrorCode
+
+
+Answer = Proposal | Refuse | Skip | Hold | Stop
+"""What a gate answers."""
+
+
+class GateRun(Protocol):
+    """What a gate may see of the run it decides for, and where it records why."""
+
+    @property
+    def idle(self) -> bool:
+        """No other step is running, so the run may pause to ask a person."""
+        ...
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The agent's tools."""
+        ...
+
+    @property
+    def policy(self) -> DecisionPolicy:
+        """The agent's tool constraints and argument rewrites."""
+        ...
+
+    @property
+    def rules(self) -> Sequence[CompiledRule]:
+        """The agent's business rules."""
+        ...
+
+    @property
+    def budget(self) -> BudgetTracker:
+        """The run's budget, with what it has used so far."""
+        ...
+
+    @property
+    def guard(self) -> LoopGuard:
+        """The run's loop guard (the verify layer feeds it too)."""
+        ...
+
+    @property
+    def entities(self) -> Mapping[str, Any]:
+        """The entities the user gave."""
+        ...
+
+    @property
+    def allowed_tools(self) -> Collection[str]:
+        """The intent's allow-list, as routed."""
+        ...
+
+    def active_seconds(self) -> float:
+        """Running time of the run so far, excluding pauses."""
+        ...
+
+    def facts(self) -> dict[str, Any]:
+        """Facts, falling back to the entities the user gave."""
+        ...
+
+    def results(self) -> Mapping[str, Any]:
+        """Step id -> data of the steps that succeeded (``$sN.result`` references)."""
+        ...
+
+    def rule_names(self, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """What business rules, constraints and rewrites may read."""
+        ...
+
+    def confirmation(self, step_id: str) -> bool | None:
+        """The person's answer for the step: approved, declined, or not asked yet."""
+        ...
+
+    def ask_confirmation(self, step_id: str, tool: str, args: dict[str, Any]) -> None:
+        """Pause the run with the step's confirmation prompt."""
+        ...
+
+    def emit(self, stage: str, payload: Payload) -> None:
+        """Record an event of the run."""
+        ...
+
+
+class Gate(Protocol):
+    """One check before a step starts."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """Pass the proposal on (perhaps changed), or say why the step does not start."""
+        ...
+
+
+def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal | Stop | None:
+    """Ask the gates in order; the proposal that passed them all, a stop, or ``None``.
+
+    ``None``: the step failed, was skipped or awaits a person; what a refusal or a skip
+    means is recorded here, once for every gate.
+    """
+    for gate in gates:
+        answer = gate.check(proposal, run)
+        if isinstance(answer, Proposal):
+            proposal = answer
+        elif isinstance(answer, Refuse):
+            failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
+            run.emit("execute", failed)
+            return Stop(answer.reason, as_error_code(answer.code)) if answer.stop else None
+        elif isinstance(answer, Skip):
+            skipped = StepSkipped(proposal.step_id, answer.code, answer.reason, answer.template)
+            run.emit("decide", skipped)
+            return None
+        elif isinstance(answer, Stop):
+            return answer
+        else:
+            return None
+    return proposal
+
+
+def as_error_code(code: str) -> ErrorCode:
+    """A code as corral's own, when it is one; a code of a user's gate stops as a handoff."""
+    return ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.POLICY_HANDOFF

@@ -1,0 +1,114 @@
+"""The scheduler's bookkeeping, kept as steps settle instead of rescanning the plan.
+
+Per step: how many of its dependencies have not succeeded, and how many producers of the
+facts read before it are still unsettled. A step with both at zero, pending (or running
+after a crash), is a candidate; a settled step updates only its dependents and the steps
+that wait for it. A step that did not succeed queues its pending dependents to be blocked,
+and blocking walks on through theirs. So one step costs the same whatever the plan's length.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from typing import Any
+
+from corral.contracts import StepStatus
+from corral.planning.validate import PlanGraph
+from corral.runtime.state import StepState
+
+UNSETTLED = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
+BAD = frozenset({StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN})
+
+
+class StepBook:
+    """What the scheduler knows of each step of one graph, updated one step at a time."""
+
+    def __init__(self, graph: PlanGraph, steps: Mapping[str, StepState]) -> None:
+        self.graph = graph
+        self.steps = steps
+        self.index = {sid: i for i, sid in enumerate(graph.order)}
+        self.status = {sid: steps[sid].status for sid in graph.order}
+        self.waited_by: dict[str, list[str]] = {}
+        for sid in graph.order:
+            for other in graph.steps[sid].waits_for:
+                self.waited_by.setdefault(other, []).append(sid)
+        self.unmet = {
+            sid: sum(
+                self.status[d] is not StepStatus.SUCCEEDED
+                for d in set(graph.steps[sid].step.depends_on)
+            )
+            for sid in graph.order
+        }
+        self.waits = {
+            sid: sum(self.status.get(o) in UNSETTLED for o in graph.steps[sid].waits_for)
+            for sid in graph.order
+        }
+        self.results: dict[str, Any] = {}
+        """Step id -> data of the steps that succeeded, for ``$sN.result`` references."""
+        self.started = {sid for sid in graph.order if steps[sid].args is not None}
+        """The steps entered with arguments (the budget counts them)."""
+        self.candidates = {sid for sid in graph.order if self._candidate(sid)}
+        self.to_block: list[tuple[int, str]] = []
+        for sid in graph.order:
+            status = self.status[sid]
+            if status is StepStatus.SUCCEEDED and steps[sid].data is not None:
+                self.results[sid] = steps[sid].data
+            if status in BAD:
+                self._queue_dependents(sid)
+
+    def _candidate(self, sid: str) -> bool:
+        return self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]
+
+    def _queue_dependents(self, sid: str) -> None:
+        for dependent in self.graph.dependents.get(sid, ()):
+            if self.status[dependent] is StepStatus.PENDING:
+                heapq.heappush(self.to_block, (self.index[dependent], dependent))
+
+    def ready(self) -> list[str]:
+        """The candidates, in the plan's topological order."""
+        return sorted(self.candidates, key=self.index.__getitem__)
+
+    def note(self, sid: str) -> None:
+        """Read the step's state again after events about it were emitted."""
+        step = self.steps[sid]
+        if step.args is not None:
+            self.started.add(sid)
+        before, after = self.status[sid], step.status
+        if before is after:
+            return
+        self.status[sid] = after
+        if after is StepStatus.SUCCEEDED:
+            if step.data is not None:
+                self.results[sid] = step.data
+            for dependent in self.graph.dependents.get(sid, ()):
+                self.unmet[dependent] -= 1
+                self._refresh(dependent)
+        if before in UNSETTLED and after not in UNSETTLED:
+            for waiter in self.waited_by.get(sid, ()):
+                self.waits[waiter] -= 1
+                self._refresh(waiter)
+        if after in BAD:
+            self._queue_dependents(sid)
+        self._refresh(sid)
+
+    def _refresh(self, sid: str) -> None:
+        if self._candidate(sid):
+            self.candidates.add(sid)
+        else:
+            self.candidates.discard(sid)
+
+    def next_blocked(self) -> tuple[str, list[str]] | None:
+        """The next pending step to block, and its dependencies that did not succeed.
+
+        In plan order, so a block walks on to its dependents; ``None`` when none is left.
+        """
+        while self.to_block:
+            _, sid = heapq.heappop(self.to_block)
+            if self.status[sid] is not StepStatus.PENDING:
+                continue
+            depends_on = self.graph.steps[sid].step.depends_on
+            bad = [d for d in depends_on if self.status[d] in BAD]
+            if bad:
+                return sid, bad
+        return None
