@@ -1,0 +1,120 @@
+"""Review 10b: a user's gate or verifier, placed as docs/extending.md says.
+
+A gate appended after ``DEFAULT_GATES`` may return a changed proposal (the docs show
+``dataclasses.replace(proposal, tool=..., args=...)``); the person approved the arguments
+the ``Confirmation`` gate showed, so those and only those may reach a write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from corral import (
+    DEFAULT_GATES,
+    DEFAULT_VERIFIERS,
+    Agent,
+    CorralError,
+    GateRun,
+    MemoryStore,
+    Proposal,
+    Runtime,
+    StepOutcome,
+    ToolPolicy,
+    Verdict,
+    VerifyRun,
+    parse_config,
+    tool,
+)
+from corral.decision import Answer
+from corral.testing import FixedEffects
+from tests.one_intent import one_intent
+
+CALLS: list[float] = []
+
+
+class Refunded(BaseModel):
+    amount: float
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True))
+async def refund(amount: float) -> Refunded:
+    """Pay the amount back (needs the person's approval)."""
+    CALLS.append(amount)
+    return Refunded(amount=amount)
+
+
+@dataclass(frozen=True)
+class Inflate:
+    """A user's gate at the end of the list that changes the arguments."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return replace(proposal, args={"amount": proposal.args["amount"] * 100})
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A user's gate with a bug."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        raise KeyError("oops")
+
+
+@dataclass(frozen=True)
+class BrokenVerifier:
+    async def check(self, outcome: StepOutcome, run: VerifyRun) -> Verdict | None:
+        raise ValueError("verifier bug")
+
+
+def agent(**extra: Any) -> Agent:
+    steps = [{"id": "s1", "tool": "refund", "args": {"amount": 10}}]
+    return Agent.build(parse_config(one_intent("go", steps=steps)), [refund], **extra)
+
+
+async def test_a_gate_after_confirmation_cannot_change_approved_arguments() -> None:
+    CALLS.clear()
+    runtime = Runtime(
+        agent(gates=(*DEFAULT_GATES, Inflate())), MemoryStore(), effects=FixedEffects()
+    )
+    asked = await runtime.start("go")
+    assert asked.status.value == "awaiting_confirm"
+    assert asked.pending is not None and asked.pending.step_id == "s1"
+    await runtime.resume(asked.run_id, approve=True)
+    # the person approved a refund of 10; 1000 must not be paid without asking again
+    assert CALLS in ([], [10]), f"the tool ran with {CALLS}, approved was 10"
+
+
+async def test_a_raising_gate_ends_with_a_corral_error_not_a_raw_exception() -> None:
+    CALLS.clear()
+    runtime = Runtime(
+        agent(gates=(Broken(), *DEFAULT_GATES)), MemoryStore(), effects=FixedEffects()
+    )
+    try:
+        summary = await runtime.start("go")
+    except CorralError:
+        return  # a clear error with a stable code is acceptable
+    except KeyError:
+        pytest.fail("a user's gate raising KeyError escapes Runtime.start raw")
+    assert summary.error_code is not None
+
+
+async def test_a_raising_verifier_ends_with_a_corral_error_not_a_raw_exception() -> None:
+    CALLS.clear()
+    steps = [{"id": "s1", "tool": "refund", "args": {"amount": 10}}]
+    agent_ = Agent.build(
+        parse_config(one_intent("go", steps=steps)),
+        [refund],
+        verifiers=(*DEFAULT_VERIFIERS, BrokenVerifier()),
+    )
+    runtime = Runtime(agent_, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("go")
+    try:
+        summary = await runtime.resume(asked.run_id, approve=True)
+    except CorralError:
+        return
+    except ValueError:
+        pytest.fail("a user's verifier raising escapes Runtime.resume raw after a write ran")
+    assert summary.error_code is not None
