@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def check_splits(
         run_id = f"r10b-{uuid.uuid4().hex[:10]}"
         rec, moved = renamed(record, events, run_id)
         bounds = [0, *cut, len(moved)]
-        for start, end in zip(bounds, bounds[1:], strict=False):
+        for start, end in pairwise(bounds):
             if end > start:
                 store.save(rec, moved[start:end])
         assert shape(store.load_events(run_id)) == shape(moved), f"saves split at {cut}"
