@@ -19,6 +19,7 @@ from corral import (
     Agent,
     CorralError,
     GateRun,
+    Hold,
     MemoryStore,
     Proposal,
     Runtime,
@@ -118,3 +119,33 @@ async def test_a_raising_verifier_ends_with_a_corral_error_not_a_raw_exception()
     except ValueError:
         pytest.fail("a user's verifier raising escapes Runtime.resume raw after a write ran")
     assert summary.error_code is not None
+
+
+@dataclass(frozen=True)
+class HoldAlways:
+    """A user's gate that holds the step (``Hold()``: "it awaits a person") without
+    pausing the run for anyone."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return Hold()
+
+
+@dataclass(frozen=True)
+class ForgetsToReturn:
+    """A user's gate missing a ``return proposal`` on one branch (returns ``None``)."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        if proposal.args.get("amount", 0) > 10**6:
+            return proposal
+        return None  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("gate", [HoldAlways(), ForgetsToReturn()])
+async def test_a_step_no_gate_let_through_never_ends_the_run_as_a_success(gate: Any) -> None:
+    CALLS.clear()
+    gates = (*DEFAULT_GATES[:2], gate, *DEFAULT_GATES[2:])
+    runtime = Runtime(agent(gates=gates), MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert CALLS == []
+    # the refund never ran and nobody was asked: the run must not say it succeeded
+    assert (summary.status.value, summary.outcome) != ("finished", "success"), summary.steps
