@@ -23,7 +23,9 @@ from corral import (
     MemoryStore,
     Proposal,
     Runtime,
+    Skip,
     StepOutcome,
+    Stop,
     ToolPolicy,
     Verdict,
     VerifyRun,
@@ -149,3 +151,46 @@ async def test_a_step_no_gate_let_through_never_ends_the_run_as_a_success(gate: 
     assert CALLS == []
     # the refund never ran and nobody was asked: the run must not say it succeeded
     assert (summary.status.value, summary.outcome) != ("finished", "success"), summary.steps
+
+
+@dataclass(frozen=True)
+class ClosedToday:
+    """A user's gate that skips on purpose, with the reply that explains why (the docs:
+    "``template`` is the reply that explains why")."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return Skip("CLOSED", "the refund desk is closed today", "closed")
+
+
+async def test_a_user_skip_replies_with_its_template_not_a_success() -> None:
+    CALLS.clear()
+    steps = [{"id": "s1", "tool": "refund", "args": {"amount": 10}}]
+    templates = {
+        "done": {"en": "Refund issued", "zh": "好了"},
+        "closed": {"en": "Closed today, sorry", "zh": "今天关门"},
+    }
+    config = parse_config(one_intent("go", steps=steps, templates=templates))
+    agent_ = Agent.build(config, [refund], gates=(ClosedToday(), *DEFAULT_GATES))
+    runtime = Runtime(agent_, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert CALLS == []
+    assert summary.steps[0].status.value == "skipped"
+    # the person is told the refund was issued, and the run counts as a success
+    assert (summary.reply, summary.outcome) != ("Refund issued", "success")
+    assert summary.reply == "Closed today, sorry"
+
+
+@dataclass(frozen=True)
+class StopWithOwnCode:
+    """``Stop`` with a code of the user's own, as ``Refuse`` accepts one."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return Stop("maintenance window", "MAINTENANCE")  # type: ignore[arg-type]
+
+
+async def test_a_stop_with_a_users_code_is_a_handoff_not_an_attribute_error() -> None:
+    runtime = Runtime(
+        agent(gates=(StopWithOwnCode(), *DEFAULT_GATES)), MemoryStore(), effects=FixedEffects()
+    )
+    summary = await runtime.start("go")  # AttributeError: 'str' object has no attribute 'value'
+    assert summary.status.value == "handed_off"
