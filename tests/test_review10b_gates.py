@@ -142,7 +142,16 @@ class ForgetsToReturn:
         return None  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("gate", [HoldAlways(), ForgetsToReturn()])
+@dataclass(frozen=True)
+class AsyncGate:
+    """A gate written like a verifier (``async def check``): its answer is a coroutine."""
+
+    async def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return proposal
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("gate", [HoldAlways(), ForgetsToReturn(), AsyncGate()])
 async def test_a_step_no_gate_let_through_never_ends_the_run_as_a_success(gate: Any) -> None:
     CALLS.clear()
     gates = (*DEFAULT_GATES[:2], gate, *DEFAULT_GATES[2:])
