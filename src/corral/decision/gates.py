@@ -184,8 +184,8 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
             skipped = StepSkipped(proposal.step_id, answer.code, answer.reason, answer.template)
             run.emit("decide", skipped)
             return None
-        elif isinstance(answer, Stop):
-            return answer
+        elif isinstance(answer, Stop):  # a user's own code stops as a handoff, as Refuse's
+            return Stop(answer.reason, as_error_code(answer.code))
         else:
             return None
     return proposal
