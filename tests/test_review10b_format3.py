@@ -26,6 +26,7 @@ from corral import (
     parse_config,
     tool,
 )
+from corral.effects import LiveEffects
 from corral.events import Event
 from corral.store.base import RunRecord
 from corral.testing import FixedEffects
@@ -117,3 +118,55 @@ async def test_every_split_into_two_saves_reads_back_the_same_on_postgres() -> N
     record, events = await one_run()
     store = SqlStore.open(postgres_url())
     check_splits(store, record, events, [[k] for k in range(1, len(events))])
+
+
+CONFIRMED: list[float] = []
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True))
+async def refund(amount: float) -> Paid:
+    """A write that waits for the person: the run is saved, paused, and resumed elsewhere."""
+    CONFIRMED.append(amount)
+    return Paid(paid=amount)
+
+
+async def paused_then_resumed(target: str) -> None:
+    FLAKY.clear()
+    CONFIRMED.clear()
+    steps = [
+        {"id": "s1", "tool": "look", "args": {"order_id": "$entities.order_id"}},
+        {
+            "id": "s2",
+            "tool": "refund",
+            "args": {"amount": "$s1.result.total"},
+            "depends_on": ["s1"],
+        },
+    ]
+    agent = Agent.build(parse_config(one_intent("go", steps=steps)), [look, refund])
+    first = Runtime(agent, SqlStore.open(target), effects=LiveEffects())
+    asked = await first.start("go A123")
+    assert asked.status.value == "awaiting_confirm"
+    # another process (a fresh store object, a fresh runtime) approves
+    second = Runtime(agent, SqlStore.open(target), effects=LiveEffects())
+    done = await second.resume(asked.run_id, approve=True)
+    assert (done.outcome, CONFIRMED) == ("success", [12.5])
+    # a third reads the whole log back: the same as what the second folded
+    events = SqlStore.open(target).load_events(asked.run_id)
+    state = await second.load_state(asked.run_id)
+    assert [s.status.value for s in state.steps.values()] == ["succeeded", "succeeded"]
+    attempts = [e for e in events if e.type.value == "tool_attempt"]
+    assert [(e.payload.tool, e.payload.attempt) for e in attempts] == [
+        ("look", 1),
+        ("look", 2),
+        ("refund", 1),
+    ]
+    finished = [e.payload for e in events if e.type.value == "step_finished"]
+    assert [f.result.data for f in finished] == [{"total": 12.5}, {"paid": 12.5}]
+
+
+async def test_a_run_paused_and_resumed_by_another_store_object_on_sqlite(tmp_path: Path) -> None:
+    await paused_then_resumed(str(tmp_path / "r.db"))
+
+
+async def test_a_run_paused_and_resumed_by_another_store_object_on_postgres() -> None:
+    await paused_then_resumed(postgres_url())
