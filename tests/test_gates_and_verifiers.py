@@ -127,8 +127,9 @@ async def test_without_the_gate_the_same_refund_runs() -> None:
 
 
 async def test_a_gate_may_change_the_arguments_the_next_gates_see() -> None:
-    halved_after = agent(300, gates=(*DEFAULT_GATES, HalfOnWeekends(), RefundCap(limit=200)))
-    summary, events = await run(halved_after)
+    # before ValidateArguments, which seals the step (docs/extending.md)
+    gates = (*DEFAULT_GATES[:3], HalfOnWeekends(), *DEFAULT_GATES[3:], RefundCap(limit=200))
+    summary, events = await run(agent(300, gates=gates))
     assert (summary.outcome, CALLS) == ("success", [150])
     started = next(e for e in events if e.type is EventType.STEP_STARTED)
     assert started.data["args"] == {"amount": 150}

@@ -98,7 +98,8 @@ def _runner(runtime: Runtime) -> Callable[[int], Awaitable[int]]:
 def make(latency_s: float, steps: int = 0) -> Callable[[int], Awaitable[int]]:
     """The 5-step DAG, or (``steps``) a chain of that many steps; in-memory store."""
     plan = chain(steps) if steps else DAG
-    return _runner(Runtime(agent(latency_s, plan), MemoryStore()))
+    # a long process that reads each result as it ends keeps a bounded store (README)
+    return _runner(Runtime(agent(latency_s, plan), MemoryStore(max_ended_runs=100)))
 
 
 def durable(db: Path) -> Callable[[int], Awaitable[int]]:

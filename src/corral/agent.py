@@ -6,6 +6,7 @@ template names. A broken agent fails at load with ``CONFIG_INVALID``, not at 3 a
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -203,9 +204,31 @@ class Agent:
             policy=DecisionPolicy.compile(config),
             model=model,
             capabilities=capabilities,
-            gates=DEFAULT_GATES if gates is None else tuple(gates),
-            verifiers=DEFAULT_VERIFIERS if verifiers is None else tuple(verifiers),
+            gates=DEFAULT_GATES if gates is None else _checked_gates(gates),
+            verifiers=DEFAULT_VERIFIERS if verifiers is None else _checked_verifiers(verifiers),
         )
+
+
+def _checked_gates(gates: Sequence[Gate]) -> tuple[Gate, ...]:
+    """Gates whose ``check`` is a plain function: an async one would hold every step."""
+    for gate in gates:
+        if inspect.iscoroutinefunction(getattr(gate, "check", None)):
+            raise ConfigInvalidError(
+                f"gate {type(gate).__name__}: check is async; a gate decides synchronously",
+                hint="make check a plain def (verifiers are the async ones)",
+            )
+    return tuple(gates)
+
+
+def _checked_verifiers(verifiers: Sequence[Verifier]) -> tuple[Verifier, ...]:
+    """Verifiers whose ``check`` is async, as the verify layer awaits it."""
+    for verifier in verifiers:
+        if not inspect.iscoroutinefunction(getattr(verifier, "check", None)):
+            raise ConfigInvalidError(
+                f"verifier {type(verifier).__name__}: check must be async def",
+                hint="a verifier may ask a model (the judge), so it is awaited",
+            )
+    return tuple(verifiers)
 
 
 def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]:

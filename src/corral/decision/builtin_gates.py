@@ -10,6 +10,7 @@ never approves a call that cannot run, and the prompt can show them (``{args.x}`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
 from corral.errors import CorralError, ErrorCode
@@ -78,7 +79,13 @@ class RewriteArguments:
 
 @dataclass(frozen=True, slots=True)
 class ValidateArguments:
-    """Every argument fits the tool's input model, before anyone is asked to approve it."""
+    """Every argument fits the tool's input model, before anyone is asked to approve it.
+
+    It seals the step: a later gate may refuse, skip or hold it, but not change its tool
+    or arguments (``decide`` refuses that with ``EXTENSION_FAILED``).
+    """
+
+    seals: ClassVar[bool] = True
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """A refusal with the validation error, else the proposal."""

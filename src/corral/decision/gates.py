@@ -14,6 +14,7 @@ sees the run only through ``GateRun``: the decision layer never names the run lo
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -170,25 +171,59 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
     """Ask the gates in order; the proposal that passed them all, a stop, or ``None``.
 
     ``None``: the step failed, was skipped or awaits a person; what a refusal or a skip
-    means is recorded here, once for every gate.
+    means is recorded here, once for every gate. A gate that raises, answers something
+    that is not an ``Answer``, or changes the tool or arguments after a gate that seals
+    them (``ValidateArguments``: what is validated, ruled on and approved is what runs)
+    fails the step with ``EXTENSION_FAILED`` and hands the run off.
     """
+    sealed: Proposal | None = None
     for gate in gates:
-        answer = gate.check(proposal, run)
+        answer = _ask(gate, proposal, run, sealed)
         if isinstance(answer, Proposal):
             proposal = answer
-        elif isinstance(answer, Refuse):
+            if getattr(gate, "seals", False):
+                sealed = proposal
+            continue
+        if isinstance(answer, Refuse):
             failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
             run.emit("execute", failed)
             return Stop(answer.reason, as_error_code(answer.code)) if answer.stop else None
-        elif isinstance(answer, Skip):
+        if isinstance(answer, Skip):
             skipped = StepSkipped(proposal.step_id, answer.code, answer.reason, answer.template)
             run.emit("decide", skipped)
             return None
-        elif isinstance(answer, Stop):
-            return answer
-        else:
-            return None
+        if isinstance(answer, Stop):  # a user's own code stops as a handoff, as Refuse's
+            return Stop(answer.reason, as_error_code(answer.code))
+        return None  # Hold: the gate asked a person
     return proposal
+
+
+def _ask(gate: Gate, proposal: Proposal, run: GateRun, sealed: Proposal | None) -> Answer:
+    """One gate's answer; a broken gate's is a refusal that hands the run off."""
+    name = type(gate).__name__
+    try:
+        answer: object = gate.check(proposal, run)
+    except Exception as exc:  # a user's gate: its bug must not crash the run
+        return _broken(f"gate {name} raised {type(exc).__name__}: {exc}")
+    if inspect.iscoroutine(answer):  # written ``async def`` like a verifier
+        answer.close()
+        return _broken(f"gate {name} is async; a gate's check is a plain function")
+    if not isinstance(answer, Proposal | Refuse | Skip | Hold | Stop):
+        return _broken(f"gate {name} answered {answer!r}, which is not an Answer")
+    if (
+        isinstance(answer, Proposal)
+        and sealed is not None
+        and (answer.tool, answer.args) != (sealed.tool, sealed.args)
+    ):
+        return _broken(
+            f"gate {name} changed the step's tool or arguments after they were validated "
+            "(place it before ValidateArguments)"
+        )
+    return answer
+
+
+def _broken(reason: str) -> Refuse:
+    return Refuse(ErrorCode.EXTENSION_FAILED.value, reason, stop=True)
 
 
 def as_error_code(code: str) -> ErrorCode:

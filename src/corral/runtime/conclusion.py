@@ -47,6 +47,13 @@ def conclude(
     if stop is not None:
         loop.handoff(*stop)
         return
+    unsettled = [s for s in steps if s.status in (StepStatus.PENDING, StepStatus.RUNNING)]
+    if unsettled:  # a gate held a step without asking anyone: never a success
+        loop.handoff(
+            f"step {unsettled[0].id} never ran and nobody was asked to approve it",
+            ErrorCode.EXTENSION_FAILED,
+        )
+        return
     optional = _optional(loop)
     failed = [s for s in steps if s.status is StepStatus.FAILED]
     required = [s for s in failed if s.id not in optional]
@@ -142,12 +149,18 @@ def _describe(loop: RunControl, declared: dict[str, Step], step: StepState) -> s
 def _refusal(loop: RunControl) -> str | None:
     """The refusal template when a business rule decides the outcome, else ``None``.
 
-    A step skipped by a rule refuses. So does a step that never ran (blocked by another
-    failure) whose rule can already be judged false from the facts.
+    A step skipped by a rule, or by a gate with a template, refuses. So does a step that
+    never ran (blocked by another failure) whose rule can already be judged false from the
+    facts.
     """
     state = loop.state
     for step in state.steps.values():
-        if step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value and step.refusal:
+        if step.error_code == ErrorCode.REJECTED_BY_USER.value:
+            continue  # the person declined: the run is cancelled, not refused
+        if step.refusal and (
+            step.status is StepStatus.SKIPPED
+            or step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value
+        ):
             return step.refusal
     names = loop.rule_names()
     for step in state.steps.values():

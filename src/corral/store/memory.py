@@ -1,9 +1,11 @@
 """An in-memory store, for tests and benchmarks. Same contract as the SQL store.
 
-It keeps the most recent ``max_ended_runs`` ended runs (finished, failed or handed off)
-and drops older ones as ``purge`` would: a process that drives thousands of runs through
-the default store must not hold every event of every run (memory, and the garbage
-collector's time walking it). Runs that are live or paused are never dropped.
+By default it keeps every run, as a store should: a caller may read any run it started.
+A long-lived process that drives thousands of runs through it and reads each one's
+results at once can bound it with ``max_ended_runs``: then only that many finished or
+failed runs are kept and older ones are dropped as ``purge`` would drop them (memory, and
+the garbage collector's time walking it). Runs that are live, paused or handed off (a
+person still has to act on the packet) are never dropped.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.events import Event
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 
-DEFAULT_MAX_ENDED_RUNS = 100
-"""Ended runs a ``MemoryStore`` keeps by default; ``None`` keeps every one."""
+DEFAULT_MAX_ENDED_RUNS: int | None = None
+"""Ended runs a ``MemoryStore`` keeps by default: every one."""
 
 
 @dataclass
 class MemoryStore:
     """Keeps runs in dicts; nothing survives the process.
 
-    Only the latest ``max_ended_runs`` ended runs are kept (``None``: all); an older
-    ended run is dropped with its events, handoff and lease, as ``purge`` drops one.
+    With ``max_ended_runs`` set, only that many finished or failed runs are kept (the
+    latest); an older one is dropped with its events and lease, as ``purge`` drops one.
+    ``None`` (the default) keeps every run.
     """
 
     runs: dict[str, RunRecord] = field(default_factory=dict)
@@ -40,6 +43,11 @@ class MemoryStore:
     max_ended_runs: int | None = DEFAULT_MAX_ENDED_RUNS
     ended: dict[str, None] = field(default_factory=dict)
     """Ended run ids, oldest first (a dict keeps insertion order)."""
+
+    def __post_init__(self) -> None:
+        if self.max_ended_runs is not None and self.max_ended_runs < 1:
+            bound = self.max_ended_runs
+            raise ValueError(f"max_ended_runs must be at least 1 or None, not {bound}")
 
     def save(
         self,
@@ -75,7 +83,7 @@ class MemoryStore:
             self.handoffs[run.run_id] = handoff
         if lease is not None and release:
             self.release_lease(lease)
-        if run.status in TERMINAL_STATUSES:
+        if run.status in TERMINAL_STATUSES and run.status != "handed_off":
             self._ended(run.run_id)
 
     def _ended(self, run_id: str) -> None:

@@ -97,7 +97,16 @@ async def verify(
     """The first failed verdict, else the last one given (``None``: nobody had a say)."""
     told: Verdict | None = None
     for verifier in verifiers:
-        verdict = await verifier.check(outcome, run)
+        try:
+            verdict = await verifier.check(outcome, run)
+        except Exception as exc:  # a user's verifier: its bug fails the check, not the run
+            name = type(verifier).__name__
+            return Verdict(
+                passed=False,
+                check="success",
+                reason=f"verifier {name} raised {type(exc).__name__}: {exc}",
+                code=ErrorCode.EXTENSION_FAILED.value,
+            )
         if verdict is None:
             continue
         if not verdict.passed:
