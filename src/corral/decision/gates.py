@@ -200,19 +200,20 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
 
 def _ask(gate: Gate, proposal: Proposal, run: GateRun, sealed: Proposal | None) -> Answer:
     """One gate's answer; a broken gate's is a refusal that hands the run off."""
-    name = type(gate).__name__
     try:
         answer: object = gate.check(proposal, run)
     except Exception as exc:  # a user's gate: its bug must not crash the run
-        return _broken(f"gate {name} raised {type(exc).__name__}: {exc}")
-    if inspect.iscoroutine(answer):  # written ``async def`` like a verifier
-        answer.close()
-        return _broken(f"gate {name} is async; a gate's check is a plain function")
-    if not isinstance(answer, Proposal | Refuse | Skip | Hold | Stop):
+        return _broken(f"gate {type(gate).__name__} raised {type(exc).__name__}: {exc}")
+    name = type(gate).__name__
+    if type(answer) is not Proposal and not isinstance(answer, _ANSWERS):
+        if inspect.iscoroutine(answer):  # written ``async def`` like a verifier
+            answer.close()
+            return _broken(f"gate {name} is async; a gate's check is a plain function")
         return _broken(f"gate {name} answered {answer!r}, which is not an Answer")
     if (
-        isinstance(answer, Proposal)
-        and sealed is not None
+        sealed is not None
+        and answer is not sealed
+        and isinstance(answer, Proposal)
         and (answer.tool, answer.args) != (sealed.tool, sealed.args)
     ):
         return _broken(
@@ -220,6 +221,9 @@ def _ask(gate: Gate, proposal: Proposal, run: GateRun, sealed: Proposal | None) 
             "(place it before ValidateArguments)"
         )
     return answer
+
+
+_ANSWERS = (Proposal, Refuse, Skip, Hold, Stop)
 
 
 def _broken(reason: str) -> Refuse:
