@@ -377,3 +377,10 @@ def test_eval_suites_are_read_with_the_same_limits(tmp_path: Path) -> None:
     suite.write_bytes(b"cases:\n  - name: caf\xe9\n")
     with pytest.raises(ConfigInvalidError, match=r"eval\.yaml:2: not UTF-8"):
         load_suite(suite)
+
+
+def test_an_unknown_timezone_is_a_config_error_not_a_crash_at_the_first_date() -> None:
+    with pytest.raises(ConfigInvalidError, match="unknown timezone 'Mars/Olympus'"):
+        parse_config({"name": "x", "intents": [], "timezone": "Mars/Olympus"})
+    shanghai = parse_config({"name": "x", "intents": [], "timezone": "Asia/Shanghai"})
+    assert shanghai.timezone == "Asia/Shanghai"

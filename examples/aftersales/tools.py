@@ -107,7 +107,7 @@ def query_policy(
     if row is None:
         return None
     until = _add_months(purchase_date, row["warranty_months"]) if purchase_date else None
-    today = ctx.received_at.date()
+    today = ctx.today()  # in the agent's timezone, as the purchase date the user said
     return PolicyInfo(
         category=category,
         warranty_months=row["warranty_months"],

@@ -150,7 +150,10 @@ class OrderQuery(BaseModel):
     start_date: date
     end_date: date
     age_days: int
-    """How many days before the run's date the range starts: the constraints read it."""
+    """How many days before the run's date the range starts."""
+    age_months: int
+    """How many calendar months back the range starts (0: this month): the constraints read
+    it, so "三个月前" is the archive on every date (in days it is 89 to 92 days back)."""
     order_status: OrderStatus | None
     period: str
 
@@ -162,7 +165,7 @@ def resolve_order_params(
     order_status: OrderStatus | None = None,
 ) -> OrderQuery:
     """Turn what the user said into query parameters: a date range (default: last 30 days)."""
-    today = ctx.received_at.date()
+    today = ctx.today()  # in the agent's timezone, as the extracted dates are
     if date_range:
         start, end = date.fromisoformat(date_range["start"]), date.fromisoformat(date_range["end"])
         period = date_range.get("text", "")
@@ -177,6 +180,7 @@ def resolve_order_params(
         start_date=start,
         end_date=end,
         age_days=(today - start).days,
+        age_months=(today.year - start.year) * 12 + today.month - start.month,
         order_status=order_status,
         period=period,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -276,6 +277,16 @@ class AgentConfig(_Strict):
     """Entity -> template asking the user for it."""
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     """Extra patterns and fields hidden from logs, traces and handoff packets."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, timezone: str) -> str:
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            known = "an IANA name such as Asia/Shanghai or UTC"
+            raise ValueError(f"unknown timezone {timezone!r} ({known})") from None
+        return timezone
 
     @field_validator("intents")
     @classmethod

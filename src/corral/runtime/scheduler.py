@@ -375,6 +375,7 @@ class Scheduler:
             language=language,
             received_at=self.state.received_at or self.loop.effects.now(),
             render=lambda name, values: renderer.render(name, values, language),
+            timezone=self.agent.config.timezone,
         )
 
     def _attempt_recorder(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from corral.contracts import Language
 
@@ -33,3 +34,14 @@ class ToolContext:
     so that the same run always computes the same answer, in replays too."""
     render: Callable[[str, Mapping[str, Any]], str] | None = None
     """Renders one of the agent's templates; set for every tool."""
+    timezone: str = "UTC"
+    """The agent's timezone (``timezone:`` in agent.yaml), where dates the user says live."""
+
+    def today(self) -> date:
+        """The run's date in the agent's timezone: what "today" and "three months ago" mean.
+
+        ``received_at`` is in UTC; its date can be a day off the user's (at 16:30 UTC it is
+        already tomorrow in Shanghai), and date extraction reads the user's dates in the
+        agent's timezone, so a tool that compares with them must too.
+        """
+        return self.received_at.astimezone(ZoneInfo(self.timezone)).date()
