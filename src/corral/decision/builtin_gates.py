@@ -61,6 +61,8 @@ class RewriteArguments:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The rewritten tool and arguments when a declared rewrite applies."""
         spec, args = proposal.tool, proposal.args
+        if not run.policy.rewrites_tool(spec.name):
+            return proposal
         try:
             rewrite = run.policy.rewrite(spec.name, run.rule_names(args))
             if rewrite is None:
@@ -90,10 +92,10 @@ class ValidateArguments:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """A refusal with the validation error, else the proposal."""
         try:
-            validate_args(proposal.tool, proposal.args)
+            validated = validate_args(proposal.tool, proposal.args)
         except CorralError as exc:
             return _unbound(proposal, run, exc)
-        return proposal
+        return Proposal(proposal.step, proposal.tool, proposal.args, validated)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from pydantic import BaseModel
 
 from corral.decision.budget import BudgetTracker
 from corral.decision.policy import DecisionPolicy
@@ -41,6 +43,9 @@ class Proposal:
     step: CompiledStep
     tool: ToolSpec
     args: dict[str, Any]
+    validated: BaseModel | None = field(default=None, compare=False, repr=False)
+    """``args`` as the tool's input model, once ``ValidateArguments`` has checked them: the
+    call uses it instead of validating the same arguments again."""
 
     @property
     def step_id(self) -> str:

@@ -8,7 +8,7 @@ can be rebuilt from its log.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -56,11 +56,11 @@ class TaskMemory:
         """A new memory holding ``fact``; callers check ``accepts`` first."""
         facts = dict(self.facts)
         facts[fact.name] = fact
-        return replace(self, facts=MappingProxyType(facts))
+        return TaskMemory(self.goal, self.completed_steps, MappingProxyType(facts))
 
     def with_completed(self, summary: str) -> TaskMemory:
         """A new memory with one more completed-step summary."""
-        return replace(self, completed_steps=(*self.completed_steps, summary))
+        return TaskMemory(self.goal, (*self.completed_steps, summary), self.facts)
 
     def values(self) -> dict[str, Any]:
         """Fact name -> value, the slice templates and bindings read."""

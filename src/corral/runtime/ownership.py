@@ -106,11 +106,16 @@ class Ownership:
                     raise
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
-        heartbeat = asyncio.ensure_future(self._heartbeat(held))
+        beats: list[asyncio.Task[None]] = []
+        first_beat = asyncio.get_running_loop().call_later(
+            held.lease.ttl_s / 3, lambda: beats.append(asyncio.ensure_future(self._heartbeat(held)))
+        )  # a timer, not a task: most drives end long before their first renewal
         try:
             yield held
         finally:
-            heartbeat.cancel()
+            first_beat.cancel()
+            for beat in beats:
+                beat.cancel()
             if not held.released:
                 with suppress(StoreError):  # it expires by itself; the outcome is decided
                     await self.io(self.store.release_lease, lease)
@@ -140,16 +145,16 @@ class Ownership:
         return None
 
     async def _heartbeat(self, held: Held) -> None:
-        """Renew the lease while a step runs longer than it; stop once it is lost.
+        """Renew the lease now and every third of its time to live; stop once it is lost.
 
         It reads ``held.lease`` each time: after a new run's first save the lease no
         longer creates its row, and a renewal must not either.
         """
         while True:
-            await asyncio.sleep(held.lease.ttl_s / 3)
             try:
                 await self.io(self.store.renew_lease, held.lease)
             except LeaseLostError:
                 return
             except StoreError:
-                continue  # a blip: the fence on the next save decides
+                pass  # a blip: the fence on the next save decides
+            await asyncio.sleep(held.lease.ttl_s / 3)

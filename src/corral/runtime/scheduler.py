@@ -13,9 +13,11 @@ an equivalent tool, then a replan, then a handoff. Which steps are ready is kept
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
 from corral.decision.candidates import eligible_tools
@@ -79,6 +81,8 @@ class Scheduler:
         self.agent = loop.agent
         self.graph = loop.graph
         self.running: dict[asyncio.Task[_Outcome], str] = {}
+        self.queued: dict[str, Coroutine[Any, Any, _Outcome]] = {}
+        """Calls decided this round, not started yet (see ``_start_queued``)."""
         self.stop: tuple[str, ErrorCode] | None = None
         self.guard = LoopGuard(self.agent.config.limits.max_identical_calls)
         for step in self.state.steps.values():  # rebuild the guard from the log on resume
@@ -109,6 +113,9 @@ class Scheduler:
                     await self._gate_and_dispatch(step_id)
                     if self.state.status.paused or self.stop is not None:
                         break
+            if await self._ran_alone():
+                continue
+            self._start_queued()
             if self.state.status.paused and not self.running:
                 return
             if not self.running:
@@ -132,6 +139,25 @@ class Scheduler:
             reply = await model_reply(self.loop)
         self._stop_on_model_budget()
         conclude(self.loop, self.stop, reply)
+
+    async def _ran_alone(self) -> bool:
+        """Run the round's only call in this task when nothing else runs.
+
+        A chain of steps (and every step that has no sibling) then costs no task and no
+        wait set. The log is the same: with one call in flight, its events come in the
+        same order either way.
+        """
+        if len(self.queued) != 1 or self.running:
+            return False
+        step_id, call = self.queued.popitem()
+        await self._complete(step_id, await call)
+        return True
+
+    def _start_queued(self) -> None:
+        """Start the round's calls as tasks, in dispatch order: they run concurrently."""
+        for step_id, call in self.queued.items():
+            self.running[asyncio.ensure_future(call)] = step_id
+        self.queued.clear()
 
     def _stop_on_model_budget(self) -> None:
         """A model call (judge, replan, reply) that ran out of the wall clock stops the run."""
@@ -227,7 +253,7 @@ class Scheduler:
         step publishes too. RUNNING without a task means the process died mid-step: it
         runs again.
         """
-        in_flight = set(self.running.values())
+        in_flight = {*self.running.values(), *self.queued}
         ready: list[str] = []
         for step_id in self.book.ready():
             if step_id in in_flight:
@@ -252,7 +278,7 @@ class Scheduler:
 
     async def _gate_and_dispatch(self, step_id: str) -> None:
         compiled = self.graph.steps[step_id]
-        self.gates.idle = not self.running
+        self.gates.idle = not self.running and not self.queued
         decided = decide(self.agent.gates, Proposal(compiled, compiled.spec, {}), self.gates)
         self.book.note(step_id)
         if isinstance(decided, Stop):
@@ -265,8 +291,7 @@ class Scheduler:
         self.book.note(step_id)
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
-        task = asyncio.ensure_future(self._execute(compiled, spec, args))
-        self.running[task] = step_id
+        self.queued[step_id] = self._execute(compiled, spec, args, decided.validated)
 
     async def _release_waiting_on(self, settled: str) -> None:
         """Decide the steps that waited for ``settled``, which ended before its tool ran.
@@ -287,9 +312,16 @@ class Scheduler:
     # ------------------------------------------------------------------ the call
 
     async def _execute(
-        self, compiled: CompiledStep, planned: ToolSpec, args: dict[str, Any]
+        self,
+        compiled: CompiledStep,
+        planned: ToolSpec,
+        args: dict[str, Any],
+        validated: BaseModel | None = None,
     ) -> _Outcome:
-        """Decide the tool and call it; on failure try the next eligible tool."""
+        """Decide the tool and call it; on failure try the next eligible tool.
+
+        ``validated``: ``args`` as ``planned``'s input model, when a gate validated them.
+        """
         step, agent, journal = compiled.step, self.agent, self.journal
         candidates, excluded = eligible_tools(
             planned,
@@ -298,9 +330,14 @@ class Scheduler:
             agent.config.tool_preference,
             allowed=self.gates.allowed_tools,
             policy=agent.policy,
-            names=self.loop.rule_names(args),
+            # what constraints read, and capability matching's query: built only when used
+            names=self.loop.rule_names(args) if agent.policy.constraints else {},
             capabilities=agent.capabilities,
-            query=f"{step.description} {planned.description} {self.state.memory.goal}",
+            query=(
+                f"{step.description} {planned.description} {self.state.memory.goal}"
+                if agent.capabilities is not None
+                else ""
+            ),
         )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
@@ -318,7 +355,7 @@ class Scheduler:
                 )
             if write:
                 await self.loop.persist()  # a resumed run knows which write was entered
-            result = await self._call(compiled, spec, args)
+            result = await self._call(compiled, spec, args, validated if spec is planned else None)
             if result.status is not ToolStatus.ERROR:
                 agent.health.record(spec.name, ok=True)
                 break
@@ -330,13 +367,18 @@ class Scheduler:
         return _Outcome(result, args)
 
     async def _call(
-        self, compiled: CompiledStep, spec: ToolSpec, args: dict[str, Any]
+        self,
+        compiled: CompiledStep,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        validated: BaseModel | None = None,
     ) -> ToolResult:
         step_id = compiled.step.id
-        try:
-            validated = validate_args(spec, args)
-        except CorralError as exc:
-            return failed_result(spec.name, exc.code.value, exc.message)
+        if validated is None:  # an equivalent tool, or gates that validate nothing
+            try:
+                validated = validate_args(spec, args)
+            except CorralError as exc:
+                return failed_result(spec.name, exc.code.value, exc.message)
         attempts: list[Attempt] = []
         record = self._attempt_recorder(step_id, spec.name, attempts.append)
         first = self.state.steps[step_id].attempts + 1

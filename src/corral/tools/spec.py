@@ -53,7 +53,7 @@ class ToolSpec:
         """Dumps a result as the declared model; built once, not on every call."""
         return TypeAdapter(self.output_model)
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
         """True for ``async def`` tools; sync tools run in a worker thread."""
         return inspect.iscoroutinefunction(self.fn)
