@@ -47,7 +47,13 @@ def record(
     from datetime import UTC, datetime
 
     from corral.store.sql import SqlStore
-    from corral.testing.recording import failed_runs, parse_since, record_run, recorded_run_ids
+    from corral.testing.recording import (
+        check_choices,
+        failed_runs,
+        parse_since,
+        record_run,
+        recorded_run_ids,
+    )
 
     if suite is None:
         raise InvalidInputError("give the suite file to append to: --suite FILE")
@@ -57,6 +63,7 @@ def record(
         raise InvalidInputError("--since goes with --failed")
     if failed and (name is not None or expect_status is not None):
         raise InvalidInputError("--name and --expect-status go with one RUN_ID, not --failed")
+    check_choices(tier, expect_status)
     period = parse_since(since or "1d") if failed else None
     store = SqlStore.open(_home(home) / "corral.db", read_only=True)
     if period is not None:

@@ -104,13 +104,7 @@ def record_run(
     It expects the run's own final status and outcome, or ``expect_status`` (then the
     outcome only if the status is the recorded one).
     """
-    if tier not in TIER_BARS:
-        raise InvalidInputError(f"--tier must be one of {', '.join(TIER_BARS)}, not {tier!r}")
-    statuses = [s.value for s in RunStatus]
-    if expect_status is not None and expect_status not in statuses:
-        raise InvalidInputError(
-            f"--expect-status must be one of {', '.join(statuses)}, not {expect_status!r}"
-        )
+    check_choices(tier, expect_status)
     run_id = events[0].run_id
     summary = summarize_run(fold(run_id, events))
     expect: dict[str, Any] = {"status": expect_status or summary.status.value}
@@ -130,6 +124,17 @@ def record_run(
     write_log(log, events)
     _append(suite, case, notes)
     return NewCase(title, log)
+
+
+def check_choices(tier: str, expect_status: str | None) -> None:
+    """``INVALID_INPUT`` unless ``tier`` is a tier and ``expect_status`` a run status."""
+    if tier not in TIER_BARS:
+        raise InvalidInputError(f"--tier must be one of {', '.join(TIER_BARS)}, not {tier!r}")
+    statuses = [s.value for s in RunStatus]
+    if expect_status is not None and expect_status not in statuses:
+        raise InvalidInputError(
+            f"--expect-status must be one of {', '.join(statuses)}, not {expect_status!r}"
+        )
 
 
 def _read(suite: Path) -> dict[str, Any]:
