@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from corral import Agent, MemoryStore, RunStatus, Runtime, parse_config
+from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config
 from corral.errors import ConfigInvalidError, InvalidInputError
 from corral.models import ScriptedModel
 from corral.store.codec import FORMAT
@@ -199,7 +199,8 @@ async def test_a_run_planned_by_a_model_replays_with_no_model(tmp_path: Path) ->
     summary = await runtime.start("weather for A1?")
     assert summary.status is RunStatus.FINISHED and len(scripted.requests) == 1
     suite = tmp_path / "suite.yaml"
-    record_run(await runtime.events(summary.run_id), suite, tier="core")
+    events = await runtime.events(summary.run_id)
+    record_run(events, suite, tier="core")
 
     calls_before = len(test_models.CALLS)
     without_model = Agent.build(config, tools)
@@ -220,7 +221,14 @@ async def test_a_run_planned_by_a_model_replays_with_no_model(tmp_path: Path) ->
     )
     red = await run_suite(lambda: Agent.build(narrowed, tools), load_suite(suite))
     assert not red.tiers_met()
-    assert red.results[0].problems[0].startswith("took another path at event seq ")
+    [planned] = [e.seq for e in events if e.type is EventType.MODEL_CALL]
+    assert (
+        red.results[0]
+        .problems[0]
+        .startswith(
+            f"took another path at event seq {planned} (model_call): type 'model_call' recorded"
+        )
+    )
 
 
 async def test_failed_runs_take_only_the_period(tmp_path: Path) -> None:
@@ -266,10 +274,27 @@ def test_a_log_in_a_newer_layout_is_refused_with_config_invalid(tmp_path: Path) 
 def _one_run_events() -> list[Any]:
     import asyncio
 
-    async def go() -> list[Any]:
-        agent = Agent.build(parse_config(test_models.CONFIG), TOOLS)
-        runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
-        summary = await runtime.start("hello there")
-        return await runtime.events(summary.run_id)
+    return asyncio.run(_events_of("hello there"))
 
-    return asyncio.run(go())
+
+async def _events_of(message: str) -> list[Any]:
+    agent = Agent.build(parse_config(test_models.CONFIG), TOOLS)
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start(message)
+    return await runtime.events(summary.run_id)
+
+
+async def test_a_replay_that_goes_further_than_the_log_names_the_extra_event(
+    tmp_path: Path,
+) -> None:
+    events = await _events_of("hello there")
+    suite = tmp_path / "suite.yaml"
+    record_run(events[:-1], suite)  # a log cut before its last event
+    report = await run_suite(
+        lambda: Agent.build(parse_config(test_models.CONFIG), TOOLS), load_suite(suite)
+    )
+    last = events[-1]
+    assert report.results[0].problems[0] == (
+        f"took another path at replayed event seq {last.seq} ({last.type.value}): "
+        "the recorded run has no such event"
+    )
