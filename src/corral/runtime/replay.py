@@ -122,8 +122,12 @@ class ReplayEffects(FixedEffects):
         return bool(before.model_dump(mode="json") == args.model_dump(mode="json"))
 
 
+SIGNATURE_FIELDS = ("type", "step_id", "tool", "status", "to", "error_code", "code", "reply")
+"""The names of ``signature``'s items, in order (to say what differed)."""
+
+
 def signature(event: Event) -> tuple[Any, ...]:
-    """What must be equal between a run and its replay."""
+    """What must be equal between a run and its replay (named by ``SIGNATURE_FIELDS``)."""
     payload = event.payload
     return (
         event.type.value,
@@ -152,6 +156,11 @@ class ReplayReport:
 
 async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     """Replay a recorded run with ``agent`` and compare the paths."""
+    return compare(events, *await replay_events(agent, events))
+
+
+async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event], str | None]:
+    """Replay a recorded run with ``agent``: the new log, and the error that stopped it."""
     from corral.runtime.plan_entry import recorded_entry
     from corral.runtime.runtime import Runtime
 
@@ -183,8 +192,7 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
                 summary = await runtime.resume(run_id, approve=answer.approved)
     except CorralError as exc:
         error = str(exc)
-    new_events = await runtime.events(run_id) if run_id else []
-    return compare(events, new_events, error)
+    return (await runtime.events(run_id) if run_id else []), error
 
 
 def _lane(event: Event) -> str:

@@ -163,8 +163,13 @@ def _case(raw: dict[str, Any], index: int) -> EvalCase:
 
 def load_suite(path: Path) -> EvalSuite:
     """Read and check a suite file."""
+    from corral.testing.recorded import recorded_case  # builds on this module
+
     data = read_yaml_file(path) or {}
-    cases = [_case(raw, i) for i, raw in enumerate(data.get("cases", []), start=1)]
+    cases = [
+        recorded_case(raw, i, path) if "recorded" in raw else _case(raw, i)
+        for i, raw in enumerate(data.get("cases", []), start=1)
+    ]
     now = data.get("now")
     if isinstance(now, str):
         now = datetime.fromisoformat(now)
@@ -193,7 +198,14 @@ def _check(case: EvalCase, summary: RunSummary, tools: list[str]) -> list[str]:
 
 
 async def run_case(runtime: Runtime, case: EvalCase) -> CaseResult:
-    """Play one conversation: the first message, answers to questions, then the approval."""
+    """Play one conversation: the first message, answers to questions, then the approval.
+
+    A recorded case (``corral.testing.recorded``) is replayed from its log instead.
+    """
+    from corral.testing.recorded import RecordedCase, replay_case  # builds on this module
+
+    if isinstance(case, RecordedCase):
+        return await replay_case(runtime.agent, case)
     summary = await runtime.start(case.messages[0])
     for message in case.messages[1:]:
         if summary.status is RunStatus.AWAITING_USER:
