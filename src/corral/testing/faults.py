@@ -139,7 +139,8 @@ class FaultProfile(_Strict):
     models: ModelFaultRates = ModelFaultRates()
     crash: CrashRule = CrashRule()
     only_tools: tuple[str, ...] = ()
-    """Tools the tool faults strike (empty: every tool)."""
+    """Tools the tool faults strike (empty: every read and write; ``compute`` tools are
+    local functions and never meet infrastructure faults)."""
 
     def model_post_init(self, _context: Any) -> None:
         """Reject rates that add up past 1: a draw could not honour them."""
@@ -324,7 +325,9 @@ class FaultInjector:
         """The call, or the fault the schedule holds for it."""
         profile = self.schedule.profile
         n = self.schedule.next_call(spec.name)
-        targeted = not profile.only_tools or spec.name in profile.only_tools
+        targeted = spec.policy.kind != "compute" and (
+            not profile.only_tools or spec.name in profile.only_tools
+        )  # a compute tool is a local function: no network, no service to fail
         kind = self.schedule.draw(spec.name, n, profile.tool_rates()) if targeted else None
         write = spec.policy.kind == "write"
         if kind is not None:
