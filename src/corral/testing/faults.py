@@ -138,12 +138,21 @@ class FaultProfile(_Strict):
     tools: ToolFaultRates = ToolFaultRates()
     models: ModelFaultRates = ModelFaultRates()
     crash: CrashRule = CrashRule()
+    at: dict[str, list[str | None]] = Field(default_factory=dict)
+    """Faults at chosen calls, before any rate: target (a tool, or ``model:LAYER``) -> the
+    fault of its 1st, 2nd... call (``null``: none). ``crash`` after a tool's call kills
+    the process there: ``{create_exchange_order: [crash]}``."""
     only_tools: tuple[str, ...] = ()
     """Tools the tool faults strike (empty: every read and write; ``compute`` tools are
     local functions and never meet infrastructure faults)."""
 
     def model_post_init(self, _context: Any) -> None:
-        """Reject rates that add up past 1: a draw could not honour them."""
+        """Reject rates that add up past 1 and faults that do not exist."""
+        known = {*TOOL_FAULTS, *MODEL_FAULTS, "crash"}
+        for target, kinds in self.at.items():
+            unknown = sorted({k for k in kinds if k is not None} - known)
+            if unknown:
+                raise ValueError(f"at.{target}: unknown faults {unknown}; known: {sorted(known)}")
         for label, rates in (("tools", self.tools), ("models", self.models)):
             total = sum(v for k, v in rates.model_dump().items() if k != "slow_s")
             if total > 1.0 + 1e-9:
@@ -276,7 +285,10 @@ class FaultSchedule:
         return self.calls[target]
 
     def draw(self, target: str, n: int, rates: Mapping[str, float]) -> str | None:
-        """The fault the n-th call of ``target`` meets, or ``None``."""
+        """The fault the n-th call of ``target`` meets, or ``None``: as scripted, else drawn."""
+        scripted = self.profile.at.get(target)
+        if scripted is not None and n <= len(scripted):
+            return scripted[n - 1]
         if not rates:
             return None
         roll = self._rng(target, n).random()
@@ -325,12 +337,14 @@ class FaultInjector:
         """The call, or the fault the schedule holds for it."""
         profile = self.schedule.profile
         n = self.schedule.next_call(spec.name)
-        targeted = spec.policy.kind != "compute" and (
-            not profile.only_tools or spec.name in profile.only_tools
-        )  # a compute tool is a local function: no network, no service to fail
+        # a compute tool is a local function: no network, no service to fail (unless scripted)
+        targeted = spec.name in profile.at or (
+            spec.policy.kind != "compute"
+            and (not profile.only_tools or spec.name in profile.only_tools)
+        )
         kind = self.schedule.draw(spec.name, n, profile.tool_rates()) if targeted else None
         write = spec.policy.kind == "write"
-        if kind is not None:
+        if kind is not None and kind != "crash":  # a crash is counted when it strikes
             self.ledger.faults.append(InjectedFault(spec.name, kind, n))
         if kind == "timeout_before" or (kind == "slow" and profile.tools.slow_s >= timeout_s):
             await self.inner.sleep(timeout_s)
@@ -348,7 +362,8 @@ class FaultInjector:
         if write:
             self.ledger.applied[key] += 1
         eligible = write or not profile.crash.writes_only
-        if eligible and not self.ledger.crashed and self.schedule.crashes():
+        chosen = kind == "crash" or (eligible and self.schedule.crashes())
+        if chosen and not self.ledger.crashed:
             self.ledger.crashed = True
             self.ledger.faults.append(InjectedFault(spec.name, "crash", n))
             raise SimulatedCrash(f"injected crash after {spec.name} acted")
@@ -456,9 +471,10 @@ def rewrite_answer(kind: str, text: str, rng: random.Random) -> str | None:
     if kind == "contradiction":
         return _contradict(data)
     steps = _plan_steps(data)
-    if kind == "wrong_types":
-        changed = _wrong_type(data)
-        return None if changed is None else json.dumps(changed, ensure_ascii=False)
+    if kind == "wrong_types":  # a plan's arguments, else the first value of the answer
+        args = [s["args"] for s in steps or () if isinstance(s.get("args"), dict) and s["args"]]
+        changed = _wrong_type(args[0] if args else data)
+        return None if changed is None else json.dumps(data, ensure_ascii=False)
     if steps is None:
         return None
     if kind == "unknown_tool":
