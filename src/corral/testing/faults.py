@@ -43,10 +43,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from corral.effects import WrappedEffects
 from corral.errors import ConfigInvalidError, ToolFailedError, TransientToolError
 from corral.hashing import stable_hash
 from corral.models.base import ModelResponse
@@ -54,9 +55,6 @@ from corral.safe_yaml import read_yaml_file
 from corral.validation import validation_problems
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
-    from corral.effects import Effects
     from corral.models.base import Model, ModelRequest
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
@@ -92,16 +90,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+Rate = Annotated[float, Field(ge=0, le=1)]
+"""A probability."""
+
+
 class ToolFaultRates(_Strict):
     """The chance that one tool call meets each fault (together at most 1)."""
 
-    timeout_before: float = Field(0.0, ge=0, le=1)
-    transient: float = Field(0.0, ge=0, le=1)
-    permanent: float = Field(0.0, ge=0, le=1)
-    ambiguous: float = Field(0.0, ge=0, le=1)
-    timeout_after: float = Field(0.0, ge=0, le=1)
-    malformed: float = Field(0.0, ge=0, le=1)
-    slow: float = Field(0.0, ge=0, le=1)
+    timeout_before: Rate = 0.0
+    transient: Rate = 0.0
+    permanent: Rate = 0.0
+    ambiguous: Rate = 0.0
+    timeout_after: Rate = 0.0
+    malformed: Rate = 0.0
+    slow: Rate = 0.0
     slow_s: float = Field(2.0, gt=0)
     """How late a slow answer comes (effects time: a test clock does not really wait)."""
 
@@ -109,22 +111,22 @@ class ToolFaultRates(_Strict):
 class ModelFaultRates(_Strict):
     """The chance that one model answer is rewritten by each fault (together at most 1)."""
 
-    malformed_json: float = Field(0.0, ge=0, le=1)
-    prose: float = Field(0.0, ge=0, le=1)
-    unknown_tool: float = Field(0.0, ge=0, le=1)
-    cyclic_plan: float = Field(0.0, ge=0, le=1)
-    long_plan: float = Field(0.0, ge=0, le=1)
-    wrong_types: float = Field(0.0, ge=0, le=1)
-    invented_ids: float = Field(0.0, ge=0, le=1)
-    contradiction: float = Field(0.0, ge=0, le=1)
-    empty: float = Field(0.0, ge=0, le=1)
-    refusal: float = Field(0.0, ge=0, le=1)
+    malformed_json: Rate = 0.0
+    prose: Rate = 0.0
+    unknown_tool: Rate = 0.0
+    cyclic_plan: Rate = 0.0
+    long_plan: Rate = 0.0
+    wrong_types: Rate = 0.0
+    invented_ids: Rate = 0.0
+    contradiction: Rate = 0.0
+    empty: Rate = 0.0
+    refusal: Rate = 0.0
 
 
 class CrashRule(_Strict):
     """Kill the run's process right after a tool acted, before anything was recorded."""
 
-    rate: float = Field(0.0, ge=0, le=1)
+    rate: Rate = 0.0
     """The chance that a case crashes once (at most once per case)."""
     writes_only: bool = True
     """Crash only after a write tool acted: the point where exactly-once is at stake."""
@@ -306,28 +308,11 @@ class FaultSchedule:
 
 
 @dataclass
-class FaultInjector:
+class FaultInjector(WrappedEffects):
     """``Effects`` that pass every call to ``inner``, except where the schedule strikes."""
 
-    inner: Effects
-    schedule: FaultSchedule
+    schedule: FaultSchedule = field(default_factory=lambda: FaultSchedule(FaultProfile(), 0, ""))
     ledger: FaultLedger = field(default_factory=FaultLedger)
-
-    def now(self) -> datetime:
-        """The wrapped clock."""
-        return self.inner.now()
-
-    def monotonic(self) -> float:
-        """The wrapped monotonic clock."""
-        return self.inner.monotonic()
-
-    def new_id(self, prefix: str) -> str:
-        """The wrapped id source."""
-        return self.inner.new_id(prefix)
-
-    async def sleep(self, seconds: float) -> None:
-        """The wrapped sleep."""
-        await self.inner.sleep(seconds)
 
     # ------------------------------------------------------------------ tools
 

@@ -47,6 +47,7 @@ from corral.events import (
     UserMessage,
     Verified,
 )
+from corral.intent.grounding import leaves
 from corral.runtime.scheduler import idempotency_key
 from corral.testing.faults import FaultLedger
 
@@ -124,14 +125,7 @@ class Transcript:
 
 def _leaves(value: Any) -> Iterable[Any]:
     """The scalar values inside ``value`` (booleans and ``None`` say nothing of origin)."""
-    if isinstance(value, dict):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            yield from _leaves(item)
-    elif value is not None and not isinstance(value, bool):
-        yield value
+    return (v for v in leaves(value) if v is not None and not isinstance(v, bool))
 
 
 def _normal(value: Any) -> str:
