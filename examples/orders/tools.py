@@ -299,24 +299,30 @@ class Refund(BaseModel):
     amount_cny: float
 
 
+def find_refund_by_key(order_id: str, ctx: ToolContext) -> Refund | None:
+    """The refund this run's key opened, if any: settles a refund whose outcome is unknown."""
+    with _connect(ctx) as conn:
+        row = conn.execute(
+            "SELECT * FROM refunds WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
+    if row is None:
+        return None
+    return Refund(refund_id=row["refund_id"], order_id=order_id, amount_cny=row["amount_cny"])
+
+
 @tool(
     policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True),
     summary="refund {refund_id}",
+    reconcile=find_refund_by_key,
 )
 def request_refund(
     order_id: str, reason: str, ctx: ToolContext, amount_cny: float | None = None
 ) -> Refund:
     """Open a refund (return) for an order; idempotent by the run's key."""
+    existing = find_refund_by_key(order_id, ctx)
+    if existing is not None:
+        return existing
     with _connect(ctx) as conn:
-        existing = conn.execute(
-            "SELECT * FROM refunds WHERE idempotency_key = ?", (ctx.idempotency_key,)
-        ).fetchone()
-        if existing:
-            return Refund(
-                refund_id=existing["refund_id"],
-                order_id=order_id,
-                amount_cny=existing["amount_cny"],
-            )
         found = _find(conn, order_id)
         paid = float(found[0]["amount_cny"]) if found else 0.0
         amount = min(amount_cny, paid) if amount_cny is not None else paid
@@ -333,9 +339,16 @@ class AddressChange(BaseModel):
     new_address: str
 
 
+def find_address_change_by_key(order_id: str, ctx: ToolContext) -> AddressChange | None:
+    """The address change this run's key made, if any (settles an unknown outcome)."""
+    row = _ledger_row(ctx, "address_changes")
+    return AddressChange(order_id=order_id, new_address=row["new_address"]) if row else None
+
+
 @tool(
     policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True),
     summary="{order_id} → {new_address}",
+    reconcile=find_address_change_by_key,
 )
 def update_address(order_id: str, new_address: str, ctx: ToolContext) -> AddressChange:
     """Change the delivery address of an order that has not shipped; idempotent."""
@@ -343,6 +356,15 @@ def update_address(order_id: str, new_address: str, ctx: ToolContext) -> Address
         ctx, "address_changes", order_id, "address = ?", (new_address,), (order_id, new_address)
     )
     return AddressChange(order_id=order_id, new_address=new_address)
+
+
+def _ledger_row(ctx: ToolContext, ledger: str) -> sqlite3.Row | None:
+    """The row this run's key wrote to ``ledger`` (a write's record of its effect), if any."""
+    with _connect(ctx) as conn:
+        row: sqlite3.Row | None = conn.execute(
+            f"SELECT * FROM {ledger} WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
+    return row
 
 
 def _update_once(
@@ -378,9 +400,19 @@ class Cancellation(BaseModel):
     canceled: bool
 
 
+def find_cancellation_by_key(order_id: str, ctx: ToolContext) -> Cancellation | None:
+    """The cancellation this run's key made, if any (settles an unknown outcome)."""
+    return (
+        Cancellation(order_id=order_id, canceled=True)
+        if _ledger_row(ctx, "cancellations")
+        else None
+    )
+
+
 @tool(
     policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True),
     summary="{order_id} canceled",
+    reconcile=find_cancellation_by_key,
 )
 def cancel_order(order_id: str, ctx: ToolContext) -> Cancellation:
     """Cancel an order that has not shipped. The only way to cancel: never a status edit."""

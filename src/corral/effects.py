@@ -200,3 +200,42 @@ class FixedEffects:
     ) -> ModelResponse:
         """Really ask the model (a ScriptedModel in most tests), within the deadline."""
         return await self._live.call_model(model, request, deadline_s)
+
+
+@dataclass
+class WrappedEffects:
+    """Passes every effect to ``inner``: a wrapper overrides only what it changes.
+
+    Fault injection (crash points, ``corral.testing.faults``) wraps the effects a run was
+    given this way, so the clock, ids and sleeps stay the wrapped ones.
+    """
+
+    inner: Effects
+
+    def now(self) -> datetime:
+        """The wrapped clock."""
+        return self.inner.now()
+
+    def monotonic(self) -> float:
+        """The wrapped monotonic clock."""
+        return self.inner.monotonic()
+
+    def new_id(self, prefix: str) -> str:
+        """The wrapped id source."""
+        return self.inner.new_id(prefix)
+
+    async def sleep(self, seconds: float) -> None:
+        """The wrapped sleep."""
+        await self.inner.sleep(seconds)
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        """The wrapped tool call."""
+        return await self.inner.call_tool(spec, args, context, timeout_s)
+
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
+        """The wrapped model call."""
+        return await self.inner.call_model(model, request, deadline_s)

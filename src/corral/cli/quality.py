@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -21,6 +23,7 @@ from corral.cli.common import (
     _print_report,
     app,
     console,
+    err_console,
 )
 from corral.observe.terminal import visible
 
@@ -36,51 +39,116 @@ def eval_suite(
         Path | None, typer.Option("--suite", help="Default: AGENT_DIR/eval.yaml")
     ] = None,
     model: ModelOption = None,
+    faults: Annotated[
+        str | None,
+        typer.Option(
+            "--faults",
+            help="Inject faults: none, flaky-10, flaky-30, hostile-model, crashy, or a YAML file",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the fault schedule")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Cases run at once")] = 1,
+    baseline: Annotated[
+        Path | None,
+        typer.Option("--baseline", help="A saved `--json` report: list what changed since"),
+    ] = None,
+    markdown_out: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write the report as Markdown here")
+    ] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Run an eval suite; exit 1 when a tier misses its bar (core 100 %, regular 95 %).
+    """Run an eval suite and report the seed 003 metrics; exit 1 when it misses a bar.
 
-    --model replaces only the agent's model name, as for `corral run`.
+    The bars: each tier's pass rate (core 100 %, regular 95 %), and the counts that must
+    be zero (duplicate effects, fabricated outcomes, invented arguments).
+    --model replaces only the agent's model name, as for `corral run`. --faults strikes
+    tool calls and model answers at the effects boundary, on a schedule fixed by --seed.
     """
     import asyncio
     import tempfile
 
-    from rich.table import Table
-
+    from corral.testing.eval_report import compare, load_baseline, markdown
     from corral.testing.evaluation import load_suite, run_suite
+    from corral.testing.faults import load_profile
 
     folder = _home(home)
     scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
+    profile = load_profile(faults) if faults else None
+    before = load_baseline(baseline) if baseline else None
+    cases = load_suite(suite or agent_dir / "eval.yaml")
 
     def fresh_agent() -> Agent:
         return _load(agent_dir, folder, model, data_dir=Path(tempfile.mkdtemp(dir=scratch)))
 
     agent = fresh_agent()
     started = time.perf_counter()
-    report = asyncio.run(run_suite(fresh_agent, load_suite(suite or agent_dir / "eval.yaml")))
+    with _progress(len(cases.cases), quiet=as_json) as advance:
+        report = asyncio.run(
+            run_suite(fresh_agent, cases, faults=profile, seed=seed, jobs=jobs, on_case=advance)
+        )
     figures = {**report.as_json(), "seconds": round(time.perf_counter() - started, 2)}
+    if profile is not None:
+        figures.update(fault_profile=profile.name, seed=seed)
+    if before is not None:
+        figures["since_baseline"] = compare(figures, before)
+    if markdown_out is not None:
+        markdown_out.write_text(markdown(figures, f"eval {agent.name}"), encoding="utf-8")
     if as_json:
         typer.echo(json.dumps(figures, ensure_ascii=False))
     else:
-        table = Table(title=f"eval {agent.name}: {figures['cases']} cases", show_header=False)
-        table.add_row("pass rate", _pct(report.pass_rate()))
-        for tier, rate in figures["tiers"].items():
-            table.add_row(f"  {tier}", _pct(rate))
-        table.add_row("completion rate", _pct(report.completion_rate))
-        table.add_row("partial completion rate", _pct(report.partial_completion_rate))
-        outcomes = ", ".join(f"{k} ×{n}" for k, n in figures["outcomes"].items()) or "none"
-        table.add_row("outcomes", outcomes)
-        table.add_row("average steps", f"{report.average_steps:.2f}")
-        failures = ", ".join(f"{k} ×{n}" for k, n in figures["tool_failures"].items()) or "none"
-        table.add_row("tool failures", failures)
-        table.add_row("seconds", str(figures["seconds"]))
-        console.print(table)
-        for failure in figures["failures"]:
-            line = f" [{failure['tier']}] {failure['case']}: " + "; ".join(failure["problems"])
-            console.print(Text.assemble(("✗", "red"), visible(line)))  # not markup: a tier in []
-    if not report.tiers_met():
+        _print_eval(figures, agent.name)
+    if not report.passed_bars():
         raise typer.Exit(1)
+
+
+@contextmanager
+def _progress(total: int, *, quiet: bool) -> Iterator[Callable[[object], None]]:
+    """A progress bar over the cases (on stderr), or nothing with --json."""
+    if quiet:
+        yield lambda _result: None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("cases", total=total)
+        yield lambda _result: bar.advance(task)
+
+
+def _print_eval(figures: dict[str, Any], name: str) -> None:
+    from rich.table import Table
+
+    metrics, zero = figures["metrics"], figures["must_be_zero"]
+    table = Table(title=f"eval {name}: {figures['cases']} cases", show_header=False)
+    if "fault_profile" in figures:
+        injected = ", ".join(f"{k} ×{n}" for k, n in figures["faults"]["injected"].items())
+        table.add_row("faults", f"{figures['fault_profile']} (seed {figures['seed']}): {injected}")
+    table.add_row("pass rate", _pct(figures["pass_rate"]))
+    for tier, rate in figures["tiers"].items():
+        table.add_row(f"  {tier}", _pct(rate))
+    table.add_row("task success rate", _pct(metrics["task_success_rate"]))
+    table.add_row("completion rate", _pct(figures["completion_rate"]))
+    table.add_row("partial completion rate", _pct(metrics["partial_completion_rate"]))
+    table.add_row("recoverability", _pct(metrics["recoverability"]))
+    table.add_row("verifiability", _pct(metrics["verifiability"]))
+    for cost, spread in metrics["cost"].items():
+        values = f"{spread['mean']:g} mean, {spread['p50']:g} p50, {spread['p95']:g} p95"
+        table.add_row(f"{cost.replace('_', ' ')} per case", values)
+    for count, value in zero.items():
+        style = "green" if value == 0 else "bold red"
+        table.add_row(count.replace("_", " "), f"[{style}]{value}[/{style}]")
+    outcomes = ", ".join(f"{k} ×{n}" for k, n in figures["outcomes"].items()) or "none"
+    table.add_row("outcomes", outcomes)
+    table.add_row("average steps", f"{figures['average_steps']:.2f}")
+    failures = ", ".join(f"{k} ×{n}" for k, n in figures["tool_failures"].items()) or "none"
+    table.add_row("tool failures", failures)
+    table.add_row("seconds", str(figures["seconds"]))
+    console.print(table)
+    for change, cases in figures.get("since_baseline", {}).items():
+        console.print(visible(f"{change.replace('_', ' ')}: {', '.join(cases) or 'none'}"))
+    for failure in figures["failures"]:
+        line = f" [{failure['tier']}] {failure['case']}: " + "; ".join(failure["problems"])
+        console.print(Text.assemble(("✗", "red"), visible(line)))  # not markup: a tier in []
 
 
 intent_app = typer.Typer(no_args_is_help=True, help="Train and evaluate the intent classifier.")

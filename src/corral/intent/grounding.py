@@ -262,13 +262,14 @@ def number_key(value: float) -> float:
     return round(value, 6) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def _leaves(value: object) -> Iterator[object]:
+def leaves(value: object) -> Iterator[object]:
+    """Every scalar inside nested mappings, lists and tuples (depth first)."""
     if isinstance(value, Mapping):
         for item in value.values():
-            yield from _leaves(item)
+            yield from leaves(item)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _leaves(item)
+            yield from leaves(item)
     else:
         yield value
 
@@ -299,9 +300,9 @@ class Evidence:
 
         ``now`` is the run's recorded clock; without it relative dates are not resolved.
         """
-        leaves = [leaf for value in known for leaf in _leaves(value)]
-        strings = {leaf for leaf in leaves if isinstance(leaf, str)}
-        found = [*quantities(said), *(q for leaf in leaves for q in value_quantities(leaf))]
+        scalars = [leaf for value in known for leaf in leaves(value)]
+        strings = {leaf for leaf in scalars if isinstance(leaf, str)}
+        found = [*quantities(said), *(q for leaf in scalars for q in value_quantities(leaf))]
         days = said_dates(said, now, timezone) if now is not None else set()
         days |= {d for s in strings if (d := parse_date(s)) is not None}
         return cls(
@@ -310,7 +311,7 @@ class Evidence:
             numbers=frozenset((number_key(q.value), q.unit) for q in found if not q.in_date),
             date_numbers=frozenset(number_key(q.value) for q in found if q.in_date),
             dates=frozenset(days),
-            bools=frozenset(leaf for leaf in leaves if isinstance(leaf, bool)),
+            bools=frozenset(leaf for leaf in scalars if isinstance(leaf, bool)),
         )
 
 
@@ -451,7 +452,7 @@ def ground_argument(
     except (ValidationError, PydanticSchemaGenerationError):
         # A reference blanked inside an object cannot be coerced: ground what was written,
         # strings as whole tokens. Anything else that does not fit is not the tool's value.
-        blanked = any(leaf is None for leaf in _leaves(value))
+        blanked = any(leaf is None for leaf in leaves(value))
         return blanked and grounded(value, evidence, declared, key=key, tokens=True)
     if isinstance(value, bool) and not isinstance(typed, bool):
         return False

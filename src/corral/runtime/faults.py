@@ -20,11 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-if TYPE_CHECKING:
-    from datetime import datetime
+from corral.effects import WrappedEffects
 
-    from corral.effects import Effects
-    from corral.models.base import Model, ModelRequest, ModelResponse
+if TYPE_CHECKING:
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
 
@@ -67,27 +65,10 @@ class Faults:
 
 
 @dataclass
-class FaultyEffects:
+class FaultyEffects(WrappedEffects):
     """Wraps real effects and crashes around tool calls at the armed points."""
 
-    inner: Effects
-    faults: Faults
-
-    def now(self) -> datetime:
-        """The wrapped clock."""
-        return self.inner.now()
-
-    def monotonic(self) -> float:
-        """The wrapped monotonic clock."""
-        return self.inner.monotonic()
-
-    def new_id(self, prefix: str) -> str:
-        """The wrapped id source."""
-        return self.inner.new_id(prefix)
-
-    async def sleep(self, seconds: float) -> None:
-        """The wrapped sleep."""
-        await self.inner.sleep(seconds)
+    faults: Faults = field(default_factory=Faults)
 
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
@@ -97,9 +78,3 @@ class FaultyEffects:
         result = await self.inner.call_tool(spec, args, context, timeout_s)
         self.faults.hit("after_tool")
         return result
-
-    async def call_model(
-        self, model: Model, request: ModelRequest, deadline_s: float | None = None
-    ) -> ModelResponse:
-        """The wrapped model call."""
-        return await self.inner.call_model(model, request, deadline_s)

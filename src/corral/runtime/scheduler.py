@@ -182,16 +182,18 @@ class Scheduler:
         """Settle the writes that were in flight when an earlier process died.
 
         A step found ``running`` on resume, whose write tool was already selected (that
-        event is stored before a write is entered), may or may not have acted. Only an
-        idempotent tool is entered again (by ``_ready``, with the same key); any other
-        write is settled by its reconciler, or ends as ``OUTCOME_UNKNOWN``.
+        event is stored before a write is entered), may or may not have acted. A write
+        with a reconciler is looked up first: found, the step succeeded; proven not to
+        have acted, it is entered again (by ``_ready``, with the same key). An idempotent
+        write without a reconciler is entered again at once; any other ends as
+        ``OUTCOME_UNKNOWN``.
         """
         for step_id in self.graph.order:
             step = self.state.steps[step_id]
             if step.status is not StepStatus.RUNNING or step.tool_used is None:
                 continue
             spec = self.agent.tools.write(step.tool_used)
-            if spec is None or spec.policy.idempotent:
+            if spec is None or (spec.policy.idempotent and spec.reconcile is None):
                 continue
             message = (
                 f"the run stopped while {spec.name} was running; "
@@ -207,6 +209,8 @@ class Scheduler:
                 "TOOL_FAILED",
                 not_found_proves=not self.loop.earlier_owner_may_live,
             )
+            if spec.policy.idempotent and reconciled_outcome(settled) == "not_applied":
+                continue  # it never acted: ``_ready`` enters it again, with the same key
             await self._complete(step_id, _Outcome(settled, args))
 
     async def _reconciled(
@@ -381,18 +385,25 @@ class Scheduler:
                 return failed_result(spec.name, exc.code.value, exc.message)
         attempts: list[Attempt] = []
         record = self._attempt_recorder(step_id, spec.name, attempts.append)
-        first = self.state.steps[step_id].attempts + 1
-        result = await invoke_tool(
-            spec, validated, self._context(step_id, args, spec), self.loop.effects, record, first
-        )
-        last = attempts[-1] if attempts else None
-        if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
-            return result
-        if last.in_flight:  # "not found" proves nothing while the thread may still act
-            return result
-        return await self._reconciled(
-            step_id, spec, args, result, last.error_code or ErrorCode.TOOL_FAILED.value
-        )
+        context = self._context(step_id, args, spec)
+        retry = spec.policy.retry
+        while True:
+            first = self.state.steps[step_id].attempts + 1
+            result = await invoke_tool(spec, validated, context, self.loop.effects, record, first)
+            last = attempts[-1] if attempts else None
+            if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
+                return result
+            if last.in_flight:  # "not found" proves nothing while the thread may still act
+                return result
+            cause = last.error_code or ErrorCode.TOOL_FAILED.value
+            settled = await self._reconciled(step_id, spec, args, result, cause)
+            # The reconciler proved the write did not act: entering it again cannot act twice.
+            retries = len(attempts) - 1
+            if reconciled_outcome(settled) != "not_applied" or not last.retryable:
+                return settled
+            if retries >= retry.max_retries:
+                return settled
+            await self.loop.effects.sleep(retry.delay(retries + 1))
 
     def _context(
         self, step_id: str, args: dict[str, Any], spec: ToolSpec | None = None

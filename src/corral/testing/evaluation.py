@@ -13,7 +13,9 @@ distribution.
 
 from __future__ import annotations
 
+import asyncio
 import statistics
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +31,14 @@ from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSel
 from corral.runtime.runtime import Runtime
 from corral.safe_yaml import read_yaml_file
 from corral.store.memory import MemoryStore
+from corral.testing.faults import (
+    FaultInjector,
+    FaultLedger,
+    FaultProfile,
+    FaultSchedule,
+    SimulatedCrash,
+)
+from corral.testing.reliability import ReliabilityReport, Transcript, transcript_from_events
 
 TIER_BARS = {"core": 1.0, "regular": 0.95, "exploratory": 0.0}
 _EXPECT_KEYS = ("intent", "status", "outcome", "reply_contains", "tools", "source")
@@ -62,6 +72,8 @@ class CaseResult:
     summary: RunSummary
     tools: list[str]
     tool_failures: list[tuple[str, str]] = field(default_factory=list)
+    transcript: Transcript | None = None
+    """The case for the reliability metrics (every run it made, and the fault ledger)."""
 
     @property
     def passed(self) -> bool:
@@ -123,9 +135,19 @@ class SuiteReport:
         tiers = {r.case.tier for r in self.results}
         return all(self.pass_rate(t) >= TIER_BARS.get(t, 0.0) for t in tiers)
 
+    @property
+    def reliability(self) -> ReliabilityReport:
+        """The seed 003 metrics and the must-be-zero counts over every case."""
+        return ReliabilityReport([r.transcript for r in self.results if r.transcript])
+
+    def passed_bars(self) -> bool:
+        """Tiers met and every must-be-zero count zero: what ``corral eval`` exits 0 on."""
+        return self.tiers_met() and not any(self.reliability.must_be_zero().values())
+
     def as_json(self) -> dict[str, Any]:
         """Figures and failures, JSON-ready."""
         tiers = sorted({r.case.tier for r in self.results})
+        reliability = self.reliability
         return {
             "cases": len(self.results),
             "pass_rate": round(self.pass_rate(), 4),
@@ -136,10 +158,22 @@ class SuiteReport:
             "outcomes": dict(sorted(self.outcomes.items())),
             "average_steps": round(self.average_steps, 2),
             "tool_failures": {f"{t}:{c}": n for (t, c), n in self.tool_failures.items()},
+            "metrics": reliability.metrics(),
+            "must_be_zero": reliability.must_be_zero(),
+            "faults": reliability.faults(),
             "failures": [
                 {"case": r.case.name, "tier": r.case.tier, "problems": r.problems}
                 for r in self.results
                 if not r.passed
+            ],
+            "results": [
+                {
+                    "case": r.case.name,
+                    "tier": r.case.tier,
+                    "passed": r.passed,
+                    "outcome": r.summary.outcome or r.summary.status.value,
+                }
+                for r in self.results
             ],
         }
 
@@ -176,7 +210,25 @@ def load_suite(path: Path) -> EvalSuite:
     return EvalSuite(cases, now)
 
 
-def _check(case: EvalCase, summary: RunSummary, tools: list[str]) -> list[str]:
+def _served_by(tools: list[str], group: Callable[[str], str]) -> list[str]:
+    """The tools as the steps they served, each named by its equivalence group.
+
+    An equivalent that took over after a failure (``[search, search_archive]``, one step)
+    then counts as the tool it stands for: a fault met and recovered is not a wrong path.
+    """
+    served: list[str] = []
+    for name in tools:
+        if not served or group(name) != served[-1]:
+            served.append(group(name))
+    return served
+
+
+def _check(
+    case: EvalCase,
+    summary: RunSummary,
+    tools: list[str],
+    group: Callable[[str], str] = str,
+) -> list[str]:
     expect, problems = case.expect, []
     label = summary.intent.label if summary.intent else None
     if "intent" in expect and label != expect["intent"]:
@@ -192,36 +244,89 @@ def _check(case: EvalCase, summary: RunSummary, tools: list[str]) -> list[str]:
         problems.append(f"outcome {summary.outcome!r}, expected {expect['outcome']!r}")
     if "reply_contains" in expect and str(expect["reply_contains"]) not in (summary.reply or ""):
         problems.append(f"reply {summary.reply!r} lacks {expect['reply_contains']!r}")
-    if "tools" in expect and tools != expect["tools"]:
+    if (
+        "tools" in expect
+        and tools != expect["tools"]
+        and _served_by(tools, group) != _served_by(list(expect["tools"]), group)
+    ):
         problems.append(f"tools {tools}, expected {expect['tools']}")
     return problems
 
 
-async def run_case(runtime: Runtime, case: EvalCase) -> CaseResult:
+async def run_case(
+    runtime: Runtime, case: EvalCase, ledger: FaultLedger | None = None
+) -> CaseResult:
     """Play one conversation: the first message, answers to questions, then the approval.
 
-    A recorded case (``corral.testing.recorded``) is replayed from its log instead.
+    A run whose process "dies" (an injected ``SimulatedCrash``) is resumed from its store
+    by a fresh ``Runtime``, as a restarted process would; ``ledger`` is what the fault
+    injector saw (an empty one when no faults are injected). A recorded case
+    (``corral.testing.recorded``) is replayed from its log instead.
     """
     from corral.testing.recorded import RecordedCase, replay_case  # builds on this module
 
     if isinstance(case, RecordedCase):
         return await replay_case(runtime.agent, case)
-    summary = await runtime.start(case.messages[0])
+    started = time.perf_counter()
+    runs: list[str] = []
+
+    async def turn(message: str | None, run_id: str | None = None) -> RunSummary:
+        """A new message, an answer to ``run_id``'s question, or (``None``) the approval."""
+        nonlocal runtime
+        try:
+            if run_id is None:
+                summary = await runtime.start(message or "")
+            elif message is None:
+                summary = await runtime.resume(run_id, approve=case.approve)
+            else:
+                summary = await runtime.resume(run_id, answer=message)
+        except SimulatedCrash:
+            runtime = Runtime(runtime.agent, runtime.store, effects=runtime.effects)
+            summary = await runtime.resume(_last_run(runtime))
+        if summary.run_id not in runs:
+            runs.append(summary.run_id)
+        return summary
+
+    summary = await turn(case.messages[0])
     for message in case.messages[1:]:
-        if summary.status is RunStatus.AWAITING_USER:
-            summary = await runtime.resume(summary.run_id, answer=message)
-        else:
-            summary = await runtime.start(message)
+        waiting = summary.status is RunStatus.AWAITING_USER
+        summary = await turn(message, summary.run_id if waiting else None)
     if case.approve is not None and summary.status is RunStatus.AWAITING_CONFIRM:
-        summary = await runtime.resume(summary.run_id, approve=case.approve)
-    events = await runtime.events(summary.run_id)
-    tools = tools_selected(events)
+        summary = await turn(None, summary.run_id)
+    events = [e for run_id in runs for e in await runtime.events(run_id)]
+    last = [e for e in events if e.run_id == summary.run_id]
+    tools = tools_selected(last)
     failures = [
         (e.payload.tool, e.payload.error_code or ErrorCode.TOOL_FAILED.value)
-        for e in events
+        for e in last
         if isinstance(e.payload, ToolAttempt) and e.payload.status == "error"
     ]
-    return CaseResult(case, _check(case, summary, tools), summary, tools, failures)
+    problems = _check(case, summary, tools, _equivalence(runtime.agent))
+    transcript = transcript_from_events(
+        events,
+        case=case.name,
+        tier=case.tier,
+        passed=not problems,
+        partial=summary.outcome == "partial",
+        writes=frozenset(s.name for s in runtime.agent.tools if s.policy.kind == "write"),
+        ledger=ledger or FaultLedger(),
+        wall_s=time.perf_counter() - started,
+    )
+    return CaseResult(case, problems, summary, tools, failures, transcript)
+
+
+def _equivalence(agent: Agent) -> Callable[[str], str]:
+    """Tool name -> its ``equivalent_group`` (or itself): what may stand in for it."""
+    groups = {spec.name: spec.policy.equivalent_group or spec.name for spec in agent.tools}
+    return lambda name: groups.get(name, name)
+
+
+def _last_run(runtime: Runtime) -> str:
+    """The run a crash interrupted: the newest one in the store that has not ended."""
+    for record in runtime.store.list_runs(limit=5):
+        if not RunStatus(record.status).terminal:
+            return record.run_id
+    raise RuntimeError("a run crashed but none is left unfinished in the store")
 
 
 def tools_selected(events: list[Event]) -> list[str]:
@@ -258,11 +363,20 @@ async def run_suite(
     make_agent: Callable[[], Agent],
     suite: EvalSuite,
     effects: Callable[[], Effects] | None = None,
+    *,
+    faults: FaultProfile | None = None,
+    seed: int = 0,
+    jobs: int = 1,
+    on_case: Callable[[CaseResult], None] | None = None,
 ) -> SuiteReport:
     """Run every case on a fresh agent and a fresh in-memory store.
 
     A fresh agent means fresh business data (a case that cancels an order does not change
     the next case's world); the suite's clock, when it has one, makes dates repeatable.
+    ``faults`` strikes each case as the seeded schedule says (``corral.testing.faults``):
+    the same case meets the same faults in every run with the same ``seed``. ``jobs``
+    cases run at once; the report keeps the suite's order. ``on_case`` hears of each case
+    as it ends (a progress bar).
     """
 
     def make_effects() -> Effects:
@@ -270,8 +384,17 @@ async def run_suite(
             return effects()
         return FixedEffects(start=suite.now) if suite.now else LiveEffects()
 
-    results = []
-    for case in suite.cases:
-        runtime = Runtime(make_agent(), MemoryStore(), effects=make_effects())
-        results.append(await run_case(runtime, case))
-    return SuiteReport(results)
+    gate = asyncio.Semaphore(max(1, jobs))
+
+    async def one(case: EvalCase) -> CaseResult:
+        async with gate:
+            ledger = FaultLedger()  # counts every write entry, with faults or without
+            schedule = FaultSchedule(faults or FaultProfile(name="none"), seed, case.name)
+            chosen = FaultInjector(make_effects(), schedule, ledger)
+            runtime = Runtime(make_agent(), MemoryStore(), effects=chosen)
+            result = await run_case(runtime, case, ledger)
+        if on_case is not None:
+            on_case(result)
+        return result
+
+    return SuiteReport(list(await asyncio.gather(*(one(case) for case in suite.cases))))

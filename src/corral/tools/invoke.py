@@ -4,8 +4,10 @@ Nothing raised inside a tool escapes this module: every outcome is a ``ToolResul
 stable error code and a ``retryable`` flag that comes from the kind of failure.
 
 A write is never retried blindly. It is retried only when the failure proves its effect
-did not happen, or when the tool is idempotent by key; any other failure ends with the
-code ``OUTCOME_UNKNOWN``, which the tool's reconciler (if any) may settle.
+did not happen, or when the tool is idempotent by key and has no reconciler; any other
+failure ends with the code ``OUTCOME_UNKNOWN``, which the tool's reconciler (if any)
+settles. A write that may have acted is thus entered again only after its reconciler has
+looked and found nothing: exactly once, counted where the tool is entered.
 """
 
 from __future__ import annotations
@@ -153,10 +155,11 @@ async def invoke_tool(
     Retries follow ``spec.policy.retry``; waits go through ``effects.sleep`` so tests and
     replays do not really wait. Every attempt is reported to ``on_attempt``, numbered from
     ``first_attempt``. A write that failed without proof that nothing happened is not
-    retried (unless idempotent) and ends as ``OUTCOME_UNKNOWN``.
+    retried (unless idempotent with no reconciler to ask first) and ends as
+    ``OUTCOME_UNKNOWN``.
     """
     policy = spec.policy
-    blind_retry_safe = policy.kind != "write" or policy.idempotent
+    blind_retry_safe = policy.kind != "write" or (policy.idempotent and spec.reconcile is None)
     total_ms = 0.0
     attempt_no = 0
     while True:

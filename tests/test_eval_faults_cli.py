@@ -1,0 +1,133 @@
+"""`corral eval --faults` as a user runs it: JSON interface, exit codes, baseline, Markdown."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli, write_agent
+
+AGENT_YAML = """\
+name: refunds
+default_language: en
+entities:
+  order_id: {kind: pattern, patterns: ['\\b(A\\d+)\\b']}
+intents:
+  - name: refund
+    rules: [{keywords: [refund], confidence: 0.95}]
+    route: plan
+    plan: refund
+    requires: [order_id]
+    reply: done
+plans:
+  refund:
+    steps:
+      - {id: s1, tool: refund, args: {order_id: $entities.order_id}}
+templates:
+  done: {zh: 好了, en: refunded}
+"""
+
+TOOLS_PY = """\
+from pydantic import BaseModel
+
+from corral import ToolContext, ToolPolicy, tool
+
+
+class Done(BaseModel):
+    order_id: str
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True))
+def refund(order_id: str, ctx: ToolContext) -> Done:
+    '''Refund an order; idempotent by key, but with no reconciler to look first.'''
+    return Done(order_id=order_id)
+"""
+
+EVAL_YAML = """\
+cases:
+  - {tier: core, m: "refund A1", status: finished}
+  - {tier: core, m: "refund A2", status: finished}
+"""
+
+
+def eval_json(home: Path, *args: str, ok: bool = True) -> tuple[int, dict[str, Any]]:
+    done = corral_cli(home, "eval", *args, "--json", ok=ok)
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_the_json_report_has_the_five_metrics_and_the_three_counts_and_is_reproducible(
+    tmp_path: Path,
+) -> None:
+    args = (str(AFTERSALES), "--faults", "flaky-30", "--seed", "3")
+    code, first = eval_json(tmp_path, *args)
+    assert code == 0
+    metrics = first["metrics"]
+    assert set(metrics) >= {
+        "task_success_rate",
+        "partial_completion_rate",
+        "recoverability",
+        "verifiability",
+        "cost",
+    }
+    assert set(metrics["cost"]) == {"tool_calls", "model_calls", "tokens", "money", "wall_s"}
+    zero = first["must_be_zero"]
+    assert set(zero) == {"duplicate_effects", "fabricated_outcomes", "invented_arguments"}
+    assert all(isinstance(v, int) and v == 0 for v in zero.values())
+    assert first["fault_profile"] == "flaky-30" and first["seed"] == 3
+    assert first["faults"]["cases_with_faults"] > 0 and metrics["recoverability"] is not None
+    _, again = eval_json(tmp_path, *args)
+    assert again["faults"] == first["faults"] and again["results"] == first["results"]
+    _, other = eval_json(tmp_path, str(AFTERSALES), "--faults", "flaky-30", "--seed", "4")
+    assert other["faults"] != first["faults"]
+
+
+def test_a_duplicate_entry_fails_the_eval_though_every_tier_passes(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY, EVAL_YAML)
+    profile = tmp_path / "lost-answer.yaml"
+    profile.write_text("at: {refund: [ambiguous]}\n", encoding="utf-8")
+    code, clean = eval_json(tmp_path, str(agent))
+    assert code == 0 and clean["must_be_zero"]["duplicate_effects"] == 0
+    code, faulted = eval_json(tmp_path, str(agent), "--faults", str(profile), ok=False)
+    assert faulted["tiers"] == {"core": 1.0}  # the tool deduplicated: the rows look fine
+    assert faulted["must_be_zero"]["duplicate_effects"] == 2  # one per case, counted inside
+    assert code == 1
+
+
+def test_baseline_lists_regressions_and_markdown_is_written(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY, EVAL_YAML)
+    _, before = eval_json(tmp_path, str(agent))
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(before), encoding="utf-8")
+    refused = tmp_path / "refused.yaml"
+    refused.write_text("at: {refund: [permanent]}\n", encoding="utf-8")
+    report = tmp_path / "report.md"
+    code, after = eval_json(
+        tmp_path,
+        str(agent),
+        "--faults",
+        str(refused),
+        "--baseline",
+        str(baseline),
+        "--markdown",
+        str(report),
+        ok=False,
+    )
+    assert code == 1
+    changes = after["since_baseline"]
+    assert changes["regressions"] == ["001 refund A1", "002 refund A2"]
+    assert changes["fixes"] == [] and changes["new_failure_modes"]
+    text = report.read_text(encoding="utf-8")
+    assert "| core | 0.0 % |" in text and "| duplicate effects | 0 |" in text
+    assert "regressions: 001 refund A1, 002 refund A2" in text
+    bad = tmp_path / "not-a-report.json"
+    bad.write_text("[]", encoding="utf-8")
+    done = corral_cli(tmp_path, "eval", str(agent), "--baseline", str(bad), ok=False)
+    assert done.returncode != 0 and "CONFIG_INVALID" in done.stdout + done.stderr
+
+
+def test_an_unknown_profile_is_a_clear_error(tmp_path: Path) -> None:
+    done = corral_cli(tmp_path, "eval", str(AFTERSALES), "--faults", "flaky-99", ok=False)
+    assert done.returncode != 0
+    assert "unknown fault profile 'flaky-99'" in done.stdout + done.stderr
