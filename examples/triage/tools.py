@@ -26,7 +26,7 @@ HERE = Path(__file__).parent
 Priority = Literal["P0", "P1", "P2", "P3"]
 Category = Literal["fault", "question", "billing", "complaint", "suggestion"]
 State = Literal["operational", "degraded", "outage"]
-Severity = Literal["outage", "degraded", "minor", "cosmetic", "none"]
+Severity = Literal["outage", "reported_outage", "degraded", "minor", "cosmetic", "none"]
 BIG_IMPACT = 100
 """Users or orders hit from which an outage pages even for a customer who is not a VIP."""
 _STATES: tuple[State, ...] = ("operational", "degraded", "outage")
@@ -132,15 +132,18 @@ class Facts:
 def severity_of(
     category: Category, state: State | None, outage: bool, degraded: bool, cosmetic: bool
 ) -> Severity:
-    """Outage > degraded > minor > cosmetic, from the service status and the ticket's words.
+    """Outage > reported outage > degraded > minor > cosmetic: monitoring, then the words.
 
-    Only a fault has a severity: a question about a product that is down is still a
-    question (the outage is someone else's ticket).
+    An outage is confirmed only by ``check_service``; one only the ticket claims is a
+    ``reported_outage``, which never pages (text is easy to inflate). Only a fault has a
+    severity: a question about a product that is down is still a question.
     """
     if category != "fault":
         return "none"
-    if state == "outage" or outage:
+    if state == "outage":
         return "outage"
+    if outage:
+        return "reported_outage"
     if state == "degraded" or degraded:
         return "degraded"
     return "cosmetic" if cosmetic else "minor"
@@ -149,7 +152,8 @@ def severity_of(
 def rule_priority(facts: Facts) -> Priority:
     """The rule table (seed 003: high priority = VIP + fault + wide impact).
 
-    The customer's tone never counts, nor a priority the customer asks for.
+    P0 only for an outage the monitoring confirms, at a VIP or hitting ``BIG_IMPACT``
+    users or orders. The customer's tone never counts, nor a priority the ticket asks for.
     """
     big = facts.impact >= BIG_IMPACT
     vip, deadline = facts.vip, facts.deadline
@@ -157,6 +161,7 @@ def rule_priority(facts: Facts) -> Priority:
         case "fault":
             table: dict[Severity, Priority] = {
                 "outage": "P0" if vip or big else "P1",
+                "reported_outage": "P1",
                 "degraded": "P1" if vip or big or deadline else "P2",
                 "minor": "P2" if vip or big or deadline else "P3",
                 "cosmetic": "P2" if deadline else "P3",
@@ -193,7 +198,7 @@ def _reasons(facts: Facts, ctx: ToolContext) -> list[str]:
     names = []
     if facts.vip:
         names.append("why_vip")
-    if facts.severity not in ("none",):
+    if facts.severity != "none":
         names.append(f"why_{facts.severity}")
     else:
         names.append(f"why_category_{facts.category}")
