@@ -30,6 +30,7 @@ Severity = Literal["outage", "reported_outage", "degraded", "minor", "cosmetic",
 BIG_IMPACT = 100
 """Users or orders hit from which an outage pages even for a customer who is not a VIP."""
 _STATES: tuple[State, ...] = ("operational", "degraded", "outage")
+_PRIORITIES: dict[str, Priority] = {"P0": "P0", "P1": "P1", "P2": "P2", "P3": "P3"}
 _RANK = {"P0": 0, "P1": 1, "P2": 2, "P3": 3}
 
 
@@ -263,9 +264,7 @@ def assess_priority(
     )
     priority = rule_priority(facts)
     reasons = _reasons(facts, ctx)
-    proposed: Priority = priority
-    if claimed is not None and claimed.upper() in _RANK:
-        proposed = claimed.upper()  # type: ignore[assignment]  # one of _RANK's keys
+    proposed = _PRIORITIES.get((claimed or "").upper(), priority)
     overruled = proposed != priority
     if overruled:
         reasons.append(_render(ctx, "why_claim_overruled", {"claimed": claimed}))
