@@ -18,6 +18,7 @@ import pytest
 
 from corral import Agent, FixedEffects, MemoryStore, Runtime, load_agent, parse_config
 from corral.events import StepFinished, ToolRewritten, Verified
+from corral.models import ModelRequest, ScriptedModel
 from corral.safe_yaml import read_yaml_file
 from corral.tools.loader import import_tools
 from tests.conftest import ROOT
@@ -183,6 +184,33 @@ async def test_only_a_p0_may_page_whatever_proposes_it(tmp_path: Path) -> None:
     ]
     assert [v.passed for v in verdicts] == [False]
     assert "page_only_p0" in verdicts[0].reason
+
+
+# --------------------------------------------------------------------------- the budget
+
+
+@pytest.mark.parametrize("padding", [0, 40_000])
+async def test_the_token_budget_stops_a_long_tail_ticket_and_hands_it_off(
+    tmp_path: Path, padding: int
+) -> None:
+    """A model that classifies the ticket wordily spends the budget before planning it."""
+    plan = {"steps": [{"id": "s1", "tool": "lookup_customer", "args": {"customer_id": "C10001"}}]}
+
+    def answer(request: ModelRequest) -> str:
+        if request.purpose == "intent":
+            return '{"label": "其他", "confidence": 0.95}' + " " * padding
+        return json.dumps(plan) if request.purpose == "plan" else "{}"
+
+    model = ScriptedModel(function=answer)
+    agent = load_agent(TRIAGE, data_dir=tmp_path / "desk", model=model)
+    done = await runtime_for(agent).start("C10001 something odd with my account")
+    purposes = [r.purpose for r in model.requests]
+    if padding:  # 40 000 characters pass budget.max_tokens (6 000): no plan, no tool
+        assert done.status.value == "handed_off" and done.error_code == "BUDGET_EXCEEDED"
+        assert purposes == ["extract", "intent"] and done.steps == []
+    else:
+        assert done.status.value == "finished" and purposes == ["extract", "intent", "plan"]
+        assert [s.tool for s in done.steps] == ["lookup_customer"]
 
 
 # --------------------------------------------------------------------------- the CLI
