@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sqlite3
 from collections import Counter
 from collections.abc import Callable
@@ -245,3 +246,26 @@ def test_the_eval_suite_passes_every_tier_with_at_least_80_tickets(tmp_path: Pat
     assert done.returncode == 0
     assert report["cases"] >= 80 and report["tiers_met"] is True
     assert report["tiers"]["core"] == 1.0 and report["tiers"]["regular"] >= 0.95
+
+
+def test_a_crash_right_after_paging_resumes_without_a_second_page(tmp_path: Path) -> None:
+    """SIGKILL once page_oncall returned (its 5th tool call): the resume pages no one again."""
+    killed = corral_cli(
+        tmp_path,
+        "run",
+        str(TRIAGE),
+        "C10001 的支付全挂了",
+        "--json",
+        ok=False,
+        env={"CORRAL_FAULTS": "after_tool@5"},
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    (run,) = json.loads(corral_cli(tmp_path, "runs", "--json").stdout)
+    database = tmp_path / "data" / "triage" / "triage.db"
+    with sqlite3.connect(database) as conn:
+        (page_id,) = conn.execute("SELECT page_id FROM pages").fetchone()
+    done = json.loads(corral_cli(tmp_path, "resume", run["run_id"], "--json").stdout)
+    assert done["status"] == "finished" and page_id in done["reply"]
+    with sqlite3.connect(database) as conn:
+        assert conn.execute("SELECT page_id FROM pages").fetchall() == [(page_id,)]
+        assert conn.execute("SELECT count(*) FROM tickets").fetchone() == (1,)
