@@ -358,23 +358,20 @@ def find_ticket_by_key(ctx: ToolContext) -> Filing | None:
 def find_page_by_key(ctx: ToolContext) -> Filing | None:
     """The page this call's key sent, if any: settles a page whose outcome is unknown."""
     with _connect(ctx) as conn:
-        page = conn.execute(
-            "SELECT * FROM pages WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        found = conn.execute(
+            "SELECT t.*, p.page_id FROM pages p JOIN tickets t ON t.ticket_id = p.ticket_id "
+            "WHERE p.idempotency_key = ?",
+            (ctx.idempotency_key,),
         ).fetchone()
-        row = (
-            conn.execute("SELECT * FROM tickets WHERE ticket_id = ?", (page["ticket_id"],))
-            if page
-            else None
-        )
-        ticket = row.fetchone() if row else None
-    return _filing(ctx, ticket, "paged", page["page_id"]) if ticket and page else None
+    return _filing(ctx, found, "paged", found["page_id"]) if found else None
 
 
 def _insert_ticket(
     conn: sqlite3.Connection,
     ctx: ToolContext,
     fields: tuple[str, str, str | None, str, str],
-) -> str:
+) -> sqlite3.Row:
+    """Insert the ticket this call's key files, and return its row."""
     customer_id, category, product, priority, queue = fields
     ticket_id = "TK" + ctx.idempotency_key[:8].upper()
     conn.execute(
@@ -390,7 +387,10 @@ def _insert_ticket(
             ctx.received_at.isoformat(),
         ),
     )
-    return ticket_id
+    row: sqlite3.Row = conn.execute(
+        "SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)
+    ).fetchone()
+    return row
 
 
 @tool(
@@ -411,8 +411,7 @@ def enqueue_ticket(
     if existing is not None:
         return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
-        ticket_id = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue))
-        row = conn.execute("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)).fetchone()
+        row = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue))
     return _filing(ctx, row, "queued")
 
 
@@ -438,13 +437,12 @@ def page_oncall(
     if existing is not None:
         return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
-        ticket_id = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue))
+        row = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue))
         page_id = "PG" + ctx.idempotency_key[:8].upper()
         conn.execute(
             "INSERT INTO pages VALUES (?, ?, ?, ?)",
-            (page_id, ticket_id, ctx.idempotency_key, ctx.received_at.isoformat()),
+            (page_id, row["ticket_id"], ctx.idempotency_key, ctx.received_at.isoformat()),
         )
-        row = conn.execute("SELECT * FROM tickets WHERE ticket_id = ?", (ticket_id,)).fetchone()
     return _filing(ctx, row, "paged", page_id)
 
 
