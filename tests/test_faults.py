@@ -307,7 +307,7 @@ def test_the_must_be_zero_counts_see_what_they_count() -> None:
 
     ledger = FaultLedger()
     ledger.entries[("refund", "k1")] = 2
-    ledger.applied[("refund", "k1")] = 1
+    ledger.applied[("refund", "k1")] = 2
     claimed_but_not_done = CallRecord("refund", {"ref": "A1"}, True, "k2", True, claim="applied")
     denied_but_done = CallRecord("refund", {"ref": "A1"}, True, "k1", False, claim="not_applied")
     unsure = CallRecord("refund", {"ref": "A1"}, True, "k3", False, claim="none")
@@ -342,16 +342,132 @@ def test_the_metrics_count_faulted_runs_and_backed_claims() -> None:
 def test_an_equivalent_that_took_over_meets_a_tools_expectation_another_tool_does_not() -> None:
     from corral.testing.evaluation import _check
 
-    group = {"search": "orders", "search_archive": "orders"}.get
+    groups = {"search": "orders", "search_archive": "orders"}
     case = EvalCase("c", "core", ["go"], None, {"tools": ["search", "reply"]})
     summary = RunSummary(
         run_id="r", trace_id="t", status="finished", intent=None, steps=[], reply=None, handoff=None
     )
 
-    def problems(tools: list[str]) -> list[str]:
-        return _check(case, summary, tools, lambda name: group(name) or name)
+    def problems(*by_step: list[str]) -> list[str]:
+        flat = [tool for step in by_step for tool in step]
+        return _check(case, summary, flat, lambda n: groups.get(n, n), list(by_step))
 
-    assert problems(["search", "reply"]) == []
-    assert problems(["search", "search_archive", "reply"]) == []  # a fallback, one step
-    assert problems(["search", "delete", "reply"]) != []
+    assert problems(["search"], ["reply"]) == []
+    assert problems(["search", "search_archive"], ["reply"]) == []  # a fallback, one step
+    assert problems(["search"], ["delete"], ["reply"]) != []
     assert problems(["reply"]) != []
+    twice = EvalCase("c", "core", ["go"], None, {"tools": ["search", "search", "reply"]})
+    flat = ["search", "reply"]
+    assert _check(twice, summary, flat, lambda n: n, [["search"], ["reply"]]) != []  # a step gone
+
+
+# --------------------------------------------------------------------------- review findings
+
+
+async def test_a_crash_stops_the_dead_process_s_other_steps_before_the_resume() -> None:
+    """SIGKILL ends every step of the process: a sibling write still running must not
+    finish behind the resumed run's back (which would find nothing and enter it again)."""
+    import asyncio
+
+    world = World()
+    gate = asyncio.Event()
+
+    def finder(name: str) -> Any:
+        def find(ctx: ToolContext) -> Done | None:
+            ref = world.effects.get(ctx.idempotency_key)
+            return Done(ref=ref, amount=1) if ref else None
+
+        find.__name__ = f"find_{name}"
+        return find
+
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("pay"))
+    async def pay(ctx: ToolContext) -> Done:
+        """Take the payment."""
+        world.enter("pay")
+        world.effects.setdefault(ctx.idempotency_key, "paid")
+        gate.set()
+        return Done(ref="paid", amount=1)
+
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("ship"))
+    async def ship(ctx: ToolContext) -> Done:
+        """Ship the parcel, a little after the payment."""
+        world.enter("ship")
+        await gate.wait()
+        await asyncio.sleep(0.05)  # still working when the process dies
+        world.effects.setdefault(ctx.idempotency_key, "shipped")
+        return Done(ref="shipped", amount=1)
+
+    steps = [{"id": "s1", "tool": "pay"}, {"id": "s2", "tool": "ship"}]
+    agent = build_agent([pay, ship], steps)
+    case = EvalCase("both", "core", ["go"], None, {"status": "finished"})
+    profile = FaultProfile(name="t", at={"pay": ["crash"]})
+    report = await run_suite(lambda: agent, EvalSuite([case], None), faults=profile, seed=1)
+    assert report.results[0].passed, report.results[0].problems
+    assert sorted(world.effects.values()) == ["paid", "shipped"]
+    assert report.reliability.must_be_zero()["duplicate_effects"] == 0
+
+
+async def test_a_real_write_that_acted_then_failed_is_not_called_fabricated() -> None:
+    world = World()
+
+    def find(ctx: ToolContext) -> Done | None:
+        ref = world.effects.get(ctx.idempotency_key)
+        return Done(ref=ref, amount=1) if ref else None
+
+    @tool(policy=ToolPolicy(kind="write"), reconcile=find)
+    def refund(ctx: ToolContext) -> Done:
+        """Commits, then the answer is lost (a real ambiguous failure, nothing injected)."""
+        world.effects.setdefault(ctx.idempotency_key, "R1")
+        raise ConnectionResetError("reset after commit")
+
+    agent = build_agent([refund], [{"id": "s1", "tool": "refund"}])
+    case = EvalCase("r", "core", ["go"], None, {"status": "finished"})
+    report = await run_suite(lambda: agent, EvalSuite([case], None))
+    assert report.results[0].passed and report.passed_bars()
+    assert report.reliability.must_be_zero()["fabricated_outcomes"] == 0
+
+
+async def test_a_retry_after_a_proven_non_effect_is_not_a_duplicate() -> None:
+    from corral.errors import TransientToolError
+
+    world = World()
+
+    @tool(policy=ToolPolicy(kind="write", retry=FAST))
+    def refund(ctx: ToolContext) -> Done:
+        """Refused once before it acted (503), then done."""
+        world.enter("refund")
+        if world.entered["refund"] == 1:
+            raise TransientToolError("503", applied=False)
+        world.effects.setdefault(ctx.idempotency_key, "R1")
+        return Done(ref="R1", amount=1)
+
+    agent = build_agent([refund], [{"id": "s1", "tool": "refund"}])
+    case = EvalCase("r", "core", ["go"], None, {"status": "finished"})
+    report = await run_suite(lambda: agent, EvalSuite([case], None))
+    assert world.entered["refund"] == 2 and report.results[0].passed
+    assert report.reliability.must_be_zero()["duplicate_effects"] == 0
+
+
+async def test_entering_again_after_a_reconcile_shares_the_retry_budget() -> None:
+    world = World()
+    report = await run_with(
+        agent_for(world), {"refund": ["timeout_before", "transient", "transient", "transient"]}
+    )
+    events = report.results[0]
+    assert not events.passed
+    failures = [f for f in events.tool_failures if f[0] == "refund"]
+    assert len(failures) == 3  # FAST allows 3 tries in all, lookups between them aside
+
+
+def test_invented_values_are_matched_as_whole_words_and_empty_text_is_not_one() -> None:
+    from corral.testing.reliability import CallRecord, Transcript
+
+    said = ["refund order OD2611100003 please"]
+    call = CallRecord(
+        "refund", {"order_id": "OD2611100003", "amount": 1, "reason": "d"}, True, "k", True
+    )
+    assert Transcript("c", "core", True, False, said, [call]).invented() == 2
+    blank = CallRecord("refund", {"order_id": "OD2611100003", "note": ""}, True, "k", True)
+    assert Transcript("c", "core", True, False, said, [blank]).invented() == 0
+    chinese = CallRecord("search", {"product": "打印机"}, False, None, True)
+    assert Transcript("c", "core", True, False, ["我的打印机坏了"], [chinese]).invented() == 0

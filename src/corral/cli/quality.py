@@ -68,6 +68,7 @@ def eval_suite(
     import asyncio
     import tempfile
 
+    from corral.errors import ConfigInvalidError
     from corral.testing.eval_report import compare, load_baseline, markdown
     from corral.testing.evaluation import load_suite, run_suite
     from corral.testing.faults import load_profile
@@ -76,12 +77,21 @@ def eval_suite(
     scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
     profile = load_profile(faults) if faults else None
     before = load_baseline(baseline) if baseline else None
+    if markdown_out is not None and not markdown_out.parent.is_dir():
+        raise ConfigInvalidError(f"--markdown: no folder {markdown_out.parent}")
     cases = load_suite(suite or agent_dir / "eval.yaml")
 
     def fresh_agent() -> Agent:
         return _load(agent_dir, folder, model, data_dir=Path(tempfile.mkdtemp(dir=scratch)))
 
     agent = fresh_agent()
+    if profile is not None:
+        missing = sorted(t for t in profile.at if ":" not in t and t not in agent.tools)
+        if missing:
+            raise ConfigInvalidError(
+                f"fault profile {profile.name!r} scripts tools the agent lacks: {missing}",
+                hint=f"its tools: {', '.join(agent.tools.names())}",
+            )
     started = time.perf_counter()
     with _progress(len(cases.cases), quiet=as_json) as advance:
         report = asyncio.run(

@@ -209,8 +209,10 @@ class Scheduler:
                 "TOOL_FAILED",
                 not_found_proves=not self.loop.earlier_owner_may_live,
             )
-            if spec.policy.idempotent and reconciled_outcome(settled) == "not_applied":
-                continue  # it never acted: ``_ready`` enters it again, with the same key
+            if spec.policy.idempotent and reconciled_outcome(settled) != "applied":
+                # it never acted, or (an earlier owner may live) nobody can tell: an
+                # idempotent write is entered again by ``_ready``, with the same key
+                continue
             await self._complete(step_id, _Outcome(settled, args))
 
     async def _reconciled(
@@ -389,7 +391,10 @@ class Scheduler:
         retry = spec.policy.retry
         while True:
             first = self.state.steps[step_id].attempts + 1
-            result = await invoke_tool(spec, validated, context, self.loop.effects, record, first)
+            spent = len(attempts)  # an entry again after a reconcile is a retry: one budget
+            result = await invoke_tool(
+                spec, validated, context, self.loop.effects, record, first, spent
+            )
             last = attempts[-1] if attempts else None
             if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
                 return result

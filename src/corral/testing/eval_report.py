@@ -30,7 +30,8 @@ def load_baseline(path: Path) -> dict[str, Any]:
 
 
 def _by_case(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {str(r["case"]): r for r in report.get("results", []) if isinstance(r, dict)}
+    rows = report.get("results", [])
+    return {str(r["case"]): r for r in rows if isinstance(r, dict) and "case" in r}
 
 
 def compare(report: dict[str, Any], baseline: dict[str, Any]) -> dict[str, list[str]]:

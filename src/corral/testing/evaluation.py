@@ -210,17 +210,18 @@ def load_suite(path: Path) -> EvalSuite:
     return EvalSuite(cases, now)
 
 
-def _served_by(tools: list[str], group: Callable[[str], str]) -> list[str]:
-    """The tools as the steps they served, each named by its equivalence group.
+def _stood_in(by_step: list[list[str]], expected: list[str], group: Callable[[str], str]) -> bool:
+    """Whether each step was served by the expected tool or equivalents that took over.
 
-    An equivalent that took over after a failure (``[search, search_archive]``, one step)
-    then counts as the tool it stands for: a fault met and recovered is not a wrong path.
+    ``by_step``: each step's tools, the planned one then its fallbacks. A fault met and
+    recovered by a declared equivalent (same ``equivalent_group``) is not a wrong path; a
+    missing step, or another tool, still is.
     """
-    served: list[str] = []
-    for name in tools:
-        if not served or group(name) != served[-1]:
-            served.append(group(name))
-    return served
+    steps = [tools for tools in by_step if tools]
+    return len(steps) == len(expected) and all(
+        all(group(tool) == group(want) for tool in tools)
+        for tools, want in zip(steps, expected, strict=True)
+    )
 
 
 def _check(
@@ -228,6 +229,7 @@ def _check(
     summary: RunSummary,
     tools: list[str],
     group: Callable[[str], str] = str,
+    by_step: list[list[str]] | None = None,
 ) -> list[str]:
     expect, problems = case.expect, []
     label = summary.intent.label if summary.intent else None
@@ -247,7 +249,7 @@ def _check(
     if (
         "tools" in expect
         and tools != expect["tools"]
-        and _served_by(tools, group) != _served_by(list(expect["tools"]), group)
+        and not (by_step and _stood_in(by_step, list(expect["tools"]), group))
     ):
         problems.append(f"tools {tools}, expected {expect['tools']}")
     return problems
@@ -280,8 +282,10 @@ async def run_case(
                 summary = await runtime.resume(run_id, approve=case.approve)
             else:
                 summary = await runtime.resume(run_id, answer=message)
-        except SimulatedCrash:
-            runtime = Runtime(runtime.agent, runtime.store, effects=runtime.effects)
+        except SimulatedCrash:  # the process died: a new one resumes from the store
+            effects = runtime.effects
+            reborn = effects.reborn() if isinstance(effects, FaultInjector) else effects
+            runtime = Runtime(runtime.agent, runtime.store, effects=reborn)
             summary = await runtime.resume(_last_run(runtime))
         if summary.run_id not in runs:
             runs.append(summary.run_id)
@@ -295,13 +299,14 @@ async def run_case(
         summary = await turn(None, summary.run_id)
     events = [e for run_id in runs for e in await runtime.events(run_id)]
     last = [e for e in events if e.run_id == summary.run_id]
-    tools = tools_selected(last)
+    by_step = tools_by_step(last)
+    tools = [tool for step in by_step for tool in step]
     failures = [
         (e.payload.tool, e.payload.error_code or ErrorCode.TOOL_FAILED.value)
         for e in last
         if isinstance(e.payload, ToolAttempt) and e.payload.status == "error"
     ]
-    problems = _check(case, summary, tools, _equivalence(runtime.agent))
+    problems = _check(case, summary, tools, _equivalence(runtime.agent), by_step)
     transcript = transcript_from_events(
         events,
         case=case.name,
@@ -330,7 +335,12 @@ def _last_run(runtime: Runtime) -> str:
 
 
 def tools_selected(events: list[Event]) -> list[str]:
-    """The tools chosen, step by step in dispatch order, each step's fallbacks after it.
+    """The tools chosen, step by step in dispatch order, each step's fallbacks after it."""
+    return [tool for step in tools_by_step(events) for tool in step]
+
+
+def tools_by_step(events: list[Event]) -> list[list[str]]:
+    """Each started step's tools, in dispatch order: the planned one, then its fallbacks.
 
     A plain pick of the planned tool has no ``tool_selected`` event of its own (format 2):
     it is the tool the step started with, unless no tool was eligible at all.
@@ -350,13 +360,12 @@ def tools_selected(events: list[Event]) -> list[str]:
             and payload.error_code == ErrorCode.NO_ELIGIBLE_TOOL.value
         ):
             refused.add(payload.step_id)
-    tools: list[str] = []
+    steps: list[list[str]] = []
     for step_id, picks in chosen.items():
         first_recorded = bool(picks) and not picks[0].reason.startswith("fallback")
-        if step_id not in refused and not first_recorded:
-            tools.append(planned[step_id])
-        tools.extend(pick.tool for pick in picks)
-    return tools
+        tools = [] if step_id in refused or first_recorded else [planned[step_id]]
+        steps.append([*tools, *(pick.tool for pick in picks)])
+    return steps
 
 
 async def run_suite(

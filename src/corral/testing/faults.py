@@ -36,6 +36,7 @@ inside the boundary, not by counting rows a tool wrote.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -43,7 +44,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -52,6 +53,7 @@ from corral.errors import ConfigInvalidError, ToolFailedError, TransientToolErro
 from corral.hashing import stable_hash
 from corral.models.base import ModelResponse
 from corral.safe_yaml import read_yaml_file
+from corral.tools.invoke import effect_applied
 from corral.validation import validation_problems
 
 if TYPE_CHECKING:
@@ -150,11 +152,15 @@ class FaultProfile(_Strict):
 
     def model_post_init(self, _context: Any) -> None:
         """Reject rates that add up past 1 and faults that do not exist."""
-        known = {*TOOL_FAULTS, *MODEL_FAULTS, "crash"}
         for target, kinds in self.at.items():
+            model = target.startswith("model:")
+            known = set(MODEL_FAULTS) if model else {*TOOL_FAULTS, "crash"}
             unknown = sorted({k for k in kinds if k is not None} - known)
             if unknown:
-                raise ValueError(f"at.{target}: unknown faults {unknown}; known: {sorted(known)}")
+                what = "a model layer" if model else "a tool"
+                raise ValueError(
+                    f"at.{target}: {unknown} cannot strike {what}; known: {sorted(known)}"
+                )
         for label, rates in (("tools", self.tools), ("models", self.models)):
             total = sum(v for k, v in rates.model_dump().items() if k != "slow_s")
             if total > 1.0 + 1e-9:
@@ -260,13 +266,27 @@ class FaultLedger:
     entries: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(write tool, idempotency key) -> times the real tool was entered."""
     applied: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """(write tool, idempotency key) -> times its effect was completed (entered and ended)."""
+    """(write tool, idempotency key) -> times the real tool returned: it acted."""
+    maybe: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(write tool, idempotency key) -> times it raised without proof that it did not act."""
     crashed: bool = False
 
     @property
     def duplicate_effects(self) -> int:
-        """Entries beyond the first, over every write key: must be zero."""
-        return sum(n - 1 for n in self.entries.values() if n > 1)
+        """Entries that could have acted, beyond the first, over every key: must be zero.
+
+        An entry that failed with proof that nothing happened (``applied=False``, a
+        business refusal) does not count: entering again after it is a retry, not a
+        duplicate.
+        """
+        counts = self.applied + self.maybe
+        return sum(n - 1 for n in counts.values() if n > 1)
+
+    def acted(self, tool: str, key: str) -> bool | None:
+        """Whether the write acted: yes, no, or ``None`` when only its reconciler knows."""
+        if self.applied[(tool, key)]:
+            return True
+        return None if self.maybe[(tool, key)] else False
 
 
 @dataclass
@@ -278,7 +298,8 @@ class FaultSchedule:
     case: str
     calls: Counter[str] = field(default_factory=Counter)
 
-    def _rng(self, target: str, n: int) -> random.Random:
+    def rng(self, target: str, n: int) -> random.Random:
+        """The generator of the n-th call of ``target`` in this case, under this seed."""
         return random.Random(stable_hash([self.seed, self.case, target, n], 16))
 
     def next_call(self, target: str) -> int:
@@ -293,7 +314,7 @@ class FaultSchedule:
             return scripted[n - 1]
         if not rates:
             return None
-        roll = self._rng(target, n).random()
+        roll = self.rng(target, n).random()
         edge = 0.0
         for kind, rate in rates.items():
             edge += rate
@@ -304,7 +325,7 @@ class FaultSchedule:
     def crashes(self) -> bool:
         """Whether this case loses its process (once, after its first eligible tool acted)."""
         rate = self.profile.crash.rate
-        return bool(rate) and self._rng("crash", 0).random() < rate
+        return bool(rate) and self.rng("crash", 0).random() < rate
 
 
 @dataclass
@@ -313,6 +334,31 @@ class FaultInjector(WrappedEffects):
 
     schedule: FaultSchedule = field(default_factory=lambda: FaultSchedule(FaultProfile(), 0, ""))
     ledger: FaultLedger = field(default_factory=FaultLedger)
+    dead: bool = False
+    """This "process" crashed: nothing it still runs may reach a tool, a model or a clock."""
+    in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def crash(self, reason: str) -> NoReturn:
+        """Die as SIGKILL would: every other call of this process stops where it is."""
+        self.dead = True
+        self.ledger.crashed = True
+        self.ledger.faults.append(InjectedFault("process", "crash", 1))
+        current = asyncio.current_task()
+        for task in self.in_flight - {current} if current else self.in_flight:
+            task.cancel()
+        raise SimulatedCrash(reason)
+
+    def reborn(self) -> FaultInjector:
+        """The effects of the process that restarts: the same schedule and ledger, alive."""
+        return FaultInjector(self.inner, self.schedule, self.ledger)
+
+    def _alive(self) -> None:
+        """End, quietly, a step of the dead process that reaches for a tool or a model.
+
+        The crash itself travels up the run's own task as ``SimulatedCrash``.
+        """
+        if self.dead:
+            raise asyncio.CancelledError("the process is dead")
 
     # ------------------------------------------------------------------ tools
 
@@ -320,6 +366,19 @@ class FaultInjector(WrappedEffects):
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
         """The call, or the fault the schedule holds for it."""
+        self._alive()
+        current = asyncio.current_task()
+        if current is not None:
+            self.in_flight.add(current)
+        try:
+            return await self._tool(spec, args, context, timeout_s)
+        finally:
+            if current is not None:
+                self.in_flight.discard(current)
+
+    async def _tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
         profile = self.schedule.profile
         n = self.schedule.next_call(spec.name)
         # a compute tool is a local function: no network, no service to fail (unless scripted)
@@ -343,15 +402,18 @@ class FaultInjector(WrappedEffects):
         key = (spec.name, context.idempotency_key)
         if write:
             self.ledger.entries[key] += 1
-        result = await self.inner.call_tool(spec, args, context, timeout_s)
+        try:
+            result = await self.inner.call_tool(spec, args, context, timeout_s)
+        except Exception as exc:  # the real tool failed: did it act?
+            if write and effect_applied(exc) is not False:
+                self.ledger.maybe[key] += 1  # it may have: only its reconciler knows
+            raise
         if write:
             self.ledger.applied[key] += 1
         eligible = write or not profile.crash.writes_only
         chosen = kind == "crash" or (eligible and self.schedule.crashes())
         if chosen and not self.ledger.crashed:
-            self.ledger.crashed = True
-            self.ledger.faults.append(InjectedFault(spec.name, "crash", n))
-            raise SimulatedCrash(f"injected crash after {spec.name} acted")
+            self.crash(f"injected crash after {spec.name} acted")
         if kind == "ambiguous":
             raise ConnectionResetError("injected: connection lost after the request was sent")
         if kind == "timeout_after":
@@ -366,13 +428,16 @@ class FaultInjector(WrappedEffects):
         self, model: Model, request: ModelRequest, deadline_s: float | None = None
     ) -> ModelResponse:
         """The model's answer, or that answer rewritten by the fault the schedule holds."""
+        self._alive()
         response = await self.inner.call_model(model, request, deadline_s)
+        self._alive()
         target = f"model:{request.purpose}"
         n = self.schedule.next_call(target)
         kind = self.schedule.draw(target, n, self.schedule.profile.model_rates())
         if kind is None:
             return response
-        text = rewrite_answer(kind, response.text, random.Random(stable_hash([target, n])))
+        rng = self.schedule.rng(f"{target}:content", n)
+        text = rewrite_answer(kind, response.text, rng)
         if text is None:  # the fault does not fit this answer
             return response
         self.ledger.faults.append(InjectedFault(target, kind, n))

@@ -10,8 +10,8 @@ both are judged by one piece of code.
 - **Partial completion rate**: cases that finished part of their goal and said so.
 - **Recoverability**: of the cases that met a fault, those that still succeeded.
 - **Verifiability**: of the steps the final reply claims as done, those backed by a
-  successful tool result and a deterministic check (output schema, success criterion,
-  business rule) or the judge.
+  successful tool result and a check that judged it: a success criterion, a business
+  rule before it, or the judge (a result that only fits its output schema is not enough).
 - **Cost**: tool calls, model calls, tokens, money and wall time per case (mean, p50, p95).
 
 Must be zero:
@@ -28,6 +28,7 @@ Must be zero:
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -104,8 +105,9 @@ class Transcript:
         for call in self.calls:
             if not call.write or call.key is None or call.claim == "none":
                 continue
-            acted = self.ledger.applied[(call.tool, call.key)] > 0
-            count += (call.claim == "applied") != acted
+            acted = self.ledger.acted(call.tool, call.key)
+            if acted is not None:  # a write that failed ambiguously: only its reconciler knows
+                count += (call.claim == "applied") != acted
         return count
 
     def invented(self) -> int:
@@ -116,11 +118,21 @@ class Transcript:
         for call in self.calls:
             for value in _leaves(call.args):
                 normal = _normal(value)
-                if normal in known or (normal and normal in texts):
+                if not normal or normal in known or _said(normal, texts):
                     continue
                 count += 1
             known.update(_normal(v) for v in _leaves(call.output))
         return count
+
+
+def _said(value: str, text: str) -> bool:
+    """Whether ``value`` is in ``text`` as a whole word or number ("1" is not in "A12").
+
+    Text with no spaces between words (Chinese) is matched as a substring.
+    """
+    if not value.isascii():
+        return value in text
+    return re.search(rf"(?<![0-9a-z]){re.escape(value)}(?![0-9a-z])", text) is not None
 
 
 def _leaves(value: Any) -> Iterable[Any]:
@@ -272,8 +284,8 @@ def transcript_from_events(
                 succeeded=succeeded,
                 output=result.data if result is not None else None,
                 claim=_CLAIMS.get(status, "none"),
-                # every result corral keeps was validated against the tool's output schema
-                checked=succeeded and (where in checked or result is not None),
+                # a verdict that says something: a success criterion, a rule, the judge
+                checked=succeeded and where in checked,
             )
         )
     return Transcript(

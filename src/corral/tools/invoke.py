@@ -149,8 +149,12 @@ async def invoke_tool(
     effects: Effects,
     on_attempt: AttemptListener | None = None,
     first_attempt: int = 1,
+    retries_spent: int = 0,
 ) -> ToolResult:
     """Call a tool with already validated arguments, retrying transient failures.
+
+    ``retries_spent``: retries of this call already made before (a write entered again
+    after its reconciler proved it had not acted): they count against the same budget.
 
     Retries follow ``spec.policy.retry``; waits go through ``effects.sleep`` so tests and
     replays do not really wait. Every attempt is reported to ``on_attempt``, numbered from
@@ -184,11 +188,11 @@ async def invoke_tool(
         will_retry = (
             status is ToolStatus.ERROR
             and retryable
-            and attempt_no <= policy.retry.max_retries
+            and attempt_no + retries_spent <= policy.retry.max_retries
             and not in_flight  # never two runs of one tool at once
             and (blind_retry_safe or applied is False)
         )
-        backoff = policy.retry.delay(attempt_no) if will_retry else None
+        backoff = policy.retry.delay(attempt_no + retries_spent) if will_retry else None
         if on_attempt is not None:
             on_attempt(
                 Attempt(
