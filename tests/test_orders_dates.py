@@ -29,7 +29,13 @@ CLOCKS = [
 @pytest.mark.parametrize("now", CLOCKS, ids=[c.date().isoformat() for c in CLOCKS])
 @pytest.mark.parametrize(
     ("message", "search"),
-    [("三个月前买过什么订单", "search_historical_orders"), ("上个月买过什么订单", "search_orders")],
+    [
+        ("三个月前买过什么订单", "search_historical_orders"),
+        ("orders from 3 months ago", "search_historical_orders"),
+        ("上个月买过什么订单", "search_orders"),
+        ("最近三个月的订单", "search_orders"),
+        ("orders in the last 3 months", "search_orders"),
+    ],
 )
 async def test_three_months_ago_is_the_archive_and_last_month_is_not(
     orders: Agent, now: datetime, message: str, search: str

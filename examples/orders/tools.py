@@ -146,14 +146,22 @@ def _month_end(day: date) -> date:
     return following - timedelta(days=1)
 
 
+def _whole_months(start: date, today: date) -> int:
+    """Whole calendar months from ``start`` to ``today``: 3 once ``start`` is on or before
+    the same day three months back ("三个月前" is 3 on every date; "the last 3 months",
+    which starts a day later, is 2)."""
+    months = (today.year - start.year) * 12 + today.month - start.month
+    return months - (today.day < start.day)
+
+
 class OrderQuery(BaseModel):
     start_date: date
     end_date: date
     age_days: int
     """How many days before the run's date the range starts."""
     age_months: int
-    """How many calendar months back the range starts (0: this month): the constraints read
-    it, so "三个月前" is the archive on every date (in days it is 89 to 92 days back)."""
+    """Whole calendar months back the range starts: the constraints read it, so "三个月前"
+    is the archive on every date (in days it is 89 to 92 days back)."""
     order_status: OrderStatus | None
     period: str
 
@@ -180,7 +188,7 @@ def resolve_order_params(
         start_date=start,
         end_date=end,
         age_days=(today - start).days,
-        age_months=(today.year - start.year) * 12 + today.month - start.month,
+        age_months=_whole_months(start, today),
         order_status=order_status,
         period=period,
     )
