@@ -10,7 +10,7 @@ from corral import Agent, load_agent
 from corral.testing.evaluation import load_suite, run_suite
 from tests.conftest import ROOT
 
-EXAMPLES = ["aftersales", "orders"]
+EXAMPLES = ["aftersales", "orders", "triage"]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
