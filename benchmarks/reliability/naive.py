@@ -18,14 +18,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from corral.hashing import stable_hash
 from corral.models.base import Message, ModelRequest
 from corral.models.scripted import ScriptedModel
 from corral.testing.faults import FaultInjector, SimulatedCrash
-from corral.testing.reliability import CallRecord, Transcript
+from corral.testing.reliability import CallRecord, Claim, Transcript
 from corral.tools.context import ToolContext
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 DONE = {"zh": "已为您办理完成。", "en": "Done: your request has been completed."}
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _BLOCK = re.compile(r"\{.*\}", re.DOTALL)
+_SAYS_DONE = re.compile(r"done|complet|success|完成|成功", re.IGNORECASE)
+"""A reply that tells the user the work happened."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class NaiveAgent:
     """How often a crashed case is started over from its first message."""
     _position: int = 0
     _calls: list[CallRecord] = field(default_factory=list)
+    _drive_from: int = 0
+    """Where the last drive's calls start (a crash starts a new drive)."""
     _tool_calls: int = 0
     _tokens: int = 0
     _done: str = ""
@@ -110,6 +114,7 @@ class NaiveAgent:
         self._done = DONE[self._language]
         reply = ""
         for _ in range(self.restarts + 1):
+            self._drive_from = len(self._calls)
             try:
                 reply = await self._drive(case)
                 break
@@ -146,7 +151,7 @@ class NaiveAgent:
         if spec is None or not isinstance(args, dict):
             return f"error: no tool {tool!r}"  # the model is told; it says the next thing
         self._position += 1
-        key = stable_hash([case.name, spec.name, args], 32)
+        key = _key(case, spec.name, args)
         error = ""
         for _ in range(self.max_retries + 1):
             self._tool_calls += 1
@@ -188,20 +193,35 @@ class NaiveAgent:
         self, spec: ToolSpec, args: dict[str, Any], key: str, *, succeeded: bool, output: Any
     ) -> None:
         write = spec.policy.kind == "write"
-        claim = "applied" if write else "none"  # its reply says done: every write it called
-        self._calls.append(CallRecord(spec.name, args, write, key, succeeded, output, claim))
+        self._calls.append(CallRecord(spec.name, args, write, key, succeeded, output))
 
     def _transcript(self, case: EvalCase, reply: str, wall_s: float) -> Transcript:
-        """Judged like corral: success is the recorded work done once each, no more."""
-        keys: dict[str | None, tuple[str, dict[str, Any]]] = {}
-        for call in self._calls:  # a step redone after a crash counts once (its outcome)
-            if call.succeeded:
-                keys.setdefault(call.key, (call.tool, call.args))
-        passed = self.behaviour.passed and list(keys.values()) == list(self.behaviour.calls)
+        """Judged like corral: success is the recorded work done, by the last drive.
+
+        A reply that says the work is done claims every write of the work as applied: each
+        write it called, and each recorded write it never got to (its model lost the turn).
+        Any other reply (a refusal, an empty answer) claims nothing.
+        """
+        last = [(c.tool, c.args) for c in self._calls[self._drive_from :] if c.succeeded]
+        passed = self.behaviour.passed and last == list(self.behaviour.calls) and bool(reply)
+        writes = {s.name for s in self.agent.tools if s.policy.kind == "write"}
+        called = {(c.tool, c.key) for c in self._calls}
+        missed = [
+            CallRecord(tool, args, True, _key(case, tool, args), succeeded=False)
+            for tool, args in self.behaviour.calls
+            if tool in writes and (tool, _key(case, tool, args)) not in called
+        ]
+        claim: Claim = "applied" if _SAYS_DONE.search(reply) else "none"
+        calls = [c if not c.write else replace(c, claim=claim) for c in [*self._calls, *missed]]
         # the recorded behaviour's arguments count as given; a real model's do not
         given = [] if self.model else [args for _, args in self.behaviour.calls]
         return Transcript(
-            case.name, case.tier, passed and bool(reply), False, list(case.messages),
-            self._calls, given, [], self.effects.ledger, self._tool_calls,
+            case.name, case.tier, passed, False, list(case.messages),
+            calls, given, [], self.effects.ledger, self._tool_calls,
             self._asked, self._tokens, 0.0, wall_s,
         )  # fmt: skip
+
+
+def _key(case: EvalCase, tool: str, args: dict[str, Any]) -> str:
+    """The idempotency key of a logical operation: case, tool and arguments."""
+    return stable_hash([case.name, tool, args], 32)
