@@ -236,7 +236,7 @@ def _title(profile: str, rows: list[dict[str, Any]]) -> str:
     return f"{label}: {cases} cases"
 
 
-def print_tables(rows: list[dict[str, Any]], markdown: bool, seconds: float) -> None:
+def print_tables(rows: list[dict[str, Any]], markdown: bool, seconds: float | None) -> None:
     """One table per profile, corral and the naive agent side by side."""
     console = Console(width=160)
     for profile in dict.fromkeys(r["profile"] for r in rows):
@@ -254,7 +254,8 @@ def print_tables(rows: list[dict[str, Any]], markdown: bool, seconds: float) -> 
         for item in chosen:
             table.add_row(*cells(item), style="bold" if item["agent"] == "corral" else None)
         console.print(table)
-    print(f"\ntotal: {seconds:.1f} s")
+    if seconds is not None:
+        print(f"\ntotal: {seconds:.1f} s")
 
 
 def main() -> None:
@@ -273,7 +274,11 @@ def main() -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    parser.add_argument("--from", dest="saved", type=Path, help="tables of a saved --json run")
     args = parser.parse_args()
+    if args.saved is not None:
+        print_tables(json.loads(args.saved.read_text(encoding="utf-8")), args.markdown, None)
+        return
     per_tier = args.per_tier or (QUICK_PER_TIER if args.quick else None)
 
     def progress(line: str) -> None:
