@@ -79,7 +79,8 @@ class NaiveAgent:
     behaviour: Behaviour
     max_turns: int = 0
     """0: twice the recorded calls, plus four."""
-    max_retries: int = 3
+    max_retries: int | None = None
+    """Retries of a failed call; ``None``: the tool's own policy, corral's budget too."""
     restarts: int = 3
     """How often a crashed case is started over from its first message."""
     _position: int = 0
@@ -153,7 +154,8 @@ class NaiveAgent:
         self._position += 1
         key = _key(case, spec.name, args)
         error = ""
-        for _ in range(self.max_retries + 1):
+        retries = spec.policy.retry.max_retries if self.max_retries is None else self.max_retries
+        for _ in range(retries + 1):
             self._tool_calls += 1
             try:
                 output = await self._attempt(spec, args, key)
