@@ -215,8 +215,9 @@ class NaiveAgent:
         ]
         claim: Claim = "applied" if _SAYS_DONE.search(reply) else "none"
         calls = [c if not c.write else replace(c, claim=claim) for c in [*self._calls, *missed]]
-        # the recorded behaviour's arguments count as given; a real model's do not
-        given = [] if self.model else [args for _, args in self.behaviour.calls]
+        # the recorded behaviour's arguments count as given; a real model's do not (a write
+        # it never called is a claim, not a call: its recorded arguments invent nothing)
+        given = [c.args for c in missed] if self.model else [a for _, a in self.behaviour.calls]
         return Transcript(
             case.name, case.tier, passed, False, list(case.messages),
             calls, given, [], self.effects.ledger, self._tool_calls,
