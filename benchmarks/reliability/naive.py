@@ -119,8 +119,9 @@ class NaiveAgent:
             try:
                 reply = await self._drive(case)
                 break
-            except SimulatedCrash:
+            except SimulatedCrash:  # a new process starts the case over, with live effects
                 self._position = 0
+                self.effects = self.effects.reborn()
         return self._transcript(case, reply, time.perf_counter() - started)
 
     async def _drive(self, case: EvalCase) -> str:
