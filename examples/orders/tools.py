@@ -309,10 +309,7 @@ class Refund(BaseModel):
 
 def find_refund_by_key(order_id: str, ctx: ToolContext) -> Refund | None:
     """The refund this run's key opened, if any: settles a refund whose outcome is unknown."""
-    with _connect(ctx) as conn:
-        row = conn.execute(
-            "SELECT * FROM refunds WHERE idempotency_key = ?", (ctx.idempotency_key,)
-        ).fetchone()
+    row = _ledger_row(ctx, "refunds")
     if row is None:
         return None
     return Refund(refund_id=row["refund_id"], order_id=order_id, amount_cny=row["amount_cny"])
