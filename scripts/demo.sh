@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (a .venv with corral) and run the offline demo: the after-sales agent on SQLite,
-# rules and templates. No model, no network.
+# rules and templates. No model, no network. The install includes the server extra, so
+# `corral serve` and its dashboard run from the same .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/venv.sh
+bash scripts/venv.sh server
 exec .venv/bin/corral demo "$@"
