@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -87,10 +86,14 @@ async def test_leaving_the_loop_early_cancels_the_run_which_resume_then_finishes
     seen = [await anext(stream), await anext(stream)]
     assert all(isinstance(e, Event) for e in seen)
     await stream.aclose()  # the consumer leaves mid-run
-    await asyncio.sleep(0.1)  # the cancelled run's lease lapses
+    # The run is its own task, so it may have got as far as storing the approval (and
+    # entering the write) before it was cancelled; either way nothing is lost or repeated.
     left = await runtime.summary(paused.run_id)
-    assert left.status is RunStatus.AWAITING_CONFIRM  # the approval was never stored
-    assert exchange_count(aftersales) == 0
-    done = await runtime.resume(paused.run_id, approve=True, wait_s=1.0)
+    assert left.status in {RunStatus.AWAITING_CONFIRM, RunStatus.EXECUTING}
+    if left.status is RunStatus.AWAITING_CONFIRM:  # the approval was never stored
+        assert exchange_count(aftersales) == 0
+        done = await runtime.resume(paused.run_id, approve=True, wait_s=2.0)
+    else:  # picked up where its log ends, the write settled by its key
+        done = await runtime.resume(paused.run_id, wait_s=2.0)
     assert done.status is RunStatus.FINISHED
     assert exchange_count(aftersales) == 1
