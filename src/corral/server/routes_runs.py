@@ -38,7 +38,7 @@ from corral.server.schemas import (
 router = data_router()
 State = Annotated[ServerState, Depends(server_state)]
 STARTED: dict[int | str, dict[str, Any]] = {
-    202: {"model": Accepted, "description": "Started with wait=false: it goes on"}
+    "202": {"model": Accepted, "description": "Started with wait=false: it goes on"}
 }
 
 
