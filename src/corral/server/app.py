@@ -192,6 +192,10 @@ def _answer_errors(app: FastAPI) -> None:
 
     async def http_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if exc.status_code == 400:  # FastAPI's word for a body it cannot decode
+            return error_response(
+                422, ErrorCode.INVALID_INPUT, "the body is not JSON text", "send UTF-8 JSON"
+            )
         # a route or method that does not exist: the request, not a run, is wrong
         return error_response(exc.status_code, ErrorCode.INVALID_ARGUMENT, str(exc.detail), None)
 
