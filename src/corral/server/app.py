@@ -102,7 +102,8 @@ class ServerState:
     async def summary_answer(self, summary: RunSummary) -> dict[str, Any]:
         """A summary as JSON, redacted as ``corral show --json`` redacts it."""
         events = await self.events(summary.run_id)
-        return redactor_for(events).value(summary.model_dump(mode="json"))  # type: ignore[no-any-return]
+        shown: dict[str, Any] = redactor_for(events).value(summary.model_dump(mode="json"))
+        return shown
 
     async def answer(self, started: LiveRun | RunSummary, wait: bool) -> Response:
         """The answer to a start or resume: the summary once it pauses or ends, or 202."""
