@@ -12,6 +12,7 @@ lease, so a process that lost it appends nothing and enters no tool.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -51,6 +52,7 @@ from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
 from corral.observe.redact import redaction_spec
+from corral.observe.telemetry import RunTracer, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -122,7 +124,10 @@ class Runtime:
         log_dir: Path | None = None,
         lease_ttl_s: float = DEFAULT_LEASE_S,
         faults: Faults | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
+        """``tracer``: where spans go; by default what the agent's ``telemetry:`` block and
+        the ``OTEL_*`` variables say (nothing, unless one of them names an exporter)."""
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
         self.faults = faults if faults is not None else Faults()
@@ -130,7 +135,9 @@ class Runtime:
         self.effects: Effects = (
             FaultyEffects(effects, self.faults) if self.faults.active else effects
         )
-        self.log = JsonlLog(log_dir) if log_dir is not None else None
+        self.sampling = agent.config.telemetry.sampling
+        self.log = JsonlLog(log_dir, self.sampling) if log_dir is not None else None
+        self.tracer = tracer or tracer_for(agent.config.telemetry, os.environ)
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self._store_threads: ThreadPoolExecutor | None = None
         self._redact: dict[str, list[str]] | None = None
@@ -512,6 +519,8 @@ class Runtime:
         self.faults.hit("after_commit")
         if self.log is not None:
             self.log.export(self.store, record.run_id)  # derived from the store, repaired
+        if release and self.tracer is not None:  # paused or ended: this stretch's spans
+            self.tracer.export(self.store.load_events(record.run_id), self.sampling)
 
     def _update_session(self, state: RunState) -> None:
         assert state.session_id is not None
