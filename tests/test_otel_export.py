@@ -30,6 +30,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 REPAIR = "打印机卡纸了，订单 HD20240501"
+EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 NO_OTEL = {key: "" for key in os.environ if key.startswith("OTEL_")}
 
 
@@ -48,7 +49,8 @@ def _console_spans(stdout: str) -> list[dict[str, Any]]:
 
 
 def test_the_console_exporter_prints_the_runs_spans_to_stdout(tmp_path: Path) -> None:
-    done = corral_cli(tmp_path, "run", str(AFTERSALES), REPAIR, env={"OTEL_TRACES_EXPORTER": "console"})
+    console = {"OTEL_TRACES_EXPORTER": "console"}
+    done = corral_cli(tmp_path, "run", str(AFTERSALES), REPAIR, env=console)
     spans = _console_spans(done.stdout)
     names = [span["name"] for span in spans]
     assert names[-1] == "invoke_agent aftersales"  # the run's own span, when it ends
@@ -71,7 +73,7 @@ class _Receiver(BaseHTTPRequestHandler):
 
     bodies: list[tuple[str, bytes]]
 
-    def do_POST(self) -> None:  # noqa: N802 (the http.server name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.bodies.append((self.path, body))
         self.send_response(200)
@@ -107,9 +109,7 @@ def test_otlp_over_http_reaches_a_collector_with_the_genai_attributes(
         "OTEL_SERVICE_NAME": "aftersales-desk",
     }
     paused = json.loads(
-        corral_cli(
-            tmp_path, "run", str(AFTERSALES), "我的打印机上周坏了，订单号 HD20240501，能换新吗？", "--json", env=env
-        ).stdout
+        corral_cli(tmp_path, "run", str(AFTERSALES), EXCHANGE, "--json", env=env).stdout
     )
     corral_cli(tmp_path, "resume", paused["run_id"], "--approve", env=env)
     assert [path for path, _ in bodies] == ["/v1/traces", "/v1/traces"]  # pause, then end

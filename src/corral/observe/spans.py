@@ -90,8 +90,10 @@ class _Builder:
         self.model = started.model if isinstance(started, RunStarted) else None
 
     def attrs(self, **given: AttributeValue | None) -> dict[str, AttributeValue]:
-        """Attributes with dots for underscores' first split (``gen_ai__x`` -> ``gen_ai.x``),
-        the run id added, ``None`` left out and every string redacted."""
+        """Attributes named ``a__b`` -> ``a.b``, with the run id; ``None`` left out.
+
+        Every string is redacted: an attribute never shows what the JSONL log hides.
+        """
         out: dict[str, AttributeValue] = {"corral.run_id": self.hide.text(self.run_id)}
         for name, value in given.items():
             if value is not None:

@@ -126,8 +126,11 @@ class Runtime:
         faults: Faults | None = None,
         tracer: RunTracer | None = None,
     ) -> None:
-        """``tracer``: where spans go; by default what the agent's ``telemetry:`` block and
-        the ``OTEL_*`` variables say (nothing, unless one of them names an exporter)."""
+        """Tie the agent to a store; ``tracer``: where spans go.
+
+        By default spans go where the agent's ``telemetry:`` block and the ``OTEL_*``
+        variables say: nowhere, unless one of them names an exporter.
+        """
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
         self.faults = faults if faults is not None else Faults()
