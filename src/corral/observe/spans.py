@@ -37,6 +37,7 @@ AttributeValue = str | int | float | bool
 LAYERS = ("intent", "route", "plan", "decide", "execute", "verify", "reply")
 """The stages that are layers; ``run`` and ``memory`` events belong to no layer span."""
 RUN_KEY = "run"
+RUN_ID = "corral.run_id"
 _PAUSED = frozenset({"awaiting_confirm", "awaiting_user"})
 
 
@@ -90,21 +91,27 @@ class _Builder:
         self.model = started.model if isinstance(started, RunStarted) else None
 
     def attrs(self, **given: AttributeValue | None) -> dict[str, AttributeValue]:
-        """Attributes named ``a__b`` -> ``a.b``, with the run id; ``None`` left out.
-
-        Every string is redacted: an attribute never shows what the JSONL log hides.
-        """
-        out: dict[str, AttributeValue] = {"corral.run_id": self.hide.text(self.run_id)}
-        for name, value in given.items():
-            if value is not None:
-                key = name.replace("__", ".")
-                out[key] = self.hide.text(value) if isinstance(value, str) else value
+        """Attributes named ``a__b`` -> ``a.b``, with the run id; ``None`` left out."""
+        out: dict[str, AttributeValue] = {RUN_ID: self.run_id}
+        out.update((name.replace("__", "."), v) for name, v in given.items() if v is not None)
         return out
 
     def build(self) -> list[SpanRecord]:
+        """The spans, every name and string attribute redacted as the JSONL log is.
+
+        The run id alone is left as it is, as in the log: corral made it, and a run id's
+        hex digits may look like a phone number.
+        """
         for event in self.events:
             self.visit(event)
-        return list(self.spans.values())
+        spans = list(self.spans.values())
+        for span in spans:
+            span.name = self.hide.text(span.name)
+            span.attributes = {
+                key: self.hide.text(value) if isinstance(value, str) and key != RUN_ID else value
+                for key, value in span.attributes.items()
+            }
+        return spans
 
     def visit(self, event: Event) -> None:
         payload = event.payload
@@ -195,9 +202,9 @@ class _Builder:
         if span is None:
             return  # a step that never started (blocked, skipped): no span of its own
         span.end, span.closed_at = event.ts, event.seq
-        span.attributes["corral.status"] = self.hide.text(payload.status)
+        span.attributes["corral.status"] = payload.status
         if payload.result is not None:  # the tool used: a fallback may have replaced it
-            span.attributes["gen_ai.tool.name"] = self.hide.text(payload.result.tool)
+            span.attributes["gen_ai.tool.name"] = payload.result.tool
         if payload.status == "failed":
             span.error = True
             _error(span.attributes, payload.error_code, "step_failed")
@@ -252,7 +259,7 @@ class _Builder:
         if failed:
             _error(attributes, payload.error_code, "run_failed")
         elif payload.error_code:
-            attributes["corral.error_code"] = self.hide.text(payload.error_code)
+            attributes["corral.error_code"] = payload.error_code
         for key in self.open_steps.values():  # steps the run left unfinished end with it
             self.spans[key].end, self.spans[key].closed_at = event.ts, event.seq
         self.open_steps.clear()
