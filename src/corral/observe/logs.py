@@ -231,7 +231,14 @@ class JsonlLog:
             raise ValueError(f"not a run id: {run_id!r}")
         return self.folder / f"{run_id}.jsonl"
 
-    def export(self, store: Store, run_id: str, *, check_all: bool = False) -> Path | None:
+    def export(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        check_all: bool = False,
+        events: Sequence[Event] | None = None,
+    ) -> Path | None:
         """Bring the run's file in line with the store (idempotent; crash-safe).
 
         When the file's last line is complete and the lines before it need no new
@@ -239,12 +246,15 @@ class JsonlLog:
         the file is compared whole and replaced atomically if it differs. A line cut or
         lost by a crash is therefore rewritten the next time the run is touched.
 
+        ``events``: the run's stored events, when the caller has just loaded them.
+
         Returns the path, or ``None`` when there is nothing to write or the folder cannot
         be written: the file is derived, and a later touch repairs it.
         """
         if not valid_run_id(run_id):
             return None
-        events = store.load_events(run_id)
+        if events is None:
+            events = store.load_events(run_id)
         if not events or (self.sampling is not None and not sample(events, self.sampling).kept):
             return None
         path = self.path(run_id)

@@ -44,7 +44,7 @@ def sample(events: Sequence[Event], config: SamplingConfig) -> Sampled:
     for event in events:
         payload = event.payload
         if isinstance(payload, IntentClassified):
-            intents.append(payload.result.label)
+            intents.append(payload.result.label or "")  # no label: the default rate
         elif isinstance(payload, HandedOff):
             return Sampled(True, "handed off")
         elif isinstance(payload, StepFinished) and payload.status == "failed":

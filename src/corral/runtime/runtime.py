@@ -520,10 +520,14 @@ class Runtime:
     ) -> None:
         self.store.save(record, events, handoff, lease=lease, release=release)
         self.faults.hit("after_commit")
+        tracing = release and self.tracer is not None  # paused or ended: export spans
+        if self.log is None and not tracing:
+            return
+        stored = self.store.load_events(record.run_id)  # the whole run, earlier stretches too
         if self.log is not None:
-            self.log.export(self.store, record.run_id)  # derived from the store, repaired
-        if release and self.tracer is not None:  # paused or ended: this stretch's spans
-            self.tracer.export(self.store.load_events(record.run_id), self.sampling)
+            self.log.export(self.store, record.run_id, events=stored)  # repaired if stale
+        if tracing and self.tracer is not None:
+            self.tracer.export(stored, self.sampling)
 
     def _update_session(self, state: RunState) -> None:
         assert state.session_id is not None
