@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from corral import MemoryStore, Runtime, load_agent
 from corral.config import TelemetryConfig
 from corral.errors import ConfigInvalidError
-from corral.observe.telemetry import telemetry_settings, tracer_for
+from corral.observe.telemetry import Untraced, telemetry_settings, tracer_for
+from corral.runtime.replay import replay_run
+from corral.testing import FixedEffects
+from tests.conftest import AFTERSALES
+from tests.extras import REQUIRE_ALL, import_extra
+
+REPAIR = "打印机卡纸了，订单 HD20240501"
 
 
 def test_by_default_nothing_is_exported() -> None:
@@ -39,3 +48,22 @@ def test_the_environment_wins_over_the_config() -> None:
 def test_an_exporter_corral_does_not_know_is_a_config_error() -> None:
     with pytest.raises(ConfigInvalidError, match="none, console or otlp"):
         telemetry_settings(TelemetryConfig(), {"OTEL_TRACES_EXPORTER": "zipkin"})
+
+
+async def test_replays_export_nothing_even_when_the_environment_asks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A replay repeats the run's ids: exporting it would overwrite the real trace."""
+    import_extra("opentelemetry.sdk", REQUIRE_ALL)
+    from corral.observe.otel import OtelTracer
+
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = MemoryStore()
+    summary = await Runtime(agent, store, effects=FixedEffects()).start(REPAIR)
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    assert isinstance(Runtime(agent).tracer, OtelTracer)
+    assert Runtime(agent, tracer=Untraced()).tracer is None
+    capfd.readouterr()
+    report = await replay_run(agent, store.load_events(summary.run_id))
+    assert report.same_path, report
+    assert "invoke_agent" not in capfd.readouterr().out

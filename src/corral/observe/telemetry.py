@@ -33,6 +33,18 @@ class RunTracer(Protocol):
         ...
 
 
+class Untraced:
+    """A tracer that exports nothing, whatever the environment says.
+
+    For runs that are not real: replays and evaluation cases, whose run and trace ids
+    repeat (fixed effects) and would overwrite real traces in a collector.
+    """
+
+    def export(self, events: Sequence[Event], sampling: SamplingConfig) -> None:
+        """Export nothing."""
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class TelemetrySettings:
     """What the config and the environment say together (the environment wins)."""

@@ -52,7 +52,7 @@ from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
 from corral.observe.redact import redaction_spec
-from corral.observe.telemetry import RunTracer, tracer_for
+from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -129,7 +129,8 @@ class Runtime:
         """Tie the agent to a store; ``tracer``: where spans go.
 
         By default spans go where the agent's ``telemetry:`` block and the ``OTEL_*``
-        variables say: nowhere, unless one of them names an exporter.
+        variables say: nowhere, unless one of them names an exporter. ``Untraced()``
+        exports nothing whatever they say.
         """
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
@@ -140,7 +141,8 @@ class Runtime:
         )
         self.sampling = agent.config.telemetry.sampling
         self.log = JsonlLog(log_dir, self.sampling) if log_dir is not None else None
-        self.tracer = tracer or tracer_for(agent.config.telemetry, os.environ)
+        chosen = tracer if tracer is not None else tracer_for(agent.config.telemetry, os.environ)
+        self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self._store_threads: ThreadPoolExecutor | None = None
         self._redact: dict[str, list[str]] | None = None
