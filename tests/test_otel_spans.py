@@ -185,3 +185,30 @@ def test_a_model_call_is_a_chat_span_with_its_usage_under_its_layer() -> None:
     assert failed.error and failed.attributes["error.type"] == "MODEL_TIMEOUT"
     assert failed.parent == "layer/reply/0"
     assert spans["run"].closed_at == 5
+
+
+async def test_a_run_that_pauses_twice_exports_each_stretch_once(tmp_path: Path) -> None:
+    db = tmp_path / "corral.db"
+    exporter = InMemorySpanExporter()
+
+    def runtime() -> Runtime:  # a new process each time
+        return _runtime(load_agent(AFTERSALES, data_dir=tmp_path / "business"), db, exporter)
+
+    asked = await runtime().start("我想申请换新")
+    assert asked.status.value == "awaiting_user"
+    sizes = [len(exporter.get_finished_spans())]
+    confirm = await runtime().resume(asked.run_id, answer="订单号是 HD20240501")
+    assert confirm.status.value == "awaiting_confirm"
+    sizes.append(len(exporter.get_finished_spans()))
+    done = await runtime().resume(asked.run_id, approve=True)
+    assert done.status.value == "finished"
+    spans = list(exporter.get_finished_spans())
+    assert 0 < sizes[0] < sizes[1] < len(spans)
+    ids = [s.context.span_id for s in spans]
+    assert len(ids) == len(set(ids))
+    assert all(s.parent is None or s.parent.span_id in ids for s in spans)
+    named = _by_name(spans)
+    assert len(named["invoke_agent aftersales"]) == 1
+    assert len(named["route"]) == 2  # asked, then routed again after the answer
+    assert len(named["execute_tool query_order"]) == 1
+    assert [s.name for s in spans[sizes[1] :]][-1] == "invoke_agent aftersales"
