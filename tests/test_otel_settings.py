@@ -67,3 +67,14 @@ async def test_replays_export_nothing_even_when_the_environment_asks(
     report = await replay_run(agent, store.load_events(summary.run_id))
     assert report.same_path, report
     assert "invoke_agent" not in capfd.readouterr().out
+
+
+def test_an_exporter_without_the_sdk_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.resources", None)  # not installed
+    with pytest.raises(ConfigInvalidError, match="needs the OpenTelemetry SDK") as raised:
+        tracer_for(TelemetryConfig(exporter="console"), {})
+    assert raised.value.hint == "pip install 'corral[otel]'"

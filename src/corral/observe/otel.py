@@ -1,7 +1,8 @@
 """Spans of a run as OpenTelemetry ``ReadableSpan``s, handed to a ``SpanExporter``.
 
-The only module that imports the SDK (``corral[otel]``); ``corral.observe.telemetry``
-loads it only when an exporter is configured. Spans are not recorded live through a
+The only module that imports the SDK (``corral[otel]``), inside its functions, so it
+imports without the extra; ``corral.observe.telemetry`` uses it only when an exporter is
+configured. Spans are not recorded live through a
 tracer: they are rebuilt from the event log (``corral.observe.spans``) with ids derived
 from the run's trace id, so a run resumed in another process continues the same trace
 and its children point at the run's span before that span is exported (when the run
@@ -16,12 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from typing import TYPE_CHECKING
 
 from corral.config import SamplingConfig
 from corral.events import Event, RunStarted
@@ -29,9 +25,13 @@ from corral.observe.spans import SpanRecord, spans_to_export
 from corral.observe.telemetry import TelemetrySettings
 from corral.observe.trace_ids import otel_trace_id, span_id
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
 logger = logging.getLogger(__name__)
 
-SCOPE = InstrumentationScope("corral")
 EXPORT_TIMEOUT_S = 5.0
 """How long one OTLP export may hold up the end of a run before its spans are given up."""
 
@@ -50,6 +50,11 @@ def readable_spans(
     records: Sequence[SpanRecord], trace_hex: str, resource: Resource
 ) -> list[ReadableSpan]:
     """The records as SDK spans, their ids derived from ``trace_hex`` and their keys."""
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
+    scope = InstrumentationScope("corral")
     trace_id = int(trace_hex, 16)
 
     def context(key: str) -> SpanContext:
@@ -68,7 +73,7 @@ def readable_spans(
             status=Status(StatusCode.ERROR) if record.error else Status(StatusCode.UNSET),
             start_time=_nanos(record.start),
             end_time=_nanos(max(record.end, record.start)),
-            instrumentation_scope=SCOPE,
+            instrumentation_scope=scope,
         )
         for record in records
     ]
@@ -78,6 +83,8 @@ class OtelTracer:
     """Exports each stretch of a run's spans to one ``SpanExporter`` (``RunTracer``)."""
 
     def __init__(self, exporter: SpanExporter, service_name: str = "corral") -> None:
+        from opentelemetry.sdk.resources import Resource
+
         self.exporter = exporter
         self.resource = Resource.create({"service.name": service_name})
 
@@ -85,6 +92,8 @@ class OtelTracer:
     def from_settings(cls, settings: TelemetrySettings) -> OtelTracer:
         """The console exporter (stdout) or OTLP over HTTP, as the settings say."""
         if settings.exporter == "console":
+            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
             return cls(ConsoleSpanExporter(), settings.service_name)
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -78,11 +78,12 @@ def tracer_for(config: TelemetryConfig, environ: Mapping[str, str]) -> RunTracer
     settings = telemetry_settings(config, environ)
     if settings.exporter == "none":
         return None
+    from corral.observe.otel import OtelTracer
+
     try:
-        from corral.observe.otel import OtelTracer
+        return OtelTracer.from_settings(settings)
     except ImportError:
         raise ConfigInvalidError(
             f"exporting spans ({settings.exporter}) needs the OpenTelemetry SDK",
             hint="pip install 'corral[otel]'",
         ) from None
-    return OtelTracer.from_settings(settings)
