@@ -163,3 +163,18 @@ print(sorted(name for name in sys.modules if name.startswith("opentelemetry")))
     )
     assert done.stdout.strip() == "[]"
     assert list((tmp_path / "logs").glob("*.jsonl"))  # the run did run, with its log
+
+
+def test_a_collector_that_is_down_never_fails_the_run(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}",
+    }
+    done = corral_cli(tmp_path, "run", str(AFTERSALES), REPAIR, "--json", env=env)
+    assert json.loads(done.stdout)["status"] == "finished"
+    assert list((tmp_path / "logs").glob("*.jsonl"))

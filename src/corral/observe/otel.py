@@ -15,6 +15,7 @@ down costs the spans of that export only (logged as a warning).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -86,6 +87,9 @@ class OtelTracer:
         from opentelemetry.sdk.resources import Resource
 
         self.exporter = exporter
+        self._one_export = threading.Lock()
+        """The SDK's contract: ``export`` is never called concurrently on one exporter, and
+        runs of one Runtime end in several store threads at once."""
         self.resource = Resource.create({"service.name": service_name})
 
     @classmethod
@@ -106,6 +110,9 @@ class OtelTracer:
             records = spans_to_export(events, sampling)
             if records:
                 spans = readable_spans(records, run_trace_id(events), self.resource)
-                self.exporter.export(spans)
+                with self._one_export:
+                    result = self.exporter.export(spans)
+                if result.name != "SUCCESS":
+                    logger.warning("the collector refused the spans of %s", events[0].run_id)
         except Exception:  # a broken collector or exporter never fails a stored run
             logger.warning("exporting the spans of %s failed", events[0].run_id, exc_info=True)
