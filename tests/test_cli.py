@@ -202,7 +202,8 @@ def test_traces_filter_by_stage_and_level(tmp_path: Path) -> None:
     assert all(
         len(line["input_summary"]) <= 200 and len(line["output_summary"]) <= 200 for line in lines
     )
-    assert {line["trace_id"] for line in lines} == {paused["trace_id"]}
+    otel_id = paused["trace_id"].removeprefix("trace_").rjust(32, "0")  # the OTel trace id
+    assert {line["trace_id"] for line in lines} == {otel_id}
     execute = [
         json.loads(x)
         for x in corral(

@@ -100,7 +100,7 @@ def test_a_log_written_before_format_2_renders_logs_and_replays(tmp_path: Path) 
     events = store.load_events(run_id)
     lines = log_records(events)
     assert [line["event"] for line in lines] == [e.type.value for e in events]
-    assert {line["trace_id"] for line in lines} == {"trace_000002"}
+    assert {line["trace_id"] for line in lines} == {"0" * 31 + "2"}  # OTel form of trace_000002
     finished = [line for line in lines if line["event"] == "step_finished"]
     assert [line["level"] for line in finished] == ["info"] * 5
     tree = run_tree(fold(run_id, events), events=events)

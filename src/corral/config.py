@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
@@ -246,6 +253,37 @@ class RedactionConfig(_Strict):
         return patterns
 
 
+Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class SamplingConfig(_Strict):
+    """Which runs the JSONL log and the exported spans keep (seed 002 §4.4).
+
+    Decided once per run from its run id, so the same run is always kept or always
+    dropped. Critical intents are always kept, and so is any run that fails, is handed
+    off or has a failed step. The event store keeps every event whatever this says.
+    """
+
+    rate: Rate = 1.0
+    """The share of runs kept when their intent has no rate of its own."""
+    rates: dict[str, Rate] = Field(default_factory=dict)
+    """Intent name -> the share of its runs kept."""
+    critical_intents: list[str] = Field(default_factory=list)
+    """Intents whose runs are always kept."""
+
+
+class TelemetryConfig(_Strict):
+    """Where spans go, and what the local log keeps. ``OTEL_*`` variables win over it."""
+
+    exporter: Literal["none", "console", "otlp"] | None = None
+    """``none`` (the default), ``console`` (stdout) or ``otlp`` (OTLP over HTTP)."""
+    endpoint: str | None = None
+    """The OTLP/HTTP base URL (``http://localhost:4318``); ``/v1/traces`` is added."""
+    service_name: str | None = None
+    """The ``service.name`` of the spans; by default ``corral``."""
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+
+
 class AgentConfig(_Strict):
     """The whole declaration of one agent, as read from ``agent.yaml``."""
 
@@ -277,6 +315,8 @@ class AgentConfig(_Strict):
     """Entity -> template asking the user for it."""
     redaction: RedactionConfig = Field(default_factory=RedactionConfig)
     """Extra patterns and fields hidden from logs, traces and handoff packets."""
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    """OpenTelemetry export and the sampling of the JSONL log and of spans."""
 
     @field_validator("timezone")
     @classmethod
@@ -296,6 +336,16 @@ class AgentConfig(_Strict):
         if duplicates:
             raise ValueError(f"intents declared twice: {sorted(duplicates)}")
         return intents
+
+    @model_validator(mode="after")
+    def _sampled_intents_exist(self) -> AgentConfig:
+        """A misspelt critical intent would silently lose the logs it was meant to keep."""
+        sampling = self.telemetry.sampling
+        declared = {spec.name for spec in self.intents}
+        unknown = sorted((set(sampling.critical_intents) | set(sampling.rates)) - declared)
+        if unknown:
+            raise ValueError(f"telemetry.sampling names undeclared intents: {unknown}")
+        return self
 
     def intent(self, name: str) -> IntentSpec:
         """The intent called ``name`` or one of its aliases."""

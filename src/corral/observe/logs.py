@@ -2,7 +2,8 @@
 
 Each line has ``ts, trace_id, run_id, stage, level, status, input_summary,
 output_summary, duration_ms`` plus the event type. Summaries are redacted, then cut to
-200 characters.
+200 characters. ``trace_id`` is the run's OpenTelemetry trace id (32 hex digits), the one
+its exported spans carry.
 
 The event store is the one source of truth. ``<folder>/<run_id>.jsonl`` is an export of
 it, brought in line with the store whenever the run is touched (appended to when intact,
@@ -36,8 +37,11 @@ from corral.events import (
 )
 from corral.files import private_dir, tighten, write_private
 from corral.observe.redact import Redactor, redactor_for
+from corral.observe.sampling import sample
+from corral.observe.trace_ids import otel_trace_id
 
 if TYPE_CHECKING:
+    from corral.config import SamplingConfig
     from corral.store.base import Store
 
 SUMMARY_LIMIT = 200
@@ -175,8 +179,9 @@ def log_records(events: Sequence[Event], redactor: Redactor | None = None) -> li
 
 
 def _trace_id(events: Iterable[Event]) -> str:
+    """The run's OTel trace id, derived from the one ``run_started`` records."""
     started = next((e.payload for e in events if isinstance(e.payload, RunStarted)), None)
-    return started.trace_id if started else ""
+    return otel_trace_id(started.trace_id) if started else ""
 
 
 def _lines(records: Iterable[dict[str, Any]]) -> bytes:
@@ -210,10 +215,15 @@ def keep(record: dict[str, Any], stage: str | None, level: str | None) -> bool:
 
 
 class JsonlLog:
-    """The per-run JSONL files under ``folder`` (0700; files 0600)."""
+    """The per-run JSONL files under ``folder`` (0700; files 0600).
 
-    def __init__(self, folder: Path) -> None:
+    With ``sampling`` (the agent's ``telemetry.sampling``), a run that sampling drops
+    gets no file, until it fails or is handed off: then its file is written in full.
+    """
+
+    def __init__(self, folder: Path, sampling: SamplingConfig | None = None) -> None:
         self.folder = folder
+        self.sampling = sampling
 
     def path(self, run_id: str) -> Path:
         """The log file of a run; ``ValueError`` for an id that is not a run id."""
@@ -221,7 +231,14 @@ class JsonlLog:
             raise ValueError(f"not a run id: {run_id!r}")
         return self.folder / f"{run_id}.jsonl"
 
-    def export(self, store: Store, run_id: str, *, check_all: bool = False) -> Path | None:
+    def export(
+        self,
+        store: Store,
+        run_id: str,
+        *,
+        check_all: bool = False,
+        events: Sequence[Event] | None = None,
+    ) -> Path | None:
         """Bring the run's file in line with the store (idempotent; crash-safe).
 
         When the file's last line is complete and the lines before it need no new
@@ -229,13 +246,16 @@ class JsonlLog:
         the file is compared whole and replaced atomically if it differs. A line cut or
         lost by a crash is therefore rewritten the next time the run is touched.
 
+        ``events``: the run's stored events, when the caller has just loaded them.
+
         Returns the path, or ``None`` when there is nothing to write or the folder cannot
         be written: the file is derived, and a later touch repairs it.
         """
         if not valid_run_id(run_id):
             return None
-        events = store.load_events(run_id)
-        if not events:
+        if events is None:
+            events = store.load_events(run_id)
+        if not events or (self.sampling is not None and not sample(events, self.sampling).kept):
             return None
         path = self.path(run_id)
         redactor = redactor_for(events)

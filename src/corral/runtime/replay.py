@@ -161,6 +161,7 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
 
 async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event], str | None]:
     """Replay a recorded run with ``agent``: the new log, and the error that stopped it."""
+    from corral.observe.telemetry import Untraced
     from corral.runtime.plan_entry import recorded_entry
     from corral.runtime.runtime import Runtime
 
@@ -170,7 +171,7 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     replayed_agent = dataclasses.replace(
         agent, model=ReplayModel.from_events(events), health=ToolHealth()
     )
-    runtime = Runtime(replayed_agent, MemoryStore(), effects=effects)
+    runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
     ]

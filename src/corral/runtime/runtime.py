@@ -12,6 +12,7 @@ lease, so a process that lost it appends nothing and enters no tool.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -51,6 +52,7 @@ from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog
 from corral.observe.redact import redaction_spec
+from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -123,7 +125,14 @@ class Runtime:
         log_dir: Path | None = None,
         lease_ttl_s: float = DEFAULT_LEASE_S,
         faults: Faults | None = None,
+        tracer: RunTracer | None = None,
     ) -> None:
+        """Tie the agent to a store; ``tracer``: where spans go.
+
+        By default spans go where the agent's ``telemetry:`` block and the ``OTEL_*``
+        variables say: nowhere, unless one of them names an exporter. ``Untraced()``
+        exports nothing whatever they say.
+        """
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
         self.faults = faults if faults is not None else Faults()
@@ -131,7 +140,10 @@ class Runtime:
         self.effects: Effects = (
             FaultyEffects(effects, self.faults) if self.faults.active else effects
         )
-        self.log = JsonlLog(log_dir) if log_dir is not None else None
+        self.sampling = agent.config.telemetry.sampling
+        self.log = JsonlLog(log_dir, self.sampling) if log_dir is not None else None
+        chosen = tracer if tracer is not None else tracer_for(agent.config.telemetry, os.environ)
+        self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self._store_threads: ThreadPoolExecutor | None = None
         self._redact: dict[str, list[str]] | None = None
@@ -557,8 +569,14 @@ class Runtime:
     ) -> None:
         self.store.save(record, events, handoff, lease=lease, release=release)
         self.faults.hit("after_commit")
+        tracing = release and self.tracer is not None  # paused or ended: export spans
+        if self.log is None and not tracing:
+            return
+        stored = self.store.load_events(record.run_id)  # the whole run, earlier stretches too
         if self.log is not None:
-            self.log.export(self.store, record.run_id)  # derived from the store, repaired
+            self.log.export(self.store, record.run_id, events=stored)  # repaired if stale
+        if tracing and self.tracer is not None:
+            self.tracer.export(stored, self.sampling)
 
     def _update_session(self, state: RunState) -> None:
         assert state.session_id is not None

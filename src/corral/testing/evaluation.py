@@ -28,6 +28,7 @@ from corral.contracts import RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
 from corral.errors import ConfigInvalidError, ErrorCode
 from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
+from corral.observe.telemetry import Untraced
 from corral.runtime.runtime import Runtime
 from corral.safe_yaml import read_yaml_file
 from corral.store.memory import MemoryStore
@@ -285,7 +286,7 @@ async def run_case(
         except SimulatedCrash:  # the process died: a new one resumes from the store
             effects = runtime.effects
             reborn = effects.reborn() if isinstance(effects, FaultInjector) else effects
-            runtime = Runtime(runtime.agent, runtime.store, effects=reborn)
+            runtime = Runtime(runtime.agent, runtime.store, effects=reborn, tracer=Untraced())
             summary = await runtime.resume(_last_run(runtime))
         if summary.run_id not in runs:
             runs.append(summary.run_id)
@@ -400,7 +401,7 @@ async def run_suite(
             ledger = FaultLedger()  # counts every write entry, with faults or without
             schedule = FaultSchedule(faults or FaultProfile(name="none"), seed, case.name)
             chosen = FaultInjector(make_effects(), schedule, ledger)
-            runtime = Runtime(make_agent(), MemoryStore(), effects=chosen)
+            runtime = Runtime(make_agent(), MemoryStore(), effects=chosen, tracer=Untraced())
             result = await run_case(runtime, case, ledger)
         if on_case is not None:
             on_case(result)
