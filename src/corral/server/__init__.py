@@ -1,0 +1,1 @@
+"""``corral serve``: the HTTP API, its live streams and the dashboard (``corral[server]``)."""
