@@ -13,12 +13,18 @@ export class ApiError extends Error {
   }
 }
 
-/** Take a token from the fragment (then drop it from the address bar). */
+/** Take a token from the fragment (`#token=T` or `#/route?token=T`), then drop it from the address. */
 export function tokenFromFragment() {
-  const match = /(?:^#|[#&?])token=([^&]+)/.exec(location.hash);
-  if (!match) return;
-  setToken(decodeURIComponent(match[1]));
-  history.replaceState(null, "", `${location.pathname}${location.search}#/runs`);
+  const [path, search = ""] = location.hash.replace(/^#/, "").split("?");
+  const bare = path.startsWith("token=");
+  const query = new URLSearchParams(bare ? path : search);
+  const given = query.get("token");
+  if (!given) return;
+  setToken(given);
+  query.delete("token");
+  const route = bare || !path ? "/runs" : path;
+  const rest = bare ? "" : query.toString();
+  history.replaceState(null, "", `${location.pathname}${location.search}#${route}${rest ? `?${rest}` : ""}`);
 }
 
 export function token() {

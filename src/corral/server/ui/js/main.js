@@ -25,6 +25,7 @@ function disposeCharts() {
 }
 
 async function route() {
+  tokenFromFragment(); // a link pasted into this tab may bring a new token
   leaving?.abort();
   leaving = new AbortController();
   const signal = leaving.signal;
@@ -86,6 +87,5 @@ window.addEventListener("resize", () => {
   for (const el of view.querySelectorAll(".chart")) echarts.getInstanceByDom(el)?.resize();
 });
 
-tokenFromFragment();
 applyLanguage();
 route();

@@ -87,6 +87,7 @@ function render(page) {
       [t("run.trace"), detail.trace_id],
     ]),
     actions(page),
+    conversation(page.events),
     h("section", {}, h("h2", {}, t("run.timeline")), h("p", { class: "muted small" }, t("run.timeline.note")), h("div", { id: "timeline", class: "chart" })),
     h("section", { class: "two" }, intentSection(page), h("div", {}, h("h2", {}, t("run.plan")), h("div", { id: "plan", class: "chart" }))),
     h("section", {}, h("h2", {}, t("run.steps")), h("div", { id: "steps" })),
@@ -111,6 +112,23 @@ function drawDynamic(page) {
   if (steps.length) drawPlan(planEl, steps, statuses);
   else fill(planEl, h("p", { class: "muted" }, t("run.noplan")));
   fill(view.querySelector("#steps"), stepCards(events, steps, statuses));
+}
+
+/** What the user said and was asked, in order (the user's words, as text). */
+function conversation(events) {
+  const said = {
+    user_message: "run.user",
+    user_answered: "run.user",
+    question_asked: "run.agent_said",
+    confirmation_requested: "run.agent_said",
+  };
+  const lines = events.filter((e) => said[e.type]);
+  return h(
+    "section",
+    { id: "conversation" },
+    h("h2", {}, t("run.conversation")),
+    h("ol", { class: "conversation" }, lines.map((e) => h("li", { data: { who: said[e.type] === "run.user" ? "user" : "agent" } }, h("span", { class: "muted small" }, t(said[e.type])), " ", e.data.text ?? e.data.prompt))),
+  );
 }
 
 function intentSection(page) {

@@ -181,7 +181,7 @@ export function timelineOption(timeline) {
     const [xs] = api.coord([p.x0, 0]);
     const [xe] = api.coord([p.x1, 0]);
     const { y, height } = params.coordSys;
-    const label = t("run.paused", { d: duration(p.end - p.start) }) + (p.open ? " …" : "");
+    const label = p.open ? t("run.waiting_since") : t("run.paused", { d: duration(p.end - p.start) });
     return {
       type: "group",
       children: [
@@ -197,7 +197,7 @@ export function timelineOption(timeline) {
     xAxis: {
       type: "value",
       min: 0,
-      max: Math.max(span, 0.001),
+      max: Math.max(span, ...pauses.map((p) => p.x1), 0.001),
       name: t("run.axis"),
       nameLocation: "middle",
       nameGap: 26,

@@ -1,0 +1,265 @@
+"""The dashboard in a real browser: Debian's Chromium, driven by Playwright, on `corral serve`.
+
+One server (the real command, in a subprocess) serves the aftersales example and a small
+desk whose one tool waits for the test, over a home of this module's own. The demo's
+scenarios are run through the HTTP API, as a client would, and left as the demo leaves
+them, except the exchange, which waits for a person: the test approves it from the page.
+
+What is checked is what a person sees: the list and its filters, the exchange run's
+timeline with the two parallel lookups side by side (read from the bars the chart drew),
+one exchange order after the approval from the page (counted in the example's own
+database, where the tool writes it), a run followed live over its event stream, the stats
+page, and hostile text that stays text. Screenshots go to ``.ci/artifacts/``.
+
+Without ``/usr/bin/chromium`` the module skips; CI installs it and turns skips into failures.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser import CHROMIUM, ROOT, Served, chromium, serving
+from tests.extras import REQUIRE_ALL, import_extra
+
+if not CHROMIUM.exists():
+    pytest.skip("Debian's chromium is not installed at /usr/bin/chromium", allow_module_level=True)
+import_extra("fastapi", REQUIRE_ALL)
+import_extra("uvicorn", REQUIRE_ALL)
+import_extra("playwright.sync_api", REQUIRE_ALL)
+
+from corral.cli.conversation import DEMO_SCRIPT  # noqa: E402
+from corral.cli.examples import LEFT_BEHIND  # noqa: E402
+
+ARTIFACTS = ROOT / ".ci" / "artifacts"
+EXCHANGE = DEMO_SCRIPT[0][1]
+"""The demo's in-warranty exchange: two lookups in parallel, then a confirmation."""
+HOSTILE = 'asdf <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> ？？？'
+WAIT_MS = 20_000
+
+GATED_YAML = """\
+name: gated
+default_language: en
+budget: {max_wall_clock_s: 120}
+intents:
+  - name: hold
+    rules: [{keywords: [hold], confidence: 0.95}]
+    route: plan
+    plan: p
+    reply: done
+plans:
+  p:
+    steps:
+      - {id: s1, tool: wait_for_gate, args: {}}
+templates:
+  done: {zh: 好了, en: released}
+"""
+GATED_TOOLS = '''\
+"""A desk whose one tool waits until the test opens its gate (a file in its data folder)."""
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from corral import ToolContext, ToolPolicy, tool
+
+
+def setup(data_dir: Path) -> dict[str, Any]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return {"gate": data_dir / "open"}
+
+
+class Released(BaseModel):
+    released: bool
+
+
+@tool(policy=ToolPolicy(kind="read", timeout_s=90))
+async def wait_for_gate(ctx: ToolContext) -> Released:
+    """Return once the gate file exists (90 s at most)."""
+    for _ in range(9000):
+        if ctx.deps["gate"].exists():
+            return Released(released=True)
+        await asyncio.sleep(0.01)
+    return Released(released=False)
+'''
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """The server, with the demo's scenarios run through its API."""
+    root = tmp_path_factory.mktemp("dashboard")
+    desk = root / "aftersales"
+    shutil.copytree(ROOT / "examples" / "aftersales", desk, ignore=LEFT_BEHIND)
+    gated = root / "gated"
+    gated.mkdir()
+    (gated / "agent.yaml").write_text(GATED_YAML, encoding="utf-8")
+    (gated / "tools.py").write_text(GATED_TOOLS, encoding="utf-8")
+    home = root / "home"
+    home.mkdir()
+    with serving(desk, gated, home=home) as server:
+        for _title, message, follow_ups in DEMO_SCRIPT:
+            summary = server.call("POST", "/agents/aftersales/runs", {"message": message})
+            if message == EXCHANGE:
+                continue  # left waiting: the test approves it from the page
+            for kind, value in follow_ups:
+                body = {"approve": bool(value)} if kind == "approve" else {"answer": str(value)}
+                summary = server.call("POST", f"/runs/{summary['run_id']}/resume", body)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1200, "height": 800}, locale="en-US")
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert errors == [], errors  # no script error on any page
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"dashboard-{name}.png"), full_page=True)
+
+
+def exchanges(served: Served) -> int:
+    """Exchange orders in the example's own database, where create_exchange_order writes."""
+    with sqlite3.connect(served.home / "data" / "aftersales" / "aftersales.db") as conn:
+        return int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+
+
+def run_rows(page: Any) -> list[dict[str, str]]:
+    rows = page.locator("#runs-table tbody tr")
+    return [
+        {"run": rows.nth(i).get_attribute("data-run"), "status": rows.nth(i).get_attribute("data-status")}
+        for i in range(rows.count())
+    ]
+
+
+def exchange_run(served: Served) -> str:
+    runs = served.call("GET", "/runs?agent=aftersales&status=awaiting_confirm")["runs"]
+    assert len(runs) == 1, runs
+    return str(runs[0]["run_id"])
+
+
+def test_runs_page_lists_filters_and_keeps_the_token_out_of_the_address(
+    served: Served, page: Any
+) -> None:
+    page.goto(served.dashboard())
+    page.wait_for_selector("#runs-table tbody tr")
+    assert "token" not in page.evaluate("location.href")  # taken from the fragment, then dropped
+    assert page.evaluate("sessionStorage.getItem('corral.token')") == served.token
+    assert len(run_rows(page)) == len(DEMO_SCRIPT)
+    glance = {
+        chip.get_attribute("data-status"): int(chip.get_attribute("data-count"))
+        for chip in page.locator("#glance .chip").all()
+    }
+    assert glance == {"awaiting_confirm": 1, "finished": 4, "handed_off": 1}
+    shot(page, "runs")
+
+    page.select_option("#filter-status", "awaiting_confirm")
+    page.wait_for_function("document.querySelectorAll('#runs-table tbody tr').length === 1")
+    assert [r["status"] for r in run_rows(page)] == ["awaiting_confirm"]
+    assert "status=awaiting_confirm" in page.evaluate("location.hash")
+
+    page.select_option("#filter-status", "")
+    page.fill("#filter-intent", "投诉")
+    page.dispatch_event("#filter-intent", "change")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#runs-table tbody tr')].map(r => r.dataset.status)"
+        ".join() === 'handed_off'"
+    )
+    shot(page, "runs-filtered")
+
+    # the language: the toggle switches every label, and the choice outlives a reload
+    page.click("#lang-toggle")
+    page.wait_for_selector("text=运行列表")
+    assert page.locator("nav a[data-route=runs]").inner_text() == "运行"
+    page.reload()
+    page.wait_for_selector("text=运行列表")
+    page.click("#lang-toggle")
+    page.wait_for_selector("text=Runs")
+
+
+def test_exchange_run_shows_parallel_steps_and_is_approved_from_the_page(
+    served: Served, page: Any
+) -> None:
+    run_id = exchange_run(served)
+    before = exchanges(served)
+    page.goto(served.dashboard())
+    page.click(f"a[href='#/runs/{run_id}']")
+    page.wait_for_selector("#timeline[data-bars]")
+    bars = page.evaluate("window.corralTimeline.bars")
+    steps = {b["step"]: b for b in bars if b["kind"] == "step"}
+    assert sorted(steps) == ["s1", "s2", "s3"]  # s4 waits for the approval
+    s2, s3 = steps["s2"], steps["s3"]
+    # the two lookups that depend only on s1 ran side by side: rows apart, times overlapping
+    assert s2["row"] != s3["row"]
+    assert s2["x0"] < s3["x1"] and s3["x0"] < s2["x1"], (s2, s3)
+    assert steps["s1"]["x1"] <= min(s2["x0"], s3["x0"])  # and both after the order lookup
+    graph = page.evaluate("JSON.parse(document.querySelector('#plan').dataset.graph)")
+    assert {(e["source"], e["target"]) for e in graph["edges"]} == {
+        ("s1", "s2"), ("s1", "s3"), ("s2", "s4"), ("s3", "s4"), ("s4", "s5")
+    }
+    assert "HD20240501" in page.inner_text("section.two")  # the entities
+    assert page.locator("details.step").count() == 5
+    shot(page, "run-waiting")
+
+    page.click("#approve")
+    page.wait_for_selector("h1 .badge.s-finished")
+    assert exchanges(served) == before + 1  # exactly one exchange order
+    assert served.call("GET", f"/runs/{run_id}")["status"] == "finished"
+    bars = page.evaluate("window.corralTimeline.bars")
+    assert {b["step"] for b in bars if b["kind"] == "step"} == {"s1", "s2", "s3", "s4", "s5"}
+    pauses = page.evaluate("window.corralTimeline.pauses")
+    assert len(pauses) == 1 and pauses[0]["reason"] == "awaiting_confirm"  # drawn as a gap
+    assert all(b["x0"] >= pauses[0]["x1"] for b in bars if b.get("step") in ("s4", "s5"))
+    shot(page, "run-approved")
+
+
+def test_a_run_in_progress_is_followed_live(served: Served, page: Any) -> None:
+    gate = served.home / "data" / "gated" / "open"
+    started = served.call("POST", "/agents/gated/runs", {"message": "hold", "wait": False})
+    run_id = started["run_id"]
+    page.goto(served.dashboard(f"/runs/{run_id}"))
+    page.wait_for_selector("#live-note:not([hidden])")  # the page follows the stream
+    page.wait_for_function("window.corralTimeline.bars.some(b => b.step === 's1')")
+    gate.touch()  # the tool returns; the run ends; the stream tells the page
+    page.wait_for_selector("h1 .badge.s-finished")
+    assert page.inner_text("#reply") == "released"
+    shot(page, "run-live")
+
+
+def test_stats_page(served: Served, page: Any) -> None:
+    page.goto(served.dashboard("/stats?since="))
+    page.wait_for_selector("#chart-stages[data-drawn], #chart-stages p, #stats-missing")
+    assert page.locator("#stats-missing").count() == 0, "GET /stats is missing"
+    assert page.locator(".chart[data-drawn]").count() >= 3
+    shot(page, "stats")
+
+
+def test_hostile_text_is_shown_as_text(served: Served, page: Any) -> None:
+    summary = served.call("POST", "/agents/aftersales/runs", {"message": HOSTILE})
+    page.goto(served.dashboard(f"/runs/{summary['run_id']}"))
+    page.wait_for_selector("#conversation li")
+    assert HOSTILE in page.inner_text("#conversation")
+    assert page.locator("#view img, #view script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    page.goto(served.dashboard("/handoffs"))
+    page.wait_for_selector("article.handoff")
+    assert page.locator("article.handoff").count() >= 1
+    shot(page, "handoffs")
