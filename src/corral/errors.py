@@ -8,7 +8,7 @@ them. Messages may change; codes do not. The table of codes is in ``docs/errors.
 
 A code need not have an exception class: ``TOOL_NOT_ALLOWED``, ``LOOP_DETECTED`` and
 ``OUTCOME_UNKNOWN`` are only ever recorded on a step (the run goes on to hand off), never
-raised, so they have none.
+raised, so they have none; ``UNAUTHORIZED`` is only ever an HTTP answer of ``corral serve``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ class ErrorCode(StrEnum):
     STORE_FULL = "STORE_FULL"
     STORE_CORRUPT = "STORE_CORRUPT"
     INVALID_INPUT = "INVALID_INPUT"
+    AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+    UNAUTHORIZED = "UNAUTHORIZED"
 
 
 class CorralError(Exception):
@@ -321,3 +323,9 @@ class InvalidInputError(CorralError):
     """User input that cannot be handled as text (invalid UTF-8, lone surrogates)."""
 
     code = ErrorCode.INVALID_INPUT
+
+
+class AgentNotFoundError(CorralError):
+    """A request names an agent that this server (or this call) does not serve."""
+
+    code = ErrorCode.AGENT_NOT_FOUND

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,8 @@ class Journal:
 
     state: RunState
     effects: Effects
+    watch: Callable[[Event], None] | None = None
+    """Told of each event once it is applied (``Runtime.stream``); ``None``: nobody."""
     pending: list[Event] = field(default_factory=list)
 
     def emit(self, stage: str, payload: Payload) -> Event:
@@ -37,6 +40,8 @@ class Journal:
         )
         apply(self.state, event)
         self.pending.append(event)
+        if self.watch is not None:
+            self.watch(event)
         return event
 
     def transition(self, target: RunStatus, reason: str = "", active_s: float = 0.0) -> None:

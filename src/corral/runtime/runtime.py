@@ -12,7 +12,7 @@ lease, so a process that lost it appends nothing and enters no tool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
@@ -64,6 +64,7 @@ from corral.runtime.plan_entry import (
     start_plan,
 )
 from corral.runtime.state import RunState, fold
+from corral.runtime.stream import StreamItem, Watch, event_stream
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.memory import MemoryStore
 
@@ -140,6 +141,35 @@ class Runtime:
 
     async def start(self, message: str, *, session_id: str | None = None) -> RunSummary:
         """Handle a new user message; continues the session's open question if there is one."""
+        return await self._handle_message(message, session_id, None)
+
+    def stream(self, message: str, *, session_id: str | None = None) -> AsyncIterator[StreamItem]:
+        """``start``, yielding the run's events as it writes them, then its summary.
+
+        >>> async for item in runtime.stream("我的打印机坏了，订单号 HD20240501，能换新吗"):
+        ...     print(item.type if isinstance(item, Event) else item.status)
+
+        Events come in ``seq`` order as the run applies them (before they are stored, so
+        a consumer sees progress between durability points). Leaving the loop early
+        cancels the run as a crash would; ``resume`` finishes it from what was stored.
+        """
+        return event_stream(partial(self._handle_message, message, session_id))
+
+    def stream_resume(
+        self,
+        run_id: str,
+        *,
+        approve: bool | None = None,
+        answer: str | None = None,
+        step_id: str | None = None,
+        wait_s: float = 0.0,
+    ) -> AsyncIterator[StreamItem]:
+        """``resume``, yielding the events this resume writes, then the run's summary."""
+        return event_stream(partial(self._resume, run_id, approve, answer, step_id, wait_s))
+
+    async def _handle_message(
+        self, message: str, session_id: str | None, watch: Watch | None
+    ) -> RunSummary:
         require_text(message, "the message")
         if session_id is not None:
             require_text(session_id, "the session id")
@@ -155,10 +185,10 @@ class Runtime:
             if session and session.open_run_id:
                 record = await self._io(self.store.get_run, session.open_run_id)
                 if record and record.status == RunStatus.AWAITING_USER.value:
-                    return await self.resume(session.open_run_id, answer=message)
+                    return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
         run_id = self.effects.new_id("run")
         async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
-            return await self._start(run_id, message, session, session_id, held)
+            return await self._start(run_id, message, session, session_id, held, watch)
 
     async def _start(
         self,
@@ -167,9 +197,10 @@ class Runtime:
         session: SessionRecord | None,
         session_id: str | None,
         held: Held,
+        watch: Watch | None,
     ) -> RunSummary:
         language = detect_language(message, self.agent.config.default_language)
-        journal = self._begin(run_id, session, session_id, language, ENTRY_MESSAGE)
+        journal = self._begin(run_id, session, session_id, language, ENTRY_MESSAGE, watch)
         journal.emit("intent", UserMessage(message))
         self._carry_over(journal, session)
         return await self._drive(journal, held)
@@ -181,9 +212,10 @@ class Runtime:
         session_id: str | None,
         language: Language,
         entry: str,
+        watch: Watch | None = None,
     ) -> Journal:
         """A new run's journal, opened with ``run_started``; ``entry``: message or plan."""
-        journal = Journal(RunState(run_id=run_id), self.effects)
+        journal = Journal(RunState(run_id=run_id), self.effects, watch)
         received_at = self.effects.now()
         journal.emit(
             "run",
@@ -280,6 +312,17 @@ class Runtime:
         confirmation being answered (``summary.pending.step_id``); without it, the one the
         run waited for when this call began.
         """
+        return await self._resume(run_id, approve, answer, step_id, wait_s, None)
+
+    async def _resume(
+        self,
+        run_id: str,
+        approve: bool | None,
+        answer: str | None,
+        step_id: str | None,
+        wait_s: float,
+        watch: Watch | None,
+    ) -> RunSummary:
         if answer is not None:
             require_text(answer, "the answer")
         if step_id is not None and approve is None:
@@ -296,7 +339,7 @@ class Runtime:
                     + (f" (it waits for {waiting})" if waiting else ""),
                     hint="see `corral show RUN`; approve what it asks now",
                 )
-            journal = self._journal_for_input(state, approve, answer)
+            journal = self._journal_for_input(state, approve, answer, watch)
             return await self._drive(journal, held)
 
     def _given_already(
@@ -344,11 +387,15 @@ class Runtime:
         return False
 
     def _journal_for_input(
-        self, state: RunState, approve: bool | None, answer: str | None
+        self,
+        state: RunState,
+        approve: bool | None,
+        answer: str | None,
+        watch: Watch | None = None,
     ) -> Journal:
         """Check the input against what the run waits for and record it."""
         run_id = state.run_id
-        journal = Journal(state, self.effects)
+        journal = Journal(state, self.effects, watch)
         status = state.status
         if status.terminal:
             raise RunNotResumableError(f"run {run_id} has already ended ({status.value})")

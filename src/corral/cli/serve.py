@@ -1,0 +1,64 @@
+"""``corral serve``: the HTTP API (and the dashboard) over the CLI's home, with uvicorn.
+
+FastAPI and uvicorn come with ``corral[server]`` and are imported inside the command only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from corral.cli.common import HomeOption, _fails_cleanly, _home, _load, app, err_console
+from corral.errors import ConfigInvalidError
+
+
+@app.command()
+@_fails_cleanly
+def serve(
+    agent_dir: Annotated[Path, typer.Argument(help="Folder with agent.yaml and tools.py")],
+    agent: Annotated[
+        list[Path] | None, typer.Option("--agent", help="Another agent folder to serve (repeat)")
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port")] = 8080,
+    max_body: Annotated[
+        int, typer.Option("--max-body", min=1024, help="Largest request body (bytes)")
+    ] = 64 * 1024,
+    home: HomeOption = None,
+) -> None:
+    """Serve agents over HTTP until stopped (Ctrl-C or SIGTERM).
+
+    The token is CORRAL_API_TOKEN, else the home's api-token file (made on first start,
+    0600). On stop, runs in flight are awaited a while, then left to `corral resume`.
+    """
+    try:
+        import uvicorn
+
+        from corral.server.app import ServerSettings, create_app
+        from corral.server.auth import resolve_token
+    except ImportError as exc:
+        raise ConfigInvalidError(
+            f"corral serve needs the server extra ({exc.name} is missing)",
+            hint="pip install 'corral[server]'",
+        ) from None
+    folder = _home(home)
+    agents = tuple(_load(path, folder) for path in [agent_dir, *(agent or [])])
+    token = resolve_token(folder, os.environ)
+    settings = ServerSettings(agents=agents, home=folder, token=token.value, body_limit=max_body)
+    server_app = create_app(settings)
+    where = "CORRAL_API_TOKEN" if token.file is None else str(token.file)
+    err_console.print(f"corral serve: {', '.join(a.name for a in agents)} on http://{host}:{port}")
+    err_console.print(f"token: {where}")
+    err_console.print(f"dashboard: http://{host}:{port}/ui/#token={token.value}", soft_wrap=True)
+    config = uvicorn.Config(
+        server_app,
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 1,
+    )
+    uvicorn.Server(config).run()

@@ -1,0 +1,200 @@
+"""The HTTP app: ``create_app(settings)`` builds it; ``corral serve`` runs it with uvicorn.
+
+One app serves several agents over one store, the CLI's (``<home>/corral.db``), so
+``corral runs``, ``show`` and ``resume`` see what the server did and the other way round.
+Each agent has one ``Runtime`` on that store, logging to ``<home>/logs`` as the CLI does.
+
+Layers, outermost first: the bearer token (before anything else), the body limit (before
+anything parses a body), then the routes. Every corral error is answered with its stable
+code and the status of ``replies.STATUS_BY_CODE``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+
+from corral import __version__
+from corral.agent import Agent
+from corral.contracts import RunSummary
+from corral.errors import (
+    AgentNotFoundError,
+    ConfigInvalidError,
+    CorralError,
+    ErrorCode,
+    RunNotFoundError,
+)
+from corral.events import Event
+from corral.observe.logs import valid_run_id
+from corral.observe.redact import redactor_for
+from corral.runtime.runtime import Runtime
+from corral.server.auth import BearerAuth
+from corral.server.hub import Hub, LiveRun
+from corral.server.limits import DEFAULT_BODY_LIMIT, BodyLimit
+from corral.server.replies import corral_error_response, error_response
+from corral.server.schemas import Accepted
+from corral.store.sql import SqlStore
+
+SHUTDOWN_GRACE_S = 10.0
+"""How long a stopping server waits for runs in flight before cancelling them (resumable)."""
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What one server runs: loaded agents (``corral.load_agent``), its home, its token."""
+
+    agents: tuple[Agent, ...]
+    home: Path
+    token: str
+    body_limit: int = DEFAULT_BODY_LIMIT
+    shutdown_grace_s: float = SHUTDOWN_GRACE_S
+
+
+@dataclass
+class ServerState:
+    """The app's own state (``app.state.corral``): the store, a runtime per agent, the hub."""
+
+    settings: ServerSettings
+    store: SqlStore
+    runtimes: dict[str, Runtime]
+    hub: Hub
+
+    def runtime(self, agent: str) -> Runtime:
+        """The runtime of a served agent; ``AGENT_NOT_FOUND`` for any other name."""
+        runtime = self.runtimes.get(agent)
+        if runtime is None:
+            raise AgentNotFoundError(
+                f"this server does not serve an agent named {agent[:64]!r}",
+                hint="GET /agents lists them; serve another with --agent DIR",
+            )
+        return runtime
+
+    async def runtime_of_run(self, run_id: str) -> Runtime:
+        """The runtime of the agent a stored run belongs to."""
+        record = await asyncio.to_thread(self.store.get_run, checked_run_id(run_id))
+        if record is None:
+            raise RunNotFoundError(f"no run {run_id!r}", hint="GET /runs lists them")
+        return self.runtime(record.agent)
+
+    async def events(self, run_id: str) -> list[Event]:
+        """The run's events: the stored ones, then those of its live drive not stored yet.
+
+        ``RUN_NOT_FOUND`` when there are none.
+        """
+        live = self.hub.live(checked_run_id(run_id))
+        found = await asyncio.to_thread(self.store.load_events, run_id)
+        if live is not None:
+            last = found[-1].seq if found else 0
+            found += [e for e in list(live.events) if e.seq > last]
+        if not found:
+            raise RunNotFoundError(f"no run {run_id!r}", hint="GET /runs lists them")
+        return found
+
+    async def summary_answer(self, summary: RunSummary) -> dict[str, Any]:
+        """A summary as JSON, redacted as ``corral show --json`` redacts it."""
+        events = await self.events(summary.run_id)
+        return redactor_for(events).value(summary.model_dump(mode="json"))  # type: ignore[no-any-return]
+
+    async def answer(self, started: LiveRun | RunSummary, wait: bool) -> Response:
+        """The answer to a start or resume: the summary once it pauses or ends, or 202."""
+        if isinstance(started, LiveRun):
+            if not wait:
+                accepted = Accepted(run_id=started.run_id, status="running")
+                return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
+            summary = await started.outcome()
+        else:
+            summary = started
+        return JSONResponse(await self.summary_answer(summary))
+
+
+def checked_run_id(run_id: str) -> str:
+    """``run_id``, if it has the shape of one; anything else is no run (404), never a path."""
+    if not valid_run_id(run_id):
+        raise RunNotFoundError(f"no run {run_id[:80]!r}", hint="run ids look like run_3f2a…")
+    return run_id
+
+
+def server_state(request: Request) -> ServerState:
+    """The app's ``ServerState`` (a route dependency)."""
+    state: ServerState = request.app.state.corral
+    return state
+
+
+def create_app(settings: ServerSettings) -> FastAPI:
+    """The FastAPI app serving ``settings.agents`` over the store in ``settings.home``."""
+    from corral.server import routes_meta, routes_runs
+
+    names = [agent.name for agent in settings.agents]
+    if not names or len(set(names)) != len(names):
+        raise ConfigInvalidError(
+            f"a server needs agents with distinct names, not {names}",
+            hint="give each agent.yaml its own name",
+        )
+    store = SqlStore.open(settings.home / "corral.db")
+    runtimes = {
+        agent.name: Runtime(agent, store, log_dir=settings.home / "logs")
+        for agent in settings.agents
+    }
+    state = ServerState(settings, store, runtimes, Hub())
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await state.hub.close(settings.shutdown_grace_s)
+
+    app = FastAPI(
+        title="corral",
+        version=__version__,
+        description="Runs of corral agents over HTTP: start, resume, read and follow them.",
+        lifespan=lifespan,
+        docs_url=None,  # the Swagger and ReDoc pages load scripts from a CDN: no network
+        redoc_url=None,
+    )
+    app.state.corral = state
+    app.include_router(routes_meta.open_router)
+    app.include_router(routes_meta.router)
+    app.include_router(routes_runs.router)
+    # The dashboard (`corral.server.ui.mount_ui(app)`, issue 12 part 6) is mounted here.
+    _answer_errors(app)
+    app.add_middleware(BodyLimit, limit=settings.body_limit)
+    app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
+    return app
+
+
+def _answer_errors(app: FastAPI) -> None:
+    """Answer every error with ``{"error": {"code", "message", "hint"}}``."""
+
+    async def corral_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, CorralError)
+        return corral_error_response(exc)
+
+    async def bad_request(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+            for error in exc.errors()[:5]
+        )
+        return error_response(
+            422,
+            ErrorCode.INVALID_ARGUMENT,
+            f"the request is not valid: {problems}",
+            "see GET /openapi.json for the fields each route takes",
+        )
+
+    async def http_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        # a route or method that does not exist: the request, not a run, is wrong
+        return error_response(exc.status_code, ErrorCode.INVALID_ARGUMENT, str(exc.detail), None)
+
+    app.add_exception_handler(CorralError, corral_error)
+    app.add_exception_handler(RequestValidationError, bad_request)
+    app.add_exception_handler(HTTPException, http_error)

@@ -1,0 +1,126 @@
+"""``GET /runs`` and ``GET /handoffs``: filtered, paginated reads in SQL over the run rows.
+
+Filters and pages are SQL (``WHERE``, ``LIMIT``, ``OFFSET`` on indexed columns), never a
+Python loop over every run: the store may hold months of them. The intent is read from
+the row's stored summary (``$.intent.label``), which both summary forms keep.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import JSON, String, cast, select, type_coerce
+from sqlalchemy.sql.elements import ColumnElement
+
+from corral.errors import InvalidArgumentError
+from corral.store.sql import SqlStore, runs
+
+_DURATION = re.compile(r"^(\d{1,6})([smhdw])$")
+_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_time(text: str, now: datetime, name: str) -> datetime:
+    """An ISO time (naive: UTC), or a duration before ``now``: ``30m``, ``1h``, ``7d``."""
+    found = _DURATION.match(text.strip())
+    if found:
+        return now - timedelta(**{_UNIT[found[2]]: int(found[1])})
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{name} is neither an ISO time nor a duration: {text[:40]!r}",
+            hint="e.g. 2026-05-01T08:00:00Z, 30m, 1h or 7d",
+        ) from None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """What ``GET /runs`` asks for."""
+
+    agent: str | None = None
+    status: str | None = None
+    intent: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 50
+    offset: int = 0
+
+
+def _intent_label(store: SqlStore) -> ColumnElement[Any]:
+    """The run's intent label, read in SQL from its stored summary."""
+    column = (
+        cast(runs.c.summary, JSON)
+        if store.engine.dialect.name == "postgresql"
+        else type_coerce(runs.c.summary, JSON)
+    )
+    label: ColumnElement[Any] = column["intent"]["label"].as_string()
+    return label
+
+
+def list_runs(store: SqlStore, wanted: RunFilter) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of runs, newest first, and the offset of the next page (None: no more)."""
+    label = _intent_label(store)
+    query = select(
+        runs.c.run_id,
+        runs.c.agent,
+        runs.c.status,
+        runs.c.created_at,
+        runs.c.updated_at,
+        runs.c.session_id,
+        label.label("intent"),
+    )
+    conditions: list[ColumnElement[bool]] = []
+    if wanted.agent is not None:
+        conditions.append(runs.c.agent == wanted.agent)
+    if wanted.status is not None:
+        conditions.append(runs.c.status == wanted.status)
+    if wanted.intent is not None:
+        conditions.append(label == cast(wanted.intent, String))
+    if wanted.since is not None:
+        conditions.append(runs.c.created_at >= wanted.since)
+    if wanted.until is not None:
+        conditions.append(runs.c.created_at < wanted.until)
+    query = (
+        query.where(*conditions)
+        .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+        .limit(wanted.limit + 1)
+        .offset(wanted.offset)
+    )
+    with store.engine.connect() as conn:
+        rows = list(conn.execute(query))
+    more = len(rows) > wanted.limit
+    page = [
+        {
+            "run_id": row.run_id,
+            "agent": row.agent,
+            "status": row.status,
+            "intent": row.intent,
+            "created_at": _utc(row.created_at).isoformat(),
+            "updated_at": _utc(row.updated_at).isoformat(),
+            "session_id": row.session_id,
+        }
+        for row in rows[: wanted.limit]
+    ]
+    return page, wanted.offset + wanted.limit if more else None
+
+
+def list_handoffs(store: SqlStore, limit: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """The newest handed-off runs: ``(run_id, agent, packet)``, the packet as stored."""
+    query = (
+        select(runs.c.run_id, runs.c.agent, runs.c.handoff)
+        .where(runs.c.handoff.is_not(None))
+        .order_by(runs.c.updated_at.desc(), runs.c.run_id.desc())
+        .limit(limit)
+    )
+    with store.engine.connect() as conn:
+        return [(row.run_id, row.agent, json.loads(row.handoff)) for row in conn.execute(query)]
+
+
+def _utc(value: datetime) -> datetime:
+    """SQLite gives naive datetimes back; the store writes UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)

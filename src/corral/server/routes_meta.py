@@ -1,0 +1,74 @@
+"""Routes about the server rather than one run: health, agents, the handoff queue."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Security
+from fastapi.security import HTTPBearer
+
+from corral import __version__
+from corral.observe.redact import redactor_for
+from corral.server.app import ServerState, server_state
+from corral.server.queries import list_handoffs
+from corral.server.schemas import AgentInfo, AgentList, ErrorBody, HandoffList, Health
+
+bearer = HTTPBearer(auto_error=False, description="The server's token (CORRAL_API_TOKEN)")
+"""Documents the token in the OpenAPI schema; ``auth.BearerAuth`` checks it, before routing."""
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
+}
+"""The error answers every data route may give, for the schema."""
+
+open_router = APIRouter()
+"""Routes anyone may call."""
+
+
+def data_router() -> APIRouter:
+    """A router of routes that need the token: the schema says so, and lists their errors."""
+    return APIRouter(dependencies=[Security(bearer)], responses=ERRORS)
+
+
+router = data_router()
+
+State = Annotated[ServerState, Depends(server_state)]
+
+
+@open_router.get("/healthz", response_model=Health)
+async def healthz() -> Health:
+    """Whether the server is up; needs no token."""
+    return Health(status="ok", version=__version__)
+
+
+@router.get("/agents", response_model=AgentList)
+async def agents(state: State) -> AgentList:
+    """The agents this server runs, with their intents."""
+    return AgentList(
+        agents=[
+            AgentInfo(name=name, intents=[i.name for i in runtime.agent.config.intents])
+            for name, runtime in state.runtimes.items()
+        ]
+    )
+
+
+@router.get("/handoffs", response_model=HandoffList)
+async def handoffs(state: State, limit: Annotated[int, Query(ge=1, le=500)] = 50) -> dict[str, Any]:
+    """The handed-off runs with their packets, newest first: the queue a person works from."""
+    found = await asyncio.to_thread(list_handoffs, state.store, limit)
+    items = []
+    for run_id, agent, packet in found:
+        events = await asyncio.to_thread(state.store.load_events, run_id)
+        shown = redactor_for(events).value(packet)
+        items.append(
+            {
+                "run_id": run_id,
+                "agent": agent,
+                "created_at": shown["created_at"],
+                "reason": shown["reason"],
+                "reason_code": shown["reason_code"],
+                "packet": shown,
+            }
+        )
+    return {"handoffs": items}

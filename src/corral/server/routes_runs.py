@@ -1,0 +1,175 @@
+"""Routes on runs: start, resume, list, read, and follow one live (Server-Sent Events).
+
+Starting and resuming go through the hub (``Runtime.stream`` / ``stream_resume``), so the
+run belongs to the server, not to the request. Every answer is redacted with the run's
+redactor (``redactor_for`` its events), as ``corral show --json`` is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, Query
+from starlette.responses import Response
+
+from corral.contracts import RunSummary
+from corral.events import Event, ModelCall
+from corral.observe.logs import model_call_brief
+from corral.observe.redact import Redactor, redactor_for
+from corral.runtime.runtime import summarize_run
+from corral.runtime.state import fold
+from corral.server.app import ServerState, checked_run_id, server_state
+from corral.server.hub import LiveRun
+from corral.server.queries import RunFilter, list_runs, parse_time
+from corral.server.routes_meta import data_router
+from corral.server.schemas import (
+    Accepted,
+    EventList,
+    ResumeRun,
+    RunDetail,
+    RunList,
+    StartRun,
+)
+
+router = data_router()
+State = Annotated[ServerState, Depends(server_state)]
+STARTED: dict[int | str, dict[str, Any]] = {
+    202: {"model": Accepted, "description": "Started with wait=false: it goes on"}
+}
+
+
+@router.post("/agents/{agent}/runs", response_model=RunSummary, responses=STARTED)
+async def start_run(agent: str, body: StartRun, state: State) -> Response:
+    """Handle a user's message with an agent: the run's summary once it pauses or ends."""
+    runtime = state.runtime(agent)
+    started = await state.hub.drive(runtime.stream(body.message, session_id=body.session_id))
+    return await state.answer(started, body.wait)
+
+
+@router.post("/runs/{run_id}/resume", response_model=RunSummary, responses=STARTED)
+async def resume_run(run_id: str, body: ResumeRun, state: State) -> Response:
+    """Approve or reject a confirmation, answer a question, or pick up an interrupted run.
+
+    One request drives a run at a time: another one meanwhile gets 409 ``RUN_BUSY``; the
+    same approval given twice is applied once (the second gets the run's summary).
+    """
+    runtime = await state.runtime_of_run(run_id)
+    stream = runtime.stream_resume(
+        run_id, approve=body.approve, answer=body.answer, step_id=body.step_id
+    )
+    return await state.answer(await state.hub.drive(stream), body.wait)
+
+
+@router.get("/runs", response_model=RunList)
+async def runs(
+    state: State,
+    agent: str | None = None,
+    status: str | None = None,
+    intent: str | None = None,
+    since: Annotated[str | None, Query(description="ISO time, or a duration: 30m, 1h, 7d")] = None,
+    until: Annotated[str | None, Query(description="ISO time, or a duration: 30m, 1h, 7d")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+) -> dict[str, Any]:
+    """Runs, newest first, filtered; ``next_offset`` asks for the next page."""
+    now = datetime.now(UTC)
+    wanted = RunFilter(
+        agent=agent,
+        status=status,
+        intent=intent,
+        since=parse_time(since, now, "since") if since is not None else None,
+        until=parse_time(until, now, "until") if until is not None else None,
+        limit=limit,
+        offset=offset,
+    )
+    page, next_offset = await asyncio.to_thread(list_runs, state.store, wanted)
+    return {"runs": page, "next_offset": next_offset}
+
+
+@router.get("/runs/{run_id}", response_model=RunDetail)
+async def run(run_id: str, state: State) -> dict[str, Any]:
+    """One run: its summary, agent, times, model calls and handoff packet."""
+    events = await state.events(run_id)
+    folded = fold(run_id, events)
+    detail = summarize_run(folded).model_dump(mode="json")
+    detail["agent"] = folded.agent
+    detail["created_at"] = events[0].ts.isoformat()
+    detail["updated_at"] = events[-1].ts.isoformat()
+    detail["model_calls"] = [
+        model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
+    ]
+    shown: dict[str, Any] = redactor_for(events).value(detail)
+    return shown
+
+
+@router.get("/runs/{run_id}/events", response_model=EventList)
+async def run_events(
+    run_id: str, state: State, after_seq: Annotated[int, Query(ge=0)] = 0
+) -> dict[str, Any]:
+    """The run's events after ``after_seq``, in order."""
+    events = await state.events(run_id)
+    redactor = redactor_for(events)
+    return {"events": [redactor.value(e.as_json()) for e in events if e.seq > after_seq]}
+
+
+@router.get(
+    "/runs/{run_id}/stream",
+    response_class=Response,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}},
+)
+async def stream(
+    run_id: str,
+    state: State,
+    after_seq: Annotated[int, Query(ge=0)] = 0,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The run's events after ``after_seq`` (or ``Last-Event-ID``), then live, then its summary.
+
+    Each event is an SSE message ``event: event``, ``id: <seq>``; the last one is
+    ``event: summary``, after which the stream closes. A client that goes away stops
+    only its stream, never the run.
+    """
+    from sse_starlette import EventSourceResponse
+
+    resumed_at = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    start = max(after_seq, resumed_at)
+    checked_run_id(run_id)
+    live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
+    stored = await state.events(run_id)
+    return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
+
+
+async def _messages(
+    state: ServerState, run_id: str, stored: list[Event], after: int, live: LiveRun | None
+) -> AsyncIterator[dict[str, str]]:
+    """SSE messages: stored events after ``after``, live ones (no gap, no repeat), summary."""
+    redactor = redactor_for(stored)
+    last = after
+    for event in stored:
+        if event.seq > last:
+            yield _event_message(redactor, event)
+            last = event.seq
+    summary: RunSummary | None = None
+    if live is not None:
+        async for event in live.follow(last):
+            redactor = redactor.learn(event.data)
+            yield _event_message(redactor, event)
+            last = event.seq
+        summary = live.summary
+    events = await state.events(run_id)
+    if summary is None:
+        summary = summarize_run(fold(run_id, events))
+    shown = redactor_for(events).value(summary.model_dump(mode="json"))
+    yield {"event": "summary", "data": json.dumps(shown, ensure_ascii=False)}
+
+
+def _event_message(redactor: Redactor, event: Event) -> dict[str, str]:
+    return {
+        "event": "event",
+        "id": str(event.seq),
+        "data": json.dumps(redactor.value(event.as_json()), ensure_ascii=False),
+    }

@@ -1,0 +1,154 @@
+"""What the HTTP API reads and answers: pydantic models at the boundary.
+
+Request bodies are strict (no coercion of ``"1"`` into a bool) and refuse unknown
+fields, so a typo is a 422 instead of a silently ignored option. Answers are documented
+by these models in the OpenAPI schema; the routes send them already redacted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from corral.contracts import RunSummary
+
+
+class Body(BaseModel):
+    """Base of request bodies: strict types, no unknown fields."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class StartRun(Body):
+    """``POST /agents/{agent}/runs``: a user's message, in a session or not."""
+
+    message: str
+    session_id: str | None = None
+    wait: bool = True
+    """True: answer when the run pauses or ends. False: answer 202 at once; the run goes on
+    in the server and ``GET /runs/{id}/stream`` follows it."""
+
+
+class ResumeRun(Body):
+    """``POST /runs/{id}/resume``: approve (true) or reject (false), or answer a question.
+
+    Neither picks up a run whose process died mid-way, as ``corral resume RUN`` does.
+    """
+
+    approve: bool | None = None
+    answer: str | None = None
+    step_id: str | None = None
+    """The confirmation being answered (``pending.step_id``), so that a late double click
+    never approves what the run asks next."""
+    wait: bool = True
+
+
+class Answer(BaseModel):
+    """Base of answers: documented closed, so the schema checks what the server sends."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(Answer):
+    """A corral error: its stable code (``docs/errors.md``), words, and what to do."""
+
+    code: str
+    message: str
+    hint: str | None = None
+
+
+class ErrorBody(Answer):
+    """Every 4xx and 5xx answer of the API."""
+
+    error: ErrorDetail
+
+
+class Health(Answer):
+    """``GET /healthz``."""
+
+    status: Literal["ok"]
+    version: str
+
+
+class AgentInfo(Answer):
+    """One agent the server runs."""
+
+    name: str
+    intents: list[str]
+
+
+class AgentList(Answer):
+    """``GET /agents``."""
+
+    agents: list[AgentInfo]
+
+
+class Accepted(Answer):
+    """A run started or resumed with ``wait: false``: it goes on in the server."""
+
+    run_id: str
+    status: Literal["running"]
+
+
+class RunRow(Answer):
+    """One run in ``GET /runs``."""
+
+    run_id: str
+    agent: str
+    status: str
+    intent: str | None
+    created_at: datetime
+    updated_at: datetime
+    session_id: str | None
+
+
+class RunList(Answer):
+    """``GET /runs``: newest first; ``next_offset`` is null on the last page."""
+
+    runs: list[RunRow]
+    next_offset: int | None
+
+
+class RunDetail(RunSummary):
+    """``GET /runs/{id}``: the run's summary, with what a person debugging it needs."""
+
+    agent: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    model_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class EventOut(Answer):
+    """One event of a run's log, as ``Event.as_json()`` writes it."""
+
+    run_id: str
+    seq: int
+    ts: str
+    type: str
+    stage: str
+    data: dict[str, Any]
+
+
+class EventList(Answer):
+    """``GET /runs/{id}/events``."""
+
+    events: list[EventOut]
+
+
+class HandoffItem(Answer):
+    """One handed-off run in the queue a person works from."""
+
+    run_id: str
+    agent: str
+    created_at: datetime
+    reason: str
+    reason_code: str
+    packet: dict[str, Any]
+
+
+class HandoffList(Answer):
+    """``GET /handoffs``: newest first."""
+
+    handoffs: list[HandoffItem]

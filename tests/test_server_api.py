@@ -1,0 +1,242 @@
+"""The HTTP API over real HTTP on loopback: auth, body limits, bad bodies, runs, reads."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.agent import Agent
+from corral.store.sql import SqlStore
+from tests.conftest import AFTERSALES
+from tests.helpers import exchange_count
+from tests.serving import AUTH, EXCHANGE, TOKEN, client, load, serving
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Agent:
+    return load(AFTERSALES, tmp_path / "home")
+
+
+@pytest.fixture
+def base(agent: Agent, tmp_path: Path) -> Iterator[str]:
+    with serving(agent, home=tmp_path / "home", body_limit=4096) as url:
+        yield url
+
+
+def stored_runs(home: Path) -> int:
+    return len(SqlStore.open(home / "corral.db", read_only=True).list_runs(1000))
+
+
+def test_health_needs_no_token_and_the_rest_do(base: str) -> None:
+    with client(base, headers={}) as http:
+        health = http.get("/healthz")
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        for path in ("/agents", "/runs", "/handoffs", "/openapi.json", "/runs/run_x/events"):
+            refused = http.get(path)
+            assert refused.status_code == 401, path
+            assert refused.json()["error"]["code"] == "UNAUTHORIZED"
+            assert refused.headers["www-authenticate"] == "Bearer"
+
+
+def test_a_wrong_token_is_refused_and_the_right_one_accepted(base: str) -> None:
+    wrong = [
+        {"Authorization": "Bearer nope"},
+        {"Authorization": TOKEN},  # no scheme
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": f"Basic {TOKEN}"},
+    ]
+    with client(base, headers={}) as http:
+        for headers in wrong:
+            assert http.get("/agents", headers=headers).status_code == 401, headers
+        agents = http.get("/agents", headers=AUTH)
+    assert agents.status_code == 200
+    assert agents.json()["agents"][0]["name"] == "aftersales"
+    assert "申请换新" in agents.json()["agents"][0]["intents"]
+
+
+def test_401_says_the_same_for_a_run_that_exists_and_one_that_does_not(
+    base: str, tmp_path: Path
+) -> None:
+    with client(base) as http:
+        run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
+    with client(base, headers={"Authorization": "Bearer wrong"}) as http:
+        for path in ("", "/events", "/stream"):
+            real = http.get(f"/runs/{run_id}{path}")
+            missing = http.get(f"/runs/run_00000000000000ff{path}")
+            assert (real.status_code, real.content) == (missing.status_code, missing.content)
+            assert real.status_code == 401
+            assert dict(real.headers) | {"date": ""} == dict(missing.headers) | {"date": ""}
+        refused = http.post(f"/runs/{run_id}/resume", json={"approve": True})
+        assert refused.status_code == 401
+    with client(base) as http:
+        assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
+
+
+def test_an_oversized_body_is_413_with_or_without_content_length(base: str, tmp_path: Path) -> None:
+    big = json.dumps({"message": "换新 " * 3000}).encode()
+    assert len(big) > 4096
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(big), 1000):
+            yield big[start : start + 1000]
+
+    with client(base) as http:
+        declared = http.post(
+            "/agents/aftersales/runs",
+            content=big,
+            headers=AUTH | {"content-type": "application/json"},
+        )
+        chunked = http.post(
+            "/agents/aftersales/runs",
+            content=chunks(),
+            headers=AUTH | {"content-type": "application/json"},
+        )
+    assert "content-length" not in chunked.request.headers
+    assert chunked.request.headers["transfer-encoding"] == "chunked"
+    for refused in (declared, chunked):
+        assert refused.status_code == 413
+        assert refused.json()["error"]["code"] == "INPUT_TOO_LARGE"
+    assert stored_runs(tmp_path / "home") == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"message": ',  # malformed JSON
+        b'{"message": 5}',  # wrong type
+        b'{"message": "hi", "wait": "yes"}',  # no coercion of strings into booleans
+        b'{"message": "hi", "sesion_id": "s1"}',  # an unknown (misspelt) field
+        b"{}",  # no message
+        b'["message"]',
+    ],
+)
+def test_a_bad_body_is_422_with_a_corral_code_and_changes_nothing(
+    base: str, tmp_path: Path, body: bytes
+) -> None:
+    with client(base) as http:
+        answer = http.post(
+            "/agents/aftersales/runs",
+            content=body,
+            headers=AUTH | {"content-type": "application/json"},
+        )
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "INVALID_ARGUMENT"
+    assert stored_runs(tmp_path / "home") == 0
+
+
+def test_a_bad_resume_body_is_422_and_the_run_still_waits(base: str, agent: Agent) -> None:
+    with client(base) as http:
+        run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
+        for body in ({"approve": "true"}, {"approve": True, "force": True}, {"answer": 3}):
+            answer = http.post(f"/runs/{run_id}/resume", json=body)
+            assert answer.status_code == 422, body
+            assert answer.json()["error"]["code"] == "INVALID_ARGUMENT"
+        assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
+    assert exchange_count(agent) == 0
+
+
+def test_unknown_runs_and_agents_are_404_with_their_codes(base: str) -> None:
+    with client(base) as http:
+        for answer in (
+            http.get("/runs/run_00000000000000ff"),
+            http.get("/runs/run_00000000000000ff/events"),
+            http.get("/runs/run_00000000000000ff/stream"),
+            http.get("/runs/not-a-run-id"),
+            http.post("/runs/run_00000000000000ff/resume", json={"approve": True}),
+        ):
+            assert answer.status_code == 404, answer.request.url
+            assert answer.json()["error"]["code"] == "RUN_NOT_FOUND"
+        unknown = http.post("/agents/nobody/runs", json={"message": "hi"})
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "AGENT_NOT_FOUND"
+
+
+def test_start_approve_and_read_a_run(base: str, agent: Agent, tmp_path: Path) -> None:
+    with client(base) as http:
+        paused = http.post(
+            "/agents/aftersales/runs", json={"message": EXCHANGE, "session_id": "s1"}
+        )
+        assert paused.status_code == 200
+        summary = paused.json()
+        assert summary["status"] == "awaiting_confirm"
+        assert summary["intent"]["label"] == "申请换新"
+        step = summary["pending"]["step_id"]
+        run_id = summary["run_id"]
+        assert exchange_count(agent) == 0
+
+        done = http.post(f"/runs/{run_id}/resume", json={"approve": True, "step_id": step})
+        assert done.status_code == 200
+        assert done.json()["status"] == "finished"
+        assert exchange_count(agent) == 1
+
+        again = http.post(f"/runs/{run_id}/resume", json={"approve": True, "step_id": step})
+        assert again.status_code == 200 and again.json()["status"] == "finished"
+        conflict = http.post(f"/runs/{run_id}/resume", json={"approve": False, "step_id": step})
+        assert conflict.status_code == 409
+        assert conflict.json()["error"]["code"] == "RUN_NOT_RESUMABLE"
+        assert exchange_count(agent) == 1
+
+        detail = http.get(f"/runs/{run_id}").json()
+        assert detail["status"] == "finished" and detail["agent"] == "aftersales"
+        assert detail["reply"] == done.json()["reply"]
+        events = http.get(f"/runs/{run_id}/events").json()["events"]
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert events[0]["type"] == "run_started"
+        later = http.get(f"/runs/{run_id}/events", params={"after_seq": 5}).json()["events"]
+        assert later == events[5:]
+
+        listed = http.get("/runs", params={"status": "finished", "since": "1h"}).json()
+        assert [r["run_id"] for r in listed["runs"]] == [run_id]
+        assert listed["runs"][0]["intent"] == "申请换新"
+        assert listed["runs"][0]["session_id"] == "s1"
+        assert http.get("/runs", params={"intent": "投诉"}).json()["runs"] == []
+        assert http.get("/runs", params={"agent": "orders"}).json()["runs"] == []
+    # the CLI reads the same store
+    assert SqlStore.open(tmp_path / "home" / "corral.db").get_run(run_id) is not None
+
+
+def test_runs_are_listed_newest_first_in_pages(base: str) -> None:
+    with client(base) as http:
+        made = [
+            http.post("/agents/aftersales/runs", json={"message": f"打印机保修多久 {i}"}).json()
+            for i in range(3)
+        ]
+        first = http.get("/runs", params={"limit": 2}).json()
+        second = http.get("/runs", params={"limit": 2, "offset": first["next_offset"]}).json()
+        bad_time = http.get("/runs", params={"since": "yesterday"})
+    listed = [r["run_id"] for r in first["runs"] + second["runs"]]
+    assert listed == [m["run_id"] for m in reversed(made)]
+    assert first["next_offset"] == 2 and second["next_offset"] is None
+    assert bad_time.status_code == 422
+    assert bad_time.json()["error"]["code"] == "INVALID_ARGUMENT"
+
+
+def test_answers_are_redacted(base: str) -> None:
+    secret_phone = "13812345678"
+    secret_mail = "li.lei@example.com"
+    message = f"我的打印机坏了，订单号 HD20240501，能换新吗？电话 {secret_phone} 邮箱 {secret_mail}"
+    with client(base) as http:
+        run_id = http.post("/agents/aftersales/runs", json={"message": message}).json()["run_id"]
+        answers = [
+            http.get(f"/runs/{run_id}").text,
+            http.get(f"/runs/{run_id}/events").text,
+            http.get(f"/runs/{run_id}/stream").text,
+        ]
+    for text in answers:
+        assert secret_phone not in text and secret_mail not in text
+    assert "[PHONE]" in answers[1] and "[EMAIL]" in answers[2]  # the user's message, hidden
+
+
+def test_the_handoff_queue_lists_handed_off_runs_with_their_packets(base: str) -> None:
+    with client(base) as http:
+        handed = http.post(
+            "/agents/aftersales/runs", json={"message": "你们这个打印机真是气死我了！投诉"}
+        )
+        queue = http.get("/handoffs").json()["handoffs"]
+    assert handed.json()["status"] == "handed_off"
+    assert [item["run_id"] for item in queue] == [handed.json()["run_id"]]
+    assert queue[0]["packet"]["reason_code"] == queue[0]["reason_code"]
+    assert queue[0]["agent"] == "aftersales"
