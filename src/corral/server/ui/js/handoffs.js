@@ -5,8 +5,9 @@ import { get } from "./api.js";
 import { facts, fill, h, pre, when } from "./dom.js";
 import { t } from "./i18n.js";
 
-export async function handoffsPage(view) {
+export async function handoffsPage(view, signal) {
   const { handoffs = [] } = await get("/handoffs", { limit: 100 });
+  if (signal.aborted) return; // the person moved on while this page loaded
   fill(
     view,
     h("h1", {}, t("handoffs.title")),

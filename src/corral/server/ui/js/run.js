@@ -27,6 +27,7 @@ async function load(page) {
     get(`/runs/${encodeURIComponent(page.id)}`),
     get(`/runs/${encodeURIComponent(page.id)}/events`, { after_seq: 0 }),
   ]);
+  if (page.signal.aborted) return; // the person moved on while this page loaded
   page.detail = detail;
   page.events = events.events || [];
   render(page);

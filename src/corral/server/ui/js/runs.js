@@ -40,6 +40,7 @@ function select(name, current, options) {
 export async function runsPage(view, query, signal) {
   const filters = filtersOf(query);
   const agents = (await get("/agents").catch(() => ({ agents: [] }))).agents || [];
+  if (signal.aborted) return; // the person moved on while this page loaded
   const intents = [...new Set(agents.flatMap((a) => a.intents || []))];
   const form = h(
     "form",
@@ -82,6 +83,7 @@ export async function runsPage(view, query, signal) {
     refresh();
   });
   await refresh();
+  if (signal.aborted) return;
   const timer = setInterval(() => refresh().catch(() => {}), POLL_S * 1000);
   signal.addEventListener("abort", () => clearInterval(timer));
 }

@@ -1,17 +1,16 @@
 // The stats page: the figures of `corral stats` (GET /stats) as charts: stage durations,
-// tool success rates, handoff reasons and runs over time.
+// tool success rates and durations, handoff reasons, runs by status. Runs over time are
+// counted here from the latest runs GET /runs lists (the stats have no time series).
 
 import { ApiError, get } from "./api.js";
 import { facts, fill, h } from "./dom.js";
-import { t } from "./i18n.js";
+import { statusLabel, t } from "./i18n.js";
 
 const WINDOWS = ["1h", "24h", "7d", ""];
 
-/** `{name: number}` or `[{name, count}]` as `[[name, number], ...]`. */
-export function pairs(value, key = "count") {
-  if (!value) return [];
-  if (Array.isArray(value)) return value.map((v) => [String(v.name ?? v.reason ?? v.tool ?? v.code ?? v.key ?? "?"), Number(v[key] ?? v.value ?? 0)]);
-  return Object.entries(value).map(([k, v]) => [k, typeof v === "number" ? v : Number(v?.[key] ?? 0)]);
+/** A `{name: number}` object of the stats as `[[name, number], ...]`. */
+export function pairs(value) {
+  return Object.entries(value || {}).map(([k, v]) => [k, Number(v)]);
 }
 
 const pct = (x) => (typeof x === "number" ? `${(x * 100).toFixed(1)} %` : "—");
@@ -29,32 +28,39 @@ export async function statsPage(view, query, signal) {
   fill(view, h("h1", {}, t("stats.title")), h("label", { class: "filters" }, t("runs.since"), picker), h("div", { id: "stats-body" }, t("common.loading")));
   const body = view.querySelector("#stats-body");
   let stats;
+  let recent;
   try {
-    stats = await get("/stats", { since });
+    [stats, recent] = await Promise.all([get("/stats", { since }), get("/runs", { since, limit: RECENT })]);
   } catch (err) {
     if (err instanceof ApiError && err.status === 404) return fill(body, h("p", { class: "error", id: "stats-missing" }, t("stats.missing")));
     throw err;
   }
   if (signal.aborted) return;
-  const runs = typeof stats.runs === "object" && stats.runs ? stats.runs : { total: stats.runs };
+  const tokens = stats.tokens || {};
   fill(
     body,
     facts([
-      [t("stats.runs"), runs.total ?? stats.total_runs ?? "—"],
+      [t("stats.runs"), `${stats.runs} (${t("stats.ended")}: ${stats.ended ?? "—"})`],
       [t("stats.completion"), pct(stats.completion_rate)],
-      [t("stats.partial"), pct(stats.partial_completion_rate ?? stats.partial_rate)],
+      [t("stats.partial"), pct(stats.partial_completion_rate)],
       [t("stats.handoff_rate"), pct(stats.handoff_rate)],
+      [t("stats.avg"), `${num(stats.avg_steps)} / ${num(stats.avg_tool_calls)}`],
+      [t("stats.models"), `${stats.model_calls ?? 0} · ${tokens.input ?? 0} / ${tokens.output ?? 0} · ${stats.cost ?? 0}`],
     ]),
-    h("div", { class: "grid" }, ...CHARTS.map(([id, key]) => h("section", {}, h("h2", {}, t(key)), h("div", { id, class: "chart small-chart" })))),
+    h("div", { class: "grid" }, ...CHARTS.map(([id, key]) => h("section", {}, h("h2", {}, t(key, { n: (recent.runs || []).length })), h("div", { id, class: "chart small-chart" })))),
   );
-  for (const [id, , option] of CHARTS) draw(body.querySelector(`#${id}`), option(stats));
+  for (const [id, , option] of CHARTS) draw(body.querySelector(`#${id}`), option(stats, recent.runs || []));
 }
+
+const RECENT = 500;
+const num = (x) => (typeof x === "number" ? String(x) : "—");
 
 function draw(el, option) {
   if (!option) return fill(el, h("p", { class: "muted" }, t("stats.nodata")));
   const chart = echarts.init(el);
   chart.setOption({ animation: false, tooltip: { trigger: "axis", renderMode: "richText" }, grid: { left: 130, right: 20, top: 30, bottom: 30 }, ...option });
   el.dataset.drawn = "1";
+  el.dataset.names = JSON.stringify(option.yAxis?.data ?? option.xAxis?.data ?? []);
 }
 
 function bars(names, series) {
@@ -67,43 +73,60 @@ function bars(names, series) {
   };
 }
 
-function stageOption(stats) {
-  const p95 = new Map(pairs(stats.stage_p95_ms));
-  const p50 = new Map(pairs(stats.stage_p50_ms));
+/** p50 and p95 bars of a `{name: ms}` pair of figures. */
+function percentiles(p50s, p95s) {
+  const p50 = new Map(pairs(p50s));
+  const p95 = new Map(pairs(p95s));
   const names = [...new Set([...p50.keys(), ...p95.keys()])];
   return bars(names, [
-    ["p50", names.map((n) => p50.get(n) ?? null)],
-    ["p95", names.map((n) => p95.get(n) ?? null)],
+    ["p50", names.map((n) => p50.get(n) ?? null), "#8aa4c8"],
+    ["p95", names.map((n) => p95.get(n) ?? null), "#2f6fde"],
   ]);
 }
 
+const stageOption = (stats) => percentiles(stats.stage_p50_ms, stats.stage_p95_ms);
+const toolTimeOption = (stats) => percentiles(stats.tool_p50_ms, stats.tool_p95_ms);
+
+function statusOption(stats) {
+  const counts = pairs(stats.by_status);
+  return bars(counts.map(([k]) => statusLabel(k)), [[t("stats.runs"), counts.map(([, v]) => v), "#5b8def"]]);
+}
+
+/** Success rate per tool: attempts that did not fail, over attempts (in %). */
 function toolOption(stats) {
-  const tools = stats.tools || stats.tool_calls || {};
-  const calls = new Map(pairs(tools, "calls"));
-  const failed = new Map(pairs(stats.tool_failures?.by_tool ?? stats.tool_failures, "failures"));
-  const names = [...new Set([...calls.keys(), ...failed.keys()])];
-  const rate = (n) => {
-    const total = calls.get(n);
-    return total ? Math.round((1 - (failed.get(n) || 0) / total) * 1000) / 10 : null;
-  };
+  const calls = new Map(pairs(stats.tool_calls));
+  const failed = new Map(pairs(stats.tool_failures?.by_tool));
+  const names = [...calls.keys()];
+  const rate = (n) => Math.round((1 - (failed.get(n) || 0) / calls.get(n)) * 1000) / 10;
   const option = bars(names, [[t("stats.success"), names.map(rate), "#4caf7a"]]);
   if (option) option.xAxis = { type: "value", max: 100, axisLabel: { formatter: "{value} %" } };
   return option;
 }
 
 function reasonOption(stats) {
-  const reasons = pairs(stats.handoff_reasons ?? stats.handoffs?.reasons);
+  const reasons = pairs(stats.handoff_reasons);
   return bars(reasons.map(([k]) => k), [[t("stats.reasons"), reasons.map(([, v]) => v), "#e8833a"]]);
 }
 
-function overTimeOption(stats) {
-  const points = pairs(stats.runs_over_time ?? stats.runs_by_hour ?? stats.runs_by_day);
+/** Runs started per hour (per day past two days), from the latest runs GET /runs lists. */
+export function perPeriod(runs) {
+  const times = runs.map((r) => new Date(r.created_at)).filter((d) => !Number.isNaN(d.getTime()));
+  if (!times.length) return [];
+  const span = Math.max(...times) - Math.min(...times);
+  const key = (d) => (span > 2 * 86400e3 ? d.toISOString().slice(0, 10) : `${d.toISOString().slice(0, 13)}:00`);
+  const counts = new Map();
+  for (const d of times.sort((a, b) => a - b)) counts.set(key(d), (counts.get(key(d)) || 0) + 1);
+  return [...counts.entries()];
+}
+
+function overTimeOption(stats, runs) {
+  const points = perPeriod(runs);
   if (!points.length) return null;
   return {
     xAxis: { type: "category", data: points.map(([k]) => k) },
     yAxis: { type: "value", minInterval: 1 },
     grid: { left: 40, right: 20, top: 20, bottom: 40 },
-    series: [{ type: "line", name: t("stats.runs"), data: points.map(([, v]) => v), areaStyle: {} }],
+    series: [{ type: "bar", name: t("stats.runs"), data: points.map(([, v]) => v), itemStyle: { color: "#5b8def" } }],
   };
 }
 
@@ -112,4 +135,6 @@ const CHARTS = [
   ["chart-tools", "stats.tools", toolOption],
   ["chart-reasons", "stats.reasons", reasonOption],
   ["chart-over-time", "stats.over_time", overTimeOption],
+  ["chart-tool-times", "stats.tool_times", toolTimeOption],
+  ["chart-status", "stats.by_status", statusOption],
 ];
