@@ -68,9 +68,9 @@ def serving(*agent_dirs: Path, home: Path, token: str = "dashboard-test-token") 
     port = free_port()
     extra = [arg for folder in agent_dirs[1:] for arg in ("--agent", str(folder))]
     log = (home / "serve.log").open("wb")
+    command = [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra]
     process = subprocess.Popen(
-        [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra]
-        + ["--host", "127.0.0.1", "--port", str(port), "--home", str(home)],
+        [*command, "--host", "127.0.0.1", "--port", str(port), "--home", str(home)],
         env={**os.environ, "CORRAL_API_TOKEN": token},
         stdout=log,
         stderr=subprocess.STDOUT,
