@@ -63,6 +63,7 @@ templates:
 GATED_TOOLS = '''\
 """A desk whose one tool waits until the test opens its gate (a file in its data folder)."""
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
