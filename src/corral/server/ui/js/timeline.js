@@ -222,6 +222,11 @@ export function drawTimeline(el, events) {
   el.style.height = `${Math.max(160, 56 + timeline.rows.length * 26)}px`;
   const chart = echarts.getInstanceByDom(el) || echarts.init(el);
   chart.resize();
+  chart.off("finished"); // before setOption: the first frame may be drawn within it
+  chart.on("finished", () => {
+    el.dataset.drawn = String(events.length); // the canvas holds this many events' bars
+    el.dataset.drawnMs = performance.now().toFixed(1); // since the page's navigation began
+  });
   chart.setOption(timelineOption(timeline), true);
   const exposed = { rows: timeline.rows, bars: timeline.bars, pauses: timeline.pauses };
   el.dataset.bars = JSON.stringify(exposed.bars);
@@ -229,9 +234,5 @@ export function drawTimeline(el, events) {
   el.dataset.pauses = JSON.stringify(exposed.pauses);
   el.dataset.events = String(events.length);
   window.corralTimeline = exposed;
-  chart.off("finished");
-  chart.on("finished", () => {
-    el.dataset.drawn = String(events.length); // the canvas holds this many events' bars
-  });
   return timeline;
 }
