@@ -49,10 +49,10 @@ export function pre(value) {
 }
 
 /** A definition list from `[label, value]` pairs (values as text or nodes). */
-export function facts(pairs) {
+export function facts(pairs, inline = false) {
   return h(
     "dl",
-    { class: "facts" },
+    { class: inline ? "facts inline" : "facts" },
     pairs.map(([label, value]) => [h("dt", {}, label), h("dd", {}, value instanceof Node ? value : show(value))]),
   );
 }
