@@ -127,6 +127,18 @@ def test_a_bad_body_is_422_with_a_corral_code_and_changes_nothing(
     assert stored_runs(tmp_path / "home") == 0
 
 
+def test_a_body_that_is_not_utf8_is_422_invalid_input(base: str, tmp_path: Path) -> None:
+    with client(base) as http:
+        answer = http.post(
+            "/agents/aftersales/runs",
+            content=b'{"message": "\xff\xfe"}',
+            headers=AUTH | {"content-type": "application/json"},
+        )
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "INVALID_INPUT"
+    assert stored_runs(tmp_path / "home") == 0
+
+
 def test_a_bad_resume_body_is_422_and_the_run_still_waits(base: str, agent: Agent) -> None:
     with client(base) as http:
         run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]

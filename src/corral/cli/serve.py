@@ -35,10 +35,9 @@ def serve(
     0600). On stop, runs in flight are awaited a while, then left to `corral resume`.
     """
     try:
-        import uvicorn
-
         from corral.server.app import ServerSettings, create_app
         from corral.server.auth import resolve_token
+        from corral.server.process import serve_until_stopped
     except ImportError as exc:
         raise ConfigInvalidError(
             f"corral serve needs the server extra ({exc.name} is missing)",
@@ -53,12 +52,4 @@ def serve(
     err_console.print(f"corral serve: {', '.join(a.name for a in agents)} on http://{host}:{port}")
     err_console.print(f"token: {where}")
     err_console.print(f"dashboard: http://{host}:{port}/ui/#token={token.value}", soft_wrap=True)
-    config = uvicorn.Config(
-        server_app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 1,
-    )
-    uvicorn.Server(config).run()
+    serve_until_stopped(server_app, host, port, settings.shutdown_grace_s)

@@ -102,7 +102,8 @@ class ServerState:
     async def summary_answer(self, summary: RunSummary) -> dict[str, Any]:
         """A summary as JSON, redacted as ``corral show --json`` redacts it."""
         events = await self.events(summary.run_id)
-        return redactor_for(events).value(summary.model_dump(mode="json"))  # type: ignore[no-any-return]
+        shown: dict[str, Any] = redactor_for(events).value(summary.model_dump(mode="json"))
+        return shown
 
     async def answer(self, started: LiveRun | RunSummary, wait: bool) -> Response:
         """The answer to a start or resume: the summary once it pauses or ends, or 202."""
@@ -193,6 +194,10 @@ def _answer_errors(app: FastAPI) -> None:
 
     async def http_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if exc.status_code == 400:  # FastAPI's word for a body it cannot decode
+            return error_response(
+                422, ErrorCode.INVALID_INPUT, "the body is not JSON text", "send UTF-8 JSON"
+            )
         # a route or method that does not exist: the request, not a run, is wrong
         return error_response(exc.status_code, ErrorCode.INVALID_ARGUMENT, str(exc.detail), None)
 

@@ -19,23 +19,25 @@ from sqlalchemy.sql.elements import ColumnElement
 from corral.errors import InvalidArgumentError
 from corral.store.sql import SqlStore, runs
 
-_DURATION = re.compile(r"^(\d{1,6})([smhdw])$")
+DURATION = r"^\d{1,5}[smhdw]$"
+"""A span back from now: ``30m``, ``1h``, ``7d`` (s, m, h, d, w)."""
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_time(text: str, now: datetime, name: str) -> datetime:
-    """An ISO time (naive: UTC), or a duration before ``now``: ``30m``, ``1h``, ``7d``."""
-    found = _DURATION.match(text.strip())
-    if found:
-        return now - timedelta(**{_UNIT[found[2]]: int(found[1])})
+def moment(value: datetime | str, now: datetime) -> datetime:
+    """A time (naive: UTC), or a ``DURATION`` before ``now``; in UTC, as the store writes."""
+    if isinstance(value, str):
+        if not re.fullmatch(DURATION, value):
+            raise InvalidArgumentError(
+                f"{value[:40]!r} is neither an ISO time nor a duration",
+                hint="e.g. 2026-05-01T08:00:00Z, 30m, 1h or 7d",
+            )
+        return now - timedelta(**{_UNIT[value[-1]]: int(value[:-1])})
     try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidArgumentError(
-            f"{name} is neither an ISO time nor a duration: {text[:40]!r}",
-            hint="e.g. 2026-05-01T08:00:00Z, 30m, 1h or 7d",
-        ) from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # a time at the edge of the calendar, moved to UTC
+        edge = datetime.min if value.year == 1 else datetime.max
+        return edge.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

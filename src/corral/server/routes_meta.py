@@ -18,7 +18,7 @@ bearer = HTTPBearer(auto_error=False, description="The server's token (CORRAL_AP
 """Documents the token in the OpenAPI schema; ``auth.BearerAuth`` checks it, before routing."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422)
+    code: {"model": ErrorBody} for code in ("401", "404", "409", "413", "422")
 }
 """The error answers every data route may give, for the schema."""
 

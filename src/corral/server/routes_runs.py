@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query
+from pydantic import StringConstraints
 from starlette.responses import Response
 
 from corral.contracts import RunSummary
@@ -24,7 +25,7 @@ from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
-from corral.server.queries import RunFilter, list_runs, parse_time
+from corral.server.queries import DURATION, RunFilter, list_runs, moment
 from corral.server.routes_meta import data_router
 from corral.server.schemas import (
     Accepted,
@@ -37,8 +38,10 @@ from corral.server.schemas import (
 
 router = data_router()
 State = Annotated[ServerState, Depends(server_state)]
+Duration = Annotated[str, StringConstraints(pattern=DURATION)]
+WHEN = "An ISO time (naive: UTC), or a duration back from now: 30m, 1h, 7d"
 STARTED: dict[int | str, dict[str, Any]] = {
-    202: {"model": Accepted, "description": "Started with wait=false: it goes on"}
+    "202": {"model": Accepted, "description": "Started with wait=false: it goes on"}
 }
 
 
@@ -70,8 +73,8 @@ async def runs(
     agent: str | None = None,
     status: str | None = None,
     intent: str | None = None,
-    since: Annotated[str | None, Query(description="ISO time, or a duration: 30m, 1h, 7d")] = None,
-    until: Annotated[str | None, Query(description="ISO time, or a duration: 30m, 1h, 7d")] = None,
+    since: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
+    until: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> dict[str, Any]:
@@ -81,8 +84,8 @@ async def runs(
         agent=agent,
         status=status,
         intent=intent,
-        since=parse_time(since, now, "since") if since is not None else None,
-        until=parse_time(until, now, "until") if until is not None else None,
+        since=moment(since, now) if since is not None else None,
+        until=moment(until, now) if until is not None else None,
         limit=limit,
         offset=offset,
     )

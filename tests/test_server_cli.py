@@ -1,0 +1,123 @@
+"""``corral serve`` as a user starts it: a subprocess, several agents, the CLI's home.
+
+``CORRAL_API_TOKEN=T corral serve AGENT_DIR --agent DIR --host 127.0.0.1 --port N --home H``
+is an interface checks outside the suite rely on; these tests pin it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from corral.cli.examples import LEFT_BEHIND
+from tests.conftest import AFTERSALES, ORDERS
+from tests.helpers import corral_cli
+from tests.serving import EXCHANGE, START_S
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def corral_serve(
+    home: Path, *agent_dirs: Path, env: dict[str, str]
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``corral serve`` in a subprocess, until it answers ``/healthz``; stopped by SIGTERM."""
+    port = free_port()
+    extra = [arg for path in agent_dirs[1:] for arg in ("--agent", str(path))]
+    command = [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--home", str(home)]
+    environ = {k: v for k, v in os.environ.items() if k != "CORRAL_API_TOKEN"} | env
+    server = subprocess.Popen(
+        command, cwd=ROOT, env=environ, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 3 * START_S
+    try:
+        while True:
+            assert server.poll() is None, server.communicate()
+            assert time.monotonic() < deadline, "corral serve did not start"
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        yield base, server
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def copy_example(source: Path, folder: Path) -> Path:
+    shutil.copytree(source, folder, ignore=LEFT_BEHIND)
+    return folder
+
+
+def test_corral_serve_runs_several_agents_over_the_clis_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    aftersales = copy_example(AFTERSALES, tmp_path / "aftersales")
+    orders = copy_example(ORDERS, tmp_path / "orders")
+    auth = {"Authorization": "Bearer T"}
+    with corral_serve(home, aftersales, orders, env={"CORRAL_API_TOKEN": "T"}) as (base, server):
+        with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+            started = http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
+            other = http.post(
+                "/agents/orders/runs", json={"message": "我的快递到哪了 OD2611200002"}
+            )
+            agents = http.get("/agents").json()["agents"]
+            refused = http.get("/agents", headers={"Authorization": "Bearer wrong"})
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0  # a clean stop
+        _, errors = server.communicate()
+    assert started.status_code == 200
+    answer = started.json()
+    assert answer["status"] == "awaiting_confirm" and answer["run_id"].startswith("run_")
+    assert other.status_code == 200 and other.json()["status"] == "finished"
+    assert [a["name"] for a in agents] == ["aftersales", "orders"]
+    assert refused.status_code == 401
+    assert "dashboard: http://127.0.0.1:" in errors and "/ui/#token=T" in errors
+    # the CLI sees the server's runs, and can go on with them
+    shown = corral_cli(home, "show", answer["run_id"], "--json")
+    assert json.loads(shown.stdout)["status"] == "awaiting_confirm"
+    done = corral_cli(home, "resume", answer["run_id"], "--approve", "--json")
+    assert json.loads(done.stdout)["status"] == "finished"
+
+
+def test_without_a_token_one_is_made_private_and_kept_for_the_next_start(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with corral_serve(home, AFTERSALES, env={}) as (base, server):
+        token_file = home / "api-token"
+        token = token_file.read_text(encoding="utf-8").strip()
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert len(token) >= 32
+        with httpx.Client(base_url=base, timeout=60) as http:
+            assert (
+                http.get("/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+            )
+            assert http.get("/runs").status_code == 401
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+        _, errors = server.communicate()
+    assert str(token_file) in errors.replace("\n", "")
+    assert f"/ui/#token={token}" in errors.replace("\n", "")
+    with corral_serve(home, AFTERSALES, env={}) as (base, _):
+        headers = {"Authorization": f"Bearer {token}"}
+        assert httpx.get(f"{base}/runs", headers=headers, timeout=60).status_code == 200

@@ -1,0 +1,139 @@
+"""Live event streams over SSE: read, disconnect, reconnect from a ``seq``, miss nothing.
+
+The agent's one tool waits for the test to release it, so the run is truly live (stuck
+in a step) while the client reads, leaves and comes back: no timing is assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from corral import tool
+from corral.agent import Agent
+from tests.helpers import build_agent
+from tests.serving import client, serving, sse
+
+HANG_S = 8.0
+"""How long the tool waits for the test (under the 10 s tool timeout): only a broken test
+ever waits this long, and then the run fails instead of hanging."""
+
+
+class Value(BaseModel):
+    value: int
+
+
+@pytest.fixture
+def gate() -> threading.Event:
+    return threading.Event()
+
+
+@pytest.fixture
+def gated(gate: threading.Event) -> Agent:
+    @tool
+    def slow(n: int) -> Value:
+        gate.wait(HANG_S)
+        return Value(value=n)
+
+    steps = [
+        {"id": "s1", "tool": "slow", "args": {"n": 1}},
+        {"id": "s2", "tool": "slow", "args": {"n": 2}, "depends_on": ["s1"]},
+    ]
+    return build_agent([slow], steps)
+
+
+@pytest.fixture
+def base(gated: Agent, gate: threading.Event, tmp_path: Path) -> Iterator[str]:
+    with serving(gated, home=tmp_path / "home") as url:
+        yield url
+        gate.set()  # never leave a tool thread waiting
+
+
+def test_a_client_that_leaves_and_comes_back_misses_nothing(
+    base: str, gate: threading.Event
+) -> None:
+    with client(base) as http:
+        started = http.post("/agents/test/runs", json={"message": "go", "wait": False})
+        assert started.status_code == 202
+        run_id = started.json()["run_id"]
+        assert started.json()["status"] == "running"
+
+        first: list[dict[str, str]] = []
+        with http.stream("GET", f"/runs/{run_id}/stream") as answer:
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            for message in sse(answer.iter_lines()):
+                first.append(message)
+                if json.loads(message["data"])["type"] == "step_started":
+                    break  # the tool is waiting for the gate: leave mid-run
+        assert all(m["event"] == "event" for m in first)
+
+        # leaving did not stop the run: it still waits in its step
+        assert http.get(f"/runs/{run_id}").json()["status"] == "executing"
+        gate.set()
+
+        rest: list[dict[str, str]] = []
+        last = first[-1]["id"]
+        with http.stream(
+            "GET", f"/runs/{run_id}/stream", headers={"Last-Event-ID": last}
+        ) as answer:
+            rest = list(sse(answer.iter_lines()))
+        stored = http.get(f"/runs/{run_id}/events").json()["events"]
+
+    assert rest[-1]["event"] == "summary"
+    summary = json.loads(rest[-1]["data"])
+    assert summary["status"] == "finished" and summary["run_id"] == run_id
+    seqs = [int(m["id"]) for m in first + rest[:-1]]
+    assert seqs == list(range(1, len(stored) + 1))  # no gap, no repeat, in order
+    sent = [json.loads(m["data"]) for m in first + rest[:-1]]
+    assert sent == stored
+
+
+def test_a_stream_from_a_seq_of_an_ended_run_sends_the_rest_then_the_summary(
+    base: str, gate: threading.Event
+) -> None:
+    gate.set()
+    with client(base) as http:
+        done = http.post("/agents/test/runs", json={"message": "go"}).json()
+        assert done["status"] == "finished"
+        run_id = done["run_id"]
+        stored = http.get(f"/runs/{run_id}/events").json()["events"]
+        with http.stream("GET", f"/runs/{run_id}/stream", params={"after_seq": 3}) as answer:
+            messages = list(sse(answer.iter_lines()))
+        # the query wins over an older Last-Event-ID: the later of the two is where it starts
+        with http.stream(
+            "GET",
+            f"/runs/{run_id}/stream",
+            params={"after_seq": 5},
+            headers={"Last-Event-ID": "2"},
+        ) as answer:
+            later = list(sse(answer.iter_lines()))
+    assert [int(m["id"]) for m in messages[:-1]] == [e["seq"] for e in stored[3:]]
+    assert json.loads(messages[-1]["data"]) == done
+    assert [int(m["id"]) for m in later[:-1]] == [e["seq"] for e in stored[5:]]
+
+
+def test_a_live_run_is_followed_to_its_end_by_several_clients(
+    base: str, gate: threading.Event
+) -> None:
+    with client(base) as http:
+        run_id = http.post("/agents/test/runs", json={"message": "go", "wait": False}).json()[
+            "run_id"
+        ]
+        with (
+            http.stream("GET", f"/runs/{run_id}/stream") as one,
+            http.stream("GET", f"/runs/{run_id}/stream", params={"after_seq": 2}) as two,
+        ):
+            lines_one, lines_two = sse(one.iter_lines()), sse(two.iter_lines())
+            head = next(lines_one)
+            gate.set()
+            got_one = [head, *lines_one]
+            got_two = list(lines_two)
+    assert got_one[-1]["event"] == got_two[-1]["event"] == "summary"
+    assert got_one[-1]["data"] == got_two[-1]["data"]
+    assert json.loads(got_one[-1]["data"])["status"] == "finished"
+    assert got_two[:-1] == got_one[2:-1]
