@@ -41,6 +41,13 @@ ARTIFACTS = ROOT / ".ci" / "artifacts"
 EXCHANGE = DEMO_SCRIPT[0][1]
 """The demo's in-warranty exchange: two lookups in parallel, then a confirmation."""
 HOSTILE = 'asdf <img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> ？？？'
+SECRETS = (
+    "13812345678",
+    "li.lei@example.com",
+    "sk-proj-AbCdEf0123456789AbCdEf0123456789",
+    "hunter2hunter2",
+)
+"""A phone number, an e-mail address, an API key and a password: the API redacts them."""
 WAIT_MS = 20_000
 
 GATED_YAML = """\
@@ -53,22 +60,30 @@ intents:
     route: plan
     plan: p
     reply: done
+  - name: flaky
+    rules: [{keywords: [flaky], confidence: 0.95}]
+    route: plan
+    plan: f
+    reply: done
 plans:
   p:
     steps:
       - {id: s1, tool: wait_for_gate, args: {}}
+  f:
+    steps:
+      - {id: s1, tool: flaky_lookup, args: {}}
 templates:
   done: {zh: 好了, en: released}
 """
 GATED_TOOLS = '''\
-"""A desk whose one tool waits until the test opens its gate (a file in its data folder)."""
+"""A desk whose tools wait for the test's gate (a file in its data folder), or fail once."""
 import asyncio
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from corral import ToolContext, ToolPolicy, tool
+from corral import RetryPolicy, ToolContext, ToolPolicy, tool
 
 
 def setup(data_dir: Path) -> dict[str, Any]:
@@ -88,6 +103,16 @@ async def wait_for_gate(ctx: ToolContext) -> Released:
             return Released(released=True)
         await asyncio.sleep(0.01)
     return Released(released=False)
+
+
+@tool(policy=ToolPolicy(kind="read", retry=RetryPolicy(max_retries=2, backoff_s=(0.05,))))
+def flaky_lookup(ctx: ToolContext) -> Released:
+    """Fail once, as a dropped connection does (retryable), then answer."""
+    mark = ctx.deps["gate"].with_name("failed-once")
+    if not mark.exists():
+        mark.touch()
+        raise ConnectionError("connection dropped")
+    return Released(released=True)
 '''
 
 
@@ -265,6 +290,54 @@ def test_a_run_in_progress_is_followed_live(served: Served, page: Any) -> None:
     shot(page, "run-live")
 
 
+def test_a_retry_is_marked_on_the_timeline(served: Served, page: Any) -> None:
+    run = served.call("POST", "/agents/gated/runs", {"message": "flaky"})
+    assert run["status"] == "finished" and run["steps"][0]["attempts"] == 2, run
+    page.goto(served.dashboard(f"/runs/{run['run_id']}"))
+    page.wait_for_selector("#timeline[data-bars]")
+    attempts = [b for b in page.evaluate("window.corralTimeline.bars") if b["kind"] == "attempt"]
+    assert [(a["attempt"], a["retry"], a["status"]) for a in attempts] == [
+        (1, False, "error"),
+        (2, True, "success"),
+    ]
+    assert attempts[0]["x1"] < attempts[1]["x0"]  # the backoff between the tries
+    assert len({a["row"] for a in attempts}) == 1  # both on the step's row
+    assert "↻" in page.inner_text("details.step[data-step=s1] summary")
+    page.click("details.step[data-step=s1] summary")
+    assert "connection dropped" in page.inner_text("details.step[data-step=s1]")
+
+
+def test_the_timeline_shortens_a_long_pause_and_says_how_long_it_was(
+    served: Served, page: Any
+) -> None:
+    # the page's own module, on events as the API gives them: a run that waited 2 hours
+    page.goto(served.dashboard())
+    page.wait_for_selector("#runs-table")
+    timeline = page.evaluate(
+        """async () => {
+          const { buildTimeline } = await import("./js/timeline.js");
+          const at = (ms) => new Date(Date.UTC(2026, 0, 1) + ms).toISOString();
+          const e = (seq, ms, type, stage, data) => ({ seq, ts: at(ms), type, stage, data });
+          return buildTimeline([
+            e(1, 0, "run_started", "run", {}),
+            e(2, 5, "step_started", "execute", { step_id: "s1", tool: "t" }),
+            e(3, 9, "step_finished", "execute", { step_id: "s1", status: "succeeded" }),
+            e(4, 10, "status_changed", "run", { from: "executing", to: "awaiting_confirm" }),
+            e(5, 7_200_010, "status_changed", "run", { from: "awaiting_confirm", to: "deciding" }),
+            e(6, 7_200_012, "step_started", "execute", { step_id: "s2", tool: "t" }),
+            e(7, 7_200_020, "step_finished", "execute", { step_id: "s2", status: "succeeded" }),
+          ]);
+        }"""
+    )
+    (pause,) = timeline["pauses"]
+    assert pause["end"] - pause["start"] == 7_200_000  # two hours, as the label says
+    assert pause["x1"] - pause["x0"] < 5  # drawn as a short gap
+    s2 = next(b for b in timeline["bars"] if b["kind"] == "step" and b["step"] == "s2")
+    assert s2["x1"] - s2["x0"] == pytest.approx(8)  # active time keeps its length
+    assert s2["x0"] == pytest.approx(pause["x1"] + 2)
+    assert timeline["span"] < 30
+
+
 def stats_route_exists(served: Served) -> bool:
     try:
         served.call("GET", "/stats")
@@ -294,12 +367,19 @@ def test_stats_page(served: Served, page: Any) -> None:
 
 
 def test_hostile_text_is_shown_as_text(served: Served, page: Any) -> None:
-    summary = served.call("POST", "/agents/aftersales/runs", {"message": HOSTILE})
+    phone, mail, key, password = SECRETS
+    message = f"{HOSTILE} 电话 {phone}, mail {mail}, key {key}, password: {password}"
+    summary = served.call("POST", "/agents/aftersales/runs", {"message": message})
     page.goto(served.dashboard(f"/runs/{summary['run_id']}"))
     page.wait_for_selector("#conversation li")
     assert HOSTILE in page.inner_text("#conversation")
     assert page.locator("#view img, #view script").count() == 0
     assert page.evaluate("window.__pwned") is None
+    # what the page holds, text and attributes alike, has no secret: the API redacted them
+    shown = page.inner_text("#conversation")
+    assert all(mark in shown for mark in ("[PHONE]", "[EMAIL]", "[API_KEY]", "[SECRET]")), shown
+    whole = page.content()
+    assert [secret for secret in SECRETS if secret in whole] == []
     page.goto(served.dashboard("/handoffs"))
     page.wait_for_selector("article.handoff")
     assert page.locator("article.handoff").count() >= 1
