@@ -227,6 +227,12 @@ def test_runs_page_lists_filters_and_keeps_the_token_out_of_the_address(
     assert len(statuses_shown(page)) == 3
     shot(page, "runs-filtered")
 
+    # the list follows new runs without a reload
+    page.click("nav a[data-route=runs]")  # no filter
+    wait_for_statuses(page, statuses_listed(served, "limit=50"))  # drawn before the run
+    fresh = served.call("POST", "/agents/aftersales/runs", {"message": DEMO_SCRIPT[4][1]})
+    page.wait_for_selector(f"#runs-table tr[data-run={fresh['run_id']}]")
+
     # the language: the toggle switches every label, and the choice outlives a reload
     page.click("#lang-toggle")
     page.wait_for_selector("text=运行列表")
@@ -275,6 +281,26 @@ def test_exchange_run_shows_parallel_steps_and_is_approved_from_the_page(
     assert len(pauses) == 1 and pauses[0]["reason"] == "awaiting_confirm"  # drawn as a gap
     assert all(b["x0"] >= pauses[0]["x1"] for b in bars if b.get("step") in ("s4", "s5"))
     shot(page, "run-approved")
+
+
+def test_a_question_is_answered_and_a_confirmation_rejected_from_the_page(
+    served: Served, page: Any
+) -> None:
+    message, follow_ups = DEMO_SCRIPT[2][1], DEMO_SCRIPT[2][2]  # no order id: asked for
+    answer = follow_ups[0][1]
+    run = served.call("POST", "/agents/aftersales/runs", {"message": message})
+    assert run["status"] == "awaiting_user", run
+    before = exchanges(served)
+    page.goto(served.dashboard(f"/runs/{run['run_id']}"))
+    page.fill("#answer", answer)
+    page.click("#send-answer")
+    page.wait_for_selector("#reject")  # the answer led to the exchange's confirmation
+    assert answer in page.inner_text("#conversation")
+    page.click("#reject")
+    page.wait_for_selector("h1 .badge.s-finished")
+    assert page.locator("#actions").count() == 0
+    assert served.call("GET", f"/runs/{run['run_id']}")["outcome"] != "success"
+    assert exchanges(served) == before  # declined: no exchange order
 
 
 def test_a_run_in_progress_is_followed_live(served: Served, page: Any) -> None:
