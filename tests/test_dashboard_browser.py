@@ -174,9 +174,9 @@ def exchanges(served: Served) -> int:
 
 
 def exchange_run(served: Served) -> str:
+    """The demo's exchange, left waiting for a confirmation (the oldest waiting run)."""
     runs = served.call("GET", "/runs?agent=aftersales&status=awaiting_confirm")["runs"]
-    assert len(runs) == 1, runs
-    return str(runs[0]["run_id"])
+    return str(runs[-1]["run_id"])  # newest first
 
 
 def statuses_shown(page: Any) -> list[str]:
@@ -301,6 +301,16 @@ def test_a_question_is_answered_and_a_confirmation_rejected_from_the_page(
     assert page.locator("#actions").count() == 0
     assert served.call("GET", f"/runs/{run['run_id']}")["outcome"] != "success"
     assert exchanges(served) == before  # declined: no exchange order
+
+
+def test_a_waiting_run_resumed_elsewhere_updates_the_page(served: Served, page: Any) -> None:
+    run = served.call("POST", "/agents/aftersales/runs", {"message": EXCHANGE})
+    page.goto(served.dashboard(f"/runs/{run['run_id']}"))
+    page.wait_for_selector("#approve")
+    served.call("POST", f"/runs/{run['run_id']}/resume", {"approve": True})  # another client
+    page.wait_for_selector("h1 .badge.s-finished")  # no reload, no click
+    assert page.locator("#approve").count() == 0
+    assert "s5" in {b.get("step") for b in page.evaluate("window.corralTimeline.bars")}
 
 
 def test_a_run_in_progress_is_followed_live(served: Served, page: Any) -> None:

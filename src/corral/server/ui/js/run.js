@@ -10,9 +10,13 @@ import { drawTimeline } from "./timeline.js";
 const TERMINAL = new Set(["finished", "failed", "handed_off"]);
 const PAUSED = new Set(["awaiting_confirm", "awaiting_user"]);
 
-/** Render run `id` into `view`; `signal` aborts its stream when the page is left. */
+const WATCH_MS = 3000;
+const RETRIES = 5;
+
+/** Render run `id` into `view`; `signal` stops its stream and polling when the page is left. */
 export async function runPage(view, id, signal) {
-  const page = { id, view, signal, detail: null, events: [] };
+  const page = { id, view, signal, detail: null, events: [], timer: null, following: false };
+  signal.addEventListener("abort", () => clearInterval(page.timer));
   fill(view, h("p", { class: "muted" }, t("common.loading")));
   try {
     await load(page);
@@ -31,35 +35,61 @@ async function load(page) {
   page.detail = detail;
   page.events = events.events || [];
   render(page);
-  if (!TERMINAL.has(detail.status) && !PAUSED.has(detail.status)) live(page);
+  clearInterval(page.timer);
+  if (PAUSED.has(detail.status)) page.timer = setInterval(() => watch(page), WATCH_MS);
+  else if (!TERMINAL.has(detail.status)) live(page).catch((err) => liveFailed(page, err));
 }
 
-/** Follow the run's stream from the last event shown; redraw as events arrive. */
+/** A paused run may be resumed elsewhere (the CLI, another tab): reload when it moves on. */
+async function watch(page) {
+  const now = await get(`/runs/${encodeURIComponent(page.id)}`).catch(() => null);
+  if (!page.signal.aborted && now && now.status !== page.detail.status) {
+    clearInterval(page.timer);
+    await load(page);
+  }
+}
+
+/**
+ * Follow the run's stream from the last event shown, redrawing as events arrive. A dropped
+ * connection is picked up again from the last `seq` seen, so no event is missed.
+ */
 async function live(page) {
+  if (page.following) return;
+  page.following = true;
   const note = page.view.querySelector("#live-note");
   if (note) note.hidden = false;
   let pending = null;
-  const redraw = () => {
-    pending = null;
-    drawDynamic(page);
+  const onEvent = (name, data) => {
+    if (name !== "event" || data.seq <= (page.events.at(-1)?.seq ?? 0)) return;
+    page.events.push(data);
+    pending =
+      pending ||
+      setTimeout(() => {
+        pending = null;
+        drawDynamic(page);
+      }, 120);
   };
-  const lastSeq = page.events.length ? page.events[page.events.length - 1].seq : 0;
   try {
-    await follow(
-      `/runs/${encodeURIComponent(page.id)}/stream`,
-      { after_seq: lastSeq },
-      (name, data) => {
-        if (name === "summary") return;
-        if (name === "event" && data.seq > (page.events.at(-1)?.seq ?? 0)) page.events.push(data);
-        pending = pending || setTimeout(redraw, 120);
-      },
-      page.signal,
-    );
-  } catch (err) {
-    if (page.signal.aborted) return;
-    throw err;
+    for (let tries = 0; !page.signal.aborted; ) {
+      try {
+        const path = `/runs/${encodeURIComponent(page.id)}/stream`;
+        await follow(path, { after_seq: page.events.at(-1)?.seq ?? 0 }, onEvent, page.signal);
+        break; // the stream ended: the run paused or ended
+      } catch (err) {
+        if (page.signal.aborted) return;
+        if (++tries > RETRIES || (err instanceof ApiError && err.status < 500)) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 1000 * tries));
+      }
+    }
+  } finally {
+    page.following = false;
   }
-  if (!page.signal.aborted) await load(page); // the run paused or ended: show its final state
+  if (!page.signal.aborted) await load(page); // show the run as it now stands
+}
+
+function liveFailed(page, err) {
+  const note = page.view.querySelector("#live-note");
+  if (note) fill(note, `${t("common.error")}: ${err.message}`);
 }
 
 function back() {
@@ -229,6 +259,7 @@ function actions(page) {
   if (!pending || !PAUSED.has(page.detail.status)) return null;
   const result = h("p", { class: "muted", id: "action-result" });
   const send = async (body, buttons) => {
+    clearInterval(page.timer); // this page drives the run now
     for (const b of buttons) b.disabled = true;
     try {
       const summary = await post(`/runs/${encodeURIComponent(page.id)}/resume`, { ...body, step_id: pending.step_id ?? null });
