@@ -243,6 +243,31 @@ def test_runs_page_lists_filters_and_keeps_the_token_out_of_the_address(
     page.wait_for_selector("text=Runs")
 
 
+def test_sign_in_refuses_a_wrong_token_and_follows_the_browser_language(
+    served: Served, browser: Any
+) -> None:
+    context = browser.new_context(locale="zh-CN", bypass_csp=True)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(f"{served.base}/ui/")
+        page.wait_for_selector("#login-form")
+        assert page.inner_text("#login-form h1") == "登录"  # navigator.language is zh-CN
+        page.fill("#login-form input[name=token]", "not-the-token")
+        page.click("#login-form button")
+        page.wait_for_selector("#login-form p.error")  # 401: asked again, told why
+        assert page.evaluate("sessionStorage.getItem('corral.token')") is None
+        page.fill("#login-form input[name=token]", served.token)
+        page.click("#login-form button")
+        page.wait_for_selector("#runs-table tbody tr")
+        assert page.inner_text("main h1") == "运行列表"
+        page.click("#logout")
+        page.wait_for_selector("#login-form")
+        assert page.evaluate("sessionStorage.getItem('corral.token')") is None
+    finally:
+        context.close()
+
+
 def test_exchange_run_shows_parallel_steps_and_is_approved_from_the_page(
     served: Served, page: Any
 ) -> None:

@@ -119,7 +119,7 @@ const LABELS = {
   "stats.ended": ["ended", "已结束"],
   "stats.avg": ["Steps / tool calls per run", "每次运行的步骤数 / 工具调用数"],
   "stats.models": ["Model calls · tokens in / out · cost", "模型调用 · 输入 / 输出 token · 费用"],
-  "stats.by_status": ["Runs by final status", "按最终状态统计"],
+  "stats.by_status": ["Runs by status", "按状态统计"],
   "stats.nodata": ["No data in this window.", "该时间范围内没有数据。"],
   "stats.success": ["success", "成功"],
   "stats.failure": ["failure", "失败"],
