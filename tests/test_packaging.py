@@ -206,6 +206,11 @@ def test_demo_and_init_work_from_the_built_wheel(tmp_path: Path) -> None:
         archive.extractall(site)
     assert "corral/examples/aftersales/agent.yaml" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    # the dashboard's files (pages, ECharts and its licences) are package data: /ui works
+    dashboard = ROOT / "src" / "corral" / "server" / "ui"
+    shipped = {p.relative_to(ROOT / "src").as_posix() for p in dashboard.rglob("*") if p.is_file()}
+    assert "corral/server/ui/vendor/echarts.min.js" in shipped
+    assert shipped <= set(names), sorted(shipped - set(names))
 
     # the wheel alone: its own folder on the path, run from outside the checkout
     outside = tmp_path / "elsewhere"

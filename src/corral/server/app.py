@@ -133,6 +133,7 @@ def server_state(request: Request) -> ServerState:
 def create_app(settings: ServerSettings) -> FastAPI:
     """The FastAPI app serving ``settings.agents`` over the store in ``settings.home``."""
     from corral.server import routes_meta, routes_runs
+    from corral.server.ui import mount_ui
 
     names = [agent.name for agent in settings.agents]
     if not names or len(set(names)) != len(names):
@@ -164,7 +165,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.include_router(routes_meta.open_router)
     app.include_router(routes_meta.router)
     app.include_router(routes_runs.router)
-    # The dashboard (`corral.server.ui.mount_ui(app)`, issue 12 part 6) is mounted here.
+    mount_ui(app)  # the dashboard, /ui (issue 12 part 6)
     _answer_errors(app)
     app.add_middleware(BodyLimit, limit=settings.body_limit)
     app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
