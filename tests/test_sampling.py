@@ -206,3 +206,25 @@ async def test_a_dropped_run_that_fails_after_a_pause_gets_its_whole_log_and_tra
     assert names.count("execute") == 2  # before the pause and after it, both exported now
     assert {"intent", "step s1", "execute_tool read_order", "execute_tool refund"} <= set(names)
     assert names.count("invoke_agent test") == 1
+
+
+async def test_a_run_plan_of_a_critical_intent_is_kept_and_names_its_intent(
+    tmp_path: Path,
+) -> None:
+    """``run_plan`` classifies nothing: its intent is the one its route records."""
+    folder = _aftersales(tmp_path, "{rate: 0.0, critical_intents: [报修]}")
+    agent = load_agent(folder, data_dir=tmp_path / "business")
+    exporter = InMemorySpanExporter()
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(
+        agent, store, effects=FixedEffects(), log_dir=tmp_path / "logs", tracer=OtelTracer(exporter)
+    )
+    repair = await runtime.run_plan("repair", entities={"order_id": "HD20240501"})
+    assert repair.status.value == "finished"
+    assert sample(store.load_events(repair.run_id), agent.config.telemetry.sampling).reason == (
+        "critical intent"
+    )
+    assert (tmp_path / "logs" / f"{repair.run_id}.jsonl").is_file()
+    (run,) = [s for s in exporter.get_finished_spans() if s.parent is None]
+    assert run.attributes is not None and run.attributes["corral.intent"] == "报修"
+    assert "corral.confidence" not in run.attributes  # nothing was classified

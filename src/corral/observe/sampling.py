@@ -2,7 +2,8 @@
 
 The decision is a pure function of the run's events and the agent's ``telemetry.sampling``:
 the run id, hashed, is compared with the rate of the run's intent (its first
-classification), so it is the same in every process and on every replay. Some runs are
+classification; for a ``run_plan`` run, which classifies nothing, the intent its route
+records), so it is the same in every process and on every replay. Some runs are
 always kept: a critical intent, a failure, a handoff, a failed step. Those conditions only
 ever become true as a run goes on, so a run once kept stays kept, and a run dropped while
 it was going well is kept in full when it fails. The event store keeps every event.
@@ -15,7 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from corral.config import SamplingConfig
-from corral.events import Event, HandedOff, IntentClassified, RunFinished, StepFinished
+from corral.events import (
+    Event,
+    HandedOff,
+    IntentClassified,
+    Routed,
+    RunFinished,
+    StepFinished,
+)
 
 _BAD_ENDS = frozenset({"failed", "handed_off"})
 
@@ -41,16 +49,20 @@ def sample(events: Sequence[Event], config: SamplingConfig) -> Sampled:
     if config.rate >= 1.0 and not config.rates:
         return Sampled(True, "sampled")  # the default: keep everything, read nothing
     intents: list[str] = []
+    routed: list[str] = []
     for event in events:
         payload = event.payload
         if isinstance(payload, IntentClassified):
             intents.append(payload.result.label or "")  # no label: the default rate
+        elif isinstance(payload, Routed) and payload.decision.intent:
+            routed.append(payload.decision.intent)
         elif isinstance(payload, HandedOff):
             return Sampled(True, "handed off")
         elif isinstance(payload, StepFinished) and payload.status == "failed":
             return Sampled(True, "failed step")
         elif isinstance(payload, RunFinished) and payload.status in _BAD_ENDS:
             return Sampled(True, payload.status.replace("_", " "))
+    intents = intents or routed  # a run_plan run: the intent it was given
     if any(label in config.critical_intents for label in intents):
         return Sampled(True, "critical intent")
     rate = config.rates.get(intents[0], config.rate) if intents else config.rate

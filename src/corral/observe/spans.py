@@ -23,6 +23,7 @@ from corral.events import (
     Event,
     IntentClassified,
     ModelCall,
+    Routed,
     RunFinished,
     RunStarted,
     StatusChanged,
@@ -246,11 +247,15 @@ class _Builder:
             ),
             None,
         )
+        routed = next(
+            (e.payload.decision.intent for e in self.events if isinstance(e.payload, Routed)),
+            None,
+        )  # a run_plan run classifies nothing: its intent is the one it was given
         attributes = self.attrs(
             gen_ai__operation__name="invoke_agent",
             gen_ai__agent__name=self.agent,
             gen_ai__request__model=self.model,
-            corral__intent=intent.label if intent else None,
+            corral__intent=intent.label if intent else routed,
             corral__confidence=intent.confidence if intent else None,
             corral__status=payload.status,
             corral__outcome=payload.outcome,
