@@ -178,3 +178,37 @@ def test_a_collector_that_is_down_never_fails_the_run(tmp_path: Path) -> None:
     done = corral_cli(tmp_path, "run", str(AFTERSALES), REPAIR, "--json", env=env)
     assert json.loads(done.stdout)["status"] == "finished"
     assert list((tmp_path / "logs").glob("*.jsonl"))
+
+
+async def test_after_a_failed_export_the_next_runs_do_not_wait_for_the_collector(
+    tmp_path: Path,
+) -> None:
+    """Runs of one Runtime queue for its exporter, and a collector that is down holds
+    each export for its retries: without a pause after a failure, every run waits."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from corral import Runtime, load_agent
+    from corral.observe.otel import COOL_DOWN_S, OtelTracer
+    from corral.store.sql import SqlStore
+    from corral.testing import FixedEffects
+
+    class Down(SpanExporter):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def export(self, spans: Any) -> SpanExportResult:
+            self.calls += 1
+            return SpanExportResult.FAILURE
+
+    now = [100.0]
+    exporter = Down()
+    tracer = OtelTracer(exporter, clock=lambda: now[0])
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(agent, store, effects=FixedEffects(), tracer=tracer)
+    for _ in range(3):
+        assert (await runtime.start(REPAIR)).status.value == "finished"
+    assert exporter.calls == 1  # the two runs after the failure skipped the collector
+    now[0] += COOL_DOWN_S
+    assert (await runtime.start(REPAIR)).status.value == "finished"
+    assert exporter.calls == 2  # tried again once the pause is over

@@ -15,8 +15,10 @@ down costs the spans of that export only (logged as a warning).
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,10 @@ logger = logging.getLogger(__name__)
 
 EXPORT_TIMEOUT_S = 5.0
 """How long one OTLP export may hold up the end of a run before its spans are given up."""
+COOL_DOWN_S = 30.0
+"""After an export fails, how long exports are skipped (their spans dropped, logged): runs
+of one Runtime queue for its exporter, so a collector that is down would otherwise hold
+up every run by its retries, one after another."""
 
 
 def run_trace_id(events: Sequence[Event]) -> str:
@@ -83,10 +89,18 @@ def readable_spans(
 class OtelTracer:
     """Exports each stretch of a run's spans to one ``SpanExporter`` (``RunTracer``)."""
 
-    def __init__(self, exporter: SpanExporter, service_name: str = "corral") -> None:
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        service_name: str = "corral",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         from opentelemetry.sdk.resources import Resource
 
         self.exporter = exporter
+        self.clock = clock
+        self._skip_until = -math.inf
+        """Until when exports are skipped, after a failed one (``COOL_DOWN_S``)."""
         self._one_export = threading.Lock()
         """The SDK's contract: ``export`` is never called concurrently on one exporter, and
         runs of one Runtime end in several store threads at once."""
@@ -106,13 +120,23 @@ class OtelTracer:
 
     def export(self, events: Sequence[Event], sampling: SamplingConfig) -> None:
         """Export the spans the run closed since its last pause, if sampling keeps it."""
+        run_id = events[0].run_id if events else ""
         try:
             records = spans_to_export(events, sampling)
-            if records:
-                spans = readable_spans(records, run_trace_id(events), self.resource)
-                with self._one_export:
-                    result = self.exporter.export(spans)
-                if result.name != "SUCCESS":
-                    logger.warning("the collector refused the spans of %s", events[0].run_id)
+            if not records:
+                return
+            spans = readable_spans(records, run_trace_id(events), self.resource)
+            with self._one_export:
+                if self.clock() < self._skip_until:
+                    logger.warning("the spans of %s are dropped: an export just failed", run_id)
+                    return
+                exported = False
+                try:
+                    exported = self.exporter.export(spans).name == "SUCCESS"
+                finally:  # refused or raised: leave the collector alone for a while
+                    if not exported:
+                        self._skip_until = self.clock() + COOL_DOWN_S
+            if not exported:
+                logger.warning("the collector refused the spans of %s", run_id)
         except Exception:  # a broken collector or exporter never fails a stored run
-            logger.warning("exporting the spans of %s failed", events[0].run_id, exc_info=True)
+            logger.warning("exporting the spans of %s failed", run_id, exc_info=True)
