@@ -212,3 +212,33 @@ async def test_a_run_that_pauses_twice_exports_each_stretch_once(tmp_path: Path)
     assert len(named["route"]) == 2  # asked, then routed again after the answer
     assert len(named["execute_tool query_order"]) == 1
     assert [s.name for s in spans[sizes[1] :]][-1] == "invoke_agent aftersales"
+
+
+def test_span_kinds_follow_the_genai_conventions() -> None:
+    """``chat`` calls a model server (CLIENT); ``execute_tool`` and ``invoke_agent`` run
+    in corral's own process (INTERNAL), as the GenAI semantic conventions say."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.trace import SpanKind
+
+    from corral.events import StepFinished, StepStarted, ToolAttempt
+    from corral.observe.otel import readable_spans
+
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    payloads: list[tuple[EventType, str, Any]] = [
+        (EventType.RUN_STARTED, "run", RunStarted("trace_000001", "a", "", "en")),
+        (EventType.MODEL_CALL, "intent", ModelCall("intent", "qwen2.5-7b", "f", 1, "success")),
+        (EventType.STEP_STARTED, "execute", StepStarted("s1", "lookup")),
+        (EventType.TOOL_ATTEMPT, "execute", ToolAttempt("s1", "lookup", 1, "success")),
+        (EventType.STEP_FINISHED, "execute", StepFinished("s1", "succeeded")),
+        (EventType.RUN_FINISHED, "run", RunFinished("finished")),
+    ]
+    events = [
+        Event("run_1", seq, start + timedelta(seconds=seq), kind, stage, payload=payload)
+        for seq, (kind, stage, payload) in enumerate(payloads, 1)
+    ]
+    spans = readable_spans(run_spans(events), otel_trace_id("trace_000001"), Resource({}))
+    kinds = {span.name: span.kind for span in spans}
+    assert kinds["chat qwen2.5-7b"] is SpanKind.CLIENT
+    assert kinds["execute_tool lookup"] is SpanKind.INTERNAL
+    assert kinds["invoke_agent a"] is SpanKind.INTERNAL
+    assert kinds["step s1"] is SpanKind.INTERNAL

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+OPERATION = "gen_ai.operation.name"
+
 EXPORT_TIMEOUT_S = 5.0
 """How long one OTLP export may hold up the end of a run before its spans are given up."""
 COOL_DOWN_S = 30.0
@@ -69,6 +71,15 @@ def readable_spans(
             trace_id, int(span_id(trace_hex, key), 16), False, TraceFlags(TraceFlags.SAMPLED)
         )
 
+    def kind(record: SpanRecord) -> SpanKind:
+        """CLIENT for a model call, else INTERNAL, as the GenAI conventions say.
+
+        A tool runs in corral's own process (``execute_tool``), as does the run itself
+        (``invoke_agent``); only a model call goes to a server.
+        """
+        chat = record.attributes.get(OPERATION) == "chat"
+        return SpanKind.CLIENT if chat else SpanKind.INTERNAL
+
     return [
         ReadableSpan(
             name=record.name,
@@ -76,7 +87,7 @@ def readable_spans(
             parent=context(record.parent) if record.parent is not None else None,
             resource=resource,
             attributes=record.attributes,
-            kind=SpanKind.CLIENT if record.key.startswith("event/") else SpanKind.INTERNAL,
+            kind=kind(record),
             status=Status(StatusCode.ERROR) if record.error else Status(StatusCode.UNSET),
             start_time=_nanos(record.start),
             end_time=_nanos(max(record.end, record.start)),
