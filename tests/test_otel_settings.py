@@ -78,3 +78,12 @@ def test_an_exporter_without_the_sdk_says_which_extra_to_install(
     with pytest.raises(ConfigInvalidError, match="needs the OpenTelemetry SDK") as raised:
         tracer_for(TelemetryConfig(exporter="console"), {})
     assert raised.value.hint == "pip install 'corral[otel]'"
+
+
+def test_the_exporter_variable_is_read_without_regard_to_case() -> None:
+    """The OTel spec reads enum values case-insensitively (``OTLP`` is ``otlp``)."""
+    for given, meant in (("OTLP", "otlp"), (" Console ", "console"), ("NONE", "none")):
+        settings = telemetry_settings(TelemetryConfig(), {"OTEL_TRACES_EXPORTER": given})
+        assert settings.exporter == meant
+    on = TelemetryConfig(exporter="console")
+    assert telemetry_settings(on, {"OTEL_SDK_DISABLED": "TRUE"}).exporter == "none"

@@ -57,7 +57,8 @@ class TelemetrySettings:
 
 def telemetry_settings(config: TelemetryConfig, environ: Mapping[str, str]) -> TelemetrySettings:
     """The effective settings; an exporter corral does not know is ``CONFIG_INVALID``."""
-    exporter = (environ.get("OTEL_TRACES_EXPORTER") or config.exporter or "none").strip()
+    given = environ.get("OTEL_TRACES_EXPORTER") or config.exporter or "none"
+    exporter = given.strip().lower()  # the spec reads enum values case-insensitively
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         exporter = "none"
     if exporter not in EXPORTERS:
