@@ -242,3 +242,36 @@ def test_span_kinds_follow_the_genai_conventions() -> None:
     assert kinds["execute_tool lookup"] is SpanKind.INTERNAL
     assert kinds["invoke_agent a"] is SpanKind.INTERNAL
     assert kinds["step s1"] is SpanKind.INTERNAL
+
+
+def test_extraction_and_judge_calls_sit_under_the_layers_that_make_them() -> None:
+    """A model call is recorded under its purpose: ``extract`` is the intent layer's work,
+    ``judge`` the verify layer's; neither is a layer of its own nor the run's direct child."""
+    from corral.events import StepFinished, StepStarted, ToolAttempt
+
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+    def call(purpose: str) -> ModelCall:
+        return ModelCall(purpose, "qwen2.5-7b", "f", 1, "success", latency_ms=200.0)
+
+    payloads: list[tuple[EventType, str, Any]] = [
+        (EventType.RUN_STARTED, "run", RunStarted("trace_000001", "a", "", "en")),
+        (EventType.USER_MESSAGE, "intent", UserMessage("hello")),
+        (EventType.MODEL_CALL, "extract", call("extract")),
+        (EventType.STEP_STARTED, "execute", StepStarted("s1", "lookup")),
+        (EventType.TOOL_ATTEMPT, "execute", ToolAttempt("s1", "lookup", 1, "success")),
+        (EventType.MODEL_CALL, "judge", call("judge")),
+        (EventType.STEP_FINISHED, "execute", StepFinished("s1", "succeeded")),
+        (EventType.RUN_FINISHED, "run", RunFinished("finished")),
+    ]
+    events = [
+        Event("run_1", seq, start + timedelta(seconds=seq), kind, stage, payload=payload)
+        for seq, (kind, stage, payload) in enumerate(payloads, 1)
+    ]
+    spans = {span.key: span for span in run_spans(events)}
+    assert spans["event/3"].parent == "layer/intent/0"
+    assert spans["event/6"].parent == "layer/verify/0"
+    verify = spans["layer/verify/0"]
+    assert (verify.name, verify.start, verify.end) == ("verify", spans["event/6"].start, events[5].ts)
+    assert spans["layer/intent/0"].start <= spans["event/3"].start
+    assert not any(key.startswith(("layer/judge", "layer/extract")) for key in spans)

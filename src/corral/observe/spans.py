@@ -37,6 +37,9 @@ from corral.observe.sampling import sample
 AttributeValue = str | int | float | bool
 LAYERS = ("intent", "route", "plan", "decide", "execute", "verify", "reply")
 """The stages that are layers; ``run`` and ``memory`` events belong to no layer span."""
+_WORK_OF = {"extract": "intent", "judge": "verify"}
+"""Model calls are recorded under their purpose; these two are not layers but work done
+inside one (entity extraction in ``intent``, the model judge in ``verify``)."""
 RUN_KEY = "run"
 RUN_ID = "corral.run_id"
 _PAUSED = frozenset({"awaiting_confirm", "awaiting_user"})
@@ -68,6 +71,11 @@ def _began(event: Event) -> datetime:
     if isinstance(payload, ToolAttempt | IntentClassified):
         millis = payload.duration_ms
     return event.ts - timedelta(milliseconds=millis) if millis > 0 else event.ts
+
+
+def _layer_of(event: Event) -> str:
+    """The layer whose work the event records (its stage, or the layer of its purpose)."""
+    return _WORK_OF.get(event.stage, event.stage)
 
 
 def _error(attributes: dict[str, AttributeValue], code: str | None, fallback: str) -> None:
@@ -116,7 +124,7 @@ class _Builder:
 
     def visit(self, event: Event) -> None:
         payload = event.payload
-        if event.stage in LAYERS:
+        if _layer_of(event) in LAYERS:
             self.layer(event)
         if isinstance(payload, StatusChanged) and payload.to in _PAUSED:
             self.segment += 1
@@ -135,17 +143,18 @@ class _Builder:
         return f"layer/{stage}/{self.segment}"
 
     def layer(self, event: Event) -> None:
-        key = self.layer_key(event.stage)
+        stage = _layer_of(event)
+        key = self.layer_key(stage)
         span = self.spans.get(key)
         if span is None:
             span = SpanRecord(
                 key,
-                event.stage,
+                stage,
                 RUN_KEY,
                 _began(event),
                 event.ts,
                 event.seq,
-                self.attrs(corral__layer=event.stage, gen_ai__agent__name=self.agent),
+                self.attrs(corral__layer=stage, gen_ai__agent__name=self.agent),
             )
             self.spans[key] = span
         span.start, span.end = min(span.start, _began(event)), max(span.end, event.ts)
@@ -226,7 +235,7 @@ class _Builder:
         if failed:
             _error(attributes, payload.error_code, payload.status)
         key = f"event/{event.seq}"
-        parent = self.layer_key(event.stage)
+        parent = self.layer_key(_layer_of(event))
         self.spans[key] = SpanRecord(
             key,
             f"chat {payload.model}",
