@@ -272,6 +272,7 @@ def test_extraction_and_judge_calls_sit_under_the_layers_that_make_them() -> Non
     assert spans["event/3"].parent == "layer/intent/0"
     assert spans["event/6"].parent == "layer/verify/0"
     verify = spans["layer/verify/0"]
-    assert (verify.name, verify.start, verify.end) == ("verify", spans["event/6"].start, events[5].ts)
+    judged = spans["event/6"]
+    assert (verify.name, verify.start, verify.end) == ("verify", judged.start, judged.end)
     assert spans["layer/intent/0"].start <= spans["event/3"].start
     assert not any(key.startswith(("layer/judge", "layer/extract")) for key in spans)
