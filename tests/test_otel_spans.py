@@ -276,3 +276,25 @@ def test_extraction_and_judge_calls_sit_under_the_layers_that_make_them() -> Non
     assert (verify.name, verify.start, verify.end) == ("verify", judged.start, judged.end)
     assert spans["layer/intent/0"].start <= spans["event/3"].start
     assert not any(key.startswith(("layer/judge", "layer/extract")) for key in spans)
+
+
+def test_a_model_string_gives_the_provider_and_the_model_name_apart() -> None:
+    """corral names a model ``PROVIDER:NAME``; the endpoint is asked for ``NAME``, which is
+    what ``gen_ai.request.model`` and the span name carry (Ollama's ``qwen2.5:7b`` too)."""
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    model = "openai:qwen2.5:7b"
+    payloads: list[tuple[EventType, str, Any]] = [
+        (EventType.RUN_STARTED, "run", RunStarted("trace_000001", "a", "", "en", model=model)),
+        (EventType.MODEL_CALL, "reply", ModelCall("reply", model, "f", 1, "success")),
+        (EventType.RUN_FINISHED, "run", RunFinished("finished")),
+    ]
+    events = [
+        Event("run_1", seq, start + timedelta(seconds=seq), kind, stage, payload=payload)
+        for seq, (kind, stage, payload) in enumerate(payloads, 1)
+    ]
+    spans = {span.key: span for span in run_spans(events)}
+    chat, run = spans["event/2"], spans["run"]
+    assert chat.name == "chat qwen2.5:7b"
+    for span in (chat, run):
+        assert span.attributes["gen_ai.request.model"] == "qwen2.5:7b"
+        assert span.attributes["gen_ai.provider.name"] == "openai"

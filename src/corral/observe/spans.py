@@ -97,7 +97,9 @@ class _Builder:
         self.run_id = events[0].run_id
         started = events[0].payload
         self.agent = started.agent if isinstance(started, RunStarted) else ""
-        self.model = started.model if isinstance(started, RunStarted) else None
+        self.provider, self.model = _model(
+            started.model if isinstance(started, RunStarted) else None
+        )
 
     def attrs(self, **given: AttributeValue | None) -> dict[str, AttributeValue]:
         """Attributes named ``a__b`` -> ``a.b``, with the run id; ``None`` left out."""
@@ -221,9 +223,11 @@ class _Builder:
 
     def model_call(self, event: Event, payload: ModelCall) -> None:
         usage = payload.usage
+        provider, model = _model(payload.model)
         attributes = self.attrs(
             gen_ai__operation__name="chat",
-            gen_ai__request__model=payload.model,
+            gen_ai__provider__name=provider,
+            gen_ai__request__model=model,
             gen_ai__usage__input_tokens=_count(usage.get("prompt_tokens")),
             gen_ai__usage__output_tokens=_count(usage.get("completion_tokens")),
             corral__purpose=payload.purpose,
@@ -238,7 +242,7 @@ class _Builder:
         parent = self.layer_key(_layer_of(event))
         self.spans[key] = SpanRecord(
             key,
-            f"chat {payload.model}",
+            f"chat {model}",
             parent if parent in self.spans else RUN_KEY,
             _began(event),
             event.ts,
@@ -263,6 +267,7 @@ class _Builder:
         attributes = self.attrs(
             gen_ai__operation__name="invoke_agent",
             gen_ai__agent__name=self.agent,
+            gen_ai__provider__name=self.provider,
             gen_ai__request__model=self.model,
             corral__intent=intent.label if intent else routed,
             corral__confidence=intent.confidence if intent else None,
@@ -287,6 +292,18 @@ class _Builder:
             attributes,
             failed,
         )
+
+
+def _model(spec: str | None) -> tuple[str | None, str | None]:
+    """The provider and the model name of ``PROVIDER:NAME``, how corral names a model.
+
+    The endpoint is asked for ``NAME``, so that is ``gen_ai.request.model`` (GenAI
+    conventions); the provider is ``gen_ai.provider.name``.
+    """
+    if spec is None or ":" not in spec:
+        return None, spec
+    provider, _, name = spec.partition(":")
+    return provider, name
 
 
 def _count(value: object) -> int | None:
