@@ -87,3 +87,15 @@ def test_the_exporter_variable_is_read_without_regard_to_case() -> None:
         assert settings.exporter == meant
     on = TelemetryConfig(exporter="console")
     assert telemetry_settings(on, {"OTEL_SDK_DISABLED": "TRUE"}).exporter == "none"
+
+
+def test_a_service_name_in_the_resource_attributes_is_not_overridden() -> None:
+    """``OTEL_RESOURCE_ATTRIBUTES=service.name=...`` names the service when
+    ``OTEL_SERVICE_NAME`` does not; the default ``corral`` hid it."""
+    resource = {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,service.name=desk%20a"}
+    assert telemetry_settings(TelemetryConfig(), resource).service_name == "desk a"
+    named = TelemetryConfig(service_name="from-yaml")
+    assert telemetry_settings(named, resource).service_name == "desk a"  # the environment wins
+    both = {**resource, "OTEL_SERVICE_NAME": "desk-b"}
+    assert telemetry_settings(named, both).service_name == "desk-b"  # as the OTel spec says
+    assert telemetry_settings(named, {}).service_name == "from-yaml"

@@ -7,7 +7,8 @@ exporter loads ``corral.observe.otel`` and the SDK (``corral[otel]``).
 The standard variables win over the config, as operators expect: ``OTEL_SDK_DISABLED``,
 ``OTEL_TRACES_EXPORTER`` (``none``, ``console`` or ``otlp``),
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (the full URL), ``OTEL_EXPORTER_OTLP_ENDPOINT``
-(a base URL, ``/v1/traces`` added) and ``OTEL_SERVICE_NAME``.
+(a base URL, ``/v1/traces`` added), ``OTEL_SERVICE_NAME`` and ``service.name`` in
+``OTEL_RESOURCE_ATTRIBUTES``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import unquote
 
 from corral.config import SamplingConfig, TelemetryConfig
 from corral.errors import ConfigInvalidError
@@ -70,8 +72,22 @@ def telemetry_settings(config: TelemetryConfig, environ: Mapping[str, str]) -> T
     if not endpoint:
         base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or config.endpoint or DEFAULT_ENDPOINT
         endpoint = base.rstrip("/") + TRACES_PATH
-    name = environ.get("OTEL_SERVICE_NAME") or config.service_name or "corral"
+    name = (
+        environ.get("OTEL_SERVICE_NAME")
+        or _resource_service_name(environ)
+        or config.service_name
+        or "corral"
+    )
     return TelemetrySettings(exporter, endpoint, name)
+
+
+def _resource_service_name(environ: Mapping[str, str]) -> str | None:
+    """``service.name`` in ``OTEL_RESOURCE_ATTRIBUTES`` (``k=v,k=v``, values %-encoded)."""
+    for item in environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, _, value = item.partition("=")
+        if key.strip() == "service.name" and value.strip():
+            return unquote(value.strip())
+    return None
 
 
 def tracer_for(config: TelemetryConfig, environ: Mapping[str, str]) -> RunTracer | None:
