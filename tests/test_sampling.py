@@ -111,7 +111,10 @@ def _aftersales(tmp_path: Path, sampling: str) -> Path:
     return folder
 
 
-async def test_dropped_runs_have_no_log_and_no_spans_but_every_event(tmp_path: Path) -> None:
+def _repair_is_critical(
+    tmp_path: Path,
+) -> tuple[Agent, SqlStore, InMemorySpanExporter, Runtime]:
+    """The example keeping no run but those of 报修, and a Runtime logging and tracing it."""
     folder = _aftersales(tmp_path, "{rate: 0.0, critical_intents: [报修]}")
     agent = load_agent(folder, data_dir=tmp_path / "business")
     exporter = InMemorySpanExporter()
@@ -119,6 +122,11 @@ async def test_dropped_runs_have_no_log_and_no_spans_but_every_event(tmp_path: P
     runtime = Runtime(
         agent, store, effects=FixedEffects(), log_dir=tmp_path / "logs", tracer=OtelTracer(exporter)
     )
+    return agent, store, exporter, runtime
+
+
+async def test_dropped_runs_have_no_log_and_no_spans_but_every_event(tmp_path: Path) -> None:
+    agent, store, exporter, runtime = _repair_is_critical(tmp_path)
     logs = tmp_path / "logs"
 
     def traced(run_id: str) -> set[str]:
@@ -212,13 +220,7 @@ async def test_a_run_plan_of_a_critical_intent_is_kept_and_names_its_intent(
     tmp_path: Path,
 ) -> None:
     """``run_plan`` classifies nothing: its intent is the one its route records."""
-    folder = _aftersales(tmp_path, "{rate: 0.0, critical_intents: [报修]}")
-    agent = load_agent(folder, data_dir=tmp_path / "business")
-    exporter = InMemorySpanExporter()
-    store = SqlStore.open(tmp_path / "corral.db")
-    runtime = Runtime(
-        agent, store, effects=FixedEffects(), log_dir=tmp_path / "logs", tracer=OtelTracer(exporter)
-    )
+    agent, store, exporter, runtime = _repair_is_critical(tmp_path)
     repair = await runtime.run_plan("repair", entities={"order_id": "HD20240501"})
     assert repair.status.value == "finished"
     assert sample(store.load_events(repair.run_id), agent.config.telemetry.sampling).reason == (
