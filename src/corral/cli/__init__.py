@@ -1,15 +1,24 @@
 """The ``corral`` command line.
 
-Commands live in modules by what they do (``runs``, ``quality``, ``recording``,
+Commands live in modules by what they do (``runs``, ``stats``, ``quality``, ``recording``,
 ``conversation``, ``examples``); importing them registers them on the one ``app``. They
 import the layers, the store and the models inside the command that uses them, so
 ``corral --help`` and ``corral --version`` start without them.
 """
 
-from corral.cli import conversation, examples, quality, recording, runs
+from corral.cli import conversation, examples, quality, recording, runs, stats
 from corral.cli.common import app
 
-__all__ = ["app", "conversation", "examples", "main", "quality", "recording", "runs"]
+__all__ = [
+    "app",
+    "conversation",
+    "examples",
+    "main",
+    "quality",
+    "recording",
+    "runs",
+    "stats",
+]
 
 
 def main() -> None:

@@ -1,0 +1,364 @@
+"""The stats projection of the SQL store: run, tool and stage facts, written with the events.
+
+Stored events are compressed JSON (``corral.store.codec``), which SQL cannot add up. So
+every ``SqlStore.save`` also writes, in the same transaction as the events it appends,
+what ``corral.store.facts`` takes from them:
+
+- ``corral_run_facts``: one row per run, its columns replaced on every save (status,
+  intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to;
+- ``corral_tool_facts``: one row per ``tool_attempt`` event, keyed like the event;
+- ``corral_stage_facts``: the milliseconds each save's events spent per stage, keyed by
+  the run, the save's first ``seq`` and the stage (a run's total is their sum).
+
+Only events the transaction really inserts count, so a retried save (an identical
+repeat) adds nothing twice. Homes created before the projection gain its tables through
+``create_all``; their runs are backfilled from their events once (``SqlStore.ensure_facts``).
+
+``figures`` answers ``corral stats`` with a handful of queries: sums and counts grouped
+in SQL, and percentiles by ``ROW_NUMBER``/``COUNT`` windows, which SQLite and PostgreSQL
+both run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Connection,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Select,
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from corral.contracts import EventType
+from corral.events import Event
+from corral.store.base import RunRecord
+from corral.store.facts import PAUSED, Before, EventFacts, aware, event_facts, run_facts
+from corral.store.figures import NO_CODE, PERCENTILES, Figures
+
+metadata = MetaData()
+
+run_facts_table = Table(
+    "corral_run_facts",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("agent", String(128), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("intent", String(128)),
+    Column("outcome", String(32)),
+    Column("error_code", String(64)),
+    Column("steps", Integer, nullable=False),
+    Column("tool_calls", Integer, nullable=False),
+    Column("model_calls", Integer, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cost", Float, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_corral_run_facts_created", "created_at"),
+    Index("ix_corral_run_facts_agent", "agent", "created_at"),
+)
+
+tool_facts = Table(
+    "corral_tool_facts",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("tool", String(128), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("error_code", String(64)),
+    Column("duration_ms", Float, nullable=False),
+)
+
+stage_facts = Table(
+    "corral_stage_facts",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("stage", String(48), primary_key=True),
+    Column("duration_ms", Float, nullable=False),
+)
+
+TABLES = (run_facts_table, tool_facts, stage_facts)
+
+_COUNTERS = ("tool_calls", "model_calls", "input_tokens", "output_tokens", "cost")
+_ADD_COUNTERS = (
+    update(run_facts_table)
+    .where(run_facts_table.c.run_id == bindparam("b_run_id"))
+    .values(
+        {
+            **{
+                name: bindparam(f"b_{name}")
+                for name in ("agent", "status", "intent", "outcome", "error_code", "steps")
+            },
+            "updated_at": bindparam("b_updated_at"),
+            **{name: run_facts_table.c[name] + bindparam(f"b_{name}") for name in _COUNTERS},
+        }
+    )
+)
+"""Built once: a save binds its values (the counters are added to, the rest replaced)."""
+_INSERT_RUN_FACTS = insert(run_facts_table)
+_INSERT_TOOL_FACTS = insert(tool_facts)
+_INSERT_STAGE_FACTS = insert(stage_facts)
+
+
+def before_seq(conn: Connection, events_table: Table, run_id: str, seq: int) -> Before | None:
+    """The ``Before`` of the stored event preceding ``seq`` (its ``to`` is always stored)."""
+    row = conn.execute(
+        select(events_table.c.ts, events_table.c.type, events_table.c.data)
+        .where(events_table.c.run_id == run_id, events_table.c.seq < seq)
+        .order_by(events_table.c.seq.desc())
+        .limit(1)
+    ).first()
+    if row is None:
+        return None
+    paused = False
+    if row.type == EventType.STATUS_CHANGED.value:
+        data = json.loads(row.data)
+        paused = isinstance(data, dict) and data.get("to") in PAUSED
+    return Before(aware(row.ts), paused)
+
+
+def record(
+    conn: Connection,
+    run: RunRecord,
+    inserted: Sequence[Event],
+    prior: Callable[[int], Before | None],
+    stored: Callable[[], list[Event]],
+) -> None:
+    """Write the run's facts for the events this transaction ``inserted``.
+
+    ``prior(seq)`` describes the stored event before ``seq``; ``stored()`` reads every
+    stored event of the run (this transaction's included), for a run whose facts were
+    never written (it began before the projection existed): then they are made whole.
+    """
+    ordered = sorted(inserted, key=lambda e: e.seq)
+    first = ordered[0].seq if ordered else None
+    before = prior(first) if first is not None and first > 1 else None
+    facts = event_facts(ordered, before) if ordered else EventFacts()
+    columns = run_facts(run).columns()
+    bound = {f"b_{name}": value for name, value in columns.items() if name != "created_at"}
+    counters = _counters(facts)
+    updated = conn.execute(
+        _ADD_COUNTERS,
+        {"b_run_id": run.run_id, **bound, **{f"b_{k}": v for k, v in counters.items()}},
+    )
+    if updated.rowcount == 0:
+        if before is not None or first is None:  # earlier events exist, never projected
+            replace_facts(conn, run, stored())
+            return
+        conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **counters})
+    _insert_event_facts(conn, run.run_id, first, facts)
+
+
+def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> None:
+    """Write a run's facts from all its events, replacing any it had (the backfill)."""
+    forget(conn, [run.run_id])
+    facts = event_facts(sorted(events, key=lambda e: e.seq))
+    columns = run_facts(run).columns()
+    conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
+    _insert_event_facts(conn, run.run_id, events[0].seq if events else None, facts)
+
+
+def forget(conn: Connection, run_ids: list[str]) -> None:
+    """Delete the facts of these runs (purged, or about to be rewritten)."""
+    for table in TABLES:
+        conn.execute(delete(table).where(table.c.run_id.in_(run_ids)))
+
+
+def _counters(facts: EventFacts) -> dict[str, Any]:
+    return {
+        "tool_calls": len(facts.tools),
+        "model_calls": facts.model_calls,
+        "input_tokens": facts.input_tokens,
+        "output_tokens": facts.output_tokens,
+        "cost": facts.cost,
+    }
+
+
+def _insert_event_facts(
+    conn: Connection, run_id: str, first: int | None, facts: EventFacts
+) -> None:
+    if facts.tools:
+        conn.execute(
+            _INSERT_TOOL_FACTS,
+            [
+                {
+                    "run_id": run_id,
+                    "seq": t.seq,
+                    "tool": t.tool,
+                    "status": t.status,
+                    "error_code": t.error_code,
+                    "duration_ms": t.duration_ms,
+                }
+                for t in facts.tools
+            ],
+        )
+    if facts.stage_ms and first is not None:
+        conn.execute(
+            _INSERT_STAGE_FACTS,
+            [
+                {"run_id": run_id, "seq": first, "stage": stage, "duration_ms": ms}
+                for stage, ms in facts.stage_ms.items()
+            ],
+        )
+
+
+def unprojected(conn: Connection, runs_table: Table, limit: int) -> list[str]:
+    """Ids of stored runs that have no facts yet (saved before the projection existed)."""
+    query = (
+        select(runs_table.c.run_id)
+        .where(
+            ~select(run_facts_table.c.run_id)
+            .where(run_facts_table.c.run_id == runs_table.c.run_id)
+            .exists()
+        )
+        .limit(limit)
+    )
+    return list(conn.execute(query).scalars())
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def _filters(since: datetime | None, agent: str | None) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = []
+    if since is not None:
+        where.append(run_facts_table.c.created_at >= since)
+    if agent is not None:
+        where.append(run_facts_table.c.agent == agent)
+    return where
+
+
+def _counts(conn: Connection, key: Any, where: list[ColumnElement[bool]]) -> dict[str, int]:
+    query = select(key, func.count()).where(*where).group_by(key)
+    return {str(k) if k is not None else NO_CODE: int(n) for k, n in conn.execute(query)}
+
+
+def _percentiles(conn: Connection, samples: Select[Any]) -> dict[int, dict[str, float]]:
+    """Percent -> name -> value, from a query of ``(name, ms)`` samples, in one pass.
+
+    Nearest rank (``corral.store.figures.rank``): the row numbered
+    ``(percent * n + 99) / 100`` in integers, of each name's rows ordered by value.
+    """
+    sub = samples.subquery()
+    ranked = select(
+        sub.c.name,
+        sub.c.ms,
+        func.row_number().over(partition_by=sub.c.name, order_by=sub.c.ms).label("rn"),
+        func.count().over(partition_by=sub.c.name).label("n"),
+    ).subquery()
+    wanted = [ranked.c.rn == (percent * ranked.c.n + 99) // 100 for percent in PERCENTILES]
+    query = select(ranked.c.name, ranked.c.rn, ranked.c.n, ranked.c.ms).where(or_(*wanted))
+    out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
+    for name, rn, n, ms in conn.execute(query):
+        for percent in PERCENTILES:
+            if rn == (percent * n + 99) // 100:
+                out[percent][name] = float(ms)
+    return out
+
+
+def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figures:
+    """The figures of the runs created since ``since`` (by ``agent``), all in SQL."""
+    runs = run_facts_table.c
+    where = _filters(since, agent)
+    totals = conn.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(runs.steps), 0),
+            func.coalesce(func.sum(runs.tool_calls), 0),
+            func.coalesce(func.sum(runs.model_calls), 0),
+            func.coalesce(func.sum(runs.input_tokens), 0),
+            func.coalesce(func.sum(runs.output_tokens), 0),
+            func.coalesce(func.sum(runs.cost), 0.0),
+        ).where(*where)
+    ).one()
+    result = Figures(
+        runs=int(totals[0]),
+        steps=int(totals[1]),
+        tool_calls=int(totals[2]),
+        model_calls=int(totals[3]),
+        input_tokens=int(totals[4]),
+        output_tokens=int(totals[5]),
+        cost=float(totals[6]),
+    )
+    result.by_status = _counts(conn, runs.status, where)
+    result.by_outcome = _counts(conn, runs.outcome, [*where, runs.outcome.is_not(None)])
+    result.handoff_reasons = _counts(conn, runs.error_code, [*where, runs.status == "handed_off"])
+    joined = tool_facts.join(run_facts_table, run_facts_table.c.run_id == tool_facts.c.run_id)
+    failed = case((tool_facts.c.status == "error", 1), else_=0)
+    for tool, calls, failures in conn.execute(
+        select(tool_facts.c.tool, func.count(), func.sum(failed))
+        .select_from(joined)
+        .where(*where)
+        .group_by(tool_facts.c.tool)
+    ):
+        result.calls_by_tool[tool] = int(calls)
+        if failures:
+            result.failures_by_tool[tool] = int(failures)
+    code = func.coalesce(tool_facts.c.error_code, NO_CODE)
+    result.failures_by_code = {
+        str(k): int(n)
+        for k, n in conn.execute(
+            select(code, func.count())
+            .select_from(joined)
+            .where(*where, tool_facts.c.status == "error")
+            .group_by(code)
+        )
+    }
+    result.tool_ms = _percentiles(
+        conn,
+        select(tool_facts.c.tool.label("name"), tool_facts.c.duration_ms.label("ms"))
+        .select_from(joined)
+        .where(*where),
+    )
+    stages = stage_facts.join(run_facts_table, run_facts_table.c.run_id == stage_facts.c.run_id)
+    result.stage_ms = _percentiles(
+        conn,
+        select(stage_facts.c.stage.label("name"), func.sum(stage_facts.c.duration_ms).label("ms"))
+        .select_from(stages)
+        .where(*where)
+        .group_by(stage_facts.c.run_id, stage_facts.c.stage),
+    )
+    return result
+
+
+def run_ids(
+    conn: Connection,
+    runs_table: Table,
+    where: list[ColumnElement[bool]],
+    intent: str | None,
+    limit: int,
+) -> list[str]:
+    """The newest ``limit`` runs matching ``where`` (columns of the runs table) and ``intent``."""
+    query = select(runs_table.c.run_id).where(*where)
+    if intent is not None:
+        query = query.join(
+            run_facts_table,
+            and_(
+                run_facts_table.c.run_id == runs_table.c.run_id,
+                run_facts_table.c.intent == intent,
+            ),
+        )
+    query = query.order_by(runs_table.c.created_at.desc(), runs_table.c.run_id.desc()).limit(limit)
+    return list(conn.execute(query).scalars())
