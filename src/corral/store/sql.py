@@ -663,19 +663,18 @@ class SqlStore:
         is read from the stats projection (runs not projected yet are backfilled first).
         """
         columns = runs.c
-        where = [
-            test
-            for value, test in (
-                (run_id, columns.run_id == run_id),
-                (trace_id, columns.trace_id == trace_id),
-                (session_id, columns.session_id == session_id),
-                (status, columns.status == status),
-                (agent, columns.agent == agent),
-                (since, columns.created_at >= since),
-                (until, columns.created_at < until),
-            )
-            if value is not None
-        ]
+        equal = {
+            columns.run_id: run_id,
+            columns.trace_id: trace_id,
+            columns.session_id: session_id,
+            columns.status: status,
+            columns.agent: agent,
+        }
+        where = [column == value for column, value in equal.items() if value is not None]
+        if since is not None:
+            where.append(columns.created_at >= since)
+        if until is not None:
+            where.append(columns.created_at < until)
         if intent is not None:
             self.ensure_facts()
         with self._faults(action="finding runs"), self.engine.connect() as conn:
