@@ -10,8 +10,10 @@ Definitions (the denominators matter):
 
 - ``runs``: runs created at or after ``since`` (of ``agent``), whatever their status;
   ``ended``: those that reached a final status (finished, failed or handed off).
-- ``completion_rate``: ended runs whose outcome is ``success`` (finished with every step
-  done), over ended runs. Paused and running runs are in neither part.
+- ``completion_rate``: ended runs that finished with every step done, over ended runs:
+  outcome ``success``, or ``reply`` (answered directly, with no step to do). Paused and
+  running runs are in neither part. A business refusal (``refused``), ``not_found``,
+  ``unmet`` and ``cancelled`` finished but did not complete the task (``by_outcome``).
 - ``partial_completion_rate``: ended runs whose outcome is ``partial`` (finished with some
   steps done and only optional ones not done: ``on_failure: continue``), over ended runs.
 - ``handoff_rate``: ended runs handed to a person, over ended runs; ``handoff_reasons``
@@ -39,6 +41,9 @@ from pydantic import BaseModel, Field
 from corral.store.base import TERMINAL_STATUSES, Store
 from corral.store.facts import EventFacts, RunFacts, event_facts, run_facts
 from corral.store.figures import Figures, aggregate
+
+COMPLETE = ("success", "reply")
+"""The outcomes of a run that finished with every step done (``reply``: there was none)."""
 
 
 class ToolFailures(BaseModel):
@@ -132,7 +137,7 @@ def _report(figures: Figures, since: datetime | None, agent: str | None) -> RunS
         ended=ended,
         by_status=dict(sorted(figures.by_status.items())),
         by_outcome=dict(sorted(outcomes.items())),
-        completion_rate=_ratio(outcomes.get("success", 0), ended),
+        completion_rate=_ratio(sum(outcomes.get(o, 0) for o in COMPLETE), ended),
         partial_completion_rate=_ratio(outcomes.get("partial", 0), ended),
         handoff_rate=_ratio(figures.by_status.get("handed_off", 0), ended),
         handoff_reasons=dict(sorted(figures.handoff_reasons.items())),
