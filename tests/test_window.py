@@ -15,11 +15,11 @@ NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ZONES = [UTC, timezone(timedelta(hours=8)), timezone(-timedelta(hours=5))]
 
 
-@given(st.integers(min_value=0, max_value=100_000), st.sampled_from(sorted(UNITS)))
+@given(st.integers(min_value=1, max_value=9999), st.sampled_from(sorted(UNITS)))
 def test_a_duration_counts_back_from_now(amount: int, unit: str) -> None:
     expected = NOW - timedelta(**{UNITS[unit]: amount})
     assert parse_time(f"{amount}{unit}", NOW) == expected
-    assert parse_time(f" {amount}{unit.upper()} ", NOW) == expected
+    assert parse_time(f" {amount}{unit} ", NOW) == expected
 
 
 @given(
@@ -59,14 +59,16 @@ def test_anything_else_is_invalid_input_never_a_crash(text: str) -> None:
         ("1h", timedelta(hours=1)),
         ("7d", timedelta(days=7)),
         ("2w", timedelta(weeks=2)),
-        ("1.5h", timedelta(minutes=90)),
     ],
 )
 def test_the_documented_examples(text: str, back: timedelta) -> None:
     assert parse_time(text, NOW) == NOW - back
 
 
-@pytest.mark.parametrize("text", ["", "yesterday", "1y", "-1h", "h1", "99999999999999d"])
+REFUSED = ["", "yesterday", "1y", "-1h", "h1", "0d", "1.5h", "1 d", "10000d", "1H"]
+
+
+@pytest.mark.parametrize("text", REFUSED)
 def test_what_is_refused(text: str) -> None:
     with pytest.raises(InvalidInputError):
         parse_time(text, NOW)

@@ -1,8 +1,10 @@
 """Points in time as people type them: ``90s``, ``30m``, ``1h``, ``7d``, ``2w`` ago, or ISO.
 
 One parser for every "since" and "until": ``corral stats --since``, ``corral traces
---since/--until`` and the HTTP API's ``since=``. A duration counts back from now; an ISO
-time without a zone is UTC (everything corral stores is UTC).
+--since/--until``, ``corral record --failed --since`` and the HTTP API's ``since=``. A
+period is a whole number from 1 to 9999 and a unit (``s``, ``m``, ``h``, ``d``, ``w``),
+counted back from now; an ISO time without a zone is UTC (everything corral stores is
+UTC). Anything else is ``INVALID_INPUT``.
 """
 
 from __future__ import annotations
@@ -13,32 +15,36 @@ from datetime import UTC, datetime, timedelta
 from corral.errors import InvalidInputError
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-"""Duration suffixes and the ``timedelta`` argument each one is."""
+"""Period suffixes and the ``timedelta`` argument each one is."""
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_PERIOD = re.compile(r"([1-9][0-9]{0,3})([smhdw])")
 
-_HINT = "give a duration back from now (90s, 30m, 1h, 7d, 2w) or an ISO time (2026-11-29T10:00Z)"
+_HINT = "a whole number from 1 to 9999, then s, m (minutes), h, d or w (weeks)"
+
+
+def parse_period(text: str) -> timedelta:
+    """A period such as ``90s``, ``30m``, ``1h``, ``7d`` or ``2w``; else ``INVALID_INPUT``."""
+    match = _PERIOD.fullmatch(text)
+    if match is None:
+        raise InvalidInputError(
+            f"--since takes a period such as 30m, 1h, 1d or 2w, not {text!r}", hint=_HINT
+        )
+    return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
 
 
 def parse_time(text: str, now: datetime | None = None) -> datetime:
-    """The UTC time ``text`` names: ``now`` minus a duration, or an ISO date or time.
-
-    ``InvalidInputError`` (``INVALID_INPUT``) for anything else, including a duration too
-    large to count back from ``now``.
-    """
+    """The UTC time ``text`` names: ``now`` minus a period, or an ISO date or time."""
     given = text.strip()
-    moment = now if now is not None else datetime.now(UTC)
-    match = _DURATION.fullmatch(given.lower())
-    if match is not None:
-        amount, unit = float(match.group(1)), UNITS[match.group(2)]
-        try:
-            return _utc(moment) - timedelta(**{unit: amount})
-        except OverflowError:
-            raise InvalidInputError(f"{text!r} reaches back too far", hint=_HINT) from None
+    moment = _utc(now if now is not None else datetime.now(UTC))
+    if _PERIOD.fullmatch(given) is not None:
+        return moment - parse_period(given)
     try:
         parsed = datetime.fromisoformat(given)
     except ValueError:
-        raise InvalidInputError(f"{text!r} is not a duration or an ISO time", hint=_HINT) from None
+        raise InvalidInputError(
+            f"{text!r} is neither a period nor an ISO time",
+            hint=f"give a period back from now ({_HINT}) or an ISO time (2026-11-29T10:00Z)",
+        ) from None
     return _utc(parsed)
 
 

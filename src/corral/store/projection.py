@@ -7,16 +7,18 @@ what ``corral.store.facts`` takes from them:
 - ``corral_run_facts``: one row per run, its columns replaced on every save (status,
   intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to;
 - ``corral_tool_facts``: one row per ``tool_attempt`` event, keyed like the event;
-- ``corral_stage_facts``: the milliseconds each save's events spent per stage, keyed by
-  the run, the save's first ``seq`` and the stage (a run's total is their sum).
+- ``corral_stage_facts``: the milliseconds a run spent per stage, one row per run and
+  stage, added to by each save.
 
 Only events the transaction really inserts count, so a retried save (an identical
 repeat) adds nothing twice. Homes created before the projection gain its tables through
 ``create_all``; their runs are backfilled from their events once (``SqlStore.ensure_facts``).
 
 ``figures`` answers ``corral stats`` with a handful of queries: sums and counts grouped
-in SQL, and percentiles by ``ROW_NUMBER``/``COUNT`` windows, which SQLite and PostgreSQL
-both run.
+in SQL, and each percentile as ``ORDER BY duration_ms LIMIT 1 OFFSET k`` per stage or
+tool, which walks the ``(name, duration_ms)`` index to the row and no further, on SQLite
+and PostgreSQL alike (a ``ROW_NUMBER`` window would sort every row first). The figures
+are read in one transaction, so the counts and the ranks they give agree.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
-    Select,
     String,
     Table,
     and_,
@@ -45,7 +46,6 @@ from sqlalchemy import (
     delete,
     func,
     insert,
-    or_,
     select,
     update,
 )
@@ -54,7 +54,7 @@ from corral.contracts import EventType
 from corral.events import Event
 from corral.store.base import RunRecord
 from corral.store.facts import PAUSED, Before, EventFacts, aware, event_facts, run_facts
-from corral.store.figures import NO_CODE, PERCENTILES, Figures
+from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
 
 metadata = MetaData()
 
@@ -88,15 +88,16 @@ tool_facts = Table(
     Column("status", String(32), nullable=False),
     Column("error_code", String(64)),
     Column("duration_ms", Float, nullable=False),
+    Index("ix_corral_tool_facts_ms", "tool", "duration_ms"),
 )
 
 stage_facts = Table(
     "corral_stage_facts",
     metadata,
     Column("run_id", String(64), primary_key=True),
-    Column("seq", Integer, primary_key=True),
     Column("stage", String(48), primary_key=True),
     Column("duration_ms", Float, nullable=False),
+    Index("ix_corral_stage_facts_ms", "stage", "duration_ms"),
 )
 
 TABLES = (run_facts_table, tool_facts, stage_facts)
@@ -120,6 +121,13 @@ _ADD_COUNTERS = (
 _INSERT_RUN_FACTS = insert(run_facts_table)
 _INSERT_TOOL_FACTS = insert(tool_facts)
 _INSERT_STAGE_FACTS = insert(stage_facts)
+_ADD_STAGE_MS = (
+    update(stage_facts)
+    .where(
+        stage_facts.c.run_id == bindparam("b_run_id"), stage_facts.c.stage == bindparam("b_stage")
+    )
+    .values(duration_ms=stage_facts.c.duration_ms + bindparam("b_ms"))
+)
 
 
 def before_seq(conn: Connection, events_table: Table, run_id: str, seq: int) -> Before | None:
@@ -168,7 +176,20 @@ def record(
             replace_facts(conn, run, stored())
             return
         conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **counters})
-    _insert_event_facts(conn, run.run_id, first, facts)
+        _insert_event_facts(conn, run.run_id, facts)
+        return
+    _insert_tool_facts(conn, run.run_id, facts)
+    if facts.stage_ms:
+        query = select(stage_facts.c.stage).where(stage_facts.c.run_id == run.run_id)
+        known = set(conn.execute(query).scalars())
+        added = [
+            {"b_run_id": run.run_id, "b_stage": stage, "b_ms": ms}
+            for stage, ms in facts.stage_ms.items()
+            if stage in known
+        ]
+        if added:
+            conn.execute(_ADD_STAGE_MS, added)
+        _insert_stage_facts(conn, run.run_id, facts, skip=known)
 
 
 def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> None:
@@ -177,7 +198,7 @@ def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> 
     facts = event_facts(sorted(events, key=lambda e: e.seq))
     columns = run_facts(run).columns()
     conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
-    _insert_event_facts(conn, run.run_id, events[0].seq if events else None, facts)
+    _insert_event_facts(conn, run.run_id, facts)
 
 
 def forget(conn: Connection, run_ids: list[str]) -> None:
@@ -196,9 +217,13 @@ def _counters(facts: EventFacts) -> dict[str, Any]:
     }
 
 
-def _insert_event_facts(
-    conn: Connection, run_id: str, first: int | None, facts: EventFacts
-) -> None:
+def _insert_event_facts(conn: Connection, run_id: str, facts: EventFacts) -> None:
+    """Insert the tool and stage rows of a run that has none yet."""
+    _insert_tool_facts(conn, run_id, facts)
+    _insert_stage_facts(conn, run_id, facts)
+
+
+def _insert_tool_facts(conn: Connection, run_id: str, facts: EventFacts) -> None:
     if facts.tools:
         conn.execute(
             _INSERT_TOOL_FACTS,
@@ -214,14 +239,18 @@ def _insert_event_facts(
                 for t in facts.tools
             ],
         )
-    if facts.stage_ms and first is not None:
-        conn.execute(
-            _INSERT_STAGE_FACTS,
-            [
-                {"run_id": run_id, "seq": first, "stage": stage, "duration_ms": ms}
-                for stage, ms in facts.stage_ms.items()
-            ],
-        )
+
+
+def _insert_stage_facts(
+    conn: Connection, run_id: str, facts: EventFacts, skip: set[str] | None = None
+) -> None:
+    rows = [
+        {"run_id": run_id, "stage": stage, "duration_ms": ms}
+        for stage, ms in facts.stage_ms.items()
+        if not skip or stage not in skip
+    ]
+    if rows:
+        conn.execute(_INSERT_STAGE_FACTS, rows)
 
 
 def unprojected(conn: Connection, runs_table: Table, limit: int) -> list[str]:
@@ -255,26 +284,31 @@ def _counts(conn: Connection, key: Any, where: list[ColumnElement[bool]]) -> dic
     return {str(k) if k is not None else NO_CODE: int(n) for k, n in conn.execute(query)}
 
 
-def _percentiles(conn: Connection, samples: Select[Any]) -> dict[int, dict[str, float]]:
-    """Percent -> name -> value, from a query of ``(name, ms)`` samples, in one pass.
+def _percentiles(
+    conn: Connection, name: Any, value: Any, source: Any, where: list[ColumnElement[bool]]
+) -> dict[int, dict[str, float]]:
+    """Percent -> name -> value: the ``rank``-th smallest ``value`` of each ``name``.
 
-    Nearest rank (``corral.store.figures.rank``): the row numbered
-    ``(percent * n + 99) / 100`` in integers, of each name's rows ordered by value.
+    One count per name, then one ``LIMIT 1 OFFSET rank - 1`` per name and percentile,
+    answered from the ``(name, value)`` index.
     """
-    sub = samples.subquery()
-    ranked = select(
-        sub.c.name,
-        sub.c.ms,
-        func.row_number().over(partition_by=sub.c.name, order_by=sub.c.ms).label("rn"),
-        func.count().over(partition_by=sub.c.name).label("n"),
-    ).subquery()
-    wanted = [ranked.c.rn == (percent * ranked.c.n + 99) // 100 for percent in PERCENTILES]
-    query = select(ranked.c.name, ranked.c.rn, ranked.c.n, ranked.c.ms).where(or_(*wanted))
     out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
-    for name, rn, n, ms in conn.execute(query):
+    counts = conn.execute(
+        select(name, func.count()).select_from(source).where(*where).group_by(name)
+    )
+    for key, count in counts.all():
         for percent in PERCENTILES:
-            if rn == (percent * n + 99) // 100:
-                out[percent][name] = float(ms)
+            query = (
+                select(value)
+                .select_from(source)
+                .where(*where, name == key)
+                .order_by(value)
+                .limit(1)
+                .offset(rank(int(count), percent) - 1)
+            )
+            found = conn.execute(query).scalar()
+            if found is not None:
+                out[percent][key] = float(found)
     return out
 
 
@@ -327,18 +361,15 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
         )
     }
     result.tool_ms = _percentiles(
-        conn,
-        select(tool_facts.c.tool.label("name"), tool_facts.c.duration_ms.label("ms"))
-        .select_from(joined)
-        .where(*where),
+        conn, tool_facts.c.tool, tool_facts.c.duration_ms, joined if where else tool_facts, where
     )
     stages = stage_facts.join(run_facts_table, run_facts_table.c.run_id == stage_facts.c.run_id)
     result.stage_ms = _percentiles(
         conn,
-        select(stage_facts.c.stage.label("name"), func.sum(stage_facts.c.duration_ms).label("ms"))
-        .select_from(stages)
-        .where(*where)
-        .group_by(stage_facts.c.run_id, stage_facts.c.stage),
+        stage_facts.c.stage,
+        stage_facts.c.duration_ms,
+        stages if where else stage_facts,
+        where,
     )
     return result
 

@@ -640,9 +640,12 @@ class SqlStore:
         """
         self.ensure_facts()
         with self._faults(action="reading the stats"), self.engine.connect() as conn:
-            if not self._projected(conn):
-                return Figures()
-            return projection.figures(conn, since, agent)
+            if self.engine.dialect.name == "postgresql":  # one snapshot for every query
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():  # SQLite: a read transaction is one snapshot already
+                if not self._projected(conn):
+                    return Figures()
+                return projection.figures(conn, since, agent)
 
     def find_runs(
         self,
