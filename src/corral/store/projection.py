@@ -88,7 +88,9 @@ tool_facts = Table(
     Column("status", String(32), nullable=False),
     Column("error_code", String(64)),
     Column("duration_ms", Float, nullable=False),
-    Index("ix_corral_tool_facts_ms", "tool", "duration_ms"),
+    Column("agent", String(128), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_corral_tool_facts_ms", "tool", "duration_ms", "created_at", "agent"),
 )
 
 stage_facts = Table(
@@ -97,8 +99,12 @@ stage_facts = Table(
     Column("run_id", String(64), primary_key=True),
     Column("stage", String(48), primary_key=True),
     Column("duration_ms", Float, nullable=False),
-    Index("ix_corral_stage_facts_ms", "stage", "duration_ms"),
+    Column("agent", String(128), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_corral_stage_facts_ms", "stage", "duration_ms", "created_at", "agent"),
 )
+"""Tool and stage rows repeat their run's ``agent`` and ``created_at`` (which never
+change), so that a filtered percentile reads one covering index and joins nothing."""
 
 TABLES = (run_facts_table, tool_facts, stage_facts)
 
@@ -176,9 +182,9 @@ def record(
             replace_facts(conn, run, stored())
             return
         conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **counters})
-        _insert_event_facts(conn, run.run_id, facts)
+        _insert_event_facts(conn, run, facts)
         return
-    _insert_tool_facts(conn, run.run_id, facts)
+    _insert_tool_facts(conn, run, facts)
     if facts.stage_ms:
         query = select(stage_facts.c.stage).where(stage_facts.c.run_id == run.run_id)
         known = set(conn.execute(query).scalars())
@@ -189,7 +195,7 @@ def record(
         ]
         if added:
             conn.execute(_ADD_STAGE_MS, added)
-        _insert_stage_facts(conn, run.run_id, facts, skip=known)
+        _insert_stage_facts(conn, run, facts, skip=known)
 
 
 def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> None:
@@ -198,7 +204,7 @@ def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> 
     facts = event_facts(sorted(events, key=lambda e: e.seq))
     columns = run_facts(run).columns()
     conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
-    _insert_event_facts(conn, run.run_id, facts)
+    _insert_event_facts(conn, run, facts)
 
 
 def forget(conn: Connection, run_ids: list[str]) -> None:
@@ -217,19 +223,25 @@ def _counters(facts: EventFacts) -> dict[str, Any]:
     }
 
 
-def _insert_event_facts(conn: Connection, run_id: str, facts: EventFacts) -> None:
+def _insert_event_facts(conn: Connection, run: RunRecord, facts: EventFacts) -> None:
     """Insert the tool and stage rows of a run that has none yet."""
-    _insert_tool_facts(conn, run_id, facts)
-    _insert_stage_facts(conn, run_id, facts)
+    _insert_tool_facts(conn, run, facts)
+    _insert_stage_facts(conn, run, facts)
 
 
-def _insert_tool_facts(conn: Connection, run_id: str, facts: EventFacts) -> None:
+def _owner(run: RunRecord) -> dict[str, Any]:
+    """The columns a tool or stage row repeats from its run."""
+    return {"run_id": run.run_id, "agent": run.agent, "created_at": run.created_at}
+
+
+def _insert_tool_facts(conn: Connection, run: RunRecord, facts: EventFacts) -> None:
     if facts.tools:
+        owner = _owner(run)
         conn.execute(
             _INSERT_TOOL_FACTS,
             [
                 {
-                    "run_id": run_id,
+                    **owner,
                     "seq": t.seq,
                     "tool": t.tool,
                     "status": t.status,
@@ -242,10 +254,11 @@ def _insert_tool_facts(conn: Connection, run_id: str, facts: EventFacts) -> None
 
 
 def _insert_stage_facts(
-    conn: Connection, run_id: str, facts: EventFacts, skip: set[str] | None = None
+    conn: Connection, run: RunRecord, facts: EventFacts, skip: set[str] | None = None
 ) -> None:
+    owner = _owner(run)
     rows = [
-        {"run_id": run_id, "stage": stage, "duration_ms": ms}
+        {**owner, "stage": stage, "duration_ms": ms}
         for stage, ms in facts.stage_ms.items()
         if not skip or stage not in skip
     ]
@@ -270,12 +283,13 @@ def unprojected(conn: Connection, runs_table: Table, limit: int) -> list[str]:
 # ---------------------------------------------------------------------- queries
 
 
-def _filters(since: datetime | None, agent: str | None) -> list[ColumnElement[bool]]:
+def _filters(table: Table, since: datetime | None, agent: str | None) -> list[ColumnElement[bool]]:
+    """The conditions on ``table``'s ``created_at`` and ``agent`` (every fact table has them)."""
     where: list[ColumnElement[bool]] = []
     if since is not None:
-        where.append(run_facts_table.c.created_at >= since)
+        where.append(table.c.created_at >= since)
     if agent is not None:
-        where.append(run_facts_table.c.agent == agent)
+        where.append(table.c.agent == agent)
     return where
 
 
@@ -285,22 +299,19 @@ def _counts(conn: Connection, key: Any, where: list[ColumnElement[bool]]) -> dic
 
 
 def _percentiles(
-    conn: Connection, name: Any, value: Any, source: Any, where: list[ColumnElement[bool]]
+    conn: Connection, name: Any, value: Any, where: list[ColumnElement[bool]]
 ) -> dict[int, dict[str, float]]:
     """Percent -> name -> value: the ``rank``-th smallest ``value`` of each ``name``.
 
     One count per name, then one ``LIMIT 1 OFFSET rank - 1`` per name and percentile,
-    answered from the ``(name, value)`` index.
+    answered from the ``(name, value, created_at, agent)`` index.
     """
     out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
-    counts = conn.execute(
-        select(name, func.count()).select_from(source).where(*where).group_by(name)
-    )
+    counts = conn.execute(select(name, func.count()).where(*where).group_by(name))
     for key, count in counts.all():
         for percent in PERCENTILES:
             query = (
                 select(value)
-                .select_from(source)
                 .where(*where, name == key)
                 .order_by(value)
                 .limit(1)
@@ -315,7 +326,7 @@ def _percentiles(
 def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figures:
     """The figures of the runs created since ``since`` (by ``agent``), all in SQL."""
     runs = run_facts_table.c
-    where = _filters(since, agent)
+    where = _filters(run_facts_table, since, agent)
     totals = conn.execute(
         select(
             func.count(),
@@ -339,12 +350,11 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     result.by_status = _counts(conn, runs.status, where)
     result.by_outcome = _counts(conn, runs.outcome, [*where, runs.outcome.is_not(None)])
     result.handoff_reasons = _counts(conn, runs.error_code, [*where, runs.status == "handed_off"])
-    joined = tool_facts.join(run_facts_table, run_facts_table.c.run_id == tool_facts.c.run_id)
+    tools = _filters(tool_facts, since, agent)
     failed = case((tool_facts.c.status == "error", 1), else_=0)
     for tool, calls, failures in conn.execute(
         select(tool_facts.c.tool, func.count(), func.sum(failed))
-        .select_from(joined)
-        .where(*where)
+        .where(*tools)
         .group_by(tool_facts.c.tool)
     ):
         result.calls_by_tool[tool] = int(calls)
@@ -354,23 +364,12 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     result.failures_by_code = {
         str(k): int(n)
         for k, n in conn.execute(
-            select(code, func.count())
-            .select_from(joined)
-            .where(*where, tool_facts.c.status == "error")
-            .group_by(code)
+            select(code, func.count()).where(*tools, tool_facts.c.status == "error").group_by(code)
         )
     }
-    result.tool_ms = _percentiles(
-        conn, tool_facts.c.tool, tool_facts.c.duration_ms, joined if where else tool_facts, where
-    )
-    stages = stage_facts.join(run_facts_table, run_facts_table.c.run_id == stage_facts.c.run_id)
-    result.stage_ms = _percentiles(
-        conn,
-        stage_facts.c.stage,
-        stage_facts.c.duration_ms,
-        stages if where else stage_facts,
-        where,
-    )
+    result.tool_ms = _percentiles(conn, tool_facts.c.tool, tool_facts.c.duration_ms, tools)
+    stages = _filters(stage_facts, since, agent)
+    result.stage_ms = _percentiles(conn, stage_facts.c.stage, stage_facts.c.duration_ms, stages)
     return result
 
 
