@@ -5,7 +5,8 @@
 1. Makes ``--sample`` runs (seeded mix: successes, partial completions, handoffs after a
    failed tool with its error code, failures, paused and resumed runs, model calls with
    tokens and cost) and saves each through ``SqlStore.save``, one or two saves per run
-   as the runtime does, so rows, plan bodies and projection are the store's own.
+   as the runtime does, so rows, plan bodies and projection are the store's own; and
+   again into a bare store with the projection switched off, for what it costs a save.
 2. Copies them in SQL (``INSERT ... SELECT`` with new run ids) up to ``--runs``: the rows
    are byte for byte what ``save`` wrote, only the ids differ.
 3. Times ``corral stats --json --home H`` in a subprocess (as a user runs it, Python's
@@ -30,12 +31,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
+from unittest import mock
 
 from sqlalchemy import text
 
 from corral import Event, EventType, SqlStore
 from corral.observe.stats import RunStats, run_stats
-from corral.store import sql
+from corral.store import projection, sql
 from corral.store.base import RunRecord, Store
 from corral.store.projection import TABLES
 
@@ -238,6 +240,9 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
     store = SqlStore.open(home / "corral.db")
     save_s = generate(store, args.sample, args.seed)
+    with mock.patch.object(projection, "record", lambda *_: None):  # the projection off
+        bare = SqlStore.open(Path(tempfile.mkdtemp(prefix="corral-bare-")) / "corral.db")
+        bare_s = generate(bare, args.sample, args.seed)
     fold_s, folded = naive(store)
     assert run_stats(store) == folded, "the SQL figures differ from the Python fold's"
     copy_s = replicate(store, args.sample, args.runs)
@@ -257,6 +262,7 @@ def main() -> None:
     startup = [sys.executable, "-m", "corral", "--version"]
     rows = [
         ("save the sample (SqlStore.save, per run)", save_s / args.sample * 1000, "ms/run"),
+        ("  the same without the projection", bare_s / args.sample * 1000, "ms/run"),
         ("copy up to --runs in SQL", copy_s, "s"),
         ("corral stats --json (subprocess)", median_time(cli, args.repeat), "s"),
         (
@@ -283,7 +289,7 @@ def main() -> None:
     print(f"{'measure':48} {'value':>10}")
     for name, value, unit in rows:
         print(f"{name:48} {value:>10.3f} {unit}")
-    sql_s = rows[4][1]
+    sql_s = rows[5][1]
     print(f"speed-up of run_stats over the fold: {fold_s * args.runs / args.sample / sql_s:.0f}x")
 
 

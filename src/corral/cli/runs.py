@@ -344,17 +344,16 @@ def _many_traces(
     as_json: bool,
 ) -> None:
     """The logs of the runs the filters find in SQL, oldest first."""
-    from corral.errors import StoreReadOnlyError
+    from corral.cli.stats import open_for_queries
     from corral.observe.logs import keep, log_records
     from corral.observe.window import parse_time
     from corral.store.sql import SqlStore
 
     since, until = (found.pop(key) for key in ("since", "until"))
-    path = folder / "corral.db"
-    try:  # --intent reads the stats projection, backfilled for runs stored before it
-        store = SqlStore.open(path, read_only=found["intent"] is None)
-    except StoreReadOnlyError:
-        store = SqlStore.open(path, read_only=True)
+    if found["intent"] is None:
+        store = SqlStore.open(folder / "corral.db", read_only=True)
+    else:  # --intent reads the stats projection, backfilled for runs stored before it
+        store = open_for_queries(folder)
     ids = store.find_runs(
         **found,
         since=parse_time(since) if since is not None else None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -13,6 +14,7 @@ from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
     from corral.observe.stats import RunStats
+    from corral.store.sql import SqlStore
 
 SinceOption = Annotated[
     str | None,
@@ -34,15 +36,28 @@ def stats(
     """
     from corral.observe.stats import run_stats
     from corral.observe.window import parse_time
-    from corral.store.sql import SqlStore
 
     start = parse_time(since) if since is not None else None
-    store = SqlStore.open(_home(home) / "corral.db")
-    report = run_stats(store, since=start, agent=agent)
+    report = run_stats(open_for_queries(_home(home)), since=start, agent=agent)
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), ensure_ascii=False))
         return
     _print(report)
+
+
+def open_for_queries(home: Path) -> SqlStore:
+    """The home's store, writable if it can be: a query backfills the stats projection.
+
+    A home that cannot be written is read as it is (runs stored before the projection
+    existed are then left out of the figures and of ``traces --intent``).
+    """
+    from corral.errors import StoreReadOnlyError
+    from corral.store.sql import SqlStore
+
+    try:
+        return SqlStore.open(home / "corral.db")
+    except StoreReadOnlyError:
+        return SqlStore.open(home / "corral.db", read_only=True)
 
 
 def _pct(value: float | None) -> str:

@@ -42,7 +42,6 @@ from sqlalchemy import (
     Table,
     and_,
     bindparam,
-    case,
     delete,
     func,
     insert,
@@ -91,6 +90,7 @@ tool_facts = Table(
     Column("agent", String(128), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("ix_corral_tool_facts_ms", "tool", "duration_ms", "created_at", "agent"),
+    Index("ix_corral_tool_facts_status", "status", "tool", "error_code", "created_at", "agent"),
 )
 
 stage_facts = Table(
@@ -300,27 +300,30 @@ def _counts(conn: Connection, key: Any, where: list[ColumnElement[bool]]) -> dic
 
 def _percentiles(
     conn: Connection, name: Any, value: Any, where: list[ColumnElement[bool]]
-) -> dict[int, dict[str, float]]:
-    """Percent -> name -> value: the ``rank``-th smallest ``value`` of each ``name``.
+) -> tuple[dict[str, int], dict[int, dict[str, float]]]:
+    """How many rows each ``name`` has, and percent -> name -> the ``rank``-th smallest value.
 
     One count per name, then one ``LIMIT 1 OFFSET rank - 1`` per name and percentile,
-    answered from the ``(name, value, created_at, agent)`` index.
+    all answered from the ``(name, value, created_at, agent)`` index.
     """
     out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
-    counts = conn.execute(select(name, func.count()).where(*where).group_by(name))
-    for key, count in counts.all():
+    counts = {
+        str(key): int(count)
+        for key, count in conn.execute(select(name, func.count()).where(*where).group_by(name))
+    }
+    for key, count in counts.items():
         for percent in PERCENTILES:
             query = (
                 select(value)
                 .where(*where, name == key)
                 .order_by(value)
                 .limit(1)
-                .offset(rank(int(count), percent) - 1)
+                .offset(rank(count, percent) - 1)
             )
             found = conn.execute(query).scalar()
             if found is not None:
                 out[percent][key] = float(found)
-    return out
+    return counts, out
 
 
 def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figures:
@@ -351,25 +354,16 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     result.by_outcome = _counts(conn, runs.outcome, [*where, runs.outcome.is_not(None)])
     result.handoff_reasons = _counts(conn, runs.error_code, [*where, runs.status == "handed_off"])
     tools = _filters(tool_facts, since, agent)
-    failed = case((tool_facts.c.status == "error", 1), else_=0)
-    for tool, calls, failures in conn.execute(
-        select(tool_facts.c.tool, func.count(), func.sum(failed))
-        .where(*tools)
-        .group_by(tool_facts.c.tool)
-    ):
-        result.calls_by_tool[tool] = int(calls)
-        if failures:
-            result.failures_by_tool[tool] = int(failures)
-    code = func.coalesce(tool_facts.c.error_code, NO_CODE)
-    result.failures_by_code = {
-        str(k): int(n)
-        for k, n in conn.execute(
-            select(code, func.count()).where(*tools, tool_facts.c.status == "error").group_by(code)
-        )
-    }
-    result.tool_ms = _percentiles(conn, tool_facts.c.tool, tool_facts.c.duration_ms, tools)
+    tool = tool_facts.c
+    result.calls_by_tool, result.tool_ms = _percentiles(conn, tool.tool, tool.duration_ms, tools)
+    code = func.coalesce(tool.error_code, NO_CODE)
+    failed = select(tool.tool, code, func.count()).where(*tools, tool.status == "error")
+    for name, error_code, count in conn.execute(failed.group_by(tool.tool, code)):
+        by_tool, by_code = result.failures_by_tool, result.failures_by_code
+        by_tool[name] = by_tool.get(name, 0) + int(count)
+        by_code[error_code] = by_code.get(error_code, 0) + int(count)
     stages = _filters(stage_facts, since, agent)
-    result.stage_ms = _percentiles(conn, stage_facts.c.stage, stage_facts.c.duration_ms, stages)
+    _, result.stage_ms = _percentiles(conn, stage_facts.c.stage, stage_facts.c.duration_ms, stages)
     return result
 
 
