@@ -8,7 +8,8 @@ definitions, so both give the same numbers for the same runs.
 
 Definitions (the denominators matter):
 
-- ``runs``: runs created at or after ``since`` (of ``agent``), whatever their status;
+- ``runs``: runs created at or after ``since`` (of ``agent``), whatever their status (a
+  run counts from its first stored event: every run the runtime stores has one);
   ``ended``: those that reached a final status (finished, failed or handed off).
 - ``completion_rate``: ended runs that finished with every step done, over ended runs:
   outcome ``success``, or ``reply`` (answered directly, with no step to do). Paused and
@@ -116,7 +117,9 @@ def _folded(
     """Each matching run's facts, from all its events (a store without SQL)."""
     for run in store.list_runs(limit=2**62):
         if (since is None or run.created_at >= since) and (agent is None or run.agent == agent):
-            yield run_facts(run), event_facts(store.load_events(run.run_id))
+            events = store.load_events(run.run_id)
+            if events:  # as in SQL: a run counts from its first event
+                yield run_facts(run), event_facts(events)
 
 
 def _ratio(part: float, whole: int, digits: int = 4) -> float | None:

@@ -38,6 +38,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Select,
     String,
     Table,
     and_,
@@ -136,14 +137,12 @@ _ADD_STAGE_MS = (
 )
 
 
-def before_seq(conn: Connection, events_table: Table, run_id: str, seq: int) -> Before | None:
-    """The ``Before`` of the stored event preceding ``seq`` (its ``to`` is always stored)."""
-    row = conn.execute(
-        select(events_table.c.ts, events_table.c.type, events_table.c.data)
-        .where(events_table.c.run_id == run_id, events_table.c.seq < seq)
-        .order_by(events_table.c.seq.desc())
-        .limit(1)
-    ).first()
+def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -> Before | None:
+    """The ``Before`` of the stored event preceding ``seq`` (its ``to`` is always stored).
+
+    ``previous`` is ``previous_event(events)``, built once by the store.
+    """
+    row = conn.execute(previous, {"b_run_id": run_id, "b_seq": seq}).first()
     if row is None:
         return None
     paused = False
@@ -151,6 +150,17 @@ def before_seq(conn: Connection, events_table: Table, run_id: str, seq: int) -> 
         data = json.loads(row.data)
         paused = isinstance(data, dict) and data.get("to") in PAUSED
     return Before(aware(row.ts), paused)
+
+
+def previous_event(events_table: Table) -> Select[Any]:
+    """The query of the last stored event of a run before a ``seq`` (bound by name)."""
+    return (
+        select(events_table.c.ts, events_table.c.type, events_table.c.data)
+        .where(events_table.c.run_id == bindparam("b_run_id"))
+        .where(events_table.c.seq < bindparam("b_seq"))
+        .order_by(events_table.c.seq.desc())
+        .limit(1)
+    )
 
 
 def record(
@@ -162,27 +172,33 @@ def record(
 ) -> None:
     """Write the run's facts for the events this transaction ``inserted``.
 
-    ``prior(seq)`` describes the stored event before ``seq``; ``stored()`` reads every
-    stored event of the run (this transaction's included), for a run whose facts were
-    never written (it began before the projection existed): then they are made whole.
+    A run is projected from its first event on: a save that inserts ``seq`` 1 creates its
+    rows (nothing can be there yet), a later one adds to them. ``prior(seq)`` describes
+    the stored event before ``seq``; ``stored()`` reads every stored event of the run
+    (this transaction's included), for a run whose facts were never written (it began
+    before the projection existed): then they are made whole. A run with no event yet
+    has nothing to count and waits for its first.
     """
     ordered = sorted(inserted, key=lambda e: e.seq)
     first = ordered[0].seq if ordered else None
-    before = prior(first) if first is not None and first > 1 else None
-    facts = event_facts(ordered, before) if ordered else EventFacts()
     columns = run_facts(run).columns()
+    if first == 1:
+        facts = event_facts(ordered)
+        conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
+        _insert_event_facts(conn, run, facts)
+        return
+    before = prior(first) if first is not None else None
+    facts = event_facts(ordered, before) if ordered else EventFacts()
     bound = {f"b_{name}": value for name, value in columns.items() if name != "created_at"}
     counters = _counters(facts)
     updated = conn.execute(
         _ADD_COUNTERS,
         {"b_run_id": run.run_id, **bound, **{f"b_{k}": v for k, v in counters.items()}},
     )
-    if updated.rowcount == 0:
-        if before is not None or first is None:  # earlier events exist, never projected
-            replace_facts(conn, run, stored())
-            return
-        conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **counters})
-        _insert_event_facts(conn, run, facts)
+    if updated.rowcount == 0:  # earlier events exist (or none), never projected
+        events = stored()
+        if events:
+            replace_facts(conn, run, events)
         return
     _insert_tool_facts(conn, run, facts)
     if facts.stage_ms:
@@ -266,14 +282,17 @@ def _insert_stage_facts(
         conn.execute(_INSERT_STAGE_FACTS, rows)
 
 
-def unprojected(conn: Connection, runs_table: Table, limit: int) -> list[str]:
-    """Ids of stored runs that have no facts yet (saved before the projection existed)."""
+def unprojected(conn: Connection, runs_table: Table, events_table: Table, limit: int) -> list[str]:
+    """Ids of stored runs with events but no facts yet (saved before the projection)."""
     query = (
         select(runs_table.c.run_id)
         .where(
             ~select(run_facts_table.c.run_id)
             .where(run_facts_table.c.run_id == runs_table.c.run_id)
             .exists()
+        )
+        .where(
+            select(events_table.c.seq).where(events_table.c.run_id == runs_table.c.run_id).exists()
         )
         .limit(limit)
     )

@@ -165,6 +165,7 @@ _RENEW_LEASE = (
 _UPDATE_RUN = _run_update(_RUN_FIELDS)
 _DELETE_LEASE = delete(leases).where(leases.c.run_id == bindparam("b_run_id"))
 _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
+_PREVIOUS_EVENT = projection.previous_event(events)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -454,7 +455,7 @@ class SqlStore:
             conn,
             run,
             inserted,
-            lambda seq: projection.before_seq(conn, events, run.run_id, seq),
+            lambda seq: projection.before_seq(conn, _PREVIOUS_EVENT, run.run_id, seq),
             lambda: self._events(conn, run.run_id),
         )
 
@@ -619,7 +620,7 @@ class SqlStore:
         written = 0
         while True:
             with self._faults(action="backfilling the stats facts"), self._write() as conn:
-                missing = projection.unprojected(conn, runs, batch)
+                missing = projection.unprojected(conn, runs, events, batch)
                 for run_id in missing:
                     row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
                     if row is not None:
