@@ -128,7 +128,7 @@ async def test_since_and_agent_select_runs(tmp_path: Path) -> None:
 
 def drop_projection(path: Path) -> None:
     with sqlite3.connect(path) as db:
-        for table in ("corral_run_facts", "corral_tool_facts", "corral_stage_facts"):
+        for table in ("corral_run_facts", "corral_step_facts"):
             db.execute(f"DROP TABLE {table}")
 
 

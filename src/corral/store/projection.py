@@ -6,9 +6,9 @@ what ``corral.store.facts`` takes from them:
 
 - ``corral_run_facts``: one row per run, its columns replaced on every save (status,
   intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to;
-- ``corral_tool_facts``: one row per ``tool_attempt`` event, keyed like the event;
-- ``corral_stage_facts``: the milliseconds a run spent per stage, one row per run and
-  stage, added to by each save.
+- ``corral_step_facts``: one ``tool`` row per ``tool_attempt`` event (tool, status,
+  error code, duration; keyed by the event's ``seq``) and one ``stage`` row per run and
+  stage (the milliseconds the run spent in it, added to by each save).
 
 Only events the transaction really inserts count, so a retried save (an identical
 repeat) adds nothing twice. Homes created before the projection gain its tables through
@@ -47,6 +47,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
     update,
 )
 
@@ -75,39 +76,46 @@ run_facts_table = Table(
     Column("cost", Float, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
-    Index("ix_corral_run_facts_created", "created_at"),
-    Index("ix_corral_run_facts_agent", "agent", "created_at"),
+    sqlite_with_rowid=False,
 )
 
-tool_facts = Table(
-    "corral_tool_facts",
+step_facts = Table(
+    "corral_step_facts",
     metadata,
     Column("run_id", String(64), primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("name", String(128), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    Column("tool", String(128), nullable=False),
-    Column("status", String(32), nullable=False),
+    Column("status", String(32)),
     Column("error_code", String(64)),
     Column("duration_ms", Float, nullable=False),
     Column("agent", String(128), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
-    Index("ix_corral_tool_facts_ms", "tool", "duration_ms", "created_at", "agent"),
-    Index("ix_corral_tool_facts_status", "status", "tool", "error_code", "created_at", "agent"),
+    Index("ix_corral_step_facts_ms", "kind", "name", "duration_ms", "created_at", "agent"),
+    Index(
+        "ix_corral_step_facts_failed",
+        "name",
+        "error_code",
+        "created_at",
+        "agent",
+        sqlite_where=text("status = 'error'"),
+        postgresql_where=text("status = 'error'"),
+    ),
+    sqlite_with_rowid=False,
 )
+"""Tool attempts (``kind`` ``tool``, ``seq`` the event's) and stage totals (``kind``
+``stage``, ``seq`` 0) in one table, so a save inserts them in one statement. They repeat
+their run's ``agent`` and ``created_at`` (which never change), so that a filtered
+percentile reads one covering index and joins nothing.
 
-stage_facts = Table(
-    "corral_stage_facts",
-    metadata,
-    Column("run_id", String(64), primary_key=True),
-    Column("stage", String(48), primary_key=True),
-    Column("duration_ms", Float, nullable=False),
-    Column("agent", String(128), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Index("ix_corral_stage_facts_ms", "stage", "duration_ms", "created_at", "agent"),
-)
-"""Tool and stage rows repeat their run's ``agent`` and ``created_at`` (which never
-change), so that a filtered percentile reads one covering index and joins nothing."""
+Each save writes these tables with its events, so every B-tree they add costs every
+save: on SQLite they are ``WITHOUT ROWID`` (the primary key is the table), the run table
+has no index (100 000 rows filter in milliseconds), and the index of failed attempts is
+partial (a save with no failure never touches it)."""
 
-TABLES = (run_facts_table, tool_facts, stage_facts)
+TOOL, STAGE = "tool", "stage"
+
+TABLES = (run_facts_table, step_facts)
 
 _COUNTERS = ("tool_calls", "model_calls", "input_tokens", "output_tokens", "cost")
 _ADD_COUNTERS = (
@@ -126,14 +134,16 @@ _ADD_COUNTERS = (
 )
 """Built once: a save binds its values (the counters are added to, the rest replaced)."""
 _INSERT_RUN_FACTS = insert(run_facts_table)
-_INSERT_TOOL_FACTS = insert(tool_facts)
-_INSERT_STAGE_FACTS = insert(stage_facts)
+_INSERT_STEP_FACTS = insert(step_facts)
 _ADD_STAGE_MS = (
-    update(stage_facts)
+    update(step_facts)
     .where(
-        stage_facts.c.run_id == bindparam("b_run_id"), stage_facts.c.stage == bindparam("b_stage")
+        step_facts.c.run_id == bindparam("b_run_id"),
+        step_facts.c.kind == STAGE,
+        step_facts.c.name == bindparam("b_stage"),
+        step_facts.c.seq == 0,
     )
-    .values(duration_ms=stage_facts.c.duration_ms + bindparam("b_ms"))
+    .values(duration_ms=step_facts.c.duration_ms + bindparam("b_ms"))
 )
 
 
@@ -200,9 +210,10 @@ def record(
         if events:
             replace_facts(conn, run, events)
         return
-    _insert_tool_facts(conn, run, facts)
+    known: set[str] = set()
     if facts.stage_ms:
-        query = select(stage_facts.c.stage).where(stage_facts.c.run_id == run.run_id)
+        steps = step_facts.c
+        query = select(steps.name).where(steps.run_id == run.run_id, steps.kind == STAGE)
         known = set(conn.execute(query).scalars())
         added = [
             {"b_run_id": run.run_id, "b_stage": stage, "b_ms": ms}
@@ -211,7 +222,7 @@ def record(
         ]
         if added:
             conn.execute(_ADD_STAGE_MS, added)
-        _insert_stage_facts(conn, run, facts, skip=known)
+    _insert_event_facts(conn, run, facts, known)
 
 
 def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> None:
@@ -239,47 +250,34 @@ def _counters(facts: EventFacts) -> dict[str, Any]:
     }
 
 
-def _insert_event_facts(conn: Connection, run: RunRecord, facts: EventFacts) -> None:
-    """Insert the tool and stage rows of a run that has none yet."""
-    _insert_tool_facts(conn, run, facts)
-    _insert_stage_facts(conn, run, facts)
-
-
-def _owner(run: RunRecord) -> dict[str, Any]:
-    """The columns a tool or stage row repeats from its run."""
-    return {"run_id": run.run_id, "agent": run.agent, "created_at": run.created_at}
-
-
-def _insert_tool_facts(conn: Connection, run: RunRecord, facts: EventFacts) -> None:
-    if facts.tools:
-        owner = _owner(run)
-        conn.execute(
-            _INSERT_TOOL_FACTS,
-            [
-                {
-                    **owner,
-                    "seq": t.seq,
-                    "tool": t.tool,
-                    "status": t.status,
-                    "error_code": t.error_code,
-                    "duration_ms": t.duration_ms,
-                }
-                for t in facts.tools
-            ],
-        )
-
-
-def _insert_stage_facts(
-    conn: Connection, run: RunRecord, facts: EventFacts, skip: set[str] | None = None
+def _insert_event_facts(
+    conn: Connection,
+    run: RunRecord,
+    facts: EventFacts,
+    known: set[str] | frozenset[str] = frozenset(),
 ) -> None:
-    owner = _owner(run)
+    """Insert the tool rows of ``facts`` and its stage rows but those ``known`` (stored)."""
+    owner = {"run_id": run.run_id, "agent": run.agent, "created_at": run.created_at}
     rows = [
-        {**owner, "stage": stage, "duration_ms": ms}
+        {
+            **owner,
+            "kind": TOOL,
+            "name": t.tool,
+            "seq": t.seq,
+            "status": t.status,
+            "error_code": t.error_code,
+            "duration_ms": t.duration_ms,
+        }
+        for t in facts.tools
+    ]
+    rows += [
+        {**owner, "kind": STAGE, "name": stage, "seq": 0, "status": None, "error_code": None}
+        | {"duration_ms": ms}
         for stage, ms in facts.stage_ms.items()
-        if not skip or stage not in skip
+        if stage not in known
     ]
     if rows:
-        conn.execute(_INSERT_STAGE_FACTS, rows)
+        conn.execute(_INSERT_STEP_FACTS, rows)
 
 
 def unprojected(conn: Connection, runs_table: Table, events_table: Table, limit: int) -> list[str]:
@@ -372,17 +370,17 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     result.by_status = _counts(conn, runs.status, where)
     result.by_outcome = _counts(conn, runs.outcome, [*where, runs.outcome.is_not(None)])
     result.handoff_reasons = _counts(conn, runs.error_code, [*where, runs.status == "handed_off"])
-    tools = _filters(tool_facts, since, agent)
-    tool = tool_facts.c
-    result.calls_by_tool, result.tool_ms = _percentiles(conn, tool.tool, tool.duration_ms, tools)
-    code = func.coalesce(tool.error_code, NO_CODE)
-    failed = select(tool.tool, code, func.count()).where(*tools, tool.status == "error")
-    for name, error_code, count in conn.execute(failed.group_by(tool.tool, code)):
+    steps = step_facts.c
+    tools = [*_filters(step_facts, since, agent), steps.kind == TOOL]
+    result.calls_by_tool, result.tool_ms = _percentiles(conn, steps.name, steps.duration_ms, tools)
+    code = func.coalesce(steps.error_code, NO_CODE)
+    failed = select(steps.name, code, func.count()).where(*tools, steps.status == "error")
+    for name, error_code, count in conn.execute(failed.group_by(steps.name, code)):
         by_tool, by_code = result.failures_by_tool, result.failures_by_code
         by_tool[name] = by_tool.get(name, 0) + int(count)
         by_code[error_code] = by_code.get(error_code, 0) + int(count)
-    stages = _filters(stage_facts, since, agent)
-    _, result.stage_ms = _percentiles(conn, stage_facts.c.stage, stage_facts.c.duration_ms, stages)
+    stages = [*_filters(step_facts, since, agent), steps.kind == STAGE]
+    _, result.stage_ms = _percentiles(conn, steps.name, steps.duration_ms, stages)
     return result
 
 
