@@ -374,12 +374,14 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     tools = [*_filters(step_facts, since, agent), steps.kind == TOOL]
     result.calls_by_tool, result.tool_ms = _percentiles(conn, steps.name, steps.duration_ms, tools)
     code = func.coalesce(steps.error_code, NO_CODE)
-    failed = select(steps.name, code, func.count()).where(*tools, steps.status == "error")
+    # only tool rows have a status: the partial index of failures answers without ``kind``
+    window = _filters(step_facts, since, agent)
+    failed = select(steps.name, code, func.count()).where(*window, steps.status == "error")
     for name, error_code, count in conn.execute(failed.group_by(steps.name, code)):
         by_tool, by_code = result.failures_by_tool, result.failures_by_code
         by_tool[name] = by_tool.get(name, 0) + int(count)
         by_code[error_code] = by_code.get(error_code, 0) + int(count)
-    stages = [*_filters(step_facts, since, agent), steps.kind == STAGE]
+    stages = [*window, steps.kind == STAGE]
     _, result.stage_ms = _percentiles(conn, steps.name, steps.duration_ms, stages)
     return result
 
