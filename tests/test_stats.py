@@ -18,10 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corral import Event, EventType, MemoryStore, Runtime
 from corral.observe.stats import RunStats, run_stats
 from corral.store.base import RunRecord, Store
+from corral.store.facts import before, event_facts
 from corral.store.sql import SqlStore
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
@@ -309,7 +312,66 @@ def test_corral_stats_json_in_a_subprocess(tmp_path: Path) -> None:
     assert "completion rate" in table and "query_order" in table
 
 
+def test_corral_stats_on_an_empty_home_reads_zero_and_creates_nothing(tmp_path: Path) -> None:
+    report = json.loads(corral_cli(tmp_path, "stats", "--json").stdout)
+    assert report["runs"] == 0 and report["completion_rate"] is None
+    assert not (tmp_path / "corral.db").exists()
+
+
 def test_corral_stats_refuses_a_bad_since_with_a_code(tmp_path: Path) -> None:
     done = corral_cli(tmp_path, "stats", "--since", "yesterday", "--json", ok=False)
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"]["code"] == "INVALID_INPUT"
+
+
+# ---------------------------------------------------------------------- saves in parts
+
+STEP = st.tuples(
+    st.integers(min_value=0, max_value=5_000),  # ms since the event before
+    st.sampled_from(["intent", "route", "plan", "execute", "verify", "reply", "run"]),
+    st.sampled_from(["reply", "pause", "go on", "attempt"]),
+)
+
+
+def made(steps: list[tuple[int, str, str]]) -> list[Event]:
+    """Events at known times: replies, pauses, resumptions and tool attempts."""
+    out, at = [], T0
+    for seq, (gap, stage, kind) in enumerate(steps, 1):
+        at += ms(gap)
+        if kind == "reply":
+            out.append(Event("run_p", seq, at, EventType.REPLY, stage, data={"text": "x"}))
+        elif kind == "attempt":
+            attempt = {"step_id": "s1", "tool": "t", "attempt": seq, "status": "error"}
+            data = {**attempt, "duration_ms": float(gap), "error_code": "TOOL_FAILED"}
+            out.append(Event("run_p", seq, at, EventType.TOOL_ATTEMPT, stage, data=data))
+        else:
+            to = "awaiting_user" if kind == "pause" else "executing"
+            data = {"from": "executing", "to": to}
+            out.append(Event("run_p", seq, at, EventType.STATUS_CHANGED, stage, data=data))
+    return out
+
+
+@given(st.lists(STEP, min_size=1, max_size=30), st.data())
+def test_facts_added_save_by_save_equal_the_facts_of_the_whole_run(
+    steps: list[tuple[int, str, str]], data: st.DataObject
+) -> None:
+    """What a store adds per save (each part after the event before it) is the whole's."""
+    events = made(steps)
+    cuts = sorted(
+        data.draw(st.sets(st.integers(1, len(events) - 1), max_size=4)) if len(events) > 1 else []
+    )
+    whole = event_facts(events)
+    stage_ms: dict[str, float] = {}
+    tools = []
+    for start, end in zip([0, *cuts], [*cuts, len(events)], strict=True):
+        prior = before(events[start - 1]) if start else None
+        part = event_facts(events[start:end], prior)
+        for stage, value in part.stage_ms.items():
+            stage_ms[stage] = stage_ms.get(stage, 0.0) + value
+        tools += part.tools
+    assert stage_ms == whole.stage_ms
+    assert tools == whole.tools
+    paused_gaps = sum(
+        gap for (gap, _, _), (_, _, kind) in zip(steps[1:], steps, strict=False) if kind == "pause"
+    )
+    assert sum(whole.stage_ms.values()) == sum(gap for gap, _, _ in steps[1:]) - paused_gaps

@@ -49,15 +49,19 @@ def open_for_queries(home: Path) -> SqlStore:
     """The home's store, writable if it can be: a query backfills the stats projection.
 
     A home that cannot be written is read as it is (runs stored before the projection
-    existed are then left out of the figures and of ``traces --intent``).
+    existed are then left out of the figures and of ``traces --intent``); a home with no
+    database yet reads as empty, and none is created.
     """
     from corral.errors import StoreReadOnlyError
     from corral.store.sql import SqlStore
 
+    path = home / "corral.db"
+    if not path.exists():
+        return SqlStore.open(path, read_only=True)
     try:
-        return SqlStore.open(home / "corral.db")
+        return SqlStore.open(path)
     except StoreReadOnlyError:
-        return SqlStore.open(home / "corral.db", read_only=True)
+        return SqlStore.open(path, read_only=True)
 
 
 def _pct(value: float | None) -> str:

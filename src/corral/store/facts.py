@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from corral.contracts import RunStatus
 from corral.events import Event, ModelCall, StatusChanged, ToolAttempt
 from corral.store.base import RunRecord
+
+_MS = timedelta(milliseconds=1)
+"""Dividing a ``timedelta`` by it gives milliseconds from whole microseconds (exact)."""
 
 PAUSED = frozenset({RunStatus.AWAITING_CONFIRM.value, RunStatus.AWAITING_USER.value})
 """The statuses after which the clock is a person's, not the run's."""
@@ -80,7 +83,7 @@ def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFa
     last = prior
     for event in events:
         if last is not None and not last.paused:
-            gap = max(0.0, (event.ts - last.ts).total_seconds() * 1000.0)
+            gap = max(0.0, (event.ts - last.ts) / _MS)
             facts.stage_ms[event.stage] = facts.stage_ms.get(event.stage, 0.0) + gap
         elif event.stage not in facts.stage_ms:
             facts.stage_ms[event.stage] = 0.0
