@@ -614,9 +614,14 @@ class SqlStore:
         Each run is folded from its events once, under the write lock, and re-checked
         there (a save may have projected it meanwhile). Returns how many were written;
         a read-only store writes nothing (its figures cover the runs already projected).
+        The check runs without the write lock: a store with nothing to backfill (every
+        store written by this corral) never makes a running run's save wait.
         """
         if self.read_only:
             return 0
+        with self._faults(action="reading the stats facts"), self.engine.connect() as conn:
+            if not projection.unprojected(conn, runs, events, 1):
+                return 0
         written = 0
         while True:
             with self._faults(action="backfilling the stats facts"), self._write() as conn:
