@@ -16,9 +16,9 @@ repeat) adds nothing twice. Homes created before the projection gain its tables 
 
 ``figures`` answers ``corral stats`` with a handful of queries: sums and counts grouped
 in SQL, and each percentile as ``ORDER BY duration_ms LIMIT 1 OFFSET k`` per stage or
-tool, which walks the ``(name, duration_ms)`` index to the row and no further, on SQLite
-and PostgreSQL alike (a ``ROW_NUMBER`` window would sort every row first). The figures
-are read in one transaction, so the counts and the ranks they give agree.
+tool, which walks the ``(kind, name, duration_ms, created_at, agent)`` index to the row
+and no further, on SQLite and PostgreSQL alike (a ``ROW_NUMBER`` window would sort every
+row first). The figures are read in one transaction, so counts and ranks agree.
 """
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def _percentiles(
     """How many rows each ``name`` has, and percent -> name -> the ``rank``-th smallest value.
 
     One count per name, then one ``LIMIT 1 OFFSET rank - 1`` per name and percentile,
-    all answered from the ``(name, value, created_at, agent)`` index.
+    all answered from the ``(kind, name, duration_ms, created_at, agent)`` index.
     """
     out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
     counts = {
@@ -371,11 +371,11 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     result.by_outcome = _counts(conn, runs.outcome, [*where, runs.outcome.is_not(None)])
     result.handoff_reasons = _counts(conn, runs.error_code, [*where, runs.status == "handed_off"])
     steps = step_facts.c
-    tools = [*_filters(step_facts, since, agent), steps.kind == TOOL]
+    window = _filters(step_facts, since, agent)
+    tools = [*window, steps.kind == TOOL]
     result.calls_by_tool, result.tool_ms = _percentiles(conn, steps.name, steps.duration_ms, tools)
     code = func.coalesce(steps.error_code, NO_CODE)
     # only tool rows have a status: the partial index of failures answers without ``kind``
-    window = _filters(step_facts, since, agent)
     failed = select(steps.name, code, func.count()).where(*window, steps.status == "error")
     for name, error_code, count in conn.execute(failed.group_by(steps.name, code)):
         by_tool, by_code = result.failures_by_tool, result.failures_by_code
