@@ -46,6 +46,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
     select,
     text,
     update,
@@ -374,7 +375,8 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     window = _filters(step_facts, since, agent)
     tools = [*window, steps.kind == TOOL]
     result.calls_by_tool, result.tool_ms = _percentiles(conn, steps.name, steps.duration_ms, tools)
-    code = func.coalesce(steps.error_code, NO_CODE)
+    # the same SQL text in SELECT and GROUP BY (PostgreSQL compares them as text)
+    code = func.coalesce(steps.error_code, literal_column(f"'{NO_CODE}'"))
     # only tool rows have a status: the partial index of failures answers without ``kind``
     failed = select(steps.name, code, func.count()).where(*window, steps.status == "error")
     for name, error_code, count in conn.execute(failed.group_by(steps.name, code)):
