@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,23 +17,9 @@ import pytest
 from corral import Event, EventType, HandoffPacket
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.store.base import Lease, RunRecord, SessionRecord, Store
-from corral.store.memory import MemoryStore
 from corral.store.sql import SqlStore
-from tests.extras import postgres_url
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "memory":
-        yield MemoryStore()
-    elif request.param == "sqlite":
-        yield SqlStore.open(tmp_path / "corral.db")
-    else:
-        sql = SqlStore.open(postgres_url())
-        yield sql
-        sql.engine.dispose()
 
 
 def run_id() -> str:

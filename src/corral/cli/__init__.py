@@ -1,15 +1,25 @@
 """The ``corral`` command line.
 
-Commands live in modules by what they do (``runs``, ``quality``, ``recording``,
+Commands live in modules by what they do (``runs``, ``stats``, ``quality``, ``recording``,
 ``conversation``, ``examples``, ``serve``); importing them registers them on the one ``app``. They
 import the layers, the store and the models inside the command that uses them, so
 ``corral --help`` and ``corral --version`` start without them.
 """
 
-from corral.cli import conversation, examples, quality, recording, runs, serve
+from corral.cli import conversation, examples, quality, recording, runs, serve, stats
 from corral.cli.common import app
 
-__all__ = ["app", "conversation", "examples", "main", "quality", "recording", "runs", "serve"]
+__all__ = [
+    "app",
+    "conversation",
+    "examples",
+    "main",
+    "quality",
+    "recording",
+    "runs",
+    "serve",
+    "stats",
+]
 
 
 def main() -> None:

@@ -254,40 +254,136 @@ def runs(
 @app.command()
 @_fails_cleanly
 def traces(
-    run_id: str,
+    run_id: Annotated[
+        str | None, typer.Argument(help="A run; without it, the runs the filters find")
+    ] = None,
+    run: Annotated[str | None, typer.Option("--run", help="This run (as RUN_ID)")] = None,
+    trace: Annotated[str | None, typer.Option("--trace", help="The run of this trace id")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="Runs of this session")] = None,
+    intent: Annotated[str | None, typer.Option("--intent", help="Runs of this intent")] = None,
     stage: Annotated[str | None, typer.Option("--stage", help="Only this stage")] = None,
     level: Annotated[
         str | None, typer.Option("--level", help="Minimum: debug, info, warn or error")
     ] = None,
+    status: Annotated[
+        str | None, typer.Option("--status", help="Runs in this status (finished, handed_off...)")
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Runs created since: 30m, 1h, 7d ago, or ISO")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Runs created before: 30m, 1h, 7d ago, or ISO")
+    ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Runs of this agent")] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=MAX_LIST, help="At most this many runs")
+    ] = 20,
     as_json: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Show a run's log (read from the store, redacted), filtered by stage and minimum level.
+    """Show runs' logs (read from the store, redacted), filtered by run and by line.
 
-    The run's JSONL file is rewritten from the store on the way, repairing a cut or lost line.
+    With RUN_ID alone: that run's log, its JSONL file rewritten from the store on the way
+    (repairing a cut or lost line). With filters: the newest --limit runs that match all
+    of them (found in SQL), oldest first. --stage and --level filter the lines.
     """
-    from rich.table import Table
-
-    from corral.observe.logs import LEVELS, keep, log_records
-    from corral.store.sql import SqlStore
+    from corral.contracts import RunStatus
+    from corral.observe.logs import LEVELS
 
     if level is not None and level not in LEVELS:
         raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
+    if run_id is not None and run is not None and run_id != run:
+        raise typer.BadParameter("give the run as RUN_ID or --run, not two different ones")
+    if status is not None and status not in {s.value for s in RunStatus}:
+        raise typer.BadParameter(f"status must be one of {', '.join(s.value for s in RunStatus)}")
+    target = run_id if run_id is not None else run
     folder = _home(home)
+    filters = (trace, session, intent, status, since, until, agent)
+    if target is not None and all(value is None for value in filters):
+        _one_trace(folder, _run_id(target), stage, level, as_json)
+        return
+    _many_traces(
+        folder,
+        {
+            "run_id": _run_id(target) if target is not None else None,
+            "trace_id": trace,
+            "session_id": session,
+            "intent": intent,
+            "status": status,
+            "agent": agent,
+            "since": since,
+            "until": until,
+        },
+        (stage, level),
+        limit,
+        as_json,
+    )
+
+
+def _one_trace(
+    folder: Path, run_id: str, stage: str | None, level: str | None, as_json: bool
+) -> None:
+    """One run's log, as ``corral traces RUN_ID`` always showed it."""
+    from corral.observe.logs import keep, log_records
+    from corral.store.sql import SqlStore
+
     store = SqlStore.open(folder / "corral.db", read_only=True)
-    events = store.load_events(_run_id(run_id))
+    events = store.load_events(run_id)
     if not events:
         raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
     _touch_log(store, run_id, folder)
     records = [r for r in log_records(events) if keep(r, stage, level)]
+    _print_traces(records, as_json, with_run=False)
+
+
+def _many_traces(
+    folder: Path,
+    found: dict[str, str | None],
+    lines: tuple[str | None, str | None],
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The logs of the runs the filters find in SQL, oldest first."""
+    from corral.cli.stats import open_for_queries
+    from corral.observe.logs import keep, log_records
+    from corral.observe.window import parse_time
+    from corral.store.sql import SqlStore
+
+    since, until = (found.pop(key) for key in ("since", "until"))
+    if found["intent"] is None:
+        store = SqlStore.open(folder / "corral.db", read_only=True)
+    else:  # --intent reads the stats projection, backfilled for runs stored before it
+        store = open_for_queries(folder)
+    ids = store.find_runs(
+        **found,
+        since=parse_time(since) if since is not None else None,
+        until=parse_time(until) if until is not None else None,
+        limit=limit,
+    )
+    records = [
+        record
+        for run_id in reversed(ids)
+        for record in log_records(store.load_events(run_id))
+        if keep(record, *lines)
+    ]
+    if not ids and not as_json:
+        console.print("no runs match")
+        return
+    _print_traces(records, as_json, with_run=True)
+
+
+def _print_traces(records: list[dict[str, Any]], as_json: bool, *, with_run: bool) -> None:
     if as_json:
         for record in records:
             typer.echo(json.dumps(record, ensure_ascii=False))
         return
-    table = Table("seq", "stage", "event", "level", "status", "input", "output", "ms")
+    from rich.table import Table
+
+    columns = ("seq", "stage", "event", "level", "status", "input", "output", "ms")
+    table = Table(*(("run", *columns) if with_run else columns))
     for r in records:
         ms = f"{r['duration_ms']:.1f}" if isinstance(r["duration_ms"], int | float) else ""
-        table.add_row(
+        cells = [
             str(r["seq"]),
             r["stage"],
             r["event"],
@@ -296,7 +392,8 @@ def traces(
             Text(visible(r["input_summary"][:40])),
             Text(visible(r["output_summary"][:60])),
             ms,
-        )
+        ]
+        table.add_row(*([Text(visible(r["run_id"])), *cells] if with_run else cells))
     console.print(table)
 
 

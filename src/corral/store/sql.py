@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from sqlalchemy import (
     delete,
     event,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -53,6 +54,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.events import Event
+from corral.store import projection
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.codec import (
     RowEncoder,
@@ -62,7 +64,9 @@ from corral.store.codec import (
     pack_summary,
     unpack_summary,
 )
+from corral.store.facts import aware as _aware
 from corral.store.faults import store_faults
+from corral.store.figures import Figures
 
 metadata = MetaData()
 
@@ -161,11 +165,7 @@ _RENEW_LEASE = (
 _UPDATE_RUN = _run_update(_RUN_FIELDS)
 _DELETE_LEASE = delete(leases).where(leases.c.run_id == bindparam("b_run_id"))
 _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
-
-
-def _aware(value: datetime) -> datetime:
-    """SQLite returns naive datetimes; everything corral stores is UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+_PREVIOUS_EVENT = projection.previous_event(events)
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -291,6 +291,7 @@ class SqlStore:
             if self.engine.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
             metadata.create_all(conn)
+            projection.metadata.create_all(conn)
 
     def _faults(self, run_id: str | None = None, action: str = "store access") -> Any:
         """``store_faults`` for this store: a SQLite file's folder tells a full disk."""
@@ -434,6 +435,7 @@ class SqlStore:
                         conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
                     else:
                         self._upsert_run(conn, run, row)
+                    self._project(conn, run, new_events)
             except IntegrityError:
                 missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
@@ -443,8 +445,19 @@ class SqlStore:
                     if missing:
                         conn.execute(_INSERT_EVENTS, [r for r in rows if r["seq"] in missing])
                     self._upsert_run(conn, run, row)
+                    self._project(conn, run, [e for e in new_events if e.seq in missing])
             self._check_file(run.run_id)
         self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
+
+    def _project(self, conn: Connection, run: RunRecord, inserted: Sequence[Event]) -> None:
+        """Write the stats facts of the events this transaction inserted (``projection``)."""
+        projection.record(
+            conn,
+            run,
+            inserted,
+            lambda seq: projection.before_seq(conn, _PREVIOUS_EVENT, run.run_id, seq),
+            lambda: self._events(conn, run.run_id),
+        )
 
     def _store_plans(self, conn: Connection, bodies: dict[str, str]) -> None:
         """Store the plan bodies not stored yet (content-addressed: a repeat is a no-op)."""
@@ -518,13 +531,16 @@ class SqlStore:
 
     def load_events(self, run_id: str) -> list[Event]:
         """Every event of the run, by ``seq``."""
-        query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
         with self._faults(run_id, "reading the run's events"), self.engine.connect() as conn:
-            rows = [
-                StoredRow(row.run_id, row.seq, _aware(row.ts), row.type, row.stage, row.data)
-                for row in conn.execute(query)
-            ]
-            return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys))
+            return self._events(conn, run_id)
+
+    def _events(self, conn: Connection, run_id: str) -> list[Event]:
+        query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
+        rows = [
+            StoredRow(row.run_id, row.seq, _aware(row.ts), row.type, row.stage, row.data)
+            for row in conn.execute(query)
+        ]
+        return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys))
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
@@ -565,6 +581,7 @@ class SqlStore:
                 conn.execute(delete(events).where(events.c.run_id.in_(chunk)))
                 conn.execute(delete(runs).where(runs.c.run_id.in_(chunk)))
                 conn.execute(delete(leases).where(leases.c.run_id.in_(chunk)))
+                projection.forget(conn, chunk)
         return sessions_deleted, old_ids
 
     def save_session(self, session: SessionRecord) -> None:
@@ -588,3 +605,88 @@ class SqlStore:
             )
             if updated.rowcount == 0:
                 conn.execute(insert(sessions).values(session_id=session.session_id, **values))
+
+    # ------------------------------------------------------------------ stats projection
+
+    def ensure_facts(self, batch: int = 500) -> int:
+        """Backfill the stats facts of runs stored before the projection existed.
+
+        Each run is folded from its events once, under the write lock, and re-checked
+        there (a save may have projected it meanwhile). Returns how many were written;
+        a read-only store writes nothing (its figures cover the runs already projected).
+        The check runs without the write lock: a store with nothing to backfill (every
+        store written by this corral) never makes a running run's save wait.
+        """
+        if self.read_only:
+            return 0
+        with self._faults(action="reading the stats facts"), self.engine.connect() as conn:
+            if not projection.unprojected(conn, runs, events, 1):
+                return 0
+        written = 0
+        while True:
+            with self._faults(action="backfilling the stats facts"), self._write() as conn:
+                missing = projection.unprojected(conn, runs, events, batch)
+                for run_id in missing:
+                    row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+                    if row is not None:
+                        found = self._events(conn, run_id)
+                        projection.replace_facts(conn, self._record(row), found)
+            written += len(missing)
+            if len(missing) < batch:
+                return written
+
+    def _projected(self, conn: Connection) -> bool:
+        """Whether the projection's tables exist (a read-only old home may lack them)."""
+        return inspect(conn).has_table(projection.run_facts_table.name)
+
+    def figures(self, since: datetime | None = None, agent: str | None = None) -> Figures:
+        """The stats figures of runs created since ``since`` (of ``agent``), from SQL.
+
+        Runs not projected yet are backfilled first (``ensure_facts``).
+        """
+        self.ensure_facts()
+        with self._faults(action="reading the stats"), self.engine.connect() as conn:
+            if self.engine.dialect.name == "postgresql":  # one snapshot for every query
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():  # SQLite: a read transaction is one snapshot already
+                if not self._projected(conn):
+                    return Figures()
+                return projection.figures(conn, since, agent)
+
+    def find_runs(
+        self,
+        *,
+        run_id: str | None = None,
+        trace_id: str | None = None,
+        session_id: str | None = None,
+        intent: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 20,
+    ) -> list[str]:
+        """Ids of the newest ``limit`` runs that match every filter given, found in SQL.
+
+        ``since``/``until`` bound the run's creation time (``until`` excluded). ``intent``
+        is read from the stats projection (runs not projected yet are backfilled first).
+        """
+        columns = runs.c
+        equal = {
+            columns.run_id: run_id,
+            columns.trace_id: trace_id,
+            columns.session_id: session_id,
+            columns.status: status,
+            columns.agent: agent,
+        }
+        where = [column == value for column, value in equal.items() if value is not None]
+        if since is not None:
+            where.append(columns.created_at >= since)
+        if until is not None:
+            where.append(columns.created_at < until)
+        if intent is not None:
+            self.ensure_facts()
+        with self._faults(action="finding runs"), self.engine.connect() as conn:
+            if intent is not None and not self._projected(conn):
+                return []
+            return projection.run_ids(conn, runs, where, intent, limit)

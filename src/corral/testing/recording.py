@@ -22,6 +22,7 @@ from corral.contracts import RunStatus
 from corral.errors import ConfigInvalidError, InvalidInputError
 from corral.events import UserAnswered, UserMessage
 from corral.files import write_private
+from corral.observe.window import parse_period
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.safe_yaml import load_yaml_text
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 RECORDED_STATUSES = (RunStatus.FAILED.value, RunStatus.HANDED_OFF.value)
 """What ``--failed`` collects: runs that failed, or went to a person."""
 
-_PERIOD = re.compile(r"([1-9][0-9]{0,3})([mhdw])")
-_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 _HEADER = (
     "# Recorded regressions (`corral record`): each case replays a stored run from its log\n"
     "# under recorded/, with no model and no live tool. Run: corral eval AGENT --suite FILE\n"
@@ -47,14 +46,8 @@ _FIRST_LIST_PAGE = 256
 
 
 def parse_since(text: str) -> timedelta:
-    """A period such as ``30m``, ``1h``, ``1d`` or ``7d``; anything else is ``INVALID_INPUT``."""
-    match = _PERIOD.fullmatch(text)
-    if match is None:
-        raise InvalidInputError(
-            f"--since takes a period such as 30m, 1h, 1d or 2w, not {text!r}",
-            hint="a whole number from 1 to 9999, then m (minutes), h, d or w (weeks)",
-        )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    """The period of ``--failed --since`` (``30m``, ``1d``...): the one parser of periods."""
+    return parse_period(text)
 
 
 def failed_runs(store: Store, since: timedelta, now: datetime) -> list[RunRecord]:

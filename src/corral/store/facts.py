@@ -1,0 +1,163 @@
+"""The figures of runs, taken from their events once, so that stats need no fold.
+
+``corral stats`` answers from a small projection (``corral.store.projection``) that the
+SQL store writes in the same transaction as the events. This module decides what goes
+into it, from a run's row and the events of one save, and is shared by every store: the
+SQL store writes what it returns, the memory store aggregates it in Python. Both give the
+same numbers because both take them from here.
+
+What a save contributes:
+
+- one ``ToolFact`` per ``tool_attempt`` (tool, status, error code, duration);
+- the time spent per stage (``stage_ms``): the gap from one event to the next belongs to
+  the stage of the later event (the layer that produced it was working), except a gap
+  after the run paused (``awaiting_confirm``/``awaiting_user``): a person's wait is no
+  layer's time;
+- model calls (a refusal asked nothing, as in the fold), tokens and cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from corral.contracts import RunStatus
+from corral.events import Event, ModelCall, StatusChanged, ToolAttempt
+from corral.store.base import RunRecord
+
+_MS = timedelta(milliseconds=1)
+"""Dividing a ``timedelta`` by it gives milliseconds from whole microseconds (exact)."""
+
+PAUSED = frozenset({RunStatus.AWAITING_CONFIRM.value, RunStatus.AWAITING_USER.value})
+"""The statuses after which the clock is a person's, not the run's."""
+
+
+def aware(value: datetime) -> datetime:
+    """SQLite returns naive datetimes; everything corral stores is UTC."""
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Before:
+    """What the event before a save said: when it happened, and whether the run paused."""
+
+    ts: datetime
+    paused: bool
+
+
+def before(event: Event) -> Before:
+    """The ``Before`` of the last event stored ahead of a save."""
+    payload = event.payload
+    paused = isinstance(payload, StatusChanged) and payload.to in PAUSED
+    return Before(event.ts, paused)
+
+
+@dataclass(frozen=True)
+class ToolFact:
+    """One tool attempt, as stats count it."""
+
+    seq: int
+    tool: str
+    status: str
+    error_code: str | None
+    duration_ms: float
+
+
+@dataclass
+class EventFacts:
+    """What a batch of a run's events adds to its figures."""
+
+    tools: list[ToolFact] = field(default_factory=list)
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+
+
+def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFacts:
+    """The facts of ``events`` (one run's, by ``seq``), after the event ``prior`` describes."""
+    facts = EventFacts()
+    last = prior
+    for event in events:
+        if last is not None and not last.paused:
+            gap = max(0.0, (event.ts - last.ts) / _MS)
+            facts.stage_ms[event.stage] = facts.stage_ms.get(event.stage, 0.0) + gap
+        elif event.stage not in facts.stage_ms:
+            facts.stage_ms[event.stage] = 0.0
+        last = before(event)
+        payload = event.payload
+        if isinstance(payload, ToolAttempt):
+            facts.tools.append(
+                ToolFact(
+                    event.seq,
+                    payload.tool,
+                    payload.status,
+                    payload.error_code,
+                    payload.duration_ms,
+                )
+            )
+        elif isinstance(payload, ModelCall) and not payload.refused:
+            facts.model_calls += 1
+            facts.input_tokens += _tokens(payload.usage, "prompt_tokens")
+            facts.output_tokens += _tokens(payload.usage, "completion_tokens")
+            facts.cost += payload.cost
+    return facts
+
+
+def _tokens(usage: dict[str, Any], key: str) -> int:
+    value = usage.get(key)
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """A run's own columns in the projection, from its row (replaced on every save)."""
+
+    run_id: str
+    agent: str
+    status: str
+    intent: str | None
+    outcome: str | None
+    error_code: str | None
+    steps: int
+    created_at: datetime
+    updated_at: datetime
+
+    def columns(self) -> dict[str, Any]:
+        """The values of the projection's run columns."""
+        return {
+            "agent": self.agent,
+            "status": self.status,
+            "intent": self.intent,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "steps": self.steps,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+
+def run_facts(run: RunRecord) -> RunFacts:
+    """The run columns of ``run``, read from its summary (any dict: a store takes any)."""
+    summary = run.summary if isinstance(run.summary, dict) else {}
+    intent = summary.get("intent")
+    label = intent.get("label") if isinstance(intent, dict) else None
+    steps = summary.get("steps")
+    return RunFacts(
+        run_id=run.run_id,
+        agent=run.agent,
+        status=run.status,
+        intent=label if isinstance(label, str) else None,
+        outcome=_text(summary.get("outcome")),
+        error_code=_text(summary.get("error_code")),
+        steps=len(steps) if isinstance(steps, list) else 0,
+        created_at=run.created_at,
+        updated_at=run.updated_at,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

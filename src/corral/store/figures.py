@@ -1,0 +1,107 @@
+"""The raw figures of a set of runs, and how they are aggregated without SQL.
+
+``Figures`` is what a store answers for ``corral stats``: counts, sums and percentiles,
+before any rate is divided out (``corral.observe.stats`` does that, once, for every
+store). The SQL store computes it in the database (``corral.store.projection``); a store
+without SQL (the memory store, a plugin) folds its runs' facts with ``aggregate``. Both
+use the same percentile, ``rank``, so they agree to the millisecond.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from corral.store.facts import EventFacts, RunFacts
+
+PERCENTILES = (50, 95)
+"""The percentiles stats report, in per cent."""
+
+NO_CODE = "none"
+"""The key of failures that carry no error code."""
+
+
+def rank(count: int, percent: int) -> int:
+    """The 1-based rank of the ``percent`` percentile of ``count`` sorted values.
+
+    Nearest rank: ``ceil(percent * count / 100)``, in integers so that SQL can say the
+    same (``(percent * n + 99) / 100``) on SQLite and PostgreSQL alike.
+    """
+    return (percent * count + 99) // 100
+
+
+@dataclass
+class Figures:
+    """Counts and sums over runs; percentiles per stage and per tool, in milliseconds."""
+
+    runs: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_outcome: dict[str, int] = field(default_factory=dict)
+    handoff_reasons: dict[str, int] = field(default_factory=dict)
+    steps: int = 0
+    tool_calls: int = 0
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    calls_by_tool: dict[str, int] = field(default_factory=dict)
+    failures_by_tool: dict[str, int] = field(default_factory=dict)
+    failures_by_code: dict[str, int] = field(default_factory=dict)
+    stage_ms: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Percent -> stage -> milliseconds."""
+    tool_ms: dict[int, dict[str, float]] = field(default_factory=dict)
+    """Percent -> tool -> milliseconds."""
+
+
+def percentiles(samples: dict[str, list[float]]) -> dict[int, dict[str, float]]:
+    """Percent -> name -> the value at that rank of the name's sorted samples."""
+    out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
+    for name, values in samples.items():
+        ordered = sorted(values)
+        for percent in PERCENTILES:
+            out[percent][name] = ordered[rank(len(ordered), percent) - 1]
+    return out
+
+
+def aggregate(runs: Iterable[tuple[RunFacts, EventFacts]]) -> Figures:
+    """The figures of runs given with all their facts (each run's events in one batch)."""
+    figures = Figures()
+    status: Counter[str] = Counter()
+    outcome: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    by_tool: Counter[str] = Counter()
+    by_code: Counter[str] = Counter()
+    stage_samples: dict[str, list[float]] = {}
+    tool_samples: dict[str, list[float]] = {}
+    for run, facts in runs:
+        figures.runs += 1
+        status[run.status] += 1
+        if run.outcome is not None:
+            outcome[run.outcome] += 1
+        if run.status == "handed_off":
+            reasons[run.error_code or NO_CODE] += 1
+        figures.steps += run.steps
+        figures.tool_calls += len(facts.tools)
+        figures.model_calls += facts.model_calls
+        figures.input_tokens += facts.input_tokens
+        figures.output_tokens += facts.output_tokens
+        figures.cost += facts.cost
+        for stage, ms in facts.stage_ms.items():
+            stage_samples.setdefault(stage, []).append(ms)
+        for attempt in facts.tools:
+            calls[attempt.tool] += 1
+            tool_samples.setdefault(attempt.tool, []).append(attempt.duration_ms)
+            if attempt.status == "error":
+                by_tool[attempt.tool] += 1
+                by_code[attempt.error_code or NO_CODE] += 1
+    figures.by_status = dict(status)
+    figures.by_outcome = dict(outcome)
+    figures.handoff_reasons = dict(reasons)
+    figures.calls_by_tool = dict(calls)
+    figures.failures_by_tool = dict(by_tool)
+    figures.failures_by_code = dict(by_code)
+    figures.stage_ms = percentiles(stage_samples)
+    figures.tool_ms = percentiles(tool_samples)
+    return figures

@@ -1,0 +1,409 @@
+"""The stats projection of the SQL store: run, tool and stage facts, written with the events.
+
+Stored events are compressed JSON (``corral.store.codec``), which SQL cannot add up. So
+every ``SqlStore.save`` also writes, in the same transaction as the events it appends,
+what ``corral.store.facts`` takes from them:
+
+- ``corral_run_facts``: one row per run, its columns replaced on every save (status,
+  intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to;
+- ``corral_step_facts``: one ``tool`` row per ``tool_attempt`` event (tool, status,
+  error code, duration; keyed by the event's ``seq``) and one ``stage`` row per run and
+  stage (the milliseconds the run spent in it, added to by each save).
+
+Only events the transaction really inserts count, so a retried save (an identical
+repeat) adds nothing twice. Homes created before the projection gain its tables through
+``create_all``; their runs are backfilled from their events once (``SqlStore.ensure_facts``).
+
+``figures`` answers ``corral stats`` with a handful of queries: sums and counts grouped
+in SQL, and each percentile as ``ORDER BY duration_ms LIMIT 1 OFFSET k`` per stage or
+tool, which walks the ``(kind, name, duration_ms, created_at, agent)`` index to the row
+and no further, on SQLite and PostgreSQL alike (a ``ROW_NUMBER`` window would sort every
+row first). The figures are read in one transaction, so counts and ranks agree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Connection,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    Select,
+    String,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
+
+from corral.contracts import EventType
+from corral.events import Event
+from corral.store.base import RunRecord
+from corral.store.facts import PAUSED, Before, EventFacts, aware, event_facts, run_facts
+from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
+
+metadata = MetaData()
+
+run_facts_table = Table(
+    "corral_run_facts",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("agent", String(128), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("intent", String(128)),
+    Column("outcome", String(32)),
+    Column("error_code", String(64)),
+    Column("steps", Integer, nullable=False),
+    Column("tool_calls", Integer, nullable=False),
+    Column("model_calls", Integer, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cost", Float, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    sqlite_with_rowid=False,
+)
+
+step_facts = Table(
+    "corral_step_facts",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("kind", String(8), primary_key=True),
+    Column("name", String(128), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("status", String(32)),
+    Column("error_code", String(64)),
+    Column("duration_ms", Float, nullable=False),
+    Column("agent", String(128), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_corral_step_facts_ms", "kind", "name", "duration_ms", "created_at", "agent"),
+    Index(
+        "ix_corral_step_facts_failed",
+        "name",
+        "error_code",
+        "created_at",
+        "agent",
+        sqlite_where=text("status = 'error'"),
+        postgresql_where=text("status = 'error'"),
+    ),
+    sqlite_with_rowid=False,
+)
+"""Tool attempts (``kind`` ``tool``, ``seq`` the event's) and stage totals (``kind``
+``stage``, ``seq`` 0) in one table, so a save inserts them in one statement. They repeat
+their run's ``agent`` and ``created_at`` (which never change), so that a filtered
+percentile reads one covering index and joins nothing.
+
+Each save writes these tables with its events, so every B-tree they add costs every
+save: on SQLite they are ``WITHOUT ROWID`` (the primary key is the table), the run table
+has no index (100 000 rows filter in milliseconds), and the index of failed attempts is
+partial (a save with no failure never touches it)."""
+
+TOOL, STAGE = "tool", "stage"
+
+TABLES = (run_facts_table, step_facts)
+
+_COUNTERS = ("tool_calls", "model_calls", "input_tokens", "output_tokens", "cost")
+_ADD_COUNTERS = (
+    update(run_facts_table)
+    .where(run_facts_table.c.run_id == bindparam("b_run_id"))
+    .values(
+        {
+            **{
+                name: bindparam(f"b_{name}")
+                for name in ("agent", "status", "intent", "outcome", "error_code", "steps")
+            },
+            "updated_at": bindparam("b_updated_at"),
+            **{name: run_facts_table.c[name] + bindparam(f"b_{name}") for name in _COUNTERS},
+        }
+    )
+)
+"""Built once: a save binds its values (the counters are added to, the rest replaced)."""
+_INSERT_RUN_FACTS = insert(run_facts_table)
+_INSERT_STEP_FACTS = insert(step_facts)
+_ADD_STAGE_MS = (
+    update(step_facts)
+    .where(
+        step_facts.c.run_id == bindparam("b_run_id"),
+        step_facts.c.kind == STAGE,
+        step_facts.c.name == bindparam("b_stage"),
+        step_facts.c.seq == 0,
+    )
+    .values(duration_ms=step_facts.c.duration_ms + bindparam("b_ms"))
+)
+
+
+def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -> Before | None:
+    """The ``Before`` of the stored event preceding ``seq`` (its ``to`` is always stored).
+
+    ``previous`` is ``previous_event(events)``, built once by the store.
+    """
+    row = conn.execute(previous, {"b_run_id": run_id, "b_seq": seq}).first()
+    if row is None:
+        return None
+    paused = False
+    if row.type == EventType.STATUS_CHANGED.value:
+        data = json.loads(row.data)
+        paused = isinstance(data, dict) and data.get("to") in PAUSED
+    return Before(aware(row.ts), paused)
+
+
+def previous_event(events_table: Table) -> Select[Any]:
+    """The query of the last stored event of a run before a ``seq`` (bound by name)."""
+    return (
+        select(events_table.c.ts, events_table.c.type, events_table.c.data)
+        .where(events_table.c.run_id == bindparam("b_run_id"))
+        .where(events_table.c.seq < bindparam("b_seq"))
+        .order_by(events_table.c.seq.desc())
+        .limit(1)
+    )
+
+
+def record(
+    conn: Connection,
+    run: RunRecord,
+    inserted: Sequence[Event],
+    prior: Callable[[int], Before | None],
+    stored: Callable[[], list[Event]],
+) -> None:
+    """Write the run's facts for the events this transaction ``inserted``.
+
+    A run is projected from its first event on: a save that inserts ``seq`` 1 creates its
+    rows (nothing can be there yet), a later one adds to them. ``prior(seq)`` describes
+    the stored event before ``seq``; ``stored()`` reads every stored event of the run
+    (this transaction's included), for a run whose facts were never written (it began
+    before the projection existed): then they are made whole. A run with no event yet
+    has nothing to count and waits for its first.
+    """
+    ordered = sorted(inserted, key=lambda e: e.seq)
+    first = ordered[0].seq if ordered else None
+    columns = run_facts(run).columns()
+    if first == 1:
+        facts = event_facts(ordered)
+        conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
+        _insert_event_facts(conn, run, facts)
+        return
+    before = prior(first) if first is not None else None
+    facts = event_facts(ordered, before) if ordered else EventFacts()
+    bound = {f"b_{name}": value for name, value in columns.items() if name != "created_at"}
+    counters = _counters(facts)
+    updated = conn.execute(
+        _ADD_COUNTERS,
+        {"b_run_id": run.run_id, **bound, **{f"b_{k}": v for k, v in counters.items()}},
+    )
+    if updated.rowcount == 0:  # earlier events exist (or none), never projected
+        events = stored()
+        if events:
+            replace_facts(conn, run, events)
+        return
+    known: set[str] = set()
+    if facts.stage_ms:
+        steps = step_facts.c
+        query = select(steps.name).where(steps.run_id == run.run_id, steps.kind == STAGE)
+        known = set(conn.execute(query).scalars())
+        added = [
+            {"b_run_id": run.run_id, "b_stage": stage, "b_ms": ms}
+            for stage, ms in facts.stage_ms.items()
+            if stage in known
+        ]
+        if added:
+            conn.execute(_ADD_STAGE_MS, added)
+    _insert_event_facts(conn, run, facts, known)
+
+
+def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> None:
+    """Write a run's facts from all its events, replacing any it had (the backfill)."""
+    forget(conn, [run.run_id])
+    facts = event_facts(sorted(events, key=lambda e: e.seq))
+    columns = run_facts(run).columns()
+    conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
+    _insert_event_facts(conn, run, facts)
+
+
+def forget(conn: Connection, run_ids: list[str]) -> None:
+    """Delete the facts of these runs (purged, or about to be rewritten)."""
+    for table in TABLES:
+        conn.execute(delete(table).where(table.c.run_id.in_(run_ids)))
+
+
+def _counters(facts: EventFacts) -> dict[str, Any]:
+    return {
+        "tool_calls": len(facts.tools),
+        "model_calls": facts.model_calls,
+        "input_tokens": facts.input_tokens,
+        "output_tokens": facts.output_tokens,
+        "cost": facts.cost,
+    }
+
+
+def _insert_event_facts(
+    conn: Connection,
+    run: RunRecord,
+    facts: EventFacts,
+    known: set[str] | frozenset[str] = frozenset(),
+) -> None:
+    """Insert the tool rows of ``facts`` and its stage rows but those ``known`` (stored)."""
+    owner = {"run_id": run.run_id, "agent": run.agent, "created_at": run.created_at}
+    rows = [
+        {
+            **owner,
+            "kind": TOOL,
+            "name": t.tool,
+            "seq": t.seq,
+            "status": t.status,
+            "error_code": t.error_code,
+            "duration_ms": t.duration_ms,
+        }
+        for t in facts.tools
+    ]
+    rows += [
+        {**owner, "kind": STAGE, "name": stage, "seq": 0, "status": None, "error_code": None}
+        | {"duration_ms": ms}
+        for stage, ms in facts.stage_ms.items()
+        if stage not in known
+    ]
+    if rows:
+        conn.execute(_INSERT_STEP_FACTS, rows)
+
+
+def unprojected(conn: Connection, runs_table: Table, events_table: Table, limit: int) -> list[str]:
+    """Ids of stored runs with events but no facts yet (saved before the projection)."""
+    query = (
+        select(runs_table.c.run_id)
+        .where(
+            ~select(run_facts_table.c.run_id)
+            .where(run_facts_table.c.run_id == runs_table.c.run_id)
+            .exists()
+        )
+        .where(
+            select(events_table.c.seq).where(events_table.c.run_id == runs_table.c.run_id).exists()
+        )
+        .limit(limit)
+    )
+    return list(conn.execute(query).scalars())
+
+
+# ---------------------------------------------------------------------- queries
+
+
+def _filters(table: Table, since: datetime | None, agent: str | None) -> list[ColumnElement[bool]]:
+    """The conditions on ``table``'s ``created_at`` and ``agent`` (every fact table has them)."""
+    where: list[ColumnElement[bool]] = []
+    if since is not None:
+        where.append(table.c.created_at >= since)
+    if agent is not None:
+        where.append(table.c.agent == agent)
+    return where
+
+
+def _counts(conn: Connection, key: Any, where: list[ColumnElement[bool]]) -> dict[str, int]:
+    query = select(key, func.count()).where(*where).group_by(key)
+    return {str(k) if k is not None else NO_CODE: int(n) for k, n in conn.execute(query)}
+
+
+def _percentiles(
+    conn: Connection, name: Any, value: Any, where: list[ColumnElement[bool]]
+) -> tuple[dict[str, int], dict[int, dict[str, float]]]:
+    """How many rows each ``name`` has, and percent -> name -> the ``rank``-th smallest value.
+
+    One count per name, then one ``LIMIT 1 OFFSET rank - 1`` per name and percentile,
+    all answered from the ``(kind, name, duration_ms, created_at, agent)`` index.
+    """
+    out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
+    counts = {
+        str(key): int(count)
+        for key, count in conn.execute(select(name, func.count()).where(*where).group_by(name))
+    }
+    for key, count in counts.items():
+        for percent in PERCENTILES:
+            query = (
+                select(value)
+                .where(*where, name == key)
+                .order_by(value)
+                .limit(1)
+                .offset(rank(count, percent) - 1)
+            )
+            found = conn.execute(query).scalar()
+            if found is not None:
+                out[percent][key] = float(found)
+    return counts, out
+
+
+def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figures:
+    """The figures of the runs created since ``since`` (by ``agent``), all in SQL."""
+    runs = run_facts_table.c
+    where = _filters(run_facts_table, since, agent)
+    totals = conn.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(runs.steps), 0),
+            func.coalesce(func.sum(runs.tool_calls), 0),
+            func.coalesce(func.sum(runs.model_calls), 0),
+            func.coalesce(func.sum(runs.input_tokens), 0),
+            func.coalesce(func.sum(runs.output_tokens), 0),
+            func.coalesce(func.sum(runs.cost), 0.0),
+        ).where(*where)
+    ).one()
+    result = Figures(
+        runs=int(totals[0]),
+        steps=int(totals[1]),
+        tool_calls=int(totals[2]),
+        model_calls=int(totals[3]),
+        input_tokens=int(totals[4]),
+        output_tokens=int(totals[5]),
+        cost=float(totals[6]),
+    )
+    result.by_status = _counts(conn, runs.status, where)
+    result.by_outcome = _counts(conn, runs.outcome, [*where, runs.outcome.is_not(None)])
+    result.handoff_reasons = _counts(conn, runs.error_code, [*where, runs.status == "handed_off"])
+    steps = step_facts.c
+    window = _filters(step_facts, since, agent)
+    tools = [*window, steps.kind == TOOL]
+    result.calls_by_tool, result.tool_ms = _percentiles(conn, steps.name, steps.duration_ms, tools)
+    # the same SQL text in SELECT and GROUP BY (PostgreSQL compares them as text)
+    code = func.coalesce(steps.error_code, literal_column(f"'{NO_CODE}'"))
+    # only tool rows have a status: the partial index of failures answers without ``kind``
+    failed = select(steps.name, code, func.count()).where(*window, steps.status == "error")
+    for name, error_code, count in conn.execute(failed.group_by(steps.name, code)):
+        by_tool, by_code = result.failures_by_tool, result.failures_by_code
+        by_tool[name] = by_tool.get(name, 0) + int(count)
+        by_code[error_code] = by_code.get(error_code, 0) + int(count)
+    stages = [*window, steps.kind == STAGE]
+    _, result.stage_ms = _percentiles(conn, steps.name, steps.duration_ms, stages)
+    return result
+
+
+def run_ids(
+    conn: Connection,
+    runs_table: Table,
+    where: list[ColumnElement[bool]],
+    intent: str | None,
+    limit: int,
+) -> list[str]:
+    """The newest ``limit`` runs matching ``where`` (columns of the runs table) and ``intent``."""
+    query = select(runs_table.c.run_id).where(*where)
+    if intent is not None:
+        query = query.join(
+            run_facts_table,
+            and_(
+                run_facts_table.c.run_id == runs_table.c.run_id,
+                run_facts_table.c.intent == intent,
+            ),
+        )
+    query = query.order_by(runs_table.c.created_at.desc(), runs_table.c.run_id.desc()).limit(limit)
+    return list(conn.execute(query).scalars())
