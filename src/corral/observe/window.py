@@ -17,6 +17,8 @@ from corral.errors import InvalidInputError
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 """Period suffixes and the ``timedelta`` argument each one is."""
 
+PERIOD_PATTERN = r"^[1-9][0-9]{0,3}[smhdw]$"
+"""A period as a regular expression (for schemas: the HTTP API's ``since=``)."""
 _PERIOD = re.compile(r"([1-9][0-9]{0,3})([smhdw])")
 
 _HINT = "a whole number from 1 to 9999, then s, m (minutes), h, d or w (weeks)"

@@ -8,31 +8,27 @@ the row's stored summary (``$.intent.label``), which both summary forms keep.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
+from pydantic import StringConstraints
 from sqlalchemy import JSON, String, cast, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
-from corral.errors import InvalidArgumentError
+from corral.observe.window import PERIOD_PATTERN, parse_period
 from corral.store.sql import SqlStore, runs
 
-DURATION = r"^\d{1,5}[smhdw]$"
-"""A span back from now: ``30m``, ``1h``, ``7d`` (s, m, h, d, w)."""
-_UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+DURATION = PERIOD_PATTERN
+"""A span back from now: ``30m``, ``1h``, ``7d`` (the one parser: ``observe.window``)."""
+Duration = Annotated[str, StringConstraints(pattern=DURATION)]
+WHEN = "An ISO time (naive: UTC), or a duration back from now: 30m, 1h, 7d"
 
 
 def moment(value: datetime | str, now: datetime) -> datetime:
     """A time (naive: UTC), or a ``DURATION`` before ``now``; in UTC, as the store writes."""
     if isinstance(value, str):
-        if not re.fullmatch(DURATION, value):
-            raise InvalidArgumentError(
-                f"{value[:40]!r} is neither an ISO time nor a duration",
-                hint="e.g. 2026-05-01T08:00:00Z, 30m, 1h or 7d",
-            )
-        return now - timedelta(**{_UNIT[value[-1]]: int(value[:-1])})
+        return now - parse_period(value)
     try:
         return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
     except OverflowError:  # a time at the edge of the calendar, moved to UTC

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Security
@@ -10,8 +11,9 @@ from fastapi.security import HTTPBearer
 
 from corral import __version__
 from corral.observe.redact import redactor_for
+from corral.observe.stats import RunStats, run_stats
 from corral.server.app import ServerState, server_state
-from corral.server.queries import list_handoffs
+from corral.server.queries import WHEN, Duration, list_handoffs, moment
 from corral.server.schemas import AgentInfo, AgentList, ErrorBody, HandoffList, Health
 
 bearer = HTTPBearer(auto_error=False, description="The server's token (CORRAL_API_TOKEN)")
@@ -72,3 +74,14 @@ async def handoffs(state: State, limit: Annotated[int, Query(ge=1, le=500)] = 50
             }
         )
     return {"handoffs": items}
+
+
+@router.get("/stats", response_model=RunStats)
+async def stats(
+    state: State,
+    since: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
+    agent: str | None = None,
+) -> RunStats:
+    """The figures ``corral stats --json`` prints: rates, failures, stage and tool times."""
+    start = moment(since, datetime.now(UTC)) if since is not None else None
+    return await asyncio.to_thread(run_stats, state.store, since=start, agent=agent)

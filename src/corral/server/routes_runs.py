@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query
-from pydantic import StringConstraints
 from starlette.responses import Response
 
 from corral.contracts import RunSummary
@@ -25,7 +24,7 @@ from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
-from corral.server.queries import DURATION, RunFilter, list_runs, moment
+from corral.server.queries import WHEN, Duration, RunFilter, list_runs, moment
 from corral.server.routes_meta import data_router
 from corral.server.schemas import (
     Accepted,
@@ -38,8 +37,6 @@ from corral.server.schemas import (
 
 router = data_router()
 State = Annotated[ServerState, Depends(server_state)]
-Duration = Annotated[str, StringConstraints(pattern=DURATION)]
-WHEN = "An ISO time (naive: UTC), or a duration back from now: 30m, 1h, 7d"
 STARTED: dict[int | str, dict[str, Any]] = {
     "202": {"model": Accepted, "description": "Started with wait=false: it goes on"}
 }

@@ -1,0 +1,62 @@
+"""``GET /stats``: the figures ``corral stats --json`` prints, over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.agent import Agent
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli
+from tests.serving import EXCHANGE, client, load, serving
+
+REPAIR = "订单 HD20240501 的打印机坏了，要报修"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def base(home: Path) -> Iterator[str]:
+    agent: Agent = load(AFTERSALES, home)
+    with serving(agent, home=home) as url:
+        yield url
+
+
+def test_stats_answers_what_the_cli_prints(base: str, home: Path) -> None:
+    with client(base) as http:
+        assert http.post("/agents/aftersales/runs", json={"message": REPAIR}).status_code == 200
+        paused = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()
+        assert paused["status"] == "awaiting_confirm"
+        done = http.post(f"/runs/{paused['run_id']}/resume", json={"approve": True}).json()
+        assert done["status"] == "finished"
+        answer = http.get("/stats")
+        assert answer.status_code == 200
+        figures = answer.json()
+        assert figures["runs"] == 2
+        assert figures["completion_rate"] == 1.0
+        assert figures["handoff_rate"] == 0.0
+        assert set(figures["stage_p95_ms"]) >= {"execute"}
+        recent = http.get("/stats", params={"since": "1h"}).json()
+        assert recent["since"] is not None and without_since(recent) == without_since(figures)
+        assert http.get("/stats", params={"agent": "nobody"}).json()["runs"] == 0
+    printed = json.loads(corral_cli(home, "stats", "--json").stdout)
+    assert without_since(printed) == without_since(figures)
+
+
+def without_since(figures: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in figures.items() if k != "since"}
+
+
+def test_stats_needs_the_token_and_a_valid_period(base: str) -> None:
+    with client(base, headers={}) as http:
+        assert http.get("/stats").status_code == 401
+    with client(base) as http:
+        bad = http.get("/stats", params={"since": "0h"})
+        assert bad.status_code == 422
+        assert http.get("/stats", params={"since": "yesterday"}).status_code == 422
