@@ -18,6 +18,7 @@ from pydantic import StringConstraints
 from starlette.responses import Response
 
 from corral.contracts import RunSummary
+from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event, ModelCall
 from corral.observe.logs import model_call_brief
 from corral.observe.redact import Redactor, redactor_for
@@ -163,11 +164,26 @@ async def _messages(
             yield _event_message(redactor, event)
             last = event.seq
         summary = live.summary
-    events = await state.events(run_id)
+        if live.error is not None:  # the drive failed: say why, then what the store holds
+            yield {"event": "error", "data": json.dumps(_error(redactor, live.error))}
+    try:
+        events = await state.events(run_id)
+    except RunNotFoundError:  # it failed before its first save: nothing of it was kept
+        return
     if summary is None:
         summary = summarize_run(fold(run_id, events))
     shown = redactor_for(events).value(summary.model_dump(mode="json"))
     yield {"event": "summary", "data": json.dumps(shown, ensure_ascii=False)}
+
+
+def _error(redactor: Redactor, error: BaseException) -> dict[str, Any]:
+    """The ``error`` message of a failed drive: corral's code, or none for a crash."""
+    if isinstance(error, CorralError):
+        detail = {"code": error.code.value, "message": error.message, "hint": error.hint}
+    else:
+        detail = {"code": None, "message": "the run stopped on an unexpected error", "hint": None}
+    shown: dict[str, Any] = redactor.value({"error": detail})
+    return shown
 
 
 def _event_message(redactor: Redactor, event: Event) -> dict[str, str]:
