@@ -21,7 +21,7 @@ from corral.contracts import RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event, ModelCall
 from corral.observe.logs import model_call_brief
-from corral.observe.redact import Redactor, redactor_for
+from corral.observe.redact import Redactor, redact_builtin, redactor_for
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
@@ -91,6 +91,9 @@ async def runs(
         offset=offset,
     )
     page, next_offset = await asyncio.to_thread(list_runs, state.store, wanted)
+    for row in page:  # a session id may be the customer's phone or mail: redact as elsewhere
+        if row["session_id"] is not None:
+            row["session_id"] = redact_builtin(row["session_id"])
     return {"runs": page, "next_offset": next_offset}
 
 
