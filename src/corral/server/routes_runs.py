@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -142,12 +143,23 @@ async def stream(
     """
     from sse_starlette import EventSourceResponse
 
-    resumed_at = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    resumed_at = _seq(last_event_id)
     start = max(after_seq, resumed_at)
     checked_run_id(run_id)
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
     return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
+
+
+def _seq(last_event_id: str | None) -> int:
+    """The seq a reconnecting client last saw; 0 (from the start) for anything else.
+
+    ``str.isdigit`` is not enough: it accepts ``²``, and a seq of thousands of digits is
+    beyond what ``int`` parses. Neither is a seq this server sent.
+    """
+    if last_event_id is None or not re.fullmatch(r"[0-9]{1,18}", last_event_id):
+        return 0
+    return int(last_event_id)
 
 
 async def _messages(
