@@ -159,3 +159,10 @@ def test_a_refused_body_does_not_echo_a_secret(base: str) -> None:
     assert answer.status_code == 422 and answer.json()["error"]["code"] == "INVALID_ARGUMENT"
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "AGENT_NOT_FOUND"
     assert PHONE not in answer.text and PHONE not in unknown.text
+
+
+def test_an_error_keeps_its_hint_as_written(base: str) -> None:
+    with client(base, headers={}) as http:
+        refused = http.get("/runs")
+    assert refused.status_code == 401
+    assert "Bearer TOKEN" in refused.json()["error"]["hint"]

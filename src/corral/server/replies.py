@@ -31,12 +31,12 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
 def error_response(status: int, code: ErrorCode, message: str, hint: str | None) -> JSONResponse:
     """``{"error": {"code", "message", "hint"}}`` with ``status``.
 
-    The words are redacted like every other answer: an error may quote the request (a
-    field's name) or the run (what a store failure says had already happened).
+    The message is redacted like every other answer: it may quote the request (a field's
+    name) or the run (what a store failure says had already happened). The hint is
+    corral's own advice ("send Authorization: Bearer TOKEN"), kept as written.
     """
-    shown = redact_builtin(hint) if hint is not None else None
     return JSONResponse(
-        {"error": {"code": code.value, "message": redact_builtin(message), "hint": shown}},
+        {"error": {"code": code.value, "message": redact_builtin(message), "hint": hint}},
         status_code=status,
     )
 

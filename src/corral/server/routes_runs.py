@@ -194,11 +194,11 @@ async def _messages(
 def _error(redactor: Redactor, error: BaseException) -> dict[str, Any]:
     """The ``error`` message of a failed drive: corral's code, or none for a crash."""
     if isinstance(error, CorralError):
-        detail = {"code": error.code.value, "message": error.message, "hint": error.hint}
+        code: str | None = error.code.value
+        message, hint = redactor.text(error.message), error.hint
     else:
-        detail = {"code": None, "message": "the run stopped on an unexpected error", "hint": None}
-    shown: dict[str, Any] = redactor.value({"error": detail})
-    return shown
+        code, message, hint = None, "the run stopped on an unexpected error", None
+    return {"error": {"code": code, "message": message, "hint": hint}}
 
 
 def _event_message(redactor: Redactor, event: Event) -> dict[str, str]:
