@@ -192,10 +192,13 @@ async def _messages(
 
 
 def _error(redactor: Redactor, error: BaseException) -> dict[str, Any]:
-    """The ``error`` message of a failed drive: corral's code, or none for a crash."""
+    """The ``error`` message of a failed drive: corral's code, or none (a stop, a bug)."""
     if isinstance(error, CorralError):
         code: str | None = error.code.value
         message, hint = redactor.text(error.message), error.hint
+    elif isinstance(error, asyncio.CancelledError):  # the server is stopping
+        code, message = None, "the server stopped while the run was going"
+        hint = "POST /runs/{id}/resume with no input picks it up where its log ends"
     else:
         code, message, hint = None, "the run stopped on an unexpected error", None
     return {"error": {"code": code, "message": message, "hint": hint}}
