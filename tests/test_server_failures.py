@@ -93,8 +93,8 @@ def test_a_run_started_without_waiting_that_fails_tells_its_followers_why(
         with http.stream("GET", f"/runs/{run_id}/stream") as answer:
             messages = sse(answer.iter_lines())
             seen = [next(messages)]
-            while json.loads(seen[-1]["data"]).get("data", {}).get("step_id") != "s2":
-                seen.append(next(messages))  # s2 has started: the run waits in its tool
+            while _event(seen[-1]) != ("step_started", "s2"):
+                seen.append(next(messages))  # the write is done; the run waits in s2's tool
             broken.set()
             gate.set()
             seen += list(messages)  # the stream ends cleanly, not cut off
@@ -166,3 +166,9 @@ def test_an_error_keeps_its_hint_as_written(base: str) -> None:
         refused = http.get("/runs")
     assert refused.status_code == 401
     assert "Bearer TOKEN" in refused.json()["error"]["hint"]
+
+
+def _event(message: dict[str, str]) -> tuple[str, str | None]:
+    """An SSE event message's type and step id."""
+    event = json.loads(message["data"])
+    return event["type"], event["data"].get("step_id")

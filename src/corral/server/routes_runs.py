@@ -180,7 +180,10 @@ async def _messages(
             last = event.seq
         summary = live.summary
         if live.error is not None:  # the drive failed: say why, then what the store holds
-            yield {"event": "error", "data": json.dumps(_error(redactor, live.error))}
+            yield {
+                "event": "error",
+                "data": json.dumps(_error(redactor, live.error), ensure_ascii=False),
+            }
     try:
         events = await state.events(run_id)
     except RunNotFoundError:  # it failed before its first save: nothing of it was kept
