@@ -57,6 +57,19 @@ def test_a_wrong_token_is_refused_and_the_right_one_accepted(base: str) -> None:
     assert "申请换新" in agents.json()["agents"][0]["intents"]
 
 
+def test_the_scheme_is_read_without_regard_to_case_as_http_says(base: str) -> None:
+    """RFC 9110 §11.1: ``bearer`` and ``BEARER`` are the same scheme; the token is exact."""
+    with client(base, headers={}) as http:
+        for scheme in ("bearer", "BEARER"):
+            answer = http.get("/agents", headers={"Authorization": f"{scheme} {TOKEN}"})
+            assert answer.status_code == 200, scheme
+        assert (
+            http.get("/agents", headers={"Authorization": f"bearer {TOKEN.upper()}"}).status_code
+            == 401
+        )
+        assert http.get("/agents", headers={"Authorization": f"bearer  {TOKEN}"}).status_code == 401
+
+
 def test_401_says_the_same_for_a_run_that_exists_and_one_that_does_not(
     base: str, tmp_path: Path
 ) -> None:

@@ -6,6 +6,8 @@ Driven in process (no HTTP), with a tool that waits for the test: nothing is tim
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -67,3 +69,32 @@ async def test_an_input_refused_before_the_run_began_is_raised_and_nothing_is_li
     with pytest.raises(Exception, match="INPUT_TOO_LARGE"):
         await hub.drive(runtime.stream("go" * 100_000))
     assert runtime.store.list_runs() == []
+
+
+async def test_a_follower_of_a_run_the_stopping_server_cancels_is_told_so(tmp_path: Path) -> None:
+    """In process, over ASGI: the stream ends with an ``error`` that says how to go on."""
+    import httpx
+
+    from corral.server.app import ServerSettings, create_app
+
+    gate = asyncio.Event()  # never released: the run outlives the grace
+    agent = gated_runtime(gate).agent
+    app = create_app(ServerSettings(agents=(agent,), home=tmp_path, token="t", shutdown_grace_s=0))
+    transport = httpx.ASGITransport(app=app)
+    headers = {"Authorization": "Bearer t"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://x", headers=headers) as http:
+        started = await http.post("/agents/test/runs", json={"message": "go", "wait": False})
+        run_id = started.json()["run_id"]
+        following = asyncio.create_task(http.get(f"/runs/{run_id}/stream"))
+        live = app.state.corral.hub.live(run_id)
+        while not live.events or live.events[-1].type.value != "step_started":
+            await asyncio.sleep(0)  # the run reaches its held step
+        while not live._wake._waiters:  # the follower waits for the run's next event
+            await asyncio.sleep(0.01)
+        await app.state.corral.hub.close(0)
+        answer = await following
+    messages = [block for block in answer.text.split("\r\n\r\n") if block.strip()]
+    assert "event: error" in messages[-1]
+    error = json.loads(messages[-1].split("data: ", 1)[1])["error"]
+    assert error["code"] is None and "stopped" in error["message"]
+    assert "/resume" in error["hint"]

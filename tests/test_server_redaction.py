@@ -66,3 +66,27 @@ def test_no_answer_shows_a_secret(tmp_path: Path) -> None:
     for route, text in answers.items():
         for secret in (CUSTOMER, API_KEY, PHONE, MAIL):
             assert secret not in text, (route, secret)
+
+
+def test_a_session_id_that_is_a_phone_number_is_hidden_in_every_answer(tmp_path: Path) -> None:
+    """Teams key sessions by the customer's channel id, often a phone number or a mail."""
+
+    @tool
+    def lookup(order: str) -> Contact:
+        return Contact(customer="someone", note="ok")
+
+    agent = build_agent([lookup], [{"id": "s1", "tool": "lookup", "args": {"order": "A1"}}])
+    with serving(agent, home=tmp_path / "home") as base, client(base) as http:
+        session = f"wx-{PHONE}-{MAIL}"
+        done = http.post("/agents/test/runs", json={"message": "go", "session_id": session})
+        run_id = done.json()["run_id"]
+        answers = {
+            "start": done.text,
+            "run": http.get(f"/runs/{run_id}").text,
+            "list": http.get("/runs").text,
+            "events": http.get(f"/runs/{run_id}/events").text,
+        }
+    assert run_id in answers["list"] and '"session_id"' in answers["list"]
+    for route, text in answers.items():
+        for secret in (PHONE, MAIL):
+            assert secret not in text, (route, secret)

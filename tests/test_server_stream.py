@@ -137,3 +137,23 @@ def test_a_live_run_is_followed_to_its_end_by_several_clients(
     assert got_one[-1]["data"] == got_two[-1]["data"]
     assert json.loads(got_one[-1]["data"])["status"] == "finished"
     assert got_two[:-1] == got_one[2:-1]
+
+
+@pytest.mark.parametrize("header", [b"\xb2", b"9" * 5000, b"-3", b"abc"])
+def test_a_last_event_id_that_is_no_seq_replays_the_run_from_its_start(
+    base: str, gate: threading.Event, header: bytes
+) -> None:
+    """A proxy or a hostile client may send anything: it is no seq, so the stream starts at 0."""
+    gate.set()
+    with client(base) as http:
+        run_id = http.post("/agents/test/runs", json={"message": "go"}).json()["run_id"]
+        stored = http.get(f"/runs/{run_id}/events").json()["events"]
+        headers = [
+            (b"Authorization", http.headers["Authorization"].encode()),
+            (b"Last-Event-ID", header),
+        ]
+        with http.stream("GET", f"/runs/{run_id}/stream", headers=headers) as answer:
+            assert answer.status_code == 200
+            messages = list(sse(answer.iter_lines()))
+    assert [int(m["id"]) for m in messages[:-1]] == [e["seq"] for e in stored]
+    assert messages[-1]["event"] == "summary"

@@ -66,12 +66,13 @@ class BearerAuth:
     """Refuse, with 401, any request to a data route without ``Authorization: Bearer TOKEN``.
 
     Tokens are compared as bytes with ``hmac.compare_digest``: the time taken does not
-    tell how much of a guess was right.
+    tell how much of a guess was right. The scheme is read without regard to case, as
+    HTTP says (``bearer`` is ``Bearer``); the token must match exactly.
     """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not needs_token(scope["path"]):
@@ -82,7 +83,8 @@ class BearerAuth:
             if name == b"authorization":
                 given = value
                 break
-        if hmac.compare_digest(given, self.expected):
+        scheme, _, credentials = given.partition(b" ")
+        if scheme.lower() == b"bearer" and hmac.compare_digest(credentials, self.expected):
             await self.app(scope, receive, send)
             return
         response = error_response(

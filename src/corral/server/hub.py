@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from corral.contracts import RunSummary
+from corral.errors import CorralError
 from corral.events import Event
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -114,6 +118,7 @@ class Hub:
                 live.add(item)
         except BaseException as exc:  # the run's outcome, handed to whoever waits for it
             if live is not None:
+                _log_failure(live.run_id, exc)  # nobody may be waiting (202): the log knows
                 live.finish(None, exc)
             elif not first.done() and isinstance(exc, Exception):
                 first.set_exception(exc)
@@ -143,3 +148,15 @@ class Hub:
         for task in pending:
             with contextlib.suppress(BaseException):
                 await task
+
+
+def _log_failure(run_id: str, error: BaseException) -> None:
+    """Log a drive that failed: its code for a corral error, the traceback for a crash.
+
+    A corral error's words may quote the run (a tool's result), so only its code is
+    logged; followers get the redacted words on the stream.
+    """
+    if isinstance(error, CorralError):
+        logger.error("run %s failed: %s", run_id, error.code.value)
+    elif isinstance(error, Exception):
+        logger.error("run %s failed", run_id, exc_info=error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from corral.errors import CorralError, ErrorCode
+from corral.observe.redact import redact_builtin
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.UNAUTHORIZED: 401,
@@ -28,9 +29,15 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
 
 
 def error_response(status: int, code: ErrorCode, message: str, hint: str | None) -> JSONResponse:
-    """``{"error": {"code", "message", "hint"}}`` with ``status``."""
+    """``{"error": {"code", "message", "hint"}}`` with ``status``.
+
+    The message is redacted like every other answer: it may quote the request (a field's
+    name) or the run (what a store failure says had already happened). The hint is
+    corral's own advice ("send Authorization: Bearer TOKEN"), kept as written.
+    """
     return JSONResponse(
-        {"error": {"code": code.value, "message": message, "hint": hint}}, status_code=status
+        {"error": {"code": code.value, "message": redact_builtin(message), "hint": hint}},
+        status_code=status,
     )
 
 

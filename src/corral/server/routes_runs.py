@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -17,9 +18,10 @@ from fastapi import Depends, Header, Query
 from starlette.responses import Response
 
 from corral.contracts import RunSummary
+from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event, ModelCall
 from corral.observe.logs import model_call_brief
-from corral.observe.redact import Redactor, redactor_for
+from corral.observe.redact import Redactor, redact_builtin, redactor_for
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
@@ -87,6 +89,9 @@ async def runs(
         offset=offset,
     )
     page, next_offset = await asyncio.to_thread(list_runs, state.store, wanted)
+    for row in page:  # a session id may be the customer's phone or mail: redact as elsewhere
+        if row["session_id"] is not None:
+            row["session_id"] = redact_builtin(row["session_id"])
     return {"runs": page, "next_offset": next_offset}
 
 
@@ -135,12 +140,23 @@ async def stream(
     """
     from sse_starlette import EventSourceResponse
 
-    resumed_at = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    resumed_at = _seq(last_event_id)
     start = max(after_seq, resumed_at)
     checked_run_id(run_id)
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
     return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
+
+
+def _seq(last_event_id: str | None) -> int:
+    """The seq a reconnecting client last saw; 0 (from the start) for anything else.
+
+    ``str.isdigit`` is not enough: it accepts ``²``, and a seq of thousands of digits is
+    beyond what ``int`` parses. Neither is a seq this server sent.
+    """
+    if last_event_id is None or not re.fullmatch(r"[0-9]{1,18}", last_event_id):
+        return 0
+    return int(last_event_id)
 
 
 async def _messages(
@@ -160,11 +176,32 @@ async def _messages(
             yield _event_message(redactor, event)
             last = event.seq
         summary = live.summary
-    events = await state.events(run_id)
+        if live.error is not None:  # the drive failed: say why, then what the store holds
+            yield {
+                "event": "error",
+                "data": json.dumps(_error(redactor, live.error), ensure_ascii=False),
+            }
+    try:
+        events = await state.events(run_id)
+    except RunNotFoundError:  # it failed before its first save: nothing of it was kept
+        return
     if summary is None:
         summary = summarize_run(fold(run_id, events))
     shown = redactor_for(events).value(summary.model_dump(mode="json"))
     yield {"event": "summary", "data": json.dumps(shown, ensure_ascii=False)}
+
+
+def _error(redactor: Redactor, error: BaseException) -> dict[str, Any]:
+    """The ``error`` message of a failed drive: corral's code, or none (a stop, a bug)."""
+    if isinstance(error, CorralError):
+        code: str | None = error.code.value
+        message, hint = redactor.text(error.message), error.hint
+    elif isinstance(error, asyncio.CancelledError):  # the server is stopping
+        code, message = None, "the server stopped while the run was going"
+        hint = "POST /runs/{id}/resume with no input picks it up where its log ends"
+    else:
+        code, message, hint = None, "the run stopped on an unexpected error", None
+    return {"error": {"code": code, "message": message, "hint": hint}}
 
 
 def _event_message(redactor: Redactor, event: Event) -> dict[str, str]:
