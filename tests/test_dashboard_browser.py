@@ -421,7 +421,7 @@ def test_stats_page(served: Served, page: Any) -> None:
         for el in page.locator(".chart[data-drawn]").all()
     }
     assert "execute" in charts["chart-stages"]  # stage durations
-    assert "create_exchange_order" in charts["chart-tools"]  # tool success rates
+    assert "query_order" in charts["chart-tools"]  # tool success rates (every scenario reads)
     assert charts["chart-reasons"] == ["POLICY_HANDOFF"]  # the complaint's handoff
     assert charts["chart-over-time"]  # runs over time
     shot(page, "stats")
