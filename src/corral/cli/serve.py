@@ -6,6 +6,7 @@ FastAPI and uvicorn come with ``corral[server]`` and are imported inside the com
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -51,5 +52,8 @@ def serve(
     where = "CORRAL_API_TOKEN" if token.file is None else str(token.file)
     err_console.print(f"corral serve: {', '.join(a.name for a in agents)} on http://{host}:{port}")
     err_console.print(f"token: {where}")
-    err_console.print(f"dashboard: http://{host}:{port}/ui/#token={token.value}", soft_wrap=True)
+    # The token goes into the address only on a terminal: stderr that is a pipe or a file
+    # ends up in log collectors (journald, docker logs), where a token must not be.
+    signed_in = f"#token={token.value}" if sys.stderr.isatty() else ""
+    err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
     serve_until_stopped(server_app, host, port, settings.shutdown_grace_s)
