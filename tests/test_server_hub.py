@@ -94,7 +94,10 @@ async def test_a_follower_of_a_run_the_stopping_server_cancels_is_told_so(tmp_pa
         await app.state.corral.hub.close(0)
         answer = await following
     messages = [block for block in answer.text.split("\r\n\r\n") if block.strip()]
-    assert "event: error" in messages[-1]
-    error = json.loads(messages[-1].split("data: ", 1)[1])["error"]
+    assert "event: error" in messages[-2]
+    error = json.loads(messages[-2].split("data: ", 1)[1])["error"]
     assert error["code"] is None and "stopped" in error["message"]
     assert "/resume" in error["hint"]
+    # the stopped run stored what it had done: the stream ends with it, resumable
+    assert "event: summary" in messages[-1]
+    assert json.loads(messages[-1].split("data: ", 1)[1])["status"] == "executing"

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from corral import Agent, Runtime, SqlStore
+from corral import Agent, Runtime, SqlStore, parse_config, tool
 from corral.contracts import EventType, RunStatus, RunSummary
 from corral.effects import FixedEffects
 from corral.errors import InputTooLargeError, RunNotFoundError
 from corral.events import Event
 from corral.store.memory import MemoryStore
 from tests.helpers import exchange_count
+from tests.one_intent import one_intent
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 REPAIR = "订单 HD20240501 的打印机坏了，要报修"
@@ -97,3 +100,42 @@ async def test_leaving_the_loop_early_cancels_the_run_which_resume_then_finishes
         done = await runtime.resume(paused.run_id, wait_s=2.0)
     assert done.status is RunStatus.FINISHED
     assert exchange_count(aftersales) == 1
+
+
+class Looked(BaseModel):
+    n: int
+
+
+async def test_a_run_stopped_before_its_first_save_is_stored_and_resumes(tmp_path: Path) -> None:
+    """A stop (a consumer leaving, a server shutting down) stores what the run did.
+
+    The read waits on a gate, so the run is stopped before any durability point; it used
+    to leave nothing (``RUN_NOT_FOUND`` for a run id the caller had seen).
+    """
+    gate = asyncio.Event()
+
+    @tool
+    async def look(n: int) -> Looked:
+        """A read that waits until the test opens the gate."""
+        await gate.wait()
+        return Looked(n=n)
+
+    agent = Agent.build(
+        parse_config(one_intent("go", steps=[{"id": "s1", "tool": "look", "args": {"n": 1}}])),
+        [look],
+    )
+    runtime = Runtime(agent, SqlStore.open(tmp_path / "corral.db"), effects=FixedEffects())
+    stream = runtime.stream("go")
+    seen: list[Event] = []
+    async for item in stream:
+        assert isinstance(item, Event)
+        seen.append(item)
+        if item.type is EventType.STEP_STARTED:  # the read has begun, and waits
+            break
+    await stream.aclose()
+    run_id = seen[0].run_id
+    stored = await runtime.events(run_id)
+    assert [e.seq for e in stored] == [e.seq for e in seen]  # every event it had applied
+    gate.set()
+    done = await runtime.resume(run_id, wait_s=2.0)
+    assert done.status is RunStatus.FINISHED

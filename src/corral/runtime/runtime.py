@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
@@ -163,7 +164,7 @@ class Runtime:
 
         Events come in ``seq`` order as the run applies them (before they are stored, so
         a consumer sees progress between durability points). Leaving the loop early
-        cancels the run as a crash would; ``resume`` finishes it from what was stored.
+        cancels the run, which stores what it had done; ``resume`` finishes it.
         """
         return event_stream(partial(self._handle_message, message, session_id))
 
@@ -488,13 +489,32 @@ class Runtime:
             persist,
             earlier_owner_may_live=held.earlier_owner_may_live,
         )
-        await loop.drive()
+        try:
+            await loop.drive()
+        except asyncio.CancelledError:
+            await self._keep_after_cancel(persist)
+            raise
         summary = await self._persist(journal, held.lease, release=True)
         held.released = True
         state = journal.state
         if state.session_id:
             await self._io(self._update_session, state)
         return summary or summarize_run(state)
+
+    @staticmethod
+    async def _keep_after_cancel(persist: Callable[[], Awaitable[None]]) -> None:
+        """Store what a cancelled run did (a server stopping, a stream's consumer leaving).
+
+        Only when this run's own task was cancelled: a cancellation that merely travels up
+        from a step's task is not a stop. Without this, a stop before the first durability
+        point lost the run, and a write that had returned was settled on resume as an
+        unknown outcome. A second cancel or a store failure leaves it as a crash would.
+        """
+        task = asyncio.current_task()
+        if task is None or not task.cancelling():
+            return
+        with suppress(asyncio.CancelledError, StoreError):
+            await asyncio.shield(persist())
 
     async def _persist(
         self, journal: Journal, lease: Lease, *, release: bool = False

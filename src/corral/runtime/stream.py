@@ -35,8 +35,8 @@ async def event_stream(
 
     An error that ends the run (a store failure, an input refused before the run began)
     is raised from the iterator after the events that came before it. Leaving the loop
-    early cancels the run, as a crash of the process would: what was stored stays, and
-    ``Runtime.resume`` picks the run up where its log ends.
+    early cancels the run, which stores the events it had applied, and ``Runtime.resume``
+    picks the run up where its log ends.
     """
     queue: asyncio.Queue[Event | _Ended] = asyncio.Queue()
     driver = asyncio.ensure_future(drive(queue.put_nowait))
