@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -147,6 +148,9 @@ class Runtime:
         self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self._store_threads: ThreadPoolExecutor | None = None
+        self._sessions = threading.Lock()
+        """Serialises this runtime's session updates (read, merge, write), which run in the
+        store's threads: two runs of one session ending together must both keep their turn."""
         self._redact: dict[str, list[str]] | None = None
         """The agent's redaction spec (the agent is frozen): computed once, not per run."""
 
@@ -599,6 +603,10 @@ class Runtime:
             self.tracer.export(stored, self.sampling)
 
     def _update_session(self, state: RunState) -> None:
+        with self._sessions:
+            self._merge_into_session(state)
+
+    def _merge_into_session(self, state: RunState) -> None:
         assert state.session_id is not None
         now = self.effects.now()
         existing = self.store.get_session(state.session_id, now)
