@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
@@ -30,10 +31,8 @@ class MeetingStore(SqlStore):
         self.reads += 1
         found = super().get_session(session_id, now)
         if self.reads > 2:  # the first two are the runs' starts
-            try:
+            with suppress(threading.BrokenBarrierError):
                 self.meeting.wait()  # both have read before either writes
-            except threading.BrokenBarrierError:
-                pass
         return found
 
 
