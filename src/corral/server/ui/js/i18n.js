@@ -75,6 +75,7 @@ const LABELS = {
   "run.summary": ["Summary", "概要"],
   "run.outcome": ["outcome", "结果"],
   "run.error_code": ["error code", "错误码"],
+  "run.stream_error": ["The run stopped with an error", "运行因错误中止"],
   "run.agent": ["agent", "智能体"],
   "run.trace": ["trace", "追踪 ID"],
   "run.model_calls": ["Model calls", "模型调用"],

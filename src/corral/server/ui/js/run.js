@@ -59,7 +59,9 @@ async function live(page) {
   const note = page.view.querySelector("#live-note");
   if (note) note.hidden = false;
   let pending = null;
+  let stopped = null;
   const onEvent = (name, data) => {
+    if (name === "error") stopped = data.error; // the run failed or the server stopped it
     if (name !== "event" || data.seq <= (page.events.at(-1)?.seq ?? 0)) return;
     page.events.push(data);
     pending =
@@ -85,6 +87,10 @@ async function live(page) {
     page.following = false;
   }
   if (!page.signal.aborted) await load(page); // show the run as it now stands
+  if (stopped && !page.signal.aborted) {
+    const hint = stopped.hint ? ` (${stopped.hint})` : "";
+    page.view.prepend(h("p", { class: "error", id: "stream-error" }, `${t("run.stream_error")}: ${stopped.code ?? ""} ${stopped.message}${hint}`));
+  }
 }
 
 function liveFailed(page, err) {
