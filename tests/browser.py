@@ -63,15 +63,21 @@ class Served:
 
 
 @contextmanager
-def serving(*agent_dirs: Path, home: Path, token: str = "dashboard-test-token") -> Iterator[Served]:
-    """``corral serve`` of ``agent_dirs`` over ``home`` until the block ends."""
+def serving(
+    *agent_dirs: Path,
+    home: Path,
+    token: str = "dashboard-test-token",
+    env: dict[str, str] | None = None,
+) -> Iterator[Served]:
+    """``corral serve`` of ``agent_dirs`` over ``home`` until the block ends (``env``: more
+    variables for the server, e.g. ``OTEL_TRACES_EXPORTER``; its output is ``home/serve.log``)."""
     port = free_port()
     extra = [arg for folder in agent_dirs[1:] for arg in ("--agent", str(folder))]
     log = (home / "serve.log").open("wb")
     command = [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra]
     process = subprocess.Popen(
         [*command, "--host", "127.0.0.1", "--port", str(port), "--home", str(home)],
-        env={**os.environ, "CORRAL_API_TOKEN": token},
+        env={**os.environ, "CORRAL_API_TOKEN": token, **(env or {})},
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=ROOT,
