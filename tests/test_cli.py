@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from corral.observe.trace_ids import otel_trace_id
 from tests.conftest import AFTERSALES, ROOT
 from tests.helpers import corral_cli
 
@@ -202,7 +203,7 @@ def test_traces_filter_by_stage_and_level(tmp_path: Path) -> None:
     assert all(
         len(line["input_summary"]) <= 200 and len(line["output_summary"]) <= 200 for line in lines
     )
-    otel_id = paused["trace_id"].removeprefix("trace_").rjust(32, "0")  # the OTel trace id
+    otel_id = otel_trace_id(paused["trace_id"])  # the OTel trace id
     assert {line["trace_id"] for line in lines} == {otel_id}
     execute = [
         json.loads(x)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
+from corral.observe.trace_ids import corral_trace_id
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli
 
@@ -99,8 +101,9 @@ def test_the_file_is_exactly_what_traces_read_from_the_store(tmp_path: Path) -> 
     corral_cli(tmp_path, "resume", paused["run_id"], "--approve")
     log = tmp_path / "logs" / f"{paused['run_id']}.jsonl"
     written = log.read_text("utf-8")
-    hex_digits = paused["trace_id"].removeprefix("trace_")  # the log shows the OTel form
-    assert {json.loads(line)["trace_id"] for line in written.splitlines()} == {
-        hex_digits.rjust(32, "0")
-    }
+    shown = {json.loads(line)["trace_id"] for line in written.splitlines()}
+    assert len(shown) == 1  # one OTel trace id for the whole run, which leads back to it
+    (otel_id,) = shown
+    assert re.fullmatch(r"[0-9a-f]{32}", otel_id)
+    assert corral_trace_id(otel_id) == paused["trace_id"]
     assert written == corral_cli(tmp_path, "traces", paused["run_id"], "--json").stdout

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from corral.observe.trace_ids import otel_trace_id
 from tests.conftest import AFTERSALES, ROOT
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
@@ -123,9 +124,7 @@ def test_otlp_over_http_reaches_a_collector_with_the_genai_attributes(
             for scope_spans in resource_spans.scope_spans:
                 spans.extend(scope_spans.spans)
     assert services == {"aftersales-desk"}
-    assert {span.trace_id.hex() for span in spans} == {
-        paused["trace_id"].removeprefix("trace_").rjust(32, "0")
-    }
+    assert {span.trace_id.hex() for span in spans} == {otel_trace_id(paused["trace_id"])}
     assert len({span.span_id for span in spans}) == len(spans)
     by_name = {span.name: span for span in spans}
     run = by_name["invoke_agent aftersales"]

@@ -28,6 +28,7 @@ from corral import (
 from corral.errors import ErrorCode, StoreCorruptError
 from corral.events import Event, PlanCreated, StepFinished, ToolAttempt
 from corral.observe.logs import log_records
+from corral.observe.trace_ids import otel_trace_id
 from corral.observe.tree import run_tree
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
@@ -100,7 +101,7 @@ def test_a_log_written_before_format_2_renders_logs_and_replays(tmp_path: Path) 
     events = store.load_events(run_id)
     lines = log_records(events)
     assert [line["event"] for line in lines] == [e.type.value for e in events]
-    assert {line["trace_id"] for line in lines} == {"0" * 31 + "2"}  # OTel form of trace_000002
+    assert {line["trace_id"] for line in lines} == {otel_trace_id("trace_000002")}  # OTel form
     finished = [line for line in lines if line["event"] == "step_finished"]
     assert [line["level"] for line in finished] == ["info"] * 5
     tree = run_tree(fold(run_id, events), events=events)

@@ -258,7 +258,10 @@ def traces(
         str | None, typer.Argument(help="A run; without it, the runs the filters find")
     ] = None,
     run: Annotated[str | None, typer.Option("--run", help="This run (as RUN_ID)")] = None,
-    trace: Annotated[str | None, typer.Option("--trace", help="The run of this trace id")] = None,
+    trace: Annotated[
+        str | None,
+        typer.Option("--trace", help="The run of this trace id (corral's, or the OTel one)"),
+    ] = None,
     session: Annotated[str | None, typer.Option("--session", help="Runs of this session")] = None,
     intent: Annotated[str | None, typer.Option("--intent", help="Runs of this intent")] = None,
     stage: Annotated[str | None, typer.Option("--stage", help="Only this stage")] = None,
@@ -289,6 +292,7 @@ def traces(
     """
     from corral.contracts import RunStatus
     from corral.observe.logs import LEVELS
+    from corral.observe.trace_ids import corral_trace_id
 
     if level is not None and level not in LEVELS:
         raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
@@ -306,7 +310,7 @@ def traces(
         folder,
         {
             "run_id": _run_id(target) if target is not None else None,
-            "trace_id": trace,
+            "trace_id": corral_trace_id(trace) if trace is not None else None,
             "session_id": session,
             "intent": intent,
             "status": status,
