@@ -217,3 +217,22 @@ def test_a_new_runs_first_save_takes_the_lease_and_the_last_releases_it(store: S
     store.acquire_lease(Lease(rid, "other"))
     with pytest.raises(LeaseLostError):  # "new run" never overrides a live owner
         store.save(record(rid), events(rid, 3, 1), lease=creating)
+
+
+def test_a_renewal_after_a_new_runs_only_save_released_it_does_not_take_it_again(
+    store: Store,
+) -> None:
+    """A heartbeat that renews just after a run's one and final save must not revive it.
+
+    A run that pauses or ends before any other save releases its lease in that save,
+    while its lease still says "new run"; a renewal in flight then found no lease row and
+    created one, so the next ``resume`` got ``RUN_BUSY`` for a whole lease time.
+    """
+    rid = run_id()
+    creating = Lease(rid, "creator", new_run=True)
+    store.renew_lease(creating)  # before the first save: a new run's lease may be made
+    store.save(record(rid, "awaiting_confirm"), events(rid, 1, 1), lease=creating, release=True)
+    with pytest.raises(LeaseLostError):
+        store.renew_lease(creating)
+    assert store.lease_holder(rid) is None
+    store.acquire_lease(Lease(rid, "resumer"))  # the approval goes through at once

@@ -113,7 +113,9 @@ class MemoryStore:
     def renew_lease(self, lease: Lease) -> None:
         """Extend the lease, or ``LeaseLostError``."""
         held = self.leases.get(lease.run_id)
-        creating = held is None and lease.new_run
+        # a new run's lease is made here only until its run exists: after that, no row
+        # means its one save released it, and a late heartbeat must not take it again
+        creating = held is None and lease.new_run and lease.run_id not in self.runs
         if not creating and (held is None or held[0] != lease.owner or held[1] <= time.time()):
             raise LeaseLostError(f"this owner no longer holds the lease on run {lease.run_id}")
         self.leases[lease.run_id] = (lease.owner, time.time() + lease.ttl_s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
 import weakref
@@ -168,13 +169,34 @@ _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 _PREVIOUS_EVENT = projection.previous_event(events)
 
 
+_BUSY_MS = 10_000
+"""How long a SQLite connection waits for another process's lock."""
+
+
+def _use_wal(cursor: Any) -> None:
+    """Put the file in WAL mode, once, whichever of many new processes comes first.
+
+    The mode is the file's: it stays once set. Setting it needs the file to itself, and
+    SQLite answers "database is locked" at once instead of waiting for the busy timeout,
+    so sixteen processes opening a new home together failed now and then: wait here.
+    """
+    deadline = time.monotonic() + _BUSY_MS / 1000
+    while cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     """Per connection: wait for locks, WAL, and let ``_sqlite_begin`` issue BEGIN itself."""
     dbapi_connection.isolation_level = None  # the driver's own lazy BEGIN is not IMMEDIATE
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=10000")  # first: a concurrent first open waits
+    cursor.execute(f"PRAGMA busy_timeout={_BUSY_MS}")  # first: a concurrent first open waits
     if cursor.execute("PRAGMA query_only").fetchone()[0] == 0:
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _use_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.close()
 
@@ -372,7 +394,9 @@ class SqlStore:
     def _fence(self, conn: Connection, lease: Lease, release: bool = False) -> None:
         """Inside a write transaction: go on only while ``lease`` is held; extend it."""
         row = self._locked_lease(conn, lease.run_id)
-        creating = row is None and lease.new_run
+        # a new run's lease is made here only until its run exists: after that, no row
+        # means its one save released it, and a late heartbeat must not take it again
+        creating = row is None and lease.new_run and not self._stored(conn, lease.run_id)
         if not creating and (row is None or row.owner != lease.owner or row.expires_at <= _now()):
             raise LeaseLostError(
                 f"this process no longer holds the lease on run {lease.run_id}",
@@ -382,6 +406,12 @@ class SqlStore:
             conn.execute(_DELETE_LEASE, {"b_run_id": lease.run_id})
         else:
             self._take(conn, lease, row)
+
+    @staticmethod
+    def _stored(conn: Connection, run_id: str) -> bool:
+        """Whether the run's row exists (read inside the caller's transaction)."""
+        found = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).first()
+        return found is not None
 
     def release_lease(self, lease: Lease) -> None:
         """Delete the lease row if we still own it."""
