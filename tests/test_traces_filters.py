@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from corral import Runtime, load_agent
+from corral.observe.trace_ids import otel_trace_id
 from corral.store.sql import SqlStore
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
@@ -86,6 +87,8 @@ def test_each_filter_excludes_what_it_should(
 
 def test_trace_and_run_name_one_run(home: Home) -> None:
     assert runs_in(home, "--trace", home.trace) == {home.exchange}
+    # the OTel form, as a trace viewer or the JSONL log shows it, finds the same run
+    assert runs_in(home, "--trace", otel_trace_id(home.trace)) == {home.exchange}
     assert runs_in(home, "--run", home.greeting, "--since", "1h") == {home.greeting}
     assert runs_in(home, home.exchange, "--status", "finished") == set()
 
