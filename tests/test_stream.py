@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, Runtime, SqlStore, parse_config, tool
+from corral import Agent, Runtime, SqlStore, ToolContext, ToolPolicy, parse_config, tool
 from corral.contracts import EventType, RunStatus, RunSummary
 from corral.effects import FixedEffects
 from corral.errors import InputTooLargeError, RunNotFoundError
 from corral.events import Event
 from corral.store.memory import MemoryStore
-from tests.helpers import exchange_count
+from tests.helpers import build_agent, exchange_count
 from tests.one_intent import one_intent
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
@@ -139,3 +140,50 @@ async def test_a_run_stopped_before_its_first_save_is_stored_and_resumes(tmp_pat
     gate.set()
     done = await runtime.resume(run_id, wait_s=2.0)
     assert done.status is RunStatus.FINISHED
+
+
+class Refunded(BaseModel):
+    ref: str
+
+
+async def test_a_write_still_running_when_the_run_is_stopped_is_not_settled_as_not_applied(
+    tmp_path: Path,
+) -> None:
+    """A stop cannot end a sync write's thread: its effect may still come after the stop.
+
+    The stopped run must not let a resume take "not found" as proof that the write never
+    acted (it used to release its lease as a clean end, and the write, found nowhere yet,
+    was settled as not applied just before its thread made it). The lease is left to
+    expire instead, and the write is handed to a person as ``OUTCOME_UNKNOWN``.
+    """
+    made: dict[str, str] = {}
+    entered, finish, acted = asyncio.Event(), threading.Event(), threading.Event()
+    loop = asyncio.get_running_loop()
+
+    def find(ctx: ToolContext) -> Refunded | None:
+        ref = made.get(ctx.idempotency_key)
+        return Refunded(ref=ref) if ref else None
+
+    @tool(policy=ToolPolicy(kind="write", timeout_s=60), reconcile=find)
+    def refund(ctx: ToolContext) -> Refunded:
+        """A sync write that acts only once the test lets it: after the stop."""
+        loop.call_soon_threadsafe(entered.set)
+        finish.wait(30)
+        made[ctx.idempotency_key] = "R1"
+        acted.set()
+        return Refunded(ref="R1")
+
+    agent = build_agent([refund], [{"id": "s1", "tool": "refund"}])
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(agent, store, effects=FixedEffects(), lease_ttl_s=0.05)
+    stream = runtime.stream("go")
+    first = await anext(stream)
+    assert isinstance(first, Event)
+    await entered.wait()  # the write's thread runs
+    await stream.aclose()  # the consumer leaves: the run is stopped
+    done = await runtime.resume(first.run_id, wait_s=5.0)
+    finish.set()  # the thread the stop could not end makes the write
+    assert await asyncio.to_thread(acted.wait, 30)
+    step = done.steps[0]
+    assert step.error_code == "OUTCOME_UNKNOWN", (step.status, step.error_code, done.outcome)
+    assert made  # it did act: "not applied" would have been a false claim

@@ -54,6 +54,9 @@ class Held:
     released: bool = False
     earlier_owner_may_live: bool = False
     """Taken over from an owner whose lease expired but whose death was not proven."""
+    left_to_expire: bool = False
+    """Not released at the end: a write of the stopped drive may still act (a thread
+    outlives a cancel), so whoever takes the run over must know the owner may live."""
 
 
 class Ownership:
@@ -116,7 +119,7 @@ class Ownership:
             first_beat.cancel()
             for beat in beats:
                 beat.cancel()
-            if not held.released:
+            if not (held.released or held.left_to_expire):
                 with suppress(StoreError):  # it expires by itself; the outcome is decided
                     await self.io(self.store.release_lease, lease)
 

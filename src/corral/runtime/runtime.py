@@ -497,6 +497,7 @@ class Runtime:
             await loop.drive()
         except asyncio.CancelledError:
             await self._keep_after_cancel(persist)
+            held.left_to_expire = self._write_in_flight(journal.state)
             raise
         summary = await self._persist(journal, held.lease, release=True)
         held.released = True
@@ -519,6 +520,18 @@ class Runtime:
             return
         with suppress(asyncio.CancelledError, StoreError):
             await asyncio.shield(persist())
+
+    def _write_in_flight(self, state: RunState) -> bool:
+        """Whether a write was entered and not settled: a stop cannot end its thread.
+
+        Its effect may then come after the stop, so a resume must not take "not found"
+        for proof that it never acted: the stopped drive leaves its lease to expire.
+        """
+        return any(
+            step.status is StepStatus.RUNNING
+            and self.agent.tools.write(step.tool_used or "") is not None
+            for step in state.steps.values()
+        )
 
     async def _persist(
         self, journal: Journal, lease: Lease, *, release: bool = False
