@@ -6,11 +6,13 @@ CORRAL_REQUIRE_PG=1 (or CORRAL_REQUIRE_ALL=1) a missing server is a failure, not
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from corral import Event, EventType, HandoffPacket
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.store.base import Lease, RunRecord, SessionRecord, Store
 from corral.store.sql import SqlStore
+from tests.extras import postgres_url
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -236,3 +239,45 @@ def test_a_renewal_after_a_new_runs_only_save_released_it_does_not_take_it_again
         store.renew_lease(creating)
     assert store.lease_holder(rid) is None
     store.acquire_lease(Lease(rid, "resumer"))  # the approval goes through at once
+
+
+def test_on_postgresql_a_renewal_during_a_new_runs_only_save_does_not_revive_its_lease(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The heartbeat's renewal may run while the run's one save is still uncommitted.
+
+    PostgreSQL's read committed hides the save's run row from it, and no row lock stands
+    between them (neither holds a lease row), so the check "no run yet" passed and the
+    renewal made a lease that outlived the save that released it: ``RUN_BUSY`` on the
+    next resume for a whole lease time. A renewal before the first save makes nothing.
+    """
+    sql = SqlStore.open(postgres_url())
+    rid = run_id()
+    creating = Lease(rid, "creator", new_run=True)
+    in_save, renewed = threading.Event(), threading.Event()
+    project = SqlStore._project
+
+    def held_open(self: SqlStore, *args: Any) -> None:  # the save's last statement
+        project(self, *args)
+        in_save.set()
+        renewed.wait(30)
+
+    monkeypatch.setattr(SqlStore, "_project", held_open)
+    saving = threading.Thread(
+        target=sql.save,
+        args=(record(rid, "awaiting_confirm"), events(rid, 1, 1)),
+        kwargs={"lease": creating, "release": True},
+    )
+    saving.start()
+    try:
+        try:
+            assert in_save.wait(30)
+            sql.renew_lease(creating)  # the heartbeat, while the save is open
+        finally:
+            renewed.set()
+            saving.join(30)
+        assert [e.seq for e in sql.load_events(rid)] == [1]
+        assert sql.lease_holder(rid) is None
+        sql.acquire_lease(Lease(rid, "resumer"))  # the approval goes through at once
+    finally:
+        sql.engine.dispose()

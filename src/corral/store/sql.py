@@ -389,10 +389,17 @@ class SqlStore:
     def renew_lease(self, lease: Lease) -> None:
         """Extend the lease; ``LeaseLostError`` if another owner took it."""
         with self._faults(lease.run_id, "renewing the run's lease"), self._write() as conn:
-            self._fence(conn, lease)
+            self._fence(conn, lease, renewal=True)
 
-    def _fence(self, conn: Connection, lease: Lease, release: bool = False) -> None:
-        """Inside a write transaction: go on only while ``lease`` is held; extend it."""
+    def _fence(
+        self, conn: Connection, lease: Lease, release: bool = False, *, renewal: bool = False
+    ) -> None:
+        """Inside a write transaction: go on only while ``lease`` is held; extend it.
+
+        A ``renewal`` of a new run's lease before its first save makes no row: that save
+        takes it. Under read committed a renewal cannot see a save still in flight, and a
+        row it made would outlive the save that released the lease.
+        """
         row = self._locked_lease(conn, lease.run_id)
         # a new run's lease is made here only until its run exists: after that, no row
         # means its one save released it, and a late heartbeat must not take it again
@@ -404,7 +411,7 @@ class SqlStore:
             )
         if release:
             conn.execute(_DELETE_LEASE, {"b_run_id": lease.run_id})
-        else:
+        elif not (creating and renewal):
             self._take(conn, lease, row)
 
     @staticmethod
