@@ -252,3 +252,22 @@ def test_replay_of_a_paused_and_approved_run_takes_the_same_path(tmp_path: Path)
     assert report["same_path"] is True and report["original_events"] > 30
     assert exchanges(tmp_path) == 1  # the replay wrote nothing
     assert "same path" in corral(tmp_path, "replay", paused["run_id"]).stdout
+
+
+def test_runs_on_a_home_without_a_database_lists_none_and_returns(tmp_path: Path) -> None:
+    """A missing file reads as an empty store in memory, which has no WAL to wait for.
+
+    The wait for WAL mode (many processes opening a new home) looped for ever on it, so
+    ``corral runs`` before the first run never returned.
+    """
+    home = tmp_path / "home"
+    done = subprocess.run(
+        [sys.executable, "-m", "corral", "runs", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    assert not (home / "corral.db").exists()  # reading made nothing

@@ -188,6 +188,8 @@ def _use_wal(cursor: Any) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
+        else:  # WAL now, or a database that has no WAL (in memory): it keeps its mode
+            return
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
