@@ -187,3 +187,44 @@ async def test_a_write_still_running_when_the_run_is_stopped_is_not_settled_as_n
     step = done.steps[0]
     assert step.error_code == "OUTCOME_UNKNOWN", (step.status, step.error_code, done.outcome)
     assert made  # it did act: "not applied" would have been a false claim
+
+
+async def test_a_stopped_run_stops_the_steps_it_was_running_beside_each_other(
+    tmp_path: Path,
+) -> None:
+    """Steps that run side by side are tasks of their own: a stop must end them too.
+
+    The run's task stopped, but its steps' tasks ran on: an async write that a stop
+    would have cancelled made its effect after the stop, and nothing recorded it.
+    """
+    made: list[str] = []
+    gate, entered, ended = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def look(n: int) -> Looked:
+        """A read that waits until the test opens the gate."""
+        await gate.wait()
+        return Looked(n=n)
+
+    @tool(policy=ToolPolicy(kind="write"))
+    async def charge(ctx: ToolContext) -> Refunded:
+        """An async write, stopped (cancelled) or, once the gate opens, made."""
+        entered.set()
+        try:
+            await gate.wait()
+            made.append(ctx.idempotency_key)
+            return Refunded(ref="C1")
+        finally:
+            ended.set()
+
+    steps = [{"id": "s1", "tool": "look", "args": {"n": 1}}, {"id": "s2", "tool": "charge"}]
+    agent = build_agent([look, charge], steps)
+    runtime = Runtime(agent, SqlStore.open(tmp_path / "corral.db"), effects=FixedEffects())
+    stream = runtime.stream("go")
+    assert isinstance(await anext(stream), Event)
+    await entered.wait()  # both steps run, each in its task
+    await stream.aclose()  # the run is stopped
+    gate.set()
+    async with asyncio.timeout(30):
+        await ended.wait()
+    assert made == []

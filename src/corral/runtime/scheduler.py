@@ -105,26 +105,15 @@ class Scheduler:
         if self.state.status is RunStatus.DECIDING:
             self.journal.transition(RunStatus.EXECUTING, "dispatching steps")
         await self._settle_interrupted_writes()
-        while True:
-            self._mark_blocked()
-            self._stop_on_model_budget()
-            if self.stop is None:
-                for step_id in self._ready():
-                    await self._gate_and_dispatch(step_id)
-                    if self.state.status.paused or self.stop is not None:
-                        break
-            if await self._ran_alone():
-                continue
-            self._start_queued()
-            if self.state.status.paused and not self.running:
+        try:
+            if await self._dispatch_until_settled():
                 return
-            if not self.running:
-                break
-            done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
-            # In dispatch order, not the set's: the log must not depend on task addresses.
-            for task in [task for task in self.running if task in done]:
-                step_id = self.running.pop(task)
-                await self._complete(step_id, task.result())
+        except BaseException:  # a stop or a crash: the steps' own tasks end with the run
+            for task in self.running:
+                task.cancel()
+            for call in self.queued.values():
+                call.close()
+            raise
         self._mark_blocked()
         self._stop_on_model_budget()
         if self.stop is None and await self._replanned():
@@ -139,6 +128,29 @@ class Scheduler:
             reply = await model_reply(self.loop)
         self._stop_on_model_budget()
         conclude(self.loop, self.stop, reply)
+
+    async def _dispatch_until_settled(self) -> bool:
+        """Decide and run steps until nothing is ready or running; ``True``: it paused."""
+        while True:
+            self._mark_blocked()
+            self._stop_on_model_budget()
+            if self.stop is None:
+                for step_id in self._ready():
+                    await self._gate_and_dispatch(step_id)
+                    if self.state.status.paused or self.stop is not None:
+                        break
+            if await self._ran_alone():
+                continue
+            self._start_queued()
+            if self.state.status.paused and not self.running:
+                return True
+            if not self.running:
+                return False
+            done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+            # In dispatch order, not the set's: the log must not depend on task addresses.
+            for task in [task for task in self.running if task in done]:
+                step_id = self.running.pop(task)
+                await self._complete(step_id, task.result())
 
     async def _ran_alone(self) -> bool:
         """Run the round's only call in this task when nothing else runs.
