@@ -321,3 +321,37 @@ async def test_the_heartbeat_fences_strictly_once_a_new_runs_row_exists() -> Non
             await renewed.wait()
         # it must not have taken the lease back (the raw row: an expiry hides nothing)
         assert "run_new" not in store.leases
+
+
+async def test_a_resume_cancelled_while_taking_the_lease_leaves_the_run_free(
+    tmp_path: Path,
+) -> None:
+    """The store takes the lease in its thread, which a cancel cannot stop.
+
+    A resume cancelled then (a client gone, a server stopping) used to leave the lease
+    it had just taken: the run stayed ``RUN_BUSY`` for a whole lease time, driven by nobody.
+    """
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(agent, store)
+    paused = await runtime.start("please cancel A12")
+    taking, go = asyncio.Event(), threading.Event()
+    loop = asyncio.get_running_loop()
+    acquire = store.acquire_lease
+
+    def slow_acquire(*args: Any, **kwargs: Any) -> str | None:
+        loop.call_soon_threadsafe(taking.set)
+        go.wait(30)
+        return acquire(*args, **kwargs)
+
+    store.acquire_lease = slow_acquire  # type: ignore[method-assign]
+    resuming = asyncio.ensure_future(runtime.resume(paused.run_id, approve=True))
+    await taking.wait()
+    resuming.cancel()
+    go.set()  # the store takes the lease after the cancel
+    with pytest.raises(asyncio.CancelledError):
+        await resuming
+    assert store.lease_holder(paused.run_id) is None
+    store.acquire_lease = acquire  # type: ignore[method-assign]
+    done = await Runtime(agent, store).resume(paused.run_id, approve=True)
+    assert done.status.value == "finished"

@@ -97,13 +97,13 @@ class Ownership:
         pause = 0.05
         while not new_run:
             try:
-                replaced: str | None = await self.io(self.store.acquire_lease, lease)
+                replaced = await self._acquire(lease)
                 held.earlier_owner_may_live = replaced is not None
                 break
             except RunBusyError:
                 dead = await self._dead_local_owner(run_id)
                 if dead is not None:
-                    await self.io(partial(self.store.acquire_lease, lease, replacing=dead))
+                    await self._acquire(lease, dead)
                     break
                 if time.monotonic() + pause > deadline:
                     raise
@@ -122,6 +122,24 @@ class Ownership:
             if not (held.released or held.left_to_expire):
                 with suppress(StoreError):  # it expires by itself; the outcome is decided
                     await self.io(self.store.release_lease, lease)
+
+    async def _acquire(self, lease: Lease, replacing: str | None = None) -> str | None:
+        """``Store.acquire_lease``; a cancel gives back the lease the store took meanwhile.
+
+        The store call runs on in its thread after a cancel; a lease it took then would
+        keep the run busy (``RUN_BUSY``) for a whole lease time with nobody driving it.
+        """
+        call = asyncio.ensure_future(
+            self.io(partial(self.store.acquire_lease, lease, replacing=replacing))
+        )
+        try:
+            replaced: str | None = await asyncio.shield(call)
+        except asyncio.CancelledError:
+            with suppress(Exception, asyncio.CancelledError):
+                await call
+                await asyncio.shield(self.io(self.store.release_lease, lease))
+            raise
+        return replaced
 
     async def _dead_local_owner(self, run_id: str) -> str | None:
         """The lease owner when it is a process of this host that no longer exists.
