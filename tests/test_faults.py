@@ -471,3 +471,48 @@ def test_invented_values_are_matched_as_whole_words_and_empty_text_is_not_one() 
     assert Transcript("c", "core", True, False, said, [blank]).invented() == 0
     chinese = CallRecord("search", {"product": "打印机"}, False, None, True)
     assert Transcript("c", "core", True, False, ["我的打印机坏了"], [chinese]).invented() == 0
+
+
+async def test_a_crash_in_a_later_step_resumes_though_an_earlier_sibling_was_cancelled() -> None:
+    """The crash cancels the steps still running; one dispatched before the crashing step
+    ended first in the run's view, and its cancellation, not the crash, left the run:
+    the eval stopped with ``CancelledError`` instead of resuming as a restarted process."""
+    import asyncio
+
+    world = World()
+    paid = asyncio.Event()
+
+    def finder(name: str) -> Any:
+        def find(ctx: ToolContext) -> Done | None:
+            ref = world.effects.get(ctx.idempotency_key)
+            return Done(ref=ref, amount=1) if ref else None
+
+        find.__name__ = f"find_{name}"
+        return find
+
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("ship"))
+    async def ship(ctx: ToolContext) -> Done:
+        """Ship the parcel; the dead process's call never ends by itself."""
+        world.enter("ship")
+        if world.entered["ship"] == 1:
+            await paid.wait()
+            await asyncio.Event().wait()  # still working when the process dies
+        world.effects.setdefault(ctx.idempotency_key, "shipped")
+        return Done(ref="shipped", amount=1)
+
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("pay"))
+    async def pay(ctx: ToolContext) -> Done:
+        """Take the payment (the process dies right after it)."""
+        world.enter("pay")
+        world.effects.setdefault(ctx.idempotency_key, "paid")
+        paid.set()
+        return Done(ref="paid", amount=1)
+
+    steps = [{"id": "s1", "tool": "ship"}, {"id": "s2", "tool": "pay"}]
+    agent = build_agent([ship, pay], steps)
+    case = EvalCase("both", "core", ["go"], None, {"status": "finished"})
+    profile = FaultProfile(name="t", at={"pay": ["crash"]})
+    report = await run_suite(lambda: agent, EvalSuite([case], None), faults=profile, seed=1)
+    assert report.results[0].passed, report.results[0].problems
+    assert sorted(world.effects.values()) == ["paid", "shipped"]
+    assert report.reliability.must_be_zero()["duplicate_effects"] == 0

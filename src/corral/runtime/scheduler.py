@@ -148,7 +148,9 @@ class Scheduler:
                 return False
             done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
             # In dispatch order, not the set's: the log must not depend on task addresses.
-            for task in [task for task in self.running if task in done]:
+            # A cancelled step last: what cancelled it (a crash beside it) ends the run.
+            finished = [task for task in self.running if task in done]
+            for task in sorted(finished, key=lambda task: task.cancelled()):
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
 
