@@ -97,3 +97,24 @@ def test_a_value_after_a_key_word_is_hidden_to_a_delimiter_and_bounded() -> None
     assert redact_builtin("密码是 abc.def! 还有") == "密码是 [SECRET]! 还有"
     long = "password: " + "w" * 100
     assert redact_builtin(long) == "password: [SECRET]" + "w" * 36
+
+
+def test_corral_ids_whose_hex_reads_as_a_phone_number_are_shown_as_they_are() -> None:
+    """``run_4e8ea16133994260`` holds ``16133994260``, a mobile number's shape: it was
+    shown as ``run_4e8ea[PHONE]`` in handoff packets and API answers (seen in CI)."""
+    from corral.observe.redact import Redactor
+
+    shown = Redactor().value(
+        {
+            "run_id": "run_4e8ea16133994260",
+            "trace_id": "trace_4e8ea16133994260",
+            "note": "call 16133994260",
+            "session_id": "wx-16133994260",
+        }
+    )
+    assert shown["run_id"] == "run_4e8ea16133994260"
+    assert shown["trace_id"] == "trace_4e8ea16133994260"
+    assert shown["note"] == "call [PHONE]"
+    assert shown["session_id"] == "wx-[PHONE]"  # a session id is the caller's: redacted
+    forged = Redactor().value({"run_id": "run_ 16133994260"})  # not an id corral makes
+    assert forged["run_id"] != "run_ 16133994260"

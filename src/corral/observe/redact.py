@@ -43,6 +43,11 @@ _SECRET_KEY = re.compile(
 )
 
 
+_ID_KEYS = frozenset({"run_id", "trace_id", "open_run_id"})
+_CORRAL_ID = re.compile(r"(?:run|trace)_[0-9a-f]{6,32}")
+"""Ids corral makes (``run_4e8ea16133994260``): never user data, shown as they are."""
+
+
 _FOLD_BLOCKS = (
     (0x80, 0x100),  # no-break space, superscript digits
     (0x2000, 0x2500),  # spaces, punctuation, super/subscripts, enclosed digits
@@ -292,6 +297,8 @@ class Redactor:
     def _keyed(self, key: str, value: Any) -> Any:
         if value is None or isinstance(value, bool):
             return value
+        if key in _ID_KEYS and isinstance(value, str) and _CORRAL_ID.fullmatch(value):
+            return value  # corral's own random id: its hex may read as a phone number
         if key in self.fields or (isinstance(value, str) and _SECRET_KEY.fullmatch(key)):
             return REDACTED
         return self.value(value)
