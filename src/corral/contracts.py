@@ -171,7 +171,11 @@ class RunStatus(StrEnum):
     @property
     def paused(self) -> bool:
         """True while the run waits for a person."""
-        return self in {RunStatus.AWAITING_CONFIRM, RunStatus.AWAITING_USER}
+        return self in PAUSED_STATUSES
+
+
+PAUSED_STATUSES = frozenset({RunStatus.AWAITING_CONFIRM.value, RunStatus.AWAITING_USER.value})
+"""The statuses of a run that waits for a person (``RunStatus.paused``), as stored."""
 
 
 class StepStatus(StrEnum):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from corral.config import SamplingConfig
+from corral.contracts import PAUSED_STATUSES
 from corral.events import (
     Event,
     IntentClassified,
@@ -42,7 +43,6 @@ _WORK_OF = {"extract": "intent", "judge": "verify"}
 inside one (entity extraction in ``intent``, the model judge in ``verify``)."""
 RUN_KEY = "run"
 RUN_ID = "corral.run_id"
-_PAUSED = frozenset({"awaiting_confirm", "awaiting_user"})
 
 
 @dataclass
@@ -128,7 +128,7 @@ class _Builder:
         payload = event.payload
         if _layer_of(event) in LAYERS:
             self.layer(event)
-        if isinstance(payload, StatusChanged) and payload.to in _PAUSED:
+        if isinstance(payload, StatusChanged) and payload.to in PAUSED_STATUSES:
             self.segment += 1
         elif isinstance(payload, StepStarted):
             self.step_started(event, payload)
@@ -327,12 +327,14 @@ def spans_to_export(events: Sequence[Event], sampling: SamplingConfig) -> list[S
     if not events or not sample(events, sampling).kept:
         return []
     pauses = [
-        e.seq for e in events if isinstance(e.payload, StatusChanged) and e.payload.to in _PAUSED
+        e.seq
+        for e in events
+        if isinstance(e.payload, StatusChanged) and e.payload.to in PAUSED_STATUSES
     ]
     last = next(
         (e.payload.to for e in reversed(events) if isinstance(e.payload, StatusChanged)), None
     )
-    earlier = pauses[:-1] if last in _PAUSED else pauses
+    earlier = pauses[:-1] if last in PAUSED_STATUSES else pauses
     after = earlier[-1] if earlier else 0
     if after and not sample([e for e in events if e.seq <= after], sampling).kept:
         after = 0  # nothing was exported before: export the whole run now

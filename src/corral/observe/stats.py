@@ -34,13 +34,13 @@ Definitions (the denominators matter):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from corral.store.base import TERMINAL_STATUSES, Store
-from corral.store.facts import EventFacts, RunFacts, event_facts, run_facts
+from corral.store.facts import EventFacts, RunFacts, aware, event_facts, run_facts
 from corral.store.figures import Figures, aggregate
 
 COMPLETE = ("success", "reply")
@@ -103,7 +103,7 @@ def run_stats(store: Store, *, since: datetime | None = None, agent: str | None 
     ``since`` without a zone is UTC (``corral.observe.window.parse_time`` makes one from
     ``1h`` or an ISO time).
     """
-    start = since.replace(tzinfo=UTC) if since is not None and since.tzinfo is None else since
+    start = aware(since) if since is not None else None
     if isinstance(store, FigureSource):
         figures = store.figures(start, agent)
     else:

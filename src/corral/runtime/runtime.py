@@ -606,14 +606,14 @@ class Runtime:
     ) -> None:
         self.store.save(record, events, handoff, lease=lease, release=release)
         self.faults.hit("after_commit")
-        tracing = release and self.tracer is not None  # paused or ended: export spans
-        if self.log is None and not tracing:
+        tracer = self.tracer if release else None  # paused or ended: export spans
+        if self.log is None and tracer is None:
             return
         stored = self.store.load_events(record.run_id)  # the whole run, earlier stretches too
         if self.log is not None:
             self.log.export(self.store, record.run_id, events=stored)  # repaired if stale
-        if tracing and self.tracer is not None:
-            self.tracer.export(stored, self.sampling)
+        if tracer is not None:
+            tracer.export(stored, self.sampling)
 
     def _update_session(self, state: RunState) -> None:
         with self._sessions:

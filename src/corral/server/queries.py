@@ -17,6 +17,7 @@ from sqlalchemy import JSON, String, cast, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
 from corral.observe.window import PERIOD_PATTERN, parse_period
+from corral.store.facts import aware
 from corral.store.sql import SqlStore, runs
 
 DURATION = PERIOD_PATTERN
@@ -30,7 +31,7 @@ def moment(value: datetime | str, now: datetime) -> datetime:
     if isinstance(value, str):
         return now - parse_period(value)
     try:
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+        return aware(value).astimezone(UTC)
     except OverflowError:  # a time at the edge of the calendar, moved to UTC
         edge = datetime.min if value.year == 1 else datetime.max
         return edge.replace(tzinfo=UTC)
@@ -98,8 +99,8 @@ def list_runs(store: SqlStore, wanted: RunFilter) -> tuple[list[dict[str, Any]],
             "agent": row.agent,
             "status": row.status,
             "intent": row.intent,
-            "created_at": _utc(row.created_at).isoformat(),
-            "updated_at": _utc(row.updated_at).isoformat(),
+            "created_at": aware(row.created_at).isoformat(),
+            "updated_at": aware(row.updated_at).isoformat(),
             "session_id": row.session_id,
         }
         for row in rows[: wanted.limit]
@@ -117,8 +118,3 @@ def list_handoffs(store: SqlStore, limit: int) -> list[tuple[str, str, dict[str,
     )
     with store.engine.connect() as conn:
         return [(row.run_id, row.agent, json.loads(row.handoff)) for row in conn.execute(query)]
-
-
-def _utc(value: datetime) -> datetime:
-    """SQLite gives naive datetimes back; the store writes UTC."""
-    return value if value.tzinfo else value.replace(tzinfo=UTC)

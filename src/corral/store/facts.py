@@ -23,15 +23,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from corral.contracts import RunStatus
+from corral.contracts import PAUSED_STATUSES
 from corral.events import Event, ModelCall, StatusChanged, ToolAttempt
 from corral.store.base import RunRecord
 
 _MS = timedelta(milliseconds=1)
 """Dividing a ``timedelta`` by it gives milliseconds from whole microseconds (exact)."""
-
-PAUSED = frozenset({RunStatus.AWAITING_CONFIRM.value, RunStatus.AWAITING_USER.value})
-"""The statuses after which the clock is a person's, not the run's."""
 
 
 def aware(value: datetime) -> datetime:
@@ -50,7 +47,8 @@ class Before:
 def before(event: Event) -> Before:
     """The ``Before`` of the last event stored ahead of a save."""
     payload = event.payload
-    paused = isinstance(payload, StatusChanged) and payload.to in PAUSED
+    # after a pause the clock is a person's, not the run's
+    paused = isinstance(payload, StatusChanged) and payload.to in PAUSED_STATUSES
     return Before(event.ts, paused)
 
 

@@ -52,10 +52,10 @@ from sqlalchemy import (
     update,
 )
 
-from corral.contracts import EventType
+from corral.contracts import PAUSED_STATUSES, EventType
 from corral.events import Event
 from corral.store.base import RunRecord
-from corral.store.facts import PAUSED, Before, EventFacts, aware, event_facts, run_facts
+from corral.store.facts import Before, EventFacts, aware, event_facts, run_facts
 from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
 
 metadata = MetaData()
@@ -159,7 +159,7 @@ def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -
     paused = False
     if row.type == EventType.STATUS_CHANGED.value:
         data = json.loads(row.data)
-        paused = isinstance(data, dict) and data.get("to") in PAUSED
+        paused = isinstance(data, dict) and data.get("to") in PAUSED_STATUSES
     return Before(aware(row.ts), paused)
 
 
