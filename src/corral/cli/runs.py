@@ -186,8 +186,6 @@ def replay(
 @_fails_cleanly
 def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
     """Show a stored run as a tree (or its summary as JSON), redacted, with its model calls."""
-    from corral.events import ModelCall
-    from corral.observe.logs import model_call_brief
     from corral.observe.redact import redactor_for
     from corral.observe.tree import run_tree
     from corral.runtime.state import fold
@@ -202,13 +200,9 @@ def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> N
     state = fold(run_id, events)
     redactor = redactor_for(events)
     if as_json:
-        from corral.runtime.runtime import summarize_run
+        from corral.runtime.runtime import run_detail
 
-        summary = summarize_run(state).model_dump(mode="json")
-        summary["model_calls"] = [
-            model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
-        ]
-        typer.echo(json.dumps(redactor.value(summary), ensure_ascii=False))
+        typer.echo(json.dumps(redactor.value(run_detail(state, events)), ensure_ascii=False))
     else:
         console.print(run_tree(state, redactor=redactor, events=events))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import replace
@@ -46,13 +46,14 @@ from corral.events import (
     ConfirmationGiven,
     EntitiesMerged,
     Event,
+    ModelCall,
     RunStarted,
     UserAnswered,
     UserMessage,
 )
 from corral.inputs import require_text
 from corral.intent.entities import detect_language
-from corral.observe.logs import JsonlLog
+from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
@@ -109,6 +110,19 @@ def summarize_run(state: RunState) -> RunSummary:
         outcome=state.outcome,
         error_code=state.error_code,
     )
+
+
+def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
+    """A run's summary with its model calls, as JSON values (not yet redacted).
+
+    What ``corral show --json`` prints and ``GET /runs/{id}`` answers, so the two never
+    drift apart.
+    """
+    detail: dict[str, Any] = summarize_run(state).model_dump(mode="json")
+    detail["model_calls"] = [
+        model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
+    ]
+    return detail
 
 
 class Runtime:

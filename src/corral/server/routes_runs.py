@@ -19,10 +19,9 @@ from starlette.responses import Response
 
 from corral.contracts import RunSummary
 from corral.errors import CorralError, RunNotFoundError
-from corral.events import Event, ModelCall
-from corral.observe.logs import model_call_brief
+from corral.events import Event
 from corral.observe.redact import Redactor, redact_builtin, redactor_for
-from corral.runtime.runtime import summarize_run
+from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
@@ -100,13 +99,10 @@ async def run(run_id: str, state: State) -> dict[str, Any]:
     """One run: its summary, agent, times, model calls and handoff packet."""
     events = await state.events(run_id)
     folded = fold(run_id, events)
-    detail = summarize_run(folded).model_dump(mode="json")
+    detail = run_detail(folded, events)  # what `corral show --json` prints, and more:
     detail["agent"] = folded.agent
     detail["created_at"] = events[0].ts.isoformat()
     detail["updated_at"] = events[-1].ts.isoformat()
-    detail["model_calls"] = [
-        model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
-    ]
     shown: dict[str, Any] = redactor_for(events).value(detail)
     return shown
 
