@@ -10,6 +10,20 @@ from typing import Any
 from corral import Agent, parse_config
 from corral.tools.spec import ToolSpec
 
+SECRETS = {
+    "phone": "13812345678",
+    "id_number": "11010519491231002X",
+    "card": "4111111111111111",
+    "email": "li.lei@example.com",
+    "api_key": "sk-live1234567890abcdef",
+    "password": "hunter2hunter2",
+    "pattern": "VIP-778899",
+    "sensitive": "Z9-secret-voucher",
+}
+"""One of each kind of secret corral redacts, for the leak tests: ``pattern`` matches an
+agent's ``redaction.patterns: ['VIP-\\d{6}']`` and ``sensitive`` goes to a ``Sensitive()``
+argument."""
+
 
 def exchange_count(agent: Agent) -> int:
     with sqlite3.connect(agent.deps["db"]) as conn:

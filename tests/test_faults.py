@@ -50,6 +50,16 @@ class World:
     def enter(self, tool: str) -> None:
         self.entered[tool] = self.entered.get(tool, 0) + 1
 
+    def finder(self, name: str) -> Any:
+        """A reconciler for write ``name``: the effect its key left, if any."""
+
+        def find(ctx: ToolContext) -> Done | None:
+            ref = self.effects.get(ctx.idempotency_key)
+            return Done(ref=ref, amount=1) if ref else None
+
+        find.__name__ = f"find_{name}"
+        return find
+
 
 def agent_for(world: World, *, reconciler: bool = True, idempotent: bool = True) -> Agent:
     @tool(policy=ToolPolicy(retry=FAST))
@@ -372,15 +382,7 @@ async def test_a_crash_stops_the_dead_process_s_other_steps_before_the_resume() 
     world = World()
     gate = asyncio.Event()
 
-    def finder(name: str) -> Any:
-        def find(ctx: ToolContext) -> Done | None:
-            ref = world.effects.get(ctx.idempotency_key)
-            return Done(ref=ref, amount=1) if ref else None
-
-        find.__name__ = f"find_{name}"
-        return find
-
-    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("pay"))
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=world.finder("pay"))
     async def pay(ctx: ToolContext) -> Done:
         """Take the payment."""
         world.enter("pay")
@@ -388,7 +390,7 @@ async def test_a_crash_stops_the_dead_process_s_other_steps_before_the_resume() 
         gate.set()
         return Done(ref="paid", amount=1)
 
-    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("ship"))
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=world.finder("ship"))
     async def ship(ctx: ToolContext) -> Done:
         """Ship the parcel, a little after the payment."""
         world.enter("ship")
@@ -482,15 +484,7 @@ async def test_a_crash_in_a_later_step_resumes_though_an_earlier_sibling_was_can
     world = World()
     paid = asyncio.Event()
 
-    def finder(name: str) -> Any:
-        def find(ctx: ToolContext) -> Done | None:
-            ref = world.effects.get(ctx.idempotency_key)
-            return Done(ref=ref, amount=1) if ref else None
-
-        find.__name__ = f"find_{name}"
-        return find
-
-    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("ship"))
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=world.finder("ship"))
     async def ship(ctx: ToolContext) -> Done:
         """Ship the parcel; the dead process's call never ends by itself."""
         world.enter("ship")
@@ -500,7 +494,7 @@ async def test_a_crash_in_a_later_step_resumes_though_an_earlier_sibling_was_can
         world.effects.setdefault(ctx.idempotency_key, "shipped")
         return Done(ref="shipped", amount=1)
 
-    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=finder("pay"))
+    @tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=world.finder("pay"))
     async def pay(ctx: ToolContext) -> Done:
         """Take the payment (the process dies right after it)."""
         world.enter("pay")

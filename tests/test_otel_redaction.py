@@ -15,7 +15,7 @@ from corral.observe.logs import log_records
 from corral.store.sql import SqlStore
 from corral.testing import FixedEffects
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.helpers import build_agent
+from tests.helpers import SECRETS, build_agent
 
 import_extra("opentelemetry.sdk", REQUIRE_ALL)
 
@@ -24,17 +24,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 )
 
 from corral.observe.otel import OtelTracer  # noqa: E402
-
-SECRETS = {
-    "phone": "13812345678",
-    "id_number": "11010519491231002X",
-    "card": "4111111111111111",
-    "email": "li.lei@example.com",
-    "api_key": "sk-live1234567890abcdef",
-    "password": "hunter2hunter2",
-    "pattern": "VIP-778899",
-    "sensitive": "Z9-secret-voucher",
-}
 
 
 @tool

@@ -16,23 +16,12 @@ import yaml
 from corral.store.sql import SqlStore
 from tests.browser import CHROMIUM, chromium, serving
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.helpers import write_agent
+from tests.helpers import SECRETS, write_agent
 
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("opentelemetry.sdk", REQUIRE_ALL)
 if not CHROMIUM.exists() and not REQUIRE_ALL:
     pytest.skip("no /usr/bin/chromium (CI installs it)", allow_module_level=True)
-
-SECRETS = {
-    "phone": "13812345678",
-    "id_number": "11010519491231002X",
-    "card": "4111111111111111",
-    "email": "li.lei@example.com",
-    "api_key": "sk-live1234567890abcdef",
-    "password": "hunter2hunter2",
-    "pattern": "VIP-778899",
-    "sensitive": "Z9-secret-voucher",
-}
 
 AGENT = {
     "name": "desk",
