@@ -188,6 +188,12 @@ def _week(today: date, weeks: int) -> tuple[date, date]:
     return start, start + timedelta(days=6)
 
 
+def _weekend(today: date, weeks: int) -> tuple[date, date]:
+    """Saturday and Sunday of this week (``weeks`` = 0, from today on if it has begun)."""
+    saturday = today - timedelta(days=today.weekday()) + timedelta(days=5 + 7 * weeks)
+    return (max(saturday, today) if weeks == 0 else saturday), saturday + timedelta(days=1)
+
+
 def _point(day: date) -> tuple[date, date]:
     return day, day
 
@@ -263,6 +269,10 @@ _RULES: list[tuple[str, Resolver]] = [
     (r"今天|今日|今早|今晚|\btoday\b|\btonight\b", _fixed(lambda t: _days(t, 0, 0))),
     (r"前两天|前几天|\ba few days ago\b", _fixed(lambda t: _days(t, -3, -1))),
     (r"这几天", _fixed(lambda t: _days(t, -2, 0))),
+    # weekends before weeks: "这周末" is Saturday and Sunday, not "这周" (Monday to today)
+    (r"上(?:个)?周末|\blast weekend\b", _fixed(lambda t: _weekend(t, -1))),
+    (r"下(?:个)?周末|\bnext weekend\b", _fixed(lambda t: _weekend(t, 1))),
+    (r"(?:本|这)?(?:个)?周末|\b(?:this|the) weekend\b", _fixed(lambda t: _weekend(t, 0))),
     (r"上上(?:个)?(?:周|星期|礼拜)|\bthe week before last\b", _fixed(lambda t: _week(t, -2))),
     (r"上(?:个)?(?:周|星期|礼拜)|\blast week\b", _fixed(lambda t: _week(t, -1))),
     (r"下(?:个)?(?:周|星期|礼拜)|\bnext week\b", _fixed(lambda t: _week(t, 1))),

@@ -2,7 +2,8 @@
 
 A suite is YAML: ``now`` (the fixed clock, optional) and ``cases``. A case is either long
 form (``name, tier, messages, approve, expect: {intent, status, outcome, reply_contains,
-tools, source}``) or short form (``m: message`` plus the expectations inline). Tiers follow
+tools, source}``) or short form (``m: message`` plus the expectations inline); either may
+``arrange`` its world first (``corral.testing.arrange``: a fault armed in a service). Tiers follow
 seed 003: ``core`` must pass 100 %, ``regular`` at least 95 %, ``exploratory`` only records
 its failure modes.
 
@@ -32,6 +33,7 @@ from corral.observe.telemetry import Untraced
 from corral.runtime.runtime import Runtime
 from corral.safe_yaml import read_yaml_file
 from corral.store.memory import MemoryStore
+from corral.testing.arrange import Arrangement, arrange, parse_arrange
 from corral.testing.faults import (
     FaultInjector,
     FaultLedger,
@@ -54,6 +56,8 @@ class EvalCase:
     messages: list[str]
     approve: bool | None
     expect: dict[str, Any]
+    arrange: tuple[Arrangement, ...] = field(default=(), kw_only=True)
+    """Requests made before the first message (a fault armed in a service the agent uses)."""
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,10 @@ def _case(raw: dict[str, Any], index: int) -> EvalCase:
             if unknown
             else f"eval case {name!r} has no message"
         )
-    return EvalCase(name, raw.get("tier", "regular"), messages, raw.get("approve"), expect)
+    arranged = parse_arrange(raw.get("arrange"), name)
+    return EvalCase(
+        name, raw.get("tier", "regular"), messages, raw.get("approve"), expect, arrange=arranged
+    )
 
 
 def load_suite(path: Path) -> EvalSuite:
@@ -272,6 +279,7 @@ async def run_case(
         return await replay_case(runtime.agent, case)
     started = time.perf_counter()
     runs: list[str] = []
+    await arrange(case.arrange, runtime.agent.deps, case.name)
 
     async def turn(message: str | None, run_id: str | None = None) -> RunSummary:
         """A new message, an answer to ``run_id``'s question, or (``None``) the approval."""

@@ -1,0 +1,166 @@
+"""The ops example (seed 001): weather, a weekly sales report to the work group, flights.
+
+Its tools are real services that the example ships and starts itself: an HTTP API on
+loopback (``services/api.py``) and an MCP server over stdio (``services/groupchat_mcp.py``).
+Nothing here is mocked in the process: the tests go through ``corral`` in fresh processes,
+as a user would, or through the public API on the example's real services.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.extras import REQUIRE_ALL, import_extra
+from tests.helpers import corral_cli
+
+import_extra("fastapi", REQUIRE_ALL)
+import_extra("uvicorn", REQUIRE_ALL)
+import_extra("httpx", REQUIRE_ALL)
+import_extra("mcp", REQUIRE_ALL)
+
+OPS = ROOT / "examples" / "ops"
+WAIT_S = 30.0
+"""How long a process may take to exit after it was told to (a busy machine is slow)."""
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: an exited process, reaped or a zombie, is not alive."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def gone(pid: int) -> bool:
+    """Wait (up to ``WAIT_S``) for ``pid`` to end: an event awaited, not a timing."""
+    deadline = time.monotonic() + WAIT_S
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def request(url: str, method: str = "GET", body: dict[str, Any] | None = None) -> Any:
+    import httpx
+
+    answer = httpx.request(method, url, json=body, timeout=10)
+    return answer
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The example's setup run as corral runs it: the deps, then the teardown."""
+    from corral.tools.loader import import_tools, run_setup
+
+    module = import_tools(OPS / "tools.py")
+    started = run_setup(module, tmp_path / "data", OPS)
+    try:
+        yield started.deps
+    finally:
+        if started.teardown is not None:
+            started.teardown()
+
+
+# --------------------------------------------------------------------------- the services
+
+
+def test_the_shipped_openapi_document_is_the_apps() -> None:
+    """services/openapi.json is what the app serves, so `openapi:` imports today's API."""
+    done = subprocess.run(
+        [sys.executable, str(OPS / "services" / "api.py"), "--openapi"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    shipped = json.loads((OPS / "services" / "openapi.json").read_text(encoding="utf-8"))
+    assert json.loads(done.stdout) == shipped
+    operations = {
+        op["operationId"] for path in shipped["paths"].values() for op in path.values()
+    }
+    assert {"fetchSales", "searchFlightsFast", "searchFlightsCheap", "getForecast"} <= operations
+
+
+def test_setup_serves_on_loopback_and_teardown_stops_the_service(tmp_path: Path) -> None:
+    from corral.tools.loader import import_tools, run_setup
+
+    started = run_setup(import_tools(OPS / "tools.py"), tmp_path / "data", OPS)
+    deps = started.deps
+    pid = int(deps["OPS_API_PID"])
+    assert deps["OPS_API_URL"].startswith("http://127.0.0.1:")
+    assert request(f"{deps['OPS_API_URL']}/health").json() == {"status": "ok"}
+    assert alive(pid)
+    assert started.teardown is not None
+    started.teardown()
+    assert not alive(pid)  # stopped and reaped by the teardown itself
+
+
+def test_the_service_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """SIGKILL gives no teardown a chance: the service sees its stdin close and exits."""
+    script = (
+        "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+        "import tools; running = tools.setup(Path(sys.argv[2])); deps = next(running);"
+        "print(deps['OPS_API_PID'], flush=True); sys.stdin.read()"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, str(OPS), str(tmp_path / "data")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    assert alive(pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait(timeout=WAIT_S)
+    assert gone(pid), "the ops API outlived the process that started it"
+
+
+def test_fault_controls_answer_as_armed(service: dict[str, Any]) -> None:
+    """503 twice then the answer; 429 with Retry-After; a delay; faults are used up."""
+    url = service["OPS_API_URL"]
+    fast = f"{url}/flights/fast?origin=北京&destination=上海&start=2026-12-01&end=2026-12-01"
+    armed = {"path": "/flights/fast", "status": 503, "times": 2}
+    assert request(f"{url}/faults", "POST", armed).json()["armed"][0]["times"] == 2
+    assert [request(fast).status_code for _ in range(3)] == [503, 503, 200]
+    request(f"{url}/faults", "POST", {"path": "/sales", "status": 429, "retry_after": 1})
+    limited = request(f"{url}/sales/2026-W47")
+    assert (limited.status_code, limited.headers["retry-after"]) == (429, "1")
+    sales = request(f"{url}/sales/2026-W47").json()
+    assert sales["total_cny"] == sum(r["total_cny"] for r in sales["regions"])
+    assert request(f"{url}/faults").json() == {"armed": []}
+
+
+def test_forecasts_and_flights_are_repeatable_on_any_date(service: dict[str, Any]) -> None:
+    url = service["OPS_API_URL"]
+    one = request(f"{url}/weather/上海?start=2031-02-03&end=2031-02-04").json()
+    again = request(f"{url}/weather/Shanghai?start=2031-02-03&end=2031-02-04").json()
+    assert one == again and one["city"] == "上海" and len(one["days"]) == 2
+    assert one["umbrella"] is (one["rain_probability"] >= 50)
+    assert request(f"{url}/weather/Atlantis?start=2031-02-03").status_code == 404
+    search = f"origin=北京&destination=成都&start=2031-02-03&end=2031-02-09"
+    fast = request(f"{url}/flights/fast?{search}").json()
+    cheap = request(f"{url}/flights/cheap?{search}").json()
+    assert fast == cheap, "equivalent searches find the same flights"
+    assert fast["cheapest_price_cny"] == min(f["price_cny"] for f in fast["flights"])
