@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -23,7 +22,6 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.helpers import corral_cli
 
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("uvicorn", REQUIRE_ALL)
@@ -95,9 +93,7 @@ def test_the_shipped_openapi_document_is_the_apps() -> None:
     )
     shipped = json.loads((OPS / "services" / "openapi.json").read_text(encoding="utf-8"))
     assert json.loads(done.stdout) == shipped
-    operations = {
-        op["operationId"] for path in shipped["paths"].values() for op in path.values()
-    }
+    operations = {op["operationId"] for path in shipped["paths"].values() for op in path.values()}
     assert {"fetchSales", "searchFlightsFast", "searchFlightsCheap", "getForecast"} <= operations
 
 
@@ -159,7 +155,7 @@ def test_forecasts_and_flights_are_repeatable_on_any_date(service: dict[str, Any
     assert one == again and one["city"] == "上海" and len(one["days"]) == 2
     assert one["umbrella"] is (one["rain_probability"] >= 50)
     assert request(f"{url}/weather/Atlantis?start=2031-02-03").status_code == 404
-    search = f"origin=北京&destination=成都&start=2031-02-03&end=2031-02-09"
+    search = "origin=北京&destination=成都&start=2031-02-03&end=2031-02-09"
     fast = request(f"{url}/flights/fast?{search}").json()
     cheap = request(f"{url}/flights/cheap?{search}").json()
     assert fast == cheap, "equivalent searches find the same flights"
