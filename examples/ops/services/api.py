@@ -46,6 +46,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 MAX_DAYS = 14
 """The longest range one forecast or flight search covers."""
 WEEK = r"^\d{4}-W\d{2}$"
+SNOW_BELOW_C = 2
+"""A wet day whose high is at most this falls as snow."""
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -103,13 +105,15 @@ class Cities:
     def day(self, index: int, city: dict[str, Any], day: date) -> DayForecast:
         row = self.pattern[(day.toordinal() + index * 5) % len(self.pattern)]
         month = day.month - 1
+        high = city["high"][month] + row["dt"]
+        snow = high <= SNOW_BELOW_C and row["rain"] >= 50  # no thunderstorms at -10 °C
         return DayForecast(
             date=day,
             rain_probability=row["rain"],
-            high_c=city["high"][month] + row["dt"],
+            high_c=high,
             low_c=city["low"][month] + row["dt"],
-            conditions=row["zh"],
-            conditions_en=row["en"],
+            conditions="小雪" if snow else row["zh"],
+            conditions_en="light snow" if snow else row["en"],
         )
 
 

@@ -163,35 +163,90 @@ DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
 ]
 
 
+OPS_DEMO_SCRIPT: list[tuple[str, str, list[tuple[str, Any]]]] = [
+    ("weather: an umbrella is weather, not travel", "明天要不要带伞", []),
+    ("weather in English, over a weekend", "will it rain in Shanghai this weekend", []),
+    (
+        "sales: two weeks fetched side by side, week-over-week, posted once approved",
+        "帮我把上周的销售数据拉出来，做个环比分析，再把结论发到工作群",
+        [("approve", True)],
+    ),
+    ("flights, urgent: the fast search", "明天上午去上海的航班，急！", []),
+    ("flights, on a budget: the cheap search", "下周去成都的机票，越便宜越好", []),
+    (
+        "flights, urgent, the fast search down (503 twice): the cheap one answers",
+        "明天上午去上海的航班，急！",
+        [
+            (
+                "arrange",
+                [
+                    {
+                        "post": "${OPS_API_URL}/faults",
+                        "json": {"path": "/flights/fast", "status": 503, "times": 2},
+                    }
+                ],
+            )
+        ],
+    ),
+]
+"""The ops example (seed 001) against its loopback API and MCP server; the fault is armed
+through the API's own controls before the message, as its eval does."""
+DEMOS = {"aftersales": DEMO_SCRIPT, "ops": OPS_DEMO_SCRIPT}
+
+
 @app.command()
 @_fails_cleanly
-def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
-    """Run the after-sales agent on scripted Chinese and English messages, offline."""
+def demo(
+    example: Annotated[
+        str,
+        typer.Option(
+            "--example",
+            help="aftersales (offline, SQLite) or ops (starts its loopback API and MCP server)",
+        ),
+    ] = "aftersales",
+    as_json: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Run an example agent on scripted Chinese and English messages, offline."""
     import asyncio
     import tempfile
 
+    from corral.errors import ConfigInvalidError
+    from corral.testing.arrange import arrange, parse_arrange
+
+    if example not in DEMOS:
+        raise ConfigInvalidError(
+            f"no demo for {example!r}", hint=f"demos: {', '.join(sorted(DEMOS))}"
+        )
     folder = _home(home) if home else Path(tempfile.mkdtemp(prefix="corral-demo-"))
-    agent = _load(example_dir("aftersales"), folder)
+    agent = _load(example_dir(example), folder)
     runtime = _runtime(agent, folder)
     results: list[dict[str, Any]] = []
     started = time.perf_counter()
-    for title, message, follow_ups in DEMO_SCRIPT:
-        summary = asyncio.run(runtime.start(message))
-        if not as_json:
-            _print_summary(summary, runtime, False, title)
-        for kind, value in follow_ups:
-            if kind == "approve":
-                summary = asyncio.run(runtime.resume(summary.run_id, approve=bool(value)))
-                label = "operator approves" if value else "user declines"
-            else:
-                summary = asyncio.run(runtime.resume(summary.run_id, answer=str(value)))
-                label = f"user answers: {value}"
+    try:
+        for title, message, steps in DEMOS[example]:
+            before = [value for kind, value in steps if kind == "arrange"]
+            for requests in before:
+                asyncio.run(arrange(parse_arrange(requests, title), agent.deps, title))
+            summary = asyncio.run(runtime.start(message))
             if not as_json:
-                _print_summary(summary, runtime, False, f"  ↳ {label}")
-        results.append(
-            {"case": title, **summary.model_dump(mode="json", exclude={"pending", "handoff"})}
-        )
-    asyncio.run(runtime.aclose())
+                _print_summary(summary, runtime, False, title)
+            for kind, value in steps:
+                if kind == "arrange":
+                    continue
+                if kind == "approve":
+                    summary = asyncio.run(runtime.resume(summary.run_id, approve=bool(value)))
+                    label = "operator approves" if value else "user declines"
+                else:
+                    summary = asyncio.run(runtime.resume(summary.run_id, answer=str(value)))
+                    label = f"user answers: {value}"
+                if not as_json:
+                    _print_summary(summary, runtime, False, f"  ↳ {label}")
+            results.append(
+                {"case": title, **summary.model_dump(mode="json", exclude={"pending", "handoff"})}
+            )
+    finally:
+        asyncio.run(runtime.aclose())  # stops the services the example started
     elapsed = time.perf_counter() - started
     if as_json:
         typer.echo(json.dumps({"cases": results, "wall_s": round(elapsed, 3)}, ensure_ascii=False))
