@@ -8,9 +8,12 @@ as a user would, or through the public API on the example's real services.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +25,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.extras import REQUIRE_ALL, import_extra
+from tests.helpers import corral_cli
 
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("uvicorn", REQUIRE_ALL)
@@ -160,3 +164,128 @@ def test_forecasts_and_flights_are_repeatable_on_any_date(service: dict[str, Any
     cheap = request(f"{url}/flights/cheap?{search}").json()
     assert fast == cheap, "equivalent searches find the same flights"
     assert fast["cheapest_price_cny"] == min(f["price_cny"] for f in fast["flights"])
+
+
+# --------------------------------------------------------------------------- through the CLI
+
+
+def state_of(home: Path) -> Path:
+    """The example's SQLite state under a corral home (posts, armed faults)."""
+    return home / "data" / "ops" / "ops.db"
+
+
+def arm(home: Path, **fault: Any) -> None:
+    """Arm a fault before a `corral run` process starts the API (it reads them per request)."""
+    spec = importlib.util.spec_from_file_location("ops_state", OPS / "services" / "ops_state.py")
+    assert spec is not None and spec.loader is not None
+    ops_state = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ops_state)
+    state_of(home).parent.mkdir(parents=True, exist_ok=True)
+    conn = ops_state.open_state(state_of(home))
+    columns = ", ".join(fault)
+    marks = ", ".join("?" for _ in fault)
+    conn.execute(f"INSERT INTO faults ({columns}) VALUES ({marks})", tuple(fault.values()))
+    conn.close()
+
+
+def posts(home: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(state_of(home)) as conn:
+        return conn.execute("SELECT channel, text, idempotency_key FROM posts").fetchall()
+
+
+def run_ops(home: Path, message: str) -> dict[str, Any]:
+    """`corral run examples/ops MESSAGE --json` in a fresh process, nothing started first."""
+    done = corral_cli(home, "run", str(OPS), message, "--json")
+    summary: dict[str, Any] = json.loads(done.stdout)
+    return summary
+
+
+def tools_of(summary: dict[str, Any]) -> list[str]:
+    return [step["tool"] for step in summary["steps"]]
+
+
+def no_process_left(home: Path) -> None:
+    """The API and the MCP server the run started are gone once `corral` exited."""
+    for name in ("ops-api.pid", "groupchat.pid"):
+        pidfile = home / "data" / "ops" / name
+        if pidfile.exists():
+            pid = int(pidfile.read_text())
+            assert gone(pid), f"{name}: process {pid} outlived corral run"
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "tools", "words"),
+    [
+        ("明天要不要带伞", "weather", ["resolve_weather", "get_forecast", "generate_reply"], "伞"),
+        (
+            "will it rain in Shanghai this weekend",
+            "weather",
+            ["resolve_weather", "get_forecast", "generate_reply"],
+            "Shanghai",
+        ),
+        (
+            "明天上午去上海的航班，急！",
+            "flights",
+            ["resolve_trip", "search_flights_fast", "generate_reply"],
+            "北京飞上海",
+        ),
+        (
+            "下周去成都的机票，越便宜越好",
+            "flights",
+            ["resolve_trip", "search_flights_cheap", "generate_reply"],
+            "北京飞成都",
+        ),
+    ],
+)
+def test_corral_run_starts_what_it_needs_and_leaves_nothing(
+    tmp_path: Path, message: str, intent: str, tools: list[str], words: str
+) -> None:
+    summary = run_ops(tmp_path, message)
+    assert (summary["status"], summary["intent"]["label"]) == ("finished", intent)
+    assert tools_of(summary) == tools
+    assert words in summary["reply"]
+    no_process_left(tmp_path)
+
+
+def test_the_sales_report_is_posted_once_over_mcp(tmp_path: Path) -> None:
+    """Two weeks side by side, compute_wow, then a confirmed post; a second approval and a
+    server killed mid-post (after it stored the post) still leave exactly one post."""
+    summary = run_ops(tmp_path, "帮我把上周的销售数据拉出来，做个环比分析，再把结论发到工作群")
+    assert summary["status"] == "awaiting_confirm"
+    assert tools_of(summary)[:4] == ["resolve_weeks", "fetch_sales", "fetch_sales", "compute_wow"]
+    assert summary["pending"]["tool"] == "post_to_group"
+    no_process_left(tmp_path)
+    arm(tmp_path, path="mcp:post_to_group", crash=1, times=1)
+    run_id = summary["run_id"]
+    done = corral_cli(tmp_path, "resume", run_id, "--approve", "--json")
+    approved = json.loads(done.stdout)
+    assert (approved["status"], approved["outcome"]) == ("finished", "success")
+    assert tools_of(approved)[-2:] == ["post_to_group", "generate_reply"]
+    ((channel, text, key),) = posts(tmp_path)  # stored before the crash, not again after it
+    assert channel == "sales" and key
+    total = re.search(r"销售额 (\d+) 元", text)
+    assert total is not None and f"销售额 {total[1]} 元" in approved["reply"]  # computed, quoted
+    again = corral_cli(tmp_path, "resume", run_id, "--approve", "--json", ok=False)
+    assert len(posts(tmp_path)) == 1, again.stdout  # a second approval posts nothing
+    no_process_left(tmp_path)
+
+
+def test_the_fast_search_down_twice_switches_to_the_cheap_one(tmp_path: Path) -> None:
+    arm(tmp_path, path="/flights/fast", status=503, times=2)
+    summary = run_ops(tmp_path, "明天上午去上海的航班，急！")
+    assert (summary["status"], summary["outcome"]) == ("finished", "success")
+    assert tools_of(summary)[1] == "search_flights_cheap"
+    with sqlite3.connect(state_of(tmp_path)) as conn:
+        assert conn.execute("SELECT count(*) FROM faults").fetchone() == (0,)  # both 503s met
+    shown = corral_cli(tmp_path, "show", summary["run_id"], "--json")
+    assert "search_flights_fast" in shown.stdout
+    assert "共 5 个航班" in summary["reply"] and "北京飞上海" in summary["reply"]
+    no_process_left(tmp_path)
+
+
+def test_corral_eval_of_the_example_exits_0(tmp_path: Path) -> None:
+    done = corral_cli(tmp_path, "eval", str(OPS), "--json")
+    figures = json.loads(done.stdout)
+    assert figures["cases"] >= 40
+    assert figures["tiers"]["core"] == 1.0
+    assert not any(figures["must_be_zero"].values())
