@@ -289,3 +289,40 @@ def test_corral_eval_of_the_example_exits_0(tmp_path: Path) -> None:
     assert figures["cases"] >= 40
     assert figures["tiers"]["core"] == 1.0
     assert not any(figures["must_be_zero"].values())
+
+
+# --------------------------------------------------------------------------- arrange
+
+
+def test_a_case_arranges_its_world_through_the_services_controls(
+    tmp_path: Path, service: dict[str, Any]
+) -> None:
+    """`arrange:` requests reach the case's own service; a refused one stops the eval."""
+    import asyncio
+
+    from corral.errors import ConfigInvalidError
+    from corral.testing.arrange import arrange
+    from corral.testing.evaluation import load_suite
+
+    suite = tmp_path / "eval.yaml"
+    suite.write_text(
+        "cases:\n"
+        "  - m: 明天要不要带伞\n"
+        "    arrange:\n"
+        "      - post: '${OPS_API_URL}/faults'\n"
+        "        json: {path: /weather, status: 503, times: 2}\n"
+        "  - m: 你好\n",
+        encoding="utf-8",
+    )
+    armed, plain = load_suite(suite).cases
+    assert plain.arrange == ()
+    asyncio.run(arrange(armed.arrange, service, armed.name))
+    faults = request(f"{service['OPS_API_URL']}/faults").json()["armed"]
+    assert [(f["path"], f["status"], f["times"]) for f in faults] == [("/weather", 503, 2)]
+    (refused,) = load_suite(suite).cases[0].arrange
+    wrong = type(refused)("POST", "${OPS_API_URL}/no-such-control", {})
+    with pytest.raises(ConfigInvalidError, match="404"):
+        asyncio.run(arrange([wrong], service, "case"))
+    suite.write_text("cases:\n  - m: hi\n    arrange: [{post: a, get: b}]\n", encoding="utf-8")
+    with pytest.raises(ConfigInvalidError, match="arrange"):
+        load_suite(suite)
