@@ -60,7 +60,7 @@ class Choice:
     """Tools close on both measures, in the fixed order; two or more: a tie was broken."""
 
     def by_model(self, name: str | None, margin: float) -> Choice:
-        """This tie broken by the model's pick ``name``: first when it is one of ``tied``.
+        """The tie broken by the model's pick ``name``: first when it is one of ``tied``.
 
         Any other answer (none, an unknown tool, one the rules did not tie) is ignored
         and the fixed order stands; the reason says which happened.

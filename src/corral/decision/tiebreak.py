@@ -42,8 +42,7 @@ def tie_request(
         for spec in tied
     ]
     user = (
-        f"Task: {goal[:500]}\nPriority: {priority}\n"
-        f"Tools: {json.dumps(listed, ensure_ascii=False)}"
+        f"Task: {goal[:500]}\nPriority: {priority}\nTools: {json.dumps(listed, ensure_ascii=False)}"
     )
     schema = TieAnswer.model_json_schema()
     schema["properties"]["tool"]["enum"] = [spec.name for spec in tied]

@@ -183,9 +183,7 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     run_id = None
     try:
         if given is not None:  # started by ``run_plan``: the same plan and entities again
-            summary = await runtime.run_plan(
-                given[0], entities=given[1], priority=started.priority
-            )
+            summary = await runtime.run_plan(given[0], entities=given[1], priority=started.priority)
         else:
             first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
             summary = await runtime.start(first, priority=started.priority)

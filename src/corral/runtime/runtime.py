@@ -35,6 +35,7 @@ from corral.contracts import (
     StepBrief,
     StepStatus,
 )
+from corral.decision.priority import PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
     InputTooLargeError,
@@ -56,7 +57,6 @@ from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
-from corral.decision.priority import PriorityFound, run_priority
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
