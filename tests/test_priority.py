@@ -417,3 +417,18 @@ def test_corral_run_takes_a_priority(tmp_path: Path) -> None:
     assert [s["tool"] for s in json.loads(by_words.stdout)["steps"]] == ["search_flights_cheap"]
     wrong = corral_cli(home, "run", str(folder), "查航班", "--priority", "soon", ok=False)
     assert wrong.returncode != 0 and "INVALID_ARGUMENT" in wrong.stdout + wrong.stderr
+
+
+def test_the_http_api_takes_a_priority_in_the_run_body(tmp_path: Path) -> None:
+    from tests.serving import client, load, serving
+
+    folder = write_agent(tmp_path / "flights", AGENT_YAML, TOOLS_PY)
+    home = tmp_path / "home"
+    with serving(load(folder, home), home=home) as base, client(base) as http:
+        body = {"message": "查航班", "priority": "urgent"}
+        urgent = http.post("/agents/flights/runs", json=body).json()
+        assert [s["tool"] for s in urgent["steps"]] == ["search_flights_fast"]
+        plain = http.post("/agents/flights/runs", json={"message": "查航班"}).json()
+        assert [s["tool"] for s in plain["steps"]] == ["search_flights_cheap"]
+        wrong = http.post("/agents/flights/runs", json={"message": "查航班", "priority": "soon"})
+        assert wrong.status_code == 422

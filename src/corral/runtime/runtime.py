@@ -197,7 +197,7 @@ class Runtime:
         a consumer sees progress between durability points). Leaving the loop early
         cancels the run, which stores what it had done; ``resume`` finishes it.
         """
-        return event_stream(partial(self._handle_message, message, session_id, None, priority))
+        return event_stream(partial(self._handle_message, message, session_id, priority=priority))
 
     def stream_resume(
         self,
