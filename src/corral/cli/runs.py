@@ -24,7 +24,6 @@ from corral.cli.common import (
     app,
     console,
 )
-from corral.decision.priority import check_priority
 from corral.errors import RunNotFoundError
 from corral.inputs import require_text
 from corral.observe.terminal import visible
@@ -58,6 +57,8 @@ def run(
 
     require_text(message, "the message")
     if priority is not None:
+        from corral.decision.priority import check_priority
+
         check_priority(priority)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
@@ -89,6 +90,8 @@ def run_plan(
             raise typer.BadParameter(f"--entity takes NAME=VALUE, not {item!r}")
         entities[name] = _entity_value(value)
     if priority is not None:
+        from corral.decision.priority import check_priority
+
         check_priority(priority)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
