@@ -733,12 +733,12 @@ class SqlStore:
     def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
         """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
 
-        Read from the stats projection in one query (runs not projected yet are
-        backfilled first); an old read-only home without it has no observations.
+        Read from the stats projection in one query. Runs of a home older than the
+        projection count once ``corral stats`` has backfilled them: a run start does not
+        wait for that; an old read-only home without the projection has no observations.
         """
         if not tools:
             return {}
-        self.ensure_facts()
         with self._faults(action="reading tool latency"), self.engine.connect() as conn:
             if not self._projected(conn):
                 return {}
