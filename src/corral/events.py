@@ -155,8 +155,10 @@ class ToolSelected:
     """A tool chosen for a step, recorded when the choice says something.
 
     That is a fallback, a tool excluded or degraded, or a write (stored before the write
-    is entered, so a resumed run knows it may have acted). The plain pick of the planned
-    read tool is not recorded: its ``step_finished`` names the tool.
+    is entered, so a resumed run knows it may have acted), or a pick that the run's
+    priority or a model breaking a tie decided (then with ``priority`` and ``scores``, and
+    the rule in ``reason``: docs/decision.md). The plain pick of the planned read tool in
+    a normal run is not recorded: its ``step_finished`` names the tool.
     """
 
     kind: ClassVar[EventType] = EventType.TOOL_SELECTED
