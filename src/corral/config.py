@@ -285,6 +285,40 @@ class TelemetryConfig(_Strict):
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
 
 
+URGENT_WORDS = ("急", "尽快", "马上", "赶紧", "asap", "urgent", "right away")
+"""Words that make a message urgent (seed 001: is the user in a hurry?)."""
+BUDGET_WORDS = ("便宜", "省钱", "越便宜越好", "cheapest", "cheap", "budget")
+"""Words that make a message budget-conscious (seed 001: is the budget tight?)."""
+NEGATIONS = (
+    *("不", "别", "没", "不用", "不必", "不要", "无需", "不着", "别着", "不太", "没那么"),
+    *("not", "no", "don't", "never", "isn't"),
+)
+"""What, written right before a priority word (spaces aside), cancels it: "不急", "不用急",
+"别着急" and "not urgent" are not urgent; an English one must start a word."""
+
+
+class PriorityWords(_Strict):
+    """The words that set a run's priority, per priority; matched case-insensitively."""
+
+    urgent: list[str] = Field(default_factory=lambda: list(URGENT_WORDS))
+    budget: list[str] = Field(default_factory=lambda: list(BUDGET_WORDS))
+    negations: list[str] = Field(default_factory=lambda: list(NEGATIONS))
+    """A word preceded by one of these (ignoring spaces) does not count."""
+
+
+class DecisionConfig(_Strict):
+    """How the decision layer picks among equivalent tools by the run's priority."""
+
+    priority_words: PriorityWords = Field(default_factory=PriorityWords)
+    tie_margin: float = Field(0.1, ge=0.0, le=1.0)
+    """Scores within this fraction of the best are a tie (0.1: 10 %): the model breaks it
+    when one is configured, else the fixed order (the plan's tool, then the name)."""
+    min_observations: int = Field(20, ge=1)
+    """Successful calls of a tool before its observed p95 replaces the declared latency."""
+    latency_window: int = Field(100, ge=1)
+    """The observed p95 is over this many of the tool's latest successful calls."""
+
+
 class AgentConfig(_Strict):
     """The whole declaration of one agent, as read from ``agent.yaml``."""
 
@@ -293,8 +327,10 @@ class AgentConfig(_Strict):
     default_language: Literal["zh", "en"] = "zh"
     timezone: str = "UTC"
     on_low_confidence: Literal["clarify", "handoff"] = "clarify"
-    tool_preference: Literal["latency", "cost"] = "latency"
-    """How the decision layer ranks equivalent tools."""
+    tool_preference: Literal["latency", "cost"] = "cost"
+    """How a run of normal priority ranks equivalent tools: price first by default (seed
+    001), latency breaking ties; ``latency`` for the reverse. Urgent runs rank by latency
+    and budget-conscious ones by cost, whatever this says."""
     limits: Limits = Field(default_factory=Limits)
     budget: Budget = Field(default_factory=Budget)
     entities: dict[str, EntitySpec] = Field(default_factory=dict)
@@ -318,6 +354,8 @@ class AgentConfig(_Strict):
     """Extra patterns and fields hidden from logs, traces and handoff packets."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """OpenTelemetry export and the sampling of the JSONL log and of spans."""
+    decision: DecisionConfig = Field(default_factory=DecisionConfig)
+    """Priority words, the tie margin and the observed latency window (seed 001)."""
 
     @field_validator("timezone")
     @classmethod

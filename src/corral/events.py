@@ -52,6 +52,13 @@ class RunStarted:
     redact: JsonDict = field(default_factory=dict)
     entry: str = "message"
     """What started the run: ``message`` (``Runtime.start``) or ``plan`` (``run_plan``)."""
+    priority: str = "normal"
+    """``urgent``, ``normal`` or ``budget``: how equivalent tools are ranked (seed 001)."""
+    priority_source: str = ""
+    """``caller``, ``message: <the word>`` or ``default``."""
+    observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Tool -> ``p95_ms`` and ``calls`` of its latest successful calls, read from the store
+    once at the start: the run (and its replay, and a resume) ranks by these figures."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +155,10 @@ class ToolSelected:
     """A tool chosen for a step, recorded when the choice says something.
 
     That is a fallback, a tool excluded or degraded, or a write (stored before the write
-    is entered, so a resumed run knows it may have acted). The plain pick of the planned
-    read tool is not recorded: its ``step_finished`` names the tool.
+    is entered, so a resumed run knows it may have acted), or a pick that the run's
+    priority or a model breaking a tie decided (then with ``priority`` and ``scores``, and
+    the rule in ``reason``: docs/decision.md). The plain pick of the planned read tool in
+    a normal run is not recorded: its ``step_finished`` names the tool.
     """
 
     kind: ClassVar[EventType] = EventType.TOOL_SELECTED
@@ -159,6 +168,11 @@ class ToolSelected:
     degraded: bool = False
     candidates: list[str] = field(default_factory=list)
     excluded: dict[str, str] = field(default_factory=dict)
+    priority: str | None = None
+    """Set when the run's priority or a tie decided the pick (``decision.choice``)."""
+    scores: dict[str, dict[str, float]] | None = None
+    """Candidate -> what it was ranked by: ``latency_ms`` (the observed p95 when
+    ``observed_calls`` is above zero, else the declared latency) and ``cost``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,8 +486,9 @@ PAYLOADS: dict[EventType, type[Payload]] = {
 }
 """Event type -> its payload record. Types missing here (deprecated) decode as ``Opaque``."""
 
-_SOMETIMES = frozenset({"refused", "structured_mode", "negotiation"})
-"""``model_call`` keys older logs wrote only when set; rendered the same way."""
+_SOMETIMES = frozenset({"refused", "structured_mode", "negotiation", "priority", "scores"})
+"""``model_call`` keys older logs wrote only when set, and ``tool_selected``'s priority
+fields (absent from a plain pick's event, as before them); rendered the same way."""
 
 
 def _key(name: str) -> str:

@@ -281,3 +281,44 @@ def test_on_postgresql_a_renewal_during_a_new_runs_only_save_does_not_revive_its
         sql.acquire_lease(Lease(rid, "resumer"))  # the approval goes through at once
     finally:
         sql.engine.dispose()
+
+
+def test_tool_latency_is_the_p95_of_each_tools_latest_successful_calls(store: Store) -> None:
+    from corral.store.figures import LatencySource, ToolLatency
+
+    def attempts(rid: str, millis: list[float], status: str = "success") -> list[Event]:
+        return [
+            Event(
+                run_id=rid,
+                seq=i + 1,
+                ts=T0,
+                type=EventType.TOOL_ATTEMPT,
+                stage="execute",
+                data={
+                    "step_id": "s1",
+                    "tool": "fast",
+                    "attempt": 1,
+                    "status": status,
+                    "duration_ms": ms,
+                },
+            )
+            for i, ms in enumerate(millis)
+        ]
+
+    assert isinstance(store, LatencySource)
+    old, new, failed, other = run_id(), run_id(), run_id(), run_id()
+    store.save(record(old, "finished", T0), attempts(old, [900.0] * 5))
+    store.save(
+        record(new, "finished", T0 + timedelta(hours=1)),
+        attempts(new, [10.0 * k for k in range(1, 11)]),
+    )
+    store.save(
+        record(failed, "failed", T0 + timedelta(hours=2)), attempts(failed, [5000.0] * 3, "error")
+    )
+    theirs = replace(record(other, "finished", T0 + timedelta(hours=3)), agent="other")
+    store.save(theirs, attempts(other, [7000.0] * 3))
+    # the latest 10 are the newest run's (failures and the other agent's calls do not count)
+    assert store.tool_latency("test", ["fast", "idle"], 10) == {"fast": ToolLatency(100.0, 10)}
+    assert store.tool_latency("test", ["fast"], 15) == {"fast": ToolLatency(900.0, 15)}
+    assert store.tool_latency("other", ["fast"], 10) == {"fast": ToolLatency(7000.0, 3)}
+    assert store.tool_latency("test", [], 10) == {}

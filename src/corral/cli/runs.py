@@ -32,6 +32,15 @@ from corral.observe.terminal import visible
 MAX_LIST = 10_000
 """The most runs ``corral runs`` lists at once."""
 
+PriorityOption = Annotated[
+    str | None,
+    typer.Option(
+        "--priority",
+        help="urgent, normal or budget: how equivalent tools are ranked "
+        "(default: from the message's words)",
+    ),
+]
+
 
 @app.command()
 @_fails_cleanly
@@ -42,12 +51,17 @@ def run(
     model: ModelOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    priority: PriorityOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
     require_text(message, "the message")
+    if priority is not None:
+        from corral.decision.priority import check_priority
+
+        check_priority(priority)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
-    summary = _closing(runtime, runtime.start(message, session_id=session))
+    summary = _closing(runtime, runtime.start(message, session_id=session, priority=priority))
     _print_summary(summary, runtime, as_json)
 
 
@@ -63,6 +77,7 @@ def run_plan(
     model: ModelOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    priority: PriorityOption = None,
 ) -> None:
     """Run a plan template directly, without a message (``Runtime.run_plan``)."""
     entities: dict[str, Any] = {}
@@ -71,9 +86,15 @@ def run_plan(
         if not equals or not name:
             raise typer.BadParameter(f"--entity takes NAME=VALUE, not {item!r}")
         entities[name] = _entity_value(value)
+    if priority is not None:
+        from corral.decision.priority import check_priority
+
+        check_priority(priority)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
-    summary = _closing(runtime, runtime.run_plan(plan, entities=entities, session_id=session))
+    summary = _closing(
+        runtime, runtime.run_plan(plan, entities=entities, session_id=session, priority=priority)
+    )
     _print_summary(summary, runtime, as_json)
 
 

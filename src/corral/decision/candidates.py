@@ -33,13 +33,15 @@ def eligible_tools(
     names: Mapping[str, Any],
     capabilities: CapabilityIndex | None = None,
     query: str = "",
+    latency: Mapping[str, float] | None = None,
 ) -> tuple[list[ToolSpec], dict[str, str]]:
     """The tools that may run the step, best first, and tool -> why it may not.
 
     ``names``: what the tools' constraints read; ``query``: what capability matching
-    compares descriptions with (the step's, the tool's, the run's goal).
+    compares descriptions with (the step's, the tool's, the run's goal); ``latency``:
+    observed p95s that replace declared latencies in the ranking.
     """
-    ranked = rank_tools(tools, planned.name, health, prefer)
+    ranked = rank_tools(tools, planned.name, health, prefer, latency=latency)
     if capabilities is not None:
         similar = capabilities.similarity(query)
         known = {c.name for c in ranked}

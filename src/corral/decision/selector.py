@@ -6,7 +6,7 @@ latency or cost, then the tool the plan named, then the name. No model is asked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -39,14 +39,21 @@ def rank_tools(
     health: ToolHealth,
     prefer: Literal["latency", "cost"] = "latency",
     exclude: Iterable[str] = (),
+    latency: Mapping[str, float] | None = None,
 ) -> list[ToolSpec]:
-    """Candidates for a step, best first: the requested tool's equivalents minus ``exclude``."""
+    """Candidates for a step, best first: the requested tool's equivalents minus ``exclude``.
+
+    ``latency``: tool -> the milliseconds to rank it by, where known better than its
+    declared ``latency_ms`` (an observed p95, ``decision.choice``).
+    """
     excluded = set(exclude)
     candidates = [s for s in registry.equivalents(requested) if s.name not in excluded]
+    known = latency or {}
 
     def key(spec: ToolSpec) -> tuple[bool, float, float, bool, str]:
-        primary = spec.policy.latency_ms if prefer == "latency" else spec.policy.cost
-        secondary = spec.policy.cost if prefer == "latency" else spec.policy.latency_ms
+        millis = known.get(spec.name, spec.policy.latency_ms)
+        primary = millis if prefer == "latency" else spec.policy.cost
+        secondary = spec.policy.cost if prefer == "latency" else millis
         return (health.degraded(spec.name), primary, secondary, spec.name != requested, spec.name)
 
     return sorted(candidates, key=key)

@@ -279,3 +279,25 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
     kept = [s.id for s in done]
     loop.journal.emit("plan", PlanCreated(plan, state.replans + 1, kept, failure))
     return True
+
+
+async def model_tie_break(
+    loop: RunControl, tied: list[ToolSpec], scores: dict[str, dict[str, float]]
+) -> str | None:
+    """The tool the model names among tied equivalent tools, or ``None`` when it fails.
+
+    The name is checked by the caller (``Choice.by_model``): one that is not among
+    ``tied`` is ignored. Recorded as ``model_call`` events like every call, so a replay
+    picks the same.
+    """
+    from corral.decision.tiebreak import TieAnswer, tie_request
+
+    state = loop.state
+    request = tie_request(
+        state.memory.goal, state.priority, tied, scores, _temperature(loop, "decide")
+    )
+    try:
+        answer = await ask_model(loop, request, TieAnswer)
+    except CorralError:
+        return None  # recorded as events; the fixed order stands
+    return answer.tool

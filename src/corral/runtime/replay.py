@@ -172,6 +172,9 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
         agent, model=ReplayModel.from_events(events), health=ToolHealth()
     )
     runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
+    started = events[0].payload
+    assert isinstance(started, RunStarted)
+    runtime.replayed_latency = started.observed_latency  # rank by the recorded figures
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
     ]
@@ -180,10 +183,10 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     run_id = None
     try:
         if given is not None:  # started by ``run_plan``: the same plan and entities again
-            summary = await runtime.run_plan(given[0], entities=given[1])
+            summary = await runtime.run_plan(given[0], entities=given[1], priority=started.priority)
         else:
             first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
-            summary = await runtime.start(first)
+            summary = await runtime.start(first, priority=started.priority)
         run_id = summary.run_id
         for event in inputs:
             answer = event.payload

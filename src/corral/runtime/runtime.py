@@ -35,6 +35,7 @@ from corral.contracts import (
     StepBrief,
     StepStatus,
 )
+from corral.decision.priority import PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
     InputTooLargeError,
@@ -71,6 +72,7 @@ from corral.runtime.plan_entry import (
 from corral.runtime.state import RunState, fold
 from corral.runtime.stream import StreamItem, Watch, event_stream
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
+from corral.store.figures import LatencySource
 from corral.store.memory import MemoryStore
 
 T = TypeVar("T")
@@ -167,6 +169,9 @@ class Runtime:
         store's threads: two runs of one session ending together must both keep their turn."""
         self._redact: dict[str, list[str]] | None = None
         """The agent's redaction spec (the agent is frozen): computed once, not per run."""
+        self.replayed_latency: dict[str, dict[str, float]] | None = None
+        """Set by a replay: the observed latency the recorded run ranked by, read from its
+        ``run_started`` instead of this runtime's store, so the replay chooses the same."""
 
     # ------------------------------------------------------------------ public API
 
@@ -188,11 +193,19 @@ class Runtime:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
-    async def start(self, message: str, *, session_id: str | None = None) -> RunSummary:
-        """Handle a new user message; continues the session's open question if there is one."""
-        return await self._handle_message(message, session_id, None)
+    async def start(
+        self, message: str, *, session_id: str | None = None, priority: str | None = None
+    ) -> RunSummary:
+        """Handle a new user message; continues the session's open question if there is one.
 
-    def stream(self, message: str, *, session_id: str | None = None) -> AsyncIterator[StreamItem]:
+        ``priority``: ``urgent``, ``normal`` or ``budget``, how equivalent tools are ranked;
+        by default the message's words decide (``decision.priority_words``).
+        """
+        return await self._handle_message(message, session_id, None, priority)
+
+    def stream(
+        self, message: str, *, session_id: str | None = None, priority: str | None = None
+    ) -> AsyncIterator[StreamItem]:
         """``start``, yielding the run's events as it writes them, then its summary.
 
         >>> async for item in runtime.stream("我的打印机坏了，订单号 HD20240501，能换新吗"):
@@ -202,7 +215,7 @@ class Runtime:
         a consumer sees progress between durability points). Leaving the loop early
         cancels the run, which stores what it had done; ``resume`` finishes it.
         """
-        return event_stream(partial(self._handle_message, message, session_id))
+        return event_stream(partial(self._handle_message, message, session_id, priority=priority))
 
     def stream_resume(
         self,
@@ -217,9 +230,14 @@ class Runtime:
         return event_stream(partial(self._resume, run_id, approve, answer, step_id, wait_s))
 
     async def _handle_message(
-        self, message: str, session_id: str | None, watch: Watch | None
+        self,
+        message: str,
+        session_id: str | None,
+        watch: Watch | None,
+        priority: str | None = None,
     ) -> RunSummary:
         require_text(message, "the message")
+        found = run_priority(priority, message, self.agent.config.decision.priority_words)
         if session_id is not None:
             require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
@@ -237,7 +255,7 @@ class Runtime:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
         run_id = self.effects.new_id("run")
         async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
-            return await self._start(run_id, message, session, session_id, held, watch)
+            return await self._start(run_id, message, session, session_id, held, watch, found)
 
     async def _start(
         self,
@@ -247,9 +265,13 @@ class Runtime:
         session_id: str | None,
         held: Held,
         watch: Watch | None,
+        priority: PriorityFound,
     ) -> RunSummary:
         language = detect_language(message, self.agent.config.default_language)
-        journal = self._begin(run_id, session, session_id, language, ENTRY_MESSAGE, watch)
+        observed = await self._observed_latency()
+        journal = self._begin(
+            run_id, session, session_id, language, ENTRY_MESSAGE, watch, (priority, observed)
+        )
         journal.emit("intent", UserMessage(message))
         self._carry_over(journal, session)
         return await self._drive(journal, held)
@@ -262,8 +284,13 @@ class Runtime:
         language: Language,
         entry: str,
         watch: Watch | None = None,
+        ranking: tuple[PriorityFound, dict[str, dict[str, float]]] | None = None,
     ) -> Journal:
-        """A new run's journal, opened with ``run_started``; ``entry``: message or plan."""
+        """A new run's journal, opened with ``run_started``; ``entry``: message or plan.
+
+        ``ranking``: the run's priority and the observed latency its choices rank by.
+        """
+        found, observed = ranking or (PriorityFound("normal", "default"), {})
         journal = Journal(RunState(run_id=run_id), self.effects, watch)
         received_at = self.effects.now()
         journal.emit(
@@ -278,9 +305,32 @@ class Runtime:
                 language=language,
                 redact=self._redaction_spec(),
                 entry=entry,
+                priority=found.priority,
+                priority_source=found.source,
+                observed_latency=observed,
             ),
         )
         return journal
+
+    async def _observed_latency(self) -> dict[str, dict[str, float]]:
+        """The observed latency of the agent's tools that have equivalents, for a new run.
+
+        One store query per run start, only for an agent whose tools have equivalents and
+        a store that answers it (``LatencySource``); recorded in ``run_started``, so the
+        run's choices, its resume and its replay all rank by the same figures.
+        """
+        if self.replayed_latency is not None:
+            return dict(self.replayed_latency)
+        tools = self.agent.tools
+        names = [s.name for s in tools if len(tools.equivalents(s.name)) > 1]
+        if not names or not isinstance(self.store, LatencySource):
+            return {}
+        window = self.agent.config.decision.latency_window
+        found = await self._io(self.store.tool_latency, self.agent.name, names, window)
+        return {
+            name: {"p95_ms": round(latency.p95_ms, 3), "calls": latency.calls}
+            for name, latency in sorted(found.items())
+        }
 
     def _redaction_spec(self) -> dict[str, list[str]]:
         if self._redact is None:
@@ -310,6 +360,7 @@ class Runtime:
         entities: Mapping[str, Any] | None = None,
         session_id: str | None = None,
         intent: str | None = None,
+        priority: str | None = None,
     ) -> RunSummary:
         """Run a given plan: a template name from the agent's config, or a ``Plan``.
 
@@ -318,7 +369,8 @@ class Runtime:
         budgets and resume as a message-started run. ``entities`` are what
         ``$entities.x`` references read (each declared in the config, of its kind's type).
         An unknown template or an invalid plan raises ``PlanInvalidError`` before any run
-        exists; an unknown or ill-typed entity raises ``InvalidArgumentError``.
+        exists; an unknown or ill-typed entity raises ``InvalidArgumentError``, and so
+        does an unknown ``priority`` (``urgent``, ``normal`` or ``budget``; default normal).
 
         >>> summary = await runtime.run_plan("exchange", entities={"order_id": "HD20240501"})
         """
@@ -330,10 +382,14 @@ class Runtime:
         if session_id:
             session = await self._io(self.store.get_session, session_id, self.effects.now())
         check_required(self.agent, given, checked, self._carried(session))
+        found = run_priority(priority, "", self.agent.config.decision.priority_words)
+        observed = await self._observed_latency()
         run_id = self.effects.new_id("run")
         async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
             language = self.agent.config.default_language
-            journal = self._begin(run_id, session, session_id, language, ENTRY_PLAN)
+            journal = self._begin(
+                run_id, session, session_id, language, ENTRY_PLAN, None, (found, observed)
+            )
             self._carry_over(journal, session)
             if checked:
                 journal.emit("intent", EntitiesMerged(checked, "caller"))

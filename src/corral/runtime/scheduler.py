@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
 from corral.decision.candidates import eligible_tools
+from corral.decision.choice import Choice, choose, measure_for, ranking_latency
 from corral.decision.gates import Proposal, Stop, decide
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -343,11 +344,12 @@ class Scheduler:
         ``validated``: ``args`` as ``planned``'s input model, when a gate validated them.
         """
         step, agent, journal = compiled.step, self.agent, self.journal
+        priority, decision = self.state.priority, agent.config.decision
         candidates, excluded = eligible_tools(
             planned,
             agent.tools,
             agent.health,
-            agent.config.tool_preference,
+            measure_for(priority, agent.config.tool_preference),
             allowed=self.gates.allowed_tools,
             policy=agent.policy,
             # what constraints read, and capability matching's query: built only when used
@@ -358,20 +360,34 @@ class Scheduler:
                 if agent.capabilities is not None
                 else ""
             ),
+            latency=ranking_latency(self.state.observed_latency, decision.min_observations),
         )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
             return _Outcome(refused, args)
+        choice, told = await self._choose(planned, candidates)
+        candidates = choice.order
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
-            reason = "best ranked" if index == 0 else f"fallback after {candidates[index - 1].name}"
+            first = choice.reason if told else "best ranked"
+            reason = first if index == 0 else f"fallback after {candidates[index - 1].name}"
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
-            if write or index or degraded or excluded or spec.name != planned.name:
+            if write or index or degraded or excluded or spec.name != planned.name or told:
                 names = [c.name for c in candidates]
                 journal.emit(
-                    "decide", ToolSelected(step.id, spec.name, reason, degraded, names, excluded)
+                    "decide",
+                    ToolSelected(
+                        step.id,
+                        spec.name,
+                        reason,
+                        degraded,
+                        names,
+                        excluded,
+                        priority if told else None,
+                        choice.scores if told else None,
+                    ),
                 )
             if write:
                 await self.loop.persist()  # a resumed run knows which write was entered
@@ -385,6 +401,34 @@ class Scheduler:
                 break
         assert result is not None
         return _Outcome(result, args)
+
+    async def _choose(self, planned: ToolSpec, candidates: list[ToolSpec]) -> tuple[Choice, bool]:
+        """The candidates in the order the run's priority puts them, and whether to say why.
+
+        A tie goes to the model when one is configured. The choice is told (an event with
+        the priority, the scores and the reason) when the priority or the model decided
+        it; a normal run's pick by the default order is recorded as it always was.
+        """
+        agent, state = self.agent, self.state
+        peers = {spec.name for spec in agent.tools.equivalents(planned.name)}
+        decision = agent.config.decision
+        choice = choose(
+            candidates,
+            planned.name,
+            peers.__contains__,
+            agent.health,
+            state.priority,
+            agent.config.tool_preference,
+            state.observed_latency,
+            decision,
+        )
+        if choice.tied and agent.model is not None:
+            from corral.runtime.modeling import model_tie_break
+
+            tied = [spec for spec in choice.order if spec.name in choice.tied]
+            picked = await model_tie_break(self.loop, tied, choice.scores)
+            return choice.by_model(picked, decision.tie_margin), True
+        return choice, bool(choice.reason) and state.priority != "normal"
 
     async def _call(
         self,

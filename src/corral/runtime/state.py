@@ -23,6 +23,7 @@ from corral.contracts import (
     StepStatus,
     ToolResult,
 )
+from corral.decision.priority import Priority, stored_priority
 from corral.events import (
     ConfirmationGiven,
     ConfirmationRequested,
@@ -123,6 +124,10 @@ class RunState:
     active_s: float = 0.0
     """Seconds spent running (not paused) in earlier processes, for the wall-clock budget."""
     last_seq: int = 0
+    priority: Priority = "normal"
+    """How equivalent tools are ranked (``decision.priority``), from ``run_started``."""
+    observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Tool -> its observed ``p95_ms`` and ``calls``, read once when the run started."""
 
 
 def _apply_step(state: RunState, payload: StepPayload) -> None:
@@ -169,6 +174,8 @@ def apply(state: RunState, event: Event) -> RunState:
         state.session_id = payload.session_id
         state.language = payload.language
         state.received_at = datetime.fromisoformat(payload.received_at)
+        state.priority = stored_priority(payload.priority)
+        state.observed_latency = payload.observed_latency
     elif isinstance(payload, UserMessage):
         state.messages.append(payload.text)
         if not state.memory.goal:

@@ -47,7 +47,8 @@ STARTED: dict[int | str, dict[str, Any]] = {
 async def start_run(agent: str, body: StartRun, state: State) -> Response:
     """Handle a user's message with an agent: the run's summary once it pauses or ends."""
     runtime = state.runtime(agent)
-    started = await state.hub.drive(runtime.stream(body.message, session_id=body.session_id))
+    stream = runtime.stream(body.message, session_id=body.session_id, priority=body.priority)
+    started = await state.hub.drive(stream)
     return await state.answer(started, body.wait)
 
 

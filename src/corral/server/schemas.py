@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from corral.contracts import RunSummary
+from corral.decision.priority import Priority
 
 
 class Body(BaseModel):
@@ -29,6 +30,9 @@ class StartRun(Body):
     wait: bool = True
     """True: answer when the run pauses or ends. False: answer 202 at once; the run goes on
     in the server and ``GET /runs/{id}/stream`` follows it."""
+    priority: Priority | None = None
+    """How equivalent tools are ranked: ``urgent`` (latency), ``budget`` (price) or
+    ``normal``; by default the message's words decide (``decision.priority_words``)."""
 
 
 class ResumeRun(Body):

@@ -10,8 +10,9 @@ use the same percentile, ``rank``, so they agree to the millisecond.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from corral.store.facts import EventFacts, RunFacts
 
@@ -105,3 +106,34 @@ def aggregate(runs: Iterable[tuple[RunFacts, EventFacts]]) -> Figures:
     figures.stage_ms = percentiles(stage_samples)
     figures.tool_ms = percentiles(tool_samples)
     return figures
+
+
+@dataclass(frozen=True)
+class ToolLatency:
+    """A tool's observed latency: the p95 of its latest successful calls, and how many."""
+
+    p95_ms: float
+    calls: int
+
+
+@runtime_checkable
+class LatencySource(Protocol):
+    """A store that answers the observed latency of tools (SQL in SQL, memory by a fold).
+
+    The decision layer ranks equivalent tools of an urgent run by it, so that latency is
+    observed rather than declared by hand; a store without it leaves the declared one.
+    """
+
+    def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
+        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs."""
+        ...
+
+
+def latencies(samples: Mapping[str, Sequence[float]]) -> dict[str, ToolLatency]:
+    """Tool -> the p95 (nearest rank, as stats reports it) of its samples."""
+    out: dict[str, ToolLatency] = {}
+    for name, values in samples.items():
+        if values:
+            ordered = sorted(values)
+            out[name] = ToolLatency(ordered[rank(len(ordered), 95) - 1], len(ordered))
+    return out

@@ -11,14 +11,15 @@ person still has to act on the packet) are never dropped.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from corral.contracts import HandoffPacket
+from corral.contracts import HandoffPacket, ToolStatus
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
-from corral.events import Event
+from corral.events import Event, ToolAttempt
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
+from corral.store.figures import ToolLatency, latencies
 
 DEFAULT_MAX_ENDED_RUNS: int | None = None
 """Ended runs a ``MemoryStore`` keeps by default: every one."""
@@ -171,3 +172,24 @@ class MemoryStore:
         for rid in old:
             self._drop(rid)
         return len(expired), old
+
+    def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
+        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
+
+        A fold of the runs in memory, newest run first (the SQL store asks SQL instead).
+        """
+        wanted = set(tools)
+        samples: dict[str, list[float]] = {name: [] for name in wanted}
+        for run in self.list_runs(limit=len(self.runs)):
+            if run.agent != agent:
+                continue
+            for event in reversed(self.events.get(run.run_id, [])):
+                attempt = event.payload
+                if (
+                    isinstance(attempt, ToolAttempt)
+                    and attempt.tool in wanted
+                    and attempt.status == ToolStatus.SUCCESS.value
+                    and len(samples[attempt.tool]) < last
+                ):
+                    samples[attempt.tool].append(attempt.duration_ms)
+        return latencies(samples)

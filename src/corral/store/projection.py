@@ -407,3 +407,34 @@ def run_ids(
         )
     query = query.order_by(runs_table.c.created_at.desc(), runs_table.c.run_id.desc()).limit(limit)
     return list(conn.execute(query).scalars())
+
+
+def recent_tool_ms(
+    conn: Connection, agent: str, tools: Sequence[str], last: int
+) -> dict[str, list[float]]:
+    """Tool -> the durations of its ``last`` latest successful attempts in ``agent``'s runs.
+
+    One query: the attempts numbered per tool, newest run first (then newest event), in
+    a window over the ``(kind, name, ...)`` index, cut at ``last``.
+    """
+    steps = step_facts.c
+    number = (
+        func.row_number()
+        .over(partition_by=steps.name, order_by=(steps.created_at.desc(), steps.seq.desc()))
+        .label("n")
+    )
+    ranked = (
+        select(steps.name, steps.duration_ms, number)
+        .where(
+            steps.kind == TOOL,
+            steps.name.in_(list(tools)),
+            steps.agent == agent,
+            steps.status == "success",
+        )
+        .subquery()
+    )
+    query = select(ranked.c.name, ranked.c.duration_ms).where(ranked.c.n <= last)
+    out: dict[str, list[float]] = {}
+    for name, millis in conn.execute(query):
+        out.setdefault(str(name), []).append(float(millis))
+    return out

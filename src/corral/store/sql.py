@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,7 +67,7 @@ from corral.store.codec import (
 )
 from corral.store.facts import aware as _aware
 from corral.store.faults import store_faults
-from corral.store.figures import Figures
+from corral.store.figures import Figures, ToolLatency, latencies
 
 metadata = MetaData()
 
@@ -729,3 +729,17 @@ class SqlStore:
             if intent is not None and not self._projected(conn):
                 return []
             return projection.run_ids(conn, runs, where, intent, limit)
+
+    def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
+        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
+
+        Read from the stats projection in one query. Runs of a home older than the
+        projection count once ``corral stats`` has backfilled them: a run start does not
+        wait for that; an old read-only home without the projection has no observations.
+        """
+        if not tools:
+            return {}
+        with self._faults(action="reading tool latency"), self.engine.connect() as conn:
+            if not self._projected(conn):
+                return {}
+            return latencies(projection.recent_tool_ms(conn, agent, sorted(tools), last))
