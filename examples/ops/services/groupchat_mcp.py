@@ -30,13 +30,8 @@ from typing import Any
 from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mcp.server.mcpserver import Context, MCPServer
 from ops_state import open_state, take_fault
-
-try:  # mcp 2 renamed FastMCP to MCPServer
-    from mcp.server.mcpserver import Context, MCPServer
-except ImportError:  # pragma: no cover - mcp 1.x
-    from mcp.server.fastmcp import Context  # type: ignore[no-redef]
-    from mcp.server.fastmcp import FastMCP as MCPServer
 
 
 class Post(BaseModel):
