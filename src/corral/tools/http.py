@@ -27,6 +27,7 @@ httpx is imported when the first call is made, never at import.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -286,5 +287,9 @@ def http_tools(
         configs.extend(openapi_tools(source, root or Path.cwd()))
     if not configs:
         return [], None
+    if importlib.util.find_spec("httpx") is None:  # found, not imported: that waits for a call
+        raise ConfigInvalidError(
+            "HTTP tools need httpx, which is not installed", hint="pip install 'corral[http]'"
+        )
     transport = HttpTransport(deps)
     return [endpoint_spec(config, transport) for config in configs], transport
