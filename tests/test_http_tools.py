@@ -253,6 +253,20 @@ async def test_a_missing_auth_variable_is_a_config_error_and_nothing_is_sent(
     assert sum(ledger.calls.values()) == 0
 
 
+async def test_a_write_that_sent_nothing_fails_plainly_not_with_an_unknown_outcome(
+    service: tuple[str, Ledger], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("T1_TEST_TOKEN", raising=False)
+    tool = {**post_tool(), "auth": {"env": "T1_TEST_TOKEN"}}
+    steps = [{"id": "s1", "tool": "post_to_group", "args": {"channel": "ops", "text": "hi"}}]
+    effects = FixedEffects()
+    agent = agent_with(service[0], tool, steps=steps)
+    async with Runtime(agent, MemoryStore(), effects=effects) as runtime:
+        summary = await runtime.start("go")
+    assert [s.error_code for s in summary.steps] == ["CONFIG_INVALID"]  # not OUTCOME_UNKNOWN
+    assert ledger.keys == []
+
+
 def post_tool(path: str = "/posts", **policy: Any) -> dict[str, Any]:
     return {
         "name": "post_to_group",
