@@ -247,3 +247,77 @@ def test_an_int_fits_an_optional_constrained_int_parameter() -> None:
     assert ("ask", "p") in agent.template_graphs
     assert is_assignable(int, Annotated[int, Field(ge=1)] | None)
     assert not is_assignable(str, Annotated[int, Field(ge=1)] | None)
+
+
+class Region(BaseModel):
+    name: str
+    total: int
+
+
+class Week(BaseModel):
+    week: str
+    total: int
+    regions: list[Region]
+    note: str = ""
+
+
+def test_a_model_fits_another_by_its_fields() -> None:
+    """A declared tool's result (a model built from JSON Schema) flows into a function
+    tool's own model when every field fits; a missing or mistyped field does not."""
+    from corral.tools.schema_models import model_from_schema
+
+    region = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "total": {"type": "integer"}},
+        "required": ["name", "total"],
+    }
+    served = model_from_schema(
+        "fetch_output",
+        {
+            "type": "object",
+            "properties": {
+                "week": {"type": "string"},
+                "total": {"type": "integer"},
+                "start": {"type": "string"},
+                "regions": {"type": "array", "items": region},
+            },
+            "required": ["week", "total", "regions"],
+        },
+    )
+    assert is_assignable(served, Week)  # extra `start` ignored, `note` has a default
+    assert is_assignable(list[served], list[Week])  # type: ignore[valid-type]
+    no_regions = model_from_schema(
+        "short",
+        {
+            "type": "object",
+            "properties": {"week": {"type": "string"}, "total": {"type": "integer"}},
+        },
+    )
+    assert not is_assignable(no_regions, Week)  # a required field is missing
+    text_total = model_from_schema(
+        "text",
+        {
+            "type": "object",
+            "properties": {
+                "week": {"type": "string"},
+                "total": {"type": "string"},
+                "regions": {"type": "array", "items": region},
+            },
+        },
+    )
+    assert not is_assignable(text_total, Week)  # str does not fit int
+    assert not is_assignable(Week, Region)
+
+
+class Node(BaseModel):
+    value: int
+    children: list[Node] = Field(default_factory=list)
+
+
+class Tree(BaseModel):
+    value: int
+    children: list[Tree] = Field(default_factory=list)
+
+
+def test_models_that_refer_to_themselves_are_compared_once() -> None:
+    assert is_assignable(Node, Tree) and is_assignable(Tree, Node)

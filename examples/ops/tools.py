@@ -133,10 +133,13 @@ def _range(dates: dict[str, str] | None, default: date) -> tuple[date, date, str
 
 class WeatherQuery(BaseModel):
     city: str
-    start: date
-    end: date
+    start: str
+    """ISO dates, as the HTTP tools take them (JSON has no date type)."""
+    end: str
     period: str
     """The words the user said for the dates, or the date itself."""
+    dates: str
+    """The dates as the reply shows them: one day, or the first and the last."""
 
 
 @tool(policy=LOCAL_COMPUTE, summary="{city} {start}..{end}")
@@ -145,14 +148,23 @@ def resolve_weather(
 ) -> WeatherQuery:
     """The city (the team's own when none is named) and the dates (today when none)."""
     start, end, said = _range(dates, ctx.today())
-    return WeatherQuery(city=city or HOME_CITY, start=start, end=end, period=said or str(start))
+    shown = (
+        str(start) if start == end else f"{start} {'至' if ctx.language == 'zh' else 'to'} {end}"
+    )
+    return WeatherQuery(
+        city=city or HOME_CITY,
+        start=str(start),
+        end=str(end),
+        period=said or str(start),
+        dates=shown,
+    )
 
 
 class TripQuery(BaseModel):
     origin: str
     destination: str
-    start: date
-    end: date
+    start: str
+    end: str
     period: str
 
 
@@ -169,7 +181,9 @@ def resolve_trip(
     if leaving == destination:
         raise ToolFailedError(f"a trip from {leaving} to itself", hint="ask where from")
     period = said or str(start)
-    return TripQuery(origin=leaving, destination=destination, start=start, end=end, period=period)
+    return TripQuery(
+        origin=leaving, destination=destination, start=str(start), end=str(end), period=period
+    )
 
 
 class Weeks(BaseModel):

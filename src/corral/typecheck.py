@@ -53,8 +53,14 @@ def describe(tp: Any) -> str:
     return str(tp).replace("typing.", "")
 
 
-def is_assignable(source: Any, target: Any) -> bool:
-    """Whether a value of type ``source`` always fits a parameter of type ``target``."""
+def is_assignable(
+    source: Any, target: Any, *, _seen: frozenset[tuple[Any, Any]] = frozenset()
+) -> bool:
+    """Whether a value of type ``source`` always fits a parameter of type ``target``.
+
+    Two models fit by their fields (``_fields_fit``); ``_seen`` holds the pairs of models
+    being compared, so a model that refers to itself is compared once.
+    """
     source, target = _strip(source), _strip(target)
     if source is Any or target is Any:
         return True
@@ -62,9 +68,9 @@ def is_assignable(source: Any, target: Any) -> bool:
         return target is type(None) or type(None) in typing.get_args(target)
     sources, targets = _members(source), _members(target)
     if len(sources) > 1:
-        return all(is_assignable(s, target) for s in sources)
+        return all(is_assignable(s, target, _seen=_seen) for s in sources)
     if len(targets) > 1:
-        return any(is_assignable(sources[0], t) for t in targets)
+        return any(is_assignable(sources[0], t, _seen=_seen) for t in targets)
     src, dst = sources[0], targets[0]
     if typing.get_origin(dst) is Literal and typing.get_origin(src) is Literal:
         return set(typing.get_args(src)) <= set(typing.get_args(dst))
@@ -82,13 +88,39 @@ def is_assignable(source: Any, target: Any) -> bool:
         if not src_args or not dst_args:
             return True
         return len(src_args) == len(dst_args) and all(
-            is_assignable(s, d) for s, d in zip(src_args, dst_args, strict=True)
+            is_assignable(s, d, _seen=_seen) for s, d in zip(src_args, dst_args, strict=True)
         )
     if src is bool and dst is not bool:
         return False
     if src is int and dst is float:
         return True
-    return isinstance(src, type) and isinstance(dst, type) and issubclass(src, dst)
+    if isinstance(src, type) and isinstance(dst, type) and issubclass(src, dst):
+        return True
+    return _fields_fit(src, dst, _seen)
+
+
+def _fields_fit(source: Any, target: Any, seen: frozenset[tuple[Any, Any]]) -> bool:
+    """Whether a ``source`` model always validates as the ``target`` model, field by field.
+
+    Each field of ``target`` is in ``source`` with an assignable type, or has a default;
+    extra fields of ``source`` are ignored, as pydantic ignores them. This is how the
+    result of a declared tool (a model built from JSON Schema) flows into a function
+    tool's own model: no two such classes are ever the same class.
+    """
+    models = all(isinstance(m, type) and issubclass(m, BaseModel) for m in (source, target))
+    if not models:
+        return False
+    if (source, target) in seen:
+        return True
+    seen = seen | {(source, target)}
+    given = source.model_fields
+    for name, field in target.model_fields.items():
+        if name not in given:
+            if field.is_required():
+                return False
+        elif not is_assignable(given[name].annotation, field.annotation, _seen=seen):
+            return False
+    return True
 
 
 def field_type(model: type[BaseModel], path: tuple[str, ...]) -> tuple[Any, str | None]:
