@@ -174,12 +174,15 @@ def resolve_trip(
     ctx: ToolContext,
     origin: str | None = None,
     dates: dict[str, str] | None = None,
-) -> TripQuery:
-    """Where from (the team's city unless said), where to, and when (tomorrow unless said)."""
+) -> TripQuery | None:
+    """Where from (the team's city unless said), where to, and when (tomorrow unless said).
+
+    No trip (``None``: the plan's ``same_city`` reply) when it would leave from where it goes.
+    """
     start, end, said = _range(dates, ctx.today() + timedelta(days=1))
     leaving = origin or HOME_CITY
-    if leaving == destination:
-        raise ToolFailedError(f"a trip from {leaving} to itself", hint="ask where from")
+    if leaving.casefold() == destination.casefold():
+        return None
     period = said or str(start)
     return TripQuery(
         origin=leaving, destination=destination, start=str(start), end=str(end), period=period
