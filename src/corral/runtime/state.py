@@ -20,10 +20,13 @@ from corral.contracts import (
     Plan,
     RouteDecision,
     RunStatus,
+    SignalBrief,
     StepStatus,
     ToolResult,
 )
 from corral.events import (
+    SIGNAL_PAYLOADS,
+    BudgetLowSignal,
     ConfirmationGiven,
     ConfirmationRequested,
     EntitiesMerged,
@@ -48,6 +51,7 @@ from corral.events import (
     ToolSelected,
     UserAnswered,
     UserMessage,
+    signal_brief,
 )
 from corral.memory.task import Fact, FactSource, TaskMemory
 
@@ -123,6 +127,10 @@ class RunState:
     active_s: float = 0.0
     """Seconds spent running (not paused) in earlier processes, for the wall-clock budget."""
     last_seq: int = 0
+    signals: list[SignalBrief] = field(default_factory=list)
+    """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
+    budget_low: bool = False
+    """``budget_low`` was raised: the run is on its cheaper path (optional steps skipped)."""
 
 
 def _apply_step(state: RunState, payload: StepPayload) -> None:
@@ -219,6 +227,9 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.handoff = payload.packet
     elif isinstance(payload, RunFinished):
         state.outcome, state.error_code = payload.outcome, payload.error_code
+    elif isinstance(payload, SIGNAL_PAYLOADS):
+        state.signals.append(signal_brief(payload))
+        state.budget_low = state.budget_low or isinstance(payload, BudgetLowSignal)
 
 
 def fold(run_id: str, events: Iterable[Event]) -> RunState:
