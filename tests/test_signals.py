@@ -502,4 +502,6 @@ def test_cli_run_json_shows_need_clarification_and_show_reads_it_back(tmp_path: 
     shown = json.loads(corral_cli(home, "show", summary["run_id"], "--json").stdout)
     assert shown["signals"] == summary["signals"]
     traces = corral_cli(home, "traces", "--run", summary["run_id"], "--json").stdout
-    assert "need_clarification" in traces
+    lines = [json.loads(line) for line in traces.splitlines() if line.startswith("{")]
+    logged = [line for line in lines if line.get("event") == "need_clarification"]
+    assert [line["level"] for line in logged] == ["warn"], traces
