@@ -271,10 +271,13 @@ class ToolTimeout(Contract):
     timeout_s: float
 
 
+BudgetResource = Literal["steps", "tool_calls", "tokens", "wall_clock"]
+
+
 class BudgetLow(Contract):
     """Raised by the decision layer when a budget's remaining share falls below the limit."""
 
-    resource: Literal["steps", "tool_calls", "tokens", "wall_clock"]
+    resource: BudgetResource
     used: float
     limit: float
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from corral.config import Budget
-from corral.contracts import BudgetLow
+from corral.contracts import BudgetLow, BudgetResource
 
 BudgetLowOutcome = Literal["skip_optional"]
 
@@ -43,13 +43,10 @@ class BudgetTracker:
 
     def low(self, active_s: float) -> BudgetLow | None:
         """The first budget with less than ``low_fraction`` of it left, else ``None``."""
-        share = 1.0 - self.budget.low_fraction
         if self.budget.low_fraction <= 0:
             return None
-        used: tuple[
-            tuple[Literal["steps", "tool_calls", "tokens", "wall_clock"], float, float], ...
-        ]
-        used = (
+        share = 1.0 - self.budget.low_fraction
+        used: tuple[tuple[BudgetResource, float, float], ...] = (
             ("steps", self.steps, self.budget.max_steps),
             ("tool_calls", self.tool_calls, self.budget.max_tool_calls),
             ("tokens", self.tokens, self.budget.max_tokens),

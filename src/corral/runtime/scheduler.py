@@ -8,6 +8,12 @@ equivalent tools to use. After it ends, the agent's verifiers judge it
 (``verify.verifiers``) and the recovery ladder runs: retries (inside ``invoke_tool``), then
 an equivalent tool, then a replan, then a handoff. Which steps are ready is kept in a
 ``StepBook``, updated as each step settles.
+
+It raises two signals (``docs/signals.md``): ``tool_timeout`` for each attempt that did
+not answer in time (handled by ``runtime.timeouts``), and ``need_replan`` when a step's
+result fails verification (handled by ``verify.recovery``). A plan longer than
+``limits.max_plan_steps_without_confirmation`` first waits for a person
+(``runtime.plan_confirmation``).
 """
 
 from __future__ import annotations
