@@ -124,6 +124,19 @@ async def test_a_tool_timeout_with_nothing_to_switch_to_fails_the_step() -> None
     assert [(s.kind, s.outcome) for s in summary.signals] == [("tool_timeout", "fail")]
 
 
+async def test_a_write_that_times_out_is_reconciled_never_retried_blindly() -> None:
+    @tool(policy=ToolPolicy(kind="write", timeout_s=0.05, retry=RetryPolicy(max_retries=0)))
+    async def post(n: int) -> Value:
+        await asyncio.Event().wait()  # it may have acted: nobody can tell
+        raise AssertionError("unreachable")
+
+    runtime = runtime_for(build_agent([post], [{"id": "w", "tool": "post", "args": {"n": 1}}]))
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.HANDED_OFF and summary.error_code == "OUTCOME_UNKNOWN"
+    assert [(s.kind, s.outcome) for s in summary.signals] == [("tool_timeout", "reconcile")]
+    assert summary.steps[0].attempts == 1
+
+
 # --------------------------------------------------------------------------- need_replan
 
 
@@ -505,3 +518,55 @@ def test_cli_run_json_shows_need_clarification_and_show_reads_it_back(tmp_path: 
     lines = [json.loads(line) for line in traces.splitlines() if line.startswith("{")]
     logged = [line for line in lines if line.get("event") == "need_clarification"]
     assert [line["level"] for line in logged] == ["warn"], traces
+
+
+LONG_AGENT = """
+    name: long
+    default_language: en
+    limits: {max_plan_steps: 20}
+    intents:
+      - name: go
+        rules: [{keywords: [go], confidence: 0.95}]
+        route: plan
+        plan: p
+        reply: done
+    plans:
+      p:
+        steps:
+__STEPS__
+    templates:
+      done: {zh: 好了, en: all done}
+"""
+
+LONG_TOOLS = """
+    from pydantic import BaseModel
+    from corral import tool
+
+    class Value(BaseModel):
+        value: int
+
+    @tool
+    def counted(n: int) -> Value:
+        return Value(value=n)
+"""
+
+
+def test_cli_a_long_plan_waits_for_approval_in_another_process(tmp_path: Path) -> None:
+    steps = "\n".join(
+        f"          - {{id: s{k}, tool: counted, args: {{n: {k}}}, description: count {k}}}"
+        for k in range(1, 12)
+    )
+    folder = write_agent(tmp_path / "long", LONG_AGENT.replace("__STEPS__", steps), LONG_TOOLS)
+    home = tmp_path / "home"
+    paused = json.loads(corral_cli(home, "run", str(folder), "go", "--json").stdout)
+    assert paused["status"] == "awaiting_confirm"
+    assert paused["pending"]["step_id"] == "#plan"
+    assert "1. count 1, 2. count 2" in paused["pending"]["prompt"]
+    assert {s["status"] for s in paused["steps"]} == {"pending"}
+    done = corral_cli(
+        home, "resume", paused["run_id"], "--approve", "--step", "#plan", "--agent", str(folder)
+    )
+    shown = json.loads(corral_cli(home, "show", paused["run_id"], "--json").stdout)
+    assert shown["status"] == "finished" and shown["reply"] == "all done", done.stdout
+    assert {s["status"] for s in shown["steps"]} == {"succeeded"}
+    corral_cli(home, "replay", paused["run_id"], "--agent", str(folder))  # exit 0: same path
