@@ -53,8 +53,9 @@ def agent_yaml(name: str, steps: int) -> str:
         textwrap.dedent(f"""\
         name: {name}
         default_language: en
-        limits: {{max_plan_steps: {steps}}}
-        budget: {{max_steps: {steps}, max_tool_calls: {steps * 2}, max_wall_clock_s: 120}}
+        limits: {{max_plan_steps: {steps}, max_plan_steps_without_confirmation: {steps}}}
+        budget: {{max_steps: {steps}, max_tool_calls: {steps * 2}, max_wall_clock_s: 120,
+                  low_fraction: 0}}
         intents:
           - name: go
             rules: [{{keywords: [go], confidence: 0.95}}]

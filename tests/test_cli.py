@@ -75,8 +75,9 @@ def test_run_json_has_the_documented_fields(tmp_path: Path) -> None:
         "outcome",
         "error_code",
         "pending",
+        "signals",
     }
-    assert data["status"] == "awaiting_confirm"
+    assert data["status"] == "awaiting_confirm" and data["signals"] == []
     assert data["outcome"] is None and data["error_code"] is None
     assert data["pending"]["kind"] == "confirm" and data["pending"]["step_id"] == "s4"
     assert data["intent"] == {"label": "申请换新", "confidence": 0.92, "source": "rule"}

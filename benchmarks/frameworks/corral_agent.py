@@ -74,7 +74,11 @@ def agent(latency_s: float, steps: list[dict[str, Any]]) -> Agent:
             ],
             "plans": {"p": {"steps": steps}},
             "templates": {"done": {"zh": "完成", "en": "done"}},
-            "limits": {"max_plan_steps": max(10, len(steps))},
+            "limits": {
+                "max_plan_steps": max(10, len(steps)),
+                # the benchmark measures execution, not a person approving a long plan
+                "max_plan_steps_without_confirmation": max(10, len(steps)),
+            },
             "budget": {
                 "max_wall_clock_s": 3600,
                 "max_steps": max(20, len(steps) * 2),

@@ -47,6 +47,12 @@ class Limits(_Strict):
     """How often a run may ask the user for the same missing value before a handoff."""
     max_identical_calls: int = Field(2, ge=1)
     """The same tool with the same arguments from more steps than this is a loop."""
+    max_plan_steps_without_confirmation: int = Field(10, ge=1)
+    """A plan (template or model) with more steps than this pauses in ``awaiting_confirm``
+    before its first step, showing the plan (seed 001: a person confirms plans over 10
+    steps). Only reachable when ``max_plan_steps`` is above it."""
+    max_replans: int = Field(2, ge=0)
+    """How often ``need_replan`` may replan a model plan before the run goes to a person."""
 
 
 class Budget(_Strict):
@@ -61,6 +67,9 @@ class Budget(_Strict):
     """Prompt plus completion tokens per run, from the providers' usage fields."""
     max_cost: float | None = Field(None, ge=0)
     """Money per run, priced with ``model.prices``; ``None`` for no money limit."""
+    low_fraction: float = Field(0.2, ge=0.0, lt=1.0)
+    """``budget_low`` is raised when less than this share of the steps, tool calls, tokens
+    or wall clock is left: optional steps are no longer started. ``0`` turns it off."""
 
 
 class ModelPrice(_Strict):

@@ -231,6 +231,68 @@ class EventType(StrEnum):
     REPLY = "reply"
     HANDED_OFF = "handed_off"
     RUN_FINISHED = "run_finished"
+    NEED_REPLAN = "need_replan"
+    NEED_CLARIFICATION = "need_clarification"
+    TOOL_TIMEOUT = "tool_timeout"
+    BUDGET_LOW = "budget_low"
+
+
+# --------------------------------------------------------------------------- signals
+
+
+class NeedReplan(Contract):
+    """Raised by verify when a step's result fails its check: what the plan assumed is false.
+
+    Only code raises a signal (``verify`` here), never a model's output: a model's text that
+    reads ``need_replan`` stays text.
+    """
+
+    step_id: str
+    tool: str
+    code: str
+    reason: str
+
+
+class NeedClarification(Contract):
+    """Raised by planning when an entity the plan needs is missing or has several values."""
+
+    entity: str
+    problem: Literal["missing", "ambiguous"]
+    candidates: list[str] = Field(default_factory=list)
+    """The values found for an ambiguous entity (two cities, two order ids)."""
+
+
+class ToolTimeout(Contract):
+    """Raised by the executor when one attempt of a tool does not answer in time."""
+
+    step_id: str
+    tool: str
+    attempt: int
+    timeout_s: float
+
+
+BudgetResource = Literal["steps", "tool_calls", "tokens", "wall_clock"]
+
+
+class BudgetLow(Contract):
+    """Raised by the decision layer when a budget's remaining share falls below the limit."""
+
+    resource: BudgetResource
+    used: float
+    limit: float
+
+
+Signal = NeedReplan | NeedClarification | ToolTimeout | BudgetLow
+"""Every signal code raises; each is an event of its own type with its handler's outcome."""
+
+
+class SignalBrief(Contract):
+    """A signal as run summaries show it: what was raised and what its handler did."""
+
+    kind: str
+    outcome: str
+    reason: str = ""
+    step_id: str | None = None
 
 
 # --------------------------------------------------------------------------- outputs
@@ -309,6 +371,8 @@ class RunSummary(Contract):
     """How the run ended: ``success``, ``partial``, ``refused``, ``unknown``, ``handoff``..."""
     error_code: str | None = None
     """The run's error code when it was handed off or failed (``OUTCOME_UNKNOWN``...)."""
+    signals: list[SignalBrief] = Field(default_factory=list)
+    """The signals code raised in the run (``need_replan``...), with their handlers' outcomes."""
 
 
 def __getattr__(name: str) -> Any:

@@ -62,6 +62,7 @@ class ErrorCode(StrEnum):
     INVALID_INPUT = "INVALID_INPUT"
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
     UNAUTHORIZED = "UNAUTHORIZED"
+    BUDGET_LOW = "BUDGET_LOW"
 
 
 class CorralError(Exception):

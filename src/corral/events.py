@@ -22,13 +22,18 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from corral.contracts import (
+    BudgetLow,
     EventType,
     HandoffPacket,
     IntentResult,
     Language,
+    NeedClarification,
+    NeedReplan,
     Plan,
     RouteDecision,
+    SignalBrief,
     ToolResult,
+    ToolTimeout,
     Verdict,
 )
 from corral.errors import StoreCorruptError
@@ -407,6 +412,79 @@ class RunFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class NeedReplanSignal:
+    """Verify raised ``need_replan``: a step's result failed its check.
+
+    ``outcome``: what its handler chose: ``replan``, ``continue`` (an optional step),
+    ``reply`` (the plan's declared answer) or ``handoff``.
+    """
+
+    kind: ClassVar[EventType] = EventType.NEED_REPLAN
+    signal: NeedReplan
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class NeedClarificationSignal:
+    """Planning raised ``need_clarification``; ``outcome``: ``ask`` or ``handoff``."""
+
+    kind: ClassVar[EventType] = EventType.NEED_CLARIFICATION
+    signal: NeedClarification
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTimeoutSignal:
+    """The executor raised ``tool_timeout``: an attempt did not answer in time.
+
+    ``outcome``: ``retry``, ``switch`` (to the equivalent tool ``next_tool``),
+    ``reconcile`` (a write: its outcome is settled, never retried blindly) or ``fail``.
+    """
+
+    kind: ClassVar[EventType] = EventType.TOOL_TIMEOUT
+    signal: ToolTimeout
+    outcome: str
+    next_tool: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetLowSignal:
+    """The decision layer raised ``budget_low``: little of a budget is left.
+
+    ``outcome``: ``skip_optional`` (steps marked ``on_failure: continue`` that have not
+    started are not run).
+    """
+
+    kind: ClassVar[EventType] = EventType.BUDGET_LOW
+    signal: BudgetLow
+    outcome: str
+
+
+SignalPayload = NeedReplanSignal | NeedClarificationSignal | ToolTimeoutSignal | BudgetLowSignal
+SIGNAL_PAYLOADS = (NeedReplanSignal, NeedClarificationSignal, ToolTimeoutSignal, BudgetLowSignal)
+
+
+def signal_brief(payload: SignalPayload) -> SignalBrief:
+    """What a run summary shows of a signal event."""
+    signal = payload.signal
+    if isinstance(signal, NeedReplan):
+        reason, step_id = f"{signal.tool}: {signal.reason}", signal.step_id
+    elif isinstance(signal, NeedClarification):
+        listed = f": {', '.join(signal.candidates)}" if signal.candidates else ""
+        reason, step_id = f"{signal.entity} is {signal.problem}{listed}", None
+    elif isinstance(signal, ToolTimeout):
+        reason = f"{signal.tool} attempt {signal.attempt} timed out after {signal.timeout_s:g} s"
+        step_id = signal.step_id
+    else:
+        reason = f"{signal.resource}: {signal.used:g} of {signal.limit:g} used"
+        step_id = None
+    outcome = payload.outcome
+    if isinstance(payload, ToolTimeoutSignal) and payload.next_tool:
+        outcome = f"{outcome}:{payload.next_tool}"
+    return SignalBrief(kind=payload.kind.value, outcome=outcome, reason=reason, step_id=step_id)
+
+
+@dataclass(frozen=True, slots=True)
 class Opaque:
     """The payload of a kind no longer written (``stage_started``...): kept as it was."""
 
@@ -445,6 +523,10 @@ Payload = (
     | Reply
     | HandedOff
     | RunFinished
+    | NeedReplanSignal
+    | NeedClarificationSignal
+    | ToolTimeoutSignal
+    | BudgetLowSignal
     | Opaque
 )
 """Every payload; the event's ``type`` says which (the union's discriminator)."""
@@ -482,6 +564,10 @@ PAYLOADS: dict[EventType, type[Payload]] = {
         Reply,
         HandedOff,
         RunFinished,
+        NeedReplanSignal,
+        NeedClarificationSignal,
+        ToolTimeoutSignal,
+        BudgetLowSignal,
     )
 }
 """Event type -> its payload record. Types missing here (deprecated) decode as ``Opaque``."""

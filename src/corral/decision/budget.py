@@ -1,10 +1,19 @@
-"""The run's hard budget, checked by code before each step."""
+"""The run's hard budget, checked by code before each step, and its early warning.
+
+``exceeded`` stops the run. Before that, ``low`` raises the ``budget_low`` signal once,
+when less than ``budget.low_fraction`` of the steps, tool calls, tokens or wall clock is
+left; ``handle_budget_low`` is its one handler: the run takes its cheaper path.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from corral.config import Budget
+from corral.contracts import BudgetLow, BudgetResource
+
+BudgetLowOutcome = Literal["skip_optional"]
 
 
 @dataclass
@@ -14,6 +23,9 @@ class BudgetTracker:
     budget: Budget
     steps: int = 0
     tool_calls: int = 0
+    tokens: int = 0
+    signalled_low: bool = False
+    """``budget_low`` was raised already in this run (it is raised once)."""
 
     def exceeded(self, active_s: float) -> str | None:
         """A reason when the run may not start another step, else ``None``.
@@ -28,3 +40,32 @@ class BudgetTracker:
         if active_s > self.budget.max_wall_clock_s:
             return f"wall-clock budget of {self.budget.max_wall_clock_s:g} s used up"
         return None
+
+    def low(self, active_s: float) -> BudgetLow | None:
+        """The first budget with less than ``low_fraction`` of it left, else ``None``."""
+        if self.budget.low_fraction <= 0:
+            return None
+        share = 1.0 - self.budget.low_fraction
+        used: tuple[tuple[BudgetResource, float, float], ...] = (
+            ("steps", self.steps, self.budget.max_steps),
+            ("tool_calls", self.tool_calls, self.budget.max_tool_calls),
+            ("tokens", self.tokens, self.budget.max_tokens),
+            ("wall_clock", round(active_s, 3), self.budget.max_wall_clock_s),
+        )
+        for resource, spent, limit in used:
+            if limit > 0 and spent > share * limit:
+                return BudgetLow(resource=resource, used=spent, limit=limit)
+        return None
+
+
+def handle_budget_low(signal: BudgetLow) -> BudgetLowOutcome:
+    """The one handler of ``budget_low``: the cheaper path, the same for every resource.
+
+    Optional steps (``on_failure: continue``) that have not started are not started: what
+    is left goes to the steps the answer needs, so the run ends as a partial completion
+    that says what was not done rather than running out mid-plan and going to a person.
+    Running steps and required steps are never touched, and nothing is retried less: a
+    cut to retries would turn a transient failure into a handoff.
+    """
+    del signal  # one outcome for every resource today; the signal says which ran low
+    return "skip_optional"

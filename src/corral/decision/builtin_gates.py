@@ -12,9 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from corral.decision.budget import handle_budget_low
 from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
 from corral.errors import CorralError, ErrorCode
-from corral.events import BudgetExceeded, LoopDetected, StepStarted, ToolRewritten, Verified
+from corral.events import (
+    BudgetExceeded,
+    BudgetLowSignal,
+    LoopDetected,
+    StepStarted,
+    ToolRewritten,
+    Verified,
+)
 from corral.planning.binding import bind_arguments
 from corral.tools.invoke import validate_args
 
@@ -30,14 +38,29 @@ def _unbound(proposal: Proposal, run: GateRun, exc: CorralError) -> Refuse:
 
 @dataclass(frozen=True, slots=True)
 class BudgetGate:
-    """No step starts once the run's step, tool-call or wall-clock budget is spent."""
+    """No step starts once the run's step, tool-call or wall-clock budget is spent.
+
+    Before that, when the budget runs low, it raises ``budget_low`` (once) and, on the
+    cheaper path its handler chose, an optional step is not started (``BUDGET_LOW``).
+    """
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
-        """Stop the run when a limit is passed."""
-        over = run.budget.exceeded(run.active_seconds())
+        """Stop the run when a limit is passed; refuse optional steps when it runs low."""
+        budget = run.budget
+        active_s = run.active_seconds()
+        over = budget.exceeded(active_s)
         if over:
             run.emit("decide", BudgetExceeded(over, proposal.step_id))
             return Stop(over, ErrorCode.BUDGET_EXCEEDED)
+        if not budget.signalled_low:
+            low = budget.low(active_s)
+            if low is None:
+                return proposal
+            run.emit("decide", BudgetLowSignal(low, handle_budget_low(low)))
+            budget.signalled_low = True
+        if proposal.step.step.on_failure == "continue":
+            reason = "the budget is running low: this optional step was not started"
+            return Refuse(ErrorCode.BUDGET_LOW.value, reason)
         return proposal
 
 

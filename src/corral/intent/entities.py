@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -70,6 +70,41 @@ class EntityExtractor:
             if value is not None:
                 found[entity.name] = value
         return found
+
+    def candidates(self, text: str, names: Iterable[str]) -> dict[str, list[str]]:
+        """The entities of ``names`` that ``text`` gives two or more different values for.
+
+        Only patterns and vocabularies can be ambiguous (two order ids, two cities): a
+        date range or an amount is one value by construction. A vocabulary word inside a
+        longer matched word ("打印机" in "激光打印机") is not a second value.
+        """
+        wanted = set(names)
+        found: dict[str, list[str]] = {}
+        for entity in self._entities:
+            if entity.name not in wanted:
+                continue
+            values = self._all_values(entity, text)
+            if len(values) > 1:
+                found[entity.name] = values
+        return found
+
+    def _all_values(self, entity: _CompiledEntity, text: str) -> list[str]:
+        spec = entity.spec
+        values: list[str] = []
+        if spec.kind == "vocabulary":
+            rest = text.lower()
+            for word, canonical in entity.vocabulary:  # longest first
+                lowered = word.lower()
+                if lowered and lowered in rest:
+                    rest = rest.replace(lowered, "\0")
+                    values.append(canonical)
+        elif spec.kind == "pattern":
+            for pattern in entity.patterns:
+                for match in pattern.finditer(text):
+                    value = match.group(1) if match.groups() else match.group(0)
+                    if value:
+                        values.append(value.upper() if spec.upper else value)
+        return list(dict.fromkeys(values))
 
     def _extract_one(self, entity: _CompiledEntity, text: str, lowered: str, now: datetime) -> Any:
         spec = entity.spec

@@ -53,6 +53,11 @@ _WARN_TYPES = {
     EventType.STEP_SKIPPED,
     EventType.STEP_BLOCKED,
     EventType.FACT_REJECTED,
+    # signals: the run left its planned path (a question, a switch, a cheaper path...)
+    EventType.NEED_REPLAN,
+    EventType.NEED_CLARIFICATION,
+    EventType.TOOL_TIMEOUT,
+    EventType.BUDGET_LOW,
 }
 _DEBUG_TYPES = {EventType.STAGE_STARTED, EventType.FACT_WRITTEN, EventType.ENTITIES_MERGED}
 

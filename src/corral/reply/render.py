@@ -38,6 +38,14 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         zh="接下来要执行「{tool}」，确认继续吗？", en="Next I will run {tool}. Shall I go ahead?"
     ),
     "ask": TemplateText(zh="请提供{slot}。", en="Could you give me the {slot}?"),
+    "ask_which": TemplateText(
+        zh="您说的{slot}是哪一个：{candidates}？",
+        en="Which {slot} do you mean: {candidates}?",
+    ),
+    "confirm_plan": TemplateText(
+        zh="这个任务共 {count} 步：{steps}。确认全部执行吗？",
+        en="This takes {count} steps: {steps}. Shall I go ahead?",
+    ),
     "done": TemplateText(zh="已处理完成。", en="Done."),
     "outcome_unknown": TemplateText(
         zh="抱歉，系统暂时无法确认这项操作是否已经生效。已转给人工客服核实，他们会尽快联系您，"

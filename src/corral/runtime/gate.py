@@ -53,6 +53,8 @@ class GateView:
         """The run's budget, its counts brought up to date."""
         self._budget.steps = len(self.book.started)
         self._budget.tool_calls = self.loop.state.tool_calls
+        self._budget.tokens = self.loop.state.tokens
+        self._budget.signalled_low = self.loop.state.budget_low
         return self._budget
 
     @property

@@ -14,6 +14,7 @@ from corral.config import PlanTemplate
 from corral.contracts import (
     HandoffPacket,
     RouteAction,
+    RouteDecision,
     RunStatus,
     StepRecord,
     StepStatus,
@@ -25,6 +26,7 @@ from corral.events import (
     EntitiesMerged,
     HandedOff,
     IntentClassified,
+    NeedClarificationSignal,
     PlanCreated,
     QuestionAsked,
     Reply,
@@ -32,6 +34,7 @@ from corral.events import (
     RunFinished,
 )
 from corral.memory.task import FactSource
+from corral.planning.clarification import clarification_needed, handle_need_clarification
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
 from corral.runtime.journal import Journal
@@ -196,14 +199,33 @@ class RunLoop:
             self.handoff(decision.reason, code)
         elif decision.action is RouteAction.REPLY:
             self.finish(decision.template or "done", "reply")
-        elif decision.missing_entities:
-            missing = decision.missing_entities[0]
-            if state.questions_asked.get(missing, 0) >= limits.max_questions:
-                self.handoff(f"{missing} is still missing after asking", ErrorCode.MISSING_ARGUMENT)
-            else:
-                self.ask(missing, agent.config.questions.get(missing, "ask"))
         else:
+            self._plan_or_clarify(decision, text)
+
+    def _plan_or_clarify(self, decision: RouteDecision, text: str) -> None:
+        """Go on to planning, or raise ``need_clarification`` and do what its handler says.
+
+        It is raised for a required entity that is missing, or ambiguous in ``text``.
+        """
+        agent, state = self.agent, self.state
+        requires = agent.config.intent(decision.intent).requires if decision.intent else []
+        ambiguous = agent.intent.entities.candidates(text, requires)
+        signal = clarification_needed(decision.missing_entities, ambiguous)
+        if signal is None:
             self.journal.transition(RunStatus.PLANNING, decision.reason)
+            return
+        name = signal.entity
+        asked = state.questions_asked.get(name, 0)
+        outcome = handle_need_clarification(signal, asked, agent.config.limits.max_questions)
+        self.journal.emit("plan", NeedClarificationSignal(signal, outcome))
+        if outcome == "handoff":
+            self.handoff(
+                f"{name} is still {signal.problem} after asking", ErrorCode.MISSING_ARGUMENT
+            )
+        elif signal.problem == "missing":
+            self.ask(name, agent.config.questions.get(name, "ask"))
+        else:
+            self.ask(name, "ask_which", {"candidates": signal.candidates})
 
     # ------------------------------------------------------------------ plan
 
@@ -244,9 +266,9 @@ class RunLoop:
             template, {**self.values(), **(extra or {})}, self.state.language
         )
 
-    def ask(self, slot: str | None, template: str) -> None:
-        """Pause in ``awaiting_user`` with a question."""
-        prompt = self.render(template, {"slot": slot or ""})
+    def ask(self, slot: str | None, template: str, extra: dict[str, Any] | None = None) -> None:
+        """Pause in ``awaiting_user`` with a question (``extra``: more values it shows)."""
+        prompt = self.render(template, {"slot": slot or "", **(extra or {})})
         self.journal.emit("route", QuestionAsked(prompt, slot))
         self._reply(prompt, template)
         self.journal.transition(
@@ -256,10 +278,18 @@ class RunLoop:
         )
 
     def request_confirmation(
-        self, step_id: str, template: str, tool: str, args: dict[str, Any] | None = None
+        self,
+        step_id: str,
+        template: str,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
-        """Pause in ``awaiting_confirm`` before a step; the prompt may show ``{args.x}``."""
-        extra = {"tool": tool, "args": args or {}}
+        """Pause in ``awaiting_confirm`` before a step; the prompt may show ``{args.x}``.
+
+        ``extra``: more values for the prompt (the plan's ``{steps}`` for a long plan).
+        """
+        extra = {"tool": tool, "args": args or {}, **(extra or {})}
         try:
             prompt = self.render(template, extra)
         except TemplateInvalidError:

@@ -111,6 +111,7 @@ def summarize_run(state: RunState) -> RunSummary:
         pending=state.pending,
         outcome=state.outcome,
         error_code=state.error_code,
+        signals=list(state.signals),
     )
 
 

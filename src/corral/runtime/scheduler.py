@@ -8,6 +8,12 @@ equivalent tools to use. After it ends, the agent's verifiers judge it
 (``verify.verifiers``) and the recovery ladder runs: retries (inside ``invoke_tool``), then
 an equivalent tool, then a replan, then a handoff. Which steps are ready is kept in a
 ``StepBook``, updated as each step settles.
+
+It raises two signals (``docs/signals.md``): ``tool_timeout`` for each attempt that did
+not answer in time (handled by ``runtime.timeouts``), and ``need_replan`` when a step's
+result fails verification (handled by ``verify.recovery``). A plan longer than
+``limits.max_plan_steps_without_confirmation`` first waits for a person
+(``runtime.plan_confirmation``).
 """
 
 from __future__ import annotations
@@ -19,19 +25,28 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from corral.contracts import RunStatus, StepStatus, ToolResult, ToolStatus
+from corral.contracts import (
+    NeedReplan,
+    RunStatus,
+    StepStatus,
+    ToolResult,
+    ToolStatus,
+    ToolTimeout,
+)
 from corral.decision.candidates import eligible_tools
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
 from corral.decision.gates import Proposal, Stop, decide
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     LoopDetected,
+    NeedReplanSignal,
     OutcomeReconciled,
     StepBlocked,
     StepFinished,
     StepStarted,
     ToolAttempt,
     ToolSelected,
+    ToolTimeoutSignal,
 )
 from corral.hashing import stable_hash
 from corral.memory.task import FactSource
@@ -39,6 +54,8 @@ from corral.planning.validate import CompiledStep
 from corral.runtime.book import StepBook
 from corral.runtime.conclusion import conclude
 from corral.runtime.gate import GateView, VerifyView
+from corral.runtime.plan_confirmation import plan_held
+from corral.runtime.timeouts import handle_tool_timeout, timed_out
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
     Attempt,
@@ -52,6 +69,7 @@ from corral.verify.loop_guard import LoopGuard
 from corral.verify.recovery import (
     another_tool_may_follow,
     blames_the_tool,
+    handle_need_replan,
     reconciled_outcome,
     replan_failure,
 )
@@ -104,6 +122,8 @@ class Scheduler:
     async def run(self) -> None:
         """Schedule until nothing is ready or running, then conclude the run."""
         if self.state.status is RunStatus.DECIDING:
+            if plan_held(self.loop):
+                return
             self.journal.transition(RunStatus.EXECUTING, "dispatching steps")
         await self._settle_interrupted_writes()
         try:
@@ -186,6 +206,7 @@ class Scheduler:
             self.state.steps.values(),
             has_model=self.agent.model is not None,
             replans=self.state.replans,
+            max_replans=self.agent.config.limits.max_replans,
         )
         if failure is None:
             return False
@@ -391,7 +412,10 @@ class Scheduler:
                 )
             if write:
                 await self.loop.persist()  # a resumed run knows which write was entered
-            result = await self._call(compiled, spec, args, validated if spec is planned else None)
+            following = candidates[index + 1].name if index + 1 < len(candidates) else None
+            result = await self._call(
+                compiled, spec, args, validated if spec is planned else None, following
+            )
             if result.status is not ToolStatus.ERROR:
                 agent.health.record(spec.name, ok=True)
                 break
@@ -436,7 +460,9 @@ class Scheduler:
         spec: ToolSpec,
         args: dict[str, Any],
         validated: BaseModel | None = None,
+        next_tool: str | None = None,
     ) -> ToolResult:
+        """Call ``spec`` for the step (``next_tool``: the equivalent tool ranked after it)."""
         step_id = compiled.step.id
         if validated is None:  # an equivalent tool, or gates that validate nothing
             try:
@@ -444,7 +470,13 @@ class Scheduler:
             except CorralError as exc:
                 return failed_result(spec.name, exc.code.value, exc.message)
         attempts: list[Attempt] = []
-        record = self._attempt_recorder(step_id, spec.name, attempts.append)
+
+        def seen(attempt: Attempt) -> None:
+            attempts.append(attempt)
+            if timed_out(attempt):
+                self._raise_tool_timeout(step_id, spec, attempt, next_tool)
+
+        record = self._attempt_recorder(step_id, spec.name, seen)
         context = self._context(step_id, args, spec)
         retry = spec.policy.retry
         while True:
@@ -467,6 +499,17 @@ class Scheduler:
             if retries >= retry.max_retries:
                 return settled
             await self.loop.effects.sleep(retry.delay(retries + 1))
+
+    def _raise_tool_timeout(
+        self, step_id: str, spec: ToolSpec, attempt: Attempt, next_tool: str | None
+    ) -> None:
+        """Signal ``tool_timeout`` for the attempt, with its handler's outcome."""
+        signal = ToolTimeout(
+            step_id=step_id, tool=spec.name, attempt=attempt.number, timeout_s=spec.policy.timeout_s
+        )
+        outcome = handle_tool_timeout(attempt, spec, next_tool)
+        shown = next_tool if outcome == "switch" else None
+        self.journal.emit("execute", ToolTimeoutSignal(signal, outcome, shown))
 
     def _context(
         self, step_id: str, args: dict[str, Any], spec: ToolSpec | None = None
@@ -524,6 +567,32 @@ class Scheduler:
 
     # ------------------------------------------------------------------ after a step
 
+    def _raise_need_replan(
+        self, compiled: CompiledStep, result: ToolResult, code: str | None, reason: str
+    ) -> None:
+        """Signal ``need_replan``: the step's result failed its check.
+
+        What the rest of the plan presumes does not hold. The handler's choice is carried
+        out once the plan has settled (``_replanned``, else ``conclude``).
+        """
+        step_id = compiled.step.id
+        signal = NeedReplan(
+            step_id=step_id,
+            tool=result.tool,
+            code=code or ErrorCode.SUCCESS_CRITERIA_FAILED.value,
+            reason=reason,
+        )
+        declared = self.loop.declared_plan()
+        outcome = handle_need_replan(
+            signal,
+            self.state.plan,
+            has_model=self.agent.model is not None,
+            replans=self.state.replans,
+            max_replans=self.agent.config.limits.max_replans,
+            answer_declared=declared is not None and step_id in declared.on_failure,
+        )
+        self.journal.emit("verify", NeedReplanSignal(signal, outcome))
+
     async def _complete(self, step_id: str, outcome: _Outcome) -> None:
         """Record how the step ended (after its verdict), then update the bookkeeping."""
         await self._finish(step_id, outcome)
@@ -561,6 +630,7 @@ class Scheduler:
                         produced,
                     ),
                 )
+                self._raise_need_replan(compiled, result, told.code, told.reason)
                 return
             journal.emit(
                 "execute",

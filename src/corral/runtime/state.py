@@ -20,11 +20,14 @@ from corral.contracts import (
     Plan,
     RouteDecision,
     RunStatus,
+    SignalBrief,
     StepStatus,
     ToolResult,
 )
 from corral.decision.priority import Priority, stored_priority
 from corral.events import (
+    SIGNAL_PAYLOADS,
+    BudgetLowSignal,
     ConfirmationGiven,
     ConfirmationRequested,
     EntitiesMerged,
@@ -49,6 +52,7 @@ from corral.events import (
     ToolSelected,
     UserAnswered,
     UserMessage,
+    signal_brief,
 )
 from corral.memory.task import Fact, FactSource, TaskMemory
 
@@ -128,6 +132,10 @@ class RunState:
     """How equivalent tools are ranked (``decision.priority``), from ``run_started``."""
     observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
     """Tool -> its observed ``p95_ms`` and ``calls``, read once when the run started."""
+    signals: list[SignalBrief] = field(default_factory=list)
+    """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
+    budget_low: bool = False
+    """``budget_low`` was raised: the run is on its cheaper path (optional steps skipped)."""
 
 
 def _apply_step(state: RunState, payload: StepPayload) -> None:
@@ -226,6 +234,9 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.handoff = payload.packet
     elif isinstance(payload, RunFinished):
         state.outcome, state.error_code = payload.outcome, payload.error_code
+    elif isinstance(payload, SIGNAL_PAYLOADS):
+        state.signals.append(signal_brief(payload))
+        state.budget_low = state.budget_low or isinstance(payload, BudgetLowSignal)
 
 
 def fold(run_id: str, events: Iterable[Event]) -> RunState:

@@ -107,9 +107,14 @@ class RunControl(RunView, Protocol):
         ...
 
     def request_confirmation(
-        self, step_id: str, template: str, tool: str, args: dict[str, Any] | None = None
+        self,
+        step_id: str,
+        template: str,
+        tool: str,
+        args: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
-        """Pause before a step until the user confirms."""
+        """Pause before a step (or the plan) until the user confirms."""
         ...
 
     def finish(self, template: str, outcome: str, extra: dict[str, Any] | None = None) -> None:

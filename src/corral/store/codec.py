@@ -310,6 +310,7 @@ _SUMMARY_KEYS = (
     "pending",
     "outcome",
     "error_code",
+    "signals",
 )
 _KEPT_IF_SET = ("intent", "reply", "pending", "outcome", "error_code")
 _STEP_KEYS = ("id", "tool", "status", "attempts", "duration_ms", "error_code")
@@ -333,6 +334,8 @@ def pack_summary(run_id: str, trace_id: str, status: str, summary: dict[str, Any
         return summary
     short: dict[str, Any] = {SUMMARY_MARK: 1}
     short.update((key, summary[key]) for key in _KEPT_IF_SET if summary[key] is not None)
+    if summary["signals"]:
+        short["signals"] = summary["signals"]
     if steps:
         short["steps"] = [
             [s[key] for key in _STEP_KEYS[:-1]]
@@ -348,6 +351,7 @@ def unpack_summary(run_id: str, trace_id: str, status: str, stored: Any) -> Any:
         return stored
     columns = {"run_id": run_id, "trace_id": trace_id, "status": status}
     summary: dict[str, Any] = {key: columns.get(key, stored.get(key)) for key in _SUMMARY_KEYS}
+    summary["signals"] = stored.get("signals", [])
     summary["steps"] = [
         dict(zip(_STEP_KEYS, [*step, None][: len(_STEP_KEYS)], strict=True))
         for step in stored.get("steps", [])

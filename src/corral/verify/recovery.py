@@ -2,10 +2,10 @@
 
 After a step fails, in this order: retries (inside ``invoke_tool``, by the tool's policy);
 then an equivalent tool, unless another call could do harm or cannot help; then, once the
-plan has settled, a replan with the failure (model plans only, at most ``MAX_REPLANS``);
-else a handoff (``runtime.conclusion``). A write whose outcome is unknown is settled by its
-reconciler, never retried blindly. The scheduler carries each rung out; these functions
-say whether it applies.
+plan has settled, a replan with the failure (model plans only, at most
+``limits.max_replans``); else a handoff (``runtime.conclusion``). A write whose outcome
+is unknown is settled by its reconciler, never retried blindly. The scheduler carries
+each rung out; these functions say whether it applies.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal, Protocol
 
-from corral.contracts import Plan, StepStatus, ToolResult, ToolStatus
+from corral.contracts import NeedReplan, Plan, StepStatus, ToolResult, ToolStatus
 from corral.errors import ErrorCode
 
 MAX_REPLANS = 2
-"""Seed 000/001: replan with the failure at most twice, then hand off."""
+"""Seed 000/001: replan with the failure at most twice, then hand off (the default of
+``limits.max_replans``)."""
+
+ReplanOutcome = Literal["replan", "continue", "reply", "handoff"]
 
 _NOT_RECOVERABLE_BY_ANOTHER_TOOL = frozenset(
     {ErrorCode.MISSING_ARGUMENT.value, ErrorCode.INVALID_ARGUMENT.value}
@@ -55,21 +58,56 @@ def blames_the_tool(result: ToolResult) -> bool:
     return result.error_code not in _NOT_RECOVERABLE_BY_ANOTHER_TOOL
 
 
+def may_replan(plan: Plan | None, *, has_model: bool, replans: int, max_replans: int) -> bool:
+    """Whether the plan may be replanned now: a model plan, a model, replans left."""
+    return plan is not None and plan.source == "model" and has_model and replans < max_replans
+
+
+def handle_need_replan(
+    signal: NeedReplan,
+    plan: Plan | None,
+    *,
+    has_model: bool,
+    replans: int,
+    max_replans: int = MAX_REPLANS,
+    answer_declared: bool = False,
+) -> ReplanOutcome:
+    """The one handler of ``need_replan``: what follows a step whose result failed its check.
+
+    A model plan is replanned with the failure as a new fact, while replans are left. A
+    template is a fixed, reviewed path: it is never rewritten by a model; an optional step
+    (``on_failure: continue``) lets the rest go on; else the plan's declared answer for
+    the step (``on_failure`` template: "this order is not eligible") is the reply; else a
+    person takes over. The scheduler carries the outcome out once the plan has settled.
+    """
+    if may_replan(plan, has_model=has_model, replans=replans, max_replans=max_replans):
+        return "replan"
+    step = next((s for s in plan.steps if s.id == signal.step_id), None) if plan else None
+    if step is not None and step.on_failure == "continue":
+        return "continue"
+    return "reply" if answer_declared else "handoff"
+
+
 def replan_failure(
-    plan: Plan | None, steps: Iterable[SettledStep], *, has_model: bool, replans: int
+    plan: Plan | None,
+    steps: Iterable[SettledStep],
+    *,
+    has_model: bool,
+    replans: int,
+    max_replans: int = MAX_REPLANS,
 ) -> str | None:
     """The failure to replan with, or ``None`` when the ladder goes on to a handoff.
 
-    Only a model plan is replanned, by a model, at most ``MAX_REPLANS`` times; never while
+    Only a model plan is replanned, by a model, at most ``max_replans`` times; never while
     a write's outcome is unknown (a new plan could run it again: a person settles it).
     """
     settled = list(steps)
     if any(s.status is StepStatus.UNKNOWN for s in settled):
         return None
     failed = [s for s in settled if s.status is StepStatus.FAILED]
-    if plan is None or plan.source != "model" or not failed or not has_model:
+    if not failed:
         return None
-    if replans >= MAX_REPLANS:
+    if not may_replan(plan, has_model=has_model, replans=replans, max_replans=max_replans):
         return None
     first = failed[0]
     return f"step {first.id} ({first.tool}) failed with {first.error_code}: {first.reason}"

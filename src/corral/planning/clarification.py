@@ -1,0 +1,37 @@
+"""``need_clarification``: planning cannot start without a value only the user can give.
+
+Before a plan is made, code checks the entities the intent ``requires``: one that is
+missing, or that the message gives two different values for (two cities, two order ids),
+raises ``need_clarification``. corral never guesses which one was meant. The one handler
+asks the user (the question for a missing value is ``questions:`` in config; an ambiguous
+one lists the values it found), at most ``limits.max_questions`` times per entity, then
+hands the run to a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from corral.contracts import NeedClarification
+
+ClarificationOutcome = Literal["ask", "handoff"]
+
+
+def clarification_needed(
+    missing: Sequence[str], ambiguous: Mapping[str, list[str]]
+) -> NeedClarification | None:
+    """The signal for the first missing required entity, else the first ambiguous one."""
+    if missing:
+        return NeedClarification(entity=missing[0], problem="missing")
+    for name, values in ambiguous.items():
+        return NeedClarification(entity=name, problem="ambiguous", candidates=values)
+    return None
+
+
+def handle_need_clarification(
+    signal: NeedClarification, asked: int, max_questions: int
+) -> ClarificationOutcome:
+    """The one handler: ask, unless this entity was asked for ``max_questions`` times."""
+    del signal  # the same rule for a missing and an ambiguous value
+    return "handoff" if asked >= max_questions else "ask"
