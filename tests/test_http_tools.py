@@ -403,6 +403,7 @@ async def test_business_rules_and_the_loop_guard_hold_for_http_tools(
         refused = await runtime.start("go")
     assert refused.reply == "rainy" and ledger.keys == []  # the rule read the HTTP result
 
+    ledger.reset()
     loop = [{**forecast, "id": f"s{i}"} for i in (1, 2, 3)]
     async with Runtime(agent_with(service[0], weather_tool(), steps=loop), MemoryStore()) as rt:
         looped = await rt.start("go")
