@@ -108,3 +108,10 @@ def test_corral_serve_closes_its_agents_when_it_shuts_down(tmp_path: Path) -> No
         assert http.post("/agents/one-intent/runs", json={"message": "hi"}).status_code < 300
         assert marks(folder) == ["open"]
     assert marks(folder) == ["open", "closed"]
+
+
+def test_corral_chat_closes_the_agent_after_the_last_turn(tmp_path: Path) -> None:
+    folder = agent_dir(tmp_path)
+    done = corral_cli(tmp_path / "home", "chat", str(folder), stdin="hi\nhi\n/quit\n")
+    assert done.stdout.count("agent> done") == 2
+    assert marks(folder) == ["open", "closed"]
