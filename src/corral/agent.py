@@ -28,6 +28,7 @@ from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
+from corral.tools.http import http_tools
 from corral.tools.loader import Setup, import_tools, run_setup
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
@@ -179,7 +180,9 @@ class Agent:
         ``transports`` are the connections ``tools`` are called over, and ``teardown``
         undoes what built ``deps``; ``aclose`` closes both.
         """
-        registry = ToolRegistry(tools)
+        declared, http = http_tools(config.http_tools, config.openapi, root=root, deps=deps or {})
+        registry = ToolRegistry([*tools, *declared])
+        transports = (*transports, http) if http is not None else transports
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}

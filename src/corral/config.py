@@ -25,6 +25,7 @@ from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
 from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
+from corral.tools.http_config import HttpToolConfig, OpenApiConfig
 from corral.validation import validation_problems
 
 
@@ -365,6 +366,10 @@ class AgentConfig(_Strict):
     """OpenTelemetry export and the sampling of the JSONL log and of spans."""
     decision: DecisionConfig = Field(default_factory=DecisionConfig)
     """Priority words, the tie margin and the observed latency window (seed 001)."""
+    http_tools: list[HttpToolConfig] = Field(default_factory=list)
+    """HTTP endpoints as tools (``docs/tools-http.md``)."""
+    openapi: list[OpenApiConfig] = Field(default_factory=list)
+    """Operations of OpenAPI 3 documents imported as HTTP tools."""
 
     @field_validator("timezone")
     @classmethod
