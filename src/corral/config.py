@@ -39,8 +39,10 @@ class Limits(_Strict):
 
     intent_confidence: float = Field(0.8, ge=0.0, le=1.0)
     """Below this the message is clarified or handed off (seed 000)."""
-    max_plan_steps: int = Field(10, ge=1)
-    """Plans longer than this are rejected (seed 001: 10 steps)."""
+    max_plan_steps: int = Field(30, ge=1)
+    """Plans longer than this are rejected outright. Between
+    ``max_plan_steps_without_confirmation`` (seed 001: 10) and this, a plan waits for a
+    person."""
     max_message_chars: int = Field(4000, ge=1)
     """Longer user input is refused before any layer sees it."""
     max_questions: int = Field(2, ge=0)
