@@ -398,25 +398,38 @@ class SqlStore:
             self._fence(conn, lease, renewal=True)
 
     def _fence(
-        self, conn: Connection, lease: Lease, release: bool = False, *, renewal: bool = False
+        self,
+        conn: Connection,
+        lease: Lease,
+        release: bool = False,
+        *,
+        renewal: bool = False,
+        inserting: bool = False,
     ) -> None:
         """Inside a write transaction: go on only while ``lease`` is held; extend it.
 
         A ``renewal`` of a new run's lease before its first save makes no row: that save
         takes it. Under read committed a renewal cannot see a save still in flight, and a
         row it made would outlive the save that released the lease.
+
+        ``inserting``: the transaction inserts the run's row, which fails (``IntegrityError``)
+        if the run is stored; so a new run's lease needs no look at the run here, and the
+        save's second try, without ``inserting``, fences strictly.
         """
         row = self._locked_lease(conn, lease.run_id)
         # a new run's lease is made here only until its run exists: after that, no row
         # means its one save released it, and a late heartbeat must not take it again
-        creating = row is None and lease.new_run and not self._stored(conn, lease.run_id)
+        creating = (
+            row is None and lease.new_run and (inserting or not self._stored(conn, lease.run_id))
+        )
         if not creating and (row is None or row.owner != lease.owner or row.expires_at <= _now()):
             raise LeaseLostError(
                 f"this process no longer holds the lease on run {lease.run_id}",
                 hint="another process took the run over; it finishes the run",
             )
         if release:
-            self._driver.execute(conn, _DELETE_LEASE, {"b_run_id": lease.run_id})
+            if row is not None:  # else there is nothing to give up
+                self._driver.execute(conn, _DELETE_LEASE, {"b_run_id": lease.run_id})
         elif not (creating and renewal):
             self._take(conn, lease, row)
 
@@ -467,21 +480,22 @@ class SqlStore:
             self._check_file(run.run_id)
             try:
                 with self._write() as conn:
+                    creating = lease is not None and lease.new_run  # nobody knows its id yet
                     if lease is not None:
-                        self._fence(conn, lease, release)
+                        self._fence(conn, lease, release, inserting=creating)
                     self._store_plans(conn, bodies)
                     self._driver.executemany(conn, _INSERT_EVENTS, rows)
-                    if lease is not None and lease.new_run:  # nobody knows its id: no row yet
+                    if creating:  # no row yet: one insert (it fails if there is one)
                         new_row = {"run_id": run.run_id, **self._new_run(run, row)}
                         self._driver.execute(conn, _INSERT_RUN, new_row)
                     else:
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, new_events)
             except IntegrityError:
-                missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
-                    if lease is not None:
+                    if lease is not None:  # first, as a save that did not fail does
                         self._fence(conn, lease, release)
+                    missing = {e.seq for e in self._unstored(conn, run.run_id, new_events)}
                     self._store_plans(conn, bodies)
                     again = [r for r in rows if r["seq"] in missing]
                     self._driver.executemany(conn, _INSERT_EVENTS, again)
@@ -526,13 +540,13 @@ class SqlStore:
         """The columns of a run row being inserted (every column bound: one statement)."""
         return {"created_at": run.created_at, "handoff": None, **row}
 
-    def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
+    def _unstored(self, conn: Connection, run_id: str, new_events: Sequence[Event]) -> list[Event]:
         """The events not stored yet; raises unless every stored one is the same as new.
 
         A repeat of an identical batch (a retried flush) is harmless; a different event
         at a taken ``seq`` means another writer appended to the run.
         """
-        stored = {e.seq: e for e in self.load_events(run_id)}
+        stored = {e.seq: e for e in self._events(conn, run_id)}
         for new in new_events:
             old = stored.get(new.seq)
             if old is not None and (old.type, old.stage, old.data) != (
