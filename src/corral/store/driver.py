@@ -74,6 +74,22 @@ class _Prepared:
                 values[index] = process(values[index])
         return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
 
+    def bind_many(self, rows: Sequence[Params]) -> list[Any]:
+        """``bind`` of every row; the common case (positional, all given) in one pass."""
+        get = self.get
+        if get is None or not self.positional:
+            return [self.bind(row) for row in rows]
+        if not self.processed:
+            return list(map(get, rows))
+        bound = []
+        for row in rows:
+            values = list(get(row))
+            for index, process in self.processed:
+                if values[index] is not None:
+                    values[index] = process(values[index])
+            bound.append(tuple(values))
+        return bound
+
 
 class Driver:
     """Runs prepared statements on one engine's connections (see the module docstring)."""
@@ -140,7 +156,7 @@ class Driver:
         if not rows:
             return
         prepared = self._prepare(statement, tuple(rows[0]) if _is_insert(statement) else ())
-        run(conn, prepared.sql, [prepared.bind(row) for row in rows], many=True).close()
+        run(conn, prepared.sql, prepared.bind_many(rows), many=True).close()
 
     def on(self, conn: Connection) -> Bound:
         """The driver bound to the connection of one transaction."""
