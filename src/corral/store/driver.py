@@ -31,10 +31,13 @@ from typing import Any
 
 from sqlalchemy import Connection, DateTime, Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql.expression import Executable, Select
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ClauseElement, Select
 from sqlalchemy.types import TypeEngine
 
 Params = Mapping[str, Any]
+_ROW: Callable[[str, list[str]], type[tuple[Any, ...]]] = namedtuple
+"""Makes the row type of a ``SELECT``'s columns (known when it is compiled)."""
 _REQUIRED = object()
 """A bind the caller must give (not a literal of the statement)."""
 
@@ -96,14 +99,15 @@ class Driver:
 
     def __init__(self, engine: Engine) -> None:
         self._dialect = engine.dialect
-        self._prepared: dict[tuple[Executable, tuple[str, ...]], _Prepared] = {}
+        self._prepared: dict[tuple[ClauseElement, tuple[str, ...]], _Prepared] = {}
 
-    def _prepare(self, statement: Executable, keys: tuple[str, ...]) -> _Prepared:
+    def _prepare(self, statement: ClauseElement, keys: tuple[str, ...]) -> _Prepared:
         """Compile once per statement (and, for an ``INSERT``, per set of columns)."""
         found = self._prepared.get((statement, keys))
         if found is not None:
             return found
         compiled = statement.compile(dialect=self._dialect, column_keys=list(keys) or None)
+        assert isinstance(compiled, SQLCompiler)  # a statement, not DDL
         positional = bool(self._dialect.positional)
         names = tuple(compiled.positiontup or ()) if positional else ()
         if not positional:
@@ -117,7 +121,7 @@ class Driver:
             processors.append(self._processor(bind.type))
         row = None
         if isinstance(statement, Select):
-            row = namedtuple("Row", [column.key for column in statement.selected_columns])
+            row = _ROW("Row", [str(column.key) for column in statement.selected_columns])
         processed = tuple((i, p) for i, p in enumerate(processors) if p is not None)
         every = len(names) > 1 and all(d is _REQUIRED for d in defaults)
         get = itemgetter(*names) if every else None
@@ -143,7 +147,7 @@ class Driver:
             return process
         return partial(_sqlite_datetime, fallback=process)
 
-    def execute(self, conn: Connection, statement: Executable, params: Params) -> int:
+    def execute(self, conn: Connection, statement: ClauseElement, params: Params) -> int:
         """Run a DML statement with one set of parameters; the rows it touched."""
         prepared = self._prepare(statement, tuple(params) if _is_insert(statement) else ())
         cursor = run(conn, prepared.sql, prepared.bind(params), many=False)
@@ -151,7 +155,9 @@ class Driver:
         cursor.close()
         return count
 
-    def executemany(self, conn: Connection, statement: Executable, rows: Sequence[Params]) -> None:
+    def executemany(
+        self, conn: Connection, statement: ClauseElement, rows: Sequence[Params]
+    ) -> None:
         """Run a DML statement once per row (every row with the same keys)."""
         if not rows:
             return
@@ -181,7 +187,7 @@ class Driver:
         return found
 
 
-def _is_insert(statement: Executable) -> bool:
+def _is_insert(statement: ClauseElement) -> bool:
     return bool(getattr(statement, "is_insert", False))
 
 
@@ -192,11 +198,11 @@ class Bound:
     driver: Driver
     conn: Connection
 
-    def execute(self, statement: Executable, params: Params) -> int:
+    def execute(self, statement: ClauseElement, params: Params) -> int:
         """``Driver.execute`` in this transaction."""
         return self.driver.execute(self.conn, statement, params)
 
-    def executemany(self, statement: Executable, rows: Sequence[Params]) -> None:
+    def executemany(self, statement: ClauseElement, rows: Sequence[Params]) -> None:
         """``Driver.executemany`` in this transaction."""
         self.driver.executemany(self.conn, statement, rows)
 
