@@ -1,13 +1,15 @@
-"""A save's statements run on the driver's cursor and store exactly what SQLAlchemy would.
+"""A save's fast paths store exactly what the slow ones did.
 
 ``corral.store.driver`` runs the statements every save runs without SQLAlchemy's
-per-execute work. These tests pin what must not change with it: the stored text of
-times, the store errors a driver failure becomes, and that a listener on the engine's
-cursor events (a tracer, a fault injector) still sees every statement.
+per-execute work, and ``codec.dumps`` encodes rows with one prebuilt C encoder. These
+tests pin what must not change with them: the stored text of times and of JSON, the
+store errors a driver failure becomes, and that a listener on the engine's cursor events
+(a tracer, a fault injector) still sees every statement.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from sqlalchemy.dialects.sqlite import DATETIME
 from corral import Event, EventType
 from corral.errors import StoreCorruptError
 from corral.store.base import Lease, RunRecord
+from corral.store.codec import dumps
 from corral.store.sql import SqlStore
 
 TIMES = [
@@ -82,3 +85,16 @@ def test_a_driver_failure_in_a_save_is_a_store_error_with_the_run(tmp_path: Path
         store.save(_run("run_f"), _events("run_f"), lease=Lease("run_f", "me", new_run=True))
     assert caught.value.run_id == "run_f" and "no such table" in caught.value.message
     assert store.load_events("run_f") == [] and store.get_run("run_f") is None  # rolled back
+
+
+def test_rows_are_json_as_json_dumps_writes_it() -> None:
+    values: list[Any] = [
+        {"text": '第1条 «é»\n"q"', "n": [1, 2.5, 1e-07, -0.0, True, None], "nested": {"a": {}}},
+        "a top-level string",
+        [float("inf"), float("nan")],
+        {"when": TIMES[0], "path": Path("/x")},  # not JSON: their str, as the store did
+        {1: "int key", 2.5: "float key"},
+    ]
+    for value in values:
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        assert dumps(value) == expected
