@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from corral.errors import StoreCorruptError
 from corral.store.base import Lease, RunRecord
 from corral.store.codec import dumps
 from corral.store.sql import SqlStore
+from tests.extras import postgres_url
 
 TIMES = [
     datetime(2026, 11, 30, 22, 10, 24, 123456, tzinfo=UTC),
@@ -60,20 +62,25 @@ def test_times_are_stored_as_sqlalchemy_writes_them(tmp_path: Path) -> None:
     assert store.find_runs(since=TIMES[0], until=TIMES[0] + timedelta(seconds=1)) == ["run_t"]
 
 
-def test_a_cursor_listener_sees_every_statement_of_a_save(tmp_path: Path) -> None:
-    store = SqlStore.open(tmp_path / "corral.db")
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_cursor_listener_sees_every_statement_of_a_save(tmp_path: Path, backend: str) -> None:
+    store = SqlStore.open(tmp_path / "corral.db" if backend == "sqlite" else postgres_url())
+    rid = f"run_{uuid.uuid4().hex[:12]}"
     seen: list[tuple[str, bool]] = []
 
     def listen(_c: Any, _cur: Any, statement: str, _p: Any, _ctx: Any, many: bool) -> None:
         seen.append((" ".join(statement.split()[:3]), many))
 
     event.listen(store.engine, "before_cursor_execute", listen)
-    store.save(_run("run_l"), _events("run_l"), lease=Lease("run_l", "me", new_run=True))
-    assert seen[0] == ("BEGIN IMMEDIATE", False)
+    store.save(_run(rid), _events(rid), lease=Lease(rid, "me", new_run=True))
+    if backend == "sqlite":
+        assert seen.pop(0) == ("BEGIN IMMEDIATE", False)
+    assert seen[0][0] == "SELECT corral_leases.run_id, corral_leases.owner,"
     assert ("INSERT INTO corral_events", True) in seen  # three rows, one executemany
     for table in ("corral_runs", "corral_run_facts", "corral_step_facts"):
         assert any(statement == f"INSERT INTO {table}" for statement, _ in seen)
-    assert [e.seq for e in store.load_events("run_l")] == [1, 2, 3]
+    assert [e.ts for e in store.load_events(rid)] == TIMES
+    store.engine.dispose()
 
 
 def test_a_driver_failure_in_a_save_is_a_store_error_with_the_run(tmp_path: Path) -> None:
