@@ -1,0 +1,106 @@
+"""A small MCP server over stdio for corral's MCP tests and benchmark: real process, real SQLite.
+
+Tools:
+- ``get_note(topic)``: a read with an output schema (structured content);
+- ``post_note(channel, text, idempotency_key="")``: a write stored in SQLite, deduplicated
+  by the idempotency key (the argument, else the request's ``_meta``
+  ``corral/idempotency_key``); when the file named by ``NOTES_CRASH_AFTER_WRITE`` exists,
+  it is removed and the process dies right after the row is committed (a crash mid-call
+  whose effect happened);
+- ``echo_text(text)``: plain text, no output schema (a non-JSON answer);
+- ``refuse(reason)``: answers ``isError``;
+- ``whoami()``: the server's pid, so a test can check the process is gone;
+- ``crash()``: the process dies mid-call.
+
+``NOTES_DB`` is the SQLite file (default ``notes.sqlite3`` in the working directory).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import TypedDict
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("notes")
+META_KEY = "corral/idempotency_key"
+
+
+class Note(TypedDict):
+    topic: str
+    text: str
+    words: int
+
+
+class Posted(TypedDict):
+    post_id: int
+    channel: str
+    duplicate: bool
+
+
+def _db() -> sqlite3.Connection:
+    conn = sqlite3.connect(os.environ.get("NOTES_DB", "notes.sqlite3"))
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS posts (id INTEGER PRIMARY KEY, key TEXT UNIQUE,"
+        " channel TEXT, text TEXT)"
+    )
+    return conn
+
+
+@server.tool()
+def get_note(topic: str) -> Note:
+    """Read the note about a topic."""
+    text = f"notes about {topic}"
+    return Note(topic=topic, text=text, words=len(text.split()))
+
+
+@server.tool()
+def post_note(channel: str, text: str, ctx: Context, idempotency_key: str = "") -> Posted:
+    """Post a note to a channel, once per idempotency key."""
+    meta = ctx.request_context.meta or {}
+    key = idempotency_key or str(meta.get(META_KEY, "")) or None
+    with _db() as conn:
+        if key is not None:
+            row = conn.execute("SELECT id, channel FROM posts WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                return Posted(post_id=row[0], channel=row[1], duplicate=True)
+        cursor = conn.execute(
+            "INSERT INTO posts (key, channel, text) VALUES (?, ?, ?)", (key, channel, text)
+        )
+        post_id = int(cursor.lastrowid or 0)
+    crash_flag = os.environ.get("NOTES_CRASH_AFTER_WRITE")
+    if crash_flag and Path(crash_flag).exists():
+        Path(crash_flag).unlink()
+        os._exit(3)
+    return Posted(post_id=post_id, channel=channel, duplicate=False)
+
+
+@server.tool(structured_output=False)
+def echo_text(text: str) -> str:
+    """Answer plain text, which is not JSON."""
+    return f"you said: {text}"
+
+
+@server.tool()
+def refuse(reason: str) -> Note:
+    """Always fails: the server answers isError."""
+    raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+def whoami() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool()
+def crash() -> int:
+    """Die mid-call, as a server that segfaults would."""
+    os._exit(4)
+
+
+if __name__ == "__main__":
+    server.run("stdio")
