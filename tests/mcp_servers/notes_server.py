@@ -10,13 +10,18 @@ Tools:
 - ``echo_text(text)``: plain text, no output schema (a non-JSON answer);
 - ``refuse(reason)``: answers ``isError``;
 - ``whoami()``: the server's pid, so a test can check the process is gone;
-- ``crash()``: the process dies mid-call.
+- ``crash()``: the process dies mid-call;
+- ``hold(path)``: answers once ``path`` exists (a test's call times out meanwhile);
+- ``delete_all()``: a destructive tool that no agent imports.
 
-``NOTES_DB`` is the SQLite file (default ``notes.sqlite3`` in the working directory).
+``NOTES_DB`` is the SQLite file (default ``notes.sqlite3`` in the working directory). With
+``NOTES_PIDS`` set, every start appends its pid to that file, so a test can check that no
+process it started outlives the agent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -97,10 +102,30 @@ def whoami() -> int:
 
 
 @server.tool()
+async def hold(path: str) -> int:
+    """Answer once ``path`` exists; a test lets a call time out while it waits."""
+    for _ in range(12_000):  # at most ~2 minutes: only ends a test that forgot to release it
+        if Path(path).exists():
+            return 1
+        await asyncio.sleep(0.01)
+    return 0
+
+
+@server.tool()
+def delete_all() -> int:
+    """Delete every post (never imported: an agent takes only the tools it names)."""
+    with _db() as conn:
+        return conn.execute("DELETE FROM posts").rowcount
+
+
+@server.tool()
 def crash() -> int:
     """Die mid-call, as a server that segfaults would."""
     os._exit(4)
 
 
 if __name__ == "__main__":
+    if os.environ.get("NOTES_PIDS"):
+        with open(os.environ["NOTES_PIDS"], "a", encoding="utf-8") as pids:
+            pids.write(f"{os.getpid()}\n")
     server.run("stdio")
