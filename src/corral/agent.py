@@ -28,9 +28,10 @@ from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
-from corral.tools.loader import import_tools, run_setup
+from corral.tools.loader import Setup, import_tools, run_setup
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
+from corral.tools.transport import ToolTransport
 from corral.verify.expressions import fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
@@ -69,11 +70,38 @@ class Agent:
     """The checks before each step, in order (``decision.gates``)."""
     verifiers: tuple[Verifier, ...] = DEFAULT_VERIFIERS
     """The checks on each successful step's result, in order (``verify.verifiers``)."""
+    transports: tuple[ToolTransport, ...] = ()
+    """The connections its declared tools are called over (an HTTP pool, MCP servers):
+    opened on their first call, closed by ``aclose``."""
+    teardown: Callable[[], None] | None = None
+    """The rest of a generator ``setup`` in tools.py, run by ``aclose``."""
 
     @property
     def name(self) -> str:
         """The agent's declared name."""
         return self.config.name
+
+    async def aclose(self) -> None:
+        """Close every transport, then run the teardown of a generator ``setup``.
+
+        Explicit, never at exit: the CLI, ``corral serve`` and ``async with Runtime(...)``
+        call it when they end. Every transport is closed even when one fails; the first
+        failure is raised afterwards. Calling it twice is harmless (a transport may be
+        opened again by a later call; the teardown runs once).
+        """
+        failures: list[BaseException] = []
+        for transport in self.transports:
+            try:
+                await transport.aclose()
+            except Exception as exc:  # the others must still be closed
+                failures.append(exc)
+        if self.teardown is not None:
+            try:
+                self.teardown()
+            except Exception as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def plan_context(self, intent: str | None) -> PlanContext:
         """What plans for ``intent`` are validated against."""
@@ -139,12 +167,17 @@ class Agent:
         model: Model | None = None,
         gates: Sequence[Gate] | None = None,
         verifiers: Sequence[Verifier] | None = None,
+        transports: Sequence[ToolTransport] = (),
+        teardown: Callable[[], None] | None = None,
     ) -> Agent:
         """Assemble and validate an agent; raises ``ConfigInvalidError`` listing all problems.
 
         ``gates`` and ``verifiers`` replace corral's own checks before a step and on its
         result (``DEFAULT_GATES``, ``DEFAULT_VERIFIERS``); add one with
         ``gates=(*DEFAULT_GATES, MyGate())``.
+
+        ``transports`` are the connections ``tools`` are called over, and ``teardown``
+        undoes what built ``deps``; ``aclose`` closes both.
         """
         registry = ToolRegistry(tools)
         problems: list[str] = []
@@ -164,6 +197,8 @@ class Agent:
             MappingProxyType(graphs),
             MappingProxyType(dict(deps or {})),
             root=root,
+            transports=tuple(transports),
+            teardown=teardown,
         )
         for spec in config.intents:
             if spec.route is RouteAction.REPLY and not renderer.has(spec.reply or ""):
@@ -388,7 +423,9 @@ def load_agent(
     ``model``, a ready model object, takes precedence over both.
 
     ``tools.py`` declares tools with ``@tool`` and may define ``setup(data_dir) -> dict``,
-    whose result becomes the tools' ``deps`` (database paths, clients). When the config
+    whose result becomes the tools' ``deps`` (database paths, clients). A generator
+    ``setup`` yields the deps instead, and its code after the ``yield`` runs at
+    ``Agent.aclose()`` (a service it started is stopped there). When the config
     enables the classifier, it is trained on the intents' examples, or loaded from
     ``cache_dir`` when the same examples were trained before.
     """
@@ -397,12 +434,12 @@ def load_agent(
         raise ConfigInvalidError(f"{root} has no agent.yaml")
     config = with_model_name(load_config(root / "agent.yaml"), model_name)
     tools: list[ToolSpec] = []
-    deps: dict[str, Any] = {}
+    setup = Setup()
     tools_file = root / "tools.py"
     if tools_file.is_file():
         module = import_tools(tools_file)
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
-        deps = run_setup(module, data_dir or root / ".data", root)
+        setup = run_setup(module, data_dir or root / ".data", root)
     classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
     cache = cache_dir / NEGOTIATION_FILE if cache_dir is not None else None
     chosen = (
@@ -410,4 +447,17 @@ def load_agent(
         if model is not None
         else model_from_config(config, replay_loader=replay_loader, negotiation_cache=cache)
     )
-    return Agent.build(config, tools, deps=deps, classifiers=classifiers, root=root, model=chosen)
+    try:
+        return Agent.build(
+            config,
+            tools,
+            deps=setup.deps,
+            classifiers=classifiers,
+            root=root,
+            model=chosen,
+            teardown=setup.teardown,
+        )
+    except BaseException:
+        if setup.teardown is not None:  # what setup started must not outlive a broken agent
+            setup.teardown()
+        raise

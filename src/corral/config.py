@@ -24,6 +24,7 @@ from pydantic import (
 from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
+from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
 from corral.validation import validation_problems
 
 

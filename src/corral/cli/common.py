@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -172,6 +172,22 @@ def _runtime(agent: Agent, home: Path) -> Runtime:
     return Runtime(
         agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs", faults=_faults()
     )
+
+
+def _closing(runtime: Runtime, work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work``, then close the runtime, in one event loop, whether it succeeded or not.
+
+    Closing ends the agent's transports (opened in this loop) and its generator setup.
+    """
+    import asyncio
+
+    async def run() -> T:
+        try:
+            return await work
+        finally:
+            await runtime.aclose()
+
+    return asyncio.run(run())
 
 
 def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:

@@ -31,6 +31,7 @@ from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
     from corral.contracts import RunSummary
+    from corral.runtime.runtime import Runtime
 
 YES = {
     "是",
@@ -66,8 +67,6 @@ def chat(
     """
     import asyncio
 
-    from corral.contracts import RunStatus
-
     folder = _home(home)
     if model is None and session is not None:
         model = _session_model(folder, session)
@@ -77,6 +76,18 @@ def chat(
     # undecodable bytes arrive as surrogates, so one bad line is refused, not the session
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdin.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+    try:
+        _converse(runtime, session_id)
+    finally:
+        asyncio.run(runtime.aclose())
+
+
+def _converse(runtime: Runtime, session_id: str) -> None:
+    """The chat's turns, until /quit, an empty line or the end of input."""
+    import asyncio
+
+    from corral.contracts import RunStatus
+
     waiting: RunSummary | None = None
     while True:
         try:
@@ -180,6 +191,7 @@ def demo(as_json: JsonOption = False, home: HomeOption = None) -> None:
         results.append(
             {"case": title, **summary.model_dump(mode="json", exclude={"pending", "handoff"})}
         )
+    asyncio.run(runtime.aclose())
     elapsed = time.perf_counter() - started
     if as_json:
         typer.echo(json.dumps({"cases": results, "wall_s": round(elapsed, 3)}, ensure_ascii=False))

@@ -85,6 +85,7 @@ def eval_suite(
         return _load(agent_dir, folder, model, data_dir=Path(tempfile.mkdtemp(dir=scratch)))
 
     agent = fresh_agent()
+    asyncio.run(agent.aclose())  # read for its tools and name; each case loads its own
     if profile is not None:
         missing = sorted(t for t in profile.at if ":" not in t and t not in agent.tools)
         if missing:

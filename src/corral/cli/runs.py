@@ -13,6 +13,7 @@ from corral.cli.common import (
     HomeOption,
     JsonOption,
     ModelOption,
+    _closing,
     _fails_cleanly,
     _home,
     _load,
@@ -43,12 +44,10 @@ def run(
     home: HomeOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
-    import asyncio
-
     require_text(message, "the message")
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
-    summary = asyncio.run(runtime.start(message, session_id=session))
+    summary = _closing(runtime, runtime.start(message, session_id=session))
     _print_summary(summary, runtime, as_json)
 
 
@@ -66,8 +65,6 @@ def run_plan(
     home: HomeOption = None,
 ) -> None:
     """Run a plan template directly, without a message (``Runtime.run_plan``)."""
-    import asyncio
-
     entities: dict[str, Any] = {}
     for item in entity or []:
         name, equals, value = item.partition("=")
@@ -76,7 +73,7 @@ def run_plan(
         entities[name] = _entity_value(value)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model), folder)
-    summary = asyncio.run(runtime.run_plan(plan, entities=entities, session_id=session))
+    summary = _closing(runtime, runtime.run_plan(plan, entities=entities, session_id=session))
     _print_summary(summary, runtime, as_json)
 
 
@@ -123,8 +120,6 @@ def resume(
     RUN_BUSY, or waits for it with --wait. Approving twice (a double click) approves once.
     The run goes on with the model it was started with, unless --model names another.
     """
-    import asyncio
-
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
     decision = True if approve else False if reject else None
@@ -133,14 +128,15 @@ def resume(
         require_text(answer, "the answer")
     folder = _home(home)
     runtime = _runtime_for_run(run_id, folder, agent_dir, model, recorded=True)
-    summary = asyncio.run(
+    summary = _closing(
+        runtime,
         runtime.resume(
             run_id,
             approve=decision,
             answer=answer,
             step_id=step,
             wait_s=wait_timeout if wait else 0.0,
-        )
+        ),
     )
     _print_summary(summary, runtime, as_json)
 
@@ -157,7 +153,6 @@ def replay(
 
     Exit 1 when the replay took another path; the first divergent event is printed.
     """
-    import asyncio
     from dataclasses import asdict
 
     from corral.observe.redact import redactor_for
@@ -166,7 +161,7 @@ def replay(
     folder = _home(home)
     runtime = _runtime_for_run(run_id, folder, agent_dir)
     events = runtime.store.load_events(run_id)
-    report = asyncio.run(replay_run(runtime.agent, events))
+    report = _closing(runtime, replay_run(runtime.agent, events))
     if as_json:
         typer.echo(json.dumps(asdict(report), ensure_ascii=False, default=str))
     elif report.same_path:

@@ -170,6 +170,24 @@ class Runtime:
 
     # ------------------------------------------------------------------ public API
 
+    async def aclose(self) -> None:
+        """Close the agent's transports and setup (``Agent.aclose``) and the store threads.
+
+        The runtime may be used again afterwards: what it needs is opened again lazily.
+        """
+        try:
+            await self.agent.aclose()
+        finally:
+            threads, self._store_threads = self._store_threads, None
+            if threads is not None:
+                threads.shutdown(wait=False)
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     async def start(self, message: str, *, session_id: str | None = None) -> RunSummary:
         """Handle a new user message; continues the session's open question if there is one."""
         return await self._handle_message(message, session_id, None)

@@ -150,8 +150,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        await state.hub.close(settings.shutdown_grace_s)
+        try:
+            yield
+            await state.hub.close(settings.shutdown_grace_s)
+        finally:
+            for runtime in runtimes.values():
+                await runtime.aclose()
 
     app = FastAPI(
         title="corral",

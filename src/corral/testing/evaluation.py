@@ -402,7 +402,8 @@ async def run_suite(
             schedule = FaultSchedule(faults or FaultProfile(name="none"), seed, case.name)
             chosen = FaultInjector(make_effects(), schedule, ledger)
             runtime = Runtime(make_agent(), MemoryStore(), effects=chosen, tracer=Untraced())
-            result = await run_case(runtime, case, ledger)
+            async with runtime:
+                result = await run_case(runtime, case, ledger)
         if on_case is not None:
             on_case(result)
         return result

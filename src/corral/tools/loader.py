@@ -8,10 +8,12 @@ folder), never a Python traceback out of the CLI.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -105,17 +107,51 @@ def _source(module: ModuleType | None, name: str) -> Path | None:
         return None
 
 
-def run_setup(module: ModuleType, data_dir: Path, folder: Path) -> dict[str, Any]:
-    """The tools' ``deps``: what ``setup(data_dir)`` returns, or ``{}`` without one."""
+@dataclass(frozen=True)
+class Setup:
+    """What ``setup(data_dir)`` gave: the tools' ``deps``, and how to undo it.
+
+    A plain ``setup`` returns the deps and has nothing to undo. A generator ``setup``
+    yields them, and the code after its ``yield`` is the teardown (like a pytest fixture
+    or a FastAPI lifespan): ``Agent.aclose`` runs it once.
+    """
+
+    deps: dict[str, Any] = field(default_factory=dict)
+    teardown: Callable[[], None] | None = None
+
+
+def run_setup(module: ModuleType, data_dir: Path, folder: Path) -> Setup:
+    """Run the tools' ``setup(data_dir)``, if there is one; a failure is ``CONFIG_INVALID``."""
     setup = getattr(module, "setup", None)
     if not callable(setup):
-        return {}
+        return Setup()
     try:
-        deps = setup(data_dir)
+        made = setup(data_dir)
+        generator = made if isinstance(made, Generator) else None
+        deps = next(generator) if generator is not None else made
+    except StopIteration:
+        raise ConfigInvalidError(f"{module.__file__}: setup() must yield its deps once") from None
     except (Exception, SystemExit) as exc:
         raise _failure("setup()", exc, folder.resolve()) from None
     if not isinstance(deps, Mapping):
+        if generator is not None:
+            generator.close()
+        what = "yield" if generator is not None else "return"
         raise ConfigInvalidError(
-            f"{module.__file__}: setup() must return a mapping, not {type(deps).__name__}"
+            f"{module.__file__}: setup() must {what} a mapping, not {type(deps).__name__}"
         )
-    return dict(deps)
+    if generator is None:
+        return Setup(dict(deps))
+    return Setup(dict(deps), functools.partial(_finish, generator, module, folder))
+
+
+def _finish(generator: Generator[Any, None, None], module: ModuleType, folder: Path) -> None:
+    """Run a generator setup's teardown: the code after its ``yield``, at most once."""
+    try:
+        next(generator)
+    except StopIteration:
+        return
+    except (Exception, SystemExit) as exc:
+        raise _failure("setup() teardown", exc, folder.resolve()) from None
+    generator.close()
+    raise ConfigInvalidError(f"{module.__file__}: setup() must yield only once")
