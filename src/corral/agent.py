@@ -448,16 +448,30 @@ def load_agent(
         else model_from_config(config, replay_loader=replay_loader, negotiation_cache=cache)
     )
     try:
+        mcp_tools, mcp_servers = _import_mcp(config, root, setup.deps)
         return Agent.build(
             config,
-            tools,
+            [*tools, *mcp_tools],
             deps=setup.deps,
             classifiers=classifiers,
             root=root,
             model=chosen,
             teardown=setup.teardown,
+            transports=mcp_servers,
         )
     except BaseException:
         if setup.teardown is not None:  # what setup started must not outlive a broken agent
             setup.teardown()
         raise
+
+
+def _import_mcp(
+    config: AgentConfig, root: Path, deps: Mapping[str, Any]
+) -> tuple[list[ToolSpec], list[ToolTransport]]:
+    """The tools of ``mcp_servers:`` and their servers; without any, ``mcp`` is not imported."""
+    if not config.mcp_servers:
+        return [], []
+    from corral.tools.mcp.importer import import_mcp_tools
+
+    specs, connections = import_mcp_tools(config.mcp_servers, root, deps)
+    return specs, list(connections)

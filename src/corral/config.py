@@ -25,6 +25,7 @@ from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
 from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
+from corral.tools.mcp.declared import McpServerConfig
 from corral.validation import validation_problems
 
 
@@ -318,6 +319,8 @@ class AgentConfig(_Strict):
     """Extra patterns and fields hidden from logs, traces and handoff packets."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """OpenTelemetry export and the sampling of the JSONL log and of spans."""
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers and the tools imported from them (``docs/mcp.md``)."""
 
     @field_validator("timezone")
     @classmethod

@@ -20,13 +20,13 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from corral.errors import ToolFailedError, ToolOutputInvalidError, TransientToolError
 
 if TYPE_CHECKING:
     from mcp import ClientSession
-    from mcp.types import CallToolResult, Tool
+    from mcp.types import CallToolResult, RequestParamsMeta, Tool
 
 PYTHON_NAMES = frozenset({"python", "python3"})
 """A stdio command starting with one of these runs under corral's own interpreter, so a
@@ -189,7 +189,7 @@ class McpConnection:
         session = await self._session()
         started = self._started
         try:
-            return await session.call_tool(tool, arguments, meta=meta)  # type: ignore[arg-type]
+            return await session.call_tool(tool, arguments, meta=cast("RequestParamsMeta", meta))
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 if started is not None and self._started is started:

@@ -27,8 +27,10 @@ MAX_TEXT_CHARS = 100_000
 
 def answer_text(result: CallToolResult) -> str | None:
     """The text blocks of an answer, joined; ``None`` when it has none."""
-    texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
-    return "\n".join(texts) if texts else None  # type: ignore[arg-type]
+    from mcp.types import TextContent
+
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
+    return "\n".join(texts) if texts else None
 
 
 def result_value(tool: str, result: CallToolResult, structured: bool) -> Any:

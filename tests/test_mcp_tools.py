@@ -1,0 +1,271 @@
+"""MCP tools: a real MCP server over stdio (tests/mcp_servers/notes_server.py), real SQLite.
+
+The agent tests/agents/mcp_notes imports some of the server's tools from ``mcp_servers:``
+in its agent.yaml. The server writes its pid to the data folder at every start, so each
+test can check that no process outlives the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral import Agent, MemoryStore, Runtime, ToolContext, load_agent
+from corral.contracts import ToolResult, ToolStatus
+from corral.errors import ConfigInvalidError
+from corral.testing import FixedEffects
+from corral.tools.invoke import invoke_tool, validate_args
+from tests.conftest import ROOT
+from tests.extras import REQUIRE_ALL, import_extra
+from tests.helpers import corral_cli
+
+import_extra("mcp", REQUIRE_ALL)
+
+AGENT = ROOT / "tests" / "agents" / "mcp_notes"
+
+
+def started(data: Path) -> list[int]:
+    """The pids of every server process started with this data folder, in order."""
+    pids = data / "pids.txt"
+    return [int(line) for line in pids.read_text().split()] if pids.exists() else []
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def posts(data: Path) -> list[tuple[str | None, str]]:
+    with sqlite3.connect(data / "notes.sqlite3") as conn:
+        return list(conn.execute("SELECT key, text FROM posts ORDER BY id"))
+
+
+def variant(tmp_path: Path, old: str, new: str) -> Path:
+    """A copy of the test agent with one piece of its agent.yaml replaced."""
+    folder = tmp_path / "agent"
+    shutil.copytree(AGENT, folder)
+    text = (folder / "agent.yaml").read_text()
+    assert old in text
+    server = str(ROOT / "tests" / "mcp_servers" / "notes_server.py")
+    text = text.replace("../../mcp_servers/notes_server.py", server)
+    (folder / "agent.yaml").write_text(text.replace(old, new))
+    return folder
+
+
+async def call(agent: Agent, tool: str, args: dict[str, Any], key: str = "k1") -> ToolResult:
+    """One tool call as the executor makes it: validated, with the policy, an envelope."""
+    spec = agent.tools.get(tool)
+    context = ToolContext(run_id="run_t", step_id="s1", idempotency_key=key)
+    return await invoke_tool(spec, validate_args(spec, args), context, FixedEffects())
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def agent(data: Path) -> Agent:
+    return load_agent(AGENT, data_dir=data)
+
+
+def test_only_the_chosen_tools_are_imported_with_their_schemas(agent: Agent, data: Path) -> None:
+    names = sorted(spec.name for spec in agent.tools)
+    assert names == ["crash", "echo_text", "get_note", "hold", "post_note", "refuse", "whoami"]
+    assert "delete_all" not in names  # the server offers it; the agent did not choose it
+    note = agent.tools.get("get_note")
+    assert note.input_model.model_json_schema()["required"] == ["topic"]
+    assert set(note.output_model.model_fields) == {"topic", "text", "words"}
+    assert note.description == "Read the note about a topic."
+    assert note.policy.kind == "read"
+    post = agent.tools.get("post_note")
+    assert post.policy.kind == "write"
+    assert post.policy.idempotent
+    assert set(post.input_model.model_fields) == {"channel", "text"}  # the key is corral's
+    assert set(agent.tools.get("echo_text").output_model.model_fields) == {"value"}
+    assert agent.tools.get("hold").policy.timeout_s == 0.5
+    # listing the tools at load started the server once, and stopped it again
+    pids = started(data)
+    assert len(pids) == 1
+    assert not alive(pids[0])
+
+
+def test_an_mcp_tool_is_read_only_unless_config_says_write(tmp_path: Path) -> None:
+    folder = variant(
+        tmp_path,
+        "{kind: write, idempotent: true, key_argument: idempotency_key, backoff_s: [0.1]}",
+        "{}",
+    )
+    post = load_agent(folder, data_dir=tmp_path / "data").tools.get("post_note")
+    assert post.policy.kind == "read"
+    assert not post.policy.requires_confirmation
+
+
+def test_a_run_calls_the_server_which_starts_lazily_and_stops_at_aclose(
+    agent: Agent, data: Path
+) -> None:
+    async def scenario() -> tuple[Any, list[int]]:
+        async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+            assert len(started(data)) == 1  # only the listing at load: nothing runs yet
+            summary = await runtime.start("show me the note about cats")
+            running = started(data)[1:]
+            assert len(running) == 1
+            assert alive(running[0])
+        return summary, running
+
+    summary, running = asyncio.run(scenario())
+    assert summary.reply == "notes about cats"
+    assert [(step.tool, step.status.value) for step in summary.steps] == [("get_note", "succeeded")]
+    assert not alive(running[0])  # Runtime.aclose stopped it: no orphan
+
+
+def test_a_server_that_dies_mid_call_is_retryable_and_restarted(agent: Agent, data: Path) -> None:
+    async def scenario() -> tuple[ToolResult, ToolResult, ToolResult]:
+        before = await call(agent, "whoami", {})
+        crashed = await call(agent, "crash", {})
+        after = await call(agent, "whoami", {})
+        await agent.aclose()
+        return before, crashed, after
+
+    before, crashed, after = asyncio.run(scenario())
+    assert crashed.status is ToolStatus.ERROR
+    assert crashed.error_code == "TOOL_TRANSIENT"
+    assert crashed.retryable
+    assert "exited while crash was running" in (crashed.error_message or "")
+    assert before.data and after.data
+    first, second = before.data["result"], after.data["result"]
+    assert first != second  # a new process answered
+    assert started(data)[1:] == [first, second]
+    assert not alive(first) and not alive(second)
+
+
+def test_a_write_replayed_after_a_crash_posts_exactly_once(agent: Agent, data: Path) -> None:
+    (data / "crash.flag").touch()  # the server dies right after its first commit
+
+    async def scenario() -> tuple[ToolResult, ToolResult, ToolResult]:
+        first = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "key-1")
+        again = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "key-1")
+        other = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "key-2")
+        await agent.aclose()
+        return first, again, other
+
+    first, again, other = asyncio.run(scenario())
+    assert not (data / "crash.flag").exists()  # the crash did happen
+    # the first attempt posted and died; the retry (idempotent by key) found that post
+    assert first.status is ToolStatus.SUCCESS
+    assert first.attempts == 2
+    assert first.data == {"post_id": 1, "channel": "general", "duplicate": True}
+    assert again.data == {"post_id": 1, "channel": "general", "duplicate": True}
+    assert other.data == {"post_id": 2, "channel": "general", "duplicate": False}
+    assert posts(data) == [("key-1", "hi"), ("key-2", "hi")]
+
+
+def test_without_a_key_argument_the_key_travels_in_the_request_meta(tmp_path: Path) -> None:
+    folder = variant(tmp_path, "key_argument: idempotency_key, ", "")
+    agent = load_agent(folder, data_dir=tmp_path / "data")
+    assert "idempotency_key" in agent.tools.get("post_note").input_model.model_fields
+
+    async def scenario() -> None:
+        for _ in range(2):
+            await call(agent, "post_note", {"channel": "general", "text": "yo"}, "meta-key")
+        await agent.aclose()
+
+    asyncio.run(scenario())
+    assert posts(tmp_path / "data") == [("meta-key", "yo")]
+
+
+def test_a_non_json_answer_is_a_text_result_and_is_error_a_failure(agent: Agent) -> None:
+    async def scenario() -> tuple[ToolResult, ToolResult]:
+        text = await call(agent, "echo_text", {"text": "not {json"})
+        refused = await call(agent, "refuse", {"reason": "closed today"})
+        await agent.aclose()
+        return text, refused
+
+    text, refused = asyncio.run(scenario())
+    assert text.status is ToolStatus.SUCCESS
+    assert text.data == {"value": "you said: not {json"}
+    assert refused.status is ToolStatus.ERROR
+    assert refused.error_code == "TOOL_FAILED"
+    assert not refused.retryable
+    assert "closed today" in (refused.error_message or "")
+
+
+def test_a_call_timeout_follows_the_policy_and_keeps_the_server(agent: Agent, data: Path) -> None:
+    release = data / "release"
+
+    async def scenario() -> tuple[ToolResult, ToolResult]:
+        await call(agent, "whoami", {})  # started first: a start counts within a timeout
+        late = await call(agent, "hold", {"path": str(release)})  # policy: timeout_s 0.5
+        release.touch()
+        served = await call(agent, "hold", {"path": str(release)})
+        await agent.aclose()
+        return late, served
+
+    late, served = asyncio.run(scenario())
+    assert late.error_code == "TOOL_TIMEOUT"
+    assert late.retryable
+    assert served.data == {"result": 1}
+    assert len(started(data)) == 2  # the listing, then one server for both calls
+
+
+def test_a_server_that_lacks_a_chosen_tool_fails_the_load(tmp_path: Path) -> None:
+    folder = variant(tmp_path, "      whoami:\n", "      whoami:\n      launch_rockets:\n")
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(folder, data_dir=tmp_path / "data")
+    assert "has no tool 'launch_rockets'" in caught.value.message
+    assert "get_note" in (caught.value.hint or "")
+    assert not any(alive(pid) for pid in started(tmp_path / "data"))
+
+
+def test_a_server_that_does_not_start_fails_the_load(tmp_path: Path) -> None:
+    folder = variant(tmp_path, "command: [python, ", "command: [no-such-program-here, ")
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(folder, data_dir=tmp_path / "data")
+    assert "mcp server 'notes': cannot list its tools" in caught.value.message
+
+
+def test_corral_run_json_calls_the_mcp_tool_and_leaves_no_process(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    done = corral_cli(home, "run", str(AGENT), "show me the note about owls", "--json")
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "finished"
+    assert summary["reply"] == "notes about owls"
+    assert [step["tool"] for step in summary["steps"]] == ["get_note"]
+    pids = started(home / "data" / "mcp_notes")
+    assert len(pids) == 2  # the listing at load, and the server the run called
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_corral_help_does_not_import_the_mcp_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, corral.cli, corral.config; print('mcp' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_one_event_loop_per_turn_restarts_the_server_and_leaves_no_process(
+    agent: Agent, data: Path
+) -> None:
+    """``corral chat`` runs each turn in its own event loop: a server cannot outlive one."""
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    replies = []
+    for topic in ("cats", "dogs"):
+        replies.append(asyncio.run(runtime.start(f"the note about {topic}")).reply)
+        assert not any(alive(pid) for pid in started(data))  # the loop's end stopped it
+    asyncio.run(runtime.aclose())
+    assert replies == ["notes about cats", "notes about dogs"]
+    assert len(started(data)) == 3  # the listing, then one server per loop
