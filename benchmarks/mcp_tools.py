@@ -13,8 +13,10 @@ process started before timing:
   the declared fields, the envelope.
 
 Calls are one at a time. Each round runs every way once, in a rotated order; the table
-shows the median over rounds of the wall time per call, and what corral adds to the bare
-call. The round trip to the server process dominates; read the added microseconds.
+shows the medians over rounds of the wall time per call and of this process's CPU time
+per call (corral's side of the work: the server's is the same for every way), and what
+corral adds to the bare call. The wall time is mostly the round trip to the server
+process, and on a loaded machine mostly noise: read the CPU column for the overhead.
 """
 
 from __future__ import annotations
@@ -61,17 +63,20 @@ templates:
 Call = Callable[[], Awaitable[Any]]
 
 
-async def _per_call_us(call: Call, calls: int) -> float:
-    """Wall microseconds per call, ``calls`` calls one after another (after a warm-up)."""
+async def _per_call_us(call: Call, calls: int) -> tuple[float, float]:
+    """Wall and CPU (this process: corral's side) microseconds per call, after a warm-up."""
     for _ in range(5):
         await call()
-    started = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         await call()
-    return (time.perf_counter() - started) / calls * 1e6
+    return (
+        (time.perf_counter() - wall) / calls * 1e6,
+        (time.process_time() - cpu) / calls * 1e6,
+    )
 
 
-async def _measure(folder: Path, calls: int, rounds: int) -> dict[str, list[float]]:
+async def _measure(folder: Path, calls: int, rounds: int) -> dict[str, list[tuple[float, float]]]:
     from mcp import ClientSession, StdioServerParameters, stdio_client
 
     (folder / "agent.yaml").write_text(AGENT_YAML, encoding="utf-8")
@@ -103,7 +108,7 @@ async def _measure(folder: Path, calls: int, rounds: int) -> dict[str, list[floa
         ways: dict[str, Call] = {"bare": bare, "connection": through_connection}
         ways["tool call"] = tool_call
         assert await bare() == await through_connection() == await tool_call()
-        results: dict[str, list[float]] = {way: [] for way in WAYS}
+        results: dict[str, list[tuple[float, float]]] = {way: [] for way in WAYS}
         for number in range(rounds):
             order = WAYS[number % len(WAYS) :] + WAYS[: number % len(WAYS)]
             for way in order:
@@ -121,17 +126,20 @@ def main() -> None:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         results = asyncio.run(_measure(Path(folder), options.calls, options.rounds))
-    medians = {way: statistics.median(values) for way, values in results.items()}
+    wall = {way: statistics.median(w for w, _ in values) for way, values in results.items()}
+    cpu = {way: statistics.median(c for _, c in values) for way, values in results.items()}
     if options.json:
-        print(json.dumps({"us_per_call": medians, "rounds": results}, indent=2))
+        print(json.dumps({"wall_us": wall, "cpu_us": cpu, "rounds": results}, indent=2))
         return
-    bare = medians["bare"]
-    print(f"| way | µs per call (median of {options.rounds} rounds) | added to bare | ratio |")
-    print("|---|---|---|---|")
+    print(
+        f"| way | wall µs per call | added | client CPU µs per call | added |"
+        f"  (median of {options.rounds} rounds of {options.calls} calls)"
+    )
+    print("|---|---|---|---|---|")
     for way in WAYS:
-        added = medians[way] - bare
-        shown = "—" if way == "bare" else f"{added:+.0f} µs"
-        print(f"| {way} | {medians[way]:.0f} | {shown} | {medians[way] / bare:.2f}× |")
+        added_wall = "—" if way == "bare" else f"{wall[way] - wall['bare']:+.0f}"
+        added_cpu = "—" if way == "bare" else f"{cpu[way] - cpu['bare']:+.0f}"
+        print(f"| {way} | {wall[way]:.0f} | {added_wall} | {cpu[way]:.0f} | {added_cpu} |")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,16 @@ test can check that no process outlives the agent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import signal
+import socket
 import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ from corral.contracts import ToolResult, ToolStatus
 from corral.errors import ConfigInvalidError
 from corral.testing import FixedEffects
 from corral.tools.invoke import invoke_tool, validate_args
+from corral.tools.mcp.connection import McpConnection
 from tests.conftest import ROOT
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
@@ -57,9 +64,9 @@ def variant(tmp_path: Path, old: str, new: str) -> Path:
     shutil.copytree(AGENT, folder)
     text = (folder / "agent.yaml").read_text()
     assert old in text
+    text = text.replace(old, new)
     server = str(ROOT / "tests" / "mcp_servers" / "notes_server.py")
-    text = text.replace("../../mcp_servers/notes_server.py", server)
-    (folder / "agent.yaml").write_text(text.replace(old, new))
+    (folder / "agent.yaml").write_text(text.replace("../../mcp_servers/notes_server.py", server))
     return folder
 
 
@@ -248,9 +255,6 @@ def test_corral_run_json_calls_the_mcp_tool_and_leaves_no_process(tmp_path: Path
 
 
 def test_corral_help_does_not_import_the_mcp_sdk() -> None:
-    import subprocess
-    import sys
-
     code = "import sys, corral.cli, corral.config; print('mcp' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
@@ -269,3 +273,98 @@ def test_one_event_loop_per_turn_restarts_the_server_and_leaves_no_process(
     asyncio.run(runtime.aclose())
     assert replies == ["notes about cats", "notes about dogs"]
     assert len(started(data)) == 3  # the listing, then one server per loop
+
+
+def test_a_server_that_died_between_calls_is_restarted_before_the_request(
+    tmp_path: Path,
+) -> None:
+    """Nothing was sent to the dead process, so even a write that is not idempotent runs."""
+    folder = variant(tmp_path, "idempotent: true, ", "")
+    data = tmp_path / "data"
+    agent = load_agent(folder, data_dir=data)
+
+    async def scenario() -> ToolResult:
+        first = await call(agent, "whoami", {})
+        assert first.data is not None
+        server = agent.transports[0]
+        assert isinstance(server, McpConnection)
+        assert server.running
+        os.kill(first.data["result"], signal.SIGKILL)
+        for _ in range(3000):  # until the connection has seen its output end
+            if not server.running:
+                break
+            await asyncio.sleep(0.01)
+        posted = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "k")
+        await agent.aclose()
+        return posted
+
+    posted = asyncio.run(scenario())
+    assert posted.status is ToolStatus.SUCCESS
+    assert posted.attempts == 1
+    assert posts(data) == [("k", "hi")]
+    assert len(started(data)) == 3  # the listing, the killed one, the restarted one
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """The notes server over streamable HTTP on a free loopback port, behind a token."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "NOTES_PORT": str(port),
+        "NOTES_TOKEN": "t0ken",
+        "NOTES_DB": str(tmp_path / "http.sqlite3"),
+    }
+    server = ROOT / "tests" / "mcp_servers" / "notes_server.py"
+    process = subprocess.Popen([sys.executable, str(server)], env=env, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(3000):  # until it accepts connections (or has died)
+            assert process.poll() is None, "the HTTP MCP server exited"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=0.05)  # paces the next try; ends if it exits
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def http_agent(tmp_path: Path, url: str) -> Path:
+    """The test agent with its server reached over streamable HTTP, with a token header."""
+    stdio = (
+        "    command: [python, ../../mcp_servers/notes_server.py]\n"
+        "    env:\n"
+        '      NOTES_DB: "${NOTES_DB}"\n'
+        '      NOTES_PIDS: "${NOTES_PIDS}"\n'
+        '      NOTES_CRASH_AFTER_WRITE: "${NOTES_CRASH_FLAG}"\n'
+    )
+    http = f'    url: "{url}"\n    headers: {{X-Notes-Token: "Bearer ${{NOTES_TOKEN}}"}}\n'
+    return variant(tmp_path, stdio, http)
+
+
+def test_a_streamable_http_server_is_called_with_its_headers(
+    tmp_path: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOTES_TOKEN", "t0ken")  # ${NOTES_TOKEN}: not in deps, so from here
+    agent = load_agent(http_agent(tmp_path, http_server), data_dir=tmp_path / "data")
+
+    async def scenario() -> ToolResult:
+        note = await call(agent, "get_note", {"topic": "http"})
+        await agent.aclose()
+        return note
+
+    assert asyncio.run(scenario()).data == {"topic": "http", "text": "notes about http", "words": 3}
+
+
+def test_a_streamable_http_server_refusing_the_token_fails_the_load(
+    tmp_path: Path, http_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NOTES_TOKEN", "wrong")
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(http_agent(tmp_path, http_server), data_dir=tmp_path / "data")
+    assert "mcp server 'notes': cannot list its tools" in caught.value.message

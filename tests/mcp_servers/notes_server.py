@@ -16,7 +16,9 @@ Tools:
 
 ``NOTES_DB`` is the SQLite file (default ``notes.sqlite3`` in the working directory). With
 ``NOTES_PIDS`` set, every start appends its pid to that file, so a test can check that no
-process it started outlives the agent.
+process it started outlives the agent. With ``NOTES_PORT`` set, it serves streamable HTTP
+on ``127.0.0.1:NOTES_PORT/mcp`` instead of stdio, and with ``NOTES_TOKEN`` set too, it
+answers 401 to a request without the header ``X-Notes-Token: Bearer NOTES_TOKEN``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import asyncio
 import os
 import sqlite3
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -124,8 +126,32 @@ def crash() -> int:
     os._exit(4)
 
 
+def _serve_http(port: int, token: str | None) -> None:
+    """Streamable HTTP behind a token check, as an ASGI wrapper around the SDK's app."""
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if (
+            token
+            and scope["type"] == "http"
+            and dict(scope["headers"]).get(b"x-notes-token") != expected
+        ):
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"missing or wrong token"})
+            return
+        await app(scope, receive, send)
+
+    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+
+
 if __name__ == "__main__":
     if os.environ.get("NOTES_PIDS"):
         with open(os.environ["NOTES_PIDS"], "a", encoding="utf-8") as pids:
             pids.write(f"{os.getpid()}\n")
-    server.run("stdio")
+    if os.environ.get("NOTES_PORT"):
+        _serve_http(int(os.environ["NOTES_PORT"]), os.environ.get("NOTES_TOKEN"))
+    else:
+        server.run("stdio")

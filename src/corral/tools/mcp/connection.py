@@ -151,6 +151,12 @@ class McpConnection:
         self._started: _Started | None = None
         self.starts = 0
 
+    @property
+    def running(self) -> bool:
+        """Whether a started server is up and can carry a request now (health checks)."""
+        started = self._started
+        return started is not None and started.ready.done() and not started.dead()
+
     async def _session(self) -> ClientSession:
         """The live session, starting (or restarting) the server when there is none."""
         loop = asyncio.get_running_loop()
