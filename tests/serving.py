@@ -44,6 +44,13 @@ def load(agent_dir: Path, home: Path) -> Agent:
 def serving(*agents: Agent, home: Path, **options: Any) -> Iterator[str]:
     """Serve ``agents`` over ``home`` on a free loopback port; yields the base URL."""
     app = create_app(ServerSettings(agents=agents, home=home, token=TOKEN, **options))
+    with serve_app(app) as base:
+        yield base
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve an ASGI app on a free loopback port, in a thread; yields the base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -28,7 +28,9 @@ from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
+from corral.tools.http import http_tools
 from corral.tools.loader import Setup, import_tools, run_setup
+from corral.tools.mcp.importer import mcp_tools
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
@@ -178,8 +180,15 @@ class Agent:
 
         ``transports`` are the connections ``tools`` are called over, and ``teardown``
         undoes what built ``deps``; ``aclose`` closes both.
+
+        The tools ``config`` declares (``http_tools``, ``openapi``, ``mcp_servers``) are
+        added here. Each MCP server is started once to list its tools, and stopped again.
         """
-        registry = ToolRegistry(tools)
+        declared, http = http_tools(config.http_tools, config.openapi, root=root, deps=deps or {})
+        served, servers = mcp_tools(config.mcp_servers, root=root, deps=deps or {})
+        registry = ToolRegistry([*tools, *declared, *served])
+        transports = (*transports, http) if http is not None else transports
+        transports = (*transports, *servers)
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}
@@ -448,30 +457,16 @@ def load_agent(
         else model_from_config(config, replay_loader=replay_loader, negotiation_cache=cache)
     )
     try:
-        mcp_tools, mcp_servers = _import_mcp(config, root, setup.deps)
         return Agent.build(
             config,
-            [*tools, *mcp_tools],
+            tools,
             deps=setup.deps,
             classifiers=classifiers,
             root=root,
             model=chosen,
             teardown=setup.teardown,
-            transports=mcp_servers,
         )
     except BaseException:
         if setup.teardown is not None:  # what setup started must not outlive a broken agent
             setup.teardown()
         raise
-
-
-def _import_mcp(
-    config: AgentConfig, root: Path, deps: Mapping[str, Any]
-) -> tuple[list[ToolSpec], list[ToolTransport]]:
-    """The tools of ``mcp_servers:`` and their servers; without any, ``mcp`` is not imported."""
-    if not config.mcp_servers:
-        return [], []
-    from corral.tools.mcp.importer import import_mcp_tools
-
-    specs, connections = import_mcp_tools(config.mcp_servers, root, deps)
-    return specs, list(connections)

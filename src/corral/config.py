@@ -25,6 +25,7 @@ from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
 from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
+from corral.tools.http_config import HttpToolConfig, OpenApiConfig
 from corral.tools.mcp.declared import McpServerConfig
 from corral.validation import validation_problems
 
@@ -319,6 +320,10 @@ class AgentConfig(_Strict):
     """Extra patterns and fields hidden from logs, traces and handoff packets."""
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     """OpenTelemetry export and the sampling of the JSONL log and of spans."""
+    http_tools: list[HttpToolConfig] = Field(default_factory=list)
+    """HTTP endpoints as tools (``docs/tools-http.md``)."""
+    openapi: list[OpenApiConfig] = Field(default_factory=list)
+    """Operations of OpenAPI 3 documents imported as HTTP tools."""
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers and the tools imported from them (``docs/mcp.md``)."""
 

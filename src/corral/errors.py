@@ -126,10 +126,17 @@ class TransientToolError(CorralError):
     retryable = True
 
     def __init__(
-        self, message: str, *, applied: bool | None = None, hint: str | None = None
+        self,
+        message: str,
+        *,
+        applied: bool | None = None,
+        hint: str | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
         self.applied = applied
+        self.retry_after_s = retry_after_s
+        """How long the service asked to wait before another try (``Retry-After``)."""
 
 
 class ToolFailedError(CorralError):

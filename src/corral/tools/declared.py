@@ -8,11 +8,17 @@ class.
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from corral.tools.outputs import VALUE_FIELD
 from corral.tools.policy import RetryPolicy, ToolKind, ToolPolicy
+from corral.tools.schema_models import model_from_schema
+from corral.tools.spec import ToolSpec
 
 _DEFAULT = ToolPolicy()
 
@@ -62,3 +68,66 @@ class AuthConfig(DeclaredConfig):
     """The environment variable holding the secret (the token, without the scheme)."""
     scheme: Literal["Bearer", "Basic", "Token", ""] = ""
     """Put before the value with a space (``Bearer abc``); empty: the value as it is."""
+
+
+CONTEXT_PARAM = "_corral_context"
+"""The keyword a declared tool's function gets its ``ToolContext`` under; no schema field
+can have this name (``python_name`` never starts one with ``_``)."""
+
+
+@dataclass(frozen=True)
+class DeclaredReturns:
+    """What a tool declared by a JSON Schema returns: equal when the schemas are equal.
+
+    ``ToolSpec.returns`` of a function tool is its return type; two tools declared in
+    config with the same output schema (equivalent flight searches) return the same thing.
+    """
+
+    schema: str
+    """The output schema as canonical JSON."""
+
+    def __str__(self) -> str:
+        return "the declared output schema"
+
+
+def declared_spec(
+    name: str,
+    description: str,
+    fn: Callable[..., Any],
+    *,
+    input_schema: Mapping[str, Any],
+    output_schema: Mapping[str, Any],
+    policy: ToolPolicy,
+    summary: str | None = None,
+    document: Mapping[str, Any] | None = None,
+) -> ToolSpec:
+    """A ``ToolSpec`` for a tool declared by JSON Schemas (HTTP, OpenAPI, MCP).
+
+    ``fn`` is an ``async def`` taking the validated arguments as keywords and the
+    ``ToolContext`` as ``CONTEXT_PARAM``; it returns the decoded response (only the declared
+    fields are kept), or ``None`` for no result, and raises what function tools raise
+    (``TransientToolError`` for a retryable failure, ``ToolFailedError``...), so timeouts,
+    retries and envelopes are the function tools' own. An output schema that is not an
+    object (an array) is kept as ``{"value": ...}``.
+    """
+    wrapped = output_schema.get("type", "object") != "object"
+    shown = (
+        {"type": "object", "properties": {VALUE_FIELD: output_schema}, "required": [VALUE_FIELD]}
+        if wrapped
+        else output_schema
+    )
+    return ToolSpec(
+        name=name,
+        description=description,
+        fn=fn,
+        input_model=model_from_schema(
+            f"{name}_input", input_schema, extra="forbid", document=document
+        ),
+        output_model=model_from_schema(f"{name}_output", shown, document=document),
+        policy=policy,
+        context_param=CONTEXT_PARAM,
+        may_return_none=True,
+        summary_template=summary,
+        returns=DeclaredReturns(json.dumps(output_schema, sort_keys=True, default=str)),
+        wrapped=wrapped,
+    )

@@ -142,6 +142,25 @@ def _classify(exc: BaseException) -> tuple[str, str, bool]:
     return ErrorCode.TOOL_FAILED.value, f"{type(exc).__name__}: {exc}", False
 
 
+def retry_after_cap(spec: ToolSpec) -> float:
+    """The longest ``Retry-After`` a retry waits for: the tool's timeout or longest backoff.
+
+    A service asking for longer is not retried within the run: the call ends (still
+    ``retryable``), and the decision layer may turn to an equivalent tool.
+    """
+    return max(spec.policy.timeout_s, *spec.policy.retry.backoff_s, 0.0)
+
+
+def _honour_retry_after(
+    spec: ToolSpec, backoff: float, retry_after: float, message: str | None
+) -> tuple[float | None, str | None]:
+    """The wait before the next try when the service said how long: at least that long."""
+    if retry_after > retry_after_cap(spec):
+        asked = f"the service asks to wait {retry_after:g} s, more than {spec.name} waits"
+        return None, f"{message}; {asked}" if message else asked
+    return max(backoff, retry_after), message
+
+
 async def invoke_tool(
     spec: ToolSpec,
     args: BaseModel,
@@ -174,6 +193,7 @@ async def invoke_tool(
         retryable = False
         applied: bool | None = None
         in_flight = False
+        retry_after: float | None = None
         data: dict[str, Any] | None = None
         try:
             returned = await effects.call_tool(spec, args, context, policy.timeout_s)
@@ -182,6 +202,7 @@ async def invoke_tool(
         except Exception as exc:  # every failure becomes an envelope
             code, message, retryable = _classify(exc)
             applied, in_flight = effect_applied(exc), bool(getattr(exc, "in_flight", False))
+            retry_after = getattr(exc, "retry_after_s", None)
             status = ToolStatus.ERROR
         duration_ms = (effects.monotonic() - started) * 1000.0
         total_ms += duration_ms
@@ -193,6 +214,8 @@ async def invoke_tool(
             and (blind_retry_safe or applied is False)
         )
         backoff = policy.retry.delay(attempt_no + retries_spent) if will_retry else None
+        if backoff is not None and retry_after is not None:
+            backoff, message = _honour_retry_after(spec, backoff, retry_after, message)
         if on_attempt is not None:
             on_attempt(
                 Attempt(

@@ -1,14 +1,15 @@
-"""Importing an MCP server's chosen tools as ``ToolSpec``s, when the agent loads.
+"""Importing an MCP server's chosen tools as ``ToolSpec``s, when the agent is built.
 
 Plan templates are validated when the agent is built, against each tool's input and
-output models, so the schemas must be known then: the server is started once at load,
-its tools are listed, and it is stopped again. Calls start it anew, lazily, on the event
+output models, so the schemas must be known then: the server is started once, its tools
+are listed, and it is stopped again (nothing keeps running for an agent never used). Calls start it anew, lazily, on the event
 loop of the run (the SDK's sessions cannot move between loops). A server that cannot be
 started or listed, or lacks a chosen tool, fails the load with ``CONFIG_INVALID``.
 
-Each imported tool is an async function over the agent's ``McpConnection``: its input
-model comes from the tool's ``inputSchema``, its output model from the ``outputSchema``
-when the server gives one, else the single field ``value`` (see ``results``).
+Each imported tool is a ``declared_spec`` (as HTTP tools are) whose function calls the
+agent's ``McpConnection``: its input model comes from the tool's ``inputSchema``, its
+output model from the ``outputSchema`` when the server gives one, else the single field
+``value`` holding a JSON value (see ``results``).
 """
 
 from __future__ import annotations
@@ -19,17 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, create_model
 from pydantic_core import to_jsonable_python
 
 from corral.errors import ConfigInvalidError, CorralError
 from corral.tools.context import ToolContext
+from corral.tools.declared import CONTEXT_PARAM, declared_spec
 from corral.tools.mcp.connection import McpConnection, McpLaunch, list_tools_now
 from corral.tools.mcp.declared import McpServerConfig, McpToolConfig
 from corral.tools.mcp.results import result_value
-from corral.tools.outputs import VALUE_FIELD
 from corral.tools.policy import ToolKind
-from corral.tools.schema_models import model_from_schema
+from corral.tools.schema_models import python_name
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import resolve_placeholders
 
@@ -38,11 +38,14 @@ if TYPE_CHECKING:
 
 KEY_META = "corral/idempotency_key"
 """The request ``_meta`` entry carrying a write's idempotency key."""
-CONTEXT_PARAM = "corral_context"
-"""The keyword the ``ToolContext`` is passed under (never a field of the input model)."""
+TEXT_ANSWER: dict[str, Any] = {
+    "type": ["string", "integer", "number", "boolean", "array", "object", "null"]
+}
+"""What a tool without an output schema returns: a JSON value (its text, or the JSON the
+text holds), kept as the single field ``value``."""
 
 
-def launch_of(server: McpServerConfig, root: Path, deps: Mapping[str, Any]) -> McpLaunch:
+def launch_of(server: McpServerConfig, root: Path | None, deps: Mapping[str, Any]) -> McpLaunch:
     """``server`` with its ``${NAME}``s resolved now: from ``deps``, then the environment."""
 
     def resolved(text: str) -> str:
@@ -53,7 +56,7 @@ def launch_of(server: McpServerConfig, root: Path, deps: Mapping[str, Any]) -> M
         command=tuple(resolved(part) for part in server.command or ()),
         url=resolved(server.url) if server.url is not None else None,
         env={key: resolved(value) for key, value in server.env.items()},
-        cwd=root.resolve(),
+        cwd=(root or Path.cwd()).resolve(),
         headers={key: resolved(value) for key, value in server.headers.items()},
         startup_timeout_s=server.startup_timeout_s,
     )
@@ -112,45 +115,40 @@ def _input_schema(tool: Tool, key_argument: str | None) -> dict[str, Any]:
 def mcp_tool_spec(connection: McpConnection, tool: Tool, config: McpToolConfig) -> ToolSpec:
     """One listed tool as a ``ToolSpec`` with the policy ``config`` gives it."""
     name = config.name or tool.name
-    input_model = model_from_schema(
-        f"{name}_input", _input_schema(tool, config.key_argument), extra="forbid"
-    )
-    structured = tool.output_schema is not None
-    value: dict[str, Any] = {VALUE_FIELD: (Any, ...)}
-    output_model: type[BaseModel] = (
-        model_from_schema(f"{name}_output", tool.output_schema)
-        if tool.output_schema is not None
-        else create_model(f"{name}_output", **value)
-    )
-    fields = input_model.model_fields
+    input_schema = _input_schema(tool, config.key_argument)
+    properties = input_schema.get("properties") or {}
+    required = set(input_schema.get("required") or ())
     binding = _Binding(
         connection,
         tool.name,
-        {field: info.alias or field for field, info in fields.items()},
-        frozenset(field for field, info in fields.items() if not info.is_required()),
-        structured,
+        {python_name(field): field for field in properties},
+        frozenset(python_name(field) for field in properties if field not in required),
+        tool.output_schema is not None,
         config.kind,
         config.key_argument,
     )
-    return ToolSpec(
-        name=name,
-        description=(tool.description or tool.title or name).split("\n\n")[0].strip(),
-        fn=functools.partial(_call, binding),
-        input_model=input_model,
-        output_model=output_model,
+    return declared_spec(
+        name,
+        (tool.description or tool.title or name).split("\n\n")[0].strip(),
+        functools.partial(_call, binding),
+        input_schema=input_schema,
+        output_schema=tool.output_schema or TEXT_ANSWER,
         policy=config.to_policy(),
-        context_param=CONTEXT_PARAM,
-        may_return_none=False,
-        summary_template=config.summary,
-        returns=output_model,
-        wrapped=not structured,
+        summary=config.summary,
     )
 
 
-def import_mcp_tools(
-    servers: Sequence[McpServerConfig], root: Path, deps: Mapping[str, Any]
+def mcp_tools(
+    servers: Sequence[McpServerConfig], *, root: Path | None, deps: Mapping[str, Any]
 ) -> tuple[list[ToolSpec], list[McpConnection]]:
-    """The chosen tools of every server, and one connection per server (not yet open)."""
+    """The chosen tools of every server, and one connection per server (not yet open).
+
+    Each server is started once, here, to list its tools, and stopped again.
+    """
+    names = [server.name for server in servers]
+    doubled = sorted({name for name in names if names.count(name) > 1})
+    if doubled:
+        raise ConfigInvalidError(f"mcp_servers: names used twice: {doubled}")
     specs: list[ToolSpec] = []
     connections: list[McpConnection] = []
     for server in servers:
@@ -164,10 +162,9 @@ def import_mcp_tools(
                 hint="run its command by hand to see why it does not start",
             ) from None
         except Exception as exc:  # whatever the SDK or the server raised
+            detail = f"{type(exc).__name__}: {exc}"[:300]
             raise ConfigInvalidError(
-                f"mcp server {server.name!r}: cannot list its tools: {type(exc).__name__}: {exc}"[
-                    :400
-                ]
+                f"mcp server {server.name!r}: cannot list its tools: {detail}"
             ) from None
         missing = sorted(set(server.tools) - set(listed))
         if missing:

@@ -1,0 +1,290 @@
+"""HTTP endpoints as tools: one pooled ``httpx.AsyncClient`` per agent.
+
+An HTTP tool is an ordinary ``ToolSpec`` (``declared_spec``) whose function makes one
+request and maps what comes back onto the exceptions function tools raise, so timeouts,
+retries, backoff, envelopes, idempotency keys, plan validation and the loop guard are the
+function tools' own code path:
+
+- 408 and 429: ``TransientToolError(applied=False)`` (the service did not act), with
+  the ``Retry-After`` it sent (seconds or an HTTP date);
+- 5xx: ``TransientToolError`` (the outcome of a write is unknown), with ``Retry-After``;
+- a connection that could not be made: ``TransientToolError(applied=False)``; a timeout:
+  ``TimeoutError``; a connection lost on the way: ``TransientToolError``;
+- 404 for a read: no result (``NO_RESULT``); 204: no result;
+- any other status outside 2xx: ``ToolFailedError`` (not retried);
+- a body that is not JSON, or larger than ``max_response_bytes`` (cut off while it
+  streams, before parsing): ``ToolOutputInvalidError``.
+
+The raw response never leaves this module: errors carry the status code only, and the
+decoded JSON is cut to the declared output fields by the invoke machinery. The auth
+header's value comes from the environment when a call is made; it is never in a message,
+and any echo of it in a response is replaced by ``[REDACTED]``. A write sends its
+idempotency key as ``Idempotency-Key`` (the same on every retry of the call).
+
+httpx is imported when the first call is made, never at import.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from pydantic_core import to_jsonable_python
+
+from corral.errors import (
+    ConfigInvalidError,
+    ToolFailedError,
+    ToolOutputInvalidError,
+    TransientToolError,
+)
+from corral.tools.declared import CONTEXT_PARAM, AuthConfig, declared_spec
+from corral.tools.http_config import PATH_PARAM, HttpToolConfig, OpenApiConfig, ParamIn
+from corral.tools.schema_models import python_name
+from corral.tools.spec import ToolSpec
+from corral.tools.transport import placeholders, resolve_placeholders
+
+if TYPE_CHECKING:
+    import httpx
+
+    from corral.tools.context import ToolContext
+
+REDACTED = "[REDACTED]"
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+class HttpTransport:
+    """The agent's HTTP connection pool, shared by all its HTTP tools.
+
+    Opened on the first call in an event loop, and opened again when a call comes from
+    another loop (the CLI's interactive commands run one loop per turn): a client belongs
+    to the loop it was opened in. ``aclose`` closes it in its own loop, or drops it when
+    that loop has ended.
+    """
+
+    name = "http"
+
+    def __init__(self, deps: Mapping[str, Any]) -> None:
+        self.deps = deps
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        """The pooled client of the running loop, opened if need be."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop or self._client.is_closed:
+            import httpx
+
+            self._client = httpx.AsyncClient(follow_redirects=False)
+            self._loop = loop
+        return self._client
+
+    def resolve(self, text: str) -> str:
+        """``${NAME}`` from the agent's deps, then the environment."""
+        return resolve_placeholders(text, self.deps)
+
+    async def aclose(self) -> None:
+        client, loop = self._client, self._loop
+        self._client = self._loop = None
+        if client is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is running:
+            await client.aclose()
+
+
+def retry_after_s(value: str | None, now: datetime) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (delta seconds or an HTTP date)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def _scrub(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` with every secret replaced by ``[REDACTED]`` (an echo of the token)."""
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, secrets) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class HttpEndpoint:
+    """One declared endpoint: arguments in, a result or a function tool's exception out."""
+
+    config: HttpToolConfig
+    transport: HttpTransport
+    json_names: Mapping[str, str]
+    """Argument attribute -> its JSON name (they differ for names such as ``high-c``)."""
+
+    @property
+    def label(self) -> str:
+        """What errors name: the tool, the method and the URL template (never resolved)."""
+        return f"{self.config.name} ({self.config.method} {self.config.url})"
+
+    def _place(self, name: str) -> ParamIn:
+        if name in self.config.params_in:
+            return self.config.params_in[name]
+        if name in PATH_PARAM.findall(self.config.url):
+            return "path"
+        return "body" if self.config.method in _BODY_METHODS else "query"
+
+    def _headers(self, context: ToolContext) -> tuple[dict[str, str], list[str]]:
+        """The headers to send, and the secrets among their values."""
+        headers = {"Accept": "application/json"}
+        secrets: list[str] = []
+        for name, template in self.config.headers.items():
+            headers[name] = self.transport.resolve(template)
+            if placeholders(template):
+                secrets.append(headers[name])
+        if self.config.auth is not None:
+            header, secret = _auth_header(self.config.auth)
+            headers[self.config.auth.header] = header
+            secrets.extend([header, secret])
+        if self.config.policy.kind == "write":
+            headers["Idempotency-Key"] = context.idempotency_key
+        return headers, [s for s in secrets if s]
+
+    async def call(self, **kwargs: Any) -> Any:
+        """One request; the decoded JSON, ``None`` for no result, or a tool exception."""
+        import httpx
+
+        context: ToolContext = kwargs.pop(CONTEXT_PARAM)
+        url = self.transport.resolve(self.config.url)
+        query: dict[str, Any] = {}
+        body: dict[str, Any] = {}
+        headers, secrets = self._headers(context)
+        for attribute, value in kwargs.items():
+            if value is None:
+                continue
+            name = self.json_names.get(attribute, attribute)
+            plain = to_jsonable_python(value, by_alias=True)
+            where = self._place(name)
+            if where == "path":
+                url = url.replace(f"{{{name}}}", quote(str(plain), safe=""))
+            elif where == "query":
+                query[name] = plain
+            elif where == "header":
+                headers[name] = str(plain)
+            else:
+                body[name] = plain
+        method = self.config.method
+        timeout = httpx.Timeout(self.config.policy.timeout_s)
+        target = httpx.URL(url)  # a query in the template is kept, the arguments added
+        try:
+            async with self.transport.client().stream(
+                method,
+                target.copy_merge_params(query) if query else target,
+                json=body if method in _BODY_METHODS else None,
+                headers=headers,
+                timeout=timeout,
+            ) as response:
+                return _scrub(await self._answer(response), secrets)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise TransientToolError(f"{self.label}: could not connect", applied=False) from None
+        except httpx.TimeoutException:
+            raise TimeoutError(f"{self.label}: no answer in time") from None
+        except httpx.TransportError as exc:
+            raise TransientToolError(f"{self.label}: {type(exc).__name__}") from None
+
+    async def _answer(self, response: httpx.Response) -> Any:
+        status = response.status_code
+        if status in (408, 429) or status >= 500:
+            wait = retry_after_s(response.headers.get("Retry-After"), datetime.now(UTC))
+            raise TransientToolError(
+                f"{self.label}: HTTP {status}",
+                applied=False if status < 500 else None,
+                retry_after_s=wait,
+            )
+        if status == 404 and self.config.policy.kind != "write":
+            return None
+        if not 200 <= status < 300:
+            raise ToolFailedError(f"{self.label}: HTTP {status}")
+        if status == 204:
+            return None
+        cap = self.config.max_response_bytes
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise ToolOutputInvalidError(self._too_large(cap))
+        received = bytearray()
+        async for chunk in response.aiter_bytes():
+            received += chunk
+            if len(received) > cap:
+                raise ToolOutputInvalidError(self._too_large(cap))
+        try:
+            return json.loads(received)
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
+
+    def _too_large(self, cap: int) -> str:
+        return f"{self.label}: the response is larger than {cap} bytes; it was cut off unread"
+
+
+def _auth_header(auth: AuthConfig) -> tuple[str, str]:
+    """The auth header's value and the secret in it, read from the environment now."""
+    secret = os.environ.get(auth.env, "")
+    if not secret:
+        raise ConfigInvalidError(
+            f"the auth variable {auth.env} is not set", hint=f"export {auth.env}=..."
+        )
+    return (f"{auth.scheme} {secret}" if auth.scheme else secret), secret
+
+
+def endpoint_spec(config: HttpToolConfig, transport: HttpTransport) -> ToolSpec:
+    """The ``ToolSpec`` of one declared endpoint, called over ``transport``."""
+    properties = config.input.get("properties") or {}
+    endpoint = HttpEndpoint(config, transport, {python_name(n): n for n in properties})
+    return declared_spec(
+        config.name,
+        config.description,
+        endpoint.call,
+        input_schema=config.input,
+        output_schema=config.output,
+        policy=config.policy.to_policy(),
+        summary=config.summary,
+    )
+
+
+def http_tools(
+    declared: Sequence[HttpToolConfig],
+    openapi: Sequence[OpenApiConfig],
+    *,
+    root: Path | None,
+    deps: Mapping[str, Any],
+) -> tuple[list[ToolSpec], HttpTransport | None]:
+    """The agent's HTTP tools (declared, then imported) and the transport they share."""
+    from corral.tools.openapi import openapi_tools
+
+    configs = [*declared]
+    for source in openapi:
+        configs.extend(openapi_tools(source, root or Path.cwd()))
+    if not configs:
+        return [], None
+    transport = HttpTransport(deps)
+    return [endpoint_spec(config, transport) for config in configs], transport

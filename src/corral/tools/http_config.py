@@ -1,0 +1,98 @@
+"""``http_tools:`` and ``openapi:`` in agent.yaml: HTTP endpoints declared as tools.
+
+Boundary models, strict like the rest of the config. Only the shape is checked here;
+the schemas become models when the agent is built (``corral.tools.http``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from corral.tools.declared import AuthConfig, DeclaredConfig, ToolPolicyConfig
+
+ParamIn = Literal["path", "query", "header", "body"]
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+MAX_RESPONSE_BYTES = 1024 * 1024
+"""A response body larger than this (1 MiB) is cut off while it streams, never parsed."""
+PATH_PARAM = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_-]*)\}")
+"""``{city}`` in a URL template; ``${NAME}`` is a placeholder, not a parameter."""
+TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _object() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+class HttpToolConfig(DeclaredConfig):
+    """One HTTP endpoint as a tool: where it is, what it takes and what it answers.
+
+    The arguments named in the URL template (``{city}``) fill the path; the others go to
+    the query string (GET, DELETE) or the JSON body (POST, PUT, PATCH), unless ``params_in``
+    says otherwise. Only the fields of ``output`` are kept from the response.
+    """
+
+    name: str = Field(pattern=TOOL_NAME)
+    description: str = ""
+    method: HttpMethod = "GET"
+    url: str
+    """``https://host/path/{param}``; ``${NAME}`` is taken from the deps, then the environment."""
+    input: dict[str, Any] = Field(default_factory=_object)
+    """The JSON Schema (an object) of the arguments."""
+    output: dict[str, Any] = Field(default_factory=_object)
+    """The JSON Schema of a successful (2xx) JSON response; undeclared fields are dropped."""
+    params_in: dict[str, ParamIn] = Field(default_factory=dict)
+    """Argument -> where it goes, when not where the method puts it."""
+    auth: AuthConfig | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Sent with every call; values may say ``${NAME}`` (then treated as secrets)."""
+    policy: ToolPolicyConfig = Field(default_factory=ToolPolicyConfig)
+    summary: str | None = None
+    """A ``str.format`` template over output fields, as ``@tool(summary=...)``."""
+    max_response_bytes: int = Field(MAX_RESPONSE_BYTES, ge=1)
+
+    @model_validator(mode="after")
+    def _parameters_exist(self) -> HttpToolConfig:
+        """Path parameters are required arguments; ``params_in`` names declared ones."""
+        declared = set((self.input.get("properties") or {}).keys())
+        required = set(self.input.get("required") or ())
+        for name in PATH_PARAM.findall(self.url):
+            if name not in declared or name not in required:
+                raise ValueError(f"{self.name}: {{{name}}} in the url must be a required input")
+            if self.params_in.get(name, "path") != "path":
+                raise ValueError(f"{self.name}: {{{name}}} is in the url, so it goes in the path")
+        unknown = sorted(set(self.params_in) - declared)
+        if unknown:
+            raise ValueError(f"{self.name}: params_in names undeclared inputs {unknown}")
+        return self
+
+
+class OpenApiConfig(DeclaredConfig):
+    """Operations of an OpenAPI 3 document imported as HTTP tools."""
+
+    document: str
+    """A JSON or YAML file, relative to the agent folder (never fetched over the network)."""
+    base_url: str | None = None
+    """Where the operations' paths are; by default the document's first ``servers`` URL."""
+    operations: dict[str, str] = Field(min_length=1)
+    """``operationId`` -> tool name; only these become tools."""
+    auth: AuthConfig | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    policies: dict[str, ToolPolicyConfig] = Field(default_factory=dict)
+    """Tool name -> its policy (default: ``ToolPolicy``'s)."""
+    summaries: dict[str, str] = Field(default_factory=dict)
+    """Tool name -> its summary template."""
+    max_response_bytes: int = Field(MAX_RESPONSE_BYTES, ge=1)
+
+    @model_validator(mode="after")
+    def _names_are_tools(self) -> OpenApiConfig:
+        tools = set(self.operations.values())
+        for name in tools:
+            if not re.match(TOOL_NAME, name):
+                raise ValueError(f"operation tool name {name!r} is not an identifier")
+        unknown = sorted((set(self.policies) | set(self.summaries)) - tools)
+        if unknown:
+            raise ValueError(f"policies or summaries name tools not imported: {unknown}")
+        return self
