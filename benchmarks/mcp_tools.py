@@ -131,10 +131,8 @@ def main() -> None:
     if options.json:
         print(json.dumps({"wall_us": wall, "cpu_us": cpu, "rounds": results}, indent=2))
         return
-    print(
-        f"| way | wall µs per call | added | client CPU µs per call | added |"
-        f"  (median of {options.rounds} rounds of {options.calls} calls)"
-    )
+    print(f"Medians of {options.rounds} rounds of {options.calls} calls, one at a time.\n")
+    print("| way | wall µs per call | added | client CPU µs per call | added |")
     print("|---|---|---|---|---|")
     for way in WAYS:
         added_wall = "—" if way == "bare" else f"{wall[way] - wall['bare']:+.0f}"

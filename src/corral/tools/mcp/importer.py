@@ -2,9 +2,10 @@
 
 Plan templates are validated when the agent is built, against each tool's input and
 output models, so the schemas must be known then: the server is started once, its tools
-are listed, and it is stopped again (nothing keeps running for an agent never used). Calls start it anew, lazily, on the event
-loop of the run (the SDK's sessions cannot move between loops). A server that cannot be
-started or listed, or lacks a chosen tool, fails the load with ``CONFIG_INVALID``.
+are listed, and it is stopped again (nothing keeps running for an agent never used).
+Calls start it anew, lazily, on the event loop of the run (the SDK's sessions cannot move
+between loops). A server that cannot be started or listed, or lacks a chosen tool, fails
+the build with ``CONFIG_INVALID``.
 
 Each imported tool is a ``declared_spec`` (as HTTP tools are) whose function calls the
 agent's ``McpConnection``: its input model comes from the tool's ``inputSchema``, its
