@@ -89,7 +89,16 @@ def agent(data: Path) -> Agent:
 
 def test_only_the_chosen_tools_are_imported_with_their_schemas(agent: Agent, data: Path) -> None:
     names = sorted(spec.name for spec in agent.tools)
-    assert names == ["crash", "echo_text", "get_note", "hold", "post_note", "refuse", "whoami"]
+    assert names == [
+        "chatty",
+        "crash",
+        "echo_text",
+        "get_note",
+        "hold",
+        "post_note",
+        "refuse",
+        "whoami",
+    ]
     assert "delete_all" not in names  # the server offers it; the agent did not choose it
     note = agent.tools.get("get_note")
     assert note.input_model.model_json_schema()["required"] == ["topic"]
@@ -206,6 +215,18 @@ def test_a_non_json_answer_is_a_text_result_and_is_error_a_failure(agent: Agent)
     assert refused.error_code == "TOOL_FAILED"
     assert not refused.retryable
     assert "closed today" in (refused.error_message or "")
+
+
+def test_a_stray_non_json_line_on_stdout_does_not_break_the_call(agent: Agent) -> None:
+    async def scenario() -> tuple[ToolResult, ToolResult]:
+        chatty = await call(agent, "chatty", {"text": "hello"})
+        after = await call(agent, "get_note", {"topic": "later"})
+        await agent.aclose()
+        return chatty, after
+
+    chatty, after = asyncio.run(scenario())
+    assert chatty.data == {"value": "HELLO"}
+    assert after.status is ToolStatus.SUCCESS
 
 
 def test_a_call_timeout_follows_the_policy_and_keeps_the_server(agent: Agent, data: Path) -> None:

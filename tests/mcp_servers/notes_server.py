@@ -8,6 +8,8 @@ Tools:
   it is removed and the process dies right after the row is committed (a crash mid-call
   whose effect happened);
 - ``echo_text(text)``: plain text, no output schema (a non-JSON answer);
+- ``chatty(text)``: first prints a line that is not JSON-RPC to stdout, as a careless
+  ``print()`` in a stdio server does, then answers;
 - ``refuse(reason)``: answers ``isError``;
 - ``whoami()``: the server's pid, so a test can check the process is gone;
 - ``crash()``: the process dies mid-call;
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -89,6 +92,14 @@ def post_note(channel: str, text: str, ctx: Context, idempotency_key: str = "") 
 def echo_text(text: str) -> str:
     """Answer plain text, which is not JSON."""
     return f"you said: {text}"
+
+
+@server.tool(structured_output=False)
+def chatty(text: str) -> str:
+    """Print a stray line on the protocol's stdout, then answer."""
+    sys.stdout.write(f"debug: got {text}\n")
+    sys.stdout.flush()
+    return text.upper()
 
 
 @server.tool()
