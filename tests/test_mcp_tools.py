@@ -187,6 +187,40 @@ def test_a_write_replayed_after_a_crash_posts_exactly_once(agent: Agent, data: P
     assert posts(data) == [("key-1", "hi"), ("key-2", "hi")]
 
 
+def test_a_write_that_is_not_idempotent_is_not_retried_after_a_crash(tmp_path: Path) -> None:
+    folder = variant(tmp_path, "idempotent: true, ", "")
+    data = tmp_path / "data"
+    agent = load_agent(folder, data_dir=data)
+    (data / "crash.flag").touch()
+
+    async def scenario() -> ToolResult:
+        posted = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "once")
+        await agent.aclose()
+        return posted
+
+    posted = asyncio.run(scenario())
+    assert posted.error_code == "OUTCOME_UNKNOWN"  # it may have posted: a person checks
+    assert posted.attempts == 1
+    assert posts(data) == [("once", "hi")]
+
+
+def test_a_tool_can_be_renamed_in_corral(tmp_path: Path) -> None:
+    folder = variant(tmp_path, "      whoami:\n", "      whoami: {name: server_pid}\n")
+    agent = load_agent(folder, data_dir=tmp_path / "data")
+    assert "whoami" not in agent.tools
+    assert "server_pid" in agent.tools
+
+    async def scenario() -> ToolResult:
+        pid = await call(agent, "server_pid", {})
+        await agent.aclose()
+        return pid
+
+    pid = asyncio.run(scenario())
+    assert pid.tool == "server_pid"
+    assert pid.data is not None
+    assert pid.data["result"] == started(tmp_path / "data")[-1]
+
+
 def test_without_a_key_argument_the_key_travels_in_the_request_meta(tmp_path: Path) -> None:
     folder = variant(tmp_path, "key_argument: idempotency_key, ", "")
     agent = load_agent(folder, data_dir=tmp_path / "data")
