@@ -158,7 +158,7 @@ def test_a_server_that_dies_mid_call_is_retryable_and_restarted(agent: Agent, da
     assert crashed.status is ToolStatus.ERROR
     assert crashed.error_code == "TOOL_TRANSIENT"
     assert crashed.retryable
-    assert "exited while crash was running" in (crashed.error_message or "")
+    assert "went away while crash was running" in (crashed.error_message or "")
     assert before.data and after.data
     first, second = before.data["result"], after.data["result"]
     assert first != second  # a new process answered

@@ -197,18 +197,25 @@ class McpConnection:
         try:
             return await session.call_tool(tool, arguments, meta=cast("RequestParamsMeta", meta))
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                if started is not None and self._started is started:
-                    self._started = None
-                    await started.close()
-                raise TransientToolError(
-                    f"MCP server {self.name!r} exited while {tool} was running"
+            if exc.code != CONNECTION_CLOSED:  # the server answered with an error
+                raise ToolFailedError(
+                    f"MCP server {self.name!r} refused {tool}: {exc.message}"[:300]
                 ) from None
-            raise ToolFailedError(
-                f"MCP server {self.name!r} refused {tool}: {exc.message}"[:300]
+            await self._discard(started)
+            raise TransientToolError(
+                f"MCP server {self.name!r} went away while {tool} was running"
             ) from None
         except RuntimeError as exc:  # the SDK's check against the tool's output schema
             raise ToolOutputInvalidError(f"MCP tool {tool!r}: {exc}"[:300]) from None
+        except Exception:
+            await self._discard(started)  # an unknown state: the next call starts afresh
+            raise
+
+    async def _discard(self, started: _Started | None) -> None:
+        """Stop ``started`` if it is still the current start, so the next call restarts."""
+        if started is not None and self._started is started:
+            self._started = None
+            await started.close()
 
     async def list_tools(self) -> list[Tool]:
         """Every tool the server offers, all pages read."""
