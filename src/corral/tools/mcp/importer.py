@@ -16,6 +16,7 @@ output model from the ``outputSchema`` when the server gives one, else the singl
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,10 @@ def mcp_tools(
 
     Each server is started once, here, to list its tools, and stopped again.
     """
+    if servers and importlib.util.find_spec("mcp") is None:
+        raise ConfigInvalidError(
+            "mcp_servers need the mcp SDK, which is not installed", hint="pip install 'corral[mcp]'"
+        )
     names = [server.name for server in servers]
     doubled = sorted({name for name in names if names.count(name) > 1})
     if doubled:
