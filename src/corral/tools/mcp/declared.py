@@ -39,8 +39,8 @@ class McpToolConfig(ToolPolicyConfig):
 class McpServerConfig(DeclaredConfig):
     """One MCP server: a stdio ``command`` run in the agent's folder, or an HTTP ``url``.
 
-    ``${NAME}`` in ``env`` values, ``url`` and ``headers`` values is resolved when the
-    server is started, from the agent's deps (what ``setup`` returned), then the
+    ``${NAME}`` in ``command``, ``env`` values, ``url`` and ``headers`` values is resolved
+    when the server is started, from the agent's deps (what ``setup`` returned), then the
     environment.
     """
 
