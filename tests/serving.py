@@ -51,7 +51,9 @@ def serving(*agents: Agent, home: Path, **options: Any) -> Iterator[str]:
 @contextmanager
 def serve_app(app: Any) -> Iterator[str]:
     """Serve an ASGI app on a free loopback port, in a thread; yields the base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+    # without it every response waits 40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

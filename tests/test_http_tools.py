@@ -253,6 +253,20 @@ async def test_a_missing_auth_variable_is_a_config_error_and_nothing_is_sent(
     assert sum(ledger.calls.values()) == 0
 
 
+async def test_a_write_that_sent_nothing_fails_plainly_not_with_an_unknown_outcome(
+    service: tuple[str, Ledger], ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("T1_TEST_TOKEN", raising=False)
+    tool = {**post_tool(), "auth": {"env": "T1_TEST_TOKEN"}}
+    steps = [{"id": "s1", "tool": "post_to_group", "args": {"channel": "ops", "text": "hi"}}]
+    effects = FixedEffects()
+    agent = agent_with(service[0], tool, steps=steps)
+    async with Runtime(agent, MemoryStore(), effects=effects) as runtime:
+        summary = await runtime.start("go")
+    assert [s.error_code for s in summary.steps] == ["CONFIG_INVALID"]  # not OUTCOME_UNKNOWN
+    assert ledger.keys == []
+
+
 def post_tool(path: str = "/posts", **policy: Any) -> dict[str, Any]:
     return {
         "name": "post_to_group",
@@ -357,3 +371,40 @@ def test_corral_run_calls_http_tools_end_to_end(
         p.read_text(errors="replace") for p in (home / "logs").rglob("*") if p.is_file()
     )
     assert written and TOKEN not in written and TOKEN not in done.stdout + done.stderr
+
+
+async def test_business_rules_and_the_loop_guard_hold_for_http_tools(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    forecast = {"id": "s1", "tool": "get_forecast", "args": {"city": "shanghai", "date": DAY}}
+    published = {**forecast, "facts": {"rain_probability": "result.rain_probability"}}
+    post = {
+        "id": "s2",
+        "tool": "post_to_group",
+        "args": {"channel": "ops", "text": "$s1.result.sky"},
+        "depends_on": ["s1"],
+    }
+    rule = {
+        "name": "no_posts_in_rain",
+        "before_tool": "post_to_group",
+        "require": "facts.rain_probability < 0.5",
+        "refusal": "rainy",
+    }
+    templates = {"done": {"zh": "好了", "en": "done"}, "rainy": {"zh": "下雨", "en": "rainy"}}
+    config = one_intent(
+        "go",
+        steps=[published, post],
+        http_tools=[weather_tool(), post_tool()],
+        business_rules=[rule],
+        templates=templates,
+    )
+    agent = Agent.build(parse_config(config), [], deps={"SERVICE_URL": service[0]})
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        refused = await runtime.start("go")
+    assert refused.reply == "rainy" and ledger.keys == []  # the rule read the HTTP result
+
+    loop = [{**forecast, "id": f"s{i}"} for i in (1, 2, 3)]
+    async with Runtime(agent_with(service[0], weather_tool(), steps=loop), MemoryStore()) as rt:
+        looped = await rt.start("go")
+    assert looped.error_code == "LOOP_DETECTED"
+    assert ledger.calls["/weather/shanghai"] == 2  # the third identical call never went out

@@ -197,3 +197,14 @@ def test_the_document_is_read_from_the_agent_folder_only(tmp_path: Path) -> None
     (tmp_path / "absent.yaml").write_text(yaml.safe_dump({"swagger": "2.0"}), encoding="utf-8")
     with pytest.raises(ConfigInvalidError, match="not an OpenAPI 3 document"):
         Agent.build(config, [], root=tmp_path)
+
+
+def test_a_relative_server_url_needs_a_base_url(tmp_path: Path) -> None:
+    (tmp_path / "api.yaml").write_text(
+        REFS_DOCUMENT.replace("http://127.0.0.1:9/api", "/api"), encoding="utf-8"
+    )
+    spec = {"document": "api.yaml", "operations": {"getOrder": "get_order"}}
+    steps = [{"id": "s1", "tool": "get_order", "args": {"order_id": "A1"}}]
+    config = parse_config(one_intent("go", steps=steps, openapi=[spec]))
+    with pytest.raises(ConfigInvalidError, match=r"getOrder.*url"):
+        Agent.build(config, [], root=tmp_path)

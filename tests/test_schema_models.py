@@ -143,3 +143,28 @@ def test_any_flat_object_schema_validates_its_own_sample_and_drops_the_rest(
     for name in required:
         with pytest.raises(ValidationError):
             model.model_validate({k: v for k, v in sample.items() if k != name})
+
+
+async def test_a_declared_tool_with_an_array_output_keeps_it_as_value() -> None:
+    from corral import FixedEffects, ToolContext, ToolPolicy
+    from corral.tools.declared import CONTEXT_PARAM, declared_spec
+    from corral.tools.invoke import invoke_tool, validate_args
+
+    async def hours(**kwargs: Any) -> Any:
+        assert isinstance(kwargs.pop(CONTEXT_PARAM), ToolContext)
+        return [1, 2.5, "3"] if kwargs["city"] == "sh" else None
+
+    spec = declared_spec(
+        "hours",
+        "Hourly rain.",
+        hours,
+        input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
+        output_schema={"type": "array", "items": {"type": "number"}},
+        policy=ToolPolicy(),
+    )
+    assert spec.wrapped and field_type(spec.output_model, ("value",))[0] == list[float]
+    context = ToolContext(run_id="r", step_id="s", idempotency_key="k")
+    found = await invoke_tool(spec, validate_args(spec, {"city": "sh"}), context, FixedEffects())
+    assert found.data == {"value": [1.0, 2.5, 3.0]}
+    none = await invoke_tool(spec, validate_args(spec, {"city": "bj"}), context, FixedEffects())
+    assert none.status.value == "no_result"

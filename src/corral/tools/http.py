@@ -27,6 +27,7 @@ httpx is imported when the first call is made, never at import.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
 
 REDACTED = "[REDACTED]"
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_MIN_SECRET = 4
+"""Shorter header values are not searched for in responses: they would hide ordinary text."""
 
 
 class HttpTransport:
@@ -101,6 +104,16 @@ class HttpTransport:
             running = None
         if loop is running:
             await client.aclose()
+
+
+class NotSentError(ConfigInvalidError):
+    """A call that failed before anything was sent: ``CONFIG_INVALID``, and not applied.
+
+    An unset ``${NAME}`` or auth variable, or a URL that is not one: a write that fails so
+    provably did not act, so its outcome is not unknown.
+    """
+
+    applied = False
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -151,7 +164,7 @@ class HttpEndpoint:
     def _place(self, name: str) -> ParamIn:
         if name in self.config.params_in:
             return self.config.params_in[name]
-        if name in PATH_PARAM.findall(self.config.url):
+        if f"{{{name}}}" in self.config.url and name in PATH_PARAM.findall(self.config.url):
             return "path"
         return "body" if self.config.method in _BODY_METHODS else "query"
 
@@ -169,18 +182,49 @@ class HttpEndpoint:
             secrets.extend([header, secret])
         if self.config.policy.kind == "write":
             headers["Idempotency-Key"] = context.idempotency_key
-        return headers, [s for s in secrets if s]
+        return headers, [s for s in secrets if len(s) >= _MIN_SECRET]
 
     async def call(self, **kwargs: Any) -> Any:
         """One request; the decoded JSON, ``None`` for no result, or a tool exception."""
         import httpx
 
         context: ToolContext = kwargs.pop(CONTEXT_PARAM)
+        try:
+            request = self._request(context, kwargs)
+        except ConfigInvalidError as exc:  # nothing was sent: a write may be called again
+            raise NotSentError(exc.message, hint=exc.hint) from None
+        except httpx.InvalidURL:
+            raise NotSentError(f"{self.label}: the URL is not valid once resolved") from None
+        target, body, headers, secrets = request
+        try:
+            async with self.transport.client().stream(
+                self.config.method,
+                target,
+                json=body if self.config.method in _BODY_METHODS else None,
+                headers=headers,
+                timeout=httpx.Timeout(self.config.policy.timeout_s),
+            ) as response:
+                return _scrub(await self._answer(response), secrets)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise TransientToolError(f"{self.label}: could not connect", applied=False) from None
+        except httpx.UnsupportedProtocol:
+            raise NotSentError(f"{self.label}: the URL needs http:// or https://") from None
+        except httpx.TimeoutException:
+            raise TimeoutError(f"{self.label}: no answer in time") from None
+        except httpx.TransportError as exc:
+            raise TransientToolError(f"{self.label}: {type(exc).__name__}") from None
+
+    def _request(
+        self, context: ToolContext, arguments: Mapping[str, Any]
+    ) -> tuple[httpx.URL, dict[str, Any], dict[str, str], list[str]]:
+        """The URL (path and query filled), JSON body, headers, and the secrets among them."""
+        import httpx
+
         url = self.transport.resolve(self.config.url)
         query: dict[str, Any] = {}
         body: dict[str, Any] = {}
         headers, secrets = self._headers(context)
-        for attribute, value in kwargs.items():
+        for attribute, value in arguments.items():
             if value is None:
                 continue
             name = self.json_names.get(attribute, attribute)
@@ -194,24 +238,8 @@ class HttpEndpoint:
                 headers[name] = str(plain)
             else:
                 body[name] = plain
-        method = self.config.method
-        timeout = httpx.Timeout(self.config.policy.timeout_s)
         target = httpx.URL(url)  # a query in the template is kept, the arguments added
-        try:
-            async with self.transport.client().stream(
-                method,
-                target.copy_merge_params(query) if query else target,
-                json=body if method in _BODY_METHODS else None,
-                headers=headers,
-                timeout=timeout,
-            ) as response:
-                return _scrub(await self._answer(response), secrets)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
-            raise TransientToolError(f"{self.label}: could not connect", applied=False) from None
-        except httpx.TimeoutException:
-            raise TimeoutError(f"{self.label}: no answer in time") from None
-        except httpx.TransportError as exc:
-            raise TransientToolError(f"{self.label}: {type(exc).__name__}") from None
+        return (target.copy_merge_params(query) if query else target), body, headers, secrets
 
     async def _answer(self, response: httpx.Response) -> Any:
         status = response.status_code
@@ -286,5 +314,9 @@ def http_tools(
         configs.extend(openapi_tools(source, root or Path.cwd()))
     if not configs:
         return [], None
+    if importlib.util.find_spec("httpx") is None:  # found, not imported: that waits for a call
+        raise ConfigInvalidError(
+            "HTTP tools need httpx, which is not installed", hint="pip install 'corral[http]'"
+        )
     transport = HttpTransport(deps)
     return [endpoint_spec(config, transport) for config in configs], transport

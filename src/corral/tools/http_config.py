@@ -37,7 +37,7 @@ class HttpToolConfig(DeclaredConfig):
     name: str = Field(pattern=TOOL_NAME)
     description: str = ""
     method: HttpMethod = "GET"
-    url: str
+    url: str = Field(pattern=r"^(https?://|\$\{)")
     """``https://host/path/{param}``; ``${NAME}`` is taken from the deps, then the environment."""
     input: dict[str, Any] = Field(default_factory=_object)
     """The JSON Schema (an object) of the arguments."""

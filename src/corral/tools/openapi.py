@@ -21,9 +21,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from corral.errors import ConfigInvalidError
 from corral.tools.declared import ToolPolicyConfig
 from corral.tools.http_config import HttpToolConfig, OpenApiConfig, ParamIn
+from corral.validation import validation_problems
 
 _METHODS = ("get", "post", "put", "patch", "delete")
 _IN: dict[str, ParamIn] = {"path": "path", "query": "query", "header": "header"}
@@ -49,7 +52,8 @@ def openapi_tools(source: OpenApiConfig, root: Path) -> list[HttpToolConfig]:
         refs = _Refs(document, f"{path}: {operation_id}")
         input_schema, params_in = _input(refs, item, operation)
         tools.append(
-            HttpToolConfig(
+            _declared(
+                f"{path}: {operation_id}",
                 name=name,
                 description=_text(operation.get("summary") or operation.get("description")),
                 method=method.upper(),
@@ -65,6 +69,14 @@ def openapi_tools(source: OpenApiConfig, root: Path) -> list[HttpToolConfig]:
             )
         )
     return tools
+
+
+def _declared(where: str, **fields: Any) -> HttpToolConfig:
+    """The declaration of one operation; what it cannot be is a ``ConfigInvalidError``."""
+    try:
+        return HttpToolConfig(**fields)
+    except ValidationError as exc:
+        raise ConfigInvalidError(f"{where}: {validation_problems(exc, 5)}") from None
 
 
 def _read(path: Path) -> dict[str, Any]:
