@@ -26,6 +26,7 @@ import pytest
 from corral import Agent, MemoryStore, Runtime, ToolContext, load_agent
 from corral.contracts import ToolResult, ToolStatus
 from corral.errors import ConfigInvalidError
+from corral.runtime.scheduler import idempotency_key
 from corral.testing import FixedEffects
 from corral.tools.invoke import invoke_tool, validate_args
 from corral.tools.mcp.connection import McpConnection
@@ -54,6 +55,9 @@ def alive(pid: int) -> bool:
 
 
 def posts(data: Path) -> list[tuple[str | None, str]]:
+    """The server's posts (key, text), in order; none before its first write."""
+    if not (data / "notes.sqlite3").exists():
+        return []
     with sqlite3.connect(data / "notes.sqlite3") as conn:
         return list(conn.execute("SELECT key, text FROM posts ORDER BY id"))
 
@@ -219,6 +223,28 @@ def test_a_tool_can_be_renamed_in_corral(tmp_path: Path) -> None:
     assert pid.tool == "server_pid"
     assert pid.data is not None
     assert pid.data["result"] == started(tmp_path / "data")[-1]
+
+
+def test_a_confirmed_write_in_a_run_reaches_the_server_with_the_runs_key(
+    tmp_path: Path,
+) -> None:
+    folder = variant(tmp_path, "key_argument: idempotency_key,", "requires_confirmation: true,")
+    data = tmp_path / "data"
+    agent = load_agent(folder, data_dir=data)
+
+    async def scenario() -> tuple[Any, Any]:
+        async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+            paused = await runtime.start("post about otters")
+            assert posts(data) == []  # nothing is posted before the confirmation
+            done = await runtime.resume(paused.run_id, approve=True)
+        return paused, done
+
+    paused, done = asyncio.run(scenario())
+    assert paused.status.value == "awaiting_confirm"
+    assert done.status.value == "finished"
+    assert done.reply == "Posted as 1"
+    key = idempotency_key(paused.run_id, "s1", {"channel": "general", "text": "otters"})
+    assert posts(data) == [(key, "otters")]  # the run's own key, sent in _meta
 
 
 def test_without_a_key_argument_the_key_travels_in_the_request_meta(tmp_path: Path) -> None:
