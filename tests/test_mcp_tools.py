@@ -292,19 +292,19 @@ def test_a_stray_non_json_line_on_stdout_does_not_break_the_call(agent: Agent) -
 def test_a_call_timeout_follows_the_policy_and_keeps_the_server(agent: Agent, data: Path) -> None:
     release = data / "release"
 
-    async def scenario() -> tuple[ToolResult, ToolResult]:
-        await call(agent, "whoami", {})  # started first: a start counts within a timeout
+    async def scenario() -> tuple[ToolResult, ToolResult, ToolResult]:
+        before = await call(agent, "whoami", {})  # started first: a start counts in a timeout
         late = await call(agent, "hold", {"path": str(release)})  # policy: timeout_s 0.5
-        release.touch()
-        served = await call(agent, "hold", {"path": str(release)})
+        release.touch()  # the server's hold answers now, to a caller that left
+        after = await call(agent, "whoami", {})
         await agent.aclose()
-        return late, served
+        return before, late, after
 
-    late, served = asyncio.run(scenario())
+    before, late, after = asyncio.run(scenario())
     assert late.error_code == "TOOL_TIMEOUT"
     assert late.retryable
-    assert served.data == {"result": 1}
-    assert len(started(data)) == 2  # the listing, then one server for both calls
+    assert after.data == before.data  # the same process: a timeout cancels only its request
+    assert len(started(data)) == 2  # the listing, then one server for every call
 
 
 def test_a_server_that_lacks_a_chosen_tool_fails_the_load(tmp_path: Path) -> None:
