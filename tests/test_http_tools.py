@@ -403,8 +403,33 @@ async def test_business_rules_and_the_loop_guard_hold_for_http_tools(
         refused = await runtime.start("go")
     assert refused.reply == "rainy" and ledger.keys == []  # the rule read the HTTP result
 
+    ledger.reset()
     loop = [{**forecast, "id": f"s{i}"} for i in (1, 2, 3)]
     async with Runtime(agent_with(service[0], weather_tool(), steps=loop), MemoryStore()) as rt:
         looped = await rt.start("go")
     assert looped.error_code == "LOOP_DETECTED"
     assert ledger.calls["/weather/shanghai"] == 2  # the third identical call never went out
+
+
+def test_one_pooled_client_per_agent_reopened_in_a_new_event_loop(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """``corral chat`` runs each turn in its own loop and closes in yet another one."""
+    import asyncio
+
+    agent = agent_with(service[0], weather_tool())
+    (transport,) = agent.transports
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    turns = [asyncio.run(runtime.start("go")) for _ in range(2)]  # a loop each
+    assert [t.status.value for t in turns] == ["finished", "finished"]
+    asyncio.run(runtime.aclose())  # the last client's loop has ended: it is dropped
+
+    async def twice() -> None:
+        await runtime.start("go")
+        await runtime.start("go")
+        await runtime.aclose()
+
+    ledger.reset()
+    asyncio.run(twice())
+    assert transport.name == "http" and len(ledger.ports) == 2
+    assert ledger.ports[0] == ledger.ports[1]  # one pool, one kept-alive connection
