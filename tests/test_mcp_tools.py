@@ -74,11 +74,29 @@ def variant(tmp_path: Path, old: str, new: str) -> Path:
     return folder
 
 
+def load_variant(tmp_path: Path, old: str, new: str) -> Agent:
+    """The variant ``variant`` writes, loaded with its data in ``tmp_path / "data"``."""
+    return load_agent(variant(tmp_path, old, new), data_dir=tmp_path / "data")
+
+
 async def call(agent: Agent, tool: str, args: dict[str, Any], key: str = "k1") -> ToolResult:
     """One tool call as the executor makes it: validated, with the policy, an envelope."""
     spec = agent.tools.get(tool)
     context = ToolContext(run_id="run_t", step_id="s1", idempotency_key=key)
     return await invoke_tool(spec, validate_args(spec, args), context, FixedEffects())
+
+
+def calls(agent: Agent, *requests: tuple[Any, ...]) -> list[ToolResult]:
+    """Make ``call(agent, *request)`` for each request in order on one event loop, then
+    close the agent (stopping its server): the envelopes."""
+
+    async def scenario() -> list[ToolResult]:
+        try:
+            return [await call(agent, *request) for request in requests]
+        finally:
+            await agent.aclose()
+
+    return asyncio.run(scenario())
 
 
 @pytest.fixture
@@ -122,12 +140,8 @@ def test_only_the_chosen_tools_are_imported_with_their_schemas(agent: Agent, dat
 
 
 def test_an_mcp_tool_is_read_only_unless_config_says_write(tmp_path: Path) -> None:
-    folder = variant(
-        tmp_path,
-        "{kind: write, idempotent: true, key_argument: idempotency_key, backoff_s: [0.1]}",
-        "{}",
-    )
-    post = load_agent(folder, data_dir=tmp_path / "data").tools.get("post_note")
+    written = "{kind: write, idempotent: true, key_argument: idempotency_key, backoff_s: [0.1]}"
+    post = load_variant(tmp_path, written, "{}").tools.get("post_note")
     assert post.policy.kind == "read"
     assert not post.policy.requires_confirmation
 
@@ -151,14 +165,7 @@ def test_a_run_calls_the_server_which_starts_lazily_and_stops_at_aclose(
 
 
 def test_a_server_that_dies_mid_call_is_retryable_and_restarted(agent: Agent, data: Path) -> None:
-    async def scenario() -> tuple[ToolResult, ToolResult, ToolResult]:
-        before = await call(agent, "whoami", {})
-        crashed = await call(agent, "crash", {})
-        after = await call(agent, "whoami", {})
-        await agent.aclose()
-        return before, crashed, after
-
-    before, crashed, after = asyncio.run(scenario())
+    before, crashed, after = calls(agent, ("whoami", {}), ("crash", {}), ("whoami", {}))
     assert crashed.status is ToolStatus.ERROR
     assert crashed.error_code == "TOOL_TRANSIENT"
     assert crashed.retryable
@@ -173,14 +180,13 @@ def test_a_server_that_dies_mid_call_is_retryable_and_restarted(agent: Agent, da
 def test_a_write_replayed_after_a_crash_posts_exactly_once(agent: Agent, data: Path) -> None:
     (data / "crash.flag").touch()  # the server dies right after its first commit
 
-    async def scenario() -> tuple[ToolResult, ToolResult, ToolResult]:
-        first = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "key-1")
-        again = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "key-1")
-        other = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "key-2")
-        await agent.aclose()
-        return first, again, other
-
-    first, again, other = asyncio.run(scenario())
+    post = {"channel": "general", "text": "hi"}
+    requests = [
+        ("post_note", post, "key-1"),
+        ("post_note", post, "key-1"),
+        ("post_note", post, "key-2"),
+    ]
+    first, again, other = calls(agent, *requests)
     assert not (data / "crash.flag").exists()  # the crash did happen
     # the first attempt posted and died; the retry (idempotent by key) found that post
     assert first.status is ToolStatus.SUCCESS
@@ -192,34 +198,22 @@ def test_a_write_replayed_after_a_crash_posts_exactly_once(agent: Agent, data: P
 
 
 def test_a_write_that_is_not_idempotent_is_not_retried_after_a_crash(tmp_path: Path) -> None:
-    folder = variant(tmp_path, "idempotent: true, ", "")
     data = tmp_path / "data"
-    agent = load_agent(folder, data_dir=data)
+    agent = load_variant(tmp_path, "idempotent: true, ", "")
     (data / "crash.flag").touch()
 
-    async def scenario() -> ToolResult:
-        posted = await call(agent, "post_note", {"channel": "general", "text": "hi"}, "once")
-        await agent.aclose()
-        return posted
-
-    posted = asyncio.run(scenario())
+    [posted] = calls(agent, ("post_note", {"channel": "general", "text": "hi"}, "once"))
     assert posted.error_code == "OUTCOME_UNKNOWN"  # it may have posted: a person checks
     assert posted.attempts == 1
     assert posts(data) == [("once", "hi")]
 
 
 def test_a_tool_can_be_renamed_in_corral(tmp_path: Path) -> None:
-    folder = variant(tmp_path, "      whoami:\n", "      whoami: {name: server_pid}\n")
-    agent = load_agent(folder, data_dir=tmp_path / "data")
+    agent = load_variant(tmp_path, "      whoami:\n", "      whoami: {name: server_pid}\n")
     assert "whoami" not in agent.tools
     assert "server_pid" in agent.tools
 
-    async def scenario() -> ToolResult:
-        pid = await call(agent, "server_pid", {})
-        await agent.aclose()
-        return pid
-
-    pid = asyncio.run(scenario())
+    [pid] = calls(agent, ("server_pid", {}))
     assert pid.tool == "server_pid"
     assert pid.data is not None
     assert pid.data["result"] == started(tmp_path / "data")[-1]
@@ -228,9 +222,8 @@ def test_a_tool_can_be_renamed_in_corral(tmp_path: Path) -> None:
 def test_a_confirmed_write_in_a_run_reaches_the_server_with_the_runs_key(
     tmp_path: Path,
 ) -> None:
-    folder = variant(tmp_path, "key_argument: idempotency_key,", "requires_confirmation: true,")
     data = tmp_path / "data"
-    agent = load_agent(folder, data_dir=data)
+    agent = load_variant(tmp_path, "key_argument: idempotency_key,", "requires_confirmation: true,")
 
     async def scenario() -> tuple[Any, Any]:
         async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
@@ -248,27 +241,18 @@ def test_a_confirmed_write_in_a_run_reaches_the_server_with_the_runs_key(
 
 
 def test_without_a_key_argument_the_key_travels_in_the_request_meta(tmp_path: Path) -> None:
-    folder = variant(tmp_path, "key_argument: idempotency_key, ", "")
-    agent = load_agent(folder, data_dir=tmp_path / "data")
+    agent = load_variant(tmp_path, "key_argument: idempotency_key, ", "")
     assert "idempotency_key" in agent.tools.get("post_note").input_model.model_fields
 
-    async def scenario() -> None:
-        for _ in range(2):
-            await call(agent, "post_note", {"channel": "general", "text": "yo"}, "meta-key")
-        await agent.aclose()
-
-    asyncio.run(scenario())
+    post = ("post_note", {"channel": "general", "text": "yo"}, "meta-key")
+    calls(agent, post, post)
     assert posts(tmp_path / "data") == [("meta-key", "yo")]
 
 
 def test_a_non_json_answer_is_a_text_result_and_is_error_a_failure(agent: Agent) -> None:
-    async def scenario() -> tuple[ToolResult, ToolResult]:
-        text = await call(agent, "echo_text", {"text": "not {json"})
-        refused = await call(agent, "refuse", {"reason": "closed today"})
-        await agent.aclose()
-        return text, refused
-
-    text, refused = asyncio.run(scenario())
+    text, refused = calls(
+        agent, ("echo_text", {"text": "not {json"}), ("refuse", {"reason": "closed today"})
+    )
     assert text.status is ToolStatus.SUCCESS
     assert text.data == {"value": "you said: not {json"}
     assert refused.status is ToolStatus.ERROR
@@ -278,13 +262,7 @@ def test_a_non_json_answer_is_a_text_result_and_is_error_a_failure(agent: Agent)
 
 
 def test_a_stray_non_json_line_on_stdout_does_not_break_the_call(agent: Agent) -> None:
-    async def scenario() -> tuple[ToolResult, ToolResult]:
-        chatty = await call(agent, "chatty", {"text": "hello"})
-        after = await call(agent, "get_note", {"topic": "later"})
-        await agent.aclose()
-        return chatty, after
-
-    chatty, after = asyncio.run(scenario())
+    chatty, after = calls(agent, ("chatty", {"text": "hello"}), ("get_note", {"topic": "later"}))
     assert chatty.data == {"value": "HELLO"}
     assert after.status is ToolStatus.SUCCESS
 
@@ -360,9 +338,8 @@ def test_a_server_that_died_between_calls_is_restarted_before_the_request(
     tmp_path: Path,
 ) -> None:
     """Nothing was sent to the dead process, so even a write that is not idempotent runs."""
-    folder = variant(tmp_path, "idempotent: true, ", "")
     data = tmp_path / "data"
-    agent = load_agent(folder, data_dir=data)
+    agent = load_variant(tmp_path, "idempotent: true, ", "")
 
     async def scenario() -> ToolResult:
         first = await call(agent, "whoami", {})
@@ -434,12 +411,8 @@ def test_a_streamable_http_server_is_called_with_its_headers(
     monkeypatch.setenv("NOTES_TOKEN", "t0ken")  # ${NOTES_TOKEN}: not in deps, so from here
     agent = load_agent(http_agent(tmp_path, http_server), data_dir=tmp_path / "data")
 
-    async def scenario() -> ToolResult:
-        note = await call(agent, "get_note", {"topic": "http"})
-        await agent.aclose()
-        return note
-
-    assert asyncio.run(scenario()).data == {"topic": "http", "text": "notes about http", "words": 3}
+    [note] = calls(agent, ("get_note", {"topic": "http"}))
+    assert note.data == {"topic": "http", "text": "notes about http", "words": 3}
 
 
 def test_a_streamable_http_server_refusing_the_token_fails_the_load(
