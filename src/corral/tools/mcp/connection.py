@@ -118,7 +118,9 @@ class _Started:
 
         The SDK marks its dispatcher closed when the server's output ends; reading that
         flag lets a server that died between calls be restarted before a request is sent,
-        so that request is never in doubt.
+        so that request is never in doubt. The flag is private to the SDK (2.3, as pinned
+        in constraints.txt); should it go, the next request finds the death instead, and
+        fails retryable as a death mid-call does.
         """
         if self.owner.done():
             return True
