@@ -26,6 +26,7 @@ from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
 from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
 from corral.tools.http_config import HttpToolConfig, OpenApiConfig
+from corral.tools.mcp.declared import McpServerConfig
 from corral.validation import validation_problems
 
 
@@ -372,6 +373,8 @@ class AgentConfig(_Strict):
     """HTTP endpoints as tools (``docs/tools-http.md``)."""
     openapi: list[OpenApiConfig] = Field(default_factory=list)
     """Operations of OpenAPI 3 documents imported as HTTP tools."""
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers and the tools imported from them (``docs/mcp.md``)."""
 
     @field_validator("timezone")
     @classmethod
