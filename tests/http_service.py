@@ -35,6 +35,8 @@ class Ledger:
     """The ``Idempotency-Key`` of every write, in order."""
     posts: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Idempotency key -> the post it made (a repeated key does not post twice)."""
+    ports: list[int] = field(default_factory=list)
+    """The client's port of every request: one port, one pooled connection."""
     huge_chunks_sent: int = 0
 
     def reset(self) -> None:
@@ -43,6 +45,7 @@ class Ledger:
         self.headers.clear()
         self.keys.clear()
         self.posts.clear()
+        self.ports.clear()
         self.huge_chunks_sent = 0
 
 
@@ -87,6 +90,7 @@ def make_app() -> tuple[FastAPI, Ledger]:
     async def record(request: Request, call_next: Any) -> Response:
         ledger.calls[request.url.path] += 1
         ledger.headers.append(dict(request.headers))
+        ledger.ports.append(request.client.port if request.client else 0)
         response: Response = await call_next(request)
         return response
 

@@ -371,3 +371,65 @@ def test_corral_run_calls_http_tools_end_to_end(
         p.read_text(errors="replace") for p in (home / "logs").rglob("*") if p.is_file()
     )
     assert written and TOKEN not in written and TOKEN not in done.stdout + done.stderr
+
+
+async def test_business_rules_and_the_loop_guard_hold_for_http_tools(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    forecast = {"id": "s1", "tool": "get_forecast", "args": {"city": "shanghai", "date": DAY}}
+    published = {**forecast, "facts": {"rain_probability": "result.rain_probability"}}
+    post = {
+        "id": "s2",
+        "tool": "post_to_group",
+        "args": {"channel": "ops", "text": "$s1.result.sky"},
+        "depends_on": ["s1"],
+    }
+    rule = {
+        "name": "no_posts_in_rain",
+        "before_tool": "post_to_group",
+        "require": "facts.rain_probability < 0.5",
+        "refusal": "rainy",
+    }
+    templates = {"done": {"zh": "好了", "en": "done"}, "rainy": {"zh": "下雨", "en": "rainy"}}
+    config = one_intent(
+        "go",
+        steps=[published, post],
+        http_tools=[weather_tool(), post_tool()],
+        business_rules=[rule],
+        templates=templates,
+    )
+    agent = Agent.build(parse_config(config), [], deps={"SERVICE_URL": service[0]})
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        refused = await runtime.start("go")
+    assert refused.reply == "rainy" and ledger.keys == []  # the rule read the HTTP result
+
+    ledger.reset()
+    loop = [{**forecast, "id": f"s{i}"} for i in (1, 2, 3)]
+    async with Runtime(agent_with(service[0], weather_tool(), steps=loop), MemoryStore()) as rt:
+        looped = await rt.start("go")
+    assert looped.error_code == "LOOP_DETECTED"
+    assert ledger.calls["/weather/shanghai"] == 2  # the third identical call never went out
+
+
+def test_one_pooled_client_per_agent_reopened_in_a_new_event_loop(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """``corral chat`` runs each turn in its own loop and closes in yet another one."""
+    import asyncio
+
+    agent = agent_with(service[0], weather_tool())
+    (transport,) = agent.transports
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    turns = [asyncio.run(runtime.start("go")) for _ in range(2)]  # a loop each
+    assert [t.status.value for t in turns] == ["finished", "finished"]
+    asyncio.run(runtime.aclose())  # the last client's loop has ended: it is dropped
+
+    async def twice() -> None:
+        await runtime.start("go")
+        await runtime.start("go")
+        await runtime.aclose()
+
+    ledger.reset()
+    asyncio.run(twice())
+    assert transport.name == "http" and len(ledger.ports) == 2
+    assert ledger.ports[0] == ledger.ports[1]  # one pool, one kept-alive connection

@@ -97,3 +97,21 @@ def test_a_broken_agent_still_runs_the_teardown_of_its_setup(tmp_path: Path) -> 
     with pytest.raises(ConfigInvalidError, match="no_such_tool"):
         load_agent(folder)
     assert marks(folder) == ["open", "closed"]
+
+
+def test_corral_serve_closes_its_agents_when_it_shuts_down(tmp_path: Path) -> None:
+    from tests.serving import client, load, serving
+
+    folder = agent_dir(tmp_path)
+    home = tmp_path / "home"
+    with serving(load(folder, home), home=home) as base, client(base) as http:
+        assert http.post("/agents/one-intent/runs", json={"message": "hi"}).status_code < 300
+        assert marks(folder) == ["open"]
+    assert marks(folder) == ["open", "closed"]
+
+
+def test_corral_chat_closes_the_agent_after_the_last_turn(tmp_path: Path) -> None:
+    folder = agent_dir(tmp_path)
+    done = corral_cli(tmp_path / "home", "chat", str(folder), stdin="hi\nhi\n/quit\n")
+    assert done.stdout.count("agent> done") == 2
+    assert marks(folder) == ["open", "closed"]

@@ -30,6 +30,7 @@ from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
 from corral.tools.http import http_tools
 from corral.tools.loader import Setup, import_tools, run_setup
+from corral.tools.mcp.importer import mcp_tools
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
@@ -179,10 +180,15 @@ class Agent:
 
         ``transports`` are the connections ``tools`` are called over, and ``teardown``
         undoes what built ``deps``; ``aclose`` closes both.
+
+        The tools ``config`` declares (``http_tools``, ``openapi``, ``mcp_servers``) are
+        added here. Each MCP server is started once to list its tools, and stopped again.
         """
         declared, http = http_tools(config.http_tools, config.openapi, root=root, deps=deps or {})
-        registry = ToolRegistry([*tools, *declared])
+        served, servers = mcp_tools(config.mcp_servers, root=root, deps=deps or {})
+        registry = ToolRegistry([*tools, *declared, *served])
         transports = (*transports, http) if http is not None else transports
+        transports = (*transports, *servers)
         problems: list[str] = []
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}

@@ -26,6 +26,7 @@ from corral.errors import ConfigInvalidError
 from corral.safe_yaml import read_yaml_file
 from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
 from corral.tools.http_config import HttpToolConfig, OpenApiConfig
+from corral.tools.mcp.declared import McpServerConfig
 from corral.validation import validation_problems
 
 
@@ -39,8 +40,10 @@ class Limits(_Strict):
 
     intent_confidence: float = Field(0.8, ge=0.0, le=1.0)
     """Below this the message is clarified or handed off (seed 000)."""
-    max_plan_steps: int = Field(10, ge=1)
-    """Plans longer than this are rejected (seed 001: 10 steps)."""
+    max_plan_steps: int = Field(30, ge=1)
+    """Plans longer than this are rejected outright. Between
+    ``max_plan_steps_without_confirmation`` (seed 001: 10) and this, a plan waits for a
+    person."""
     max_message_chars: int = Field(4000, ge=1)
     """Longer user input is refused before any layer sees it."""
     max_questions: int = Field(2, ge=0)
@@ -370,6 +373,8 @@ class AgentConfig(_Strict):
     """HTTP endpoints as tools (``docs/tools-http.md``)."""
     openapi: list[OpenApiConfig] = Field(default_factory=list)
     """Operations of OpenAPI 3 documents imported as HTTP tools."""
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers and the tools imported from them (``docs/mcp.md``)."""
 
     @field_validator("timezone")
     @classmethod

@@ -241,6 +241,27 @@ def test_a_renewal_after_a_new_runs_only_save_released_it_does_not_take_it_again
     store.acquire_lease(Lease(rid, "resumer"))  # the approval goes through at once
 
 
+def test_a_new_runs_lease_cannot_save_again_once_its_save_released_it(store: Store) -> None:
+    """After its one save released it, a "new run" lease writes nothing more.
+
+    The SQL store no longer looks the run up before a new run's first save (its insert
+    of the run's row fails when the run exists), so the refusal comes from the save's
+    second try: a lease failure, checked before the events, as in every other save.
+    """
+    rid = run_id()
+    creating = Lease(rid, "creator", new_run=True)
+    store.save(record(rid, "awaiting_confirm"), events(rid, 1, 1), lease=creating, release=True)
+    with pytest.raises(LeaseLostError):  # new events
+        store.save(record(rid, "finished"), events(rid, 2, 1), lease=creating)
+    changed = [replace(events(rid, 1, 1)[0], data={"text": "other", "template": "t1"})]
+    with pytest.raises(LeaseLostError):  # a different event at a taken seq: the lease first
+        store.save(record(rid, "finished"), changed, lease=creating)
+    assert [e.data["text"] for e in store.load_events(rid)] == ["第1条"]
+    found = store.get_run(rid)
+    assert found is not None and found.status == "awaiting_confirm"
+    assert store.lease_holder(rid) is None
+
+
 def test_on_postgresql_a_renewal_during_a_new_runs_only_save_does_not_revive_its_lease(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -33,6 +33,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from corral.contracts import EventType
@@ -75,11 +76,20 @@ STEPS_REF = "steps_ref"
 
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 """The encoder ``json.dumps`` would build for every row, built once (the same text)."""
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
+)
+"""``_COMPACT``'s C encoder, made once: ``encode`` makes one per call (and a closure, and
+a dict of the containers it is in, against cycles; a stored value never has one)."""
 
 
 def dumps(value: Any) -> str:
     """Compact JSON text, as stores write it (non-JSON values as their ``str``)."""
-    return _COMPACT.encode(value)
+    if _C_ENCODE is None:
+        return _COMPACT.encode(value)
+    return "".join(_C_ENCODE(value, 0))
 
 
 def encode(event: Event, plans: dict[str, str]) -> str:

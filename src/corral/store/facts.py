@@ -46,10 +46,13 @@ class Before:
 
 def before(event: Event) -> Before:
     """The ``Before`` of the last event stored ahead of a save."""
+    return Before(event.ts, _pauses(event))
+
+
+def _pauses(event: Event) -> bool:
+    """Whether the run paused at ``event``: after a pause the clock is a person's."""
     payload = event.payload
-    # after a pause the clock is a person's, not the run's
-    paused = isinstance(payload, StatusChanged) and payload.to in PAUSED_STATUSES
-    return Before(event.ts, paused)
+    return isinstance(payload, StatusChanged) and payload.to in PAUSED_STATUSES
 
 
 @dataclass(frozen=True)
@@ -78,14 +81,18 @@ class EventFacts:
 def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFacts:
     """The facts of ``events`` (one run's, by ``seq``), after the event ``prior`` describes."""
     facts = EventFacts()
-    last = prior
+    stage_ms = facts.stage_ms
+    # what ``before`` says of the previous event, kept in locals: this runs on every save
+    # (no ``prior``: the first event has no gap before it, as after a pause)
+    last_ts, paused = (prior.ts, prior.paused) if prior is not None else (datetime.min, True)
     for event in events:
-        if last is not None and not last.paused:
-            gap = max(0.0, (event.ts - last.ts) / _MS)
-            facts.stage_ms[event.stage] = facts.stage_ms.get(event.stage, 0.0) + gap
-        elif event.stage not in facts.stage_ms:
-            facts.stage_ms[event.stage] = 0.0
-        last = before(event)
+        stage = event.stage
+        if not paused:
+            gap = max(0.0, (event.ts - last_ts) / _MS)
+            stage_ms[stage] = stage_ms.get(stage, 0.0) + gap
+        elif stage not in stage_ms:
+            stage_ms[stage] = 0.0
+        last_ts, paused = event.ts, _pauses(event)
         payload = event.payload
         if isinstance(payload, ToolAttempt):
             facts.tools.append(

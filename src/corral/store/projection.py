@@ -55,6 +55,7 @@ from sqlalchemy import (
 from corral.contracts import PAUSED_STATUSES, EventType
 from corral.events import Event
 from corral.store.base import RunRecord
+from corral.store.driver import Bound
 from corral.store.facts import Before, EventFacts, aware, event_facts, run_facts
 from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
 
@@ -146,6 +147,9 @@ _ADD_STAGE_MS = (
     )
     .values(duration_ms=step_facts.c.duration_ms + bindparam("b_ms"))
 )
+_STAGE_NAMES = select(step_facts.c.name).where(
+    step_facts.c.run_id == bindparam("b_run_id"), step_facts.c.kind == STAGE
+)
 
 
 def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -> Before | None:
@@ -175,7 +179,7 @@ def previous_event(events_table: Table) -> Select[Any]:
 
 
 def record(
-    conn: Connection,
+    db: Bound,
     run: RunRecord,
     inserted: Sequence[Event],
     prior: Callable[[int], Before | None],
@@ -195,44 +199,41 @@ def record(
     columns = run_facts(run).columns()
     if first == 1:
         facts = event_facts(ordered)
-        conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
-        _insert_event_facts(conn, run, facts)
+        db.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
+        _insert_event_facts(db, run, facts)
         return
     before = prior(first) if first is not None else None
     facts = event_facts(ordered, before) if ordered else EventFacts()
     bound = {f"b_{name}": value for name, value in columns.items() if name != "created_at"}
     counters = _counters(facts)
-    updated = conn.execute(
+    updated = db.execute(
         _ADD_COUNTERS,
         {"b_run_id": run.run_id, **bound, **{f"b_{k}": v for k, v in counters.items()}},
     )
-    if updated.rowcount == 0:  # earlier events exist (or none), never projected
+    if updated == 0:  # earlier events exist (or none), never projected
         events = stored()
         if events:
-            replace_facts(conn, run, events)
+            replace_facts(db, run, events)
         return
     known: set[str] = set()
     if facts.stage_ms:
-        steps = step_facts.c
-        query = select(steps.name).where(steps.run_id == run.run_id, steps.kind == STAGE)
-        known = set(conn.execute(query).scalars())
+        known = set(db.scalars(_STAGE_NAMES, {"b_run_id": run.run_id}))
         added = [
             {"b_run_id": run.run_id, "b_stage": stage, "b_ms": ms}
             for stage, ms in facts.stage_ms.items()
             if stage in known
         ]
-        if added:
-            conn.execute(_ADD_STAGE_MS, added)
-    _insert_event_facts(conn, run, facts, known)
+        db.executemany(_ADD_STAGE_MS, added)
+    _insert_event_facts(db, run, facts, known)
 
 
-def replace_facts(conn: Connection, run: RunRecord, events: Sequence[Event]) -> None:
+def replace_facts(db: Bound, run: RunRecord, events: Sequence[Event]) -> None:
     """Write a run's facts from all its events, replacing any it had (the backfill)."""
-    forget(conn, [run.run_id])
+    forget(db.conn, [run.run_id])
     facts = event_facts(sorted(events, key=lambda e: e.seq))
     columns = run_facts(run).columns()
-    conn.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
-    _insert_event_facts(conn, run, facts)
+    db.execute(_INSERT_RUN_FACTS, {"run_id": run.run_id, **columns, **_counters(facts)})
+    _insert_event_facts(db, run, facts)
 
 
 def forget(conn: Connection, run_ids: list[str]) -> None:
@@ -252,7 +253,7 @@ def _counters(facts: EventFacts) -> dict[str, Any]:
 
 
 def _insert_event_facts(
-    conn: Connection,
+    db: Bound,
     run: RunRecord,
     facts: EventFacts,
     known: set[str] | frozenset[str] = frozenset(),
@@ -277,8 +278,7 @@ def _insert_event_facts(
         for stage, ms in facts.stage_ms.items()
         if stage not in known
     ]
-    if rows:
-        conn.execute(_INSERT_STEP_FACTS, rows)
+    db.executemany(_INSERT_STEP_FACTS, rows)
 
 
 def unprojected(conn: Connection, runs_table: Table, events_table: Table, limit: int) -> list[str]:

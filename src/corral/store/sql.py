@@ -55,7 +55,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.events import Event
-from corral.store import projection
+from corral.store import driver, projection
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.codec import (
     RowEncoder,
@@ -167,6 +167,7 @@ _UPDATE_RUN = _run_update(_RUN_FIELDS)
 _DELETE_LEASE = delete(leases).where(leases.c.run_id == bindparam("b_run_id"))
 _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 _PREVIOUS_EVENT = projection.previous_event(events)
+_RUN_EXISTS = select(runs.c.run_id).where(runs.c.run_id == bindparam("b_run_id"))
 
 
 _BUSY_MS = 10_000
@@ -206,7 +207,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(conn: Connection) -> None:
     """Writes take the write lock at BEGIN (IMMEDIATE), so check-then-write is atomic."""
     immediate = conn.get_execution_options().get("corral_write", False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    driver.run(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN").close()
 
 
 def sqlite_url(path: Path) -> str:
@@ -275,6 +276,8 @@ class SqlStore:
         """The SQLite file, watched so that a database deleted mid-run is detected."""
         self.read_only = read_only
         self._identity = self._file_identity()
+        self._driver = driver.Driver(engine)
+        """Runs the statements every save runs on the driver's cursor (``driver``)."""
         self._plans_stored: set[str] = set()
         """Plan hashes this store object has written or seen written (skips a lookup)."""
         if engine.dialect.name == "sqlite":
@@ -352,15 +355,16 @@ class SqlStore:
     def _locked_lease(self, conn: Connection, run_id: str) -> Any:
         locked = self.engine.dialect.name == "postgresql"
         query = _LEASE_FOR_UPDATE if locked else _LEASE
-        return conn.execute(query, {"b_run_id": run_id}).first()
+        return self._driver.first(conn, query, {"b_run_id": run_id})
 
     def _take(self, conn: Connection, lease: Lease, row: Any) -> None:
         values = {"owner": lease.owner, "expires_at": _now() + lease.ttl_s}
         if row is None:
-            conn.execute(_INSERT_LEASE, {"run_id": lease.run_id, **values})
+            self._driver.execute(conn, _INSERT_LEASE, {"run_id": lease.run_id, **values})
         else:
             bound = {"b_run_id": lease.run_id, "b_owner": values["owner"]}
-            conn.execute(_RENEW_LEASE, {**bound, "b_expires_at": values["expires_at"]})
+            renewed = {**bound, "b_expires_at": values["expires_at"]}
+            self._driver.execute(conn, _RENEW_LEASE, renewed)
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""
@@ -394,33 +398,44 @@ class SqlStore:
             self._fence(conn, lease, renewal=True)
 
     def _fence(
-        self, conn: Connection, lease: Lease, release: bool = False, *, renewal: bool = False
+        self,
+        conn: Connection,
+        lease: Lease,
+        release: bool = False,
+        *,
+        renewal: bool = False,
+        inserting: bool = False,
     ) -> None:
         """Inside a write transaction: go on only while ``lease`` is held; extend it.
 
         A ``renewal`` of a new run's lease before its first save makes no row: that save
         takes it. Under read committed a renewal cannot see a save still in flight, and a
         row it made would outlive the save that released the lease.
+
+        ``inserting``: the transaction inserts the run's row, which fails (``IntegrityError``)
+        if the run is stored; so a new run's lease needs no look at the run here, and the
+        save's second try, without ``inserting``, fences strictly.
         """
         row = self._locked_lease(conn, lease.run_id)
         # a new run's lease is made here only until its run exists: after that, no row
         # means its one save released it, and a late heartbeat must not take it again
-        creating = row is None and lease.new_run and not self._stored(conn, lease.run_id)
+        creating = (
+            row is None and lease.new_run and (inserting or not self._stored(conn, lease.run_id))
+        )
         if not creating and (row is None or row.owner != lease.owner or row.expires_at <= _now()):
             raise LeaseLostError(
                 f"this process no longer holds the lease on run {lease.run_id}",
                 hint="another process took the run over; it finishes the run",
             )
         if release:
-            conn.execute(_DELETE_LEASE, {"b_run_id": lease.run_id})
+            if row is not None:  # else there is nothing to give up
+                self._driver.execute(conn, _DELETE_LEASE, {"b_run_id": lease.run_id})
         elif not (creating and renewal):
             self._take(conn, lease, row)
 
-    @staticmethod
-    def _stored(conn: Connection, run_id: str) -> bool:
+    def _stored(self, conn: Connection, run_id: str) -> bool:
         """Whether the run's row exists (read inside the caller's transaction)."""
-        found = conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id)).first()
-        return found is not None
+        return self._driver.first(conn, _RUN_EXISTS, {"b_run_id": run_id}) is not None
 
     def release_lease(self, lease: Lease) -> None:
         """Delete the lease row if we still own it."""
@@ -465,24 +480,25 @@ class SqlStore:
             self._check_file(run.run_id)
             try:
                 with self._write() as conn:
+                    creating = lease is not None and lease.new_run  # nobody knows its id yet
                     if lease is not None:
-                        self._fence(conn, lease, release)
+                        self._fence(conn, lease, release, inserting=creating)
                     self._store_plans(conn, bodies)
-                    if rows:
-                        conn.execute(_INSERT_EVENTS, rows)
-                    if lease is not None and lease.new_run:  # nobody knows its id: no row yet
-                        conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
+                    self._driver.executemany(conn, _INSERT_EVENTS, rows)
+                    if creating:  # no row yet: one insert (it fails if there is one)
+                        new_row = {"run_id": run.run_id, **self._new_run(run, row)}
+                        self._driver.execute(conn, _INSERT_RUN, new_row)
                     else:
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, new_events)
             except IntegrityError:
-                missing = {e.seq for e in self._unstored(run.run_id, new_events)}
                 with self._write() as conn:  # an identical repeat: append only what is new
-                    if lease is not None:
+                    if lease is not None:  # first, as a save that did not fail does
                         self._fence(conn, lease, release)
+                    missing = {e.seq for e in self._unstored(conn, run.run_id, new_events)}
                     self._store_plans(conn, bodies)
-                    if missing:
-                        conn.execute(_INSERT_EVENTS, [r for r in rows if r["seq"] in missing])
+                    again = [r for r in rows if r["seq"] in missing]
+                    self._driver.executemany(conn, _INSERT_EVENTS, again)
                     self._upsert_run(conn, run, row)
                     self._project(conn, run, [e for e in new_events if e.seq in missing])
             self._check_file(run.run_id)
@@ -491,7 +507,7 @@ class SqlStore:
     def _project(self, conn: Connection, run: RunRecord, inserted: Sequence[Event]) -> None:
         """Write the stats facts of the events this transaction inserted (``projection``)."""
         projection.record(
-            conn,
+            self._driver.on(conn),
             run,
             inserted,
             lambda seq: projection.before_seq(conn, _PREVIOUS_EVENT, run.run_id, seq),
@@ -515,22 +531,22 @@ class SqlStore:
     def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
         statement = _UPDATE_RUN_HANDOFF if "handoff" in row else _UPDATE_RUN
         bound = {f"b_{name}": value for name, value in row.items()}
-        updated = conn.execute(statement, {"b_run_id": run.run_id, **bound})
-        if updated.rowcount == 0:
-            conn.execute(_INSERT_RUN, {"run_id": run.run_id, **self._new_run(run, row)})
+        if not self._driver.execute(conn, statement, {"b_run_id": run.run_id, **bound}):
+            new_row = {"run_id": run.run_id, **self._new_run(run, row)}
+            self._driver.execute(conn, _INSERT_RUN, new_row)
 
     @staticmethod
     def _new_run(run: RunRecord, row: dict[str, Any]) -> dict[str, Any]:
         """The columns of a run row being inserted (every column bound: one statement)."""
         return {"created_at": run.created_at, "handoff": None, **row}
 
-    def _unstored(self, run_id: str, new_events: Sequence[Event]) -> list[Event]:
+    def _unstored(self, conn: Connection, run_id: str, new_events: Sequence[Event]) -> list[Event]:
         """The events not stored yet; raises unless every stored one is the same as new.
 
         A repeat of an identical batch (a retried flush) is harmless; a different event
         at a taken ``seq`` means another writer appended to the run.
         """
-        stored = {e.seq: e for e in self.load_events(run_id)}
+        stored = {e.seq: e for e in self._events(conn, run_id)}
         for new in new_events:
             old = stored.get(new.seq)
             if old is not None and (old.type, old.stage, old.data) != (
@@ -669,7 +685,7 @@ class SqlStore:
                     row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
                     if row is not None:
                         found = self._events(conn, run_id)
-                        projection.replace_facts(conn, self._record(row), found)
+                        projection.replace_facts(self._driver.on(conn), self._record(row), found)
             written += len(missing)
             if len(missing) < batch:
                 return written

@@ -94,6 +94,7 @@ class HttpTransport:
         return resolve_placeholders(text, self.deps)
 
     async def aclose(self) -> None:
+        """Close the pool; a later call opens a new one."""
         client, loop = self._client, self._loop
         self._client = self._loop = None
         if client is None:
@@ -164,7 +165,7 @@ class HttpEndpoint:
     def _place(self, name: str) -> ParamIn:
         if name in self.config.params_in:
             return self.config.params_in[name]
-        if f"{{{name}}}" in self.config.url and name in PATH_PARAM.findall(self.config.url):
+        if name in PATH_PARAM.findall(self.config.url):
             return "path"
         return "body" if self.config.method in _BODY_METHODS else "query"
 

@@ -1,0 +1,189 @@
+"""Importing an MCP server's chosen tools as ``ToolSpec``s, when the agent is built.
+
+Plan templates are validated when the agent is built, against each tool's input and
+output models, so the schemas must be known then: the server is started once, its tools
+are listed, and it is stopped again (nothing keeps running for an agent never used).
+Calls start it anew, lazily, on the event loop of the run (the SDK's sessions cannot move
+between loops). A server that cannot be started or listed, or lacks a chosen tool, fails
+the build with ``CONFIG_INVALID``.
+
+Each imported tool is a ``declared_spec`` (as HTTP tools are) whose function calls the
+agent's ``McpConnection``: its input model comes from the tool's ``inputSchema``, its
+output model from the ``outputSchema`` when the server gives one, else the single field
+``value`` holding a JSON value (see ``results``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic_core import to_jsonable_python
+
+from corral.errors import ConfigInvalidError, CorralError
+from corral.tools.context import ToolContext
+from corral.tools.declared import CONTEXT_PARAM, declared_spec
+from corral.tools.mcp.connection import McpConnection, McpLaunch, list_tools_now
+from corral.tools.mcp.declared import McpServerConfig, McpToolConfig
+from corral.tools.mcp.results import result_value
+from corral.tools.policy import ToolKind
+from corral.tools.schema_models import python_name
+from corral.tools.spec import ToolSpec
+from corral.tools.transport import resolve_placeholders
+
+if TYPE_CHECKING:
+    from mcp.types import Tool
+
+KEY_META = "corral/idempotency_key"
+"""The request ``_meta`` entry carrying a write's idempotency key."""
+TEXT_ANSWER: dict[str, Any] = {
+    "type": ["string", "integer", "number", "boolean", "array", "object", "null"]
+}
+"""What a tool without an output schema returns: a JSON value (its text, or the JSON the
+text holds), kept as the single field ``value``."""
+
+
+def launch_of(server: McpServerConfig, root: Path | None, deps: Mapping[str, Any]) -> McpLaunch:
+    """``server`` with its ``${NAME}``s resolved now: from ``deps``, then the environment."""
+
+    def resolved(text: str) -> str:
+        return resolve_placeholders(text, deps)
+
+    return McpLaunch(
+        name=server.name,
+        command=tuple(resolved(part) for part in server.command or ()),
+        url=resolved(server.url) if server.url is not None else None,
+        env={key: resolved(value) for key, value in server.env.items()},
+        cwd=(root or Path.cwd()).resolve(),
+        headers={key: resolved(value) for key, value in server.headers.items()},
+        startup_timeout_s=server.startup_timeout_s,
+    )
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """What one imported tool's function needs to call the server."""
+
+    connection: McpConnection
+    remote: str
+    """The tool's name on the server."""
+    aliases: Mapping[str, str]
+    """Input field -> the argument's JSON name."""
+    optional: frozenset[str]
+    """Input fields left out of the request when they are ``None``."""
+    structured: bool
+    kind: ToolKind
+    key_argument: str | None
+
+
+async def _call(binding: _Binding, /, **fields: Any) -> Any:
+    """Call the tool on its server; the result as the ``ToolSpec`` declares it."""
+    context: ToolContext = fields.pop(CONTEXT_PARAM)
+    arguments = {
+        binding.aliases[field]: to_jsonable_python(value, by_alias=True)
+        for field, value in fields.items()
+        if not (value is None and field in binding.optional)
+    }
+    meta: dict[str, Any] | None = None
+    if binding.kind == "write":
+        meta = {KEY_META: context.idempotency_key}
+        if binding.key_argument is not None:
+            arguments[binding.key_argument] = context.idempotency_key
+    result = await binding.connection.call_tool(binding.remote, arguments, meta)
+    return result_value(binding.remote, result, binding.structured)
+
+
+def _input_schema(tool: Tool, key_argument: str | None) -> dict[str, Any]:
+    """The tool's input schema, without the argument corral fills with the key."""
+    schema = dict(tool.input_schema)
+    if key_argument is None:
+        return schema
+    properties = dict(schema.get("properties") or {})
+    if key_argument not in properties:
+        raise ConfigInvalidError(
+            f"mcp tool {tool.name!r}: key_argument {key_argument!r} is not one of its "
+            f"arguments ({', '.join(properties) or 'none'})"
+        )
+    del properties[key_argument]
+    schema["properties"] = properties
+    schema["required"] = [name for name in schema.get("required") or [] if name != key_argument]
+    return schema
+
+
+def mcp_tool_spec(connection: McpConnection, tool: Tool, config: McpToolConfig) -> ToolSpec:
+    """One listed tool as a ``ToolSpec`` with the policy ``config`` gives it."""
+    name = config.name or tool.name
+    input_schema = _input_schema(tool, config.key_argument)
+    properties = input_schema.get("properties") or {}
+    required = set(input_schema.get("required") or ())
+    binding = _Binding(
+        connection,
+        tool.name,
+        {python_name(field): field for field in properties},
+        frozenset(python_name(field) for field in properties if field not in required),
+        tool.output_schema is not None,
+        config.kind,
+        config.key_argument,
+    )
+    return declared_spec(
+        name,
+        (tool.description or tool.title or name).split("\n\n")[0].strip(),
+        functools.partial(_call, binding),
+        input_schema=input_schema,
+        output_schema=tool.output_schema or TEXT_ANSWER,
+        policy=config.to_policy(),
+        summary=config.summary,
+    )
+
+
+def mcp_tools(
+    servers: Sequence[McpServerConfig], *, root: Path | None, deps: Mapping[str, Any]
+) -> tuple[list[ToolSpec], list[McpConnection]]:
+    """The chosen tools of every server, and one connection per server (not yet open).
+
+    Each server is started once, here, to list its tools, and stopped again.
+    """
+    if servers and importlib.util.find_spec("mcp") is None:
+        raise ConfigInvalidError(
+            "mcp_servers need the mcp SDK, which is not installed", hint="pip install 'corral[mcp]'"
+        )
+    names = [server.name for server in servers]
+    doubled = sorted({name for name in names if names.count(name) > 1})
+    if doubled:
+        raise ConfigInvalidError(f"mcp_servers: names used twice: {doubled}")
+    specs: list[ToolSpec] = []
+    connections: list[McpConnection] = []
+    for server in servers:
+        launch = functools.partial(launch_of, server, root, deps)
+        connection = McpConnection(server.name, launch)
+        try:
+            listed = {tool.name: tool for tool in list_tools_now(launch())}
+        except CorralError as exc:
+            raise ConfigInvalidError(
+                f"mcp server {server.name!r}: cannot list its tools: {exc.message}",
+                hint="run its command by hand to see why it does not start",
+            ) from None
+        except Exception as exc:  # whatever the SDK or the server raised
+            detail = f"{type(exc).__name__}: {exc}"[:300]
+            raise ConfigInvalidError(
+                f"mcp server {server.name!r}: cannot list its tools: {detail}"
+            ) from None
+        missing = sorted(set(server.tools) - set(listed))
+        if missing:
+            raise ConfigInvalidError(
+                f"mcp server {server.name!r} has no tool {', '.join(map(repr, missing))}",
+                hint=f"it offers: {', '.join(sorted(listed)) or 'nothing'}",
+            )
+        for remote, config in server.tools.items():
+            try:
+                specs.append(mcp_tool_spec(connection, listed[remote], config))
+            except CorralError as exc:
+                raise ConfigInvalidError(
+                    f"mcp server {server.name!r}, tool {remote!r}: {exc.message}"
+                ) from None
+        connections.append(connection)
+    return specs, connections

@@ -1,0 +1,107 @@
+"""A save's fast paths store exactly what the slow ones did.
+
+``corral.store.driver`` runs the statements every save runs without SQLAlchemy's
+per-execute work, and ``codec.dumps`` encodes rows with one prebuilt C encoder. These
+tests pin what must not change with them: the stored text of times and of JSON, the
+store errors a driver failure becomes, and that a listener on the engine's cursor events
+(a tracer, a fault injector) still sees every statement.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects.sqlite import DATETIME
+
+from corral import Event, EventType
+from corral.errors import StoreCorruptError
+from corral.store.base import Lease, RunRecord
+from corral.store.codec import dumps
+from corral.store.sql import SqlStore
+from tests.extras import postgres_url
+
+TIMES = [
+    datetime(2026, 11, 30, 22, 10, 24, 123456, tzinfo=UTC),
+    datetime(2026, 11, 30, 22, 10, 25, tzinfo=UTC),  # no microseconds: still six digits
+    datetime(2026, 12, 1, 0, 0, 0, 7, tzinfo=UTC),
+]
+
+
+def _run(rid: str, at: datetime = TIMES[0]) -> RunRecord:
+    return RunRecord(rid, "trace_1", "test", None, "finished", at, at, {"status": "finished"})
+
+
+def _events(rid: str) -> list[Event]:
+    return [
+        Event(rid, seq, ts, EventType.REPLY, "reply", data={"text": f"r{seq}", "template": "t"})
+        for seq, ts in enumerate(TIMES, start=1)
+    ]
+
+
+def test_times_are_stored_as_sqlalchemy_writes_them(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "corral.db")
+    store.save(_run("run_t"), _events("run_t"), lease=Lease("run_t", "me", new_run=True))
+    sqlalchemy_text = DATETIME().bind_processor(sqlite.dialect())
+    assert sqlalchemy_text is not None
+    with sqlite3.connect(tmp_path / "corral.db") as raw:
+        stored = [ts for (ts,) in raw.execute("SELECT ts FROM corral_events ORDER BY seq")]
+        created = raw.execute("SELECT created_at FROM corral_runs").fetchone()[0]
+    assert stored == [sqlalchemy_text(ts) for ts in TIMES]
+    assert stored[1] == "2026-11-30 22:10:25.000000"
+    assert created == sqlalchemy_text(TIMES[0])
+    assert [e.ts for e in store.load_events("run_t")] == TIMES
+    # SQLAlchemy's own queries compare against that text: a filter by time finds the run
+    assert store.find_runs(since=TIMES[0], until=TIMES[0] + timedelta(seconds=1)) == ["run_t"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_cursor_listener_sees_every_statement_of_a_save(tmp_path: Path, backend: str) -> None:
+    store = SqlStore.open(tmp_path / "corral.db" if backend == "sqlite" else postgres_url())
+    rid = f"run_{uuid.uuid4().hex[:12]}"
+    seen: list[tuple[str, bool]] = []
+
+    def listen(_c: Any, _cur: Any, statement: str, _p: Any, _ctx: Any, many: bool) -> None:
+        seen.append((" ".join(statement.split()[:3]), many))
+
+    event.listen(store.engine, "before_cursor_execute", listen)
+    store.save(_run(rid), _events(rid), lease=Lease(rid, "me", new_run=True))
+    if backend == "sqlite":
+        assert seen.pop(0) == ("BEGIN IMMEDIATE", False)
+    assert seen[0][0] == "SELECT corral_leases.run_id, corral_leases.owner,"
+    assert ("INSERT INTO corral_events", True) in seen  # three rows, one executemany
+    for table in ("corral_runs", "corral_run_facts", "corral_step_facts"):
+        assert any(statement == f"INSERT INTO {table}" for statement, _ in seen)
+    assert [e.ts for e in store.load_events(rid)] == TIMES
+    store.engine.dispose()
+
+
+def test_a_driver_failure_in_a_save_is_a_store_error_with_the_run(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "corral.db")
+    with sqlite3.connect(tmp_path / "corral.db") as raw:
+        raw.execute("DROP TABLE corral_step_facts")
+    store.engine.dispose()
+    with pytest.raises(StoreCorruptError) as caught:
+        store.save(_run("run_f"), _events("run_f"), lease=Lease("run_f", "me", new_run=True))
+    assert caught.value.run_id == "run_f" and "no such table" in caught.value.message
+    assert store.load_events("run_f") == [] and store.get_run("run_f") is None  # rolled back
+
+
+def test_rows_are_json_as_json_dumps_writes_it() -> None:
+    values: list[Any] = [
+        {"text": '第1条 «é»\n"q"', "n": [1, 2.5, 1e-07, -0.0, True, None], "nested": {"a": {}}},
+        "a top-level string",
+        [float("inf"), float("nan")],
+        {"when": TIMES[0], "path": Path("/x")},  # not JSON: their str, as the store did
+        {1: "int key", 2.5: "float key"},
+    ]
+    for value in values:
+        expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        assert dumps(value) == expected
