@@ -298,7 +298,15 @@ def test_the_fast_search_down_twice_switches_to_the_cheap_one(tmp_path: Path) ->
 
 
 def test_corral_eval_of_the_example_exits_0(tmp_path: Path) -> None:
-    done = corral_cli(tmp_path, "eval", str(OPS), "--json")
+    """45 conversations, each on a fresh agent: its own API process and MCP server."""
+    done = subprocess.run(
+        [sys.executable, "-m", "corral", "eval", str(OPS), "--json", "--home", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,  # a few minutes on a busy machine: one service start per case
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     figures = json.loads(done.stdout)
     assert figures["cases"] >= 40
     assert figures["tiers"]["core"] == 1.0
