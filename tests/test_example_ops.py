@@ -348,3 +348,20 @@ def test_a_case_arranges_its_world_through_the_services_controls(
     suite.write_text("cases:\n  - m: hi\n    arrange: [{post: a, get: b}]\n", encoding="utf-8")
     with pytest.raises(ConfigInvalidError, match="arrange"):
         load_suite(suite)
+
+
+def test_corral_demo_shows_the_three_scenarios_on_the_services_it_starts(tmp_path: Path) -> None:
+    done = corral_cli(tmp_path, "demo", "--example", "ops", "--json")
+    cases = json.loads(done.stdout)["cases"]
+    assert [case["status"] for case in cases] == ["finished"] * 6
+    assert [tools_of(case)[1] for case in cases] == [
+        "get_forecast",
+        "get_forecast",
+        "fetch_sales",
+        "search_flights_fast",
+        "search_flights_cheap",
+        "search_flights_cheap",  # the fast search answered 503 twice
+    ]
+    assert tools_of(cases[2])[-2:] == ["post_to_group", "generate_reply"]
+    assert len(posts(tmp_path)) == 1
+    no_process_left(tmp_path)
