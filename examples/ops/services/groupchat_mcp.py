@@ -6,7 +6,6 @@ Tools:
   (``GROUPCHAT_DB``) under a UNIQUE idempotency key, so a repeated key does not post twice:
   it returns the first post, with ``created: false``. The key comes as the argument, or in
   the request's ``_meta`` (``idempotency_key``); a call with neither gets a fresh one.
-- ``find_post(idempotency_key)``: the post a key made, if any (settles a lost answer).
 - ``list_posts(channel)``: a channel's posts, oldest first.
 
 Faults armed through the ops API (``POST /faults`` with ``path: mcp:<tool>``) reach this
@@ -108,16 +107,6 @@ def build_server(db: Path) -> MCPServer:
             os._exit(1)
         row = conn.execute("SELECT * FROM posts WHERE idempotency_key = ?", (key,)).fetchone()
         return _post(row, created)
-
-    @server.tool()
-    def find_post(idempotency_key: str) -> Post | None:
-        """The post an idempotency key made, or nothing: settles a post whose answer was lost."""
-        if strike("find_post"):
-            os._exit(1)
-        row = conn.execute(
-            "SELECT * FROM posts WHERE idempotency_key = ?", (idempotency_key,)
-        ).fetchone()
-        return _post(row, created=True) if row is not None else None
 
     @server.tool()
     def list_posts(channel: str) -> Posts:
