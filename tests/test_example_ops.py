@@ -115,6 +115,22 @@ def test_setup_serves_on_loopback_and_teardown_stops_the_service(tmp_path: Path)
     assert not alive(pid)  # stopped and reaped by the teardown itself
 
 
+def test_a_relative_data_folder_is_the_callers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service runs in the agent's folder; a relative --home still means the caller's."""
+    from corral.tools.loader import import_tools, run_setup
+
+    monkeypatch.chdir(tmp_path)
+    started = run_setup(import_tools(OPS / "tools.py"), Path("home") / "data", OPS)
+    try:
+        assert Path(started.deps["GROUPCHAT_DB"]) == tmp_path / "home" / "data" / "ops.db"
+        assert (tmp_path / "home" / "data" / "ops.db").is_file()
+    finally:
+        assert started.teardown is not None
+        started.teardown()
+
+
 def test_the_service_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     """SIGKILL gives no teardown a chance: the service sees its stdin close and exits."""
     script = (

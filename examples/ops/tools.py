@@ -57,7 +57,7 @@ def start_api(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
             cwd=HERE,
         )
     try:
-        url = f"http://127.0.0.1:{_read_port(process)}"
+        url = f"http://127.0.0.1:{_read_port(process, log)}"
         _wait_healthy(url, process)
     except BaseException:
         stop_api(process)
@@ -65,12 +65,12 @@ def start_api(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     return process, url
 
 
-def _read_port(process: subprocess.Popen[bytes]) -> int:
+def _read_port(process: subprocess.Popen[bytes], log: Path) -> int:
     assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
     line = process.stdout.readline().decode() if ready else ""
     if not line.startswith("OPS_API_PORT="):
-        raise RuntimeError(f"the ops API did not start (exit code {process.poll()}): {line!r}")
+        raise RuntimeError(f"the ops API did not start; its output is in {log}")
     return int(line.split("=", 1)[1])
 
 
@@ -106,6 +106,7 @@ def setup(data_dir: Path) -> Iterator[dict[str, Any]]:
     SQLite file of the group chat and of armed faults), ``OPS_API_PID`` and
     ``GROUPCHAT_PIDFILE`` (so tests can see that no process outlives the agent).
     """
+    data_dir = data_dir.resolve()  # the service runs in the agent's folder, not here
     data_dir.mkdir(parents=True, exist_ok=True)
     state = data_dir / "ops.db"
     process, url = start_api(state, data_dir / "ops-api.log")
