@@ -164,7 +164,7 @@ def test_init_never_overwrites_and_names_the_examples(tmp_path: Path) -> None:
     unknown = init(str(tmp_path / "new"), "--example", "nope")
     assert unknown.returncode == 2
     assert "CONFIG_INVALID" in unknown.stderr
-    assert "aftersales, orders" in unknown.stderr
+    assert "aftersales, ops, orders, triage" in unknown.stderr
     assert not (tmp_path / "new").exists()
 
 
