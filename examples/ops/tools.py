@@ -117,7 +117,6 @@ def setup(data_dir: Path) -> Iterator[dict[str, Any]]:
             "OPS_API_PID": str(process.pid),
             "GROUPCHAT_DB": str(state),
             "GROUPCHAT_PIDFILE": str(data_dir / "groupchat.pid"),
-            "PYTHON": sys.executable,
         }
     finally:
         stop_api(process)
