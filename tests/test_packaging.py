@@ -18,7 +18,17 @@ import corral
 from corral.observe.logs import LEVELS
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("sqlalchemy", "pydantic", "numpy", "sklearn", "openai", "corral.store", "corral.runtime")
+HEAVY = (
+    "sqlalchemy",
+    "pydantic",
+    "numpy",
+    "sklearn",
+    "openai",
+    "httpx",
+    "mcp",
+    "corral.store",
+    "corral.runtime",
+)
 """What a start that only prints must not import: the store, the layers' models, the ML stack."""
 
 
