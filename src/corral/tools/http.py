@@ -42,6 +42,7 @@ from pydantic_core import to_jsonable_python
 
 from corral.errors import (
     ConfigInvalidError,
+    InvalidArgumentError,
     ToolFailedError,
     ToolOutputInvalidError,
     TransientToolError,
@@ -115,6 +116,28 @@ class NotSentError(ConfigInvalidError):
     """
 
     applied = False
+
+
+class PathArgumentError(InvalidArgumentError):
+    """An argument that cannot fill its path segment (it is empty): refused unsent.
+
+    ``/users/{id}`` with ``id=""`` would be ``/users/``, the collection: another resource.
+    """
+
+    applied = False
+
+
+def path_segment(value: str, where: str) -> str:
+    """``value`` as one path segment, which it can never leave.
+
+    Reserved characters are escaped, and so is a segment of dots: ``..`` would otherwise
+    be resolved away by URL normalisation, and climb out of the template.
+    """
+    if not value:
+        raise PathArgumentError(f"{where} cannot be empty: it fills a path segment")
+    if not value.strip("."):
+        return "%2E" * len(value)
+    return quote(value, safe="")
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -232,7 +255,8 @@ class HttpEndpoint:
             plain = to_jsonable_python(value, by_alias=True)
             where = self._place(name)
             if where == "path":
-                url = url.replace(f"{{{name}}}", quote(str(plain), safe=""))
+                segment = path_segment(str(plain), f"{self.label}: {name}")
+                url = url.replace(f"{{{name}}}", segment)
             elif where == "query":
                 query[name] = plain
             elif where == "header":

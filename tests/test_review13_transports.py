@@ -1,0 +1,103 @@
+"""Review of issue 13's transports: what a demanding user hits, each pinned by a test.
+
+HTTP tools are called against a real loopback service that records the raw request line;
+MCP servers are real processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.extras import REQUIRE_ALL, import_extra
+
+import_extra("fastapi", REQUIRE_ALL)
+import_extra("httpx", REQUIRE_ALL)
+
+from fastapi import FastAPI, Request, Response  # noqa: E402
+
+from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config  # noqa: E402
+from corral.events import ToolAttempt  # noqa: E402
+from tests.one_intent import one_intent  # noqa: E402
+from tests.serving import serve_app  # noqa: E402
+
+
+def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
+    """A service that answers every path and records what each request looked like."""
+    app = FastAPI()
+    seen: list[dict[str, Any]] = []
+
+    @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
+    async def anything(rest: str, request: Request) -> Response:
+        seen.append(
+            {
+                "raw_path": request.scope["raw_path"].decode(),
+                "query": request.scope["query_string"].decode(),
+                "headers": dict(request.headers),
+            }
+        )
+        return Response(json.dumps({"name": rest}), media_type="application/json")
+
+    return app, seen
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    app, seen = make_app()
+    with serve_app(app) as base:
+        yield base, seen
+
+
+@pytest.fixture
+def seen(service: tuple[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    service[1].clear()
+    return service[1]
+
+
+NAME_IN = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+NAME_OUT = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+def http_tool(url: str, method: str = "GET", **fields: Any) -> dict[str, Any]:
+    return {
+        "name": "t",
+        "method": method,
+        "url": "${BASE}" + url,
+        "input": NAME_IN,
+        "output": NAME_OUT,
+        "policy": {"max_retries": 0},
+        **fields,
+    }
+
+
+async def attempts_of(base: str, tool: dict[str, Any], args: dict[str, Any]) -> list[ToolAttempt]:
+    steps = [{"id": "s1", "tool": tool["name"], "args": args}]
+    config = parse_config(one_intent("go", steps=steps, http_tools=[tool]))
+    agent = Agent.build(config, [], deps={"BASE": base})
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+        events = await runtime.events(summary.run_id)
+    return [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+
+
+@pytest.mark.parametrize("name", ["..", "."])
+async def test_a_path_argument_of_dots_stays_in_its_segment(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]], name: str
+) -> None:
+    """``DELETE /users/{name}/sessions`` with ``name=".."`` must not become ``DELETE /sessions``."""
+    attempts = await attempts_of(service[0], http_tool("/users/{name}/sessions"), {"name": name})
+    assert [a.status for a in attempts] == ["success"]
+    assert [s["raw_path"] for s in seen] == ["/users/" + "%2E" * len(name) + "/sessions"]
+
+
+async def test_an_empty_path_argument_is_refused_before_anything_is_sent(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    """``/users/{name}`` with ``name=""`` would be ``/users/``: the collection, not a user."""
+    tool = http_tool("/users/{name}", method="DELETE", policy={"kind": "write"})
+    attempts = await attempts_of(service[0], tool, {"name": ""})
+    assert [(a.error_code, a.applied) for a in attempts] == [("INVALID_ARGUMENT", False)]
+    assert seen == []
