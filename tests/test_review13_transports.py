@@ -7,11 +7,16 @@ MCP servers are real processes.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from tests.conftest import ROOT
 from tests.extras import REQUIRE_ALL, import_extra
 
 import_extra("fastapi", REQUIRE_ALL)
@@ -101,3 +106,31 @@ async def test_an_empty_path_argument_is_refused_before_anything_is_sent(
     attempts = await attempts_of(service[0], tool, {"name": ""})
     assert [(a.error_code, a.applied) for a in attempts] == [("INVALID_ARGUMENT", False)]
     assert seen == []
+
+
+def test_an_mcp_server_that_never_lists_its_tools_fails_the_load_in_time(tmp_path: Path) -> None:
+    """It answers ``initialize`` and then nothing: loading must not hang forever."""
+    import_extra("mcp", REQUIRE_ALL)
+    server = ROOT / "tests" / "mcp_servers" / "mute_server.py"
+    mute = {
+        "name": "mute",
+        "command": ["python", str(server)],
+        "startup_timeout_s": 1,
+        "tools": {"anything": None},
+    }
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    config = one_intent("go", steps=[], mcp_servers=[mute])
+    (folder / "agent.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    command = [sys.executable, "-m", "corral", "run", str(folder), "go", "--json"]
+    done = subprocess.run(
+        [*command, "--home", str(tmp_path / "home")],
+        capture_output=True,
+        text=True,
+        timeout=60,  # on a hang: TimeoutExpired, the test fails (and the child is killed)
+        cwd=ROOT,
+    )
+    assert done.returncode != 0
+    assert "CONFIG_INVALID" in done.stdout + done.stderr
+    assert "mute" in done.stdout + done.stderr
+

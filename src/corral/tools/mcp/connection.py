@@ -22,7 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from corral.errors import ToolFailedError, ToolOutputInvalidError, TransientToolError
+from corral.errors import (
+    ToolFailedError,
+    ToolOutputInvalidError,
+    ToolTimeoutError,
+    TransientToolError,
+)
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -219,20 +224,30 @@ class McpConnection:
             self._started = None
             await started.close()
 
-    async def list_tools(self) -> list[Tool]:
-        """Every tool the server offers, all pages read."""
+    async def list_tools(self, timeout_s: float) -> list[Tool]:
+        """Every tool the server offers, all pages read within ``timeout_s`` of the start.
+
+        A server that starts but never answers ``tools/list`` would otherwise hang the
+        agent's load for ever.
+        """
         session = await self._session()
         from mcp.types import PaginatedRequestParams
 
         tools: list[Tool] = []
         cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            params = PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        try:
+            async with asyncio.timeout(timeout_s):
+                for _ in range(_MAX_PAGES):
+                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await session.list_tools(params=params)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except TimeoutError:
+            raise ToolTimeoutError(
+                f"MCP server {self.name!r} did not list its tools within {timeout_s:g} s"
+            ) from None
         return tools
 
     async def aclose(self) -> None:
@@ -252,7 +267,7 @@ def list_tools_now(launch: McpLaunch) -> list[Tool]:
     async def listing() -> list[Tool]:
         connection = McpConnection(launch.name, lambda: launch)
         try:
-            return await connection.list_tools()
+            return await connection.list_tools(launch.startup_timeout_s)
         finally:
             await connection.aclose()
 
