@@ -25,6 +25,7 @@ import_extra("httpx", REQUIRE_ALL)
 from fastapi import FastAPI, Request, Response  # noqa: E402
 
 from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config  # noqa: E402
+from corral.errors import ConfigInvalidError  # noqa: E402
 from corral.events import ToolAttempt  # noqa: E402
 from tests.one_intent import one_intent  # noqa: E402
 from tests.serving import serve_app  # noqa: E402
@@ -134,3 +135,105 @@ def test_an_mcp_server_that_never_lists_its_tools_fails_the_load_in_time(tmp_pat
     assert "CONFIG_INVALID" in done.stdout + done.stderr
     assert "mute" in done.stdout + done.stderr
 
+
+CHARGES = {
+    "openapi": "3.0.3",
+    "info": {"title": "payments", "version": "1"},
+    "paths": {
+        "/charges": {
+            "post": {
+                "operationId": "createCharge",
+                "parameters": [
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "Authorization",
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "X-Tenant",
+                        "in": "header",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "requestBody": {
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "properties": {"amount": {"type": "integer"}},
+                                "required": ["amount"],
+                            }
+                        }
+                    }
+                },
+                "responses": {
+                    "200": {
+                        "description": "ok",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {"name": {"type": "string"}},
+                                }
+                            }
+                        },
+                    }
+                },
+            }
+        }
+    },
+}
+
+
+async def test_headers_corral_sends_itself_are_not_arguments_of_an_imported_operation(
+    service: tuple[str, list[dict[str, Any]]],
+    seen: list[dict[str, Any]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stripe-like documents declare ``Idempotency-Key`` and ``Authorization`` parameters.
+
+    Were they arguments, a plan (or a model) would have to invent the key, the same on
+    every retry and resume only by luck, and to hold the token; corral sends both itself.
+    """
+    monkeypatch.setenv("R1_PAY_TOKEN", "r1-pay-token-Qx7")
+    (tmp_path / "openapi.json").write_text(json.dumps(CHARGES), encoding="utf-8")
+    source = {
+        "document": "openapi.json",
+        "base_url": "${BASE}",
+        "operations": {"createCharge": "charge"},
+        "auth": {"env": "R1_PAY_TOKEN", "scheme": "Bearer"},
+        "headers": {"X-Tenant": "acme"},
+        "policies": {"charge": {"kind": "write"}},
+    }
+    steps = [{"id": "s1", "tool": "charge", "args": {"amount": 5}}]
+    config = parse_config(one_intent("go", steps=steps, openapi=[source]))
+    agent = Agent.build(config, [], root=tmp_path, deps={"BASE": service[0]})
+    assert set(agent.tools.get("charge").input_model.model_fields) == {"amount"}
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+    assert [s.status.value for s in summary.steps] == ["succeeded"]
+    (request,) = seen
+    assert request["headers"]["authorization"] == "Bearer r1-pay-token-Qx7"
+    assert request["headers"]["x-tenant"] == "acme"
+    assert len(request["headers"]["idempotency-key"]) >= 16
+
+
+def test_a_declared_header_argument_cannot_replace_the_idempotency_key() -> None:
+    tool = http_tool("/x", method="POST", params_in={"name": "header"})
+    tool["input"] = {
+        "type": "object",
+        "properties": {"Idempotency-Key": {"type": "string"}},
+        "required": ["Idempotency-Key"],
+    }
+    tool["params_in"] = {"Idempotency-Key": "header"}
+    with pytest.raises(ConfigInvalidError, match="Idempotency-Key"):
+        parse_config(one_intent("go", steps=[], http_tools=[tool]))

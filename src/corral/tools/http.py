@@ -48,7 +48,13 @@ from corral.errors import (
     TransientToolError,
 )
 from corral.tools.declared import CONTEXT_PARAM, AuthConfig, declared_spec
-from corral.tools.http_config import PATH_PARAM, HttpToolConfig, OpenApiConfig, ParamIn
+from corral.tools.http_config import (
+    IDEMPOTENCY_HEADER,
+    PATH_PARAM,
+    HttpToolConfig,
+    OpenApiConfig,
+    ParamIn,
+)
 from corral.tools.schema_models import python_name
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import placeholders, resolve_placeholders
@@ -205,7 +211,7 @@ class HttpEndpoint:
             headers[self.config.auth.header] = header
             secrets.extend([header, secret])
         if self.config.policy.kind == "write":
-            headers["Idempotency-Key"] = context.idempotency_key
+            headers[IDEMPOTENCY_HEADER] = context.idempotency_key
         return headers, [s for s in secrets if len(s) >= _MIN_SECRET]
 
     async def call(self, **kwargs: Any) -> Any:

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from corral.errors import ConfigInvalidError
 from corral.tools.declared import ToolPolicyConfig
-from corral.tools.http_config import HttpToolConfig, OpenApiConfig, ParamIn
+from corral.tools.http_config import HttpToolConfig, OpenApiConfig, ParamIn, own_headers
 from corral.validation import validation_problems
 
 _METHODS = ("get", "post", "put", "patch", "delete")
@@ -50,7 +50,8 @@ def openapi_tools(source: OpenApiConfig, root: Path) -> list[HttpToolConfig]:
     for operation_id, name in source.operations.items():
         method, route, operation, item = operations[operation_id]
         refs = _Refs(document, f"{path}: {operation_id}")
-        input_schema, params_in = _input(refs, item, operation)
+        own = own_headers(source.auth, source.headers)
+        input_schema, params_in = _input(refs, item, operation, own)
         tools.append(
             _declared(
                 f"{path}: {operation_id}",
@@ -163,9 +164,13 @@ class _Refs:
 
 
 def _input(
-    refs: _Refs, item: Mapping[str, Any], operation: Mapping[str, Any]
+    refs: _Refs, item: Mapping[str, Any], operation: Mapping[str, Any], own: frozenset[str]
 ) -> tuple[dict[str, Any], dict[str, ParamIn]]:
-    """The input schema: parameters and body properties side by side, and where each goes."""
+    """The input schema: parameters and body properties side by side, and where each goes.
+
+    ``own``: headers corral sends itself (the idempotency key, the auth, config headers),
+    in lower case; the document's parameters for them are not arguments.
+    """
     properties: dict[str, Any] = {}
     required: list[str] = []
     params_in: dict[str, ParamIn] = {}
@@ -175,6 +180,8 @@ def _input(
     for (name, where), parameter in by_name.items():
         if where not in _IN or not isinstance(name, str):
             continue  # cookies are not arguments a plan can give
+        if where == "header" and name.lower() in own:
+            continue
         declared = dict(refs.inline(parameter.get("schema") or {}))
         if isinstance(parameter.get("description"), str):
             declared.setdefault("description", parameter["description"])
