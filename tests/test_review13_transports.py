@@ -237,3 +237,46 @@ def test_a_declared_header_argument_cannot_replace_the_idempotency_key() -> None
     tool["params_in"] = {"Idempotency-Key": "header"}
     with pytest.raises(ConfigInvalidError, match="Idempotency-Key"):
         parse_config(one_intent("go", steps=[], http_tools=[tool]))
+
+
+COMPOSED = {
+    "allOf": [
+        {"$ref": "#/$defs/Page"},
+        {
+            "properties": {
+                "owner": {"allOf": [{"$ref": "#/$defs/Person"}, {"description": "who"}]},
+                "items": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["items"],
+        },
+    ],
+    "$defs": {
+        "Page": {"type": "object", "properties": {"next": {"type": "string"}}},
+        "Person": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+        },
+    },
+}
+
+
+def test_an_all_of_of_objects_is_one_object_that_keeps_only_declared_fields() -> None:
+    """OpenAPI's usual composition (``allOf: [$ref Base, {properties}]``): the output is
+    the union of the members' fields, and an undeclared field (the owner's password) is
+    dropped as in any declared output, not let through as ``Any``."""
+    from corral.tools.schema_models import model_from_schema
+
+    model = model_from_schema("page", COMPOSED)
+    assert {n: f.is_required() for n, f in model.model_fields.items()} == {
+        "next": False,
+        "owner": False,
+        "items": True,
+    }
+    answer = {"items": ["a"], "owner": {"name": "ann", "password": "hunter2"}, "raw": 1}
+    assert model.model_validate(answer).model_dump(exclude_none=True) == {
+        "items": ["a"],
+        "owner": {"name": "ann"},
+    }
+    looped = {"allOf": [{"$ref": "#/$defs/B"}], "$defs": {"B": {"allOf": [{"$ref": "#/$defs/B"}]}}}
+    assert model_from_schema("looped", looped).model_fields == {}  # a cycle ends, as for $ref

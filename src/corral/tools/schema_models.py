@@ -8,6 +8,7 @@ every tool alike.
 What is understood: objects (``properties``, ``required``, nested objects),
 ``string``/``number``/``integer``/``boolean``/``null``, arrays, ``enum`` and ``const``
 (as ``Literal``), unions (a list of types, ``anyOf``/``oneOf``, OpenAPI's ``nullable``),
+``allOf`` of objects (one object with all their fields),
 ``default`` and ``description``, and ``$ref`` to ``#/...`` inside ``document``. Formats
 (``date``, ``date-time``...) stay ``str``: the service's own text is kept, never
 reinterpreted. Anything else is ``Any``: accepted as it comes, and a plan may only pass it
@@ -52,6 +53,7 @@ def model_from_schema(
     """
     builder = _Builder(document if document is not None else schema, extra)
     resolved, refs = builder.resolve(schema, ())
+    resolved = builder.merged(resolved, refs)
     if resolved and _kind(resolved) != "object":
         raise ConfigInvalidError(
             f"{name}: a tool's schema must be an object, not {_kind(resolved) or 'untyped'}"
@@ -111,6 +113,29 @@ class _Builder:
             schema = target
         return schema, seen
 
+    def merged(self, schema: Mapping[str, Any], refs: tuple[str, ...]) -> Mapping[str, Any]:
+        """An ``allOf`` of objects as one object: the members' fields side by side.
+
+        OpenAPI documents compose this way (``allOf: [{$ref: Base}, {properties: ...}]``).
+        Left as ``Any``, such an output would let the whole raw answer through; as one
+        object it keeps only the declared fields. Any other ``allOf`` is left as it is.
+        """
+        members = schema.get("allOf")
+        if not isinstance(members, list) or not members:
+            return schema
+        properties = dict(schema.get("properties") or {})
+        required = list(schema.get("required") or ())
+        for member in members:
+            if not isinstance(member, Mapping):
+                return schema
+            part = self.merged(*self.resolve(member, refs))
+            if _kind(part) not in (None, "object") or {"allOf", "anyOf", "oneOf"} & set(part):
+                return schema
+            properties.update(part.get("properties") or {})
+            required.extend(part.get("required") or ())
+        rest = {key: value for key, value in schema.items() if key != "allOf"}
+        return {**rest, "type": "object", "properties": properties, "required": required}
+
     def model(self, name: str, schema: Mapping[str, Any], refs: tuple[str, ...]) -> type[BaseModel]:
         properties = schema.get("properties") or {}
         required = set(schema.get("required") or ())
@@ -137,6 +162,7 @@ class _Builder:
         if not isinstance(raw, Mapping):
             return Any
         schema, refs = self.resolve(raw, refs)
+        schema = self.merged(schema, refs)
         nullable = bool(schema.get("nullable"))
         if "const" in schema:
             found: Any = Literal[schema["const"]] if _literal_ok([schema["const"]]) else Any
