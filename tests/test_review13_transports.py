@@ -280,3 +280,23 @@ def test_an_all_of_of_objects_is_one_object_that_keeps_only_declared_fields() ->
     }
     looped = {"allOf": [{"$ref": "#/$defs/B"}], "$defs": {"B": {"allOf": [{"$ref": "#/$defs/B"}]}}}
     assert model_from_schema("looped", looped).model_fields == {}  # a cycle ends, as for $ref
+
+
+def test_an_operation_whose_body_is_not_json_is_refused_at_load(tmp_path: Path) -> None:
+    """A form body cannot be sent: importing it as a tool without arguments would send
+    nothing, and the service would fail every call."""
+    form = json.loads(json.dumps(CHARGES))
+    operation = form["paths"]["/charges"]["post"]
+    operation["parameters"] = []
+    schema = operation["requestBody"]["content"].pop("application/json")
+    operation["requestBody"]["content"]["application/x-www-form-urlencoded"] = schema
+    (tmp_path / "openapi.json").write_text(json.dumps(form), encoding="utf-8")
+    source = {
+        "document": "openapi.json",
+        "base_url": "http://127.0.0.1:9",
+        "operations": {"createCharge": "charge"},
+    }
+    steps = [{"id": "s1", "tool": "charge", "args": {}}]
+    config = parse_config(one_intent("go", steps=steps, openapi=[source]))
+    with pytest.raises(ConfigInvalidError, match="x-www-form-urlencoded"):
+        Agent.build(config, [], root=tmp_path)

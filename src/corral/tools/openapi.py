@@ -191,6 +191,11 @@ def _input(
             required.append(name)
     body = refs.deref(operation.get("requestBody") or {})
     schema = _json_schema(refs, body)
+    if schema is None and body.get("content"):
+        media = ", ".join(map(str, body["content"]))
+        raise ConfigInvalidError(
+            f"{refs.where}: the request body is {media}; only a JSON body can be sent"
+        )
     if schema is not None:
         if schema.get("type", "object") != "object":
             raise ConfigInvalidError(f"{refs.where}: a request body must be a JSON object")
