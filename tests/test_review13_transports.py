@@ -63,6 +63,7 @@ def seen(service: tuple[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return service[1]
 
 
+RAW_SERVER = ROOT / "tests" / "mcp_servers" / "raw_server.py"
 NAME_IN = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 NAME_OUT = {"type": "object", "properties": {"name": {"type": "string"}}}
 
@@ -112,10 +113,9 @@ async def test_an_empty_path_argument_is_refused_before_anything_is_sent(
 def test_an_mcp_server_that_never_lists_its_tools_fails_the_load_in_time(tmp_path: Path) -> None:
     """It answers ``initialize`` and then nothing: loading must not hang forever."""
     import_extra("mcp", REQUIRE_ALL)
-    server = ROOT / "tests" / "mcp_servers" / "mute_server.py"
     mute = {
         "name": "mute",
-        "command": ["python", str(server)],
+        "command": ["python", str(RAW_SERVER), "mute"],
         "startup_timeout_s": 1,
         "tools": {"anything": None},
     }
@@ -300,3 +300,24 @@ def test_an_operation_whose_body_is_not_json_is_refused_at_load(tmp_path: Path) 
     config = parse_config(one_intent("go", steps=steps, openapi=[source]))
     with pytest.raises(ConfigInvalidError, match="x-www-form-urlencoded"):
         Agent.build(config, [], root=tmp_path)
+
+
+async def test_an_mcp_answer_that_breaks_its_output_schema_is_not_quoted_in_the_log(
+    tmp_path: Path,
+) -> None:
+    """The SDK's schema error quotes the offending content: the envelope must not."""
+    import_extra("mcp", REQUIRE_ALL)
+    server = {
+        "name": "bank",
+        "command": ["python", str(RAW_SERVER), "bad_output"],
+        "tools": {"balance": {"max_retries": 0}},
+    }
+    steps = [{"id": "s1", "tool": "balance", "args": {}}]
+    config = parse_config(one_intent("go", steps=steps, mcp_servers=[server]))
+    agent = Agent.build(config, [], root=tmp_path)
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+        events = await runtime.events(summary.run_id)
+    (attempt,) = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    assert attempt.error_code == "TOOL_OUTPUT_INVALID"
+    assert "ACCOUNT-SECRET-42" not in json.dumps([e.payload for e in events], default=str)

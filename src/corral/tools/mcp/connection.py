@@ -212,8 +212,11 @@ class McpConnection:
             raise TransientToolError(
                 f"MCP server {self.name!r} went away while {tool} was running"
             ) from None
-        except RuntimeError as exc:  # the SDK's check against the tool's output schema
-            raise ToolOutputInvalidError(f"MCP tool {tool!r}: {exc}"[:300]) from None
+        except RuntimeError:  # the SDK's check against the tool's output schema
+            # Its message quotes the offending content: the raw answer stays out of the log.
+            raise ToolOutputInvalidError(
+                f"MCP tool {tool!r} answered content that does not match its output schema"
+            ) from None
         except Exception:
             await self._discard(started)  # an unknown state: the next call starts afresh
             raise
