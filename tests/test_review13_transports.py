@@ -31,23 +31,48 @@ from tests.one_intent import one_intent  # noqa: E402
 from tests.serving import serve_app  # noqa: E402
 
 
+def gzip_bomb(size: int, head: bytes = b"") -> bytes:
+    """``head`` then ``size`` spaces, gzipped: spaces take a thousandth on the wire."""
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    return packer.compress(head + b" " * size) + packer.flush()
+
+
 def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
     """A service that answers every path and records what each request looked like."""
     app = FastAPI()
     seen: list[dict[str, Any]] = []
 
+    @app.middleware("http")
+    async def record(request: Request, call_next: Any) -> Response:
+        raw = {"raw_path": request.scope["raw_path"].decode(), "headers": dict(request.headers)}
+        seen.append(raw)
+        response: Response = await call_next(request)
+        return response
+
+    @app.get("/bomb/{name}")
+    async def bomb(name: str) -> Response:
+        headers = {"Content-Encoding": "gzip"}
+        return Response(BOMB, media_type="application/json", headers=headers)
+
+    @app.get("/zipped/{encoding}")
+    async def zipped(encoding: str) -> Response:
+        import zlib
+
+        body = json.dumps({"name": "zipped"}).encode()
+        packed = zlib.compress(body) if encoding == "deflate" else gzip_bomb(0, body)
+        headers = {"Content-Encoding": encoding}
+        return Response(packed, media_type="application/json", headers=headers)
+
     @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
-    async def anything(rest: str, request: Request) -> Response:
-        seen.append(
-            {
-                "raw_path": request.scope["raw_path"].decode(),
-                "query": request.scope["query_string"].decode(),
-                "headers": dict(request.headers),
-            }
-        )
+    async def anything(rest: str) -> Response:
         return Response(json.dumps({"name": rest}), media_type="application/json")
 
     return app, seen
+
+
+BOMB = gzip_bomb(200 << 20)
 
 
 @pytest.fixture(scope="module")
@@ -321,3 +346,39 @@ async def test_an_mcp_answer_that_breaks_its_output_schema_is_not_quoted_in_the_
     (attempt,) = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
     assert attempt.error_code == "TOOL_OUTPUT_INVALID"
     assert "ACCOUNT-SECRET-42" not in json.dumps([e.payload for e in events], default=str)
+
+
+async def test_a_compressed_body_is_cut_off_at_the_cap_as_it_is_inflated(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    """200 MB of spaces in 200 KB of gzip, under a 1 MiB cap: the cap holds for what is
+    inflated, not what was sent; memory never holds more than about the cap."""
+    import tracemalloc
+
+    tool = {**http_tool("/bomb/{name}"), "max_response_bytes": 1 << 20}
+    tracemalloc.start()
+    try:
+        attempts = await attempts_of(service[0], tool, {"name": "x"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [a.error_code for a in attempts] == ["TOOL_OUTPUT_INVALID"]
+    assert "larger than 1048576 bytes" in (attempts[0].error_message or "")
+    assert peak < 32 << 20  # inflating a whole 64 KiB read at once made 64 MiB
+
+
+@pytest.mark.parametrize(
+    ("encoding", "code"),
+    [("gzip", None), ("deflate", None), ("br", "TOOL_OUTPUT_INVALID")],
+)
+async def test_a_compressed_answer_is_read_when_it_is_one_corral_asked_for(
+    service: tuple[str, list[dict[str, Any]]],
+    seen: list[dict[str, Any]],
+    encoding: str,
+    code: str | None,
+) -> None:
+    attempts = await attempts_of(service[0], http_tool("/zipped/{name}"), {"name": encoding})
+    assert [a.error_code for a in attempts] == [code]
+    if code is None:
+        assert attempts[0].data == {"name": "zipped"}
+    assert seen[0]["headers"]["accept-encoding"] == "gzip, deflate"

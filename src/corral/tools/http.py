@@ -30,6 +30,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
     from corral.tools.context import ToolContext
 
 REDACTED = "[REDACTED]"
+ACCEPTED_ENCODINGS = "gzip, deflate"
+"""What corral inflates itself (bounded by the cap); httpx would add br or zstd when
+their packages happen to be installed."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 _MIN_SECRET = 4
 """Shorter header values are not searched for in responses: they would hide ordinary text."""
@@ -200,7 +204,7 @@ class HttpEndpoint:
 
     def _headers(self, context: ToolContext) -> tuple[dict[str, str], list[str]]:
         """The headers to send, and the secrets among their values."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "Accept-Encoding": ACCEPTED_ENCODINGS}
         secrets: list[str] = []
         for name, template in self.config.headers.items():
             headers[name] = self.transport.resolve(template)
@@ -291,18 +295,49 @@ class HttpEndpoint:
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise ToolOutputInvalidError(self._too_large(cap))
-        received = bytearray()
-        async for chunk in response.aiter_bytes():
-            received += chunk
-            if len(received) > cap:
+        body = _Body(response.headers.get("Content-Encoding", ""), cap, self.label)
+        async for chunk in response.aiter_raw():
+            body.take(chunk)
+            if len(body.data) > cap:
                 raise ToolOutputInvalidError(self._too_large(cap))
         try:
-            return json.loads(received)
+            return json.loads(body.data)
         except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
 
     def _too_large(self, cap: int) -> str:
         return f"{self.label}: the response is larger than {cap} bytes; it was cut off unread"
+
+
+class _Body:
+    """A response body as it streams in, inflated here a bounded piece at a time.
+
+    httpx would inflate each read whole, and 64 KiB of gzip can hold 64 MiB: far past any
+    cap. So corral reads the raw bytes and never inflates more than one byte past the cap.
+    """
+
+    def __init__(self, encoding: str, cap: int, label: str) -> None:
+        self.data = bytearray()
+        self.cap = cap
+        self.label = label
+        encoding = encoding.strip().lower()
+        self.inflate: zlib._Decompress | None = None
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
+        elif encoding not in ("", "identity"):
+            raise ToolOutputInvalidError(f"{label}: the response is encoded as {encoding}")
+
+    def take(self, chunk: bytes) -> None:
+        """Add a raw chunk to ``data``, inflated no further than one byte past the cap."""
+        if self.inflate is None:
+            self.data += chunk
+            return
+        try:
+            while chunk and len(self.data) <= self.cap:
+                self.data += self.inflate.decompress(chunk, self.cap + 1 - len(self.data))
+                chunk = self.inflate.unconsumed_tail
+        except zlib.error:
+            raise ToolOutputInvalidError(f"{self.label}: the response is not valid gzip") from None
 
 
 def _auth_header(auth: AuthConfig) -> tuple[str, str]:
