@@ -382,3 +382,25 @@ async def test_a_compressed_answer_is_read_when_it_is_one_corral_asked_for(
     if code is None:
         assert attempts[0].data == {"name": "zipped"}
     assert seen[0]["headers"]["accept-encoding"] == "gzip, deflate"
+
+
+def test_json_names_that_would_share_one_attribute_are_refused_not_merged() -> None:
+    """``x-y`` and ``x_y`` are two fields: one silently shadowing the other loses data."""
+    from corral.errors import ConfigInvalidError as Invalid
+    from corral.tools.schema_models import model_from_schema
+
+    both = {"type": "object", "properties": {"x-y": {"type": "string"}, "x_y": {"type": "string"}}}
+    with pytest.raises(Invalid, match="'x-y' and 'x_y'"):
+        model_from_schema("t", both)
+
+
+def test_a_field_named_like_pydantic_s_own_config_is_an_ordinary_field() -> None:
+    from corral.tools.schema_models import model_from_schema
+
+    schema = {
+        "type": "object",
+        "properties": {"Config": {"type": "string"}},
+        "required": ["Config"],
+    }
+    model = model_from_schema("t", schema, extra="forbid")
+    assert model.model_validate({"Config": "x"}).model_dump(by_alias=True) == {"Config": "x"}

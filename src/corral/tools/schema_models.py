@@ -71,13 +71,15 @@ def _kind(schema: Mapping[str, Any]) -> str | None:
 def python_name(field: str) -> str:
     """The attribute name of a JSON field: itself when it can be one, else a safe variant.
 
-    ``high-c`` is ``high_c``; ``json`` or ``model_config`` (names ``BaseModel`` uses) get a
-    trailing ``_``. The JSON name stays the field's alias, used on the wire.
+    ``high-c`` is ``high_c``; ``json``, ``model_config`` or ``Config`` (names ``BaseModel``
+    uses) get a trailing ``_``. The JSON name stays the field's alias, used on the wire.
+    Two fields with one attribute (``x-y`` and ``x_y``) fail the model's build.
     """
     safe = re.sub(r"\W", "_", field) or "field"
     if safe[0].isdigit() or safe.startswith("_"):
         safe = f"f{safe}"
-    if keyword.iskeyword(safe) or hasattr(BaseModel, safe) or safe.startswith("model_"):
+    taken = hasattr(BaseModel, safe) or safe.startswith("model_") or safe == "Config"
+    if keyword.iskeyword(safe) or taken:  # pydantic reads ``Config`` as the model's settings
         safe = f"{safe}_"
     return safe
 
@@ -140,12 +142,19 @@ class _Builder:
         properties = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         fields: dict[str, Any] = {}
+        named: dict[str, str] = {}
         for field, sub in properties.items():
-            annotation = self.annotation(f"{name}_{python_name(field)}", sub, refs)
+            attribute = python_name(field)
+            if attribute in named:  # one would shadow the other, and its data be lost
+                raise ConfigInvalidError(
+                    f"{name}: fields {named[attribute]!r} and {field!r} would both be "
+                    f"the attribute {attribute!r}"
+                )
+            named[attribute] = field
+            annotation = self.annotation(f"{name}_{attribute}", sub, refs)
             info: dict[str, Any] = {}
             if isinstance(sub, Mapping) and isinstance(sub.get("description"), str):
                 info["description"] = sub["description"]
-            attribute = python_name(field)
             if attribute != field:
                 info["alias"] = field
             if field in required:
