@@ -404,3 +404,33 @@ def test_a_field_named_like_pydantic_s_own_config_is_an_ordinary_field() -> None
     }
     model = model_from_schema("t", schema, extra="forbid")
     assert model.model_validate({"Config": "x"}).model_dump(by_alias=True) == {"Config": "x"}
+
+
+@pytest.mark.parametrize("value", ["上海", "a\r\nX-Evil: 1"])
+async def test_a_header_argument_that_cannot_be_a_header_is_refused_unsent(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]], value: str
+) -> None:
+    """Not a traceback, not a retry of a request that was never sent, never an injection."""
+    tool = http_tool("/x", method="POST", params_in={"name": "header"}, policy={"kind": "write"})
+    attempts = await attempts_of(service[0], tool, {"name": value})
+    assert [(a.error_code, a.applied, a.retryable) for a in attempts] == [
+        ("INVALID_ARGUMENT", False, False)
+    ]
+    assert seen == []
+
+
+async def test_a_token_with_a_line_break_is_a_config_error_that_sends_nothing(
+    service: tuple[str, list[dict[str, Any]]],
+    seen: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A token read from a file keeps its newline: that is the config's fault, said so once
+    (not retried as a network failure, not an unknown write), and the token is not shown."""
+    monkeypatch.setenv("R1_NL_TOKEN", "r1-secret-token\n")
+    auth = {"env": "R1_NL_TOKEN", "scheme": "Bearer"}
+    tool = http_tool("/x", method="POST", auth=auth, policy={"kind": "write"})
+    attempts = await attempts_of(service[0], tool, {"name": "a"})
+    assert [(a.error_code, a.applied) for a in attempts] == [("CONFIG_INVALID", False)]
+    assert "R1_NL_TOKEN" in (attempts[0].error_message or "")
+    assert "r1-secret-token" not in (attempts[0].error_message or "")
+    assert seen == []

@@ -128,10 +128,12 @@ class NotSentError(ConfigInvalidError):
     applied = False
 
 
-class PathArgumentError(InvalidArgumentError):
-    """An argument that cannot fill its path segment (it is empty): refused unsent.
+class UnsendableArgumentError(InvalidArgumentError):
+    """An argument that cannot go where it must: ``INVALID_ARGUMENT``, and nothing sent.
 
-    ``/users/{id}`` with ``id=""`` would be ``/users/``, the collection: another resource.
+    An empty path argument (``/users/{id}`` with ``id=""`` would be ``/users/``, the
+    collection: another resource), or a header argument that is not printable ASCII (a
+    line break would be an injection, other text cannot be encoded).
     """
 
     applied = False
@@ -144,10 +146,22 @@ def path_segment(value: str, where: str) -> str:
     be resolved away by URL normalisation, and climb out of the template.
     """
     if not value:
-        raise PathArgumentError(f"{where} cannot be empty: it fills a path segment")
+        raise UnsendableArgumentError(f"{where} cannot be empty: it fills a path segment")
     if not value.strip("."):
         return "%2E" * len(value)
     return quote(value, safe="")
+
+
+def sendable(value: str) -> bool:
+    """Whether ``value`` can be a header's value: printable ASCII, so never a line break."""
+    return value.isascii() and value.isprintable()
+
+
+def header_value(value: str, where: str) -> str:
+    """An argument as a header's value, or ``UnsendableArgumentError``."""
+    if not sendable(value):
+        raise UnsendableArgumentError(f"{where} must be printable ASCII: it is sent as a header")
+    return value
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -208,6 +222,10 @@ class HttpEndpoint:
         secrets: list[str] = []
         for name, template in self.config.headers.items():
             headers[name] = self.transport.resolve(template)
+            if not sendable(headers[name]):  # the value may be a secret: never shown
+                raise ConfigInvalidError(
+                    f"the {name} header is not one line of printable ASCII once resolved"
+                )
             if placeholders(template):
                 secrets.append(headers[name])
         if self.config.auth is not None:
@@ -270,7 +288,7 @@ class HttpEndpoint:
             elif where == "query":
                 query[name] = plain
             elif where == "header":
-                headers[name] = str(plain)
+                headers[name] = header_value(str(plain), f"{self.label}: {name}")
             else:
                 body[name] = plain
         target = httpx.URL(url)  # a query in the template is kept, the arguments added
@@ -346,6 +364,11 @@ def _auth_header(auth: AuthConfig) -> tuple[str, str]:
     if not secret:
         raise ConfigInvalidError(
             f"the auth variable {auth.env} is not set", hint=f"export {auth.env}=..."
+        )
+    if not sendable(secret):  # a token read from a file keeps its newline
+        raise ConfigInvalidError(
+            f"the auth variable {auth.env} is not one line of printable ASCII",
+            hint="strip its trailing newline",
         )
     return (f"{auth.scheme} {secret}" if auth.scheme else secret), secret
 
