@@ -46,7 +46,11 @@ def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
 
     @app.middleware("http")
     async def record(request: Request, call_next: Any) -> Response:
-        raw = {"raw_path": request.scope["raw_path"].decode(), "headers": dict(request.headers)}
+        raw = {
+            "raw_path": request.scope["raw_path"].decode(),
+            "query": request.scope["query_string"].decode(),
+            "headers": dict(request.headers),
+        }
         seen.append(raw)
         response: Response = await call_next(request)
         return response
@@ -434,3 +438,29 @@ async def test_a_token_with_a_line_break_is_a_config_error_that_sends_nothing(
     assert "R1_NL_TOKEN" in (attempts[0].error_message or "")
     assert "r1-secret-token" not in (attempts[0].error_message or "")
     assert seen == []
+
+
+async def test_an_object_in_the_query_is_sent_as_json_not_as_python(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    tool = http_tool("/search")
+    tool["input"] = {
+        "type": "object",
+        "properties": {
+            "filter": {"type": "object", "properties": {"city": {"type": "string"}}},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "exact": {"type": "boolean"},
+        },
+    }
+    args = {"filter": {"city": "上海"}, "tags": ["a", "b"], "exact": True}
+    attempts = await attempts_of(service[0], tool, args)
+    assert [a.status for a in attempts] == ["success"]
+    from urllib.parse import parse_qsl
+
+    query = parse_qsl(seen[0]["query"])
+    assert query == [
+        ("filter", '{"city":"上海"}'),
+        ("tags", "a"),
+        ("tags", "b"),
+        ("exact", "true"),
+    ]

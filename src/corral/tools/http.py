@@ -152,6 +152,18 @@ def path_segment(value: str, where: str) -> str:
     return quote(value, safe="")
 
 
+def _query_value(plain: Any) -> Any:
+    """A JSON argument as the query carries it: an object as compact JSON, not Python's repr.
+
+    Scalars stay as they are and a list repeats the name (httpx's own encoding).
+    """
+    if isinstance(plain, list):
+        return [_query_value(item) for item in plain]
+    if isinstance(plain, dict):
+        return json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+    return plain
+
+
 def sendable(value: str) -> bool:
     """Whether ``value`` can be a header's value: printable ASCII, so never a line break."""
     return value.isascii() and value.isprintable()
@@ -286,7 +298,7 @@ class HttpEndpoint:
                 segment = path_segment(str(plain), f"{self.label}: {name}")
                 url = url.replace(f"{{{name}}}", segment)
             elif where == "query":
-                query[name] = plain
+                query[name] = _query_value(plain)
             elif where == "header":
                 headers[name] = header_value(str(plain), f"{self.label}: {name}")
             else:
