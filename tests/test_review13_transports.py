@@ -464,3 +464,39 @@ async def test_an_object_in_the_query_is_sent_as_json_not_as_python(
         ("tags", "b"),
         ("exact", "true"),
     ]
+
+
+SETUP_TOOLS = """
+from pathlib import Path
+
+from corral import tool
+
+MARKS = Path(__file__).parent / "marks.txt"
+
+
+def setup(data_dir: Path):
+    MARKS.write_text(MARKS.read_text() + "open\\n" if MARKS.exists() else "open\\n")
+    yield {}
+    MARKS.write_text(MARKS.read_text() + "closed\\n")
+
+
+@tool
+def greet() -> str:
+    \"\"\"Say hello.\"\"\"
+    return "hello"
+"""
+
+
+def test_a_load_that_fails_after_setup_runs_its_teardown(tmp_path: Path) -> None:
+    """``corral run AGENT MSG --model typo``: setup started a service, the model name is
+    wrong; the service must be stopped then, not left to the end of the process."""
+    from corral import load_agent
+
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    config = one_intent("hi", steps=[{"id": "s1", "tool": "greet", "args": {}}])
+    (folder / "agent.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    (folder / "tools.py").write_text(SETUP_TOOLS, encoding="utf-8")
+    with pytest.raises(ConfigInvalidError, match="unknown model"):
+        load_agent(folder, model_name="typo")
+    assert (folder / "marks.txt").read_text().split() == ["open", "closed"]
