@@ -69,6 +69,11 @@ def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
         headers = {"Content-Encoding": encoding}
         return Response(packed, media_type="application/json", headers=headers)
 
+    @app.api_route("/status/{code}", methods=["GET", "POST"])
+    async def status(code: int) -> Response:
+        headers = {"Location": "/elsewhere"} if 300 <= code < 400 else {}
+        return Response(b'{"error": "x"}', status_code=code, headers=headers)
+
     @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
     async def anything(rest: str) -> Response:
         return Response(json.dumps({"name": rest}), media_type="application/json")
@@ -500,3 +505,29 @@ def test_a_load_that_fails_after_setup_runs_its_teardown(tmp_path: Path) -> None
     with pytest.raises(ConfigInvalidError, match="unknown model"):
         load_agent(folder, model_name="typo")
     assert (folder / "marks.txt").read_text().split() == ["open", "closed"]
+
+
+@pytest.mark.parametrize("status", [303, 409])
+async def test_a_write_answered_303_or_409_may_have_acted_so_its_outcome_is_unknown(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]], status: int
+) -> None:
+    """303 See Other: done, look there. 409 to a keyed write: a request with the same key
+    is still running. Neither proves the write did not happen: "failed" would be a lie."""
+    tool = http_tool(f"/status/{status}", method="POST", policy={"kind": "write"})
+    config = parse_config(
+        one_intent(
+            "go", steps=[{"id": "s1", "tool": "t", "args": {"name": "a"}}], http_tools=[tool]
+        )
+    )
+    agent = Agent.build(config, [], deps={"BASE": service[0]})
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+    assert [s.error_code for s in summary.steps] == ["OUTCOME_UNKNOWN"]
+    assert len(seen) == 1
+
+
+async def test_a_read_answered_409_is_a_plain_failure(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    attempts = await attempts_of(service[0], http_tool("/status/409"), {"name": "a"})
+    assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_FAILED", False)]

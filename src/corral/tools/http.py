@@ -11,7 +11,8 @@ function tools' own code path:
 - a connection that could not be made: ``TransientToolError(applied=False)``; a timeout:
   ``TimeoutError``; a connection lost on the way: ``TransientToolError``;
 - 404 for a read: no result (``NO_RESULT``); 204: no result;
-- any other status outside 2xx: ``ToolFailedError`` (not retried);
+- any other status outside 2xx: ``ToolFailedError`` (not retried), except a 303 or 409
+  to a write, which do not prove it did not act (``WriteInDoubtError``: outcome unknown);
 - a body that is not JSON, or larger than ``max_response_bytes`` (cut off while it
   streams, before parsing): ``ToolOutputInvalidError``.
 
@@ -43,6 +44,7 @@ from pydantic_core import to_jsonable_python
 
 from corral.errors import (
     ConfigInvalidError,
+    CorralError,
     InvalidArgumentError,
     ToolFailedError,
     ToolOutputInvalidError,
@@ -116,6 +118,19 @@ class HttpTransport:
             running = None
         if loop is running:
             await client.aclose()
+
+
+_IN_DOUBT = frozenset({303, 409})
+"""Statuses that do not prove a write did not act: 303 See Other (done, look there), and
+409 Conflict (for a keyed write: a request with the same key is still running)."""
+
+
+class WriteInDoubtError(CorralError):
+    """A write answered with a status in ``_IN_DOUBT``: its outcome is unknown.
+
+    ``TOOL_FAILED`` and not retried, but not ``ToolFailedError``, which would claim that
+    nothing happened: the step ends ``OUTCOME_UNKNOWN``.
+    """
 
 
 class NotSentError(ConfigInvalidError):
@@ -318,6 +333,8 @@ class HttpEndpoint:
         if status == 404 and self.config.policy.kind != "write":
             return None
         if not 200 <= status < 300:
+            if status in _IN_DOUBT and self.config.policy.kind == "write":
+                raise WriteInDoubtError(f"{self.label}: HTTP {status}")
             raise ToolFailedError(f"{self.label}: HTTP {status}")
         if status == 204:
             return None
