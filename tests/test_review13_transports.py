@@ -74,6 +74,11 @@ def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
         headers = {"Location": "/elsewhere"} if 300 <= code < 400 else {}
         return Response(b'{"error": "x"}', status_code=code, headers=headers)
 
+    @app.get("/gbk/{name}")
+    async def gbk(name: str) -> Response:
+        body = json.dumps({"name": name}, ensure_ascii=False).encode("gbk")
+        return Response(body, headers={"Content-Type": "application/json; charset=gbk"})
+
     @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
     async def anything(rest: str) -> Response:
         return Response(json.dumps({"name": rest}), media_type="application/json")
@@ -531,3 +536,11 @@ async def test_a_read_answered_409_is_a_plain_failure(
 ) -> None:
     attempts = await attempts_of(service[0], http_tool("/status/409"), {"name": "a"})
     assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_FAILED", False)]
+
+
+async def test_a_json_body_in_the_charset_its_content_type_names_is_read(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    """Older Chinese services answer GBK and say so: ``application/json; charset=gbk``."""
+    attempts = await attempts_of(service[0], http_tool("/gbk/{name}"), {"name": "上海"})
+    assert [(a.status, a.data) for a in attempts] == [("success", {"name": "上海"})]

@@ -347,9 +347,10 @@ class HttpEndpoint:
             body.take(chunk)
             if len(body.data) > cap:
                 raise ToolOutputInvalidError(self._too_large(cap))
+        charset = response.charset_encoding  # JSON is UTF-8, but older services say GBK
         try:
-            return json.loads(body.data)
-        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            return json.loads(body.data.decode(charset) if charset else body.data)
+        except (ValueError, LookupError):  # bad JSON, bad bytes or an unknown charset
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
 
     def _too_large(self, cap: int) -> str:
