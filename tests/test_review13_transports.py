@@ -79,6 +79,10 @@ def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
         body = json.dumps({"name": name}, ensure_ascii=False).encode("gbk")
         return Response(body, headers={"Content-Type": "application/json; charset=gbk"})
 
+    @app.api_route("/empty/{code}", methods=["GET", "POST", "DELETE"])
+    async def empty(code: int) -> Response:
+        return Response(status_code=code)
+
     @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
     async def anything(rest: str) -> Response:
         return Response(json.dumps({"name": rest}), media_type="application/json")
@@ -544,3 +548,29 @@ async def test_a_json_body_in_the_charset_its_content_type_names_is_read(
     """Older Chinese services answer GBK and say so: ``application/json; charset=gbk``."""
     attempts = await attempts_of(service[0], http_tool("/gbk/{name}"), {"name": "上海"})
     assert [(a.status, a.data) for a in attempts] == [("success", {"name": "上海"})]
+
+
+@pytest.mark.parametrize(("method", "status"), [("DELETE", 204), ("POST", 202), ("POST", 200)])
+async def test_a_write_answered_2xx_without_a_body_succeeded(
+    service: tuple[str, list[dict[str, Any]]],
+    seen: list[dict[str, Any]],
+    method: str,
+    status: int,
+) -> None:
+    """``DELETE`` answers 204 No Content; a queued job 202 with nothing to say. The write
+    is done: it is not "no result" (a failed step), nor an unparsable body (unknown)."""
+    tool = http_tool(f"/empty/{status}", method=method, policy={"kind": "write"})
+    tool["output"] = {"type": "object", "properties": {"id": {"type": "string"}}}
+    steps = [{"id": "s1", "tool": "t", "args": {"name": "a"}}]
+    config = parse_config(one_intent("go", steps=steps, http_tools=[tool]))
+    agent = Agent.build(config, [], deps={"BASE": service[0]})
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+    assert [(s.status.value, s.error_code) for s in summary.steps] == [("succeeded", None)]
+
+
+async def test_a_read_answered_204_has_no_result(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    attempts = await attempts_of(service[0], http_tool("/empty/204"), {"name": "a"})
+    assert [a.status for a in attempts] == ["no_result"]

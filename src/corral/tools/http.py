@@ -10,7 +10,8 @@ function tools' own code path:
 - 5xx: ``TransientToolError`` (the outcome of a write is unknown), with ``Retry-After``;
 - a connection that could not be made: ``TransientToolError(applied=False)``; a timeout:
   ``TimeoutError``; a connection lost on the way: ``TransientToolError``;
-- 404 for a read: no result (``NO_RESULT``); 204: no result;
+- 404 for a read: no result (``NO_RESULT``); a 2xx without a body (204): no result for
+  a read, and a success without data for a write (``DELETE`` answers 204);
 - any other status outside 2xx: ``ToolFailedError`` (not retried), except a 303 or 409
   to a write, which do not prove it did not act (``WriteInDoubtError``: outcome unknown);
 - a body that is not JSON, or larger than ``max_response_bytes`` (cut off while it
@@ -337,7 +338,7 @@ class HttpEndpoint:
                 raise WriteInDoubtError(f"{self.label}: HTTP {status}")
             raise ToolFailedError(f"{self.label}: HTTP {status}")
         if status == 204:
-            return None
+            return self._nothing()
         cap = self.config.max_response_bytes
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
@@ -347,11 +348,17 @@ class HttpEndpoint:
             body.take(chunk)
             if len(body.data) > cap:
                 raise ToolOutputInvalidError(self._too_large(cap))
+        if not body.data.strip():
+            return self._nothing()
         charset = response.charset_encoding  # JSON is UTF-8, but older services say GBK
         try:
             return json.loads(body.data.decode(charset) if charset else body.data)
         except (ValueError, LookupError):  # bad JSON, bad bytes or an unknown charset
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
+
+    def _nothing(self) -> dict[str, Any] | None:
+        """A 2xx without a body: a write is done (no data), a read has no result."""
+        return {} if self.config.policy.kind == "write" else None
 
     def _too_large(self, cap: int) -> str:
         return f"{self.label}: the response is larger than {cap} bytes; it was cut off unread"
