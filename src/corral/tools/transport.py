@@ -6,9 +6,9 @@ server process. The agent owns its transports and closes them in ``Agent.aclose`
 
 A transport opens lazily, on its first call, so building an agent stays synchronous and
 starts nothing; it may be opened again after ``aclose`` (a later run of the same agent).
-Values such as a base URL or a header may say ``${NAME}``: they are resolved when the
-transport opens, from the agent's ``deps`` (what ``setup`` returned, e.g. the port of a
-service it started) first, then the environment.
+Values such as a base URL or a header may say ``${NAME}``: they are resolved when they
+are used (each HTTP call, each MCP server start), from the agent's ``deps`` (what ``setup``
+returned, e.g. the port of a service it started) first, then the environment.
 """
 
 from __future__ import annotations
