@@ -574,3 +574,49 @@ async def test_a_read_answered_204_has_no_result(
 ) -> None:
     attempts = await attempts_of(service[0], http_tool("/empty/204"), {"name": "a"})
     assert [a.status for a in attempts] == ["no_result"]
+
+
+def charges_with(parameters: list[dict[str, Any]]) -> dict[str, Any]:
+    """The charges document with these parameters instead of its own."""
+    document = json.loads(json.dumps(CHARGES))
+    document["paths"]["/charges"]["post"]["parameters"] = parameters
+    return document
+
+
+@pytest.mark.parametrize(
+    ("parameters", "problem"),
+    [
+        (
+            [{"name": "session", "in": "cookie", "required": True, "schema": {"type": "string"}}],
+            "cookie",
+        ),
+        (
+            [
+                {"name": "amount", "in": "query", "schema": {"type": "integer"}},
+            ],
+            "both a parameter and a body field",
+        ),
+        (
+            [
+                {"name": "v", "in": "query", "schema": {"type": "integer"}},
+                {"name": "v", "in": "header", "schema": {"type": "string"}},
+            ],
+            "'v' is both",
+        ),
+    ],
+)
+def test_parameters_corral_cannot_send_as_declared_fail_the_load(
+    tmp_path: Path, parameters: list[dict[str, Any]], problem: str
+) -> None:
+    """A required cookie would be missing from every call; a name in two places would
+    be sent in one of them only: both are load errors, never a silently broken tool."""
+    (tmp_path / "openapi.json").write_text(json.dumps(charges_with(parameters)), "utf-8")
+    source = {
+        "document": "openapi.json",
+        "base_url": "http://127.0.0.1:9",
+        "operations": {"createCharge": "charge"},
+    }
+    steps = [{"id": "s1", "tool": "charge", "args": {"amount": 1}}]
+    config = parse_config(one_intent("go", steps=steps, openapi=[source]))
+    with pytest.raises(ConfigInvalidError, match=problem):
+        Agent.build(config, [], root=tmp_path)

@@ -178,10 +178,18 @@ def _input(
     parameters = [refs.deref(p) for p in listed]
     by_name = {(p.get("name"), p.get("in")): p for p in parameters}  # the operation's win
     for (name, where), parameter in by_name.items():
-        if where not in _IN or not isinstance(name, str):
-            continue  # cookies are not arguments a plan can give
+        if not isinstance(name, str):
+            continue
+        if where == "cookie" and parameter.get("required"):
+            raise ConfigInvalidError(f"{refs.where}: the required cookie {name!r} cannot be sent")
+        if where not in _IN:
+            continue  # an optional cookie is not an argument a plan can give
         if where == "header" and name.lower() in own:
             continue
+        if name in properties:  # one argument cannot go to two places
+            raise ConfigInvalidError(
+                f"{refs.where}: {name!r} is both a {params_in[name]} and a {where} parameter"
+            )
         declared = dict(refs.inline(parameter.get("schema") or {}))
         if isinstance(parameter.get("description"), str):
             declared.setdefault("description", parameter["description"])
