@@ -83,6 +83,33 @@ def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
     async def empty(code: int) -> Response:
         return Response(status_code=code)
 
+    @app.post("/mcp-echo")
+    async def mcp_echo(request: Request) -> Response:
+        """A minimal streamable-HTTP MCP server whose one tool echoes the auth header."""
+        message = await request.json()
+        if "id" not in message:
+            return Response(status_code=202)  # a notification
+        method = message["method"]
+        result: dict[str, Any] = {}
+        if method == "initialize":
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "echo", "version": "0"},
+            }
+        elif method == "tools/list":
+            schema = {"type": "object", "properties": {}}
+            result = {"tools": [{"name": "whoami", "inputSchema": schema}]}
+        elif method == "tools/call":
+            said = request.headers.get("authorization", "").removeprefix("Bearer ")
+            result = {"content": [{"type": "text", "text": f"you are {said}"}]}
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        return Response(json.dumps(answer), media_type="application/json")
+
+    @app.api_route("/mcp-echo", methods=["GET", "DELETE"])
+    async def mcp_echo_other() -> Response:
+        return Response(status_code=405)
+
     @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
     async def anything(rest: str) -> Response:
         return Response(json.dumps({"name": rest}), media_type="application/json")
@@ -620,3 +647,37 @@ def test_parameters_corral_cannot_send_as_declared_fail_the_load(
     config = parse_config(one_intent("go", steps=steps, openapi=[source]))
     with pytest.raises(ConfigInvalidError, match=problem):
         Agent.build(config, [], root=tmp_path)
+
+
+def test_an_mcp_server_echoing_its_auth_header_has_it_redacted(
+    service: tuple[str, list[dict[str, Any]]],
+    seen: list[dict[str, Any]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As for HTTP tools: a ``${NAME}`` in a header is a secret, and an answer that
+    echoes it (a debug endpoint, an error page) has it replaced before it is stored."""
+    import_extra("mcp", REQUIRE_ALL)
+    monkeypatch.setenv("R1_MCP_TOKEN", "r1-mcp-token-Kd9")
+    server = {
+        "name": "echo",
+        "url": service[0] + "/mcp-echo",
+        "headers": {"Authorization": "Bearer ${R1_MCP_TOKEN}"},
+        "tools": {"whoami": {"max_retries": 0}},
+    }
+    steps = [{"id": "s1", "tool": "whoami", "args": {}}]
+    config = parse_config(one_intent("go", steps=steps, mcp_servers=[server]))
+    agent = Agent.build(config, [], root=tmp_path)
+
+    async def run() -> list[Any]:
+        async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+            summary = await runtime.start("go")
+            return [e.payload for e in await runtime.events(summary.run_id)]
+
+    import asyncio
+
+    events = asyncio.run(run())
+    (attempt,) = [e for e in events if isinstance(e, ToolAttempt)]
+    assert attempt.data == {"value": "you are [REDACTED]"}
+    assert any(s["headers"].get("authorization") == "Bearer r1-mcp-token-Kd9" for s in seen)
+    assert "r1-mcp-token-Kd9" not in json.dumps(events, default=str)

@@ -61,20 +61,17 @@ from corral.tools.http_config import (
 )
 from corral.tools.schema_models import python_name
 from corral.tools.spec import ToolSpec
-from corral.tools.transport import placeholders, resolve_placeholders
+from corral.tools.transport import redact, resolve_placeholders, secrets_in
 
 if TYPE_CHECKING:
     import httpx
 
     from corral.tools.context import ToolContext
 
-REDACTED = "[REDACTED]"
 ACCEPTED_ENCODINGS = "gzip, deflate"
 """What corral inflates itself (bounded by the cap); httpx would add br or zstd when
 their packages happen to be installed."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_MIN_SECRET = 4
-"""Shorter header values are not searched for in responses: they would hide ordinary text."""
 
 
 class HttpTransport:
@@ -210,19 +207,6 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
-def _scrub(value: Any, secrets: Sequence[str]) -> Any:
-    """``value`` with every secret replaced by ``[REDACTED]`` (an echo of the token)."""
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
-
-
 @dataclass(frozen=True)
 class HttpEndpoint:
     """One declared endpoint: arguments in, a result or a function tool's exception out."""
@@ -254,15 +238,14 @@ class HttpEndpoint:
                 raise ConfigInvalidError(
                     f"the {name} header is not one line of printable ASCII once resolved"
                 )
-            if placeholders(template):
-                secrets.append(headers[name])
+            secrets.extend(secrets_in(template, self.transport.deps))
         if self.config.auth is not None:
             header, secret = _auth_header(self.config.auth)
             headers[self.config.auth.header] = header
             secrets.extend([header, secret])
         if self.config.policy.kind == "write":
             headers[IDEMPOTENCY_HEADER] = context.idempotency_key
-        return headers, [s for s in secrets if len(s) >= _MIN_SECRET]
+        return headers, secrets
 
     async def call(self, **kwargs: Any) -> Any:
         """One request; the decoded JSON, ``None`` for no result, or a tool exception."""
@@ -284,7 +267,7 @@ class HttpEndpoint:
                 headers=headers,
                 timeout=httpx.Timeout(self.config.policy.timeout_s),
             ) as response:
-                return _scrub(await self._answer(response), secrets)
+                return redact(await self._answer(response), secrets)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             raise TransientToolError(f"{self.label}: could not connect", applied=False) from None
         except httpx.UnsupportedProtocol:

@@ -28,6 +28,7 @@ from corral.errors import (
     ToolTimeoutError,
     TransientToolError,
 )
+from corral.tools.transport import redact
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -55,6 +56,8 @@ class McpLaunch:
     cwd: Path | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     startup_timeout_s: float = 10.0
+    secrets: tuple[str, ...] = ()
+    """What ``${NAME}`` put in the headers: redacted from every answer of the server."""
 
     def argv(self) -> list[str]:
         """The command to run, ``python`` meaning the interpreter running corral."""
@@ -157,6 +160,8 @@ class McpConnection:
         self._launch = launch
         self._started: _Started | None = None
         self.starts = 0
+        self.secrets: tuple[str, ...] = ()
+        """The secrets of the current start (``McpLaunch.secrets``)."""
 
     @property
     def running(self) -> bool:
@@ -175,6 +180,7 @@ class McpConnection:
             started = self._started  # another caller may have restarted it meanwhile
         if started is None:
             launch = self._launch()
+            self.secrets = launch.secrets
             ready: asyncio.Future[ClientSession] = loop.create_future()
             stop = asyncio.Event()
             owner = loop.create_task(_own(launch, ready, stop), name=f"mcp-{self.name}")
@@ -205,9 +211,9 @@ class McpConnection:
             return await session.call_tool(tool, arguments, meta=cast("RequestParamsMeta", meta))
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:  # the server answered with an error
-                raise ToolFailedError(
-                    f"MCP server {self.name!r} refused {tool}: {exc.message}"[:300]
-                ) from None
+                said = redact(exc.message, self.secrets)
+                message = f"MCP server {self.name!r} refused {tool}: {said}"
+                raise ToolFailedError(message[:300]) from None
             await self._discard(started)
             raise TransientToolError(
                 f"MCP server {self.name!r} went away while {tool} was running"
