@@ -681,3 +681,22 @@ def test_an_mcp_server_echoing_its_auth_header_has_it_redacted(
     assert attempt.data == {"value": "you are [REDACTED]"}
     assert any(s["headers"].get("authorization") == "Bearer r1-mcp-token-Kd9" for s in seen)
     assert "r1-mcp-token-Kd9" not in json.dumps(events, default=str)
+
+
+def test_corral_run_prints_a_finished_run_even_when_the_teardown_fails(tmp_path: Path) -> None:
+    """The run is done and stored (perhaps a write): hiding its summary behind the
+    teardown's error invites the user to run it again. The failure is still said."""
+    from tests.helpers import corral_cli
+
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    config = one_intent("hi", steps=[{"id": "s1", "tool": "greet", "args": {}}])
+    (folder / "agent.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    failing = SETUP_TOOLS.replace(
+        '    MARKS.write_text(MARKS.read_text() + "closed\\n")', '    raise RuntimeError("stuck")'
+    )
+    assert failing != SETUP_TOOLS
+    (folder / "tools.py").write_text(failing, encoding="utf-8")
+    done = corral_cli(tmp_path / "home", "run", str(folder), "hi", "--json", ok=False)
+    assert json.loads(done.stdout)["status"] == "finished"
+    assert "teardown" in done.stderr and "stuck" in done.stderr
