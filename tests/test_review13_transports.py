@@ -700,3 +700,19 @@ def test_corral_run_prints_a_finished_run_even_when_the_teardown_fails(tmp_path:
     done = corral_cli(tmp_path / "home", "run", str(folder), "hi", "--json", ok=False)
     assert json.loads(done.stdout)["status"] == "finished"
     assert "teardown" in done.stderr and "stuck" in done.stderr
+
+
+async def test_a_boolean_in_the_path_or_a_header_is_written_as_json_writes_it(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    """``true``, as in the query and the body: never Python's ``True``."""
+    tool = http_tool("/flags/{on}", params_in={"dry": "header"})
+    tool["input"] = {
+        "type": "object",
+        "properties": {"on": {"type": "boolean"}, "dry": {"type": "boolean"}},
+        "required": ["on"],
+    }
+    attempts = await attempts_of(service[0], tool, {"on": True, "dry": False})
+    assert [a.status for a in attempts] == ["success"]
+    assert seen[0]["raw_path"] == "/flags/true"
+    assert seen[0]["headers"]["dry"] == "false"

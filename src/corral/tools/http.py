@@ -165,6 +165,17 @@ def path_segment(value: str, where: str) -> str:
     return quote(value, safe="")
 
 
+def _text(plain: Any) -> str:
+    """A JSON argument as the text of a path segment, a header or a query object.
+
+    A string as it is; any other value as JSON writes it (``true``, ``1.5``, ``["a"]``),
+    never as Python does (``True``).
+    """
+    if isinstance(plain, str):
+        return plain
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+
+
 def _query_value(plain: Any) -> Any:
     """A JSON argument as the query carries it: an object as compact JSON, not Python's repr.
 
@@ -173,7 +184,7 @@ def _query_value(plain: Any) -> Any:
     if isinstance(plain, list):
         return [_query_value(item) for item in plain]
     if isinstance(plain, dict):
-        return json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+        return _text(plain)
     return plain
 
 
@@ -294,12 +305,12 @@ class HttpEndpoint:
             plain = to_jsonable_python(value, by_alias=True)
             where = self._place(name)
             if where == "path":
-                segment = path_segment(str(plain), f"{self.label}: {name}")
+                segment = path_segment(_text(plain), f"{self.label}: {name}")
                 url = url.replace(f"{{{name}}}", segment)
             elif where == "query":
                 query[name] = _query_value(plain)
             elif where == "header":
-                headers[name] = header_value(str(plain), f"{self.label}: {name}")
+                headers[name] = header_value(_text(plain), f"{self.label}: {name}")
             else:
                 body[name] = plain
         target = httpx.URL(url)  # a query in the template is kept, the arguments added
