@@ -110,6 +110,10 @@ def make_app() -> tuple[FastAPI, list[dict[str, Any]]]:
     async def mcp_echo_other() -> Response:
         return Response(status_code=405)
 
+    @app.get("/deep/{name}")
+    async def deep(name: str) -> Response:
+        return Response(b"[" * 100_000 + b"]" * 100_000, media_type="application/json")
+
     @app.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
     async def anything(rest: str) -> Response:
         return Response(json.dumps({"name": rest}), media_type="application/json")
@@ -716,3 +720,14 @@ async def test_a_boolean_in_the_path_or_a_header_is_written_as_json_writes_it(
     assert [a.status for a in attempts] == ["success"]
     assert seen[0]["raw_path"] == "/flags/true"
     assert seen[0]["headers"]["dry"] == "false"
+
+
+async def test_a_json_body_nested_beyond_reason_is_an_invalid_output(
+    service: tuple[str, list[dict[str, Any]]], seen: list[dict[str, Any]]
+) -> None:
+    """100 000 nested arrays in 200 KB: the parser's recursion limit, not a tool failure."""
+    tool = http_tool("/deep/{name}")
+    tool["output"] = {"type": "array"}
+    attempts = await attempts_of(service[0], tool, {"name": "a"})
+    assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_OUTPUT_INVALID", False)]
+    assert "nests too deep" in (attempts[0].error_message or "")

@@ -349,6 +349,8 @@ class HttpEndpoint:
             return json.loads(body.data.decode(charset) if charset else body.data)
         except (ValueError, LookupError):  # bad JSON, bad bytes or an unknown charset
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
+        except RecursionError:  # a few KB of "[[[[..." reach the parser's limit
+            raise ToolOutputInvalidError(f"{self.label}: the response nests too deep") from None
 
     def _nothing(self) -> dict[str, Any] | None:
         """A 2xx without a body: a write is done (no data), a read has no result."""
