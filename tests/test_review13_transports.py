@@ -731,3 +731,22 @@ async def test_a_json_body_nested_beyond_reason_is_an_invalid_output(
     attempts = await attempts_of(service[0], tool, {"name": "a"})
     assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_OUTPUT_INVALID", False)]
     assert "nests too deep" in (attempts[0].error_message or "")
+
+
+async def test_an_mcp_text_answer_nested_beyond_reason_is_an_invalid_output(
+    tmp_path: Path,
+) -> None:
+    import_extra("mcp", REQUIRE_ALL)
+    server = {
+        "name": "deep",
+        "command": ["python", str(RAW_SERVER), "deep"],
+        "tools": {"deep": {"max_retries": 0}},
+    }
+    steps = [{"id": "s1", "tool": "deep", "args": {}}]
+    config = parse_config(one_intent("go", steps=steps, mcp_servers=[server]))
+    agent = Agent.build(config, [], root=tmp_path)
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+        events = await runtime.events(summary.run_id)
+    (attempt,) = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    assert (attempt.error_code, attempt.retryable) == ("TOOL_OUTPUT_INVALID", False)

@@ -5,7 +5,9 @@
   waits for ``tools/list`` without a deadline waits for ever);
 - ``bad_output``: offers ``balance()`` with an output schema (``{"balance": integer}``)
   and answers it with structured content that breaks it, holding a value that must
-  never reach a log (``ACCOUNT-SECRET-42``).
+  never reach a log (``ACCOUNT-SECRET-42``);
+- ``deep``: offers ``deep()`` without an output schema, and answers text that is JSON
+  nested 40 000 levels deep.
 
 It exits when its stdin closes.
 """
@@ -51,6 +53,11 @@ for line in sys.stdin:
                 "serverInfo": {"name": MODE, "version": "0"},
             },
         )
+    elif MODE == "deep" and method == "tools/list":
+        answer(message, {"tools": [{"name": "deep", "inputSchema": BALANCE["inputSchema"]}]})
+    elif MODE == "deep" and method == "tools/call":
+        nested = "[" * 40_000 + "]" * 40_000
+        answer(message, {"content": [{"type": "text", "text": nested}], "isError": False})
     elif MODE == "bad_output" and method == "tools/list":
         answer(message, {"tools": [BALANCE]})
     elif MODE == "bad_output" and method == "tools/call":

@@ -62,3 +62,5 @@ def result_value(
         return json.loads(text)
     except ValueError:
         return text
+    except RecursionError:  # a few KB of "[[[[..." reach the parser's limit
+        raise ToolOutputInvalidError(f"MCP tool {tool!r} answered JSON nested too deep") from None
