@@ -750,3 +750,18 @@ async def test_an_mcp_text_answer_nested_beyond_reason_is_an_invalid_output(
         events = await runtime.events(summary.run_id)
     (attempt,) = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
     assert (attempt.error_code, attempt.retryable) == ("TOOL_OUTPUT_INVALID", False)
+
+
+def test_an_mcp_server_that_never_initializes_fails_the_load_in_time(tmp_path: Path) -> None:
+    """A guard (this held before the review): ``startup_timeout_s`` bounds ``initialize``."""
+    import_extra("mcp", REQUIRE_ALL)
+    server = {
+        "name": "silent",
+        "command": ["python", str(RAW_SERVER), "silent"],
+        "startup_timeout_s": 1,
+        "tools": {"anything": None},
+    }
+    steps = [{"id": "s1", "tool": "anything", "args": {}}]
+    config = parse_config(one_intent("go", steps=steps, mcp_servers=[server]))
+    with pytest.raises(ConfigInvalidError, match="'silent'"):
+        Agent.build(config, [], root=tmp_path)

@@ -1,6 +1,7 @@
 """A hand-written MCP server over stdio (raw JSON-RPC, no SDK), misbehaving on purpose.
 
 ``raw_server.py MODE``:
+- ``silent``: reads its requests and answers none, not even ``initialize``;
 - ``mute``: answers ``initialize`` and then nothing, ever (a wedged server: a client that
   waits for ``tools/list`` without a deadline waits for ever);
 - ``bad_output``: offers ``balance()`` with an output schema (``{"balance": integer}``)
@@ -40,8 +41,8 @@ def answer(message: dict[str, object], result: dict[str, object]) -> None:
 for line in sys.stdin:
     message = json.loads(line)
     method = message.get("method")
-    if "id" not in message:
-        continue  # a notification
+    if "id" not in message or MODE == "silent":
+        continue  # a notification, or a server that never answers
     if method == "initialize":
         params = message["params"]
         assert isinstance(params, dict)
