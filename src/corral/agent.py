@@ -449,14 +449,14 @@ def load_agent(
         module = import_tools(tools_file)
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
         setup = run_setup(module, data_dir or root / ".data", root)
-    classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
     cache = cache_dir / NEGOTIATION_FILE if cache_dir is not None else None
-    chosen = (
-        model
-        if model is not None
-        else model_from_config(config, replay_loader=replay_loader, negotiation_cache=cache)
-    )
     try:
+        classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
+        chosen = (
+            model
+            if model is not None
+            else model_from_config(config, replay_loader=replay_loader, negotiation_cache=cache)
+        )
         return Agent.build(
             config,
             tools,

@@ -178,6 +178,8 @@ def _closing(runtime: Runtime, work: Coroutine[Any, Any, T]) -> T:
     """Run ``work``, then close the runtime, in one event loop, whether it succeeded or not.
 
     Closing ends the agent's transports (opened in this loop) and its generator setup.
+    A failure to close is a warning on stderr: the run's own outcome (done and stored,
+    perhaps a write) is still shown, or its own error raised, never hidden behind it.
     """
     import asyncio
 
@@ -185,7 +187,10 @@ def _closing(runtime: Runtime, work: Coroutine[Any, Any, T]) -> T:
         try:
             return await work
         finally:
-            await runtime.aclose()
+            try:
+                await runtime.aclose()
+            except Exception as exc:  # reported; the outcome stands
+                err_console.print("warning: closing the agent failed: ", Text(visible(str(exc))))
 
     return asyncio.run(run())
 

@@ -10,8 +10,10 @@ function tools' own code path:
 - 5xx: ``TransientToolError`` (the outcome of a write is unknown), with ``Retry-After``;
 - a connection that could not be made: ``TransientToolError(applied=False)``; a timeout:
   ``TimeoutError``; a connection lost on the way: ``TransientToolError``;
-- 404 for a read: no result (``NO_RESULT``); 204: no result;
-- any other status outside 2xx: ``ToolFailedError`` (not retried);
+- 404 for a read: no result (``NO_RESULT``); a 2xx without a body (204): no result for
+  a read, and a success without data for a write (``DELETE`` answers 204);
+- any other status outside 2xx: ``ToolFailedError`` (not retried), except a 303 or 409
+  to a write, which do not prove it did not act (``WriteInDoubtError``: outcome unknown);
 - a body that is not JSON, or larger than ``max_response_bytes`` (cut off while it
   streams, before parsing): ``ToolOutputInvalidError``.
 
@@ -30,6 +32,7 @@ import asyncio
 import importlib.util
 import json
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,25 +45,33 @@ from pydantic_core import to_jsonable_python
 
 from corral.errors import (
     ConfigInvalidError,
+    CorralError,
+    InvalidArgumentError,
     ToolFailedError,
     ToolOutputInvalidError,
     TransientToolError,
 )
 from corral.tools.declared import CONTEXT_PARAM, AuthConfig, declared_spec
-from corral.tools.http_config import PATH_PARAM, HttpToolConfig, OpenApiConfig, ParamIn
+from corral.tools.http_config import (
+    IDEMPOTENCY_HEADER,
+    PATH_PARAM,
+    HttpToolConfig,
+    OpenApiConfig,
+    ParamIn,
+)
 from corral.tools.schema_models import python_name
 from corral.tools.spec import ToolSpec
-from corral.tools.transport import placeholders, resolve_placeholders
+from corral.tools.transport import redact, resolve_placeholders, secrets_in
 
 if TYPE_CHECKING:
     import httpx
 
     from corral.tools.context import ToolContext
 
-REDACTED = "[REDACTED]"
+ACCEPTED_ENCODINGS = "gzip, deflate"
+"""What corral inflates itself (bounded by the cap); httpx would add br or zstd when
+their packages happen to be installed."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_MIN_SECRET = 4
-"""Shorter header values are not searched for in responses: they would hide ordinary text."""
 
 
 class HttpTransport:
@@ -107,6 +118,19 @@ class HttpTransport:
             await client.aclose()
 
 
+_IN_DOUBT = frozenset({303, 409})
+"""Statuses that do not prove a write did not act: 303 See Other (done, look there), and
+409 Conflict (for a keyed write: a request with the same key is still running)."""
+
+
+class WriteInDoubtError(CorralError):
+    """A write answered with a status in ``_IN_DOUBT``: its outcome is unknown.
+
+    ``TOOL_FAILED`` and not retried, but not ``ToolFailedError``, which would claim that
+    nothing happened: the step ends ``OUTCOME_UNKNOWN``.
+    """
+
+
 class NotSentError(ConfigInvalidError):
     """A call that failed before anything was sent: ``CONFIG_INVALID``, and not applied.
 
@@ -115,6 +139,65 @@ class NotSentError(ConfigInvalidError):
     """
 
     applied = False
+
+
+class UnsendableArgumentError(InvalidArgumentError):
+    """An argument that cannot go where it must: ``INVALID_ARGUMENT``, and nothing sent.
+
+    An empty path argument (``/users/{id}`` with ``id=""`` would be ``/users/``, the
+    collection: another resource), or a header argument that is not printable ASCII (a
+    line break would be an injection, other text cannot be encoded).
+    """
+
+    applied = False
+
+
+def path_segment(value: str, where: str) -> str:
+    """``value`` as one path segment, which it can never leave.
+
+    Reserved characters are escaped, and so is a segment of dots: ``..`` would otherwise
+    be resolved away by URL normalisation, and climb out of the template.
+    """
+    if not value:
+        raise UnsendableArgumentError(f"{where} cannot be empty: it fills a path segment")
+    if not value.strip("."):
+        return "%2E" * len(value)
+    return quote(value, safe="")
+
+
+def _text(plain: Any) -> str:
+    """A JSON argument as the text of a path segment, a header or a query object.
+
+    A string as it is; any other value as JSON writes it (``true``, ``1.5``, ``["a"]``),
+    never as Python does (``True``).
+    """
+    if isinstance(plain, str):
+        return plain
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+
+
+def _query_value(plain: Any) -> Any:
+    """A JSON argument as the query carries it: an object as compact JSON, not Python's repr.
+
+    Scalars stay as they are and a list repeats the name (httpx's own encoding).
+    """
+    if isinstance(plain, list):
+        return [_query_value(item) for item in plain]
+    if isinstance(plain, dict):
+        return _text(plain)
+    return plain
+
+
+def sendable(value: str) -> bool:
+    """Whether ``value`` can be a header's value: printable ASCII, so never a line break."""
+    return value.isascii() and value.isprintable()
+
+
+def header_value(value: str, where: str) -> str:
+    """An argument as a header's value, or ``UnsendableArgumentError``."""
+    if not sendable(value):
+        raise UnsendableArgumentError(f"{where} must be printable ASCII: it is sent as a header")
+    return value
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -133,19 +216,6 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
-
-
-def _scrub(value: Any, secrets: Sequence[str]) -> Any:
-    """``value`` with every secret replaced by ``[REDACTED]`` (an echo of the token)."""
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {_scrub(k, secrets): _scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v, secrets) for v in value]
-    return value
 
 
 @dataclass(frozen=True)
@@ -171,19 +241,22 @@ class HttpEndpoint:
 
     def _headers(self, context: ToolContext) -> tuple[dict[str, str], list[str]]:
         """The headers to send, and the secrets among their values."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", "Accept-Encoding": ACCEPTED_ENCODINGS}
         secrets: list[str] = []
         for name, template in self.config.headers.items():
             headers[name] = self.transport.resolve(template)
-            if placeholders(template):
-                secrets.append(headers[name])
+            if not sendable(headers[name]):  # the value may be a secret: never shown
+                raise ConfigInvalidError(
+                    f"the {name} header is not one line of printable ASCII once resolved"
+                )
+            secrets.extend(secrets_in(template, self.transport.deps))
         if self.config.auth is not None:
             header, secret = _auth_header(self.config.auth)
             headers[self.config.auth.header] = header
             secrets.extend([header, secret])
         if self.config.policy.kind == "write":
-            headers["Idempotency-Key"] = context.idempotency_key
-        return headers, [s for s in secrets if len(s) >= _MIN_SECRET]
+            headers[IDEMPOTENCY_HEADER] = context.idempotency_key
+        return headers, secrets
 
     async def call(self, **kwargs: Any) -> Any:
         """One request; the decoded JSON, ``None`` for no result, or a tool exception."""
@@ -205,7 +278,7 @@ class HttpEndpoint:
                 headers=headers,
                 timeout=httpx.Timeout(self.config.policy.timeout_s),
             ) as response:
-                return _scrub(await self._answer(response), secrets)
+                return redact(await self._answer(response), secrets)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             raise TransientToolError(f"{self.label}: could not connect", applied=False) from None
         except httpx.UnsupportedProtocol:
@@ -232,11 +305,12 @@ class HttpEndpoint:
             plain = to_jsonable_python(value, by_alias=True)
             where = self._place(name)
             if where == "path":
-                url = url.replace(f"{{{name}}}", quote(str(plain), safe=""))
+                segment = path_segment(_text(plain), f"{self.label}: {name}")
+                url = url.replace(f"{{{name}}}", segment)
             elif where == "query":
-                query[name] = plain
+                query[name] = _query_value(plain)
             elif where == "header":
-                headers[name] = str(plain)
+                headers[name] = header_value(_text(plain), f"{self.label}: {name}")
             else:
                 body[name] = plain
         target = httpx.URL(url)  # a query in the template is kept, the arguments added
@@ -254,25 +328,67 @@ class HttpEndpoint:
         if status == 404 and self.config.policy.kind != "write":
             return None
         if not 200 <= status < 300:
+            if status in _IN_DOUBT and self.config.policy.kind == "write":
+                raise WriteInDoubtError(f"{self.label}: HTTP {status}")
             raise ToolFailedError(f"{self.label}: HTTP {status}")
         if status == 204:
-            return None
+            return self._nothing()
         cap = self.config.max_response_bytes
         declared = response.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > cap:
             raise ToolOutputInvalidError(self._too_large(cap))
-        received = bytearray()
-        async for chunk in response.aiter_bytes():
-            received += chunk
-            if len(received) > cap:
+        body = _Body(response.headers.get("Content-Encoding", ""), cap, self.label)
+        async for chunk in response.aiter_raw():
+            body.take(chunk)
+            if len(body.data) > cap:
                 raise ToolOutputInvalidError(self._too_large(cap))
+        if not body.data.strip():
+            return self._nothing()
+        charset = response.charset_encoding  # JSON is UTF-8, but older services say GBK
         try:
-            return json.loads(received)
-        except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+            return json.loads(body.data.decode(charset) if charset else body.data)
+        except (ValueError, LookupError):  # bad JSON, bad bytes or an unknown charset
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
+        except RecursionError:  # a few KB of "[[[[..." reach the parser's limit
+            raise ToolOutputInvalidError(f"{self.label}: the response nests too deep") from None
+
+    def _nothing(self) -> dict[str, Any] | None:
+        """A 2xx without a body: a write is done (no data), a read has no result."""
+        return {} if self.config.policy.kind == "write" else None
 
     def _too_large(self, cap: int) -> str:
         return f"{self.label}: the response is larger than {cap} bytes; it was cut off unread"
+
+
+class _Body:
+    """A response body as it streams in, inflated here a bounded piece at a time.
+
+    httpx would inflate each read whole, and 64 KiB of gzip can hold 64 MiB: far past any
+    cap. So corral reads the raw bytes and never inflates more than one byte past the cap.
+    """
+
+    def __init__(self, encoding: str, cap: int, label: str) -> None:
+        self.data = bytearray()
+        self.cap = cap
+        self.label = label
+        encoding = encoding.strip().lower()
+        self.inflate: zlib._Decompress | None = None
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
+        elif encoding not in ("", "identity"):
+            raise ToolOutputInvalidError(f"{label}: the response is encoded as {encoding}")
+
+    def take(self, chunk: bytes) -> None:
+        """Add a raw chunk to ``data``, inflated no further than one byte past the cap."""
+        if self.inflate is None:
+            self.data += chunk
+            return
+        try:
+            while chunk and len(self.data) <= self.cap:
+                self.data += self.inflate.decompress(chunk, self.cap + 1 - len(self.data))
+                chunk = self.inflate.unconsumed_tail
+        except zlib.error:
+            raise ToolOutputInvalidError(f"{self.label}: the response is not valid gzip") from None
 
 
 def _auth_header(auth: AuthConfig) -> tuple[str, str]:
@@ -281,6 +397,11 @@ def _auth_header(auth: AuthConfig) -> tuple[str, str]:
     if not secret:
         raise ConfigInvalidError(
             f"the auth variable {auth.env} is not set", hint=f"export {auth.env}=..."
+        )
+    if not sendable(secret):  # a token read from a file keeps its newline
+        raise ConfigInvalidError(
+            f"the auth variable {auth.env} is not one line of printable ASCII",
+            hint="strip its trailing newline",
         )
     return (f"{auth.scheme} {secret}" if auth.scheme else secret), secret
 

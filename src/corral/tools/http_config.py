@@ -7,6 +7,7 @@ the schemas become models when the agent is built (``corral.tools.http``).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -20,6 +21,17 @@ MAX_RESPONSE_BYTES = 1024 * 1024
 PATH_PARAM = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_-]*)\}")
 """``{city}`` in a URL template; ``${NAME}`` is a placeholder, not a parameter."""
 TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def own_headers(auth: AuthConfig | None, headers: Mapping[str, str]) -> frozenset[str]:
+    """The headers corral sends itself (lower case): the key, the auth and config headers.
+
+    No argument may be one of them: a plan would have to invent the idempotency key (the
+    same on every retry and resume only by luck) or hold the token.
+    """
+    auth_header = {auth.header} if auth is not None else set()
+    return frozenset(h.lower() for h in {IDEMPOTENCY_HEADER, *auth_header, *headers})
 
 
 def _object() -> dict[str, Any]:
@@ -66,6 +78,10 @@ class HttpToolConfig(DeclaredConfig):
         unknown = sorted(set(self.params_in) - declared)
         if unknown:
             raise ValueError(f"{self.name}: params_in names undeclared inputs {unknown}")
+        own = own_headers(self.auth, self.headers)
+        for name, where in self.params_in.items():
+            if where == "header" and name.lower() in own:
+                raise ValueError(f"{self.name}: corral sends the {name} header itself")
         return self
 
 

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from corral.errors import ConfigInvalidError
 from corral.tools.declared import ToolPolicyConfig
-from corral.tools.http_config import HttpToolConfig, OpenApiConfig, ParamIn
+from corral.tools.http_config import HttpToolConfig, OpenApiConfig, ParamIn, own_headers
 from corral.validation import validation_problems
 
 _METHODS = ("get", "post", "put", "patch", "delete")
@@ -50,7 +50,8 @@ def openapi_tools(source: OpenApiConfig, root: Path) -> list[HttpToolConfig]:
     for operation_id, name in source.operations.items():
         method, route, operation, item = operations[operation_id]
         refs = _Refs(document, f"{path}: {operation_id}")
-        input_schema, params_in = _input(refs, item, operation)
+        own = own_headers(source.auth, source.headers)
+        input_schema, params_in = _input(refs, item, operation, own)
         tools.append(
             _declared(
                 f"{path}: {operation_id}",
@@ -163,9 +164,13 @@ class _Refs:
 
 
 def _input(
-    refs: _Refs, item: Mapping[str, Any], operation: Mapping[str, Any]
+    refs: _Refs, item: Mapping[str, Any], operation: Mapping[str, Any], own: frozenset[str]
 ) -> tuple[dict[str, Any], dict[str, ParamIn]]:
-    """The input schema: parameters and body properties side by side, and where each goes."""
+    """The input schema: parameters and body properties side by side, and where each goes.
+
+    ``own``: headers corral sends itself (the idempotency key, the auth, config headers),
+    in lower case; the document's parameters for them are not arguments.
+    """
     properties: dict[str, Any] = {}
     required: list[str] = []
     params_in: dict[str, ParamIn] = {}
@@ -173,8 +178,18 @@ def _input(
     parameters = [refs.deref(p) for p in listed]
     by_name = {(p.get("name"), p.get("in")): p for p in parameters}  # the operation's win
     for (name, where), parameter in by_name.items():
-        if where not in _IN or not isinstance(name, str):
-            continue  # cookies are not arguments a plan can give
+        if not isinstance(name, str):
+            continue
+        if where == "cookie" and parameter.get("required"):
+            raise ConfigInvalidError(f"{refs.where}: the required cookie {name!r} cannot be sent")
+        if where not in _IN:
+            continue  # an optional cookie is not an argument a plan can give
+        if where == "header" and name.lower() in own:
+            continue
+        if name in properties:  # one argument cannot go to two places
+            raise ConfigInvalidError(
+                f"{refs.where}: {name!r} is both a {params_in[name]} and a {where} parameter"
+            )
         declared = dict(refs.inline(parameter.get("schema") or {}))
         if isinstance(parameter.get("description"), str):
             declared.setdefault("description", parameter["description"])
@@ -184,6 +199,11 @@ def _input(
             required.append(name)
     body = refs.deref(operation.get("requestBody") or {})
     schema = _json_schema(refs, body)
+    if schema is None and body.get("content"):
+        media = ", ".join(map(str, body["content"]))
+        raise ConfigInvalidError(
+            f"{refs.where}: the request body is {media}; only a JSON body can be sent"
+        )
     if schema is not None:
         if schema.get("type", "object") != "object":
             raise ConfigInvalidError(f"{refs.where}: a request body must be a JSON object")

@@ -8,6 +8,7 @@ every tool alike.
 What is understood: objects (``properties``, ``required``, nested objects),
 ``string``/``number``/``integer``/``boolean``/``null``, arrays, ``enum`` and ``const``
 (as ``Literal``), unions (a list of types, ``anyOf``/``oneOf``, OpenAPI's ``nullable``),
+``allOf`` of objects (one object with all their fields),
 ``default`` and ``description``, and ``$ref`` to ``#/...`` inside ``document``. Formats
 (``date``, ``date-time``...) stay ``str``: the service's own text is kept, never
 reinterpreted. Anything else is ``Any``: accepted as it comes, and a plan may only pass it
@@ -52,6 +53,7 @@ def model_from_schema(
     """
     builder = _Builder(document if document is not None else schema, extra)
     resolved, refs = builder.resolve(schema, ())
+    resolved = builder.merged(resolved, refs)
     if resolved and _kind(resolved) != "object":
         raise ConfigInvalidError(
             f"{name}: a tool's schema must be an object, not {_kind(resolved) or 'untyped'}"
@@ -69,13 +71,15 @@ def _kind(schema: Mapping[str, Any]) -> str | None:
 def python_name(field: str) -> str:
     """The attribute name of a JSON field: itself when it can be one, else a safe variant.
 
-    ``high-c`` is ``high_c``; ``json`` or ``model_config`` (names ``BaseModel`` uses) get a
-    trailing ``_``. The JSON name stays the field's alias, used on the wire.
+    ``high-c`` is ``high_c``; ``json``, ``model_config`` or ``Config`` (names ``BaseModel``
+    uses) get a trailing ``_``. The JSON name stays the field's alias, used on the wire.
+    Two fields with one attribute (``x-y`` and ``x_y``) fail the model's build.
     """
     safe = re.sub(r"\W", "_", field) or "field"
     if safe[0].isdigit() or safe.startswith("_"):
         safe = f"f{safe}"
-    if keyword.iskeyword(safe) or hasattr(BaseModel, safe) or safe.startswith("model_"):
+    taken = hasattr(BaseModel, safe) or safe.startswith("model_") or safe == "Config"
+    if keyword.iskeyword(safe) or taken:  # pydantic reads ``Config`` as the model's settings
         safe = f"{safe}_"
     return safe
 
@@ -111,16 +115,46 @@ class _Builder:
             schema = target
         return schema, seen
 
+    def merged(self, schema: Mapping[str, Any], refs: tuple[str, ...]) -> Mapping[str, Any]:
+        """An ``allOf`` of objects as one object: the members' fields side by side.
+
+        OpenAPI documents compose this way (``allOf: [{$ref: Base}, {properties: ...}]``).
+        Left as ``Any``, such an output would let the whole raw answer through; as one
+        object it keeps only the declared fields. Any other ``allOf`` is left as it is.
+        """
+        members = schema.get("allOf")
+        if not isinstance(members, list) or not members:
+            return schema
+        properties = dict(schema.get("properties") or {})
+        required = list(schema.get("required") or ())
+        for member in members:
+            if not isinstance(member, Mapping):
+                return schema
+            part = self.merged(*self.resolve(member, refs))
+            if _kind(part) not in (None, "object") or {"allOf", "anyOf", "oneOf"} & set(part):
+                return schema
+            properties.update(part.get("properties") or {})
+            required.extend(part.get("required") or ())
+        rest = {key: value for key, value in schema.items() if key != "allOf"}
+        return {**rest, "type": "object", "properties": properties, "required": required}
+
     def model(self, name: str, schema: Mapping[str, Any], refs: tuple[str, ...]) -> type[BaseModel]:
         properties = schema.get("properties") or {}
         required = set(schema.get("required") or ())
         fields: dict[str, Any] = {}
+        named: dict[str, str] = {}
         for field, sub in properties.items():
-            annotation = self.annotation(f"{name}_{python_name(field)}", sub, refs)
+            attribute = python_name(field)
+            if attribute in named:  # one would shadow the other, and its data be lost
+                raise ConfigInvalidError(
+                    f"{name}: fields {named[attribute]!r} and {field!r} would both be "
+                    f"the attribute {attribute!r}"
+                )
+            named[attribute] = field
+            annotation = self.annotation(f"{name}_{attribute}", sub, refs)
             info: dict[str, Any] = {}
             if isinstance(sub, Mapping) and isinstance(sub.get("description"), str):
                 info["description"] = sub["description"]
-            attribute = python_name(field)
             if attribute != field:
                 info["alias"] = field
             if field in required:
@@ -137,6 +171,7 @@ class _Builder:
         if not isinstance(raw, Mapping):
             return Any
         schema, refs = self.resolve(raw, refs)
+        schema = self.merged(schema, refs)
         nullable = bool(schema.get("nullable"))
         if "const" in schema:
             found: Any = Literal[schema["const"]] if _literal_ok([schema["const"]]) else Any

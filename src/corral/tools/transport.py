@@ -6,21 +6,24 @@ server process. The agent owns its transports and closes them in ``Agent.aclose`
 
 A transport opens lazily, on its first call, so building an agent stays synchronous and
 starts nothing; it may be opened again after ``aclose`` (a later run of the same agent).
-Values such as a base URL or a header may say ``${NAME}``: they are resolved when the
-transport opens, from the agent's ``deps`` (what ``setup`` returned, e.g. the port of a
-service it started) first, then the environment.
+Values such as a base URL or a header may say ``${NAME}``: they are resolved when they
+are used (each HTTP call, each MCP server start), from the agent's ``deps`` (what ``setup``
+returned, e.g. the port of a service it started) first, then the environment.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from corral.errors import ConfigInvalidError
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+REDACTED = "[REDACTED]"
+MIN_SECRET = 4
+"""Shorter secrets are not searched for in answers: they would hide ordinary text."""
 
 
 @runtime_checkable
@@ -62,3 +65,39 @@ def resolve_placeholders(
         )
 
     return _PLACEHOLDER.sub(value, text)
+
+
+def secrets_in(template: str, deps: Mapping[str, Any]) -> list[str]:
+    """The secrets a header template carries once resolved.
+
+    Its whole value and the value of each ``${NAME}`` in it; none when it has no
+    ``${NAME}`` (then it is plain config, written in agent.yaml).
+    """
+    names = placeholders(template)
+    if not names:
+        return []
+    return [resolve_placeholders(template, deps)] + [
+        resolve_placeholders(f"${{{name}}}", deps) for name in names
+    ]
+
+
+def redact(value: Any, secrets: Sequence[str]) -> Any:
+    """``value`` (JSON) with every secret replaced by ``[REDACTED]``.
+
+    A server's echo of a token it was sent never reaches the run. Longer secrets go first
+    (``Bearer abc`` before ``abc``).
+    """
+    kept = sorted({s for s in secrets if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+    def hidden(item: Any) -> Any:
+        if isinstance(item, str):
+            for secret in kept:
+                item = item.replace(secret, REDACTED)
+            return item
+        if isinstance(item, dict):
+            return {hidden(k): hidden(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [hidden(v) for v in item]
+        return item
+
+    return hidden(value) if kept else value

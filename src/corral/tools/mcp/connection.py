@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from corral.errors import ToolFailedError, ToolOutputInvalidError, TransientToolError
+from corral.errors import (
+    ToolFailedError,
+    ToolOutputInvalidError,
+    ToolTimeoutError,
+    TransientToolError,
+)
+from corral.tools.transport import redact
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -50,6 +56,8 @@ class McpLaunch:
     cwd: Path | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     startup_timeout_s: float = 10.0
+    secrets: tuple[str, ...] = ()
+    """What ``${NAME}`` put in the headers: redacted from every answer of the server."""
 
     def argv(self) -> list[str]:
         """The command to run, ``python`` meaning the interpreter running corral."""
@@ -152,6 +160,8 @@ class McpConnection:
         self._launch = launch
         self._started: _Started | None = None
         self.starts = 0
+        self.secrets: tuple[str, ...] = ()
+        """The secrets of the current start (``McpLaunch.secrets``)."""
 
     @property
     def running(self) -> bool:
@@ -170,6 +180,7 @@ class McpConnection:
             started = self._started  # another caller may have restarted it meanwhile
         if started is None:
             launch = self._launch()
+            self.secrets = launch.secrets
             ready: asyncio.Future[ClientSession] = loop.create_future()
             stop = asyncio.Event()
             owner = loop.create_task(_own(launch, ready, stop), name=f"mcp-{self.name}")
@@ -200,15 +211,18 @@ class McpConnection:
             return await session.call_tool(tool, arguments, meta=cast("RequestParamsMeta", meta))
         except MCPError as exc:
             if exc.code != CONNECTION_CLOSED:  # the server answered with an error
-                raise ToolFailedError(
-                    f"MCP server {self.name!r} refused {tool}: {exc.message}"[:300]
-                ) from None
+                said = redact(exc.message, self.secrets)
+                message = f"MCP server {self.name!r} refused {tool}: {said}"
+                raise ToolFailedError(message[:300]) from None
             await self._discard(started)
             raise TransientToolError(
                 f"MCP server {self.name!r} went away while {tool} was running"
             ) from None
-        except RuntimeError as exc:  # the SDK's check against the tool's output schema
-            raise ToolOutputInvalidError(f"MCP tool {tool!r}: {exc}"[:300]) from None
+        except RuntimeError:  # the SDK's check against the tool's output schema
+            # Its message quotes the offending content: the raw answer stays out of the log.
+            raise ToolOutputInvalidError(
+                f"MCP tool {tool!r} answered content that does not match its output schema"
+            ) from None
         except Exception:
             await self._discard(started)  # an unknown state: the next call starts afresh
             raise
@@ -219,20 +233,30 @@ class McpConnection:
             self._started = None
             await started.close()
 
-    async def list_tools(self) -> list[Tool]:
-        """Every tool the server offers, all pages read."""
+    async def list_tools(self, timeout_s: float) -> list[Tool]:
+        """Every tool the server offers, all pages read within ``timeout_s`` of the start.
+
+        A server that starts but never answers ``tools/list`` would otherwise hang the
+        agent's load for ever.
+        """
         session = await self._session()
         from mcp.types import PaginatedRequestParams
 
         tools: list[Tool] = []
         cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            params = PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        try:
+            async with asyncio.timeout(timeout_s):
+                for _ in range(_MAX_PAGES):
+                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await session.list_tools(params=params)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+        except TimeoutError:
+            raise ToolTimeoutError(
+                f"MCP server {self.name!r} did not list its tools within {timeout_s:g} s"
+            ) from None
         return tools
 
     async def aclose(self) -> None:
@@ -252,7 +276,7 @@ def list_tools_now(launch: McpLaunch) -> list[Tool]:
     async def listing() -> list[Tool]:
         connection = McpConnection(launch.name, lambda: launch)
         try:
-            return await connection.list_tools()
+            return await connection.list_tools(launch.startup_timeout_s)
         finally:
             await connection.aclose()
 

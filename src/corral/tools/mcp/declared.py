@@ -55,7 +55,7 @@ class McpServerConfig(DeclaredConfig):
     headers: dict[str, str] = Field(default_factory=dict)
     """Headers of an HTTP server's requests (``Authorization: Bearer ${TOKEN}``)."""
     startup_timeout_s: float = Field(10.0, gt=0)
-    """How long a start (process and ``initialize``) may take."""
+    """How long a start (process and ``initialize``) may take; and listing the tools, again."""
     tools: dict[str, McpToolConfig] = Field(min_length=1)
     """The server's tools to import, by the server's name: only these become tools."""
 

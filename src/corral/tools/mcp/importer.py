@@ -33,7 +33,7 @@ from corral.tools.mcp.results import result_value
 from corral.tools.policy import ToolKind
 from corral.tools.schema_models import python_name
 from corral.tools.spec import ToolSpec
-from corral.tools.transport import resolve_placeholders
+from corral.tools.transport import redact, resolve_placeholders, secrets_in
 
 if TYPE_CHECKING:
     from mcp.types import Tool
@@ -61,6 +61,7 @@ def launch_of(server: McpServerConfig, root: Path | None, deps: Mapping[str, Any
         cwd=(root or Path.cwd()).resolve(),
         headers={key: resolved(value) for key, value in server.headers.items()},
         startup_timeout_s=server.startup_timeout_s,
+        secrets=tuple(s for value in server.headers.values() for s in secrets_in(value, deps)),
     )
 
 
@@ -94,7 +95,8 @@ async def _call(binding: _Binding, /, **fields: Any) -> Any:
         if binding.key_argument is not None:
             arguments[binding.key_argument] = context.idempotency_key
     result = await binding.connection.call_tool(binding.remote, arguments, meta)
-    return result_value(binding.remote, result, binding.structured)
+    secrets = binding.connection.secrets
+    return redact(result_value(binding.remote, result, binding.structured, secrets), secrets)
 
 
 def _input_schema(tool: Tool, key_argument: str | None) -> dict[str, Any]:

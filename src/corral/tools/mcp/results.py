@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.errors import ToolFailedError, ToolOutputInvalidError
+from corral.tools.transport import redact
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult
@@ -33,15 +35,20 @@ def answer_text(result: CallToolResult) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def result_value(tool: str, result: CallToolResult, structured: bool) -> Any:
-    """What ``tool`` returned, as its ``ToolSpec`` declares it; raises corral errors."""
+def result_value(
+    tool: str, result: CallToolResult, structured: bool, secrets: Sequence[str] = ()
+) -> Any:
+    """What ``tool`` returned, as its ``ToolSpec`` declares it; raises corral errors.
+
+    ``secrets`` are redacted from the error a server reports (the caller redacts results).
+    """
     text = answer_text(result)
     if text is not None and len(text) > MAX_TEXT_CHARS:
         raise ToolOutputInvalidError(
             f"MCP tool {tool!r} answered {len(text)} characters, over {MAX_TEXT_CHARS}"
         )
     if result.is_error:
-        shown = (text or "no message").strip()[:200]
+        shown = redact((text or "no message").strip(), secrets)[:200]
         raise ToolFailedError(f"MCP tool {tool!r} reported an error: {shown}")
     if result.structured_content is not None:
         return result.structured_content
@@ -55,3 +62,5 @@ def result_value(tool: str, result: CallToolResult, structured: bool) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+    except RecursionError:  # a few KB of "[[[[..." reach the parser's limit
+        raise ToolOutputInvalidError(f"MCP tool {tool!r} answered JSON nested too deep") from None

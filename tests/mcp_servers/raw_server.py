@@ -1,0 +1,67 @@
+"""A hand-written MCP server over stdio (raw JSON-RPC, no SDK), misbehaving on purpose.
+
+``raw_server.py MODE``:
+- ``silent``: reads its requests and answers none, not even ``initialize``;
+- ``mute``: answers ``initialize`` and then nothing, ever (a wedged server: a client that
+  waits for ``tools/list`` without a deadline waits for ever);
+- ``bad_output``: offers ``balance()`` with an output schema (``{"balance": integer}``)
+  and answers it with structured content that breaks it, holding a value that must
+  never reach a log (``ACCOUNT-SECRET-42``);
+- ``deep``: offers ``deep()`` without an output schema, and answers text that is JSON
+  nested 40 000 levels deep.
+
+It exits when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+MODE = sys.argv[1]
+SECRET = "ACCOUNT-SECRET-42"
+BALANCE = {
+    "name": "balance",
+    "description": "The account's balance.",
+    "inputSchema": {"type": "object", "properties": {}},
+    "outputSchema": {
+        "type": "object",
+        "properties": {"balance": {"type": "integer"}},
+        "required": ["balance"],
+    },
+}
+
+
+def answer(message: dict[str, object], result: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+for line in sys.stdin:
+    message = json.loads(line)
+    method = message.get("method")
+    if "id" not in message or MODE == "silent":
+        continue  # a notification, or a server that never answers
+    if method == "initialize":
+        params = message["params"]
+        assert isinstance(params, dict)
+        answer(
+            message,
+            {
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": MODE, "version": "0"},
+            },
+        )
+    elif MODE == "deep" and method == "tools/list":
+        answer(message, {"tools": [{"name": "deep", "inputSchema": BALANCE["inputSchema"]}]})
+    elif MODE == "deep" and method == "tools/call":
+        nested = "[" * 40_000 + "]" * 40_000
+        answer(message, {"content": [{"type": "text", "text": nested}], "isError": False})
+    elif MODE == "bad_output" and method == "tools/list":
+        answer(message, {"tools": [BALANCE]})
+    elif MODE == "bad_output" and method == "tools/call":
+        wrong = {"balance": SECRET}
+        text = [{"type": "text", "text": json.dumps(wrong)}]
+        answer(message, {"content": text, "structuredContent": wrong, "isError": False})
