@@ -8,12 +8,18 @@ growing past the confirmation limit without a person seeing it.
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from corral import Agent, RunStatus, parse_config
+import pytest
+from pydantic import BaseModel
+
+from corral import Agent, RunStatus, ToolPolicy, parse_config, tool
 from corral.config import PriorityWords
 from corral.decision.priority import detect_priority
-from tests.test_signals import CITY_AGENT, city_agent, forecast_tool, runtime_for
+from corral.models import ScriptedModel
+from corral.tools.spec import ToolSpec
+from tests.one_intent import one_intent
+from tests.test_signals import CITY_AGENT, city_agent, forecast_tool, ok, runtime_for
 
 WORDS = PriorityWords()
 
@@ -77,3 +83,55 @@ async def test_an_answer_naming_one_value_settles_it_and_one_city_in_two_scripts
     both = await runtime_for(agent).start("weather in 上海 (Shanghai) tomorrow?")
     assert both.status is RunStatus.FINISHED and both.signals == []
     assert calls == ["Beijing", "Shanghai"]
+
+
+# --------------------------------------------------------------------------- need_replan
+
+
+class Posted(BaseModel):
+    ok: bool
+
+
+def group_post(posts: list[str]) -> ToolSpec:
+    @tool(policy=ToolPolicy(kind="write"))
+    def post(text: str) -> Posted:
+        posts.append(text)
+        return Posted(ok=True)
+
+    return post
+
+
+async def test_a_replan_never_repeats_a_finished_write() -> None:
+    """The post succeeded, the check after it failed: a replan that posts the same text
+    again under a new step id is refused and the model asked again; the group gets one
+    post."""
+    post_then_check = [
+        {"id": "w1", "tool": "post", "args": {"text": "hello"}},
+        {
+            "id": "c1",
+            "tool": "ok",
+            "args": {"n": 1},
+            "depends_on": ["w1"],
+            "success": "result.value > 5",
+        },
+    ]
+    repeat = [
+        {"id": "w2", "tool": "post", "args": {"text": "hello"}},
+        {"id": "c2", "tool": "ok", "args": {"n": 7}, "depends_on": ["w2"]},
+    ]
+    model = ScriptedModel(
+        [
+            json.dumps({"steps": post_then_check}),
+            json.dumps({"steps": repeat}),
+            json.dumps({"steps": [{"id": "c2", "tool": "ok", "args": {"n": 7}}]}),
+        ]
+    )
+    posts: list[str] = []
+    config = parse_config(one_intent("go", tools=["ok", "post"], model={"name": "scripted"}))
+    runtime = runtime_for(Agent.build(config, [ok, group_post(posts)], model=model))
+    summary = await runtime.start("go post hello, 1 then 7")
+    assert posts == ["hello"]
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+    assert [s.id for s in summary.steps] == ["w1", "c2"]
+    reasked = model.requests[2].messages[-1].content
+    assert "step w2 repeats step w1 (post with the same arguments)" in reasked
