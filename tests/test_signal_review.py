@@ -9,17 +9,19 @@ growing past the confirmation limit without a person seeing it.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, RunStatus, ToolPolicy, parse_config, tool
+from corral import Agent, RunStatus, StepStatus, ToolPolicy, parse_config, tool
 from corral.config import PriorityWords
 from corral.decision.priority import detect_priority
 from corral.models import ScriptedModel
 from corral.tools.spec import ToolSpec
+from tests.helpers import build_agent
 from tests.one_intent import one_intent
-from tests.test_signals import CITY_AGENT, city_agent, forecast_tool, ok, runtime_for
+from tests.test_signals import CITY_AGENT, Value, city_agent, forecast_tool, ok, runtime_for
 
 WORDS = PriorityWords()
 
@@ -135,3 +137,31 @@ async def test_a_replan_never_repeats_a_finished_write() -> None:
     assert [s.id for s in summary.steps] == ["w1", "c2"]
     reasked = model.requests[2].messages[-1].content
     assert "step w2 repeats step w1 (post with the same arguments)" in reasked
+
+
+# --------------------------------------------------------------------------- budget_low
+
+
+@tool
+def double(n: int) -> Value:
+    return Value(value=2 * n)
+
+
+async def test_budget_low_never_skips_an_optional_step_that_a_required_step_needs() -> None:
+    """``c`` is optional, but required ``d`` reads its result: skipping ``c`` on the
+    cheaper path would block ``d``, in a run whose four steps fit its budget of four."""
+    steps: list[dict[str, Any]] = [
+        {"id": "a", "tool": "ok", "args": {"n": 1}},
+        {"id": "b", "tool": "ok", "args": {"n": 2}, "depends_on": ["a"]},
+        {"id": "c", "tool": "ok", "args": {"n": 3}, "depends_on": ["b"], "on_failure": "continue"},
+        {"id": "d", "tool": "double", "args": {"n": "$c.result.value"}, "depends_on": ["c"]},
+        {"id": "e", "tool": "ok", "args": {"n": 5}, "depends_on": ["b"], "on_failure": "continue"},
+    ]
+    agent = build_agent([ok, double], steps, budget={"max_steps": 5, "low_fraction": 0.7})
+    summary = await runtime_for(agent).start("go")
+    statuses = {s.id: (s.status, s.error_code) for s in summary.steps}
+    assert statuses["d"] == (StepStatus.SUCCEEDED, None)
+    assert statuses["c"] == (StepStatus.SUCCEEDED, None)
+    assert statuses["e"] == (StepStatus.FAILED, "BUDGET_LOW")  # optional, and nobody needs it
+    assert summary.outcome == "partial"
+    assert [(s.kind, s.outcome) for s in summary.signals] == [("budget_low", "skip_optional")]
