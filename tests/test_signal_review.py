@@ -14,14 +14,23 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, RunStatus, StepStatus, ToolPolicy, parse_config, tool
+from corral import Agent, RunStatus, Runtime, StepStatus, ToolPolicy, parse_config, tool
 from corral.config import PriorityWords
 from corral.decision.priority import detect_priority
-from corral.models import ScriptedModel
+from corral.models import ModelRequest, ScriptedModel
+from corral.runtime.replay import replay_run
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent
 from tests.one_intent import one_intent
-from tests.test_signals import CITY_AGENT, Value, city_agent, forecast_tool, ok, runtime_for
+from tests.test_signals import (
+    CITY_AGENT,
+    Value,
+    city_agent,
+    counting,
+    forecast_tool,
+    ok,
+    runtime_for,
+)
 
 WORDS = PriorityWords()
 
@@ -165,3 +174,44 @@ async def test_budget_low_never_skips_an_optional_step_that_a_required_step_need
     assert statuses["e"] == (StepStatus.FAILED, "BUDGET_LOW")  # optional, and nobody needs it
     assert summary.outcome == "partial"
     assert [(s.kind, s.outcome) for s in summary.signals] == [("budget_low", "skip_optional")]
+
+
+# --------------------------------------------------------------------------- long plans
+
+
+def growing_replan(calls: list[int]) -> tuple[Runtime, str]:
+    """A model plan of one step that fails its check, replanned into twelve steps."""
+
+    def plan(request: ModelRequest) -> str:
+        if len(model.requests) == 1:
+            first = {"id": "a1", "tool": "counted", "args": {"n": 1}, "success": "result.value > 5"}
+            return json.dumps({"steps": [first]})
+        steps = [{"id": f"b{k}", "tool": "counted", "args": {"n": k}} for k in range(2, 14)]
+        return json.dumps({"steps": steps})
+
+    model = ScriptedModel(function=plan)
+    config = parse_config(one_intent("go", tools=["counted"], model={"name": "scripted"}))
+    runtime = runtime_for(Agent.build(config, [counting(calls)], model=model))
+    return runtime, "go " + " ".join(str(k) for k in range(1, 14))
+
+
+async def test_a_replan_that_grows_the_plan_past_the_limit_waits_for_a_person() -> None:
+    calls: list[int] = []
+    runtime, message = growing_replan(calls)
+    paused = await runtime.start(message)
+    assert paused.status is RunStatus.AWAITING_CONFIRM and calls == [1]  # only the first plan
+    assert paused.pending is not None and paused.pending.step_id == "#plan"
+    assert paused.pending.prompt.startswith("This takes 12 steps: 1. counted")
+    done = await runtime.resume(paused.run_id, approve=True, step_id="#plan")
+    assert done.status is RunStatus.FINISHED and calls == list(range(1, 14))
+    report = await replay_run(runtime.agent, await runtime.events(paused.run_id))
+    assert report.divergence_index is None, report
+
+
+async def test_rejecting_a_grown_replan_runs_none_of_it() -> None:
+    calls: list[int] = []
+    runtime, message = growing_replan(calls)
+    paused = await runtime.start(message)
+    done = await runtime.resume(paused.run_id, approve=False)
+    assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"
+    assert calls == [1]
