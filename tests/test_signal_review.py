@@ -14,14 +14,25 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, RunStatus, Runtime, StepStatus, ToolPolicy, parse_config, tool
+from corral import (
+    Agent,
+    MemoryStore,
+    RunStatus,
+    Runtime,
+    StepStatus,
+    ToolPolicy,
+    parse_config,
+    tool,
+)
 from corral.config import PriorityWords
 from corral.decision.priority import detect_priority
+from corral.effects import FixedEffects
 from corral.models import ModelRequest, ScriptedModel
 from corral.runtime.replay import replay_run
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent
 from tests.one_intent import one_intent
+from tests.test_priority import CHEAP, Flights, flights_agent
 from tests.test_signals import (
     CITY_AGENT,
     Value,
@@ -215,3 +226,25 @@ async def test_rejecting_a_grown_replan_runs_none_of_it() -> None:
     done = await runtime.resume(paused.run_id, approve=False)
     assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"
     assert calls == [1]
+
+
+# --------------------------------------------------------------------------- priority
+
+
+async def test_a_replay_picks_the_same_tool_when_one_was_degraded_as_the_run_began() -> None:
+    """Two failed runs degrade the fast search; the third, urgent, uses the cheap one. Its
+    replay (a fresh process, healthy tools) starts from the recorded health: same pick."""
+
+    @tool(name="search_fast", policy=ToolPolicy(equivalent_group="flights", latency_ms=80, cost=5))
+    def failing() -> Flights:
+        raise ConnectionError("503")
+
+    runtime = Runtime(flights_agent([failing, CHEAP]), MemoryStore(), effects=FixedEffects())
+    await runtime.start("go 急")
+    await runtime.start("go 急")
+    third = await runtime.start("go 急")
+    assert [s.tool for s in third.steps] == ["search_cheap"]
+    events = await runtime.events(third.run_id)
+    assert events[0].data["degraded"] == ["search_fast"]
+    report = await replay_run(runtime.agent, events)
+    assert report.same_path and report.error is None, report

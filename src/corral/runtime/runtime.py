@@ -309,6 +309,7 @@ class Runtime:
                 priority=found.priority,
                 priority_source=found.source,
                 observed_latency=observed,
+                degraded=self.agent.health.degraded_tools(),
             ),
         )
         return journal
