@@ -32,14 +32,6 @@ class ToolHealth:
         """True once the tool failed ``degrade_after`` times in a row."""
         return self.consecutive_failures.get(tool, 0) >= self.degrade_after
 
-    def degraded_tools(self) -> list[str]:
-        """The degraded tools, sorted (recorded in ``run_started`` for the run's replay)."""
-        return sorted(tool for tool in self.consecutive_failures if self.degraded(tool))
-
-    def replayed(self, degraded: list[str]) -> ToolHealth:
-        """Fresh health in which exactly ``degraded`` are degraded, as a run started with."""
-        return ToolHealth(dict.fromkeys(degraded, self.degrade_after), self.degrade_after)
-
 
 def rank_tools(
     registry: ToolRegistry,

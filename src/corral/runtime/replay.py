@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from corral.contracts import EventType
+from corral.decision.selector import ToolHealth
 from corral.effects import FixedEffects
 from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
 from corral.events import (
@@ -169,7 +170,8 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     effects = ReplayEffects.from_events(events)
     started = events[0].payload
     assert isinstance(started, RunStarted)
-    health = agent.health.replayed(started.degraded)  # the tools' health as the run began
+    after = agent.health.degrade_after  # the tools' health as the run began
+    health = ToolHealth(dict.fromkeys(started.degraded, after), after)
     replayed_agent = dataclasses.replace(
         agent, model=ReplayModel.from_events(events), health=health
     )

@@ -309,7 +309,7 @@ class Runtime:
                 priority=found.priority,
                 priority_source=found.source,
                 observed_latency=observed,
-                degraded=self.agent.health.degraded_tools(),
+                degraded=[t for t in self.agent.tools.names() if self.agent.health.degraded(t)],
             ),
         )
         return journal
