@@ -248,3 +248,26 @@ async def test_a_replay_picks_the_same_tool_when_one_was_degraded_as_the_run_beg
     assert events[0].data["degraded"] == ["search_fast"]
     report = await replay_run(runtime.agent, events)
     assert report.same_path and report.error is None, report
+
+
+async def test_a_write_that_acted_but_failed_its_check_is_not_made_again_by_a_replan() -> None:
+    """The post went out, then its result failed the step's check: it acted all the same,
+    so a replan posting the same text again is refused and the run goes to a person."""
+    checked = {
+        "id": "w1",
+        "tool": "post",
+        "args": {"text": "hello"},
+        "success": "result.ok == false",
+    }
+    again = {"id": "w2", "tool": "post", "args": {"text": "hello"}}
+    model = ScriptedModel(
+        function=lambda request: json.dumps(
+            {"steps": [checked if len(model.requests) == 1 else again]}
+        )
+    )
+    posts: list[str] = []
+    config = parse_config(one_intent("go", tools=["post"], model={"name": "scripted"}))
+    runtime = runtime_for(Agent.build(config, [group_post(posts)], model=model))
+    summary = await runtime.start("go post hello")
+    assert posts == ["hello"]
+    assert summary.status is RunStatus.HANDED_OFF

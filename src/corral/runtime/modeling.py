@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from corral.contracts import IntentResult, RunStatus, StepStatus, Verdict
+from corral.contracts import IntentResult, RunStatus, StepStatus, ToolStatus, Verdict
 from corral.errors import CorralError, ErrorCode, ModelOutputInvalidError
 from corral.events import EntityRejected, PlanCreated, PlanRejected
 from corral.intent.grounding import Evidence
@@ -249,10 +249,13 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
     )
     evidence = _evidence(loop)
     results = {s.id: state.steps[s.id].data for s in done}
-    made = [
-        MadeWrite(s.id, called, state.steps[s.id].args or {})
-        for s in done
-        if (called := state.steps[s.id].called) is not None and agent.tools.write(called)
+    made = [  # writes that acted, kept or not (one whose result failed its check acted too)
+        MadeWrite(step.id, step.called, step.args or {})
+        for step in state.steps.values()
+        if step.called is not None
+        and agent.tools.write(step.called)
+        and step.result is not None
+        and step.result.status is ToolStatus.SUCCESS
     ]
 
     def combined(draft: Any) -> Plan:
