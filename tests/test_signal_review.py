@@ -27,6 +27,7 @@ from corral import (
 from corral.config import PriorityWords
 from corral.decision.priority import detect_priority
 from corral.effects import FixedEffects
+from corral.errors import InputTooLargeError
 from corral.models import ModelRequest, ScriptedModel
 from corral.runtime.replay import replay_run
 from corral.tools.spec import ToolSpec
@@ -271,3 +272,12 @@ async def test_a_write_that_acted_but_failed_its_check_is_not_made_again_by_a_re
     summary = await runtime.start("go post hello")
     assert posts == ["hello"]
     assert summary.status is RunStatus.HANDED_OFF
+
+
+async def test_an_oversized_message_is_refused_before_its_priority_words_are_read() -> None:
+    """The size limit comes first: a huge message (a megabyte of "不急") was scanned for
+    priority words, in time growing with its square, before it was refused."""
+    runtime = runtime_for(flights_agent())
+    with pytest.raises(InputTooLargeError):
+        await runtime.start("不急" * 3000, priority="soon")
+    assert detect_priority("不急" * 50_000 + "，越便宜越好", WORDS).priority == "budget"

@@ -75,6 +75,10 @@ DEGREE_WORDS: tuple[str, ...] = (
 
 _MAX_DEGREE_WORDS = 3
 
+_LOOK_BACK = 64
+"""Characters before a word that may hold its negation and degree words: enough for any
+of them, and a bound, so that a long message's many keywords cost linear time."""
+
 
 def _normal(text: str) -> str:
     """``text`` as words are compared: NFKC (full-width letters as ASCII), lower case."""
@@ -121,7 +125,7 @@ def _found(text: str, words: list[str], negations: list[str]) -> str | None:
         start = lowered.find(needle)
         while needle and start >= 0:
             boundary = not needle.isascii() or start == 0 or not lowered[start - 1].isalnum()
-            if boundary and not _negated(lowered[:start], negations):
+            if boundary and not _negated(lowered[max(0, start - _LOOK_BACK) : start], negations):
                 return word
             start = lowered.find(needle, start + 1)
     return None
