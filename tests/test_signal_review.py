@@ -281,3 +281,58 @@ async def test_an_oversized_message_is_refused_before_its_priority_words_are_rea
     with pytest.raises(InputTooLargeError):
         await runtime.start("不急" * 3000, priority="soon")
     assert detect_priority("不急" * 50_000 + "，越便宜越好", WORDS).priority == "budget"
+
+
+# --------------------------------------------------------------------------- declining
+
+
+@tool(policy=ToolPolicy(kind="write"))
+def charge(n: int) -> Value:
+    return Value(value=n)
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True))
+def send_receipt(n: int) -> Value:
+    return Value(value=n)
+
+
+async def test_declining_after_a_write_acted_never_says_nothing_was_changed() -> None:
+    steps: list[dict[str, Any]] = [
+        {"id": "c", "tool": "charge", "args": {"n": 1}, "description": "charge the card"},
+        {"id": "r", "tool": "send_receipt", "args": {"n": 2}, "depends_on": ["c"]},
+    ]
+    runtime = runtime_for(build_agent([charge, send_receipt], steps))
+    paused = await runtime.start("go")
+    done = await runtime.resume(paused.run_id, approve=False)
+    assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"
+    assert done.reply == "OK, I stopped there. Already done: charge the card. Not done: send_receipt."
+    assert "Nothing was changed" not in (done.reply or "")
+    # nothing written before the declined step: the plain answer stands
+    first = runtime_for(build_agent([send_receipt], [steps[1] | {"depends_on": []}]))
+    paused = await first.start("go")
+    assert (await first.resume(paused.run_id, approve=False)).reply == (
+        "OK, cancelled. Nothing was changed."
+    )
+
+
+async def test_rejecting_a_grown_replan_after_a_write_says_what_was_done() -> None:
+    """The first plan posted; its check failed; the replan grew to twelve steps and the
+    person said no: the post is reported, not denied."""
+
+    def plan(request: ModelRequest) -> str:
+        if len(model.requests) == 1:
+            post = {"id": "p1", "tool": "post", "args": {"text": "hello"}}
+            check = {"id": "a1", "tool": "ok", "args": {"n": 1}, "success": "result.value > 5"}
+            return json.dumps({"steps": [post, {**check, "depends_on": ["p1"]}]})
+        steps = [{"id": f"b{k}", "tool": "ok", "args": {"n": k}} for k in range(2, 13)]
+        return json.dumps({"steps": steps})
+
+    model = ScriptedModel(function=plan)
+    posts: list[str] = []
+    config = parse_config(one_intent("go", tools=["ok", "post"], model={"name": "scripted"}))
+    runtime = runtime_for(Agent.build(config, [ok, group_post(posts)], model=model))
+    paused = await runtime.start("go post hello " + " ".join(str(k) for k in range(1, 13)))
+    assert paused.status is RunStatus.AWAITING_CONFIRM and posts == ["hello"]
+    done = await runtime.resume(paused.run_id, approve=False)
+    assert done.outcome == "cancelled" and posts == ["hello"]
+    assert (done.reply or "").startswith("OK, I stopped there. Already done: ")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from corral.contracts import StepStatus
+from corral.runtime.conclusion import cancel
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
@@ -36,7 +37,7 @@ def plan_held(loop: RunControl, replanned: bool = False) -> bool:
         return False
     decision = state.confirmations.get(PLAN_CONFIRMATION)
     if decision is False:
-        loop.finish("cancelled", "cancelled")
+        cancel(loop)  # after a replan, what the first plan wrote is said, not denied
         return True
     if decision is True:
         return False
