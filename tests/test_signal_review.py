@@ -305,7 +305,9 @@ async def test_declining_after_a_write_acted_never_says_nothing_was_changed() ->
     paused = await runtime.start("go")
     done = await runtime.resume(paused.run_id, approve=False)
     assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"
-    assert done.reply == "OK, I stopped there. Already done: charge the card. Not done: send_receipt."
+    assert done.reply == (
+        "OK, I stopped there. Already done: charge the card. Not done: send_receipt."
+    )
     assert "Nothing was changed" not in (done.reply or "")
     # nothing written before the declined step: the plain answer stands
     first = runtime_for(build_agent([send_receipt], [steps[1] | {"depends_on": []}]))
