@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from corral import (
     Agent,
+    EventType,
     MemoryStore,
     RunStatus,
     Runtime,
@@ -338,3 +339,30 @@ async def test_rejecting_a_grown_replan_after_a_write_says_what_was_done() -> No
     done = await runtime.resume(paused.run_id, approve=False)
     assert done.outcome == "cancelled" and posts == ["hello"]
     assert (done.reply or "").startswith("OK, I stopped there. Already done: ")
+
+
+async def test_steps_of_a_replaced_plan_still_count_against_the_step_budget() -> None:
+    """``budget.max_steps: 4``: three steps ran, the third failed its check and the replan
+    dropped it; only one more step may start, not two."""
+
+    def plan(request: ModelRequest) -> str:
+        n = len(model.requests)
+        letter = "ab"[n - 1]
+        steps: list[dict[str, Any]] = [
+            {"id": f"{letter}{k}", "tool": "ok", "args": {"n": 10 * n + k}} for k in range(3)
+        ]
+        steps[2]["success"] = "result.value > 1000"
+        for k in (1, 2):
+            steps[k]["depends_on"] = [steps[k - 1]["id"]]
+        return json.dumps({"steps": steps})
+
+    model = ScriptedModel(function=plan)
+    config = parse_config(
+        one_intent("go", tools=["ok"], model={"name": "scripted"}, budget={"max_steps": 4})
+    )
+    runtime = runtime_for(Agent.build(config, [ok], model=model))
+    summary = await runtime.start("go " + " ".join(str(k) for k in range(30)))
+    events = await runtime.events(summary.run_id)
+    started = [e.data["step_id"] for e in events if e.type is EventType.STEP_STARTED]
+    assert started == ["a0", "a1", "a2", "b0"]
+    assert summary.error_code == "BUDGET_EXCEEDED"
