@@ -60,6 +60,12 @@ WORDS = PriorityWords()
         ("not very urgent, the cheapest please", "budget"),
         ("not that urgent", "normal"),
         ("not so urgent", "normal"),
+        ("not the cheapest one, I need it fast", "normal"),
+        ("不一定要最便宜的", "normal"),
+        ("我不是要便宜的", "normal"),
+        ("要最便宜的", "budget"),
+        ("is it the cheapest?", "budget"),
+        ("no, the cheapest", "budget"),
         # full-width letters from a Chinese input method
         ("ＡＳＡＰ！", "urgent"),
         ("Ｃｈｅａｐｅｓｔ please", "budget"),

@@ -63,15 +63,22 @@ DEGREE_WORDS: tuple[str, ...] = (
     "十分",
     "有",
     "着",
+    "最",
+    "一定",
+    "要",
     "very",
     "that",
     "so",
     "really",
     "too",
     "particularly",
+    "the",
+    "a",
+    "an",
 )
 """Words that may stand between a negation and the keyword it negates ("不是很急",
-"没有那么急", "not very urgent"); at most ``_MAX_DEGREE_WORDS`` of them are skipped."""
+"没有那么急", "不一定要最便宜", "not very urgent", "not the cheapest"); at most
+``_MAX_DEGREE_WORDS`` of them are skipped."""
 
 _MAX_DEGREE_WORDS = 3
 
