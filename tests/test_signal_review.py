@@ -9,6 +9,7 @@ growing past the confirmation limit without a person seeing it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ from corral.errors import InputTooLargeError
 from corral.models import ModelRequest, ScriptedModel
 from corral.runtime.replay import replay_run
 from corral.tools.spec import ToolSpec
-from tests.helpers import build_agent
+from tests.helpers import build_agent, write_agent
 from tests.one_intent import one_intent
 from tests.test_priority import CHEAP, Flights, flights_agent
 from tests.test_signals import (
@@ -372,3 +373,65 @@ async def test_steps_of_a_replaced_plan_still_count_against_the_step_budget() ->
     started = [e.data["step_id"] for e in events if e.type is EventType.STEP_STARTED]
     assert started == ["a0", "a1", "a2", "b0"]
     assert summary.error_code == "BUDGET_EXCEEDED"
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+LONG_YAML = (
+    """\
+name: long
+default_language: en
+intents:
+  - name: report
+    rules: [{keywords: [report], confidence: 0.95}]
+    route: plan
+    plan: eleven
+    reply: done
+plans:
+  eleven:
+    steps:
+"""
+    + "".join(
+        f"      - {{id: s{k}, tool: step, args: {{n: {k}}}, description: part {k}}}\n"
+        for k in range(1, 12)
+    )
+    + """\
+templates:
+  done: {zh: 好了, en: all done}
+"""
+)
+
+LONG_TOOLS = """\
+from pydantic import BaseModel
+
+from corral import tool
+
+
+class Part(BaseModel):
+    n: int
+
+
+@tool
+def step(n: int) -> Part:
+    \"\"\"One part of the report.\"\"\"
+    return Part(n=n)
+"""
+
+
+def test_a_long_plan_is_approved_over_http_by_its_pending_step_id(tmp_path: Path) -> None:
+    from tests.serving import client, load, serving
+
+    folder = write_agent(tmp_path / "long", LONG_YAML, LONG_TOOLS)
+    home = tmp_path / "home"
+    with serving(load(folder, home), home=home) as base, client(base) as http:
+        paused = http.post("/agents/long/runs", json={"message": "the report"}).json()
+        assert paused["status"] == "awaiting_confirm"
+        assert paused["pending"]["step_id"] == "#plan"
+        assert paused["reply"].startswith("This takes 11 steps: 1. part 1, 2. part 2")
+        run = paused["run_id"]
+        wrong = http.post(f"/runs/{run}/resume", json={"approve": True, "step_id": "s1"})
+        assert wrong.status_code == 409 and "#plan" in wrong.text
+        done = http.post(f"/runs/{run}/resume", json={"approve": True, "step_id": "#plan"})
+        assert done.json()["status"] == "finished" and len(done.json()["steps"]) == 11
+        again = http.post(f"/runs/{run}/resume", json={"approve": True, "step_id": "#plan"})
+        assert again.status_code == 200 and again.json()["status"] == "finished"
