@@ -8,6 +8,7 @@ growing past the confirmation limit without a person seeing it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,10 @@ from corral import (
 from corral.config import PriorityWords
 from corral.decision.priority import detect_priority
 from corral.effects import FixedEffects
-from corral.errors import InputTooLargeError
+from corral.errors import InputTooLargeError, TransientToolError
 from corral.models import ModelRequest, ScriptedModel
 from corral.runtime.replay import replay_run
+from corral.tools.policy import RetryPolicy
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent, write_agent
 from tests.one_intent import one_intent
@@ -435,3 +437,34 @@ def test_a_long_plan_is_approved_over_http_by_its_pending_step_id(tmp_path: Path
         assert done.json()["status"] == "finished" and len(done.json()["steps"]) == 11
         again = http.post(f"/runs/{run}/resume", json={"approve": True, "step_id": "#plan"})
         assert again.status_code == 200 and again.json()["status"] == "finished"
+
+
+async def test_a_replan_cannot_repeat_a_write_through_the_equivalent_that_ran_it() -> None:
+    """The plan named ``post``; it was down, so its equivalent ``post_backup`` posted. A
+    replan naming ``post_backup`` with the same text is refused too."""
+    posts: list[str] = []
+    group = ToolPolicy(kind="write", equivalent_group="posting", retry=RetryPolicy(max_retries=0))
+
+    @tool(policy=group)
+    def post(text: str) -> Posted:
+        raise TransientToolError("connection refused", applied=False)
+
+    @tool(policy=dataclasses.replace(group, latency_ms=500))
+    def post_backup(text: str) -> Posted:
+        posts.append(text)
+        return Posted(ok=True)
+
+    checked = {"id": "w1", "tool": "post", "args": {"text": "hi"}, "success": "result.ok == false"}
+    again = {"id": "w2", "tool": "post_backup", "args": {"text": "hi"}}
+    model = ScriptedModel(
+        function=lambda request: json.dumps(
+            {"steps": [checked if len(model.requests) == 1 else again]}
+        )
+    )
+    config = parse_config(
+        one_intent("go", tools=["post", "post_backup"], model={"name": "scripted"})
+    )
+    runtime = runtime_for(Agent.build(config, [post, post_backup], model=model))
+    summary = await runtime.start("go post hi")
+    assert posts == ["hi"]
+    assert summary.status is RunStatus.HANDED_OFF

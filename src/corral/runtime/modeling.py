@@ -249,13 +249,13 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
     )
     evidence = _evidence(loop)
     results = {s.id: state.steps[s.id].data for s in done}
-    made = [  # writes that acted, kept or not (one whose result failed its check acted too)
-        MadeWrite(step.id, step.called, step.args or {})
+    made = [  # writes that acted, kept or not (one whose result failed its check acted too),
+        # under the tool the plan named and the equivalent that ran it
+        MadeWrite(step.id, name, step.args or {})
         for step in state.steps.values()
-        if step.called is not None
-        and agent.tools.write(step.called)
-        and step.result is not None
-        and step.result.status is ToolStatus.SUCCESS
+        if step.result is not None and step.result.status is ToolStatus.SUCCESS
+        for name in dict.fromkeys((step.called, step.tool_used))
+        if name is not None and agent.tools.write(name)
     ]
 
     def combined(draft: Any) -> Plan:
