@@ -64,6 +64,9 @@ class RunStarted:
     observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
     """Tool -> ``p95_ms`` and ``calls`` of its latest successful calls, read from the store
     once at the start: the run (and its replay, and a resume) ranks by these figures."""
+    degraded: list[str] = field(default_factory=list)
+    """Tools degraded (failed twice in a row, in earlier runs of this process) when the
+    run started: its replay starts from the same health, so it picks the same tools."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,7 +41,8 @@ class BudgetGate:
     """No step starts once the run's step, tool-call or wall-clock budget is spent.
 
     Before that, when the budget runs low, it raises ``budget_low`` (once) and, on the
-    cheaper path its handler chose, an optional step is not started (``BUDGET_LOW``).
+    cheaper path its handler chose, an optional step is not started (``BUDGET_LOW``),
+    unless a required step depends on it (``CompiledStep.needed``).
     """
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
@@ -58,7 +59,7 @@ class BudgetGate:
                 return proposal
             run.emit("decide", BudgetLowSignal(low, handle_budget_low(low)))
             budget.signalled_low = True
-        if proposal.step.step.on_failure == "continue":
+        if proposal.step.step.on_failure == "continue" and not proposal.step.needed:
             reason = "the budget is running low: this optional step was not started"
             return Refuse(ErrorCode.BUDGET_LOW.value, reason)
         return proposal

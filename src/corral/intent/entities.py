@@ -71,12 +71,13 @@ class EntityExtractor:
                 found[entity.name] = value
         return found
 
-    def candidates(self, text: str, names: Iterable[str]) -> dict[str, list[str]]:
-        """The entities of ``names`` that ``text`` gives two or more different values for.
+    def mentions(self, text: str, names: Iterable[str]) -> dict[str, list[str]]:
+        """The values ``text`` gives for the entities of ``names``; two or more: ambiguous.
 
         Only patterns and vocabularies can be ambiguous (two order ids, two cities): a
-        date range or an amount is one value by construction. A vocabulary word inside a
-        longer matched word ("打印机" in "激光打印机") is not a second value.
+        date range or an amount is one value by construction, and is not listed. A
+        vocabulary word inside a longer matched word ("打印机" in "激光打印机") is not a
+        second value, nor is a synonym of the same canonical value ("上海", "Shanghai").
         """
         wanted = set(names)
         found: dict[str, list[str]] = {}
@@ -84,7 +85,7 @@ class EntityExtractor:
             if entity.name not in wanted:
                 continue
             values = self._all_values(entity, text)
-            if len(values) > 1:
+            if values:
                 found[entity.name] = values
         return found
 

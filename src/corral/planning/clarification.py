@@ -10,7 +10,7 @@ hands the run to a person.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal
 
 from corral.contracts import NeedClarification
@@ -27,6 +27,29 @@ def clarification_needed(
     for name, values in ambiguous.items():
         return NeedClarification(entity=name, problem="ambiguous", candidates=values)
     return None
+
+
+def latest_ambiguity(
+    mentions: Callable[[str, Iterable[str]], Mapping[str, list[str]]],
+    messages: Sequence[str],
+    names: Iterable[str],
+) -> dict[str, list[str]]:
+    """Entity -> its values, for those the latest message mentioning them gives two of.
+
+    ``messages``: the run's user messages and answers, oldest first; ``mentions``: the
+    values a text gives per entity. An answer to "which one?" that names no value does
+    not settle the question: the message before it still gives two, so it is still
+    ambiguous (asked again, then a person), instead of the first value being taken.
+    """
+    ambiguous: dict[str, list[str]] = {}
+    for name in names:
+        for text in reversed(messages):
+            values = mentions(text, [name]).get(name)
+            if values:
+                if len(values) > 1:
+                    ambiguous[name] = values
+                break
+    return ambiguous
 
 
 def handle_need_clarification(

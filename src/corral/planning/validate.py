@@ -57,6 +57,10 @@ class CompiledStep:
     waits_for: frozenset[str] = frozenset()
     """Steps that publish a fact read before this one (by a rule or ``success``) and are
     not its descendants: it starts only once they have settled."""
+    needed: bool = False
+    """A required step (not ``on_failure: continue``) depends on it, directly or through
+    others: it is not optional in practice, so ``budget_low`` never skips it (that would
+    block the required step, and the answer with it)."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +254,12 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
     compiled: dict[str, CompiledStep] = {}
     ancestry = {step.id: _ancestors(step.id, by_id) for step in by_id.values()}
     writers = _fact_writers(steps)
+    needed = {
+        ancestor
+        for step in steps
+        if step.on_failure != "continue"
+        for ancestor in ancestry[step.id]
+    }
     for step in steps:
         if step.tool not in context.registry:
             continue
@@ -277,7 +287,7 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         )
         problems.extend(found)
         compiled[step.id] = CompiledStep(
-            step, spec, references, success, tuple(published), ancestors, waits
+            step, spec, references, success, tuple(published), ancestors, waits, step.id in needed
         )
     if len(order) == len(by_id) and (cycle := wait_cycle(steps, _waits(compiled))):
         problems.append(

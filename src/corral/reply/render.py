@@ -34,6 +34,10 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
     "cancelled": TemplateText(
         zh="好的，已取消，没有做任何改动。", en="OK, cancelled. Nothing was changed."
     ),
+    "cancelled_after_changes": TemplateText(
+        zh="好的，后面的步骤已取消。已经完成的：{done}；没有执行：{not_done}。",
+        en="OK, I stopped there. Already done: {done}. Not done: {not_done}.",
+    ),
     "confirm": TemplateText(
         zh="接下来要执行「{tool}」，确认继续吗？", en="Next I will run {tool}. Shall I go ahead?"
     ),

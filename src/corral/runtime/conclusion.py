@@ -64,7 +64,7 @@ def conclude(
     elif required:
         _failure(loop, required[0])
     elif declined:
-        loop.finish("cancelled", "cancelled")
+        cancel(loop)
     elif failed:
         _partial(loop, steps, failed[0])
     else:
@@ -121,18 +121,45 @@ def _partial(loop: RunControl, steps: list[StepState], first: StepState) -> None
     done = [s for s in succeeded if s.id not in reply_steps] or succeeded
     not_done = [s for s in steps if s.status in (StepStatus.FAILED, StepStatus.BLOCKED)]
 
-    def words(items: list[StepState]) -> str:
-        names = dict.fromkeys(_describe(loop, declared, s) for s in items)
-        return display(list(names), loop.state.language)
-
     try:
-        note = loop.render("partial", {"done": words(done), "not_done": words(not_done)})
+        note = loop.render(
+            "partial",
+            {"done": _words(loop, declared, done), "not_done": _words(loop, declared, not_done)},
+        )
     except TemplateInvalidError as exc:
         loop.handoff(exc.message, ErrorCode.TEMPLATE_INVALID)
         return
     reply = loop.state.memory.facts.get("reply")
     text = reply.value if reply is not None and isinstance(reply.value, str) else ""
     loop.finish_with_text(f"{text} {note}".strip(), "partial", "partial")
+
+
+def cancel(loop: RunControl) -> None:
+    """A person declined a step or the plan: end ``cancelled``, saying nothing false.
+
+    "Nothing was changed" holds only when no write acted; once one did (a charge before a
+    declined post, a step kept before a declined replan) the reply names what was done
+    and what was not, so the user is never told a change did not happen.
+    """
+    steps = list(loop.state.steps.values())
+    changed = [
+        s
+        for s in steps
+        if s.status is StepStatus.SUCCEEDED and loop.agent.tools.write(s.tool_used or s.tool)
+    ]
+    if not changed:
+        loop.finish("cancelled", "cancelled")
+        return
+    declared = {s.id: s for s in _plan(loop).steps}
+    not_done = [s for s in steps if s.status is not StepStatus.SUCCEEDED]
+    extra = {"done": _words(loop, declared, changed), "not_done": _words(loop, declared, not_done)}
+    loop.finish("cancelled_after_changes", "cancelled", extra)
+
+
+def _words(loop: RunControl, declared: dict[str, Step], items: list[StepState]) -> str:
+    """Steps in plain words, each named once, as a list in the run's language."""
+    names = dict.fromkeys(_describe(loop, declared, s) for s in items)
+    return display(list(names), loop.state.language)
 
 
 def _describe(loop: RunControl, declared: dict[str, Step], step: StepState) -> str:

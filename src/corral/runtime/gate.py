@@ -51,7 +51,7 @@ class GateView:
     @property
     def budget(self) -> BudgetTracker:
         """The run's budget, its counts brought up to date."""
-        self._budget.steps = len(self.book.started)
+        self._budget.steps = len(self.book.started) + self.loop.state.replaced_steps
         self._budget.tool_calls = self.loop.state.tool_calls
         self._budget.tokens = self.loop.state.tokens
         self._budget.signalled_low = self.loop.state.budget_low

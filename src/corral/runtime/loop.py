@@ -34,7 +34,11 @@ from corral.events import (
     RunFinished,
 )
 from corral.memory.task import FactSource
-from corral.planning.clarification import clarification_needed, handle_need_clarification
+from corral.planning.clarification import (
+    clarification_needed,
+    handle_need_clarification,
+    latest_ambiguity,
+)
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
 from corral.runtime.journal import Journal
@@ -200,16 +204,18 @@ class RunLoop:
         elif decision.action is RouteAction.REPLY:
             self.finish(decision.template or "done", "reply")
         else:
-            self._plan_or_clarify(decision, text)
+            self._plan_or_clarify(decision)
 
-    def _plan_or_clarify(self, decision: RouteDecision, text: str) -> None:
+    def _plan_or_clarify(self, decision: RouteDecision) -> None:
         """Go on to planning, or raise ``need_clarification`` and do what its handler says.
 
-        It is raised for a required entity that is missing, or ambiguous in ``text``.
+        It is raised for a required entity that is missing, or ambiguous in the latest
+        message that gives it a value: an answer to "which one?" that names none leaves
+        the question open (asked again, then a person), never a guess.
         """
         agent, state = self.agent, self.state
         requires = agent.config.intent(decision.intent).requires if decision.intent else []
-        ambiguous = agent.intent.entities.candidates(text, requires)
+        ambiguous = latest_ambiguity(agent.intent.entities.mentions, state.messages, requires)
         signal = clarification_needed(decision.missing_entities, ambiguous)
         if signal is None:
             self.journal.transition(RunStatus.PLANNING, decision.reason)

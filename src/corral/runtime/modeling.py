@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from corral.contracts import IntentResult, RunStatus, StepStatus, Verdict
+from corral.contracts import IntentResult, RunStatus, StepStatus, ToolStatus, Verdict
 from corral.errors import CorralError, ErrorCode, ModelOutputInvalidError
 from corral.events import EntityRejected, PlanCreated, PlanRejected
 from corral.intent.grounding import Evidence
@@ -30,6 +30,7 @@ from corral.planning.model_planner import (
     plan_request,
     ungrounded_literals,
 )
+from corral.planning.repeats import MadeWrite, repeated_writes
 from corral.planning.validate import PlanContext, validate_plan
 from corral.reply.model_reply import ReplyAnswer, reply_problems, reply_request
 from corral.runtime.model_attempts import ModelAttempts
@@ -247,6 +248,15 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
         rule_reads=context.rule_reads,
     )
     evidence = _evidence(loop)
+    results = {s.id: state.steps[s.id].data for s in done}
+    made = [  # writes that acted, kept or not (one whose result failed its check acted too),
+        # under the tool the plan named and the equivalent that ran it
+        MadeWrite(step.id, name, step.args or {})
+        for step in state.steps.values()
+        if step.result is not None and step.result.status is ToolStatus.SUCCESS
+        for name in dict.fromkeys((step.called, step.tool_used))
+        if name is not None and agent.tools.write(name)
+    ]
 
     def combined(draft: Any) -> Plan:
         return Plan(
@@ -263,10 +273,13 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
         if clash:
             return [f"step ids {clash} are already used by finished steps"]
         try:
-            validate_plan(combined(draft), context)
+            graph = validate_plan(combined(draft), context)
         except CorralError as exc:
             return [exc.message]
-        return ungrounded_literals(draft, context, evidence)
+        values = (state.entities, loop.facts_with_entities(), results)
+        new = [s.id for s in draft.steps]
+        repeats = repeated_writes(graph, new, made, agent.tools, values)
+        return repeats + ungrounded_literals(draft, context, evidence)
 
     try:
         draft: Any = await ask_model(loop, request, draft_model(tools, max_steps), problems)

@@ -168,12 +168,14 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     if not events or events[0].type is not EventType.RUN_STARTED:
         raise RunNotFoundError("the log has no run_started event")
     effects = ReplayEffects.from_events(events)
-    replayed_agent = dataclasses.replace(
-        agent, model=ReplayModel.from_events(events), health=ToolHealth()
-    )
-    runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     started = events[0].payload
     assert isinstance(started, RunStarted)
+    after = agent.health.degrade_after  # the tools' health as the run began
+    health = ToolHealth(dict.fromkeys(started.degraded, after), after)
+    replayed_agent = dataclasses.replace(
+        agent, model=ReplayModel.from_events(events), health=health
+    )
+    runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     runtime.replayed_latency = started.observed_latency  # rank by the recorded figures
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)

@@ -238,7 +238,6 @@ class Runtime:
         priority: str | None = None,
     ) -> RunSummary:
         require_text(message, "the message")
-        found = run_priority(priority, message, self.agent.config.decision.priority_words)
         if session_id is not None:
             require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
@@ -247,6 +246,8 @@ class Runtime:
                 f"the message has {len(message)} characters; the limit is {limit}",
                 hint="split it, or raise limits.max_message_chars",
             )
+        # only a message within the limit is read for its priority words
+        found = run_priority(priority, message, self.agent.config.decision.priority_words)
         session = None
         if session_id:
             session = await self._io(self.store.get_session, session_id, self.effects.now())
@@ -309,6 +310,7 @@ class Runtime:
                 priority=found.priority,
                 priority_source=found.source,
                 observed_latency=observed,
+                degraded=[t for t in self.agent.tools.names() if self.agent.health.degraded(t)],
             ),
         )
         return journal

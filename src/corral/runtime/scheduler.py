@@ -140,6 +140,8 @@ class Scheduler:
         if self.stop is None and await self._replanned():
             self.graph = self.loop.graph
             self._open_book()
+            if plan_held(self.loop, replanned=True):
+                return
             await self.run()
             return
         reply = None

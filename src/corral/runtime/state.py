@@ -136,6 +136,9 @@ class RunState:
     """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
     budget_low: bool = False
     """``budget_low`` was raised: the run is on its cheaper path (optional steps skipped)."""
+    replaced_steps: int = 0
+    """Steps that started under a plan a replan replaced and were not kept (they failed):
+    they count against ``budget.max_steps`` as much as the current plan's do."""
 
 
 def _apply_step(state: RunState, payload: StepPayload) -> None:
@@ -197,6 +200,9 @@ def apply(state: RunState, event: Event) -> RunState:
     elif isinstance(payload, PlanCreated):
         state.plan = payload.plan
         kept = {sid: state.steps[sid] for sid in payload.kept if sid in state.steps}
+        state.replaced_steps += sum(
+            1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
+        )
         state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in state.plan.steps}
         if payload.replan:
             state.replans += 1
