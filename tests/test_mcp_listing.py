@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from corral import load_agent
+from corral import McpListingCache, load_agent
 from corral.contracts import ToolStatus
 from corral.errors import ConfigInvalidError
 from corral.tools.mcp.connection import McpLaunch
-from corral.tools.mcp.listing import McpListingCache, listing_key
+from corral.tools.mcp.listing import listing_key
 from tests.conftest import ROOT
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.test_mcp_tools import AGENT, alive, calls, posts, started, variant
