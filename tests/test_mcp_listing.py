@@ -134,3 +134,11 @@ def test_a_stale_cached_listing_fails_the_first_call_before_anything_is_sent(
     with pytest.raises(ConfigInvalidError) as caught:  # loaded again: the plan is checked
         load_agent(folder, data_dir=data)  # against the schema the server lists now
     assert "get_note.topic expects int" in caught.value.message
+
+
+def test_listing_ignores_env_must_name_the_servers_env(tmp_path: Path) -> None:
+    folder = variant(tmp_path, IGNORING, IGNORING + "    listing_ignores_env: [NOTES_DBX]\n")
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(folder, data_dir=tmp_path / "data")
+    assert "listing_ignores_env names no env ['NOTES_DBX']" in caught.value.message
+    assert started(tmp_path / "data") == []  # refused before anything started
