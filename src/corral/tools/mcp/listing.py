@@ -74,10 +74,10 @@ class McpListingCache:
     ``hits`` and ``misses`` count the lookups: a miss starts the server to list it.
     """
 
-    _listings: dict[str, tuple[Tool, ...]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    hits: int = 0
-    misses: int = 0
+    _listings: dict[str, tuple[Tool, ...]] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    hits: int = field(default=0, init=False)
+    misses: int = field(default=0, init=False)
 
     def tools(
         self,
