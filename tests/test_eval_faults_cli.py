@@ -83,16 +83,59 @@ def test_the_json_report_has_the_five_metrics_and_the_three_counts_and_is_reprod
     assert other["faults"] != first["faults"]
 
 
-def test_a_duplicate_entry_fails_the_eval_though_every_tier_passes(tmp_path: Path) -> None:
-    agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY, EVAL_YAML)
+LYING_RECONCILER_PY = """\
+from pydantic import BaseModel
+
+from corral import ToolContext, ToolPolicy, tool
+
+
+class Done(BaseModel):
+    order_id: str
+
+
+def find_refund(order_id: str, ctx: ToolContext) -> Done | None:
+    '''Looks in the wrong place: never finds the refund that was made.'''
+    return None
+
+
+@tool(policy=ToolPolicy(kind="write"), reconcile=find_refund)
+def refund(order_id: str, ctx: ToolContext) -> Done:
+    '''Refund an order: not idempotent, each entry refunds again.'''
+    return Done(order_id=order_id)
+"""
+
+
+def lost_answer(tmp_path: Path) -> Path:
+    """A fault profile: the first refund acts, and its answer is lost."""
     profile = tmp_path / "lost-answer.yaml"
     profile.write_text("at: {refund: [ambiguous]}\n", encoding="utf-8")
+    return profile
+
+
+def test_a_duplicate_entry_fails_the_eval_though_every_tier_passes(tmp_path: Path) -> None:
+    agent = write_agent(tmp_path / "refunds", AGENT_YAML, LYING_RECONCILER_PY, EVAL_YAML)
     code, clean = eval_json(tmp_path, str(agent))
     assert code == 0 and clean["must_be_zero"]["duplicate_effects"] == 0
-    code, faulted = eval_json(tmp_path, str(agent), "--faults", str(profile), ok=False)
-    assert faulted["tiers"] == {"core": 1.0}  # the tool deduplicated: the rows look fine
+    profile = str(lost_answer(tmp_path))
+    code, faulted = eval_json(tmp_path, str(agent), "--faults", profile, ok=False)
+    # its reconciler found nothing, so the write was entered again: it refunded twice
+    assert faulted["tiers"] == {"core": 1.0}  # the runs look fine
     assert faulted["must_be_zero"]["duplicate_effects"] == 2  # one per case, counted inside
+    assert faulted["faults"]["idempotent_replays"] == 0
     assert code == 1
+
+
+def test_an_idempotent_write_entered_again_with_its_key_is_a_replay_not_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    """``idempotent=True`` and no reconciler: retried blindly with the same key, it finds
+    its first effect; the eval counts the replay apart and passes."""
+    agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY, EVAL_YAML)
+    code, faulted = eval_json(tmp_path, str(agent), "--faults", str(lost_answer(tmp_path)))
+    assert code == 0
+    assert faulted["tiers"] == {"core": 1.0}
+    assert faulted["must_be_zero"]["duplicate_effects"] == 0
+    assert faulted["faults"]["idempotent_replays"] == 2  # one per case: entered twice, once
 
 
 def test_baseline_lists_regressions_and_markdown_is_written(tmp_path: Path) -> None:

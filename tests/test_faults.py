@@ -61,7 +61,11 @@ class World:
         return find
 
 
-def agent_for(world: World, *, reconciler: bool = True, idempotent: bool = True) -> Agent:
+def agent_for(
+    world: World, *, reconciler: bool = True, idempotent: bool = True, finds: bool = True
+) -> Agent:
+    """``finds=False``: the reconciler looks in the wrong place and never finds the effect."""
+
     @tool(policy=ToolPolicy(retry=FAST))
     def lookup(order_id: str) -> Done:
         """Find the order."""
@@ -69,7 +73,7 @@ def agent_for(world: World, *, reconciler: bool = True, idempotent: bool = True)
         return Done(ref=order_id, amount=30)
 
     def find(ctx: ToolContext) -> Done | None:
-        ref = world.effects.get(ctx.idempotency_key)
+        ref = world.effects.get(ctx.idempotency_key) if finds else None
         return Done(ref=ref, amount=30) if ref else None
 
     @tool(
@@ -148,12 +152,25 @@ async def test_without_a_reconciler_an_ambiguous_write_is_unknown_and_claimed_ne
     assert report.reliability.must_be_zero()["fabricated_outcomes"] == 0
 
 
-async def test_an_idempotent_write_with_no_reconciler_is_reentered_and_counted() -> None:
-    """The instrument is honest: a second entry for one key is counted, whoever dedups."""
+async def test_an_idempotent_write_with_no_reconciler_is_reentered_as_a_replay() -> None:
+    """Declared idempotent by key: entered again with its key, it finds its first effect."""
     world = World()
     report = await run_with(agent_for(world, reconciler=False), {"refund": ["ambiguous"]})
     assert report.results[0].passed and world.entered["refund"] == 2 and len(world.effects) == 1
+    assert report.reliability.must_be_zero()["duplicate_effects"] == 0
+    assert ledger_of(report).replays == 1
+    assert report.reliability.faults()["idempotent_replays"] == 1
+    assert report.passed_bars()
+
+
+async def test_a_write_that_is_not_idempotent_entered_twice_is_a_duplicate() -> None:
+    """The instrument is honest: a second entry for one key is counted, whoever dedups."""
+    world = World()
+    agent = agent_for(world, idempotent=False, finds=False)  # its reconciler misses
+    report = await run_with(agent, {"refund": ["ambiguous"]})
+    assert report.results[0].passed and world.entered["refund"] == 2
     assert report.reliability.must_be_zero()["duplicate_effects"] == 1
+    assert ledger_of(report).replays == 0
     assert not report.passed_bars()
 
 

@@ -60,18 +60,24 @@ def test_every_row_has_the_interface_keys(rows: list[dict[str, Any]]) -> None:
         assert all(isinstance(n, int) for n in counts.values())
 
 
+def entered_again(row: dict[str, Any]) -> int:
+    """Writes entered again for one key: duplicates, and replays of idempotent writes.
+
+    The example tools are idempotent by key, so the puppet's second entries (with its
+    stable key) are replays, which find the first effect: not duplicate effects.
+    """
+    return int(row["must_be_zero"]["duplicate_effects"] + row["faults"]["idempotent_replays"])
+
+
 def test_the_naive_agent_duplicates_or_fabricates_where_corral_does_not(
     rows: list[dict[str, Any]],
 ) -> None:
     naive = [r for r in rows if r["agent"] == "naive"]
-    harm = sum(
-        r["must_be_zero"]["duplicate_effects"] + r["must_be_zero"]["fabricated_outcomes"]
-        for r in naive
-    )
+    harm = sum(entered_again(r) + r["must_be_zero"]["fabricated_outcomes"] for r in naive)
     assert harm > 0, naive
     # a crash after a write acted: the puppet starts over and enters that write again
     crashed = [r for r in naive if r["profile"] == "crashy"]
-    assert sum(r["must_be_zero"]["duplicate_effects"] for r in crashed) > 0
+    assert sum(entered_again(r) for r in crashed) > 0
     for row in rows:
         if row["agent"] == "corral":
             assert row["must_be_zero"] == {

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from corral.store.registry import open_store
     from corral.store.sql import SqlStore
     from corral.tools.context import ToolContext
+    from corral.tools.mcp.listing import McpListingCache
     from corral.tools.policy import LOCAL_COMPUTE, NETWORK, NO_RETRY, RetryPolicy, ToolPolicy
     from corral.tools.sensitive import Sensitive
     from corral.tools.spec import ToolSpec, tool
@@ -73,6 +74,7 @@ __all__ = [
     "Hold",
     "IntentResult",
     "LiveEffects",
+    "McpListingCache",
     "MemoryStore",
     "Model",
     "Plan",
@@ -166,6 +168,7 @@ _HOMES: dict[str, str] = {
     "Sensitive": "corral.tools.sensitive",
     "ToolSpec": "corral.tools.spec",
     "tool": "corral.tools.spec",
+    "McpListingCache": "corral.tools.mcp.listing",
 }
 """Where each public name lives: ``__getattr__`` imports it from there on first use."""
 

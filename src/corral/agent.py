@@ -31,6 +31,7 @@ from corral.routing.router import allowed_tools
 from corral.tools.http import http_tools
 from corral.tools.loader import Setup, import_tools, run_setup
 from corral.tools.mcp.importer import mcp_tools
+from corral.tools.mcp.listing import McpListingCache
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
@@ -171,6 +172,7 @@ class Agent:
         verifiers: Sequence[Verifier] | None = None,
         transports: Sequence[ToolTransport] = (),
         teardown: Callable[[], None] | None = None,
+        mcp_listings: McpListingCache | None = None,
     ) -> Agent:
         """Assemble and validate an agent; raises ``ConfigInvalidError`` listing all problems.
 
@@ -182,10 +184,14 @@ class Agent:
         undoes what built ``deps``; ``aclose`` closes both.
 
         The tools ``config`` declares (``http_tools``, ``openapi``, ``mcp_servers``) are
-        added here. Each MCP server is started once to list its tools, and stopped again.
+        added here. Each MCP server is started once to list its tools, and stopped again;
+        a command that builds agents many times passes one ``mcp_listings`` to all of its
+        builds so that each server is listed once (``corral.tools.mcp.listing``).
         """
         declared, http = http_tools(config.http_tools, config.openapi, root=root, deps=deps or {})
-        served, servers = mcp_tools(config.mcp_servers, root=root, deps=deps or {})
+        served, servers = mcp_tools(
+            config.mcp_servers, root=root, deps=deps or {}, listings=mcp_listings
+        )
         registry = ToolRegistry([*tools, *declared, *served])
         transports = (*transports, http) if http is not None else transports
         transports = (*transports, *servers)
@@ -425,8 +431,12 @@ def load_agent(
     model: Model | None = None,
     model_name: str | None = None,
     replay_loader: Callable[[str], Model] | None = None,
+    mcp_listings: McpListingCache | None = None,
 ) -> Agent:
     """Load ``agent.yaml`` and ``tools.py`` from a folder.
+
+    ``mcp_listings``: MCP servers' tool listings read by earlier loads of this command,
+    reused instead of starting each server again (``Agent.build``).
 
     ``model_name`` (``--model``) replaces ``model.name`` of the config and nothing else;
     ``model``, a ready model object, takes precedence over both.
@@ -465,6 +475,7 @@ def load_agent(
             root=root,
             model=chosen,
             teardown=setup.teardown,
+            mcp_listings=mcp_listings,
         )
     except BaseException:
         if setup.teardown is not None:  # what setup started must not outlive a broken agent

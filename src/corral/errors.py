@@ -63,6 +63,7 @@ class ErrorCode(StrEnum):
     AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
     UNAUTHORIZED = "UNAUTHORIZED"
     BUDGET_LOW = "BUDGET_LOW"
+    TOOL_SCHEMA_CHANGED = "TOOL_SCHEMA_CHANGED"
 
 
 class CorralError(Exception):
@@ -337,3 +338,14 @@ class AgentNotFoundError(CorralError):
     """A request names an agent that this server (or this call) does not serve."""
 
     code = ErrorCode.AGENT_NOT_FOUND
+
+
+class ToolSchemaChangedError(CorralError):
+    """A tool's server now lists another schema than the one the agent was built with.
+
+    Found before the request is sent (``applied`` is false: a write did not act), and
+    not retryable: calling again meets the same server.
+    """
+
+    code = ErrorCode.TOOL_SCHEMA_CHANGED
+    applied = False

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from corral.runtime.faults import Faults
     from corral.runtime.runtime import Runtime
     from corral.store.sql import SqlStore
+    from corral.tools.mcp.listing import McpListingCache
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -123,11 +124,17 @@ def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
 
 
 def _load(
-    agent_dir: Path, home: Path, model: str | None = None, *, data_dir: Path | None = None
+    agent_dir: Path,
+    home: Path,
+    model: str | None = None,
+    *,
+    data_dir: Path | None = None,
+    mcp_listings: McpListingCache | None = None,
 ) -> Agent:
     """The agent in ``agent_dir``; ``model`` (``--model``) replaces only its model's name.
 
     Its business data lives in ``data_dir``, by default ``HOME/data/<agent folder>``.
+    A command that loads it many times passes one ``mcp_listings`` to every load.
     """
     from corral.agent import load_agent
     from corral.models.replay import ReplayModel
@@ -144,6 +151,7 @@ def _load(
         cache_dir=home / "cache",
         model_name=model,
         replay_loader=replay_loader,
+        mcp_listings=mcp_listings,
     )
 
 

@@ -72,6 +72,7 @@ def eval_suite(
     from corral.testing.eval_report import compare, load_baseline, markdown
     from corral.testing.evaluation import load_suite, run_suite
     from corral.testing.faults import load_profile
+    from corral.tools.mcp.listing import McpListingCache
 
     folder = _home(home)
     scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
@@ -80,9 +81,11 @@ def eval_suite(
     if markdown_out is not None and not markdown_out.parent.is_dir():
         raise ConfigInvalidError(f"--markdown: no folder {markdown_out.parent}")
     cases = load_suite(suite or agent_dir / "eval.yaml")
+    listings = McpListingCache()  # each MCP server is listed once, not once per case
 
     def fresh_agent() -> Agent:
-        return _load(agent_dir, folder, model, data_dir=Path(tempfile.mkdtemp(dir=scratch)))
+        data_dir = Path(tempfile.mkdtemp(dir=scratch))
+        return _load(agent_dir, folder, model, data_dir=data_dir, mcp_listings=listings)
 
     agent = fresh_agent()
     asyncio.run(agent.aclose())  # read for its tools and name; each case loads its own

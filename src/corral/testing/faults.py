@@ -270,6 +270,18 @@ class FaultLedger:
     maybe: Counter[tuple[str, str]] = field(default_factory=Counter)
     """(write tool, idempotency key) -> times it raised without proof that it did not act."""
     crashed: bool = False
+    idempotent: set[str] = field(default_factory=set)
+    """Write tools whose policy declares them idempotent by key (``ToolPolicy.idempotent``):
+    entered again with the same key, they find their earlier effect instead of acting."""
+
+    def _again(self, idempotent: bool) -> int:
+        """Entries that could have acted, beyond the first per key, of (non-)idempotent tools."""
+        counts = self.applied + self.maybe
+        return sum(
+            n - 1
+            for (tool, _), n in counts.items()
+            if n > 1 and (tool in self.idempotent) == idempotent
+        )
 
     @property
     def duplicate_effects(self) -> int:
@@ -277,10 +289,15 @@ class FaultLedger:
 
         An entry that failed with proof that nothing happened (``applied=False``, a
         business refusal) does not count: entering again after it is a retry, not a
-        duplicate.
+        duplicate. Nor does entering an idempotent write again with the same key: the
+        tool finds its first effect by that key (``replays`` counts those entries).
         """
-        counts = self.applied + self.maybe
-        return sum(n - 1 for n in counts.values() if n > 1)
+        return self._again(idempotent=False)
+
+    @property
+    def replays(self) -> int:
+        """Same-key entries of idempotent writes beyond the first: retries, not duplicates."""
+        return self._again(idempotent=True)
 
     def acted(self, tool: str, key: str) -> bool | None:
         """Whether the write acted: yes, no, or ``None`` when only its reconciler knows."""
@@ -402,6 +419,8 @@ class FaultInjector(WrappedEffects):
         key = (spec.name, context.idempotency_key)
         if write:
             self.ledger.entries[key] += 1
+            if spec.policy.idempotent:
+                self.ledger.idempotent.add(spec.name)
         try:
             result = await self.inner.call_tool(spec, args, context, timeout_s)
         except Exception as exc:  # the real tool failed: did it act?

@@ -17,7 +17,9 @@ both are judged by one piece of code.
 Must be zero:
 
 - **duplicate effects**: a write entered again for one idempotency key after an entry that
-  could have acted (counted by the fault ledger where the tool is entered);
+  could have acted (counted by the fault ledger where the tool is entered), unless its
+  policy declares it idempotent by key: such a re-entry finds the first effect, and is
+  reported apart as an idempotent replay;
 - **fabricated outcomes**: a claim that a write happened when it did not, or that it did
   not when it did (a write the reply calls unknown claims neither);
 - **invented arguments**: an argument value that the user never gave (in the text, or as
@@ -206,6 +208,7 @@ class ReliabilityReport:
         return {
             "injected": dict(sorted(kinds.items())),
             "cases_with_faults": sum(t.faulted for t in self.transcripts),
+            "idempotent_replays": sum(t.ledger.replays for t in self.transcripts),
         }
 
 

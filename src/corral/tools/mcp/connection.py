@@ -9,6 +9,10 @@ A call that times out therefore cancels only its own request, never the server.
 A server found dead before a request is sent is restarted first, invisibly. One that dies
 while a request is in flight makes that call fail with ``TransientToolError`` (retryable;
 for a write the effect may have happened); the next call starts a fresh process.
+
+Each start of a server whose tools an agent imported lists them again before its first
+request, and a listing that no longer fits the agent's tools fails the call with
+``TOOL_SCHEMA_CHANGED`` (``listing.check_listing``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from corral.errors import (
+    CorralError,
     ToolFailedError,
     ToolOutputInvalidError,
     ToolTimeoutError,
@@ -91,10 +96,36 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
+async def _list_all(session: ClientSession) -> list[Tool]:
+    """Every tool the server offers, all pages read."""
+    from mcp.types import PaginatedRequestParams
+
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        params = PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+Verify = Callable[[list["Tool"]], None]
+"""Checks a fresh start's listing against what the agent was built with; raises if not."""
+
+
 async def _own(
-    launch: McpLaunch, ready: asyncio.Future[ClientSession], stop: asyncio.Event
+    launch: McpLaunch,
+    ready: asyncio.Future[ClientSession],
+    stop: asyncio.Event,
+    verify: Verify | None = None,
 ) -> None:
-    """Enter the transport and the session, publish the session, hold it until ``stop``."""
+    """Enter the transport and the session, publish the session, hold it until ``stop``.
+
+    With ``verify``, the session is published only once the live listing passed it.
+    """
     import anyio
     from mcp import ClientSession
 
@@ -102,6 +133,8 @@ async def _own(
         async with _streams(launch) as (read, write), ClientSession(read, write) as session:
             with anyio.fail_after(launch.startup_timeout_s):
                 await session.initialize()
+                if verify is not None:
+                    verify(await _list_all(session))
             ready.set_result(session)
             await stop.wait()
     except asyncio.CancelledError:
@@ -155,9 +188,13 @@ class McpConnection:
     dies or after ``aclose``. ``starts`` counts the processes (or HTTP sessions) begun.
     """
 
-    def __init__(self, name: str, launch: Callable[[], McpLaunch]) -> None:
+    def __init__(
+        self, name: str, launch: Callable[[], McpLaunch], verify: Verify | None = None
+    ) -> None:
         self.name = name
         self._launch = launch
+        self._verify = verify
+        """Run on each start's listing before its first request (``listing.check_listing``)."""
         self._started: _Started | None = None
         self.starts = 0
         self.secrets: tuple[str, ...] = ()
@@ -183,7 +220,9 @@ class McpConnection:
             self.secrets = launch.secrets
             ready: asyncio.Future[ClientSession] = loop.create_future()
             stop = asyncio.Event()
-            owner = loop.create_task(_own(launch, ready, stop), name=f"mcp-{self.name}")
+            owner = loop.create_task(
+                _own(launch, ready, stop, self._verify), name=f"mcp-{self.name}"
+            )
             started = self._started = _Started(owner, ready, stop, loop)
             self.starts += 1
         try:
@@ -193,6 +232,8 @@ class McpConnection:
         except Exception as exc:
             if self._started is started:
                 self._started = None
+            if isinstance(exc, CorralError):  # the live listing failed ``verify``
+                raise
             raise TransientToolError(
                 f"MCP server {self.name!r} did not start: {type(exc).__name__}: {exc}"[:300],
                 applied=False,
@@ -240,24 +281,13 @@ class McpConnection:
         agent's load for ever.
         """
         session = await self._session()
-        from mcp.types import PaginatedRequestParams
-
-        tools: list[Tool] = []
-        cursor: str | None = None
         try:
             async with asyncio.timeout(timeout_s):
-                for _ in range(_MAX_PAGES):
-                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
-                    page = await session.list_tools(params=params)
-                    tools.extend(page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+                return await _list_all(session)
         except TimeoutError:
             raise ToolTimeoutError(
                 f"MCP server {self.name!r} did not list its tools within {timeout_s:g} s"
             ) from None
-        return tools
 
     async def aclose(self) -> None:
         """Stop the server; the next call starts it again."""

@@ -56,6 +56,11 @@ class McpServerConfig(DeclaredConfig):
     """Headers of an HTTP server's requests (``Authorization: Bearer ${TOKEN}``)."""
     startup_timeout_s: float = Field(10.0, gt=0)
     """How long a start (process and ``initialize``) may take; and listing the tools, again."""
+    listing_ignores_env: tuple[str, ...] = ()
+    """Names in ``env`` whose values do not change which tools the server lists (a
+    database path that differs per eval case): a command that builds the agent many
+    times (``corral eval``) reuses the listing whatever their values. The listing is still
+    checked against the live server at each start (``TOOL_SCHEMA_CHANGED``)."""
     tools: dict[str, McpToolConfig] = Field(min_length=1)
     """The server's tools to import, by the server's name: only these become tools."""
 
@@ -73,6 +78,9 @@ class McpServerConfig(DeclaredConfig):
             raise ValueError(f"mcp server {self.name}: give either command (stdio) or url")
         if self.url is not None and self.env:
             raise ValueError(f"mcp server {self.name}: env is for a command, not a url")
+        unknown = sorted(set(self.listing_ignores_env) - set(self.env))
+        if unknown:
+            raise ValueError(f"mcp server {self.name}: listing_ignores_env names no env {unknown}")
         if self.command is not None and self.headers:
             raise ValueError(f"mcp server {self.name}: headers are for a url, not a command")
         names = [tool.name or name for name, tool in self.tools.items()]

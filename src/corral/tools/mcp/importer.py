@@ -2,7 +2,8 @@
 
 Plan templates are validated when the agent is built, against each tool's input and
 output models, so the schemas must be known then: the server is started once, its tools
-are listed, and it is stopped again (nothing keeps running for an agent never used).
+are listed, and it is stopped again (nothing keeps running for an agent never used); with
+an ``McpListingCache``, a listing read for an earlier build of the same server is reused.
 Calls start it anew, lazily, on the event loop of the run (the SDK's sessions cannot move
 between loops). A server that cannot be started or listed, or lacks a chosen tool, fails
 the build with ``CONFIG_INVALID``.
@@ -29,6 +30,7 @@ from corral.tools.context import ToolContext
 from corral.tools.declared import CONTEXT_PARAM, declared_spec
 from corral.tools.mcp.connection import McpConnection, McpLaunch, list_tools_now
 from corral.tools.mcp.declared import McpServerConfig, McpToolConfig
+from corral.tools.mcp.listing import McpListingCache, check_listing, schemas
 from corral.tools.mcp.results import result_value
 from corral.tools.policy import ToolKind
 from corral.tools.schema_models import python_name
@@ -143,11 +145,17 @@ def mcp_tool_spec(connection: McpConnection, tool: Tool, config: McpToolConfig) 
 
 
 def mcp_tools(
-    servers: Sequence[McpServerConfig], *, root: Path | None, deps: Mapping[str, Any]
+    servers: Sequence[McpServerConfig],
+    *,
+    root: Path | None,
+    deps: Mapping[str, Any],
+    listings: McpListingCache | None = None,
 ) -> tuple[list[ToolSpec], list[McpConnection]]:
     """The chosen tools of every server, and one connection per server (not yet open).
 
-    Each server is started once, here, to list its tools, and stopped again.
+    Each server is started once, here, to list its tools, and stopped again, unless
+    ``listings`` already holds its listing. Each connection checks the live listing at
+    every start against the schemas the tools were built from (``TOOL_SCHEMA_CHANGED``).
     """
     if servers and importlib.util.find_spec("mcp") is None:
         raise ConfigInvalidError(
@@ -161,9 +169,12 @@ def mcp_tools(
     connections: list[McpConnection] = []
     for server in servers:
         launch = functools.partial(launch_of, server, root, deps)
-        connection = McpConnection(server.name, launch)
         try:
-            listed = {tool.name: tool for tool in list_tools_now(launch())}
+            if listings is None:
+                tools = list_tools_now(launch())
+            else:
+                tools = listings.tools(launch(), server.listing_ignores_env)
+            listed = {tool.name: tool for tool in tools}
         except CorralError as exc:
             raise ConfigInvalidError(
                 f"mcp server {server.name!r}: cannot list its tools: {exc.message}",
@@ -180,6 +191,9 @@ def mcp_tools(
                 f"mcp server {server.name!r} has no tool {', '.join(map(repr, missing))}",
                 hint=f"it offers: {', '.join(sorted(listed)) or 'nothing'}",
             )
+        expected = {remote: schemas(listed[remote]) for remote in server.tools}
+        verify = functools.partial(check_listing, server.name, expected)
+        connection = McpConnection(server.name, launch, verify)
         for remote, config in server.tools.items():
             try:
                 specs.append(mcp_tool_spec(connection, listed[remote], config))
