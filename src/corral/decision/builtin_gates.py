@@ -23,7 +23,7 @@ from corral.events import (
     ToolRewritten,
     Verified,
 )
-from corral.planning.binding import bind_arguments
+from corral.planning.binding import bind_arguments, reads_facts
 from corral.tools.invoke import validate_args
 
 
@@ -71,7 +71,8 @@ class BindArguments:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The bound arguments, or a refusal naming the value that is missing."""
         try:
-            args = bind_arguments(proposal.step, run.entities, run.facts(), run.results())
+            facts = run.facts() if reads_facts(proposal.step) else {}
+            args = bind_arguments(proposal.step, run.entities, facts, run.results())
         except CorralError as exc:
             return _unbound(proposal, run, exc)
         return Proposal(proposal.step, proposal.tool, args)

@@ -19,14 +19,23 @@ def bind_arguments(
 
     A reference with no value raises ``MissingArgumentError``: the value is never guessed.
     """
+    references = compiled.references
 
     def bind(value: Any) -> Any:
-        if isinstance(value, str) and value in compiled.references:
-            return compiled.references[value].resolve(entities, facts, results)
+        if isinstance(value, str):
+            reference = references.get(value)
+            if reference is not None:
+                return reference.resolve(entities, facts, results)
+            return literal(value)
         if isinstance(value, list):
             return [bind(item) for item in value]
         if isinstance(value, dict):
             return {key: bind(item) for key, item in value.items()}
-        return literal(value)
+        return value  # a number, a bool or None: nothing to resolve or unescape
 
     return {name: bind(value) for name, value in compiled.step.args.items()}
+
+
+def reads_facts(compiled: CompiledStep) -> bool:
+    """Whether the step's arguments name a fact (``$facts.x``): only then are facts merged."""
+    return any(reference.scope == "facts" for reference in compiled.references.values())

@@ -38,7 +38,8 @@ class Reference:
         self, entities: Mapping[str, Any], facts: Mapping[str, Any], results: Mapping[str, Any]
     ) -> Any:
         """The referenced value; raises ``MissingArgumentError`` rather than guess one."""
-        source = {"entities": entities, "facts": facts, "step": results}[self.scope]
+        scope = self.scope
+        source = results if scope == "step" else facts if scope == "facts" else entities
         value = source.get(self.name)
         for part in self.path:
             value = value.get(part) if isinstance(value, Mapping) else None

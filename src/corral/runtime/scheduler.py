@@ -19,7 +19,7 @@ result fails verification (handled by ``verify.recovery``). A plan longer than
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +110,13 @@ class Scheduler:
             self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
         self.book = StepBook(self.graph, self.state.steps)
         self.gates = GateView(loop, self.book, self.guard)
+        config = self.agent.config
+        self.measure = measure_for(self.state.priority, config.tool_preference)
+        """What ranks equivalent tools in this run (its priority is fixed at its start)."""
+        self.latency = ranking_latency(
+            self.state.observed_latency, config.decision.min_observations
+        )
+        """Observed p95s the ranking uses (read once when the run started)."""
         self.verdicts = VerifyView(loop)
 
     def _open_book(self) -> None:
@@ -365,12 +372,12 @@ class Scheduler:
         ``validated``: ``args`` as ``planned``'s input model, when a gate validated them.
         """
         step, agent, journal = compiled.step, self.agent, self.journal
-        priority, decision = self.state.priority, agent.config.decision
+        priority = self.state.priority
         candidates, excluded = eligible_tools(
             planned,
             agent.tools,
             agent.health,
-            measure_for(priority, agent.config.tool_preference),
+            self.measure,
             allowed=self.gates.allowed_tools,
             policy=agent.policy,
             # what constraints read, and capability matching's query: built only when used
@@ -381,13 +388,16 @@ class Scheduler:
                 if agent.capabilities is not None
                 else ""
             ),
-            latency=ranking_latency(self.state.observed_latency, decision.min_observations),
+            latency=self.latency,
         )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
             return _Outcome(refused, args)
-        choice, told = await self._choose(planned, candidates)
+        if len(candidates) > 1:
+            choice, told = await self._choose(planned, candidates)
+        else:  # one tool: nothing to choose, nothing to tell
+            choice, told = Choice(candidates, ""), False
         candidates = choice.order
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
@@ -521,21 +531,24 @@ class Scheduler:
         every fact for each step cost more than the rest of the context. A write always
         carries its key. Without ``spec`` (a reconciler's finder) the context is whole.
         """
-        language = self.state.language
-        renderer = self.agent.renderer
+        state = self.state
         sees = spec is None or spec.context_param is not None
         keyed = sees or (spec is not None and spec.policy.kind == "write")
         return ToolContext(
-            run_id=self.state.run_id,
+            run_id=state.run_id,
             step_id=step_id,
-            idempotency_key=idempotency_key(self.state.run_id, step_id, args) if keyed else "",
+            idempotency_key=idempotency_key(state.run_id, step_id, args) if keyed else "",
             deps=self.agent.deps,
             facts=self.loop.values() if sees else {},
-            language=language,
-            received_at=self.state.received_at or self.loop.effects.now(),
-            render=lambda name, values: renderer.render(name, values, language),
+            language=state.language,
+            received_at=state.received_at or self.loop.effects.now(),
+            render=self._render,
             timezone=self.agent.config.timezone,
         )
+
+    def _render(self, name: str, values: Mapping[str, Any]) -> str:
+        """Render one of the agent's templates in the run's language (``ToolContext.render``)."""
+        return self.agent.renderer.render(name, values, self.state.language)
 
     def _attempt_recorder(
         self, step_id: str, tool: str, also: Callable[[Attempt], None] | None = None
