@@ -21,6 +21,15 @@ _CANONICAL_ASCII = json.JSONEncoder(sort_keys=True, ensure_ascii=True, default=s
 every call, built once: the same text, without a new encoder per hash (hot: loop guard)."""
 
 
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text that ``stable_hash`` hashes.
+
+    For keys kept only in memory, where equal values must give equal keys and a digest
+    would only add work (the loop guard).
+    """
+    return _CANONICAL.encode(value)
+
+
 def stable_hash(value: Any, size: int = 16, *, escape_non_ascii: bool = False) -> str:
     """The first ``size`` hex digits of the SHA-256 of ``value`` as canonical JSON.
 

@@ -108,6 +108,8 @@ class Scheduler:
             if step.args is None or step.called is None or step.status is StepStatus.RUNNING:
                 continue
             self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
+        for name, value in self.state.memory.values().items():  # what the run knows now
+            self.guard.fact_written(name, value)
         self.book = StepBook(self.graph, self.state.steps)
         self.gates = GateView(loop, self.book, self.guard)
         config = self.agent.config
@@ -655,9 +657,9 @@ class Scheduler:
                 value: Any = result.data
                 for part in path:
                     value = value.get(part) if isinstance(value, dict) else None
-                journal.write_fact(fact, value, FactSource.TOOL, step_id)
-            call = [result.tool, outcome.args, result.data]
-            looping = self.guard.observe_state(self.state.memory.values(), call)
+                if journal.write_fact(fact, value, FactSource.TOOL, step_id):
+                    self.guard.fact_written(fact, value)
+            looping = self.guard.observe_result(result.tool, outcome.args, result.data)
             if looping:
                 journal.emit("verify", LoopDetected(looping, step_id))
                 self.stop = (looping, ErrorCode.LOOP_DETECTED)
