@@ -67,7 +67,18 @@ class StepBook:
 
     def ready(self) -> list[str]:
         """The candidates, in the plan's topological order."""
+        if len(self.candidates) < 2:
+            return list(self.candidates)
         return sorted(self.candidates, key=self.index.__getitem__)
+
+    def started_step(self, sid: str) -> None:
+        """The step was admitted (``step_started``): it runs now.
+
+        What ``note`` would conclude from that event, without reading the step back. It
+        stays a candidate, as every running step does (``_ready`` skips those in flight).
+        """
+        self.started.add(sid)
+        self.status[sid] = StepStatus.RUNNING
 
     def note(self, sid: str) -> None:
         """Read the step's state again after events about it were emitted."""

@@ -35,7 +35,7 @@ from corral.contracts import (
 )
 from corral.decision.candidates import eligible_tools
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
-from corral.decision.gates import Proposal, Stop, decide
+from corral.decision.gates import Proposal, decide
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     LoopDetected,
@@ -77,6 +77,11 @@ from corral.verify.verifiers import StepOutcome, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
+
+
+_OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
+_TOOL_TIMEOUT = ErrorCode.TOOL_TIMEOUT.value
+"""Codes compared on every step, read off their enum once (``.value`` is a property)."""
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -161,9 +166,14 @@ class Scheduler:
 
     async def _dispatch_until_settled(self) -> bool:
         """Decide and run steps until nothing is ready or running; ``True``: it paused."""
+        book, loop = self.book, self.loop
         while True:
-            self._mark_blocked()
-            self._stop_on_model_budget()
+            if book is not self.book:  # a replan opened a new book
+                book = self.book
+            if book.to_block:
+                self._mark_blocked()
+            if loop.budget_stop is not None:
+                self._stop_on_model_budget()
             if self.stop is None:
                 for step_id in self._ready():
                     await self._gate_and_dispatch(step_id)
@@ -309,8 +319,9 @@ class Scheduler:
         for step_id in self.book.ready():
             if step_id in in_flight:
                 continue
-            busy = in_flight | set(ready)
-            if any(self.graph.writes_conflict(step_id, other) for other in busy):
+            if (in_flight or ready) and any(
+                self.graph.writes_conflict(step_id, other) for other in in_flight | set(ready)
+            ):
                 continue
             ready.append(step_id)
         return ready
@@ -331,15 +342,15 @@ class Scheduler:
         compiled = self.graph.steps[step_id]
         self.gates.idle = not self.running and not self.queued
         decided = decide(self.agent.gates, Proposal(compiled, compiled.spec, {}), self.gates)
-        self.book.note(step_id)
-        if isinstance(decided, Stop):
-            self.stop = (decided.reason, decided.code)
         if not isinstance(decided, Proposal):
+            self.book.note(step_id)  # a gate failed, skipped or held it, or stopped the run
+            if decided is not None:
+                self.stop = (decided.reason, decided.code)
             await self._release_waiting_on(step_id)
             return
         spec, args = decided.tool, decided.args
         self.journal.emit("execute", StepStarted(step_id, spec.name, args))
-        self.book.note(step_id)
+        self.book.started_step(step_id)
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
         self.queued[step_id] = self._execute(compiled, spec, args, decided.validated)
@@ -485,7 +496,7 @@ class Scheduler:
 
         def seen(attempt: Attempt) -> None:
             attempts.append(attempt)
-            if timed_out(attempt):
+            if attempt.error_code == _TOOL_TIMEOUT and timed_out(attempt):
                 self._raise_tool_timeout(step_id, spec, attempt, next_tool)
 
         record = self._attempt_recorder(step_id, spec.name, seen)
@@ -498,7 +509,7 @@ class Scheduler:
                 spec, validated, context, self.loop.effects, record, first, spent
             )
             last = attempts[-1] if attempts else None
-            if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
+            if result.error_code != _OUTCOME_UNKNOWN or last is None:
                 return result
             if last.in_flight:  # "not found" proves nothing while the thread may still act
                 return result
@@ -616,7 +627,7 @@ class Scheduler:
     async def _finish(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
-        if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+        if result.error_code == _OUTCOME_UNKNOWN:
             reason = result.error_message or "the outcome of the write is unknown"
             unknown = StepStatus.UNKNOWN.value
             journal.emit(
