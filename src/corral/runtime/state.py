@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from corral.contracts import (
     HandoffPacket,
@@ -181,7 +181,7 @@ def apply(state: RunState, event: Event) -> RunState:
     payload = event.payload
     state.last_seq = event.seq
     if type(payload) in _STEP_PAYLOADS:
-        _apply_step(state, cast(StepPayload, payload))
+        _apply_step(state, payload)  # type: ignore[arg-type]  # (cast() is a call per event)
     elif isinstance(payload, StatusChanged):
         state.status = RunStatus(payload.to)
         state.active_s += payload.active_s
