@@ -160,9 +160,10 @@ class Confirmation:
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Pass when approved; ask (when nothing else runs) or skip a declined step."""
-        step_id, tool = proposal.step_id, proposal.tool
+        tool = proposal.tool
         if not (proposal.step.step.requires_confirmation or tool.policy.requires_confirmation):
             return proposal
+        step_id = proposal.step_id
         decision = run.confirmation(step_id)
         if decision is None:
             if run.idle:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -230,7 +230,7 @@ def _checked(gate: Gate, answer: object, sealed: Proposal | None) -> Answer:
             f"gate {name} changed the step's tool or arguments after they were validated "
             "(place it before ValidateArguments)"
         )
-    return cast(Answer, answer)
+    return answer
 
 
 _ANSWERS = (Proposal, Refuse, Skip, Hold, Stop)

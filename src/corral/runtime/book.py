@@ -62,9 +62,6 @@ class StepBook:
             if status[sid] in BAD:
                 self._queue_dependents(sid)
 
-    def _candidate(self, sid: str) -> bool:
-        return self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]
-
     def _queue_dependents(self, sid: str) -> None:
         for dependent in self.graph.dependents.get(sid, ()):
             if self.status[dependent] is StepStatus.PENDING:
@@ -109,7 +106,7 @@ class StepBook:
         self._refresh(sid)
 
     def _refresh(self, sid: str) -> None:
-        if self._candidate(sid):
+        if self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]:
             self.candidates.add(sid)
         else:
             self.candidates.discard(sid)

@@ -32,21 +32,15 @@ class GateView:
         self.guard = guard
         self.idle = False
         self._budget = BudgetTracker(loop.agent.config.budget)
-
-    @property
-    def tools(self) -> ToolRegistry:
+        # What does not change while a scheduler runs is read once, not on every step.
+        self.tools: ToolRegistry = loop.agent.tools
         """The agent's tools."""
-        return self.loop.agent.tools
-
-    @property
-    def policy(self) -> DecisionPolicy:
+        self.policy: DecisionPolicy = loop.agent.policy
         """The agent's tool constraints and argument rewrites."""
-        return self.loop.agent.policy
-
-    @property
-    def rules(self) -> Sequence[CompiledRule]:
+        self.rules: Sequence[CompiledRule] = loop.agent.rules
         """The agent's business rules."""
-        return self.loop.agent.rules
+        self.entities: Mapping[str, Any] = loop.state.entities
+        """The entities the user gave (a scheduler's run merges no new ones)."""
 
     @property
     def budget(self) -> BudgetTracker:
@@ -56,11 +50,6 @@ class GateView:
         self._budget.tokens = self.loop.state.tokens
         self._budget.signalled_low = self.loop.state.budget_low
         return self._budget
-
-    @property
-    def entities(self) -> Mapping[str, Any]:
-        """The entities the user gave."""
-        return self.loop.state.entities
 
     @property
     def allowed_tools(self) -> Collection[str]:

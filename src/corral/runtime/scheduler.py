@@ -21,11 +21,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from corral.contracts import (
+    PAUSED_STATUSES,
     NeedReplan,
     RunStatus,
     StepStatus,
@@ -81,7 +83,9 @@ if TYPE_CHECKING:
 
 _OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 _TOOL_TIMEOUT = ErrorCode.TOOL_TIMEOUT.value
-"""Codes compared on every step, read off their enum once (``.value`` is a property)."""
+_STATUS_TEXT = MappingProxyType({status: status.value for status in ToolStatus})
+"""Codes and statuses written or compared on every step, read off their enums once
+(``.value`` is a property: two calls each time)."""
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -89,7 +93,7 @@ def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
     return stable_hash([run_id, step_id, args], 32)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Outcome:
     result: ToolResult
     args: dict[str, Any]
@@ -177,7 +181,7 @@ class Scheduler:
             if self.stop is None:
                 for step_id in self._ready():
                     await self._gate_and_dispatch(step_id)
-                    if self.state.status.paused or self.stop is not None:
+                    if self.state.status in PAUSED_STATUSES or self.stop is not None:
                         break
             if await self._ran_alone():
                 continue
@@ -407,14 +411,14 @@ class Scheduler:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
             return _Outcome(refused, args)
-        if len(candidates) > 1:
+        choice: Choice | None = None
+        told = False
+        if len(candidates) > 1:  # one tool: nothing to choose, nothing to tell
             choice, told = await self._choose(planned, candidates)
-        else:  # one tool: nothing to choose, nothing to tell
-            choice, told = Choice(candidates, ""), False
-        candidates = choice.order
+            candidates = choice.order
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
-            first = choice.reason if told else "best ranked"
+            first = choice.reason if choice is not None and told else "best ranked"
             reason = first if index == 0 else f"fallback after {candidates[index - 1].name}"
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
@@ -430,7 +434,7 @@ class Scheduler:
                         names,
                         excluded,
                         priority if told else None,
-                        choice.scores if told else None,
+                        choice.scores if choice is not None and told else None,
                     ),
                 )
             if write:
@@ -575,7 +579,7 @@ class Scheduler:
                     step_id,
                     tool,
                     attempt.number,
-                    attempt.status.value,
+                    _STATUS_TEXT[attempt.status],
                     round(attempt.duration_ms, 3),
                     attempt.error_code,
                     attempt.error_message,
