@@ -92,8 +92,8 @@ class StepBook:
             return
         self.status[sid] = after
         if after is StepStatus.SUCCEEDED:
-            if step.data is not None:
-                self.results[sid] = step.data
+            if step.result is not None and step.result.data is not None:
+                self.results[sid] = step.result.data
             for dependent in self.graph.dependents.get(sid, ()):
                 self.unmet[dependent] -= 1
                 self._refresh(dependent)
