@@ -79,24 +79,6 @@ def _retrieve(work: asyncio.Future[Any]) -> None:
         work.exception()
 
 
-async def _call_async(call: Coroutine[Any, Any, Any], timeout_s: float) -> Any:
-    """Await an async tool's coroutine, cancelling it at its timeout; no extra task.
-
-    Its first step runs at once: a tool that answers without waiting for anything (a
-    cache, a computation) ends there, and no timer is set for it; a timer could not
-    have interrupted that step anyway. One that waits goes on under ``timeout_at``, with
-    the deadline counted from before its first step, as ``asyncio.timeout`` would.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    try:
-        waiting = call.send(None)
-    except StopIteration as done:
-        return done.value
-    async with asyncio.timeout_at(deadline):
-        return await _resume(call, waiting)
-
-
 @types.coroutine
 def _resume(call: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
     """Go on with a coroutine that has run its first step and yielded ``waiting``.
@@ -153,7 +135,18 @@ class LiveEffects:
         if spec.context_param:
             kwargs[spec.context_param] = context
         if spec.is_async:
-            return await _call_async(spec.fn(**kwargs), timeout_s)
+            # Its first step runs at once: a tool that answers without waiting for anything
+            # (a cache, a computation) ends there, and no timer is set for it; none could
+            # have interrupted that step anyway. One that waits goes on under a timeout
+            # whose deadline is counted from before its first step, as asyncio.timeout's.
+            deadline = asyncio.get_running_loop().time() + timeout_s
+            call = spec.fn(**kwargs)
+            try:
+                waiting = call.send(None)
+            except StopIteration as done:
+                return done.value
+            async with asyncio.timeout_at(deadline):  # cancels the tool; no extra task
+                return await _resume(call, waiting)
         work = asyncio.ensure_future(asyncio.to_thread(spec.fn, **kwargs))
         work.add_done_callback(_retrieve)
         try:

@@ -85,7 +85,8 @@ class RewriteArguments:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The rewritten tool and arguments when a declared rewrite applies."""
         spec, args = proposal.tool, proposal.args
-        if not run.policy.rewrites_tool(spec.name):
+        policy = run.policy
+        if not policy.rewrites or not policy.rewrites_tool(spec.name):
             return proposal
         try:
             rewrite = run.policy.rewrite(spec.name, run.rule_names(args))
@@ -180,9 +181,10 @@ class LoopGuardGate:
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Record the call; a refusal that stops the run when it repeats too often."""
-        looping = run.guard.observe_call(proposal.step_id, proposal.tool.name, proposal.args)
+        step_id = proposal.step.step.id
+        looping = run.guard.observe_call(step_id, proposal.tool.name, proposal.args)
         if looping:
-            run.emit("verify", LoopDetected(looping, proposal.step_id))
+            run.emit("verify", LoopDetected(looping, step_id))
             return Refuse(ErrorCode.LOOP_DETECTED.value, looping, stop=True)
         return proposal
 

@@ -61,7 +61,7 @@ def eligible_tools(
         if candidate.name not in allowed:
             excluded[candidate.name] = "not allowed for this intent"
             continue
-        ok, reason = policy.allows(candidate.name, names)
+        ok, reason = policy.allows(candidate.name, names) if policy.constraints else (True, "")
         if ok:
             eligible.append(candidate)
         else:

@@ -7,7 +7,7 @@ bookkeeping and the agent, and record through the run's journal.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import Verdict
@@ -41,6 +41,8 @@ class GateView:
         """The agent's business rules."""
         self.entities: Mapping[str, Any] = loop.state.entities
         """The entities the user gave (a scheduler's run merges no new ones)."""
+        self.active_seconds: Callable[[], float] = loop.active_seconds
+        """Running time of the run so far, excluding pauses (the loop's own method)."""
 
     @property
     def budget(self) -> BudgetTracker:
@@ -56,10 +58,6 @@ class GateView:
         """The intent's allow-list, as routed."""
         route = self.loop.state.route
         return route.allowed_tools if route else ()
-
-    def active_seconds(self) -> float:
-        """Running time of the run so far, excluding pauses."""
-        return self.loop.active_seconds()
 
     def facts(self) -> dict[str, Any]:
         """Facts, falling back to the entities the user gave."""

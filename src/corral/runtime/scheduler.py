@@ -170,10 +170,8 @@ class Scheduler:
 
     async def _dispatch_until_settled(self) -> bool:
         """Decide and run steps until nothing is ready or running; ``True``: it paused."""
-        book, loop = self.book, self.loop
+        book, loop = self.book, self.loop  # a new book opens only after this returns
         while True:
-            if book is not self.book:  # a replan opened a new book
-                book = self.book
             if book.to_block:
                 self._mark_blocked()
             if loop.budget_stop is not None:
@@ -183,7 +181,13 @@ class Scheduler:
                     await self._gate_and_dispatch(step_id)
                     if self.state.status in PAUSED_STATUSES or self.stop is not None:
                         break
-            if await self._ran_alone():
+            if len(self.queued) == 1 and not self.running:
+                # The round's only call runs in this task: a chain of steps (and every step
+                # without a sibling) costs no task and no wait set. The log is the same:
+                # with one call in flight, its events come in the same order either way.
+                step_id, call = self.queued.popitem()
+                await self._finish(step_id, await call)
+                book.note(step_id)
                 continue
             self._start_queued()
             if self.state.status.paused and not self.running:
@@ -197,19 +201,6 @@ class Scheduler:
             for task in sorted(finished, key=lambda task: task.cancelled()):
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
-
-    async def _ran_alone(self) -> bool:
-        """Run the round's only call in this task when nothing else runs.
-
-        A chain of steps (and every step that has no sibling) then costs no task and no
-        wait set. The log is the same: with one call in flight, its events come in the
-        same order either way.
-        """
-        if len(self.queued) != 1 or self.running:
-            return False
-        step_id, call = self.queued.popitem()
-        await self._complete(step_id, await call)
-        return True
 
     def _start_queued(self) -> None:
         """Start the round's calls as tasks, in dispatch order: they run concurrently."""
