@@ -82,7 +82,6 @@ if TYPE_CHECKING:
 
 
 _OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
-_TOOL_TIMEOUT = ErrorCode.TOOL_TIMEOUT.value
 _STATUS_TEXT = MappingProxyType({status: status.value for status in ToolStatus})
 """Codes and statuses written or compared on every step, read off their enums once
 (``.value`` is a property: two calls each time)."""
@@ -491,7 +490,7 @@ class Scheduler:
 
         def seen(attempt: Attempt) -> None:
             attempts.append(attempt)
-            if attempt.error_code == _TOOL_TIMEOUT and timed_out(attempt):
+            if timed_out(attempt):
                 self._raise_tool_timeout(step_id, spec, attempt, next_tool)
 
         record = self._attempt_recorder(step_id, spec.name, seen)
