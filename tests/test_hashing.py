@@ -63,3 +63,17 @@ def test_the_hash_ignores_key_order_and_takes_dates_and_sizes() -> None:
     assert stable_hash({"on": dt.date(2026, 1, 2)}) == stable_hash({"on": "2026-01-02"})
     assert len(stable_hash("x")) == 16 and len(stable_hash("x", 32)) == 32
     assert stable_hash("é") != stable_hash("é", escape_non_ascii=True)
+
+
+def test_canonical_json_is_the_text_json_dumps_writes() -> None:
+    from corral.hashing import canonical_json
+
+    values: list[object] = [
+        ARGS,
+        ["tool", {"b": [1.5, None, True], "a": "张三", "c": {"y": 1, "x": [{}]}}],
+        "just text",
+        {"nan": float("nan"), "big": 10**30, "neg": -0.0},
+    ]
+    for value in values:
+        expected = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+        assert canonical_json(value) == expected

@@ -157,6 +157,27 @@ def test_loop_guard_repeated_identical_calls() -> None:
     assert reason is not None and "3 steps" in reason
 
 
+def test_loop_guard_state_after_a_step_counts_the_facts_known_then() -> None:
+    guard = LoopGuard()
+    guard.fact_written("a", 1)
+    assert guard.observe_result("search", {"q": "x"}, {"n": 1}) is None
+    guard.fact_written("a", 2)  # the same call and answer, but the run knows more now
+    assert guard.observe_result("search", {"q": "x"}, {"n": 1}) is None
+    assert guard.observe_result("search", {"q": "x"}, {"n": 2}) is None  # another answer
+    guard.fact_written("a", 1)  # back to what it knew at first: the first state again
+    reason = guard.observe_result("search", {"q": "x"}, {"n": 1})
+    assert reason is not None and "already been in" in reason
+
+
+def test_loop_guard_facts_digest_does_not_depend_on_the_order_facts_came_in() -> None:
+    first, second = LoopGuard(), LoopGuard()
+    for name, value in (("a", 1), ("b", [1, {"z": 2}])):
+        first.fact_written(name, value)
+    for name, value in (("b", [1, {"z": 2}]), ("a", 0), ("a", 1)):
+        second.fact_written(name, value)
+    assert first.facts_digest == second.facts_digest != 0
+
+
 def test_loop_guard_state_hash() -> None:
     guard = LoopGuard()
     assert guard.observe_state({"a": 1}, ["s1"]) is None

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import types
 import uuid
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -77,6 +79,28 @@ def _retrieve(work: asyncio.Future[Any]) -> None:
         work.exception()
 
 
+@types.coroutine
+def _resume(call: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
+    """Go on with a coroutine that has run its first step and yielded ``waiting``.
+
+    What ``await`` does after that step: hand what the coroutine waits for to the task,
+    and send (or throw) back into the coroutine what the task answers.
+    """
+    try:
+        while True:
+            try:
+                answer = yield waiting
+            except GeneratorExit:
+                call.close()
+                raise
+            except BaseException as exc:  # a cancellation (the timeout) goes to the tool
+                waiting = call.throw(exc)
+            else:
+                waiting = call.send(answer)
+    except StopIteration as done:
+        return done.value
+
+
 @dataclass
 class LiveEffects:
     """The real world: system clock, random ids, real sleeps, real tool calls."""
@@ -111,8 +135,18 @@ class LiveEffects:
         if spec.context_param:
             kwargs[spec.context_param] = context
         if spec.is_async:
-            async with asyncio.timeout(timeout_s):  # cancels the tool; no extra task
-                return await spec.fn(**kwargs)
+            # Its first step runs at once: a tool that answers without waiting for anything
+            # (a cache, a computation) ends there, and no timer is set for it; none could
+            # have interrupted that step anyway. One that waits goes on under a timeout
+            # whose deadline is counted from before its first step, as asyncio.timeout's.
+            deadline = asyncio.get_running_loop().time() + timeout_s
+            call = spec.fn(**kwargs)
+            try:
+                waiting = call.send(None)
+            except StopIteration as done:
+                return done.value
+            async with asyncio.timeout_at(deadline):  # cancels the tool; no extra task
+                return await _resume(call, waiting)
         work = asyncio.ensure_future(asyncio.to_thread(spec.fn, **kwargs))
         work.add_done_callback(_retrieve)
         try:

@@ -43,19 +43,25 @@ class BudgetTracker:
 
     def low(self, active_s: float) -> BudgetLow | None:
         """The first budget with less than ``low_fraction`` of it left, else ``None``."""
-        if self.budget.low_fraction <= 0:
+        budget = self.budget
+        if budget.low_fraction <= 0:
             return None
-        share = 1.0 - self.budget.low_fraction
-        used: tuple[tuple[BudgetResource, float, float], ...] = (
-            ("steps", self.steps, self.budget.max_steps),
-            ("tool_calls", self.tool_calls, self.budget.max_tool_calls),
-            ("tokens", self.tokens, self.budget.max_tokens),
-            ("wall_clock", round(active_s, 3), self.budget.max_wall_clock_s),
-        )
-        for resource, spent, limit in used:
-            if limit > 0 and spent > share * limit:
-                return BudgetLow(resource=resource, used=spent, limit=limit)
-        return None
+        share = 1.0 - budget.low_fraction
+        # Asked before every step: each limit is tested in turn, nothing built until one is low.
+        resource: BudgetResource
+        spent: float
+        limit: float
+        if budget.max_steps > 0 and self.steps > share * budget.max_steps:
+            resource, spent, limit = "steps", self.steps, budget.max_steps
+        elif budget.max_tool_calls > 0 and self.tool_calls > share * budget.max_tool_calls:
+            resource, spent, limit = "tool_calls", self.tool_calls, budget.max_tool_calls
+        elif budget.max_tokens > 0 and self.tokens > share * budget.max_tokens:
+            resource, spent, limit = "tokens", self.tokens, budget.max_tokens
+        elif budget.max_wall_clock_s > 0 and round(active_s, 3) > share * budget.max_wall_clock_s:
+            resource, spent, limit = "wall_clock", round(active_s, 3), budget.max_wall_clock_s
+        else:
+            return None
+        return BudgetLow(resource=resource, used=spent, limit=limit)
 
 
 def handle_budget_low(signal: BudgetLow) -> BudgetLowOutcome:

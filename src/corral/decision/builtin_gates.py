@@ -23,7 +23,7 @@ from corral.events import (
     ToolRewritten,
     Verified,
 )
-from corral.planning.binding import bind_arguments
+from corral.planning.binding import bind_arguments, reads_facts
 from corral.tools.invoke import validate_args
 
 
@@ -72,7 +72,8 @@ class BindArguments:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The bound arguments, or a refusal naming the value that is missing."""
         try:
-            args = bind_arguments(proposal.step, run.entities, run.facts(), run.results())
+            facts = run.facts() if reads_facts(proposal.step) else {}
+            args = bind_arguments(proposal.step, run.entities, facts, run.results())
         except CorralError as exc:
             return _unbound(proposal, run, exc)
         return Proposal(proposal.step, proposal.tool, args)
@@ -85,7 +86,8 @@ class RewriteArguments:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The rewritten tool and arguments when a declared rewrite applies."""
         spec, args = proposal.tool, proposal.args
-        if not run.policy.rewrites_tool(spec.name):
+        policy = run.policy
+        if not policy.rewrites or not policy.rewrites_tool(spec.name):
             return proposal
         try:
             rewrite = run.policy.rewrite(spec.name, run.rule_names(args))
@@ -160,9 +162,10 @@ class Confirmation:
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Pass when approved; ask (when nothing else runs) or skip a declined step."""
-        step_id, tool = proposal.step_id, proposal.tool
+        tool = proposal.tool
         if not (proposal.step.step.requires_confirmation or tool.policy.requires_confirmation):
             return proposal
+        step_id = proposal.step_id
         decision = run.confirmation(step_id)
         if decision is None:
             if run.idle:
@@ -179,9 +182,10 @@ class LoopGuardGate:
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Record the call; a refusal that stops the run when it repeats too often."""
-        looping = run.guard.observe_call(proposal.step_id, proposal.tool.name, proposal.args)
+        step_id = proposal.step.step.id
+        looping = run.guard.observe_call(step_id, proposal.tool.name, proposal.args)
         if looping:
-            run.emit("verify", LoopDetected(looping, proposal.step_id))
+            run.emit("verify", LoopDetected(looping, step_id))
             return Refuse(ErrorCode.LOOP_DETECTED.value, looping, stop=True)
         return proposal
 

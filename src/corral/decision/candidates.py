@@ -41,7 +41,10 @@ def eligible_tools(
     compares descriptions with (the step's, the tool's, the run's goal); ``latency``:
     observed p95s that replace declared latencies in the ranking.
     """
-    ranked = rank_tools(tools, planned.name, health, prefer, latency=latency)
+    if planned.policy.equivalent_group is None:  # most tools: nothing to rank it against
+        ranked = [tools.get(planned.name)]
+    else:
+        ranked = rank_tools(tools, planned.name, health, prefer, latency=latency)
     if capabilities is not None:
         similar = capabilities.similarity(query)
         known = {c.name for c in ranked}
@@ -58,7 +61,7 @@ def eligible_tools(
         if candidate.name not in allowed:
             excluded[candidate.name] = "not allowed for this intent"
             continue
-        ok, reason = policy.allows(candidate.name, names)
+        ok, reason = policy.allows(candidate.name, names) if policy.constraints else (True, "")
         if ok:
             eligible.append(candidate)
         else:

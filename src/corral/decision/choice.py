@@ -123,6 +123,8 @@ def choose(
     ``peers``: whether a candidate is one of the planned tool's declared equivalents (a
     tool found by capability matching keeps its place after them, and is never tied).
     """
+    if len(candidates) < 2:
+        return Choice(list(candidates), "")  # nothing to choose between
     first = measure_for(priority, preference)
     second: Measure = "cost" if first == "latency" else "latency"
     pool = [s for s in candidates if peers(s.name) and not health.degraded(s.name)]

@@ -183,10 +183,16 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
     """
     sealed: Proposal | None = None
     for gate in gates:
-        answer = _ask(gate, proposal, run, sealed)
+        try:
+            answer: object = gate.check(proposal, run)
+        except Exception as exc:  # a user's gate: its bug must not crash the run
+            answer = _broken(f"gate {type(gate).__name__} raised {type(exc).__name__}: {exc}")
+        else:  # the usual answer, the proposal passed on as it may be, costs one test
+            if answer is not proposal and (sealed is not None or type(answer) is not Proposal):
+                answer = _checked(gate, answer, sealed)
         if isinstance(answer, Proposal):
             proposal = answer
-            if getattr(gate, "seals", False):
+            if sealed is None and getattr(gate, "seals", False):
                 sealed = proposal
             continue
         if isinstance(answer, Refuse):
@@ -203,12 +209,11 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
     return proposal
 
 
-def _ask(gate: Gate, proposal: Proposal, run: GateRun, sealed: Proposal | None) -> Answer:
-    """One gate's answer; a broken gate's is a refusal that hands the run off."""
-    try:
-        answer: object = gate.check(proposal, run)
-    except Exception as exc:  # a user's gate: its bug must not crash the run
-        return _broken(f"gate {type(gate).__name__} raised {type(exc).__name__}: {exc}")
+def _checked(gate: Gate, answer: object, sealed: Proposal | None) -> Answer:
+    """An unusual answer as it is, or a refusal that hands the run off.
+
+    That is when it is not an ``Answer``, or changes the tool or arguments a gate sealed.
+    """
     name = type(gate).__name__
     if type(answer) is not Proposal and not isinstance(answer, _ANSWERS):
         if inspect.iscoroutine(answer):  # written ``async def`` like a verifier

@@ -68,7 +68,7 @@ class DecisionPolicy:
 
     def rewrites_tool(self, tool: str) -> bool:
         """Whether any rewrite is declared for ``tool`` (most are not: nothing to evaluate)."""
-        return any(r.rule.tool == tool for r in self.rewrites)
+        return bool(self.rewrites) and any(r.rule.tool == tool for r in self.rewrites)
 
     def rewrite(self, tool: str, names: Mapping[str, Any]) -> Rewrite | None:
         """The first rewrite that applies to this call, if any."""

@@ -48,6 +48,8 @@ def rank_tools(
     """
     excluded = set(exclude)
     candidates = [s for s in registry.equivalents(requested) if s.name not in excluded]
+    if len(candidates) < 2:  # most tools have no equivalent: nothing to rank
+        return candidates
     known = latency or {}
 
     def key(spec: ToolSpec) -> tuple[bool, float, float, bool, str]:

@@ -38,10 +38,12 @@ class Reference:
         self, entities: Mapping[str, Any], facts: Mapping[str, Any], results: Mapping[str, Any]
     ) -> Any:
         """The referenced value; raises ``MissingArgumentError`` rather than guess one."""
-        source = {"entities": entities, "facts": facts, "step": results}[self.scope]
+        scope = self.scope
+        source = results if scope == "step" else facts if scope == "facts" else entities
         value = source.get(self.name)
         for part in self.path:
-            value = value.get(part) if isinstance(value, Mapping) else None
+            # a dict first: the usual case, without the ABC's slower check
+            value = value.get(part) if type(value) is dict or isinstance(value, Mapping) else None
         if value is None and not self.optional:
             raise MissingArgumentError(f"{self.text} has no value")
         return value

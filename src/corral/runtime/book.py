@@ -27,38 +27,40 @@ class StepBook:
     def __init__(self, graph: PlanGraph, steps: Mapping[str, StepState]) -> None:
         self.graph = graph
         self.steps = steps
-        self.index = {sid: i for i, sid in enumerate(graph.order)}
-        self.status = {sid: steps[sid].status for sid in graph.order}
+        self.index: dict[str, int] = {}
+        self.status = status = {sid: steps[sid].status for sid in graph.order}
         self.waited_by: dict[str, list[str]] = {}
-        for sid in graph.order:
-            for other in graph.steps[sid].waits_for:
-                self.waited_by.setdefault(other, []).append(sid)
-        self.unmet = {
-            sid: sum(
-                self.status[d] is not StepStatus.SUCCEEDED
-                for d in set(graph.steps[sid].step.depends_on)
-            )
-            for sid in graph.order
-        }
-        self.waits = {
-            sid: sum(self.status.get(o) in UNSETTLED for o in graph.steps[sid].waits_for)
-            for sid in graph.order
-        }
+        self.unmet: dict[str, int] = {}
+        """Step id -> how many of its dependencies have not succeeded."""
+        self.waits: dict[str, int] = {}
+        """Step id -> how many producers of the facts read before it are unsettled."""
         self.results: dict[str, Any] = {}
         """Step id -> data of the steps that succeeded, for ``$sN.result`` references."""
-        self.started = {sid for sid in graph.order if steps[sid].args is not None}
+        self.started: set[str] = set()
         """The steps entered with arguments (the budget counts them)."""
-        self.candidates = {sid for sid in graph.order if self._candidate(sid)}
+        self.candidates: set[str] = set()
         self.to_block: list[tuple[int, str]] = []
+        succeeded = StepStatus.SUCCEEDED
+        for position, sid in enumerate(graph.order):  # one pass: a run opens one per segment
+            compiled, step, current = graph.steps[sid], steps[sid], status[sid]
+            self.index[sid] = position
+            unmet = 0
+            for dependency in set(compiled.step.depends_on) if compiled.step.depends_on else ():
+                unmet += status[dependency] is not succeeded
+            waits = 0
+            for producer in compiled.waits_for:
+                self.waited_by.setdefault(producer, []).append(sid)
+                waits += status.get(producer) in UNSETTLED
+            self.unmet[sid], self.waits[sid] = unmet, waits
+            if step.args is not None:
+                self.started.add(sid)
+            if current in UNSETTLED and not unmet and not waits:
+                self.candidates.add(sid)
+            elif current is succeeded and step.result is not None and step.result.data is not None:
+                self.results[sid] = step.result.data
         for sid in graph.order:
-            status = self.status[sid]
-            if status is StepStatus.SUCCEEDED and steps[sid].data is not None:
-                self.results[sid] = steps[sid].data
-            if status in BAD:
+            if status[sid] in BAD:
                 self._queue_dependents(sid)
-
-    def _candidate(self, sid: str) -> bool:
-        return self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]
 
     def _queue_dependents(self, sid: str) -> None:
         for dependent in self.graph.dependents.get(sid, ()):
@@ -67,7 +69,18 @@ class StepBook:
 
     def ready(self) -> list[str]:
         """The candidates, in the plan's topological order."""
+        if len(self.candidates) < 2:
+            return list(self.candidates)
         return sorted(self.candidates, key=self.index.__getitem__)
+
+    def started_step(self, sid: str) -> None:
+        """The step was admitted (``step_started``): it runs now.
+
+        What ``note`` would conclude from that event, without reading the step back. It
+        stays a candidate, as every running step does (``_ready`` skips those in flight).
+        """
+        self.started.add(sid)
+        self.status[sid] = StepStatus.RUNNING
 
     def note(self, sid: str) -> None:
         """Read the step's state again after events about it were emitted."""
@@ -79,8 +92,8 @@ class StepBook:
             return
         self.status[sid] = after
         if after is StepStatus.SUCCEEDED:
-            if step.data is not None:
-                self.results[sid] = step.data
+            if step.result is not None and step.result.data is not None:
+                self.results[sid] = step.result.data
             for dependent in self.graph.dependents.get(sid, ()):
                 self.unmet[dependent] -= 1
                 self._refresh(dependent)
@@ -93,7 +106,7 @@ class StepBook:
         self._refresh(sid)
 
     def _refresh(self, sid: str) -> None:
-        if self._candidate(sid):
+        if self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]:
             self.candidates.add(sid)
         else:
             self.candidates.discard(sid)

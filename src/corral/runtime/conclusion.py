@@ -57,7 +57,7 @@ def conclude(
     optional = _optional(loop)
     failed = [s for s in steps if s.status is StepStatus.FAILED]
     required = [s for s in failed if s.id not in optional]
-    declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER.value]
+    declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER]
     refusal = _refusal(loop)
     if refusal is not None:
         loop.finish(refusal, "refused")
@@ -182,11 +182,10 @@ def _refusal(loop: RunControl) -> str | None:
     """
     state = loop.state
     for step in state.steps.values():
-        if step.error_code == ErrorCode.REJECTED_BY_USER.value:
+        if step.error_code == ErrorCode.REJECTED_BY_USER:
             continue  # the person declined: the run is cancelled, not refused
         if step.refusal and (
-            step.status is StepStatus.SKIPPED
-            or step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED.value
+            step.status is StepStatus.SKIPPED or step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED
         ):
             return step.refusal
     names = loop.rule_names()

@@ -7,7 +7,7 @@ bookkeeping and the agent, and record through the run's journal.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import Verdict
@@ -32,21 +32,17 @@ class GateView:
         self.guard = guard
         self.idle = False
         self._budget = BudgetTracker(loop.agent.config.budget)
-
-    @property
-    def tools(self) -> ToolRegistry:
+        # What does not change while a scheduler runs is read once, not on every step.
+        self.tools: ToolRegistry = loop.agent.tools
         """The agent's tools."""
-        return self.loop.agent.tools
-
-    @property
-    def policy(self) -> DecisionPolicy:
+        self.policy: DecisionPolicy = loop.agent.policy
         """The agent's tool constraints and argument rewrites."""
-        return self.loop.agent.policy
-
-    @property
-    def rules(self) -> Sequence[CompiledRule]:
+        self.rules: Sequence[CompiledRule] = loop.agent.rules
         """The agent's business rules."""
-        return self.loop.agent.rules
+        self.entities: Mapping[str, Any] = loop.state.entities
+        """The entities the user gave (a scheduler's run merges no new ones)."""
+        self.active_seconds: Callable[[], float] = loop.active_seconds
+        """Running time of the run so far, excluding pauses (the loop's own method)."""
 
     @property
     def budget(self) -> BudgetTracker:
@@ -58,19 +54,10 @@ class GateView:
         return self._budget
 
     @property
-    def entities(self) -> Mapping[str, Any]:
-        """The entities the user gave."""
-        return self.loop.state.entities
-
-    @property
     def allowed_tools(self) -> Collection[str]:
         """The intent's allow-list, as routed."""
         route = self.loop.state.route
         return route.allowed_tools if route else ()
-
-    def active_seconds(self) -> float:
-        """Running time of the run so far, excluding pauses."""
-        return self.loop.active_seconds()
 
     def facts(self) -> dict[str, Any]:
         """Facts, falling back to the entities the user gave."""

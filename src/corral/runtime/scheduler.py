@@ -19,13 +19,15 @@ result fails verification (handled by ``verify.recovery``). A plan longer than
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from corral.contracts import (
+    PAUSED_STATUSES,
     NeedReplan,
     RunStatus,
     StepStatus,
@@ -35,7 +37,7 @@ from corral.contracts import (
 )
 from corral.decision.candidates import eligible_tools
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
-from corral.decision.gates import Proposal, Stop, decide
+from corral.decision.gates import Proposal, decide
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     LoopDetected,
@@ -79,12 +81,18 @@ if TYPE_CHECKING:
     from corral.runtime.view import RunControl
 
 
+_OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
+_STATUS_TEXT = MappingProxyType({status: status.value for status in ToolStatus})
+"""Codes and statuses written or compared on every step, read off their enums once
+(``.value`` is a property: two calls each time)."""
+
+
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
     """Stable for one run, step and arguments; a resumed write reuses it."""
     return stable_hash([run_id, step_id, args], 32)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Outcome:
     result: ToolResult
     args: dict[str, Any]
@@ -108,8 +116,17 @@ class Scheduler:
             if step.args is None or step.called is None or step.status is StepStatus.RUNNING:
                 continue
             self.guard.observe_call(step.id, step.called, step.args)  # as the gate did
+        for name, value in self.state.memory.values().items():  # what the run knows now
+            self.guard.fact_written(name, value)
         self.book = StepBook(self.graph, self.state.steps)
         self.gates = GateView(loop, self.book, self.guard)
+        config = self.agent.config
+        self.measure = measure_for(self.state.priority, config.tool_preference)
+        """What ranks equivalent tools in this run (its priority is fixed at its start)."""
+        self.latency = ranking_latency(
+            self.state.observed_latency, config.decision.min_observations
+        )
+        """Observed p95s the ranking uses (read once when the run started)."""
         self.verdicts = VerifyView(loop)
 
     def _open_book(self) -> None:
@@ -154,15 +171,24 @@ class Scheduler:
 
     async def _dispatch_until_settled(self) -> bool:
         """Decide and run steps until nothing is ready or running; ``True``: it paused."""
+        book, loop = self.book, self.loop  # a new book opens only after this returns
         while True:
-            self._mark_blocked()
-            self._stop_on_model_budget()
+            if book.to_block:
+                self._mark_blocked()
+            if loop.budget_stop is not None:
+                self._stop_on_model_budget()
             if self.stop is None:
                 for step_id in self._ready():
                     await self._gate_and_dispatch(step_id)
-                    if self.state.status.paused or self.stop is not None:
+                    if self.state.status in PAUSED_STATUSES or self.stop is not None:
                         break
-            if await self._ran_alone():
+            if len(self.queued) == 1 and not self.running:
+                # The round's only call runs in this task: a chain of steps (and every step
+                # without a sibling) costs no task and no wait set. The log is the same:
+                # with one call in flight, its events come in the same order either way.
+                step_id, call = self.queued.popitem()
+                await self._finish(step_id, await call)
+                book.note(step_id)
                 continue
             self._start_queued()
             if self.state.status.paused and not self.running:
@@ -176,19 +202,6 @@ class Scheduler:
             for task in sorted(finished, key=lambda task: task.cancelled()):
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
-
-    async def _ran_alone(self) -> bool:
-        """Run the round's only call in this task when nothing else runs.
-
-        A chain of steps (and every step that has no sibling) then costs no task and no
-        wait set. The log is the same: with one call in flight, its events come in the
-        same order either way.
-        """
-        if len(self.queued) != 1 or self.running:
-            return False
-        step_id, call = self.queued.popitem()
-        await self._complete(step_id, await call)
-        return True
 
     def _start_queued(self) -> None:
         """Start the round's calls as tasks, in dispatch order: they run concurrently."""
@@ -302,8 +315,9 @@ class Scheduler:
         for step_id in self.book.ready():
             if step_id in in_flight:
                 continue
-            busy = in_flight | set(ready)
-            if any(self.graph.writes_conflict(step_id, other) for other in busy):
+            if (in_flight or ready) and any(
+                self.graph.writes_conflict(step_id, other) for other in in_flight | set(ready)
+            ):
                 continue
             ready.append(step_id)
         return ready
@@ -324,15 +338,15 @@ class Scheduler:
         compiled = self.graph.steps[step_id]
         self.gates.idle = not self.running and not self.queued
         decided = decide(self.agent.gates, Proposal(compiled, compiled.spec, {}), self.gates)
-        self.book.note(step_id)
-        if isinstance(decided, Stop):
-            self.stop = (decided.reason, decided.code)
         if not isinstance(decided, Proposal):
+            self.book.note(step_id)  # a gate failed, skipped or held it, or stopped the run
+            if decided is not None:
+                self.stop = (decided.reason, decided.code)
             await self._release_waiting_on(step_id)
             return
         spec, args = decided.tool, decided.args
         self.journal.emit("execute", StepStarted(step_id, spec.name, args))
-        self.book.note(step_id)
+        self.book.started_step(step_id)
         if spec.policy.kind == "write":
             await self.loop.persist()  # durable before any side effect
         self.queued[step_id] = self._execute(compiled, spec, args, decided.validated)
@@ -367,12 +381,12 @@ class Scheduler:
         ``validated``: ``args`` as ``planned``'s input model, when a gate validated them.
         """
         step, agent, journal = compiled.step, self.agent, self.journal
-        priority, decision = self.state.priority, agent.config.decision
+        priority = self.state.priority
         candidates, excluded = eligible_tools(
             planned,
             agent.tools,
             agent.health,
-            measure_for(priority, agent.config.tool_preference),
+            self.measure,
             allowed=self.gates.allowed_tools,
             policy=agent.policy,
             # what constraints read, and capability matching's query: built only when used
@@ -383,17 +397,20 @@ class Scheduler:
                 if agent.capabilities is not None
                 else ""
             ),
-            latency=ranking_latency(self.state.observed_latency, decision.min_observations),
+            latency=self.latency,
         )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
             return _Outcome(refused, args)
-        choice, told = await self._choose(planned, candidates)
-        candidates = choice.order
+        choice: Choice | None = None
+        told = False
+        if len(candidates) > 1:  # one tool: nothing to choose, nothing to tell
+            choice, told = await self._choose(planned, candidates)
+            candidates = choice.order
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
-            first = choice.reason if told else "best ranked"
+            first = choice.reason if choice is not None and told else "best ranked"
             reason = first if index == 0 else f"fallback after {candidates[index - 1].name}"
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
@@ -409,7 +426,7 @@ class Scheduler:
                         names,
                         excluded,
                         priority if told else None,
-                        choice.scores if told else None,
+                        choice.scores if choice is not None and told else None,
                     ),
                 )
             if write:
@@ -488,7 +505,7 @@ class Scheduler:
                 spec, validated, context, self.loop.effects, record, first, spent
             )
             last = attempts[-1] if attempts else None
-            if result.error_code != ErrorCode.OUTCOME_UNKNOWN.value or last is None:
+            if result.error_code != _OUTCOME_UNKNOWN or last is None:
                 return result
             if last.in_flight:  # "not found" proves nothing while the thread may still act
                 return result
@@ -523,21 +540,24 @@ class Scheduler:
         every fact for each step cost more than the rest of the context. A write always
         carries its key. Without ``spec`` (a reconciler's finder) the context is whole.
         """
-        language = self.state.language
-        renderer = self.agent.renderer
+        state = self.state
         sees = spec is None or spec.context_param is not None
         keyed = sees or (spec is not None and spec.policy.kind == "write")
         return ToolContext(
-            run_id=self.state.run_id,
+            run_id=state.run_id,
             step_id=step_id,
-            idempotency_key=idempotency_key(self.state.run_id, step_id, args) if keyed else "",
+            idempotency_key=idempotency_key(state.run_id, step_id, args) if keyed else "",
             deps=self.agent.deps,
             facts=self.loop.values() if sees else {},
-            language=language,
-            received_at=self.state.received_at or self.loop.effects.now(),
-            render=lambda name, values: renderer.render(name, values, language),
+            language=state.language,
+            received_at=state.received_at or self.loop.effects.now(),
+            render=self._render,
             timezone=self.agent.config.timezone,
         )
+
+    def _render(self, name: str, values: Mapping[str, Any]) -> str:
+        """Render one of the agent's templates in the run's language (``ToolContext.render``)."""
+        return self.agent.renderer.render(name, values, self.state.language)
 
     def _attempt_recorder(
         self, step_id: str, tool: str, also: Callable[[Attempt], None] | None = None
@@ -551,7 +571,7 @@ class Scheduler:
                     step_id,
                     tool,
                     attempt.number,
-                    attempt.status.value,
+                    _STATUS_TEXT[attempt.status],
                     round(attempt.duration_ms, 3),
                     attempt.error_code,
                     attempt.error_message,
@@ -603,7 +623,7 @@ class Scheduler:
     async def _finish(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
-        if result.error_code == ErrorCode.OUTCOME_UNKNOWN.value:
+        if result.error_code == _OUTCOME_UNKNOWN:
             reason = result.error_message or "the outcome of the write is unknown"
             unknown = StepStatus.UNKNOWN.value
             journal.emit(
@@ -644,9 +664,9 @@ class Scheduler:
                 value: Any = result.data
                 for part in path:
                     value = value.get(part) if isinstance(value, dict) else None
-                journal.write_fact(fact, value, FactSource.TOOL, step_id)
-            call = [result.tool, outcome.args, result.data]
-            looping = self.guard.observe_state(self.state.memory.values(), call)
+                if journal.write_fact(fact, value, FactSource.TOOL, step_id):
+                    self.guard.fact_written(fact, value)
+            looping = self.guard.observe_result(result.tool, outcome.args, result.data)
             if looping:
                 journal.emit("verify", LoopDetected(looping, step_id))
                 self.stop = (looping, ErrorCode.LOOP_DETECTED)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from corral.contracts import (
@@ -57,7 +58,12 @@ from corral.events import (
 from corral.memory.task import Fact, FactSource, TaskMemory
 
 StepPayload = StepStarted | ToolSelected | ToolAttempt | StepFinished | StepSkipped | StepBlocked
-_STEP_PAYLOADS = (StepStarted, ToolSelected, ToolAttempt, StepFinished, StepSkipped, StepBlocked)
+_STEP_PAYLOADS = frozenset(
+    {StepStarted, ToolSelected, ToolAttempt, StepFinished, StepSkipped, StepBlocked}
+)
+"""The payload types about one step: most of a run's events, so ``apply`` tests them first."""
+_STEP_STATUSES = MappingProxyType({status.value: status for status in StepStatus})
+"""A stored status as its enum, by lookup (calling the enum costs two calls per event)."""
 
 
 @dataclass
@@ -141,23 +147,28 @@ class RunState:
     they count against ``budget.max_steps`` as much as the current plan's do."""
 
 
+def _step_status(stored: str) -> StepStatus:
+    """A stored status as its enum (an unknown one raises ``ValueError``, as the enum does)."""
+    return _STEP_STATUSES.get(stored) or StepStatus(stored)
+
+
 def _apply_step(state: RunState, payload: StepPayload) -> None:
     step = state.steps.get(payload.step_id)
     if step is None:
         return
-    if isinstance(payload, StepStarted):
-        step.status, step.args, step.called = StepStatus.RUNNING, payload.args, payload.tool
-    elif isinstance(payload, ToolAttempt):
+    if isinstance(payload, ToolAttempt):
         step.attempts += 1
         state.tool_calls += 1
+    elif isinstance(payload, StepStarted):
+        step.status, step.args, step.called = StepStatus.RUNNING, payload.args, payload.tool
     elif isinstance(payload, StepFinished):
-        step.status, step.result = StepStatus(payload.status), payload.result
+        step.status, step.result = _step_status(payload.status), payload.result
         step.error_code, step.reason = payload.error_code, payload.reason
         step.duration_ms = payload.duration_ms
         if payload.result is not None:
             step.tool_used = payload.result.tool
         summary = payload.result.summary if payload.result else step.reason
-        state.memory = state.memory.with_completed(f"{step.id} {step.status.value}: {summary}")
+        state.memory = state.memory.with_completed(f"{step.id} {payload.status}: {summary}")
     elif isinstance(payload, ToolSelected):
         step.tool_used = payload.tool
     elif isinstance(payload, StepSkipped):
@@ -172,11 +183,11 @@ def apply(state: RunState, event: Event) -> RunState:
     """Apply one event to the state (in place) and return it; reads the typed payload."""
     payload = event.payload
     state.last_seq = event.seq
-    if isinstance(payload, StatusChanged):
+    if type(payload) in _STEP_PAYLOADS:
+        _apply_step(state, payload)  # type: ignore[arg-type]  # (cast() is a call per event)
+    elif isinstance(payload, StatusChanged):
         state.status = RunStatus(payload.to)
         state.active_s += payload.active_s
-    elif isinstance(payload, _STEP_PAYLOADS):
-        _apply_step(state, payload)
     elif isinstance(payload, FactWritten):
         fact = Fact(payload.name, payload.value, FactSource(payload.source), payload.origin)
         state.memory = state.memory.with_fact(fact)

@@ -20,9 +20,13 @@ from corral.tools.spec import ToolSpec
 TimeoutOutcome = Literal["retry", "reconcile", "switch", "fail"]
 
 
+_TOOL_TIMEOUT = ErrorCode.TOOL_TIMEOUT.value
+"""Read off the enum once: ``timed_out`` is asked after every attempt."""
+
+
 def timed_out(attempt: Attempt) -> bool:
     """Whether this attempt ended because the tool did not answer in time."""
-    return attempt.error_code == ErrorCode.TOOL_TIMEOUT.value
+    return attempt.error_code == _TOOL_TIMEOUT
 
 
 def handle_tool_timeout(attempt: Attempt, spec: ToolSpec, next_tool: str | None) -> TimeoutOutcome:

@@ -35,9 +35,13 @@ from corral.tools.spec import ToolSpec
 from corral.validation import validation_problems
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Attempt:
-    """One try of one tool call, as recorded in the event log."""
+    """One try of one tool call, as recorded in the event log.
+
+    A value: nothing changes one once made. It is not ``frozen`` because one is made on
+    every call, and a frozen dataclass sets each of its ten fields through a call.
+    """
 
     number: int
     status: ToolStatus
@@ -64,7 +68,8 @@ def validate_args(spec: ToolSpec, raw: dict[str, Any]) -> BaseModel:
     A missing required field is ``MISSING_ARGUMENT``: corral never invents a value.
     """
     try:
-        return spec.input_model.model_validate(raw)
+        validated: BaseModel = spec.input_model.__pydantic_validator__.validate_python(raw)
+        return validated  # model_validate's own call, without its wrapper
     except ValidationError as exc:
         missing = [".".join(map(str, e["loc"])) for e in exc.errors() if e["type"] == "missing"]
         if missing:
@@ -95,7 +100,7 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
             return None
         raise ToolOutputInvalidError(f"tool {spec.name!r} returned None")
     try:
-        model = spec.output_model.model_validate(
+        model = spec.output_model.__pydantic_validator__.validate_python(  # model_validate's
             {VALUE_FIELD: returned} if spec.wrapped else returned
         )
     except ValidationError as exc:
@@ -105,7 +110,7 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
         ) from None
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
-    dumped: dict[str, Any] = spec.output_adapter.dump_python(model, mode="json")
+    dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
     return dumped
 
 

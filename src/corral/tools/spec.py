@@ -65,7 +65,7 @@ class ToolSpec:
                 return self.summary_template.format_map(_SafeFields(data))
             except (ValueError, IndexError):
                 pass
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(data.items())[:4])
+        shown = ", ".join([f"{k}={_short(v)}" for k, v in list(data.items())[:4]])
         return f"{self.name}: {shown}"[:200]
 
     def returns_as(self, other: ToolSpec) -> bool:

@@ -6,22 +6,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.hashing import stable_hash
+from corral.hashing import canonical_json, stable_hash
 
 __all__ = ["LoopGuard", "stable_hash"]
 
 
 @dataclass
 class LoopGuard:
-    """Flags a run that repeats itself instead of making progress."""
+    """Flags a run that repeats itself instead of making progress.
+
+    Its keys live only in memory (a resumed run rebuilds the call counts from the log), so
+    they are the canonical JSON of what they stand for, not digests of it. What the run
+    knows enters the state key as one number kept up to date fact by fact
+    (``fact_written``), so judging a step costs the same however many facts there are.
+    """
 
     max_identical_calls: int = 2
     calls: dict[str, set[str]] = field(default_factory=dict)
-    states: set[str] = field(default_factory=set)
+    states: set[Any] = field(default_factory=set)
+    facts_digest: int = 0
+    """The XOR of one 64-bit digest per (fact name, value): equal facts, equal digest."""
+    fact_digests: dict[str, int] = field(default_factory=dict)
 
     def observe_call(self, step_id: str, tool: str, args: Mapping[str, Any]) -> str | None:
         """Record a call; a reason when more than the limit of steps made this exact call."""
-        key = stable_hash([tool, args])
+        key = canonical_json([tool, args])
         steps = self.calls.setdefault(key, set())
         steps.add(step_id)
         if len(steps) > self.max_identical_calls:
@@ -31,16 +40,31 @@ class LoopGuard:
             )
         return None
 
-    def observe_state(self, facts: Mapping[str, Any], last_call: Any) -> str | None:
-        """Record a state after a step; a reason when the same state was seen before.
+    def fact_written(self, name: str, value: Any) -> None:
+        """Fold a fact the run now knows (a new one, or a new value) into ``facts_digest``."""
+        digest = int(stable_hash([name, value]), 16)
+        self.facts_digest ^= self.fact_digests.get(name, 0) ^ digest
+        self.fact_digests[name] = digest
 
-        The state is what the run knows (``facts``) and the call that led there (tool,
-        arguments, result), not which steps are done: every step adds its id to that set,
-        so a key holding it never repeats and the check could never fire. A step that makes
-        a call already made, gets the same answer and leaves the facts as they were has
-        brought the run back where it was.
+    def observe_result(self, tool: str, args: Mapping[str, Any], data: Any) -> str | None:
+        """Record the state after a step; a reason when the same state was seen before.
+
+        The state is what the run knows (the facts folded in by ``fact_written``) and the
+        call that led there (tool, arguments, result), not which steps are done: every
+        step adds its id to that set, so a key holding it never repeats and the check
+        could never fire. A step that makes a call already made, gets the same answer and
+        leaves the facts as they were has brought the run back where it was.
         """
-        key = stable_hash([facts, last_call])
+        return self._seen((self.facts_digest, canonical_json([tool, args, data])))
+
+    def observe_state(self, facts: Mapping[str, Any], last_call: Any) -> str | None:
+        """Record a state given whole (``facts`` and the last call, as ``observe_result``).
+
+        For callers that do not keep ``fact_written`` up to date; it hashes every fact.
+        """
+        return self._seen(stable_hash([facts, last_call]))
+
+    def _seen(self, key: object) -> str | None:
         if key in self.states:
             return "the run came back to a state it had already been in"
         self.states.add(key)

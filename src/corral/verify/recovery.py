@@ -102,11 +102,10 @@ def replan_failure(
     a write's outcome is unknown (a new plan could run it again: a person settles it).
     """
     settled = list(steps)
-    if any(s.status is StepStatus.UNKNOWN for s in settled):
+    statuses = {s.status for s in settled}  # one pass, not a generator resumed per step
+    if StepStatus.UNKNOWN in statuses or StepStatus.FAILED not in statuses:
         return None
     failed = [s for s in settled if s.status is StepStatus.FAILED]
-    if not failed:
-        return None
     if not may_replan(plan, has_model=has_model, replans=replans, max_replans=max_replans):
         return None
     first = failed[0]
