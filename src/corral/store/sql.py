@@ -44,8 +44,8 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.schema import CreateIndex
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateIndex
 
 from corral.contracts import HandoffPacket
 from corral.errors import (
