@@ -327,7 +327,10 @@ class SqlStore:
             projection.metadata.create_all(conn)
             for table in projection.TABLES:  # an older home's tables gain later indexes
                 for index in table.indexes:
-                    conn.execute(CreateIndex(index, if_not_exists=True))
+                    if self.engine.dialect.name == "sqlite":  # a look at the schema: cheap
+                        conn.execute(CreateIndex(index, if_not_exists=True))
+                    else:  # PostgreSQL's IF NOT EXISTS would lock out saves while it looks
+                        index.create(conn, checkfirst=True)
 
     def _faults(self, run_id: str | None = None, action: str = "store access") -> Any:
         """``store_faults`` for this store: a SQLite file's folder tells a full disk."""
