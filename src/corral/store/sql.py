@@ -45,6 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateIndex
 
 from corral.contracts import HandoffPacket
 from corral.errors import (
@@ -313,12 +314,23 @@ class SqlStore:
             return store
 
     def _create_schema(self) -> None:
-        """Create missing tables; safe from any number of processes opening a new home."""
+        """Create missing tables and indexes; safe from any number of processes opening a home.
+
+        ``create_all`` skips a table that exists, indexes included: an index added to a
+        projection table later (``ix_corral_step_facts_recent``) is created here, once,
+        when a home made before it is first opened for writing.
+        """
         with self._write() as conn:
             if self.engine.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
             metadata.create_all(conn)
             projection.metadata.create_all(conn)
+            for table in projection.TABLES:  # an older home's tables gain later indexes
+                for index in table.indexes:
+                    if self.engine.dialect.name == "sqlite":  # a look at the schema: cheap
+                        conn.execute(CreateIndex(index, if_not_exists=True))
+                    else:  # PostgreSQL's IF NOT EXISTS would lock out saves while it looks
+                        index.create(conn, checkfirst=True)
 
     def _faults(self, run_id: str | None = None, action: str = "store access") -> Any:
         """``store_faults`` for this store: a SQLite file's folder tells a full disk."""
