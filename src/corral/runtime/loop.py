@@ -74,8 +74,8 @@ class RunLoop:
         """Advance the run as far as it can go without a person."""
         from corral.runtime.scheduler import Scheduler
 
-        while not (self.state.status.terminal or self.state.status.paused):
-            status = self.state.status
+        state = self.state
+        while not ((status := state.status).terminal or status.paused):
             if status is RunStatus.PARSING:
                 await self._parse()
             elif status is RunStatus.PLANNING:
@@ -183,7 +183,12 @@ class RunLoop:
                 self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)
                 return
         decision = route(
-            agent.config, understood, state.entities, agent.tools, agent.policy.plan_rules
+            agent.config,
+            understood,
+            state.entities,
+            agent.tools,
+            agent.policy.plan_rules,
+            agent.allowed,
         )
         self.journal.emit("route", Routed(decision))
         limits = agent.config.limits
@@ -262,9 +267,10 @@ class RunLoop:
 
     def render(self, template: str, extra: dict[str, Any] | None = None) -> str:
         """Render a template in the run's language over its verified values."""
-        return self.agent.renderer.render(
-            template, {**self.values(), **(extra or {})}, self.state.language
-        )
+        renderer = self.agent.renderer
+        if not renderer.uses(template):  # a fixed text: no values to gather
+            return renderer.render(template, {}, self.state.language)
+        return renderer.render(template, {**self.values(), **(extra or {})}, self.state.language)
 
     def ask(self, slot: str | None, template: str, extra: dict[str, Any] | None = None) -> None:
         """Pause in ``awaiting_user`` with a question (``extra``: more values it shows)."""

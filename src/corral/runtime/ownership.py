@@ -9,6 +9,7 @@ up when the drive ends.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import socket
 import time
@@ -68,18 +69,22 @@ class Ownership:
         self.ttl_s = ttl_s
         self._process: tuple[int, str] | None = None
         """(pid, ``host/namespace:pid.start``): read once per process, not once per run."""
+        self._nonce = uuid.uuid4().hex[:6]
+        """Tells this runtime's drives from another's in the same process (two runtimes on
+        one store); within it, a counter does (no random draw per run)."""
+        self._drives = itertools.count(1)
 
     def owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
 
-        ``host/pid-namespace:pid.start:nonce``: a pid means something only in its
+        ``host/pid-namespace:pid.start:nonce.n``: a pid means something only in its
         namespace (containers may share a host name) and only while the process that had
         it lives (``start``, its start time, tells a reused pid apart).
         """
         pid = os.getpid()
         if self._process is None or self._process[0] != pid:  # a forked child reads its own
             self._process = (pid, f"{process_space()}:{pid}.{process_started(pid)}")
-        return f"{self._process[1]}:{uuid.uuid4().hex[:8]}"
+        return f"{self._process[1]}:{self._nonce}.{next(self._drives)}"
 
     @asynccontextmanager
     async def holding(

@@ -168,6 +168,8 @@ class Runtime:
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
         store's threads: two runs of one session ending together must both keep their turn."""
+        self._ranked: tuple[Agent, list[str]] | None = None
+        """The agent and its tools that have equivalents (``_ranked_tools``)."""
         self._redact: dict[str, list[str]] | None = None
         """The agent's redaction spec (the agent is frozen): computed once, not per run."""
         self.replayed_latency: dict[str, dict[str, float]] | None = None
@@ -322,8 +324,7 @@ class Runtime:
         """
         if self.replayed_latency is not None:
             return dict(self.replayed_latency)
-        tools = self.agent.tools
-        names = [s.name for s in tools if len(tools.equivalents(s.name)) > 1]
+        names = self._ranked_tools()
         if not names or not isinstance(self.store, LatencySource):
             return {}
         window = self.agent.config.decision.latency_window
@@ -332,6 +333,14 @@ class Runtime:
             name: {"p95_ms": round(latency.p95_ms, 3), "calls": latency.calls}
             for name, latency in sorted(found.items())
         }
+
+    def _ranked_tools(self) -> list[str]:
+        """The agent's tools that have equivalents: found once per agent, not per run."""
+        agent = self.agent
+        if self._ranked is None or self._ranked[0] is not agent:
+            tools = agent.tools
+            self._ranked = (agent, [s.name for s in tools if len(tools.equivalents(s.name)) > 1])
+        return self._ranked[1]
 
     def _redaction_spec(self) -> dict[str, list[str]]:
         if self._redact is None:
@@ -643,12 +652,14 @@ class Runtime:
             trace_id=state.trace_id,
             agent=state.agent,
             session_id=state.session_id,
-            status=state.status.value,
+            status=str(state.status),  # the plain value (``.value`` costs two calls)
             created_at=state.received_at,
             updated_at=events[-1].ts,
             summary=summary.model_dump(mode="json", exclude={"handoff"}),
         )
-        handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
+        handoff = state.handoff
+        if handoff is not None and not any(e.type is EventType.HANDED_OFF for e in events):
+            handoff = None  # stored with an earlier batch
         self.faults.hit("before_commit")
         try:
             await self._io(self._write, record, events, handoff, lease, release)
