@@ -14,8 +14,8 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -86,47 +86,35 @@ class Ownership:
             self._process = (pid, f"{process_space()}:{pid}.{process_started(pid)}")
         return f"{self._process[1]}:{self._nonce}.{next(self._drives)}"
 
-    @asynccontextmanager
-    async def holding(
-        self, run_id: str, wait_s: float, *, new_run: bool = False
-    ) -> AsyncIterator[Held]:
-        """Hold the run's lease (heartbeat included) for the block, then release it.
+    def holding(self, run_id: str, wait_s: float, *, new_run: bool = False) -> Holding:
+        """Hold the run's lease (heartbeat included) for an ``async with`` block.
 
         A new run's lease is taken by its first save (nobody else knows the id yet), and
         the last save of a drive releases it, so a run that ends in one go pays for no
         lease round trip of its own.
         """
-        held = Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run))
+        return Holding(self, Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run)), wait_s)
+
+    async def take(self, held: Held, wait_s: float) -> None:
+        """Acquire the lease of an existing run, waiting up to ``wait_s`` while it is busy."""
         lease = held.lease
+        run_id = lease.run_id
         deadline = time.monotonic() + max(wait_s, 0.0)
         pause = 0.05
-        while not new_run:
+        while True:
             try:
                 replaced = await self._acquire(lease)
                 held.earlier_owner_may_live = replaced is not None
-                break
+                return
             except RunBusyError:
                 dead = await self._dead_local_owner(run_id)
                 if dead is not None:
                     await self._acquire(lease, dead)
-                    break
+                    return
                 if time.monotonic() + pause > deadline:
                     raise
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
-        beats: list[asyncio.Task[None]] = []
-        first_beat = asyncio.get_running_loop().call_later(
-            held.lease.ttl_s / 3, lambda: beats.append(asyncio.ensure_future(self._heartbeat(held)))
-        )  # a timer, not a task: most drives end long before their first renewal
-        try:
-            yield held
-        finally:
-            first_beat.cancel()
-            for beat in beats:
-                beat.cancel()
-            if not (held.released or held.left_to_expire):
-                with suppress(StoreError):  # it expires by itself; the outcome is decided
-                    await self.io(self.store.release_lease, lease)
 
     async def _acquire(self, lease: Lease, replacing: str | None = None) -> str | None:
         """``Store.acquire_lease``; a cancel gives back the lease the store took meanwhile.
@@ -184,3 +172,43 @@ class Ownership:
             except StoreError:
                 pass  # a blip: the fence on the next save decides
             await asyncio.sleep(held.lease.ttl_s / 3)
+
+
+class Holding:
+    """The ``async with`` block of ``Ownership.holding``: the lease, its heartbeat, release.
+
+    A plain class rather than a generator-based context manager: every run enters one.
+    The heartbeat is a timer, not a task, until it first fires: most drives end long
+    before their first renewal.
+    """
+
+    __slots__ = ("_beats", "_first_beat", "_lease", "_owners", "_wait_s", "held")
+
+    def __init__(self, owners: Ownership, held: Held, wait_s: float) -> None:
+        self._owners = owners
+        self.held = held
+        self._lease = held.lease
+        """The lease as taken: a new run's is replaced once its row exists; same owner."""
+        self._wait_s = wait_s
+        self._beats: list[asyncio.Task[None]] = []
+        self._first_beat: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> Held:
+        held = self.held
+        if not held.lease.new_run:
+            await self._owners.take(held, self._wait_s)
+        self._first_beat = asyncio.get_running_loop().call_later(held.lease.ttl_s / 3, self._beat)
+        return held
+
+    def _beat(self) -> None:
+        self._beats.append(asyncio.ensure_future(self._owners._heartbeat(self.held)))
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._first_beat is not None:
+            self._first_beat.cancel()
+        for beat in self._beats:
+            beat.cancel()
+        held = self.held
+        if not (held.released or held.left_to_expire):
+            with suppress(StoreError):  # it expires by itself; the outcome is decided
+                await self._owners.io(self._owners.store.release_lease, self._lease)

@@ -17,7 +17,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ from corral.contracts import (
     StepBrief,
     StepStatus,
 )
-from corral.decision.priority import PriorityFound, run_priority
+from corral.decision.priority import PriorityDetector, PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
     InputTooLargeError,
@@ -128,6 +128,28 @@ def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
     return detail
 
 
+@dataclass(frozen=True)
+class _PerAgent:
+    """What every run of one agent reads the same, worked out once per agent."""
+
+    agent: Agent
+    ranked: list[str]
+    """Its tools that have equivalents: their observed latency is read at a run's start."""
+    priority: PriorityDetector
+    redact: dict[str, list[str]]
+    """The redaction spec recorded in ``run_started`` (copied into each run)."""
+
+    @classmethod
+    def of(cls, agent: Agent) -> _PerAgent:
+        tools = agent.tools
+        return cls(
+            agent,
+            [s.name for s in tools if len(tools.equivalents(s.name)) > 1],
+            PriorityDetector(agent.config.decision.priority_words),
+            redaction_spec(agent),
+        )
+
+
 class Runtime:
     """Runs an agent's requests durably.
 
@@ -168,10 +190,8 @@ class Runtime:
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
         store's threads: two runs of one session ending together must both keep their turn."""
-        self._ranked: tuple[Agent, list[str]] | None = None
-        """The agent and its tools that have equivalents (``_ranked_tools``)."""
-        self._redact: dict[str, list[str]] | None = None
-        """The agent's redaction spec (the agent is frozen): computed once, not per run."""
+        self._agent_facts: _PerAgent | None = None
+        """What every run of ``agent`` reads the same (``_per_agent``)."""
         self.replayed_latency: dict[str, dict[str, float]] | None = None
         """Set by a replay: the observed latency the recorded run ranked by, read from its
         ``run_started`` instead of this runtime's store, so the replay chooses the same."""
@@ -240,7 +260,7 @@ class Runtime:
         priority: str | None = None,
     ) -> RunSummary:
         require_text(message, "the message")
-        found = run_priority(priority, message, self.agent.config.decision.priority_words)
+        found = run_priority(priority, message, self._per_agent().priority)
         if session_id is not None:
             require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
@@ -334,18 +354,20 @@ class Runtime:
             for name, latency in sorted(found.items())
         }
 
-    def _ranked_tools(self) -> list[str]:
-        """The agent's tools that have equivalents: found once per agent, not per run."""
+    def _per_agent(self) -> _PerAgent:
+        """What every run of the agent reads the same: worked out once (the agent is frozen)."""
         agent = self.agent
-        if self._ranked is None or self._ranked[0] is not agent:
-            tools = agent.tools
-            self._ranked = (agent, [s.name for s in tools if len(tools.equivalents(s.name)) > 1])
-        return self._ranked[1]
+        if self._agent_facts is None or self._agent_facts.agent is not agent:
+            self._agent_facts = _PerAgent.of(agent)
+        return self._agent_facts
+
+    def _ranked_tools(self) -> list[str]:
+        """The agent's tools that have equivalents."""
+        return self._per_agent().ranked
 
     def _redaction_spec(self) -> dict[str, list[str]]:
-        if self._redact is None:
-            self._redact = redaction_spec(self.agent)
-        return {"fields": list(self._redact["fields"]), "patterns": list(self._redact["patterns"])}
+        spec = self._per_agent().redact
+        return {"fields": list(spec["fields"]), "patterns": list(spec["patterns"])}
 
     def _carried(self, session: SessionRecord | None) -> dict[str, Any]:
         """The session's entities that carry over to a new run."""
