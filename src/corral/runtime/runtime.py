@@ -291,7 +291,8 @@ class Runtime:
         priority: PriorityFound,
     ) -> RunSummary:
         language = detect_language(message, self.agent.config.default_language)
-        observed = await self._observed_latency()
+        ranks = self.replayed_latency is not None or self._ranked_tools()
+        observed = await self._observed_latency() if ranks else {}
         journal = self._begin(
             run_id, session, session_id, language, ENTRY_MESSAGE, watch, (priority, observed)
         )
