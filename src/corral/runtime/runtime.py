@@ -115,6 +115,44 @@ def summarize_run(state: RunState) -> RunSummary:
     )
 
 
+def summary_record(state: RunState) -> dict[str, Any]:
+    """``summarize_run(state)`` as JSON values without its handoff: the run row's summary.
+
+    The same as ``summarize_run(state).model_dump(mode="json", exclude={"handoff"})``
+    (a test holds the two together), written out because every save of a run builds it
+    and a generic dump costs more than the summary itself.
+    """
+    intent = state.intent
+    return {
+        "run_id": state.run_id,
+        "trace_id": state.trace_id,
+        "status": str(state.status),
+        "intent": {
+            "label": intent.label,
+            "confidence": float(intent.confidence),
+            "source": intent.source,
+        }
+        if intent
+        else None,
+        "steps": [
+            {
+                "id": s.id,
+                "tool": s.tool_used or s.tool,
+                "status": str(s.status),
+                "attempts": s.attempts,
+                "duration_ms": float(s.duration_ms),
+                "error_code": s.error_code,
+            }
+            for s in state.steps.values()
+        ],
+        "reply": state.reply,
+        "pending": state.pending.model_dump(mode="json") if state.pending else None,
+        "outcome": state.outcome,
+        "error_code": state.error_code,
+        "signals": [signal.model_dump(mode="json") for signal in state.signals],
+    }
+
+
 def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
     """A run's summary with its model calls, as JSON values (not yet redacted).
 
@@ -678,7 +716,7 @@ class Runtime:
             status=str(state.status),  # the plain value (``.value`` costs two calls)
             created_at=state.received_at,
             updated_at=events[-1].ts,
-            summary=summary.model_dump(mode="json", exclude={"handoff"}),
+            summary=summary_record(state),
         )
         handoff = state.handoff
         if handoff is not None and not any(e.type is EventType.HANDED_OFF for e in events):
