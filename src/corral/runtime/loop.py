@@ -411,9 +411,9 @@ class RunLoop:
         self._emit_finished(status, outcome or template, code)
 
     def _emit_finished(self, status: RunStatus, outcome: str, code: ErrorCode | None) -> None:
-        error_code = code.value if code else None
+        error_code = str(code) if code else None  # the plain values: ``.value`` costs more
         active_s = round(self.active_seconds(), 6)
-        self.journal.emit("run", RunFinished(status.value, outcome, error_code, active_s))
+        self.journal.emit("run", RunFinished(str(status), outcome, error_code, active_s))
 
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""

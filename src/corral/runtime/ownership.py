@@ -73,6 +73,8 @@ class Ownership:
         """Tells this runtime's drives from another's in the same process (two runtimes on
         one store); within it, a counter does (no random draw per run)."""
         self._drives = itertools.count(1)
+        self._heartbeats: Heartbeats | None = None
+        """The first renewals of the leases held on the running event loop."""
 
     def owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
@@ -94,6 +96,14 @@ class Ownership:
         lease round trip of its own.
         """
         return Holding(self, Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run)), wait_s)
+
+    def heartbeats(self) -> Heartbeats:
+        """The timer of the running event loop's held leases (a new loop gets its own)."""
+        loop = asyncio.get_running_loop()
+        beats = self._heartbeats
+        if beats is None or beats.loop is not loop:
+            beats = self._heartbeats = Heartbeats(self, loop)
+        return beats
 
     async def take(self, held: Held, wait_s: float) -> None:
         """Acquire the lease of an existing run, waiting up to ``wait_s`` while it is busy."""
@@ -158,7 +168,7 @@ class Ownership:
             return holder.owner  # the pid was reused by a newer process
         return None
 
-    async def _heartbeat(self, held: Held) -> None:
+    async def heartbeat(self, held: Held) -> None:
         """Renew the lease now and every third of its time to live; stop once it is lost.
 
         It reads ``held.lease`` each time: after a new run's first save the lease no
@@ -174,15 +184,57 @@ class Ownership:
             await asyncio.sleep(held.lease.ttl_s / 3)
 
 
+class Heartbeats:
+    """One timer for the first renewal of every lease held on one event loop.
+
+    A lease is renewed a third of its time to live after it was taken, then by a task
+    of its own (``Ownership.heartbeat``) until the drive ends. Most drives end long
+    before that: a timer per drive would be made and cancelled for nothing on every run,
+    so the held leases share one, set for the earliest one due.
+    """
+
+    def __init__(self, owners: Ownership, loop: asyncio.AbstractEventLoop) -> None:
+        self.owners = owners
+        self.loop = loop
+        self.due: dict[Holding, float] = {}
+        """Held leases not renewed yet -> when their first renewal is due (loop time)."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+
+    def add(self, holding: Holding) -> None:
+        """Renew ``holding``'s lease a third of its time to live from now, if still held."""
+        due = self.loop.time() + holding.held.lease.ttl_s / 3
+        self.due[holding] = due
+        if self._timer is None or due < self._timer_due:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._timer_due = self.loop.call_at(due, self._tick), due
+
+    def discard(self, holding: Holding) -> None:
+        """The drive ended: nothing to renew (its timer, shared, stays for the others)."""
+        self.due.pop(holding, None)
+
+    def _tick(self) -> None:
+        self._timer = None
+        now = self.loop.time() + 0.001  # the loop runs a timer up to its clock resolution early
+        upcoming: float | None = None
+        for holding, due in list(self.due.items()):
+            if due <= now:
+                del self.due[holding]
+                holding.beat()
+            elif upcoming is None or due < upcoming:
+                upcoming = due
+        if upcoming is not None:
+            self._timer, self._timer_due = self.loop.call_at(upcoming, self._tick), upcoming
+
+
 class Holding:
     """The ``async with`` block of ``Ownership.holding``: the lease, its heartbeat, release.
 
     A plain class rather than a generator-based context manager: every run enters one.
-    The heartbeat is a timer, not a task, until it first fires: most drives end long
-    before their first renewal.
     """
 
-    __slots__ = ("_beats", "_first_beat", "_lease", "_owners", "_wait_s", "held")
+    __slots__ = ("_beats", "_heartbeats", "_lease", "_owners", "_wait_s", "held")
 
     def __init__(self, owners: Ownership, held: Held, wait_s: float) -> None:
         self._owners = owners
@@ -191,21 +243,23 @@ class Holding:
         """The lease as taken: a new run's is replaced once its row exists; same owner."""
         self._wait_s = wait_s
         self._beats: list[asyncio.Task[None]] = []
-        self._first_beat: asyncio.TimerHandle | None = None
+        self._heartbeats: Heartbeats | None = None
 
     async def __aenter__(self) -> Held:
         held = self.held
         if not held.lease.new_run:
             await self._owners.take(held, self._wait_s)
-        self._first_beat = asyncio.get_running_loop().call_later(held.lease.ttl_s / 3, self._beat)
+        self._heartbeats = self._owners.heartbeats()
+        self._heartbeats.add(self)
         return held
 
-    def _beat(self) -> None:
-        self._beats.append(asyncio.ensure_future(self._owners._heartbeat(self.held)))
+    def beat(self) -> None:
+        """Renew the lease now and from then on, in a task, until the block ends."""
+        self._beats.append(asyncio.ensure_future(self._owners.heartbeat(self.held)))
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._first_beat is not None:
-            self._first_beat.cancel()
+        if self._heartbeats is not None:
+            self._heartbeats.discard(self)
         for beat in self._beats:
             beat.cancel()
         held = self.held
