@@ -21,42 +21,21 @@ import statistics
 import time
 from pathlib import Path
 
-from frameworks.corral_agent import DAG, _tools, chain
+from frameworks.corral_agent import DAG, agent, chain
 
-from corral import Agent, MemoryStore, Runtime, parse_config
+from corral import MemoryStore, Runtime
 
 
 def _runtime(steps: int) -> tuple[Runtime, str]:
     """A runtime whose agent answers ``hi`` from a template and runs ``go`` as a plan."""
     plan = DAG if steps == -5 else chain(max(steps, 1))
-    config = parse_config(
-        {
-            "name": "bench",
-            "intents": [
-                {
-                    "name": "go",
-                    "rules": [{"keywords": ["go"], "confidence": 0.95}],
-                    "route": "plan",
-                    "plan": "p",
-                    "reply": "done",
-                },
-                {
-                    "name": "hi",
-                    "rules": [{"keywords": ["hi"], "confidence": 0.95}],
-                    "route": "reply",
-                    "reply": "done",
-                },
-            ],
-            "plans": {"p": {"steps": plan}},
-            "templates": {"done": {"zh": "完成", "en": "done"}},
-            "limits": {
-                "max_plan_steps": max(10, len(plan)),
-                "max_plan_steps_without_confirmation": max(10, len(plan)),
-            },
-            "budget": {"max_wall_clock_s": 3600, "max_steps": 200, "max_tool_calls": 200},
-        }
-    )
-    runtime = Runtime(Agent.build(config, _tools(0.0)), MemoryStore(max_ended_runs=100))
+    hi = {
+        "name": "hi",
+        "rules": [{"keywords": ["hi"], "confidence": 0.95}],
+        "route": "reply",
+        "reply": "done",
+    }
+    runtime = Runtime(agent(0.0, plan, [hi]), MemoryStore(max_ended_runs=100))
     return runtime, "hi" if steps == 0 else "go"
 
 
