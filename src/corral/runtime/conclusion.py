@@ -25,6 +25,10 @@ from corral.runtime.state import StepState
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
 
+_REJECTED = str(ErrorCode.REJECTED_BY_USER)
+_RULE_VIOLATED = str(ErrorCode.BUSINESS_RULE_VIOLATED)
+"""Error codes as stored in a step's state (plain strings, read once)."""
+
 
 def conclude(
     loop: RunControl, stop: tuple[str, ErrorCode] | None, model_reply: str | None = None
@@ -57,7 +61,7 @@ def conclude(
     optional = _optional(loop)
     failed = [s for s in steps if s.status is StepStatus.FAILED]
     required = [s for s in failed if s.id not in optional]
-    declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER]
+    declined = [s for s in steps if s.error_code == _REJECTED]
     refusal = _refusal(loop)
     if refusal is not None:
         loop.finish(refusal, "refused")
@@ -182,17 +186,19 @@ def _refusal(loop: RunControl) -> str | None:
     """
     state = loop.state
     for step in state.steps.values():
-        if step.error_code == ErrorCode.REJECTED_BY_USER:
+        if step.error_code == _REJECTED:
             continue  # the person declined: the run is cancelled, not refused
         if step.refusal and (
-            step.status is StepStatus.SKIPPED or step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED
+            step.status is StepStatus.SKIPPED or step.error_code == _RULE_VIOLATED
         ):
             return step.refusal
+    rules = loop.agent.rules
+    blocked = [step for step in state.steps.values() if step.status is StepStatus.BLOCKED]
+    if not (rules and blocked):
+        return None
     names = loop.rule_names()
-    for step in state.steps.values():
-        if step.status is not StepStatus.BLOCKED:
-            continue
-        for rule in loop.agent.rules:
+    for step in blocked:
+        for rule in rules:
             if rule.rule.before_tool != step.tool or not rule.judgeable(names):
                 continue
             verdict = rule.check(names)
