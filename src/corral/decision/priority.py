@@ -156,18 +156,19 @@ DEFAULT = PriorityFound("normal", "default")
 class PriorityDetector:
     """``detect_priority`` for one agent's words, with its words compiled once.
 
-    Most messages name no priority at all: one search for any of the words (lowered)
-    answers those; a message that has one goes through ``detect_priority`` unchanged.
+    Most messages name no priority at all: one search for any of the words (in the form
+    ``detect_priority`` compares, NFKC and lower case) answers those; a message that has
+    one goes through ``detect_priority`` unchanged.
     """
 
     def __init__(self, words: PriorityWords) -> None:
         self.words = words
-        needles = sorted({w.lower() for w in (*words.urgent, *words.budget) if w}, key=len)
+        needles = sorted({_normal(w) for w in (*words.urgent, *words.budget) if w}, key=len)
         self._any = re.compile("|".join(map(re.escape, reversed(needles)))) if needles else None
 
     def detect(self, text: str) -> PriorityFound:
         """The priority ``text`` asks for (``detect_priority``)."""
-        if self._any is None or self._any.search(text.lower()) is None:
+        if self._any is None or self._any.search(_normal(text)) is None:
             return DEFAULT
         return detect_priority(text, self.words)
 
