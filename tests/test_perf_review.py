@@ -6,14 +6,24 @@ full recompute), over the cases users hit and over generated values.
 
 from __future__ import annotations
 
+import json
+import random
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral import MemoryStore, Runtime
+from corral import Agent, MemoryStore, Runtime, tool
 from corral.config import PriorityWords
 from corral.decision.priority import PriorityDetector, detect_priority
 from corral.effects import FixedEffects
+from corral.hashing import canonical_json
+from corral.runtime.runtime import summarize_run
+from corral.runtime.state import fold
+from corral.verify.loop_guard import LoopGuard
+from tests.helpers import build_agent
 from tests.test_priority import flights_agent, started
+from tests.test_signals import Value, city_agent
 
 WORDS = PriorityWords()
 
@@ -44,3 +54,106 @@ async def test_a_full_width_urgent_message_makes_an_urgent_run() -> None:
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     rushed = await runtime.start("go ＲＵＳＨ")
     assert started(runtime, rushed.run_id)["priority"] == "urgent"
+
+
+# ------------------------------------------------------------------ the loop guard's keys
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text()
+    | st.dates()
+    | st.datetimes()
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON)
+def test_canonical_json_is_json_dumps_with_sorted_keys(value: object) -> None:
+    """The C encoder built once writes what ``json.dumps`` writes (idempotency keys and
+    model fingerprints hash this text: a difference would change stored digests)."""
+    expected = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    assert canonical_json(value) == expected
+
+
+_FACTS = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "c", "order"]), _JSON), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_FACTS, st.randoms(use_true_random=False))
+def test_the_running_facts_digest_is_a_full_recompute_in_any_write_order(
+    writes: list[tuple[str, object]], rng: random.Random
+) -> None:
+    """Facts written one by one (a value replaced, in any order) give the digest of the
+    facts as they end, computed afresh: equal states, equal keys; different, different."""
+    running = LoopGuard()
+    final: dict[str, object] = {}
+    for name, value in writes:
+        running.fact_written(name, value)
+        final[name] = value
+    fresh = LoopGuard()
+    items = list(final.items())
+    rng.shuffle(items)
+    for name, value in items:
+        fresh.fact_written(name, value)
+    assert running.facts_digest == fresh.facts_digest
+    assert running.fact_digests == fresh.fact_digests
+
+
+# ------------------------------------------------------------------ the run row's summary
+
+
+class _CheckedStore(MemoryStore):
+    """A store that holds every save's row summary to the dump of the folded run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.checked = 0
+
+    def save(self, run: Any, new_events: Any, *args: Any, **kwargs: Any) -> None:
+        super().save(run, new_events, *args, **kwargs)
+        state = fold(run.run_id, self.load_events(run.run_id))
+        dumped = summarize_run(state).model_dump(mode="json", exclude={"handoff"})
+        assert run.summary == dumped
+        assert json.dumps(run.summary, ensure_ascii=False) == json.dumps(dumped, ensure_ascii=False)
+        self.checked += 1
+
+
+@tool
+def broken(n: int) -> Value:
+    raise RuntimeError("the service is down")
+
+
+async def test_every_saved_row_summary_is_the_summary_dump_whatever_the_run_did(
+    aftersales: Agent, effects: FixedEffects
+) -> None:
+    store = _CheckedStore()
+    runtime = Runtime(aftersales, store, effects=effects)
+    paused = await runtime.start("我的打印机上周坏了，订单号 HD20240501，能换新吗？")
+    await runtime.resume(paused.run_id, approve=False)  # declined: cancelled
+    again = await runtime.start("我的打印机上周坏了，订单号 HD20240501，能换新吗？")
+    await runtime.resume(again.run_id, approve=True)
+    for message in ("我想申请换新", "你们这个打印机真是气死我了！", "Hello there", "查一下订单"):
+        await runtime.start(message)
+    calls: list[str] = []
+    cities = Runtime(city_agent(calls), store, effects=effects)
+    asked = await cities.start("weather in shanghai or beijing tomorrow?")
+    await cities.resume(asked.run_id, answer="the second one")
+    await cities.resume(asked.run_id, answer="whichever")  # handed off, with signals
+    failing = Runtime(
+        build_agent([broken], [{"id": "s1", "tool": "broken", "args": {"n": 1}}]),
+        store,
+        effects=effects,
+    )
+    failed = await failing.start("go")
+    assert failed.steps[0].error_code is not None
+    assert store.checked >= 12
