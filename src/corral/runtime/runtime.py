@@ -697,7 +697,11 @@ class Runtime:
     async def _persist(
         self, journal: Journal, lease: Lease, *, release: bool = False
     ) -> RunSummary | None:
-        """Store the buffered events under the lease (fenced); ``None``: nothing new.
+        """Store the buffered events under the lease (fenced).
+
+        Returns the run's summary after a drive's last save (``release``); ``None`` when
+        there was nothing new, and after the saves in between, whose callers discard it
+        (the run row's summary is written from the state without it).
 
         A store failure is re-raised saying what had already happened in the run, so
         nobody is told "failed" about a write that was made.
@@ -708,7 +712,7 @@ class Runtime:
             await self._io(finish, lease)
             return None
         state = journal.state
-        summary = summarize_run(state)
+        summary = summarize_run(state) if release else None
         assert state.received_at is not None
         record = RunRecord(
             run_id=state.run_id,
