@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass, replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corral import Agent, MemoryStore, Runtime, tool
+from corral import DEFAULT_GATES, Agent, EventType, GateRun, MemoryStore, Proposal, Runtime, tool
 from corral.config import PriorityWords
+from corral.decision import Answer, Gate
 from corral.decision.priority import PriorityDetector, detect_priority
 from corral.effects import FixedEffects
 from corral.hashing import canonical_json
@@ -22,6 +25,9 @@ from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.verify.loop_guard import LoopGuard
 from tests.helpers import build_agent
+from tests.test_gates_and_verifiers import CALLS as REFUNDS
+from tests.test_gates_and_verifiers import agent as refund_agent
+from tests.test_gates_and_verifiers import run as run_refund
 from tests.test_priority import flights_agent, started
 from tests.test_signals import Value, city_agent
 
@@ -157,3 +163,47 @@ async def test_every_saved_row_summary_is_the_summary_dump_whatever_the_run_did(
     failed = await failing.start("go")
     assert failed.steps[0].error_code is not None
     assert store.checked >= 12
+
+
+# ------------------------------------------------------------------ a sealed step
+
+
+@dataclass(frozen=True)
+class _CopyOnly:
+    """A gate that passes the step on as an equal copy (as a gate may)."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return replace(proposal, args=dict(proposal.args))
+
+
+@dataclass(frozen=True)
+class _FillsInPlace:
+    """A gate that fills a value into the arguments it was given, after they were sealed."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        proposal.args["amount"] = 9999.0
+        return proposal
+
+
+@pytest.mark.parametrize("before", [(), (_CopyOnly(),)], ids=["sealed", "copied"])
+async def test_arguments_changed_in_place_after_the_seal_fail_the_step(
+    before: tuple[Gate, ...],
+) -> None:
+    """What is validated is what runs and what the log says ran: a gate after
+    ``ValidateArguments`` that changes the arguments in place (``args[k] = v``) fails the
+    step with ``EXTENSION_FAILED``, as one that returns changed arguments does. Without
+    the check the tool ran with the validated 300 while ``step_started`` said 9999; after
+    an equal copy (``copied``) the check was skipped as ``answer is proposal``."""
+    gates = (*DEFAULT_GATES, *before, _FillsInPlace())
+    summary, events = await run_refund(refund_agent(300, gates=gates))
+    assert REFUNDS == []
+    assert summary.steps[0].error_code == "EXTENSION_FAILED"
+    assert [e for e in events if e.type is EventType.STEP_STARTED] == []
+
+
+async def test_a_gate_after_the_seal_that_changes_nothing_lets_the_step_run() -> None:
+    gates = (*DEFAULT_GATES, _CopyOnly(), _CopyOnly())
+    summary, events = await run_refund(refund_agent(300, gates=gates))
+    assert (summary.outcome, REFUNDS) == ("success", [300.0])
+    started = next(e for e in events if e.type is EventType.STEP_STARTED)
+    assert started.data["args"] == {"amount": 300.0}
