@@ -196,7 +196,7 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         if isinstance(answer, Proposal):
             proposal = answer
             if sealed is None and getattr(gate, "seals", False):
-                sealed, sealed_args = proposal, canonical_json(proposal.args)
+                sealed, sealed_args = proposal, _as_text(proposal.args)
             continue
         if isinstance(answer, Refuse):
             failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
@@ -209,7 +209,7 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         if isinstance(answer, Stop):  # a user's own code stops as a handoff, as Refuse's
             return Stop(answer.reason, as_error_code(answer.code))
         return None  # Hold: the gate asked a person
-    if sealed is not None and canonical_json(proposal.args) != sealed_args:
+    if sealed is not None and _as_text(proposal.args) != sealed_args:
         # changed in place: the tool would run with the validated arguments while the
         # log, the key and the rules read the changed ones
         reason = (
@@ -249,6 +249,14 @@ _ANSWERS = (Proposal, Refuse, Skip, Hold, Stop)
 
 
 _EXTENSION = ErrorCode.EXTENSION_FAILED.value
+
+
+def _as_text(args: Mapping[str, Any]) -> str:
+    """``args`` as text that any change in place changes (canonical JSON; else ``repr``)."""
+    try:
+        return canonical_json(args)
+    except (TypeError, ValueError, RecursionError):  # keys that do not sort, say
+        return repr(args)
 
 
 def _broken(reason: str) -> Refuse:
