@@ -160,11 +160,24 @@ def resolve_weather(
     )
 
 
+DAYPARTS = {
+    "morning": ("06:00", "12:00", "上午", "morning"),
+    "afternoon": ("12:00", "18:00", "下午", "afternoon"),
+    "evening": ("18:00", "24:00", "晚上", "evening"),
+}
+"""The departure window of each ``daypart`` entity value, and its words (zh, en): a search
+for "明天上午" finds the morning's flights, so the reply never quotes an evening one."""
+WHOLE_DAY = ("00:00", "24:00")
+
+
 class TripQuery(BaseModel):
     origin: str
     destination: str
     start: str
     end: str
+    depart_after: str
+    """The departure window, HH:MM: the part of the day the user asked for, or all of it."""
+    depart_before: str
     period: str
 
 
@@ -174,8 +187,10 @@ def resolve_trip(
     ctx: ToolContext,
     origin: str | None = None,
     dates: dict[str, str] | None = None,
+    daypart: str | None = None,
 ) -> TripQuery | None:
-    """Where from (the team's city unless said), where to, and when (tomorrow unless said).
+    """Where from (the team's city unless said), where to, and when (tomorrow unless said,
+    in the part of the day said: 上午 is the morning's flights).
 
     No trip (``None``: the plan's ``same_city`` reply) when it would leave from where it goes.
     """
@@ -184,8 +199,18 @@ def resolve_trip(
     if leaving.casefold() == destination.casefold():
         return None
     period = said or str(start)
+    after, before = WHOLE_DAY
+    if daypart in DAYPARTS:
+        after, before, zh, en = DAYPARTS[daypart]
+        period = f"{period}{zh}" if ctx.language == "zh" else f"{period} {en}"
     return TripQuery(
-        origin=leaving, destination=destination, start=str(start), end=str(end), period=period
+        origin=leaving,
+        destination=destination,
+        start=str(start),
+        end=str(end),
+        depart_after=after,
+        depart_before=before,
+        period=period,
     )
 
 
