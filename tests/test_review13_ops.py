@@ -6,11 +6,14 @@ on the example's real services (nothing mocked).
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.test_example_ops import no_process_left, run_ops, tools_of
+from tests.helpers import corral_cli
+from tests.test_example_ops import OPS, no_process_left, run_ops, tools_of
 
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("mcp", REQUIRE_ALL)
@@ -26,3 +29,32 @@ def test_a_morning_flight_search_quotes_only_morning_flights(tmp_path: Path) -> 
     assert len(departures) == 2, reply  # the earliest and the cheapest
     assert all(6 <= int(hour) < 12 for hour, _ in departures), reply
     no_process_left(tmp_path)
+
+
+def test_an_eval_case_naming_the_fast_search_fails_when_the_cheap_one_is_picked(
+    tmp_path: Path,
+) -> None:
+    """`corral eval` passed "urgent flights take the fast search" on an agent that picked
+    the cheap one: a tools expectation took any equivalent, even one no fault forced."""
+    agent = tmp_path / "ops"
+    shutil.copytree(OPS, agent, ignore=shutil.ignore_patterns("__pycache__"))
+    yaml_path = agent / "agent.yaml"
+    text = yaml_path.read_text(encoding="utf-8")
+    fast = "equivalent_group: flights, latency_ms: 60, cost: 5}"
+    assert fast in text
+    yaml_path.write_text(text.replace(fast, fast.replace("60", "9000")), encoding="utf-8")
+    suite = agent / "urgent.yaml"
+    suite.write_text(
+        "now: '2026-11-30T02:00:00+00:00'\n"
+        "cases:\n"
+        "  - name: urgent flights take the fast search\n"
+        "    tier: core\n"
+        "    messages: ['明天上午去上海的航班，急！']\n"
+        "    expect:\n"
+        "      tools: [resolve_trip, search_flights_fast, generate_reply]\n",
+        encoding="utf-8",
+    )
+    done = corral_cli(tmp_path, "eval", str(agent), "--suite", str(suite), "--json", ok=False)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["tiers"]["core"] == 0.0, done.stdout[-2000:]
+    assert "search_flights_cheap" in json.dumps(report["failures"], ensure_ascii=False)
