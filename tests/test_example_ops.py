@@ -314,7 +314,7 @@ def test_the_fast_search_down_twice_switches_to_the_cheap_one(tmp_path: Path) ->
 
 
 def test_corral_eval_of_the_example_exits_0(tmp_path: Path) -> None:
-    """46 conversations, each on a fresh agent: its own API process and MCP server."""
+    """47 conversations, each on a fresh agent: its own API process and MCP server."""
     done = subprocess.run(
         [sys.executable, "-m", "corral", "eval", str(OPS), "--json", "--home", str(tmp_path)],
         capture_output=True,

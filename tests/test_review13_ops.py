@@ -58,3 +58,13 @@ def test_an_eval_case_naming_the_fast_search_fails_when_the_cheap_one_is_picked(
     report = json.loads(done.stdout)
     assert done.returncode == 1 and report["tiers"]["core"] == 0.0, done.stdout[-2000:]
     assert "search_flights_cheap" in json.dumps(report["failures"], ensure_ascii=False)
+
+
+def test_a_rain_question_about_where_the_user_flies_is_weather(tmp_path: Path) -> None:
+    """ "明天飞上海，那边会下雨吗" asks about the rain: it once searched flights (飞上海
+    outranked 下雨), and the user got a flight list instead of the forecast."""
+    summary = run_ops(tmp_path, "明天飞上海，那边会下雨吗")
+    assert summary["intent"]["label"] == "weather", summary["reply"]
+    assert tools_of(summary) == ["resolve_weather", "get_forecast", "generate_reply"]
+    assert summary["reply"].startswith("上海明天"), summary["reply"]
+    no_process_left(tmp_path)
