@@ -68,3 +68,12 @@ def test_a_rain_question_about_where_the_user_flies_is_weather(tmp_path: Path) -
     assert tools_of(summary) == ["resolve_weather", "get_forecast", "generate_reply"]
     assert summary["reply"].startswith("上海明天"), summary["reply"]
     no_process_left(tmp_path)
+
+
+def test_an_english_flight_reply_names_the_cities_in_english(tmp_path: Path) -> None:
+    """ "cheapest flight to Chengdu next week" was answered "35 flights from 北京 to 成都"."""
+    summary = run_ops(tmp_path, "cheapest flight to Chengdu next week")
+    assert tools_of(summary) == ["resolve_trip", "search_flights_cheap", "generate_reply"]
+    assert "flights from Beijing to Chengdu, next week" in summary["reply"], summary["reply"]
+    assert not re.search(r"[\u4e00-\u9fff]", summary["reply"]), summary["reply"]
+    no_process_left(tmp_path)

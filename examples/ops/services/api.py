@@ -214,6 +214,8 @@ class FlightSearch(BaseModel):
 
     origin: str
     destination: str
+    origin_en: str
+    destination_en: str
     count: int
     cheapest_flight_no: str
     cheapest_date: date
@@ -275,6 +277,8 @@ def search(
     return FlightSearch(
         origin=start["zh"],
         destination=end["zh"],
+        origin_en=start["en"],
+        destination_en=end["en"],
         count=len(flights),
         cheapest_flight_no=cheapest.flight_no,
         cheapest_date=cheapest.date,
