@@ -77,3 +77,25 @@ def test_an_english_flight_reply_names_the_cities_in_english(tmp_path: Path) -> 
     assert "flights from Beijing to Chengdu, next week" in summary["reply"], summary["reply"]
     assert not re.search(r"[\u4e00-\u9fff]", summary["reply"]), summary["reply"]
     no_process_left(tmp_path)
+
+
+def test_the_eval_clock_tells_the_agents_day_from_utcs(tmp_path: Path) -> None:
+    """The suite's clock was 10:00 in Shanghai, the same day in UTC: an agent that took
+    "明天" from UTC's date passed every case. Run its first case on such an agent."""
+    import yaml
+
+    agent = tmp_path / "ops"
+    shutil.copytree(OPS, agent, ignore=shutil.ignore_patterns("__pycache__"))
+    yaml_path = agent / "agent.yaml"
+    text = yaml_path.read_text(encoding="utf-8")
+    assert "timezone: Asia/Shanghai\n" in text
+    yaml_path.write_text(
+        text.replace("timezone: Asia/Shanghai\n", "timezone: UTC\n"), encoding="utf-8"
+    )
+    shipped = yaml.safe_load((OPS / "eval.yaml").read_text(encoding="utf-8"))
+    first = shipped["cases"][0]
+    assert first["messages"] == ["明天要不要带伞"] and "reply_contains" in first["expect"]
+    suite = agent / "one.yaml"
+    suite.write_text(yaml.safe_dump({"now": shipped["now"], "cases": [first]}), encoding="utf-8")
+    done = corral_cli(tmp_path, "eval", str(agent), "--suite", str(suite), "--json", ok=False)
+    assert done.returncode == 1, done.stdout[-2000:]  # the UTC agent's 明天 is another day
