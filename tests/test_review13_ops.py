@@ -99,3 +99,10 @@ def test_the_eval_clock_tells_the_agents_day_from_utcs(tmp_path: Path) -> None:
     suite.write_text(yaml.safe_dump({"now": shipped["now"], "cases": [first]}), encoding="utf-8")
     done = corral_cli(tmp_path, "eval", str(agent), "--suite", str(suite), "--json", ok=False)
     assert done.returncode == 1, done.stdout[-2000:]  # the UTC agent's 明天 is another day
+
+
+def test_a_weather_question_naming_no_day_is_about_today(tmp_path: Path) -> None:
+    """ "北京天气怎么样" was answered "北京2026-12-01（2026-12-01）": the date twice, no 今天."""
+    summary = run_ops(tmp_path, "北京天气怎么样")
+    assert summary["reply"].startswith("北京今天（"), summary["reply"]
+    no_process_left(tmp_path)

@@ -131,6 +131,15 @@ def _range(dates: dict[str, str] | None, default: date) -> tuple[date, date, str
     return date.fromisoformat(dates["start"]), date.fromisoformat(dates["end"]), dates["text"]
 
 
+def _day_word(day: date, ctx: ToolContext) -> str:
+    """What the reply calls a day the user did not name: 今天/明天 (today, tomorrow), not
+    the date twice ("北京2026-12-01（2026-12-01）")."""
+    words = {0: ("今天", "today"), 1: ("明天", "tomorrow")}.get((day - ctx.today()).days)
+    if words is None:
+        return str(day)
+    return words[0] if ctx.language == "zh" else words[1]
+
+
 class WeatherQuery(BaseModel):
     city: str
     start: str
@@ -155,7 +164,7 @@ def resolve_weather(
         city=city or HOME_CITY,
         start=str(start),
         end=str(end),
-        period=said or str(start),
+        period=said or _day_word(start, ctx),
         dates=shown,
     )
 
@@ -198,7 +207,7 @@ def resolve_trip(
     leaving = origin or HOME_CITY
     if leaving.casefold() == destination.casefold():
         return None
-    period = said or str(start)
+    period = said or _day_word(start, ctx)
     after, before = WHOLE_DAY
     if daypart in DAYPARTS:
         after, before, zh, en = DAYPARTS[daypart]
