@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
-from tests.test_example_ops import OPS, no_process_left, run_ops, tools_of
+from tests.test_example_ops import OPS, arm, no_process_left, run_ops, tools_of
 
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("mcp", REQUIRE_ALL)
@@ -105,4 +105,14 @@ def test_a_weather_question_naming_no_day_is_about_today(tmp_path: Path) -> None
     """ "北京天气怎么样" was answered "北京2026-12-01（2026-12-01）": the date twice, no 今天."""
     summary = run_ops(tmp_path, "北京天气怎么样")
     assert summary["reply"].startswith("北京今天（"), summary["reply"]
+    no_process_left(tmp_path)
+
+
+def test_a_run_handed_off_does_not_promise_customer_service(tmp_path: Path) -> None:
+    """A forecast that failed was answered "这个问题我已经转给人工客服": the team's ops
+    assistant has no customer service; it hands over to the on-call colleague."""
+    arm(tmp_path, path="/weather", status=400, times=1)
+    summary = run_ops(tmp_path, "明天上海多少度")
+    assert (summary["status"], summary["outcome"]) == ("handed_off", "handoff")
+    assert "客服" not in summary["reply"] and "值班同事" in summary["reply"], summary["reply"]
     no_process_left(tmp_path)
