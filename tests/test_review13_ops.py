@@ -116,3 +116,17 @@ def test_a_run_handed_off_does_not_promise_customer_service(tmp_path: Path) -> N
     assert (summary["status"], summary["outcome"]) == ("handed_off", "handoff")
     assert "客服" not in summary["reply"] and "值班同事" in summary["reply"], summary["reply"]
     no_process_left(tmp_path)
+
+
+def test_two_destinations_are_asked_about_and_a_bare_city_answers(tmp_path: Path) -> None:
+    """ "下周去成都或者广州的机票" searched Chengdu's flights without asking (corral never
+    picks one of two values the user gave), and a bare "广州" did not answer "which one?"."""
+    summary = run_ops(tmp_path, "下周去成都或者广州的机票")
+    assert summary["status"] == "awaiting_user", summary["reply"]
+    assert "成都" in summary["reply"] and "广州" in summary["reply"]
+    assert "destination" not in summary["reply"]  # no config name in a Chinese question
+    done = corral_cli(tmp_path, "resume", summary["run_id"], "--answer", "广州", "--json")
+    answered = json.loads(done.stdout)
+    assert answered["status"] == "finished", answered["reply"]
+    assert answered["reply"].startswith("北京飞广州，下周"), answered["reply"]
+    no_process_left(tmp_path)
