@@ -130,3 +130,13 @@ def test_two_destinations_are_asked_about_and_a_bare_city_answers(tmp_path: Path
     assert answered["status"] == "finished", answered["reply"]
     assert answered["reply"].startswith("北京飞广州，下周"), answered["reply"]
     no_process_left(tmp_path)
+
+
+def test_a_city_answered_in_english_is_named_in_chinese(tmp_path: Path) -> None:
+    """ "查机票", then "Chengdu": the reply said "北京飞Chengdu" (the user's answer, a fact
+    named like the service's field, outranked the service's "成都")."""
+    summary = run_ops(tmp_path, "查机票")
+    done = corral_cli(tmp_path, "resume", summary["run_id"], "--answer", "Chengdu", "--json")
+    answered = json.loads(done.stdout)
+    assert answered["reply"].startswith("北京飞成都，明天"), answered["reply"]
+    no_process_left(tmp_path)
