@@ -140,3 +140,12 @@ def test_a_city_answered_in_english_is_named_in_chinese(tmp_path: Path) -> None:
     answered = json.loads(done.stdout)
     assert answered["reply"].startswith("北京飞成都，明天"), answered["reply"]
     no_process_left(tmp_path)
+
+
+def test_a_flight_in_english_to_where_we_are_is_refused_not_handed_off(tmp_path: Path) -> None:
+    """ "flights to Beijing tomorrow" went to the service as 北京 -> Beijing, failed there,
+    and was handed to a person; "明天去北京的航班" gets the same_city answer."""
+    summary = run_ops(tmp_path, "flights to Beijing tomorrow")
+    assert (summary["status"], summary["outcome"]) == ("finished", "not_found"), summary
+    assert "That is where you already are" in summary["reply"]
+    no_process_left(tmp_path)

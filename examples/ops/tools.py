@@ -14,6 +14,7 @@ The service also ends by itself when this process dies (it watches its stdin).
 
 from __future__ import annotations
 
+import json
 import select
 import subprocess
 import sys
@@ -169,6 +170,17 @@ def resolve_weather(
     )
 
 
+def city_name(name: str) -> str:
+    """The Chinese name of a city the service knows ("Beijing", "beijing", "PEK": 北京), so
+    "flights to Beijing" is seen to leave from where it goes; an unknown name as given."""
+    rows = json.loads((HERE / "data" / "cities.json").read_text(encoding="utf-8"))["cities"]
+    wanted = name.strip().casefold()
+    for row in rows:
+        if wanted in (row["zh"], row["en"].casefold(), row["code"].casefold()):
+            return str(row["zh"])
+    return name
+
+
 DAYPARTS = {
     "morning": ("06:00", "12:00", "上午", "morning"),
     "afternoon": ("12:00", "18:00", "下午", "afternoon"),
@@ -204,8 +216,8 @@ def resolve_trip(
     No trip (``None``: the plan's ``same_city`` reply) when it would leave from where it goes.
     """
     start, end, said = _range(dates, ctx.today() + timedelta(days=1))
-    leaving = origin or HOME_CITY
-    if leaving.casefold() == destination.casefold():
+    leaving, destination = city_name(origin or HOME_CITY), city_name(destination)
+    if leaving == destination:
         return None
     period = said or _day_word(start, ctx)
     after, before = WHOLE_DAY
