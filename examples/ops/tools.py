@@ -14,6 +14,7 @@ The service also ends by itself when this process dies (it watches its stdin).
 
 from __future__ import annotations
 
+import json
 import select
 import subprocess
 import sys
@@ -131,6 +132,15 @@ def _range(dates: dict[str, str] | None, default: date) -> tuple[date, date, str
     return date.fromisoformat(dates["start"]), date.fromisoformat(dates["end"]), dates["text"]
 
 
+def _day_word(day: date, ctx: ToolContext) -> str:
+    """What the reply calls a day the user did not name: 今天/明天 (today, tomorrow), not
+    the date twice ("北京2026-12-01（2026-12-01）")."""
+    words = {0: ("今天", "today"), 1: ("明天", "tomorrow")}.get((day - ctx.today()).days)
+    if words is None:
+        return str(day)
+    return words[0] if ctx.language == "zh" else words[1]
+
+
 class WeatherQuery(BaseModel):
     city: str
     start: str
@@ -155,9 +165,30 @@ def resolve_weather(
         city=city or HOME_CITY,
         start=str(start),
         end=str(end),
-        period=said or str(start),
+        period=said or _day_word(start, ctx),
         dates=shown,
     )
+
+
+def city_name(name: str) -> str:
+    """The Chinese name of a city the service knows ("Beijing", "beijing", "PEK": 北京), so
+    "flights to Beijing" is seen to leave from where it goes; an unknown name as given."""
+    rows = json.loads((HERE / "data" / "cities.json").read_text(encoding="utf-8"))["cities"]
+    wanted = name.strip().casefold()
+    for row in rows:
+        if wanted in (row["zh"], row["en"].casefold(), row["code"].casefold()):
+            return str(row["zh"])
+    return name
+
+
+DAYPARTS = {
+    "morning": ("06:00", "12:00", "上午", "morning"),
+    "afternoon": ("12:00", "18:00", "下午", "afternoon"),
+    "evening": ("18:00", "24:00", "晚上", "evening"),
+}
+"""The departure window of each ``daypart`` entity value, and its words (zh, en): a search
+for "明天上午" finds the morning's flights, so the reply never quotes an evening one."""
+WHOLE_DAY = ("00:00", "24:00")
 
 
 class TripQuery(BaseModel):
@@ -165,6 +196,9 @@ class TripQuery(BaseModel):
     destination: str
     start: str
     end: str
+    depart_after: str
+    """The departure window, HH:MM: the part of the day the user asked for, or all of it."""
+    depart_before: str
     period: str
 
 
@@ -174,18 +208,30 @@ def resolve_trip(
     ctx: ToolContext,
     origin: str | None = None,
     dates: dict[str, str] | None = None,
+    daypart: str | None = None,
 ) -> TripQuery | None:
-    """Where from (the team's city unless said), where to, and when (tomorrow unless said).
+    """Where from (the team's city unless said), where to, and when (tomorrow unless said,
+    in the part of the day said: 上午 is the morning's flights).
 
     No trip (``None``: the plan's ``same_city`` reply) when it would leave from where it goes.
     """
     start, end, said = _range(dates, ctx.today() + timedelta(days=1))
-    leaving = origin or HOME_CITY
-    if leaving.casefold() == destination.casefold():
+    leaving, destination = city_name(origin or HOME_CITY), city_name(destination)
+    if leaving == destination:
         return None
-    period = said or str(start)
+    period = said or _day_word(start, ctx)
+    after, before = WHOLE_DAY
+    if daypart in DAYPARTS:
+        after, before, zh, en = DAYPARTS[daypart]
+        period = f"{period}{zh}" if ctx.language == "zh" else f"{period} {en}"
     return TripQuery(
-        origin=leaving, destination=destination, start=str(start), end=str(end), period=period
+        origin=leaving,
+        destination=destination,
+        start=str(start),
+        end=str(end),
+        depart_after=after,
+        depart_before=before,
+        period=period,
     )
 
 

@@ -214,6 +214,8 @@ class FlightSearch(BaseModel):
 
     origin: str
     destination: str
+    origin_en: str
+    destination_en: str
     count: int
     cheapest_flight_no: str
     cheapest_date: date
@@ -235,13 +237,26 @@ def _number(airline: str, start: dict[str, Any], end: dict[str, Any]) -> int:
     return 1000 + int(8999 * _fraction(airline, start["code"], end["code"]))
 
 
-def search(cities: Cities, origin: str, destination: str, days: list[date]) -> FlightSearch:
+CLOCK = r"^(([01]\d|2[0-3]):[0-5]\d|24:00)$"
+"""A departure-window bound, HH:MM (24:00 is the end of the day)."""
+
+
+def search(
+    cities: Cities,
+    origin: str,
+    destination: str,
+    days: list[date],
+    window: tuple[str, str] = ("00:00", "24:00"),
+) -> FlightSearch:
+    """The flights over ``days`` that leave within ``window`` (from, before; HH:MM)."""
     (_, start), (_, end) = cities.find(origin), cities.find(destination)
     if start is end:
         raise HTTPException(422, "origin and destination are the same city")
     flights = []
     for day in days:
         for airline in _load("flights.json")["airlines"]:
+            if not window[0] <= airline["depart"] < window[1]:
+                continue
             hours, minutes = map(int, airline["depart"].split(":"))
             leaves = hours * 60 + minutes
             fare = airline["fare"] * (0.85 + 0.3 * _fraction(day, airline["code"], end["code"]))
@@ -255,11 +270,15 @@ def search(cities: Cities, origin: str, destination: str, days: list[date]) -> F
                     price_cny=int(round(fare, -1)),
                 )
             )
+    if not flights:
+        raise HTTPException(404, "no flights leave in that window")
     cheapest = min(flights, key=lambda f: (f.price_cny, f.date, f.depart))
     earliest = flights[0]
     return FlightSearch(
         origin=start["zh"],
         destination=end["zh"],
+        origin_en=start["en"],
+        destination_en=end["en"],
         count=len(flights),
         cheapest_flight_no=cheapest.flight_no,
         cheapest_date=cheapest.date,
@@ -379,9 +398,11 @@ def create_app(state: Path) -> FastAPI:
         destination: str = Query(),
         start: date = Query(),
         end: date = Query(),
+        depart_after: str = Query("00:00", pattern=CLOCK, description="Leaves at or after"),
+        depart_before: str = Query("24:00", pattern=CLOCK, description="Leaves before"),
     ) -> FlightSearch:
         """The fast search: answers at once, and costs more per call."""
-        return search(cities, origin, destination, _days(start, end))
+        return search(cities, origin, destination, _days(start, end), (depart_after, depart_before))
 
     @app.get("/flights/cheap", operation_id="searchFlightsCheap", response_model=FlightSearch)
     async def flights_cheap(
@@ -389,10 +410,12 @@ def create_app(state: Path) -> FastAPI:
         destination: str = Query(),
         start: date = Query(),
         end: date = Query(),
+        depart_after: str = Query("00:00", pattern=CLOCK, description="Leaves at or after"),
+        depart_before: str = Query("24:00", pattern=CLOCK, description="Leaves before"),
     ) -> FlightSearch:
         """The cheap search: the same flights, after 300-800 ms."""
         await asyncio.sleep(0.3 + 0.5 * _fraction(origin, destination, start, end))
-        return search(cities, origin, destination, _days(start, end))
+        return search(cities, origin, destination, _days(start, end), (depart_after, depart_before))
 
     return app
 

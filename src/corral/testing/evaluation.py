@@ -223,11 +223,12 @@ def _stood_in(by_step: list[list[str]], expected: list[str], group: Callable[[st
 
     ``by_step``: each step's tools, the planned one then its fallbacks. A fault met and
     recovered by a declared equivalent (same ``equivalent_group``) is not a wrong path; a
-    missing step, or another tool, still is.
+    missing step, or another tool, still is. So is an equivalent picked first: the step
+    must start with the expected tool, or "urgent picks the fast search" could never fail.
     """
     steps = [tools for tools in by_step if tools]
     return len(steps) == len(expected) and all(
-        all(group(tool) == group(want) for tool in tools)
+        tools[0] == want and all(group(tool) == group(want) for tool in tools[1:])
         for tools, want in zip(steps, expected, strict=True)
     )
 
