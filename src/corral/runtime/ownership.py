@@ -102,9 +102,8 @@ class Ownership:
         """
         return Holding(self, Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run)), wait_s)
 
-    def heartbeats(self) -> Heartbeats:
-        """The timer of the running event loop's held leases (one per loop, kept while it lives)."""
-        loop = asyncio.get_running_loop()
+    def heartbeats(self, loop: asyncio.AbstractEventLoop) -> Heartbeats:
+        """The timer of ``loop``'s held leases: one per loop, kept while the loop lives."""
         beats = self._heartbeats.get(loop)
         if beats is None:
             beats = self._heartbeats[loop] = Heartbeats()
@@ -209,16 +208,19 @@ class Heartbeats:
         self.due: dict[Holding, float] = {}
         """Held leases not renewed yet -> when their first renewal is due (loop time)."""
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
-        """The pending timer (the loop holds it until it runs; a closed loop drops it)."""
+        """The pending timer, None once it ran. The loop holds it until it runs; if the loop
+        closes first, this object goes with the loop's entry in ``Ownership``."""
         self._timer_due = 0.0
 
-    def add(self, holding: Holding) -> None:
-        """Renew ``holding``'s lease a third of its time to live from now, if still held."""
-        loop = asyncio.get_running_loop()
+    def add(self, holding: Holding, loop: asyncio.AbstractEventLoop) -> None:
+        """Renew ``holding``'s lease a third of its time to live from now, if still held.
+
+        ``loop`` is the running loop, this timer's (the caller has it at hand already).
+        """
         due = loop.time() + holding.held.lease.ttl_s / 3
         self.due[holding] = due
-        timer = self._timer() if self._timer is not None else None
-        if timer is None or due < self._timer_due:
+        if self._timer is None or due < self._timer_due:
+            timer = self._timer() if self._timer is not None else None
             if timer is not None:
                 timer.cancel()
             self._set(loop, due)
@@ -266,8 +268,9 @@ class Holding:
         held = self.held
         if not held.lease.new_run:
             await self._owners.take(held, self._wait_s)
-        self._heartbeats = self._owners.heartbeats()
-        self._heartbeats.add(self)
+        loop = asyncio.get_running_loop()
+        self._heartbeats = self._owners.heartbeats(loop)
+        self._heartbeats.add(self, loop)
         return held
 
     def beat(self) -> None:
