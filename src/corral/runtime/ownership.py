@@ -14,6 +14,7 @@ import os
 import socket
 import time
 import uuid
+import weakref
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -73,8 +74,12 @@ class Ownership:
         """Tells this runtime's drives from another's in the same process (two runtimes on
         one store); within it, a counter does (no random draw per run)."""
         self._drives = itertools.count(1)
-        self._heartbeats: Heartbeats | None = None
-        """The first renewals of the leases held on the running event loop."""
+        self._heartbeats: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Heartbeats] = (
+            weakref.WeakKeyDictionary()
+        )
+        """The first renewals of the leases held on each event loop that drives runs: loops
+        may take turns on one runtime (threads, or ``asyncio.run`` per chat turn), and a
+        loop that goes away takes its entry (and its timer) with it."""
 
     def owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
@@ -97,12 +102,11 @@ class Ownership:
         """
         return Holding(self, Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run)), wait_s)
 
-    def heartbeats(self) -> Heartbeats:
-        """The timer of the running event loop's held leases (a new loop gets its own)."""
-        loop = asyncio.get_running_loop()
-        beats = self._heartbeats
-        if beats is None or beats.loop is not loop:
-            beats = self._heartbeats = Heartbeats(self, loop)
+    def heartbeats(self, loop: asyncio.AbstractEventLoop) -> Heartbeats:
+        """The timer of ``loop``'s held leases: one per loop, kept while the loop lives."""
+        beats = self._heartbeats.get(loop)
+        if beats is None:
+            beats = self._heartbeats[loop] = Heartbeats()
         return beats
 
     async def take(self, held: Held, wait_s: float) -> None:
@@ -190,33 +194,48 @@ class Heartbeats:
     A lease is renewed a third of its time to live after it was taken, then by a task
     of its own (``Ownership.heartbeat``) until the drive ends. Most drives end long
     before that: a timer per drive would be made and cancelled for nothing on every run,
-    so the held leases share one, set for the earliest one due.
+    so the held leases share one, set for the earliest one due. When nothing is held the
+    timer, once it fires, is not set again.
+
+    It refers to its loop only through the running loop and a weak reference to its
+    timer: ``Ownership`` keys it by the loop weakly, and a strong reference from here
+    would keep every loop that ever drove a run (and its entry) alive.
     """
 
-    def __init__(self, owners: Ownership, loop: asyncio.AbstractEventLoop) -> None:
-        self.owners = owners
-        self.loop = loop
+    __slots__ = ("_timer", "_timer_due", "due")
+
+    def __init__(self) -> None:
         self.due: dict[Holding, float] = {}
         """Held leases not renewed yet -> when their first renewal is due (loop time)."""
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
+        """The pending timer, None once it ran. The loop holds it until it runs; if the loop
+        closes first, this object goes with the loop's entry in ``Ownership``."""
         self._timer_due = 0.0
 
-    def add(self, holding: Holding) -> None:
-        """Renew ``holding``'s lease a third of its time to live from now, if still held."""
-        due = self.loop.time() + holding.held.lease.ttl_s / 3
+    def add(self, holding: Holding, loop: asyncio.AbstractEventLoop) -> None:
+        """Renew ``holding``'s lease a third of its time to live from now, if still held.
+
+        ``loop`` is the running loop, this timer's (the caller has it at hand already).
+        """
+        due = loop.time() + holding.held.lease.ttl_s / 3
         self.due[holding] = due
         if self._timer is None or due < self._timer_due:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer, self._timer_due = self.loop.call_at(due, self._tick), due
+            timer = self._timer() if self._timer is not None else None
+            if timer is not None:
+                timer.cancel()
+            self._set(loop, due)
 
     def discard(self, holding: Holding) -> None:
         """The drive ended: nothing to renew (its timer, shared, stays for the others)."""
         self.due.pop(holding, None)
 
+    def _set(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        self._timer, self._timer_due = weakref.ref(loop.call_at(due, self._tick)), due
+
     def _tick(self) -> None:
         self._timer = None
-        now = self.loop.time() + 0.001  # the loop runs a timer up to its clock resolution early
+        loop = asyncio.get_running_loop()
+        now = loop.time() + 0.001  # the loop runs a timer up to its clock resolution early
         upcoming: float | None = None
         for holding, due in list(self.due.items()):
             if due <= now:
@@ -225,7 +244,7 @@ class Heartbeats:
             elif upcoming is None or due < upcoming:
                 upcoming = due
         if upcoming is not None:
-            self._timer, self._timer_due = self.loop.call_at(upcoming, self._tick), upcoming
+            self._set(loop, upcoming)
 
 
 class Holding:
@@ -249,8 +268,9 @@ class Holding:
         held = self.held
         if not held.lease.new_run:
             await self._owners.take(held, self._wait_s)
-        self._heartbeats = self._owners.heartbeats()
-        self._heartbeats.add(self)
+        loop = asyncio.get_running_loop()
+        self._heartbeats = self._owners.heartbeats(loop)
+        self._heartbeats.add(self, loop)
         return held
 
     def beat(self) -> None:
