@@ -271,6 +271,27 @@ def _migrate(conn: Connection) -> None:
     migrate.upgrade(conn)
 
 
+def schema_state(target: str | Path) -> schema.SchemaState:
+    """The schema revision of the store ``target`` names, read without opening it as one.
+
+    So ``corral db current`` shows a newer or older schema instead of refusing it; a
+    SQLite file is read in read-only mode, and a missing one is empty (none is made).
+    """
+    text_target = str(target)
+    if "://" in text_target:
+        engine = create_engine(text_target)
+    else:
+        path = Path(text_target)
+        if not path.exists():
+            return schema.SchemaState(None, empty=True)
+        engine = create_engine(_read_only_url(path))
+    try:
+        with store_faults(action="reading the schema revision"), engine.connect() as conn:
+            return schema.state(conn)
+    finally:
+        engine.dispose()
+
+
 def _now() -> float:
     """Lease clock: Unix time. Leases are infrastructure, not part of a run's log."""
     return time.time()
@@ -307,7 +328,7 @@ class SqlStore:
                 self._create_schema(upgrade)
         elif self.path is None or self.path.exists():
             with self._faults(action="reading the schema revision"), engine.connect() as conn:
-                schema.refuse_newer(schema.state(conn), self._where())
+                schema.refuse_newer(schema.state(conn), self.where())
 
     @classmethod
     def open(
@@ -349,12 +370,12 @@ class SqlStore:
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
             schema.prepare(
                 conn,
-                self._where(),
+                self.where(),
                 create=_create_all,
                 upgrade=_migrate if (sqlite if upgrade is None else upgrade) else None,
             )
 
-    def _where(self) -> str:
+    def where(self) -> str:
         """The store, named for an error: its file, or its URL without the password."""
         if self.path is not None:
             return str(self.path)
