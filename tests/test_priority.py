@@ -258,6 +258,40 @@ async def test_observed_p95_replaces_the_declared_latency_once_there_are_enough_
     assert report.same_path, report
 
 
+class AskedStore(MemoryStore):
+    """A memory store that records what each run start asks the latency of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[tuple[str, ...], int]] = []
+
+    def tool_latency(self, agent: str, tools: Any, last: int) -> Any:
+        self.asked.append((tuple(sorted(tools)), last))
+        return super().tool_latency(agent, tools, last)
+
+
+async def test_a_run_start_asks_the_store_only_about_tools_with_equivalents() -> None:
+    @tool(name="book", policy=ToolPolicy(latency_ms=10, cost=1))
+    def book() -> Flights:
+        return Flights(found=1)
+
+    @tool(name="hotels", policy=ToolPolicy(equivalent_group="hotels", latency_ms=10, cost=1))
+    def alone() -> Flights:  # a group of one: no equivalent
+        return Flights(found=1)
+
+    plain = AskedStore()
+    lone = build_agent([book, alone], [{"id": "s1", "tool": "book"}])
+    await Runtime(lone, plain).start("go", priority="urgent")
+    assert plain.asked == []  # no equivalents: no query at all
+
+    grouped = AskedStore()
+    agent = flights_agent([FAST, CHEAP, book, alone], latency_window=7)
+    await Runtime(agent, grouped).start("go", priority="urgent")
+    await Runtime(agent, grouped).start("go")
+    # one query per start, for the grouped tools only, over decision.latency_window
+    assert grouped.asked == [(("search_cheap", "search_fast"), 7)] * 2
+
+
 async def test_observations_are_per_agent_and_only_successful_calls_count() -> None:
     store = MemoryStore()
     effects = TimedEffects({"search_fast": 2000.0, "search_cheap": 50.0})

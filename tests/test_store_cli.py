@@ -136,6 +136,9 @@ def test_db_upgrade_keeps_stored_runs_resumable_and_replayable(tmp_path: Path) -
         "state": "current",
         "was": "unversioned",
     }
+    with sqlite3.connect(home / "corral.db") as conn:  # revision 0002 added the latency index
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "ix_corral_step_facts_recent" in indexes
     again = as_json(cli(home, "db", "upgrade", "--json"))
     assert again["was"] == schema.HEAD and again["state"] == "current"
     agent = ("--agent", str(AFTERSALES))  # the dump records the folder it was made in

@@ -343,3 +343,45 @@ def test_tool_latency_is_the_p95_of_each_tools_latest_successful_calls(store: St
     assert store.tool_latency("test", ["fast"], 15) == {"fast": ToolLatency(900.0, 15)}
     assert store.tool_latency("other", ["fast"], 10) == {"fast": ToolLatency(7000.0, 3)}
     assert store.tool_latency("test", [], 10) == {}
+
+
+def test_tool_latency_reads_only_each_tools_latest_window(store: Store) -> None:
+    """Newest run first, then newest attempt; each tool cut at its own ``last``."""
+    from corral.store.figures import ToolLatency
+
+    agent = f"window_{uuid.uuid4().hex[:8]}"  # a shared PostgreSQL keeps other tests' runs
+
+    def attempts(rid: str, calls: list[tuple[str, float]]) -> list[Event]:
+        return [
+            Event(
+                run_id=rid,
+                seq=i + 1,
+                ts=T0,
+                type=EventType.TOOL_ATTEMPT,
+                stage="execute",
+                data={"step_id": f"s{i}", "tool": tool, "attempt": 1, "status": "success"}
+                | {"duration_ms": ms},
+            )
+            for i, (tool, ms) in enumerate(calls)
+        ]
+
+    old, new = run_id(), run_id()
+    early = [("fast", 500.0)] * 5 + [("slow", 50.0)] * 4 + [("fast", 10.0)] * 3
+    store.save(replace(record(old, "finished", T0), agent=agent), attempts(old, early))
+    # the older run's last three fast calls are its latest, whatever came before them
+    assert store.tool_latency(agent, ["fast", "slow"], 3) == {
+        "fast": ToolLatency(10.0, 3),
+        "slow": ToolLatency(50.0, 3),
+    }
+    later = T0 + timedelta(minutes=1)
+    store.save(
+        replace(record(new, "finished", later), agent=agent),
+        attempts(new, [("fast", 30.0), ("fast", 20.0)]),
+    )
+    # the newer run's two, then the older run's newest: 10, 20, 30 (not a 500)
+    assert store.tool_latency(agent, ["fast"], 3) == {"fast": ToolLatency(30.0, 3)}
+    assert store.tool_latency(agent, ["fast"], 6) == {"fast": ToolLatency(500.0, 6)}
+    assert store.tool_latency(agent, ["fast", "slow"], 100) == {
+        "fast": ToolLatency(500.0, 10),
+        "slow": ToolLatency(50.0, 4),
+    }

@@ -32,6 +32,7 @@ from sqlalchemy import (
     BigInteger,
     Column,
     ColumnElement,
+    CompoundSelect,
     Connection,
     DateTime,
     Float,
@@ -49,6 +50,7 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
+    union_all,
     update,
 )
 
@@ -103,6 +105,17 @@ step_facts = Table(
         sqlite_where=text("status = 'error'"),
         postgresql_where=text("status = 'error'"),
     ),
+    Index(
+        "ix_corral_step_facts_recent",
+        "agent",
+        "name",
+        "created_at",
+        "run_id",
+        "seq",
+        "duration_ms",
+        sqlite_where=text("kind = 'tool' AND status = 'success'"),
+        postgresql_where=text("kind = 'tool' AND status = 'success'"),
+    ),
     sqlite_with_rowid=False,
 )
 """Tool attempts (``kind`` ``tool``, ``seq`` the event's) and stage totals (``kind``
@@ -113,7 +126,9 @@ percentile reads one covering index and joins nothing.
 Each save writes these tables with its events, so every B-tree they add costs every
 save: on SQLite they are ``WITHOUT ROWID`` (the primary key is the table), the run table
 has no index (100 000 rows filter in milliseconds), and the index of failed attempts is
-partial (a save with no failure never touches it)."""
+partial (a save with no failure never touches it). So is the index of successful
+attempts newest first per agent and tool (``recent_tool_ms``, read at every run start
+of an agent with equivalent tools): a stage row or a failure never touches it."""
 
 TOOL, STAGE = "tool", "stage"
 
@@ -412,29 +427,36 @@ def run_ids(
 def recent_tool_ms(
     conn: Connection, agent: str, tools: Sequence[str], last: int
 ) -> dict[str, list[float]]:
-    """Tool -> the durations of its ``last`` latest successful attempts in ``agent``'s runs.
+    """Tool -> the durations of its ``last`` latest successful attempts in ``agent``'s runs."""
+    out: dict[str, list[float]] = {}
+    if tools:
+        for name, millis in conn.execute(recent_tool_query(agent, tools, last)):
+            out.setdefault(str(name), []).append(float(millis))
+    return out
 
-    One query: the attempts numbered per tool, newest run first (then newest event), in
-    a window over the ``(kind, name, ...)`` index, cut at ``last``.
+
+def recent_tool_query(agent: str, tools: Sequence[str], last: int) -> CompoundSelect[Any]:
+    """The ``(name, duration_ms)`` of each tool's ``last`` latest successful attempts.
+
+    One query, a ``UNION ALL`` of one ``ORDER BY ... LIMIT last`` per tool, newest run
+    first (then newest event): each walks the partial index of successful attempts
+    (``ix_corral_step_facts_recent``) backwards and stops after ``last`` rows, so a run
+    start costs the same however many attempts the home holds (a ``ROW_NUMBER`` window
+    numbered every past attempt first: 2.7 s at 400 000 rows). ``kind`` and ``status``
+    are literals, so that SQLite and PostgreSQL see the index's condition hold.
     """
     steps = step_facts.c
-    number = (
-        func.row_number()
-        .over(partition_by=steps.name, order_by=(steps.created_at.desc(), steps.seq.desc()))
-        .label("n")
-    )
-    ranked = (
-        select(steps.name, steps.duration_ms, number)
+    latest = [
+        select(steps.name, steps.duration_ms)
         .where(
-            steps.kind == TOOL,
-            steps.name.in_(list(tools)),
             steps.agent == agent,
-            steps.status == "success",
+            steps.name == tool,
+            steps.kind == literal_column(f"'{TOOL}'"),
+            steps.status == literal_column("'success'"),
         )
+        .order_by(steps.created_at.desc(), steps.run_id.desc(), steps.seq.desc())
+        .limit(last)
         .subquery()
-    )
-    query = select(ranked.c.name, ranked.c.duration_ms).where(ranked.c.n <= last)
-    out: dict[str, list[float]] = {}
-    for name, millis in conn.execute(query):
-        out.setdefault(str(name), []).append(float(millis))
-    return out
+        for tool in tools
+    ]
+    return union_all(*(select(each.c.name, each.c.duration_ms) for each in latest))
