@@ -25,7 +25,9 @@ FIXTURE = ROOT / "tests" / "fixtures" / "home_v0" / "corral.sql"
 PAUSED, FINISHED = "run_3a5a91cf0c6a4e8e", "run_f4a66025927b417d"
 
 
-def cli(home: Path, *args: str, ok: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+def cli(
+    home: Path, *args: str, ok: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return corral_cli(home, *args, ok=ok, env=env)
 
 
@@ -38,27 +40,27 @@ def exchanges(home: Path) -> int:
         return int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
 
 
-def pause_approve_replay(home: Path, url: str, **env: str) -> str:
+def pause_approve_replay(home: Path, url: str, env: dict[str, str] | None = None) -> str:
     """A run paused, approved in another process, listed, shown, replayed: all on ``url``.
 
     ``url`` goes as ``--store`` to the first command and through ``CORRAL_STORE_URL`` to
     the others when ``env`` sets it (``url`` is then empty).
     """
     store = ["--store", url] if url else []
-    paused = as_json(cli(home, "run", str(AFTERSALES), EXCHANGE, "--json", *store, **env))
+    paused = as_json(cli(home, "run", str(AFTERSALES), EXCHANGE, "--json", *store, env=env))
     assert paused["status"] == "awaiting_confirm"
     run_id = str(paused["run_id"])
-    done = as_json(cli(home, "resume", run_id, "--approve", "--json", *store, **env))
+    done = as_json(cli(home, "resume", run_id, "--approve", "--json", *store, env=env))
     assert done["status"] == "finished" and exchanges(home) == 1
-    listed = as_json(cli(home, "runs", "--json", *store, **env))
+    listed = as_json(cli(home, "runs", "--json", *store, env=env))
     assert run_id in [r["run_id"] for r in listed]
-    assert as_json(cli(home, "show", run_id, "--json", *store, **env))["status"] == "finished"
-    lines = cli(home, "traces", run_id, "--json", *store, **env).stdout.splitlines()
+    assert as_json(cli(home, "show", run_id, "--json", *store, env=env))["status"] == "finished"
+    lines = cli(home, "traces", run_id, "--json", *store, env=env).stdout.splitlines()
     assert any(json.loads(line)["event"] == "run_finished" for line in lines)
-    assert as_json(cli(home, "stats", "--json", *store, **env))["runs"] >= 1
-    replayed = as_json(cli(home, "replay", run_id, "--json", *store, **env))
+    assert as_json(cli(home, "stats", "--json", *store, env=env))["runs"] >= 1
+    replayed = as_json(cli(home, "replay", run_id, "--json", *store, env=env))
     assert replayed["same_path"] is True
-    assert as_json(cli(home, "db", "current", "--json", *store, **env))["state"] == "current"
+    assert as_json(cli(home, "db", "current", "--json", *store, env=env))["state"] == "current"
     return run_id
 
 
@@ -68,7 +70,7 @@ def test_every_command_uses_a_sqlite_url_outside_the_home(tmp_path: Path) -> Non
     assert db.is_file() and not (home / "corral.db").exists()
     assert (home / "logs" / f"{run_id}.jsonl").is_file()  # --home still holds the logs
     # the same store through the variable; the home alone (no URL) has no such run
-    env_listed = as_json(cli(home, "runs", "--json", CORRAL_STORE_URL=f"sqlite:///{db}"))
+    env_listed = as_json(cli(home, "runs", "--json", env={"CORRAL_STORE_URL": f"sqlite:///{db}"}))
     assert [r["run_id"] for r in env_listed] == [run_id]
     assert as_json(cli(home, "runs", "--json")) == []
     missing = cli(home, "show", run_id, ok=False)
@@ -77,7 +79,7 @@ def test_every_command_uses_a_sqlite_url_outside_the_home(tmp_path: Path) -> Non
 
 def test_the_variable_alone_serves_every_command(tmp_path: Path) -> None:
     home, db = tmp_path / "home", tmp_path / "env.db"
-    pause_approve_replay(home, "", CORRAL_STORE_URL=f"sqlite:///{db}")
+    pause_approve_replay(home, "", {"CORRAL_STORE_URL": f"sqlite:///{db}"})
     assert db.is_file() and not (home / "corral.db").exists()
 
 
