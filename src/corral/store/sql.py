@@ -361,9 +361,14 @@ class SqlStore:
     def _create_schema(self, upgrade: bool | None) -> None:
         """Bring the schema to this code's revision, or refuse (``corral.store.schema``).
 
-        Under the write lock (SQLite) or an advisory lock (PostgreSQL), so any number of
-        processes opening a new or older store create or migrate it once.
+        A store at this revision (the usual case) is only read: no write lock, no advisory
+        lock, so processes opening a busy store wait for nobody. Otherwise the look is
+        repeated under the write lock (SQLite) or an advisory lock (PostgreSQL), so any
+        number of processes opening a new or older store create or migrate it once.
         """
+        with self.engine.connect() as conn:
+            if schema.state(conn).label == "current":
+                return
         sqlite = self.engine.dialect.name == "sqlite"
         with self._write() as conn:
             if not sqlite:
