@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,10 @@ def chain(steps: int) -> list[dict[str, Any]]:
     return plan
 
 
-def agent(latency_s: float, steps: list[dict[str, Any]]) -> Agent:
+def agent(
+    latency_s: float, steps: list[dict[str, Any]], more_intents: Sequence[dict[str, Any]] = ()
+) -> Agent:
+    """The bench agent: ``go`` runs ``steps``; ``more_intents`` (``profile_fixed.py``)."""
     config = parse_config(
         {
             "name": "bench",
@@ -70,7 +73,8 @@ def agent(latency_s: float, steps: list[dict[str, Any]]) -> Agent:
                     "route": "plan",
                     "plan": "p",
                     "reply": "done",
-                }
+                },
+                *more_intents,
             ],
             "plans": {"p": {"steps": steps}},
             "templates": {"done": {"zh": "完成", "en": "done"}},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -105,6 +106,16 @@ class Agent:
                 failures.append(exc)
         if failures:
             raise failures[0]
+
+    @cached_property
+    def allowed(self) -> Mapping[str, tuple[str, ...]]:
+        """Each intent's allow-list (``allowed_tools``): computed once, read by every run."""
+        return MappingProxyType(
+            {
+                spec.name: tuple(allowed_tools(self.config, spec.name, self.tools))
+                for spec in self.config.intents
+            }
+        )
 
     def plan_context(self, intent: str | None) -> PlanContext:
         """What plans for ``intent`` are validated against."""

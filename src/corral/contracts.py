@@ -166,7 +166,7 @@ class RunStatus(StrEnum):
     @property
     def terminal(self) -> bool:
         """True for the states a run never leaves."""
-        return self in {RunStatus.FINISHED, RunStatus.FAILED, RunStatus.HANDED_OFF}
+        return self in TERMINAL_RUN_STATUSES
 
     @property
     def paused(self) -> bool:
@@ -176,6 +176,10 @@ class RunStatus(StrEnum):
 
 PAUSED_STATUSES = frozenset({RunStatus.AWAITING_CONFIRM.value, RunStatus.AWAITING_USER.value})
 """The statuses of a run that waits for a person (``RunStatus.paused``), as stored."""
+TERMINAL_RUN_STATUSES = frozenset(
+    {RunStatus.FINISHED.value, RunStatus.FAILED.value, RunStatus.HANDED_OFF.value}
+)
+"""The statuses a run never leaves (``RunStatus.terminal``): built once, not per check."""
 
 
 class StepStatus(StrEnum):

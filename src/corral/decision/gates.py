@@ -25,6 +25,7 @@ from corral.decision.budget import BudgetTracker
 from corral.decision.policy import DecisionPolicy
 from corral.errors import ErrorCode
 from corral.events import Payload, StepFinished, StepSkipped
+from corral.hashing import canonical_json
 from corral.planning.validate import CompiledStep
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
@@ -178,10 +179,12 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
     ``None``: the step failed, was skipped or awaits a person; what a refusal or a skip
     means is recorded here, once for every gate. A gate that raises, answers something
     that is not an ``Answer``, or changes the tool or arguments after a gate that seals
-    them (``ValidateArguments``: what is validated, ruled on and approved is what runs)
-    fails the step with ``EXTENSION_FAILED`` and hands the run off.
+    them (``ValidateArguments``: what is validated, ruled on and approved is what runs),
+    in a new proposal or in place, fails the step with ``EXTENSION_FAILED`` and hands the
+    run off.
     """
     sealed: Proposal | None = None
+    sealed_args = ""  # the sealed arguments as text: a gate may change them in place
     for gate in gates:
         try:
             answer: object = gate.check(proposal, run)
@@ -193,7 +196,7 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         if isinstance(answer, Proposal):
             proposal = answer
             if sealed is None and getattr(gate, "seals", False):
-                sealed = proposal
+                sealed, sealed_args = proposal, _as_text(proposal.args)
             continue
         if isinstance(answer, Refuse):
             failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
@@ -206,6 +209,15 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         if isinstance(answer, Stop):  # a user's own code stops as a handoff, as Refuse's
             return Stop(answer.reason, as_error_code(answer.code))
         return None  # Hold: the gate asked a person
+    if sealed is not None and _as_text(proposal.args) != sealed_args:
+        # changed in place: the tool would run with the validated arguments while the
+        # log, the key and the rules read the changed ones
+        reason = (
+            "a gate changed the step's arguments in place after they were validated "
+            "(change a copy, before ValidateArguments)"
+        )
+        run.emit("execute", StepFinished(proposal.step_id, "failed", None, _EXTENSION, reason))
+        return Stop(reason, ErrorCode.EXTENSION_FAILED)
     return proposal
 
 
@@ -236,8 +248,19 @@ def _checked(gate: Gate, answer: object, sealed: Proposal | None) -> Answer:
 _ANSWERS = (Proposal, Refuse, Skip, Hold, Stop)
 
 
+_EXTENSION = ErrorCode.EXTENSION_FAILED.value
+
+
+def _as_text(args: Mapping[str, Any]) -> str:
+    """``args`` as text that any change in place changes (canonical JSON; else ``repr``)."""
+    try:
+        return canonical_json(args)
+    except (TypeError, ValueError, RecursionError):  # keys that do not sort, say
+        return repr(args)
+
+
 def _broken(reason: str) -> Refuse:
-    return Refuse(ErrorCode.EXTENSION_FAILED.value, reason, stop=True)
+    return Refuse(_EXTENSION, reason, stop=True)
 
 
 def as_error_code(code: str) -> ErrorCode:

@@ -13,6 +13,7 @@ priority.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -24,6 +25,7 @@ Priority = Literal["urgent", "normal", "budget"]
 """How equivalent tools are ranked: by latency, by the agent's preference, by price."""
 
 PRIORITIES: tuple[Priority, ...] = get_args(Priority)
+_BY_NAME: dict[str, Priority] = {known: known for known in PRIORITIES}
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ def check_priority(value: str) -> Priority:
 
 def stored_priority(value: str) -> Priority:
     """A recorded priority; one this version does not know ranks as ``normal``."""
-    return next((known for known in PRIORITIES if known == value), "normal")
+    return _BY_NAME.get(value, "normal")
 
 
 DEGREE_WORDS: tuple[str, ...] = (
@@ -144,11 +146,39 @@ def detect_priority(text: str, words: PriorityWords) -> PriorityFound:
         word = _found(text, listed, words.negations)
         if word is not None:
             return PriorityFound(check_priority(priority), f"message: {word}")
-    return PriorityFound("normal", "default")
+    return DEFAULT
 
 
-def run_priority(given: str | None, message: str, words: PriorityWords) -> PriorityFound:
+DEFAULT = PriorityFound("normal", "default")
+"""The priority of a message that names none."""
+
+
+class PriorityDetector:
+    """``detect_priority`` for one agent's words, with its words compiled once.
+
+    Most messages name no priority at all: one search for any of the words (normalised
+    as ``detect_priority`` compares them: NFKC, lower case) answers those; a message that
+    has one goes through ``detect_priority`` unchanged.
+    """
+
+    def __init__(self, words: PriorityWords) -> None:
+        self.words = words
+        needles = sorted({_normal(w) for w in (*words.urgent, *words.budget) if w}, key=len)
+        self._any = re.compile("|".join(map(re.escape, reversed(needles)))) if needles else None
+
+    def detect(self, text: str) -> PriorityFound:
+        """The priority ``text`` asks for (``detect_priority``)."""
+        if self._any is None or self._any.search(_normal(text)) is None:
+            return DEFAULT
+        return detect_priority(text, self.words)
+
+
+def run_priority(
+    given: str | None, message: str, words: PriorityWords | PriorityDetector
+) -> PriorityFound:
     """The caller's priority when given, else the message's."""
     if given is not None:
         return PriorityFound(check_priority(given), "caller")
+    if isinstance(words, PriorityDetector):
+        return words.detect(message)
     return detect_priority(message, words)

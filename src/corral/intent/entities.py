@@ -15,13 +15,14 @@ from corral.intent.amounts import find_amount
 from corral.intent.dates import find_relative_date
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
 
 
 def detect_language(text: str, default: Language = "zh") -> Language:
     """``zh`` when the text has any CJK character, ``en`` when it has Latin letters only."""
     if _CJK.search(text):
         return "zh"
-    if re.search(r"[A-Za-z]", text):
+    if _LATIN.search(text):
         return "en"
     return default
 

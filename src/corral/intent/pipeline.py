@@ -32,14 +32,27 @@ class IntentLayer:
     ) -> None:
         self._declared = {spec.name for spec in config.intents}
         self._threshold = config.limits.intent_confidence
-        self._layers: list[IntentClassifier] = [
-            RuleClassifier(config.intents),
-            *(classifiers or []),
-        ]
+        self._rules = RuleClassifier(config.intents)
+        self._layers: list[IntentClassifier] = [self._rules, *(classifiers or [])]
         self.entities = EntityExtractor(config.entities, config.timezone)
 
     def understand(self, text: str, now: datetime) -> IntentResult:
         """Classify and extract; a result below the threshold asks for clarification."""
+        rule = self._rules.match(text)
+        if (
+            rule is not None
+            and rule.confidence >= self._threshold
+            and rule.intent in self._declared
+        ):
+            # the rules decide (the common case): one result, built once
+            return IntentResult(
+                label=rule.intent,
+                confidence=rule.confidence,
+                entities=self.entities.extract(text, now),
+                source="rule",
+                need_clarification=False,
+                evidence=rule.source,
+            )
         best: IntentResult | None = None
         for layer in self._layers:
             result = layer.classify(text)

@@ -19,6 +19,10 @@ class _CompiledRule:
     source: str
 
 
+RuleMatch = _CompiledRule
+"""The rule that decided a message: its ``intent``, ``confidence`` and ``source`` text."""
+
+
 def _keyword_pattern(word: str) -> str:
     escaped = re.escape(word)
     # ASCII words match whole words; CJK words match as substrings (no spaces in Chinese).
@@ -47,14 +51,19 @@ class RuleClassifier:
                         _CompiledRule(spec.name, spec.priority, rule.confidence, compiled, source)
                     )
 
-    def classify(self, text: str) -> IntentResult | None:
-        """The best matching rule's intent, or ``None`` when no rule matches."""
+    def match(self, text: str) -> RuleMatch | None:
+        """The best matching rule, or ``None`` when no rule matches."""
         best: _CompiledRule | None = None
         for rule in self._rules:
             if rule.pattern.search(text) and (
                 best is None or (rule.confidence, rule.priority) > (best.confidence, best.priority)
             ):
                 best = rule
+        return best
+
+    def classify(self, text: str) -> IntentResult | None:
+        """The best matching rule's intent, or ``None`` when no rule matches."""
+        best = self.match(text)
         if best is None:
             return None
         return IntentResult(

@@ -92,15 +92,19 @@ class ReplyRenderer:
 
     def __init__(self, templates: Mapping[str, TemplateText]) -> None:
         self._templates = {**DEFAULT_TEMPLATES, **templates}
+        self._uses = {
+            name: frozenset(placeholders(t.zh) + placeholders(t.en))
+            for name, t in self._templates.items()
+        }
+        """Template -> the placeholders it uses, found once (most replies use none)."""
 
     def has(self, name: str) -> bool:
         """Whether a template of that name exists."""
         return name in self._templates
 
-    def uses(self, name: str) -> set[str]:
+    def uses(self, name: str) -> frozenset[str]:
         """The placeholders a template uses, in either language (empty when it is unknown)."""
-        template = self._templates.get(name)
-        return set(placeholders(template.zh) + placeholders(template.en)) if template else set()
+        return self._uses.get(name, frozenset())
 
     def render(self, name: str, values: Mapping[str, Any], language: Language) -> str:
         """Fill the named template; raises ``TemplateInvalidError`` for a missing value."""
@@ -109,6 +113,8 @@ class ReplyRenderer:
         except KeyError:
             raise TemplateInvalidError(f"no template named {name!r}") from None
         text = template.zh if language == "zh" else template.en
+        if not self._uses[name]:
+            return text
 
         def fill(match: re.Match[str]) -> str:
             key = match.group(1)

@@ -87,8 +87,13 @@ def route(
     known: Mapping[str, Any],
     registry: ToolRegistry | None = None,
     plan_rules: Mapping[str, Sequence[tuple[Expression, str]]] | None = None,
+    allowed: Mapping[str, Sequence[str]] | None = None,
 ) -> RouteDecision:
-    """Choose the action for one message. ``known`` holds every entity known so far."""
+    """Choose the action for one message. ``known`` holds every entity known so far.
+
+    ``allowed``: each intent's allow-list, computed once per agent (``Agent.allowed``);
+    without it the allow-list is computed here.
+    """
     if understood.label is None or understood.need_clarification:
         action = RouteAction(config.on_low_confidence)
         return RouteDecision(
@@ -117,6 +122,7 @@ def route(
             reason="intent asks to clarify",
         )
     missing = [name for name in spec.requires if known.get(name) in (None, "")]
+    tools = allowed.get(spec.name) if allowed is not None else None
     return RouteDecision(
         action=RouteAction.PLAN,
         intent=spec.name,
@@ -125,5 +131,7 @@ def route(
         ),
         reason="missing " + ", ".join(missing) if missing else "run plan",
         missing_entities=missing,
-        allowed_tools=allowed_tools(config, spec.name, registry),
+        allowed_tools=list(tools)
+        if tools is not None
+        else allowed_tools(config, spec.name, registry),
     )

@@ -188,11 +188,13 @@ def _refusal(loop: RunControl) -> str | None:
             step.status is StepStatus.SKIPPED or step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED
         ):
             return step.refusal
+    rules = loop.agent.rules
+    blocked = [step for step in state.steps.values() if step.status is StepStatus.BLOCKED]
+    if not (rules and blocked):
+        return None
     names = loop.rule_names()
-    for step in state.steps.values():
-        if step.status is not StepStatus.BLOCKED:
-            continue
-        for rule in loop.agent.rules:
+    for step in blocked:
+        for rule in rules:
             if rule.rule.before_tool != step.tool or not rule.judgeable(names):
                 continue
             verdict = rule.check(names)

@@ -78,8 +78,8 @@ class RunLoop:
         """Advance the run as far as it can go without a person."""
         from corral.runtime.scheduler import Scheduler
 
-        while not (self.state.status.terminal or self.state.status.paused):
-            status = self.state.status
+        state = self.state
+        while not ((status := state.status).terminal or status.paused):
             if status is RunStatus.PARSING:
                 await self._parse()
             elif status is RunStatus.PLANNING:
@@ -187,7 +187,12 @@ class RunLoop:
                 self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)
                 return
         decision = route(
-            agent.config, understood, state.entities, agent.tools, agent.policy.plan_rules
+            agent.config,
+            understood,
+            state.entities,
+            agent.tools,
+            agent.policy.plan_rules,
+            agent.allowed,
         )
         self.journal.emit("route", Routed(decision))
         limits = agent.config.limits
@@ -268,9 +273,10 @@ class RunLoop:
 
     def render(self, template: str, extra: dict[str, Any] | None = None) -> str:
         """Render a template in the run's language over its verified values."""
-        return self.agent.renderer.render(
-            template, {**self.values(), **(extra or {})}, self.state.language
-        )
+        renderer = self.agent.renderer
+        if not renderer.uses(template):  # a fixed text: no values to gather
+            return renderer.render(template, {}, self.state.language)
+        return renderer.render(template, {**self.values(), **(extra or {})}, self.state.language)
 
     def ask(self, slot: str | None, template: str, extra: dict[str, Any] | None = None) -> None:
         """Pause in ``awaiting_user`` with a question (``extra``: more values it shows)."""
@@ -411,9 +417,9 @@ class RunLoop:
         self._emit_finished(status, outcome or template, code)
 
     def _emit_finished(self, status: RunStatus, outcome: str, code: ErrorCode | None) -> None:
-        error_code = code.value if code else None
+        error_code = str(code) if code else None  # the plain values: ``.value`` costs more
         active_s = round(self.active_seconds(), 6)
-        self.journal.emit("run", RunFinished(status.value, outcome, error_code, active_s))
+        self.journal.emit("run", RunFinished(str(status), outcome, error_code, active_s))
 
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""

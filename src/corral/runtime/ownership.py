@@ -9,12 +9,13 @@ up when the drive ends.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -68,60 +69,62 @@ class Ownership:
         self.ttl_s = ttl_s
         self._process: tuple[int, str] | None = None
         """(pid, ``host/namespace:pid.start``): read once per process, not once per run."""
+        self._nonce = uuid.uuid4().hex[:6]
+        """Tells this runtime's drives from another's in the same process (two runtimes on
+        one store); within it, a counter does (no random draw per run)."""
+        self._drives = itertools.count(1)
+        self._heartbeats: Heartbeats | None = None
+        """The first renewals of the leases held on the running event loop."""
 
     def owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
 
-        ``host/pid-namespace:pid.start:nonce``: a pid means something only in its
+        ``host/pid-namespace:pid.start:nonce.n``: a pid means something only in its
         namespace (containers may share a host name) and only while the process that had
         it lives (``start``, its start time, tells a reused pid apart).
         """
         pid = os.getpid()
         if self._process is None or self._process[0] != pid:  # a forked child reads its own
             self._process = (pid, f"{process_space()}:{pid}.{process_started(pid)}")
-        return f"{self._process[1]}:{uuid.uuid4().hex[:8]}"
+        return f"{self._process[1]}:{self._nonce}.{next(self._drives)}"
 
-    @asynccontextmanager
-    async def holding(
-        self, run_id: str, wait_s: float, *, new_run: bool = False
-    ) -> AsyncIterator[Held]:
-        """Hold the run's lease (heartbeat included) for the block, then release it.
+    def holding(self, run_id: str, wait_s: float, *, new_run: bool = False) -> Holding:
+        """Hold the run's lease (heartbeat included) for an ``async with`` block.
 
         A new run's lease is taken by its first save (nobody else knows the id yet), and
         the last save of a drive releases it, so a run that ends in one go pays for no
         lease round trip of its own.
         """
-        held = Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run))
+        return Holding(self, Held(Lease(run_id, self.owner(), self.ttl_s, new_run=new_run)), wait_s)
+
+    def heartbeats(self) -> Heartbeats:
+        """The timer of the running event loop's held leases (a new loop gets its own)."""
+        loop = asyncio.get_running_loop()
+        beats = self._heartbeats
+        if beats is None or beats.loop is not loop:
+            beats = self._heartbeats = Heartbeats(self, loop)
+        return beats
+
+    async def take(self, held: Held, wait_s: float) -> None:
+        """Acquire the lease of an existing run, waiting up to ``wait_s`` while it is busy."""
         lease = held.lease
+        run_id = lease.run_id
         deadline = time.monotonic() + max(wait_s, 0.0)
         pause = 0.05
-        while not new_run:
+        while True:
             try:
                 replaced = await self._acquire(lease)
                 held.earlier_owner_may_live = replaced is not None
-                break
+                return
             except RunBusyError:
                 dead = await self._dead_local_owner(run_id)
                 if dead is not None:
                     await self._acquire(lease, dead)
-                    break
+                    return
                 if time.monotonic() + pause > deadline:
                     raise
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
-        beats: list[asyncio.Task[None]] = []
-        first_beat = asyncio.get_running_loop().call_later(
-            held.lease.ttl_s / 3, lambda: beats.append(asyncio.ensure_future(self._heartbeat(held)))
-        )  # a timer, not a task: most drives end long before their first renewal
-        try:
-            yield held
-        finally:
-            first_beat.cancel()
-            for beat in beats:
-                beat.cancel()
-            if not (held.released or held.left_to_expire):
-                with suppress(StoreError):  # it expires by itself; the outcome is decided
-                    await self.io(self.store.release_lease, lease)
 
     async def _acquire(self, lease: Lease, replacing: str | None = None) -> str | None:
         """``Store.acquire_lease``; a cancel gives back the lease the store took meanwhile.
@@ -165,7 +168,7 @@ class Ownership:
             return holder.owner  # the pid was reused by a newer process
         return None
 
-    async def _heartbeat(self, held: Held) -> None:
+    async def heartbeat(self, held: Held) -> None:
         """Renew the lease now and every third of its time to live; stop once it is lost.
 
         It reads ``held.lease`` each time: after a new run's first save the lease no
@@ -179,3 +182,87 @@ class Ownership:
             except StoreError:
                 pass  # a blip: the fence on the next save decides
             await asyncio.sleep(held.lease.ttl_s / 3)
+
+
+class Heartbeats:
+    """One timer for the first renewal of every lease held on one event loop.
+
+    A lease is renewed a third of its time to live after it was taken, then by a task
+    of its own (``Ownership.heartbeat``) until the drive ends. Most drives end long
+    before that: a timer per drive would be made and cancelled for nothing on every run,
+    so the held leases share one, set for the earliest one due.
+    """
+
+    def __init__(self, owners: Ownership, loop: asyncio.AbstractEventLoop) -> None:
+        self.owners = owners
+        self.loop = loop
+        self.due: dict[Holding, float] = {}
+        """Held leases not renewed yet -> when their first renewal is due (loop time)."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+
+    def add(self, holding: Holding) -> None:
+        """Renew ``holding``'s lease a third of its time to live from now, if still held."""
+        due = self.loop.time() + holding.held.lease.ttl_s / 3
+        self.due[holding] = due
+        if self._timer is None or due < self._timer_due:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer, self._timer_due = self.loop.call_at(due, self._tick), due
+
+    def discard(self, holding: Holding) -> None:
+        """The drive ended: nothing to renew (its timer, shared, stays for the others)."""
+        self.due.pop(holding, None)
+
+    def _tick(self) -> None:
+        self._timer = None
+        now = self.loop.time() + 0.001  # the loop runs a timer up to its clock resolution early
+        upcoming: float | None = None
+        for holding, due in list(self.due.items()):
+            if due <= now:
+                del self.due[holding]
+                holding.beat()
+            elif upcoming is None or due < upcoming:
+                upcoming = due
+        if upcoming is not None:
+            self._timer, self._timer_due = self.loop.call_at(upcoming, self._tick), upcoming
+
+
+class Holding:
+    """The ``async with`` block of ``Ownership.holding``: the lease, its heartbeat, release.
+
+    A plain class rather than a generator-based context manager: every run enters one.
+    """
+
+    __slots__ = ("_beats", "_heartbeats", "_lease", "_owners", "_wait_s", "held")
+
+    def __init__(self, owners: Ownership, held: Held, wait_s: float) -> None:
+        self._owners = owners
+        self.held = held
+        self._lease = held.lease
+        """The lease as taken: a new run's is replaced once its row exists; same owner."""
+        self._wait_s = wait_s
+        self._beats: list[asyncio.Task[None]] = []
+        self._heartbeats: Heartbeats | None = None
+
+    async def __aenter__(self) -> Held:
+        held = self.held
+        if not held.lease.new_run:
+            await self._owners.take(held, self._wait_s)
+        self._heartbeats = self._owners.heartbeats()
+        self._heartbeats.add(self)
+        return held
+
+    def beat(self) -> None:
+        """Renew the lease now and from then on, in a task, until the block ends."""
+        self._beats.append(asyncio.ensure_future(self._owners.heartbeat(self.held)))
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.discard(self)
+        for beat in self._beats:
+            beat.cancel()
+        held = self.held
+        if not (held.released or held.left_to_expire):
+            with suppress(StoreError):  # it expires by itself; the outcome is decided
+                await self._owners.io(self._owners.store.release_lease, self._lease)

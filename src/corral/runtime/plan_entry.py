@@ -31,7 +31,7 @@ from corral.errors import (
 from corral.events import EntitiesMerged, Event, PlanCreated, Routed, RunStarted
 from corral.intent.entities import EntityExtractor
 from corral.planning.validate import validate_plan
-from corral.routing.router import allowed_tools, plan_templates, substitutes
+from corral.routing.router import plan_templates, substitutes
 from corral.runtime.journal import Journal
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -69,9 +69,13 @@ def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPla
             given = given.model_copy(update={"template": None})
     label = _known_intent(agent, given.intent)
     given = given.model_copy(update={"intent": label})
-    validate_plan(given, agent.plan_context(label))  # raises PlanInvalidError
+    compiled = agent.template_graphs.get((label or "", given.template or ""))
+    if compiled is None or compiled.plan.steps != given.steps:
+        # a template of its intent was validated when the agent was built, against the
+        # same context: anything else is validated here
+        validate_plan(given, agent.plan_context(label))  # raises PlanInvalidError
     if label is not None:
-        allowed = allowed_tools(agent.config, label, agent.tools)
+        allowed = list(agent.allowed[label])
     else:  # no intent: the plan's own tools are its allow-list
         allowed = substitutes(agent.config, {s.tool for s in given.steps}, agent.tools)
     what = f"template {given.template}" if given.template else f"plan {given.plan_id}"

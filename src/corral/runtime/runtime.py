@@ -17,7 +17,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -35,7 +35,7 @@ from corral.contracts import (
     StepBrief,
     StepStatus,
 )
-from corral.decision.priority import PriorityFound, run_priority
+from corral.decision.priority import PriorityDetector, PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
     InputTooLargeError,
@@ -115,6 +115,44 @@ def summarize_run(state: RunState) -> RunSummary:
     )
 
 
+def summary_record(state: RunState) -> dict[str, Any]:
+    """``summarize_run(state)`` as JSON values without its handoff: the run row's summary.
+
+    The same as ``summarize_run(state).model_dump(mode="json", exclude={"handoff"})``
+    (a test holds the two together), written out because every save of a run builds it
+    and a generic dump costs more than the summary itself.
+    """
+    intent = state.intent
+    return {
+        "run_id": state.run_id,
+        "trace_id": state.trace_id,
+        "status": str(state.status),
+        "intent": {
+            "label": intent.label,
+            "confidence": float(intent.confidence),
+            "source": intent.source,
+        }
+        if intent
+        else None,
+        "steps": [
+            {
+                "id": s.id,
+                "tool": s.tool_used or s.tool,
+                "status": str(s.status),
+                "attempts": s.attempts,
+                "duration_ms": float(s.duration_ms),
+                "error_code": s.error_code,
+            }
+            for s in state.steps.values()
+        ],
+        "reply": state.reply,
+        "pending": state.pending.model_dump(mode="json") if state.pending else None,
+        "outcome": state.outcome,
+        "error_code": state.error_code,
+        "signals": [signal.model_dump(mode="json") for signal in state.signals],
+    }
+
+
 def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
     """A run's summary with its model calls, as JSON values (not yet redacted).
 
@@ -126,6 +164,28 @@ def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
         model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
     ]
     return detail
+
+
+@dataclass(frozen=True)
+class _PerAgent:
+    """What every run of one agent reads the same, worked out once per agent."""
+
+    agent: Agent
+    ranked: list[str]
+    """Its tools that have equivalents: their observed latency is read at a run's start."""
+    priority: PriorityDetector
+    redact: dict[str, list[str]]
+    """The redaction spec recorded in ``run_started`` (copied into each run)."""
+
+    @classmethod
+    def of(cls, agent: Agent) -> _PerAgent:
+        tools = agent.tools
+        return cls(
+            agent,
+            [s.name for s in tools if len(tools.equivalents(s.name)) > 1],
+            PriorityDetector(agent.config.decision.priority_words),
+            redaction_spec(agent),
+        )
 
 
 class Runtime:
@@ -168,8 +228,8 @@ class Runtime:
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
         store's threads: two runs of one session ending together must both keep their turn."""
-        self._redact: dict[str, list[str]] | None = None
-        """The agent's redaction spec (the agent is frozen): computed once, not per run."""
+        self._agent_facts: _PerAgent | None = None
+        """What every run of ``agent`` reads the same (``_per_agent``)."""
         self.replayed_latency: dict[str, dict[str, float]] | None = None
         """Set by a replay: the observed latency the recorded run ranked by, read from its
         ``run_started`` instead of this runtime's store, so the replay chooses the same."""
@@ -247,7 +307,7 @@ class Runtime:
                 hint="split it, or raise limits.max_message_chars",
             )
         # only a message within the limit is read for its priority words
-        found = run_priority(priority, message, self.agent.config.decision.priority_words)
+        found = run_priority(priority, message, self._per_agent().priority)
         session = None
         if session_id:
             session = await self._io(self.store.get_session, session_id, self.effects.now())
@@ -270,7 +330,8 @@ class Runtime:
         priority: PriorityFound,
     ) -> RunSummary:
         language = detect_language(message, self.agent.config.default_language)
-        observed = await self._observed_latency()
+        ranks = self.replayed_latency is not None or self._ranked_tools()
+        observed = await self._observed_latency() if ranks else {}
         journal = self._begin(
             run_id, session, session_id, language, ENTRY_MESSAGE, watch, (priority, observed)
         )
@@ -324,8 +385,7 @@ class Runtime:
         """
         if self.replayed_latency is not None:
             return dict(self.replayed_latency)
-        tools = self.agent.tools
-        names = [s.name for s in tools if len(tools.equivalents(s.name)) > 1]
+        names = self._ranked_tools()
         if not names or not isinstance(self.store, LatencySource):
             return {}
         window = self.agent.config.decision.latency_window
@@ -335,10 +395,20 @@ class Runtime:
             for name, latency in sorted(found.items())
         }
 
+    def _per_agent(self) -> _PerAgent:
+        """What every run of the agent reads the same: worked out once (the agent is frozen)."""
+        agent = self.agent
+        if self._agent_facts is None or self._agent_facts.agent is not agent:
+            self._agent_facts = _PerAgent.of(agent)
+        return self._agent_facts
+
+    def _ranked_tools(self) -> list[str]:
+        """The agent's tools that have equivalents."""
+        return self._per_agent().ranked
+
     def _redaction_spec(self) -> dict[str, list[str]]:
-        if self._redact is None:
-            self._redact = redaction_spec(self.agent)
-        return {"fields": list(self._redact["fields"]), "patterns": list(self._redact["patterns"])}
+        spec = self._per_agent().redact
+        return {"fields": list(spec["fields"]), "patterns": list(spec["patterns"])}
 
     def _carried(self, session: SessionRecord | None) -> dict[str, Any]:
         """The session's entities that carry over to a new run."""
@@ -627,7 +697,11 @@ class Runtime:
     async def _persist(
         self, journal: Journal, lease: Lease, *, release: bool = False
     ) -> RunSummary | None:
-        """Store the buffered events under the lease (fenced); ``None``: nothing new.
+        """Store the buffered events under the lease (fenced).
+
+        Returns the run's summary after a drive's last save (``release``); ``None`` when
+        there was nothing new, and after the saves in between, whose callers discard it
+        (the run row's summary is written from the state without it).
 
         A store failure is re-raised saying what had already happened in the run, so
         nobody is told "failed" about a write that was made.
@@ -638,19 +712,21 @@ class Runtime:
             await self._io(finish, lease)
             return None
         state = journal.state
-        summary = summarize_run(state)
+        summary = summarize_run(state) if release else None
         assert state.received_at is not None
         record = RunRecord(
             run_id=state.run_id,
             trace_id=state.trace_id,
             agent=state.agent,
             session_id=state.session_id,
-            status=state.status.value,
+            status=str(state.status),  # the plain value (``.value`` costs two calls)
             created_at=state.received_at,
             updated_at=events[-1].ts,
-            summary=summary.model_dump(mode="json", exclude={"handoff"}),
+            summary=summary_record(state),
         )
-        handoff = state.handoff if any(e.type is EventType.HANDED_OFF for e in events) else None
+        handoff = state.handoff
+        if handoff is not None and not any(e.type is EventType.HANDED_OFF for e in events):
+            handoff = None  # stored with an earlier batch
         self.faults.hit("before_commit")
         try:
             await self._io(self._write, record, events, handoff, lease, release)

@@ -25,6 +25,20 @@ DEFAULT_MAX_ENDED_RUNS: int | None = None
 """Ended runs a ``MemoryStore`` keeps by default: every one."""
 
 
+def _follows(stored: Sequence[Event], events: Sequence[Event]) -> bool:
+    """Whether ``events`` have consecutive ``seq`` numbers right after what is stored.
+
+    Then no stored event can conflict and no sort is needed; anything else (a gap, a
+    repeat, another order) goes through the full check.
+    """
+    if not events:
+        return True
+    first = events[0].seq
+    if stored and first <= stored[-1].seq:
+        return False
+    return [e.seq for e in events] == list(range(first, first + len(events)))
+
+
 @dataclass
 class MemoryStore:
     """Keeps runs in dicts; nothing survives the process.
@@ -63,6 +77,20 @@ class MemoryStore:
         if lease is not None:
             self.renew_lease(lease)
         stored = self.events.get(run.run_id, [])
+        if _follows(stored, events):  # the usual case: a journal's batch, nothing to compare
+            self.events[run.run_id] = [*stored, *events]
+        else:
+            self._merge(run.run_id, stored, events)
+        self.runs[run.run_id] = run
+        if handoff is not None:
+            self.handoffs[run.run_id] = handoff
+        if lease is not None and release:
+            self.release_lease(lease)
+        if run.status in TERMINAL_STATUSES and run.status != "handed_off":
+            self._ended(run.run_id)
+
+    def _merge(self, run_id: str, stored: list[Event], events: Sequence[Event]) -> None:
+        """Add a batch that overlaps what is stored: a taken ``seq`` must hold the same event."""
         by_seq = {e.seq: e for e in stored}
         for new in events:
             old = by_seq.get(new.seq)
@@ -72,20 +100,13 @@ class MemoryStore:
                 new.data,
             ):
                 raise EventConflictError(
-                    f"event {new.seq} of run {run.run_id} was already written by another writer"
+                    f"event {new.seq} of run {run_id} was already written by another writer"
                 )
         fresh = sorted((e for e in events if e.seq not in by_seq), key=lambda e: e.seq)
         if stored and fresh and fresh[0].seq < stored[-1].seq:
-            self.events[run.run_id] = sorted([*stored, *fresh], key=lambda e: e.seq)
-        else:  # the usual case: the batch follows what is stored
-            self.events[run.run_id] = [*stored, *fresh]
-        self.runs[run.run_id] = run
-        if handoff is not None:
-            self.handoffs[run.run_id] = handoff
-        if lease is not None and release:
-            self.release_lease(lease)
-        if run.status in TERMINAL_STATUSES and run.status != "handed_off":
-            self._ended(run.run_id)
+            self.events[run_id] = sorted([*stored, *fresh], key=lambda e: e.seq)
+        else:
+            self.events[run_id] = [*stored, *fresh]
 
     def _ended(self, run_id: str) -> None:
         """Note an ended run; drop the oldest ended runs beyond ``max_ended_runs``."""
