@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tomllib
@@ -221,6 +222,16 @@ def test_demo_and_init_work_from_the_built_wheel(tmp_path: Path) -> None:
     shipped = {p.relative_to(ROOT / "src").as_posix() for p in dashboard.rglob("*") if p.is_file()}
     assert "corral/server/ui/vendor/echarts.min.js" in shipped
     assert shipped <= set(names), sorted(shipped - set(names))
+    # the store's migrations are package data too: `corral db upgrade` runs them
+    migrations = ROOT / "src" / "corral" / "store" / "migrations"
+    scripts = {
+        p.relative_to(ROOT / "src").as_posix()
+        for p in migrations.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert "corral/store/migrations/env.py" in scripts
+    assert "corral/store/migrations/versions/r0001_baseline.py" in scripts
+    assert scripts <= set(names), sorted(scripts - set(names))
 
     # the wheel alone: its own folder on the path, run from outside the checkout
     outside = tmp_path / "elsewhere"
@@ -256,6 +267,18 @@ def test_demo_and_init_work_from_the_built_wheel(tmp_path: Path) -> None:
         "finished",
         "awaiting_user",
     ]
+    # the wheel's migrations upgrade a store made before them (Alembic reads its folder)
+    old_home = tmp_path / "old"
+    old_home.mkdir()
+    dump = ROOT / "tests" / "fixtures" / "home_v0" / "corral.sql"
+    with sqlite3.connect(old_home / "corral.db") as conn:
+        conn.executescript(dump.read_text(encoding="utf-8"))
+    upgraded = python(
+        "-m", "corral", "db", "upgrade", "--json", "--home", str(old_home),
+        cwd=outside, PYTHONPATH=str(site),
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert json.loads(upgraded.stdout)["state"] == "current"
     copied = init(str(outside / "orders"), "--example", "orders", cwd=outside, PYTHONPATH=str(site))
     assert copied.returncode == 0, copied.stderr
     assert (outside / "orders" / "data" / "orders.sql").is_file()

@@ -122,3 +122,17 @@ def test_without_a_token_one_is_made_private_and_kept_for_the_next_start(tmp_pat
     with corral_serve(home, AFTERSALES, env={}) as (base, _):
         headers = {"Authorization": f"Bearer {token}"}
         assert httpx.get(f"{base}/runs", headers=headers, timeout=60).status_code == 200
+
+
+def test_corral_serve_uses_the_store_url(tmp_path: Path) -> None:
+    """``CORRAL_STORE_URL`` (as ``--store``) puts the server's runs outside the home."""
+    home, db = tmp_path / "home", tmp_path / "shared" / "runs.db"
+    env = {"CORRAL_API_TOKEN": "T", "CORRAL_STORE_URL": f"sqlite:///{db}"}
+    with corral_serve(home, AFTERSALES, env=env) as (base, server):
+        with httpx.Client(base_url=base, headers={"Authorization": "Bearer T"}, timeout=60) as http:
+            started = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=60) == 0
+    assert db.is_file() and not (home / "corral.db").exists()
+    shown = corral_cli(home, "show", started["run_id"], "--json", "--store", f"sqlite:///{db}")
+    assert json.loads(shown.stdout)["status"] == "awaiting_confirm"

@@ -126,8 +126,9 @@ async def test_since_and_agent_select_runs(tmp_path: Path) -> None:
 
 
 def drop_projection(path: Path) -> None:
+    """Make ``path`` a home written before the projection, so before schema migrations too."""
     with sqlite3.connect(path) as db:
-        for table in ("corral_run_facts", "corral_step_facts"):
+        for table in ("corral_run_facts", "corral_step_facts", "alembic_version"):
             db.execute(f"DROP TABLE {table}")
 
 
@@ -138,7 +139,7 @@ async def test_a_store_written_before_the_projection_is_backfilled(tmp_path: Pat
     expected = run_stats(store)
     store.engine.dispose()
     drop_projection(path)
-    reopened = SqlStore.open(path)  # create_all brings the tables back, empty
+    reopened = SqlStore.open(path)  # the migrations bring the tables back, empty
     assert reopened.ensure_facts() == 5
     assert run_stats(reopened) == expected
     assert reopened.ensure_facts() == 0  # once

@@ -64,6 +64,8 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "UNAUTHORIZED"
     BUDGET_LOW = "BUDGET_LOW"
     TOOL_SCHEMA_CHANGED = "TOOL_SCHEMA_CHANGED"
+    STORE_SCHEMA_NEWER = "STORE_SCHEMA_NEWER"
+    STORE_SCHEMA_OLDER = "STORE_SCHEMA_OLDER"
 
 
 class CorralError(Exception):
@@ -349,3 +351,15 @@ class ToolSchemaChangedError(CorralError):
 
     code = ErrorCode.TOOL_SCHEMA_CHANGED
     applied = False
+
+
+class StoreSchemaNewerError(StoreError):
+    """The store was migrated by a newer corral: this code would misread or damage it."""
+
+    code = ErrorCode.STORE_SCHEMA_NEWER
+
+
+class StoreSchemaOlderError(StoreError):
+    """The store's schema predates this code and is not migrated implicitly (PostgreSQL)."""
+
+    code = ErrorCode.STORE_SCHEMA_OLDER

@@ -4,7 +4,7 @@ Every run start of an agent with equivalent tools asks the SQL store for each to
 latest ``decision.latency_window`` successful attempts. Without the partial index of
 successful attempts it read every past attempt (2.7 s at 400 000 rows); these tests pin
 the plan (the index, no sort), not a speed, on SQLite and on PostgreSQL
-(CORRAL_TEST_PG_URL), and that a home made before the index gains it on open.
+(CORRAL_TEST_PG_URL), and that a home made before the index gains it (schema revision 0002).
 """
 
 from __future__ import annotations
@@ -102,11 +102,13 @@ def test_a_home_made_before_the_index_gains_it_when_opened(home: str) -> None:
     save_calls(store, agent, [40.0], minute=1)
     with store.engine.begin() as conn:  # as a home written before the index existed
         conn.execute(text(f"DROP INDEX {INDEX}"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
         assert not has_index(conn)
     before = store.tool_latency(agent, ["fast"], 3)  # still answered, by reading more
     store.engine.dispose()
 
-    reopened = SqlStore.open(home)
+    # revision 0002 adds it: on open for SQLite, by `corral db upgrade` for PostgreSQL
+    reopened = SqlStore.open(home, upgrade=True)
     try:
         with reopened.engine.connect() as conn:
             assert has_index(conn)

@@ -1,9 +1,10 @@
 """Shared pieces of the command line: the app, options, loading agents, printing runs.
 
 State lives under a home folder (``--home``, else ``$CORRAL_HOME``, else ``./.corral``):
-``corral.db`` (SQLite, WAL) for runs, events and sessions, ``logs/`` for the JSONL logs,
-and ``data/<agent>/`` for each example agent's business database. The home is private
-(0700, files 0600): it holds personal data and the key that signs cached models.
+``corral.db`` (SQLite, WAL; or the store ``--store``/``CORRAL_STORE_URL`` names) for runs,
+events and sessions, ``logs/`` for the JSONL logs, and ``data/<agent>/`` for each example
+agent's business database. The home is private (0700, files 0600): it holds personal
+data and the key that signs cached models.
 """
 
 from __future__ import annotations
@@ -70,6 +71,16 @@ def _options(
 
 
 HomeOption = Annotated[Path | None, typer.Option("--home", help="State folder (default .corral)")]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="CORRAL_STORE_URL",
+        show_envvar=False,
+        help="Where runs are stored: sqlite:///path/corral.db or postgresql://user@host/db "
+        "(else CORRAL_STORE_URL, else HOME/corral.db); --home still holds logs and caches",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree")]
 ModelOption = Annotated[
     str | None,
@@ -103,6 +114,26 @@ def _home(home: Path | None) -> Path:
     return folder
 
 
+def _store_target(home: Path, url: str | None) -> str | Path:
+    """The store a command uses: ``--store``/``CORRAL_STORE_URL``, else the home's SQLite file.
+
+    An empty ``CORRAL_STORE_URL`` counts as unset; a URL that is not SQLite or PostgreSQL
+    is ``CONFIG_INVALID`` (runs must outlive the command, which ``memory:`` does not).
+    """
+    if url is None or not url.strip():
+        return home / "corral.db"
+    from corral.store.registry import sql_target
+
+    return sql_target(url.strip())
+
+
+def _open_store(home: Path, url: str | None, *, read_only: bool = False) -> SqlStore:
+    """The command's store (``_store_target``), opened for writing unless ``read_only``."""
+    from corral.store.sql import SqlStore
+
+    return SqlStore.open(_store_target(home, url), read_only=read_only)
+
+
 def _run_id(run_id: str) -> str:
     """``run_id`` if it has the shape of a run id; anything else never reaches a path."""
     from corral.observe.logs import valid_run_id
@@ -130,18 +161,19 @@ def _load(
     *,
     data_dir: Path | None = None,
     mcp_listings: McpListingCache | None = None,
+    store: str | None = None,
 ) -> Agent:
     """The agent in ``agent_dir``; ``model`` (``--model``) replaces only its model's name.
 
     Its business data lives in ``data_dir``, by default ``HOME/data/<agent folder>``.
     A command that loads it many times passes one ``mcp_listings`` to every load.
+    ``store`` (``--store``) is where a ``replay:RUN_ID`` model reads its run.
     """
     from corral.agent import load_agent
     from corral.models.replay import ReplayModel
-    from corral.store.sql import SqlStore
 
     def replay_loader(run_id: str) -> ReplayModel:
-        return ReplayModel.of_run(run_id, SqlStore.open(home / "corral.db").load_events(run_id))
+        return ReplayModel.of_run(run_id, _open_store(home, store).load_events(run_id))
 
     if model is not None:
         require_text(model, "the model name")
@@ -173,13 +205,11 @@ def _faults() -> Faults:
         raise ConfigInvalidError(str(exc)) from None
 
 
-def _runtime(agent: Agent, home: Path) -> Runtime:
+def _runtime(agent: Agent, home: Path, store: str | None = None) -> Runtime:
+    """A runtime on the command's store (``--store``), logging under the home."""
     from corral.runtime.runtime import Runtime
-    from corral.store.sql import SqlStore
 
-    return Runtime(
-        agent, SqlStore.open(home / "corral.db"), log_dir=home / "logs", faults=_faults()
-    )
+    return Runtime(agent, _open_store(home, store), log_dir=home / "logs", faults=_faults())
 
 
 def _closing(runtime: Runtime, work: Coroutine[Any, Any, T]) -> T:
@@ -258,6 +288,7 @@ def _runtime_for_run(
     model: str | None = None,
     *,
     recorded: bool = False,
+    store: str | None = None,
 ) -> Runtime:
     """A runtime for a stored run's agent.
 
@@ -266,13 +297,12 @@ def _runtime_for_run(
     """
     from corral.events import RunStarted
     from corral.runtime.runtime import Runtime
-    from corral.store.sql import SqlStore
 
     _run_id(run_id)
-    store = SqlStore.open(folder / "corral.db")
-    events = store.load_events(run_id)
+    opened = _open_store(folder, store)
+    events = opened.load_events(run_id)
     if not events:
-        raise RunNotFoundError(f"no run {run_id!r} in {folder}", hint="see `corral runs`")
+        raise RunNotFoundError(f"no run {run_id!r} in {opened.where()}", hint="see `corral runs`")
     started = events[0].payload
     root = agent_dir or (started.agent_root if isinstance(started, RunStarted) else None)
     if not root:
@@ -282,7 +312,10 @@ def _runtime_for_run(
     if model is None and recorded:
         model = recorded_model(events)
     return Runtime(
-        _load(Path(root), folder, model), store, log_dir=folder / "logs", faults=_faults()
+        _load(Path(root), folder, model, store=store),
+        opened,
+        log_dir=folder / "logs",
+        faults=_faults(),
     )
 
 

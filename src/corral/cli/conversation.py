@@ -16,9 +16,11 @@ from corral.cli.common import (
     HomeOption,
     JsonOption,
     ModelOption,
+    StoreOption,
     _fails_cleanly,
     _home,
     _load,
+    _open_store,
     _print_summary,
     _runtime,
     app,
@@ -59,6 +61,7 @@ def chat(
     session: Annotated[str | None, typer.Option("--session", help="Session id")] = None,
     model: ModelOption = None,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Talk to an agent in the terminal; the state is shown after each turn.
 
@@ -69,8 +72,8 @@ def chat(
 
     folder = _home(home)
     if model is None and session is not None:
-        model = _session_model(folder, session)
-    runtime = _runtime(_load(agent_dir, folder, model), folder)
+        model = _session_model(folder, session, store)
+    runtime = _runtime(_load(agent_dir, folder, model, store=store), folder, store)
     session_id = session or f"chat-{int(time.time())}"
     console.print(Text(f"session {visible(session_id)} — /quit to leave", style="dim"))
     # undecodable bytes arrive as surrogates, so one bad line is refused, not the session
@@ -126,15 +129,11 @@ def _converse(runtime: Runtime, session_id: str) -> None:
         waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
 
 
-def _session_model(folder: Path, session_id: str) -> str | None:
+def _session_model(folder: Path, session_id: str, url: str | None = None) -> str | None:
     """The model the session's latest run was started with, if the session exists."""
     from datetime import UTC, datetime
 
-    from corral.store.sql import SqlStore
-
-    if not (folder / "corral.db").exists():
-        return None
-    store = SqlStore.open(folder / "corral.db", read_only=True)
+    store = _open_store(folder, url, read_only=True)  # a missing SQLite file reads as empty
     found = store.get_session(session_id, datetime.now(UTC))
     turns = found.turns if found else []
     last = turns[-1].get("run_id") if turns else None
@@ -206,6 +205,7 @@ def demo(
     ] = "aftersales",
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Run an example agent on scripted Chinese and English messages, offline."""
     import asyncio
@@ -219,8 +219,8 @@ def demo(
             f"no demo for {example!r}", hint=f"demos: {', '.join(sorted(DEMOS))}"
         )
     folder = _home(home) if home else Path(tempfile.mkdtemp(prefix="corral-demo-"))
-    agent = _load(example_dir(example), folder)
-    runtime = _runtime(agent, folder)
+    agent = _load(example_dir(example), folder, store=store)
+    runtime = _runtime(agent, folder, store)
     results: list[dict[str, Any]] = []
     started = time.perf_counter()
     try:

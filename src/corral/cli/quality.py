@@ -16,6 +16,7 @@ from corral.cli.common import (
     HomeOption,
     JsonOption,
     ModelOption,
+    StoreOption,
     _fails_cleanly,
     _home,
     _load,
@@ -57,6 +58,7 @@ def eval_suite(
     ] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Run an eval suite and report the seed 003 metrics; exit 1 when it misses a bar.
 
@@ -85,7 +87,9 @@ def eval_suite(
 
     def fresh_agent() -> Agent:
         data_dir = Path(tempfile.mkdtemp(dir=scratch))
-        return _load(agent_dir, folder, model, data_dir=data_dir, mcp_listings=listings)
+        return _load(
+            agent_dir, folder, model, data_dir=data_dir, mcp_listings=listings, store=store
+        )
 
     agent = fresh_agent()
     asyncio.run(agent.aclose())  # read for its tools and name; each case loads its own

@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from corral.cli.common import HomeOption, JsonOption, _fails_cleanly, _home, _run_id, app, console
+from corral.cli.common import (
+    HomeOption,
+    JsonOption,
+    StoreOption,
+    _fails_cleanly,
+    _home,
+    _open_store,
+    _run_id,
+    app,
+    console,
+)
 from corral.errors import InvalidInputError, RunNotFoundError
 from corral.observe.terminal import visible
 
@@ -37,6 +47,7 @@ def record(
     name: Annotated[str | None, typer.Option("--name", help="The case's name")] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Turn a stored run into a recorded case of a suite; `corral eval --suite` replays it.
 
@@ -46,7 +57,6 @@ def record(
     """
     from datetime import UTC, datetime
 
-    from corral.store.sql import SqlStore
     from corral.testing.recording import (
         check_choices,
         failed_runs,
@@ -65,16 +75,16 @@ def record(
         raise InvalidInputError("--name and --expect-status go with one RUN_ID, not --failed")
     check_choices(tier, expect_status)
     period = parse_since(since or "1d") if failed else None
-    store = SqlStore.open(_home(home) / "corral.db", read_only=True)
+    opened = _open_store(_home(home), store, read_only=True)
     if period is not None:
-        wanted = [r.run_id for r in failed_runs(store, period, datetime.now(UTC))]
+        wanted = [r.run_id for r in failed_runs(opened, period, datetime.now(UTC))]
     else:
         wanted = [_run_id(run_id or "")]
     present = recorded_run_ids(suite)
     added: list[dict[str, str]] = []
     skipped = [w for w in wanted if w in present]
     for wanted_id in (w for w in wanted if w not in present):
-        events = store.load_events(wanted_id)
+        events = opened.load_events(wanted_id)
         if not events:
             raise RunNotFoundError(f"no run {wanted_id!r}", hint="see `corral runs`")
         case = record_run(events, suite, tier=tier, name=name, expect_status=expect_status)

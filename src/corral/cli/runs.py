@@ -13,10 +13,12 @@ from corral.cli.common import (
     HomeOption,
     JsonOption,
     ModelOption,
+    StoreOption,
     _closing,
     _fails_cleanly,
     _home,
     _load,
+    _open_store,
     _print_summary,
     _run_id,
     _runtime,
@@ -52,6 +54,7 @@ def run(
     as_json: JsonOption = False,
     home: HomeOption = None,
     priority: PriorityOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
     require_text(message, "the message")
@@ -60,7 +63,7 @@ def run(
 
         check_priority(priority)
     folder = _home(home)
-    runtime = _runtime(_load(agent_dir, folder, model), folder)
+    runtime = _runtime(_load(agent_dir, folder, model, store=store), folder, store)
     summary = _closing(runtime, runtime.start(message, session_id=session, priority=priority))
     _print_summary(summary, runtime, as_json)
 
@@ -78,6 +81,7 @@ def run_plan(
     as_json: JsonOption = False,
     home: HomeOption = None,
     priority: PriorityOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Run a plan template directly, without a message (``Runtime.run_plan``)."""
     entities: dict[str, Any] = {}
@@ -91,7 +95,7 @@ def run_plan(
 
         check_priority(priority)
     folder = _home(home)
-    runtime = _runtime(_load(agent_dir, folder, model), folder)
+    runtime = _runtime(_load(agent_dir, folder, model, store=store), folder, store)
     summary = _closing(
         runtime, runtime.run_plan(plan, entities=entities, session_id=session, priority=priority)
     )
@@ -134,6 +138,7 @@ def resume(
     model: ModelOption = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Continue a run: approve or reject a confirmation, answer a question, or recover it.
 
@@ -148,7 +153,7 @@ def resume(
     if answer is not None:
         require_text(answer, "the answer")
     folder = _home(home)
-    runtime = _runtime_for_run(run_id, folder, agent_dir, model, recorded=True)
+    runtime = _runtime_for_run(run_id, folder, agent_dir, model, recorded=True, store=store)
     summary = _closing(
         runtime,
         runtime.resume(
@@ -169,6 +174,7 @@ def replay(
     agent_dir: Annotated[Path | None, typer.Option("--agent", help="Agent folder")] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Replay a stored run from its log (inputs, model answers, tool results) and compare.
 
@@ -180,7 +186,7 @@ def replay(
     from corral.runtime.replay import replay_run
 
     folder = _home(home)
-    runtime = _runtime_for_run(run_id, folder, agent_dir)
+    runtime = _runtime_for_run(run_id, folder, agent_dir, store=store)
     events = runtime.store.load_events(run_id)
     report = _closing(runtime, replay_run(runtime.agent, events))
     if as_json:
@@ -200,19 +206,20 @@ def replay(
 
 @app.command()
 @_fails_cleanly
-def show(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
+def show(
+    run_id: str, as_json: JsonOption = False, home: HomeOption = None, store: StoreOption = None
+) -> None:
     """Show a stored run as a tree (or its summary as JSON), redacted, with its model calls."""
     from corral.observe.redact import redactor_for
     from corral.observe.tree import run_tree
     from corral.runtime.state import fold
-    from corral.store.sql import SqlStore
 
     folder = _home(home)
-    store = SqlStore.open(folder / "corral.db", read_only=True)
-    events = store.load_events(_run_id(run_id))
+    opened = _open_store(folder, store, read_only=True)
+    events = opened.load_events(_run_id(run_id))
     if not events:
         raise RunNotFoundError(f"no run {run_id!r}")
-    _touch_log(store, run_id, folder)
+    _touch_log(opened, run_id, folder)
     state = fold(run_id, events)
     redactor = redactor_for(events)
     if as_json:
@@ -229,13 +236,12 @@ def runs(
     limit: Annotated[int, typer.Option(min=1, max=MAX_LIST, help="How many runs")] = 20,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """List recent runs."""
     from rich.table import Table
 
-    from corral.store.sql import SqlStore
-
-    records = SqlStore.open(_home(home) / "corral.db", read_only=True).list_runs(limit)
+    records = _open_store(_home(home), store, read_only=True).list_runs(limit)
     if as_json:
         typer.echo(
             json.dumps(
@@ -293,6 +299,7 @@ def traces(
     ] = 20,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Show runs' logs (read from the store, redacted), filtered by run and by line.
 
@@ -314,10 +321,10 @@ def traces(
     folder = _home(home)
     filters = (trace, session, intent, status, since, until, agent)
     if target is not None and all(value is None for value in filters):
-        _one_trace(folder, _run_id(target), stage, level, as_json)
+        _one_trace((folder, store), _run_id(target), stage, level, as_json)
         return
     _many_traces(
-        folder,
+        (folder, store),
         {
             "run_id": _run_id(target) if target is not None else None,
             "trace_id": corral_trace_id(trace) if trace is not None else None,
@@ -335,39 +342,41 @@ def traces(
 
 
 def _one_trace(
-    folder: Path, run_id: str, stage: str | None, level: str | None, as_json: bool
+    where: tuple[Path, str | None],
+    run_id: str,
+    stage: str | None,
+    level: str | None,
+    as_json: bool,
 ) -> None:
-    """One run's log, as ``corral traces RUN_ID`` always showed it."""
+    """One run's log, as ``corral traces RUN_ID`` always showed it (``where``: home, store)."""
     from corral.observe.logs import keep, log_records
-    from corral.store.sql import SqlStore
 
-    store = SqlStore.open(folder / "corral.db", read_only=True)
+    store = _open_store(*where, read_only=True)
     events = store.load_events(run_id)
     if not events:
         raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
-    _touch_log(store, run_id, folder)
+    _touch_log(store, run_id, where[0])
     records = [r for r in log_records(events) if keep(r, stage, level)]
     _print_traces(records, as_json, with_run=False)
 
 
 def _many_traces(
-    folder: Path,
+    where: tuple[Path, str | None],
     found: dict[str, str | None],
     lines: tuple[str | None, str | None],
     limit: int,
     as_json: bool,
 ) -> None:
-    """The logs of the runs the filters find in SQL, oldest first."""
+    """The logs of the runs the filters find in SQL, oldest first (``where``: home, store)."""
     from corral.cli.stats import open_for_queries
     from corral.observe.logs import keep, log_records
     from corral.observe.window import parse_time
-    from corral.store.sql import SqlStore
 
     since, until = (found.pop(key) for key in ("since", "until"))
     if found["intent"] is None:
-        store = SqlStore.open(folder / "corral.db", read_only=True)
+        store = _open_store(*where, read_only=True)
     else:  # --intent reads the stats projection, backfilled for runs stored before it
-        store = open_for_queries(folder)
+        store = open_for_queries(*where)
     ids = store.find_runs(
         **found,
         since=parse_time(since) if since is not None else None,
@@ -413,20 +422,20 @@ def _print_traces(records: list[dict[str, Any]], as_json: bool, *, with_run: boo
 
 @app.command()
 @_fails_cleanly
-def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -> None:
+def handoff(
+    run_id: str, as_json: JsonOption = False, home: HomeOption = None, store: StoreOption = None
+) -> None:
     """Show the handoff packet of a run that went to a person, redacted."""
     from rich.table import Table
 
     from corral.observe.redact import redactor_for
-    from corral.store.sql import SqlStore
 
-    folder = _home(home)
-    store = SqlStore.open(folder / "corral.db", read_only=True)
-    stored = store.get_handoff(_run_id(run_id))
+    opened = _open_store(_home(home), store, read_only=True)
+    stored = opened.get_handoff(_run_id(run_id))
     if stored is None:
         raise RunNotFoundError(f"run {run_id!r} has no handoff packet")
     # packets are redacted when made; older ones (and new secrets) are redacted here too
-    redactor = redactor_for(store.load_events(run_id))
+    redactor = redactor_for(opened.load_events(run_id))
     packet = redactor.value(stored.model_dump(mode="json"))
     if as_json:
         typer.echo(json.dumps(packet, ensure_ascii=False))
@@ -464,19 +473,18 @@ def handoff(run_id: str, as_json: JsonOption = False, home: HomeOption = None) -
 
 @app.command()
 @_fails_cleanly
-def gc(home: HomeOption = None) -> None:
+def gc(home: HomeOption = None, store: StoreOption = None) -> None:
     """Delete expired sessions (7 days) and ended runs older than 30 days (seed 002)."""
     from datetime import UTC, datetime
 
     from corral.observe.logs import JsonlLog
     from corral.runtime.runtime import TASK_TTL
-    from corral.store.sql import SqlStore
 
     folder = _home(home)
-    store = SqlStore.open(folder / "corral.db")
-    sessions_deleted, runs_deleted = store.purge(datetime.now(UTC), TASK_TTL)
+    opened = _open_store(folder, store)
+    sessions_deleted, runs_deleted = opened.purge(datetime.now(UTC), TASK_TTL)
     logs = JsonlLog(folder / "logs")
-    orphans = [p.stem for p in logs.folder.glob("*.jsonl") if store.get_run(p.stem) is None]
+    orphans = [p.stem for p in logs.folder.glob("*.jsonl") if opened.get_run(p.stem) is None]
     logs_deleted = logs.remove({*runs_deleted, *orphans})
     console.print(
         f"deleted {sessions_deleted} sessions and {len(runs_deleted)} runs "

@@ -12,7 +12,16 @@ from typing import Annotated
 
 import typer
 
-from corral.cli.common import HomeOption, _fails_cleanly, _home, _load, app, err_console
+from corral.cli.common import (
+    HomeOption,
+    StoreOption,
+    _fails_cleanly,
+    _home,
+    _load,
+    _store_target,
+    app,
+    err_console,
+)
 from corral.errors import ConfigInvalidError
 
 
@@ -29,6 +38,7 @@ def serve(
         int, typer.Option("--max-body", min=1024, help="Largest request body (bytes)")
     ] = 64 * 1024,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Serve agents over HTTP until stopped (Ctrl-C or SIGTERM).
 
@@ -45,9 +55,15 @@ def serve(
             hint="pip install 'corral[server]'",
         ) from None
     folder = _home(home)
-    agents = tuple(_load(path, folder) for path in [agent_dir, *(agent or [])])
+    agents = tuple(_load(path, folder, store=store) for path in [agent_dir, *(agent or [])])
     token = resolve_token(folder, os.environ)
-    settings = ServerSettings(agents=agents, home=folder, token=token.value, body_limit=max_body)
+    settings = ServerSettings(
+        agents=agents,
+        home=folder,
+        token=token.value,
+        body_limit=max_body,
+        store=_store_target(folder, store),
+    )
     server_app = create_app(settings)
     where = "CORRAL_API_TOKEN" if token.file is None else str(token.file)
     err_console.print(f"corral serve: {', '.join(a.name for a in agents)} on http://{host}:{port}")

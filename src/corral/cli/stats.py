@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from corral.cli.common import HomeOption, JsonOption, _fails_cleanly, _home, app, console
+from corral.cli.common import (
+    HomeOption,
+    JsonOption,
+    StoreOption,
+    _fails_cleanly,
+    _home,
+    _store_target,
+    app,
+    console,
+)
 from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
@@ -29,6 +38,7 @@ def stats(
     agent: Annotated[str | None, typer.Option("--agent", help="Only this agent's runs")] = None,
     as_json: JsonOption = False,
     home: HomeOption = None,
+    store: StoreOption = None,
 ) -> None:
     """Figures of the stored runs, computed in SQL: completion, handoffs, failures, p50/p95.
 
@@ -38,24 +48,26 @@ def stats(
     from corral.observe.window import parse_time
 
     start = parse_time(since) if since is not None else None
-    report = run_stats(open_for_queries(_home(home)), since=start, agent=agent)
+    report = run_stats(open_for_queries(_home(home), store), since=start, agent=agent)
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), ensure_ascii=False))
         return
     _print(report)
 
 
-def open_for_queries(home: Path) -> SqlStore:
-    """The home's store, writable if it can be: a query backfills the stats projection.
+def open_for_queries(home: Path, url: str | None = None) -> SqlStore:
+    """The command's store (``--store``), writable if it can be: queries backfill the projection.
 
     A home that cannot be written is read as it is (runs stored before the projection
-    existed are then left out of the figures and of ``traces --intent``); a home with no
-    database yet reads as empty, and none is created.
+    existed are then left out of the figures and of ``traces --intent``); a SQLite file
+    that does not exist yet reads as empty, and none is created.
     """
     from corral.errors import StoreReadOnlyError
     from corral.store.sql import SqlStore
 
-    path = home / "corral.db"
+    path = _store_target(home, url)
+    if not isinstance(path, Path):
+        return SqlStore.open(path)
     if not path.exists():
         return SqlStore.open(path, read_only=True)
     try:

@@ -1,6 +1,7 @@
 """The HTTP app: ``create_app(settings)`` builds it; ``corral serve`` runs it with uvicorn.
 
-One app serves several agents over one store, the CLI's (``<home>/corral.db``), so
+One app serves several agents over one store, the CLI's (``<home>/corral.db``, or the
+``--store`` URL: ``settings.store``), so
 ``corral runs``, ``show`` and ``resume`` see what the server did and the other way round.
 Each agent has one ``Runtime`` on that store, logging to ``<home>/logs`` as the CLI does.
 
@@ -57,6 +58,8 @@ class ServerSettings:
     token: str
     body_limit: int = DEFAULT_BODY_LIMIT
     shutdown_grace_s: float = SHUTDOWN_GRACE_S
+    store: str | Path | None = None
+    """The store (a SQLite file or a URL, ``SqlStore.open``); default ``home/corral.db``."""
 
 
 @dataclass
@@ -141,7 +144,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             f"a server needs agents with distinct names, not {names}",
             hint="give each agent.yaml its own name",
         )
-    store = SqlStore.open(settings.home / "corral.db")
+    store = SqlStore.open(settings.store or settings.home / "corral.db")
     runtimes = {
         agent.name: Runtime(agent, store, log_dir=settings.home / "logs")
         for agent in settings.agents

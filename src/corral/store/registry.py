@@ -21,15 +21,36 @@ StoreFactory = Callable[[str, bool], Store]
 """Opens the store a URL names (``read_only``: for commands that only read)."""
 
 _HINT = "use sqlite:///path/corral.db, memory: or postgresql+psycopg://user@host/db"
+_SQL_HINT = "use sqlite:///path/corral.db or postgresql://user@host/db (corral[postgres])"
+
+
+SQL_SCHEMES = ("sqlite", "postgresql")
+"""The schemes ``SqlStore`` opens: the only stores a command line keeps runs in."""
+
+
+def sql_target(url: str) -> str | Path:
+    """What ``SqlStore.open`` takes for a SQL store's URL: a SQLite file, or the URL.
+
+    ``sqlite:///relative/corral.db`` and ``sqlite:////absolute/corral.db`` name a file;
+    ``postgresql://...`` without a driver means psycopg 3 (``corral[postgres]``), the
+    driver corral supports; ``CONFIG_INVALID`` for anything else.
+    """
+    scheme, colon, _ = url.partition(":")
+    base, plus, _driver = scheme.lower().partition("+")
+    if not colon or base not in SQL_SCHEMES:
+        raise ConfigInvalidError(f"store {url!r} is not a SQLite or PostgreSQL URL", hint=_SQL_HINT)
+    if base == "sqlite":
+        path = url.partition(":///")[2]
+        if not path:
+            raise ConfigInvalidError(f"store {url!r} names no file", hint=_SQL_HINT)
+        return Path(path)
+    return url if plus else "postgresql+psycopg" + url[len(scheme) :]
 
 
 def _sqlite(url: str, read_only: bool) -> Store:
     from corral.store.sql import SqlStore
 
-    path = url.partition(":///")[2]
-    if not path:
-        raise ConfigInvalidError(f"store {url!r} names no file", hint=_HINT)
-    return SqlStore.open(Path(path), read_only=read_only)
+    return SqlStore.open(sql_target(url), read_only=read_only)
 
 
 def _memory(url: str, read_only: bool) -> Store:
@@ -41,7 +62,7 @@ def _memory(url: str, read_only: bool) -> Store:
 def _sqlalchemy(url: str, read_only: bool) -> Store:
     from corral.store.sql import SqlStore
 
-    return SqlStore.open(url, read_only=read_only)
+    return SqlStore.open(sql_target(url), read_only=read_only)
 
 
 def stores() -> Registry[StoreFactory]:

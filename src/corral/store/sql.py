@@ -45,7 +45,6 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.schema import CreateIndex
 
 from corral.contracts import HandoffPacket
 from corral.errors import (
@@ -56,7 +55,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.events import Event
-from corral.store import driver, projection
+from corral.store import driver, projection, schema
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.codec import (
     RowEncoder,
@@ -259,6 +258,40 @@ def _readable_copy(path: Path) -> tuple[Path, Path | None]:
     return copy / path.name, copy
 
 
+def _create_all(conn: Connection) -> None:
+    """The whole schema of a new database, as this code's tables declare it."""
+    metadata.create_all(conn)
+    projection.metadata.create_all(conn)
+
+
+def _migrate(conn: Connection) -> None:
+    """Run the package's migrations (imports Alembic: only an older store gets here)."""
+    from corral.store import migrate
+
+    migrate.upgrade(conn)
+
+
+def schema_state(target: str | Path) -> schema.SchemaState:
+    """The schema revision of the store ``target`` names, read without opening it as one.
+
+    So ``corral db current`` shows a newer or older schema instead of refusing it; a
+    SQLite file is read in read-only mode, and a missing one is empty (none is made).
+    """
+    text_target = str(target)
+    if "://" in text_target:
+        engine = create_engine(text_target)
+    else:
+        path = Path(text_target)
+        if not path.exists():
+            return schema.SchemaState(None, empty=True)
+        engine = create_engine(_read_only_url(path))
+    try:
+        with store_faults(action="reading the schema revision"), engine.connect() as conn:
+            return schema.state(conn)
+    finally:
+        engine.dispose()
+
+
 def _now() -> float:
     """Lease clock: Unix time. Leases are infrastructure, not part of a run's log."""
     return time.time()
@@ -270,8 +303,14 @@ class SqlStore:
     blocking = True
 
     def __init__(
-        self, engine: Engine, *, path: Path | None = None, read_only: bool = False
+        self,
+        engine: Engine,
+        *,
+        path: Path | None = None,
+        read_only: bool = False,
+        upgrade: bool | None = None,
     ) -> None:
+        """``upgrade``: migrate an older schema on open (default: SQLite yes, others no)."""
         self.engine = engine
         self.path = path
         """The SQLite file, watched so that a database deleted mid-run is detected."""
@@ -286,23 +325,29 @@ class SqlStore:
             event.listen(engine, "begin", _sqlite_begin)
         if not read_only:
             with self._faults(action="creating the schema"):
-                self._create_schema()
+                self._create_schema(upgrade)
+        elif self.path is None or self.path.exists():
+            with self._faults(action="reading the schema revision"), engine.connect() as conn:
+                schema.refuse_newer(schema.state(conn), self.where())
 
     @classmethod
-    def open(cls, target: str | Path, *, read_only: bool = False) -> SqlStore:
+    def open(
+        cls, target: str | Path, *, read_only: bool = False, upgrade: bool | None = None
+    ) -> SqlStore:
         """A store on a URL (``postgresql+psycopg://...``) or a SQLite file path.
 
         ``read_only`` opens an existing SQLite file without writing (for ``runs``,
         ``show``, ``traces`` on a read-only home); a missing file reads as empty.
+        ``upgrade`` says whether an older schema is migrated on open (``schema``).
         """
         text_target = str(target)
         if "://" in text_target:
-            return cls(create_engine(text_target), read_only=read_only)
+            return cls(create_engine(text_target), read_only=read_only, upgrade=upgrade)
         path = Path(text_target)
         with store_faults(action=f"opening {path}", folder=path.parent):
             if not read_only:
                 _check_writable(path)
-                return cls(create_engine(sqlite_url(path)), path=path)
+                return cls(create_engine(sqlite_url(path)), path=path, upgrade=upgrade)
             if not path.exists():
                 empty = cls(create_engine("sqlite://", poolclass=StaticPool))
                 empty.read_only = True
@@ -313,24 +358,33 @@ class SqlStore:
                 weakref.finalize(store, shutil.rmtree, copy, True)
             return store
 
-    def _create_schema(self) -> None:
-        """Create missing tables and indexes; safe from any number of processes opening a home.
+    def _create_schema(self, upgrade: bool | None) -> None:
+        """Bring the schema to this code's revision, or refuse (``corral.store.schema``).
 
-        ``create_all`` skips a table that exists, indexes included: an index added to a
-        projection table later (``ix_corral_step_facts_recent``) is created here, once,
-        when a home made before it is first opened for writing.
+        A store at this revision (the usual case) is only read: no write lock, no advisory
+        lock, so processes opening a busy store wait for nobody. Otherwise the look is
+        repeated under the write lock (SQLite) or an advisory lock (PostgreSQL), so any
+        number of processes opening a new or older store create or migrate it once.
         """
+        with self.engine.connect() as conn:
+            if schema.state(conn).label == "current":
+                return
+        sqlite = self.engine.dialect.name == "sqlite"
         with self._write() as conn:
-            if self.engine.dialect.name == "postgresql":
+            if not sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
-            metadata.create_all(conn)
-            projection.metadata.create_all(conn)
-            for table in projection.TABLES:  # an older home's tables gain later indexes
-                for index in table.indexes:
-                    if self.engine.dialect.name == "sqlite":  # a look at the schema: cheap
-                        conn.execute(CreateIndex(index, if_not_exists=True))
-                    else:  # PostgreSQL's IF NOT EXISTS would lock out saves while it looks
-                        index.create(conn, checkfirst=True)
+            schema.prepare(
+                conn,
+                self.where(),
+                create=_create_all,
+                upgrade=_migrate if (sqlite if upgrade is None else upgrade) else None,
+            )
+
+    def where(self) -> str:
+        """The store, named for an error: its file, or its URL without the password."""
+        if self.path is not None:
+            return str(self.path)
+        return self.engine.url.render_as_string(hide_password=True)
 
     def _faults(self, run_id: str | None = None, action: str = "store access") -> Any:
         """``store_faults`` for this store: a SQLite file's folder tells a full disk."""
