@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from corral.errors import ConfigInvalidError
 from corral.tools.declared import ToolPolicyConfig
 from corral.tools.http_config import HttpToolConfig, OpenApiConfig, ParamIn, own_headers
+from corral.tools.schema_models import NOWHERE, pointed_to
 from corral.validation import validation_problems
 
 _METHODS = ("get", "post", "put", "patch", "delete")
@@ -131,12 +132,9 @@ class _Refs:
     def target(self, ref: Any) -> Mapping[str, Any]:
         if not isinstance(ref, str) or not ref.startswith("#/"):
             raise ConfigInvalidError(f"{self.where}: only local $ref are read, not {ref!r}")
-        node: Any = self.document
-        for part in ref[2:].split("/"):
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, Mapping) or part not in node:
-                raise ConfigInvalidError(f"{self.where}: $ref {ref!r} points to nothing")
-            node = node[part]
+        node = pointed_to(self.document, ref)
+        if node is NOWHERE:
+            raise ConfigInvalidError(f"{self.where}: $ref {ref!r} points to nothing")
         if not isinstance(node, Mapping):
             raise ConfigInvalidError(f"{self.where}: $ref {ref!r} is not an object")
         return node

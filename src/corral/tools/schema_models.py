@@ -61,6 +61,24 @@ def model_from_schema(
     return builder.model(name, resolved, refs)
 
 
+NOWHERE = object()
+"""What ``pointed_to`` answers for a pointer that leads to nothing."""
+
+
+def pointed_to(document: Mapping[str, Any], ref: str) -> Any:
+    """The node a local JSON pointer (``#/a/b``) names in ``document``, or ``NOWHERE``.
+
+    ``~1`` and ``~0`` are unescaped. Shared by schema ``$ref``s and OpenAPI's own.
+    """
+    node: Any = document
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, Mapping) or part not in node:
+            return NOWHERE
+        node = node[part]
+    return node
+
+
 def _kind(schema: Mapping[str, Any]) -> str | None:
     kind = schema.get("type")
     if kind is None and "properties" in schema:
@@ -104,12 +122,9 @@ class _Builder:
             if not isinstance(ref, str) or not ref.startswith("#/") or ref in seen:
                 return {}, seen
             seen = (*seen, ref)
-            target: Any = self.document
-            for part in ref[2:].split("/"):
-                part = part.replace("~1", "/").replace("~0", "~")
-                if not isinstance(target, Mapping) or part not in target:
-                    raise ConfigInvalidError(f"$ref {ref!r} points to nothing in the document")
-                target = target[part]
+            target = pointed_to(self.document, ref)
+            if target is NOWHERE:
+                raise ConfigInvalidError(f"$ref {ref!r} points to nothing in the document")
             if not isinstance(target, Mapping):
                 raise ConfigInvalidError(f"$ref {ref!r} is not a schema")
             schema = target
