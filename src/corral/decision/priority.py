@@ -173,12 +173,8 @@ class PriorityDetector:
         return detect_priority(text, self.words)
 
 
-def run_priority(
-    given: str | None, message: str, words: PriorityWords | PriorityDetector
-) -> PriorityFound:
+def run_priority(given: str | None, message: str, detector: PriorityDetector) -> PriorityFound:
     """The caller's priority when given, else the message's."""
     if given is not None:
         return PriorityFound(check_priority(given), "caller")
-    if isinstance(words, PriorityDetector):
-        return words.detect(message)
-    return detect_priority(message, words)
+    return detector.detect(message)

@@ -455,7 +455,7 @@ class Runtime:
         if session_id:
             session = await self._io(self.store.get_session, session_id, self.effects.now())
         check_required(self.agent, given, checked, self._carried(session))
-        found = run_priority(priority, "", self.agent.config.decision.priority_words)
+        found = run_priority(priority, "", self._per_agent().priority)
         observed = await self._observed_latency()
         run_id = self.effects.new_id("run")
         async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
