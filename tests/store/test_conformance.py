@@ -327,22 +327,29 @@ def test_tool_latency_is_the_p95_of_each_tools_latest_successful_calls(store: St
         ]
 
     assert isinstance(store, LatencySource)
+    # agents of their own: a PostgreSQL database outlives the test (a rerun finds these runs)
+    mine, theirs_agent = f"test-{run_id()}", f"other-{run_id()}"
+
+    def mine_record(rid: str, status: str, at: datetime, agent: str = mine) -> RunRecord:
+        return replace(record(rid, status, at), agent=agent)
+
     old, new, failed, other = run_id(), run_id(), run_id(), run_id()
-    store.save(record(old, "finished", T0), attempts(old, [900.0] * 5))
+    store.save(mine_record(old, "finished", T0), attempts(old, [900.0] * 5))
     store.save(
-        record(new, "finished", T0 + timedelta(hours=1)),
+        mine_record(new, "finished", T0 + timedelta(hours=1)),
         attempts(new, [10.0 * k for k in range(1, 11)]),
     )
     store.save(
-        record(failed, "failed", T0 + timedelta(hours=2)), attempts(failed, [5000.0] * 3, "error")
+        mine_record(failed, "failed", T0 + timedelta(hours=2)),
+        attempts(failed, [5000.0] * 3, "error"),
     )
-    theirs = replace(record(other, "finished", T0 + timedelta(hours=3)), agent="other")
+    theirs = mine_record(other, "finished", T0 + timedelta(hours=3), theirs_agent)
     store.save(theirs, attempts(other, [7000.0] * 3))
     # the latest 10 are the newest run's (failures and the other agent's calls do not count)
-    assert store.tool_latency("test", ["fast", "idle"], 10) == {"fast": ToolLatency(100.0, 10)}
-    assert store.tool_latency("test", ["fast"], 15) == {"fast": ToolLatency(900.0, 15)}
-    assert store.tool_latency("other", ["fast"], 10) == {"fast": ToolLatency(7000.0, 3)}
-    assert store.tool_latency("test", [], 10) == {}
+    assert store.tool_latency(mine, ["fast", "idle"], 10) == {"fast": ToolLatency(100.0, 10)}
+    assert store.tool_latency(mine, ["fast"], 15) == {"fast": ToolLatency(900.0, 15)}
+    assert store.tool_latency(theirs_agent, ["fast"], 10) == {"fast": ToolLatency(7000.0, 3)}
+    assert store.tool_latency(mine, [], 10) == {}
 
 
 def test_tool_latency_reads_only_each_tools_latest_window(store: Store) -> None:
