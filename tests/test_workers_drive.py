@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from corral.agent import load_agent
+from corral.errors import RunNotResumableError
 from corral.events import Event
 from corral.runtime.replay import compare
 from corral.runtime.runtime import Runtime
@@ -118,6 +119,8 @@ def test_the_same_approval_enqueued_twice_runs_once(workers: WorkerPool) -> None
         late = queue.resume("depot", run_id, approve=True)  # after it finished
         assert late == first
         assert queue.wait(late, timeout_s=60)["status"] == "finished"
+        with pytest.raises(RunNotResumableError, match=r"s3 .* was approved"):
+            queue.resume("depot", run_id, approve=False)
     assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
     confirmations = [
         e for e in stored_events(workers.store_url, run_id) if e.type == "confirmation_given"
@@ -179,3 +182,17 @@ def test_a_worker_killed_in_a_write_finishes_the_run_after_restart_with_one_ship
     assert business(workers.home, "SELECT idempotency_key FROM shipments") == [entries[0]]
     seqs = [e.seq for e in stored_events(workers.store_url, run_id)]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_plan_enqueued_with_its_entities_runs_and_a_rejection_ends_it(
+    workers: WorkerPool,
+) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.run_plan("depot", "ship", entities={"order_id": "A2"})
+        paused = queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        assert paused["status"] == "awaiting_confirm" and paused["pending"]["step_id"] == "s3"
+        ended = queue.wait(queue.resume("depot", run_id, approve=False), timeout_s=60)
+    assert ended["outcome"] == "cancelled"
+    assert {s["id"]: s["status"] for s in ended["steps"]}["s3"] == "skipped"
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(0,)]

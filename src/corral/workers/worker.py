@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from corral.agent import Agent
     from corral.runtime.runtime import Runtime
     from corral.store.sql import SqlStore
+    from corral.workers.effects import DbosEffects
 
 
 def default_executor_id() -> str:
@@ -67,6 +68,7 @@ class Worker:
     threads: list[threading.Thread] = field(default_factory=list)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
     store: SqlStore | None = None
+    effects: DbosEffects | None = None
 
     def launch(self) -> None:
         """Open the store, make each agent's runtime, register the workflow, launch DBOS."""
@@ -79,7 +81,7 @@ class Worker:
         from corral.workers.workflow import declare_queues, register
 
         self.store = SqlStore.open(sql_target(self.store_url))
-        effects = DbosEffects()
+        self.effects = effects = DbosEffects()
         for agent in self.agents:
             self.runtimes[agent.name] = Runtime(
                 agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
@@ -117,6 +119,8 @@ class Worker:
                 await runtime.aclose()
 
         asyncio.run(close())
+        if self.effects is not None:
+            self.effects.close()
         if self.store is not None:
             self.store.engine.dispose()
 
