@@ -38,7 +38,11 @@ def workers(tmp_path: Path) -> Iterator[WorkerPool]:
 
 
 def business(home: Path, query: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(home / "data" / "depot" / "depot.db", timeout=10) as conn:
+    """Rows of the depot's business database (none before a worker has made it)."""
+    path = home / "data" / "depot" / "depot.db"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path, timeout=10) as conn:
         return list(conn.execute(query).fetchall())
 
 
@@ -145,6 +149,7 @@ def test_a_finished_drive_executed_again_rederives_its_events_and_enters_no_tool
             "UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = ANY(%s)",
             drives,
         )
+        assert worker.returncode == 0  # SIGTERM stops a worker cleanly
         workers.start("w1")  # the same executor: DBOS recovers its pending workflows at launch
         for drive in drives:
             answer = queue.wait(drive, timeout_s=60)  # an EVENT_CONFLICT would raise here
@@ -196,3 +201,28 @@ def test_a_plan_enqueued_with_its_entities_runs_and_a_rejection_ends_it(
     assert ended["outcome"] == "cancelled"
     assert {s["id"]: s["status"] for s in ended["steps"]}["s3"] == "skipped"
     assert business(workers.home, "SELECT count(*) FROM entries") == [(0,)]
+
+
+def test_a_worker_killed_in_a_write_of_a_start_takes_the_run_over_after_restart(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.touch()
+    workers.env["DEPOT_HOLD"] = str(hold)
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", "please tag A3")
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        workers.stop(worker, signal.SIGKILL)
+        stored = stored_events(workers.store_url, run_id)  # saved before the write began
+        assert stored and stored[-1].type == "tool_selected"
+        hold.unlink()
+        workers.start("w1")  # the run is stored, its lease a dead process's: taken at once
+        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    assert done["status"] == "finished" and done["reply"] == "Order A3 is tagged"
+    entries = business(workers.home, "SELECT idempotency_key FROM entries")
+    assert 1 <= len(entries) <= 2 and len(set(entries)) == 1
+    assert business(workers.home, "SELECT idempotency_key FROM tags") == [entries[0]]
+    seqs = [e.seq for e in stored_events(workers.store_url, run_id)]
+    assert seqs == list(range(1, len(seqs) + 1))

@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,8 @@ class Worker:
     agents: Sequence[Agent]
     executor_id: str
     log_dir: Path | None = None
+    grace_s: int = 10
+    """How long a stop waits for the drives in flight to end."""
     stopping: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
@@ -106,17 +109,28 @@ class Worker:
             pass
 
     def stop(self) -> None:
-        """Destroy DBOS (drives in flight stay PENDING, recovered later), close the agents."""
+        """Destroy DBOS, then close the agents and the store.
+
+        Drives in flight get ``grace_s`` to end; those that do not stay ``PENDING`` in DBOS
+        and are recovered later (by this executor id's next launch, or a takeover). A
+        failure to close an agent is reported; the drives' outcomes are stored already.
+        """
         from dbos import DBOS
 
         self.stopping.set()
-        DBOS.destroy(workflow_completion_timeout_sec=0)
+        DBOS.destroy(workflow_completion_timeout_sec=self.grace_s)
         for thread in self.threads:
             thread.join(timeout=5.0)
 
         async def close() -> None:
             for runtime in self.runtimes.values():
-                await runtime.aclose()
+                try:
+                    await runtime.aclose()
+                except Exception as exc:  # reported; nothing of a run depends on it
+                    print(
+                        f"corral worker: closing {runtime.agent.name} failed: {exc}",
+                        file=sys.stderr,
+                    )
 
         asyncio.run(close())
         if self.effects is not None:
