@@ -68,6 +68,7 @@ from corral.store.codec import (
 from corral.store.facts import aware as _aware
 from corral.store.faults import store_faults
 from corral.store.figures import Figures, ToolLatency, latencies
+from corral.store.instant import Instant
 
 metadata = MetaData()
 
@@ -90,7 +91,7 @@ events = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("ts", Instant, nullable=False),
     Column("type", String(48), nullable=False),
     Column("stage", String(48), nullable=False),
     Column("data", Text, nullable=False),
