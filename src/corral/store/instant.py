@@ -60,7 +60,7 @@ class Instant(TypeDecorator[datetime]):
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         """SQLite: a ``DATETIME`` column holding integers; elsewhere ``DateTime(timezone)``."""
         if dialect.name == "sqlite":
-            return _Micros()
+            return _Micros()  # type: ignore[no-untyped-call]
         return dialect.type_descriptor(DateTime(timezone=True))
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
