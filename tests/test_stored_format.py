@@ -32,7 +32,7 @@ from corral.observe.trace_ids import otel_trace_id
 from corral.observe.tree import run_tree
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
-from corral.store.codec import FORMAT
+from corral.store.codec import FORMAT, TYPE_CODES, event_type
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli, exchange_count
@@ -70,9 +70,11 @@ def old_home(home: Path, fixture: Path = FIXTURE) -> tuple[SqlStore, str]:
 
 
 def rows_of(path: Path, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each stored row's type (its name, whether stored by code or by name) and data."""
     with sqlite3.connect(path) as db:
         query = "SELECT type, data FROM corral_events WHERE run_id = ? ORDER BY seq"
-        return [(kind, json.loads(data)) for kind, data in db.execute(query, (run_id,))]
+        rows = db.execute(query, (run_id,))
+        return [(event_type(kind).value, json.loads(data)) for kind, data in rows]
 
 
 def test_a_log_written_before_format_2_still_folds_to_the_same_run(tmp_path: Path) -> None:
@@ -349,6 +351,10 @@ def test_a_row_without_a_version_has_the_format_of_the_row_before_it(tmp_path: P
     store.save(record, later)
     rows = rows_of(tmp_path / "corral.db", "run_v")
     assert [data.get("v") for _, data in rows] == [FORMAT, None, FORMAT]  # once per save
+    with sqlite3.connect(tmp_path / "corral.db") as db:
+        types = [kind for (kind,) in db.execute("SELECT type FROM corral_events ORDER BY seq")]
+    assert types == ["1", "2", "2"]  # by code: step_started, tool_attempt (a name before 4)
+    assert {event_type(str(code)) for code in TYPE_CODES.values()} == set(TYPE_CODES)
     assert all("status" not in data for _, data in rows[1:])
     assert store.load_events("run_v") == made + later
     # a format-1 row (every field stated, no ``v``) is not read as the format before it

@@ -25,7 +25,10 @@ save carries ``v``, and a row without it has the format of the nearest earlier r
 run that states one (none: format 1, below). A save's rows are contiguous, so every row
 written by this corral follows a row of its own save that says 4. It also leaves out the
 usual status of a ``tool_attempt`` (``success``) and of a ``step_finished``
-(``succeeded``), which ``decode_rows`` puts back for rows of format 4 and later.
+(``succeeded``), which ``decode_rows`` puts back for rows of format 4 and later, and
+names the event's type in the ``type`` column by a short code (``TYPE_CODES``) instead of
+its name; a type without a code (one added later) is stored by name, and a row of any
+format is read with either.
 
 Rows before any ``v`` were written before format 2 (corral 0.x up to 8a5b4af): every field
 present, plans and outputs inline. They are read by the same code, since later formats
@@ -59,6 +62,70 @@ from corral.events import (
 
 FORMAT = 4
 """The version of the stored event format this corral writes."""
+
+TYPE_CODES = {
+    EventType(name): code
+    for code, name in enumerate(
+        (
+            "step_started",
+            "tool_attempt",
+            "step_finished",
+            "status_changed",
+            "run_started",
+            "user_message",
+            "intent_classified",
+            "routed",
+            "plan_created",
+            "reply",
+            "run_finished",
+            "entities_merged",
+            "model_call",
+            "confirmation_requested",
+            "confirmation_given",
+            "question_asked",
+            "user_answered",
+            "step_skipped",
+            "step_blocked",
+            "fact_written",
+            "fact_rejected",
+            "tool_rewritten",
+            "tool_selected",
+            "verified",
+            "outcome_reconciled",
+            "plan_rejected",
+            "loop_detected",
+            "budget_exceeded",
+            "budget_low",
+            "entity_rejected",
+            "handed_off",
+            "need_replan",
+            "need_clarification",
+            "tool_timeout",
+            "stage_started",
+            "stage_finished",
+        ),
+        start=1,
+    )
+}
+"""Event type -> the code a format-4 row's ``type`` column holds (fixed: rows rely on it).
+
+Codes are digits and names are not, so a column of old and new rows reads unambiguously."""
+_CODE_TYPES = {str(code): kind for kind, code in TYPE_CODES.items()}
+
+
+def stored_type(kind: EventType) -> str:
+    """The ``type`` column of an event of ``kind``: its code, or its name if it has none."""
+    code = TYPE_CODES.get(kind)
+    return kind.value if code is None else str(code)
+
+
+def event_type(stored: str) -> EventType:
+    """The type a ``type`` column names, by code or (older rows) by name.
+
+    ``ValueError`` if it names none.
+    """
+    return _CODE_TYPES.get(stored) or EventType(stored)
+
 
 USUAL_STATUS = {EventType.TOOL_ATTEMPT: "success", EventType.STEP_FINISHED: "succeeded"}
 """The status a format-4 row of these types leaves out (fixed: stored rows rely on it)."""
@@ -206,7 +273,7 @@ class StoredRow:
 def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any], int | None]:
     """A row's type, its data, and the format it states (``None``: it states none)."""
     try:
-        kind = EventType(row.type)
+        kind = event_type(row.type)
         data = json.loads(row.data)
     except ValueError as exc:
         raise StoreCorruptError(

@@ -59,6 +59,7 @@ from sqlalchemy import (
 from corral.contracts import PAUSED_STATUSES, EventType
 from corral.events import Event
 from corral.store.base import RunRecord
+from corral.store.codec import stored_type
 from corral.store.driver import Bound
 from corral.store.facts import Before, EventFacts, aware, event_facts, run_facts
 from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
@@ -201,6 +202,10 @@ _STAGE_NAMES = select(step_facts.c.name).where(
 )
 
 
+_STATUS_CHANGED = {EventType.STATUS_CHANGED.value, stored_type(EventType.STATUS_CHANGED)}
+"""How a ``status_changed`` row names its type: by code (format 4), or by name (older)."""
+
+
 def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -> Before | None:
     """The ``Before`` of the stored event preceding ``seq`` (its ``to`` is always stored).
 
@@ -210,7 +215,7 @@ def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -
     if row is None:
         return None
     paused = False
-    if row.type == EventType.STATUS_CHANGED.value:
+    if row.type in _STATUS_CHANGED:
         data = json.loads(row.data)
         paused = isinstance(data, dict) and data.get("to") in PAUSED_STATUSES
     return Before(aware(row.ts), paused)

@@ -63,6 +63,7 @@ from corral.store.codec import (
     decode_rows,
     dumps,
     pack_summary,
+    stored_type,
     unpack_summary,
 )
 from corral.store.facts import aware as _aware
@@ -136,7 +137,7 @@ def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dic
             "run_id": e.run_id,
             "seq": e.seq,
             "ts": e.ts,
-            "type": e.type.value,
+            "type": stored_type(e.type),
             "stage": encoder.stage(e),
             "data": encoder.data(e),
         }
