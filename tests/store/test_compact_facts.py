@@ -41,6 +41,9 @@ def _store_at_0002(target: str) -> None:
     sqlite = engine.dialect.name == "sqlite"
     recorded = json.loads(PAUSED_V3.read_text(encoding="utf-8"))
     created = recorded["runs"][0]["created_at"]
+    if sqlite:  # as corral made it: a read-only open needs no mode change
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
     with engine.begin() as conn:
         migrate.upgrade(conn, "0002")
         for row in recorded["rows"]:
@@ -161,3 +164,22 @@ def test_stage_columns_and_rows_over_two_saves_give_the_memory_stores_figures(
         rows = conn.execute(text(stages))
         assert [row[0] for row in rows] == ["mine"]  # "decide" and "run": columns
     sql.engine.dispose()
+
+
+def test_a_read_only_0002_store_answers_stats_from_its_events(tmp_path: Path) -> None:
+    """Not migrated (it cannot be written), its facts have the older shape: stats fold."""
+    from corral.observe.stats import run_stats
+    from corral.store.memory import MemoryStore
+
+    path = tmp_path / "old.db"
+    _store_at_0002(str(path))
+    store = SqlStore.open(path, read_only=True)
+    record = store.get_run(RUN)
+    assert record is not None and schema.state(store.engine.connect()).revision == "0002"
+    memory = MemoryStore()
+    memory.save(record, store.load_events(RUN))
+    found = run_stats(store)
+    assert found == run_stats(memory) and found.runs == 1
+    assert set(found.stage_p50_ms) >= {"intent", "plan", "execute"}
+    assert run_stats(store, since=datetime(2100, 1, 1, tzinfo=UTC)).runs == 0
+    store.engine.dispose()
