@@ -20,6 +20,7 @@ from corral import (
     EventType,
     MemoryStore,
     RunStatus,
+    RunSummary,
     Runtime,
     SqlStore,
     StepStatus,
@@ -270,12 +271,30 @@ async def test_the_live_path_passes_typed_values_without_revalidating_them(
     )
 
 
+def paused_home(
+    tmp_path: Path, fixture: Path
+) -> tuple[SqlStore, str, list[dict[str, Any]], Agent, Runtime]:
+    """A home holding the fixture's paused exchange, and a runtime of aftersales on it."""
+    store, run_id = old_home(tmp_path / "home", fixture)
+    old_rows = json.loads(fixture.read_text(encoding="utf-8"))["rows"]
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    return store, run_id, old_rows, agent, Runtime(agent, store, effects=FixedEffects())
+
+
+async def approved(
+    tmp_path: Path, runtime: Runtime, run_id: str
+) -> tuple[RunSummary, list[tuple[str, dict[str, Any]]]]:
+    """Approve the paused exchange: its summary (finished, one exchange) and every row."""
+    waiting = await runtime.summary(run_id)
+    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
+    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
+    assert done.status is RunStatus.FINISHED and exchange_count(runtime.agent) == 1
+    return done, rows_of(tmp_path / "home" / "corral.db", run_id)
+
+
 async def test_a_run_paused_in_format_2_resumes_and_appends_format_4(tmp_path: Path) -> None:
     """A store written by the previous corral (format 2) opens, resumes and replays."""
-    store, run_id = old_home(tmp_path / "home", PAUSED_V2)
-    old_rows = json.loads(PAUSED_V2.read_text(encoding="utf-8"))["rows"]
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
-    runtime = Runtime(agent, store, effects=FixedEffects())
+    store, run_id, old_rows, agent, runtime = paused_home(tmp_path, PAUSED_V2)
     record = store.get_run(run_id)
     assert record is not None and record.summary["status"] == "awaiting_confirm"
     assert [s["id"] for s in record.summary["steps"]] == ["s1", "s2", "s3", "s4", "s5"]
@@ -285,11 +304,7 @@ async def test_a_run_paused_in_format_2_resumes_and_appends_format_4(tmp_path: P
         stored = json.loads(row["data"])
         plain = {k: v for k, v in stored.items() if k != "v" and not isinstance(v, dict)}
         assert all(event.data[k] == v for k, v in plain.items()), event.type
-    waiting = await runtime.summary(run_id)
-    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
-    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
-    assert done.status is RunStatus.FINISHED and exchange_count(agent) == 1
-    rows = rows_of(tmp_path / "home" / "corral.db", run_id)
+    done, rows = await approved(tmp_path, runtime, run_id)
     count = len(old_rows)
     assert {data.get("v") for _, data in rows[:count]} == {2}
     assert rows[count][1]["v"] == FORMAT == 4
@@ -300,21 +315,14 @@ async def test_a_run_paused_in_format_2_resumes_and_appends_format_4(tmp_path: P
 
 async def test_a_run_paused_in_format_3_resumes_and_appends_format_4(tmp_path: Path) -> None:
     """A store written by format-3 corral folds, resumes, and its new rows state 4 once."""
-    store, run_id = old_home(tmp_path / "home", PAUSED_V3)
-    old_rows = json.loads(PAUSED_V3.read_text(encoding="utf-8"))["rows"]
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
-    runtime = Runtime(agent, store, effects=FixedEffects())
+    store, run_id, old_rows, agent, runtime = paused_home(tmp_path, PAUSED_V3)
     events = store.load_events(run_id)
     state = fold(run_id, events)
     assert state.status is RunStatus.AWAITING_CONFIRM and state.plan is not None
     assert [e.type.value for e in events] == [row["type"] for row in old_rows]
     attempts = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
     assert attempts and {a.status for a in attempts} == {"success"}  # stated in format 3
-    waiting = await runtime.summary(run_id)
-    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
-    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
-    assert done.status is RunStatus.FINISHED and exchange_count(agent) == 1
-    rows = rows_of(tmp_path / "home" / "corral.db", run_id)
+    done, rows = await approved(tmp_path, runtime, run_id)
     count = len(old_rows)
     assert {data.get("v") for _, data in rows[:count]} == {3}
     stated = [data.get("v") for _, data in rows[count:]]
