@@ -39,14 +39,22 @@ def _run(rid: str, at: datetime = TIMES[0]) -> RunRecord:
     return RunRecord(rid, "trace_1", "test", None, "finished", at, at, {"status": "finished"})
 
 
+ATTEMPT = {"step_id": "s1", "tool": "t", "attempt": 1, "status": "success", "duration_ms": 1.0}
+
+
 def _events(rid: str) -> list[Event]:
-    return [
+    """Two replies and a tool attempt (so that a save writes a tool fact as well)."""
+    made = [
         Event(rid, seq, ts, EventType.REPLY, "reply", data={"text": f"r{seq}", "template": "t"})
-        for seq, ts in enumerate(TIMES, start=1)
+        for seq, ts in enumerate(TIMES[:-1], start=1)
     ]
+    return [*made, Event(rid, len(TIMES), TIMES[-1], EventType.TOOL_ATTEMPT, "execute", ATTEMPT)]
 
 
-def test_times_are_stored_as_sqlalchemy_writes_them(tmp_path: Path) -> None:
+def test_times_are_stored_as_integer_microseconds_and_run_rows_as_sqlalchemy_text(
+    tmp_path: Path,
+) -> None:
+    """Event and fact times: microseconds since the epoch (UTC); a run row's: SQLAlchemy's."""
     store = SqlStore.open(tmp_path / "corral.db")
     store.save(_run("run_t"), _events("run_t"), lease=Lease("run_t", "me", new_run=True))
     sqlalchemy_text = DATETIME().bind_processor(sqlite.dialect())
@@ -54,8 +62,12 @@ def test_times_are_stored_as_sqlalchemy_writes_them(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "corral.db") as raw:
         stored = [ts for (ts,) in raw.execute("SELECT ts FROM corral_events ORDER BY seq")]
         created = raw.execute("SELECT created_at FROM corral_runs").fetchone()[0]
-    assert stored == [sqlalchemy_text(ts) for ts in TIMES]
-    assert stored[1] == "2026-11-30 22:10:25.000000"
+        facts = raw.execute("SELECT created_at, updated_at FROM corral_run_facts").fetchone()
+        tool = raw.execute("SELECT created_at FROM corral_step_facts").fetchone()[0]
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert stored == [(ts - epoch) // timedelta(microseconds=1) for ts in TIMES]
+    assert stored[1] == 1796076625_000000 and stored[2] == 1796083200_000007
+    assert facts == (stored[0], stored[0]) and tool == stored[0]
     assert created == sqlalchemy_text(TIMES[0])
     assert [e.ts for e in store.load_events("run_t")] == TIMES
     # SQLAlchemy's own queries compare against that text: a filter by time finds the run

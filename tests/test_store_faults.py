@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from corral import load_agent
+from corral import EventType, load_agent
 from corral.errors import StoreFullError
 from corral.runtime.runtime import Runtime
+from corral.store.codec import stored_type
 from corral.store.sql import SqlStore
 from tests.helpers import corral_cli
 from tests.test_concurrency import LEDGER, ROOT, entries, paused_run
@@ -107,8 +108,9 @@ def test_a_database_deleted_mid_run_is_never_reported_finished(tmp_path: Path) -
     assert error.get("run_id")
 
 
-def _fail_saving(store: SqlStore, marker: str) -> None:
-    """Make the save whose events contain ``marker`` fail as a full disk would."""
+def _fail_saving(store: SqlStore, kind: EventType) -> None:
+    """Make the save that holds an event of ``kind`` fail as a full disk would."""
+    marker = repr(stored_type(kind))  # the row's type column, as the parameters show it
 
     def full(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
         if statement.lstrip().upper().startswith("INSERT INTO CORRAL_EVENTS") and marker in str(
@@ -123,7 +125,7 @@ def test_a_failed_save_after_the_write_says_what_already_happened(tmp_path: Path
     run_id = paused_run(tmp_path)
     agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
     store = SqlStore.open(tmp_path / "corral.db")
-    _fail_saving(store, "run_finished")
+    _fail_saving(store, EventType.RUN_FINISHED)
     runtime = Runtime(agent, store, log_dir=tmp_path / "logs")
     with pytest.raises(StoreFullError) as caught:
         asyncio.run(runtime.resume(run_id, approve=True))

@@ -20,6 +20,7 @@ from corral import (
     EventType,
     MemoryStore,
     RunStatus,
+    RunSummary,
     Runtime,
     SqlStore,
     StepStatus,
@@ -32,7 +33,7 @@ from corral.observe.trace_ids import otel_trace_id
 from corral.observe.tree import run_tree
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
-from corral.store.codec import FORMAT
+from corral.store.codec import FORMAT, TYPE_CODES, event_type
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli, exchange_count
@@ -42,6 +43,8 @@ PAUSED = Path(__file__).parent / "fixtures" / "events_v1_paused.json"
 """The same exchange, as it stood paused for confirmation (events and the run row)."""
 PAUSED_V2 = Path(__file__).parent / "fixtures" / "events_v2_paused.json"
 """The same exchange paused, as corral 902e70a stored it (format 2: rows, run row, plan)."""
+PAUSED_V3 = Path(__file__).parent / "fixtures" / "events_v3_paused.json"
+"""The same exchange paused, as corral c6c1a75 stored it (format 3, ``v`` in every row)."""
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 
 
@@ -68,9 +71,11 @@ def old_home(home: Path, fixture: Path = FIXTURE) -> tuple[SqlStore, str]:
 
 
 def rows_of(path: Path, run_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each stored row's type (its name, whether stored by code or by name) and data."""
     with sqlite3.connect(path) as db:
         query = "SELECT type, data FROM corral_events WHERE run_id = ? ORDER BY seq"
-        return [(kind, json.loads(data)) for kind, data in db.execute(query, (run_id,))]
+        rows = db.execute(query, (run_id,))
+        return [(event_type(kind).value, json.loads(data)) for kind, data in rows]
 
 
 def test_a_log_written_before_format_2_still_folds_to_the_same_run(tmp_path: Path) -> None:
@@ -123,7 +128,8 @@ async def test_a_run_paused_by_an_older_corral_resumes_and_writes_once(tmp_path:
     assert exchange_count(agent) == 1 and "换新单 EX" in (done.reply or "")
     rows = rows_of(tmp_path / "home" / "corral.db", run_id)
     assert [data.get("v") for _, data in rows[:33]] == [None] * 33  # the old rows, untouched
-    assert {data.get("v") for _, data in rows[33:]} == {FORMAT}  # the new ones: this format
+    # the new ones: this format, stated by the first row of each save
+    assert rows[33][1]["v"] == FORMAT and {d.get("v") for _, d in rows[33:]} <= {FORMAT, None}
     assert (await replay_run(agent, store.load_events(run_id))).same_path
 
 
@@ -145,10 +151,11 @@ async def test_format_2_stores_a_plan_once_and_a_tools_output_once(tmp_path: Pat
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM corral_plans").fetchone() == (1,)
     rows = rows_of(path, first.run_id)
-    assert {data["v"] for _, data in rows} == {FORMAT}
+    assert rows[0][1]["v"] == FORMAT and {d.get("v") for _, d in rows} <= {FORMAT, None}
     [(_, plan_row)] = [(k, d) for k, d in rows if k == "plan_created"]
     assert "steps" not in plan_row["plan"] and plan_row["plan"]["steps_ref"]
-    finished = [d for k, d in rows if k == "step_finished" and d["status"] == "succeeded"]
+    # format 4: a step's usual status ("succeeded") is left out of its row
+    finished = [d for k, d in rows if k == "step_finished" and "status" not in d]
     assert finished and all("data" not in d["result"] for d in finished)
     assert all(d["output_attempt"] == 1 for d in finished)
     plans = []
@@ -264,12 +271,30 @@ async def test_the_live_path_passes_typed_values_without_revalidating_them(
     )
 
 
-async def test_a_run_paused_in_format_2_resumes_and_appends_format_3(tmp_path: Path) -> None:
-    """A store written by the previous corral (format 2) opens, resumes and replays."""
-    store, run_id = old_home(tmp_path / "home", PAUSED_V2)
-    old_rows = json.loads(PAUSED_V2.read_text(encoding="utf-8"))["rows"]
+def paused_home(
+    tmp_path: Path, fixture: Path
+) -> tuple[SqlStore, str, list[dict[str, Any]], Agent, Runtime]:
+    """A home holding the fixture's paused exchange, and a runtime of aftersales on it."""
+    store, run_id = old_home(tmp_path / "home", fixture)
+    old_rows = json.loads(fixture.read_text(encoding="utf-8"))["rows"]
     agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
-    runtime = Runtime(agent, store, effects=FixedEffects())
+    return store, run_id, old_rows, agent, Runtime(agent, store, effects=FixedEffects())
+
+
+async def approved(
+    tmp_path: Path, runtime: Runtime, run_id: str
+) -> tuple[RunSummary, list[tuple[str, dict[str, Any]]]]:
+    """Approve the paused exchange: its summary (finished, one exchange) and every row."""
+    waiting = await runtime.summary(run_id)
+    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
+    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
+    assert done.status is RunStatus.FINISHED and exchange_count(runtime.agent) == 1
+    return done, rows_of(tmp_path / "home" / "corral.db", run_id)
+
+
+async def test_a_run_paused_in_format_2_resumes_and_appends_format_4(tmp_path: Path) -> None:
+    """A store written by the previous corral (format 2) opens, resumes and replays."""
+    store, run_id, old_rows, agent, runtime = paused_home(tmp_path, PAUSED_V2)
     record = store.get_run(run_id)
     assert record is not None and record.summary["status"] == "awaiting_confirm"
     assert [s["id"] for s in record.summary["steps"]] == ["s1", "s2", "s3", "s4", "s5"]
@@ -279,16 +304,75 @@ async def test_a_run_paused_in_format_2_resumes_and_appends_format_3(tmp_path: P
         stored = json.loads(row["data"])
         plain = {k: v for k, v in stored.items() if k != "v" and not isinstance(v, dict)}
         assert all(event.data[k] == v for k, v in plain.items()), event.type
-    waiting = await runtime.summary(run_id)
-    assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
-    done = await runtime.resume(run_id, approve=True, step_id=waiting.pending.step_id)
-    assert done.status is RunStatus.FINISHED and exchange_count(agent) == 1
-    rows = rows_of(tmp_path / "home" / "corral.db", run_id)
+    done, rows = await approved(tmp_path, runtime, run_id)
     count = len(old_rows)
     assert {data.get("v") for _, data in rows[:count]} == {2}
-    assert {data.get("v") for _, data in rows[count:]} == {FORMAT} == {3}
+    assert rows[count][1]["v"] == FORMAT == 4
+    assert {data.get("v") for _, data in rows[count:]} <= {FORMAT, None}
     assert (await replay_run(agent, store.load_events(run_id))).same_path
     assert store.get_run(run_id) is not None and (await runtime.summary(run_id)) == done
+
+
+async def test_a_run_paused_in_format_3_resumes_and_appends_format_4(tmp_path: Path) -> None:
+    """A store written by format-3 corral folds, resumes, and its new rows state 4 once."""
+    store, run_id, old_rows, agent, runtime = paused_home(tmp_path, PAUSED_V3)
+    events = store.load_events(run_id)
+    state = fold(run_id, events)
+    assert state.status is RunStatus.AWAITING_CONFIRM and state.plan is not None
+    assert [e.type.value for e in events] == [row["type"] for row in old_rows]
+    attempts = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    assert attempts and {a.status for a in attempts} == {"success"}  # stated in format 3
+    done, rows = await approved(tmp_path, runtime, run_id)
+    count = len(old_rows)
+    assert {data.get("v") for _, data in rows[:count]} == {3}
+    stated = [data.get("v") for _, data in rows[count:]]
+    assert stated[0] == FORMAT == 4 and set(stated) == {FORMAT, None}  # once per save
+    assert stated.count(None) > len(stated) // 2
+    new_attempts = [d for k, d in rows[count:] if k == "tool_attempt"]
+    assert new_attempts and all("status" not in d for d in new_attempts)  # "success": usual
+    reread = store.load_events(run_id)
+    assert [e.payload for e in reread[:count]] == [e.payload for e in events]
+    assert {e.payload.status for e in reread if isinstance(e.payload, ToolAttempt)} == {"success"}
+    assert (await replay_run(agent, reread)).same_path
+    assert (await runtime.summary(run_id)) == done
+
+
+def test_a_row_without_a_version_has_the_format_of_the_row_before_it(tmp_path: Path) -> None:
+    """Format 4 states ``v`` once per save; format 1 rows (none stated) keep reading as 1."""
+    from datetime import UTC, datetime
+
+    from corral.store.base import RunRecord
+
+    at = datetime(2026, 11, 30, tzinfo=UTC)
+    record = RunRecord("run_v", "t", "agent", None, "executing", at, at, {"status": "executing"})
+    step = {"step_id": "s1", "tool": "lookup", "args": {}}
+    attempt = {"step_id": "s1", "tool": "lookup", "attempt": 1, "status": "success"}
+    attempt |= {"duration_ms": 1.5, "data": {"n": 1}}
+    made = [
+        Event("run_v", 1, at, EventType.STEP_STARTED, "execute", data=step),
+        Event("run_v", 2, at, EventType.TOOL_ATTEMPT, "execute", data=attempt),
+    ]
+    again = {**attempt, "attempt": 2}
+    later = [Event("run_v", 3, at, EventType.TOOL_ATTEMPT, "execute", data=again)]
+    store = SqlStore.open(tmp_path / "corral.db")
+    store.save(record, made)
+    store.save(record, later)
+    rows = rows_of(tmp_path / "corral.db", "run_v")
+    assert [data.get("v") for _, data in rows] == [FORMAT, None, FORMAT]  # once per save
+    with sqlite3.connect(tmp_path / "corral.db") as db:
+        types = [kind for (kind,) in db.execute("SELECT type FROM corral_events ORDER BY seq")]
+    assert types == ["1", "2", "2"]  # by code: step_started, tool_attempt (a name before 4)
+    assert {event_type(str(code)) for code in TYPE_CODES.values()} == set(TYPE_CODES)
+    assert all("status" not in data for _, data in rows[1:])
+    assert store.load_events("run_v") == made + later
+    # a format-1 row (every field stated, no ``v``) is not read as the format before it
+    with sqlite3.connect(tmp_path / "corral.db") as db:
+        db.execute("DELETE FROM corral_events")
+        row = ("run_v", 1, "2026-11-30 00:00:00.000000", "tool_attempt", "execute")
+        insert = "INSERT INTO corral_events VALUES (?, ?, ?, ?, ?, ?)"
+        db.execute(insert, (*row, json.dumps(attempt)))
+    [old] = store.load_events("run_v")
+    assert isinstance(old.payload, ToolAttempt) and old.payload.status == "success"
 
 
 async def test_format_3_rows_read_back_as_the_events_that_were_saved(tmp_path: Path) -> None:

@@ -33,14 +33,13 @@ Definitions (the denominators matter):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
 from corral.store.base import TERMINAL_STATUSES, Store
-from corral.store.facts import EventFacts, RunFacts, aware, event_facts, run_facts
+from corral.store.facts import aware, folded
 from corral.store.figures import Figures, aggregate
 
 COMPLETE = ("success", "reply")
@@ -107,19 +106,8 @@ def run_stats(store: Store, *, since: datetime | None = None, agent: str | None 
     if isinstance(store, FigureSource):
         figures = store.figures(start, agent)
     else:
-        figures = aggregate(_folded(store, start, agent))
+        figures = aggregate(folded(store, start, agent))
     return _report(figures, start, agent)
-
-
-def _folded(
-    store: Store, since: datetime | None, agent: str | None
-) -> Iterator[tuple[RunFacts, EventFacts]]:
-    """Each matching run's facts, from all its events (a store without SQL)."""
-    for run in store.list_runs(limit=2**62):
-        if (since is None or run.created_at >= since) and (agent is None or run.agent == agent):
-            events = store.load_events(run.run_id)
-            if events:  # as in SQL: a run counts from its first event
-                yield run_facts(run), event_facts(events)
 
 
 def _ratio(part: float, whole: int, digits: int = 4) -> float | None:

@@ -20,7 +20,17 @@ Format 3 leaves out, in addition, what an earlier row of the same save already s
   default, when they are not);
 - the ``stage`` column when it is the usual stage of the event's type (``STAGES``).
 
-Rows without ``v`` were written before format 2 (corral 0.x up to 8a5b4af): every field
+Format 4 states the version once per save instead of in every row: the first row of a
+save carries ``v``, and a row without it has the format of the nearest earlier row of its
+run that states one (none: format 1, below). A save's rows are contiguous, so every row
+written by this corral follows a row of its own save that says 4. It also leaves out the
+usual status of a ``tool_attempt`` (``success``) and of a ``step_finished``
+(``succeeded``), which ``decode_rows`` puts back for rows of format 4 and later, and
+names the event's type in the ``type`` column by a short code (``TYPE_CODES``) instead of
+its name; a type without a code (one added later) is stored by name, and a row of any
+format is read with either.
+
+Rows before any ``v`` were written before format 2 (corral 0.x up to 8a5b4af): every field
 present, plans and outputs inline. They are read by the same code, since later formats
 only leave things out. Every row is validated into its payload record when read
 (``events.decode``): a row that does not fit is ``STORE_CORRUPT``.
@@ -50,8 +60,75 @@ from corral.events import (
     decode,
 )
 
-FORMAT = 3
+FORMAT = 4
 """The version of the stored event format this corral writes."""
+
+TYPE_CODES = {
+    EventType(name): code
+    for code, name in enumerate(
+        (
+            "step_started",
+            "tool_attempt",
+            "step_finished",
+            "status_changed",
+            "run_started",
+            "user_message",
+            "intent_classified",
+            "routed",
+            "plan_created",
+            "reply",
+            "run_finished",
+            "entities_merged",
+            "model_call",
+            "confirmation_requested",
+            "confirmation_given",
+            "question_asked",
+            "user_answered",
+            "step_skipped",
+            "step_blocked",
+            "fact_written",
+            "fact_rejected",
+            "tool_rewritten",
+            "tool_selected",
+            "verified",
+            "outcome_reconciled",
+            "plan_rejected",
+            "loop_detected",
+            "budget_exceeded",
+            "budget_low",
+            "entity_rejected",
+            "handed_off",
+            "need_replan",
+            "need_clarification",
+            "tool_timeout",
+            "stage_started",
+            "stage_finished",
+        ),
+        start=1,
+    )
+}
+"""Event type -> the code a format-4 row's ``type`` column holds (fixed: rows rely on it).
+
+Codes are digits and names are not, so a column of old and new rows reads unambiguously."""
+_CODE_TYPES = {str(code): kind for kind, code in TYPE_CODES.items()}
+
+
+def stored_type(kind: EventType) -> str:
+    """The ``type`` column of an event of ``kind``: its code, or its name if it has none."""
+    code = TYPE_CODES.get(kind)
+    return kind.value if code is None else str(code)
+
+
+def event_type(stored: str) -> EventType:
+    """The type a ``type`` column names, by code or (older rows) by name.
+
+    ``ValueError`` if it names none.
+    """
+    return _CODE_TYPES.get(stored) or EventType(stored)
+
+
+USUAL_STATUS = {EventType.TOOL_ATTEMPT: "success", EventType.STEP_FINISHED: "succeeded"}
+"""The status a format-4 row of these types leaves out (fixed: stored rows rely on it)."""
 
 STAGES = {
     EventType.RUN_STARTED: "run",
@@ -110,6 +187,8 @@ class RowEncoder:
     attempts: dict[tuple[str, int], ToolAttempt] = field(default_factory=dict)
     status: str | None = None
     """The ``to`` of this save's latest ``status_changed``."""
+    marked: bool = False
+    """Whether a row of this save states the format (only its first does)."""
 
     def stage(self, event: Event) -> str:
         """The stored ``stage`` column: empty for the type's usual stage."""
@@ -149,7 +228,12 @@ class RowEncoder:
             del data["status"]
         elif isinstance(payload, StepFinished) and payload.output_attempt is not None:
             self._finished(payload, data)
-        data["v"] = FORMAT
+        usual = USUAL_STATUS.get(event.type)
+        if usual is not None and data.get("status") == usual:
+            del data["status"]
+        if not self.marked:
+            data["v"] = FORMAT
+            self.marked = True
         return dumps(data)
 
     def _finished(self, payload: StepFinished, data: dict[str, Any]) -> None:
@@ -186,9 +270,10 @@ class StoredRow:
     data: str
 
 
-def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any], int]:
+def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any], int | None]:
+    """A row's type, its data, and the format it states (``None``: it states none)."""
     try:
-        kind = EventType(row.type)
+        kind = event_type(row.type)
         data = json.loads(row.data)
     except ValueError as exc:
         raise StoreCorruptError(
@@ -196,8 +281,10 @@ def _parsed(row: StoredRow) -> tuple[EventType, dict[str, Any], int]:
         ) from None
     if not isinstance(data, dict):
         raise StoreCorruptError(f"event {row.seq} holds no object", run_id=row.run_id)
-    version = data.pop("v", 1)
-    if not isinstance(version, int) or version > FORMAT:
+    version = data.pop("v", None)
+    if version is None:
+        return kind, data, None
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT:
         raise StoreCorruptError(
             f"event {row.seq} is in format {version!r}; this corral reads formats up to {FORMAT}",
             run_id=row.run_id,
@@ -224,11 +311,15 @@ def decode_rows(
     bodies = plan_bodies(wanted) if wanted else {}
     restorer = _Restorer()
     events = []
-    for row, kind, data, version in parsed:
+    version = 1  # rows before any that states a format were written before format 2
+    for row, kind, data, stated in parsed:
+        version = version if stated is None else stated
         plan = data.get("plan") if kind is EventType.PLAN_CREATED else None
         if isinstance(plan, dict) and STEPS_REF in plan:
             _restore_steps(row, plan, bodies)
         stage = row.stage
+        if version >= 4 and kind in USUAL_STATUS:
+            data.setdefault("status", USUAL_STATUS[kind])
         if version >= 3:
             restorer.fill(kind, data)
             stage = _stage(kind, stage)

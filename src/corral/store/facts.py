@@ -18,14 +18,14 @@ What a save contributes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from corral.contracts import PAUSED_STATUSES
 from corral.events import Event, ModelCall, StatusChanged, ToolAttempt
-from corral.store.base import RunRecord
+from corral.store.base import RunRecord, Store
 
 _MS = timedelta(milliseconds=1)
 """Dividing a ``timedelta`` by it gives milliseconds from whole microseconds (exact)."""
@@ -166,3 +166,17 @@ def run_facts(run: RunRecord) -> RunFacts:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def folded(
+    store: Store, since: datetime | None, agent: str | None
+) -> Iterator[tuple[RunFacts, EventFacts]]:
+    """Each matching run's facts, folded from all its events.
+
+    For a store without SQL, and a read-only SQL store not migrated (older facts' shape).
+    """
+    for run in store.list_runs(limit=2**62):
+        if (since is None or run.created_at >= since) and (agent is None or run.agent == agent):
+            events = store.load_events(run.run_id)
+            if events:  # as in SQL: a run counts from its first event
+                yield run_facts(run), event_facts(events)

@@ -5,10 +5,12 @@ every ``SqlStore.save`` also writes, in the same transaction as the events it ap
 what ``corral.store.facts`` takes from them:
 
 - ``corral_run_facts``: one row per run, its columns replaced on every save (status,
-  intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to;
+  intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to,
+  as are the milliseconds the run spent in each of corral's own stages (``STAGE_COLUMNS``:
+  one column each, ``NULL`` for a stage the run never entered);
 - ``corral_step_facts``: one ``tool`` row per ``tool_attempt`` event (tool, status,
-  error code, duration; keyed by the event's ``seq``) and one ``stage`` row per run and
-  stage (the milliseconds the run spent in it, added to by each save).
+  error code, duration; keyed by the event's ``seq``) and, for a stage outside
+  ``STAGE_COLUMNS`` (an event may name any), one ``stage`` row per run and stage.
 
 Only events the transaction really inserts count, so a retried save (an identical
 repeat) adds nothing twice. Homes created before the projection gain its tables through
@@ -17,7 +19,8 @@ repeat) adds nothing twice. Homes created before the projection gain its tables 
 ``figures`` answers ``corral stats`` with a handful of queries: sums and counts grouped
 in SQL, and each percentile as ``ORDER BY duration_ms LIMIT 1 OFFSET k`` per stage or
 tool, which walks the ``(kind, name, duration_ms, created_at, agent)`` index to the row
-and no further, on SQLite and PostgreSQL alike (a ``ROW_NUMBER`` window would sort every
+and no further (a stage column, by a scan of the run facts: they have no index, which
+every save would pay for), on SQLite and PostgreSQL alike (a ``ROW_NUMBER`` window would sort every
 row first). The figures are read in one transaction, so counts and ranks agree.
 """
 
@@ -34,7 +37,6 @@ from sqlalchemy import (
     ColumnElement,
     CompoundSelect,
     Connection,
-    DateTime,
     Float,
     Index,
     Integer,
@@ -57,11 +59,34 @@ from sqlalchemy import (
 from corral.contracts import PAUSED_STATUSES, EventType
 from corral.events import Event
 from corral.store.base import RunRecord
+from corral.store.codec import stored_type
 from corral.store.driver import Bound
 from corral.store.facts import Before, EventFacts, aware, event_facts, run_facts
 from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
+from corral.store.instant import Instant
 
 metadata = MetaData()
+
+STAGE_COLUMNS = {
+    stage: f"stage_{stage}_ms"
+    for stage in (
+        "run",
+        "intent",
+        "route",
+        "plan",
+        "decide",
+        "execute",
+        "verify",
+        "reply",
+        "memory",
+        "handoff",
+    )
+}
+"""Stage -> the run-facts column of its milliseconds (fixed: stored rows rely on it).
+
+Every run enters most of these, so a column each costs a run a few bytes where a row
+each cost it the row's keys (its run id, agent and creation time again). Schema revision
+``0003`` added them and moved the older stage rows of these stages into them."""
 
 run_facts_table = Table(
     "corral_run_facts",
@@ -78,8 +103,9 @@ run_facts_table = Table(
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),
     Column("cost", Float, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", Instant, nullable=False),
+    Column("updated_at", Instant, nullable=False),
+    *(Column(column, Float) for column in STAGE_COLUMNS.values()),
     sqlite_with_rowid=False,
 )
 
@@ -94,7 +120,7 @@ step_facts = Table(
     Column("error_code", String(64)),
     Column("duration_ms", Float, nullable=False),
     Column("agent", String(128), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", Instant, nullable=False),
     Index("ix_corral_step_facts_ms", "kind", "name", "duration_ms", "created_at", "agent"),
     Index(
         "ix_corral_step_facts_failed",
@@ -118,10 +144,10 @@ step_facts = Table(
     ),
     sqlite_with_rowid=False,
 )
-"""Tool attempts (``kind`` ``tool``, ``seq`` the event's) and stage totals (``kind``
-``stage``, ``seq`` 0) in one table, so a save inserts them in one statement. They repeat
-their run's ``agent`` and ``created_at`` (which never change), so that a filtered
-percentile reads one covering index and joins nothing.
+"""Tool attempts (``kind`` ``tool``, ``seq`` the event's) and the totals of stages outside
+``STAGE_COLUMNS`` (``kind`` ``stage``, ``seq`` 0) in one table, so a save inserts them in
+one statement. They repeat their run's ``agent`` and ``created_at`` (which never change),
+so that a filtered percentile reads one covering index and joins nothing.
 
 Each save writes these tables with its events, so every B-tree they add costs every
 save: on SQLite they are ``WITHOUT ROWID`` (the primary key is the table), the run table
@@ -146,10 +172,19 @@ _ADD_COUNTERS = (
             },
             "updated_at": bindparam("b_updated_at"),
             **{name: run_facts_table.c[name] + bindparam(f"b_{name}") for name in _COUNTERS},
+            **{
+                name: func.coalesce(
+                    run_facts_table.c[name] + bindparam(f"b_{name}", type_=Float),
+                    run_facts_table.c[name],
+                    bindparam(f"b_{name}", type_=Float),
+                )
+                for name in STAGE_COLUMNS.values()
+            },
         }
     )
 )
-"""Built once: a save binds its values (the counters are added to, the rest replaced)."""
+"""Built once: a save binds its values (the counters are added to, the rest replaced; a
+stage column is added to, or set when still ``NULL``, or kept when the save adds none)."""
 _INSERT_RUN_FACTS = insert(run_facts_table)
 _INSERT_STEP_FACTS = insert(step_facts)
 _ADD_STAGE_MS = (
@@ -167,6 +202,10 @@ _STAGE_NAMES = select(step_facts.c.name).where(
 )
 
 
+_STATUS_CHANGED = {EventType.STATUS_CHANGED.value, stored_type(EventType.STATUS_CHANGED)}
+"""How a ``status_changed`` row names its type: by code (format 4), or by name (older)."""
+
+
 def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -> Before | None:
     """The ``Before`` of the stored event preceding ``seq`` (its ``to`` is always stored).
 
@@ -176,7 +215,7 @@ def before_seq(conn: Connection, previous: Select[Any], run_id: str, seq: int) -
     if row is None:
         return None
     paused = False
-    if row.type == EventType.STATUS_CHANGED.value:
+    if row.type in _STATUS_CHANGED:
         data = json.loads(row.data)
         paused = isinstance(data, dict) and data.get("to") in PAUSED_STATUSES
     return Before(aware(row.ts), paused)
@@ -231,7 +270,7 @@ def record(
             replace_facts(db, run, events)
         return
     known: set[str] = set()
-    if facts.stage_ms:
+    if any(stage not in STAGE_COLUMNS for stage in facts.stage_ms):
         known = set(db.scalars(_STAGE_NAMES, {"b_run_id": run.run_id}))
         added = [
             {"b_run_id": run.run_id, "b_stage": stage, "b_ms": ms}
@@ -258,12 +297,15 @@ def forget(conn: Connection, run_ids: list[str]) -> None:
 
 
 def _counters(facts: EventFacts) -> dict[str, Any]:
+    """The values a save adds to its run's facts: counters, and its ``STAGE_COLUMNS``."""
+    stage_ms = facts.stage_ms
     return {
         "tool_calls": len(facts.tools),
         "model_calls": facts.model_calls,
         "input_tokens": facts.input_tokens,
         "output_tokens": facts.output_tokens,
         "cost": facts.cost,
+        **{column: stage_ms.get(stage) for stage, column in STAGE_COLUMNS.items()},
     }
 
 
@@ -273,7 +315,7 @@ def _insert_event_facts(
     facts: EventFacts,
     known: set[str] | frozenset[str] = frozenset(),
 ) -> None:
-    """Insert the tool rows of ``facts`` and its stage rows but those ``known`` (stored)."""
+    """Insert the tool rows of ``facts``, and its stage rows (no column) but ``known`` ones."""
     owner = {"run_id": run.run_id, "agent": run.agent, "created_at": run.created_at}
     rows = [
         {
@@ -291,7 +333,7 @@ def _insert_event_facts(
         {**owner, "kind": STAGE, "name": stage, "seq": 0, "status": None, "error_code": None}
         | {"duration_ms": ms}
         for stage, ms in facts.stage_ms.items()
-        if stage not in known
+        if stage not in known and stage not in STAGE_COLUMNS
     ]
     db.executemany(_INSERT_STEP_FACTS, rows)
 
@@ -399,8 +441,40 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
         by_tool[name] = by_tool.get(name, 0) + int(count)
         by_code[error_code] = by_code.get(error_code, 0) + int(count)
     stages = [*window, steps.kind == STAGE]
-    _, result.stage_ms = _percentiles(conn, steps.name, steps.duration_ms, stages)
+    _, others = _percentiles(conn, steps.name, steps.duration_ms, stages)
+    columns = _stage_percentiles(conn, where)
+    result.stage_ms = {p: dict(sorted((columns[p] | others[p]).items())) for p in PERCENTILES}
     return result
+
+
+def _stage_percentiles(
+    conn: Connection, where: list[ColumnElement[bool]]
+) -> dict[int, dict[str, float]]:
+    """Percent -> stage -> the ``rank``-th smallest of its column over the runs ``where``.
+
+    One query counts every column's values (a run that never entered a stage has
+    ``NULL``, not 0); then one ``LIMIT 1 OFFSET rank - 1`` per stage and percentile.
+    """
+    columns = run_facts_table.c
+    out: dict[int, dict[str, float]] = {p: {} for p in PERCENTILES}
+    counted = select(*(func.count(columns[c]) for c in STAGE_COLUMNS.values())).where(*where)
+    counts = conn.execute(counted).one()
+    for (stage, name), count in zip(STAGE_COLUMNS.items(), counts, strict=True):
+        if not count:
+            continue
+        column = columns[name]
+        for percent in PERCENTILES:
+            query = (
+                select(column)
+                .where(*where, column.is_not(None))
+                .order_by(column)
+                .limit(1)
+                .offset(rank(int(count), percent) - 1)
+            )
+            found = conn.execute(query).scalar()
+            if found is not None:
+                out[percent][stage] = float(found)
+    return out
 
 
 def run_ids(

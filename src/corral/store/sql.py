@@ -63,11 +63,14 @@ from corral.store.codec import (
     decode_rows,
     dumps,
     pack_summary,
+    stored_type,
     unpack_summary,
 )
 from corral.store.facts import aware as _aware
+from corral.store.facts import folded
 from corral.store.faults import store_faults
-from corral.store.figures import Figures, ToolLatency, latencies
+from corral.store.figures import Figures, ToolLatency, aggregate, latencies
+from corral.store.instant import Instant
 
 metadata = MetaData()
 
@@ -90,7 +93,7 @@ events = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("ts", Instant, nullable=False),
     Column("type", String(48), nullable=False),
     Column("stage", String(48), nullable=False),
     Column("data", Text, nullable=False),
@@ -135,7 +138,7 @@ def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dic
             "run_id": e.run_id,
             "seq": e.seq,
             "ts": e.ts,
-            "type": e.type.value,
+            "type": stored_type(e.type),
             "stage": encoder.stage(e),
             "data": encoder.data(e),
         }
@@ -756,6 +759,11 @@ class SqlStore:
             if len(missing) < batch:
                 return written
 
+    def _older(self) -> bool:
+        """Whether the store is at an older schema revision (read-only: not migrated)."""
+        with self._faults(action="reading the schema revision"), self.engine.connect() as conn:
+            return schema.state(conn).label == "older"
+
     def _projected(self, conn: Connection) -> bool:
         """Whether the projection's tables exist (a read-only old home may lack them)."""
         return inspect(conn).has_table(projection.run_facts_table.name)
@@ -766,6 +774,8 @@ class SqlStore:
         Runs not projected yet are backfilled first (``ensure_facts``).
         """
         self.ensure_facts()
+        if self.read_only and self._older():  # its facts have an older shape: fold its events
+            return aggregate(folded(self, since, agent))
         with self._faults(action="reading the stats"), self.engine.connect() as conn:
             if self.engine.dialect.name == "postgresql":  # one snapshot for every query
                 conn = conn.execution_options(isolation_level="REPEATABLE READ")

@@ -6,7 +6,8 @@ answer and every tool result. It is kept out of the suite YAML, in
 reads, and the log is data that a diff shows one event per line.
 
 The events are written exactly as a store writes them (``corral.store.codec``: the
-``RowEncoder`` rows, each marked with its format ``v``, and the plan bodies they refer to),
+``RowEncoder`` rows, the first marked with its format ``v``, and the plan bodies they refer
+to; each row's type by name, which the decoder reads as it reads a code),
 and read back by the store's own decoder, so a log is read as strictly as a stored run,
 and a log written by an older corral keeps reading as old stored rows do. No second
 encoding of events exists to drift from the first.
