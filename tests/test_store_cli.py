@@ -10,6 +10,7 @@ import json
 import sqlite3
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -180,8 +181,13 @@ def test_a_newer_schema_is_refused_by_every_command(tmp_path: Path) -> None:
     assert exchanges(home) == 0
 
 
-def pg_url_in_new_schema() -> str:
-    """The test server's URL, on a PostgreSQL schema of its own (an empty database)."""
+@pytest.fixture
+def pg_url_in_new_schema() -> Iterator[str]:
+    """The test server's URL, on a PostgreSQL schema of its own (an empty database).
+
+    Dropped afterwards: a schema left behind shows its tables and indexes to every later
+    test that looks at the whole server (``pg_indexes``).
+    """
     from sqlalchemy import create_engine, text
 
     from corral.store.registry import sql_target
@@ -191,13 +197,17 @@ def pg_url_in_new_schema() -> str:
     engine = create_engine(url)
     with engine.begin() as conn:
         conn.execute(text(f"CREATE SCHEMA {name}"))
-    engine.dispose()
     joiner = "&" if "?" in url else "?"
-    return f"{url}{joiner}options=-csearch_path%3D{name}"
+    try:
+        yield f"{url}{joiner}options=-csearch_path%3D{name}"
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {name} CASCADE"))
+        engine.dispose()
 
 
-def test_postgresql_serves_every_command(tmp_path: Path) -> None:
-    url = pg_url_in_new_schema()
+def test_postgresql_serves_every_command(tmp_path: Path, pg_url_in_new_schema: str) -> None:
+    url = pg_url_in_new_schema
     assert as_json(cli(tmp_path, "db", "current", "--json", "--store", url))["state"] == "empty"
     upgraded = as_json(cli(tmp_path, "db", "upgrade", "--json", "--store", url))
     assert upgraded["was"] == "empty" and upgraded["state"] == "current"
@@ -205,11 +215,11 @@ def test_postgresql_serves_every_command(tmp_path: Path) -> None:
     assert not (tmp_path / "home" / "corral.db").exists()
 
 
-def test_postgresql_is_not_migrated_implicitly(tmp_path: Path) -> None:
+def test_postgresql_is_not_migrated_implicitly(tmp_path: Path, pg_url_in_new_schema: str) -> None:
     """A shared database is upgraded by `corral db upgrade` only, then opens."""
     from sqlalchemy import create_engine, text
 
-    url = pg_url_in_new_schema()
+    url = pg_url_in_new_schema
     as_json(cli(tmp_path, "db", "upgrade", "--json", "--store", url))
     engine = create_engine(str(url))
     with engine.begin() as conn:  # as a store made before migrations

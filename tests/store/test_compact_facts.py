@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from corral.runtime.state import fold
 from corral.store import migrate, schema
@@ -33,6 +33,16 @@ STAGE_ROWS = {"intent": 20.0, "execute": 100.0, "plan": 0.0, "custom": 7.5}
 def _when(value: str, sqlite: bool) -> Any:
     """A time as the 0002 corral bound it: SQLAlchemy's SQLite text, or a datetime."""
     return value if sqlite else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+def revision(engine: Engine) -> str | None:
+    """The schema revision, read on a connection given back at once.
+
+    A connection left checked out keeps its transaction (and its lock on the version
+    table) open, and the fixture's ``DROP SCHEMA`` then waits for it forever.
+    """
+    with engine.connect() as conn:
+        return schema.state(conn).revision
 
 
 def _store_at_0002(target: str) -> None:
@@ -93,9 +103,9 @@ def test_a_0002_store_upgrades_to_stage_columns_and_keeps_its_figures(
     _store_at_0002(target)
     engine = engine_of(target)
     sqlite = engine.dialect.name == "sqlite"
-    assert schema.state(engine.connect()).revision == "0002"
+    assert revision(engine) == "0002"
     store = SqlStore.open(target, upgrade=True)
-    assert schema.state(engine.connect()).revision == schema.HEAD
+    assert revision(engine) == schema.HEAD
     events = store.load_events(RUN)
     assert len(events) == 27 and fold(RUN, events).status.value == "awaiting_confirm"
     recorded = json.loads(PAUSED_V3.read_text(encoding="utf-8"))["rows"]
@@ -175,7 +185,7 @@ def test_a_read_only_0002_store_answers_stats_from_its_events(tmp_path: Path) ->
     _store_at_0002(str(path))
     store = SqlStore.open(path, read_only=True)
     record = store.get_run(RUN)
-    assert record is not None and schema.state(store.engine.connect()).revision == "0002"
+    assert record is not None and revision(store.engine) == "0002"
     memory = MemoryStore()
     memory.save(record, store.load_events(RUN))
     found = run_stats(store)

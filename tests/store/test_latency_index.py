@@ -53,7 +53,10 @@ def has_index(conn: Connection) -> bool:
     if conn.dialect.name == "sqlite":
         found = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = :name"
     else:
-        found = "SELECT indexname FROM pg_indexes WHERE indexname = :name"
+        found = (
+            "SELECT indexname FROM pg_indexes"
+            " WHERE indexname = :name AND schemaname = current_schema()"
+        )
     return conn.execute(text(found), {"name": INDEX}).first() is not None
 
 
