@@ -198,34 +198,33 @@ class Watcher:
     _first_dead: dict[str, float] = field(default_factory=dict)
     _conn: psycopg.Connection[tuple[object, ...]] | None = None
     _settled_at: float = 0.0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def start(self) -> None:
-        """Poll in a daemon thread until ``stop``."""
-        self._thread = threading.Thread(
-            target=self._loop, name=f"corral-watch-{self.liveness.executor_id}", daemon=True
+    def thread(self, stopping: threading.Event) -> threading.Thread:
+        """A daemon thread (not started) that polls every ``poll_s`` until ``stopping``."""
+        return threading.Thread(
+            target=self.run,
+            args=(stopping,),
+            name=f"corral-watch-{self.liveness.executor_id}",
+            daemon=True,
         )
-        self._thread.start()
 
-    def stop(self) -> None:
-        """End the polling, and close the watcher's connection."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.poll_s + 5)
+    def run(self, stopping: threading.Event) -> None:
+        """Poll until ``stopping`` is set; a failed round (the server away) is logged."""
+        try:
+            while not stopping.wait(self.poll_s):
+                try:
+                    self.poll()
+                except Exception as exc:  # the server is away, or DBOS is stopping
+                    if not stopping.is_set():
+                        logger.warning("takeover watcher: %s", exc)
+                    self._close()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.poll()
-            except Exception as exc:  # the server is away: keep watching
-                logger.warning("takeover watcher: %s", exc)
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-            self._stop.wait(self.poll_s)
+            self._conn = None
 
     def poll(self) -> list[Takeover]:
         """One round: keep our lock, note who is alive, take over the dead ones' runs."""

@@ -228,3 +228,23 @@ def _recovered(conn: sa.Connection) -> tuple[int, list[RecoveredRun]]:
             )
         )
     return int(total.scalar() or 0), recovered
+
+
+ACTIVE = ("ENQUEUED", "DELAYED", "PENDING")
+"""DBOS statuses of a drive that will still go on by itself."""
+
+
+def run_drives(engine: sa.Engine, run_id: str) -> dict[int, str]:
+    """Each drive of ``run_id`` that was enqueued, with its DBOS status (drive -> status)."""
+    import sqlalchemy as sa
+
+    prefix = names.workflow_id(run_id, 0)[:-1]  # "<run id>."
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT workflow_uuid, status FROM {names.SYSTEM_SCHEMA}.workflow_status "
+                "WHERE name = :drive AND left(workflow_uuid, :n) = :prefix"
+            ),
+            {"drive": names.DRIVE_WORKFLOW, "n": len(prefix), "prefix": prefix},
+        )
+        return {names.run_of(str(workflow))[1]: str(status) for workflow, status in rows}
