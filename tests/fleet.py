@@ -29,8 +29,7 @@ T = TypeVar("T")
 
 def _admin(url: str) -> str:
     """A libpq URL for psycopg (no ``+driver``)."""
-    scheme, _, rest = url.partition("://")
-    return "postgresql://" + rest
+    return "postgresql://" + url.partition("://")[2]
 
 
 @contextmanager
@@ -66,7 +65,9 @@ class Fleet:
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def start(self, executor_id: str, *agents: Path, poll_s: float = 0.5) -> subprocess.Popen[bytes]:
+    def start(
+        self, executor_id: str, *agents: Path, poll_s: float = 0.5
+    ) -> subprocess.Popen[bytes]:
         """A ``corral worker`` with this executor id, for these agent folders."""
         args = [sys.executable, "-m", "corral", "worker", "--store", self.store]
         for agent in agents:
@@ -81,7 +82,8 @@ class Fleet:
         return proc
 
     def log(self, executor_id: str) -> str:
-        return (self.home / f"worker-{executor_id}.log").read_text(encoding="utf-8", errors="replace")
+        path = self.home / f"worker-{executor_id}.log"
+        return path.read_text(encoding="utf-8", errors="replace")
 
     def workers(self) -> dict[str, Any]:
         """``corral workers --json``."""
