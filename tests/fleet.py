@@ -94,6 +94,16 @@ class Fleet:
     def live(self) -> set[str]:
         return {w["executor_id"] for w in self.workers()["workers"]}
 
+    def kill(self, executor_id: str) -> None:
+        """SIGKILL one worker, and reap it as a supervisor would.
+
+        A zombie's pid still answers ``kill(pid, 0)``: until it is reaped, the run's lease
+        owner looks alive, and a takeover waits for the lease to expire.
+        """
+        proc = self.procs[executor_id]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
     def kill_all(self) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
