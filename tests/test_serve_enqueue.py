@@ -15,12 +15,11 @@ from typing import Any
 from corral.store.registry import sql_target
 from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.fleet import fleet, fresh_database, until, upgraded
+from tests.helpers import corral_cli
 from tests.serving import EXCHANGE, client, load, serving, sse
+from tests.workers_support import worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
-
-WAIT_S = 90.0
 
 
 def streamed(http: Any, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
@@ -41,11 +40,12 @@ def exchanges(home: Path) -> int:
 def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_the_end(
     tmp_path: Path,
 ) -> None:
-    home = tmp_path / "home"
-    with fresh_database("serve") as url, fleet(home, upgraded(home, url)) as workers:
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
         agent = load(AFTERSALES, home)
+        store = sql_target(workers.store_url)
         with (
-            serving(agent, home=home, store=sql_target(url), enqueue=True) as base,
+            serving(agent, home=home, store=store, enqueue=True) as base,
             client(base) as http,
         ):
             body = {"message": EXCHANGE, "wait": False}
@@ -88,7 +88,7 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             missing = http.get("/runs/run_0123456789abcdef/stream")
             assert missing.status_code == 404
             assert missing.json()["error"]["code"] == "RUN_NOT_FOUND"
-        until(lambda: workers.workers()["queues"], WAIT_S, "the queue's figures")
-        queue = workers.workers()["queues"][0]
+        figures = corral_cli(home, "workers", "--store", workers.store_url, "--json")
+        queue = json.loads(figures.stdout)["queues"][0]
         assert (queue["name"], queue["finished"], queue["in_flight"]) == ("aftersales", 3, 0)
     assert exchanges(home) == 1  # approved once, written once

@@ -15,12 +15,12 @@ import pytest
 from corral.errors import InvalidInputError, WorkerIdInUseError
 from corral.workers import names
 from corral.workers.liveness import Liveness, Watcher, checked_executor_id, hold
-from tests.fleet import fresh_database
+from tests.workers_support import fresh_database
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    with fresh_database("live") as store:
+    with fresh_database() as store:
         yield names.system_database_url(store)
 
 

@@ -10,17 +10,20 @@ business table (UNIQUE key) gets one row, and the run's events have no gap.
 
 from __future__ import annotations
 
+import json
+import signal
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from corral.store.registry import sql_target
 from corral.store.sql import SqlStore
 from corral.workers import names
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.fleet import fleet, fresh_database, until, upgraded
 from tests.helpers import corral_cli, write_agent
+from tests.workers_support import WorkerPool, until, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
 
@@ -98,41 +101,51 @@ def entries(box: Path) -> list[Entry]:
     return found
 
 
+def workers_json(pool: WorkerPool) -> dict[str, Any]:
+    """``corral workers --json`` on the pool's store."""
+    done = corral_cli(pool.home, "workers", "--store", pool.store_url, "--json")
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def live(pool: WorkerPool) -> set[str]:
+    return {w["executor_id"] for w in workers_json(pool)["workers"]}
+
+
 def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once(
     tmp_path: Path,
 ) -> None:
-    home, box = tmp_path / "home", tmp_path / "box"
+    box = tmp_path / "box"
     box.mkdir()
     (box / "hold").touch()
     agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY)
-    with fresh_database("takeover") as url, fleet(home, upgraded(home, url)) as workers:
-        workers.env["FLEET_DIR"] = str(box)
-        started = {w: workers.start(w, agent, poll_s=0.5).pid for w in ("w-a", "w-b")}
-        until(lambda: workers.live() == {"w-a", "w-b"}, WAIT_S, "two live workers")
-        with RunQueue(url) as queue:
+    with worker_pool(tmp_path) as pool:
+        pool.env["FLEET_DIR"] = str(box)
+        started = {w: pool.start(w, agent) for w in ("w-a", "w-b")}
+        until(lambda: live(pool) == {"w-a", "w-b"}, "two live workers", WAIT_S)
+        with RunQueue(pool.store_url) as queue:
             run_id = queue.start("refunds", "refund A1")
-            first = until(lambda: entries(box), WAIT_S, "the write to be entered")[0]
-            dead = next(w for w, pid in started.items() if pid == first.pid)
+            until(lambda: bool(entries(box)), "the write to be entered", WAIT_S)
+            first = entries(box)[0]
+            dead = next(w for w, proc in started.items() if proc.pid == first.pid)
             survivor = next(w for w in started if w != dead)
-            workers.kill(dead)
+            pool.stop(started[dead], signal.SIGKILL)  # and reaped, as a supervisor does
             killed_at = time.time()
-            second = until(lambda: entries(box)[1:], WAIT_S, "the write entered again")[0]
+            until(lambda: len(entries(box)) > 1, "the write entered again", WAIT_S)
+            second = entries(box)[1]
             print(f"takeover: {second.at - killed_at:.2f} s from SIGKILL to the write re-entered")
-            status = until(
-                lambda: (found := workers.workers())["recovered_total"] and found,
-                WAIT_S,
-                "the recovered run in `corral workers`",
-            )
+            until(lambda: workers_json(pool)["recovered_total"] > 0, "a recovered run", WAIT_S)
+            status = workers_json(pool)
             (box / "hold").unlink()
             summary = queue.wait(names.workflow_id(run_id, 0), WAIT_S)
-        assert f"took over 1 workflow(s) of executor {dead}" in workers.log(survivor)
-        store = SqlStore.open(sql_target(url))
+        assert f"took over 1 workflow(s) of executor {dead}" in pool.log(survivor)
+        store = SqlStore.open(sql_target(pool.store_url))
         events = store.load_events(run_id)
         store.engine.dispose()
 
     assert summary["status"] == "finished"
     # the other worker re-entered the write, with the same key: one business row
-    assert second.pid == started[survivor] and second.key == first.key
+    assert second.pid == started[survivor].pid and second.key == first.key
     assert len(entries(box)) == 2
     with sqlite3.connect(box / "business.db") as db:
         assert db.execute("SELECT key FROM refunds").fetchall() == [(first.key,)]
@@ -149,15 +162,14 @@ def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once
 
 
 def test_a_second_worker_with_a_live_executor_id_refuses_to_start(tmp_path: Path) -> None:
-    home = tmp_path / "home"
     agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY)
-    with fresh_database("dup") as url, fleet(home, upgraded(home, url)) as workers:
-        workers.env["FLEET_DIR"] = str(tmp_path)
-        workers.start("w-same", agent)
-        until(lambda: workers.live() == {"w-same"}, WAIT_S, "the first worker")
-        twin = ("worker", "--store", url, "--agent", str(agent), "--executor-id", "w-same")
-        refused = corral_cli(home, *twin, ok=False, env={"FLEET_DIR": str(tmp_path)})
+    with worker_pool(tmp_path) as pool:
+        pool.env["FLEET_DIR"] = str(tmp_path)
+        first = pool.start("w-same", agent)
+        until(lambda: live(pool) == {"w-same"}, "the first worker", WAIT_S)
+        twin = ("worker", "--store", pool.store_url, "--agent", str(agent))
+        twin += ("--executor-id", "w-same")
+        refused = corral_cli(pool.home, *twin, ok=False, env=pool.env)
         assert refused.returncode == 2
         assert "WORKER_ID_IN_USE" in refused.stderr and "w-same" in refused.stderr
-        assert workers.live() == {"w-same"}  # the first one goes on
-        assert workers.procs["w-same"].poll() is None
+        assert live(pool) == {"w-same"} and first.poll() is None  # the first one goes on
