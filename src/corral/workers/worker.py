@@ -18,6 +18,7 @@ import socket
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -80,8 +81,14 @@ class Worker:
         """
         from dbos import DBOS
 
+        from corral.runtime.runtime import Runtime
+        from corral.store.registry import sql_target
+        from corral.store.sql import SqlStore
         from corral.workers import recovery
+        from corral.workers.effects import DbosEffects
         from corral.workers.liveness import Watcher, hold
+        from corral.workers.permits import Permits, limits
+        from corral.workers.workflow import declare_queues, register
 
         self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
         watcher = Watcher(
@@ -91,24 +98,20 @@ class Worker:
             poll_s=self.takeover_poll_s,
         )
         self.threads.append(watcher.thread(self.stopping))
-
-        from corral.runtime.runtime import Runtime
-        from corral.store.registry import sql_target
-        from corral.store.sql import SqlStore
-        from corral.workers.effects import DbosEffects
-        from corral.workers.workflow import declare_queues, register
-
         self.store = SqlStore.open(sql_target(self.store_url))
-        effects = DbosEffects()
+        permits = Permits(limits({agent.name: agent for agent in self.agents}))
         for agent in self.agents:
+            effects = DbosEffects(permits=partial(permits.call, agent.name))
             self.runtimes[agent.name] = Runtime(
                 agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
             )
         DBOS(config=dbos_config(self.store_url, self.executor_id))  # type: ignore[arg-type]
         register(self.runtimes)
-        DBOS.listen_queues([names.agent_queue(name) for name in self.runtimes])
+        permits.register()
+        DBOS.listen_queues([*(names.agent_queue(name) for name in self.runtimes), *permits.limits])
         DBOS.launch()
         declare_queues(self.runtimes)
+        permits.declare()
         for thread in self.threads:
             thread.start()
 

@@ -1,0 +1,106 @@
+"""A tool's rate limit holds across workers: never more calls in any window than it allows.
+
+Many runs of one agent go to two real ``corral worker`` processes; their one step calls
+a tool limited to 5 calls per second, which records the moment of each call (and its
+process) inside itself. However the runs spread over the workers, no second-long
+window holds more than 5 calls.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from corral import RateLimit, ToolPolicy
+from corral.config import ToolPolicyConfig
+from tests.extras import REQUIRE_ALL, import_extra
+from tests.helpers import write_agent
+from tests.workers_support import until, worker_pool
+
+import_extra("dbos", REQUIRE_ALL)
+
+from corral.workers import names  # noqa: E402
+from corral.workers.client import RunQueue  # noqa: E402
+
+AGENT_YAML = """\
+name: quotes
+default_language: en
+workers: {worker_concurrency: 3}
+entities:
+  order_id: {kind: pattern, patterns: ['\\b(A\\d+)\\b']}
+intents:
+  - name: quote
+    rules: [{keywords: [quote], confidence: 0.95}]
+    route: plan
+    plan: quote
+    requires: [order_id]
+    reply: done
+plans:
+  quote:
+    steps:
+      - {id: s1, tool: quote, args: {order_id: $entities.order_id}}
+templates:
+  done: {zh: 好了, en: quoted}
+"""
+
+TOOLS_PY = """\
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from corral import RateLimit, ToolPolicy, tool
+
+
+class Quote(BaseModel):
+    order_id: str
+
+
+@tool(policy=ToolPolicy(rate_limit=RateLimit(calls=5, per_s=1.0)))
+def quote(order_id: str) -> Quote:
+    '''A quote from an API that allows 5 calls a second; notes when it was called.'''
+    with (Path(os.environ["FLEET_DIR"]) / "calls").open("a", encoding="utf-8") as out:
+        out.write(f"{time.time()} {os.getpid()}\\n")
+    return Quote(order_id=order_id)
+"""
+
+RUNS = 16
+LIMIT, PER_S = 5, 1.0
+
+
+def test_a_limited_tool_called_from_two_workers_never_exceeds_its_limit(tmp_path: Path) -> None:
+    box = tmp_path / "box"
+    box.mkdir()
+    agent = write_agent(tmp_path / "quotes", AGENT_YAML, TOOLS_PY)
+    with worker_pool(tmp_path) as pool:
+        pool.env["FLEET_DIR"] = str(box)
+        pool.start("w-1", agent)
+        pool.start("w-2", agent)
+        with RunQueue(pool.store_url) as queue:
+            runs = [queue.start("quotes", f"quote A{i}") for i in range(RUNS)]
+            summaries = [queue.wait(names.workflow_id(run, 0), 120.0) for run in runs]
+        until(lambda: (box / "calls").exists(), "the calls")
+    calls = [line.split() for line in (box / "calls").read_text().splitlines()]
+    times = sorted(float(at) for at, _ in calls)
+    assert [s["status"] for s in summaries] == ["finished"] * RUNS
+    assert len(times) == RUNS  # each run called it once
+    assert len({pid for _, pid in calls}) == 2  # from both workers
+    busiest = max(sum(1 for t in times if start <= t < start + PER_S) for start in times)
+    print(f"rate limit: {RUNS} calls in {times[-1] - times[0]:.2f} s, busiest second {busiest}")
+    assert busiest <= LIMIT
+
+
+def test_a_rate_limit_is_declared_in_a_policy_block_or_in_python() -> None:
+    declared = ToolPolicyConfig.model_validate({"rate_limit": {"calls": 5, "per_s": 1.0}})
+    assert declared.to_policy().rate_limit == RateLimit(5, 1.0)
+    assert ToolPolicyConfig().to_policy().rate_limit is None
+    for wrong in ({"calls": 0, "per_s": 1}, {"calls": 5, "per_s": 0}, {"calls": "5", "per_s": 1}):
+        with pytest.raises(ValidationError):
+            ToolPolicyConfig.model_validate({"rate_limit": wrong})
+    assert ToolPolicy(rate_limit=RateLimit(2, 0.5)).rate_limit == RateLimit(2, 0.5)
+    for calls, per_s in ((0, 1.0), (True, 1.0), (3, 0.0), (3, float("inf"))):
+        with pytest.raises(ValueError, match="rate limit"):
+            RateLimit(calls, per_s)
