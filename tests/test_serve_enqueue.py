@@ -88,7 +88,11 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             missing = http.get("/runs/run_0123456789abcdef/stream")
             assert missing.status_code == 404
             assert missing.json()["error"]["code"] == "RUN_NOT_FOUND"
+            panel = http.get("/workers").json()  # the dashboard's workers page reads this
         figures = corral_cli(home, "workers", "--store", workers.store_url, "--json")
-        queue = json.loads(figures.stdout)["queues"][0]
+        listed = json.loads(figures.stdout)
+        queue = listed["queues"][0]
         assert (queue["name"], queue["finished"], queue["in_flight"]) == ("aftersales", 3, 0)
+        assert [w["executor_id"] for w in listed["workers"]] == ["w-1"]
+        assert panel["queues"] == listed["queues"] and panel["workers"] == listed["workers"]
     assert exchanges(home) == 1  # approved once, written once

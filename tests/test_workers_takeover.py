@@ -173,3 +173,7 @@ def test_a_second_worker_with_a_live_executor_id_refuses_to_start(tmp_path: Path
         assert refused.returncode == 2
         assert "WORKER_ID_IN_USE" in refused.stderr and "w-same" in refused.stderr
         assert live(pool) == {"w-same"} and first.poll() is None  # the first one goes on
+        table = corral_cli(pool.home, "workers", "--store", pool.store_url).stdout
+        assert "workers: 1 live" in table and "w-same" in table and "runs recovered: 0" in table
+    on_sqlite = corral_cli(tmp_path / "home", "workers", ok=False)  # no --store: the home's
+    assert on_sqlite.returncode == 2 and "CONFIG_INVALID" in on_sqlite.stderr
