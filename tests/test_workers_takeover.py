@@ -1,11 +1,11 @@
 """Losing a worker: another live worker takes its run over, and the write acts once.
 
-Two real ``corral worker`` processes share a fresh PostgreSQL database. The run's one
-step is a write that records each entry (time, process, idempotency key) and then
-blocks while a flag file exists, so the test knows which worker is inside it when it
-SIGKILLs that worker. The other worker's watcher finds the dead worker's lock free,
-takes its pending workflow over, and re-enters the write with the same key; the
-business table (UNIQUE key) gets one row, and the run's events have no gap.
+Two real ``corral worker`` processes share a fresh PostgreSQL database and drive the
+depot test agent. Its write records each entry (idempotency key, process) and then waits
+while a flag file exists, so the test knows which worker is inside it when it SIGKILLs
+that worker. The other worker's watcher finds the dead worker's lock free, takes its
+pending workflow over, and re-enters the write with the same key; the business table
+(UNIQUE key) gets one row, and the run's events have no gap.
 """
 
 from __future__ import annotations
@@ -14,91 +14,27 @@ import json
 import signal
 import sqlite3
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from corral.store.registry import sql_target
 from corral.store.sql import SqlStore
 from corral.workers import names
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.helpers import corral_cli, write_agent
-from tests.workers_support import WorkerPool, until, worker_pool
+from tests.helpers import corral_cli
+from tests.workers_support import DEPOT, WorkerPool, until, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
 
 from corral.workers.client import RunQueue  # noqa: E402
 
-AGENT_YAML = """\
-name: refunds
-default_language: en
-entities:
-  order_id: {kind: pattern, patterns: ['\\b(A\\d+)\\b']}
-intents:
-  - name: refund
-    rules: [{keywords: [refund], confidence: 0.95}]
-    route: plan
-    plan: refund
-    requires: [order_id]
-    reply: done
-plans:
-  refund:
-    steps:
-      - {id: s1, tool: refund, args: {order_id: $entities.order_id}}
-templates:
-  done: {zh: 好了, en: refunded}
-"""
-
-TOOLS_PY = """\
-import os
-import sqlite3
-import time
-from pathlib import Path
-
-from pydantic import BaseModel
-
-from corral import ToolContext, ToolPolicy, tool
-
-
-class Done(BaseModel):
-    order_id: str
-
-
-@tool(policy=ToolPolicy(kind="write", idempotent=True, timeout_s=300))
-def refund(order_id: str, ctx: ToolContext) -> Done:
-    '''Refund an order once per idempotency key; waits while FLEET_DIR/hold exists.'''
-    box = Path(os.environ["FLEET_DIR"])
-    with (box / "entries").open("a", encoding="utf-8") as out:
-        out.write(f"{time.time()} {os.getpid()} {ctx.idempotency_key}\\n")
-    while (box / "hold").exists():
-        time.sleep(0.02)
-    with sqlite3.connect(box / "business.db") as db:
-        db.execute("CREATE TABLE IF NOT EXISTS refunds (key TEXT UNIQUE, order_id TEXT)")
-        db.execute("INSERT OR IGNORE INTO refunds VALUES (?, ?)", (ctx.idempotency_key, order_id))
-    return Done(order_id=order_id)
-"""
-
 WAIT_S = 90.0
 """The most a step of the test waits for the workers (a loaded 2-core CI machine)."""
 
 
-@dataclass(frozen=True)
-class Entry:
-    at: float
-    pid: int
-    key: str
-
-
-def entries(box: Path) -> list[Entry]:
-    """The write's entries, as the tool recorded them."""
-    path = box / "entries"
-    if not path.exists():
-        return []
-    found = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        at, pid, key = line.split()
-        found.append(Entry(float(at), int(pid), key))
-    return found
+def business(home: Path, query: str) -> list[tuple[Any, ...]]:
+    """Rows of the depot's business database (entries of the write, and shipments)."""
+    with sqlite3.connect(home / "data" / "depot" / "depot.db", timeout=10) as conn:
+        return list(conn.execute(query).fetchall())
 
 
 def workers_json(pool: WorkerPool) -> dict[str, Any]:
@@ -115,59 +51,58 @@ def live(pool: WorkerPool) -> set[str]:
 def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once(
     tmp_path: Path,
 ) -> None:
-    box = tmp_path / "box"
-    box.mkdir()
-    (box / "hold").touch()
-    agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY)
+    hold = tmp_path / "hold"
+    entered = "SELECT idempotency_key, pid FROM entries"
     with worker_pool(tmp_path) as pool:
-        pool.env["FLEET_DIR"] = str(box)
-        started = {w: pool.start(w, agent) for w in ("w-a", "w-b")}
+        pool.env["DEPOT_HOLD"] = str(hold)
+        started = {w: pool.start(w) for w in ("w-a", "w-b")}
         until(lambda: live(pool) == {"w-a", "w-b"}, "two live workers", WAIT_S)
         with RunQueue(pool.store_url) as queue:
-            run_id = queue.start("refunds", "refund A1")
-            until(lambda: bool(entries(box)), "the write to be entered", WAIT_S)
-            first = entries(box)[0]
-            dead = next(w for w, proc in started.items() if proc.pid == first.pid)
+            run_id = queue.start("depot", "please ship A1")
+            queue.wait(names.workflow_id(run_id, 0), WAIT_S)  # paused for the approval
+            hold.touch()
+            resume = queue.resume("depot", run_id, approve=True)
+            until(lambda: len(business(pool.home, entered)) == 1, "the write entered", WAIT_S)
+            first_key, first_pid = business(pool.home, entered)[0]
+            dead = next(w for w, proc in started.items() if proc.pid == first_pid)
             survivor = next(w for w in started if w != dead)
             pool.stop(started[dead], signal.SIGKILL)  # and reaped, as a supervisor does
-            killed_at = time.time()
-            until(lambda: len(entries(box)) > 1, "the write entered again", WAIT_S)
-            second = entries(box)[1]
-            print(f"takeover: {second.at - killed_at:.2f} s from SIGKILL to the write re-entered")
+            killed_at = time.monotonic()
+            until(lambda: len(business(pool.home, entered)) == 2, "the write again", WAIT_S)
+            print(f"takeover: {time.monotonic() - killed_at:.2f} s from SIGKILL to re-entry")
             until(lambda: workers_json(pool)["recovered_total"] > 0, "a recovered run", WAIT_S)
             status = workers_json(pool)
-            (box / "hold").unlink()
-            summary = queue.wait(names.workflow_id(run_id, 0), WAIT_S)
+            hold.unlink()
+            summary = queue.wait(resume, WAIT_S)
         assert f"took over 1 workflow(s) of executor {dead}" in pool.log(survivor)
-        store = SqlStore.open(sql_target(pool.store_url))
+        store = SqlStore.open(pool.store_url)
         events = store.load_events(run_id)
         store.engine.dispose()
 
     assert summary["status"] == "finished"
     # the other worker re-entered the write, with the same key: one business row
-    assert second.pid == started[survivor].pid and second.key == first.key
-    assert len(entries(box)) == 2
-    with sqlite3.connect(box / "business.db") as db:
-        assert db.execute("SELECT key FROM refunds").fetchall() == [(first.key,)]
+    assert business(pool.home, entered) == [
+        (first_key, started[dead].pid),
+        (first_key, started[survivor].pid),
+    ]
+    assert business(pool.home, "SELECT idempotency_key FROM shipments") == [(first_key,)]
     assert [e.seq for e in events] == list(range(1, len(events) + 1))  # no event lost
     assert [e.type for e in events].count("run_finished") == 1
-    # `corral workers` showed the survivor alone, driving the run it recovered
+    # `corral workers` showed the survivor alone, driving the drive it recovered
     assert [w["executor_id"] for w in status["workers"]] == [survivor]
     assert status["workers"][0]["in_flight"] == 1
     recovered = status["recovered"]
     assert [(r["run_id"], r["drive"], r["executor_id"]) for r in recovered] == [
-        (run_id, 0, survivor)
+        (run_id, 1, survivor)
     ]
     assert recovered[0]["dispatches"] >= 2
 
 
 def test_a_second_worker_with_a_live_executor_id_refuses_to_start(tmp_path: Path) -> None:
-    agent = write_agent(tmp_path / "refunds", AGENT_YAML, TOOLS_PY)
     with worker_pool(tmp_path) as pool:
-        pool.env["FLEET_DIR"] = str(tmp_path)
-        first = pool.start("w-same", agent)
+        first = pool.start("w-same")
         until(lambda: live(pool) == {"w-same"}, "the first worker", WAIT_S)
-        twin = ("worker", "--store", pool.store_url, "--agent", str(agent))
+        twin = ("worker", "--store", pool.store_url, "--agent", str(DEPOT))
         twin += ("--executor-id", "w-same")
         refused = corral_cli(pool.home, *twin, ok=False, env=pool.env)
         assert refused.returncode == 2
