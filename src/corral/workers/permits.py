@@ -22,14 +22,14 @@ A run outside a worker (``Runtime`` in one process) does not wait for permits.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from corral.workers import names
 
 if TYPE_CHECKING:
-    from dbos import Queue
+    from dbos import Queue, WorkflowHandleAsync
 
     from corral.agent import Agent
     from corral.tools.policy import RateLimit
@@ -79,7 +79,7 @@ class Permits:
     limits: dict[str, RateLimit]
     """Queue name -> limit (``limits``)."""
     queues: dict[str, Queue] = field(default_factory=dict)
-    _workflow: Callable[[], Awaitable[float]] | None = None
+    _workflow: Callable[[], Coroutine[Any, Any, float]] | None = None
 
     def register(self) -> None:
         """Declare the permit workflow (before ``DBOS.launch``)."""
@@ -111,7 +111,7 @@ class Permits:
             return await step(None)
         assert self._workflow is not None, "Permits.register runs before launch"
         while True:
-            handle = await queue.enqueue_async(self._workflow)
+            handle: WorkflowHandleAsync[float] = await queue.enqueue_async(self._workflow)
             started: float = await handle.get_result(polling_interval_sec=POLL_S)
             record = await step(started + USE_WITHIN_S)
             if record != EXPIRED:

@@ -12,6 +12,7 @@ that more may run beside DBOS (a liveness watcher thread, for one) without resha
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import signal
 import socket
@@ -91,6 +92,8 @@ class Worker:
         from corral.workers.workflow import declare_queues, register
 
         self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
+        # released when the process ends, after Python joined every thread (see ``stop``)
+        atexit.register(self.liveness.close)
         watcher = Watcher(
             self.liveness,
             recovery.pending_owners,
@@ -134,8 +137,9 @@ class Worker:
         DBOS.destroy(workflow_completion_timeout_sec=0)
         for thread in self.threads:
             thread.join(timeout=5.0)
-        if self.liveness is not None:  # last: until now this worker's runs are its own
-            self.liveness.close()
+        # The liveness lock is not released here but at exit (``atexit``, which runs once
+        # Python joined every thread): a drive still in a tool's thread keeps its runs this
+        # worker's until then, so no other worker takes them over while they may still act.
 
         async def close() -> None:
             for runtime in self.runtimes.values():
