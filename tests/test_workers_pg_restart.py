@@ -9,6 +9,7 @@ once, and no worker took another's runs over (each took its own liveness lock ba
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
@@ -50,7 +51,7 @@ def private_postgres() -> Iterator[tuple[str, Callable[[], None]]]:
         yield url, lambda: pg_ctl("-l", log, "-m", "fast", "-w", "restart")
     finally:
         pg_ctl("-m", "immediate", "-w", "stop")
-        subprocess.run(["rm", "-rf", str(Path(data).parent)], check=False)
+        shutil.rmtree(Path(data).parent, ignore_errors=True)
 
 
 def business(home: Path, query: str) -> list[tuple[Any, ...]]:
