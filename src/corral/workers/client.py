@@ -120,8 +120,8 @@ class RunQueue:
         state = fold(run_id, events)
         pending = state.pending
         if approve is not None and step_id is None:  # the step it waits for, else the last
-            decided_steps = list(state.confirmations)
-            step_id = pending.step_id if pending else (decided_steps or [None])[-1]
+            decided_steps: list[str | None] = [None, *state.confirmations]
+            step_id = pending.step_id if pending else decided_steps[-1]
         decided = state.confirmations.get(step_id or "")
         if approve is not None and decided is not None and decided is not approve:
             done = "approved" if decided else "rejected"

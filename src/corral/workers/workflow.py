@@ -56,7 +56,7 @@ async def run_drive(shared: Runtime, given: DriveArgs) -> RunSummary:
     learns of its tools is handed back to the worker's health when it ends.
     """
     health = shared.agent.health
-    failures = shared.effects.recorded(
+    failures: dict[str, int] = shared.effects.recorded(
         "health", partial(dict, health.consecutive_failures), dict[str, int]
     )
     own = ToolHealth(failures, health.degrade_after)
