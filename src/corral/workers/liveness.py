@@ -255,7 +255,7 @@ class Watcher:
     def _live_names(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
         rows = conn.execute(
             "SELECT substr(application_name, %s) FROM pg_stat_activity "
-            "WHERE application_name LIKE %s",
+            "WHERE application_name LIKE %s AND datname = current_database()",
             (len(APP_NAME_PREFIX) + 1, APP_NAME_PREFIX + "%"),
         ).fetchall()
         return [str(row[0]) for row in rows]
@@ -269,15 +269,15 @@ class Watcher:
             count = self.recover(executor_id)
         finally:
             _unlock(conn, executor_id)
-        seen = executor_id in self._last_seen
-        since = self._last_seen.get(executor_id) or self._first_dead.setdefault(executor_id, now)
-        takeover = Takeover(executor_id, count, max(0.0, now - since), seen)
+        last_seen = self._last_seen.get(executor_id)
+        since = self._first_dead.setdefault(executor_id, now) if last_seen is None else last_seen
+        takeover = Takeover(executor_id, count, max(0.0, now - since), last_seen is not None)
         if count:
             logger.warning(
                 "took over %d workflow(s) of executor %s, %.2f s after it was %s",
                 count,
                 executor_id,
                 takeover.lost_s,
-                "last seen alive" if seen else "found dead",
+                "last seen alive" if takeover.seen else "found dead",
             )
         return takeover
