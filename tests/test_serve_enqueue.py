@@ -85,6 +85,9 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             waited = http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
             assert waited.status_code == 200
             assert waited.json()["status"] == "awaiting_confirm"
+            too_long = http.post("/agents/aftersales/runs", json={"message": "x" * 4001})
+            assert too_long.status_code == 413  # refused here, as without --enqueue
+            assert too_long.json()["error"]["code"] == "INPUT_TOO_LARGE"
             missing = http.get("/runs/run_0123456789abcdef/stream")
             assert missing.status_code == 404
             assert missing.json()["error"]["code"] == "RUN_NOT_FOUND"
