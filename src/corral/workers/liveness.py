@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from corral.errors import InvalidInputError, WorkerIdInUseError
+from corral.errors import InvalidInputError, StoreUnavailableError, WorkerIdInUseError
 
 if TYPE_CHECKING:
     import psycopg
@@ -149,8 +149,16 @@ def hold(url: str, executor_id: str, *, wait_s: float = START_WAIT_S) -> Livenes
     at once; a watcher holding it (taking over that id's runs, a few milliseconds) is
     waited for up to ``wait_s``.
     """
+    import psycopg
+
     name = APP_NAME_PREFIX + checked_executor_id(executor_id)
-    conn = _connect(url, name)
+    try:
+        conn = _connect(url, name)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(
+            f"cannot reach the store's PostgreSQL: {str(exc).strip()[:200]}",
+            hint="check --store (CORRAL_STORE_URL) and that the server is up",
+        ) from None
     deadline = time.monotonic() + wait_s
     while not _try_lock(conn, executor_id):
         holder = _holder(conn, executor_id)
