@@ -15,9 +15,11 @@ from pydantic import ValidationError
 
 from corral import RateLimit, ToolPolicy
 from corral.config import ToolPolicyConfig
+from corral.events import Event
+from corral.store.sql import SqlStore
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import write_agent
-from tests.workers_support import until, worker_pool
+from tests.workers_support import sql, until, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
 
@@ -67,6 +69,7 @@ def quote(order_id: str) -> Quote:
     return Quote(order_id=order_id)
 """
 
+STATUS = "SELECT status, recovery_attempts FROM dbos.workflow_status WHERE workflow_uuid = %s"
 RUNS = 16
 LIMIT, PER_S = 5, 1.0
 
@@ -104,3 +107,44 @@ def test_a_rate_limit_is_declared_in_a_policy_block_or_in_python() -> None:
     for calls, per_s in ((0, 1.0), (True, 1.0), (3, 0.0), (3, float("inf"))):
         with pytest.raises(ValueError, match="rate limit"):
             RateLimit(calls, per_s)
+
+
+def events_of(url: str, run_id: str) -> list[Event]:
+    store = SqlStore.open(url)
+    try:
+        return store.load_events(run_id)
+    finally:
+        store.engine.dispose()
+
+
+def test_a_limited_call_executed_again_asks_no_new_permit_and_calls_nothing(
+    tmp_path: Path,
+) -> None:
+    """The permit and its answer are recorded: a re-execution replays them, in order."""
+    box = tmp_path / "box"
+    box.mkdir()
+    agent = write_agent(tmp_path / "quotes", AGENT_YAML, TOOLS_PY)
+    permits = f"SELECT count(*) FROM dbos.workflow_status WHERE name = '{names.PERMIT_WORKFLOW}'"
+    with worker_pool(tmp_path) as pool:
+        pool.env["FLEET_DIR"] = str(box)
+        worker = pool.start("w-1", agent)
+        with RunQueue(pool.store_url) as queue:
+            run_id = queue.start("quotes", "quote A1")
+            drive = names.workflow_id(run_id, 0)
+            assert queue.wait(drive, 60.0)["status"] == "finished"
+            before = events_of(pool.store_url, run_id)
+            pool.stop(worker)
+            sql(
+                pool.store_url,
+                "UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = %s",
+                drive,
+            )
+            pool.start("w-1", agent)  # recovers its own pending drive at launch
+            until(lambda: sql(pool.store_url, STATUS, drive) == [("SUCCESS", 2)], "re-run")
+            assert queue.wait(drive, 60.0)["status"] == "finished"
+        after = events_of(pool.store_url, run_id)
+        assert sql(pool.store_url, permits) == [(1,)]  # the one permit, not a second
+    assert len((box / "calls").read_text().splitlines()) == 1  # the tool was not called again
+    assert [(e.seq, e.type, e.payload) for e in after] == [
+        (e.seq, e.type, e.payload) for e in before
+    ]
