@@ -82,6 +82,8 @@ def test_a_limited_tool_called_from_two_workers_never_exceeds_its_limit(tmp_path
         pool.env["FLEET_DIR"] = str(box)
         pool.start("w-1", agent)
         pool.start("w-2", agent)
+        ready = names.tool_queue("quotes", "quote")  # each logs the queues it listens to
+        until(lambda: all(ready in pool.log(w) for w in ("w-1", "w-2")), "both workers", 90)
         with RunQueue(pool.store_url) as queue:
             runs = [queue.start("quotes", f"quote A{i}") for i in range(RUNS)]
             summaries = [queue.wait(names.workflow_id(run, 0), 120.0) for run in runs]
@@ -133,6 +135,7 @@ def test_a_limited_call_executed_again_asks_no_new_permit_and_calls_nothing(
             drive = names.workflow_id(run_id, 0)
             assert queue.wait(drive, 60.0)["status"] == "finished"
             before = events_of(pool.store_url, run_id)
+            asked = sql(pool.store_url, permits)  # one, or more if one came too late to use
             pool.stop(worker)
             sql(
                 pool.store_url,
@@ -143,8 +146,81 @@ def test_a_limited_call_executed_again_asks_no_new_permit_and_calls_nothing(
             until(lambda: sql(pool.store_url, STATUS, drive) == [("SUCCESS", 2)], "re-run")
             assert queue.wait(drive, 60.0)["status"] == "finished"
         after = events_of(pool.store_url, run_id)
-        assert sql(pool.store_url, permits) == [(1,)]  # the one permit, not a second
+        assert sql(pool.store_url, permits) == asked  # no new permit
     assert len((box / "calls").read_text().splitlines()) == 1  # the tool was not called again
     assert [(e.seq, e.type, e.payload) for e in after] == [
         (e.seq, e.type, e.payload) for e in before
     ]
+
+
+def test_a_step_that_finds_its_permit_too_old_calls_nothing_and_gets_another() -> None:
+    """The path a drive takes when it is run again long after its permit (a takeover)."""
+    import asyncio
+    import time
+
+    from corral.workers.permits import EXPIRED, USE_WITHIN_S, Permits, expired
+
+    granted: list[float] = []
+
+    class Handle:
+        async def get_result(self, polling_interval_sec: float) -> float:
+            granted.append(time.time() - (10.0 if not granted else 0.0))  # the first: stale
+            return granted[-1]
+
+    class Queue:
+        async def enqueue_async(self, workflow: object) -> Handle:
+            return Handle()
+
+    async def permit() -> float:
+        return 0.0
+
+    permits = Permits({names.tool_queue("quotes", "quote"): RateLimit(5, 1.0)})
+    permits.queues[names.tool_queue("quotes", "quote")] = Queue()  # type: ignore[assignment]
+    permits._workflow = permit
+    permits.declared.set()
+    seen: list[float | None] = []
+
+    async def step(use_by: float | None) -> dict[str, object]:
+        seen.append(use_by)
+        return EXPIRED if expired(use_by) else {"data": 1}
+
+    assert asyncio.run(permits.call("quotes", "quote", step)) == {"data": 1}
+    assert len(granted) == 2 and seen == [g + USE_WITHIN_S for g in granted]
+    assert asyncio.run(permits.call("quotes", "unlimited", step)) == {"data": 1}
+    assert seen[-1] is None  # an unlimited tool asks for no permit
+    assert not expired(None) and expired(time.time() - 1) and not expired(time.time() + 1)
+
+
+def test_the_permit_is_checked_again_where_the_tool_runs() -> None:
+    """A thread that starts late (a busy machine) finds its permit too old and calls nothing."""
+    import asyncio
+    import time
+
+    from corral.tools.spec import tool
+    from corral.workers.permits import PermitExpiredError, checked
+
+    called: list[str] = []
+
+    @tool
+    def quote(order_id: str) -> str:
+        """A quote."""
+        called.append(order_id)
+        return order_id
+
+    @tool
+    async def aquote(order_id: str) -> str:
+        """A quote, async."""
+        called.append(order_id)
+        return order_id
+
+    for spec in (quote, aquote):
+        fresh = checked(spec, time.time() + 60)
+        stale = checked(spec, time.time() - 1)
+        assert fresh.is_async == spec.is_async and fresh.name == spec.name
+        result = fresh.fn(order_id="A1")
+        assert (asyncio.run(result) if spec.is_async else result) == "A1"
+        with pytest.raises(PermitExpiredError):
+            stale_call = stale.fn(order_id="A2")
+            if spec.is_async:
+                asyncio.run(stale_call)
+    assert called == ["A1", "A1"]

@@ -35,7 +35,7 @@ from corral.errors import (
 )
 from corral.runtime.replay import RecordedToolError, recorded_return
 from corral.tools.invoke import _normalise_output, failure_record
-from corral.workers.permits import EXPIRED, PermitGate, expired
+from corral.workers.permits import EXPIRED, PermitExpiredError, PermitGate, checked, expired
 
 if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
@@ -113,13 +113,18 @@ class DbosEffects:
     ) -> dict[str, Any]:
         """The live call, its outcome as the attempt records it: data, or a failure.
 
-        Nothing is called when the tool's rate-limit permit is too old (``permits.py``).
+        Nothing is called when the tool's rate-limit permit is too old (``permits.py``):
+        checked here, and again on the tool's own thread just before its function runs.
         """
-        if expired(permit_use_by):
-            return EXPIRED
+        if permit_use_by is not None:
+            if expired(permit_use_by):
+                return EXPIRED
+            spec = checked(spec, permit_use_by)
         try:
             returned = await self.live.call_tool(spec, args, context, timeout_s)
             return {"data": _normalise_output(spec, returned)}
+        except PermitExpiredError:
+            return EXPIRED
         except Exception as exc:  # every failure is a record; classified outside the same way
             return {"error": failure_record(exc)}
 
