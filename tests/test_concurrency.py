@@ -267,7 +267,7 @@ def test_an_approval_names_its_step_so_a_late_click_never_approves_the_next(
     assert [line.split()[0] for line in entries(tmp_path)].count("refund") == 1
 
 
-@pytest.mark.parametrize("owner", ["alive", "pid reused", "gone"])
+@pytest.mark.parametrize("owner", ["alive", "pid reused", "gone", "killed, not reaped"])
 def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
     owner: str, tmp_path: Path
 ) -> None:
@@ -278,10 +278,15 @@ def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
     store = MemoryStore()
     paused = asyncio.run(Runtime(agent, store).start("please cancel A12"))
     me = os.getpid()
+    zombie = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    zombie.kill()  # SIGKILL; not waited for yet: a zombie until its parent reaps it
+    while Path(f"/proc/{zombie.pid}/stat").read_text().split(")")[1].split()[0] != "Z":
+        time.sleep(0.01)
     pid, started = {
         "alive": (me, process_started(me)),
         "pid reused": (me, "1"),  # same pid, another (earlier) process
         "gone": (2**22 + 7, "5"),  # beyond pid_max: no such process
+        "killed, not reaped": (zombie.pid, process_started(zombie.pid)),
     }[owner]
     store.leases[paused.run_id] = (f"{process_space()}:{pid}.{started}:0a1b2c3d", time.time() + 60)
     if owner == "alive":
@@ -291,6 +296,7 @@ def test_a_local_owner_is_taken_over_at_once_only_when_its_process_is_gone(
     else:
         done = asyncio.run(Runtime(agent, store).resume(paused.run_id, approve=True))
         assert done.status.value == "finished"
+    zombie.wait()
 
 
 async def test_the_heartbeat_fences_strictly_once_a_new_runs_row_exists() -> None:

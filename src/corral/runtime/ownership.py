@@ -28,15 +28,30 @@ StoreCall = Callable[..., Awaitable[Any]]
 """Runs a blocking store method off the event loop: ``await io(store.method, *args)``."""
 
 
-def process_started(pid: int) -> str:
-    """When process ``pid`` started, in clock ticks since boot (``?`` if unknown)."""
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/PID/stat`` after the command name (state first), or ``[]`` if unreadable."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
             stat = handle.read()
     except OSError:
-        return "?"
-    fields = stat.rpartition(")")[2].split()
+        return []
+    return stat.rpartition(")")[2].split()
+
+
+def process_started(pid: int) -> str:
+    """When process ``pid`` started, in clock ticks since boot (``?`` if unknown)."""
+    fields = _stat_fields(pid)
     return fields[19] if len(fields) > 19 else "?"
+
+
+def process_ended(pid: int) -> bool:
+    """Whether ``pid`` is a process that has exited but was not yet reaped (a zombie).
+
+    It can no longer act: a killed worker whose parent has not waited for it yet must not
+    hold its runs' leases until they expire.
+    """
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def process_space() -> str:
@@ -161,15 +176,18 @@ class Ownership:
         pid_text, _, started = rest.partition(":")[0].partition(".")
         if space != process_space() or not pid_text.isdigit():
             return None
+        pid = int(pid_text)
         try:
-            os.kill(int(pid_text), 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return holder.owner
         except PermissionError:
             pass  # a process of another user has that pid: compare start times
-        now_started = process_started(int(pid_text))
+        now_started = process_started(pid)
         if started and now_started != "?" and started != now_started:
             return holder.owner  # the pid was reused by a newer process
+        if process_ended(pid):
+            return holder.owner  # killed, not yet reaped by its parent
         return None
 
     async def heartbeat(self, held: Held) -> None:
