@@ -1,0 +1,57 @@
+"""Drives of a run executed again, or enqueued with inputs the run does not take (workers).
+
+A drive's re-execution (its worker died after its last save, before DBOS recorded its end)
+may come after a later drive of the same run ran; and an input enqueued for a run must be
+the one its drive number stands for. Real worker processes, a database each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral.store.sql import SqlStore
+from corral.workers import names
+from corral.workers.client import RunQueue
+from tests.test_workers_drive import MESSAGE, dbos_status
+from tests.workers_support import WorkerPool, sql, worker_pool
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[WorkerPool]:
+    with worker_pool(tmp_path) as pool:
+        yield pool
+
+
+def stored_status(url: str, run_id: str) -> str:
+    store = SqlStore.open(url)
+    try:
+        record = store.get_run(run_id)
+        assert record is not None
+        return record.status
+    finally:
+        store.engine.dispose()
+
+
+def test_an_earlier_drive_executed_again_after_a_later_one_leaves_the_run_as_it_is(
+    workers: WorkerPool,
+) -> None:
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
+        assert stored_status(workers.store_url, run_id) == "finished"
+        workers.stop(worker)
+        start = names.workflow_id(run_id, 0)  # as if its worker died before DBOS noted its end
+        sql(
+            workers.store_url,
+            "UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = %s",
+            start,
+        )
+        workers.start("w1")
+        assert queue.wait(start, timeout_s=60)["status"] == "awaiting_confirm"
+        assert dbos_status(workers.store_url, start) == ("SUCCESS", 2)
+    assert stored_status(workers.store_url, run_id) == "finished"
