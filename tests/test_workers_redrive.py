@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from corral.errors import RunNotResumableError
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
-from tests.test_workers_drive import MESSAGE, dbos_status
+from tests.test_workers_drive import MESSAGE, business, dbos_status
 from tests.workers_support import WorkerPool, sql, worker_pool
 
 
@@ -55,3 +56,47 @@ def test_an_earlier_drive_executed_again_after_a_later_one_leaves_the_run_as_it_
         assert queue.wait(start, timeout_s=60)["status"] == "awaiting_confirm"
         assert dbos_status(workers.store_url, start) == ("SUCCESS", 2)
     assert stored_status(workers.store_url, run_id) == "finished"
+
+
+def test_an_input_the_run_does_not_wait_for_is_refused_and_its_drive_stays_free(
+    workers: WorkerPool,
+) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        with pytest.raises(RunNotResumableError, match="waits for a confirmation"):
+            queue.resume("depot", run_id, answer="yes, ship it")
+        with pytest.raises(RunNotResumableError, match="waits for a confirmation"):
+            queue.resume("depot", run_id)
+        resume = queue.resume("depot", run_id, approve=True)
+        assert resume == names.workflow_id(run_id, 1)
+        assert queue.wait(resume, timeout_s=60)["status"] == "finished"
+    assert business(workers.home, "SELECT count(*) FROM shipments") == [(1,)]
+
+
+def test_a_rejection_enqueued_beside_an_approval_is_refused_not_merged_into_it(
+    workers: WorkerPool,
+) -> None:
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        workers.stop(worker)  # both inputs are enqueued before any worker takes one
+        first = queue.resume("depot", run_id, approve=True)
+        with pytest.raises(RunNotResumableError, match=r"brings an approval of step s3"):
+            queue.resume("depot", run_id, approve=False)
+        workers.start("w1")
+        assert queue.wait(first, timeout_s=60)["status"] == "finished"
+    assert business(workers.home, "SELECT count(*) FROM shipments") == [(1,)]
+
+
+def test_an_input_for_a_run_that_ended_without_asking_is_refused(workers: WorkerPool) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", "please tag A5")
+        assert queue.wait(names.workflow_id(run_id, 0), timeout_s=60)["status"] == "finished"
+        with pytest.raises(RunNotResumableError, match="already ended"):
+            queue.resume("depot", run_id, approve=True)
+        with pytest.raises(RunNotResumableError, match="already ended"):
+            queue.resume("depot", run_id, answer="hello")

@@ -54,7 +54,7 @@ from corral.events import (
     UserAnswered,
     UserMessage,
 )
-from corral.inputs import require_text
+from corral.inputs import check_input, require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
@@ -644,25 +644,15 @@ class Runtime:
         watch: Watch | None = None,
     ) -> Journal:
         """Check the input against what the run waits for and record it."""
-        run_id = state.run_id
+        check_input(state, approve, answer)
         journal = Journal(state, self.effects, watch)
-        status = state.status
-        if status.terminal:
-            raise RunNotResumableError(f"run {run_id} has already ended ({status.value})")
-        if status is RunStatus.AWAITING_CONFIRM:
-            if approve is None or answer is not None:
-                raise RunNotResumableError(
-                    f"run {run_id} waits for a confirmation",
-                    hint="resume with --approve or --reject",
-                )
+        if state.status is RunStatus.AWAITING_CONFIRM:
+            assert approve is not None
             assert state.pending is not None and state.pending.step_id is not None
             journal.emit("decide", ConfirmationGiven(state.pending.step_id, approve))
             journal.transition(RunStatus.DECIDING, "approved" if approve else "rejected")
-        elif status is RunStatus.AWAITING_USER:
-            if answer is None or approve is not None:
-                raise RunNotResumableError(
-                    f"run {run_id} waits for an answer", hint="resume with --answer TEXT"
-                )
+        elif state.status is RunStatus.AWAITING_USER:
+            assert answer is not None
             limit = self.agent.config.limits.max_message_chars
             if len(answer) > limit:
                 raise InputTooLargeError(
@@ -671,11 +661,6 @@ class Runtime:
             slot = state.pending.slot if state.pending else None
             journal.emit("intent", UserAnswered(answer, slot))
             journal.transition(RunStatus.PARSING, "answer received")
-        elif approve is not None or answer is not None:
-            raise RunNotResumableError(
-                f"run {run_id} is not waiting for input "
-                f"({status.value}); resume it without arguments"
-            )
         return journal
 
     async def summary(self, run_id: str) -> RunSummary:

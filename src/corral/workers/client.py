@@ -15,6 +15,7 @@ from corral.contracts import RunStatus
 from corral.effects import LiveEffects
 from corral.errors import RunBusyError, RunNotFoundError, RunNotResumableError
 from corral.events import ConfirmationGiven, Event, UserAnswered
+from corral.inputs import check_input
 from corral.runtime.state import fold
 from corral.workers import names
 from corral.workers.drive import DriveArgs, raise_if_error
@@ -127,6 +128,9 @@ class RunQueue:
             done = "approved" if decided else "rejected"
             raise RunNotResumableError(f"step {step_id} of run {run_id} was {done}")
         drive = drive_for(events, approve, step_id)
+        new = drive > applied_inputs(events)
+        if new:  # only for an input the run takes: a drive refused on a worker keeps its id
+            check_input(state, approve, answer)
         args = DriveArgs(
             kind="resume",
             agent=agent,
@@ -135,7 +139,36 @@ class RunQueue:
             answer=answer,
             step_id=step_id,
         )
-        return self._enqueue(args, drive)
+        workflow = self._enqueue(args, drive)
+        given = approve is not None or answer is not None
+        other = self._other_input(workflow, args) if given else None
+        if other is not None:
+            if not new:  # not a repeat of an input the run took: it no longer waits for one
+                check_input(state, approve, answer)
+            raise RunNotResumableError(
+                f"run {run_id} does not take this input: its drive {workflow} "
+                f"brings {_input_text(other)}",
+                hint="see `corral show RUN`; give the input it waits for now",
+            )
+        return workflow
+
+    def _other_input(self, workflow: str, args: DriveArgs) -> DriveArgs | None:
+        """What the drive ``workflow`` brings, when it is not the input ``args`` bring.
+
+        The drive's number is the input's place in the run: another input enqueued for the
+        same place first (a rejection beside an approval, another answer) took it, and
+        DBOS keeps the first of one workflow id.
+        """
+        found = self._client.list_workflows(
+            workflow_ids=[workflow], load_input=True, load_output=False
+        )
+        given = found[0].input if found else None
+        if not given or not given.get("args"):
+            return None
+        brought = DriveArgs.model_validate(given["args"][0])
+        mine = (args.kind, args.approve, args.answer, args.step_id)
+        same = (brought.kind, brought.approve, brought.answer, brought.step_id) == mine
+        return None if same else brought
 
     def wait(self, workflow_id: str, timeout_s: float) -> dict[str, Any]:
         """The drive's answer (the run's summary as JSON) once it ends.
@@ -184,6 +217,22 @@ class RunQueue:
             "app_version": names.APPLICATION_VERSION,
         }
         return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()
+
+
+def applied_inputs(events: list[Event]) -> int:
+    """How many inputs (confirmations and answers) the log holds: the drives after the start."""
+    return sum(isinstance(e.payload, ConfirmationGiven | UserAnswered) for e in events)
+
+
+def _input_text(args: DriveArgs) -> str:
+    """What a drive brings, in words."""
+    if args.kind != "resume":
+        return "the run's start"
+    if args.approve is not None:
+        return f"{'an approval' if args.approve else 'a rejection'} of step {args.step_id}"
+    if args.answer is not None:
+        return f"the answer {args.answer[:40]!r}"
+    return "no input"
 
 
 def drive_for(events: list[Event], approve: bool | None, step_id: str | None) -> int:
