@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from corral.contracts import RunStatus
-from corral.errors import InvalidInputError, RunNotResumableError
-
-if TYPE_CHECKING:
-    from corral.runtime.state import RunState
+from corral.errors import InvalidInputError
 
 
 def require_text(value: str, what: str = "the input") -> str:
@@ -26,31 +20,3 @@ def require_text(value: str, what: str = "the input") -> str:
             hint="send UTF-8 text",
         ) from None
     return value
-
-
-def check_input(state: RunState, approve: bool | None, answer: str | None) -> None:
-    """``RUN_NOT_RESUMABLE`` unless the run waits for this kind of input now.
-
-    An approval or rejection for a confirmation, an answer for a question, nothing for a
-    run that waits for neither. The runtime checks before it records the input, and an
-    enqueuer before it gives the input a drive of the run (a drive refused on a worker
-    would otherwise hold that drive's number, and the right input could never follow).
-    """
-    run_id, status = state.run_id, state.status
-    if status.terminal:
-        raise RunNotResumableError(f"run {run_id} has already ended ({status.value})")
-    if status is RunStatus.AWAITING_CONFIRM:
-        if approve is None or answer is not None:
-            raise RunNotResumableError(
-                f"run {run_id} waits for a confirmation",
-                hint="resume with --approve or --reject",
-            )
-    elif status is RunStatus.AWAITING_USER:
-        if answer is None or approve is not None:
-            raise RunNotResumableError(
-                f"run {run_id} waits for an answer", hint="resume with --answer TEXT"
-            )
-    elif approve is not None or answer is not None:
-        raise RunNotResumableError(
-            f"run {run_id} is not waiting for input ({status.value}); resume it without arguments"
-        )

@@ -54,12 +54,13 @@ from corral.events import (
     UserAnswered,
     UserMessage,
 )
-from corral.inputs import check_input, require_text
+from corral.inputs import require_text
 from corral.intent.entities import detect_language
 from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
+from corral.runtime.inputs import check_input
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Holding, Ownership

@@ -15,7 +15,7 @@ from corral.contracts import RunStatus
 from corral.effects import LiveEffects
 from corral.errors import RunBusyError, RunNotFoundError, RunNotResumableError
 from corral.events import ConfirmationGiven, Event, UserAnswered
-from corral.inputs import check_input
+from corral.runtime.inputs import check_input
 from corral.runtime.state import fold
 from corral.workers import names
 from corral.workers.drive import DriveArgs, raise_if_error
