@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.errors import RunNotResumableError
+from corral.errors import RunNotFoundError, RunNotResumableError
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
@@ -100,3 +100,8 @@ def test_an_input_for_a_run_that_ended_without_asking_is_refused(workers: Worker
             queue.resume("depot", run_id, approve=True)
         with pytest.raises(RunNotResumableError, match="already ended"):
             queue.resume("depot", run_id, answer="hello")
+
+
+def test_waiting_for_a_drive_nobody_enqueued_is_run_not_found(workers: WorkerPool) -> None:
+    with RunQueue(workers.store_url) as queue, pytest.raises(RunNotFoundError, match="no drive"):
+        queue.wait(names.workflow_id("run_nobody", 0), timeout_s=1)

@@ -174,11 +174,20 @@ class RunQueue:
         """The drive's answer (the run's summary as JSON) once it ends.
 
         ``RUN_BUSY`` if it is still queued or running after ``timeout_s``; a drive that
-        ended in a corral error raises it again (same code).
+        ended in a corral error raises it again (same code); ``RUN_NOT_FOUND`` for a drive
+        nobody enqueued.
         """
+        from dbos import error as dbos_errors
+
         deadline = time.monotonic() + timeout_s
         while True:
-            status = self._client.retrieve_workflow(workflow_id).get_status()
+            try:
+                status = self._client.retrieve_workflow(workflow_id).get_status()
+            except dbos_errors.DBOSNonExistentWorkflowError:
+                raise RunNotFoundError(
+                    f"no drive {workflow_id!r} was enqueued",
+                    hint="a drive is <run id>.<n>: 0 for the start, n for the n-th input",
+                ) from None
             if status.status in _FINAL:
                 break
             if time.monotonic() >= deadline:
