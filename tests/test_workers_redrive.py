@@ -7,6 +7,7 @@ the one its drive number stands for. Real worker processes, a database each.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
 from tests.test_workers_drive import MESSAGE, business, dbos_status
-from tests.workers_support import WorkerPool, sql, worker_pool
+from tests.workers_support import WorkerPool, sql, until, worker_pool
 
 
 @pytest.fixture
@@ -105,3 +106,25 @@ def test_an_input_for_a_run_that_ended_without_asking_is_refused(workers: Worker
 def test_waiting_for_a_drive_nobody_enqueued_is_run_not_found(workers: WorkerPool) -> None:
     with RunQueue(workers.store_url) as queue, pytest.raises(RunNotFoundError, match="no drive"):
         queue.wait(names.workflow_id("run_nobody", 0), timeout_s=1)
+
+
+def test_a_write_that_is_not_idempotent_in_flight_at_a_kill_is_not_entered_again(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.touch()
+    workers.env["DEPOT_HOLD"] = str(hold)
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", "please stamp A7")
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        workers.stop(worker, signal.SIGKILL)
+        hold.unlink()
+        workers.start("w1")
+        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
+    assert business(workers.home, "SELECT count(*) FROM stamps") == [(0,)]  # killed before
+    # as `corral resume` settles it: nobody can tell whether it acted, so a person is asked
+    assert done["status"] == "handed_off"
+    assert {s["id"]: s["status"] for s in done["steps"]}["s1"] == "unknown"
