@@ -128,3 +128,16 @@ def test_a_write_that_is_not_idempotent_in_flight_at_a_kill_is_not_entered_again
     # as `corral resume` settles it: nobody can tell whether it acted, so a person is asked
     assert done["status"] == "handed_off"
     assert {s["id"]: s["status"] for s in done["steps"]}["s1"] == "unknown"
+
+
+def test_an_approval_of_a_step_the_run_does_not_wait_for_leaves_its_drive_free(
+    workers: WorkerPool,
+) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        with pytest.raises(RunNotResumableError, match=r"step s9 \(it waits for s3\)"):
+            queue.resume("depot", run_id, approve=True, step_id="s9")
+        done = queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
+    assert done["status"] == "finished"

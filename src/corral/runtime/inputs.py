@@ -33,3 +33,14 @@ def check_input(state: RunState, approve: bool | None, answer: str | None) -> No
         raise RunNotResumableError(
             f"run {run_id} is not waiting for input ({status.value}); resume it without arguments"
         )
+
+
+def check_step(state: RunState, step_id: str | None) -> None:
+    """``RUN_NOT_RESUMABLE`` when an approval names a step the run does not wait for now."""
+    if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
+        waiting = state.pending.step_id if state.pending else None
+        raise RunNotResumableError(
+            f"run {state.run_id} does not wait for a confirmation of step {step_id}"
+            + (f" (it waits for {waiting})" if waiting else ""),
+            hint="see `corral show RUN`; approve what it asks now",
+        )

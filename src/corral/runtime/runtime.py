@@ -60,7 +60,7 @@ from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
-from corral.runtime.inputs import check_input
+from corral.runtime.inputs import check_input, check_step
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Holding, Ownership
@@ -583,13 +583,7 @@ class Runtime:
             state = await self._recorded_state(run_id, "log")
             if self._given_already(seen, state, approve, answer, step_id):
                 return summarize_run(state)
-            if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
-                waiting = state.pending.step_id if state.pending else None
-                raise RunNotResumableError(
-                    f"run {run_id} does not wait for a confirmation of step {step_id}"
-                    + (f" (it waits for {waiting})" if waiting else ""),
-                    hint="see `corral show RUN`; approve what it asks now",
-                )
+            check_step(state, step_id)
             journal = self._journal_for_input(state, approve, answer, watch)
             return await self._drive(journal, held)
 

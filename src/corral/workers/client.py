@@ -15,7 +15,7 @@ from corral.contracts import RunStatus
 from corral.effects import LiveEffects
 from corral.errors import RunBusyError, RunNotFoundError, RunNotResumableError
 from corral.events import ConfirmationGiven, Event, UserAnswered
-from corral.runtime.inputs import check_input
+from corral.runtime.inputs import check_input, check_step
 from corral.runtime.state import fold
 from corral.workers import names
 from corral.workers.drive import DriveArgs, raise_if_error
@@ -131,6 +131,7 @@ class RunQueue:
         new = drive > applied_inputs(events)
         if new:  # only for an input the run takes: a drive refused on a worker keeps its id
             check_input(state, approve, answer)
+            check_step(state, step_id)
         args = DriveArgs(
             kind="resume",
             agent=agent,
