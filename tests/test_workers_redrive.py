@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from corral.errors import RunNotFoundError, RunNotResumableError
+from corral.errors import AgentNotFoundError, RunNotFoundError, RunNotResumableError
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
@@ -139,5 +139,16 @@ def test_an_approval_of_a_step_the_run_does_not_wait_for_leaves_its_drive_free(
         queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
         with pytest.raises(RunNotResumableError, match=r"step s9 \(it waits for s3\)"):
             queue.resume("depot", run_id, approve=True, step_id="s9")
+        done = queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
+    assert done["status"] == "finished"
+
+
+def test_a_resume_that_names_another_agent_than_the_runs_is_refused(workers: WorkerPool) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        with pytest.raises(AgentNotFoundError, match="a run of agent 'depot'"):
+            queue.resume("aftersales", run_id, approve=True)  # its queue: no depot worker
         done = queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
     assert done["status"] == "finished"

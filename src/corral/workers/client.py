@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus
 from corral.effects import LiveEffects
-from corral.errors import RunBusyError, RunNotFoundError, RunNotResumableError
+from corral.errors import (
+    AgentNotFoundError,
+    RunBusyError,
+    RunNotFoundError,
+    RunNotResumableError,
+)
 from corral.events import ConfirmationGiven, Event, UserAnswered
 from corral.runtime.inputs import check_input, check_step
 from corral.runtime.state import fold
@@ -114,11 +119,17 @@ class RunQueue:
         names the drive that applied it, so a double click is one workflow; the opposite
         decision of a decided step is ``RUN_NOT_RESUMABLE``. An approval is pinned to the
         step the run waits for now, so a late duplicate never approves a later one.
+        ``AGENT_NOT_FOUND`` when the run is not ``agent``'s.
         """
         events = self._store.load_events(run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
         state = fold(run_id, events)
+        if state.agent != agent:  # its drive would wait on a queue no worker of it serves
+            raise AgentNotFoundError(
+                f"run {run_id} is a run of agent {state.agent!r}, not {agent!r}",
+                hint=f"resume it as agent {state.agent!r}",
+            )
         pending = state.pending
         if approve is not None and step_id is None:  # the step it waits for, else the last
             decided_steps: list[str | None] = [None, *state.confirmations]
