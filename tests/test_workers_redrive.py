@@ -17,7 +17,7 @@ from corral.errors import AgentNotFoundError, RunNotFoundError, RunNotResumableE
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
-from tests.test_workers_drive import MESSAGE, business, dbos_status
+from tests.test_workers_drive import MESSAGE, business, dbos_status, stored_events
 from tests.workers_support import WorkerPool, sql, until, worker_pool
 
 
@@ -152,3 +152,40 @@ def test_a_resume_that_names_another_agent_than_the_runs_is_refused(workers: Wor
             queue.resume("aftersales", run_id, approve=True)  # its queue: no depot worker
         done = queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
     assert done["status"] == "finished"
+
+
+def test_a_drive_whose_save_fails_while_the_store_is_unreachable_goes_on_once_it_is_back(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.touch()
+    workers.env["DEPOT_HOLD"] = str(hold)
+    workers.start("w1")
+    url = workers.store_url
+    with RunQueue(url) as queue:
+        run_id = queue.start("depot", "please tag A9")
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        # the store fails every save (each failed try counted by a sequence, which no
+        # rollback takes back) until the test lets it work again
+        sql(url, "CREATE SEQUENCE failed_saves")
+        sql(
+            url,
+            "CREATE FUNCTION fail_save() RETURNS trigger AS $$ BEGIN "
+            "PERFORM nextval('failed_saves'); RAISE EXCEPTION 'the server is restarting'; "
+            "END $$ LANGUAGE plpgsql",
+        )
+        sql(
+            url,
+            "CREATE TRIGGER fail_save BEFORE INSERT ON corral_events "
+            "FOR EACH ROW EXECUTE FUNCTION fail_save()",
+        )
+        hold.unlink()
+        tried = "SELECT last_value, is_called FROM failed_saves"
+        until(lambda: sql(url, tried)[0][1], "a save to fail")
+        sql(url, "DROP TRIGGER fail_save ON corral_events")
+        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    assert done["status"] == "finished" and done["reply"] == "Order A9 is tagged"
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
+    seqs = [e.seq for e in stored_events(url, run_id)]
+    assert seqs == list(range(1, len(seqs) + 1))

@@ -16,6 +16,7 @@ import contextvars
 import copy
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -40,6 +41,7 @@ from corral.contracts import (
 from corral.decision.priority import PriorityDetector, PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
+    ErrorCode,
     InputTooLargeError,
     RunNotFoundError,
     RunNotResumableError,
@@ -209,6 +211,7 @@ class Runtime:
         faults: Faults | None = None,
         tracer: RunTracer | None = None,
         concurrent_steps: bool = True,
+        save_retry_s: float = 0.0,
     ) -> None:
         """Tie the agent to a store; ``tracer``: where spans go.
 
@@ -220,6 +223,12 @@ class Runtime:
         in dispatch order: slower when steps wait on I/O, but the run's effects then come
         in one order whatever their timing, which a durable engine that matches recorded
         steps by position (DBOS, ``corral worker``) needs.
+
+        ``save_retry_s``: how long a save that failed because the store could not be
+        reached (``STORE_UNAVAILABLE``) is tried again before the drive fails. A durable
+        drive that failed ends for good (nothing drives it again), so a worker waits out
+        a store restart; in one process the failure is raised at once and ``corral
+        resume`` finishes the run.
         """
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
@@ -234,6 +243,7 @@ class Runtime:
         self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self.concurrent_steps = concurrent_steps
+        self.save_retry_s = save_retry_s
         self._store_threads: ThreadPoolExecutor | None = None
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
@@ -804,11 +814,21 @@ class Runtime:
         if handoff is not None and not any(e.type is EventType.HANDED_OFF for e in events):
             handoff = None  # stored with an earlier batch
         self.faults.hit("before_commit")
-        try:
-            await self._io(self._write, record, events, handoff, lease, release)
-        except StoreError as exc:
-            raise exc.with_context(state.run_id, self._happened(state)) from exc
-        return summary
+        give_up_at: float | None = None
+        pause = 0.05
+        while True:
+            try:
+                await self._io(self._write, record, events, handoff, lease, release)
+                return summary
+            except StoreError as exc:
+                # the wait reads the real clock, not an effect: it orders nothing in the run
+                now = time.monotonic()
+                if give_up_at is None:
+                    give_up_at = now + self.save_retry_s
+                if exc.code is not ErrorCode.STORE_UNAVAILABLE or now + pause > give_up_at:
+                    raise exc.with_context(state.run_id, self._happened(state)) from exc
+            await asyncio.sleep(pause)  # the same save again: a repeat stores only what is new
+            pause = min(pause * 2, 2.0)
 
     def _happened(self, state: RunState) -> str:
         """What the run had done before a store failure, and how to finish it.

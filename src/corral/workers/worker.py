@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from corral.workers.effects import DbosEffects
 
 
+SAVE_RETRY_S = 300.0
+"""How long a drive's save waits for an unreachable store (a PostgreSQL restart) before the
+drive fails: a drive that failed is never driven again, and its run would stay unfinished."""
+
+
 def default_executor_id() -> str:
     """``host-pid``: unique per process.
 
@@ -87,7 +92,12 @@ class Worker:
         self.effects = effects = DbosEffects()
         for agent in self.agents:
             self.runtimes[agent.name] = Runtime(
-                agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
+                agent,
+                self.store,
+                effects=effects,
+                log_dir=self.log_dir,
+                concurrent_steps=False,
+                save_retry_s=SAVE_RETRY_S,
             )
         DBOS(config=dbos_config(self.store_url, self.executor_id))  # type: ignore[arg-type]
         register(self.runtimes)
