@@ -16,6 +16,7 @@ import contextvars
 import copy
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
@@ -40,6 +41,7 @@ from corral.contracts import (
 from corral.decision.priority import PriorityDetector, PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
+    ErrorCode,
     InputTooLargeError,
     RunNotFoundError,
     RunNotResumableError,
@@ -60,6 +62,7 @@ from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
+from corral.runtime.inputs import check_input, check_step
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Holding, Ownership
@@ -208,6 +211,7 @@ class Runtime:
         faults: Faults | None = None,
         tracer: RunTracer | None = None,
         concurrent_steps: bool = True,
+        save_retry_s: float = 0.0,
     ) -> None:
         """Tie the agent to a store; ``tracer``: where spans go.
 
@@ -219,6 +223,12 @@ class Runtime:
         in dispatch order: slower when steps wait on I/O, but the run's effects then come
         in one order whatever their timing, which a durable engine that matches recorded
         steps by position (DBOS, ``corral worker``) needs.
+
+        ``save_retry_s``: how long a save that failed because the store could not be
+        reached (``STORE_UNAVAILABLE``) is tried again before the drive fails. A durable
+        drive that failed ends for good (nothing drives it again), so a worker waits out
+        a store restart; in one process the failure is raised at once and ``corral
+        resume`` finishes the run.
         """
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
@@ -233,6 +243,7 @@ class Runtime:
         self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
         self.concurrent_steps = concurrent_steps
+        self.save_retry_s = save_retry_s
         self._store_threads: ThreadPoolExecutor | None = None
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
@@ -582,13 +593,7 @@ class Runtime:
             state = await self._recorded_state(run_id, "log")
             if self._given_already(seen, state, approve, answer, step_id):
                 return summarize_run(state)
-            if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
-                waiting = state.pending.step_id if state.pending else None
-                raise RunNotResumableError(
-                    f"run {run_id} does not wait for a confirmation of step {step_id}"
-                    + (f" (it waits for {waiting})" if waiting else ""),
-                    hint="see `corral show RUN`; approve what it asks now",
-                )
+            check_step(state, step_id)
             journal = self._journal_for_input(state, approve, answer, watch)
             return await self._drive(journal, held)
 
@@ -644,25 +649,15 @@ class Runtime:
         watch: Watch | None = None,
     ) -> Journal:
         """Check the input against what the run waits for and record it."""
-        run_id = state.run_id
+        check_input(state, approve, answer)
         journal = Journal(state, self.effects, watch)
-        status = state.status
-        if status.terminal:
-            raise RunNotResumableError(f"run {run_id} has already ended ({status.value})")
-        if status is RunStatus.AWAITING_CONFIRM:
-            if approve is None or answer is not None:
-                raise RunNotResumableError(
-                    f"run {run_id} waits for a confirmation",
-                    hint="resume with --approve or --reject",
-                )
+        if state.status is RunStatus.AWAITING_CONFIRM:
+            assert approve is not None
             assert state.pending is not None and state.pending.step_id is not None
             journal.emit("decide", ConfirmationGiven(state.pending.step_id, approve))
             journal.transition(RunStatus.DECIDING, "approved" if approve else "rejected")
-        elif status is RunStatus.AWAITING_USER:
-            if answer is None or approve is not None:
-                raise RunNotResumableError(
-                    f"run {run_id} waits for an answer", hint="resume with --answer TEXT"
-                )
+        elif state.status is RunStatus.AWAITING_USER:
+            assert answer is not None
             limit = self.agent.config.limits.max_message_chars
             if len(answer) > limit:
                 raise InputTooLargeError(
@@ -671,11 +666,6 @@ class Runtime:
             slot = state.pending.slot if state.pending else None
             journal.emit("intent", UserAnswered(answer, slot))
             journal.transition(RunStatus.PARSING, "answer received")
-        elif approve is not None or answer is not None:
-            raise RunNotResumableError(
-                f"run {run_id} is not waiting for input "
-                f"({status.value}); resume it without arguments"
-            )
         return journal
 
     async def summary(self, run_id: str) -> RunSummary:
@@ -824,11 +814,21 @@ class Runtime:
         if handoff is not None and not any(e.type is EventType.HANDED_OFF for e in events):
             handoff = None  # stored with an earlier batch
         self.faults.hit("before_commit")
-        try:
-            await self._io(self._write, record, events, handoff, lease, release)
-        except StoreError as exc:
-            raise exc.with_context(state.run_id, self._happened(state)) from exc
-        return summary
+        give_up_at: float | None = None
+        pause = 0.05
+        while True:
+            try:
+                await self._io(self._write, record, events, handoff, lease, release)
+                return summary
+            except StoreError as exc:
+                # the wait reads the real clock, not an effect: it orders nothing in the run
+                now = time.monotonic()
+                if give_up_at is None:
+                    give_up_at = now + self.save_retry_s
+                if exc.code is not ErrorCode.STORE_UNAVAILABLE or now + pause > give_up_at:
+                    raise exc.with_context(state.run_id, self._happened(state)) from exc
+            await asyncio.sleep(pause)  # the same save again: a repeat stores only what is new
+            pause = min(pause * 2, 2.0)
 
     def _happened(self, state: RunState) -> str:
         """What the run had done before a store failure, and how to finish it.

@@ -568,11 +568,13 @@ class SqlStore:
                 with self._write() as conn:  # an identical repeat: append only what is new
                     if lease is not None:  # first, as a save that did not fail does
                         self._fence(conn, lease, release)
-                    missing = {e.seq for e in self._unstored(conn, run.run_id, new_events)}
+                    unstored, later = self._unstored(conn, run.run_id, new_events)
+                    missing = {e.seq for e in unstored}
                     self._store_plans(conn, bodies)
                     again = [r for r in rows if r["seq"] in missing]
                     self._driver.executemany(conn, _INSERT_EVENTS, again)
-                    self._upsert_run(conn, run, row)
+                    if not later:  # a repeat of an earlier stretch: the row says more already
+                        self._upsert_run(conn, run, row)
                     self._project(conn, run, [e for e in new_events if e.seq in missing])
             self._check_file(run.run_id)
         self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
@@ -613,11 +615,15 @@ class SqlStore:
         """The columns of a run row being inserted (every column bound: one statement)."""
         return {"created_at": run.created_at, "handoff": None, **row}
 
-    def _unstored(self, conn: Connection, run_id: str, new_events: Sequence[Event]) -> list[Event]:
-        """The events not stored yet; raises unless every stored one is the same as new.
+    def _unstored(
+        self, conn: Connection, run_id: str, new_events: Sequence[Event]
+    ) -> tuple[list[Event], bool]:
+        """The events not stored yet, and whether the log goes on past them.
 
-        A repeat of an identical batch (a retried flush) is harmless; a different event
-        at a taken ``seq`` means another writer appended to the run.
+        Raises unless every stored one is the same as new. A repeat of an identical batch
+        (a retried flush) is harmless; a different event at a taken ``seq`` means another
+        writer appended to the run. A repeat of an earlier stretch of the log (a durable
+        drive executed again after a later drive ran) must not set the run row back.
         """
         stored = {e.seq: e for e in self._events(conn, run_id)}
         for new in new_events:
@@ -631,7 +637,9 @@ class SqlStore:
                     f"event {new.seq} of run {run_id} was already written by another writer",
                     hint="only the lease holder may append; this writer stops",
                 )
-        return [e for e in new_events if e.seq not in stored]
+        last = new_events[-1].seq if new_events else 0
+        later = any(seq > last for seq in stored)
+        return [e for e in new_events if e.seq not in stored], later
 
     def _record(self, row: Any) -> RunRecord:
         return RunRecord(

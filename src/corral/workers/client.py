@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus
 from corral.effects import LiveEffects
-from corral.errors import RunBusyError, RunNotFoundError, RunNotResumableError
+from corral.errors import (
+    AgentNotFoundError,
+    RunBusyError,
+    RunNotFoundError,
+    RunNotResumableError,
+)
 from corral.events import ConfirmationGiven, Event, UserAnswered
+from corral.runtime.inputs import check_input, check_step
 from corral.runtime.state import fold
 from corral.workers import names
 from corral.workers.drive import DriveArgs, raise_if_error
@@ -113,11 +119,17 @@ class RunQueue:
         names the drive that applied it, so a double click is one workflow; the opposite
         decision of a decided step is ``RUN_NOT_RESUMABLE``. An approval is pinned to the
         step the run waits for now, so a late duplicate never approves a later one.
+        ``AGENT_NOT_FOUND`` when the run is not ``agent``'s.
         """
         events = self._store.load_events(run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
         state = fold(run_id, events)
+        if state.agent != agent:  # its drive would wait on a queue no worker of it serves
+            raise AgentNotFoundError(
+                f"run {run_id} is a run of agent {state.agent!r}, not {agent!r}",
+                hint=f"resume it as agent {state.agent!r}",
+            )
         pending = state.pending
         if approve is not None and step_id is None:  # the step it waits for, else the last
             decided_steps: list[str | None] = [None, *state.confirmations]
@@ -127,6 +139,10 @@ class RunQueue:
             done = "approved" if decided else "rejected"
             raise RunNotResumableError(f"step {step_id} of run {run_id} was {done}")
         drive = drive_for(events, approve, step_id)
+        new = drive > applied_inputs(events)
+        if new:  # only for an input the run takes: a drive refused on a worker keeps its id
+            check_input(state, approve, answer)
+            check_step(state, step_id)
         args = DriveArgs(
             kind="resume",
             agent=agent,
@@ -135,17 +151,55 @@ class RunQueue:
             answer=answer,
             step_id=step_id,
         )
-        return self._enqueue(args, drive)
+        workflow = self._enqueue(args, drive)
+        given = approve is not None or answer is not None
+        other = self._other_input(workflow, args) if given else None
+        if other is not None:
+            if not new:  # not a repeat of an input the run took: it no longer waits for one
+                check_input(state, approve, answer)
+            raise RunNotResumableError(
+                f"run {run_id} does not take this input: its drive {workflow} "
+                f"brings {_input_text(other)}",
+                hint="see `corral show RUN`; give the input it waits for now",
+            )
+        return workflow
+
+    def _other_input(self, workflow: str, args: DriveArgs) -> DriveArgs | None:
+        """What the drive ``workflow`` brings, when it is not the input ``args`` bring.
+
+        The drive's number is the input's place in the run: another input enqueued for the
+        same place first (a rejection beside an approval, another answer) took it, and
+        DBOS keeps the first of one workflow id.
+        """
+        found = self._client.list_workflows(
+            workflow_ids=[workflow], load_input=True, load_output=False
+        )
+        given = found[0].input if found else None
+        if not given or not given.get("args"):
+            return None
+        brought = DriveArgs.model_validate(given["args"][0])
+        mine = (args.kind, args.approve, args.answer, args.step_id)
+        same = (brought.kind, brought.approve, brought.answer, brought.step_id) == mine
+        return None if same else brought
 
     def wait(self, workflow_id: str, timeout_s: float) -> dict[str, Any]:
         """The drive's answer (the run's summary as JSON) once it ends.
 
         ``RUN_BUSY`` if it is still queued or running after ``timeout_s``; a drive that
-        ended in a corral error raises it again (same code).
+        ended in a corral error raises it again (same code); ``RUN_NOT_FOUND`` for a drive
+        nobody enqueued.
         """
+        from dbos import error as dbos_errors
+
         deadline = time.monotonic() + timeout_s
         while True:
-            status = self._client.retrieve_workflow(workflow_id).get_status()
+            try:
+                status = self._client.retrieve_workflow(workflow_id).get_status()
+            except dbos_errors.DBOSNonExistentWorkflowError:
+                raise RunNotFoundError(
+                    f"no drive {workflow_id!r} was enqueued",
+                    hint="a drive is <run id>.<n>: 0 for the start, n for the n-th input",
+                ) from None
             if status.status in _FINAL:
                 break
             if time.monotonic() >= deadline:
@@ -184,6 +238,22 @@ class RunQueue:
             "app_version": names.APPLICATION_VERSION,
         }
         return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()
+
+
+def applied_inputs(events: list[Event]) -> int:
+    """How many inputs (confirmations and answers) the log holds: the drives after the start."""
+    return sum(isinstance(e.payload, ConfirmationGiven | UserAnswered) for e in events)
+
+
+def _input_text(args: DriveArgs) -> str:
+    """What a drive brings, in words."""
+    if args.kind != "resume":
+        return "the run's start"
+    if args.approve is not None:
+        return f"{'an approval' if args.approve else 'a rejection'} of step {args.step_id}"
+    if args.answer is not None:
+        return f"the answer {args.answer[:40]!r}"
+    return "no input"
 
 
 def drive_for(events: list[Event], approve: bool | None, step_id: str | None) -> int:

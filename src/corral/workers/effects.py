@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from corral.effects import LiveEffects
 from corral.errors import (
     BudgetExceededError,
     CorralError,
+    ErrorCode,
     ModelTimeoutError,
     ModelUnavailableError,
 )
@@ -69,6 +71,12 @@ class DbosEffects:
     """Where a sync step asked for on the event loop's thread runs (DBOS forbids a sync
     step on a thread with a running loop)."""
     _adapters: dict[Any, TypeAdapter[Any]] = field(default_factory=dict)
+    _execution: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This process's executions of workflows: a write entered by another one was
+    entered by an execution that died (a re-execution runs in a new process)."""
+
+    def _execution_id(self) -> str:
+        return self._execution
 
     def now(self) -> datetime:
         """The wall clock, as a step: a re-execution reads the same time."""
@@ -94,9 +102,15 @@ class DbosEffects:
         """One tool attempt as a step (never retried by DBOS: corral's policy retries)."""
         from dbos import DBOS, StepOptions
 
+        entered: str | None = None
+        if not _safe_to_enter_again(spec):  # say which execution enters it, first
+            marker = StepOptions(name=f"corral.enter.{spec.name}", retries_allowed=False)
+            entered = await DBOS.run_step_async(marker, self._execution_id)
         options = StepOptions(name=f"corral.tool.{spec.name}", retries_allowed=False)
         tool_step = self._tool_step
-        step = partial(DBOS.run_step_async, options, tool_step, spec, args, context, timeout_s)
+        step = partial(
+            DBOS.run_step_async, options, tool_step, spec, args, context, timeout_s, entered
+        )
         record = await (step(None) if self.permits is None else self.permits(spec.name, step))
         error = record.get("error")
         if error is not None:
@@ -109,13 +123,22 @@ class DbosEffects:
         args: BaseModel,
         context: ToolContext,
         timeout_s: float,
+        entered: str | None,
         permit_use_by: float | None,
     ) -> dict[str, Any]:
         """The live call, its outcome as the attempt records it: data, or a failure.
 
+        ``entered``: the execution that entered a write which must not be entered twice.
+        Another one's means that execution died in the write: it may or may not have
+        acted, so it is not entered again but failed without proof that nothing happened
+        (``OUTCOME_UNKNOWN``: its reconciler looks, else a person does), as
+        ``corral resume`` settles a write in flight when its process died.
+
         Nothing is called when the tool's rate-limit permit is too old (``permits.py``):
         checked here, and again on the tool's own thread just before its function runs.
         """
+        if entered is not None and entered != self._execution:
+            return {"error": failure_record(InterruptedWriteError(spec.name))}
         if permit_use_by is not None:
             if expired(permit_use_by):
                 return EXPIRED
@@ -188,6 +211,24 @@ class DbosEffects:
         context = contextvars.copy_context()
         call = partial(context.run, DBOS.run_step, options, work, *args)
         return self._helpers.submit(call).result()
+
+
+def _safe_to_enter_again(spec: ToolSpec) -> bool:
+    """Whether a call may simply run again after its process died in it (as a retry may)."""
+    policy = spec.policy
+    return policy.kind != "write" or (policy.idempotent and spec.reconcile is None)
+
+
+class InterruptedWriteError(CorralError):
+    """A write whose worker died while it ran: it may or may not have acted."""
+
+    code = ErrorCode.TOOL_FAILED
+    retryable = False
+
+    def __init__(self, tool: str) -> None:
+        super().__init__(
+            f"the worker stopped while {tool} was running; the write may or may not have happened"
+        )
 
 
 def _now_text(live: LiveEffects) -> str:

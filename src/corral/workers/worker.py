@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from corral.workers.liveness import Liveness
 
 
+SAVE_RETRY_S = 300.0
+"""How long a drive's save waits for an unreachable store (a PostgreSQL restart) before the
+drive fails: a drive that failed is never driven again, and its run would stay unfinished."""
+
+
 def default_executor_id() -> str:
     """``host-pid``: unique per process.
 
@@ -113,7 +118,12 @@ class Worker:
             effects = DbosEffects(permits=partial(permits.call, agent.name))
             self.effects.append(effects)
             self.runtimes[agent.name] = Runtime(
-                agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
+                agent,
+                self.store,
+                effects=effects,
+                log_dir=self.log_dir,
+                concurrent_steps=False,
+                save_retry_s=SAVE_RETRY_S,
             )
         DBOS(config=dbos_config(self.store_url, self.executor_id))  # type: ignore[arg-type]
         register(self.runtimes)

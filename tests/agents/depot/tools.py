@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS shipments (
     order_id TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tags (idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS stamps (idempotency_key TEXT NOT NULL, order_id TEXT NOT NULL);
 """
 
 
@@ -101,3 +102,15 @@ def tag_order(order_id: str, ctx: ToolContext) -> Tagged:
     """Tag an order (no confirmation): once per idempotency key."""
     _write_once(ctx, "tags", order_id)
     return Tagged(order_id=order_id, tagged=True)
+
+
+class Stamped(BaseModel):
+    order_id: str
+    stamped: bool
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=False))
+def stamp_order(order_id: str, ctx: ToolContext) -> Stamped:
+    """Stamp an order: not idempotent (each entry stamps again), no reconciler to ask."""
+    _write_once(ctx, "stamps", order_id)
+    return Stamped(order_id=order_id, stamped=True)

@@ -1,0 +1,46 @@
+"""Whether a paused run takes an input now: one check for the runtime and an enqueuer."""
+
+from __future__ import annotations
+
+from corral.contracts import RunStatus
+from corral.errors import RunNotResumableError
+from corral.runtime.state import RunState
+
+
+def check_input(state: RunState, approve: bool | None, answer: str | None) -> None:
+    """``RUN_NOT_RESUMABLE`` unless the run waits for this kind of input now.
+
+    An approval or rejection for a confirmation, an answer for a question, nothing for a
+    run that waits for neither. The runtime checks before it records the input, and an
+    enqueuer before it gives the input a drive of the run (a drive refused on a worker
+    would otherwise hold that drive's number, and the right input could never follow).
+    """
+    run_id, status = state.run_id, state.status
+    if status.terminal:
+        raise RunNotResumableError(f"run {run_id} has already ended ({status.value})")
+    if status is RunStatus.AWAITING_CONFIRM:
+        if approve is None or answer is not None:
+            raise RunNotResumableError(
+                f"run {run_id} waits for a confirmation",
+                hint="resume with --approve or --reject",
+            )
+    elif status is RunStatus.AWAITING_USER:
+        if answer is None or approve is not None:
+            raise RunNotResumableError(
+                f"run {run_id} waits for an answer", hint="resume with --answer TEXT"
+            )
+    elif approve is not None or answer is not None:
+        raise RunNotResumableError(
+            f"run {run_id} is not waiting for input ({status.value}); resume it without arguments"
+        )
+
+
+def check_step(state: RunState, step_id: str | None) -> None:
+    """``RUN_NOT_RESUMABLE`` when an approval names a step the run does not wait for now."""
+    if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
+        waiting = state.pending.step_id if state.pending else None
+        raise RunNotResumableError(
+            f"run {state.run_id} does not wait for a confirmation of step {step_id}"
+            + (f" (it waits for {waiting})" if waiting else ""),
+            hint="see `corral show RUN`; approve what it asks now",
+        )
