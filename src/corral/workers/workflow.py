@@ -22,6 +22,7 @@ from corral.decision.selector import ToolHealth
 from corral.errors import AgentNotFoundError, CorralError
 from corral.workers import names
 from corral.workers.drive import DriveArgs, error_record
+from corral.workers.effects import DbosEffects
 
 if TYPE_CHECKING:
     from corral.contracts import RunSummary
@@ -61,6 +62,8 @@ async def run_drive(shared: Runtime, given: DriveArgs) -> RunSummary:
     )
     own = ToolHealth(failures, health.degrade_after)
     runtime = shared.with_agent(replace(shared.agent, health=own))
+    if isinstance(runtime.effects, DbosEffects):  # the drive's own clock reading
+        runtime.effects = runtime.effects.for_drive()
     try:
         return await _drive(runtime, given)
     finally:
