@@ -93,6 +93,20 @@ def test_an_enqueued_run_finishes_on_a_worker_as_it_would_in_process(
     assert [e.type for e in on_worker] == [e.type for e in one_by_one]
     assert compare(in_process(tmp_path, concurrent_steps=True), on_worker).same_path
     assert business(workers.home, "SELECT count(*) FROM shipments") == [(1,)]
+    # the clock is one step per stretch between two waits, not one per event's timestamp
+    steps = [
+        str(name)
+        for (name,) in sql(
+            workers.store_url,
+            "SELECT function_name FROM dbos.operation_outputs WHERE workflow_uuid LIKE %s",
+            f"{run_id}.%",
+        )
+    ]
+    waits = [n for n in steps if n.startswith(("corral.tool.", "corral.read.", "corral.model"))]
+    clock = steps.count("corral.clock")
+    assert 0 < clock <= len(waits) + 2 < len(on_worker), (steps, len(on_worker))
+    times = [e.ts for e in on_worker]
+    assert times == sorted(times) and len(set(times)) == len(times)
 
 
 def test_a_pause_ends_the_workflow_and_its_resume_is_a_new_one(workers: WorkerPool) -> None:
