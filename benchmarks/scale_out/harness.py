@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +31,8 @@ MESSAGE = "我的打印机坏了，订单号 HD20240501，能换新吗"
 BUSINESS_SQL = AGENT / "data" / "business.sql"
 BUSINESS_ENV = "SCALE_OUT_BUSINESS_URL"
 WAITING = ("awaiting_confirm", "awaiting_user")
+LIVENESS_PREFIX = "corral-worker:"
+"""The ``application_name`` of a worker's liveness connection, then its executor id."""
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -154,7 +156,7 @@ class Pool:
     store_url: str
     business_url: str
     folder: Path
-    takeover_poll_s: float = 1.0
+    takeover_poll_s: float | None = None
     workers: dict[str, Worker] = field(default_factory=dict)
     killed: list[Worker] = field(default_factory=list)
     generation: int = 0
@@ -166,7 +168,8 @@ class Pool:
         log = open(self.folder / f"{executor_id}.log", "wb")  # noqa: SIM115 (the child owns it)
         command = [sys.executable, "-m", "corral", "worker", "--store", self.store_url]
         command += ["--agent", str(AGENT), "--executor-id", executor_id]
-        command += ["--takeover-poll-s", str(self.takeover_poll_s)]
+        if self.takeover_poll_s is not None:
+            command += ["--takeover-poll-s", str(self.takeover_poll_s)]
         command += ["--home", str(self.folder / "home")]
         process = subprocess.Popen(
             command,
@@ -208,7 +211,9 @@ class Pool:
 
 
 @contextmanager
-def pool(databases: Databases, folder: Path, takeover_poll_s: float = 1.0) -> Iterator[Pool]:
+def pool(
+    databases: Databases, folder: Path, takeover_poll_s: float | None = None
+) -> Iterator[Pool]:
     made = Pool(databases.store_url, databases.business_url, folder, takeover_poll_s)
     try:
         yield made
@@ -229,17 +234,21 @@ def scratch(keep: bool) -> Iterator[Path]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def ready(conn: psycopg.Connection[Any], executor_ids: Iterable[str]) -> set[str]:
+    """Those of ``executor_ids`` whose worker holds its liveness connection (launched)."""
+    rows = conn.execute(
+        "SELECT application_name FROM pg_stat_activity WHERE application_name = ANY(%s)",
+        ([f"{LIVENESS_PREFIX}{e}" for e in executor_ids],),
+    ).fetchall()
+    return {row[0].removeprefix(LIVENESS_PREFIX) for row in rows}
+
+
 def wait_ready(store_url: str, executor_ids: Sequence[str], timeout_s: float = 120) -> None:
     """Wait until each worker holds its liveness connection (``corral-worker:ID``)."""
-    wanted = {f"corral-worker:{e}" for e in executor_ids}
     deadline = time.monotonic() + timeout_s
     with psycopg.connect(plain(store_url), autocommit=True) as conn:
         while time.monotonic() < deadline:
-            rows = conn.execute(
-                "SELECT application_name FROM pg_stat_activity WHERE application_name = ANY(%s)",
-                (list(wanted),),
-            ).fetchall()
-            if {r[0] for r in rows} >= wanted:
+            if ready(conn, executor_ids) >= set(executor_ids):
                 return
             time.sleep(0.2)
     raise TimeoutError(f"workers {sorted(executor_ids)} not ready after {timeout_s} s")
