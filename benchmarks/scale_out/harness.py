@@ -58,6 +58,7 @@ class Server:
 
     url: str
     data_dir: Path | None = None
+    bin_dir: str = ""
 
     def postmaster_pid(self) -> int | None:
         if self.data_dir is None:
@@ -81,7 +82,7 @@ def postgres(existing_url: str | None) -> Iterator[Server]:
     url, data_dir, bin_dir = started.stdout.strip().splitlines()[-1].split()
     data = Path(data_dir)
     try:
-        yield Server(url, data)
+        yield Server(url, data, bin_dir)
     finally:
         stop = [f"{bin_dir}/pg_ctl", "-D", data_dir, "-m", "immediate", "stop"]
         subprocess.run(
