@@ -27,6 +27,7 @@ HEAVY = (
     "openai",
     "httpx",
     "mcp",
+    "dbos",
     "corral.store",
     "corral.runtime",
 )

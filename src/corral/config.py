@@ -332,6 +332,18 @@ class DecisionConfig(_Strict):
     """The observed p95 is over this many of the tool's latest successful calls."""
 
 
+class WorkersConfig(_Strict):
+    """How the agent's runs are driven by ``corral worker`` processes (``docs/workers.md``).
+
+    Each agent has a DBOS queue of its own; these bound how many of its drives run at once.
+    """
+
+    concurrency: int | None = Field(None, ge=1)
+    """Drives of this agent running at once across every worker; ``None``: no bound."""
+    worker_concurrency: int | None = Field(8, ge=1)
+    """Drives of this agent one worker process runs at once; ``None``: no bound."""
+
+
 class AgentConfig(_Strict):
     """The whole declaration of one agent, as read from ``agent.yaml``."""
 
@@ -375,6 +387,8 @@ class AgentConfig(_Strict):
     """Operations of OpenAPI 3 documents imported as HTTP tools."""
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers and the tools imported from them (``docs/mcp.md``)."""
+    workers: WorkersConfig = Field(default_factory=WorkersConfig)
+    """The concurrency of the agent's queue for ``corral worker`` (``docs/workers.md``)."""
 
     @field_validator("timezone")
     @classmethod

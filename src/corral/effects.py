@@ -18,10 +18,10 @@ import asyncio
 import time
 import types
 import uuid
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
     from corral.tools.context import ToolContext
     from corral.tools.spec import ToolSpec
+
+T = TypeVar("T")
 
 
 class Effects(Protocol):
@@ -66,6 +68,15 @@ class Effects(Protocol):
         ``deadline_s``: what is left of the run's wall-clock budget. A call that would
         start with none left, or is still waiting when it runs out, raises
         ``BudgetExceededError`` (and is cancelled).
+        """
+        ...
+
+    def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
+        """``read()``, a read of the world a run's events depend on (a session, a log).
+
+        A durable engine records what it returned (as JSON of type ``shape``), so that a
+        re-execution of the run sees what the first execution saw; elsewhere it is just
+        ``read()``. ``name`` says what was read. Sync: a store thread calls it too.
         """
         ...
 
@@ -189,6 +200,10 @@ class LiveEffects:
             f"the wall-clock budget ran out during the model call ({deadline_s:.3g} s were left)"
         )
 
+    def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
+        """Read now: nothing is recorded outside a durable engine."""
+        return read()
+
 
 @dataclass
 class FixedEffects:
@@ -235,6 +250,10 @@ class FixedEffects:
         """Really ask the model (a ScriptedModel in most tests), within the deadline."""
         return await self._live.call_model(model, request, deadline_s)
 
+    def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
+        """Read now."""
+        return read()
+
 
 @dataclass
 class WrappedEffects:
@@ -273,3 +292,7 @@ class WrappedEffects:
     ) -> ModelResponse:
         """The wrapped model call."""
         return await self.inner.call_model(model, request, deadline_s)
+
+    def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
+        """The wrapped read."""
+        return self.inner.recorded(name, read, shape)

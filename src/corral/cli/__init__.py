@@ -1,12 +1,22 @@
 """The ``corral`` command line.
 
 Commands live in modules by what they do (``runs``, ``stats``, ``quality``, ``recording``,
-``conversation``, ``examples``, ``serve``, ``db``); importing them registers them on the one
-``app``. They import the layers, the store and the models inside the command that uses them, so
-``corral --help`` and ``corral --version`` start without them.
+``conversation``, ``examples``, ``serve``, ``db``, ``worker``); importing them registers them
+on the one ``app``. They import the layers, the store and the models inside the command that
+uses them, so ``corral --help`` and ``corral --version`` start without them.
 """
 
-from corral.cli import conversation, db, examples, quality, recording, runs, serve, stats
+from corral.cli import (
+    conversation,
+    db,
+    examples,
+    quality,
+    recording,
+    runs,
+    serve,
+    stats,
+    worker,
+)
 from corral.cli.common import app
 
 __all__ = [
@@ -20,6 +30,7 @@ __all__ = [
     "runs",
     "serve",
     "stats",
+    "worker",
 ]
 
 

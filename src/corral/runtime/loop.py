@@ -57,6 +57,7 @@ class RunLoop:
         persist: Persist,
         *,
         earlier_owner_may_live: bool = False,
+        concurrent_steps: bool = True,
     ) -> None:
         self.agent = agent
         self.journal = journal
@@ -66,6 +67,10 @@ class RunLoop:
         self.earlier_owner_may_live = earlier_owner_may_live
         """The run was taken over from an owner that went silent but is not proven dead:
         a write it was running may still act, so "not found" proves nothing."""
+        self.concurrent_steps = concurrent_steps
+        """``False``: a round's calls run one after another in dispatch order, so the
+        effects of the run come in one order whatever their timing (a durable engine
+        that matches recorded steps by their position needs that)."""
         self.segment_started = effects.monotonic()
         self._graph: PlanGraph | None = None
         self.budget_stop: str | None = None

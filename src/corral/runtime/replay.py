@@ -35,6 +35,7 @@ from corral.events import (
 )
 from corral.models.replay import ReplayModel
 from corral.store.memory import MemoryStore
+from corral.tools.outputs import VALUE_FIELD
 
 if TYPE_CHECKING:
     from corral.agent import Agent
@@ -52,6 +53,7 @@ class RecordedToolError(CorralError):
         retryable: bool,
         applied: bool | None = None,
         in_flight: bool = False,
+        retry_after_s: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.TOOL_FAILED
@@ -59,6 +61,19 @@ class RecordedToolError(CorralError):
         self.applied = applied
         """Whether the recorded failure proved the effect did not happen (writes)."""
         self.in_flight = in_flight
+        self.retry_after_s = retry_after_s
+        """How long the service asked to wait before a retry, when it said."""
+
+
+def recorded_return(spec: ToolSpec, data: dict[str, Any] | None) -> Any:
+    """What a tool returned, from the data recorded of it (``ToolAttempt.data``).
+
+    Normalised again by the caller as a live return is, it gives the same data: a value
+    the output model wraps is unwrapped first.
+    """
+    if data is not None and spec.wrapped:
+        return data.get(VALUE_FIELD)
+    return data
 
 
 @dataclass
@@ -111,7 +126,7 @@ class ReplayEffects(FixedEffects):
                 recorded.applied,
                 recorded.in_flight,
             )
-        return recorded.data
+        return recorded_return(spec, recorded.data)
 
     def _same_arguments(self, spec: ToolSpec, args: BaseModel, step_id: str) -> bool:
         """Whether ``args`` are what the recorded step was started with, once validated."""

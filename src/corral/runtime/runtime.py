@@ -12,6 +12,7 @@ lease, so a process that lost it appends nothing and enters no tool.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -60,7 +61,7 @@ from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
-from corral.runtime.ownership import Held, Ownership
+from corral.runtime.ownership import Held, Holding, Ownership
 from corral.runtime.plan_entry import (
     ENTRY_MESSAGE,
     ENTRY_PLAN,
@@ -205,12 +206,18 @@ class Runtime:
         lease_ttl_s: float = DEFAULT_LEASE_S,
         faults: Faults | None = None,
         tracer: RunTracer | None = None,
+        concurrent_steps: bool = True,
     ) -> None:
         """Tie the agent to a store; ``tracer``: where spans go.
 
         By default spans go where the agent's ``telemetry:`` block and the ``OTEL_*``
         variables say: nowhere, unless one of them names an exporter. ``Untraced()``
         exports nothing whatever they say.
+
+        ``concurrent_steps=False`` runs a round's independent steps one after another,
+        in dispatch order: slower when steps wait on I/O, but the run's effects then come
+        in one order whatever their timing, which a durable engine that matches recorded
+        steps by position (DBOS, ``corral worker``) needs.
         """
         self.agent = agent
         self.store: Store = store if store is not None else MemoryStore()
@@ -224,6 +231,7 @@ class Runtime:
         chosen = tracer if tracer is not None else tracer_for(agent.config.telemetry, os.environ)
         self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
+        self.concurrent_steps = concurrent_steps
         self._store_threads: ThreadPoolExecutor | None = None
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
@@ -296,7 +304,9 @@ class Runtime:
         session_id: str | None,
         watch: Watch | None,
         priority: str | None = None,
+        run_id: str | None = None,
     ) -> RunSummary:
+        """``start``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
         require_text(message, "the message")
         if session_id is not None:
             require_text(session_id, "the session id")
@@ -310,14 +320,41 @@ class Runtime:
         found = run_priority(priority, message, self._per_agent().priority)
         session = None
         if session_id:
-            session = await self._io(self.store.get_session, session_id, self.effects.now())
+            session = await self._session(session_id)
             if session and session.open_run_id:
-                record = await self._io(self.store.get_run, session.open_run_id)
-                if record and record.status == RunStatus.AWAITING_USER.value:
+                status = await self._io(self._run_status, session.open_run_id)
+                if status == RunStatus.AWAITING_USER.value:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
-        run_id = self.effects.new_id("run")
-        async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
+        given = run_id is not None
+        run_id = run_id or self.effects.new_id("run")
+        async with await self._holding_new(run_id, given) as held:
             return await self._start(run_id, message, session, session_id, held, watch, found)
+
+    async def _session(self, session_id: str) -> SessionRecord | None:
+        """The session as a new run reads it (a recorded read: a re-execution sees the same)."""
+        now = self.effects.now()
+        read = partial(self.store.get_session, session_id, now)
+        return await self._io(self.effects.recorded, "session", read, SessionRecord | None)
+
+    def _run_status(self, run_id: str) -> str | None:
+        """A stored run's status, as a recorded read (called in a store thread)."""
+
+        def read() -> str | None:
+            record = self.store.get_run(run_id)
+            return record.status if record else None
+
+        return self.effects.recorded("run_status", read, str | None)
+
+    async def _holding_new(self, run_id: str, given: bool) -> Holding:
+        """The lease block of a new run; of a given id that is stored already, as a resume's.
+
+        A run id is given by an enqueuer (a durable drive): a drive executed again after
+        its process died finds the run stored, and takes the lease as a resume does (a dead
+        owner of this host at once, another once its lease expired).
+        """
+        if given and await self._io(self.store.get_run, run_id) is not None:
+            return self.ownership.holding(run_id, self.ownership.ttl_s * 2)
+        return self.ownership.holding(run_id, 0.0, new_run=True)
 
     async def _start(
         self,
@@ -371,10 +408,14 @@ class Runtime:
                 priority=found.priority,
                 priority_source=found.source,
                 observed_latency=observed,
-                degraded=[t for t in self.agent.tools.names() if self.agent.health.degraded(t)],
+                degraded=self.effects.recorded("degraded", self._degraded, list[str]),
             ),
         )
         return journal
+
+    def _degraded(self) -> list[str]:
+        """The agent's tools that are degraded now (this process's health of them)."""
+        return [t for t in self.agent.tools.names() if self.agent.health.degraded(t)]
 
     async def _observed_latency(self) -> dict[str, dict[str, float]]:
         """The observed latency of the agent's tools that have equivalents, for a new run.
@@ -388,12 +429,18 @@ class Runtime:
         names = self._ranked_tools()
         if not names or not isinstance(self.store, LatencySource):
             return {}
+        store = self.store
         window = self.agent.config.decision.latency_window
-        found = await self._io(self.store.tool_latency, self.agent.name, names, window)
-        return {
-            name: {"p95_ms": round(latency.p95_ms, 3), "calls": latency.calls}
-            for name, latency in sorted(found.items())
-        }
+
+        def read() -> dict[str, dict[str, float]]:
+            found = store.tool_latency(self.agent.name, names, window)
+            return {
+                name: {"p95_ms": round(latency.p95_ms, 3), "calls": latency.calls}
+                for name, latency in sorted(found.items())
+            }
+
+        shape = dict[str, dict[str, float]]
+        return await self._io(self.effects.recorded, "observed_latency", read, shape)
 
     def _per_agent(self) -> _PerAgent:
         """What every run of the agent reads the same: worked out once (the agent is frozen)."""
@@ -447,18 +494,29 @@ class Runtime:
 
         >>> summary = await runtime.run_plan("exchange", entities={"order_id": "HD20240501"})
         """
+        return await self._run_plan(plan, entities, session_id, intent, priority)
+
+    async def _run_plan(
+        self,
+        plan: str | Plan,
+        entities: Mapping[str, Any] | None,
+        session_id: str | None,
+        intent: str | None,
+        priority: str | None,
+        run_id: str | None = None,
+    ) -> RunSummary:
+        """``run_plan``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
         if session_id is not None:
             require_text(session_id, "the session id")
         given = resolve_plan(self.agent, plan, intent)
         checked = check_entities(self.agent, entities or {})
-        session = None
-        if session_id:
-            session = await self._io(self.store.get_session, session_id, self.effects.now())
+        session = await self._session(session_id) if session_id else None
         check_required(self.agent, given, checked, self._carried(session))
         found = run_priority(priority, "", self._per_agent().priority)
         observed = await self._observed_latency()
-        run_id = self.effects.new_id("run")
-        async with self.ownership.holding(run_id, 0.0, new_run=True) as held:
+        chosen = run_id is not None
+        run_id = run_id or self.effects.new_id("run")
+        async with await self._holding_new(run_id, chosen) as held:
             language = self.agent.config.default_language
             journal = self._begin(
                 run_id, session, session_id, language, ENTRY_PLAN, None, (found, observed)
@@ -505,9 +563,9 @@ class Runtime:
             require_text(answer, "the answer")
         if step_id is not None and approve is None:
             raise RunNotResumableError("a step is named only with an approval or a rejection")
-        seen = await self.load_state(run_id)
+        seen = await self._recorded_state(run_id, "log_seen")
         async with self.ownership.holding(run_id, wait_s) as held:
-            state = await self.load_state(run_id)
+            state = await self._recorded_state(run_id, "log")
             if self._given_already(seen, state, approve, answer, step_id):
                 return summarize_run(state)
             if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
@@ -621,6 +679,23 @@ class Runtime:
             raise RunNotFoundError(f"no run {run_id!r}")
         return fold(run_id, events)
 
+    async def _recorded_state(self, run_id: str, name: str) -> RunState:
+        """``load_state`` as a recorded read: a re-execution folds the log it saw first.
+
+        What is recorded is the log's length: a log only grows, so the same prefix of it
+        is what the first execution read, whatever a dead execution appended since.
+        """
+
+        def read() -> list[Event]:
+            events = self.store.load_events(run_id)
+            seen = self.effects.recorded(name, partial(len, events), int)
+            return events[:seen]
+
+        events = await self._io(read)
+        if not events:
+            raise RunNotFoundError(f"no run {run_id!r}")
+        return fold(run_id, events)
+
     # ------------------------------------------------------------------ internals
 
     async def _io(self, call: Callable[..., T], *args: Any) -> T:
@@ -634,8 +709,10 @@ class Runtime:
             return call(*args)
         if self._store_threads is None:
             self._store_threads = ThreadPoolExecutor(4, thread_name_prefix="corral-store")
+        # in the caller's context: a recorded read or a clock read there is the drive's own
+        context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
-            self._store_threads, partial(call, *args)
+            self._store_threads, partial(context.run, call, *args)
         )
 
     async def _drive(self, journal: Journal, held: Held) -> RunSummary:
@@ -653,6 +730,7 @@ class Runtime:
             self.effects,
             persist,
             earlier_owner_may_live=held.earlier_owner_may_live,
+            concurrent_steps=self.concurrent_steps,
         )
         try:
             await loop.drive()

@@ -182,11 +182,17 @@ class Scheduler:
                     await self._gate_and_dispatch(step_id)
                     if self.state.status in PAUSED_STATUSES or self.stop is not None:
                         break
-            if len(self.queued) == 1 and not self.running:
+            if (
+                self.queued
+                and not self.running
+                and (len(self.queued) == 1 or not loop.concurrent_steps)
+            ):
                 # The round's only call runs in this task: a chain of steps (and every step
                 # without a sibling) costs no task and no wait set. The log is the same:
                 # with one call in flight, its events come in the same order either way.
-                step_id, call = self.queued.popitem()
+                # Without concurrent steps, every call of the round runs so, in order.
+                step_id = next(iter(self.queued))
+                call = self.queued.pop(step_id)
                 await self._finish(step_id, await call)
                 book.note(step_id)
                 continue

@@ -90,6 +90,11 @@ class RunControl(RunView, Protocol):
         ...
 
     @property
+    def concurrent_steps(self) -> bool:
+        """Whether a round's independent steps run at once (else one by one, in order)."""
+        ...
+
+    @property
     def graph(self) -> PlanGraph:
         """The validated graph of the run's plan."""
         ...

@@ -136,6 +136,23 @@ def effect_applied(exc: BaseException) -> bool | None:
     return None
 
 
+def failure_record(exc: BaseException) -> dict[str, Any]:
+    """A tool's failure as JSON values: what an attempt records of it.
+
+    A ``RecordedToolError`` built from them is classified the same way again (code,
+    retryability, proof of no effect, a thread still running, the wait asked for).
+    """
+    code, message, retryable = _classify(exc)
+    return {
+        "code": code,
+        "message": message,
+        "retryable": retryable,
+        "applied": effect_applied(exc),
+        "in_flight": bool(getattr(exc, "in_flight", False)),
+        "retry_after_s": getattr(exc, "retry_after_s", None),
+    }
+
+
 def _classify(exc: BaseException) -> tuple[str, str, bool]:
     """Map an exception to (code, message, retryable)."""
     if isinstance(exc, CorralError):
@@ -205,9 +222,10 @@ async def invoke_tool(
             data = _normalise_output(spec, returned)
             status = ToolStatus.SUCCESS if data is not None else ToolStatus.NO_RESULT
         except Exception as exc:  # every failure becomes an envelope
-            code, message, retryable = _classify(exc)
-            applied, in_flight = effect_applied(exc), bool(getattr(exc, "in_flight", False))
-            retry_after = getattr(exc, "retry_after_s", None)
+            failure = failure_record(exc)
+            code, message, retryable = failure["code"], failure["message"], failure["retryable"]
+            applied, in_flight = failure["applied"], failure["in_flight"]
+            retry_after = failure["retry_after_s"]
             status = ToolStatus.ERROR
         duration_ms = (effects.monotonic() - started) * 1000.0
         total_ms += duration_ms

@@ -1,0 +1,67 @@
+"""``corral worker``: a worker process that drives agents' runs as DBOS workflows.
+
+DBOS comes with ``corral[dbos]`` and is imported inside the command only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from corral.cli.common import (
+    HomeOption,
+    StoreOption,
+    _fails_cleanly,
+    _home,
+    _load,
+    app,
+    err_console,
+)
+from corral.errors import ConfigInvalidError
+
+
+@app.command()
+@_fails_cleanly
+def worker(
+    agent: Annotated[
+        list[Path], typer.Option("--agent", help="An agent folder to drive runs of (repeat)")
+    ],
+    executor_id: Annotated[
+        str | None,
+        typer.Option(
+            "--executor-id",
+            help="This worker's DBOS executor id; a worker restarted with the same id "
+            "finishes the drives it had in flight (default: host-pid)",
+        ),
+    ] = None,
+    home: HomeOption = None,
+    store: StoreOption = None,
+) -> None:
+    """Drive the agents' queued runs as durable DBOS workflows until SIGTERM or Ctrl-C.
+
+    Needs a PostgreSQL store (--store or CORRAL_STORE_URL) and the dbos extra. Runs are
+    enqueued by `corral serve --enqueue` or corral.workers.client.RunQueue.
+    """
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        raise ConfigInvalidError(
+            "corral worker needs the dbos extra (dbos is missing)",
+            hint="pip install 'corral[dbos]'",
+        ) from None
+    from corral.workers import names
+    from corral.workers.worker import default_executor_id, run_worker
+
+    if store is None or not store.strip():
+        raise ConfigInvalidError(
+            "corral worker needs a PostgreSQL store",
+            hint="pass --store postgresql://user@host/db (or set CORRAL_STORE_URL)",
+        )
+    names.system_database_url(store)  # CONFIG_INVALID before anything loads
+    folder = _home(home)
+    agents = [_load(path, folder, store=store) for path in agent]
+    chosen = executor_id or default_executor_id()
+    err_console.print(f"corral worker {chosen}: {', '.join(a.name for a in agents)}")
+    run_worker(store.strip(), agents, executor_id=chosen, log_dir=folder / "logs")

@@ -1,0 +1,201 @@
+"""``RunQueue``: enqueue drives of runs for the workers, and wait for them.
+
+What ``corral serve --enqueue``, the CLI and the benchmark call. It talks to DBOS's tables
+through ``DBOSClient`` only (no workflow code here), and reads corral's store to name a
+resume's drive. A start's run id is chosen here, so its workflow id is known before any
+worker takes it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from corral.contracts import RunStatus
+from corral.effects import LiveEffects
+from corral.errors import RunBusyError, RunNotFoundError
+from corral.events import ConfirmationGiven, Event, UserAnswered
+from corral.runtime.state import fold
+from corral.workers import names
+from corral.workers.drive import DriveArgs, raise_if_error
+
+if TYPE_CHECKING:
+    from dbos import DBOSClient
+
+    from corral.store.sql import SqlStore
+
+_FINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
+"""DBOS workflow statuses after which a drive will not go on by itself."""
+
+
+class RunQueue:
+    """Enqueues runs' drives on their agent's DBOS queue in the store's PostgreSQL.
+
+    >>> queue = RunQueue("postgresql://corral@db/corral")
+    >>> run_id = queue.start("aftersales", "我的打印机坏了，订单号 HD20240501，能换新吗")
+    >>> summary = queue.wait(names.workflow_id(run_id, 0), timeout_s=30)
+    """
+
+    def __init__(self, store_url: str) -> None:
+        """Connect to DBOS's tables (created if missing) and to corral's store."""
+        from dbos import DBOS, DBOSClient
+
+        from corral.store.registry import sql_target
+        from corral.store.sql import SqlStore
+
+        system_url = names.system_database_url(store_url)
+        DBOS.migrate(system_url, schema=names.SYSTEM_SCHEMA)
+        self._client: DBOSClient = DBOSClient(
+            system_database_url=system_url,
+            dbos_system_schema=names.SYSTEM_SCHEMA,
+            application_name=names.APP_NAME,
+            system_database_pool_size=2,
+        )
+        self._store: SqlStore = SqlStore.open(sql_target(store_url))
+
+    def start(
+        self,
+        agent: str,
+        message: str,
+        *,
+        session_id: str | None = None,
+        priority: str | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Enqueue a new run of ``agent`` for ``message``; its run id (drive 0).
+
+        ``run_id``: the id to give the run (by default a fresh one); enqueueing the same
+        id twice is one run.
+        """
+        chosen = run_id or LiveEffects().new_id("run")
+        args = DriveArgs(
+            kind="start",
+            agent=agent,
+            run_id=chosen,
+            message=message,
+            session_id=session_id,
+            priority=priority,
+        )
+        self._enqueue(args, 0)
+        return chosen
+
+    def run_plan(
+        self,
+        agent: str,
+        plan: str,
+        *,
+        entities: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        priority: str | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Enqueue a run of the agent's plan template ``plan``; its run id (drive 0)."""
+        chosen = run_id or LiveEffects().new_id("run")
+        args = DriveArgs(
+            kind="run_plan",
+            agent=agent,
+            run_id=chosen,
+            plan=plan,
+            entities=entities,
+            session_id=session_id,
+            priority=priority,
+        )
+        self._enqueue(args, 0)
+        return chosen
+
+    def resume(
+        self,
+        agent: str,
+        run_id: str,
+        *,
+        approve: bool | None = None,
+        answer: str | None = None,
+        step_id: str | None = None,
+    ) -> str:
+        """Enqueue the drive that brings this input to a paused run; its workflow id.
+
+        The drive is named by the input: the n-th input of a run is drive n. An approval
+        of a step already decided, or an answer given while the run no longer waits,
+        names the drive that applied it, so a double click is one workflow. An approval
+        is pinned to the step the run waits for now, so a late duplicate never approves
+        a later confirmation.
+        """
+        events = self._store.load_events(run_id)
+        if not events:
+            raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
+        pending = fold(run_id, events).pending
+        if approve is not None and step_id is None and pending is not None:
+            step_id = pending.step_id
+        drive = drive_for(events, approve, step_id)
+        args = DriveArgs(
+            kind="resume",
+            agent=agent,
+            run_id=run_id,
+            approve=approve,
+            answer=answer,
+            step_id=step_id,
+        )
+        return self._enqueue(args, drive)
+
+    def wait(self, workflow_id: str, timeout_s: float) -> dict[str, Any]:
+        """The drive's answer (the run's summary as JSON) once it ends.
+
+        ``RUN_BUSY`` if it is still queued or running after ``timeout_s``; a drive that
+        ended in a corral error raises it again (same code).
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = self._client.retrieve_workflow(workflow_id).get_status()
+            if status.status in _FINAL:
+                break
+            if time.monotonic() >= deadline:
+                raise RunBusyError(
+                    f"drive {workflow_id} is still {status.status.lower()} after {timeout_s:g} s",
+                    hint="wait longer, or see `corral workers`",
+                )
+            time.sleep(0.05)
+        answer: dict[str, Any] = self._client.retrieve_workflow(workflow_id).get_result()
+        return raise_if_error(answer)
+
+    def close(self) -> None:
+        """Let go of DBOS's and the store's connections."""
+        self._client.destroy()
+        self._store.engine.dispose()
+
+    def __enter__(self) -> RunQueue:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _enqueue(self, args: DriveArgs, drive: int) -> str:
+        from dbos import EnqueueOptions
+
+        options: EnqueueOptions = {
+            "workflow_name": names.DRIVE_WORKFLOW,
+            "queue_name": names.agent_queue(args.agent),
+            "workflow_id": names.workflow_id(args.run_id, drive),
+            "app_version": names.APPLICATION_VERSION,
+        }
+        return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()
+
+
+def drive_for(events: list[Event], approve: bool | None, step_id: str | None) -> int:
+    """The drive (the resume's number) that brings this input to the run.
+
+    The n-th input in the log (a confirmation or an answer) was brought by drive n. The
+    next drive when the run waits for this input; the one that already brought it
+    otherwise (an approval of a step already decided, an answer to a run that no longer
+    waits), so the same input enqueued twice is the same workflow.
+    """
+    inputs = [
+        e.payload.step_id if isinstance(e.payload, ConfirmationGiven) else None
+        for e in events
+        if isinstance(e.payload, ConfirmationGiven | UserAnswered)
+    ]
+    state = fold(events[0].run_id, events)
+    decided = approve is not None and step_id is not None and step_id in inputs
+    if decided and (state.pending is None or state.pending.step_id != step_id):
+        return inputs.index(step_id) + 1
+    waiting = state.status in (RunStatus.AWAITING_CONFIRM, RunStatus.AWAITING_USER)
+    return len(inputs) + 1 if waiting else len(inputs)

@@ -1,0 +1,200 @@
+"""``DbosEffects``: every effect of a run a DBOS step of the drive's workflow.
+
+A tool call, a model call, the clock, an id and a recorded read each become one step, in
+the order the run makes them (``Runtime(concurrent_steps=False)`` keeps that order fixed).
+On a re-execution of the workflow (its worker died) DBOS answers every step that had
+completed from its record, in order, without running it; the first step that had not
+completed runs for real. A tool step in flight when the worker died therefore runs again,
+with the same idempotency key (derived from the run and step ids, themselves recorded).
+
+Step outputs are JSON values, turned back into return values or exceptions by the same
+code on the first execution and on a re-execution, so both derive identical events. A
+tool step never raises: its failure is a record (``failure_record``) raised again as a
+``RecordedToolError``, classified as the live exception was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+from pydantic import BaseModel, TypeAdapter
+
+from corral.effects import LiveEffects
+from corral.errors import (
+    BudgetExceededError,
+    CorralError,
+    ModelTimeoutError,
+    ModelUnavailableError,
+)
+from corral.runtime.replay import RecordedToolError, recorded_return
+from corral.tools.invoke import _normalise_output, failure_record
+
+if TYPE_CHECKING:
+    from corral.models.base import Model, ModelRequest, ModelResponse
+    from corral.tools.context import ToolContext
+    from corral.tools.spec import ToolSpec
+
+T = TypeVar("T")
+
+_MODEL_ERRORS: dict[str, type[CorralError]] = {
+    "MODEL_UNAVAILABLE": ModelUnavailableError,
+    "MODEL_TIMEOUT": ModelTimeoutError,
+    "BUDGET_EXCEEDED": BudgetExceededError,
+}
+"""The failures a model call answers with, by code: recorded, and raised again as such."""
+
+
+@dataclass
+class DbosEffects:
+    """The real world, each effect recorded as a DBOS step of the running workflow.
+
+    Outside a workflow (no DBOS context) each step just runs, as ``LiveEffects`` would.
+    """
+
+    live: LiveEffects = field(default_factory=LiveEffects)
+    _helpers: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="corral-dbos-step")
+    )
+    """Where a sync step asked for on the event loop's thread runs (DBOS forbids a sync
+    step on a thread with a running loop)."""
+    _adapters: dict[Any, TypeAdapter[Any]] = field(default_factory=dict)
+
+    def now(self) -> datetime:
+        """The wall clock, as a step: a re-execution reads the same time."""
+        return datetime.fromisoformat(self._step("corral.now", _now_text, self.live))
+
+    def monotonic(self) -> float:
+        """The monotonic clock, as a step."""
+        return float(self._step("corral.monotonic", self.live.monotonic))
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh id, as a step: a re-execution gets the same id."""
+        return str(self._step("corral.new_id", self.live.new_id, prefix))
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable sleep: a re-execution waits only for what is left of it."""
+        from dbos import DBOS
+
+        await DBOS.sleep_async(seconds)
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        """One tool attempt as a step (never retried by DBOS: corral's policy retries)."""
+        from dbos import DBOS, StepOptions
+
+        options = StepOptions(name=f"corral.tool.{spec.name}", retries_allowed=False)
+        record = await DBOS.run_step_async(options, self._tool_step, spec, args, context, timeout_s)
+        error = record.get("error")
+        if error is not None:
+            raise RecordedToolError(**error)
+        return recorded_return(spec, record.get("data"))
+
+    async def _tool_step(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> dict[str, Any]:
+        """The live call, its outcome as the attempt records it: data, or a failure."""
+        try:
+            returned = await self.live.call_tool(spec, args, context, timeout_s)
+            return {"data": _normalise_output(spec, returned)}
+        except Exception as exc:  # every failure is a record; classified outside the same way
+            return {"error": failure_record(exc)}
+
+    async def call_model(
+        self, model: Model, request: ModelRequest, deadline_s: float | None = None
+    ) -> ModelResponse:
+        """One model call as a step; its response (or its failure) recorded as JSON."""
+        from dbos import DBOS, StepOptions
+
+        from corral.models.base import ModelResponse
+
+        options = StepOptions(name="corral.model", retries_allowed=False)
+        record = await DBOS.run_step_async(options, self._model_step, model, request, deadline_s)
+        error = record.get("error")
+        if error is not None:
+            raise _model_error(error)
+        response: ModelResponse = self._adapter(ModelResponse).validate_python(record["response"])
+        return response
+
+    async def _model_step(
+        self, model: Model, request: ModelRequest, deadline_s: float | None
+    ) -> dict[str, Any]:
+        from corral.models.base import ModelResponse
+
+        try:
+            response = await self.live.call_model(model, request, deadline_s)
+        except (ModelUnavailableError, ModelTimeoutError, BudgetExceededError) as exc:
+            return {
+                "error": {
+                    "code": exc.code.value,
+                    "message": exc.message,
+                    "hint": exc.hint,
+                    "retryable": exc.retryable,
+                    "retry_after": getattr(exc, "retry_after", None),
+                    "status": getattr(exc, "status", None),
+                }
+            }
+        return {"response": self._adapter(ModelResponse).dump_python(response, mode="json")}
+
+    def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
+        """``read()`` as a step whose output is its JSON (``shape`` reads it back)."""
+        adapter = self._adapter(shape)
+        dumped = self._step(f"corral.read.{name}", _dumped, adapter, read)
+        return cast("T", adapter.validate_python(dumped))
+
+    def close(self) -> None:
+        """Let the helper threads go."""
+        self._helpers.shutdown(wait=False)
+
+    def _adapter(self, shape: Any) -> TypeAdapter[Any]:
+        adapter = self._adapters.get(shape)
+        if adapter is None:
+            adapter = self._adapters[shape] = TypeAdapter(shape)
+        return adapter
+
+    def _step(self, name: str, work: Callable[..., Any], *args: Any) -> Any:
+        """A sync step: on this thread, or, beside a running event loop, on a helper thread.
+
+        The helper runs in a copy of this context, which shares the workflow's DBOS context
+        object: its step counter advances as if the step ran here. The loop waits for it
+        (about a millisecond: one row written).
+        """
+        from dbos import DBOS, StepOptions
+
+        options = StepOptions(name=name, retries_allowed=False)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return DBOS.run_step(options, work, *args)
+        context = contextvars.copy_context()
+        call = partial(context.run, DBOS.run_step, options, work, *args)
+        return self._helpers.submit(call).result()
+
+
+def _now_text(live: LiveEffects) -> str:
+    return live.now().isoformat()
+
+
+def _dumped(adapter: TypeAdapter[Any], read: Callable[[], Any]) -> Any:
+    return adapter.dump_python(read(), mode="json")
+
+
+def _model_error(error: dict[str, Any]) -> Exception:
+    """The model call's recorded failure raised again: same class, message and details."""
+    code = error["code"]
+    if code == "MODEL_UNAVAILABLE":
+        return ModelUnavailableError(
+            error["message"],
+            retryable=error["retryable"],
+            retry_after=error["retry_after"],
+            status=error["status"],
+            hint=error["hint"],
+        )
+    return _MODEL_ERRORS.get(code, ModelUnavailableError)(error["message"], hint=error["hint"])

@@ -1,0 +1,137 @@
+"""One worker process: DBOS launched on the store's PostgreSQL, driving its agents' runs.
+
+The worker takes drives from its agents' queues (``names.agent_queue``) and runs each as
+the ``corral.drive`` workflow on DBOS's event loop. At launch DBOS recovers the pending
+workflows of this executor id and application version: a worker restarted with the same
+``executor_id`` finishes what it was driving when it died. It stops on SIGTERM or SIGINT.
+
+The process is built in stages (``Worker.launch``, ``Worker.wait``, ``Worker.stop``) so
+that more may run beside DBOS (a liveness watcher thread, for one) without reshaping it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from corral.workers import names
+
+if TYPE_CHECKING:
+    from corral.agent import Agent
+    from corral.runtime.runtime import Runtime
+    from corral.store.sql import SqlStore
+
+
+def default_executor_id() -> str:
+    """``host-pid``: unique per process.
+
+    A stable id given by the deployment (``--executor-id``) is what lets a restarted worker
+    recover its own unfinished drives.
+    """
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def dbos_config(store_url: str, executor_id: str) -> dict[str, Any]:
+    """DBOS's configuration for a worker of ``store_url``: the same database, its own schema."""
+    return {
+        "name": names.APP_NAME,
+        "system_database_url": names.system_database_url(store_url),
+        "dbos_system_schema": names.SYSTEM_SCHEMA,
+        "executor_id": executor_id,
+        "application_version": names.APPLICATION_VERSION,
+        "sys_db_pool_size": names.SYS_DB_POOL_SIZE,
+    }
+
+
+@dataclass
+class Worker:
+    """A launched DBOS with the runtimes of the agents it drives.
+
+    ``threads``: what runs beside DBOS until ``stop`` (started after launch, joined after
+    DBOS is destroyed); a liveness watcher is one.
+    """
+
+    store_url: str
+    agents: Sequence[Agent]
+    executor_id: str
+    log_dir: Path | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+    runtimes: dict[str, Runtime] = field(default_factory=dict)
+    store: SqlStore | None = None
+
+    def launch(self) -> None:
+        """Open the store, make each agent's runtime, register the workflow, launch DBOS."""
+        from dbos import DBOS
+
+        from corral.runtime.runtime import Runtime
+        from corral.store.registry import sql_target
+        from corral.store.sql import SqlStore
+        from corral.workers.effects import DbosEffects
+        from corral.workers.workflow import declare_queues, register
+
+        self.store = SqlStore.open(sql_target(self.store_url))
+        effects = DbosEffects()
+        for agent in self.agents:
+            self.runtimes[agent.name] = Runtime(
+                agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
+            )
+        DBOS(config=dbos_config(self.store_url, self.executor_id))  # type: ignore[arg-type]
+        register(self.runtimes)
+        DBOS.listen_queues([names.agent_queue(name) for name in self.runtimes])
+        DBOS.launch()
+        declare_queues(self.runtimes)
+        for thread in self.threads:
+            thread.start()
+
+    def wait(self) -> None:
+        """Block until SIGTERM or SIGINT (or ``stopping`` is set)."""
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            self.stopping.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        while not self.stopping.wait(1.0):
+            pass
+
+    def stop(self) -> None:
+        """Destroy DBOS (drives in flight stay PENDING, recovered later), close the agents."""
+        from dbos import DBOS
+
+        self.stopping.set()
+        DBOS.destroy(workflow_completion_timeout_sec=0)
+        for thread in self.threads:
+            thread.join(timeout=5.0)
+
+        async def close() -> None:
+            for runtime in self.runtimes.values():
+                await runtime.aclose()
+
+        asyncio.run(close())
+        if self.store is not None:
+            self.store.engine.dispose()
+
+
+def run_worker(
+    store_url: str,
+    agents: Sequence[Agent],
+    *,
+    executor_id: str | None = None,
+    log_dir: Path | None = None,
+) -> None:
+    """Run a worker for ``agents`` on ``store_url`` (PostgreSQL) until SIGTERM or SIGINT."""
+    worker = Worker(store_url, agents, executor_id or default_executor_id(), log_dir)
+    worker.launch()
+    try:
+        worker.wait()
+    finally:
+        worker.stop()
