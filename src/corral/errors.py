@@ -66,6 +66,7 @@ class ErrorCode(StrEnum):
     TOOL_SCHEMA_CHANGED = "TOOL_SCHEMA_CHANGED"
     STORE_SCHEMA_NEWER = "STORE_SCHEMA_NEWER"
     STORE_SCHEMA_OLDER = "STORE_SCHEMA_OLDER"
+    WORKER_ID_IN_USE = "WORKER_ID_IN_USE"
 
 
 class CorralError(Exception):
@@ -363,3 +364,13 @@ class StoreSchemaOlderError(StoreError):
     """The store's schema predates this code and is not migrated implicitly (PostgreSQL)."""
 
     code = ErrorCode.STORE_SCHEMA_OLDER
+
+
+class WorkerIdInUseError(CorralError):
+    """A worker was started with the executor id of a worker that is still running.
+
+    Refused before it takes any run: two processes of one executor id would each recover
+    the other's workflows as their own.
+    """
+
+    code = ErrorCode.WORKER_ID_IN_USE

@@ -1,9 +1,9 @@
 """The ``corral`` command line.
 
 Commands live in modules by what they do (``runs``, ``stats``, ``quality``, ``recording``,
-``conversation``, ``examples``, ``serve``, ``db``, ``worker``); importing them registers them
-on the one ``app``. They import the layers, the store and the models inside the command that
-uses them, so ``corral --help`` and ``corral --version`` start without them.
+``conversation``, ``examples``, ``serve``, ``db``, ``worker``, ``workers``); importing them
+registers them on the one ``app``. They import the layers, the store and the models inside
+the command that uses them, so ``corral --help`` and ``corral --version`` start without them.
 """
 
 from corral.cli import (
@@ -16,6 +16,7 @@ from corral.cli import (
     serve,
     stats,
     worker,
+    workers,
 )
 from corral.cli.common import app
 
@@ -31,6 +32,7 @@ __all__ = [
     "serve",
     "stats",
     "worker",
+    "workers",
 ]
 
 

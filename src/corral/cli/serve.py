@@ -37,6 +37,14 @@ def serve(
     max_body: Annotated[
         int, typer.Option("--max-body", min=1024, help="Largest request body (bytes)")
     ] = 64 * 1024,
+    enqueue: Annotated[
+        bool,
+        typer.Option(
+            "--enqueue",
+            help="Enqueue runs for `corral worker` processes instead of driving them here "
+            "(needs a PostgreSQL --store and the dbos extra)",
+        ),
+    ] = False,
     home: HomeOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -44,6 +52,7 @@ def serve(
 
     The token is CORRAL_API_TOKEN, else the home's api-token file (made on first start,
     0600). On stop, runs in flight are awaited a while, then left to `corral resume`.
+    With --enqueue, workers drive the runs and a stop leaves them going.
     """
     try:
         from corral.server.app import ServerSettings, create_app
@@ -63,6 +72,7 @@ def serve(
         token=token.value,
         body_limit=max_body,
         store=_store_target(folder, store),
+        enqueue=enqueue,
     )
     server_app = create_app(settings)
     where = "CORRAL_API_TOKEN" if token.file is None else str(token.file)

@@ -36,6 +36,15 @@ def worker(
             "finishes the drives it had in flight (default: host-pid)",
         ),
     ] = None,
+    takeover_poll_s: Annotated[
+        float,
+        typer.Option(
+            "--takeover-poll-s",
+            min=0.05,
+            max=60.0,
+            help="How often to look for dead workers' runs to take over (seconds)",
+        ),
+    ] = 1.0,
     home: HomeOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -64,4 +73,10 @@ def worker(
     agents = [_load(path, folder, store=store) for path in agent]
     chosen = executor_id or default_executor_id()
     err_console.print(f"corral worker {chosen}: {', '.join(a.name for a in agents)}")
-    run_worker(store.strip(), agents, executor_id=chosen, log_dir=folder / "logs")
+    run_worker(
+        store.strip(),
+        agents,
+        executor_id=chosen,
+        log_dir=folder / "logs",
+        takeover_poll_s=takeover_poll_s,
+    )

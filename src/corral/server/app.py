@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -45,6 +45,9 @@ from corral.server.replies import corral_error_response, error_response
 from corral.server.schemas import Accepted
 from corral.store.sql import SqlStore
 
+if TYPE_CHECKING:
+    from corral.server.queued import QueuedRuns
+
 SHUTDOWN_GRACE_S = 10.0
 """How long a stopping server waits for runs in flight before cancelling them (resumable)."""
 
@@ -60,6 +63,9 @@ class ServerSettings:
     shutdown_grace_s: float = SHUTDOWN_GRACE_S
     store: str | Path | None = None
     """The store (a SQLite file or a URL, ``SqlStore.open``); default ``home/corral.db``."""
+    enqueue: bool = False
+    """Enqueue starts and resumes for ``corral worker`` processes instead of driving runs
+    here (``queued.py``); needs a PostgreSQL ``store`` and the ``dbos`` extra."""
 
 
 @dataclass
@@ -70,6 +76,8 @@ class ServerState:
     store: SqlStore
     runtimes: dict[str, Runtime]
     hub: Hub
+    queued: QueuedRuns | None = None
+    """The workers' queue when the server enqueues (``--enqueue``); None: it drives runs."""
 
     def runtime(self, agent: str) -> Runtime:
         """The runtime of a served agent; ``AGENT_NOT_FOUND`` for any other name."""
@@ -119,6 +127,20 @@ class ServerState:
             summary = started
         return JSONResponse(await self.summary_answer(summary))
 
+    async def queued_answer(self, queued: QueuedRuns, workflow_id: str, wait: bool) -> Response:
+        """``answer`` for an enqueued drive: its summary once it ended, or 202 at once.
+
+        A drive that had already ended (the same approval again) is answered with its
+        summary, as a double click is without ``--enqueue``.
+        """
+        from corral.workers.names import run_of
+
+        summary = await (queued.settled(workflow_id) if wait else queued.outcome(workflow_id))
+        if summary is None:
+            accepted = Accepted(run_id=run_of(workflow_id)[0], status="running")
+            return JSONResponse(accepted.model_dump(mode="json"), status_code=202)
+        return JSONResponse(await self.summary_answer(summary))
+
 
 def checked_run_id(run_id: str) -> str:
     """``run_id``, if it has the shape of one; anything else is no run (404), never a path."""
@@ -149,7 +171,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         agent.name: Runtime(agent, store, log_dir=settings.home / "logs")
         for agent in settings.agents
     }
-    state = ServerState(settings, store, runtimes, Hub())
+    state = ServerState(settings, store, runtimes, Hub(), _queued(settings, store))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -159,6 +181,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         finally:
             for runtime in runtimes.values():
                 await runtime.aclose()
+            if state.queued is not None:
+                state.queued.close()
 
     app = FastAPI(
         title="corral",
@@ -177,6 +201,28 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.body_limit)
     app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
     return app
+
+
+def _queued(settings: ServerSettings, store: SqlStore) -> QueuedRuns | None:
+    """The workers' queue of a server that enqueues; ``CONFIG_INVALID`` without PostgreSQL."""
+    if not settings.enqueue:
+        return None
+    if not isinstance(settings.store, str) or not settings.store.startswith("postgresql"):
+        raise ConfigInvalidError(
+            "a server that enqueues needs the PostgreSQL store its workers share",
+            hint="pass --store postgresql://user@host/db with --enqueue",
+        )
+    from corral.server.queued import QueuedRuns
+    from corral.workers.client import RunQueue
+
+    try:
+        queue = RunQueue(settings.store)
+    except ImportError as exc:
+        raise ConfigInvalidError(
+            f"a server that enqueues needs the dbos extra ({exc.name} is missing)",
+            hint="pip install 'corral[dbos]'",
+        ) from None
+    return QueuedRuns(queue, store.engine)
 
 
 def _answer_errors(app: FastAPI) -> None:

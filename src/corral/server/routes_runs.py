@@ -26,6 +26,7 @@ from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
 from corral.server.queries import WHEN, Duration, RunFilter, list_runs, moment
+from corral.server.queued import QueuedRuns
 from corral.server.routes_meta import data_router
 from corral.server.schemas import (
     Accepted,
@@ -35,6 +36,8 @@ from corral.server.schemas import (
     RunList,
     StartRun,
 )
+from corral.workers.names import workflow_id
+from corral.workers.status import ACTIVE
 
 router = data_router()
 State = Annotated[ServerState, Depends(server_state)]
@@ -47,6 +50,11 @@ STARTED: dict[int | str, dict[str, Any]] = {
 async def start_run(agent: str, body: StartRun, state: State) -> Response:
     """Handle a user's message with an agent: the run's summary once it pauses or ends."""
     runtime = state.runtime(agent)
+    if state.queued is not None:  # --enqueue: a worker drives it
+        run_id = await state.queued.start(
+            runtime.agent, body.message, body.session_id, body.priority
+        )
+        return await state.queued_answer(state.queued, workflow_id(run_id, 0), body.wait)
     stream = runtime.stream(body.message, session_id=body.session_id, priority=body.priority)
     started = await state.hub.drive(stream)
     return await state.answer(started, body.wait)
@@ -60,6 +68,11 @@ async def resume_run(run_id: str, body: ResumeRun, state: State) -> Response:
     same approval given twice is applied once (the second gets the run's summary).
     """
     runtime = await state.runtime_of_run(run_id)
+    if state.queued is not None:  # --enqueue: a worker drives it
+        drive = await state.queued.resume(
+            runtime.agent.name, run_id, body.approve, body.answer, body.step_id
+        )
+        return await state.queued_answer(state.queued, drive, body.wait)
     stream = runtime.stream_resume(
         run_id, approve=body.approve, answer=body.answer, step_id=body.step_id
     )
@@ -140,6 +153,12 @@ async def stream(
     resumed_at = _seq(last_event_id)
     start = max(after_seq, resumed_at)
     checked_run_id(run_id)
+    if state.queued is not None:  # --enqueue: follow the run's drives through the store
+        drives = await state.queued.drives(run_id)
+        if not drives:
+            await state.events(run_id)  # RUN_NOT_FOUND unless it was stored another way
+        messages = _followed(state, state.queued, run_id, start)
+        return EventSourceResponse(messages, ping=15)
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
     return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
@@ -182,10 +201,49 @@ async def _messages(
         events = await state.events(run_id)
     except RunNotFoundError:  # it failed before its first save: nothing of it was kept
         return
+    yield _summary_message(run_id, events, summary)
+
+
+def _summary_message(
+    run_id: str, events: list[Event], summary: RunSummary | None = None
+) -> dict[str, str]:
+    """The last SSE message: ``summary`` (by default the stored log's), redacted."""
     if summary is None:
         summary = summarize_run(fold(run_id, events))
     shown = redactor_for(events).value(summary.model_dump(mode="json"))
-    yield {"event": "summary", "data": json.dumps(shown, ensure_ascii=False)}
+    return {"event": "summary", "data": json.dumps(shown, ensure_ascii=False)}
+
+
+async def _followed(
+    state: ServerState, queued: QueuedRuns, run_id: str, after: int
+) -> AsyncIterator[dict[str, str]]:
+    """SSE messages of an enqueued run, read from the store: its events as they come.
+
+    Until no drive of it is queued or running (a pause, or the end); then the last
+    drive's error if it failed, then the summary.
+    """
+    last, events = after, list[Event]()
+    while True:
+        drives = await queued.drives(run_id)  # before the events: a finished drive saved all
+        events = await asyncio.to_thread(state.store.load_events, run_id)
+        redactor = redactor_for(events)
+        for event in events:
+            if event.seq > last:
+                yield _event_message(redactor, event)
+                last = event.seq
+        if not any(status in ACTIVE for status in drives.values()):
+            break
+        await asyncio.sleep(queued.poll_s)
+    if drives:
+        try:
+            await queued.outcome(workflow_id(run_id, max(drives)))
+        except Exception as exc:  # the drive failed on its worker: say why
+            yield {
+                "event": "error",
+                "data": json.dumps(_error(redactor_for(events), exc), ensure_ascii=False),
+            }
+    if events:
+        yield _summary_message(run_id, events)
 
 
 def _error(redactor: Redactor, error: BaseException) -> dict[str, Any]:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from corral.agent import Agent
     from corral.runtime.runtime import Runtime
     from corral.store.sql import SqlStore
+    from corral.workers.liveness import Liveness
 
 
 def default_executor_id() -> str:
@@ -67,10 +68,29 @@ class Worker:
     threads: list[threading.Thread] = field(default_factory=list)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
     store: SqlStore | None = None
+    takeover_poll_s: float = 1.0
+    """How often this worker looks for dead workers' runs to take over (``liveness.py``)."""
+    liveness: Liveness | None = None
 
     def launch(self) -> None:
-        """Open the store, make each agent's runtime, register the workflow, launch DBOS."""
+        """Open the store, make each agent's runtime, register the workflow, launch DBOS.
+
+        The executor id's liveness lock is taken first: a second worker of a live id is
+        refused (``WORKER_ID_IN_USE``) before DBOS's launch could recover its runs.
+        """
         from dbos import DBOS
+
+        from corral.workers import recovery
+        from corral.workers.liveness import Watcher, hold
+
+        self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
+        watcher = Watcher(
+            self.liveness,
+            recovery.pending_owners,
+            recovery.recover_executor,
+            poll_s=self.takeover_poll_s,
+        )
+        self.threads.append(watcher.thread(self.stopping))
 
         from corral.runtime.runtime import Runtime
         from corral.store.registry import sql_target
@@ -111,6 +131,8 @@ class Worker:
         DBOS.destroy(workflow_completion_timeout_sec=0)
         for thread in self.threads:
             thread.join(timeout=5.0)
+        if self.liveness is not None:  # last: until now this worker's runs are its own
+            self.liveness.close()
 
         async def close() -> None:
             for runtime in self.runtimes.values():
@@ -127,9 +149,16 @@ def run_worker(
     *,
     executor_id: str | None = None,
     log_dir: Path | None = None,
+    takeover_poll_s: float = 1.0,
 ) -> None:
     """Run a worker for ``agents`` on ``store_url`` (PostgreSQL) until SIGTERM or SIGINT."""
-    worker = Worker(store_url, agents, executor_id or default_executor_id(), log_dir)
+    worker = Worker(
+        store_url,
+        agents,
+        executor_id or default_executor_id(),
+        log_dir,
+        takeover_poll_s=takeover_poll_s,
+    )
     worker.launch()
     try:
         worker.wait()

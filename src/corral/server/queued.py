@@ -1,0 +1,103 @@
+"""Runs of a server started with ``--enqueue``: its requests enqueue drives for the workers.
+
+``corral serve --store postgresql://... --enqueue`` drives no run in its own process: a
+start or a resume becomes a drive on the agent's DBOS queue (``RunQueue``, the same as the
+CLI and the benchmark use), and ``corral worker`` processes run it. The server learns how
+a drive went from DBOS's table (``workers.status.run_drives``) and what it did from the
+store, which both the server and the workers share.
+
+Only a request's own input is checked here (valid text, within the agent's length
+limit), so a message that would be refused is refused with the same code as without
+``--enqueue``; what depends on the run's state (a second answer, a run that ended) is
+the worker's to refuse, and shows as the drive's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from corral.contracts import RunSummary
+from corral.errors import InputTooLargeError, RunBusyError
+from corral.inputs import require_text
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from corral.agent import Agent
+    from corral.workers.client import RunQueue
+
+POLL_S = 0.1
+"""How often a waiting request or a following stream looks at the drive and the store."""
+
+
+@dataclass
+class QueuedRuns:
+    """The workers' queue as the server uses it: enqueue, and see how drives went."""
+
+    queue: RunQueue
+    engine: sa.Engine
+    """The store's engine: DBOS's tables live in the same database."""
+    poll_s: float = POLL_S
+
+    async def start(
+        self, agent: Agent, message: str, session_id: str | None, priority: str | None
+    ) -> str:
+        """Enqueue a new run's first drive; its run id."""
+        require_text(message, "the message")
+        if session_id is not None:
+            require_text(session_id, "the session id")
+        limit = agent.config.limits.max_message_chars
+        if len(message) > limit:
+            raise InputTooLargeError(
+                f"the message has {len(message)} characters; the limit is {limit}",
+                hint="split it, or raise limits.max_message_chars",
+            )
+        return await asyncio.to_thread(
+            self.queue.start, agent.name, message, session_id=session_id, priority=priority
+        )
+
+    async def resume(
+        self,
+        agent: str,
+        run_id: str,
+        approve: bool | None,
+        answer: str | None,
+        step_id: str | None,
+    ) -> str:
+        """Enqueue the drive that brings this input; its workflow id.
+
+        The same input names the same drive, which DBOS keeps once.
+        """
+        if answer is not None:
+            require_text(answer, "the answer")
+        return await asyncio.to_thread(
+            self.queue.resume, agent, run_id, approve=approve, answer=answer, step_id=step_id
+        )
+
+    async def outcome(self, workflow_id: str) -> RunSummary | None:
+        """The summary the drive ended with; None while it goes on; its error, raised."""
+        try:
+            answer = await asyncio.to_thread(self.queue.wait, workflow_id, 0.0)
+        except RunBusyError:
+            return None
+        return RunSummary.model_validate(answer)
+
+    async def settled(self, workflow_id: str) -> RunSummary:
+        """Wait for the drive to end (a pause or the run's end): its summary, or its error."""
+        while True:
+            summary = await self.outcome(workflow_id)
+            if summary is not None:
+                return summary
+            await asyncio.sleep(self.poll_s)
+
+    async def drives(self, run_id: str) -> dict[int, str]:
+        """The run's enqueued drives and their DBOS statuses."""
+        from corral.workers.status import run_drives
+
+        return await asyncio.to_thread(run_drives, self.engine, run_id)
+
+    def close(self) -> None:
+        """Let go of the queue's connections."""
+        self.queue.close()

@@ -1,0 +1,283 @@
+"""Whether a worker is alive: PostgreSQL's own connection state, not a lease table of ours.
+
+A worker holds a session advisory lock keyed by its executor id, on a connection of its
+own whose ``application_name`` is ``corral-worker:<executor_id>``. PostgreSQL drops the
+connection, and with it the lock, the moment the worker's process dies (its socket
+closes). So "the lock is free" means "no process is that executor", with no heartbeat to
+tune and no clock to trust.
+
+- ``hold`` takes the lock when a worker starts, before DBOS launches (a DBOS launch
+  recovers its own executor id's pending workflows: a second worker with a live worker's
+  id would steal its runs). A second worker with the same id is refused
+  (``WORKER_ID_IN_USE``).
+- ``Watcher`` runs in every worker: every ``poll_s`` it keeps its own lock (taking it
+  again after a reconnect), lists the executors that own pending workflows, and takes
+  over those whose lock is free. It holds the dead executor's lock while it does, so a
+  restarting worker of that id cannot recover the same workflows at the same time.
+
+After its own connection was lost (PostgreSQL restarted, say) a watcher waits
+``settle_s`` before it calls anyone dead: every live worker's lock vanished with the
+server, and each takes its own again within a poll.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from corral.errors import InvalidInputError, WorkerIdInUseError
+
+if TYPE_CHECKING:
+    import psycopg
+
+logger = logging.getLogger(__name__)
+
+APP_NAME_PREFIX = "corral-worker:"
+"""``application_name`` of a worker's liveness connection, before its executor id."""
+
+WATCH_NAME_PREFIX = "corral-watch:"
+"""``application_name`` of a watcher's connection (it holds a dead worker's lock a moment)."""
+
+LOCK_CLASS = 0x636F7272  # "corr": advisory locks of corral workers, apart from any other
+"""The first key of the two-key advisory lock; the second is a hash of the executor id."""
+
+EXECUTOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,47}")
+"""An executor id: short enough for ``application_name`` (63 bytes), safe in a log line."""
+
+START_WAIT_S = 10.0
+"""How long a starting worker waits while a watcher (not a worker) holds its lock."""
+
+
+def checked_executor_id(executor_id: str) -> str:
+    """``executor_id`` if it is one; ``INVALID_INPUT`` otherwise."""
+    if not EXECUTOR_ID.fullmatch(executor_id):
+        raise InvalidInputError(
+            f"{executor_id[:60]!r} is not an executor id",
+            hint="1 to 48 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return executor_id
+
+
+def lock_key(executor_id: str) -> int:
+    """The second advisory-lock key of ``executor_id``: a signed 32-bit hash, stable anywhere.
+
+    Python's ``hash`` changes per process; PostgreSQL's ``hashtext`` is not documented as
+    stable across versions. Two ids sharing a hash (one chance in four billion) would look
+    like one worker: the second to start is refused, never silently doubled.
+    """
+    digest = hashlib.blake2b(executor_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _connect(url: str, application_name: str) -> psycopg.Connection[tuple[object, ...]]:
+    import psycopg
+
+    return psycopg.connect(url, application_name=application_name, autocommit=True)
+
+
+def _try_lock(conn: psycopg.Connection[tuple[object, ...]], executor_id: str) -> bool:
+    row = conn.execute(
+        "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, lock_key(executor_id))
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _unlock(conn: psycopg.Connection[tuple[object, ...]], executor_id: str) -> None:
+    conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, lock_key(executor_id)))
+
+
+def _holder(conn: psycopg.Connection[tuple[object, ...]], executor_id: str) -> str | None:
+    """The ``application_name`` of the session holding ``executor_id``'s lock, if any."""
+    row = conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+        "AND l.classid = %s::bigint AND l.objid = %s::bigint",
+        (LOCK_CLASS, lock_key(executor_id) & 0xFFFFFFFF),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+@dataclass
+class Liveness:
+    """A worker's held lock: alive while ``conn`` is. ``close`` lets it go (a clean stop)."""
+
+    url: str
+    executor_id: str
+    conn: psycopg.Connection[tuple[object, ...]]
+    since: float = field(default_factory=time.time)
+    """When this worker took its lock (epoch seconds)."""
+
+    def ensure(self) -> bool:
+        """Whether the lock is held now, taking it again on a new connection if it was lost.
+
+        False while it cannot be taken back (the server is down, or a watcher holds it a
+        moment): the caller tries again at its next poll.
+        """
+        try:
+            self.conn.execute("SELECT 1")
+            return True
+        except Exception:  # psycopg.Error, or a closed connection: reconnect below
+            pass
+        try:
+            self.conn.close()
+            conn = _connect(self.url, APP_NAME_PREFIX + self.executor_id)
+            if not _try_lock(conn, self.executor_id):
+                conn.close()
+                return False
+        except Exception as exc:  # the server is still away: next poll
+            logger.warning("worker %s: liveness connection lost (%s)", self.executor_id, exc)
+            return False
+        self.conn = conn
+        logger.warning("worker %s: liveness lock taken again", self.executor_id)
+        return True
+
+    def close(self) -> None:
+        """Release the lock (closing the session does) and the connection."""
+        self.conn.close()
+
+
+def hold(url: str, executor_id: str, *, wait_s: float = START_WAIT_S) -> Liveness:
+    """Take ``executor_id``'s lock for this process, or refuse: ``WORKER_ID_IN_USE``.
+
+    ``url`` is a libpq URL (``postgresql://...``). A live worker holding it is a refusal
+    at once; a watcher holding it (taking over that id's runs, a few milliseconds) is
+    waited for up to ``wait_s``.
+    """
+    name = APP_NAME_PREFIX + checked_executor_id(executor_id)
+    conn = _connect(url, name)
+    deadline = time.monotonic() + wait_s
+    while not _try_lock(conn, executor_id):
+        holder = _holder(conn, executor_id)
+        if holder == name or time.monotonic() >= deadline:
+            conn.close()
+            raise WorkerIdInUseError(
+                f"a worker with executor id {executor_id!r} is already running "
+                f"({holder or 'its session'} holds its lock)",
+                hint="give each worker its own --executor-id; `corral workers` lists them",
+            )
+        time.sleep(0.05)
+    return Liveness(url, executor_id, conn)
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """One dead executor whose pending workflows this worker took over."""
+
+    executor_id: str
+    workflows: int
+    lost_s: float
+    """Seconds since the dead worker was last seen alive (an upper bound on how long ago
+    its connection was lost), or since this watcher first found it dead when it never
+    saw it alive (``seen`` False)."""
+    seen: bool
+
+
+@dataclass
+class Watcher:
+    """Takes over the pending workflows of executors whose liveness lock is free.
+
+    ``pending_owners`` lists the executor ids owning pending workflows (a public DBOS
+    read); ``recover`` takes over one executor's and says how many (``recovery.py``).
+    """
+
+    liveness: Liveness
+    pending_owners: Callable[[], set[str]]
+    recover: Callable[[str], int]
+    poll_s: float = 1.0
+    settle_s: float = 5.0
+    """After this watcher's own connection came back, how long it waits before it calls
+    any worker dead (the others take their locks back after a server restart)."""
+    clock: Callable[[], float] = time.monotonic
+    _last_seen: dict[str, float] = field(default_factory=dict)
+    _first_dead: dict[str, float] = field(default_factory=dict)
+    _conn: psycopg.Connection[tuple[object, ...]] | None = None
+    _settled_at: float = 0.0
+
+    def thread(self, stopping: threading.Event) -> threading.Thread:
+        """A daemon thread (not started) that polls every ``poll_s`` until ``stopping``."""
+        return threading.Thread(
+            target=self.run,
+            args=(stopping,),
+            name=f"corral-watch-{self.liveness.executor_id}",
+            daemon=True,
+        )
+
+    def run(self, stopping: threading.Event) -> None:
+        """Poll until ``stopping`` is set; a failed round (the server away) is logged."""
+        try:
+            while not stopping.wait(self.poll_s):
+                try:
+                    self.poll()
+                except Exception as exc:  # the server is away, or DBOS is stopping
+                    if not stopping.is_set():
+                        logger.warning("takeover watcher: %s", exc)
+                    self._close()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def poll(self) -> list[Takeover]:
+        """One round: keep our lock, note who is alive, take over the dead ones' runs."""
+        if not self.liveness.ensure():
+            return []
+        conn = self._connection()
+        now = self.clock()
+        for name in self._live_names(conn):
+            self._last_seen[name] = now
+        if now < self._settled_at:
+            return []
+        done = []
+        for executor_id in sorted(self.pending_owners() - {self.liveness.executor_id}):
+            takeover = self._take_over(conn, executor_id, now)
+            if takeover is not None:
+                done.append(takeover)
+        return done
+
+    def _connection(self) -> psycopg.Connection[tuple[object, ...]]:
+        if self._conn is None or self._conn.closed:
+            name = WATCH_NAME_PREFIX + self.liveness.executor_id
+            self._conn = _connect(self.liveness.url, name)
+            if self._settled_at or self._last_seen:  # a reconnect, not the first connection
+                self._settled_at = self.clock() + self.settle_s
+        return self._conn
+
+    @staticmethod
+    def _live_names(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
+        rows = conn.execute(
+            "SELECT substr(application_name, %s) FROM pg_stat_activity "
+            "WHERE application_name LIKE %s",
+            (len(APP_NAME_PREFIX) + 1, APP_NAME_PREFIX + "%"),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
+    def _take_over(
+        self, conn: psycopg.Connection[tuple[object, ...]], executor_id: str, now: float
+    ) -> Takeover | None:
+        if not _try_lock(conn, executor_id):
+            return None  # alive (or another watcher is taking it over)
+        try:
+            count = self.recover(executor_id)
+        finally:
+            _unlock(conn, executor_id)
+        seen = executor_id in self._last_seen
+        since = self._last_seen.get(executor_id) or self._first_dead.setdefault(executor_id, now)
+        takeover = Takeover(executor_id, count, max(0.0, now - since), seen)
+        if count:
+            logger.warning(
+                "took over %d workflow(s) of executor %s, %.2f s after it was %s",
+                count,
+                executor_id,
+                takeover.lost_s,
+                "last seen alive" if seen else "found dead",
+            )
+        return takeover
