@@ -81,12 +81,16 @@ def snapshot(
         commits = conn.execute("SELECT sum(xact_commit)::bigint FROM pg_stat_database").fetchone()[
             0
         ]  # type: ignore[index]
-    pids = [w.process.pid for w in workers.alive()] if workers is not None else []
+    if workers is None:  # the baseline: this process runs the runs, no generator apart
+        running, generator = self_cpu_s(), 0.0
+    else:
+        running = process_cpu_s([w.process.pid for w in workers.alive()])
+        generator = self_cpu_s()
     return Snapshot(
         time.monotonic(),
         postgres_cpu_s(server),
-        process_cpu_s(pids),
-        self_cpu_s(),
+        running,
+        generator,
         machine_busy_s(),
         wal,
         commits,
@@ -187,6 +191,10 @@ def stored(
         return conn.execute(sql).fetchone()[0]  # type: ignore[index]
 
     wal = one(f"SELECT pg_wal_lsn_diff('{after.wal}', '{before.wal}')::bigint")
+    steps = conn.execute(
+        f"SELECT function_name, count(*) FROM {schema}.operation_outputs "
+        "GROUP BY function_name ORDER BY count(*) DESC LIMIT 10"
+    ).fetchall()
     bytes_ = sizes(conn, schema)
     return {
         "events_per_run": round(one("SELECT count(*) FROM corral_events") / runs, 1),
@@ -196,6 +204,7 @@ def stored(
         "dbos_workflows_per_run": round(
             one(f"SELECT count(*) FROM {schema}.workflow_status") / runs, 2
         ),
+        "dbos_steps_per_run_by_name": {name: round(n / runs, 1) for name, n in steps},
         "commits_per_run": round(((after.commits or 0) - (before.commits or 0)) / runs, 1),
         "wal_bytes_per_run": round(wal / runs),
         "corral_bytes_per_run": round(bytes_["corral"] / runs),

@@ -24,6 +24,8 @@ from typing import Any
 
 import psycopg
 
+from corral.workers.liveness import APP_NAME_PREFIX as LIVENESS_PREFIX
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = Path(__file__).resolve().parent / "agent"
 AGENT_NAME = "aftersales_scale"
@@ -31,8 +33,6 @@ MESSAGE = "我的打印机坏了，订单号 HD20240501，能换新吗"
 BUSINESS_SQL = AGENT / "data" / "business.sql"
 BUSINESS_ENV = "SCALE_OUT_BUSINESS_URL"
 WAITING = ("awaiting_confirm", "awaiting_user")
-LIVENESS_PREFIX = "corral-worker:"
-"""The ``application_name`` of a worker's liveness connection, then its executor id."""
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
