@@ -269,6 +269,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--drain-timeout-s", type=float, default=600.0)
     parser.add_argument("--no-baseline", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", type=Path, help="also write the rows as JSON to this file")
     parser.add_argument("--pg-url", help="a running PostgreSQL (fresh databases, dropped after)")
     parser.add_argument("--keep", action="store_true", help="keep the worker logs' folders")
     return parser.parse_args()
@@ -283,6 +284,8 @@ def main() -> None:
             rows.append(measure_workers(server, count, args))
         if not args.no_baseline:
             rows.append(measure_baseline(server, args))
+    if args.save is not None:
+        args.save.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     if args.json:
         print(json.dumps(rows))
     else:

@@ -24,9 +24,12 @@ from typing import Any
 
 import psycopg
 
-from corral.workers.liveness import APP_NAME_PREFIX as LIVENESS_PREFIX
-
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "src") not in sys.path:  # the workers run this checkout's corral: so do we
+    sys.path.insert(0, str(ROOT / "src"))
+
+from corral.workers.liveness import APP_NAME_PREFIX as LIVENESS_PREFIX  # noqa: E402
+
 AGENT = Path(__file__).resolve().parent / "agent"
 AGENT_NAME = "aftersales_scale"
 MESSAGE = "我的打印机坏了，订单号 HD20240501，能换新吗"
