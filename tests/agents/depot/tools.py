@@ -1,0 +1,85 @@
+"""Tools of the depot test agent, on a SQLite business database in its data folder.
+
+``ship_order`` first records its entry (a row per entry in ``entries``, which has no
+unique key), then, while the file ``DEPOT_HOLD`` names exists, waits (a test holds the
+write in flight that way for as long as it needs), then makes the shipment under its
+idempotency key (UNIQUE in ``shipments``): entered twice, it still ships once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from corral import ToolContext, ToolPolicy, tool
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (idempotency_key TEXT NOT NULL, pid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS shipments (
+    idempotency_key TEXT NOT NULL UNIQUE,
+    order_id TEXT NOT NULL
+);
+"""
+
+
+def setup(data_dir: Path) -> dict[str, Any]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "depot.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(SCHEMA)
+    return {"db": path}
+
+
+def _hold() -> None:
+    """Wait while the file ``DEPOT_HOLD`` names exists (at most 120 s, so no test hangs)."""
+    flag = os.environ.get("DEPOT_HOLD")
+    if not flag:
+        return
+    deadline = time.monotonic() + 120
+    while Path(flag).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the polling period orders nothing
+
+
+class Order(BaseModel):
+    order_id: str
+    status: str
+
+
+class Stock(BaseModel):
+    order_id: str
+    in_stock: bool
+
+
+class Shipment(BaseModel):
+    order_id: str
+    shipped: bool
+
+
+@tool(policy=ToolPolicy(kind="read"))
+def lookup_order(order_id: str, ctx: ToolContext) -> Order:
+    """Look an order up (every order exists and is open)."""
+    return Order(order_id=order_id, status="open")
+
+
+@tool(policy=ToolPolicy(kind="read"))
+def check_stock(order_id: str, ctx: ToolContext) -> Stock:
+    """Whether the order's goods are in stock (they always are)."""
+    return Stock(order_id=order_id, in_stock=True)
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
+def ship_order(order_id: str, ctx: ToolContext) -> Shipment:
+    """Ship an order: once per idempotency key, however often it is entered."""
+    with sqlite3.connect(ctx.deps["db"], timeout=10) as conn:
+        conn.execute("INSERT INTO entries VALUES (?, ?)", (ctx.idempotency_key, os.getpid()))
+    _hold()
+    with sqlite3.connect(ctx.deps["db"], timeout=10) as conn:
+        conn.execute(
+            "INSERT OR IGNORE INTO shipments VALUES (?, ?)", (ctx.idempotency_key, order_id)
+        )
+    return Shipment(order_id=order_id, shipped=True)

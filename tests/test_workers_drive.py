@@ -1,0 +1,181 @@
+"""Runs as DBOS workflows on ``corral worker`` processes (PostgreSQL; corral[dbos]).
+
+Each test has a database of its own and real worker processes (DBOS is one per process);
+the depot test agent counts the entries of its write inside the tool and ships once per
+idempotency key (a UNIQUE column), so "entered again" and "written twice" are told apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from corral.agent import load_agent
+from corral.events import Event
+from corral.runtime.replay import compare
+from corral.runtime.runtime import Runtime
+from corral.store.memory import MemoryStore
+from corral.store.sql import SqlStore
+from corral.workers import names
+from corral.workers.client import RunQueue
+from tests.workers_support import DEPOT, WorkerPool, sql, until, worker_pool
+
+MESSAGE = "please ship A1"
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[WorkerPool]:
+    """Worker processes on a database of this test's own, every one killed at its end."""
+    with worker_pool(tmp_path) as pool:
+        yield pool
+
+
+def business(home: Path, query: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(home / "data" / "depot" / "depot.db", timeout=10) as conn:
+        return list(conn.execute(query).fetchall())
+
+
+def stored_events(url: str, run_id: str) -> list[Event]:
+    store = SqlStore.open(url)
+    try:
+        return store.load_events(run_id)
+    finally:
+        store.engine.dispose()
+
+
+def dbos_status(url: str, workflow_id: str) -> tuple[str, int]:
+    rows = sql(
+        url,
+        "SELECT status, recovery_attempts FROM dbos.workflow_status WHERE workflow_uuid = %s",
+        workflow_id,
+    )
+    assert rows, f"no workflow {workflow_id}"
+    return str(rows[0][0]), int(rows[0][1])
+
+
+def in_process(tmp_path: Path, concurrent_steps: bool) -> list[Event]:
+    """The same message, paused and approved, on one in-process runtime."""
+
+    async def run() -> list[Event]:
+        agent = load_agent(DEPOT, data_dir=tmp_path / f"inproc-{concurrent_steps}")
+        async with Runtime(agent, MemoryStore(), concurrent_steps=concurrent_steps) as runtime:
+            paused = await runtime.start(MESSAGE)
+            done = await runtime.resume(paused.run_id, approve=True)
+            assert done.status == "finished"
+            return await runtime.events(paused.run_id)
+
+    return asyncio.run(run())
+
+
+def test_an_enqueued_run_finishes_on_a_worker_as_it_would_in_process(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        paused = queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        assert paused["status"] == "awaiting_confirm"
+        done = queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
+    assert done["status"] == "finished" and done["reply"] == "Order A1 is shipped"
+    on_worker = stored_events(workers.store_url, run_id)
+    one_by_one = in_process(tmp_path, concurrent_steps=False)
+    assert [e.type for e in on_worker] == [e.type for e in one_by_one]
+    assert compare(in_process(tmp_path, concurrent_steps=True), on_worker).same_path
+    assert business(workers.home, "SELECT count(*) FROM shipments") == [(1,)]
+
+
+def test_a_pause_ends_the_workflow_and_its_resume_is_a_new_one(workers: WorkerPool) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        start = names.workflow_id(run_id, 0)
+        paused = queue.wait(start, timeout_s=60)
+        assert dbos_status(workers.store_url, start)[0] == "SUCCESS"
+        assert paused["status"] == "awaiting_confirm" and paused["pending"]["step_id"] == "s3"
+        resume = queue.resume("depot", run_id, approve=True)
+        assert resume == f"{run_id}.1"
+        assert queue.wait(resume, timeout_s=60)["status"] == "finished"
+    assert dbos_status(workers.store_url, resume)[0] == "SUCCESS"
+    drives = sql(workers.store_url, "SELECT workflow_uuid FROM dbos.workflow_status ORDER BY 1")
+    assert drives == [(start,), (resume,)]
+
+
+def test_the_same_approval_enqueued_twice_runs_once(workers: WorkerPool) -> None:
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        workers.start("w1")
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        first = queue.resume("depot", run_id, approve=True)
+        second = queue.resume("depot", run_id, approve=True)  # before or while it runs
+        assert first == second == f"{run_id}.1"
+        assert queue.wait(first, timeout_s=60)["status"] == "finished"
+        late = queue.resume("depot", run_id, approve=True)  # after it finished
+        assert late == first
+        assert queue.wait(late, timeout_s=60)["status"] == "finished"
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
+    confirmations = [
+        e for e in stored_events(workers.store_url, run_id) if e.type == "confirmation_given"
+    ]
+    assert len(confirmations) == 1
+    assert sql(workers.store_url, "SELECT count(*) FROM dbos.workflow_status") == [(2,)]
+
+
+def test_a_finished_drive_executed_again_rederives_its_events_and_enters_no_tool(
+    workers: WorkerPool,
+) -> None:
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
+        before = stored_events(workers.store_url, run_id)
+        workers.stop(worker)
+        drives = [names.workflow_id(run_id, 0), names.workflow_id(run_id, 1)]
+        sql(
+            workers.store_url,
+            "UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = ANY(%s)",
+            drives,
+        )
+        workers.start("w1")  # the same executor: DBOS recovers its pending workflows at launch
+        for drive in drives:
+            answer = queue.wait(drive, timeout_s=60)  # an EVENT_CONFLICT would raise here
+            assert dbos_status(workers.store_url, drive) == ("SUCCESS", 2)
+        assert answer["status"] == "finished"
+    after = stored_events(workers.store_url, run_id)
+    assert [(e.seq, e.type, e.ts, e.payload) for e in after] == [
+        (e.seq, e.type, e.ts, e.payload) for e in before
+    ]
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
+    assert "EVENT_CONFLICT" not in workers.log("w1")
+
+
+def test_a_worker_killed_in_a_write_finishes_the_run_after_restart_with_one_shipment(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    workers.env["DEPOT_HOLD"] = str(hold)
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        hold.touch()
+        resume = queue.resume("depot", run_id, approve=True)
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        workers.stop(worker, signal.SIGKILL)
+        assert dbos_status(workers.store_url, resume)[0] == "PENDING"
+        hold.unlink()
+        workers.start("w1")
+        done = queue.wait(resume, timeout_s=90)
+    assert done["status"] == "finished"
+    entries = business(workers.home, "SELECT idempotency_key FROM entries")
+    assert 1 <= len(entries) <= 2 and len(set(entries)) == 1
+    assert business(workers.home, "SELECT idempotency_key FROM shipments") == [entries[0]]
+    seqs = [e.seq for e in stored_events(workers.store_url, run_id)]
+    assert seqs == list(range(1, len(seqs) + 1))
