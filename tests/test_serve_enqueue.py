@@ -1,0 +1,94 @@
+"""``corral serve --enqueue``: the server enqueues drives, ``corral worker`` processes run them.
+
+The server runs in this process (uvicorn in a thread) over a fresh PostgreSQL database;
+the worker is a real subprocess. A start is answered before any worker exists, so it
+cannot have been run in the request; the stream then follows the run from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from corral.store.registry import sql_target
+from tests.conftest import AFTERSALES
+from tests.extras import REQUIRE_ALL, import_extra
+from tests.fleet import fleet, fresh_database, until, upgraded
+from tests.serving import EXCHANGE, client, load, serving, sse
+
+import_extra("dbos", REQUIRE_ALL)
+
+WAIT_S = 90.0
+
+
+def streamed(http: Any, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+    """The run's SSE messages until the stream closes, data decoded."""
+    with http.stream("GET", f"/runs/{run_id}/stream", params={"after_seq": after_seq}) as answer:
+        assert answer.status_code == 200
+        return [
+            {"event": m["event"], "id": m.get("id"), "data": json.loads(m["data"])}
+            for m in sse(answer.iter_lines())
+        ]
+
+
+def exchanges(home: Path) -> int:
+    with sqlite3.connect(home / "data" / "aftersales" / "aftersales.db") as db:
+        return int(db.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+
+
+def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_the_end(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    with fresh_database("serve") as url, fleet(home, upgraded(home, url)) as workers:
+        agent = load(AFTERSALES, home)
+        with (
+            serving(agent, home=home, store=sql_target(url), enqueue=True) as base,
+            client(base) as http,
+        ):
+            body = {"message": EXCHANGE, "wait": False}
+            started = http.post("/agents/aftersales/runs", json=body)
+            assert started.status_code == 202  # no worker runs yet: it was only enqueued
+            run_id = started.json()["run_id"]
+            assert started.json() == {"run_id": run_id, "status": "running"}
+            assert http.get(f"/runs/{run_id}/events").status_code == 404  # nothing ran here
+
+            workers.start("w-1", AFTERSALES)
+            paused = streamed(http, run_id)  # opened while the drive waits in the queue
+            summary = paused[-1]
+            assert summary["event"] == "summary"
+            assert summary["data"]["status"] == "awaiting_confirm"
+            events = [m["data"] for m in paused if m["event"] == "event"]
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+            assert events[0]["type"] == "run_started"
+            assert "confirmation_requested" in [e["type"] for e in events]
+            assert [m["id"] for m in paused[:-1]] == [str(e["seq"]) for e in events]
+
+            step = summary["data"]["pending"]["step_id"]
+            approve = {"approve": True, "step_id": step, "wait": False}
+            resumed = http.post(f"/runs/{run_id}/resume", json=approve)
+            assert resumed.status_code == 202 and resumed.json()["run_id"] == run_id
+            rest = streamed(http, run_id, after_seq=events[-1]["seq"])
+            assert rest[-1]["data"]["status"] == "finished"
+            later = [m["data"] for m in rest if m["event"] == "event"]
+            assert [e["seq"] for e in later] == list(
+                range(len(events) + 1, len(events) + 1 + len(later))
+            )
+            assert {"confirmation_given", "run_finished"} <= {e["type"] for e in later}
+
+            # the same approval again is the same drive: answered with the run's summary
+            again = http.post(f"/runs/{run_id}/resume", json={**approve, "wait": True})
+            assert again.status_code == 200 and again.json()["status"] == "finished"
+            # and a start that waits gets the summary, as without --enqueue
+            waited = http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
+            assert waited.status_code == 200
+            assert waited.json()["status"] == "awaiting_confirm"
+            missing = http.get("/runs/run_0123456789abcdef/stream")
+            assert missing.status_code == 404
+            assert missing.json()["error"]["code"] == "RUN_NOT_FOUND"
+        until(lambda: workers.workers()["queues"], WAIT_S, "the queue's figures")
+        queue = workers.workers()["queues"][0]
+        assert (queue["name"], queue["finished"], queue["in_flight"]) == ("aftersales", 3, 0)
+    assert exchanges(home) == 1  # approved once, written once

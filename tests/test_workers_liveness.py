@@ -1,0 +1,149 @@
+"""A worker is alive while its PostgreSQL session holds its executor id's advisory lock.
+
+These tests hold the locks from this process (no DBOS, no worker): the watcher's
+takeover is given a recorder instead of DBOS's recovery, and a session is "killed" the
+way a dead process's is, by PostgreSQL ending it (``pg_terminate_backend``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from corral.errors import InvalidInputError, WorkerIdInUseError
+from corral.workers import names
+from corral.workers.liveness import Liveness, Watcher, checked_executor_id, hold
+from tests.fleet import fresh_database
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    with fresh_database("live") as store:
+        yield names.system_database_url(store)
+
+
+def terminate(url: str, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """End ``conn``'s session server-side (waiting until it is gone), as a dead process's."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 10000)", (conn.info.backend_pid,))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_second_worker_with_a_live_id_is_refused_and_a_closed_one_frees_it(url: str) -> None:
+    first = hold(url, "w-a")
+    with pytest.raises(WorkerIdInUseError) as refused:
+        hold(url, "w-a", wait_s=0.0)
+    assert refused.value.code.value == "WORKER_ID_IN_USE"
+    assert "corral-worker:w-a" in refused.value.message
+    other = hold(url, "w-b")  # another id is another lock
+    first.close()
+    again = hold(url, "w-a")  # the id is free once its session is gone
+    again.close()
+    other.close()
+
+
+def test_an_executor_id_must_fit_application_name_and_a_log_line() -> None:
+    assert checked_executor_id("host-1.pid_2") == "host-1.pid_2"
+    for bad in ("", "-x", "a b", "x" * 50, "wörker", "a\nb"):
+        with pytest.raises(InvalidInputError):
+            checked_executor_id(bad)
+
+
+def test_the_watcher_takes_over_only_dead_executors_and_says_how_long_ago(url: str) -> None:
+    mine, alive, dying = hold(url, "w-me"), hold(url, "w-alive"), hold(url, "w-dying")
+    taken: list[str] = []
+    clock = Clock()
+    watcher = Watcher(
+        mine,
+        lambda: {"w-me", "w-alive", "w-dying", "w-never-seen"},
+        lambda executor: taken.append(executor) or 2,
+        clock=clock,
+    )
+    first = watcher.poll()  # all but the one never seen are alive
+    assert [(t.executor_id, t.workflows, t.seen, t.lost_s) for t in first] == [
+        ("w-never-seen", 2, False, 0.0)
+    ]
+    clock.now += 1.5
+    terminate(url, dying.conn)
+    second = watcher.poll()
+    assert taken == ["w-never-seen", "w-dying", "w-never-seen"]
+    dead = {t.executor_id: t for t in second}
+    assert dead["w-dying"].seen and dead["w-dying"].lost_s == 1.5  # last seen one poll ago
+    assert not dead["w-never-seen"].seen and dead["w-never-seen"].lost_s == 1.5
+    alive.close()
+    mine.close()
+
+
+def test_a_restarting_worker_cannot_take_its_id_while_a_watcher_takes_over_its_runs(
+    url: str,
+) -> None:
+    mine = hold(url, "w-me")
+    during: list[str] = []
+
+    def recover(executor: str) -> int:
+        try:
+            hold(url, executor, wait_s=0.0).close()
+            during.append("started")
+        except WorkerIdInUseError as exc:
+            during.append(exc.message)
+        return 1
+
+    Watcher(mine, lambda: {"w-gone"}, recover).poll()
+    assert len(during) == 1 and "corral-watch:w-me" in during[0]  # the watcher held it
+    hold(url, "w-gone").close()  # and let it go after
+    mine.close()
+
+
+def test_after_its_own_connection_came_back_a_watcher_waits_before_calling_anyone_dead(
+    url: str,
+) -> None:
+    mine, other = hold(url, "w-me"), hold(url, "w-other")
+    taken: list[str] = []
+    clock = Clock()
+    watcher = Watcher(
+        mine, lambda: {"w-other"}, lambda e: taken.append(e) or 1, settle_s=5.0, clock=clock
+    )
+    assert watcher.poll() == []
+    # the server restarted: every session ended, ours and the other worker's
+    assert watcher._conn is not None
+    terminate(url, watcher._conn)
+    terminate(url, other.conn)
+    terminate(url, mine.conn)
+    with pytest.raises(psycopg.OperationalError):
+        watcher.poll()  # the round fails on the dead session; the thread logs it, goes on
+    watcher._conn = None
+    clock.now += 1.0
+    assert watcher.poll() == [] and taken == []  # reconnected: settling
+    assert _holds(url, "w-me")  # and it took its own lock again
+    clock.now += 5.0
+    assert [t.executor_id for t in watcher.poll()] == ["w-other"]  # it never came back
+    mine.close()
+
+
+def test_a_worker_takes_its_lock_again_when_its_session_is_lost(url: str) -> None:
+    mine = hold(url, "w-me")
+    terminate(url, mine.conn)
+    assert not _holds(url, "w-me")
+    assert mine.ensure() and _holds(url, "w-me")
+    with pytest.raises(WorkerIdInUseError):
+        hold(url, "w-me", wait_s=0.0)
+    mine.close()
+
+
+def _holds(url: str, executor_id: str) -> bool:
+    """Whether some session holds ``executor_id``'s lock (a probe that lets it go at once)."""
+    try:
+        probe: Liveness = hold(url, executor_id, wait_s=0.0)
+    except WorkerIdInUseError:
+        return True
+    probe.close()
+    return False
