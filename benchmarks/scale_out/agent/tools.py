@@ -14,13 +14,15 @@ died shows there, and the UNIQUE key keeps the order single.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from pydantic import BaseModel
 from sqlalchemy import Engine, create_engine, text
 
 from corral import ToolContext, ToolPolicy, tool
@@ -30,6 +32,25 @@ __all__ = ["generate_reply"]  # registered from corral's built-ins
 
 URL_ENV = "SCALE_OUT_BUSINESS_URL"
 TOOL_SLEEP_S = 0.05
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "aftersales" / "tools.py"
+
+
+def _example() -> ModuleType:
+    """examples/aftersales/tools.py: its output models and date rule serve here unchanged."""
+    spec = importlib.util.spec_from_file_location("scale_out_aftersales_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # pydantic resolves the models' annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+_shared = _example()
+OrderInfo = _shared.OrderInfo
+PolicyInfo = _shared.PolicyInfo
+Evidence = _shared.Evidence
+ExchangeOrder = _shared.ExchangeOrder
+_add_months = _shared._add_months
 
 
 def setup(data_dir: Path) -> Iterator[dict[str, Any]]:
@@ -56,19 +77,6 @@ async def _query(ctx: ToolContext, sql: str, **params: Any) -> list[dict[str, An
     return await asyncio.to_thread(_rows, ctx, sql, **params)
 
 
-def _add_months(day: date, months: int) -> date:
-    index = day.year * 12 + day.month - 1 + months
-    return date(index // 12, index % 12 + 1, min(day.day, 28))
-
-
-class OrderInfo(BaseModel):
-    order_id: str
-    product_name: str
-    category: str
-    purchase_date: date
-    status: str
-
-
 @tool(
     policy=ToolPolicy(kind="read", latency_ms=50),
     summary="订单 {order_id}: {product_name}, 购于 {purchase_date}",
@@ -93,14 +101,6 @@ async def query_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
     )
 
 
-class PolicyInfo(BaseModel):
-    category: str
-    warranty_months: int
-    exchange_allowed: bool
-    in_warranty: bool | None
-    warranty_until: date | None
-
-
 @tool(
     policy=ToolPolicy(kind="read", latency_ms=50),
     summary="{category}: {warranty_months} months, in warranty: {in_warranty}",
@@ -123,12 +123,6 @@ async def query_policy(
     )
 
 
-class Evidence(BaseModel):
-    order_id: str
-    has_evidence: bool
-    kinds: list[str]
-
-
 @tool(
     policy=ToolPolicy(kind="read", latency_ms=50), summary="evidence for {order_id}: {has_evidence}"
 )
@@ -138,13 +132,6 @@ async def check_evidence(order_id: str, ctx: ToolContext) -> Evidence:
         ctx, "SELECT kind FROM evidence WHERE order_id = :order_id AND verified", order_id=order_id
     )
     return Evidence(order_id=order_id, has_evidence=bool(rows), kinds=[r["kind"] for r in rows])
-
-
-class ExchangeOrder(BaseModel):
-    exchange_id: str
-    order_id: str
-    created: bool
-    """False when the idempotency key matched an exchange created earlier."""
 
 
 def find_exchange_by_key(order_id: str, ctx: ToolContext) -> ExchangeOrder | None:
