@@ -40,7 +40,8 @@ def test_two_workers_lose_three_to_sigkill_and_every_run_ends_once() -> None:
     assert (result["stuck"], result["duplicate_effects"], result["seq_gaps"]) == (0, 0, 0)
     # every run paused for its confirmation, was approved, and wrote its order once
     assert result["approved"] == 100 and result["exchange_orders"] == 100
-    assert result["missing_effects"] == 0 and result["drive_errors"] == 0
+    assert result["missing_effects"] == 0 and result["approved_not_finished"] == 0
+    assert result["drive_errors"] == 0
     assert result["kills"] == 3 and result["takeovers_open"] == 0
     for takeover in result["takeovers"]:  # by a live worker, not the dead one's own id
         assert takeover["executor_id"] not in takeover["by"], takeover
@@ -74,21 +75,23 @@ def test_the_checks_count_a_duplicate_a_gap_and_a_stuck_run(harness: Any) -> Non
                 "INSERT INTO exchanges (exchange_id, order_id, reason, idempotency_key, run_id) "
                 "VALUES (%s, 'HD20240501', 'test', %s, %s)"
             )
-            for exchange, key, run in (("E1", "k1", "a"), ("E2", "k2", "a"), ("E3", "k3", "b")):
+            made = (("E1", "k1", "a"), ("E2", "k2", "a"), ("E3", "k3", "b"), ("E4", "k4", "c"))
+            for exchange, key, run in made:
                 conn.execute(insert, (exchange, key, run))
             conn.execute(
                 "INSERT INTO exchange_entries (idempotency_key, run_id) "
                 "VALUES ('k1', 'a'), ('k1', 'a'), ('k2', 'a'), ('k3', 'b')"
             )
-        # a and d approved; b wrote an order without an approval; e never reached the store
-        found = harness.invariants(dbs, ["a", "b", "c", "d", "e"], {"a", "d"})
+        # a, b and d approved; c wrote an order without an approval; e never reached the store
+        found = harness.invariants(dbs, ["a", "b", "c", "d", "e"], {"a", "b", "d"})
     assert found["runs"] == 5
     assert found["finished_or_waiting"] == 3  # a, d finished; b waits for a person
     assert found["stuck"] == 2  # c still executing, e missing
-    assert found["duplicate_effects"] == 2  # a's second order, b's unapproved one
+    assert found["duplicate_effects"] == 2  # a's second order, c's unapproved one
     assert found["seq_gaps"] == 1  # b: 1, 3
     assert found["missing_effects"] == 1  # d finished approved with no order
-    assert (found["exchange_orders"], found["write_entries"]) == (3, 4)
+    assert found["approved_not_finished"] == 1  # b still waits after its approval
+    assert (found["exchange_orders"], found["write_entries"]) == (4, 4)
     assert found["statuses"] == {
         "finished": 2,
         "awaiting_confirm": 1,

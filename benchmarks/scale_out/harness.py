@@ -348,5 +348,6 @@ def invariants(databases: Databases, run_ids: Sequence[str], approved: set[str])
         "approved": len(approved),
         "exchange_orders": sum(orders.values()),
         "missing_effects": sum(1 for r in finished_approved if orders.get(r, 0) == 0),
+        "approved_not_finished": len(approved) - len(finished_approved),
         "write_entries": entries[0] if entries else 0,
     }
