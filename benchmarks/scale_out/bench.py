@@ -14,9 +14,9 @@ agent and the same 50 ms tools on the same PostgreSQL business database, 8 in fl
 Per row: runs/s, p50 and p99 latency (start to end, the scripted approval included), CPU
 ms per run of the workers (or the one process), of PostgreSQL and of the load generator
 (from /proc: the postmaster, its live backends and the ones it reaped), the machine's
-busy share and how much of it was not ours; events, DBOS step rows, commits and WAL
-bytes per run, and the bytes per run of corral's tables and of DBOS's (tables, indexes and
-TOAST, ``pg_total_relation_size``).
+busy share and how much of it was not ours; events, DBOS step rows, transactions (reads
+included), rows written and WAL bytes per run, and the bytes per run of corral's tables and
+of DBOS's (tables, indexes and TOAST, ``pg_total_relation_size``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 
 import psycopg
 from harness import (
+    CLK_TCK,
     Databases,
     Pool,
     Server,
@@ -63,24 +64,26 @@ class Snapshot:
     machine_busy_s: float
     wal: str | None
     commits: int | None
+    rows_written: int | None
 
 
 def machine_busy_s() -> float:
     """CPU seconds the whole machine has been busy (all cores), from /proc/stat."""
     fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = fields[3] + fields[4]  # idle + iowait
-    return (sum(fields[:8]) - idle) / 100
+    return (sum(fields[:8]) - idle) / CLK_TCK
 
 
 def snapshot(
     server: Server, conn: psycopg.Connection[Any] | None, workers: Pool | None
 ) -> Snapshot:
-    wal = commits = None
+    wal = commits = written = None
     if conn is not None:
         wal = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]  # type: ignore[index]
-        commits = conn.execute("SELECT sum(xact_commit)::bigint FROM pg_stat_database").fetchone()[
-            0
-        ]  # type: ignore[index]
+        commits, written = conn.execute(
+            "SELECT sum(xact_commit)::bigint, "
+            "sum(tup_inserted + tup_updated + tup_deleted)::bigint FROM pg_stat_database"
+        ).fetchone()  # type: ignore[misc]
     if workers is None:  # the baseline: this process runs the runs, no generator apart
         running, generator = self_cpu_s(), 0.0
     else:
@@ -94,6 +97,7 @@ def snapshot(
         machine_busy_s(),
         wal,
         commits,
+        written,
     )
 
 
@@ -206,6 +210,9 @@ def stored(
         ),
         "dbos_steps_per_run_by_name": {name: round(n / runs, 1) for name, n in steps},
         "commits_per_run": round(((after.commits or 0) - (before.commits or 0)) / runs, 1),
+        "rows_written_per_run": round(
+            ((after.rows_written or 0) - (before.rows_written or 0)) / runs, 1
+        ),
         "wal_bytes_per_run": round(wal / runs),
         "corral_bytes_per_run": round(bytes_["corral"] / runs),
         "dbos_bytes_per_run": round(bytes_["dbos"] / runs),
@@ -238,7 +245,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
     table = Table(title="scale-out: the exchange load (4 tools x 50 ms, one approval per run)")
     columns = ["setup", "runs/s", "p50 ms", "p99 ms", "CPU ms/run (run / PG / gen)"]
-    columns += ["busy %", "not ours %", "events/run", "commits/run", "WAL B/run"]
+    columns += ["busy %", "not ours %", "events/run", "xacts/run", "rows/run", "WAL B/run"]
     columns += ["corral B/run", "DBOS B/run"]
     for column in columns:
         table.add_column(column, justify="right")
@@ -254,6 +261,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             str(r["not_ours_pct"]),
             str(r.get("events_per_run", "")),
             str(r.get("commits_per_run", "")),
+            str(r.get("rows_written_per_run", "")),
             str(r.get("wal_bytes_per_run", "")),
             str(r.get("corral_bytes_per_run", r.get("sqlite_bytes_per_run", ""))),
             str(r.get("dbos_bytes_per_run", "")),
