@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from corral.agent import load_agent
+from corral.errors import RunNotResumableError
 from corral.events import Event
 from corral.runtime.replay import compare
 from corral.runtime.runtime import Runtime
@@ -37,7 +38,11 @@ def workers(tmp_path: Path) -> Iterator[WorkerPool]:
 
 
 def business(home: Path, query: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(home / "data" / "depot" / "depot.db", timeout=10) as conn:
+    """Rows of the depot's business database (none before a worker has made it)."""
+    path = home / "data" / "depot" / "depot.db"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path, timeout=10) as conn:
         return list(conn.execute(query).fetchall())
 
 
@@ -118,6 +123,8 @@ def test_the_same_approval_enqueued_twice_runs_once(workers: WorkerPool) -> None
         late = queue.resume("depot", run_id, approve=True)  # after it finished
         assert late == first
         assert queue.wait(late, timeout_s=60)["status"] == "finished"
+        with pytest.raises(RunNotResumableError, match=r"s3 .* was approved"):
+            queue.resume("depot", run_id, approve=False)
     assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
     confirmations = [
         e for e in stored_events(workers.store_url, run_id) if e.type == "confirmation_given"
@@ -142,6 +149,7 @@ def test_a_finished_drive_executed_again_rederives_its_events_and_enters_no_tool
             "UPDATE dbos.workflow_status SET status = 'PENDING' WHERE workflow_uuid = ANY(%s)",
             drives,
         )
+        assert worker.returncode == 0  # SIGTERM stops a worker cleanly
         workers.start("w1")  # the same executor: DBOS recovers its pending workflows at launch
         for drive in drives:
             answer = queue.wait(drive, timeout_s=60)  # an EVENT_CONFLICT would raise here
@@ -177,5 +185,44 @@ def test_a_worker_killed_in_a_write_finishes_the_run_after_restart_with_one_ship
     entries = business(workers.home, "SELECT idempotency_key FROM entries")
     assert 1 <= len(entries) <= 2 and len(set(entries)) == 1
     assert business(workers.home, "SELECT idempotency_key FROM shipments") == [entries[0]]
+    seqs = [e.seq for e in stored_events(workers.store_url, run_id)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_plan_enqueued_with_its_entities_runs_and_a_rejection_ends_it(
+    workers: WorkerPool,
+) -> None:
+    workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.run_plan("depot", "ship", entities={"order_id": "A2"})
+        paused = queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        assert paused["status"] == "awaiting_confirm" and paused["pending"]["step_id"] == "s3"
+        ended = queue.wait(queue.resume("depot", run_id, approve=False), timeout_s=60)
+    assert ended["outcome"] == "cancelled"
+    assert {s["id"]: s["status"] for s in ended["steps"]}["s3"] == "skipped"
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(0,)]
+
+
+def test_a_worker_killed_in_a_write_of_a_start_takes_the_run_over_after_restart(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    hold = tmp_path / "hold"
+    hold.touch()
+    workers.env["DEPOT_HOLD"] = str(hold)
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", "please tag A3")
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        workers.stop(worker, signal.SIGKILL)
+        stored = stored_events(workers.store_url, run_id)  # saved before the write began
+        assert stored and stored[-1].type == "tool_selected"
+        hold.unlink()
+        workers.start("w1")  # the run is stored, its lease a dead process's: taken at once
+        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    assert done["status"] == "finished" and done["reply"] == "Order A3 is tagged"
+    entries = business(workers.home, "SELECT idempotency_key FROM entries")
+    assert 1 <= len(entries) <= 2 and len(set(entries)) == 1
+    assert business(workers.home, "SELECT idempotency_key FROM tags") == [entries[0]]
     seqs = [e.seq for e in stored_events(workers.store_url, run_id)]
     assert seqs == list(range(1, len(seqs) + 1))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import os
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -255,6 +256,19 @@ class Runtime:
             threads, self._store_threads = self._store_threads, None
             if threads is not None:
                 threads.shutdown(wait=False)
+
+    def with_agent(self, agent: Agent) -> Runtime:
+        """A runtime like this one for ``agent``, a copy of its agent with other state.
+
+        A durable drive gives it its own tool health this way. The copy shares the store,
+        effects, logs, leases and store threads: closing this runtime closes them, and the
+        copy needs no closing of its own.
+        """
+        self._threads()  # made now, so that the copy shares them
+        twin = copy.copy(self)
+        twin.agent = agent
+        twin._agent_facts = None
+        return twin
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -707,13 +721,17 @@ class Runtime:
         """
         if not self.store.blocking:
             return call(*args)
-        if self._store_threads is None:
-            self._store_threads = ThreadPoolExecutor(4, thread_name_prefix="corral-store")
         # in the caller's context: a recorded read or a clock read there is the drive's own
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(
-            self._store_threads, partial(context.run, call, *args)
+            self._threads(), partial(context.run, call, *args)
         )
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """The store calls' own threads, made on first use."""
+        if self._store_threads is None:
+            self._store_threads = ThreadPoolExecutor(4, thread_name_prefix="corral-store")
+        return self._store_threads
 
     async def _drive(self, journal: Journal, held: Held) -> RunSummary:
         one_at_a_time = asyncio.Lock()  # concurrent steps persist; batches stay in order

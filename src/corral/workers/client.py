@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus
 from corral.effects import LiveEffects
-from corral.errors import RunBusyError, RunNotFoundError
+from corral.errors import RunBusyError, RunNotFoundError, RunNotResumableError
 from corral.events import ConfirmationGiven, Event, UserAnswered
 from corral.runtime.state import fold
 from corral.workers import names
@@ -67,17 +67,14 @@ class RunQueue:
         ``run_id``: the id to give the run (by default a fresh one); enqueueing the same
         id twice is one run.
         """
-        chosen = run_id or LiveEffects().new_id("run")
-        args = DriveArgs(
+        return self._new_run(
+            run_id,
             kind="start",
             agent=agent,
-            run_id=chosen,
             message=message,
             session_id=session_id,
             priority=priority,
         )
-        self._enqueue(args, 0)
-        return chosen
 
     def run_plan(
         self,
@@ -90,18 +87,15 @@ class RunQueue:
         run_id: str | None = None,
     ) -> str:
         """Enqueue a run of the agent's plan template ``plan``; its run id (drive 0)."""
-        chosen = run_id or LiveEffects().new_id("run")
-        args = DriveArgs(
+        return self._new_run(
+            run_id,
             kind="run_plan",
             agent=agent,
-            run_id=chosen,
             plan=plan,
             entities=entities,
             session_id=session_id,
             priority=priority,
         )
-        self._enqueue(args, 0)
-        return chosen
 
     def resume(
         self,
@@ -116,16 +110,22 @@ class RunQueue:
 
         The drive is named by the input: the n-th input of a run is drive n. An approval
         of a step already decided, or an answer given while the run no longer waits,
-        names the drive that applied it, so a double click is one workflow. An approval
-        is pinned to the step the run waits for now, so a late duplicate never approves
-        a later confirmation.
+        names the drive that applied it, so a double click is one workflow; the opposite
+        decision of a decided step is ``RUN_NOT_RESUMABLE``. An approval is pinned to the
+        step the run waits for now, so a late duplicate never approves a later one.
         """
         events = self._store.load_events(run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
-        pending = fold(run_id, events).pending
-        if approve is not None and step_id is None and pending is not None:
-            step_id = pending.step_id
+        state = fold(run_id, events)
+        pending = state.pending
+        if approve is not None and step_id is None:  # the step it waits for, else the last
+            decided_steps: list[str | None] = [None, *state.confirmations]
+            step_id = pending.step_id if pending else decided_steps[-1]
+        decided = state.confirmations.get(step_id or "")
+        if approve is not None and decided is not None and decided is not approve:
+            done = "approved" if decided else "rejected"
+            raise RunNotResumableError(f"step {step_id} of run {run_id} was {done}")
         drive = drive_for(events, approve, step_id)
         args = DriveArgs(
             kind="resume",
@@ -167,6 +167,12 @@ class RunQueue:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def _new_run(self, run_id: str | None, **given: Any) -> str:
+        """Enqueue drive 0 of a new run (``run_id``, else a fresh id); the run id."""
+        chosen = run_id or LiveEffects().new_id("run")
+        self._enqueue(DriveArgs(run_id=chosen, **given), 0)
+        return chosen
 
     def _enqueue(self, args: DriveArgs, drive: int) -> str:
         from dbos import EnqueueOptions

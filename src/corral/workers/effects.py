@@ -119,7 +119,7 @@ class DbosEffects:
         record = await DBOS.run_step_async(options, self._model_step, model, request, deadline_s)
         error = record.get("error")
         if error is not None:
-            raise _model_error(error)
+            raise model_error(error)
         response: ModelResponse = self._adapter(ModelResponse).validate_python(record["response"])
         return response
 
@@ -131,16 +131,7 @@ class DbosEffects:
         try:
             response = await self.live.call_model(model, request, deadline_s)
         except (ModelUnavailableError, ModelTimeoutError, BudgetExceededError) as exc:
-            return {
-                "error": {
-                    "code": exc.code.value,
-                    "message": exc.message,
-                    "hint": exc.hint,
-                    "retryable": exc.retryable,
-                    "retry_after": getattr(exc, "retry_after", None),
-                    "status": getattr(exc, "status", None),
-                }
-            }
+            return {"error": model_failure_record(exc)}
         return {"response": self._adapter(ModelResponse).dump_python(response, mode="json")}
 
     def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
@@ -186,7 +177,19 @@ def _dumped(adapter: TypeAdapter[Any], read: Callable[[], Any]) -> Any:
     return adapter.dump_python(read(), mode="json")
 
 
-def _model_error(error: dict[str, Any]) -> Exception:
+def model_failure_record(exc: CorralError) -> dict[str, Any]:
+    """A model call's failure as JSON values (``model_error`` raises it again)."""
+    return {
+        "code": exc.code.value,
+        "message": exc.message,
+        "hint": exc.hint,
+        "retryable": exc.retryable,
+        "retry_after": getattr(exc, "retry_after", None),
+        "status": getattr(exc, "status", None),
+    }
+
+
+def model_error(error: dict[str, Any]) -> CorralError:
     """The model call's recorded failure raised again: same class, message and details."""
     code = error["code"]
     if code == "MODEL_UNAVAILABLE":

@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from corral.agent import Agent
     from corral.runtime.runtime import Runtime
     from corral.store.sql import SqlStore
+    from corral.workers.effects import DbosEffects
     from corral.workers.liveness import Liveness
 
 
@@ -64,6 +66,8 @@ class Worker:
     agents: Sequence[Agent]
     executor_id: str
     log_dir: Path | None = None
+    grace_s: int = 10
+    """How long a stop waits for the drives in flight to end."""
     stopping: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
@@ -71,6 +75,7 @@ class Worker:
     takeover_poll_s: float = 1.0
     """How often this worker looks for dead workers' runs to take over (``liveness.py``)."""
     liveness: Liveness | None = None
+    effects: DbosEffects | None = None
 
     def launch(self) -> None:
         """Open the store, make each agent's runtime, register the workflow, launch DBOS.
@@ -99,7 +104,7 @@ class Worker:
         from corral.workers.workflow import declare_queues, register
 
         self.store = SqlStore.open(sql_target(self.store_url))
-        effects = DbosEffects()
+        self.effects = effects = DbosEffects()
         for agent in self.agents:
             self.runtimes[agent.name] = Runtime(
                 agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
@@ -124,11 +129,16 @@ class Worker:
             pass
 
     def stop(self) -> None:
-        """Destroy DBOS (drives in flight stay PENDING, recovered later), close the agents."""
+        """Destroy DBOS, then close the agents and the store.
+
+        Drives in flight get ``grace_s`` to end; those that do not stay ``PENDING`` in DBOS
+        and are recovered later (by this executor id's next launch, or a takeover). A
+        failure to close an agent is reported; the drives' outcomes are stored already.
+        """
         from dbos import DBOS
 
         self.stopping.set()
-        DBOS.destroy(workflow_completion_timeout_sec=0)
+        DBOS.destroy(workflow_completion_timeout_sec=self.grace_s)
         for thread in self.threads:
             thread.join(timeout=5.0)
         if self.liveness is not None:  # last: until now this worker's runs are its own
@@ -136,9 +146,17 @@ class Worker:
 
         async def close() -> None:
             for runtime in self.runtimes.values():
-                await runtime.aclose()
+                try:
+                    await runtime.aclose()
+                except Exception as exc:  # reported; nothing of a run depends on it
+                    print(
+                        f"corral worker: closing {runtime.agent.name} failed: {exc}",
+                        file=sys.stderr,
+                    )
 
         asyncio.run(close())
+        if self.effects is not None:
+            self.effects.close()
         if self.store is not None:
             self.store.engine.dispose()
 

@@ -14,8 +14,11 @@ the run is a new drive, so no worker slot waits while a person thinks.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from corral.decision.selector import ToolHealth
 from corral.errors import AgentNotFoundError, CorralError
 from corral.workers import names
 from corral.workers.drive import DriveArgs, error_record
@@ -44,8 +47,27 @@ def register(runtimes: Mapping[str, Runtime]) -> None:
     DBOS.workflow(name=names.DRIVE_WORKFLOW)(drive)
 
 
-async def run_drive(runtime: Runtime, given: DriveArgs) -> RunSummary:
-    """Drive the run as ``given`` says, through the runtime's own entry points."""
+async def run_drive(shared: Runtime, given: DriveArgs) -> RunSummary:
+    """Drive the run as ``given`` says, through the runtime's own entry points.
+
+    The drive decides by its own copy of the agent's tool health, read (recorded) at its
+    start: the worker's health changes with every drive it runs, and a re-execution must
+    choose tools (and record ``degraded``) as the first execution did. What the drive
+    learns of its tools is handed back to the worker's health when it ends.
+    """
+    health = shared.agent.health
+    failures: dict[str, int] = shared.effects.recorded(
+        "health", partial(dict, health.consecutive_failures), dict[str, int]
+    )
+    own = ToolHealth(failures, health.degrade_after)
+    runtime = shared.with_agent(replace(shared.agent, health=own))
+    try:
+        return await _drive(runtime, given)
+    finally:
+        health.consecutive_failures.update(own.consecutive_failures)
+
+
+async def _drive(runtime: Runtime, given: DriveArgs) -> RunSummary:
     if given.kind == "start":
         assert given.message is not None
         return await runtime._handle_message(

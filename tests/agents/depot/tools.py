@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS shipments (
     idempotency_key TEXT NOT NULL UNIQUE,
     order_id TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tags (idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL);
 """
 
 
@@ -72,14 +73,31 @@ def check_stock(order_id: str, ctx: ToolContext) -> Stock:
     return Stock(order_id=order_id, in_stock=True)
 
 
-@tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
-def ship_order(order_id: str, ctx: ToolContext) -> Shipment:
-    """Ship an order: once per idempotency key, however often it is entered."""
+def _write_once(ctx: ToolContext, table: str, order_id: str) -> None:
+    """Count the entry, wait while held, then make the row of this key (once)."""
     with sqlite3.connect(ctx.deps["db"], timeout=10) as conn:
         conn.execute("INSERT INTO entries VALUES (?, ?)", (ctx.idempotency_key, os.getpid()))
     _hold()
     with sqlite3.connect(ctx.deps["db"], timeout=10) as conn:
         conn.execute(
-            "INSERT OR IGNORE INTO shipments VALUES (?, ?)", (ctx.idempotency_key, order_id)
+            f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", (ctx.idempotency_key, order_id)
         )
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
+def ship_order(order_id: str, ctx: ToolContext) -> Shipment:
+    """Ship an order: once per idempotency key, however often it is entered."""
+    _write_once(ctx, "shipments", order_id)
     return Shipment(order_id=order_id, shipped=True)
+
+
+class Tagged(BaseModel):
+    order_id: str
+    tagged: bool
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True))
+def tag_order(order_id: str, ctx: ToolContext) -> Tagged:
+    """Tag an order (no confirmation): once per idempotency key."""
+    _write_once(ctx, "tags", order_id)
+    return Tagged(order_id=order_id, tagged=True)
