@@ -456,3 +456,14 @@ def test_the_pages_are_served_with_a_strict_policy(served: Served) -> None:
     assert "script-src 'self'" in policy and "connect-src 'self'" in policy
     assert "unsafe-eval" not in policy and "'unsafe-inline'" not in policy.split("style-src")[0]
     assert 'src="vendor/echarts.min.js"' in page and "http" not in page  # no CDN
+
+
+def test_the_workers_page_says_when_no_worker_shares_the_store(served: Served, page: Any) -> None:
+    """This server's store is SQLite: no worker can share it, and the page says so."""
+    page.goto(served.dashboard("/workers"))
+    page.wait_for_selector("#view h1")
+    assert page.inner_text("#view h1") in ("Workers", "工作进程")
+    assert page.locator("nav a[data-route=workers].on").count() == 1
+    assert page.locator("table[data-table=queues] tbody tr").count() == 0
+    shown = page.inner_text("#view")
+    assert "corral worker" in shown  # the empty list's words name the command

@@ -15,12 +15,11 @@ from typing import Any
 from corral.store.registry import sql_target
 from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.fleet import fleet, fresh_database, until, upgraded
+from tests.helpers import corral_cli
 from tests.serving import EXCHANGE, client, load, serving, sse
+from tests.workers_support import worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
-
-WAIT_S = 90.0
 
 
 def streamed(http: Any, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
@@ -41,11 +40,12 @@ def exchanges(home: Path) -> int:
 def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_the_end(
     tmp_path: Path,
 ) -> None:
-    home = tmp_path / "home"
-    with fresh_database("serve") as url, fleet(home, upgraded(home, url)) as workers:
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
         agent = load(AFTERSALES, home)
+        store = sql_target(workers.store_url)
         with (
-            serving(agent, home=home, store=sql_target(url), enqueue=True) as base,
+            serving(agent, home=home, store=store, enqueue=True) as base,
             client(base) as http,
         ):
             body = {"message": EXCHANGE, "wait": False}
@@ -85,10 +85,17 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             waited = http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
             assert waited.status_code == 200
             assert waited.json()["status"] == "awaiting_confirm"
+            too_long = http.post("/agents/aftersales/runs", json={"message": "x" * 4001})
+            assert too_long.status_code == 413  # refused here, as without --enqueue
+            assert too_long.json()["error"]["code"] == "INPUT_TOO_LARGE"
             missing = http.get("/runs/run_0123456789abcdef/stream")
             assert missing.status_code == 404
             assert missing.json()["error"]["code"] == "RUN_NOT_FOUND"
-        until(lambda: workers.workers()["queues"], WAIT_S, "the queue's figures")
-        queue = workers.workers()["queues"][0]
+            panel = http.get("/workers").json()  # the dashboard's workers page reads this
+        figures = corral_cli(home, "workers", "--store", workers.store_url, "--json")
+        listed = json.loads(figures.stdout)
+        queue = listed["queues"][0]
         assert (queue["name"], queue["finished"], queue["in_flight"]) == ("aftersales", 3, 0)
+        assert [w["executor_id"] for w in listed["workers"]] == ["w-1"]
+        assert panel["queues"] == listed["queues"] and panel["workers"] == listed["workers"]
     assert exchanges(home) == 1  # approved once, written once

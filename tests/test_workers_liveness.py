@@ -12,15 +12,15 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from corral.errors import InvalidInputError, WorkerIdInUseError
+from corral.errors import InvalidInputError, StoreUnavailableError, WorkerIdInUseError
 from corral.workers import names
 from corral.workers.liveness import Liveness, Watcher, checked_executor_id, hold
-from tests.fleet import fresh_database
+from tests.workers_support import fresh_database
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    with fresh_database("live") as store:
+    with fresh_database() as store:
         yield names.system_database_url(store)
 
 
@@ -147,3 +147,9 @@ def _holds(url: str, executor_id: str) -> bool:
         return True
     probe.close()
     return False
+
+
+def test_a_worker_whose_server_is_unreachable_says_so_with_a_code() -> None:
+    with pytest.raises(StoreUnavailableError) as refused:
+        hold("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", "w-me")
+    assert refused.value.code.value == "STORE_UNAVAILABLE"

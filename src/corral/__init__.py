@@ -46,7 +46,14 @@ if TYPE_CHECKING:
     from corral.store.sql import SqlStore
     from corral.tools.context import ToolContext
     from corral.tools.mcp.listing import McpListingCache
-    from corral.tools.policy import LOCAL_COMPUTE, NETWORK, NO_RETRY, RetryPolicy, ToolPolicy
+    from corral.tools.policy import (
+        LOCAL_COMPUTE,
+        NETWORK,
+        NO_RETRY,
+        RateLimit,
+        RetryPolicy,
+        ToolPolicy,
+    )
     from corral.tools.sensitive import Sensitive
     from corral.tools.spec import ToolSpec, tool
     from corral.verify.verifiers import DEFAULT_VERIFIERS, StepOutcome, Verifier, VerifyRun
@@ -79,6 +86,7 @@ __all__ = [
     "Model",
     "Plan",
     "Proposal",
+    "RateLimit",
     "Refuse",
     "RetryPolicy",
     "RouteAction",
@@ -169,6 +177,7 @@ _HOMES: dict[str, str] = {
     "ToolSpec": "corral.tools.spec",
     "tool": "corral.tools.spec",
     "McpListingCache": "corral.tools.mcp.listing",
+    "RateLimit": "corral.tools.policy",
 }
 """Where each public name lives: ``__getattr__`` imports it from there on first use."""
 

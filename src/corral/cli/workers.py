@@ -6,6 +6,7 @@ table, in the store's database. It needs no dbos package and launches nothing.
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import TYPE_CHECKING
 
 import typer
@@ -61,9 +62,9 @@ def _print(found: WorkersStatus) -> None:
 
     live = Table(title=f"workers: {len(found.workers)} live")
     for column in ("executor id", "since", "host", "backend pid", "runs in flight"):
-        live.add_column(column)
+        live.add_column(column, no_wrap=column == "since")
     for worker in found.workers:
-        since = worker.since.isoformat(timespec="seconds")
+        since = worker.since.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
         live.add_row(
             worker.executor_id, since, worker.host, str(worker.backend_pid), str(worker.in_flight)
         )

@@ -1,4 +1,4 @@
-"""Routes about the server rather than one run: health, agents, the handoff queue."""
+"""Routes about the server rather than one run: health, agents, the handoff queue, workers."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from corral.observe.stats import RunStats, run_stats
 from corral.server.app import ServerState, server_state
 from corral.server.queries import WHEN, Duration, list_handoffs, moment
 from corral.server.schemas import AgentInfo, AgentList, ErrorBody, HandoffList, Health
+from corral.workers.status import WorkersStatus, workers_status
 
 bearer = HTTPBearer(auto_error=False, description="The server's token (CORRAL_API_TOKEN)")
 """Documents the token in the OpenAPI schema; ``auth.BearerAuth`` checks it, before routing."""
@@ -85,3 +86,14 @@ async def stats(
     """The figures ``corral stats --json`` prints: rates, failures, stage and tool times."""
     start = moment(since, datetime.now(UTC)) if since is not None else None
     return await asyncio.to_thread(run_stats, state.store, since=start, agent=agent)
+
+
+@router.get("/workers", response_model=WorkersStatus)
+async def workers(state: State) -> WorkersStatus:
+    """What ``corral workers --json`` prints: live workers, queues, runs recovered.
+
+    Workers share a PostgreSQL store; on SQLite every list is empty.
+    """
+    if state.store.engine.dialect.name != "postgresql":
+        return WorkersStatus(workers=[], queues=[], orphaned=[], recovered_total=0, recovered=[])
+    return await asyncio.to_thread(workers_status, state.store.engine)

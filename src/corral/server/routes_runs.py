@@ -222,16 +222,20 @@ async def _followed(
     Until no drive of it is queued or running (a pause, or the end); then the last
     drive's error if it failed, then the summary.
     """
-    last, events = after, list[Event]()
+    last, saved, events = after, None, list[Event]()
     while True:
         drives = await queued.drives(run_id)  # before the events: a finished drive saved all
-        events = await asyncio.to_thread(state.store.load_events, run_id)
-        redactor = redactor_for(events)
-        for event in events:
-            if event.seq > last:
-                yield _event_message(redactor, event)
-                last = event.seq
-        if not any(status in ACTIVE for status in drives.values()):
+        busy = any(status in ACTIVE for status in drives.values())
+        record = await asyncio.to_thread(state.store.get_run, run_id)
+        if not busy or (record is not None and record.updated_at != saved):  # a new save
+            saved = None if record is None else record.updated_at
+            events = await asyncio.to_thread(state.store.load_events, run_id)
+            redactor = redactor_for(events)
+            for event in events:
+                if event.seq > last:
+                    yield _event_message(redactor, event)
+                    last = event.seq
+        if not busy:
             break
         await asyncio.sleep(queued.poll_s)
     if drives:

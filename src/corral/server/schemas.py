@@ -29,7 +29,8 @@ class StartRun(Body):
     session_id: str | None = None
     wait: bool = True
     """True: answer when the run pauses or ends. False: answer 202 at once; the run goes on
-    in the server and ``GET /runs/{id}/stream`` follows it."""
+    in the server (in its workers, with ``--enqueue``) and ``GET /runs/{id}/stream``
+    follows it."""
     priority: Priority | None = None
     """How equivalent tools are ranked: ``urgent`` (latency), ``budget`` (price) or
     ``normal``; by default the message's words decide (``decision.priority_words``)."""

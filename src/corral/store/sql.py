@@ -342,7 +342,11 @@ class SqlStore:
         """
         text_target = str(target)
         if "://" in text_target:
-            return cls(create_engine(text_target), read_only=read_only, upgrade=upgrade)
+            # pre-ping: after a server restart every pooled connection is dead, and a save
+            # on one would fail the run's drive (STORE_UNAVAILABLE); a ping per checkout
+            # (~0.05 ms here) reconnects instead (docs/fleet.md, "A PostgreSQL restart")
+            engine = create_engine(text_target, pool_pre_ping=True)
+            return cls(engine, read_only=read_only, upgrade=upgrade)
         path = Path(text_target)
         with store_faults(action=f"opening {path}", folder=path.parent):
             if not read_only:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from corral.tools.outputs import VALUE_FIELD
-from corral.tools.policy import RetryPolicy, ToolKind, ToolPolicy
+from corral.tools.policy import RateLimit, RetryPolicy, ToolKind, ToolPolicy
 from corral.tools.schema_models import model_from_schema
 from corral.tools.spec import ToolSpec
 
@@ -27,6 +27,13 @@ class DeclaredConfig(BaseModel):
     """Strict, frozen, finite: the base of every config model of declared tools."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class RateLimitConfig(DeclaredConfig):
+    """``rate_limit: {calls: 5, per_s: 1.0}``: a ``RateLimit`` written in yaml."""
+
+    calls: int = Field(ge=1, strict=True)
+    per_s: float = Field(gt=0)
 
 
 class ToolPolicyConfig(DeclaredConfig):
@@ -41,6 +48,8 @@ class ToolPolicyConfig(DeclaredConfig):
     equivalent_group: str | None = _DEFAULT.equivalent_group
     latency_ms: float = Field(_DEFAULT.latency_ms, ge=0)
     cost: float = Field(_DEFAULT.cost, ge=0)
+    rate_limit: RateLimitConfig | None = None
+    """At most ``calls`` calls in any ``per_s`` seconds, across all workers."""
 
     def to_policy(self) -> ToolPolicy:
         """The policy the invoke machinery applies."""
@@ -53,6 +62,11 @@ class ToolPolicyConfig(DeclaredConfig):
             equivalent_group=self.equivalent_group,
             latency_ms=self.latency_ms,
             cost=self.cost,
+            rate_limit=(
+                None
+                if self.rate_limit is None
+                else RateLimit(self.rate_limit.calls, self.rate_limit.per_s)
+            ),
         )
 
 

@@ -32,6 +32,25 @@ NO_RETRY = RetryPolicy(max_retries=0, backoff_s=())
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """At most ``calls`` calls of a tool in any ``per_s`` seconds, across every worker.
+
+    Enforced by ``corral worker`` processes (``corral.workers.permits``): each call waits
+    for a permit from the tool's DBOS queue. A run in one process (``Runtime``, ``corral
+    run``, ``corral serve`` without ``--enqueue``) does not enforce it.
+    """
+
+    calls: int
+    per_s: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.calls, bool) or not isinstance(self.calls, int) or self.calls < 1:
+            raise ValueError(f"a rate limit allows at least 1 call, not {self.calls!r}")
+        if not 0 < self.per_s < float("inf"):
+            raise ValueError(f"a rate limit's period is positive seconds, not {self.per_s!r}")
+
+
+@dataclass(frozen=True)
 class ToolPolicy:
     """How one tool is called and ranked. Set per tool in ``@tool(policy=...)``."""
 
@@ -58,6 +77,8 @@ class ToolPolicy:
     """Declared typical latency, used to rank equivalent tools."""
     cost: float = 0.0
     """Declared cost per call (any unit, consistent within a group)."""
+    rate_limit: RateLimit | None = None
+    """How often the tool may be called across all workers (an API's quota); none: freely."""
 
 
 NETWORK = ToolPolicy()

@@ -35,6 +35,7 @@ from corral.errors import (
 )
 from corral.runtime.replay import RecordedToolError, recorded_return
 from corral.tools.invoke import _normalise_output, failure_record
+from corral.workers.permits import EXPIRED, PermitExpiredError, PermitGate, checked, expired
 
 if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
@@ -59,6 +60,9 @@ class DbosEffects:
     """
 
     live: LiveEffects = field(default_factory=LiveEffects)
+    permits: PermitGate | None = None
+    """Waits for a rate-limited tool's permit before its step (``permits.Permits.call`` for
+    this agent); None: no tool of the agent is limited."""
     _helpers: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(4, thread_name_prefix="corral-dbos-step")
     )
@@ -91,19 +95,36 @@ class DbosEffects:
         from dbos import DBOS, StepOptions
 
         options = StepOptions(name=f"corral.tool.{spec.name}", retries_allowed=False)
-        record = await DBOS.run_step_async(options, self._tool_step, spec, args, context, timeout_s)
+        tool_step = self._tool_step
+        step = partial(DBOS.run_step_async, options, tool_step, spec, args, context, timeout_s)
+        record = await (step(None) if self.permits is None else self.permits(spec.name, step))
         error = record.get("error")
         if error is not None:
             raise RecordedToolError(**error)
         return recorded_return(spec, record.get("data"))
 
     async def _tool_step(
-        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+        self,
+        spec: ToolSpec,
+        args: BaseModel,
+        context: ToolContext,
+        timeout_s: float,
+        permit_use_by: float | None,
     ) -> dict[str, Any]:
-        """The live call, its outcome as the attempt records it: data, or a failure."""
+        """The live call, its outcome as the attempt records it: data, or a failure.
+
+        Nothing is called when the tool's rate-limit permit is too old (``permits.py``):
+        checked here, and again on the tool's own thread just before its function runs.
+        """
+        if permit_use_by is not None:
+            if expired(permit_use_by):
+                return EXPIRED
+            spec = checked(spec, permit_use_by)
         try:
             returned = await self.live.call_tool(spec, args, context, timeout_s)
             return {"data": _normalise_output(spec, returned)}
+        except PermitExpiredError:
+            return EXPIRED
         except Exception as exc:  # every failure is a record; classified outside the same way
             return {"error": failure_record(exc)}
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from corral.errors import InvalidInputError, WorkerIdInUseError
+from corral.errors import InvalidInputError, StoreUnavailableError, WorkerIdInUseError
 
 if TYPE_CHECKING:
     import psycopg
@@ -149,8 +149,16 @@ def hold(url: str, executor_id: str, *, wait_s: float = START_WAIT_S) -> Livenes
     at once; a watcher holding it (taking over that id's runs, a few milliseconds) is
     waited for up to ``wait_s``.
     """
+    import psycopg
+
     name = APP_NAME_PREFIX + checked_executor_id(executor_id)
-    conn = _connect(url, name)
+    try:
+        conn = _connect(url, name)
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(
+            f"cannot reach the store's PostgreSQL: {str(exc).strip()[:200]}",
+            hint="check --store (CORRAL_STORE_URL) and that the server is up",
+        ) from None
     deadline = time.monotonic() + wait_s
     while not _try_lock(conn, executor_id):
         holder = _holder(conn, executor_id)
@@ -255,7 +263,7 @@ class Watcher:
     def _live_names(conn: psycopg.Connection[tuple[object, ...]]) -> list[str]:
         rows = conn.execute(
             "SELECT substr(application_name, %s) FROM pg_stat_activity "
-            "WHERE application_name LIKE %s",
+            "WHERE application_name LIKE %s AND datname = current_database()",
             (len(APP_NAME_PREFIX) + 1, APP_NAME_PREFIX + "%"),
         ).fetchall()
         return [str(row[0]) for row in rows]
@@ -269,15 +277,15 @@ class Watcher:
             count = self.recover(executor_id)
         finally:
             _unlock(conn, executor_id)
-        seen = executor_id in self._last_seen
-        since = self._last_seen.get(executor_id) or self._first_dead.setdefault(executor_id, now)
-        takeover = Takeover(executor_id, count, max(0.0, now - since), seen)
+        last_seen = self._last_seen.get(executor_id)
+        since = self._first_dead.setdefault(executor_id, now) if last_seen is None else last_seen
+        takeover = Takeover(executor_id, count, max(0.0, now - since), last_seen is not None)
         if count:
             logger.warning(
                 "took over %d workflow(s) of executor %s, %.2f s after it was %s",
                 count,
                 executor_id,
                 takeover.lost_s,
-                "last seen alive" if seen else "found dead",
+                "last seen alive" if takeover.seen else "found dead",
             )
         return takeover

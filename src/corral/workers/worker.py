@@ -12,6 +12,7 @@ that more may run beside DBOS (a liveness watcher thread, for one) without resha
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -72,10 +74,11 @@ class Worker:
     threads: list[threading.Thread] = field(default_factory=list)
     runtimes: dict[str, Runtime] = field(default_factory=dict)
     store: SqlStore | None = None
+    effects: list[DbosEffects] = field(default_factory=list)
+    """Each agent's (its rate-limited tools wait for permits of that agent's queues)."""
     takeover_poll_s: float = 1.0
     """How often this worker looks for dead workers' runs to take over (``liveness.py``)."""
     liveness: Liveness | None = None
-    effects: DbosEffects | None = None
 
     def launch(self) -> None:
         """Open the store, make each agent's runtime, register the workflow, launch DBOS.
@@ -85,10 +88,18 @@ class Worker:
         """
         from dbos import DBOS
 
+        from corral.runtime.runtime import Runtime
+        from corral.store.registry import sql_target
+        from corral.store.sql import SqlStore
         from corral.workers import recovery
+        from corral.workers.effects import DbosEffects
         from corral.workers.liveness import Watcher, hold
+        from corral.workers.permits import Permits, limits
+        from corral.workers.workflow import declare_queues, register
 
         self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
+        # released when the process ends, after Python joined every thread (see ``stop``)
+        atexit.register(self.liveness.close)
         watcher = Watcher(
             self.liveness,
             recovery.pending_owners,
@@ -96,24 +107,21 @@ class Worker:
             poll_s=self.takeover_poll_s,
         )
         self.threads.append(watcher.thread(self.stopping))
-
-        from corral.runtime.runtime import Runtime
-        from corral.store.registry import sql_target
-        from corral.store.sql import SqlStore
-        from corral.workers.effects import DbosEffects
-        from corral.workers.workflow import declare_queues, register
-
         self.store = SqlStore.open(sql_target(self.store_url))
-        self.effects = effects = DbosEffects()
+        permits = Permits(limits({agent.name: agent for agent in self.agents}))
         for agent in self.agents:
+            effects = DbosEffects(permits=partial(permits.call, agent.name))
+            self.effects.append(effects)
             self.runtimes[agent.name] = Runtime(
                 agent, self.store, effects=effects, log_dir=self.log_dir, concurrent_steps=False
             )
         DBOS(config=dbos_config(self.store_url, self.executor_id))  # type: ignore[arg-type]
         register(self.runtimes)
-        DBOS.listen_queues([names.agent_queue(name) for name in self.runtimes])
+        permits.register()
+        DBOS.listen_queues([*(names.agent_queue(name) for name in self.runtimes), *permits.limits])
         DBOS.launch()
         declare_queues(self.runtimes)
+        permits.declare()
         for thread in self.threads:
             thread.start()
 
@@ -141,8 +149,9 @@ class Worker:
         DBOS.destroy(workflow_completion_timeout_sec=self.grace_s)
         for thread in self.threads:
             thread.join(timeout=5.0)
-        if self.liveness is not None:  # last: until now this worker's runs are its own
-            self.liveness.close()
+        # The liveness lock is not released here but at exit (``atexit``, which runs once
+        # Python joined every thread): a drive still in a tool's thread keeps its runs this
+        # worker's until then, so no other worker takes them over while they may still act.
 
         async def close() -> None:
             for runtime in self.runtimes.values():
@@ -155,8 +164,8 @@ class Worker:
                     )
 
         asyncio.run(close())
-        if self.effects is not None:
-            self.effects.close()
+        for effects in self.effects:
+            effects.close()
         if self.store is not None:
             self.store.engine.dispose()
 

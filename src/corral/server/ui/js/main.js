@@ -1,4 +1,4 @@
-// The dashboard's shell: hash routes (#/runs, #/runs/ID, #/stats, #/handoffs), sign-in,
+// The dashboard's shell: hash routes (#/runs, #/runs/ID, #/stats, #/handoffs, #/workers), sign-in,
 // language toggle. Each page gets an AbortSignal that stops its polling and streams when
 // the person moves to another page.
 
@@ -9,6 +9,7 @@ import { language, setLanguage, t, translate } from "./i18n.js";
 import { runPage } from "./run.js";
 import { runsPage } from "./runs.js";
 import { statsPage } from "./stats.js";
+import { workersPage } from "./workers.js";
 
 const view = document.getElementById("view");
 const notice = document.getElementById("notice");
@@ -40,6 +41,7 @@ async function route() {
     if (page === "runs" && parts[1]) await runPage(view, parts[1], signal);
     else if (page === "stats") await statsPage(view, query, signal);
     else if (page === "handoffs") await handoffsPage(view, signal);
+    else if (page === "workers") await workersPage(view, signal);
     else await runsPage(view, query, signal);
   } catch (err) {
     if (signal.aborted) return;
