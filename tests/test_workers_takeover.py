@@ -100,6 +100,13 @@ def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once
 
 def test_a_second_worker_with_a_live_executor_id_refuses_to_start(tmp_path: Path) -> None:
     with worker_pool(tmp_path) as pool:
+        assert workers_json(pool) == {  # no worker ever came: DBOS has no tables yet
+            "workers": [],
+            "queues": [],
+            "orphaned": [],
+            "recovered_total": 0,
+            "recovered": [],
+        }
         first = pool.start("w-same")
         until(lambda: live(pool) == {"w-same"}, "the first worker", WAIT_S)
         twin = ("worker", "--store", pool.store_url, "--agent", str(DEPOT))

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 RECOVERED_SHOWN = 50
 """The most recent recovered runs listed (the total is counted apart)."""
 
+AGENT_QUEUES = names.agent_queue("")
+"""What every agent's queue name starts with (``corral.agent.``)."""
+TOOL_QUEUES = names.tool_queue("", "").removesuffix(".")
+"""What every rate-limited tool's queue name starts with (``corral.tool.``)."""
+
 _WAITING = ("ENQUEUED", "DELAYED")
 _FAILED = ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 
@@ -177,7 +182,7 @@ def _queues(conn: sa.Connection) -> list[QueueFigures]:
             "WHERE queue_name LIKE :agents OR queue_name LIKE :tools "
             "GROUP BY queue_name, status"
         ),
-        {"agents": names.agent_queue("") + "%", "tools": names.tool_queue("", "")[:-1] + "%"},
+        {"agents": AGENT_QUEUES + "%", "tools": TOOL_QUEUES + "%"},
     )
     counts: dict[str, dict[str, int]] = {}
     for queue, status, count in rows:
@@ -186,9 +191,8 @@ def _queues(conn: sa.Connection) -> list[QueueFigures]:
 
 
 def _figures(queue: str, by_status: dict[str, int]) -> QueueFigures:
-    agents = names.agent_queue("")
-    kind = "agent" if queue.startswith(agents) else "tool"
-    prefix = agents if kind == "agent" else names.tool_queue("", "")[:-1]
+    kind = "agent" if queue.startswith(AGENT_QUEUES) else "tool"
+    prefix = AGENT_QUEUES if kind == "agent" else TOOL_QUEUES
     return QueueFigures(
         queue=queue,
         kind=kind,
