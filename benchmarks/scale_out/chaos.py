@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,8 +110,8 @@ class Chaos:
         live = {w.executor_id: slot for slot, w in self.workers.workers.items()}
         busy = self._in_flight(list(live))
         slot = live[self.rng.choice(sorted(busy or live))]
-        worker = self.workers.kill(slot)
         killed_at = time.monotonic()
+        worker = self.workers.kill(slot)
         # what it had in flight at its death: read after the kill, so nothing moves on
         flight = self._in_flight([worker.executor_id]).get(worker.executor_id, [])
         self.takeovers.append(Takeover(worker.executor_id, killed_at, flight))
@@ -234,8 +233,7 @@ def main() -> None:
         print(json.dumps(result))
         return
     for key, value in result.items():
-        print(f"{key:>20}: {value}")
-    sys.exit(0)
+        print(f"{key:>22}: {value}")
 
 
 if __name__ == "__main__":
