@@ -130,6 +130,29 @@ def test_a_write_that_is_not_idempotent_in_flight_at_a_kill_is_not_entered_again
     assert {s["id"]: s["status"] for s in done["steps"]}["s1"] == "unknown"
 
 
+def test_an_idempotent_write_with_a_reconciler_in_flight_at_a_kill_is_entered_again(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    """Its key makes a second entry safe, as ``corral resume`` enters it again: not a
+    person's job (the chaos load handed such runs off before)."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    workers.env["DEPOT_HOLD"] = str(hold)
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", "please label A8")
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        workers.stop(worker, signal.SIGKILL)
+        hold.unlink()
+        workers.start("w1")
+        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    assert done["status"] == "finished" and done["reply"] == "Order A8 is labelled"
+    keys = business(workers.home, "SELECT DISTINCT idempotency_key FROM entries")
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(2,)] and len(keys) == 1
+    assert business(workers.home, "SELECT count(*) FROM labels") == [(1,)]
+
+
 def test_an_approval_of_a_step_the_run_does_not_wait_for_leaves_its_drive_free(
     workers: WorkerPool,
 ) -> None:

@@ -260,9 +260,14 @@ class DbosEffects:
 
 
 def _safe_to_enter_again(spec: ToolSpec) -> bool:
-    """Whether a call may simply run again after its process died in it (as a retry may)."""
+    """Whether a call may simply run again after its process died in it (as a retry may).
+
+    An idempotent write may, reconciler or not: its key makes a second entry find the
+    first one's effect (``corral resume`` looks a reconciled one up first only to spare the
+    call, and enters it again with the same key when the look finds nothing).
+    """
     policy = spec.policy
-    return policy.kind != "write" or (policy.idempotent and spec.reconcile is None)
+    return policy.kind != "write" or policy.idempotent
 
 
 class InterruptedWriteError(CorralError):

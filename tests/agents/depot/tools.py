@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS shipments (
 );
 CREATE TABLE IF NOT EXISTS tags (idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stamps (idempotency_key TEXT NOT NULL, order_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS labels (idempotency_key TEXT NOT NULL UNIQUE, order_id TEXT NOT NULL);
 """
 
 
@@ -114,3 +115,24 @@ def stamp_order(order_id: str, ctx: ToolContext) -> Stamped:
     """Stamp an order: not idempotent (each entry stamps again), no reconciler to ask."""
     _write_once(ctx, "stamps", order_id)
     return Stamped(order_id=order_id, stamped=True)
+
+
+class Labelled(BaseModel):
+    order_id: str
+    labelled: bool
+
+
+def find_label(order_id: str, ctx: ToolContext) -> Labelled | None:
+    """The label this key made, if any: how an unknown outcome of ``label_order`` is settled."""
+    with sqlite3.connect(ctx.deps["db"], timeout=10) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM labels WHERE idempotency_key = ?", (ctx.idempotency_key,)
+        ).fetchone()
+    return Labelled(order_id=order_id, labelled=True) if found else None
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True), reconcile=find_label)
+def label_order(order_id: str, ctx: ToolContext) -> Labelled:
+    """Label an order: idempotent (once per key) and with a reconciler to look it up."""
+    _write_once(ctx, "labels", order_id)
+    return Labelled(order_id=order_id, labelled=True)
