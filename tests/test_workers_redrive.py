@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,21 +109,26 @@ def test_waiting_for_a_drive_nobody_enqueued_is_run_not_found(workers: WorkerPoo
         queue.wait(names.workflow_id("run_nobody", 0), timeout_s=1)
 
 
-def test_a_write_that_is_not_idempotent_in_flight_at_a_kill_is_not_entered_again(
-    workers: WorkerPool, tmp_path: Path
-) -> None:
-    hold = tmp_path / "hold"
+def killed_in_its_write(workers: WorkerPool, hold: Path, message: str) -> dict[str, Any]:
+    """Start a run whose write the worker is SIGKILLed in (entered, not yet acting), then
+    restart the worker with the same id: the start drive's answer once it ends."""
     hold.touch()
     workers.env["DEPOT_HOLD"] = str(hold)
     worker = workers.start("w1")
     with RunQueue(workers.store_url) as queue:
-        run_id = queue.start("depot", "please stamp A7")
+        run_id = queue.start("depot", message)
         entered = "SELECT count(*) FROM entries"
         until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
         workers.stop(worker, signal.SIGKILL)
         hold.unlink()
         workers.start("w1")
-        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+        return queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+
+
+def test_a_write_that_is_not_idempotent_in_flight_at_a_kill_is_not_entered_again(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    done = killed_in_its_write(workers, tmp_path / "hold", "please stamp A7")
     assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
     assert business(workers.home, "SELECT count(*) FROM stamps") == [(0,)]  # killed before
     # as `corral resume` settles it: nobody can tell whether it acted, so a person is asked
@@ -135,18 +141,7 @@ def test_an_idempotent_write_with_a_reconciler_in_flight_at_a_kill_is_entered_ag
 ) -> None:
     """Its key makes a second entry safe, as ``corral resume`` enters it again: not a
     person's job (the chaos load handed such runs off before)."""
-    hold = tmp_path / "hold"
-    hold.touch()
-    workers.env["DEPOT_HOLD"] = str(hold)
-    worker = workers.start("w1")
-    with RunQueue(workers.store_url) as queue:
-        run_id = queue.start("depot", "please label A8")
-        entered = "SELECT count(*) FROM entries"
-        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
-        workers.stop(worker, signal.SIGKILL)
-        hold.unlink()
-        workers.start("w1")
-        done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    done = killed_in_its_write(workers, tmp_path / "hold", "please label A8")
     assert done["status"] == "finished" and done["reply"] == "Order A8 is labelled"
     keys = business(workers.home, "SELECT DISTINCT idempotency_key FROM entries")
     assert business(workers.home, "SELECT count(*) FROM entries") == [(2,)] and len(keys) == 1
