@@ -99,7 +99,7 @@ class Worker:
         from corral.workers import recovery
         from corral.workers.effects import DbosEffects
         from corral.workers.liveness import Watcher, hold
-        from corral.workers.permits import Permits, limits
+        from corral.workers.permits import Permits, database_clock, limits
         from corral.workers.workflow import declare_queues, register
 
         self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
@@ -113,7 +113,10 @@ class Worker:
         )
         self.threads.append(watcher.thread(self.stopping))
         self.store = SqlStore.open(sql_target(self.store_url))
-        permits = Permits(limits({agent.name: agent for agent in self.agents}))
+        permits = Permits(
+            limits({agent.name: agent for agent in self.agents}),
+            partial(database_clock, self.store.engine),
+        )
         for agent in self.agents:
             effects = DbosEffects(permits=partial(permits.call, agent.name))
             self.effects.append(effects)
