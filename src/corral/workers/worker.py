@@ -98,11 +98,15 @@ class Worker:
         from corral.store.sql import SqlStore
         from corral.workers import recovery
         from corral.workers.effects import DbosEffects
-        from corral.workers.liveness import Watcher, hold
+        from corral.workers.liveness import Watcher, hold, idle_timeout_s
         from corral.workers.permits import Permits, database_clock, limits
         from corral.workers.workflow import declare_queues, register
 
-        self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
+        self.liveness = hold(
+            names.system_database_url(self.store_url),
+            self.executor_id,
+            idle_s=idle_timeout_s(self.takeover_poll_s),
+        )
         # released when the process ends, after Python joined every thread (see ``stop``)
         atexit.register(self.liveness.close)
         watcher = Watcher(
@@ -159,6 +163,8 @@ class Worker:
         from dbos import DBOS
 
         self.stopping.set()
+        if self.liveness is not None:  # held until the process ends, however long (below)
+            self.liveness.keep()
         DBOS.destroy(workflow_completion_timeout_sec=self.grace_s)
         for thread in self.threads:
             thread.join(timeout=5.0)
