@@ -99,3 +99,61 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
         assert [w["executor_id"] for w in listed["workers"]] == ["w-1"]
         assert panel["queues"] == listed["queues"] and panel["workers"] == listed["workers"]
     assert exchanges(home) == 1  # approved once, written once
+
+
+def test_a_drive_cancelled_by_an_operator_is_answered_with_a_corral_error(
+    tmp_path: Path,
+) -> None:
+    """DBOS's own tools may cancel a drive (``dbos workflow cancel``): its waiters get a code.
+
+    A start that waits, the run's stream and ``RunQueue.wait`` all learned of it as an
+    exception of DBOS's (a 500 with no error body, a stream error with no code).
+    """
+    import threading
+
+    from dbos import DBOSClient
+
+    from corral.errors import CorralError, ErrorCode
+    from corral.workers import names
+    from corral.workers.client import RunQueue
+    from tests.workers_support import sql, until
+
+    with worker_pool(tmp_path) as workers:  # its database; no worker ever runs
+        home = workers.home
+        agent = load(AFTERSALES, home)
+        store = sql_target(workers.store_url)
+        with (
+            serving(agent, home=home, store=store, enqueue=True) as base,
+            client(base) as http,
+        ):
+            answers: list[Any] = []
+            waiting = threading.Thread(
+                target=lambda: answers.append(
+                    http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
+                )
+            )
+            waiting.start()
+            drives = "SELECT workflow_uuid FROM dbos.workflow_status WHERE name = %s"
+            until(lambda: bool(sql(workers.store_url, drives, names.DRIVE_WORKFLOW)), "a drive")
+            drive = str(sql(workers.store_url, drives, names.DRIVE_WORKFLOW)[0][0])
+            operator = DBOSClient(
+                system_database_url=names.system_database_url(workers.store_url),
+                dbos_system_schema=names.SYSTEM_SCHEMA,
+            )
+            operator.cancel_workflow(drive)
+            operator.destroy()
+            waiting.join(timeout=60)
+            run_id = names.run_of(drive)[0]
+            ended = streamed(http, run_id)
+        with RunQueue(workers.store_url) as queue:
+            try:
+                queue.wait(drive, 5.0)
+                raised: Exception | None = None
+            except Exception as exc:
+                raised = exc
+    assert answers and answers[0].status_code == 409
+    assert answers[0].json()["error"]["code"] == "RUN_NOT_RESUMABLE"
+    assert ended[-1]["event"] == "error"
+    assert ended[-1]["data"]["error"]["code"] == "RUN_NOT_RESUMABLE"
+    assert isinstance(raised, CorralError) and raised.code is ErrorCode.RUN_NOT_RESUMABLE
+    assert "cancelled" in raised.message

@@ -158,7 +158,7 @@ def test_a_step_that_finds_its_permit_too_old_calls_nothing_and_gets_another() -
     import asyncio
     import time
 
-    from corral.workers.permits import EXPIRED, USE_WITHIN_S, Permits, expired
+    from corral.workers.permits import EXPIRED, Permits, expired
 
     granted: list[float] = []
 
@@ -185,10 +185,15 @@ def test_a_step_that_finds_its_permit_too_old_calls_nothing_and_gets_another() -
         return EXPIRED if expired(use_by) else {"data": 1}
 
     assert asyncio.run(permits.call("quotes", "quote", step)) == {"data": 1}
-    assert len(granted) == 2 and seen == [g + USE_WITHIN_S for g in granted]
+    assert len(granted) == 2 and len(seen) == 2
+    # each deadline is the permit's age on the database's clock (here: this process's)
+    # taken from the monotonic clock: the stale one was past, the fresh one is not yet
+    assert seen[0] is not None and seen[0] < time.monotonic() - 9  # the stale one: past
+    assert seen[1] is not None and seen[1] - seen[0] >= 10  # the fresh one: 10 s later
     assert asyncio.run(permits.call("quotes", "unlimited", step)) == {"data": 1}
     assert seen[-1] is None  # an unlimited tool asks for no permit
-    assert not expired(None) and expired(time.time() - 1) and not expired(time.time() + 1)
+    assert not expired(None) and expired(time.monotonic() - 1)
+    assert not expired(time.monotonic() + 1)
 
 
 def test_the_permit_is_checked_again_where_the_tool_runs() -> None:
@@ -214,8 +219,8 @@ def test_the_permit_is_checked_again_where_the_tool_runs() -> None:
         return order_id
 
     for spec in (quote, aquote):
-        fresh = checked(spec, time.time() + 60)
-        stale = checked(spec, time.time() - 1)
+        fresh = checked(spec, time.monotonic() + 60)
+        stale = checked(spec, time.monotonic() - 1)
         assert fresh.is_async == spec.is_async and fresh.name == spec.name
         result = fresh.fn(order_id="A1")
         assert (asyncio.run(result) if spec.is_async else result) == "A1"
@@ -224,3 +229,42 @@ def test_the_permit_is_checked_again_where_the_tool_runs() -> None:
             if spec.is_async:
                 asyncio.run(stale_call)
     assert called == ["A1", "A1"]
+
+
+SKEWED_CLOCK = """\
+import time
+
+_wall = time.time
+time.time = lambda: _wall() + {skew}  # this worker's clock runs ahead of the database's
+"""
+
+
+def test_a_worker_whose_clock_runs_ahead_of_the_databases_still_calls_a_limited_tool(
+    tmp_path: Path,
+) -> None:
+    """A permit's age is read on the database's clock, not by comparing two machines' clocks.
+
+    Its dequeue time is the database's; a worker whose own clock ran 1 s ahead found every
+    permit too old, asked for another without end (each spent from the tool's shared
+    budget), and its drive never called the tool.
+    """
+    import os
+
+    box = tmp_path / "box"
+    box.mkdir()
+    (tmp_path / "skew").mkdir()
+    (tmp_path / "skew" / "sitecustomize.py").write_text(SKEWED_CLOCK.format(skew=1.0))
+    agent = write_agent(tmp_path / "quotes", AGENT_YAML, TOOLS_PY)
+    permits = f"SELECT count(*) FROM dbos.workflow_status WHERE name = '{names.PERMIT_WORKFLOW}'"
+    with worker_pool(tmp_path) as pool:
+        pool.env["FLEET_DIR"] = str(box)
+        paths = [str(tmp_path / "skew"), os.environ.get("PYTHONPATH", "")]
+        pool.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        pool.start("w-ahead", agent)
+        with RunQueue(pool.store_url) as queue:
+            run_id = queue.start("quotes", "quote A1")
+            summary = queue.wait(names.workflow_id(run_id, 0), 60.0)
+            asked = sql(pool.store_url, permits)[0][0]
+    assert summary["status"] == "finished"
+    assert len((box / "calls").read_text().splitlines()) == 1
+    assert asked <= 2  # not a permit after permit, each spent from the shared budget

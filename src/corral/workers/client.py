@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 _FINAL = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 """DBOS workflow statuses after which a drive will not go on by itself."""
 
+_STOPPED = {
+    "CANCELLED": "was cancelled",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "was given up: its worker died on it too many times",
+}
+"""Final statuses in which a drive gave no answer of its own (DBOS stopped it), in words."""
+
 
 class RunQueue:
     """Enqueues runs' drives on their agent's DBOS queue in the store's PostgreSQL.
@@ -186,8 +192,9 @@ class RunQueue:
         """The drive's answer (the run's summary as JSON) once it ends.
 
         ``RUN_BUSY`` if it is still queued or running after ``timeout_s``; a drive that
-        ended in a corral error raises it again (same code); ``RUN_NOT_FOUND`` for a drive
-        nobody enqueued.
+        ended in a corral error raises it again (same code); ``RUN_NOT_RESUMABLE`` for one
+        DBOS stopped (cancelled by an operator, or given up after too many recoveries);
+        ``RUN_NOT_FOUND`` for a drive nobody enqueued.
         """
         from dbos import error as dbos_errors
 
@@ -208,6 +215,14 @@ class RunQueue:
                     hint="wait longer, or see `corral workers`",
                 )
             time.sleep(0.05)
+        stopped = _STOPPED.get(status.status)
+        if stopped is not None:  # DBOS would raise an error of its own
+            run_id = names.run_of(workflow_id)[0]
+            raise RunNotResumableError(
+                f"drive {workflow_id} {stopped}: it will not go on",
+                hint=f"DBOS can resume the drive (dbos workflow resume {workflow_id}); "
+                f"or `corral resume {run_id} --store ...` drives the run in one process",
+            )
         answer: dict[str, Any] = self._client.retrieve_workflow(workflow_id).get_result()
         return raise_if_error(answer)
 

@@ -15,6 +15,12 @@ tune and no clock to trust.
   over those whose lock is free. It holds the dead executor's lock while it does, so a
   restarting worker of that id cannot recover the same workflows at the same time.
 
+A worker's liveness session also ends when the worker stops talking on it: it says
+``SELECT 1`` every poll, and the session carries ``idle_session_timeout`` (a few polls,
+at least ``IDLE_S``), so PostgreSQL ends it once the worker went quiet. A host that lost
+power or its network sends no FIN: without the timeout its session, and so its runs,
+stayed held until the kernel's keepalive gave up (about two hours by default).
+
 After its own connection was lost (PostgreSQL restarted, say) a watcher waits
 ``settle_s`` before it calls anyone dead: every live worker's lock vanished with the
 server, and each takes its own again within a poll.
@@ -50,6 +56,9 @@ LOCK_CLASS = 0x636F7272  # "corr": advisory locks of corral workers, apart from 
 EXECUTOR_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,47}")
 """An executor id: short enough for ``application_name`` (63 bytes), safe in a log line."""
 
+IDLE_S = 10.0
+"""The least time a liveness session may stay quiet before PostgreSQL ends it."""
+
 START_WAIT_S = 10.0
 """How long a starting worker waits while a watcher (not a worker) holds its lock."""
 
@@ -81,6 +90,24 @@ def _connect(url: str, application_name: str) -> psycopg.Connection[tuple[object
     return psycopg.connect(url, application_name=application_name, autocommit=True)
 
 
+def idle_timeout_s(poll_s: float) -> float:
+    """How long a worker polling every ``poll_s`` may be quiet before its session ends."""
+    return max(IDLE_S, 5 * poll_s)
+
+
+def _quiet_ends(conn: psycopg.Connection[tuple[object, ...]], idle_s: float) -> None:
+    """Have PostgreSQL end this session once it is idle for ``idle_s`` (PostgreSQL 14+).
+
+    An older server has no such setting: the session then ends only when its socket does.
+    """
+    import psycopg
+
+    try:
+        conn.execute(f"SET idle_session_timeout = {int(idle_s * 1000)}")
+    except psycopg.errors.UndefinedObject:
+        logger.warning("PostgreSQL before 14: a lost host's worker is seen dead only by TCP")
+
+
 def _try_lock(conn: psycopg.Connection[tuple[object, ...]], executor_id: str) -> bool:
     row = conn.execute(
         "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, lock_key(executor_id))
@@ -110,6 +137,8 @@ class Liveness:
     url: str
     executor_id: str
     conn: psycopg.Connection[tuple[object, ...]]
+    idle_s: float = IDLE_S
+    """PostgreSQL ends the session when it is quiet this long (``ensure`` talks on it)."""
     since: float = field(default_factory=time.time)
     """When this worker took its lock (epoch seconds)."""
 
@@ -127,6 +156,7 @@ class Liveness:
         try:
             self.conn.close()
             conn = _connect(self.url, APP_NAME_PREFIX + self.executor_id)
+            _quiet_ends(conn, self.idle_s)
             if not _try_lock(conn, self.executor_id):
                 conn.close()
                 return False
@@ -137,17 +167,32 @@ class Liveness:
         logger.warning("worker %s: liveness lock taken again", self.executor_id)
         return True
 
+    def keep(self) -> None:
+        """Keep the session however quiet it stays (no idle timeout from now on).
+
+        A stopping worker's watcher no longer talks on it, and its lock must last until
+        the process ends: a drive may still be inside a tool's thread.
+        """
+        try:
+            _quiet_ends(self.conn, 0.0)
+        except Exception as exc:  # the session is gone already: nothing left to keep
+            logger.warning("worker %s: liveness session lost (%s)", self.executor_id, exc)
+
     def close(self) -> None:
         """Release the lock (closing the session does) and the connection."""
         self.conn.close()
 
 
-def hold(url: str, executor_id: str, *, wait_s: float = START_WAIT_S) -> Liveness:
+def hold(
+    url: str, executor_id: str, *, wait_s: float = START_WAIT_S, idle_s: float = IDLE_S
+) -> Liveness:
     """Take ``executor_id``'s lock for this process, or refuse: ``WORKER_ID_IN_USE``.
 
     ``url`` is a libpq URL (``postgresql://...``). A live worker holding it is a refusal
     at once; a watcher holding it (taking over that id's runs, a few milliseconds) is
-    waited for up to ``wait_s``.
+    waited for up to ``wait_s``. The session ends when it is quiet ``idle_s``: a launch
+    that takes longer than that finds it gone at the watcher's first round, which takes
+    the lock again (``Liveness.ensure``).
     """
     import psycopg
 
@@ -159,6 +204,7 @@ def hold(url: str, executor_id: str, *, wait_s: float = START_WAIT_S) -> Livenes
             f"cannot reach the store's PostgreSQL: {str(exc).strip()[:200]}",
             hint="check --store (CORRAL_STORE_URL) and that the server is up",
         ) from None
+    _quiet_ends(conn, idle_s)
     deadline = time.monotonic() + wait_s
     while not _try_lock(conn, executor_id):
         holder = _holder(conn, executor_id)
@@ -170,7 +216,7 @@ def hold(url: str, executor_id: str, *, wait_s: float = START_WAIT_S) -> Livenes
                 hint="give each worker its own --executor-id; `corral workers` lists them",
             )
         time.sleep(0.05)
-    return Liveness(url, executor_id, conn)
+    return Liveness(url, executor_id, conn, idle_s)
 
 
 @dataclass(frozen=True)

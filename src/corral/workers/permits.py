@@ -4,18 +4,19 @@ A permit is a no-op child workflow (``corral.permit``) on the tool's own DBOS qu
 (``names.tool_queue``), whose limiter lets at most ``calls`` permits be dequeued in any
 window; the queue is in PostgreSQL, so the limit holds across all workers, however many.
 The permit answers when it was dequeued (DBOS's ``dequeued_at``, the moment the limiter
-admitted it, on the database's clock); the tool step that follows checks, before it calls
-the tool, that it is still within ``USE_WITHIN_S`` of that: on the tool's own thread (or
-in its first step), just before its function runs. A call delayed longer (a loaded
-machine, a worker that died and was taken over) asks for a new permit, and the old one is
-spent unused: a limit may be under-used, never exceeded.
+admitted it, on the database's clock); the waiting worker reads the database's clock once
+more to learn the permit's age, and the tool step that follows checks, before it calls
+the tool, that it is still within ``USE_WITHIN_S`` of the dequeue: on the tool's own
+thread (or in its first step), just before its function runs, on the worker's monotonic
+clock. No two machines' clocks are compared: a worker whose clock ran ahead of the
+database's found every permit too old and asked for permits without end. A call delayed
+longer (a loaded machine, a worker that died and was taken over) asks for a new permit,
+and the old one is spent unused: a limit may be under-used, never exceeded.
 
 DBOS's limiter counts when permits are dequeued, not when the calls that use them start,
 so the queue's window is the tool's ``per_s`` plus ``MARGIN_S``: the calls made in any
 ``per_s`` seconds used permits dequeued within ``per_s + USE_WITHIN_S`` seconds. The
-steady rate is therefore ``calls`` per ``per_s + MARGIN_S`` seconds. The database's clock
-and the workers' must agree to well within ``MARGIN_S - USE_WITHIN_S`` (NTP on one
-network does).
+steady rate is therefore ``calls`` per ``per_s + MARGIN_S`` seconds.
 
 A run outside a worker (``Runtime`` in one process) does not wait for permits.
 """
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from corral.workers import names
 
 if TYPE_CHECKING:
+    import sqlalchemy as sa
     from dbos import Queue, WorkflowHandleAsync
 
     from corral.agent import Agent
@@ -45,7 +47,7 @@ USE_WITHIN_S = 0.25
 
 MARGIN_S = USE_WITHIN_S + 0.05
 """Added to each limited tool's window (see above): ``USE_WITHIN_S``, and a little for the
-clocks (the database's, a millisecond count, against the worker's)."""
+database's clock (``dequeued_at`` is a millisecond count, taken at its transaction's start)."""
 
 PermitGate = Callable[
     [str, Callable[[float | None], Awaitable[dict[str, Any]]]], Awaitable[dict[str, Any]]
@@ -70,8 +72,28 @@ def limits(agents: Mapping[str, Agent]) -> dict[str, RateLimit]:
 
 
 def expired(use_by: float | None) -> bool:
-    """Whether a permit that must be used by ``use_by`` (wall clock) is too old now."""
-    return use_by is not None and time.time() > use_by
+    """Whether a permit that must be used by ``use_by`` (``time.monotonic``) is too old now."""
+    return use_by is not None and time.monotonic() > use_by
+
+
+def use_by(dequeued_at: float, database_now: Callable[[], float]) -> float:
+    """The monotonic moment by which a permit dequeued at ``dequeued_at`` must be used.
+
+    Its age is read on the database's clock, which also timed its dequeue; the monotonic
+    reading is taken before that read, so the deadline errs early, never late.
+    """
+    before = time.monotonic()
+    age = database_now() - dequeued_at
+    return before - age + USE_WITHIN_S
+
+
+def database_clock(engine: sa.Engine) -> float:
+    """The database's clock now, in epoch seconds: the clock DBOS timed the dequeue by."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        now = conn.execute(sa.text("SELECT extract(epoch FROM clock_timestamp())")).scalar_one()
+    return float(now)
 
 
 class PermitExpiredError(Exception):
@@ -127,6 +149,8 @@ class Permits:
 
     limits: dict[str, RateLimit]
     """Queue name -> limit (``limits``)."""
+    database_now: Callable[[], float] = time.time
+    """The database's clock, in epoch seconds (the worker's: one query on the store)."""
     queues: dict[str, Queue] = field(default_factory=dict)
     declared: threading.Event = field(default_factory=threading.Event)
     """Set once the queues exist: a drive DBOS recovers at launch may call a tool before."""
@@ -168,6 +192,7 @@ class Permits:
         while True:
             handle: WorkflowHandleAsync[float] = await queue.enqueue_async(self._workflow)
             started: float = await handle.get_result(polling_interval_sec=POLL_S)
-            record = await step(started + USE_WITHIN_S)
+            deadline = await asyncio.to_thread(use_by, started, self.database_now)
+            record = await step(deadline)
             if record != EXPIRED:
                 return record

@@ -98,11 +98,15 @@ class Worker:
         from corral.store.sql import SqlStore
         from corral.workers import recovery
         from corral.workers.effects import DbosEffects
-        from corral.workers.liveness import Watcher, hold
-        from corral.workers.permits import Permits, limits
+        from corral.workers.liveness import Watcher, hold, idle_timeout_s
+        from corral.workers.permits import Permits, database_clock, limits
         from corral.workers.workflow import declare_queues, register
 
-        self.liveness = hold(names.system_database_url(self.store_url), self.executor_id)
+        self.liveness = hold(
+            names.system_database_url(self.store_url),
+            self.executor_id,
+            idle_s=idle_timeout_s(self.takeover_poll_s),
+        )
         # released when the process ends, after Python joined every thread (see ``stop``)
         atexit.register(self.liveness.close)
         watcher = Watcher(
@@ -113,7 +117,10 @@ class Worker:
         )
         self.threads.append(watcher.thread(self.stopping))
         self.store = SqlStore.open(sql_target(self.store_url))
-        permits = Permits(limits({agent.name: agent for agent in self.agents}))
+        permits = Permits(
+            limits({agent.name: agent for agent in self.agents}),
+            partial(database_clock, self.store.engine),
+        )
         for agent in self.agents:
             effects = DbosEffects(permits=partial(permits.call, agent.name))
             self.effects.append(effects)
@@ -156,6 +163,8 @@ class Worker:
         from dbos import DBOS
 
         self.stopping.set()
+        if self.liveness is not None:  # held until the process ends, however long (below)
+            self.liveness.keep()
         DBOS.destroy(workflow_completion_timeout_sec=self.grace_s)
         for thread in self.threads:
             thread.join(timeout=5.0)
