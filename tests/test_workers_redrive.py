@@ -207,3 +207,33 @@ def test_a_drive_whose_save_fails_while_the_store_is_unreachable_goes_on_once_it
     assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
     seqs = [e.seq for e in stored_events(url, run_id)]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_drive_that_failed_before_bringing_its_input_is_tried_again_under_a_new_id(
+    workers: WorkerPool,
+) -> None:
+    """One workflow id runs once: a retry of the same approval got the failure back for ever."""
+    from dbos import DBOSClient
+
+    worker = workers.start("w1")
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        workers.stop(worker, signal.SIGTERM)  # the approval's drive waits on the queue
+        first = queue.resume("depot", run_id, approve=True)
+        assert first == names.workflow_id(run_id, 1)
+        operator = DBOSClient(
+            system_database_url=names.system_database_url(workers.store_url),
+            dbos_system_schema=names.SYSTEM_SCHEMA,
+        )
+        operator.cancel_workflow(first)  # it ends without bringing the approval
+        operator.destroy()
+        with pytest.raises(RunNotResumableError, match="cancelled"):
+            queue.wait(first, timeout_s=10)
+        again = queue.resume("depot", run_id, approve=True)
+        assert again == f"{run_id}.1r1" and names.drive_of(again) == (run_id, 1, 1)
+        assert queue.resume("depot", run_id, approve=True) == again  # a double click: one
+        workers.start("w1")
+        assert queue.wait(again, timeout_s=60)["status"] == "finished"
+        assert queue.resume("depot", run_id, approve=True) == again  # late: the one that did
+    assert business(workers.home, "SELECT count(*) FROM shipments") == [(1,)]

@@ -92,8 +92,8 @@ class QueuedRuns:
                 return summary
             await asyncio.sleep(self.poll_s)
 
-    async def drives(self, run_id: str) -> dict[int, str]:
-        """The run's enqueued drives and their DBOS statuses."""
+    async def drives(self, run_id: str) -> dict[str, str]:
+        """The run's enqueued drives (workflow ids, the latest last) and their DBOS statuses."""
         from corral.workers.status import run_drives
 
         return await asyncio.to_thread(run_drives, self.engine, run_id)

@@ -240,7 +240,7 @@ async def _followed(
         await asyncio.sleep(queued.poll_s)
     if drives:
         try:
-            await queued.outcome(workflow_id(run_id, max(drives)))
+            await queued.outcome(list(drives)[-1])  # the latest drive
         except Exception as exc:  # the drive failed on its worker: say why
             yield {
                 "event": "error",

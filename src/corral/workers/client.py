@@ -157,7 +157,7 @@ class RunQueue:
             answer=answer,
             step_id=step_id,
         )
-        workflow = self._enqueue(args, drive)
+        workflow = self._enqueue(args, drive, self._attempt(run_id, drive, new))
         given = approve is not None or answer is not None
         other = self._other_input(workflow, args) if given else None
         if other is not None:
@@ -169,6 +169,36 @@ class RunQueue:
                 hint="see `corral show RUN`; give the input it waits for now",
             )
         return workflow
+
+    def _attempt(self, run_id: str, drive: int, new: bool) -> int:
+        """Which attempt of ``drive`` brings the input: its latest, or a new one.
+
+        A new one when the latest ended without bringing the input (``new``: the run
+        still waits for it) because it failed: a corral error (the run busy elsewhere, the
+        store down longer than the save retries), or DBOS stopped it. DBOS answers every
+        later enqueue of one workflow id with its first run's outcome, so the same input
+        would otherwise get that failure back for ever.
+        """
+        found = self._client.list_workflows(
+            workflow_id_prefix=names.workflow_id(run_id, drive), load_input=False
+        )
+        attempts = {}
+        for status in found:
+            try:
+                of_run, of_drive, attempt = names.drive_of(status.workflow_id)
+            except ValueError:
+                continue
+            if (of_run, of_drive) == (run_id, drive):  # not drive 10 for drive 1's prefix
+                attempts[attempt] = status
+        if not attempts:
+            return 0
+        latest = max(attempts)
+        ended = attempts[latest]
+        answer = ended.output if ended.status == "SUCCESS" else None
+        failed = ended.status in _FINAL and (
+            ended.status != "SUCCESS" or (isinstance(answer, dict) and "error" in answer)
+        )
+        return latest + 1 if new and failed else latest
 
     def _other_input(self, workflow: str, args: DriveArgs) -> DriveArgs | None:
         """What the drive ``workflow`` brings, when it is not the input ``args`` bring.
@@ -243,13 +273,13 @@ class RunQueue:
         self._enqueue(DriveArgs(run_id=chosen, **given), 0)
         return chosen
 
-    def _enqueue(self, args: DriveArgs, drive: int) -> str:
+    def _enqueue(self, args: DriveArgs, drive: int, attempt: int = 0) -> str:
         from dbos import EnqueueOptions
 
         options: EnqueueOptions = {
             "workflow_name": names.DRIVE_WORKFLOW,
             "queue_name": names.agent_queue(args.agent),
-            "workflow_id": names.workflow_id(args.run_id, drive),
+            "workflow_id": names.workflow_id(args.run_id, drive, attempt),
             "app_version": names.APPLICATION_VERSION,
         }
         return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()

@@ -40,19 +40,32 @@ def tool_queue(agent: str, tool: str) -> str:
     return f"corral.tool.{agent}.{tool}"
 
 
-def workflow_id(run_id: str, drive: int) -> str:
-    """The workflow id of a run's ``drive`` (0: the start, n: the n-th resume)."""
-    if drive < 0:
-        raise ValueError(f"a drive is counted from 0, not {drive}")
-    return f"{run_id}.{drive}"
+def workflow_id(run_id: str, drive: int, attempt: int = 0) -> str:
+    """The workflow id of a run's ``drive`` (0: the start, n: the n-th resume).
+
+    ``attempt``: a drive that failed without bringing its input to the run (a run busy
+    elsewhere, a store down for longer than the save retries) is tried again under a new
+    id, ``<run>.<drive>r<attempt>``: DBOS runs one workflow id once, and answers every
+    later enqueue of it with the first one's failure.
+    """
+    if drive < 0 or attempt < 0:
+        raise ValueError(f"a drive and its attempts are counted from 0, not {drive}/{attempt}")
+    return f"{run_id}.{drive}" if attempt == 0 else f"{run_id}.{drive}r{attempt}"
+
+
+def drive_of(workflow: str) -> tuple[str, int, int]:
+    """The run id, drive and attempt a workflow id names (``workflow_id``'s inverse)."""
+    run_id, dot, tail = workflow.rpartition(".")
+    drive, r, attempt = tail.partition("r")
+    if not dot or not drive.isdigit() or (r and not attempt.isdigit()):
+        raise ValueError(f"{workflow!r} is not a corral workflow id")
+    return run_id, int(drive), int(attempt or 0)
 
 
 def run_of(workflow: str) -> tuple[str, int]:
-    """The run id and drive a workflow id names (``workflow_id``'s inverse)."""
-    run_id, dot, drive = workflow.rpartition(".")
-    if not dot or not drive.isdigit():
-        raise ValueError(f"{workflow!r} is not a corral workflow id")
-    return run_id, int(drive)
+    """The run id and drive a workflow id names, whichever attempt it is."""
+    run_id, drive, _ = drive_of(workflow)
+    return run_id, drive
 
 
 def system_database_url(store_url: str) -> str:

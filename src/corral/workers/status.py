@@ -238,8 +238,12 @@ ACTIVE = ("ENQUEUED", "DELAYED", "PENDING")
 """DBOS statuses of a drive that will still go on by itself."""
 
 
-def run_drives(engine: sa.Engine, run_id: str) -> dict[int, str]:
-    """Each drive of ``run_id`` that was enqueued, with its DBOS status (drive -> status)."""
+def run_drives(engine: sa.Engine, run_id: str) -> dict[str, str]:
+    """Each drive of ``run_id`` that was enqueued (each attempt), with its DBOS status.
+
+    Workflow id -> status, in the order of the drives and their attempts: the last one is
+    the latest drive.
+    """
     import sqlalchemy as sa
 
     prefix = names.workflow_id(run_id, 0)[:-1]  # "<run id>."
@@ -251,4 +255,5 @@ def run_drives(engine: sa.Engine, run_id: str) -> dict[int, str]:
             ),
             {"drive": names.DRIVE_WORKFLOW, "n": len(prefix), "prefix": prefix},
         )
-        return {names.run_of(str(workflow))[1]: str(status) for workflow, status in rows}
+        found = {str(workflow): str(status) for workflow, status in rows}
+    return {w: found[w] for w in sorted(found, key=lambda w: names.drive_of(w)[1:])}
