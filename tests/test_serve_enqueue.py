@@ -48,7 +48,7 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             serving(agent, home=home, store=store, enqueue=True) as base,
             client(base) as http,
         ):
-            body = {"message": EXCHANGE, "wait": False}
+            body = {"message": EXCHANGE}  # with --enqueue a request waits for no worker
             started = http.post("/agents/aftersales/runs", json=body)
             assert started.status_code == 202  # no worker runs yet: it was only enqueued
             run_id = started.json()["run_id"]
@@ -81,8 +81,8 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             # the same approval again is the same drive: answered with the run's summary
             again = http.post(f"/runs/{run_id}/resume", json={**approve, "wait": True})
             assert again.status_code == 200 and again.json()["status"] == "finished"
-            # and a start that waits gets the summary, as without --enqueue
-            waited = http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
+            # and a start that asks to wait gets the summary, as without --enqueue
+            waited = http.post("/agents/aftersales/runs", json={"message": EXCHANGE, "wait": True})
             assert waited.status_code == 200
             assert waited.json()["status"] == "awaiting_confirm"
             too_long = http.post("/agents/aftersales/runs", json={"message": "x" * 4001})
@@ -129,7 +129,7 @@ def test_a_drive_cancelled_by_an_operator_is_answered_with_a_corral_error(
             answers: list[Any] = []
             waiting = threading.Thread(
                 target=lambda: answers.append(
-                    http.post("/agents/aftersales/runs", json={"message": EXCHANGE})
+                    http.post("/agents/aftersales/runs", json={"message": EXCHANGE, "wait": True})
                 )
             )
             waiting.start()

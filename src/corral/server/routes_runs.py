@@ -54,10 +54,10 @@ async def start_run(agent: str, body: StartRun, state: State) -> Response:
         run_id = await state.queued.start(
             runtime.agent, body.message, body.session_id, body.priority
         )
-        return await state.queued_answer(state.queued, workflow_id(run_id, 0), body.wait)
+        return await state.queued_answer(state.queued, workflow_id(run_id, 0), body.wait is True)
     stream = runtime.stream(body.message, session_id=body.session_id, priority=body.priority)
     started = await state.hub.drive(stream)
-    return await state.answer(started, body.wait)
+    return await state.answer(started, body.wait is not False)
 
 
 @router.post("/runs/{run_id}/resume", response_model=RunSummary, responses=STARTED)
@@ -72,11 +72,11 @@ async def resume_run(run_id: str, body: ResumeRun, state: State) -> Response:
         drive = await state.queued.resume(
             runtime.agent.name, run_id, body.approve, body.answer, body.step_id
         )
-        return await state.queued_answer(state.queued, drive, body.wait)
+        return await state.queued_answer(state.queued, drive, body.wait is True)
     stream = runtime.stream_resume(
         run_id, approve=body.approve, answer=body.answer, step_id=body.step_id
     )
-    return await state.answer(await state.hub.drive(stream), body.wait)
+    return await state.answer(await state.hub.drive(stream), body.wait is not False)
 
 
 @router.get("/runs", response_model=RunList)

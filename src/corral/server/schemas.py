@@ -27,10 +27,11 @@ class StartRun(Body):
 
     message: str
     session_id: str | None = None
-    wait: bool = True
+    wait: bool | None = None
     """True: answer when the run pauses or ends. False: answer 202 at once; the run goes on
     in the server (in its workers, with ``--enqueue``) and ``GET /runs/{id}/stream``
-    follows it."""
+    follows it. Unset: true for a server that runs its runs, false for one started with
+    ``--enqueue`` (a request does not wait for a worker)."""
     priority: Priority | None = None
     """How equivalent tools are ranked: ``urgent`` (latency), ``budget`` (price) or
     ``normal``; by default the message's words decide (``decision.priority_words``)."""
@@ -47,7 +48,8 @@ class ResumeRun(Body):
     step_id: str | None = None
     """The confirmation being answered (``pending.step_id``), so that a late double click
     never approves what the run asks next."""
-    wait: bool = True
+    wait: bool | None = None
+    """As ``StartRun.wait``."""
 
 
 class Answer(BaseModel):
