@@ -74,6 +74,10 @@ class DbosEffects:
     _clock: ClockReading | None = None
     """The running drive's clock reading (``for_drive``: one per drive)."""
     _per_drive: bool = False
+    _last: ClockReading | None = None
+    """The drive's latest clock reading (``_continued``)."""
+    _shift: float = 0.0
+    """Added to the monotonic readings of this process to continue the drive's clock."""
     _execution: str = field(default_factory=lambda: uuid.uuid4().hex)
     """This process's executions of workflows: a write entered by another one was
     entered by an execution that died (a re-execution runs in a new process)."""
@@ -83,7 +87,7 @@ class DbosEffects:
 
     def for_drive(self) -> DbosEffects:
         """These effects for one drive: its own clock reading, the rest shared."""
-        return replace(self, _clock=None, _per_drive=True)
+        return replace(self, _clock=None, _per_drive=True, _last=None, _shift=0.0)
 
     def now(self) -> datetime:
         """The wall clock, read once per stretch between two waits (``_reading``)."""
@@ -111,11 +115,33 @@ class DbosEffects:
         """
         reading = self._clock
         if reading is None:
-            wall, mono = self._step("corral.clock", _clock_now, self.live)
-            reading = ClockReading(datetime.fromisoformat(wall), float(mono))
+            wall, mono, *execution = self._step(
+                "corral.clock", _clock_now, self.live, self._execution
+            )
+            reading = ClockReading(
+                datetime.fromisoformat(wall), float(mono), "".join(map(str, execution))
+            )
             if self._per_drive:  # shared by concurrent drives, a reading serves one read
-                self._clock = reading
+                self._clock = self._continued(reading)
         reading.reads += 1
+        return reading
+
+    def _continued(self, reading: ClockReading) -> ClockReading:
+        """``reading``'s monotonic time on the clock of the drive's earlier readings.
+
+        A monotonic clock counts from its host's boot: a drive taken over on another host
+        replays the dead worker's recorded readings, then takes its own, whose origin is
+        another. Read by another process than the last reading, the clock goes on from
+        that reading by the wall time between the two, and keeps the shift from then on:
+        a write's latency or the run's active time measured across a takeover is not the
+        difference of two hosts' boot times. Derived from recorded readings only, so a
+        re-execution derives the same times.
+        """
+        last, self._last = self._last, reading
+        if last is not None and last.execution != reading.execution:
+            between = (reading.wall - last.wall).total_seconds()
+            self._shift = last.mono + max(between, (last.reads + 1) * 1e-6) - reading.mono
+        reading.mono += self._shift
         return reading
 
     def new_id(self, prefix: str) -> str:
@@ -288,12 +314,14 @@ class ClockReading:
 
     wall: datetime
     mono: float
+    execution: str = ""
+    """The process that took it (``DbosEffects._execution``): one monotonic clock."""
     reads: int = -1
     """Reads served so far, less one: the first read is the reading itself."""
 
 
-def _clock_now(live: LiveEffects) -> tuple[str, float]:
-    return live.now().isoformat(), live.monotonic()
+def _clock_now(live: LiveEffects, execution: str) -> tuple[str, float, str]:
+    return live.now().isoformat(), live.monotonic(), execution
 
 
 def _dumped(adapter: TypeAdapter[Any], read: Callable[[], Any]) -> Any:
