@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
-from corral.events import EventType, RunFinished, ToolAttempt
+from corral.events import Event, EventType, RunFinished, ToolAttempt
 from corral.workers import names
 from corral.workers.client import RunQueue
 from tests.test_workers_drive import business, stored_events
@@ -29,11 +30,21 @@ time.perf_counter = lambda: _perf() - 1_000_000.0
 """
 
 
-def test_a_drive_taken_over_on_another_host_measures_its_write_and_run_on_one_clock(
-    tmp_path: Path,
-) -> None:
+AN_HOUR_AHEAD = """\
+from datetime import timedelta
+
+from corral.effects import LiveEffects
+
+_now = LiveEffects.now
+LiveEffects.now = lambda self: _now(self) + timedelta(hours=1)  # this host's clock is ahead
+"""
+
+
+def taken_over(tmp_path: Path, other_host: str) -> tuple[dict[str, Any], list[Event]]:
+    """A label run whose worker, on a host whose clocks ``other_host`` sets, is SIGKILLed in
+    its write; a worker of this host's clocks takes it over: its answer and its events."""
     (tmp_path / "other_host").mkdir()
-    (tmp_path / "other_host" / "sitecustomize.py").write_text(BOOTED_EARLIER)
+    (tmp_path / "other_host" / "sitecustomize.py").write_text(other_host)
     hold = tmp_path / "hold"
     hold.touch()
     with worker_pool(tmp_path) as workers:
@@ -51,7 +62,13 @@ def test_a_drive_taken_over_on_another_host_measures_its_write_and_run_on_one_cl
             workers.env["PYTHONPATH"] = plain  # the drive goes on on a host of its own clock
             workers.start("w2")
             done = queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
-        events = stored_events(workers.store_url, run_id)
+        return done, stored_events(workers.store_url, run_id)
+
+
+def test_a_drive_taken_over_on_another_host_measures_its_write_and_run_on_one_clock(
+    tmp_path: Path,
+) -> None:
+    done, events = taken_over(tmp_path, BOOTED_EARLIER)
     assert done["status"] == "finished", done
     attempts = [e.payload for e in events if e.type is EventType.TOOL_ATTEMPT]
     assert attempts and all(isinstance(a, ToolAttempt) for a in attempts)
@@ -59,5 +76,14 @@ def test_a_drive_taken_over_on_another_host_measures_its_write_and_run_on_one_cl
     finished = [e.payload for e in events if e.type is EventType.RUN_FINISHED]
     assert isinstance(finished[-1], RunFinished)
     assert 0 <= finished[-1].active_s < 60, finished[-1].active_s
+    times = [e.ts for e in events]
+    assert times == sorted(times) and len(set(times)) == len(times)
+
+
+def test_a_drive_taken_over_by_a_host_whose_clock_is_behind_keeps_its_times_increasing(
+    tmp_path: Path,
+) -> None:
+    done, events = taken_over(tmp_path, AN_HOUR_AHEAD)
+    assert done["status"] == "finished", done
     times = [e.ts for e in events]
     assert times == sorted(times) and len(set(times)) == len(times)

@@ -78,6 +78,8 @@ class DbosEffects:
     """The drive's latest clock reading (``_continued``)."""
     _shift: float = 0.0
     """Added to the monotonic readings of this process to continue the drive's clock."""
+    _wall_shift: timedelta = timedelta(0)
+    """Added to the wall readings of this process: the drive's times never go back."""
     _execution: str = field(default_factory=lambda: uuid.uuid4().hex)
     """This process's executions of workflows: a write entered by another one was
     entered by an execution that died (a re-execution runs in a new process)."""
@@ -87,7 +89,9 @@ class DbosEffects:
 
     def for_drive(self) -> DbosEffects:
         """These effects for one drive: its own clock reading, the rest shared."""
-        return replace(self, _clock=None, _per_drive=True, _last=None, _shift=0.0)
+        return replace(
+            self, _clock=None, _per_drive=True, _last=None, _shift=0.0, _wall_shift=timedelta(0)
+        )
 
     def now(self) -> datetime:
         """The wall clock, read once per stretch between two waits (``_reading``)."""
@@ -127,20 +131,25 @@ class DbosEffects:
         return reading
 
     def _continued(self, reading: ClockReading) -> ClockReading:
-        """``reading``'s monotonic time on the clock of the drive's earlier readings.
+        """``reading`` on the clocks of the drive's earlier readings.
 
         A monotonic clock counts from its host's boot: a drive taken over on another host
         replays the dead worker's recorded readings, then takes its own, whose origin is
         another. Read by another process than the last reading, the clock goes on from
         that reading by the wall time between the two, and keeps the shift from then on:
         a write's latency or the run's active time measured across a takeover is not the
-        difference of two hosts' boot times. Derived from recorded readings only, so a
-        re-execution derives the same times.
+        difference of two hosts' boot times. A wall clock behind the last reading's is
+        moved on to just after it for the rest of the drive, so the run's event times
+        still increase. Derived from recorded readings only, so a re-execution derives
+        the same times.
         """
         last, self._last = self._last, reading
         if last is not None and last.execution != reading.execution:
-            between = (reading.wall - last.wall).total_seconds()
-            self._shift = last.mono + max(between, (last.reads + 1) * 1e-6) - reading.mono
+            after = last.wall + timedelta(microseconds=last.reads + 1)
+            self._wall_shift = max(after - reading.wall, timedelta(0))
+            between = (reading.wall + self._wall_shift - last.wall).total_seconds()
+            self._shift = last.mono + between - reading.mono
+        reading.wall += self._wall_shift
         reading.mono += self._shift
         return reading
 
