@@ -87,3 +87,27 @@ def test_a_drive_taken_over_by_a_host_whose_clock_is_behind_keeps_its_times_incr
     assert done["status"] == "finished", done
     times = [e.ts for e in events]
     assert times == sorted(times) and len(set(times)) == len(times)
+
+
+def test_a_resume_on_a_host_whose_clock_is_behind_the_starts_keeps_the_runs_times_increasing(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "other_host").mkdir()
+    (tmp_path / "other_host" / "sitecustomize.py").write_text(AN_HOUR_AHEAD)
+    with worker_pool(tmp_path) as workers:
+        plain = os.environ.get("PYTHONPATH", "")
+        paths = [str(tmp_path / "other_host"), plain]
+        workers.env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+        first = workers.start("w1")
+        with RunQueue(workers.store_url) as queue:
+            run_id = queue.start("depot", "please ship A1")
+            paused = queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+            assert paused["status"] == "awaiting_confirm"
+            workers.stop(first)
+            workers.env["PYTHONPATH"] = plain
+            workers.start("w2")
+            done = queue.wait(queue.resume("depot", run_id, approve=True), timeout_s=60)
+        events = stored_events(workers.store_url, run_id)
+    assert done["status"] == "finished", done
+    times = [e.ts for e in events]
+    assert times == sorted(times) and len(set(times)) == len(times)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from corral.contracts import RunStatus
@@ -12,6 +13,9 @@ from corral.events import Event, FactRejected, FactWritten, Payload, StatusChang
 from corral.memory.task import Fact, FactSource
 from corral.runtime.machine import check_transition
 from corral.runtime.state import RunState, apply
+
+_TICK = timedelta(microseconds=1)
+"""How far after the latest event an event is stamped whose clock read no later."""
 
 
 @dataclass
@@ -29,11 +33,19 @@ class Journal:
     pending: list[Event] = field(default_factory=list)
 
     def emit(self, stage: str, payload: Payload) -> Event:
-        """Record one event (its type is the payload's) and apply it."""
+        """Record one event (its type is the payload's) and apply it.
+
+        Stamped after the run's latest event even when the clock reads earlier: a drive
+        continued by another host (a resume, a takeover) whose clock is behind the first
+        one's must not put the run's later events before its earlier ones.
+        """
+        now, last = self.effects.now(), self.state.last_ts
+        if last is not None and now <= last:
+            now = last + _TICK
         event = Event(
             self.state.run_id,
             self.state.last_seq + 1,
-            self.effects.now(),
+            now,
             payload.kind,
             stage,
             payload=payload,

@@ -134,6 +134,8 @@ class RunState:
     active_s: float = 0.0
     """Seconds spent running (not paused) in earlier processes, for the wall-clock budget."""
     last_seq: int = 0
+    last_ts: datetime | None = None
+    """The time of the latest event: the next one is stamped later (``Journal.emit``)."""
     priority: Priority = "normal"
     """How equivalent tools are ranked (``decision.priority``), from ``run_started``."""
     observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -183,6 +185,7 @@ def apply(state: RunState, event: Event) -> RunState:
     """Apply one event to the state (in place) and return it; reads the typed payload."""
     payload = event.payload
     state.last_seq = event.seq
+    state.last_ts = event.ts
     if type(payload) in _STEP_PAYLOADS:
         _apply_step(state, payload)  # type: ignore[arg-type]  # (cast() is a call per event)
     elif isinstance(payload, StatusChanged):
