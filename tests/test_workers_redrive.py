@@ -237,3 +237,17 @@ def test_a_drive_that_failed_before_bringing_its_input_is_tried_again_under_a_ne
         assert queue.wait(again, timeout_s=60)["status"] == "finished"
         assert queue.resume("depot", run_id, approve=True) == again  # late: the one that did
     assert business(workers.home, "SELECT count(*) FROM shipments") == [(1,)]
+
+
+def test_a_run_id_given_to_the_enqueuer_must_have_the_shape_of_one(workers: WorkerPool) -> None:
+    """A dot would be read as the drive's separator (``run.1`` would be drive 1 of ``run``)."""
+    from corral.errors import InvalidArgumentError
+
+    with RunQueue(workers.store_url) as queue:
+        for bad in ("run.1", "../etc", "", "x" * 65):
+            with pytest.raises(InvalidArgumentError, match="is not a run id"):
+                queue.start("depot", MESSAGE, run_id=bad)
+        assert queue.start("depot", MESSAGE, run_id="run_given-1") == "run_given-1"
+    assert sql(workers.store_url, "SELECT workflow_uuid FROM dbos.workflow_status") == [
+        ("run_given-1.0",)
+    ]

@@ -15,11 +15,13 @@ from corral.contracts import RunStatus
 from corral.effects import LiveEffects
 from corral.errors import (
     AgentNotFoundError,
+    InvalidArgumentError,
     RunBusyError,
     RunNotFoundError,
     RunNotResumableError,
 )
 from corral.events import ConfirmationGiven, Event, UserAnswered
+from corral.observe.logs import valid_run_id
 from corral.runtime.inputs import check_input, check_step
 from corral.runtime.state import fold
 from corral.workers import names
@@ -269,6 +271,11 @@ class RunQueue:
 
     def _new_run(self, run_id: str | None, **given: Any) -> str:
         """Enqueue drive 0 of a new run (``run_id``, else a fresh id); the run id."""
+        if run_id is not None and not valid_run_id(run_id):
+            raise InvalidArgumentError(
+                f"{run_id[:80]!r} is not a run id",
+                hint="up to 64 letters, digits, '_' or '-' (no '.': it separates the drive)",
+            )
         chosen = run_id or LiveEffects().new_id("run")
         self._enqueue(DriveArgs(run_id=chosen, **given), 0)
         return chosen
