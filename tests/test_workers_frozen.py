@@ -12,42 +12,27 @@ import signal
 import time
 from pathlib import Path
 
-from corral.workers import names
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.test_workers_takeover import WAIT_S, business, live
-from tests.workers_support import until, worker_pool
+from tests.test_workers_takeover import business, live, write_held_on_one_of_two
+from tests.workers_support import until
 
 import_extra("dbos", REQUIRE_ALL)
 
-from corral.workers.client import RunQueue  # noqa: E402
-
 
 def test_a_frozen_workers_run_is_taken_over_once_its_session_idles_out(tmp_path: Path) -> None:
-    hold = tmp_path / "hold"
-    entered = "SELECT idempotency_key, pid FROM entries"
-    with worker_pool(tmp_path) as pool:
-        pool.env["DEPOT_HOLD"] = str(hold)
-        started = {w: pool.start(w) for w in ("w-a", "w-b")}
-        until(lambda: live(pool) == {"w-a", "w-b"}, "two live workers", WAIT_S)
-        with RunQueue(pool.store_url) as queue:
-            run_id = queue.start("depot", "please ship A1")
-            queue.wait(names.workflow_id(run_id, 0), WAIT_S)  # paused for the approval
-            hold.touch()
-            resume = queue.resume("depot", run_id, approve=True)
-            until(lambda: len(business(pool.home, entered)) == 1, "the write entered", WAIT_S)
-            frozen_pid = business(pool.home, entered)[0][1]
-            frozen = next(w for w, proc in started.items() if proc.pid == frozen_pid)
-            survivor = next(w for w in started if w != frozen)
-            started[frozen].send_signal(signal.SIGSTOP)
-            frozen_at = time.monotonic()
-            try:
-                until(lambda: live(pool) == {survivor}, "the frozen session ended", 60)
-                until(lambda: f"of executor {frozen}" in pool.log(survivor), "a takeover", 30)
-                print(f"takeover: {time.monotonic() - frozen_at:.1f} s after the freeze")
-                hold.unlink()
-                summary = queue.wait(resume, 120)
-            finally:
-                started[frozen].send_signal(signal.SIGKILL)
-                started[frozen].send_signal(signal.SIGCONT)
+    with write_held_on_one_of_two(tmp_path) as held:
+        pool, frozen, survivor = held.pool, held.holder, held.survivor
+        worker = held.started[frozen]
+        worker.send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:
+            until(lambda: live(pool) == {survivor}, "the frozen session ended", 60)
+            until(lambda: f"of executor {frozen}" in pool.log(survivor), "a takeover", 30)
+            print(f"takeover: {time.monotonic() - frozen_at:.1f} s after the freeze")
+            held.hold.unlink()
+            summary = held.queue.wait(held.resume, 120)
+        finally:
+            worker.send_signal(signal.SIGKILL)
+            worker.send_signal(signal.SIGCONT)
     assert summary["status"] == "finished"
     assert len(business(pool.home, "SELECT idempotency_key FROM shipments")) == 1

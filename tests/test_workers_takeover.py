@@ -13,7 +13,11 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +52,32 @@ def live(pool: WorkerPool) -> set[str]:
     return {w["executor_id"] for w in workers_json(pool)["workers"]}
 
 
-def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once(
-    tmp_path: Path,
-) -> None:
+ENTERED = "SELECT idempotency_key, pid FROM entries"
+"""The write's entries: its key and the process that entered it."""
+
+
+@dataclass
+class HeldWrite:
+    """Two live workers, and a run's approved write held inside one of them."""
+
+    pool: WorkerPool
+    queue: RunQueue
+    run_id: str
+    resume: str
+    """The approval's drive, the one in the write."""
+    started: dict[str, subprocess.Popen[bytes]]
+    holder: str
+    """The worker inside the write."""
+    survivor: str
+    key: str
+    hold: Path
+    """The flag file: the write goes on once it is gone."""
+
+
+@contextmanager
+def write_held_on_one_of_two(tmp_path: Path) -> Iterator[HeldWrite]:
+    """Start workers ``w-a`` and ``w-b``, pause a depot run, approve it, and hold its write."""
     hold = tmp_path / "hold"
-    entered = "SELECT idempotency_key, pid FROM entries"
     with worker_pool(tmp_path) as pool:
         pool.env["DEPOT_HOLD"] = str(hold)
         started = {w: pool.start(w) for w in ("w-a", "w-b")}
@@ -62,18 +87,27 @@ def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once
             queue.wait(names.workflow_id(run_id, 0), WAIT_S)  # paused for the approval
             hold.touch()
             resume = queue.resume("depot", run_id, approve=True)
-            until(lambda: len(business(pool.home, entered)) == 1, "the write entered", WAIT_S)
-            first_key, first_pid = business(pool.home, entered)[0]
-            dead = next(w for w, proc in started.items() if proc.pid == first_pid)
-            survivor = next(w for w in started if w != dead)
-            pool.stop(started[dead], signal.SIGKILL)  # and reaped, as a supervisor does
-            killed_at = time.monotonic()
-            until(lambda: len(business(pool.home, entered)) == 2, "the write again", WAIT_S)
-            print(f"takeover: {time.monotonic() - killed_at:.2f} s from SIGKILL to re-entry")
-            until(lambda: workers_json(pool)["recovered_total"] > 0, "a recovered run", WAIT_S)
-            status = workers_json(pool)
-            hold.unlink()
-            summary = queue.wait(resume, WAIT_S)
+            until(lambda: len(business(pool.home, ENTERED)) == 1, "the write entered", WAIT_S)
+            key, pid = business(pool.home, ENTERED)[0]
+            holder = next(w for w, proc in started.items() if proc.pid == pid)
+            survivor = next(w for w in started if w != holder)
+            yield HeldWrite(pool, queue, run_id, resume, started, holder, survivor, key, hold)
+
+
+def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once(
+    tmp_path: Path,
+) -> None:
+    with write_held_on_one_of_two(tmp_path) as held:
+        pool, queue, run_id, started = held.pool, held.queue, held.run_id, held.started
+        dead, survivor, first_key = held.holder, held.survivor, held.key
+        pool.stop(started[dead], signal.SIGKILL)  # and reaped, as a supervisor does
+        killed_at = time.monotonic()
+        until(lambda: len(business(pool.home, ENTERED)) == 2, "the write again", WAIT_S)
+        print(f"takeover: {time.monotonic() - killed_at:.2f} s from SIGKILL to re-entry")
+        until(lambda: workers_json(pool)["recovered_total"] > 0, "a recovered run", WAIT_S)
+        status = workers_json(pool)
+        held.hold.unlink()
+        summary = queue.wait(held.resume, WAIT_S)
         assert f"took over 1 workflow(s) of executor {dead}" in pool.log(survivor)
         store = SqlStore.open(pool.store_url)
         events = store.load_events(run_id)
@@ -81,7 +115,7 @@ def test_a_killed_workers_run_is_taken_over_by_the_other_and_its_write_acts_once
 
     assert summary["status"] == "finished"
     # the other worker re-entered the write, with the same key: one business row
-    assert business(pool.home, entered) == [
+    assert business(pool.home, ENTERED) == [
         (first_key, started[dead].pid),
         (first_key, started[survivor].pid),
     ]
