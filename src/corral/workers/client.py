@@ -23,7 +23,7 @@ from corral.errors import (
 from corral.events import ConfirmationGiven, Event, UserAnswered
 from corral.observe.logs import valid_run_id
 from corral.runtime.inputs import check_input, check_step
-from corral.runtime.state import fold
+from corral.runtime.state import RunState, fold
 from corral.workers import names
 from corral.workers.drive import DriveArgs, raise_if_error
 
@@ -146,8 +146,9 @@ class RunQueue:
         if approve is not None and decided is not None and decided is not approve:
             done = "approved" if decided else "rejected"
             raise RunNotResumableError(f"step {step_id} of run {run_id} was {done}")
-        drive = drive_for(events, approve, step_id)
-        new = drive > applied_inputs(events)
+        inputs = input_steps(events)
+        drive = drive_for(state, inputs, approve, step_id)
+        new = drive > len(inputs)
         if new:  # only for an input the run takes: a drive refused on a worker keeps its id
             check_input(state, approve, answer)
             check_step(state, step_id)
@@ -292,9 +293,16 @@ class RunQueue:
         return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()
 
 
-def applied_inputs(events: list[Event]) -> int:
-    """How many inputs (confirmations and answers) the log holds: the drives after the start."""
-    return sum(isinstance(e.payload, ConfirmationGiven | UserAnswered) for e in events)
+def input_steps(events: list[Event]) -> list[str | None]:
+    """The inputs the log holds, in order (a confirmation's step id, ``None`` for an answer).
+
+    The n-th was brought by drive n: as many drives followed the start as there are.
+    """
+    return [
+        e.payload.step_id if isinstance(e.payload, ConfirmationGiven) else None
+        for e in events
+        if isinstance(e.payload, ConfirmationGiven | UserAnswered)
+    ]
 
 
 def _input_text(args: DriveArgs) -> str:
@@ -308,20 +316,16 @@ def _input_text(args: DriveArgs) -> str:
     return "no input"
 
 
-def drive_for(events: list[Event], approve: bool | None, step_id: str | None) -> int:
+def drive_for(
+    state: RunState, inputs: list[str | None], approve: bool | None, step_id: str | None
+) -> int:
     """The drive (the resume's number) that brings this input to the run.
 
-    The n-th input in the log (a confirmation or an answer) was brought by drive n. The
+    ``state``: the run folded from its log; ``inputs``: the log's (``input_steps``). The
     next drive when the run waits for this input; the one that already brought it
     otherwise (an approval of a step already decided, an answer to a run that no longer
     waits), so the same input enqueued twice is the same workflow.
     """
-    inputs = [
-        e.payload.step_id if isinstance(e.payload, ConfirmationGiven) else None
-        for e in events
-        if isinstance(e.payload, ConfirmationGiven | UserAnswered)
-    ]
-    state = fold(events[0].run_id, events)
     decided = approve is not None and step_id is not None and step_id in inputs
     if decided and (state.pending is None or state.pending.step_id != step_id):
         return inputs.index(step_id) + 1
