@@ -347,39 +347,50 @@ class Runtime:
         if session_id:
             session = await self._session(session_id)
             if session and session.open_run_id:
-                status = await self._io(self._run_status, session.open_run_id)
+                status = await self._run_status(session.open_run_id)
                 if status == RunStatus.AWAITING_USER.value:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
-        given = run_id is not None
-        run_id = run_id or self.effects.new_id("run")
-        async with await self._holding_new(run_id, given) as held:
+        run_id, holding = await self._new_run(run_id)
+        async with holding as held:
             return await self._start(run_id, message, session, session_id, held, watch, found)
 
+    async def _recorded_io(self, name: str, read: Callable[[], T], shape: Any) -> T:
+        """``read()`` in a store thread, as a recorded read (``Effects.recorded``).
+
+        What a run's events depend on in the store: a re-execution of a durable drive is
+        answered what the first execution read.
+        """
+        return await self._io(self.effects.recorded, name, read, shape)
+
     async def _session(self, session_id: str) -> SessionRecord | None:
-        """The session as a new run reads it (a recorded read: a re-execution sees the same)."""
+        """The session as a new run reads it."""
         now = self.effects.now()
         read = partial(self.store.get_session, session_id, now)
-        return await self._io(self.effects.recorded, "session", read, SessionRecord | None)
+        return await self._recorded_io("session", read, SessionRecord | None)
 
-    def _run_status(self, run_id: str) -> str | None:
-        """A stored run's status, as a recorded read (called in a store thread)."""
+    async def _run_status(self, run_id: str) -> str | None:
+        """A stored run's status."""
 
         def read() -> str | None:
             record = self.store.get_run(run_id)
             return record.status if record else None
 
-        return self.effects.recorded("run_status", read, str | None)
+        return await self._recorded_io("run_status", read, str | None)
 
-    async def _holding_new(self, run_id: str, given: bool) -> Holding:
-        """The lease block of a new run; of a given id that is stored already, as a resume's.
+    async def _new_run(self, given: str | None) -> tuple[str, Holding]:
+        """A new run's id (``given``, else a fresh one) and its lease block.
 
         A run id is given by an enqueuer (a durable drive): a drive executed again after
         its process died finds the run stored, and takes the lease as a resume does (a dead
         owner of this host at once, another once its lease expired).
         """
-        if given and await self._io(self.store.get_run, run_id) is not None:
-            return self.ownership.holding(run_id, self.ownership.ttl_s * 2)
-        return self.ownership.holding(run_id, 0.0, new_run=True)
+        if given is None:
+            run_id = self.effects.new_id("run")
+        elif await self._io(self.store.get_run, given) is not None:
+            return given, self.ownership.holding(given, self.ownership.ttl_s * 2)
+        else:
+            run_id = given
+        return run_id, self.ownership.holding(run_id, 0.0, new_run=True)
 
     async def _start(
         self,
@@ -464,8 +475,7 @@ class Runtime:
                 for name, latency in sorted(found.items())
             }
 
-        shape = dict[str, dict[str, float]]
-        return await self._io(self.effects.recorded, "observed_latency", read, shape)
+        return await self._recorded_io("observed_latency", read, dict[str, dict[str, float]])
 
     def _per_agent(self) -> _PerAgent:
         """What every run of the agent reads the same: worked out once (the agent is frozen)."""
@@ -539,9 +549,8 @@ class Runtime:
         check_required(self.agent, given, checked, self._carried(session))
         found = run_priority(priority, "", self._per_agent().priority)
         observed = await self._observed_latency()
-        chosen = run_id is not None
-        run_id = run_id or self.effects.new_id("run")
-        async with await self._holding_new(run_id, chosen) as held:
+        run_id, holding = await self._new_run(run_id)
+        async with holding as held:
             language = self.agent.config.default_language
             journal = self._begin(
                 run_id, session, session_id, language, ENTRY_PLAN, None, (found, observed)
