@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -153,6 +154,17 @@ class DbosEffects:
         reading.mono += self._shift
         return reading
 
+    @contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """A wait on the world: a tool, a model, a sleep or a recorded read.
+
+        It ends the stretch of computation: the next clock read is a new reading.
+        """
+        try:
+            yield
+        finally:
+            self._clock = None
+
     def new_id(self, prefix: str) -> str:
         """A fresh id, as a step: a re-execution gets the same id."""
         return str(self._step("corral.new_id", self.live.new_id, prefix))
@@ -161,10 +173,8 @@ class DbosEffects:
         """A durable sleep: a re-execution waits only for what is left of it."""
         from dbos import DBOS
 
-        try:
+        with self._waiting():
             await DBOS.sleep_async(seconds)
-        finally:
-            self._clock = None
 
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
@@ -181,10 +191,8 @@ class DbosEffects:
         step = partial(
             DBOS.run_step_async, options, tool_step, spec, args, context, timeout_s, entered
         )
-        try:
+        with self._waiting():
             record = await (step(None) if self.permits is None else self.permits(spec.name, step))
-        finally:
-            self._clock = None
         error = record.get("error")
         if error is not None:
             raise RecordedToolError(**error)
@@ -233,12 +241,10 @@ class DbosEffects:
         from corral.models.base import ModelResponse
 
         options = StepOptions(name="corral.model", retries_allowed=False)
-        try:
+        with self._waiting():
             record = await DBOS.run_step_async(
                 options, self._model_step, model, request, deadline_s
             )
-        finally:
-            self._clock = None
         error = record.get("error")
         if error is not None:
             raise model_error(error)
@@ -259,10 +265,8 @@ class DbosEffects:
     def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
         """``read()`` as a step whose output is its JSON (``shape`` reads it back)."""
         adapter = self._adapter(shape)
-        try:
+        with self._waiting():
             dumped = self._step(f"corral.read.{name}", _dumped, adapter, read)
-        finally:
-            self._clock = None
         return cast("T", adapter.validate_python(dumped))
 
     def close(self) -> None:
