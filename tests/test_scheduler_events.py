@@ -154,10 +154,13 @@ def finished(
     stage: str = "execute",
     verdict: dict[str, Any] | None = None,
     output_attempt: int | None = None,
+    sole: bool = False,
 ) -> tuple[Any, ...]:
     """A ``step_finished``; a successful result's output is the step's attempt 1 unless
-    ``output_attempt`` says which (format 2 stores it once, with that attempt)."""
-    if output_attempt is None and outcome["status"] == "success":
+    ``output_attempt`` says which (format 2 stores it once, with that attempt). ``sole``:
+    the step's tool succeeded at its first and only attempt, which has no ``tool_attempt``
+    of its own: this event stands for it, and carries the output."""
+    if output_attempt is None and outcome["status"] == "success" and not sole:
         output_attempt = 1
     data = {
         "step_id": step,
@@ -168,6 +171,7 @@ def finished(
         "duration_ms": outcome["duration_ms"],
         "verdict": verdict,
         "output_attempt": output_attempt,
+        "sole_attempt": sole,
     }
     return ("step_finished", stage, data)
 
@@ -194,13 +198,16 @@ async def test_a_success_and_a_failed_criterion_are_recorded_exactly() -> None:
     assert summary.status is RunStatus.HANDED_OFF
     assert events == [
         started("a", "ok", {"n": 1}),
-        attempt("a", "ok", 1, "success", data={"value": 1}),
         finished(
-            "a", "succeeded", result("ok", "success", "ok: value=1", data={"value": 1}), None, ""
+            "a",
+            "succeeded",
+            result("ok", "success", "ok: value=1", data={"value": 1}),
+            None,
+            "",
+            sole=True,
         ),
         ("fact_written", "memory", {"name": "total", "value": 1, "source": "tool", "origin": "a"}),
         started("b", "ok", {"n": 0}),
-        attempt("b", "ok", 1, "success", data={"value": 0}),
         finished(
             "b",
             "failed",
@@ -209,6 +216,7 @@ async def test_a_success_and_a_failed_criterion_are_recorded_exactly() -> None:
             "result.value > 0 is false",
             stage="verify",
             verdict=verdict(False, "result.value > 0 is false", "SUCCESS_CRITERIA_FAILED"),
+            sole=True,
         ),
     ]
 
@@ -376,9 +384,11 @@ async def test_a_write_that_answered_is_not_reconciled() -> None:
     cancel = reconciled_write(Ledger())
     summary, events = await trail([cancel], [{"id": "w", "tool": "cancel", "args": {"n": 0}}])
     assert summary.status is RunStatus.FINISHED
-    assert [(kind, d["tool"]) for kind, _, d in events if kind == "tool_attempt"] == [
-        ("tool_attempt", "cancel")
-    ]
+    # one call, of the write itself (no finder): its step_finished stands for it
+    assert [kind for kind, _, _ in events] == ["step_started", "tool_selected", "step_finished"]
+    end = events[-1][2]
+    assert end["sole_attempt"] is True and end["result"]["tool"] == "cancel"
+    assert summary.steps[0].attempts == 1
 
 
 async def test_a_reconciled_write_that_happened_is_recorded_as_applied() -> None:

@@ -27,7 +27,7 @@ from corral import (
     load_agent,
 )
 from corral.errors import ErrorCode, StoreCorruptError
-from corral.events import Event, PlanCreated, StepFinished, ToolAttempt
+from corral.events import Event, PlanCreated, StepFinished, ToolAttempt, tool_attempts
 from corral.observe.logs import log_records
 from corral.observe.trace_ids import otel_trace_id
 from corral.observe.tree import run_tree
@@ -156,17 +156,20 @@ async def test_format_2_stores_a_plan_once_and_a_tools_output_once(tmp_path: Pat
     assert "steps" not in plan_row["plan"] and plan_row["plan"]["steps_ref"]
     # format 4: a step's usual status ("succeeded") is left out of its row
     finished = [d for k, d in rows if k == "step_finished" and "status" not in d]
-    assert finished and all("data" not in d["result"] for d in finished)
-    assert all(d["output_attempt"] == 1 for d in finished)
+    # every step's tool answered at its first attempt: no tool_attempt row, and the
+    # step_finished that stands for it (sole_attempt) holds the output, once
+    assert not [d for k, d in rows if k == "tool_attempt"]
+    assert finished and all("data" in d["result"] for d in finished)
+    assert all(d["sole_attempt"] is True and "output_attempt" not in d for d in finished)
     plans = []
     for run_id in (first.run_id, second.run_id):
         events = runtime.store.load_events(run_id)
         [plan] = [e.payload for e in events if isinstance(e.payload, PlanCreated)]
         plans.append(plan.plan)
         outputs = {
-            e.payload.step_id: e.payload.data
-            for e in events
-            if isinstance(e.payload, ToolAttempt) and e.payload.status == "success"
+            attempt.step_id: attempt.data
+            for attempt in tool_attempts(e.payload for e in events)
+            if attempt.status == "success"
         }
         for event in events:
             if isinstance(event.payload, StepFinished) and event.payload.result is not None:
@@ -328,8 +331,9 @@ async def test_a_run_paused_in_format_3_resumes_and_appends_format_4(tmp_path: P
     stated = [data.get("v") for _, data in rows[count:]]
     assert stated[0] == FORMAT == 4 and set(stated) == {FORMAT, None}  # once per save
     assert stated.count(None) > len(stated) // 2
-    new_attempts = [d for k, d in rows[count:] if k == "tool_attempt"]
-    assert new_attempts and all("status" not in d for d in new_attempts)  # "success": usual
+    new_finished = [d for k, d in rows[count:] if k == "step_finished"]
+    assert new_finished and all("status" not in d for d in new_finished)  # "succeeded": usual
+    assert all(d["sole_attempt"] for d in new_finished)  # no tool_attempt row of their own
     reread = store.load_events(run_id)
     assert [e.payload for e in reread[:count]] == [e.payload for e in events]
     assert {e.payload.status for e in reread if isinstance(e.payload, ToolAttempt)} == {"success"}

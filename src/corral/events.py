@@ -14,6 +14,7 @@ into a record through pydantic, and a row that does not fit is ``STORE_CORRUPT``
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -207,7 +208,9 @@ class StepFinished:
     """A step's end: its status, its result, and the verdict on it when that says something.
 
     ``output_attempt`` names the ``tool_attempt`` whose data is the result's: the stored
-    form leaves the data out and the store puts it back from that attempt.
+    form leaves the data out and the store puts it back from that attempt. A step whose
+    only attempt succeeded has no ``tool_attempt``: ``sole_attempt`` says so, and the
+    output is stored here, once.
     """
 
     kind: ClassVar[EventType] = EventType.STEP_FINISHED
@@ -222,6 +225,11 @@ class StepFinished:
     (before format 2 this was a ``verified`` event of its own; "no criterion declared"
     is not recorded)."""
     output_attempt: int | None = None
+    sole_attempt: bool = False
+    """The step's tool succeeded at its first and only attempt, which has no
+    ``tool_attempt`` of its own: this event stands for it (attempt 1, ``success``, this
+    event's ``duration_ms``, the result's tool and data; ``implied_attempt``). Logs
+    written before it have a ``tool_attempt`` for every attempt."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,6 +469,34 @@ class BudgetLowSignal:
     kind: ClassVar[EventType] = EventType.BUDGET_LOW
     signal: BudgetLow
     outcome: str
+
+
+def implied_attempt(finished: StepFinished) -> ToolAttempt | None:
+    """The attempt a ``step_finished`` stands for (``sole_attempt``).
+
+    ``None``: it stands for none (the step's attempts, if any, have events of their own).
+    """
+    result = finished.result
+    if not finished.sole_attempt or result is None:
+        return None
+    return ToolAttempt(
+        finished.step_id, result.tool, 1, "success", finished.duration_ms, data=result.data
+    )
+
+
+def tool_attempts(payloads: Iterable[Payload]) -> Iterator[ToolAttempt]:
+    """Every attempt of a log, in order, whether it has an event of its own or not.
+
+    That is its ``tool_attempt`` events and the attempts its ``step_finished`` events stand
+    for (``sole_attempt``): readers of attempts read them through this, or ``unfolded``.
+    """
+    for payload in payloads:
+        if isinstance(payload, ToolAttempt):
+            yield payload
+        elif isinstance(payload, StepFinished) and payload.sole_attempt:
+            implied = implied_attempt(payload)
+            if implied is not None:
+                yield implied
 
 
 SignalPayload = NeedReplanSignal | NeedClarificationSignal | ToolTimeoutSignal | BudgetLowSignal
@@ -721,3 +757,20 @@ class Event:
             "stage": self.stage,
             "data": self.data,
         }
+
+
+def unfolded(events: Iterable[Event]) -> Iterator[Event]:
+    """The log with every attempt as an event of its own, as logs before ``sole_attempt``.
+
+    A ``step_finished`` that stands for its step's attempt comes after a ``tool_attempt``
+    (with its ``seq`` and time): old and new logs read the same through it.
+    """
+    for event in events:
+        payload = event.payload
+        if isinstance(payload, StepFinished) and payload.sole_attempt:
+            implied = implied_attempt(payload)
+            if implied is not None:
+                yield Event(
+                    event.run_id, event.seq, event.ts, implied.kind, "execute", payload=implied
+                )
+        yield event

@@ -31,6 +31,7 @@ from corral.events import (
     StepFinished,
     StepStarted,
     ToolAttempt,
+    unfolded,
 )
 from corral.observe.redact import Redactor, redactor_for
 from corral.observe.sampling import sample
@@ -113,7 +114,7 @@ class _Builder:
         The run id alone is left as it is, as in the log: corral made it, and a run id's
         hex digits may look like a phone number.
         """
-        for event in self.events:
+        for event in unfolded(self.events):  # a span per attempt, with an event or not
             self.visit(event)
         spans = list(self.spans.values())
         for span in spans:

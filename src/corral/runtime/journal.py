@@ -9,7 +9,14 @@ from typing import Any
 
 from corral.contracts import RunStatus
 from corral.effects import Effects
-from corral.events import Event, FactRejected, FactWritten, Payload, StatusChanged
+from corral.events import (
+    Event,
+    FactRejected,
+    FactWritten,
+    Payload,
+    StatusChanged,
+    ToolAttempt,
+)
 from corral.memory.task import Fact, FactSource
 from corral.runtime.machine import check_transition
 from corral.runtime.state import RunState, apply
@@ -24,6 +31,12 @@ class Journal:
 
     Writes are batched: the runtime drains the buffer at durability points (before a
     write tool runs, when the run pauses, when it ends).
+
+    A step's first attempt that succeeded is held back (``hold``): when the step ends
+    with its result, its ``step_finished`` stands for it (``sole_attempt``) and the
+    attempt has no event of its own. A held attempt is emitted as it is before any later
+    event of its step and before any durability point (``drain``): what is stored is
+    never less than before, and a step's events keep their order.
     """
 
     state: RunState
@@ -31,6 +44,8 @@ class Journal:
     watch: Callable[[Event], None] | None = None
     """Told of each event once it is applied (``Runtime.stream``); ``None``: nobody."""
     pending: list[Event] = field(default_factory=list)
+    held: dict[str, ToolAttempt] = field(default_factory=dict)
+    """Step id -> its first attempt, which succeeded, not emitted yet (``hold``)."""
 
     def emit(self, stage: str, payload: Payload) -> Event:
         """Record one event (its type is the payload's) and apply it.
@@ -39,6 +54,8 @@ class Journal:
         continued by another host (a resume, a takeover) whose clock is behind the first
         one's must not put the run's later events before its earlier ones.
         """
+        if self.held and getattr(payload, "step_id", None) in self.held:
+            self._release(payload.step_id)  # type: ignore[union-attr]  # it has one
         now, last = self.effects.now(), self.state.last_ts
         if last is not None and now <= last:
             now = last + _TICK
@@ -75,7 +92,43 @@ class Journal:
         self.emit("memory", FactRejected(name, value, source.value, origin, reason))
         return False
 
+    def hold(self, attempt: ToolAttempt) -> None:
+        """Hold back a step's first attempt, which succeeded (see the class).
+
+        It counts as a tool call at once, as its event would have: the budget gate of a
+        step decided before this one ends reads the same count as before.
+        """
+        self.held[attempt.step_id] = attempt
+        self.state.tool_calls += 1
+
+    def fold(self, step_id: str, tool: str) -> bool:
+        """Whether the step's ``step_finished`` (its result from ``tool``) stands for it.
+
+        ``True`` takes the step's held attempt; a held attempt of another tool (a
+        reconciler's) is emitted as its own event.
+        """
+        held = self.held.get(step_id)
+        if held is None:
+            return False
+        if held.tool != tool:
+            self._release(step_id)
+            return False
+        del self.held[step_id]
+        self.state.tool_calls -= 1  # the step_finished counts it
+        return True
+
+    def _release(self, step_id: str) -> None:
+        """Emit a held attempt as the event of its own it would have been."""
+        attempt = self.held.pop(step_id)
+        self.state.tool_calls -= 1  # its event counts it
+        self.emit("execute", attempt)
+
     def drain(self) -> list[Event]:
-        """Hand over the buffered events (for the store) and start a new batch."""
+        """Hand over the buffered events (for the store) and start a new batch.
+
+        Held attempts are emitted first: a durability point stores every attempt made.
+        """
+        for step_id in list(self.held):
+            self._release(step_id)
         batch, self.pending = self.pending, []
         return batch

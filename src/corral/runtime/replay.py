@@ -32,6 +32,8 @@ from corral.events import (
     ToolAttempt,
     UserAnswered,
     UserMessage,
+    tool_attempts,
+    unfolded,
 )
 from corral.models.replay import ReplayModel
 from corral.store.memory import MemoryStore
@@ -97,7 +99,7 @@ class ReplayEffects(FixedEffects):
         payloads = [e.payload for e in events]
         return cls(
             start=datetime.fromisoformat(started.received_at),
-            attempts={(p.step_id, p.attempt): p for p in payloads if isinstance(p, ToolAttempt)},
+            attempts={(p.step_id, p.attempt): p for p in tool_attempts(payloads)},
             arguments={p.step_id: p.args or {} for p in payloads if isinstance(p, StepStarted)},
         )
 
@@ -231,16 +233,28 @@ ones only those with something of their own; what they decided shows in the atte
 ``step_finished`` and ``step_skipped`` events, which are compared."""
 
 
+def _lanes(events: list[Event]) -> dict[str, list[tuple[int, tuple[Any, ...]]]]:
+    """Each lane's signatures, with the index in ``events`` of the event each comes from.
+
+    An attempt that a ``step_finished`` stands for has that event's index.
+    """
+    lanes: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
+    for index, event in enumerate(events):
+        for seen in unfolded((event,)):
+            if seen.type not in _FOLDED:
+                lanes[_lane(seen)].append((index, signature(seen)))
+    return lanes
+
+
 def compare(old: list[Event], new: list[Event], error: str | None = None) -> ReplayReport:
-    """Compare two logs lane by lane (the run's own events, then each step's)."""
-    lanes_old: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
-    lanes_new: dict[str, list[tuple[int, tuple[Any, ...]]]] = defaultdict(list)
-    for index, event in enumerate(old):
-        if event.type not in _FOLDED:
-            lanes_old[_lane(event)].append((index, signature(event)))
-    for index, event in enumerate(new):
-        if event.type not in _FOLDED:
-            lanes_new[_lane(event)].append((index, signature(event)))
+    """Compare two logs lane by lane (the run's own events, then each step's).
+
+    Each attempt is compared as an event of its own, whether it has one or its
+    ``step_finished`` stands for it (``unfolded``): a log written before ``sole_attempt``
+    replays the same as one after.
+    """
+    lanes_old = _lanes(old)
+    lanes_new = _lanes(new)
     first: tuple[int, tuple[Any, ...] | None, tuple[Any, ...] | None] | None = None
     for lane in sorted(set(lanes_old) | set(lanes_new)):
         a, b = lanes_old.get(lane, []), lanes_new.get(lane, [])

@@ -568,26 +568,39 @@ class Scheduler:
     def _attempt_recorder(
         self, step_id: str, tool: str, also: Callable[[Attempt], None] | None = None
     ) -> Callable[[Attempt], None]:
-        """A listener that records every attempt of ``tool`` for this step in the log."""
+        """A listener that records every attempt of ``tool`` for this step in the log.
+
+        A first attempt that succeeded is held (``Journal.hold``): the step's
+        ``step_finished`` stands for it when the step ends with its result. Any other
+        attempt (a retry, a failure, a timeout, one that says ``applied`` or
+        ``in_flight``) is an event of its own, as it happens.
+        """
+        journal = self.journal
 
         def record(attempt: Attempt) -> None:
-            self.journal.emit(
-                "execute",
-                ToolAttempt(
-                    step_id,
-                    tool,
-                    attempt.number,
-                    _STATUS_TEXT[attempt.status],
-                    round(attempt.duration_ms, 3),
-                    attempt.error_code,
-                    attempt.error_message,
-                    attempt.retryable,
-                    attempt.backoff_s,
-                    attempt.data,
-                    attempt.applied,
-                    attempt.in_flight,
-                ),
+            payload = ToolAttempt(
+                step_id,
+                tool,
+                attempt.number,
+                _STATUS_TEXT[attempt.status],
+                round(attempt.duration_ms, 3),
+                attempt.error_code,
+                attempt.error_message,
+                attempt.retryable,
+                attempt.backoff_s,
+                attempt.data,
+                attempt.applied,
+                attempt.in_flight,
             )
+            if (
+                attempt.number == 1
+                and attempt.status is ToolStatus.SUCCESS
+                and attempt.applied is None
+                and not attempt.in_flight
+            ):
+                journal.hold(payload)
+            else:
+                journal.emit("execute", payload)
             if also is not None:
                 also(attempt)
 
@@ -642,8 +655,10 @@ class Scheduler:
         if result.status is ToolStatus.SUCCESS:
             done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
             told = await verify(self.agent.verifiers, done, self.verdicts)
-            # The output is stored once, with the attempt that produced it (the last).
-            produced = self.state.steps[step_id].attempts or None
+            # The output is stored once: with the attempt that produced it (the last), or
+            # here when this event stands for the step's one attempt (``sole_attempt``).
+            sole = journal.fold(step_id, result.tool)
+            produced = None if sole else self.state.steps[step_id].attempts or None
             if told is not None and not told.passed:
                 journal.emit(
                     "verify",
@@ -656,6 +671,7 @@ class Scheduler:
                         result.duration_ms,
                         told,
                         produced,
+                        sole,
                     ),
                 )
                 self._raise_need_replan(compiled, result, told.code, told.reason)
@@ -663,7 +679,7 @@ class Scheduler:
             journal.emit(
                 "execute",
                 StepFinished(
-                    step_id, "succeeded", result, None, "", result.duration_ms, told, produced
+                    step_id, "succeeded", result, None, "", result.duration_ms, told, produced, sole
                 ),
             )
             for fact, path in compiled.facts:

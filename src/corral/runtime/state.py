@@ -167,6 +167,9 @@ def _apply_step(state: RunState, payload: StepPayload) -> None:
         step.status, step.result = _step_status(payload.status), payload.result
         step.error_code, step.reason = payload.error_code, payload.reason
         step.duration_ms = payload.duration_ms
+        if payload.sole_attempt:  # it stands for the step's one attempt (no event of its own)
+            step.attempts += 1
+            state.tool_calls += 1
         if payload.result is not None:
             step.tool_used = payload.result.tool
         summary = payload.result.summary if payload.result else step.reason

@@ -8,7 +8,8 @@ same numbers because both take them from here.
 
 What a save contributes:
 
-- one ``ToolFact`` per ``tool_attempt`` (tool, status, error code, duration);
+- one ``ToolFact`` per attempt (tool, status, error code, duration): per ``tool_attempt``,
+  and per ``step_finished`` that stands for its step's one attempt (``sole_attempt``);
 - the time spent per stage (``stage_ms``): the gap from one event to the next belongs to
   the stage of the later event (the layer that produced it was working), except a gap
   after the run paused (``awaiting_confirm``/``awaiting_user``): a person's wait is no
@@ -24,7 +25,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from corral.contracts import PAUSED_STATUSES
-from corral.events import Event, ModelCall, StatusChanged, ToolAttempt
+from corral.events import (
+    Event,
+    ModelCall,
+    StatusChanged,
+    StepFinished,
+    ToolAttempt,
+    implied_attempt,
+)
 from corral.store.base import RunRecord, Store
 
 _MS = timedelta(milliseconds=1)
@@ -104,6 +112,12 @@ def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFa
                     payload.duration_ms,
                 )
             )
+        elif isinstance(payload, StepFinished) and payload.sole_attempt:
+            implied = implied_attempt(payload)  # the step's one attempt, which succeeded
+            if implied is not None:
+                facts.tools.append(
+                    ToolFact(event.seq, implied.tool, implied.status, None, implied.duration_ms)
+                )
         elif isinstance(payload, ModelCall) and not payload.refused:
             facts.model_calls += 1
             facts.input_tokens += _tokens(payload.usage, "prompt_tokens")

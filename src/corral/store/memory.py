@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from corral.contracts import HandoffPacket, ToolStatus
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
-from corral.events import Event, ToolAttempt
+from corral.events import Event, tool_attempts
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.figures import ToolLatency, latencies
 
@@ -204,11 +204,10 @@ class MemoryStore:
         for run in self.list_runs(limit=len(self.runs)):
             if run.agent != agent:
                 continue
-            for event in reversed(self.events.get(run.run_id, [])):
-                attempt = event.payload
+            events = self.events.get(run.run_id, [])
+            for attempt in reversed(list(tool_attempts(e.payload for e in events))):
                 if (
-                    isinstance(attempt, ToolAttempt)
-                    and attempt.tool in wanted
+                    attempt.tool in wanted
                     and attempt.status == ToolStatus.SUCCESS.value
                     and len(samples[attempt.tool]) < last
                 ):

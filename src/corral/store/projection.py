@@ -8,7 +8,7 @@ what ``corral.store.facts`` takes from them:
   intent, outcome...) and its counters (tool calls, model calls, tokens, cost) added to,
   as are the milliseconds the run spent in each of corral's own stages (``STAGE_COLUMNS``:
   one column each, ``NULL`` for a stage the run never entered);
-- ``corral_step_facts``: one ``tool`` row per ``tool_attempt`` event (tool, status,
+- ``corral_step_facts``: one ``tool`` row per attempt (``store.facts``) (tool, status,
   error code, duration; keyed by the event's ``seq``) and, for a stage outside
   ``STAGE_COLUMNS`` (an event may name any), one ``stage`` row per run and stage.
 

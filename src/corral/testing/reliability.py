@@ -260,6 +260,7 @@ def transcript_from_events(
             started[(run, payload.step_id)] = payload
         elif isinstance(payload, StepFinished):
             finished[(run, payload.step_id)] = payload
+            tool_calls += payload.sole_attempt  # it stands for the step's one attempt
             if payload.verdict is not None and payload.verdict.passed:
                 checked.add((run, payload.step_id))
         elif isinstance(payload, Verified) and payload.verdict.passed:
