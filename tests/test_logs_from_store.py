@@ -50,7 +50,7 @@ def test_a_cut_line_does_not_break_traces_and_is_repaired(tmp_path: Path) -> Non
     traced = [json.loads(line)["seq"] for line in done.stdout.splitlines()]
     assert traced == stored_seqs(tmp_path, run_id)
     assert file_seqs(log) == stored_seqs(tmp_path, run_id)
-    assert "tool_attempt" in corral_cli(tmp_path, "traces", run_id).stdout
+    assert "step_finished" in corral_cli(tmp_path, "traces", run_id).stdout
 
 
 def test_a_deleted_log_is_rebuilt_when_the_run_is_shown(tmp_path: Path) -> None:

@@ -44,8 +44,9 @@ class Journal:
     watch: Callable[[Event], None] | None = None
     """Told of each event once it is applied (``Runtime.stream``); ``None``: nobody."""
     pending: list[Event] = field(default_factory=list)
-    held: dict[str, ToolAttempt] = field(default_factory=dict)
-    """Step id -> its first attempt, which succeeded, not emitted yet (``hold``)."""
+    held: dict[str, tuple[str, Callable[[], ToolAttempt]]] = field(default_factory=dict)
+    """Step id -> the tool of its first attempt, which succeeded, and how to make that
+    attempt's event when it is emitted after all (``hold``)."""
 
     def emit(self, stage: str, payload: Payload) -> Event:
         """Record one event (its type is the payload's) and apply it.
@@ -92,13 +93,14 @@ class Journal:
         self.emit("memory", FactRejected(name, value, source.value, origin, reason))
         return False
 
-    def hold(self, attempt: ToolAttempt) -> None:
-        """Hold back a step's first attempt, which succeeded (see the class).
+    def hold(self, step_id: str, tool: str, attempt: Callable[[], ToolAttempt]) -> None:
+        """Hold back a step's first attempt of ``tool``, which succeeded (see the class).
 
-        It counts as a tool call at once, as its event would have: the budget gate of a
-        step decided before this one ends reads the same count as before.
+        ``attempt`` makes its record, only if it is emitted after all: the usual step
+        never builds it. It counts as a tool call at once, as its event would have: the
+        budget gate of a step decided before this one ends reads the same count.
         """
-        self.held[attempt.step_id] = attempt
+        self.held[step_id] = (tool, attempt)
         self.state.tool_calls += 1
 
     def fold(self, step_id: str, tool: str) -> bool:
@@ -110,7 +112,7 @@ class Journal:
         held = self.held.get(step_id)
         if held is None:
             return False
-        if held.tool != tool:
+        if held[0] != tool:
             self._release(step_id)
             return False
         del self.held[step_id]
@@ -119,9 +121,9 @@ class Journal:
 
     def _release(self, step_id: str) -> None:
         """Emit a held attempt as the event of its own it would have been."""
-        attempt = self.held.pop(step_id)
+        _, attempt = self.held.pop(step_id)
         self.state.tool_calls -= 1  # its event counts it
-        self.emit("execute", attempt)
+        self.emit("execute", attempt())
 
     def drain(self) -> list[Event]:
         """Hand over the buffered events (for the store) and start a new batch.

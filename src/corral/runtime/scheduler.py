@@ -578,29 +578,31 @@ class Scheduler:
         journal = self.journal
 
         def record(attempt: Attempt) -> None:
-            payload = ToolAttempt(
-                step_id,
-                tool,
-                attempt.number,
-                _STATUS_TEXT[attempt.status],
-                round(attempt.duration_ms, 3),
-                attempt.error_code,
-                attempt.error_message,
-                attempt.retryable,
-                attempt.backoff_s,
-                attempt.data,
-                attempt.applied,
-                attempt.in_flight,
-            )
+            def payload() -> ToolAttempt:
+                return ToolAttempt(
+                    step_id,
+                    tool,
+                    attempt.number,
+                    _STATUS_TEXT[attempt.status],
+                    round(attempt.duration_ms, 3),
+                    attempt.error_code,
+                    attempt.error_message,
+                    attempt.retryable,
+                    attempt.backoff_s,
+                    attempt.data,
+                    attempt.applied,
+                    attempt.in_flight,
+                )
+
             if (
                 attempt.number == 1
                 and attempt.status is ToolStatus.SUCCESS
                 and attempt.applied is None
                 and not attempt.in_flight
             ):
-                journal.hold(payload)
+                journal.hold(step_id, tool, payload)
             else:
-                journal.emit("execute", payload)
+                journal.emit("execute", payload())
             if also is not None:
                 also(attempt)
 

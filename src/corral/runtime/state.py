@@ -155,13 +155,14 @@ def _step_status(stored: str) -> StepStatus:
 
 
 def _apply_step(state: RunState, payload: StepPayload) -> None:
+    """Apply a step's event; the usual two first.
+
+    Most steps have no other event than ``step_started`` and ``step_finished``.
+    """
     step = state.steps.get(payload.step_id)
     if step is None:
         return
-    if isinstance(payload, ToolAttempt):
-        step.attempts += 1
-        state.tool_calls += 1
-    elif isinstance(payload, StepStarted):
+    if isinstance(payload, StepStarted):
         step.status, step.args, step.called = StepStatus.RUNNING, payload.args, payload.tool
     elif isinstance(payload, StepFinished):
         step.status, step.result = _step_status(payload.status), payload.result
@@ -174,6 +175,9 @@ def _apply_step(state: RunState, payload: StepPayload) -> None:
             step.tool_used = payload.result.tool
         summary = payload.result.summary if payload.result else step.reason
         state.memory = state.memory.with_completed(f"{step.id} {payload.status}: {summary}")
+    elif isinstance(payload, ToolAttempt):
+        step.attempts += 1
+        state.tool_calls += 1
     elif isinstance(payload, ToolSelected):
         step.tool_used = payload.tool
     elif isinstance(payload, StepSkipped):
