@@ -213,9 +213,11 @@ def test_traces_filter_by_stage_and_level(tmp_path: Path) -> None:
         ).stdout.splitlines()
     ]
     assert execute and {line["stage"] for line in execute} == {"execute"}
-    assert sum(1 for line in execute if line["event"] == "tool_attempt") == 5
+    # each step's tool answered at its first attempt: its step_finished line stands for it
+    assert sum(1 for line in execute if line["event"] == "tool_attempt") == 0
+    assert sum(1 for line in execute if line["event"] == "step_finished") == 5
     table = corral(tmp_path, "traces", paused["run_id"], "--level", "info").stdout
-    assert "tool_attempt" in table and "fact_written" not in table
+    assert "step_finished" in table and "fact_written" not in table
 
 
 def test_show_and_runs(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, load_agent
 from corral.errors import ErrorCode, InputTooLargeError
+from corral.events import tool_attempts
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 from tests.helpers import exchange_count
@@ -73,7 +74,7 @@ def path_of(runtime: Runtime, run_id: str) -> dict[str, Any]:
     (routed,) = [e.data["decision"] for e in events if e.type is EventType.ROUTED]
     return {
         "route": (routed["action"], routed.get("intent")),
-        "tools": sorted(e.data["tool"] for e in events if e.type is EventType.TOOL_ATTEMPT),
+        "tools": sorted(a.tool for a in tool_attempts(e.payload for e in events)),
         "status": summary.status,
         "replies": [e.data["text"] for e in events if e.type is EventType.REPLY],
     }
@@ -81,7 +82,7 @@ def path_of(runtime: Runtime, run_id: str) -> dict[str, Any]:
 
 def written_tools(agent: Agent, runtime: Runtime, run_id: str) -> list[str]:
     events = runtime.store.load_events(run_id)
-    attempted = {e.data["tool"] for e in events if e.type is EventType.TOOL_ATTEMPT}
+    attempted = {a.tool for a in tool_attempts(e.payload for e in events)}
     return sorted(name for name in attempted if agent.tools.get(name).policy.kind == "write")
 
 

@@ -24,7 +24,7 @@ import_extra("httpx", REQUIRE_ALL)
 
 from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config  # noqa: E402
 from corral.errors import ConfigInvalidError  # noqa: E402
-from corral.events import ToolAttempt  # noqa: E402
+from corral.events import ToolAttempt, tool_attempts  # noqa: E402
 from corral.tools.http import retry_after_s  # noqa: E402
 from tests.helpers import SECRETS, corral_cli  # noqa: E402
 from tests.http_service import HUGE_CHUNKS, Ledger, make_app  # noqa: E402
@@ -107,7 +107,7 @@ async def run_once(
     async with Runtime(agent, MemoryStore(), effects=effects, log_dir=log_dir) as runtime:
         summary = await runtime.start("go")
         events = await runtime.events(summary.run_id)
-    attempts = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    attempts = list(tool_attempts(e.payload for e in events))
     return attempts, effects, runtime, summary.run_id
 
 

@@ -21,7 +21,7 @@ import_extra("fastapi", REQUIRE_ALL)
 
 from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config  # noqa: E402
 from corral.errors import ConfigInvalidError  # noqa: E402
-from corral.events import ToolAttempt  # noqa: E402
+from corral.events import tool_attempts  # noqa: E402
 from corral.typecheck import describe  # noqa: E402
 from tests.http_service import Ledger, make_app  # noqa: E402
 from tests.one_intent import one_intent  # noqa: E402
@@ -88,7 +88,7 @@ async def test_imported_tools_are_called_like_declared_ones(
         summary = await runtime.start("go")
         events = await runtime.events(summary.run_id)
     assert summary.status.value == "finished"
-    attempts = {e.payload.tool: e.payload for e in events if isinstance(e.payload, ToolAttempt)}
+    attempts = {a.tool: a for a in tool_attempts(e.payload for e in events)}
     assert attempts["get_forecast"].data == {
         "city": "shanghai",
         "date": DAY,

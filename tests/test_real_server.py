@@ -32,7 +32,7 @@ from corral import Agent, EventType, MemoryStore, Runtime, parse_config
 from corral.agent import model_from_config
 from corral.contracts import RunStatus
 from corral.errors import ConfigInvalidError
-from corral.events import Event
+from corral.events import Event, unfolded
 from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_LOCAL_MODEL, import_extra, skip_or_fail
 from tests.helpers import corral_cli
@@ -238,7 +238,7 @@ async def test_model_planner_through_openai(llama_server: str) -> None:
     # the fence: each argument a tool got was said by the user or came from a tool
     known: set[Any] = {"A17"}
     started = []
-    for event in events:
+    for event in unfolded(events):  # each attempt an event, with one of its own or not
         if event.type is EventType.STEP_STARTED and event.data["args"] is not None:
             started.append(event.data["tool"])
             for value in event.data["args"].values():

@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request, Response  # noqa: E402
 
 from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config  # noqa: E402
 from corral.errors import ConfigInvalidError  # noqa: E402
-from corral.events import ToolAttempt  # noqa: E402
+from corral.events import ToolAttempt, tool_attempts  # noqa: E402
 from tests.one_intent import one_intent  # noqa: E402
 from tests.serving import serve_app  # noqa: E402
 
@@ -161,7 +161,7 @@ async def attempts_of(base: str, tool: dict[str, Any], args: dict[str, Any]) -> 
     async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
         summary = await runtime.start("go")
         events = await runtime.events(summary.run_id)
-    return [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    return list(tool_attempts(e.payload for e in events))
 
 
 @pytest.mark.parametrize("name", ["..", "."])
@@ -392,7 +392,7 @@ async def test_an_mcp_answer_that_breaks_its_output_schema_is_not_quoted_in_the_
     async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
         summary = await runtime.start("go")
         events = await runtime.events(summary.run_id)
-    (attempt,) = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    (attempt,) = list(tool_attempts(e.payload for e in events))
     assert attempt.error_code == "TOOL_OUTPUT_INVALID"
     assert "ACCOUNT-SECRET-42" not in json.dumps([e.payload for e in events], default=str)
 
@@ -681,7 +681,7 @@ def test_an_mcp_server_echoing_its_auth_header_has_it_redacted(
     import asyncio
 
     events = asyncio.run(run())
-    (attempt,) = [e for e in events if isinstance(e, ToolAttempt)]
+    (attempt,) = list(tool_attempts(events))
     assert attempt.data == {"value": "you are [REDACTED]"}
     assert any(s["headers"].get("authorization") == "Bearer r1-mcp-token-Kd9" for s in seen)
     assert "r1-mcp-token-Kd9" not in json.dumps(events, default=str)
@@ -748,7 +748,7 @@ async def test_an_mcp_text_answer_nested_beyond_reason_is_an_invalid_output(
     async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
         summary = await runtime.start("go")
         events = await runtime.events(summary.run_id)
-    (attempt,) = [e.payload for e in events if isinstance(e.payload, ToolAttempt)]
+    (attempt,) = list(tool_attempts(e.payload for e in events))
     assert (attempt.error_code, attempt.retryable) == ("TOOL_OUTPUT_INVALID", False)
 
 

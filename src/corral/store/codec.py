@@ -7,6 +7,8 @@ Format 2 (``"v": 2`` in each row's data) keeps a row small:
   ``plan_created`` names them by that hash: a template run a thousand times is one body;
 - a step's output is stored once, in the ``tool_attempt`` that produced it; the
   ``step_finished`` result names that attempt (``output_attempt``) instead of repeating it.
+  A step whose tool succeeded at its first and only attempt has no ``tool_attempt``
+  (``sole_attempt``, any format): its output is stored in its ``step_finished``.
 
 Format 3 leaves out, in addition, what an earlier row of the same save already says
 (``RowEncoder``; ``decode_rows`` puts it back, for rows marked 3 only):
