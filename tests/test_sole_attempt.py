@@ -10,6 +10,8 @@ retry, a failure) keeps its event.
 from __future__ import annotations
 
 import dataclasses
+import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -197,3 +199,31 @@ async def test_observed_latency_and_stats_count_a_folded_attempt_as_a_call(
             found.append((latency, stats.tool_calls, stats.avg_tool_calls))
     assert found[0][0]["double"].calls == 3 and found[0][1] == {"double": 3}
     assert all(other == found[0] for other in found[1:])
+
+
+async def test_a_sole_attempt_is_stored_small_and_read_back_whole(tmp_path: Path) -> None:
+    """Format 5: a sole attempt's step end leaves out its result's status, its tool (the
+    step's, named by its step_started) and its duration (the step's); reading puts them
+    back, so the events read are the events written."""
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(build_agent([double], STEPS), store, effects=FixedEffects())
+    summary = await runtime.start("go")
+    with sqlite3.connect(tmp_path / "corral.db") as db:
+        rows = [
+            json.loads(data)
+            for (data,) in db.execute(
+                "SELECT data FROM corral_events WHERE run_id = ? ORDER BY seq", (summary.run_id,)
+            )
+        ]
+    ends = [row for row in rows if row.get("sole_attempt")]
+    assert len(ends) == 3
+    assert all(set(end["result"]) == {"data", "summary"} for end in ends)
+    read = SqlStore.open(tmp_path / "corral.db").load_events(summary.run_id)
+    written = [e for e in read if isinstance(e.payload, StepFinished)]
+    assert [(e.payload.result.tool, e.payload.result.status.value) for e in written] == [
+        ("double", "success")
+    ] * 3
+    assert all(e.payload.result.duration_ms == e.payload.duration_ms for e in written)
+    assert fold(summary.run_id, read).steps["c"].result == (
+        (await runtime.load_state(summary.run_id)).steps["c"].result
+    )

@@ -310,7 +310,7 @@ async def test_a_run_paused_in_format_2_resumes_and_appends_format_4(tmp_path: P
     done, rows = await approved(tmp_path, runtime, run_id)
     count = len(old_rows)
     assert {data.get("v") for _, data in rows[:count]} == {2}
-    assert rows[count][1]["v"] == FORMAT == 4
+    assert rows[count][1]["v"] == FORMAT == 5
     assert {data.get("v") for _, data in rows[count:]} <= {FORMAT, None}
     assert (await replay_run(agent, store.load_events(run_id))).same_path
     assert store.get_run(run_id) is not None and (await runtime.summary(run_id)) == done
@@ -329,7 +329,7 @@ async def test_a_run_paused_in_format_3_resumes_and_appends_format_4(tmp_path: P
     count = len(old_rows)
     assert {data.get("v") for _, data in rows[:count]} == {3}
     stated = [data.get("v") for _, data in rows[count:]]
-    assert stated[0] == FORMAT == 4 and set(stated) == {FORMAT, None}  # once per save
+    assert stated[0] == FORMAT == 5 and set(stated) == {FORMAT, None}  # once per save
     assert stated.count(None) > len(stated) // 2
     new_finished = [d for k, d in rows[count:] if k == "step_finished"]
     assert new_finished and all("status" not in d for d in new_finished)  # "succeeded": usual

@@ -32,6 +32,13 @@ names the event's type in the ``type`` column by a short code (``TYPE_CODES``) i
 its name; a type without a code (one added later) is stored by name, and a row of any
 format is read with either.
 
+Format 5 leaves out, of a ``step_finished`` that stands for its step's one attempt
+(``sole_attempt``: that attempt has no ``tool_attempt`` row, and the output is stored
+here), its result's ``status`` (``success``, the only status such a step has), its
+``tool`` when the step's ``step_started`` in the same save named it, and its
+``duration_ms`` when it is the step's; ``decode_rows`` puts them back for rows of format 5
+and later.
+
 Rows before any ``v`` were written before format 2 (corral 0.x up to 8a5b4af): every field
 present, plans and outputs inline. They are read by the same code, since later formats
 only leave things out. Every row is validated into its payload record when read
@@ -48,7 +55,7 @@ from datetime import datetime
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from corral.contracts import EventType
+from corral.contracts import EventType, ToolStatus
 from corral.errors import StoreCorruptError
 from corral.events import (
     Event,
@@ -62,7 +69,7 @@ from corral.events import (
     decode,
 )
 
-FORMAT = 4
+FORMAT = 5
 """The version of the stored event format this corral writes."""
 
 TYPE_CODES = {
@@ -230,6 +237,8 @@ class RowEncoder:
             del data["status"]
         elif isinstance(payload, StepFinished) and payload.output_attempt is not None:
             self._finished(payload, data)
+        elif isinstance(payload, StepFinished) and payload.sole_attempt:
+            self._sole(payload, data)
         usual = USUAL_STATUS.get(event.type)
         if usual is not None and data.get("status") == usual:
             del data["status"]
@@ -257,6 +266,20 @@ class RowEncoder:
         if kept.duration_ms == payload.duration_ms:
             result.pop("duration_ms", None)
         else:
+            result["duration_ms"] = kept.duration_ms
+
+    def _sole(self, payload: StepFinished, data: dict[str, Any]) -> None:
+        """A step's end that stands for its one attempt: what it implies is left out."""
+        result = data.get("result")
+        kept = payload.result
+        if not isinstance(result, dict) or kept is None:
+            return
+        if self.started.get(payload.step_id) == kept.tool:
+            del result["tool"]
+        result.pop("status", None)  # success: the only status of a sole attempt
+        if kept.duration_ms == payload.duration_ms:
+            result.pop("duration_ms", None)
+        else:  # written out even at its default: a missing one means "the step's"
             result["duration_ms"] = kept.duration_ms
 
 
@@ -325,6 +348,8 @@ def decode_rows(
         if version >= 3:
             restorer.fill(kind, data)
             stage = _stage(kind, stage)
+        if version >= 5 and kind is EventType.STEP_FINISHED and data.get("sole_attempt"):
+            restorer.fill_sole(data)
         missing = restorer.note(kind, data)
         if missing:
             raise StoreCorruptError(f"event {row.seq} refers to {missing}", run_id=row.run_id)
@@ -378,6 +403,16 @@ class _Restorer:
                     if key not in result and key in attempt:
                         result[key] = attempt[key]
                 result.setdefault("duration_ms", data.get("duration_ms", 0.0))
+
+    def fill_sole(self, data: dict[str, Any]) -> None:
+        """Put back what a format-5 ``step_finished`` of a sole attempt left out."""
+        result = data.get("result")
+        if not isinstance(result, dict):
+            return
+        if "tool" not in result and data.get("step_id") in self.started:
+            result["tool"] = self.started[data.get("step_id")]
+        result.setdefault("status", ToolStatus.SUCCESS.value)
+        result.setdefault("duration_ms", data.get("duration_ms", 0.0))
 
     def note(self, kind: EventType, data: dict[str, Any]) -> str | None:
         """Remember what a row (of any format) says, and give a step its output back.
