@@ -19,11 +19,19 @@ from pydantic import BaseModel
 
 from corral import EventType, MemoryStore, RunStatus, Runtime, SqlStore, tool
 from corral.errors import TransientToolError
-from corral.events import Event, StepFinished, ToolAttempt, unfolded
+from corral.events import (
+    Event,
+    OutcomeReconciled,
+    StepFinished,
+    StepStarted,
+    ToolAttempt,
+    unfolded,
+)
 from corral.observe.spans import run_spans
 from corral.observe.stats import run_stats
+from corral.runtime.journal import Journal
 from corral.runtime.replay import compare, replay_run
-from corral.runtime.state import fold
+from corral.runtime.state import RunState, StepState, fold
 from corral.store.facts import event_facts
 from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
@@ -227,3 +235,40 @@ async def test_a_sole_attempt_is_stored_small_and_read_back_whole(tmp_path: Path
     assert fold(summary.run_id, read).steps["c"].result == (
         (await runtime.load_state(summary.run_id)).steps["c"].result
     )
+
+
+def held_journal() -> tuple[Journal, ToolAttempt]:
+    """A journal of a run with one step running, whose first attempt succeeded (held)."""
+    state = RunState(run_id="run_x")
+    state.steps["s"] = StepState("s", "double")
+    journal = Journal(state, FixedEffects())
+    journal.emit("execute", StepStarted("s", "double", {"n": 1}))
+    attempt = ToolAttempt("s", "double", 1, "success", 0.5, data={"value": 2})
+    journal.hold("s", "double", lambda: attempt)
+    return journal, attempt
+
+
+def test_a_held_attempt_counts_at_once_and_is_stored_at_a_durability_point() -> None:
+    journal, attempt = held_journal()
+    assert journal.state.tool_calls == 1  # the budget sees the call as soon as it is made
+    batch = journal.drain()  # e.g. a concurrent write is about to be entered
+    assert [e.payload for e in batch][-1] == attempt
+    assert (journal.state.tool_calls, journal.state.steps["s"].attempts) == (1, 1)
+    assert journal.fold("s", "double") is False  # its step_finished no longer stands for it
+
+
+def test_a_held_attempt_comes_before_any_later_event_of_its_step() -> None:
+    journal, attempt = held_journal()
+    journal.emit("verify", OutcomeReconciled("s", "find", "double", "applied"))
+    payloads = [e.payload for e in journal.drain()]
+    assert [type(p) for p in payloads] == [StepStarted, ToolAttempt, OutcomeReconciled]
+    assert payloads[1] == attempt
+    assert journal.state.tool_calls == 1
+
+
+def test_a_held_attempt_is_folded_into_its_steps_end() -> None:
+    journal, _ = held_journal()
+    assert journal.fold("s", "double") is True
+    journal.emit("execute", StepFinished("s", "succeeded", None, sole_attempt=True))
+    assert [type(e.payload) for e in journal.drain()] == [StepStarted, StepFinished]
+    assert (journal.state.tool_calls, journal.state.steps["s"].attempts) == (1, 1)

@@ -55,8 +55,10 @@ class Journal:
         continued by another host (a resume, a takeover) whose clock is behind the first
         one's must not put the run's later events before its earlier ones.
         """
-        if self.held and getattr(payload, "step_id", None) in self.held:
-            self._release(payload.step_id)  # type: ignore[union-attr]  # it has one
+        if self.held:  # a held attempt comes before any later event of its step
+            step_id = getattr(payload, "step_id", None)
+            if isinstance(step_id, str) and step_id in self.held:
+                self._release(step_id)
         now, last = self.effects.now(), self.state.last_ts
         if last is not None and now <= last:
             now = last + _TICK
