@@ -5,7 +5,7 @@ import { ApiError, follow, get, post } from "./api.js";
 import { badge, duration, facts, fill, h, pre, when } from "./dom.js";
 import { statusLabel, t } from "./i18n.js";
 import { drawPlan } from "./plangraph.js";
-import { drawTimeline } from "./timeline.js";
+import { drawTimeline, unfolded } from "./timeline.js";
 
 const TERMINAL = new Set(["finished", "failed", "handed_off"]);
 const PAUSED = new Set(["awaiting_confirm", "awaiting_user"]);
@@ -212,7 +212,7 @@ function stepCards(events, steps, statuses) {
   const ids = steps.map((s) => s.id);
   for (const id of statuses.keys()) if (!ids.includes(id)) ids.push(id);
   return ids.map((id) => {
-    const mine = events.filter((e) => e.data && e.data.step_id === id);
+    const mine = unfolded(events).filter((e) => e.data && e.data.step_id === id);
     const started = mine.filter((e) => e.type === "step_started").at(-1);
     const ended = mine.filter((e) => ["step_finished", "step_skipped", "step_blocked"].includes(e.type)).at(-1);
     const attempts = mine.filter((e) => e.type === "tool_attempt");

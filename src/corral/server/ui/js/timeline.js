@@ -12,6 +12,24 @@
 import { h, duration } from "./dom.js";
 import { t } from "./i18n.js";
 
+/**
+ * The events with every tool attempt as an event of its own: a step whose tool succeeded
+ * at its first and only attempt has no tool_attempt, its step_finished stands for it
+ * (sole_attempt; docs/store.md), so one is put before that step_finished.
+ */
+export function unfolded(events) {
+  const out = [];
+  for (const e of events) {
+    const d = e.data || {};
+    if (e.type === "step_finished" && d.sole_attempt && d.result) {
+      const data = { step_id: d.step_id, tool: d.result.tool, attempt: 1, status: "success", duration_ms: d.duration_ms, data: d.result.data };
+      out.push({ ...e, type: "tool_attempt", data });
+    }
+    out.push(e);
+  }
+  return out;
+}
+
 export const LAYERS = ["intent", "route", "plan", "decide", "execute", "verify", "reply"];
 const PAUSED = new Set(["awaiting_confirm", "awaiting_user"]);
 const STEP_END = new Set(["step_finished", "step_skipped", "step_blocked"]);
@@ -91,7 +109,7 @@ export function buildTimeline(events) {
   const open = new Map();
   const stepOrder = [];
   const seen = (id) => stepOrder.includes(id) || stepOrder.push(id);
-  for (const e of events) {
+  for (const e of unfolded(events)) {
     const d = e.data || {};
     if (e.type === "step_started") {
       seen(d.step_id);
