@@ -99,10 +99,9 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
         if spec.may_return_none:
             return None
         raise ToolOutputInvalidError(f"tool {spec.name!r} returned None")
-    if type(returned) is spec.output_type:  # validation would return it as it is
-        model = returned
-    else:
-        model = _validated_output(spec, returned)
+    # An instance of exactly the declared model: validation would return it as it is.
+    exact = type(returned) is spec.output_type
+    model = returned if exact else _validated_output(spec, returned)
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
     dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
