@@ -247,8 +247,9 @@ class Scheduler:
 
     def _start_queued(self, wake: _Wake) -> None:
         """Start the round's calls as tasks, in dispatch order: they run concurrently."""
+        create_task = asyncio.get_running_loop().create_task  # what ensure_future calls
         for step_id, call in self.queued.items():
-            task = asyncio.ensure_future(call)
+            task = create_task(call)
             task.add_done_callback(wake)
             self.running[task] = step_id
         self.queued.clear()

@@ -110,8 +110,9 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
 
 def _validated_output(spec: ToolSpec, returned: Any) -> BaseModel:
     """``returned`` validated against the tool's output model (``ToolOutputInvalidError``)."""
+    validator = spec.output_model.__pydantic_validator__  # model_validate's, without its wrapper
     try:
-        model = spec.output_model.__pydantic_validator__.validate_python(  # model_validate's
+        model: BaseModel = validator.validate_python(
             {VALUE_FIELD: returned} if spec.wrapped else returned
         )
     except ValidationError as exc:
