@@ -50,7 +50,7 @@ def test_a_step_with_one_possible_tool_gets_it_only_when_the_intent_allows_it() 
 
 def test_a_declared_constraint_takes_the_general_path() -> None:
     agent = build_agent([lookup], [{"id": "s", "tool": "lookup", "args": {"n": 1}}])
-    constrained = replace(agent.policy, constraints={"lookup": compile_expression("n > 0")})
+    constrained = replace(agent.policy, constraints={"lookup": compile_expression("args.n > 0")})
     assert not simple(lookup, constrained, agent.capabilities)
 
 
