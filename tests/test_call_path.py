@@ -8,11 +8,14 @@ instead of ``asyncio.wait``. The answers, and the order of the log, are the same
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
+from datetime import UTC, datetime
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
-from corral import MemoryStore, RunStatus, Runtime, tool
+from corral import MemoryStore, RunStatus, Runtime, ToolContext, tool
 from corral.decision.candidates import NOT_ALLOWED, eligible_tools, simple, sole_candidate
 from corral.decision.selector import ToolHealth
 from corral.testing import FixedEffects
@@ -121,3 +124,26 @@ async def test_concurrent_steps_that_end_together_are_finished_in_dispatch_order
         if e.type == "step_finished"
     ]
     assert finished == ["s1", "s2", "s3"]
+
+
+def test_a_call_context_is_the_one_the_constructor_makes() -> None:
+    when = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    values: dict[str, Any] = {
+        "run_id": "run_1",
+        "step_id": "s1",
+        "idempotency_key": "k",
+        "deps": {"db": "x"},
+        "facts": {"a": 1},
+        "language": "en",
+        "received_at": when,
+        "render": None,
+        "timezone": "Asia/Shanghai",
+    }
+    made = ToolContext.of_call(*values.values())
+    built = ToolContext(**values)
+    assert made == built
+    assert repr(made) == repr(built)
+    assert made.today() == built.today()
+    assert replace(made, step_id="s2") == replace(built, step_id="s2")
+    with pytest.raises(FrozenInstanceError):
+        made.step_id = "s2"  # type: ignore[misc]

@@ -591,16 +591,16 @@ class Scheduler:
         state = self.state
         sees = spec is None or spec.context_param is not None
         keyed = sees or (spec is not None and spec.policy.kind == "write")
-        return ToolContext(
-            run_id=state.run_id,
-            step_id=step_id,
-            idempotency_key=idempotency_key(state.run_id, step_id, args) if keyed else "",
-            deps=self.agent.deps,
-            facts=self.loop.values() if sees else {},
-            language=state.language,
-            received_at=state.received_at or self.loop.effects.now(),
-            render=self._render,
-            timezone=self.agent.config.timezone,
+        return ToolContext.of_call(
+            state.run_id,
+            step_id,
+            idempotency_key(state.run_id, step_id, args) if keyed else "",
+            self.agent.deps,
+            self.loop.values() if sees else {},
+            state.language,
+            state.received_at or self.loop.effects.now(),
+            self._render,
+            self.agent.config.timezone,
         )
 
     def _render(self, name: str, values: Mapping[str, Any]) -> str:
