@@ -119,7 +119,7 @@ class LiveEffects:
     """The real world: system clock, random ids, real sleeps, real tool calls."""
 
     _deadlines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Deadlines] = field(
-        default_factory=weakref.WeakKeyDictionary, repr=False, compare=False
+        default_factory=weakref.WeakKeyDictionary, init=False, repr=False, compare=False
     )
     """The watcher of tool deadlines on each event loop that calls tools: loops may take
     turns (threads, ``asyncio.run`` per turn); one that goes away takes its entry along."""
