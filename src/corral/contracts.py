@@ -134,6 +134,55 @@ class ToolResult(Contract):
         """True when the call succeeded with data."""
         return self.status is ToolStatus.SUCCESS
 
+    @classmethod
+    def made(
+        cls,
+        tool: str,
+        status: ToolStatus,
+        data: JsonDict | None,
+        summary: str,
+        error_code: str | None,
+        error_message: str | None,
+        retryable: bool,
+        attempts: int,
+        duration_ms: float,
+    ) -> ToolResult:
+        """The envelope of a call, from values corral made itself: not validated again.
+
+        ``invoke_tool`` builds one per call from typed values it holds (the tool's output
+        was validated against its model already), so validating them again proved nothing
+        and was the largest object of a step. The instance is what validation would give
+        (every field set, ``data`` a copy of the dict, as validation makes one): equal,
+        dumped and shown alike. Not for values from outside corral: use the constructor.
+        """
+        result = _new(cls)
+        _set(
+            result,
+            "__dict__",
+            {
+                "tool": tool,
+                "status": status,
+                "data": None if data is None else dict(data),
+                "summary": summary,
+                "error_code": error_code,
+                "error_message": error_message,
+                "retryable": retryable,
+                "attempts": attempts,
+                "duration_ms": duration_ms,
+            },
+        )
+        _set(result, "__pydantic_fields_set__", set(_TOOL_RESULT_FIELDS))
+        _set(result, "__pydantic_extra__", None)
+        _set(result, "__pydantic_private__", None)
+        return result
+
+
+_new = object.__new__
+_set = object.__setattr__
+_TOOL_RESULT_FIELDS = tuple(ToolResult.model_fields)
+"""What ``ToolResult.made`` sets, as ``model_construct`` does (a pydantic model's
+``__dict__``, its fields set, no extras, no private values)."""
+
 
 # --------------------------------------------------------------------------- verify
 

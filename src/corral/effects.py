@@ -18,6 +18,7 @@ import asyncio
 import time
 import types
 import uuid
+import weakref
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from corral.deadlines import Deadlines
 from corral.errors import BudgetExceededError, ToolTimeoutError
 
 if TYPE_CHECKING:
@@ -116,6 +118,19 @@ def _resume(call: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any,
 class LiveEffects:
     """The real world: system clock, random ids, real sleeps, real tool calls."""
 
+    _deadlines: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Deadlines] = field(
+        default_factory=weakref.WeakKeyDictionary, init=False, repr=False, compare=False
+    )
+    """The watcher of tool deadlines on each event loop that calls tools: loops may take
+    turns (threads, ``asyncio.run`` per turn); one that goes away takes its entry along."""
+
+    def _deadlines_of(self, loop: asyncio.AbstractEventLoop) -> Deadlines:
+        """The one deadline watcher of ``loop``."""
+        deadlines = self._deadlines.get(loop)
+        if deadlines is None:
+            deadlines = self._deadlines[loop] = Deadlines()
+        return deadlines
+
     def now(self) -> datetime:
         """Wall-clock time in UTC."""
         return datetime.now(UTC)
@@ -147,17 +162,25 @@ class LiveEffects:
             kwargs[spec.context_param] = context
         if spec.is_async:
             # Its first step runs at once: a tool that answers without waiting for anything
-            # (a cache, a computation) ends there, and no timer is set for it; none could
-            # have interrupted that step anyway. One that waits goes on under a timeout
-            # whose deadline is counted from before its first step, as asyncio.timeout's.
-            deadline = asyncio.get_running_loop().time() + timeout_s
+            # (a cache, a computation) ends there, and no deadline is watched for it; none
+            # could have interrupted that step anyway. One that waits goes on under a
+            # deadline counted from before its first step, as asyncio.timeout's, watched
+            # by the loop's one ``Deadlines`` (no timer per call).
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + timeout_s
             call = spec.fn(**kwargs)
             try:
                 waiting = call.send(None)
             except StopIteration as done:
                 return done.value
-            async with asyncio.timeout_at(deadline):  # cancels the tool; no extra task
-                return await _resume(call, waiting)
+            watch = self._deadlines_of(loop).watch(loop, deadline)  # cancels the tool
+            try:
+                returned = await _resume(call, waiting)
+            except BaseException as exc:
+                watch.close(exc)  # TimeoutError when it was the deadline that cancelled it
+                raise
+            watch.close(None)
+            return returned
         work = asyncio.ensure_future(asyncio.to_thread(spec.fn, **kwargs))
         work.add_done_callback(_retrieve)
         try:

@@ -20,6 +20,29 @@ from corral.tools.spec import ToolSpec
 
 MIN_SIMILARITY = 0.15
 """Capability matching proposes a tool only above this TF-IDF cosine similarity."""
+NOT_ALLOWED = "not allowed for this intent"
+"""Why a tool outside the intent's allow-list may not run the step."""
+
+
+def simple(planned: ToolSpec, policy: DecisionPolicy, capabilities: CapabilityIndex | None) -> bool:
+    """Whether the planned tool is its step's only possible candidate.
+
+    True for most steps: the tool has no declared equivalent, capability matching is off
+    and no constraint is declared. ``sole_candidate`` is then the whole of
+    ``eligible_tools``, without its arguments built or its ranking run.
+    """
+    alone = planned.policy.equivalent_group is None
+    return alone and capabilities is None and not policy.constraints
+
+
+def sole_candidate(
+    planned: ToolSpec, tools: ToolRegistry, allowed: Collection[str]
+) -> tuple[list[ToolSpec], dict[str, str]]:
+    """``eligible_tools`` for a ``simple`` step: the tool itself, if the intent allows it."""
+    only = tools.get(planned.name)
+    if only.name in allowed:
+        return [only], {}
+    return [], {only.name: NOT_ALLOWED}
 
 
 def eligible_tools(
@@ -41,7 +64,9 @@ def eligible_tools(
     compares descriptions with (the step's, the tool's, the run's goal); ``latency``:
     observed p95s that replace declared latencies in the ranking.
     """
-    if planned.policy.equivalent_group is None:  # most tools: nothing to rank it against
+    if simple(planned, policy, capabilities):
+        return sole_candidate(planned, tools, allowed)
+    if planned.policy.equivalent_group is None:  # nothing to rank it against
         ranked = [tools.get(planned.name)]
     else:
         ranked = rank_tools(tools, planned.name, health, prefer, latency=latency)
@@ -59,7 +84,7 @@ def eligible_tools(
     excluded: dict[str, str] = {}
     for candidate in ranked:
         if candidate.name not in allowed:
-            excluded[candidate.name] = "not allowed for this intent"
+            excluded[candidate.name] = NOT_ALLOWED
             continue
         ok, reason = policy.allows(candidate.name, names) if policy.constraints else (True, "")
         if ok:

@@ -35,7 +35,7 @@ from corral.contracts import (
     ToolStatus,
     ToolTimeout,
 )
-from corral.decision.candidates import eligible_tools
+from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
 from corral.decision.gates import Proposal, decide
 from corral.errors import CorralError, ErrorCode
@@ -96,6 +96,41 @@ def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
 class _Outcome:
     result: ToolResult
     args: dict[str, Any]
+
+
+class _Wake:
+    """Wakes the dispatch loop when one of its steps' tasks ends.
+
+    What ``asyncio.wait(..., FIRST_COMPLETED)`` does, for tasks that are waited for again
+    and again: the callback is added once, when a task starts, instead of being added to
+    (and removed from) every running task and a set built on every wait.
+    """
+
+    __slots__ = ("waiter",)
+
+    def __init__(self) -> None:
+        self.waiter: asyncio.Future[None] | None = None
+
+    def __call__(self, task: asyncio.Task[_Outcome]) -> None:
+        """A task ended: the loop, if it waits, goes on."""
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def first_of(self, running: Mapping[asyncio.Task[_Outcome], str]) -> None:
+        """Return once one of ``running`` has ended, as late as ``asyncio.wait`` would.
+
+        A task that ended before this wait began called back already: ``asyncio.wait``
+        handles that rarer case (it answers after the same loop turns as ever).
+        """
+        if any(task.done() for task in running):
+            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            return
+        self.waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
 
 
 class Scheduler:
@@ -172,6 +207,7 @@ class Scheduler:
     async def _dispatch_until_settled(self) -> bool:
         """Decide and run steps until nothing is ready or running; ``True``: it paused."""
         book, loop = self.book, self.loop  # a new book opens only after this returns
+        wake = _Wake()  # every task it starts has ended (or was cancelled) when it returns
         while True:
             if book.to_block:
                 self._mark_blocked()
@@ -196,23 +232,26 @@ class Scheduler:
                 await self._finish(step_id, await call)
                 book.note(step_id)
                 continue
-            self._start_queued()
+            self._start_queued(wake)
             if self.state.status.paused and not self.running:
                 return True
             if not self.running:
                 return False
-            done, _ = await asyncio.wait(self.running, return_when=asyncio.FIRST_COMPLETED)
+            await wake.first_of(self.running)
             # In dispatch order, not the set's: the log must not depend on task addresses.
             # A cancelled step last: what cancelled it (a crash beside it) ends the run.
-            finished = [task for task in self.running if task in done]
+            finished = [task for task in self.running if task.done()]
             for task in sorted(finished, key=lambda task: task.cancelled()):
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
 
-    def _start_queued(self) -> None:
+    def _start_queued(self, wake: _Wake) -> None:
         """Start the round's calls as tasks, in dispatch order: they run concurrently."""
+        create_task = asyncio.get_running_loop().create_task  # what ensure_future calls
         for step_id, call in self.queued.items():
-            self.running[asyncio.ensure_future(call)] = step_id
+            task = create_task(call)
+            task.add_done_callback(wake)
+            self.running[task] = step_id
         self.queued.clear()
 
     def _stop_on_model_budget(self) -> None:
@@ -388,23 +427,26 @@ class Scheduler:
         """
         step, agent, journal = compiled.step, self.agent, self.journal
         priority = self.state.priority
-        candidates, excluded = eligible_tools(
-            planned,
-            agent.tools,
-            agent.health,
-            self.measure,
-            allowed=self.gates.allowed_tools,
-            policy=agent.policy,
-            # what constraints read, and capability matching's query: built only when used
-            names=self.loop.rule_names(args) if agent.policy.constraints else {},
-            capabilities=agent.capabilities,
-            query=(
-                f"{step.description} {planned.description} {self.state.memory.goal}"
-                if agent.capabilities is not None
-                else ""
-            ),
-            latency=self.latency,
-        )
+        if simple(planned, agent.policy, agent.capabilities):  # most steps: the one tool
+            candidates, excluded = sole_candidate(planned, agent.tools, self.gates.allowed_tools)
+        else:
+            candidates, excluded = eligible_tools(
+                planned,
+                agent.tools,
+                agent.health,
+                self.measure,
+                allowed=self.gates.allowed_tools,
+                policy=agent.policy,
+                # what constraints read, and capability matching's query: built only when used
+                names=self.loop.rule_names(args) if agent.policy.constraints else {},
+                capabilities=agent.capabilities,
+                query=(
+                    f"{step.description} {planned.description} {self.state.memory.goal}"
+                    if agent.capabilities is not None
+                    else ""
+                ),
+                latency=self.latency,
+            )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
@@ -549,16 +591,16 @@ class Scheduler:
         state = self.state
         sees = spec is None or spec.context_param is not None
         keyed = sees or (spec is not None and spec.policy.kind == "write")
-        return ToolContext(
-            run_id=state.run_id,
-            step_id=step_id,
-            idempotency_key=idempotency_key(state.run_id, step_id, args) if keyed else "",
-            deps=self.agent.deps,
-            facts=self.loop.values() if sees else {},
-            language=state.language,
-            received_at=state.received_at or self.loop.effects.now(),
-            render=self._render,
-            timezone=self.agent.config.timezone,
+        return ToolContext.of_call(
+            state.run_id,
+            step_id,
+            idempotency_key(state.run_id, step_id, args) if keyed else "",
+            self.agent.deps,
+            self.loop.values() if sees else {},
+            state.language,
+            state.received_at or self.loop.effects.now(),
+            self._render,
+            self.agent.config.timezone,
         )
 
     def _render(self, name: str, values: Mapping[str, Any]) -> str:

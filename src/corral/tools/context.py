@@ -37,6 +37,40 @@ class ToolContext:
     timezone: str = "UTC"
     """The agent's timezone (``timezone:`` in agent.yaml), where dates the user says live."""
 
+    @classmethod
+    def of_call(
+        cls,
+        run_id: str,
+        step_id: str,
+        idempotency_key: str,
+        deps: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        language: Language,
+        received_at: datetime,
+        render: Callable[[str, Mapping[str, Any]], str] | None,
+        timezone: str,
+    ) -> ToolContext:
+        """The context of one call, every field given: what the constructor would make.
+
+        The scheduler makes one per step. A frozen dataclass's ``__init__`` sets each of
+        its nine fields through ``object.__setattr__``, which cost more than the rest of
+        the context; the fields are set here at once. Equal, hashed, shown and replaced
+        as one built by the constructor.
+        """
+        context = _new(cls)
+        context.__dict__.update(
+            run_id=run_id,
+            step_id=step_id,
+            idempotency_key=idempotency_key,
+            deps=deps,
+            facts=facts,
+            language=language,
+            received_at=received_at,
+            render=render,
+            timezone=timezone,
+        )
+        return context
+
     def today(self) -> date:
         """The run's date in the agent's timezone: what "today" and "three months ago" mean.
 
@@ -45,3 +79,6 @@ class ToolContext:
         agent's timezone, so a tool that compares with them must too.
         """
         return self.received_at.astimezone(ZoneInfo(self.timezone)).date()
+
+
+_new = object.__new__

@@ -99,8 +99,20 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
         if spec.may_return_none:
             return None
         raise ToolOutputInvalidError(f"tool {spec.name!r} returned None")
+    # An instance of exactly the declared model: validation would return it as it is.
+    exact = type(returned) is spec.output_type
+    model = returned if exact else _validated_output(spec, returned)
+    # Dumped as the declared model, not as the instance's own class: an instance of a
+    # subclass would otherwise add its extra fields (a password, say) to the result.
+    dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
+    return dumped
+
+
+def _validated_output(spec: ToolSpec, returned: Any) -> BaseModel:
+    """``returned`` validated against the tool's output model (``ToolOutputInvalidError``)."""
+    validator = spec.output_model.__pydantic_validator__  # model_validate's, without its wrapper
     try:
-        model = spec.output_model.__pydantic_validator__.validate_python(  # model_validate's
+        model: BaseModel = validator.validate_python(
             {VALUE_FIELD: returned} if spec.wrapped else returned
         )
     except ValidationError as exc:
@@ -108,10 +120,7 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
             f"tool {spec.name!r} returned data that does not match "
             f"{getattr(spec.returns, '__name__', spec.returns)}: {exc.errors()[0]['msg']}"
         ) from None
-    # Dumped as the declared model, not as the instance's own class: an instance of a
-    # subclass would otherwise add its extra fields (a password, say) to the result.
-    dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
-    return dumped
+    return model
 
 
 NOT_CONNECTED: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)
@@ -261,16 +270,16 @@ async def invoke_tool(
         message = f"{code}: {message}; the write may or may not have happened"
         code, retryable = ErrorCode.OUTCOME_UNKNOWN.value, False
     summary = spec.summarize(data) if data is not None else (message or "no result")
-    return ToolResult(
-        tool=spec.name,
-        status=status,
-        data=data,
-        summary=summary[:200],
-        error_code=code,
-        error_message=message,
-        retryable=retryable,
-        attempts=attempt_no,
-        duration_ms=round(total_ms, 3),
+    return ToolResult.made(  # every value typed here: not validated again
+        spec.name,
+        status,
+        data,
+        summary[:200],
+        code,
+        message,
+        retryable,
+        attempt_no,
+        round(total_ms, 3),
     )
 
 

@@ -54,6 +54,19 @@ class ToolSpec:
         return TypeAdapter(self.output_model)
 
     @functools.cached_property
+    def output_type(self) -> type[BaseModel] | None:
+        """The class whose instances validation would hand back as they are, if any.
+
+        A tool that returns an instance of exactly its declared model (not a subclass)
+        is then only dumped: validating it again returns the same instance, unless the
+        model asks to revalidate instances. ``None`` when every result is validated.
+        """
+        model = self.output_model
+        if self.wrapped or model.model_config.get("revalidate_instances", "never") != "never":
+            return None
+        return model
+
+    @functools.cached_property
     def is_async(self) -> bool:
         """True for ``async def`` tools; sync tools run in a worker thread."""
         return inspect.iscoroutinefunction(self.fn)
