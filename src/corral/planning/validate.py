@@ -61,6 +61,11 @@ class CompiledStep:
     """A required step (not ``on_failure: continue``) depends on it, directly or through
     others: it is not optional in practice, so ``budget_low`` never skips it (that would
     block the required step, and the answer with it)."""
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What the layers above work out once for this step instead of on every run (the
+    gates it asks, its argument binding), by layer name. An agent's template graphs live
+    as long as the agent, so this is computed once per step, not once per run; each entry
+    says what it was computed for and is worked out again when that differs."""
 
 
 @dataclass(frozen=True)
