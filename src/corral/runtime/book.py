@@ -19,6 +19,19 @@ from corral.runtime.state import StepState
 
 UNSETTLED = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
 BAD = frozenset({StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN})
+_PENDING, _RUNNING, _SUCCEEDED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SUCCEEDED
+"""The statuses tested on every step by identity: a membership test in ``UNSETTLED`` or
+``BAD`` hashes the member, and an enum's hash is a Python-level call."""
+
+
+def _unsettled(status: StepStatus | None) -> bool:
+    """Pending or running (``UNSETTLED``); ``None``: a step not in this graph."""
+    return status is _PENDING or status is _RUNNING
+
+
+def _bad(status: StepStatus) -> bool:
+    """Settled without succeeding (``BAD``)."""
+    return status is not _PENDING and status is not _RUNNING and status is not _SUCCEEDED
 
 
 class StepBook:
@@ -50,16 +63,16 @@ class StepBook:
             waits = 0
             for producer in compiled.waits_for:
                 self.waited_by.setdefault(producer, []).append(sid)
-                waits += status.get(producer) in UNSETTLED
+                waits += _unsettled(status.get(producer))
             self.unmet[sid], self.waits[sid] = unmet, waits
             if step.args is not None:
                 self.started.add(sid)
-            if current in UNSETTLED and not unmet and not waits:
+            if _unsettled(current) and not unmet and not waits:
                 self.candidates.add(sid)
             elif current is succeeded and step.result is not None and step.result.data is not None:
                 self.results[sid] = step.result.data
         for sid in graph.order:
-            if status[sid] in BAD:
+            if _bad(status[sid]):
                 self._queue_dependents(sid)
 
     def _queue_dependents(self, sid: str) -> None:
@@ -87,26 +100,37 @@ class StepBook:
         step = self.steps[sid]
         if step.args is not None:
             self.started.add(sid)
-        before, after = self.status[sid], step.status
+        status = self.status
+        before, after = status[sid], step.status
         if before is after:
             return
-        self.status[sid] = after
-        if after is StepStatus.SUCCEEDED:
-            if step.result is not None and step.result.data is not None:
-                self.results[sid] = step.result.data
+        status[sid] = after
+        if after is _SUCCEEDED:
+            result = step.result
+            if result is not None and result.data is not None:
+                self.results[sid] = result.data
+            unmet = self.unmet
             for dependent in self.graph.dependents.get(sid, ()):
-                self.unmet[dependent] -= 1
+                unmet[dependent] -= 1
                 self._refresh(dependent)
-        if before in UNSETTLED and after not in UNSETTLED:
-            for waiter in self.waited_by.get(sid, ()):
-                self.waits[waiter] -= 1
-                self._refresh(waiter)
-        if after in BAD:
+        elif _bad(after):
             self._queue_dependents(sid)
+        if (before is _PENDING or before is _RUNNING) and after is not _PENDING and (
+            after is not _RUNNING
+        ):
+            waits = self.waits
+            for waiter in self.waited_by.get(sid, ()):
+                waits[waiter] -= 1
+                self._refresh(waiter)
         self._refresh(sid)
 
     def _refresh(self, sid: str) -> None:
-        if self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]:
+        current = self.status[sid]
+        if (
+            (current is _PENDING or current is _RUNNING)
+            and not self.unmet[sid]
+            and not self.waits[sid]
+        ):
             self.candidates.add(sid)
         else:
             self.candidates.discard(sid)
@@ -121,7 +145,7 @@ class StepBook:
             if self.status[sid] is not StepStatus.PENDING:
                 continue
             depends_on = self.graph.steps[sid].step.depends_on
-            bad = [d for d in depends_on if self.status[d] in BAD]
+            bad = [d for d in depends_on if _bad(self.status[d])]
             if bad:
                 return sid, bad
         return None
