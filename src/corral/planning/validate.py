@@ -77,6 +77,15 @@ class PlanGraph:
     order: tuple[str, ...]
     """A topological order; ties keep plan order."""
     dependents: Mapping[str, tuple[str, ...]]
+    position: Mapping[str, int]
+    """Step id -> its place in ``order``."""
+    depends: Mapping[str, tuple[str, ...]]
+    """Step id -> its dependencies, each once (``depends_on`` may name one twice)."""
+    waited_by: Mapping[str, tuple[str, ...]]
+    """Step id -> the steps that wait for it (``CompiledStep.waits_for``), in ``order``.
+
+    These three are what every run's step bookkeeping starts from: worked out here, once
+    per graph, instead of at the start of every run."""
 
     def writes_conflict(self, a: str, b: str) -> bool:
         """True when two steps publish the same fact and so must not run together."""
@@ -301,11 +310,18 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         )
     if problems:
         raise PlanInvalidError(list(dict.fromkeys(problems)))
+    waited_by: dict[str, list[str]] = {}
+    for sid in order:
+        for producer in compiled[sid].waits_for:
+            waited_by.setdefault(producer, []).append(sid)
     return PlanGraph(
         plan=plan,
         steps={sid: compiled[sid] for sid in by_id},
         order=order,
         dependents={sid: tuple(s.id for s in steps if sid in s.depends_on) for sid in by_id},
+        position={sid: position for position, sid in enumerate(order)},
+        depends={sid: tuple(dict.fromkeys(by_id[sid].depends_on)) for sid in by_id},
+        waited_by={producer: tuple(waiters) for producer, waiters in waited_by.items()},
     )
 
 

@@ -19,19 +19,6 @@ from corral.runtime.state import StepState
 
 UNSETTLED = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
 BAD = frozenset({StepStatus.FAILED, StepStatus.BLOCKED, StepStatus.SKIPPED, StepStatus.UNKNOWN})
-_PENDING, _RUNNING, _SUCCEEDED = StepStatus.PENDING, StepStatus.RUNNING, StepStatus.SUCCEEDED
-"""The statuses tested on every step by identity: a membership test in ``UNSETTLED`` or
-``BAD`` hashes the member, and an enum's hash is a Python-level call."""
-
-
-def _unsettled(status: StepStatus | None) -> bool:
-    """Pending or running (``UNSETTLED``); ``None``: a step not in this graph."""
-    return status is _PENDING or status is _RUNNING
-
-
-def _bad(status: StepStatus) -> bool:
-    """Settled without succeeding (``BAD``)."""
-    return status is not _PENDING and status is not _RUNNING and status is not _SUCCEEDED
 
 
 class StepBook:
@@ -40,9 +27,9 @@ class StepBook:
     def __init__(self, graph: PlanGraph, steps: Mapping[str, StepState]) -> None:
         self.graph = graph
         self.steps = steps
-        self.index: dict[str, int] = {}
+        self.index: Mapping[str, int] = graph.position
         self.status = status = {sid: steps[sid].status for sid in graph.order}
-        self.waited_by: dict[str, list[str]] = {}
+        self.waited_by: Mapping[str, tuple[str, ...]] = graph.waited_by
         self.unmet: dict[str, int] = {}
         """Step id -> how many of its dependencies have not succeeded."""
         self.waits: dict[str, int] = {}
@@ -54,25 +41,24 @@ class StepBook:
         self.candidates: set[str] = set()
         self.to_block: list[tuple[int, str]] = []
         succeeded = StepStatus.SUCCEEDED
-        for position, sid in enumerate(graph.order):  # one pass: a run opens one per segment
+        depends = graph.depends
+        for sid in graph.order:  # one pass: a run opens one per segment
             compiled, step, current = graph.steps[sid], steps[sid], status[sid]
-            self.index[sid] = position
             unmet = 0
-            for dependency in set(compiled.step.depends_on) if compiled.step.depends_on else ():
+            for dependency in depends[sid]:
                 unmet += status[dependency] is not succeeded
             waits = 0
             for producer in compiled.waits_for:
-                self.waited_by.setdefault(producer, []).append(sid)
-                waits += _unsettled(status.get(producer))
+                waits += status.get(producer) in UNSETTLED
             self.unmet[sid], self.waits[sid] = unmet, waits
             if step.args is not None:
                 self.started.add(sid)
-            if _unsettled(current) and not unmet and not waits:
+            if current in UNSETTLED and not unmet and not waits:
                 self.candidates.add(sid)
             elif current is succeeded and step.result is not None and step.result.data is not None:
                 self.results[sid] = step.result.data
         for sid in graph.order:
-            if _bad(status[sid]):
+            if status[sid] in BAD:
                 self._queue_dependents(sid)
 
     def _queue_dependents(self, sid: str) -> None:
@@ -100,37 +86,26 @@ class StepBook:
         step = self.steps[sid]
         if step.args is not None:
             self.started.add(sid)
-        status = self.status
-        before, after = status[sid], step.status
+        before, after = self.status[sid], step.status
         if before is after:
             return
-        status[sid] = after
-        if after is _SUCCEEDED:
-            result = step.result
-            if result is not None and result.data is not None:
-                self.results[sid] = result.data
-            unmet = self.unmet
+        self.status[sid] = after
+        if after is StepStatus.SUCCEEDED:
+            if step.result is not None and step.result.data is not None:
+                self.results[sid] = step.result.data
             for dependent in self.graph.dependents.get(sid, ()):
-                unmet[dependent] -= 1
+                self.unmet[dependent] -= 1
                 self._refresh(dependent)
-        elif _bad(after):
-            self._queue_dependents(sid)
-        if (before is _PENDING or before is _RUNNING) and after is not _PENDING and (
-            after is not _RUNNING
-        ):
-            waits = self.waits
+        if before in UNSETTLED and after not in UNSETTLED:
             for waiter in self.waited_by.get(sid, ()):
-                waits[waiter] -= 1
+                self.waits[waiter] -= 1
                 self._refresh(waiter)
+        if after in BAD:
+            self._queue_dependents(sid)
         self._refresh(sid)
 
     def _refresh(self, sid: str) -> None:
-        current = self.status[sid]
-        if (
-            (current is _PENDING or current is _RUNNING)
-            and not self.unmet[sid]
-            and not self.waits[sid]
-        ):
+        if self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]:
             self.candidates.add(sid)
         else:
             self.candidates.discard(sid)
@@ -145,7 +120,7 @@ class StepBook:
             if self.status[sid] is not StepStatus.PENDING:
                 continue
             depends_on = self.graph.steps[sid].step.depends_on
-            bad = [d for d in depends_on if _bad(self.status[d])]
+            bad = [d for d in depends_on if self.status[d] in BAD]
             if bad:
                 return sid, bad
         return None
