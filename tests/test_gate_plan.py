@@ -103,9 +103,7 @@ async def test_without_the_swap_the_quotes_run_unasked() -> None:
     assert (summary.outcome, CALLS) == ("success", ["quote", "quote"])
 
 
-async def test_applies_is_asked_once_per_step_and_a_gate_that_does_not_apply_is_not_asked() -> (
-    None
-):
+async def test_applies_is_asked_once_per_step_and_a_gate_that_does_not_apply_is_not_asked() -> None:
     skipped, asked = Counted(applying=False), Counted(applying=True)
     runtime = Runtime(
         agent(gates=(*DEFAULT_GATES, skipped, asked)), MemoryStore(), effects=FixedEffects()

@@ -23,7 +23,7 @@ class Level(enum.IntEnum):
     ONE = 1
 
 
-class Tag(str, enum.Enum):
+class Tag(enum.StrEnum):
     RED = "red"
 
 

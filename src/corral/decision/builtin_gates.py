@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from corral.decision.budget import handle_budget_low
-from corral.decision.policy import DecisionPolicy
 from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
+from corral.decision.policy import DecisionPolicy
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     BudgetExceeded,

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import json
 
 from corral.hashing import canonical_json, stable_hash
 
