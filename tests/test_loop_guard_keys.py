@@ -85,3 +85,12 @@ def test_a_state_seen_again_is_reported_once_the_facts_are_the_same() -> None:
     assert guard.observe_result("add", {"a": 1}, {"value": 2}) is not None
     guard.fact_written("total", 2)
     assert guard.observe_result("add", {"a": 1}, {"value": 2}) is None
+
+
+def test_a_result_keys_the_arguments_alike_whether_or_not_they_were_the_calls_own() -> None:
+    guard = LoopGuard()
+    args = {"a": 1}
+    assert guard.observe_call("s1", "add", args) is None
+    assert guard.observe_result("add", args, {"value": 2}) is None  # the call's key, reused
+    assert guard.observe_result("add", {"a": Level.ONE}, {"value": 2}) is not None  # an equal copy
+    assert guard.called == {}

@@ -49,8 +49,7 @@ class LoopGuard:
 
     Its keys live only in memory (a resumed run rebuilds the call counts from the log), so
     they are what they stand for (``value_key``: equal exactly when the canonical JSON is),
-    not digests of it. What the run
-    knows enters the state key as one number kept up to date fact by fact
+    not digests of it. What the run knows enters the state key as one number kept up to date fact by fact
     (``fact_written``), so judging a step costs the same however many facts there are.
     """
 
@@ -60,10 +59,15 @@ class LoopGuard:
     facts_digest: int = 0
     """The XOR of one 64-bit digest per (fact name, value): equal facts, equal digest."""
     fact_digests: dict[str, int] = field(default_factory=dict)
+    called: dict[int, tuple[Mapping[str, Any], object]] = field(default_factory=dict)
+    """``id(args)`` -> the arguments and their key, from ``observe_call`` until
+    ``observe_result`` reads it for the same arguments (held, so the id is not reused)."""
 
     def observe_call(self, step_id: str, tool: str, args: Mapping[str, Any]) -> str | None:
         """Record a call; a reason when more than the limit of steps made this exact call."""
-        steps = self.calls.setdefault((tool, value_key(args)), set())
+        key = value_key(args)
+        self.called[id(args)] = (args, key)
+        steps = self.calls.setdefault((tool, key), set())
         steps.add(step_id)
         if len(steps) > self.max_identical_calls:
             return (
@@ -87,7 +91,9 @@ class LoopGuard:
         could never fire. A step that makes a call already made, gets the same answer and
         leaves the facts as they were has brought the run back where it was.
         """
-        return self._seen((self.facts_digest, tool, value_key(args), value_key(data)))
+        known = self.called.pop(id(args), None)
+        key = known[1] if known is not None and known[0] is args else value_key(args)
+        return self._seen((self.facts_digest, tool, key, value_key(data)))
 
     def observe_state(self, facts: Mapping[str, Any], last_call: Any) -> str | None:
         """Record a state given whole (``facts`` and the last call, as ``observe_result``).
