@@ -49,8 +49,9 @@ class LoopGuard:
 
     Its keys live only in memory (a resumed run rebuilds the call counts from the log), so
     they are what they stand for (``value_key``: equal exactly when the canonical JSON is),
-    not digests of it. What the run knows enters the state key as one number kept up to date fact by fact
-    (``fact_written``), so judging a step costs the same however many facts there are.
+    not digests of it. What the run knows enters the state key as one number kept up to
+    date fact by fact (``fact_written``), so judging a step costs the same however many
+    facts there are.
     """
 
     max_identical_calls: int = 2
