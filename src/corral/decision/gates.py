@@ -206,7 +206,11 @@ class GatePlan:
 def plan_gates(
     gates: Sequence[Gate], step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
 ) -> GatePlan:
-    """The gates ``step`` asks under this agent's policy and rules (kept on the step)."""
+    """The gates ``step`` asks under this agent's policy and rules.
+
+    Kept on the step for a tuple of gates (``Agent.gates`` is one): an agent's template
+    graphs live as long as the agent, so this runs once per step, not once per run.
+    """
     plan = step.derived.get("gates")
     if (
         isinstance(plan, GatePlan)
@@ -230,7 +234,8 @@ def plan_gates(
         if sealing and sealer == len(gates):
             sealer = index
     plan = GatePlan(gates, policy, rules, tuple(asked), tuple(seals), in_place)
-    step.derived["gates"] = plan
+    if isinstance(gates, tuple):  # a list could change under the plan kept for it
+        step.derived["gates"] = plan
     return plan
 
 
