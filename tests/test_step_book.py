@@ -32,7 +32,18 @@ def graph(deps: list[list[int]], waits: list[list[int]]) -> Any:
         for i, sid in enumerate(ids)
     }
     dependents = {sid: tuple(o for o in ids if sid in steps[o].step.depends_on) for sid in ids}
-    return SimpleNamespace(order=tuple(ids), steps=steps, dependents=dependents)
+    waited_by: dict[str, list[str]] = {}
+    for sid in ids:
+        for producer in steps[sid].waits_for:
+            waited_by.setdefault(producer, []).append(sid)
+    return SimpleNamespace(
+        order=tuple(ids),
+        steps=steps,
+        dependents=dependents,
+        position={sid: i for i, sid in enumerate(ids)},
+        depends={sid: tuple(dict.fromkeys(steps[sid].step.depends_on)) for sid in ids},
+        waited_by={producer: tuple(waiters) for producer, waiters in waited_by.items()},
+    )
 
 
 def rescan_ready(g: Any, states: dict[str, StepState]) -> list[str]:

@@ -7,7 +7,7 @@ left; ``handle_budget_low`` is its one handler: the run takes its cheaper path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from corral.config import Budget
@@ -26,6 +26,21 @@ class BudgetTracker:
     tokens: int = 0
     signalled_low: bool = False
     """``budget_low`` was raised already in this run (it is raised once)."""
+    calm: tuple[float, float, float, float] = field(init=False, repr=False, compare=False)
+    """Steps, tool calls, tokens and seconds at or under which no budget is low: ``low``
+    answers from these alone until one is passed (the seconds a millisecond early, as
+    ``low`` rounds them)."""
+
+    def __post_init__(self) -> None:
+        budget, never = self.budget, float("inf")
+        share = 1.0 - budget.low_fraction
+        limits = (budget.max_steps, budget.max_tool_calls, budget.max_tokens)
+        steps, calls, tokens = (
+            share * limit if limit > 0 and budget.low_fraction > 0 else never for limit in limits
+        )
+        clock = budget.max_wall_clock_s
+        seconds = share * clock - 0.001 if clock > 0 and budget.low_fraction > 0 else never
+        self.calm = (steps, calls, tokens, seconds)
 
     def exceeded(self, active_s: float) -> str | None:
         """A reason when the run may not start another step, else ``None``.
@@ -43,6 +58,14 @@ class BudgetTracker:
 
     def low(self, active_s: float) -> BudgetLow | None:
         """The first budget with less than ``low_fraction`` of it left, else ``None``."""
+        steps, calls, tokens, seconds = self.calm
+        if (
+            self.steps <= steps
+            and self.tool_calls <= calls
+            and self.tokens <= tokens
+            and active_s <= seconds
+        ):
+            return None
         budget = self.budget
         if budget.low_fraction <= 0:
             return None

@@ -9,11 +9,13 @@ never approves a call that cannot run, and the prompt can show them (``{args.x}`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from corral.decision.budget import handle_budget_low
 from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
+from corral.decision.policy import DecisionPolicy
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     BudgetExceeded,
@@ -24,7 +26,9 @@ from corral.events import (
     Verified,
 )
 from corral.planning.binding import bind_arguments, reads_facts
+from corral.planning.validate import CompiledStep
 from corral.tools.invoke import validate_args
+from corral.verify.rules import CompiledRule
 
 
 def _unbound(proposal: Proposal, run: GateRun, exc: CorralError) -> Refuse:
@@ -44,6 +48,8 @@ class BudgetGate:
     cheaper path its handler chose, an optional step is not started (``BUDGET_LOW``),
     unless a required step depends on it (``CompiledStep.needed``).
     """
+
+    leaves_arguments: ClassVar[bool] = True
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Stop the run when a limit is passed; refuse optional steps when it runs low."""
@@ -69,6 +75,8 @@ class BudgetGate:
 class BindArguments:
     """Resolve the step's references to entities, facts and earlier results."""
 
+    leaves_arguments: ClassVar[bool] = True
+
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The bound arguments, or a refusal naming the value that is missing."""
         try:
@@ -82,6 +90,14 @@ class BindArguments:
 @dataclass(frozen=True, slots=True)
 class RewriteArguments:
     """Parameter post-processing: the tool these arguments really call (seed 004)."""
+
+    leaves_arguments: ClassVar[bool] = True
+
+    def applies(
+        self, step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
+    ) -> bool:
+        """Only when a rewrite is declared for the step's tool."""
+        return policy.rewrites_tool(step.spec.name)
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """The rewritten tool and arguments when a declared rewrite applies."""
@@ -114,6 +130,7 @@ class ValidateArguments:
     """
 
     seals: ClassVar[bool] = True
+    leaves_arguments: ClassVar[bool] = True
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """A refusal with the validation error, else the proposal."""
@@ -128,6 +145,8 @@ class ValidateArguments:
 class AllowList:
     """Only the tools the routed intent allows may run."""
 
+    leaves_arguments: ClassVar[bool] = True
+
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """A refusal when the tool is not on the intent's list."""
         if proposal.tool.name not in run.allowed_tools:
@@ -139,6 +158,14 @@ class AllowList:
 @dataclass(frozen=True, slots=True)
 class BusinessRules:
     """The business rules declared before the tool; a violated one skips the step."""
+
+    leaves_arguments: ClassVar[bool] = True
+
+    def applies(
+        self, step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
+    ) -> bool:
+        """Only when a rule is declared before the step's tool."""
+        return any(rule.rule.before_tool == step.spec.name for rule in rules)
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Every verdict is recorded; the first violation skips with the rule's refusal."""
@@ -160,6 +187,14 @@ class BusinessRules:
 class Confirmation:
     """A step or tool that needs the person's approval waits for it."""
 
+    leaves_arguments: ClassVar[bool] = True
+
+    def applies(
+        self, step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
+    ) -> bool:
+        """Only when the step or its tool asks for the person's approval."""
+        return step.step.requires_confirmation or step.spec.policy.requires_confirmation
+
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Pass when approved; ask (when nothing else runs) or skip a declined step."""
         tool = proposal.tool
@@ -179,6 +214,8 @@ class Confirmation:
 @dataclass(frozen=True, slots=True)
 class LoopGuardGate:
     """More than the limit of steps making one exact call stops the run."""
+
+    leaves_arguments: ClassVar[bool] = True
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Record the call; a refusal that stops the run when it repeats too often."""

@@ -10,6 +10,14 @@ that does not pass the proposal on decides; the rest are not asked.
 The order is data: ``Agent.gates`` (``DEFAULT_GATES`` unless ``Agent.build(gates=...)``
 says otherwise), so a check of one's own is added without touching the scheduler. A gate
 sees the run only through ``GateRun``: the decision layer never names the run loop.
+
+Two optional declarations let ``decide`` ask less, and neither changes what it decides:
+``applies(step, policy, rules)`` says whether the gate can do anything but pass a step on
+(asked once per step of an agent's plan, not per run: corral's rewrite, business-rule and
+confirmation gates are not asked for a step they cannot concern), and ``leaves_arguments``
+says it never changes a proposal's arguments in place (so, when every gate after the
+sealing one says so, ``decide`` need not compare them as text). A gate that declares
+neither is asked for every step and watched for changes in place.
 """
 
 from __future__ import annotations
@@ -173,6 +181,64 @@ class Gate(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class GatePlan:
+    """Which of an agent's gates one step asks, worked out once per step (``plan_gates``).
+
+    A gate that declares ``applies(step, policy, rules)`` and answers ``False`` would only
+    pass this step's proposal on unchanged, so it is not asked; a gate without ``applies``
+    (every user's gate that does not declare one) is always asked. ``gates``, ``policy``
+    and ``rules`` are what the plan was worked out for.
+    """
+
+    gates: Sequence[Gate]
+    policy: DecisionPolicy
+    rules: Sequence[CompiledRule]
+    asked: tuple[int, ...]
+    """The positions of the gates this step asks, in order."""
+    seals: tuple[bool, ...]
+    """Per gate: it seals the tool and arguments when it passes them on."""
+    in_place: bool
+    """A gate after the first sealing gate may change the arguments in place (it does not
+    declare ``leaves_arguments``): ``decide`` then compares them as text at the end."""
+
+
+def plan_gates(
+    gates: Sequence[Gate], step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
+) -> GatePlan:
+    """The gates ``step`` asks under this agent's policy and rules.
+
+    Kept on the step for a tuple of gates (``Agent.gates`` is one): an agent's template
+    graphs live as long as the agent, so this runs once per step, not once per run.
+    """
+    plan = step.derived.get("gates")
+    if (
+        isinstance(plan, GatePlan)
+        and plan.gates is gates
+        and plan.policy is policy
+        and plan.rules is rules
+    ):
+        return plan
+    asked: list[int] = []
+    seals: list[bool] = []
+    sealer = len(gates)
+    in_place = False
+    for index, gate in enumerate(gates):
+        applies = getattr(gate, "applies", None)
+        if applies is None or applies(step, policy, rules):
+            asked.append(index)
+        sealing = bool(getattr(gate, "seals", False))
+        seals.append(sealing)
+        if index > sealer and not getattr(gate, "leaves_arguments", False):
+            in_place = True
+        if sealing and sealer == len(gates):
+            sealer = index
+    plan = GatePlan(gates, policy, rules, tuple(asked), tuple(seals), in_place)
+    if isinstance(gates, tuple):  # a list could change under the plan kept for it
+        step.derived["gates"] = plan
+    return plan
+
+
 def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal | Stop | None:
     """Ask the gates in order; the proposal that passed them all, a stop, or ``None``.
 
@@ -182,10 +248,21 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
     them (``ValidateArguments``: what is validated, ruled on and approved is what runs),
     in a new proposal or in place, fails the step with ``EXTENSION_FAILED`` and hands the
     run off.
+
+    Only the gates that may apply to the step are asked (``plan_gates``); once a gate
+    hands on another tool than the step's, every later gate is asked, since what applies
+    was worked out for the step's own tool.
     """
+    plan = plan_gates(gates, proposal.step, run.policy, run.rules)
+    asked, seals, in_place = plan.asked, plan.seals, plan.in_place
+    planned_tool = proposal.tool
     sealed: Proposal | None = None
     sealed_args = ""  # the sealed arguments as text: a gate may change them in place
-    for gate in gates:
+    position = 0
+    while position < len(asked):
+        index = asked[position]
+        position += 1
+        gate = gates[index]
         try:
             answer: object = gate.check(proposal, run)
         except Exception as exc:  # a user's gate: its bug must not crash the run
@@ -195,8 +272,12 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
                 answer = _checked(gate, answer, sealed)
         if isinstance(answer, Proposal):
             proposal = answer
-            if sealed is None and getattr(gate, "seals", False):
-                sealed, sealed_args = proposal, _as_text(proposal.args)
+            if answer.tool is not planned_tool and len(asked) < len(gates):
+                asked, position = tuple(range(len(gates))), index + 1  # another tool: ask all
+            if sealed is None and seals[index]:
+                sealed = proposal
+                if in_place:
+                    sealed_args = _as_text(proposal.args)
             continue
         if isinstance(answer, Refuse):
             failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
@@ -209,7 +290,7 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         if isinstance(answer, Stop):  # a user's own code stops as a handoff, as Refuse's
             return Stop(answer.reason, as_error_code(answer.code))
         return None  # Hold: the gate asked a person
-    if sealed is not None and _as_text(proposal.args) != sealed_args:
+    if in_place and sealed is not None and _as_text(proposal.args) != sealed_args:
         # changed in place: the tool would run with the validated arguments while the
         # log, the key and the rules read the changed ones
         reason = (

@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from corral.planning.references import literal
+from corral.planning.references import Reference, literal
 from corral.planning.validate import CompiledStep
+
+
+@dataclass(frozen=True, slots=True)
+class _Binding:
+    """How one step's arguments are bound, worked out once per step (``_binding``)."""
+
+    args: tuple[tuple[str, Reference | None, Any, bool], ...]
+    """Per argument: its name, its reference (or ``None``), its literal value with a
+    ``$$`` escape undone (text and scalars), and whether it is a list or dict to walk."""
+    reads_facts: bool
+
+
+def _binding(compiled: CompiledStep) -> _Binding:
+    """The step's binding, kept on the step (it depends on nothing else)."""
+    binding = compiled.derived.get("binding")
+    if isinstance(binding, _Binding):
+        return binding
+    references = compiled.references
+    args: list[tuple[str, Reference | None, Any, bool]] = []
+    for name, value in compiled.step.args.items():
+        reference = references.get(value) if isinstance(value, str) else None
+        if reference is None and isinstance(value, str) and value.startswith("$$"):
+            value = value[1:]
+        args.append((name, reference, value, isinstance(value, (list, dict))))
+    reads = any(reference.scope == "facts" for reference in references.values())
+    binding = _Binding(tuple(args), reads)
+    compiled.derived["binding"] = binding
+    return binding
 
 
 def bind_arguments(
@@ -19,18 +48,14 @@ def bind_arguments(
 
     A reference with no value raises ``MissingArgumentError``: the value is never guessed.
     """
-    references = compiled.references
     bound: dict[str, Any] = {}
-    for name, value in compiled.step.args.items():  # most are a reference or a scalar
-        if isinstance(value, str):
-            reference = references.get(value)
-            if reference is not None:
-                value = reference.resolve(entities, facts, results)
-            elif value.startswith("$$"):
-                value = value[1:]
-        elif isinstance(value, (list, dict)):
-            value = _bind(value, compiled, entities, facts, results)
-        bound[name] = value
+    for name, reference, value, nested in _binding(compiled).args:
+        if reference is not None:
+            bound[name] = reference.resolve(entities, facts, results)
+        elif nested:
+            bound[name] = _bind(value, compiled, entities, facts, results)
+        else:
+            bound[name] = value
     return bound
 
 
@@ -53,7 +78,4 @@ def _bind(
 
 def reads_facts(compiled: CompiledStep) -> bool:
     """Whether the step's arguments name a fact (``$facts.x``): only then are facts merged."""
-    for reference in compiled.references.values():  # noqa: SIM110 (any() adds a generator)
-        if reference.scope == "facts":
-            return True
-    return False
+    return _binding(compiled).reads_facts

@@ -61,6 +61,11 @@ class CompiledStep:
     """A required step (not ``on_failure: continue``) depends on it, directly or through
     others: it is not optional in practice, so ``budget_low`` never skips it (that would
     block the required step, and the answer with it)."""
+    derived: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """What the layers above work out once for this step instead of on every run (the
+    gates it asks, its argument binding), by layer name. An agent's template graphs live
+    as long as the agent, so this is computed once per step, not once per run; each entry
+    says what it was computed for and is worked out again when that differs."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,15 @@ class PlanGraph:
     order: tuple[str, ...]
     """A topological order; ties keep plan order."""
     dependents: Mapping[str, tuple[str, ...]]
+    position: Mapping[str, int]
+    """Step id -> its place in ``order``."""
+    depends: Mapping[str, tuple[str, ...]]
+    """Step id -> its dependencies, each once (``depends_on`` may name one twice)."""
+    waited_by: Mapping[str, tuple[str, ...]]
+    """Step id -> the steps that wait for it (``CompiledStep.waits_for``), in ``order``.
+
+    These three are what every run's step bookkeeping starts from: worked out here, once
+    per graph, instead of at the start of every run."""
 
     def writes_conflict(self, a: str, b: str) -> bool:
         """True when two steps publish the same fact and so must not run together."""
@@ -296,11 +310,18 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         )
     if problems:
         raise PlanInvalidError(list(dict.fromkeys(problems)))
+    waited_by: dict[str, list[str]] = {}
+    for sid in order:
+        for producer in compiled[sid].waits_for:
+            waited_by.setdefault(producer, []).append(sid)
     return PlanGraph(
         plan=plan,
         steps={sid: compiled[sid] for sid in by_id},
         order=order,
         dependents={sid: tuple(s.id for s in steps if sid in s.depends_on) for sid in by_id},
+        position={sid: position for position, sid in enumerate(order)},
+        depends={sid: tuple(dict.fromkeys(by_id[sid].depends_on)) for sid in by_id},
+        waited_by={producer: tuple(waiters) for producer, waiters in waited_by.items()},
     )
 
 

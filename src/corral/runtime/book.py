@@ -27,9 +27,9 @@ class StepBook:
     def __init__(self, graph: PlanGraph, steps: Mapping[str, StepState]) -> None:
         self.graph = graph
         self.steps = steps
-        self.index: dict[str, int] = {}
+        self.index: Mapping[str, int] = graph.position
         self.status = status = {sid: steps[sid].status for sid in graph.order}
-        self.waited_by: dict[str, list[str]] = {}
+        self.waited_by: Mapping[str, tuple[str, ...]] = graph.waited_by
         self.unmet: dict[str, int] = {}
         """Step id -> how many of its dependencies have not succeeded."""
         self.waits: dict[str, int] = {}
@@ -41,15 +41,14 @@ class StepBook:
         self.candidates: set[str] = set()
         self.to_block: list[tuple[int, str]] = []
         succeeded = StepStatus.SUCCEEDED
-        for position, sid in enumerate(graph.order):  # one pass: a run opens one per segment
+        depends = graph.depends
+        for sid in graph.order:  # one pass: a run opens one per segment
             compiled, step, current = graph.steps[sid], steps[sid], status[sid]
-            self.index[sid] = position
             unmet = 0
-            for dependency in set(compiled.step.depends_on) if compiled.step.depends_on else ():
+            for dependency in depends[sid]:
                 unmet += status[dependency] is not succeeded
             waits = 0
             for producer in compiled.waits_for:
-                self.waited_by.setdefault(producer, []).append(sid)
                 waits += status.get(producer) in UNSETTLED
             self.unmet[sid], self.waits[sid] = unmet, waits
             if step.args is not None:

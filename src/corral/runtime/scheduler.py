@@ -357,11 +357,16 @@ class Scheduler:
         """
         in_flight = {*self.running.values(), *self.queued}
         ready: list[str] = []
+        steps = self.graph.steps
         for step_id in self.book.ready():
             if step_id in in_flight:
                 continue
-            if (in_flight or ready) and any(
-                self.graph.writes_conflict(step_id, other) for other in in_flight | set(ready)
+            if (
+                (in_flight or ready)
+                and steps[step_id].facts  # a step that publishes nothing conflicts with none
+                and any(
+                    self.graph.writes_conflict(step_id, other) for other in in_flight | set(ready)
+                )
             ):
                 continue
             ready.append(step_id)

@@ -94,7 +94,13 @@ DEFAULT_VERIFIERS: tuple[Verifier, ...] = (SuccessCriterion(), ModelJudge())
 async def verify(
     verifiers: Sequence[Verifier], outcome: StepOutcome, run: VerifyRun
 ) -> Verdict | None:
-    """The first failed verdict, else the last one given (``None``: nobody had a say)."""
+    """The first failed verdict, else the last one given (``None``: nobody had a say).
+
+    corral's own verifiers have nothing to say about a step that declares no success
+    criterion and no judge (most steps): then none of them is asked.
+    """
+    if verifiers is DEFAULT_VERIFIERS and outcome.success is None and not outcome.step.judge:
+        return None
     told: Verdict | None = None
     for verifier in verifiers:
         try:
