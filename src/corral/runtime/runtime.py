@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from corral.agent import Agent
 from corral.contracts import (
@@ -58,7 +58,6 @@ from corral.events import (
 )
 from corral.inputs import require_text
 from corral.intent.entities import detect_language
-from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
@@ -80,6 +79,9 @@ from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, 
 from corral.store.figures import LatencySource
 from corral.store.memory import MemoryStore
 
+if TYPE_CHECKING:
+    from corral.observe.logs import JsonlLog
+
 T = TypeVar("T")
 
 SESSION_TTL = timedelta(days=7)
@@ -91,22 +93,31 @@ SESSION_TURNS = 10
 
 
 def summarize_run(state: RunState) -> RunSummary:
-    """The ``RunSummary`` of a folded state."""
+    """The ``RunSummary`` of a folded state.
+
+    Built with ``model_construct``: every value comes from the folded state, whose events
+    were checked where they entered (live, or validated when loaded from the store), so a
+    second validation of corral's own values would check nothing. The numbers are cast as
+    validation would cast them (an old log may hold an integer duration), so the summary
+    is the same either way (``tests/test_run_row_summary.py``).
+    """
     intent = state.intent
-    return RunSummary(
+    return RunSummary.model_construct(
         run_id=state.run_id,
         trace_id=state.trace_id,
         status=state.status,
-        intent=IntentBrief(label=intent.label, confidence=intent.confidence, source=intent.source)
+        intent=IntentBrief.model_construct(
+            label=intent.label, confidence=float(intent.confidence), source=intent.source
+        )
         if intent
         else None,
         steps=[
-            StepBrief(
+            StepBrief.model_construct(
                 id=s.id,
                 tool=s.tool_used or s.tool,
                 status=s.status,
                 attempts=s.attempts,
-                duration_ms=s.duration_ms,
+                duration_ms=float(s.duration_ms),
                 error_code=s.error_code,
             )
             for s in state.steps.values()
@@ -164,6 +175,8 @@ def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
     What ``corral show --json`` prints and ``GET /runs/{id}`` answers, so the two never
     drift apart.
     """
+    from corral.observe.logs import model_call_brief
+
     detail: dict[str, Any] = summarize_run(state).model_dump(mode="json")
     detail["model_calls"] = [
         model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
@@ -238,7 +251,11 @@ class Runtime:
             FaultyEffects(effects, self.faults) if self.faults.active else effects
         )
         self.sampling = agent.config.telemetry.sampling
-        self.log = JsonlLog(log_dir, self.sampling) if log_dir is not None else None
+        self.log: JsonlLog | None = None
+        if log_dir is not None:  # the log's module is loaded only for a runtime that logs
+            from corral.observe.logs import JsonlLog
+
+            self.log = JsonlLog(log_dir, self.sampling)
         chosen = tracer if tracer is not None else tracer_for(agent.config.telemetry, os.environ)
         self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
