@@ -44,9 +44,8 @@ class IntentLayer:
             and rule.confidence >= self._threshold
             and rule.intent in self._declared
         ):
-            # the rules decide (the common case): one result, built once, of values the
-            # config checked (label, confidence in [0, 1]) and the extractor built
-            return IntentResult.model_construct(
+            # the rules decide (the common case): one result, built once
+            return IntentResult(
                 label=rule.intent,
                 confidence=rule.confidence,
                 entities=self.entities.extract(text, now),

@@ -110,10 +110,8 @@ def route(
             intent=spec.name,
             reason=spec.handoff_reason or f"intent {spec.name} goes to a person",
         )
-    # below: decisions of the declared (validated) config's values, built without a second
-    # validation; the unusual routes above keep the checked constructor
     if spec.route is RouteAction.REPLY:
-        return RouteDecision.model_construct(
+        return RouteDecision(
             action=RouteAction.REPLY, intent=spec.name, template=spec.reply, reason="canned reply"
         )
     if spec.route is RouteAction.CLARIFY:
@@ -125,7 +123,7 @@ def route(
         )
     missing = [name for name in spec.requires if known.get(name) in (None, "")]
     tools = allowed.get(spec.name) if allowed is not None else None
-    return RouteDecision.model_construct(
+    return RouteDecision(
         action=RouteAction.PLAN,
         intent=spec.name,
         template=choose_plan(

@@ -93,31 +93,22 @@ SESSION_TURNS = 10
 
 
 def summarize_run(state: RunState) -> RunSummary:
-    """The ``RunSummary`` of a folded state.
-
-    Built with ``model_construct``: every value comes from the folded state, whose events
-    were checked where they entered (live, or validated when loaded from the store), so a
-    second validation of corral's own values would check nothing. The numbers are cast as
-    validation would cast them (an old log may hold an integer duration), so the summary
-    is the same either way (``tests/test_run_row_summary.py``).
-    """
+    """The ``RunSummary`` of a folded state."""
     intent = state.intent
-    return RunSummary.model_construct(
+    return RunSummary(
         run_id=state.run_id,
         trace_id=state.trace_id,
         status=state.status,
-        intent=IntentBrief.model_construct(
-            label=intent.label, confidence=float(intent.confidence), source=intent.source
-        )
+        intent=IntentBrief(label=intent.label, confidence=intent.confidence, source=intent.source)
         if intent
         else None,
         steps=[
-            StepBrief.model_construct(
+            StepBrief(
                 id=s.id,
                 tool=s.tool_used or s.tool,
                 status=s.status,
                 attempts=s.attempts,
-                duration_ms=float(s.duration_ms),
+                duration_ms=s.duration_ms,
                 error_code=s.error_code,
             )
             for s in state.steps.values()
