@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from corral.config import AgentConfig, PlanTemplate, load_config
 from corral.contracts import Plan, RouteAction
@@ -24,21 +24,19 @@ from corral.decision.selector import ToolHealth
 from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
-from corral.models.negotiation import NEGOTIATION_FILE
 from corral.planning.producers import FactRead
 from corral.planning.validate import PlanContext, PlanGraph, validate_plan
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
-from corral.tools.http import http_tools
-from corral.tools.loader import Setup, import_tools, run_setup
-from corral.tools.mcp.importer import mcp_tools
-from corral.tools.mcp.listing import McpListingCache
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
 from corral.verify.expressions import fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
+
+if TYPE_CHECKING:
+    from corral.tools.mcp.listing import McpListingCache
 
 ENTITY_TYPES: dict[str, Any] = {
     "pattern": str,
@@ -199,10 +197,8 @@ class Agent:
         a command that builds agents many times passes one ``mcp_listings`` to all of its
         builds so that each server is listed once (``corral.tools.mcp.listing``).
         """
-        declared, http = http_tools(config.http_tools, config.openapi, root=root, deps=deps or {})
-        served, servers = mcp_tools(
-            config.mcp_servers, root=root, deps=deps or {}, listings=mcp_listings
-        )
+        declared, http = _declared_http_tools(config, root, deps or {})
+        served, servers = _mcp_server_tools(config, root, deps or {}, mcp_listings)
         registry = ToolRegistry([*tools, *declared, *served])
         transports = (*transports, http) if http is not None else transports
         transports = (*transports, *servers)
@@ -434,6 +430,36 @@ def model_from_config(
     )
 
 
+def _declared_http_tools(
+    config: AgentConfig, root: Path | None, deps: Mapping[str, Any]
+) -> tuple[list[ToolSpec], ToolTransport | None]:
+    """The config's HTTP and OpenAPI tools; their modules are imported only when declared.
+
+    Most agents declare none: an agent built in a process that only runs Python tools
+    (a worker, a benchmark) does not load the HTTP and OpenAPI code it never calls.
+    """
+    if not (config.http_tools or config.openapi):
+        return [], None
+    from corral.tools.http import http_tools
+
+    return http_tools(config.http_tools, config.openapi, root=root, deps=deps)
+
+
+def _mcp_server_tools(
+    config: AgentConfig,
+    root: Path | None,
+    deps: Mapping[str, Any],
+    listings: McpListingCache | None,
+) -> tuple[list[ToolSpec], list[ToolTransport]]:
+    """The config's MCP servers' tools; the MCP modules are imported only when declared."""
+    if not config.mcp_servers:
+        return [], []
+    from corral.tools.mcp.importer import mcp_tools
+
+    specs, connections = mcp_tools(config.mcp_servers, root=root, deps=deps, listings=listings)
+    return specs, list(connections)
+
+
 def load_agent(
     agent_dir: Path | str,
     *,
@@ -462,6 +488,9 @@ def load_agent(
     root = Path(agent_dir)
     if not (root / "agent.yaml").is_file():
         raise ConfigInvalidError(f"{root} has no agent.yaml")
+    from corral.models.negotiation import NEGOTIATION_FILE
+    from corral.tools.loader import Setup, import_tools, run_setup
+
     config = with_model_name(load_config(root / "agent.yaml"), model_name)
     tools: list[ToolSpec] = []
     setup = Setup()

@@ -23,7 +23,6 @@ from pydantic import (
 
 from corral.contracts import RouteAction, Step
 from corral.errors import ConfigInvalidError
-from corral.safe_yaml import read_yaml_file
 from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exported
 from corral.tools.http_config import HttpToolConfig, OpenApiConfig
 from corral.tools.mcp.declared import McpServerConfig
@@ -459,4 +458,6 @@ def _non_finite_paths(data: Any) -> list[str]:
 
 def load_config(path: Path) -> AgentConfig:
     """Read and validate ``agent.yaml`` (bounded: see ``corral.safe_yaml``)."""
+    from corral.safe_yaml import read_yaml_file  # an agent built from a dict loads no YAML
+
     return parse_config(read_yaml_file(path), source=str(path))

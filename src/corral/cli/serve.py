@@ -18,6 +18,7 @@ from corral.cli.common import (
     _fails_cleanly,
     _home,
     _load,
+    _settle_heap,
     _store_target,
     app,
     err_console,
@@ -82,4 +83,5 @@ def serve(
     # ends up in log collectors (journald, docker logs), where a token must not be.
     signed_in = f"#token={token.value}" if sys.stderr.isatty() else ""
     err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
+    _settle_heap()
     serve_until_stopped(server_app, host, port, settings.shutdown_grace_s)

@@ -16,6 +16,7 @@ from corral.cli.common import (
     _fails_cleanly,
     _home,
     _load,
+    _settle_heap,
     app,
     err_console,
 )
@@ -73,6 +74,7 @@ def worker(
     agents = [_load(path, folder, store=store) for path in agent]
     chosen = executor_id or default_executor_id()
     err_console.print(f"corral worker {chosen}: {', '.join(a.name for a in agents)}")
+    _settle_heap()
     run_worker(
         store.strip(),
         agents,

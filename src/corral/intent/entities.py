@@ -11,8 +11,6 @@ from typing import Any
 from corral.config import EntitySpec
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
-from corral.intent.amounts import find_amount
-from corral.intent.dates import find_relative_date
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -61,6 +59,11 @@ class EntityExtractor:
             # Longest surface words first, so "激光打印机" wins over "打印机".
             vocab = tuple(sorted(spec.vocabulary.items(), key=lambda kv: -len(kv[0])))
             self._entities.append(_CompiledEntity(name, spec, patterns, vocab))
+            if spec.kind in ("date_range", "amount"):
+                # their readers (tables of Chinese numerals, calendars) are loaded with the
+                # first agent that declares such an entity, not by every import of corral
+                import corral.intent.amounts
+                import corral.intent.dates  # noqa: F401
 
     def extract(self, text: str, now: datetime) -> dict[str, Any]:
         """Every declared entity found in ``text``; a missing one is absent, never guessed."""
@@ -111,9 +114,13 @@ class EntityExtractor:
     def _extract_one(self, entity: _CompiledEntity, text: str, lowered: str, now: datetime) -> Any:
         spec = entity.spec
         if spec.kind == "date_range":
+            from corral.intent.dates import find_relative_date
+
             found = find_relative_date(text, now, self._timezone)
             return found.as_json() if found else None
         if spec.kind == "amount":
+            from corral.intent.amounts import find_amount
+
             return find_amount(text)
         if spec.kind == "vocabulary":
             for word, canonical in entity.vocabulary:

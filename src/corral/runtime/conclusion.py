@@ -34,11 +34,22 @@ def conclude(
     ``model_reply`` is a checked reply the model wrote; it is used only on success.
     """
     steps = list(loop.state.steps.values())
-    unknown = [s for s in steps if s.status is StepStatus.UNKNOWN]
-    if unknown:
-        first = unknown[0]
+    unknown: StepState | None = None
+    unsettled: StepState | None = None
+    failed: list[StepState] = []
+    declined = False
+    for step in steps:  # one pass sorts the steps for every check below
+        status = step.status
+        if status is StepStatus.UNKNOWN:
+            unknown = unknown or step
+        elif status is StepStatus.PENDING or status is StepStatus.RUNNING:
+            unsettled = unsettled or step
+        elif status is StepStatus.FAILED:
+            failed.append(step)
+        declined = declined or step.error_code == ErrorCode.REJECTED_BY_USER
+    if unknown is not None:
         loop.handoff(
-            f"step {first.id} ({first.tool_used or first.tool}): {first.reason}",
+            f"step {unknown.id} ({unknown.tool_used or unknown.tool}): {unknown.reason}",
             ErrorCode.OUTCOME_UNKNOWN,
             template="outcome_unknown",
             outcome="unknown",
@@ -47,17 +58,14 @@ def conclude(
     if stop is not None:
         loop.handoff(*stop)
         return
-    unsettled = [s for s in steps if s.status in (StepStatus.PENDING, StepStatus.RUNNING)]
-    if unsettled:  # a gate held a step without asking anyone: never a success
+    if unsettled is not None:  # a gate held a step without asking anyone: never a success
         loop.handoff(
-            f"step {unsettled[0].id} never ran and nobody was asked to approve it",
+            f"step {unsettled.id} never ran and nobody was asked to approve it",
             ErrorCode.EXTENSION_FAILED,
         )
         return
-    optional = _optional(loop)
-    failed = [s for s in steps if s.status is StepStatus.FAILED]
+    optional = _optional(loop) if failed else set()
     required = [s for s in failed if s.id not in optional]
-    declined = [s for s in steps if s.error_code == ErrorCode.REJECTED_BY_USER]
     refusal = _refusal(loop)
     if refusal is not None:
         loop.finish(refusal, "refused")

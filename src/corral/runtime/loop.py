@@ -49,6 +49,20 @@ from corral.runtime.view import Persist
 class RunLoop:
     """Drives one run until it finishes, fails, is handed off, or pauses."""
 
+    # one per run, alive for the whole run: slots keep it one object (no ``__dict__``)
+    __slots__ = (
+        "_graph",
+        "agent",
+        "budget_stop",
+        "concurrent_steps",
+        "earlier_owner_may_live",
+        "effects",
+        "journal",
+        "persist",
+        "segment_started",
+        "state",
+    )
+
     def __init__(
         self,
         agent: Agent,

@@ -63,7 +63,7 @@ def process_space() -> str:
     return f"{socket.gethostname()}/{namespace}"
 
 
-@dataclass
+@dataclass(slots=True)
 class Held:
     """A lease held for one drive, and whether its last save released it."""
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from corral.agent import Agent
 from corral.contracts import (
@@ -58,7 +58,6 @@ from corral.events import (
 )
 from corral.inputs import require_text
 from corral.intent.entities import detect_language
-from corral.observe.logs import JsonlLog, model_call_brief
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
@@ -79,6 +78,9 @@ from corral.runtime.stream import StreamItem, Watch, event_stream
 from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
 from corral.store.figures import LatencySource
 from corral.store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from corral.observe.logs import JsonlLog
 
 T = TypeVar("T")
 
@@ -164,6 +166,8 @@ def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
     What ``corral show --json`` prints and ``GET /runs/{id}`` answers, so the two never
     drift apart.
     """
+    from corral.observe.logs import model_call_brief
+
     detail: dict[str, Any] = summarize_run(state).model_dump(mode="json")
     detail["model_calls"] = [
         model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
@@ -181,6 +185,10 @@ class _PerAgent:
     priority: PriorityDetector
     redact: dict[str, list[str]]
     """The redaction spec recorded in ``run_started`` (copied into each run)."""
+    root: str | None
+    """The agent's folder as ``run_started`` records it."""
+    model: str | None
+    """The configured model's name, when the agent has a model."""
 
     @classmethod
     def of(cls, agent: Agent) -> _PerAgent:
@@ -190,7 +198,35 @@ class _PerAgent:
             [s.name for s in tools if len(tools.equivalents(s.name)) > 1],
             PriorityDetector(agent.config.decision.priority_words),
             redaction_spec(agent),
+            str(agent.root) if agent.root else None,
+            agent.config.model.name if agent.model is not None else None,
         )
+
+
+class _Saves:
+    """A drive's saves before its last: one at a time, so batches are stored in order.
+
+    An object rather than a closure over a lock: a run holds one small object instead of
+    a function, its cells and a lock, and the lock is made only when a save is asked for
+    (a run that writes nothing before it ends never needs one).
+    """
+
+    __slots__ = ("_held", "_journal", "_lock", "_runtime")
+
+    def __init__(self, runtime: Runtime, journal: Journal, held: Held) -> None:
+        self._runtime = runtime
+        self._journal = journal
+        self._held = held
+        self._lock: asyncio.Lock | None = None
+
+    async def __call__(self) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()  # concurrent steps persist; batches stay in order
+        held = self._held
+        async with self._lock:
+            await self._runtime._persist(self._journal, held.lease)
+            if held.lease.new_run:  # its row exists now: from here on, fence strictly
+                held.lease = replace(held.lease, new_run=False)
 
 
 class Runtime:
@@ -238,7 +274,11 @@ class Runtime:
             FaultyEffects(effects, self.faults) if self.faults.active else effects
         )
         self.sampling = agent.config.telemetry.sampling
-        self.log = JsonlLog(log_dir, self.sampling) if log_dir is not None else None
+        self.log: JsonlLog | None = None
+        if log_dir is not None:  # the log's module is loaded only for a runtime that logs
+            from corral.observe.logs import JsonlLog
+
+            self.log = JsonlLog(log_dir, self.sampling)
         chosen = tracer if tracer is not None else tracer_for(agent.config.telemetry, os.environ)
         self.tracer = None if isinstance(chosen, Untraced) else chosen
         self.ownership = Ownership(self.store, self._io, lease_ttl_s)
@@ -352,7 +392,17 @@ class Runtime:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
         run_id, holding = await self._new_run(run_id)
         async with holding as held:
-            return await self._start(run_id, message, session, session_id, held, watch, found)
+            # the run's start is written out here, not in a coroutine of its own: a frame
+            # that would stay alive, waiting on the drive, for the whole run
+            language = detect_language(message, self.agent.config.default_language)
+            ranks = self.replayed_latency is not None or self._ranked_tools()
+            observed = await self._observed_latency() if ranks else {}
+            journal = self._begin(
+                run_id, session, session_id, language, ENTRY_MESSAGE, watch, (found, observed)
+            )
+            journal.emit("intent", UserMessage(message))
+            self._carry_over(journal, session)
+            return await self._drive(journal, held)
 
     async def _recorded_io(self, name: str, read: Callable[[], T], shape: Any) -> T:
         """``read()`` in a store thread, as a recorded read (``Effects.recorded``).
@@ -392,26 +442,6 @@ class Runtime:
             run_id = given
         return run_id, self.ownership.holding(run_id, 0.0, new_run=True)
 
-    async def _start(
-        self,
-        run_id: str,
-        message: str,
-        session: SessionRecord | None,
-        session_id: str | None,
-        held: Held,
-        watch: Watch | None,
-        priority: PriorityFound,
-    ) -> RunSummary:
-        language = detect_language(message, self.agent.config.default_language)
-        ranks = self.replayed_latency is not None or self._ranked_tools()
-        observed = await self._observed_latency() if ranks else {}
-        journal = self._begin(
-            run_id, session, session_id, language, ENTRY_MESSAGE, watch, (priority, observed)
-        )
-        journal.emit("intent", UserMessage(message))
-        self._carry_over(journal, session)
-        return await self._drive(journal, held)
-
     def _begin(
         self,
         run_id: str,
@@ -429,14 +459,15 @@ class Runtime:
         found, observed = ranking or (PriorityFound("normal", "default"), {})
         journal = Journal(RunState(run_id=run_id), self.effects, watch)
         received_at = self.effects.now()
+        facts = self._per_agent()
         journal.emit(
             "run",
             RunStarted(
                 trace_id=self.effects.new_id("trace"),
                 agent=self.agent.name,
                 session_id=session_id,
-                agent_root=str(self.agent.root) if self.agent.root else None,
-                model=self.agent.config.model.name if self.agent.model is not None else None,
+                agent_root=facts.root,
+                model=facts.model,
                 received_at=received_at.isoformat(),
                 language=language,
                 redact=self._redaction_spec(),
@@ -733,14 +764,7 @@ class Runtime:
         return self._store_threads
 
     async def _drive(self, journal: Journal, held: Held) -> RunSummary:
-        one_at_a_time = asyncio.Lock()  # concurrent steps persist; batches stay in order
-
-        async def persist() -> None:
-            async with one_at_a_time:
-                await self._persist(journal, held.lease)
-                if held.lease.new_run:  # its row exists now: from here on, fence strictly
-                    held.lease = replace(held.lease, new_run=False)
-
+        persist = _Saves(self, journal, held)
         loop = RunLoop(
             self.agent,
             journal,
