@@ -38,3 +38,17 @@ def test_an_unknown_workload_is_refused_with_its_name() -> None:
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode != 0
     assert "unknown workload Z" in done.stderr
+
+
+def test_the_gc_table_of_instructions_py_has_a_row_per_framework_and_workload() -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, str(ROOT / "benchmarks" / "instructions.py"), "--gc-only"]
+    command += ["--only", "plain asyncio", "--only", "corral", "--tasks", "40"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines() if line.startswith("| ")]
+    measured = {(row[0].strip(), row[1].strip()): row for row in rows[1:]}
+    assert set(measured) == {(n, w) for n in ("plain asyncio", "corral") for w in ("A", "B")}
+    for row in measured.values():
+        cpu, gc_share = float(row[2].replace(",", "")), float(row[3].replace(",", ""))
+        assert cpu > 0 and 0 <= gc_share <= cpu * 1.5, row
