@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 from pydantic import BaseModel, model_validator
 
-from corral import ToolContext, ToolStatus, tool
+from corral import Agent, MemoryStore, Runtime, ToolContext, ToolStatus, tool
 from corral.contracts import ToolResult
 from corral.errors import ErrorCode
+from corral.models import ScriptedModel
+from corral.store.facts import event_facts
 from corral.testing import FixedEffects
 from corral.tools.invoke import invoke_tool, validate_args
 from corral.tools.spec import ToolSpec
+from tests.helpers import build_agent
 
 
 class Span(BaseModel):
@@ -43,3 +49,46 @@ async def test_an_exact_instance_still_meets_its_models_own_validator() -> None:
     assert result.status is ToolStatus.ERROR
     assert result.error_code == ErrorCode.TOOL_OUTPUT_INVALID.value
     assert "low above high" in (result.error_message or "")
+
+
+class SlowTools(FixedEffects):
+    """A clock on which every tool call takes five seconds."""
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        self._now = (self._now or self.start) + timedelta(seconds=5)
+        return await super().call_tool(spec, args, context, timeout_s)
+
+
+class Value(BaseModel):
+    value: int
+
+
+@tool
+def slow(n: int) -> Value:
+    return Value(value=n)
+
+
+async def _stage_ms(step: dict[str, Any], model: ScriptedModel | None) -> dict[str, float]:
+    config = build_agent([slow], [step], intent_tools=["slow"]).config
+    runtime = Runtime(Agent.build(config, [slow], model=model), MemoryStore(), effects=SlowTools())
+    summary = await runtime.start("go")
+    return event_facts(runtime.store.load_events(summary.run_id)).stage_ms
+
+
+async def test_a_judges_wait_does_not_take_the_tools_time() -> None:
+    """The tool's five seconds are the execute stage's, as when its attempt had an event."""
+    model = ScriptedModel(['{"passed": true, "reason": "fine"}'])
+    step = {"id": "s1", "tool": "slow", "args": {"n": 1}, "judge": "small"}
+    stage_ms = await _stage_ms(step, model)
+    assert stage_ms["execute"] >= 5000
+    assert stage_ms["judge"] < 5000
+
+
+async def test_a_failed_verdict_does_not_take_the_tools_time() -> None:
+    """A step_finished in the verify stage: the tool's time before it is still execute's."""
+    step = {"id": "s1", "tool": "slow", "args": {"n": 1}, "success": "result.value == 2"}
+    stage_ms = await _stage_ms(step, None)
+    assert stage_ms["execute"] >= 5000
+    assert stage_ms.get("verify", 0.0) < 5000
