@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, model_validator
 
-from corral import Agent, MemoryStore, Runtime, ToolContext, ToolStatus, tool
+from corral import (
+    DEFAULT_GATES,
+    Agent,
+    GateRun,
+    MemoryStore,
+    Proposal,
+    RunStatus,
+    Runtime,
+    ToolContext,
+    ToolStatus,
+    tool,
+)
+from corral.decision import Answer
+from corral.decision.builtin_gates import BindArguments, BudgetGate
 from corral.contracts import ToolResult
 from corral.errors import ErrorCode
 from corral.models import ScriptedModel
@@ -15,6 +29,7 @@ from corral.store.facts import event_facts
 from corral.testing import FixedEffects
 from corral.tools.invoke import invoke_tool, validate_args
 from corral.tools.spec import ToolSpec
+from tests import test_gate_plan as gate_plan
 from tests.helpers import build_agent
 
 
@@ -92,3 +107,35 @@ async def test_a_failed_verdict_does_not_take_the_tools_time() -> None:
     stage_ms = await _stage_ms(step, None)
     assert stage_ms["execute"] >= 5000
     assert stage_ms.get("verify", 0.0) < 5000
+
+
+@dataclass(frozen=True)
+class QuietSeal:
+    """A user's sealing gate that says it never changes a step (``applies`` False)."""
+
+    seals: ClassVar[bool] = True
+
+    def applies(self, step: Any, policy: Any, rules: Any) -> bool:
+        return False
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return proposal
+
+
+@dataclass(frozen=True)
+class Bump:
+    """A gate after the seal that hands on other arguments: it must fail the step."""
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        return replace(proposal, args={**proposal.args, "amount": 999})
+
+
+async def test_a_sealing_gate_that_does_not_apply_still_seals_the_step() -> None:
+    """Passing a step on is what seals it: a gate after the seal may not change it."""
+    gate_plan.CALLS.clear()
+    gates = (BudgetGate(), BindArguments(), QuietSeal(), Bump(), *DEFAULT_GATES[2:])
+    runtime = Runtime(gate_plan.agent(gates=gates), MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert summary.status is RunStatus.HANDED_OFF
+    assert summary.steps[0].error_code == ErrorCode.EXTENSION_FAILED.value
+    assert gate_plan.CALLS == []
