@@ -20,9 +20,9 @@ from corral import (
     ToolStatus,
     tool,
 )
+from corral.contracts import ToolResult
 from corral.decision import Answer
 from corral.decision.builtin_gates import BindArguments, BudgetGate
-from corral.contracts import ToolResult
 from corral.errors import ErrorCode
 from corral.models import ScriptedModel
 from corral.store.facts import event_facts
