@@ -225,9 +225,10 @@ def plan_gates(
     in_place = False
     for index, gate in enumerate(gates):
         applies = getattr(gate, "applies", None)
-        if applies is None or applies(step, policy, rules):
-            asked.append(index)
         sealing = bool(getattr(gate, "seals", False))
+        # a sealing gate is always asked: passing a step on is what seals it
+        if applies is None or sealing or applies(step, policy, rules):
+            asked.append(index)
         seals.append(sealing)
         if index > sealer and not getattr(gate, "leaves_arguments", False):
             in_place = True

@@ -127,12 +127,23 @@ class Journal:
         self.state.tool_calls -= 1  # its event counts it
         self.emit("execute", attempt())
 
+    def release_held(self, step_id: str | None = None) -> None:
+        """Emit held attempts (``step_id``'s, or every one) as events of their own, now.
+
+        Before a wait that is not a tool's (a model call) and before a step end in
+        another stage than the attempt's: the time up to the next event belongs to that
+        event's stage (``store.facts``), so the tool's time must end with an event of its
+        own there, as it did before attempts were held.
+        """
+        for held in [step_id] if step_id is not None else list(self.held):
+            if held in self.held:
+                self._release(held)
+
     def drain(self) -> list[Event]:
         """Hand over the buffered events (for the store) and start a new batch.
 
         Held attempts are emitted first: a durability point stores every attempt made.
         """
-        for step_id in list(self.held):
-            self._release(step_id)
+        self.release_held()
         batch, self.pending = self.pending, []
         return batch

@@ -156,6 +156,7 @@ class ModelAttempts:
         """The model's answer to ``req``, after as many attempts as the policy allows."""
         loop = self.loop
         retry = RetryPolicy(loop.agent.config.model.max_retries, MODEL_BACKOFF_S)
+        loop.journal.release_held()  # a tool's time is not the model's (``Journal.release_held``)
         self.asked += 1
         self.tries = 0
         while True:

@@ -706,7 +706,10 @@ class Scheduler:
             told = await verify(self.agent.verifiers, done, self.verdicts)
             # The output is stored once: with the attempt that produced it (the last), or
             # here when this event stands for the step's one attempt (``sole_attempt``).
-            sole = journal.fold(step_id, result.tool)
+            failed = told is not None and not told.passed
+            if failed:  # its end is the verify stage's: the tool's time ends with its own event
+                journal.release_held(step_id)
+            sole = not failed and journal.fold(step_id, result.tool)
             produced = None if sole else self.state.steps[step_id].attempts or None
             if told is not None and not told.passed:
                 journal.emit(
