@@ -38,6 +38,11 @@ class Fact:
     """The step id, or ``message`` for what the user said."""
 
 
+NO_FACTS: Mapping[str, Fact] = MappingProxyType({})
+"""The facts of a memory that has none: one read-only mapping shared by every such memory
+(a proxy per run would be one more object the garbage collector walks while it runs)."""
+
+
 @dataclass(frozen=True)
 class TaskMemory:
     """What one run knows. Each layer reads only the slice it needs."""
@@ -45,7 +50,7 @@ class TaskMemory:
     goal: str = ""
     completed_steps: tuple[str, ...] = ()
     """Rolling one-line summaries of finished steps."""
-    facts: Mapping[str, Fact] = field(default_factory=lambda: MappingProxyType({}))
+    facts: Mapping[str, Fact] = field(default_factory=lambda: NO_FACTS)
 
     def accepts(self, fact: Fact) -> bool:
         """Whether ``fact`` may replace the current value of its name (same or higher priority)."""

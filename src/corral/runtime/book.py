@@ -36,9 +36,11 @@ class StepBook:
         """Step id -> how many producers of the facts read before it are unsettled."""
         self.results: dict[str, Any] = {}
         """Step id -> data of the steps that succeeded, for ``$sN.result`` references."""
-        self.started: set[str] = set()
-        """The steps entered with arguments (the budget counts them)."""
-        self.candidates: set[str] = set()
+        self.started: dict[str, None] = {}
+        """The steps entered with arguments (the budget counts them). A dict of ``None``,
+        not a set: the collector does not track a dict that holds no container, and walks
+        every set (this and ``candidates`` live as long as the run)."""
+        self.candidates: dict[str, None] = {}
         self.to_block: list[tuple[int, str]] = []
         succeeded = StepStatus.SUCCEEDED
         depends = graph.depends
@@ -52,9 +54,9 @@ class StepBook:
                 waits += status.get(producer) in UNSETTLED
             self.unmet[sid], self.waits[sid] = unmet, waits
             if step.args is not None:
-                self.started.add(sid)
+                self.started[sid] = None
             if current in UNSETTLED and not unmet and not waits:
-                self.candidates.add(sid)
+                self.candidates[sid] = None
             elif current is succeeded and step.result is not None and step.result.data is not None:
                 self.results[sid] = step.result.data
         for sid in graph.order:
@@ -78,14 +80,14 @@ class StepBook:
         What ``note`` would conclude from that event, without reading the step back. It
         stays a candidate, as every running step does (``_ready`` skips those in flight).
         """
-        self.started.add(sid)
+        self.started[sid] = None
         self.status[sid] = StepStatus.RUNNING
 
     def note(self, sid: str) -> None:
         """Read the step's state again after events about it were emitted."""
         step = self.steps[sid]
         if step.args is not None:
-            self.started.add(sid)
+            self.started[sid] = None
         before, after = self.status[sid], step.status
         if before is after:
             return
@@ -106,9 +108,9 @@ class StepBook:
 
     def _refresh(self, sid: str) -> None:
         if self.status[sid] in UNSETTLED and not self.unmet[sid] and not self.waits[sid]:
-            self.candidates.add(sid)
+            self.candidates[sid] = None
         else:
-            self.candidates.discard(sid)
+            self.candidates.pop(sid, None)
 
     def next_blocked(self) -> tuple[str, list[str]] | None:
         """The next pending step to block, and its dependencies that did not succeed.

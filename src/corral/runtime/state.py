@@ -57,6 +57,9 @@ from corral.events import (
 )
 from corral.memory.task import Fact, FactSource, TaskMemory
 
+NO_MEMORY = TaskMemory()
+"""A new run's memory: nothing known yet (frozen, so every new state shares it)."""
+
 StepPayload = StepStarted | ToolSelected | ToolAttempt | StepFinished | StepSkipped | StepBlocked
 _STEP_PAYLOADS = frozenset(
     {StepStarted, ToolSelected, ToolAttempt, StepFinished, StepSkipped, StepBlocked}
@@ -117,7 +120,7 @@ class RunState:
     route: RouteDecision | None = None
     plan: Plan | None = None
     steps: dict[str, StepState] = field(default_factory=dict)
-    memory: TaskMemory = field(default_factory=TaskMemory)
+    memory: TaskMemory = field(default_factory=lambda: NO_MEMORY)
     pending: PendingAction | None = None
     confirmations: dict[str, bool] = field(default_factory=dict)
     questions_asked: dict[str, int] = field(default_factory=dict)
