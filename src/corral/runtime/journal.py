@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
 from typing import Any
 
 from corral.contracts import RunStatus
@@ -24,17 +23,6 @@ from corral.runtime.state import RunState, apply
 
 _TICK = timedelta(microseconds=1)
 """How far after the latest event an event is stamped whose clock read no later."""
-
-
-@lru_cache(maxsize=256)
-def _moved(source: str, target: str, reason: str) -> StatusChanged:
-    """The record of a move that carries no running time, one per move and reason.
-
-    A frozen record of strings is shared by every run that makes the same move (most
-    moves of most runs: the reasons are fixed phrases), so a run in flight or kept by a
-    store holds one object less per move for the garbage collector to walk.
-    """
-    return StatusChanged(source, target, reason)
 
 
 @dataclass
@@ -94,11 +82,7 @@ class Journal:
         if current is target:
             return
         check_transition(current, target)
-        active_s = round(active_s, 6)
-        if active_s:
-            self.emit("run", StatusChanged(current.value, target.value, reason, active_s))
-        else:
-            self.emit("run", _moved(current.value, target.value, reason))
+        self.emit("run", StatusChanged(current.value, target.value, reason, round(active_s, 6)))
 
     def write_fact(self, name: str, value: Any, source: FactSource, origin: str) -> bool:
         """The only way a fact enters memory. A lower-priority value is refused, and recorded."""
