@@ -59,76 +59,62 @@ if sys.version_info >= (3, 12):
 
 else:
 
-    class _First:
-        """What the call's first step left for the task: what it waits for, or its end."""
-
-        __slots__ = ("ended", "waiting")
-
-        def __init__(self) -> None:
-            self.ended = False
-            self.waiting: Any = None
-
     def start(loop: asyncio.AbstractEventLoop, call: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
         """Run ``call``'s first step now, as a task; the task goes on if the call waits.
 
         The future returned is done when the call ended in its first step (then it is not
-        the task, which ends at its own first step with nothing to do).
+        the task, whose own first step ends it with nothing to do: its coroutine is closed).
         """
-        first = _First()
-        rest = _rest(call, first)
-        next(rest)  # to its first ``yield``: a cancellation before the task's first step
-        context = contextvars.copy_context()  # reaches the call (see ``_rest``)
+        rest = _rest(call)
+        context = contextvars.copy_context()
         task: asyncio.Task[Any] = asyncio.Task(rest, loop=loop, context=context)
         parent = asyncio.current_task(loop)
         if parent is not None:
             asyncio.tasks._leave_task(loop, parent)
         asyncio.tasks._enter_task(loop, task)
-        ended: asyncio.Future[T] | None = None
         try:
-            first.waiting = context.run(call.send, None)
-        except StopIteration as done:
-            ended = loop.create_future()
-            ended.set_result(done.value)
-        except asyncio.CancelledError:  # as a task that cancels itself: cancelled
-            ended = loop.create_future()
-            ended.cancel()
-        except (KeyboardInterrupt, SystemExit):  # as a task's step: raised at once
-            first.ended = True
-            raise
+            waiting = context.run(call.send, None)
         except BaseException as exc:
-            ended = loop.create_future()
-            ended.set_exception(exc)
+            rest.close()  # it never started: it holds nothing from now on
+            return _ended(loop, exc)
         finally:
             asyncio.tasks._leave_task(loop, task)
             if parent is not None:
                 asyncio.tasks._enter_task(loop, parent)
-        if ended is not None:
-            first.ended = True
-            return ended
+        next(rest)
+        rest.send(waiting)
         return task
 
-    @types.coroutine
-    def _rest(call: Coroutine[Any, Any, T], first: _First) -> Generator[Any, Any, T | None]:
-        """The task's part: whatever the call's first step left, then the rest of the call.
+    def _ended(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future[Any]:
+        """The outcome of a call that ended in its first step, as its task would hold it."""
+        ended = loop.create_future()
+        if isinstance(exc, StopIteration):
+            ended.set_result(exc.value)
+        elif isinstance(exc, asyncio.CancelledError):  # a call that cancels itself
+            ended.cancel()
+        elif isinstance(exc, (KeyboardInterrupt, SystemExit)):  # a task's step raises these
+            raise exc
+        else:
+            ended.set_exception(exc)
+        return ended
 
-        ``start`` advances it to its first ``yield``, so that a cancellation thrown in
-        before the task's first step is thrown into the call where it waits, as it would
-        be for a task that ran that step itself.
+    @types.coroutine
+    def _rest(call: Coroutine[Any, Any, T]) -> Generator[Any, Any, T]:
+        """The task's part: the rest of a call whose first step ``start`` ran.
+
+        ``start`` sends it what that step waits for, which leaves it at its second
+        ``yield``: a cancellation thrown in before the task's own first step is thrown
+        into the call where it waits, as it would be for a task that ran that step itself.
         """
+        waiting = yield
         try:
-            yield  # ``start`` leaves it here
+            yield  # the task's first step goes on from here
+        except GeneratorExit:
+            call.close()
+            raise
         except BaseException as exc:
-            if first.ended:
-                raise
-            if isinstance(exc, GeneratorExit):
-                call.close()
-                raise
             try:
                 waiting = call.throw(exc)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-        else:
-            if first.ended:
-                return None  # the call ended in the first step: ``start`` has its outcome
-            waiting, first.waiting = first.waiting, None
         return (yield from resume(call, waiting))
