@@ -220,3 +220,40 @@ async def test_a_call_cancelled_before_its_task_first_ran_is_cancelled_where_it_
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert task.cancelled() and cleaned == ["finally ran"]
+
+
+async def test_a_call_that_waits_again_and_again_is_driven_and_cancelled_as_a_task() -> None:
+    gate = asyncio.Event()
+    steps: list[str] = []
+
+    async def call() -> str:
+        await asyncio.sleep(0)  # a bare yield first: the task steps it again next turn
+        steps.append("after a bare yield")
+        await asyncio.sleep(0)
+        await gate.wait()
+        return "answered"
+
+    loop = asyncio.get_running_loop()
+    answered = start(loop, call())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert steps == ["after a bare yield"] and not answered.done()
+    gate.set()
+    assert await answered == "answered"
+
+    cleaned: list[str] = []
+
+    async def waits() -> None:
+        try:
+            await asyncio.sleep(0)
+            await asyncio.Event().wait()
+        finally:
+            cleaned.append("finally ran")
+
+    waiting = start(loop, waits())
+    for _ in range(3):  # the task drives the call itself by now
+        await asyncio.sleep(0)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    assert waiting.cancelled() and cleaned == ["finally ran"]

@@ -65,7 +65,8 @@ else:
         The future returned is done when the call ended in its first step (then it is not
         the task, whose own first step ends it with nothing to do: its coroutine is closed).
         """
-        rest = _rest(call)
+        left: list[Any] = []  # what the call's first step waits for, for the task's first
+        rest = _rest(call, left)
         context = contextvars.copy_context()
         task: asyncio.Task[Any] = asyncio.Task(rest, loop=loop, context=context)
         parent = asyncio.current_task(loop)
@@ -81,8 +82,8 @@ else:
             asyncio.tasks._leave_task(loop, task)
             if parent is not None:
                 asyncio.tasks._enter_task(loop, parent)
-        next(rest)
-        rest.send(waiting)
+        left.append(waiting)
+        next(rest)  # parked: a cancellation before the task's first step reaches the call
         return task
 
     def _ended(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future[Any]:
@@ -99,22 +100,31 @@ else:
         return ended
 
     @types.coroutine
-    def _rest(call: Coroutine[Any, Any, T]) -> Generator[Any, Any, T]:
+    def _rest(call: Coroutine[Any, Any, T], left: list[Any]) -> Generator[Any, Any, T]:
         """The task's part: the rest of a call whose first step ``start`` ran.
 
-        ``start`` sends it what that step waits for, which leaves it at its second
-        ``yield``: a cancellation thrown in before the task's own first step is thrown
-        into the call where it waits, as it would be for a task that ran that step itself.
+        ``start`` parks it at its first ``yield``, so that a cancellation thrown in before
+        the task's first step is thrown into the call where it waits. That step hands the
+        task what the call waits for; from the next on, the task drives the call itself
+        (``yield from``: no frame of this one in between).
         """
-        waiting = yield
-        try:
-            yield  # the task's first step goes on from here
-        except GeneratorExit:
-            call.close()
-            raise
-        except BaseException as exc:
+        parked = True
+        waiting: Any = None
+        while True:
             try:
-                waiting = call.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-        return (yield from resume(call, waiting))
+                if parked:
+                    yield  # where ``start`` parks it
+                    parked = False
+                    waiting = left.pop()
+                yield waiting  # a task sends ``None`` when what it waited for is done
+                break
+            except GeneratorExit:
+                call.close()
+                raise
+            except BaseException as exc:  # a cancellation goes to the call
+                parked = False
+                try:
+                    waiting = call.throw(exc)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+        return (yield from call)  # type: ignore[no-any-return]
