@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-import types
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from corral.deadlines import Deadlines
+from corral.eager import resume
 from corral.errors import BudgetExceededError, ToolTimeoutError
 
 if TYPE_CHECKING:
@@ -92,28 +92,6 @@ def _retrieve(work: asyncio.Future[Any]) -> None:
         work.exception()
 
 
-@types.coroutine
-def _resume(call: Coroutine[Any, Any, Any], waiting: Any) -> Generator[Any, Any, Any]:
-    """Go on with a coroutine that has run its first step and yielded ``waiting``.
-
-    What ``await`` does after that step: hand what the coroutine waits for to the task,
-    and send (or throw) back into the coroutine what the task answers.
-    """
-    try:
-        while True:
-            try:
-                answer = yield waiting
-            except GeneratorExit:
-                call.close()
-                raise
-            except BaseException as exc:  # a cancellation (the timeout) goes to the tool
-                waiting = call.throw(exc)
-            else:
-                waiting = call.send(answer)
-    except StopIteration as done:
-        return done.value
-
-
 @dataclass
 class LiveEffects:
     """The real world: system clock, random ids, real sleeps, real tool calls."""
@@ -175,7 +153,7 @@ class LiveEffects:
                 return done.value
             watch = self._deadlines_of(loop).watch(loop, deadline)  # cancels the tool
             try:
-                returned = await _resume(call, waiting)
+                returned = await resume(call, waiting)
             except BaseException as exc:
                 watch.close(exc)  # TimeoutError when it was the deadline that cancelled it
                 raise

@@ -38,6 +38,7 @@ from corral.contracts import (
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
 from corral.decision.gates import Proposal, decide
+from corral.eager import start
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
     LoopDetected,
@@ -111,21 +112,18 @@ class _Wake:
     def __init__(self) -> None:
         self.waiter: asyncio.Future[None] | None = None
 
-    def __call__(self, task: asyncio.Task[_Outcome]) -> None:
+    def __call__(self, task: asyncio.Future[_Outcome]) -> None:
         """A task ended: the loop, if it waits, goes on."""
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def first_of(self, running: Mapping[asyncio.Task[_Outcome], str]) -> None:
-        """Return once one of ``running`` has ended, as late as ``asyncio.wait`` would.
+    async def first_of(self) -> None:
+        """Return once one of the running tasks has ended.
 
-        A task that ended before this wait began called back already: ``asyncio.wait``
-        handles that rarer case (it answers after the same loop turns as ever).
+        Called only while none has ended (the dispatch loop takes those at once): every
+        one of them calls back when it does.
         """
-        if any(task.done() for task in running):
-            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            return
         self.waiter = asyncio.get_running_loop().create_future()
         try:
             await self.waiter
@@ -142,7 +140,9 @@ class Scheduler:
         self.journal = loop.journal
         self.agent = loop.agent
         self.graph = loop.graph
-        self.running: dict[asyncio.Task[_Outcome], str] = {}
+        self.running: dict[asyncio.Future[_Outcome], str] = {}
+        """The round's calls by their task, in dispatch order; a call that ended in its first
+        step (``corral.eager``) is here, done, until the dispatch loop takes its outcome."""
         self.queued: dict[str, Coroutine[Any, Any, _Outcome]] = {}
         """Calls decided this round, not started yet (see ``_start_queued``)."""
         self.stop: tuple[str, ErrorCode] | None = None
@@ -237,21 +237,31 @@ class Scheduler:
                 return True
             if not self.running:
                 return False
-            await wake.first_of(self.running)
+            finished = [task for task in self.running if task.done()]
+            if not finished:  # every call of the round waits for something: so does the run
+                await wake.first_of()
+                finished = [task for task in self.running if task.done()]
             # In dispatch order, not the set's: the log must not depend on task addresses.
             # A cancelled step last: what cancelled it (a crash beside it) ends the run.
-            finished = [task for task in self.running if task.done()]
             for task in sorted(finished, key=lambda task: task.cancelled()):
                 step_id = self.running.pop(task)
                 await self._complete(step_id, task.result())
 
     def _start_queued(self, wake: _Wake) -> None:
-        """Start the round's calls as tasks, in dispatch order: they run concurrently."""
-        create_task = asyncio.get_running_loop().create_task  # what ensure_future calls
+        """Start the round's calls, in dispatch order: they run concurrently.
+
+        Each call's first step runs at once, as its own task (``corral.eager.start``): a
+        call whose tools answer at once has ended when this returns, and the run takes
+        its outcome without giving way to the event loop. A call that waits goes on as
+        that task, beside the others, and wakes the dispatch loop when it ends.
+        """
+        loop = asyncio.get_running_loop()
+        running = self.running
         for step_id, call in self.queued.items():
-            task = create_task(call)
-            task.add_done_callback(wake)
-            self.running[task] = step_id
+            task = start(loop, call)
+            if not task.done():
+                task.add_done_callback(wake)
+            running[task] = step_id
         self.queued.clear()
 
     def _stop_on_model_budget(self) -> None:

@@ -1,0 +1,130 @@
+"""Start a coroutine as a task whose first step runs at once (``asyncio``'s eager start).
+
+A task created the usual way runs its first step only at a later turn of the event loop:
+whoever started it must give way and wait, even for a call that answers without waiting
+for anything. With many runs in flight, every run then gave way at each step that ran
+beside another, the runs interleaved, and each run's objects outlived the young garbage
+collections to be walked again by the older ones. Started eagerly, such a call has ended
+when ``start`` returns, and its run goes on without giving way.
+
+Python 3.12 does this itself (``Task(eager_start=True)``). On 3.11 the task is created
+first and the call's first step runs here *as that task*: ``asyncio.current_task()``,
+the context and cancellation are the task's during that step, as they are for the rest of
+the call; a deadline, a timeout or a cancel scope entered in the first step belongs to the
+task it will be enforced on. The task's own first step then only hands over (``_rest``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import sys
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@types.coroutine
+def resume(call: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
+    """Go on with a coroutine that has run its first step and yielded ``waiting``.
+
+    What ``await`` does after that step: hand what the coroutine waits for to the task,
+    and send (or throw) back into the coroutine what the task answers.
+    """
+    try:
+        while True:
+            try:
+                answer = yield waiting
+            except GeneratorExit:
+                call.close()
+                raise
+            except BaseException as exc:  # a cancellation (a timeout) goes to the call
+                waiting = call.throw(exc)
+            else:
+                waiting = call.send(answer)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+if sys.version_info >= (3, 12):
+
+    def start(loop: asyncio.AbstractEventLoop, call: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Run ``call``'s first step now, as a task; the task goes on if the call waits.
+
+        The future returned is done when the call ended in its first step.
+        """
+        return asyncio.Task(call, loop=loop, eager_start=True)
+
+else:
+
+    def start(loop: asyncio.AbstractEventLoop, call: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Run ``call``'s first step now, as a task; the task goes on if the call waits.
+
+        The future returned is done when the call ended in its first step (then it is not
+        the task, whose own first step ends it with nothing to do: its coroutine is closed).
+        """
+        left: list[Any] = []  # what the call's first step waits for, for the task's first
+        rest = _rest(call, left)
+        context = contextvars.copy_context()
+        task: asyncio.Task[Any] = asyncio.Task(rest, loop=loop, context=context)
+        parent = asyncio.current_task(loop)
+        if parent is not None:
+            asyncio.tasks._leave_task(loop, parent)
+        asyncio.tasks._enter_task(loop, task)
+        try:
+            waiting = context.run(call.send, None)
+        except BaseException as exc:
+            rest.close()  # it never started: it holds nothing from now on
+            return _ended(loop, exc)
+        finally:
+            asyncio.tasks._leave_task(loop, task)
+            if parent is not None:
+                asyncio.tasks._enter_task(loop, parent)
+        left.append(waiting)
+        next(rest)  # parked: a cancellation before the task's first step reaches the call
+        return task
+
+    def _ended(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future[Any]:
+        """The outcome of a call that ended in its first step, as its task would hold it."""
+        ended = loop.create_future()
+        if isinstance(exc, StopIteration):
+            ended.set_result(exc.value)
+        elif isinstance(exc, asyncio.CancelledError):  # a call that cancels itself
+            ended.cancel()
+        elif isinstance(exc, (KeyboardInterrupt, SystemExit)):  # a task's step raises these
+            raise exc
+        else:
+            ended.set_exception(exc)
+        return ended
+
+    @types.coroutine
+    def _rest(call: Coroutine[Any, Any, T], left: list[Any]) -> Generator[Any, Any, T]:
+        """The task's part: the rest of a call whose first step ``start`` ran.
+
+        ``start`` parks it at its first ``yield``, so that a cancellation thrown in before
+        the task's first step is thrown into the call where it waits. That step hands the
+        task what the call waits for; from the next on, the task drives the call itself
+        (``yield from``: no frame of this one in between).
+        """
+        parked = True
+        waiting: Any = None
+        while True:
+            try:
+                if parked:
+                    yield  # where ``start`` parks it
+                    parked = False
+                    waiting = left.pop()
+                yield waiting  # a task sends ``None`` when what it waited for is done
+                break
+            except GeneratorExit:
+                call.close()
+                raise
+            except BaseException as exc:  # a cancellation goes to the call
+                parked = False
+                try:
+                    waiting = call.throw(exc)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+        return (yield from call)  # type: ignore[no-any-return]
