@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from corral import MemoryStore, RunStatus, Runtime, StepStatus, ToolPolicy, tool
@@ -257,3 +258,29 @@ async def test_a_call_that_waits_again_and_again_is_driven_and_cancelled_as_a_ta
     with contextlib.suppress(asyncio.CancelledError):
         await waiting
     assert waiting.cancelled() and cleaned == ["finally ran"]
+
+
+class Crash(BaseException):
+    """Not an ``Exception``: a tool's envelope does not take it, it ends the run."""
+
+
+async def test_a_crash_beside_a_call_waiting_on_a_task_cancels_that_task_too() -> None:
+    children: list[asyncio.Future[Any]] = []
+
+    @tool
+    async def left(n: int) -> Value:
+        child = asyncio.ensure_future(asyncio.Event().wait())
+        children.append(child)
+        await child  # its first step waits on a task of its own
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        raise Crash  # in its first step, while s2 waits
+
+    with pytest.raises(Crash):  # the run ends with what crashed it
+        await dag_runtime(left, right).start("go")
+    for _ in range(5):  # the cancellations take their turns
+        await asyncio.sleep(0)
+    # as a task cancelled while it waits: what it waits for is cancelled with it
+    assert len(children) == 1 and children[0].cancelled()

@@ -122,9 +122,28 @@ else:
                 call.close()
                 raise
             except BaseException as exc:  # a cancellation goes to the call
-                parked = False
+                if parked:
+                    parked = False
+                    waiting = left.pop()
+                    if _cancelled_waiting(waiting, exc):
+                        continue  # the task waits for it to end, then throws that in
                 try:
                     waiting = call.throw(exc)
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
         return (yield from call)  # type: ignore[no-any-return]
+
+
+def _cancelled_waiting(waiting: Any, exc: BaseException) -> bool:
+    """Cancel what a parked call waits for, as ``Task.cancel`` cancels its ``_fut_waiter``.
+
+    A task cancelled while it waits cancels the future it waits on (a gathered or awaited
+    task is cancelled with it) and throws the outcome into its coroutine once that future
+    has ended. A call parked by ``start`` was not yet handed to its task: thrown straight
+    into the call, the cancellation would leave what it waits for running, orphaned.
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    if not getattr(waiting, "_asyncio_future_blocking", False):
+        return False  # a bare yield: the task would throw the cancellation in at once
+    return bool(waiting.cancel(exc.args[0] if exc.args else None))
