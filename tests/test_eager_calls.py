@@ -284,3 +284,25 @@ async def test_a_crash_beside_a_call_waiting_on_a_task_cancels_that_task_too() -
         await asyncio.sleep(0)
     # as a task cancelled while it waits: what it waits for is cancelled with it
     assert len(children) == 1 and children[0].cancelled()
+
+
+def test_an_exit_in_a_first_step_ends_the_run_with_it_beside_a_call_that_cleans_up() -> None:
+    never = asyncio.Event()
+    cleaned: list[str] = []
+
+    @tool
+    async def left(n: int) -> Value:
+        try:
+            await never.wait()
+        finally:
+            await asyncio.sleep(0)  # a cleanup that waits: only its task may run it
+            cleaned.append("left")
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        raise SystemExit(3)  # in its first step, after s2's has parked
+
+    with pytest.raises(SystemExit):  # not a RuntimeError from closing s2 under its task
+        asyncio.run(dag_runtime(left, right).start("go"))
+    assert cleaned == ["left"]  # s2 was cancelled as a task, its cleanup ran in full
