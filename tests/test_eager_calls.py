@@ -306,3 +306,33 @@ def test_an_exit_in_a_first_step_ends_the_run_with_it_beside_a_call_that_cleans_
     with pytest.raises(SystemExit):  # not a RuntimeError from closing s2 under its task
         asyncio.run(dag_runtime(left, right).start("go"))
     assert cleaned == ["left"]  # s2 was cancelled as a task, its cleanup ran in full
+
+
+async def test_a_loop_with_its_own_task_factory_makes_the_calls_tasks() -> None:
+    made: list[Any] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        made.append(task)
+        return task
+
+    tasks: list[Any] = []
+
+    @tool
+    async def left(n: int) -> Value:
+        tasks.append(asyncio.current_task())
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        tasks.append(asyncio.current_task())
+        return Value(value=n)
+
+    loop.set_task_factory(factory)  # what tracing or structured-concurrency tools install
+    try:
+        summary = await dag_runtime(left, right).start("go")
+    finally:
+        loop.set_task_factory(None)
+    assert summary.status is RunStatus.FINISHED
+    assert len(tasks) == 2 and all(task in made for task in tasks)

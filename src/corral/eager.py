@@ -12,6 +12,10 @@ first and the call's first step runs here *as that task*: ``asyncio.current_task
 the context and cancellation are the task's during that step, as they are for the rest of
 the call; a deadline, a timeout or a cancel scope entered in the first step belongs to the
 task it will be enforced on. The task's own first step then only hands over (``_rest``).
+
+A loop given a task factory (tracing, structured concurrency, a test harness) makes every
+task itself: there a call starts as the factory's task, at the loop's next turn, since an
+eager task would be made without the factory.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ if sys.version_info >= (3, 12):
 
         The future returned is done when the call ended in its first step.
         """
+        if loop.get_task_factory() is not None:
+            return loop.create_task(call)  # the loop's factory makes its tasks
         return asyncio.Task(call, loop=loop, eager_start=True)
 
 else:
@@ -65,6 +71,8 @@ else:
         The future returned is done when the call ended in its first step (then it is not
         the task, whose own first step ends it with nothing to do: its coroutine is closed).
         """
+        if loop.get_task_factory() is not None:
+            return loop.create_task(call)  # the loop's factory makes its tasks
         left: list[Any] = []  # what the call's first step waits for, for the task's first
         rest = _rest(call, left)
         context = contextvars.copy_context()
