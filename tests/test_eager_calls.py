@@ -286,26 +286,27 @@ async def test_a_crash_beside_a_call_waiting_on_a_task_cancels_that_task_too() -
     assert len(children) == 1 and children[0].cancelled()
 
 
-def test_an_exit_in_a_first_step_ends_the_run_with_it_beside_a_call_that_cleans_up() -> None:
+def test_an_exit_in_a_first_step_leaves_a_call_started_before_it_to_its_task() -> None:
     never = asyncio.Event()
-    cleaned: list[str] = []
+    ended: list[str] = []
 
     @tool
     async def left(n: int) -> Value:
         try:
             await never.wait()
-        finally:
-            await asyncio.sleep(0)  # a cleanup that waits: only its task may run it
-            cleaned.append("left")
+        except BaseException as exc:
+            ended.append(type(exc).__name__)
+            raise
         return Value(value=n)
 
     @tool
     async def right(n: int) -> Value:
         raise SystemExit(3)  # in its first step, after s2's has parked
 
-    with pytest.raises(SystemExit):  # not a RuntimeError from closing s2 under its task
+    with pytest.raises(SystemExit):
         asyncio.run(dag_runtime(left, right).start("go"))
-    assert cleaned == ["left"]  # s2 was cancelled as a task, its cleanup ran in full
+    # s2 was cancelled as a task, where it waits; never closed under the run's task
+    assert ended == ["CancelledError"]
 
 
 async def test_a_loop_with_its_own_task_factory_makes_the_calls_tasks() -> None:
@@ -336,3 +337,28 @@ async def test_a_loop_with_its_own_task_factory_makes_the_calls_tasks() -> None:
         loop.set_task_factory(None)
     assert summary.status is RunStatus.FINISHED
     assert len(tasks) == 2 and all(task in made for task in tasks)
+
+
+def test_an_exit_in_a_first_step_stops_the_loop_and_the_run_keeps_what_it_did() -> None:
+    never = asyncio.Event()
+
+    @tool
+    async def left(n: int) -> Value:
+        await never.wait()
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        raise SystemExit(3)  # as from any task: it stops the loop, the run is cancelled
+
+    @tool
+    async def first(n: int) -> Value:
+        return Value(value=n)
+
+    store = MemoryStore()
+    runtime = Runtime(build_agent([first, left, right], DAG), store)
+    with pytest.raises(SystemExit):
+        asyncio.run(runtime.start("go"))
+    (record,) = store.list_runs()
+    kinds = [event.type for event in store.load_events(record.run_id)]
+    assert "step_started" in kinds  # kept by the cancelled run, as a stop keeps it

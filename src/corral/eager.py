@@ -52,6 +52,16 @@ def resume(call: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]
         return done.value  # type: ignore[no-any-return]
 
 
+async def _raise(exc: BaseException) -> Any:
+    """Raise ``exc`` in a task's own step, where it stops the event loop.
+
+    An exit or an interrupt from a call's first step stops the loop as one from any task's
+    step does, instead of ending the run that started the call (a run then cancelled keeps
+    what it did: ``Runtime`` stores it).
+    """
+    raise exc
+
+
 if sys.version_info >= (3, 12):
 
     def start(loop: asyncio.AbstractEventLoop, call: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
@@ -61,7 +71,10 @@ if sys.version_info >= (3, 12):
         """
         if loop.get_task_factory() is not None:
             return loop.create_task(call)  # the loop's factory makes its tasks
-        return asyncio.Task(call, loop=loop, eager_start=True)
+        try:
+            return asyncio.Task(call, loop=loop, eager_start=True)
+        except (KeyboardInterrupt, SystemExit) as exc:  # raised into this run: see ``_raise``
+            return asyncio.Task(_raise(exc), loop=loop)
 
 else:
 
@@ -101,8 +114,8 @@ else:
             ended.set_result(exc.value)
         elif isinstance(exc, asyncio.CancelledError):  # a call that cancels itself
             ended.cancel()
-        elif isinstance(exc, (KeyboardInterrupt, SystemExit)):  # a task's step raises these
-            raise exc
+        elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            return asyncio.Task(_raise(exc), loop=loop)  # out of the loop, as from its task
         else:
             ended.set_exception(exc)
         return ended
