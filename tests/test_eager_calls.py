@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from corral import MemoryStore, RunStatus, Runtime, StepStatus, ToolPolicy, tool
@@ -257,3 +258,107 @@ async def test_a_call_that_waits_again_and_again_is_driven_and_cancelled_as_a_ta
     with contextlib.suppress(asyncio.CancelledError):
         await waiting
     assert waiting.cancelled() and cleaned == ["finally ran"]
+
+
+class Crash(BaseException):
+    """Not an ``Exception``: a tool's envelope does not take it, it ends the run."""
+
+
+async def test_a_crash_beside_a_call_waiting_on_a_task_cancels_that_task_too() -> None:
+    children: list[asyncio.Future[Any]] = []
+
+    @tool
+    async def left(n: int) -> Value:
+        child = asyncio.ensure_future(asyncio.Event().wait())
+        children.append(child)
+        await child  # its first step waits on a task of its own
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        raise Crash  # in its first step, while s2 waits
+
+    with pytest.raises(Crash):  # the run ends with what crashed it
+        await dag_runtime(left, right).start("go")
+    for _ in range(5):  # the cancellations take their turns
+        await asyncio.sleep(0)
+    # as a task cancelled while it waits: what it waits for is cancelled with it
+    assert len(children) == 1 and children[0].cancelled()
+
+
+def test_an_exit_in_a_first_step_leaves_a_call_started_before_it_to_its_task() -> None:
+    never = asyncio.Event()
+    ended: list[str] = []
+
+    @tool
+    async def left(n: int) -> Value:
+        try:
+            await never.wait()
+        except BaseException as exc:
+            ended.append(type(exc).__name__)
+            raise
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        raise SystemExit(3)  # in its first step, after s2's has parked
+
+    with pytest.raises(SystemExit):
+        asyncio.run(dag_runtime(left, right).start("go"))
+    # s2 was cancelled as a task, where it waits; never closed under the run's task
+    assert ended == ["CancelledError"]
+
+
+async def test_a_loop_with_its_own_task_factory_makes_the_calls_tasks() -> None:
+    made: list[Any] = []
+    loop = asyncio.get_running_loop()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        made.append(task)
+        return task
+
+    tasks: list[Any] = []
+
+    @tool
+    async def left(n: int) -> Value:
+        tasks.append(asyncio.current_task())
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        tasks.append(asyncio.current_task())
+        return Value(value=n)
+
+    loop.set_task_factory(factory)  # what tracing or structured-concurrency tools install
+    try:
+        summary = await dag_runtime(left, right).start("go")
+    finally:
+        loop.set_task_factory(None)
+    assert summary.status is RunStatus.FINISHED
+    assert len(tasks) == 2 and all(task in made for task in tasks)
+
+
+def test_an_exit_in_a_first_step_stops_the_loop_and_the_run_keeps_what_it_did() -> None:
+    never = asyncio.Event()
+
+    @tool
+    async def left(n: int) -> Value:
+        await never.wait()
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        raise SystemExit(3)  # as from any task: it stops the loop, the run is cancelled
+
+    @tool
+    async def first(n: int) -> Value:
+        return Value(value=n)
+
+    store = MemoryStore()
+    runtime = Runtime(build_agent([first, left, right], DAG), store)
+    with pytest.raises(SystemExit):
+        asyncio.run(runtime.start("go"))
+    (record,) = store.list_runs()
+    kinds = [event.type for event in store.load_events(record.run_id)]
+    assert "step_started" in kinds  # kept by the cancelled run, as a stop keeps it

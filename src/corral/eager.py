@@ -12,6 +12,10 @@ first and the call's first step runs here *as that task*: ``asyncio.current_task
 the context and cancellation are the task's during that step, as they are for the rest of
 the call; a deadline, a timeout or a cancel scope entered in the first step belongs to the
 task it will be enforced on. The task's own first step then only hands over (``_rest``).
+
+A loop given a task factory (tracing, structured concurrency, a test harness) makes every
+task itself: there a call starts as the factory's task, at the loop's next turn, since an
+eager task would be made without the factory.
 """
 
 from __future__ import annotations
@@ -48,6 +52,16 @@ def resume(call: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]
         return done.value  # type: ignore[no-any-return]
 
 
+async def _raise(exc: BaseException) -> Any:
+    """Raise ``exc`` in a task's own step, where it stops the event loop.
+
+    An exit or an interrupt from a call's first step stops the loop as one from any task's
+    step does, instead of ending the run that started the call (a run then cancelled keeps
+    what it did: ``Runtime`` stores it).
+    """
+    raise exc
+
+
 if sys.version_info >= (3, 12):
 
     def start(loop: asyncio.AbstractEventLoop, call: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
@@ -55,7 +69,12 @@ if sys.version_info >= (3, 12):
 
         The future returned is done when the call ended in its first step.
         """
-        return asyncio.Task(call, loop=loop, eager_start=True)
+        if loop.get_task_factory() is not None:
+            return loop.create_task(call)  # the loop's factory makes its tasks
+        try:
+            return asyncio.Task(call, loop=loop, eager_start=True)
+        except (KeyboardInterrupt, SystemExit) as exc:  # raised into this run: see ``_raise``
+            return asyncio.Task(_raise(exc), loop=loop)
 
 else:
 
@@ -65,6 +84,8 @@ else:
         The future returned is done when the call ended in its first step (then it is not
         the task, whose own first step ends it with nothing to do: its coroutine is closed).
         """
+        if loop.get_task_factory() is not None:
+            return loop.create_task(call)  # the loop's factory makes its tasks
         left: list[Any] = []  # what the call's first step waits for, for the task's first
         rest = _rest(call, left)
         context = contextvars.copy_context()
@@ -93,8 +114,8 @@ else:
             ended.set_result(exc.value)
         elif isinstance(exc, asyncio.CancelledError):  # a call that cancels itself
             ended.cancel()
-        elif isinstance(exc, (KeyboardInterrupt, SystemExit)):  # a task's step raises these
-            raise exc
+        elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            return asyncio.Task(_raise(exc), loop=loop)  # out of the loop, as from its task
         else:
             ended.set_exception(exc)
         return ended
@@ -122,9 +143,28 @@ else:
                 call.close()
                 raise
             except BaseException as exc:  # a cancellation goes to the call
-                parked = False
+                if parked:
+                    parked = False
+                    waiting = left.pop()
+                    if _cancelled_waiting(waiting, exc):
+                        continue  # the task waits for it to end, then throws that in
                 try:
                     waiting = call.throw(exc)
                 except StopIteration as done:
                     return done.value  # type: ignore[no-any-return]
         return (yield from call)  # type: ignore[no-any-return]
+
+
+def _cancelled_waiting(waiting: Any, exc: BaseException) -> bool:
+    """Cancel what a parked call waits for, as ``Task.cancel`` cancels its ``_fut_waiter``.
+
+    A task cancelled while it waits cancels the future it waits on (a gathered or awaited
+    task is cancelled with it) and throws the outcome into its coroutine once that future
+    has ended. A call parked by ``start`` was not yet handed to its task: thrown straight
+    into the call, the cancellation would leave what it waits for running, orphaned.
+    """
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    if not getattr(waiting, "_asyncio_future_blocking", False):
+        return False  # a bare yield: the task would throw the cancellation in at once
+    return bool(waiting.cancel(exc.args[0] if exc.args else None))

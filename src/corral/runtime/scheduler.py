@@ -256,13 +256,15 @@ class Scheduler:
         that task, beside the others, and wakes the dispatch loop when it ends.
         """
         loop = asyncio.get_running_loop()
-        running = self.running
-        for step_id, call in self.queued.items():
-            task = start(loop, call)
+        running, queued = self.running, self.queued
+        for step_id in list(queued):
+            # Out of ``queued`` before it starts: a first step that raises (an exit, an
+            # interrupt) leaves the calls already started to their tasks, to be cancelled
+            # as tasks, never closed under them (``run`` closes only what never started).
+            task = start(loop, queued.pop(step_id))
             if not task.done():
                 task.add_done_callback(wake)
             running[task] = step_id
-        self.queued.clear()
 
     def _stop_on_model_budget(self) -> None:
         """A model call (judge, replan, reply) that ran out of the wall clock stops the run."""
