@@ -718,12 +718,10 @@ class Scheduler:
             told = await verify(self.agent.verifiers, done, self.verdicts)
             # The output is stored once: with the attempt that produced it (the last), or
             # here when this event stands for the step's one attempt (``sole_attempt``).
-            failed = told is not None and not told.passed
-            if failed:  # its end is the verify stage's: the tool's time ends with its own event
-                journal.release_held(step_id)
-            sole = not failed and journal.fold(step_id, result.tool)
-            produced = None if sole else self.state.steps[step_id].attempts or None
             if told is not None and not told.passed:
+                # its end is the verify stage's: the tool's time ends with its own event
+                journal.release_held(step_id)
+                produced = self.state.steps[step_id].attempts or None
                 journal.emit(
                     "verify",
                     StepFinished(
@@ -735,11 +733,12 @@ class Scheduler:
                         result.duration_ms,
                         told,
                         produced,
-                        sole,
                     ),
                 )
                 self._raise_need_replan(compiled, result, told.code, told.reason)
                 return
+            sole = journal.fold(step_id, result.tool)
+            produced = None if sole else self.state.steps[step_id].attempts or None
             journal.emit(
                 "execute",
                 StepFinished(
