@@ -42,6 +42,22 @@ def dag_runtime(left: Any, right: Any) -> Runtime:
     return Runtime(build_agent([first, left, right], DAG), MemoryStore())
 
 
+def task_noting_tools(tasks: list[asyncio.Task[Any] | None]) -> tuple[Any, Any]:
+    """Two tools that answer at once and note the task each ran in."""
+
+    @tool
+    async def left(n: int) -> Value:
+        tasks.append(asyncio.current_task())
+        return Value(value=n)
+
+    @tool
+    async def right(n: int) -> Value:
+        tasks.append(asyncio.current_task())
+        return Value(value=n)
+
+    return left, right
+
+
 class Turns:
     """Counts the event loop's turns: a callback that schedules itself again each turn."""
 
@@ -57,18 +73,7 @@ class Turns:
 
 async def test_a_run_whose_tools_answer_at_once_never_gives_way_to_the_loop() -> None:
     tasks: list[asyncio.Task[Any] | None] = []
-
-    @tool
-    async def left(n: int) -> Value:
-        tasks.append(asyncio.current_task())
-        return Value(value=n)
-
-    @tool
-    async def right(n: int) -> Value:
-        tasks.append(asyncio.current_task())
-        return Value(value=n)
-
-    runtime = dag_runtime(left, right)
+    runtime = dag_runtime(*task_noting_tools(tasks))
     await runtime.start("go")  # warm: the first run imports and builds what it needs
     tasks.clear()
     turns = Turns()
@@ -318,17 +323,8 @@ async def test_a_loop_with_its_own_task_factory_makes_the_calls_tasks() -> None:
         made.append(task)
         return task
 
-    tasks: list[Any] = []
-
-    @tool
-    async def left(n: int) -> Value:
-        tasks.append(asyncio.current_task())
-        return Value(value=n)
-
-    @tool
-    async def right(n: int) -> Value:
-        tasks.append(asyncio.current_task())
-        return Value(value=n)
+    tasks: list[asyncio.Task[Any] | None] = []
+    left, right = task_noting_tools(tasks)
 
     loop.set_task_factory(factory)  # what tracing or structured-concurrency tools install
     try:
