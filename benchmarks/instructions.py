@@ -2,6 +2,7 @@
 
     python benchmarks/instructions.py                     # both tables, every framework present
     python benchmarks/instructions.py --only corral --only Burr --gc-only
+    python benchmarks/instructions.py --chains            # corral on 5, 20, 50-step chains
 
 CPU time on a shared machine swings by 30 % with the load; the number of instructions a
 task executes does not. The first table counts them with valgrind's callgrind (``apt-get
@@ -33,7 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from overhead import FRAMEWORKS, IN_FLIGHT, TOOL_LATENCY_B_S, _drive, available
+from overhead import (
+    FRAMEWORKS,
+    IN_FLIGHT,
+    SCALE_STEPS,
+    TOOL_LATENCY_B_S,
+    _drive,
+    added_step_costs,
+    available,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -43,8 +52,9 @@ WARM = 30
 # ------------------------------------------------------------------ children
 
 
-async def _sequential(name: str, tasks: int) -> None:
-    one = importlib.import_module(FRAMEWORKS[name][0]).make(0.0)
+async def _sequential(name: str, tasks: int, steps: int = 0) -> None:
+    module = importlib.import_module(FRAMEWORKS[name][0])
+    one = module.make(0.0, steps) if steps else module.make(0.0)
     for i in range(WARM + tasks):
         await one(i)
 
@@ -80,11 +90,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _instructions(name: str, tasks: int) -> int:
+def _instructions(name: str, tasks: int, steps: int = 0) -> int:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-        command += [sys.executable, __file__, "--child-seq", name, str(tasks)]
+        command += [sys.executable, __file__, "--child-seq", name, str(tasks), str(steps)]
         subprocess.run(command, check=True, capture_output=True, env=_env(), timeout=1800)
         found = re.search(r"^(?:summary|totals):\s*(\d+)", out.read_text(), re.MULTILINE)
         if found is None:
@@ -101,6 +111,21 @@ def _gc(name: str, workload: str, tasks: int) -> list[float]:
     return [float(value) for value in lines[-1].split()[1:]]
 
 
+def _chains(small: int, large: int) -> None:
+    """corral's instructions per task on chains, per step and per added step."""
+    print("\ncorral, one task at a time on chains: instructions (callgrind)\n")
+    print("| steps | per task | per step | per added step |")
+    print("|---|---|---|---|")
+    per_task: dict[int, float] = {}
+    for steps in SCALE_STEPS:
+        counts = [_instructions("corral", tasks, steps) for tasks in (small, large)]
+        per_task[steps] = (counts[1] - counts[0]) / (large - small)
+        added = added_step_costs(per_task)
+        last = f"{list(added.values())[-1]:,.0f}" if added else "–"
+        cost = per_task[steps]
+        print(f"| {steps} | {cost:,.0f} | {cost / steps:,.0f} | {last} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", help="measure only these (repeatable)")
@@ -108,11 +133,18 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=400, help="tasks of the long count")
     parser.add_argument("--tasks", type=int, default=2000, help="tasks per GC measurement")
     parser.add_argument("--gc-only", action="store_true", help="skip the callgrind table")
-    parser.add_argument("--child-seq", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--chains", action="store_true", help="corral on 5, 20 and 50-step chains instead"
+    )
+    parser.add_argument("--child-seq", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--child-gc", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_seq:
-        asyncio.run(_sequential(args.child_seq[0], int(args.child_seq[1])))
+        name, tasks, steps = args.child_seq
+        asyncio.run(_sequential(name, int(tasks), int(steps)))
+        return
+    if args.chains:
+        _chains(args.small, args.large)
         return
     if args.child_gc:
         _gc_child(args.child_gc[0], args.child_gc[1], int(args.child_gc[2]))

@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import resource
@@ -295,7 +296,23 @@ def scaling_line(result: dict[str, Any]) -> str:
     parts = [f"{n} steps: {v:,.0f} µs/step" for n, v in per_step.items()]
     values = list(per_step.values())
     spread = (max(values) / min(values) - 1) * 100
-    return "corral, CPU per step: " + ", ".join(parts) + f" (largest / smallest: +{spread:.0f} %)"
+    line = "corral, CPU per step: " + ", ".join(parts) + f" (largest / smallest: +{spread:.0f} %)"
+    added = added_step_costs({int(n): v * int(n) for n, v in per_step.items()})
+    if len(added) > 1:
+        shown = ", ".join(f"{a}→{b} steps: {v:,.0f} µs" for (a, b), v in added.items())
+        growth = (max(added.values()) / min(added.values()) - 1) * 100
+        line += f"; per added step: {shown} (largest / smallest: +{growth:.0f} %)"
+    return line
+
+
+def added_step_costs(per_task: dict[int, float]) -> dict[tuple[int, int], float]:
+    """What each step added between two chain lengths costs: the cost of a run's steps
+    without its fixed part (intent, route, plan, reply), which a total divided by the
+    steps spreads over them (so short chains look dearer per step)."""
+    return {
+        (a, b): (per_task[b] - per_task[a]) / (b - a)
+        for a, b in itertools.pairwise(sorted(per_task))
+    }
 
 
 def print_table(result: dict[str, Any], markdown: bool) -> None:

@@ -52,3 +52,16 @@ def test_the_gc_table_of_instructions_py_has_a_row_per_framework_and_workload() 
     for row in measured.values():
         cpu, gc_share = float(row[2].replace(",", "")), float(row[3].replace(",", ""))
         assert cpu > 0 and 0 <= gc_share <= cpu * 1.5, row
+
+
+def test_the_cost_per_added_step_leaves_out_a_runs_fixed_part() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from overhead import added_step_costs, scaling_line
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    # a fixed 300 per run and 100 per step: per step by division, 160 / 115 / 106
+    per_task = {5: 800.0, 20: 2300.0, 50: 5300.0}
+    assert added_step_costs(per_task) == {(5, 20): 100.0, (20, 50): 100.0}
+    line = scaling_line({"scaling_us_per_step": {"5": 160.0, "20": 115.0, "50": 106.0}})
+    assert "5→20 steps: 100 µs, 20→50 steps: 100 µs (largest / smallest: +0 %)" in line
