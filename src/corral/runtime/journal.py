@@ -82,7 +82,8 @@ class Journal:
         if current is target:
             return
         check_transition(current, target)
-        self.emit("run", StatusChanged(current.value, target.value, reason, round(active_s, 6)))
+        # ``str()`` of a ``StrEnum`` is its plain value (``.value`` costs two calls)
+        self.emit("run", StatusChanged(str(current), str(target), reason, round(active_s, 6)))
 
     def write_fact(self, name: str, value: Any, source: FactSource, origin: str) -> bool:
         """The only way a fact enters memory. A lower-priority value is refused, and recorded."""

@@ -67,6 +67,8 @@ _STEP_PAYLOADS = frozenset(
 """The payload types about one step: most of a run's events, so ``apply`` tests them first."""
 _STEP_STATUSES = MappingProxyType({status.value: status for status in StepStatus})
 """A stored status as its enum, by lookup (calling the enum costs two calls per event)."""
+_RUN_STATUSES = MappingProxyType({status.value: status for status in RunStatus})
+"""The same for a run's status (four ``status_changed`` events a run)."""
 
 
 @dataclass
@@ -157,6 +159,11 @@ def _step_status(stored: str) -> StepStatus:
     return _STEP_STATUSES.get(stored) or StepStatus(stored)
 
 
+def _run_status(stored: str) -> RunStatus:
+    """A stored run status as its enum (an unknown one raises ``ValueError``, as the enum does)."""
+    return _RUN_STATUSES.get(stored) or RunStatus(stored)
+
+
 def _apply_step(state: RunState, payload: StepPayload) -> None:
     """Apply a step's event; the usual two first.
 
@@ -199,7 +206,7 @@ def apply(state: RunState, event: Event) -> RunState:
     if type(payload) in _STEP_PAYLOADS:
         _apply_step(state, payload)  # type: ignore[arg-type]  # (cast() is a call per event)
     elif isinstance(payload, StatusChanged):
-        state.status = RunStatus(payload.to)
+        state.status = _run_status(payload.to)
         state.active_s += payload.active_s
     elif isinstance(payload, FactWritten):
         fact = Fact(payload.name, payload.value, FactSource(payload.source), payload.origin)
