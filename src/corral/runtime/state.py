@@ -71,7 +71,7 @@ _RUN_STATUSES = MappingProxyType({status.value: status for status in RunStatus})
 """The same for a run's status (four ``status_changed`` events a run)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StepState:
     """One step's progress inside a run."""
 
@@ -105,7 +105,7 @@ class StepState:
         return self.result.model_dump(mode="json") if self.result is not None else None
 
 
-@dataclass
+@dataclass(slots=True)
 class RunState:
     """Everything the loop needs to continue a run; derived from events only."""
 
