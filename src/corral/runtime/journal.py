@@ -59,18 +59,12 @@ class Journal:
             step_id = getattr(payload, "step_id", None)
             if isinstance(step_id, str) and step_id in self.held:
                 self._release(step_id)
-        now, last = self.effects.now(), self.state.last_ts
+        state = self.state
+        now, last = self.effects.now(), state.last_ts
         if last is not None and now <= last:
             now = last + _TICK
-        event = Event(
-            self.state.run_id,
-            self.state.last_seq + 1,
-            now,
-            payload.kind,
-            stage,
-            payload=payload,
-        )
-        apply(self.state, event)
+        event = Event(state.run_id, state.last_seq + 1, now, payload.kind, stage, payload=payload)
+        apply(state, event)
         self.pending.append(event)
         if self.watch is not None:
             self.watch(event)

@@ -230,16 +230,28 @@ def apply(state: RunState, event: Event) -> RunState:
         state.route = payload.decision
     elif isinstance(payload, PlanCreated):
         state.plan = payload.plan
-        kept = {sid: state.steps[sid] for sid in payload.kept if sid in state.steps}
-        state.replaced_steps += sum(
-            1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
-        )
-        state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in state.plan.steps}
+        if state.steps:  # a replan: steps kept, and those replaced, carry over
+            _replace_steps(state, payload.plan, payload.kept)
+        else:
+            state.steps = {s.id: StepState(s.id, s.tool) for s in state.plan.steps}
         if payload.replan:
             state.replans += 1
     else:
         _apply_run(state, payload)
     return state
+
+
+def _replace_steps(state: RunState, plan: Plan, kept_ids: list[str]) -> None:
+    """A replan's steps over the earlier plan's.
+
+    The steps in ``kept_ids`` keep their progress; those replaced that had started count
+    against the step budget (``replaced_steps``).
+    """
+    kept = {sid: state.steps[sid] for sid in kept_ids if sid in state.steps}
+    state.replaced_steps += sum(
+        1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
+    )
+    state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in plan.steps}
 
 
 def _apply_run(state: RunState, payload: Payload) -> None:
