@@ -25,7 +25,7 @@ _TICK = timedelta(microseconds=1)
 """How far after the latest event an event is stamped whose clock read no later."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Journal:
     """Emits events: stamps them, applies them to the state, buffers them for the store.
 
