@@ -15,8 +15,8 @@ replay.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -118,8 +118,12 @@ class LiveEffects:
         return time.perf_counter()
 
     def new_id(self, prefix: str) -> str:
-        """``prefix_`` plus 16 random hex digits."""
-        return f"{prefix}_{uuid.uuid4().hex[:16]}"
+        """``prefix_`` plus 16 random hex digits.
+
+        Eight random bytes as hex: the same form as a uuid4's first 16 digits (64 random
+        bits rather than 60), without building a ``UUID`` three times a run.
+        """
+        return f"{prefix}_{os.urandom(8).hex()}"
 
     async def sleep(self, seconds: float) -> None:
         """``asyncio.sleep``."""

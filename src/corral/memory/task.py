@@ -27,7 +27,7 @@ class FactSource(StrEnum):
         return {"user": 3, "tool": 2, "model": 1}[self.value]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fact:
     """One known value, with where it came from."""
 
@@ -43,7 +43,7 @@ NO_FACTS: Mapping[str, Fact] = MappingProxyType({})
 (a proxy per run would be one more object the garbage collector walks while it runs)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskMemory:
     """What one run knows. Each layer reads only the slice it needs."""
 

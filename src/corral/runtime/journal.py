@@ -25,7 +25,7 @@ _TICK = timedelta(microseconds=1)
 """How far after the latest event an event is stamped whose clock read no later."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Journal:
     """Emits events: stamps them, applies them to the state, buffers them for the store.
 
@@ -59,18 +59,12 @@ class Journal:
             step_id = getattr(payload, "step_id", None)
             if isinstance(step_id, str) and step_id in self.held:
                 self._release(step_id)
-        now, last = self.effects.now(), self.state.last_ts
+        state = self.state
+        now, last = self.effects.now(), state.last_ts
         if last is not None and now <= last:
             now = last + _TICK
-        event = Event(
-            self.state.run_id,
-            self.state.last_seq + 1,
-            now,
-            payload.kind,
-            stage,
-            payload=payload,
-        )
-        apply(self.state, event)
+        event = Event(state.run_id, state.last_seq + 1, now, payload.kind, stage, payload=payload)
+        apply(state, event)
         self.pending.append(event)
         if self.watch is not None:
             self.watch(event)
@@ -82,7 +76,8 @@ class Journal:
         if current is target:
             return
         check_transition(current, target)
-        self.emit("run", StatusChanged(current.value, target.value, reason, round(active_s, 6)))
+        # ``str()`` of a ``StrEnum`` is its plain value (``.value`` costs two calls)
+        self.emit("run", StatusChanged(str(current), str(target), reason, round(active_s, 6)))
 
     def write_fact(self, name: str, value: Any, source: FactSource, origin: str) -> bool:
         """The only way a fact enters memory. A lower-priority value is refused, and recorded."""

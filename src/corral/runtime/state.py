@@ -67,9 +67,11 @@ _STEP_PAYLOADS = frozenset(
 """The payload types about one step: most of a run's events, so ``apply`` tests them first."""
 _STEP_STATUSES = MappingProxyType({status.value: status for status in StepStatus})
 """A stored status as its enum, by lookup (calling the enum costs two calls per event)."""
+_RUN_STATUSES = MappingProxyType({status.value: status for status in RunStatus})
+"""The same for a run's status (four ``status_changed`` events a run)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class StepState:
     """One step's progress inside a run."""
 
@@ -103,7 +105,7 @@ class StepState:
         return self.result.model_dump(mode="json") if self.result is not None else None
 
 
-@dataclass
+@dataclass(slots=True)
 class RunState:
     """Everything the loop needs to continue a run; derived from events only."""
 
@@ -157,6 +159,11 @@ def _step_status(stored: str) -> StepStatus:
     return _STEP_STATUSES.get(stored) or StepStatus(stored)
 
 
+def _run_status(stored: str) -> RunStatus:
+    """A stored run status as its enum (an unknown one raises ``ValueError``, as the enum does)."""
+    return _RUN_STATUSES.get(stored) or RunStatus(stored)
+
+
 def _apply_step(state: RunState, payload: StepPayload) -> None:
     """Apply a step's event; the usual two first.
 
@@ -199,7 +206,7 @@ def apply(state: RunState, event: Event) -> RunState:
     if type(payload) in _STEP_PAYLOADS:
         _apply_step(state, payload)  # type: ignore[arg-type]  # (cast() is a call per event)
     elif isinstance(payload, StatusChanged):
-        state.status = RunStatus(payload.to)
+        state.status = _run_status(payload.to)
         state.active_s += payload.active_s
     elif isinstance(payload, FactWritten):
         fact = Fact(payload.name, payload.value, FactSource(payload.source), payload.origin)
@@ -223,16 +230,28 @@ def apply(state: RunState, event: Event) -> RunState:
         state.route = payload.decision
     elif isinstance(payload, PlanCreated):
         state.plan = payload.plan
-        kept = {sid: state.steps[sid] for sid in payload.kept if sid in state.steps}
-        state.replaced_steps += sum(
-            1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
-        )
-        state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in state.plan.steps}
+        if state.steps:  # a replan: steps kept, and those replaced, carry over
+            _replace_steps(state, payload.plan, payload.kept)
+        else:
+            state.steps = {s.id: StepState(s.id, s.tool) for s in state.plan.steps}
         if payload.replan:
             state.replans += 1
     else:
         _apply_run(state, payload)
     return state
+
+
+def _replace_steps(state: RunState, plan: Plan, kept_ids: list[str]) -> None:
+    """A replan's steps over the earlier plan's.
+
+    The steps in ``kept_ids`` keep their progress; those replaced that had started count
+    against the step budget (``replaced_steps``).
+    """
+    kept = {sid: state.steps[sid] for sid in kept_ids if sid in state.steps}
+    state.replaced_steps += sum(
+        1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
+    )
+    state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in plan.steps}
 
 
 def _apply_run(state: RunState, payload: Payload) -> None:
