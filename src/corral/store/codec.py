@@ -120,12 +120,13 @@ TYPE_CODES = {
 
 Codes are digits and names are not, so a column of old and new rows reads unambiguously."""
 _CODE_TYPES = {str(code): kind for kind, code in TYPE_CODES.items()}
+_STORED_TYPES = {kind: str(TYPE_CODES.get(kind, kind.value)) for kind in EventType}
+"""Event type -> its ``type`` column, made once (every stored event looks one up)."""
 
 
 def stored_type(kind: EventType) -> str:
     """The ``type`` column of an event of ``kind``: its code, or its name if it has none."""
-    code = TYPE_CODES.get(kind)
-    return kind.value if code is None else str(code)
+    return _STORED_TYPES[kind]
 
 
 def event_type(stored: str) -> EventType:

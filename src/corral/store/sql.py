@@ -326,6 +326,9 @@ class SqlStore:
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
+        self._writer = engine.execution_options(corral_write=True)
+        """The engine of write transactions: its pool, dialect and listeners (joined, later
+        ones too), its connections marked ``corral_write`` without a copy per write."""
         if not read_only:
             with self._faults(action="creating the schema"):
                 self._create_schema(upgrade)
@@ -418,10 +421,8 @@ class SqlStore:
     @contextmanager
     def _write(self) -> Iterator[Connection]:
         """A write transaction holding the write lock from its first statement."""
-        with self.engine.connect() as conn:
-            conn = conn.execution_options(corral_write=True)
-            with conn.begin():
-                yield conn
+        with self._writer.connect() as conn, conn.begin():
+            yield conn
 
     # ------------------------------------------------------------------ leases
 
