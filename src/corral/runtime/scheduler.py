@@ -34,6 +34,7 @@ from corral.contracts import (
     ToolResult,
     ToolStatus,
     ToolTimeout,
+    Verdict,
 )
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
@@ -76,7 +77,7 @@ from corral.verify.recovery import (
     reconciled_outcome,
     replan_failure,
 )
-from corral.verify.verifiers import StepOutcome, verify
+from corral.verify.verifiers import StepOutcome, may_judge, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
@@ -475,11 +476,13 @@ class Scheduler:
             candidates = choice.order
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
-            first = choice.reason if choice is not None and told else "best ranked"
-            reason = first if index == 0 else f"fallback after {candidates[index - 1].name}"
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
             if write or index or degraded or excluded or spec.name != planned.name or told:
+                if index:
+                    reason = f"fallback after {candidates[index - 1].name}"
+                else:
+                    reason = choice.reason if choice is not None and told else "best ranked"
                 names = [c.name for c in candidates]
                 journal.emit(
                     "decide",
@@ -714,8 +717,11 @@ class Scheduler:
             )
             return
         if result.status is ToolStatus.SUCCESS:
-            done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
-            told = await verify(self.agent.verifiers, done, self.verdicts)
+            verifiers = self.agent.verifiers
+            told: Verdict | None = None  # most steps: nobody may have a say (``may_judge``)
+            if may_judge(verifiers, compiled.step, compiled.success):
+                done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
+                told = await verify(verifiers, done, self.verdicts)
             # The output is stored once: with the attempt that produced it (the last), or
             # here when this event stands for the step's one attempt (``sole_attempt``).
             if told is not None and not told.passed:
