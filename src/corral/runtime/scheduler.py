@@ -361,10 +361,13 @@ class Scheduler:
         step publishes too. RUNNING without a task means the process died mid-step: it
         runs again.
         """
+        candidates = self.book.ready()
+        if len(candidates) < 2 and not self.running and not self.queued:
+            return candidates  # one candidate and nothing in flight: it conflicts with none
         in_flight = {*self.running.values(), *self.queued}
         ready: list[str] = []
         steps = self.graph.steps
-        for step_id in self.book.ready():
+        for step_id in candidates:
             if step_id in in_flight:
                 continue
             if (
