@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -30,13 +31,13 @@ class AttemptLog:
     equivalent tool ranked after ``tool``).
 
     It keeps what the call reads back (how many attempts, the last one). One object per
-    call: it stands for the listener closures and the event-making closure per attempt
-    that each step allocated before.
+    call: it stands for the listener closures each step allocated before. A held
+    attempt's event is made by a ``partial`` that holds no journal: a run that ends with
+    an attempt still held leaves no cycle for the collector.
     """
 
     __slots__ = (
         "count",
-        "held",
         "journal",
         "last",
         "next_tool",
@@ -62,8 +63,6 @@ class AttemptLog:
         """Attempts made so far."""
         self.last: Attempt | None = None
         """The latest attempt."""
-        self.held: Attempt | None = None
-        """The attempt held back, whose event ``Journal`` makes only if it emits it."""
 
     def __call__(self, attempt: Attempt) -> None:
         """Record ``attempt`` (see the class)."""
@@ -75,34 +74,16 @@ class AttemptLog:
             and attempt.applied is None
             and not attempt.in_flight
         ):
-            self.held = attempt
-            self.journal.hold(self.step_id, self.tool.name, self._held)
+            # how to make its event, holding nothing that holds the journal (no cycle)
+            self.journal.hold(
+                self.step_id,
+                self.tool.name,
+                partial(attempt_event, self.step_id, self.tool.name, attempt),
+            )
         else:
-            self.journal.emit("execute", self.event(attempt))
+            self.journal.emit("execute", attempt_event(self.step_id, self.tool.name, attempt))
         if self.signals_timeouts and timed_out(attempt):
             self._signal_timeout(attempt)
-
-    def _held(self) -> ToolAttempt:
-        """The held attempt's event, made only if it is emitted after all."""
-        assert self.held is not None
-        return self.event(self.held)
-
-    def event(self, attempt: Attempt) -> ToolAttempt:
-        """``attempt`` as its ``tool_attempt`` event."""
-        return ToolAttempt(
-            self.step_id,
-            self.tool.name,
-            attempt.number,
-            _STATUS_TEXT[attempt.status],
-            round(attempt.duration_ms, 3),
-            attempt.error_code,
-            attempt.error_message,
-            attempt.retryable,
-            attempt.backoff_s,
-            attempt.data,
-            attempt.applied,
-            attempt.in_flight,
-        )
 
     def _signal_timeout(self, attempt: Attempt) -> None:
         """Signal ``tool_timeout`` for the attempt, with its handler's outcome."""
@@ -116,3 +97,21 @@ class AttemptLog:
         outcome = handle_tool_timeout(attempt, spec, next_tool)
         shown = next_tool if outcome == "switch" else None
         self.journal.emit("execute", ToolTimeoutSignal(signal, outcome, shown))
+
+
+def attempt_event(step_id: str, tool: str, attempt: Attempt) -> ToolAttempt:
+    """``attempt`` of ``tool`` for the step as its ``tool_attempt`` event."""
+    return ToolAttempt(
+        step_id,
+        tool,
+        attempt.number,
+        _STATUS_TEXT[attempt.status],
+        round(attempt.duration_ms, 3),
+        attempt.error_code,
+        attempt.error_message,
+        attempt.retryable,
+        attempt.backoff_s,
+        attempt.data,
+        attempt.applied,
+        attempt.in_flight,
+    )
