@@ -171,7 +171,7 @@ class ToolResult(Contract):
                 "duration_ms": duration_ms,
             },
         )
-        _set(result, "__pydantic_fields_set__", set(_TOOL_RESULT_FIELDS))
+        _set(result, "__pydantic_fields_set__", set(_TOOL_RESULT_FIELDS))  # a copy of a set
         _set(result, "__pydantic_extra__", None)
         _set(result, "__pydantic_private__", None)
         return result
@@ -179,9 +179,10 @@ class ToolResult(Contract):
 
 _new = object.__new__
 _set = object.__setattr__
-_TOOL_RESULT_FIELDS = tuple(ToolResult.model_fields)
+_TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields)
 """What ``ToolResult.made`` sets, as ``model_construct`` does (a pydantic model's
-``__dict__``, its fields set, no extras, no private values)."""
+``__dict__``, its fields set, no extras, no private values). A frozenset: a set is copied
+from it whole, not built up item by item."""
 
 
 # --------------------------------------------------------------------------- verify

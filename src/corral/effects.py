@@ -139,9 +139,9 @@ class LiveEffects:
         exception) is the outcome; if not, ``ToolTimeoutError(in_flight=True)`` says the
         thread may still act, and the outcome stays unknown.
         """
-        kwargs = dict(args.__dict__)  # the validated fields, by name (extras live apart)
-        if spec.context_param:
-            kwargs[spec.context_param] = context
+        kwargs = args.__dict__  # the validated fields, by name (extras live apart)
+        if spec.context_param:  # a copy: the model's own fields stay as they were
+            kwargs = {**kwargs, spec.context_param: context}
         if spec.is_async:
             # Its first step runs at once: a tool that answers without waiting for anything
             # (a cache, a computation) ends there, and no deadline is watched for it; none

@@ -271,7 +271,7 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         else:  # the usual answer, the proposal passed on as it may be, costs one test
             if answer is not proposal and (sealed is not None or type(answer) is not Proposal):
                 answer = _checked(gate, answer, sealed)
-        if isinstance(answer, Proposal):
+        if answer is proposal or isinstance(answer, Proposal):  # most: passed on as it is
             proposal = answer
             if answer.tool is not planned_tool and len(asked) < len(gates):
                 asked, position = tuple(range(len(gates))), index + 1  # another tool: ask all

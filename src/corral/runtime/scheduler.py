@@ -19,9 +19,8 @@ result fails verification (handled by ``verify.recovery``). A plan longer than
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -33,7 +32,7 @@ from corral.contracts import (
     StepStatus,
     ToolResult,
     ToolStatus,
-    ToolTimeout,
+    Verdict,
 )
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
@@ -47,9 +46,7 @@ from corral.events import (
     StepBlocked,
     StepFinished,
     StepStarted,
-    ToolAttempt,
     ToolSelected,
-    ToolTimeoutSignal,
 )
 from corral.hashing import stable_hash
 from corral.memory.task import FactSource
@@ -58,10 +55,9 @@ from corral.runtime.book import StepBook
 from corral.runtime.conclusion import conclude
 from corral.runtime.gate import GateView, VerifyView
 from corral.runtime.plan_confirmation import plan_held
-from corral.runtime.timeouts import handle_tool_timeout, timed_out
+from corral.runtime.tool_attempts import AttemptLog
 from corral.tools.context import ToolContext
 from corral.tools.invoke import (
-    Attempt,
     failed_result,
     invoke_tool,
     reconcile,
@@ -76,16 +72,14 @@ from corral.verify.recovery import (
     reconciled_outcome,
     replan_failure,
 )
-from corral.verify.verifiers import StepOutcome, verify
+from corral.verify.verifiers import StepOutcome, may_judge, verify
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
 
 
 _OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
-_STATUS_TEXT = MappingProxyType({status: status.value for status in ToolStatus})
-"""Codes and statuses written or compared on every step, read off their enums once
-(``.value`` is a property: two calls each time)."""
+"""A code compared on every step, read off its enum once (``.value`` is a property)."""
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -245,7 +239,8 @@ class Scheduler:
             # A cancelled step last: what cancelled it (a crash beside it) ends the run.
             for task in sorted(finished, key=lambda task: task.cancelled()):
                 step_id = self.running.pop(task)
-                await self._complete(step_id, task.result())
+                await self._finish(step_id, task.result())  # ``_complete``, one coroutine less
+                book.note(step_id)
 
     def _start_queued(self, wake: _Wake) -> None:
         """Start the round's calls, in dispatch order: they run concurrently.
@@ -348,7 +343,7 @@ class Scheduler:
             self.loop.effects,
             unknown,
             cause,
-            self._attempt_recorder(step_id, spec.reconcile.name),
+            AttemptLog(self.journal, step_id, spec.reconcile),
             first,
             not_found_proves=not_found_proves,
         )
@@ -367,10 +362,13 @@ class Scheduler:
         step publishes too. RUNNING without a task means the process died mid-step: it
         runs again.
         """
+        candidates = self.book.ready()
+        if len(candidates) < 2 and not self.running and not self.queued:
+            return candidates  # one candidate and nothing in flight: it conflicts with none
         in_flight = {*self.running.values(), *self.queued}
         ready: list[str] = []
         steps = self.graph.steps
-        for step_id in self.book.ready():
+        for step_id in candidates:
             if step_id in in_flight:
                 continue
             if (
@@ -475,11 +473,13 @@ class Scheduler:
             candidates = choice.order
         result: ToolResult | None = None
         for index, spec in enumerate(candidates):
-            first = choice.reason if choice is not None and told else "best ranked"
-            reason = first if index == 0 else f"fallback after {candidates[index - 1].name}"
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
             if write or index or degraded or excluded or spec.name != planned.name or told:
+                if index:
+                    reason = f"fallback after {candidates[index - 1].name}"
+                else:
+                    reason = choice.reason if choice is not None and told else "best ranked"
                 names = [c.name for c in candidates]
                 journal.emit(
                     "decide",
@@ -553,23 +553,16 @@ class Scheduler:
                 validated = validate_args(spec, args)
             except CorralError as exc:
                 return failed_result(spec.name, exc.code.value, exc.message)
-        attempts: list[Attempt] = []
-
-        def seen(attempt: Attempt) -> None:
-            attempts.append(attempt)
-            if timed_out(attempt):
-                self._raise_tool_timeout(step_id, spec, attempt, next_tool)
-
-        record = self._attempt_recorder(step_id, spec.name, seen)
+        log = AttemptLog(self.journal, step_id, spec, True, next_tool)
         context = self._context(step_id, args, spec)
         retry = spec.policy.retry
         while True:
             first = self.state.steps[step_id].attempts + 1
-            spent = len(attempts)  # an entry again after a reconcile is a retry: one budget
+            spent = log.count  # an entry again after a reconcile is a retry: one budget
             result = await invoke_tool(
-                spec, validated, context, self.loop.effects, record, first, spent
+                spec, validated, context, self.loop.effects, log, first, spent
             )
-            last = attempts[-1] if attempts else None
+            last = log.last
             if result.error_code != _OUTCOME_UNKNOWN or last is None:
                 return result
             if last.in_flight:  # "not found" proves nothing while the thread may still act
@@ -577,23 +570,12 @@ class Scheduler:
             cause = last.error_code or ErrorCode.TOOL_FAILED.value
             settled = await self._reconciled(step_id, spec, args, result, cause)
             # The reconciler proved the write did not act: entering it again cannot act twice.
-            retries = len(attempts) - 1
+            retries = log.count - 1
             if reconciled_outcome(settled) != "not_applied" or not last.retryable:
                 return settled
             if retries >= retry.max_retries:
                 return settled
             await self.loop.effects.sleep(retry.delay(retries + 1))
-
-    def _raise_tool_timeout(
-        self, step_id: str, spec: ToolSpec, attempt: Attempt, next_tool: str | None
-    ) -> None:
-        """Signal ``tool_timeout`` for the attempt, with its handler's outcome."""
-        signal = ToolTimeout(
-            step_id=step_id, tool=spec.name, attempt=attempt.number, timeout_s=spec.policy.timeout_s
-        )
-        outcome = handle_tool_timeout(attempt, spec, next_tool)
-        shown = next_tool if outcome == "switch" else None
-        self.journal.emit("execute", ToolTimeoutSignal(signal, outcome, shown))
 
     def _context(
         self, step_id: str, args: dict[str, Any], spec: ToolSpec | None = None
@@ -623,49 +605,6 @@ class Scheduler:
     def _render(self, name: str, values: Mapping[str, Any]) -> str:
         """Render one of the agent's templates in the run's language (``ToolContext.render``)."""
         return self.agent.renderer.render(name, values, self.state.language)
-
-    def _attempt_recorder(
-        self, step_id: str, tool: str, also: Callable[[Attempt], None] | None = None
-    ) -> Callable[[Attempt], None]:
-        """A listener that records every attempt of ``tool`` for this step in the log.
-
-        A first attempt that succeeded is held (``Journal.hold``): the step's
-        ``step_finished`` stands for it when the step ends with its result. Any other
-        attempt (a retry, a failure, a timeout, one that says ``applied`` or
-        ``in_flight``) is an event of its own, as it happens.
-        """
-        journal = self.journal
-
-        def record(attempt: Attempt) -> None:
-            def payload() -> ToolAttempt:
-                return ToolAttempt(
-                    step_id,
-                    tool,
-                    attempt.number,
-                    _STATUS_TEXT[attempt.status],
-                    round(attempt.duration_ms, 3),
-                    attempt.error_code,
-                    attempt.error_message,
-                    attempt.retryable,
-                    attempt.backoff_s,
-                    attempt.data,
-                    attempt.applied,
-                    attempt.in_flight,
-                )
-
-            if (
-                attempt.number == 1
-                and attempt.status is ToolStatus.SUCCESS
-                and attempt.applied is None
-                and not attempt.in_flight
-            ):
-                journal.hold(step_id, tool, payload)
-            else:
-                journal.emit("execute", payload())
-            if also is not None:
-                also(attempt)
-
-        return record
 
     # ------------------------------------------------------------------ after a step
 
@@ -714,8 +653,11 @@ class Scheduler:
             )
             return
         if result.status is ToolStatus.SUCCESS:
-            done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
-            told = await verify(self.agent.verifiers, done, self.verdicts)
+            verifiers = self.agent.verifiers
+            told: Verdict | None = None  # most steps: nobody may have a say (``may_judge``)
+            if may_judge(verifiers, compiled.step, compiled.success):
+                done = StepOutcome(compiled.step, compiled.success, outcome.args, result)
+                told = await verify(verifiers, done, self.verdicts)
             # The output is stored once: with the attempt that produced it (the last), or
             # here when this event stands for the step's one attempt (``sole_attempt``).
             if told is not None and not told.passed:

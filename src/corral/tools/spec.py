@@ -82,7 +82,8 @@ class ToolSpec:
                 return self.summary_template.format_map(_SafeFields(data))
             except (ValueError, IndexError):
                 pass
-        shown = ", ".join([f"{k}={_short(v)}" for k, v in list(data.items())[:4]])
+        items = data.items() if len(data) <= 4 else list(data.items())[:4]  # most: a few
+        shown = ", ".join([f"{k}={_short(v)}" for k, v in items])
         return f"{self.name}: {shown}"[:200]
 
     def returns_as(self, other: ToolSpec) -> bool:

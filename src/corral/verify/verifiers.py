@@ -91,15 +91,24 @@ DEFAULT_VERIFIERS: tuple[Verifier, ...] = (SuccessCriterion(), ModelJudge())
 """corral's checks on a result, in order; ``(*DEFAULT_VERIFIERS, MyVerifier())`` adds one."""
 
 
+def may_judge(verifiers: Sequence[Verifier], step: Step, success: Expression | None) -> bool:
+    """Whether ``verifiers`` may have a say on ``step``'s result.
+
+    corral's own have none on a step that declares no success criterion and no judge
+    (most steps): a caller that knows this makes no ``StepOutcome`` and awaits nothing.
+    """
+    return verifiers is not DEFAULT_VERIFIERS or success is not None or bool(step.judge)
+
+
 async def verify(
     verifiers: Sequence[Verifier], outcome: StepOutcome, run: VerifyRun
 ) -> Verdict | None:
     """The first failed verdict, else the last one given (``None``: nobody had a say).
 
     corral's own verifiers have nothing to say about a step that declares no success
-    criterion and no judge (most steps): then none of them is asked.
+    criterion and no judge (most steps): then none of them is asked (``may_judge``).
     """
-    if verifiers is DEFAULT_VERIFIERS and outcome.success is None and not outcome.step.judge:
+    if not may_judge(verifiers, outcome.step, outcome.success):
         return None
     told: Verdict | None = None
     for verifier in verifiers:
