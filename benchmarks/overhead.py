@@ -298,10 +298,12 @@ def scaling_line(result: dict[str, Any]) -> str:
     spread = (max(values) / min(values) - 1) * 100
     line = "corral, CPU per step: " + ", ".join(parts) + f" (largest / smallest: +{spread:.0f} %)"
     added = added_step_costs({int(n): v * int(n) for n, v in per_step.items()})
-    if len(added) > 1:
+    if added:
         shown = ", ".join(f"{a}→{b} steps: {v:,.0f} µs" for (a, b), v in added.items())
-        growth = (max(added.values()) / min(added.values()) - 1) * 100
-        line += f"; per added step: {shown} (largest / smallest: +{growth:.0f} %)"
+        line += f"; per added step: {shown}"
+        if len(added) > 1 and min(added.values()) > 0:  # noise can make a difference ≤ 0
+            growth = (max(added.values()) / min(added.values()) - 1) * 100
+            line += f" (largest / smallest: +{growth:.0f} %)"
     return line
 
 

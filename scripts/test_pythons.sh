@@ -29,6 +29,10 @@ find_python() {  # the first that runs: a pyenv shim on PATH may not run this ve
 versions=("$@")
 [ "${#versions[@]}" -gt 0 ] || versions=(3.12 3.13)
 for version in "${versions[@]}"; do
+  if ! [[ $version =~ ^3\.[0-9]+$ ]]; then
+    echo "not a Python version: '$version' (3.12, 3.13...)" >&2
+    exit 2
+  fi
   python=$(find_python "$version")
   if [ -z "$python" ]; then
     echo "== python$version: not found"

@@ -65,3 +65,16 @@ def test_the_cost_per_added_step_leaves_out_a_runs_fixed_part() -> None:
     assert added_step_costs(per_task) == {(5, 20): 100.0, (20, 50): 100.0}
     line = scaling_line({"scaling_us_per_step": {"5": 160.0, "20": 115.0, "50": 106.0}})
     assert "5→20 steps: 100 µs, 20→50 steps: 100 µs (largest / smallest: +0 %)" in line
+
+
+def test_the_scaling_line_shows_one_added_step_cost_and_survives_a_zero() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from overhead import scaling_line
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    two = scaling_line({"scaling_us_per_step": {"5": 160.0, "20": 115.0}})
+    assert two.endswith("per added step: 5→20 steps: 100 µs")
+    # 5 → 20 adds 100 per step, 20 → 50 adds nothing: no ratio over a zero
+    flat = scaling_line({"scaling_us_per_step": {"5": 160.0, "20": 115.0, "50": 46.0}})
+    assert flat.endswith("20→50 steps: 0 µs")
