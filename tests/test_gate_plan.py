@@ -136,3 +136,15 @@ async def test_a_user_gate_without_applies_is_asked_for_every_step() -> None:
     assert seen == ["s1", "s2"]
     events = list(runtime.store.load_events(summary.run_id))
     assert [e.type for e in events].count(EventType.STEP_STARTED) == 2
+
+
+async def test_a_plan_is_kept_only_for_rules_that_cannot_change_under_it() -> None:
+    built = agent(gates=(*DEFAULT_GATES, Counted(applying=True)))
+    assert isinstance(built.rules, tuple)
+    # a variant given a list: what applies is worked out again for every step of every run
+    counted = Counted(applying=True)
+    listed = replace(built, gates=(*DEFAULT_GATES, counted), rules=list(built.rules))
+    runtime = Runtime(listed, MemoryStore(), effects=FixedEffects())
+    for _ in range(2):
+        assert (await runtime.start("go")).outcome == "success"
+    assert counted.seen.count("applies s1") == 2

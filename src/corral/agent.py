@@ -58,7 +58,9 @@ class Agent:
     tools: ToolRegistry
     intent: IntentLayer
     renderer: ReplyRenderer
-    rules: list[CompiledRule]
+    rules: tuple[CompiledRule, ...]
+    """The business rules, compiled: a tuple, so what is worked out from them once per step
+    (``decision.gates.plan_gates``) cannot go stale under it."""
     template_graphs: Mapping[tuple[str, str], PlanGraph]
     """(intent, template) -> the validated plan template, compiled once."""
     deps: Mapping[str, Any] = field(default_factory=dict)
@@ -206,9 +208,9 @@ class Agent:
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}
         try:  # first: plan validation proves that what the rules read is produced
-            rules = compile_rules(config.business_rules)
+            rules = tuple(compile_rules(config.business_rules))
         except CorralError as exc:
-            rules = []
+            rules = ()
             problems.append(exc.message)
         agent = cls(  # what validating templates needs; the rest is added once it passed
             config,

@@ -208,7 +208,7 @@ def plan_gates(
 ) -> GatePlan:
     """The gates ``step`` asks under this agent's policy and rules.
 
-    Kept on the step for a tuple of gates (``Agent.gates`` is one): an agent's template
+    Kept on the step for tuples of gates and rules (``Agent``'s are): an agent's template
     graphs live as long as the agent, so this runs once per step, not once per run.
     """
     plan = step.derived.get("gates")
@@ -235,7 +235,7 @@ def plan_gates(
         if sealing and sealer == len(gates):
             sealer = index
     plan = GatePlan(gates, policy, rules, tuple(asked), tuple(seals), in_place)
-    if isinstance(gates, tuple):  # a list could change under the plan kept for it
+    if isinstance(gates, tuple) and isinstance(rules, tuple):  # a list could change under it
         step.derived["gates"] = plan
     return plan
 
