@@ -472,7 +472,10 @@ class Scheduler:
             choice, told = await self._choose(planned, candidates)
             candidates = choice.order
         result: ToolResult | None = None
-        for index, spec in enumerate(candidates):
+        # by index: a ``range`` iterator holds nothing for the collector to track, where an
+        # ``enumerate`` and its list iterator stayed alive across every await of the call
+        for index in range(len(candidates)):
+            spec = candidates[index]
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
             if write or index or degraded or excluded or spec.name != planned.name or told:
