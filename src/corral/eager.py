@@ -86,8 +86,7 @@ else:
         """
         if loop.get_task_factory() is not None:
             return loop.create_task(call)  # the loop's factory makes its tasks
-        left: list[Any] = []  # what the call's first step waits for, for the task's first
-        rest = _rest(call, left)
+        rest = _rest(call)
         context = contextvars.copy_context()
         task: asyncio.Task[Any] = asyncio.Task(rest, loop=loop, context=context)
         parent = asyncio.current_task(loop)
@@ -103,8 +102,8 @@ else:
             asyncio.tasks._leave_task(loop, task)
             if parent is not None:
                 asyncio.tasks._enter_task(loop, parent)
-        left.append(waiting)
-        next(rest)  # parked: a cancellation before the task's first step reaches the call
+        next(rest)  # it takes what the call's first step waits for, for the task's first
+        rest.send(waiting)  # parked: a cancellation before the task's first step reaches the call
         return task
 
     def _ended(loop: asyncio.AbstractEventLoop, exc: BaseException) -> asyncio.Future[Any]:
@@ -121,22 +120,22 @@ else:
         return ended
 
     @types.coroutine
-    def _rest(call: Coroutine[Any, Any, T], left: list[Any]) -> Generator[Any, Any, T]:
+    def _rest(call: Coroutine[Any, Any, T]) -> Generator[Any, Any, T]:
         """The task's part: the rest of a call whose first step ``start`` ran.
 
-        ``start`` parks it at its first ``yield``, so that a cancellation thrown in before
+        ``start`` sends it what that step waits for (no holder alive beside it while the
+        call runs), then it parks at its next ``yield``, so that a cancellation thrown in before
         the task's first step is thrown into the call where it waits. That step hands the
         task what the call waits for; from the next on, the task drives the call itself
         (``yield from``: no frame of this one in between).
         """
+        waiting: Any = yield  # what the call's first step waits for, from ``start``
         parked = True
-        waiting: Any = None
         while True:
             try:
                 if parked:
                     yield  # where ``start`` parks it
                     parked = False
-                    waiting = left.pop()
                 yield waiting  # a task sends ``None`` when what it waited for is done
                 break
             except GeneratorExit:
@@ -145,7 +144,6 @@ else:
             except BaseException as exc:  # a cancellation goes to the call
                 if parked:
                     parked = False
-                    waiting = left.pop()
                     if _cancelled_waiting(waiting, exc):
                         continue  # the task waits for it to end, then throws that in
                 try:
