@@ -125,6 +125,7 @@ def test_killed_while_waiting_for_confirmation_then_resumed(tmp_path: Path) -> N
     assert status == "awaiting_confirm"
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
+    process.stdout.close()
     assert exchanges(tmp_path) == 0
     done = json.loads(corral(tmp_path, "resume", run_id, "--approve", "--json").stdout)
     assert done["status"] == "finished"
