@@ -171,7 +171,7 @@ class ToolResult(Contract):
                 "duration_ms": duration_ms,
             },
         )
-        _set(result, "__pydantic_fields_set__", set(_TOOL_RESULT_FIELDS))  # a copy of a set
+        _set(result, "__pydantic_fields_set__", set(_TOOL_RESULT_FIELDS))  # its own set
         _set(result, "__pydantic_extra__", None)
         _set(result, "__pydantic_private__", None)
         return result
