@@ -54,24 +54,20 @@ class ToolContext:
 
         The scheduler makes one per step. A frozen dataclass's ``__init__`` sets each of
         its nine fields through ``object.__setattr__``, which cost more than the rest of
-        the context; the fields are set here at once, as its ``__dict__``. Equal, hashed,
-        shown and replaced as one built by the constructor.
+        the context; the fields are set here at once. Equal, hashed, shown and replaced
+        as one built by the constructor.
         """
         context = _new(cls)
-        _set(
-            context,
-            "__dict__",
-            {
-                "run_id": run_id,
-                "step_id": step_id,
-                "idempotency_key": idempotency_key,
-                "deps": deps,
-                "facts": facts,
-                "language": language,
-                "received_at": received_at,
-                "render": render,
-                "timezone": timezone,
-            },
+        context.__dict__.update(
+            run_id=run_id,
+            step_id=step_id,
+            idempotency_key=idempotency_key,
+            deps=deps,
+            facts=facts,
+            language=language,
+            received_at=received_at,
+            render=render,
+            timezone=timezone,
         )
         return context
 
@@ -86,4 +82,3 @@ class ToolContext:
 
 
 _new = object.__new__
-_set = object.__setattr__

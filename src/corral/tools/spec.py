@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import types
 import typing
 from collections.abc import Callable
@@ -82,8 +83,7 @@ class ToolSpec:
                 return self.summary_template.format_map(_SafeFields(data))
             except (ValueError, IndexError):
                 pass
-        items = data.items() if len(data) <= 4 else list(data.items())[:4]  # most: a few
-        shown = ", ".join([f"{k}={_short(v)}" for k, v in items])
+        shown = ", ".join([f"{k}={_short(v)}" for k, v in itertools.islice(data.items(), 4)])
         return f"{self.name}: {shown}"[:200]
 
     def returns_as(self, other: ToolSpec) -> bool:
