@@ -1,0 +1,79 @@
+"""Run ids start with the time, so a save's rows land at the right edge of each index."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+from corral import Agent, Runtime, SqlStore, parse_config
+from corral.effects import LiveEffects
+from corral.observe.redact import Redactor
+from corral.observe.trace_ids import corral_trace_id, otel_trace_id
+
+RUN_ID = re.compile(r"run_([0-9a-f]{12})([0-9a-f]{16})")
+
+
+def test_a_run_id_is_the_time_in_milliseconds_then_64_random_bits() -> None:
+    effects = LiveEffects()
+    before = time.time_ns() // 1_000_000
+    ids = [effects.new_id("run") for _ in range(5_000)]
+    after = time.time_ns() // 1_000_000
+    parts = [RUN_ID.fullmatch(run_id) for run_id in ids]
+    assert all(parts), ids[:3]
+    stamps = [int(found.group(1), 16) for found in parts if found]
+    assert all(before <= stamp <= after for stamp in stamps)
+    assert stamps == sorted(stamps)  # ids made later never sort before earlier ones' time
+    assert len(set(ids)) == len(ids)  # many in one millisecond: the random part tells them apart
+    assert len({found.group(2) for found in parts if found}) == len(ids)
+
+
+def test_other_ids_keep_16_random_digits_and_a_trace_id_its_otel_round_trip() -> None:
+    effects = LiveEffects()
+    trace_id = effects.new_id("trace")
+    assert re.fullmatch(r"trace_[0-9a-f]{16}", trace_id)
+    assert corral_trace_id(otel_trace_id(trace_id)) == trace_id
+    assert re.fullmatch(r"plan_[0-9a-f]{16}", effects.new_id("plan"))
+
+
+def test_a_run_id_is_shown_as_it_is_by_the_redactor() -> None:
+    run_id = LiveEffects().new_id("run")
+    assert Redactor().value({"run_id": run_id, "open_run_id": run_id}) == {
+        "run_id": run_id,
+        "open_run_id": run_id,
+    }
+
+
+def _agent() -> Agent:
+    config = parse_config(
+        {
+            "name": "ids",
+            "intents": [
+                {
+                    "name": "hello",
+                    "rules": [{"keywords": ["hello"], "confidence": 0.95}],
+                    "route": "reply",
+                    "reply": "hi",
+                }
+            ],
+            "templates": {"hi": {"zh": "你好", "en": "hi"}},
+        }
+    )
+    return Agent.build(config, [])
+
+
+def test_stored_runs_sort_by_id_in_the_order_they_began(tmp_path: Path) -> None:
+    async def three() -> list[str]:
+        runtime = Runtime(_agent(), SqlStore.open(tmp_path / "corral.db"))
+        made = []
+        for _ in range(3):
+            made.append((await runtime.start("hello")).run_id)
+            await asyncio.sleep(0.003)  # a new millisecond
+        return made
+
+    made = asyncio.run(three())
+    assert all(RUN_ID.fullmatch(run_id) for run_id in made)
+    assert sorted(made) == made
+    stored = SqlStore.open(tmp_path / "corral.db").list_runs()
+    assert sorted(run.run_id for run in stored) == made
