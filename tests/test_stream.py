@@ -84,7 +84,7 @@ async def test_leaving_the_loop_early_cancels_the_run_which_resume_then_finishes
 ) -> None:
     """Leaving early is a crash: what was stored stays; ``resume`` finishes the run."""
     store = SqlStore.open(tmp_path / "corral.db")
-    runtime = Runtime(aftersales, store, effects=FixedEffects(), lease_ttl_s=0.05)
+    runtime = Runtime(aftersales, store, effects=FixedEffects(), lease_ttl_s=0.5)
     paused = await runtime.start(EXCHANGE)
     stream = runtime.stream_resume(paused.run_id, approve=True)
     seen = [await anext(stream), await anext(stream)]
@@ -96,9 +96,9 @@ async def test_leaving_the_loop_early_cancels_the_run_which_resume_then_finishes
     assert left.status in {RunStatus.AWAITING_CONFIRM, RunStatus.EXECUTING}
     if left.status is RunStatus.AWAITING_CONFIRM:  # the approval was never stored
         assert exchange_count(aftersales) == 0
-        done = await runtime.resume(paused.run_id, approve=True, wait_s=2.0)
+        done = await runtime.resume(paused.run_id, approve=True, wait_s=5.0)
     else:  # picked up where its log ends, the write settled by its key
-        done = await runtime.resume(paused.run_id, wait_s=2.0)
+        done = await runtime.resume(paused.run_id, wait_s=5.0)
     assert done.status is RunStatus.FINISHED
     assert exchange_count(aftersales) == 1
 
@@ -175,7 +175,7 @@ async def test_a_write_still_running_when_the_run_is_stopped_is_not_settled_as_n
 
     agent = build_agent([refund], [{"id": "s1", "tool": "refund"}])
     store = SqlStore.open(tmp_path / "corral.db")
-    runtime = Runtime(agent, store, effects=FixedEffects(), lease_ttl_s=0.05)
+    runtime = Runtime(agent, store, effects=FixedEffects(), lease_ttl_s=0.5)
     stream = runtime.stream("go")
     first = await anext(stream)
     assert isinstance(first, Event)
