@@ -260,3 +260,27 @@ def test_references_inside_lists_and_dicts_are_bound_and_escapes_undone() -> Non
     assert bound == {"labels": ["A1", "$vip", "plain"], "meta": {"by": "ann", "price": "$5"}}
     with pytest.raises(MissingArgumentError):
         bind_arguments(graph.steps["s1"], {"order_id": "A1"}, {}, {})
+
+
+@pytest.mark.parametrize("low_fraction", [0.0, 0.2, 0.5])
+@pytest.mark.parametrize("max_tokens", [0, 6000])
+def test_the_calm_thresholds_are_each_limit_less_its_low_share(
+    low_fraction: float, max_tokens: int
+) -> None:
+    """Steps, calls, tokens and seconds at or under which no budget is low; none if off."""
+    budget = Budget(
+        max_steps=10,
+        max_tool_calls=16,
+        max_tokens=max_tokens,
+        max_wall_clock_s=60,
+        low_fraction=low_fraction,
+    )
+    never, share = float("inf"), 1.0 - low_fraction
+    on = low_fraction > 0
+    expected = (
+        share * 10 if on else never,
+        share * 16 if on else never,
+        share * max_tokens if on and max_tokens > 0 else never,
+        share * 60 - 0.001 if on else never,
+    )
+    assert BudgetTracker(budget).calm == expected

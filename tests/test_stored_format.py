@@ -8,6 +8,7 @@ fold, show, log, replay and resume them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -27,7 +28,7 @@ from corral import (
     load_agent,
 )
 from corral.errors import ErrorCode, StoreCorruptError
-from corral.events import Event, PlanCreated, StepFinished, ToolAttempt, tool_attempts
+from corral.events import Event, PlanCreated, StepFinished, ToolAttempt, stamped, tool_attempts
 from corral.observe.logs import log_records
 from corral.observe.trace_ids import otel_trace_id
 from corral.observe.tree import run_tree
@@ -426,3 +427,25 @@ def test_format_3_keeps_an_unusual_or_empty_stage_and_a_first_transition(tmp_pat
     assert store.get_run("run_x") == record
     rows = rows_of(tmp_path / "corral.db", "run_x")
     assert [data.get("from") for _, data in rows[3:]] == ["a", "x"]
+
+
+async def test_an_event_stamped_by_the_journal_is_the_event_the_constructor_makes(
+    tmp_path: Path,
+) -> None:
+    """``stamped`` sets the slots directly: the same event, field for field, and frozen."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE)
+    await runtime.resume(paused.run_id, approve=True)
+    events = await runtime.events(paused.run_id)
+    assert len({e.type for e in events}) > 8
+    for event in events:
+        fields = (event.run_id, event.seq, event.ts, event.type, event.stage)
+        made, built = stamped(*fields, event.payload), Event(*fields, payload=event.payload)
+        assert type(made) is Event and made == built
+        assert made.payload is event.payload and made.as_json() == built.as_json()
+        assert [getattr(made, f.name) for f in dataclasses.fields(Event)] == [
+            getattr(built, f.name) for f in dataclasses.fields(Event)
+        ]
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.seq = 0  # type: ignore[misc]

@@ -759,6 +759,33 @@ class Event:
         }
 
 
+_SET_RUN_ID, _SET_SEQ, _SET_TS, _SET_TYPE, _SET_STAGE, _SET_PAYLOAD = (
+    Event.__dict__[name].__set__ for name in ("run_id", "seq", "ts", "type", "stage", "payload")
+)
+"""``Event``'s slots, each set through its own descriptor (``stamped``)."""
+
+
+def stamped(
+    run_id: str, seq: int, ts: datetime, type: EventType, stage: str, payload: Payload
+) -> Event:
+    """``Event(run_id, seq, ts, type, stage, payload=payload)``: what ``Journal.emit`` makes.
+
+    Every event of a run is made here, dozens per run. The constructor parses keywords,
+    checks for ``data`` to decode, and sets each field through ``object.__setattr__`` (the
+    class is frozen); this sets each slot through its descriptor, for less than half the
+    cost. The event is the same, field for field, and as frozen
+    (``tests/test_stored_format.py``).
+    """
+    event: Event = object.__new__(Event)
+    _SET_RUN_ID(event, run_id)
+    _SET_SEQ(event, seq)
+    _SET_TS(event, ts)
+    _SET_TYPE(event, type)
+    _SET_STAGE(event, stage)
+    _SET_PAYLOAD(event, payload)
+    return event
+
+
 def unfolded(events: Iterable[Event]) -> Iterator[Event]:
     """The log with every attempt as an event of its own, as logs before ``sole_attempt``.
 

@@ -32,15 +32,18 @@ class BudgetTracker:
     ``low`` rounds them)."""
 
     def __post_init__(self) -> None:
+        # written out, not a generator over the limits: every run's scheduler makes one
         budget, never = self.budget, float("inf")
+        warns = budget.low_fraction > 0
         share = 1.0 - budget.low_fraction
-        limits = (budget.max_steps, budget.max_tool_calls, budget.max_tokens)
-        steps, calls, tokens = (
-            share * limit if limit > 0 and budget.low_fraction > 0 else never for limit in limits
+        steps, calls = budget.max_steps, budget.max_tool_calls
+        tokens, clock = budget.max_tokens, budget.max_wall_clock_s
+        self.calm = (
+            share * steps if warns and steps > 0 else never,
+            share * calls if warns and calls > 0 else never,
+            share * tokens if warns and tokens > 0 else never,
+            share * clock - 0.001 if warns and clock > 0 else never,
         )
-        clock = budget.max_wall_clock_s
-        seconds = share * clock - 0.001 if clock > 0 and budget.low_fraction > 0 else never
-        self.calm = (steps, calls, tokens, seconds)
 
     def exceeded(self, active_s: float) -> str | None:
         """A reason when the run may not start another step, else ``None``.

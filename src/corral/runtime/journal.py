@@ -16,6 +16,7 @@ from corral.events import (
     Payload,
     StatusChanged,
     ToolAttempt,
+    stamped,
 )
 from corral.memory.task import Fact, FactSource
 from corral.runtime.machine import check_transition
@@ -63,7 +64,7 @@ class Journal:
         now, last = self.effects.now(), state.last_ts
         if last is not None and now <= last:
             now = last + _TICK
-        event = Event(state.run_id, state.last_seq + 1, now, payload.kind, stage, payload=payload)
+        event = stamped(state.run_id, state.last_seq + 1, now, payload.kind, stage, payload)
         apply(state, event)
         self.pending.append(event)
         if self.watch is not None:

@@ -30,12 +30,10 @@ from corral.agent import Agent
 from corral.contracts import (
     EventType,
     HandoffPacket,
-    IntentBrief,
     Language,
     Plan,
     RunStatus,
     RunSummary,
-    StepBrief,
     StepStatus,
 )
 from corral.decision.priority import PriorityDetector, PriorityFound, run_priority
@@ -93,32 +91,43 @@ SESSION_TURNS = 10
 
 
 def summarize_run(state: RunState) -> RunSummary:
-    """The ``RunSummary`` of a folded state."""
+    """The ``RunSummary`` of a folded state.
+
+    Validated whole from plain values: pydantic builds the intent and step briefs inside
+    the one validation, instead of a Python ``__init__`` per brief (half the cost; the
+    same checks and the same summary, ``tests/test_run_row_summary.py``).
+    """
     intent = state.intent
-    return RunSummary(
-        run_id=state.run_id,
-        trace_id=state.trace_id,
-        status=state.status,
-        intent=IntentBrief(label=intent.label, confidence=intent.confidence, source=intent.source)
-        if intent
-        else None,
-        steps=[
-            StepBrief(
-                id=s.id,
-                tool=s.tool_used or s.tool,
-                status=s.status,
-                attempts=s.attempts,
-                duration_ms=s.duration_ms,
-                error_code=s.error_code,
-            )
-            for s in state.steps.values()
-        ],
-        reply=state.reply,
-        handoff=state.handoff,
-        pending=state.pending,
-        outcome=state.outcome,
-        error_code=state.error_code,
-        signals=list(state.signals),
+    return RunSummary.model_validate(
+        {
+            "run_id": state.run_id,
+            "trace_id": state.trace_id,
+            "status": state.status,
+            "intent": {
+                "label": intent.label,
+                "confidence": intent.confidence,
+                "source": intent.source,
+            }
+            if intent
+            else None,
+            "steps": [
+                {
+                    "id": s.id,
+                    "tool": s.tool_used or s.tool,
+                    "status": s.status,
+                    "attempts": s.attempts,
+                    "duration_ms": s.duration_ms,
+                    "error_code": s.error_code,
+                }
+                for s in state.steps.values()
+            ],
+            "reply": state.reply,
+            "handoff": state.handoff,
+            "pending": state.pending,
+            "outcome": state.outcome,
+            "error_code": state.error_code,
+            "signals": list(state.signals),
+        }
     )
 
 
