@@ -640,14 +640,17 @@ def as_json(payload: Payload) -> JsonDict:
 
 def compact_json(payload: Payload) -> JsonDict:
     """The stored form: fields at their default are left out (``decode`` restores them)."""
-    if isinstance(payload, Opaque):
-        return dict(payload.fields)
+    layout = _LAYOUTS.get(type(payload))
+    if layout is None:  # an ``Opaque``, or a subclass of a payload record
+        if isinstance(payload, Opaque):
+            return dict(payload.fields)
+        layout = _layout(payload.kind)
     out: JsonDict = {}
-    for name, key, default in _layout(payload.kind):
+    for name, key, default in layout:
         value = getattr(payload, name)
         if default is not _REQUIRED and value == default:
             continue
-        if isinstance(value, BaseModel):
+        if type(value) not in _PLAIN and isinstance(value, BaseModel):
             value = value.model_dump(mode="json", exclude_defaults=True)
         out[key] = value
     return out
@@ -669,6 +672,14 @@ def _layout(kind: EventType) -> tuple[tuple[str, str, Any], ...]:
             default = item.default_factory()
         layout.append((item.name, _key(item.name), default))
     return tuple(layout)
+
+
+_LAYOUTS = {record: _layout(kind) for kind, record in PAYLOADS.items()}
+"""Payload record -> its ``_layout``, made at import: every stored event looks one up, and
+a type is hashed in C where ``_layout``'s cache hashes the ``EventType`` in Python."""
+_PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
+"""Types of field values that are never a pydantic model: looked up before ``isinstance``,
+which runs pydantic's ``__instancecheck__`` (a ``hasattr`` that fails) for each value."""
 
 
 @cache

@@ -157,6 +157,11 @@ STAGES = {
 on it). Another stage is stored as it is; an empty one as ``EMPTY_STAGE``."""
 EMPTY_STAGE = "~"
 
+_KIND_COLUMNS = {
+    kind: (_STORED_TYPES[kind], STAGES.get(kind), USUAL_STATUS.get(kind)) for kind in EventType
+}
+"""Event type -> its ``type`` column, its usual stage and its usual status (``None``: none)."""
+
 STEPS_REF = "steps_ref"
 """The key that replaces a stored plan's ``steps``: the hash of their JSON body."""
 
@@ -200,53 +205,76 @@ class RowEncoder:
     marked: bool = False
     """Whether a row of this save states the format (only its first does)."""
 
+    def columns(self, event: Event) -> tuple[str, str, str]:
+        """The event's stored ``type``, ``stage`` and ``data`` columns.
+
+        What its type implies is looked up once (``_KIND_COLUMNS``): an ``EventType`` is
+        hashed in Python, and ``stage`` and ``data`` would look it up in three tables.
+        """
+        code, usual_stage, usual_status = _KIND_COLUMNS[event.type]
+        return code, _stored_stage(event.stage, usual_stage), self._data(event, usual_status)
+
     def stage(self, event: Event) -> str:
         """The stored ``stage`` column: empty for the type's usual stage."""
-        usual = STAGES.get(event.type)
-        if usual is None:
-            return event.stage
-        if event.stage == usual:
-            return ""
-        return event.stage or EMPTY_STAGE
+        return _stored_stage(event.stage, STAGES.get(event.type))
 
     def data(self, event: Event) -> str:
         """The stored JSON of the event's payload."""
+        return self._data(event, USUAL_STATUS.get(event.type))
+
+    def _data(self, event: Event, usual_status: str | None) -> str:
+        """``data``, given the usual status of the event's type."""
         payload = event.payload
         data = compact_json(payload)
-        if isinstance(payload, PlanCreated) and payload.plan.template is not None:
-            # a template's steps are config (references, no user's values): stored once
-            # per store. A model's or a caller's own steps may hold literal values, so
-            # they stay in the run's row and leave with it when the run is purged.
-            plan = data["plan"]
-            body = dumps(plan.pop("steps", []))
-            key = hashlib.sha256(body.encode()).hexdigest()[:32]
-            self.plans[key] = body
-            plan[STEPS_REF] = key
-        elif isinstance(payload, StepStarted):
-            self.started[payload.step_id] = payload.tool
-        elif isinstance(payload, ToolAttempt):
-            self.attempts[(payload.step_id, payload.attempt)] = payload
-            if self.started.get(payload.step_id) == payload.tool:
-                del data["tool"]
-            if payload.attempt == 1:
-                del data["attempt"]
-        elif isinstance(payload, StatusChanged):
-            if self.status == payload.from_:
-                del data["from"]
-            self.status = payload.to
-        elif isinstance(payload, RunFinished) and self.status == payload.status:
-            del data["status"]
-        elif isinstance(payload, StepFinished) and payload.output_attempt is not None:
-            self._finished(payload, data)
-        elif isinstance(payload, StepFinished) and payload.sole_attempt:
-            self._sole(payload, data)
-        usual = USUAL_STATUS.get(event.type)
-        if usual is not None and data.get("status") == usual:
+        leave_out = _LEAVE_OUT.get(type(payload))
+        if leave_out is not None:
+            leave_out(self, payload, data)
+        if usual_status is not None and data.get("status") == usual_status:
             del data["status"]
         if not self.marked:
             data["v"] = FORMAT
             self.marked = True
         return dumps(data)
+
+    def _plan(self, payload: PlanCreated, data: dict[str, Any]) -> None:
+        """A template's steps, stored once per store instead of in the row.
+
+        They are config (references, no user's values). A model's or a caller's own steps
+        may hold literal values, so they stay in the run's row and leave with it when the
+        run is purged.
+        """
+        if payload.plan.template is None:
+            return
+        plan = data["plan"]
+        body = dumps(plan.pop("steps", []))
+        key = hashlib.sha256(body.encode()).hexdigest()[:32]
+        self.plans[key] = body
+        plan[STEPS_REF] = key
+
+    def _started(self, payload: StepStarted, data: dict[str, Any]) -> None:
+        self.started[payload.step_id] = payload.tool
+
+    def _attempt(self, payload: ToolAttempt, data: dict[str, Any]) -> None:
+        self.attempts[(payload.step_id, payload.attempt)] = payload
+        if self.started.get(payload.step_id) == payload.tool:
+            del data["tool"]
+        if payload.attempt == 1:
+            del data["attempt"]
+
+    def _status(self, payload: StatusChanged, data: dict[str, Any]) -> None:
+        if self.status == payload.from_:
+            del data["from"]
+        self.status = payload.to
+
+    def _run_finished(self, payload: RunFinished, data: dict[str, Any]) -> None:
+        if self.status == payload.status:
+            del data["status"]
+
+    def _step_finished(self, payload: StepFinished, data: dict[str, Any]) -> None:
+        if payload.output_attempt is not None:
+            self._finished(payload, data)
+        elif payload.sole_attempt:
+            self._sole(payload, data)
 
     def _finished(self, payload: StepFinished, data: dict[str, Any]) -> None:
         """A step's end whose output is an attempt's: what that attempt says is left out."""
@@ -282,6 +310,28 @@ class RowEncoder:
             result.pop("duration_ms", None)
         else:  # written out even at its default: a missing one means "the step's"
             result["duration_ms"] = kept.duration_ms
+
+
+_LEAVE_OUT: dict[type[Any], Callable[[RowEncoder, Any, dict[str, Any]], None]] = {
+    PlanCreated: RowEncoder._plan,
+    StepStarted: RowEncoder._started,
+    ToolAttempt: RowEncoder._attempt,
+    StatusChanged: RowEncoder._status,
+    RunFinished: RowEncoder._run_finished,
+    StepFinished: RowEncoder._step_finished,
+}
+"""Payload record -> what ``RowEncoder`` notes of it and leaves out of its row: one lookup
+by its exact type (payload records are final: none is subclassed) instead of a chain of
+``isinstance`` per event."""
+
+
+def _stored_stage(stage: str, usual: str | None) -> str:
+    """The stored ``stage`` column: empty for the type's ``usual`` stage."""
+    if usual is None:
+        return stage
+    if stage == usual:
+        return ""
+    return stage or EMPTY_STAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ from corral.events import (
     StatusChanged,
     StepFinished,
     ToolAttempt,
-    implied_attempt,
 )
 from corral.store.base import RunRecord, Store
 
@@ -54,12 +53,11 @@ class Before:
 
 def before(event: Event) -> Before:
     """The ``Before`` of the last event stored ahead of a save."""
-    return Before(event.ts, _pauses(event))
+    return Before(event.ts, _pauses(event.payload))
 
 
-def _pauses(event: Event) -> bool:
-    """Whether the run paused at ``event``: after a pause the clock is a person's."""
-    payload = event.payload
+def _pauses(payload: Any) -> bool:
+    """Whether the run paused at an event of ``payload``: after a pause the clock is a person's."""
     return isinstance(payload, StatusChanged) and payload.to in PAUSED_STATUSES
 
 
@@ -95,13 +93,14 @@ def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFa
     last_ts, paused = (prior.ts, prior.paused) if prior is not None else (datetime.min, True)
     for event in events:
         stage = event.stage
+        ts = event.ts
         if not paused:
-            gap = max(0.0, (event.ts - last_ts) / _MS)
-            stage_ms[stage] = stage_ms.get(stage, 0.0) + gap
+            gap = (ts - last_ts) / _MS
+            stage_ms[stage] = stage_ms.get(stage, 0.0) + (gap if gap > 0.0 else 0.0)
         elif stage not in stage_ms:
             stage_ms[stage] = 0.0
-        last_ts, paused = event.ts, _pauses(event)
         payload = event.payload
+        last_ts, paused = ts, _pauses(payload)
         if isinstance(payload, ToolAttempt):
             facts.tools.append(
                 ToolFact(
@@ -113,11 +112,10 @@ def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFa
                 )
             )
         elif isinstance(payload, StepFinished) and payload.sole_attempt:
-            implied = implied_attempt(payload)  # the step's one attempt, which succeeded
-            if implied is not None:
-                facts.tools.append(
-                    ToolFact(event.seq, implied.tool, implied.status, None, implied.duration_ms)
-                )
+            result = payload.result  # what ``implied_attempt`` says, without the attempt
+            if result is not None:  # the step's one attempt, which succeeded
+                tool = ToolFact(event.seq, result.tool, "success", None, payload.duration_ms)
+                facts.tools.append(tool)
         elif isinstance(payload, ModelCall) and not payload.refused:
             facts.model_calls += 1
             facts.input_tokens += _tokens(payload.usage, "prompt_tokens")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy import (
@@ -202,6 +203,9 @@ _STAGE_NAMES = select(step_facts.c.name).where(
 )
 
 
+_SEQ = attrgetter("seq")
+"""An event's ``seq``, read in C (a save sorts its events by it)."""
+
 _STATUS_CHANGED = {EventType.STATUS_CHANGED.value, stored_type(EventType.STATUS_CHANGED)}
 """How a ``status_changed`` row names its type: by code (format 4), or by name (older)."""
 
@@ -248,7 +252,7 @@ def record(
     before the projection existed): then they are made whole. A run with no event yet
     has nothing to count and waits for its first.
     """
-    ordered = sorted(inserted, key=lambda e: e.seq)
+    ordered = sorted(inserted, key=_SEQ)
     first = ordered[0].seq if ordered else None
     columns = run_facts(run).columns()
     if first == 1:

@@ -63,7 +63,6 @@ from corral.store.codec import (
     decode_rows,
     dumps,
     pack_summary,
-    stored_type,
     unpack_summary,
 )
 from corral.store.facts import aware as _aware
@@ -133,17 +132,20 @@ sessions = Table(
 def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
     """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
     encoder = RowEncoder(bodies)
-    return [
-        {
-            "run_id": e.run_id,
-            "seq": e.seq,
-            "ts": e.ts,
-            "type": stored_type(e.type),
-            "stage": encoder.stage(e),
-            "data": encoder.data(e),
-        }
-        for e in new_events
-    ]
+    rows = []
+    for e in new_events:
+        kind, stage, data = encoder.columns(e)
+        rows.append(
+            {
+                "run_id": e.run_id,
+                "seq": e.seq,
+                "ts": e.ts,
+                "type": kind,
+                "stage": stage,
+                "data": data,
+            }
+        )
+    return rows
 
 
 _INSERT_EVENTS = insert(events)
