@@ -86,28 +86,12 @@ class _Prepared:
             return [self.bind(row) for row in rows]
         if not self.processed:
             return list(map(get, rows))
-        if len(self.processed) == 1:  # the usual case, one time column: no inner loop
-            return self._bind_one_processed(get, rows)
         bound = []
         for row in rows:
             values = list(get(row))
             for index, process in self.processed:
                 if values[index] is not None:
                     values[index] = process(values[index])
-            bound.append(tuple(values))
-        return bound
-
-    def _bind_one_processed(
-        self, get: Callable[[Params], tuple[Any, ...]], rows: Sequence[Params]
-    ) -> list[Any]:
-        """``bind_many`` of positional rows whose one processed value is at one position."""
-        [(index, process)] = self.processed
-        bound = []
-        for row in rows:
-            values = list(get(row))
-            value = values[index]
-            if value is not None:
-                values[index] = process(value)
             bound.append(tuple(values))
         return bound
 
