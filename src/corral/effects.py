@@ -49,7 +49,7 @@ class Effects(Protocol):
         ...
 
     def new_id(self, prefix: str) -> str:
-        """A fresh unique id such as ``run_3f2a...``."""
+        """A fresh unique id such as ``run_019ad3f2a1b03f2a...``."""
         ...
 
     async def sleep(self, seconds: float) -> None:
@@ -98,8 +98,9 @@ TIME_ORDERED = frozenset({"run"})
 A run's id leads the key of every row a save writes (the run, its events, its facts). Ids
 that grow with time put those rows at the right edge of each index, as UUIDv7 does; random
 ids land each save on a random leaf page of four B-trees, which on a store larger than its
-cache means pages read and rewritten (``docs/performance.md``). Listing ids sorts runs by
-creation, to the millisecond. A trace id keeps 16 random digits: they are half its OTel id.
+cache means pages read and rewritten (``docs/performance.md``). Ids sort roughly by
+creation, on the clock of the host that made each (nothing relies on it: listings sort by
+``created_at``). A trace id keeps 16 random digits: they are half its OTel id.
 """
 
 

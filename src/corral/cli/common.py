@@ -142,7 +142,7 @@ def _run_id(run_id: str) -> str:
     if not valid_run_id(run_id):
         raise InvalidInputError(
             f"{run_id!r} is not a run id",
-            hint="run ids look like run_3f2a9c0e1b7d4a65; see `corral runs`",
+            hint="run ids look like run_019ad3f2a1b03f2a9c0e1b7d4a65; see `corral runs`",
         )
     return run_id
 

@@ -15,7 +15,7 @@ from rich.tree import Tree
 from corral.contracts import RunStatus, StepStatus
 from corral.events import Event, ModelCall
 from corral.observe.logs import model_call_brief
-from corral.observe.redact import Redactor
+from corral.observe.redact import Redactor, keeping_ids
 from corral.observe.terminal import visible
 
 if TYPE_CHECKING:  # observe sits below runtime: the fold's type is named, never imported
@@ -59,7 +59,7 @@ def run_tree(
     head = Text()
     if title:
         head.append(f"{visible(title)}  ", style="bold")
-    head.append(shown(state.run_id), style="bold")
+    head.append(visible(keeping_ids(hide.text, state.run_id, [state.run_id])), style="bold")
     head.append(f"  [{state.status.value}]", style=style)
     if state.outcome:
         head.append(f" {shown(state.outcome)}", style=style)

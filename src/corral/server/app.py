@@ -145,7 +145,9 @@ class ServerState:
 def checked_run_id(run_id: str) -> str:
     """``run_id``, if it has the shape of one; anything else is no run (404), never a path."""
     if not valid_run_id(run_id):
-        raise RunNotFoundError(f"no run {run_id[:80]!r}", hint="run ids look like run_3f2a…")
+        raise RunNotFoundError(
+            f"no run {run_id[:80]!r}", hint="run ids look like run_019ad3f2a1b0…"
+        )
     return run_id
 
 
@@ -228,9 +230,9 @@ def _queued(settings: ServerSettings, store: SqlStore) -> QueuedRuns | None:
 def _answer_errors(app: FastAPI) -> None:
     """Answer every error with ``{"error": {"code", "message", "hint"}}``."""
 
-    async def corral_error(_: Request, exc: Exception) -> Response:
+    async def corral_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, CorralError)
-        return corral_error_response(exc)
+        return corral_error_response(exc, request.path_params.get("run_id"))
 
     async def bad_request(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

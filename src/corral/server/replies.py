@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from corral.errors import CorralError, ErrorCode
-from corral.observe.redact import redact_builtin
+from corral.observe.redact import keeping_ids, redact_builtin
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.UNAUTHORIZED: 401,
@@ -28,20 +28,26 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
 """The HTTP status of each corral error a request can meet; any other code is a 500."""
 
 
-def error_response(status: int, code: ErrorCode, message: str, hint: str | None) -> JSONResponse:
+def error_response(
+    status: int, code: ErrorCode, message: str, hint: str | None, run_id: str | None = None
+) -> JSONResponse:
     """``{"error": {"code", "message", "hint"}}`` with ``status``.
 
     The message is redacted like every other answer: it may quote the request (a field's
-    name) or the run (what a store failure says had already happened). The hint is
-    corral's own advice ("send Authorization: Bearer TOKEN"), kept as written.
+    name) or the run (what a store failure says had already happened), except ``run_id``
+    when it is an id corral makes (``keeping_ids``). The hint is corral's own advice
+    ("send Authorization: Bearer TOKEN"), kept as written.
     """
+    shown = keeping_ids(redact_builtin, message, [run_id])
     return JSONResponse(
-        {"error": {"code": code.value, "message": redact_builtin(message), "hint": hint}},
-        status_code=status,
+        {"error": {"code": code.value, "message": shown, "hint": hint}}, status_code=status
     )
 
 
-def corral_error_response(exc: CorralError) -> JSONResponse:
-    """The answer to a corral error: its code's status, its code, message and hint."""
+def corral_error_response(exc: CorralError, run_id: str | None = None) -> JSONResponse:
+    """The answer to a corral error: its code's status, its code, message and hint.
+
+    ``run_id``: the run the request named, shown as it is in the message when corral made it.
+    """
     status = STATUS_BY_CODE.get(exc.code, 500)
-    return error_response(status, exc.code, exc.message, exc.hint)
+    return error_response(status, exc.code, exc.message, exc.hint, run_id)

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from corral.contracts import RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event
-from corral.observe.redact import Redactor, redact_builtin, redactor_for
+from corral.observe.redact import Redactor, keeping_ids, redact_builtin, redactor_for
 from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
@@ -195,7 +195,7 @@ async def _messages(
         if live.error is not None:  # the drive failed: say why, then what the store holds
             yield {
                 "event": "error",
-                "data": json.dumps(_error(redactor, live.error), ensure_ascii=False),
+                "data": json.dumps(_error(redactor, live.error, run_id), ensure_ascii=False),
             }
     try:
         events = await state.events(run_id)
@@ -244,17 +244,17 @@ async def _followed(
         except Exception as exc:  # the drive failed on its worker: say why
             yield {
                 "event": "error",
-                "data": json.dumps(_error(redactor_for(events), exc), ensure_ascii=False),
+                "data": json.dumps(_error(redactor_for(events), exc, run_id), ensure_ascii=False),
             }
     if events:
         yield _summary_message(run_id, events)
 
 
-def _error(redactor: Redactor, error: BaseException) -> dict[str, Any]:
+def _error(redactor: Redactor, error: BaseException, run_id: str) -> dict[str, Any]:
     """The ``error`` message of a failed drive: corral's code, or none (a stop, a bug)."""
     if isinstance(error, CorralError):
         code: str | None = error.code.value
-        message, hint = redactor.text(error.message), error.hint
+        message, hint = keeping_ids(redactor.text, error.message, [run_id]), error.hint
     elif isinstance(error, asyncio.CancelledError):  # the server is stopping
         code, message = None, "the server stopped while the run was going"
         hint = "POST /runs/{id}/resume with no input picks it up where its log ends"
