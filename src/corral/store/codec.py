@@ -184,11 +184,6 @@ def dumps(value: Any) -> str:
     return "".join(_C_ENCODE(value, 0))
 
 
-def encode(event: Event, plans: dict[str, str]) -> str:
-    """The stored JSON of an event's payload; plan bodies it refers to are added to ``plans``."""
-    return RowEncoder(plans).data(event)
-
-
 @dataclass
 class RowEncoder:
     """Encodes one save's events in order, leaving out what an earlier one of them says.
@@ -209,21 +204,13 @@ class RowEncoder:
         """The event's stored ``type``, ``stage`` and ``data`` columns.
 
         What its type implies is looked up once (``_KIND_COLUMNS``): an ``EventType`` is
-        hashed in Python, and ``stage`` and ``data`` would look it up in three tables.
+        hashed in Python, and the stage and the data would look it up in three tables.
         """
         code, usual_stage, usual_status = _KIND_COLUMNS[event.type]
         return code, _stored_stage(event.stage, usual_stage), self._data(event, usual_status)
 
-    def stage(self, event: Event) -> str:
-        """The stored ``stage`` column: empty for the type's usual stage."""
-        return _stored_stage(event.stage, STAGES.get(event.type))
-
-    def data(self, event: Event) -> str:
-        """The stored JSON of the event's payload."""
-        return self._data(event, USUAL_STATUS.get(event.type))
-
     def _data(self, event: Event, usual_status: str | None) -> str:
-        """``data``, given the usual status of the event's type."""
+        """The stored JSON of the event's payload, given its type's usual status."""
         payload = event.payload
         data = compact_json(payload)
         leave_out = _LEAVE_OUT.get(type(payload))

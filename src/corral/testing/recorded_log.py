@@ -68,18 +68,11 @@ def log_text(events: list[Event]) -> str:
     """The file's text: a header, then one stored row a line (reviewable, diffable)."""
     plans: dict[str, str] = {}
     encoder = RowEncoder(plans)
-    rows = [
-        dumps(
-            {
-                "seq": e.seq,
-                "ts": e.ts.isoformat(),
-                "type": e.type.value,
-                "stage": encoder.stage(e),
-                "data": json.loads(encoder.data(e)),
-            }
-        )
-        for e in events
-    ]
+    rows = []
+    for e in events:
+        _, stage, data = encoder.columns(e)  # the type by name here, not its stored code
+        row = {"seq": e.seq, "ts": e.ts.isoformat(), "type": e.type.value, "stage": stage}
+        rows.append(dumps({**row, "data": json.loads(data)}))
     header = {MARK: LAYOUT, "run_id": events[0].run_id, "format": FORMAT}
     bodies = {key: json.loads(body) for key, body in sorted(plans.items())}
     return (
