@@ -57,10 +57,16 @@ def rescan_ready(g: Any, states: dict[str, StepState]) -> list[str]:
     ]
 
 
-def rescan_block(g: Any, states: dict[str, StepState]) -> list[tuple[str, list[str]]]:
+def rescan_block(
+    g: Any, states: dict[str, StepState], *, wait_for_running: bool = True
+) -> list[tuple[str, list[str]]]:
+    """A pending step with a dependency that did not succeed, and none still running."""
     blocked = []
     for sid in g.order:
         if states[sid].status is not StepStatus.PENDING:
+            continue
+        depends_on = g.steps[sid].step.depends_on
+        if wait_for_running and any(states[d].status is StepStatus.RUNNING for d in depends_on):
             continue
         bad = [d for d in g.steps[sid].step.depends_on if states[d].status in BAD]
         if bad:
@@ -69,9 +75,13 @@ def rescan_block(g: Any, states: dict[str, StepState]) -> list[tuple[str, list[s
     return blocked
 
 
-def book_block(book: StepBook, states: dict[str, StepState]) -> list[tuple[str, list[str]]]:
+def book_block(
+    book: StepBook, states: dict[str, StepState], *, wait_for_running: bool = True
+) -> list[tuple[str, list[str]]]:
     blocked = []
-    while (found := book.next_blocked()) is not None:
+    if not wait_for_running:
+        book.queue_waiting_again()
+    while (found := book.next_blocked(wait_for_running=wait_for_running)) is not None:
         blocked.append(found)
         states[found[0]].status = StepStatus.BLOCKED
         book.note(found[0])
@@ -107,6 +117,10 @@ def test_the_book_names_what_a_rescan_names(plan: Any) -> None:
             step.status, step.args = ending, {"n": choice}
             step.result = None
         book.note(sid)
+    # Nothing runs any more (a stop): a step that waited for a running one is blocked now.
+    assert book_block(book, states, wait_for_running=False) == rescan_block(
+        g, mirror, wait_for_running=False
+    )
     assert len(book.started) == sum(s.args is not None for s in states.values())
 
 
@@ -117,3 +131,41 @@ def test_a_resumed_book_blocks_what_an_earlier_process_left_failed() -> None:
     book = StepBook(g, states)
     assert book.ready() == []
     assert book_block(book, states) == [("s1", ["s0"]), ("s2", ["s1"]), ("s3", ["s0"])]
+
+
+def settle(book: StepBook, states: dict[str, StepState], sid: str, status: StepStatus) -> None:
+    states[sid].status = status
+    book.note(sid)
+
+
+def test_a_step_waits_for_its_running_dependencies_before_it_is_blocked() -> None:
+    """Blocked with every dependency that did not succeed, once none is still running."""
+    for late_ending, reason in [
+        (StepStatus.SUCCEEDED, ["s0"]),
+        (StepStatus.FAILED, ["s0", "s1"]),
+    ]:
+        g = graph([[], [], [0, 1]], [[], [], []])
+        states = {sid: StepState(sid, "t") for sid in g.order}
+        book = StepBook(g, states)
+        book.started_step("s0")
+        book.started_step("s1")
+        states["s1"].status = StepStatus.RUNNING
+        settle(book, states, "s0", StepStatus.FAILED)
+        assert book_block(book, states) == []  # s1 still runs
+        settle(book, states, "s1", late_ending)  # its ending queues s2 again, either way
+        assert book_block(book, states) == [("s2", reason)]
+
+
+def test_when_nothing_runs_any_more_a_waiting_step_is_blocked() -> None:
+    """A stop leaves an interrupted dependency ``running``: the run ends without it."""
+    g = graph([[], [], [0, 1], [2]], [[], [], [], []])
+    states = {sid: StepState(sid, "t") for sid in g.order}
+    book = StepBook(g, states)
+    book.started_step("s1")
+    states["s1"].status = StepStatus.RUNNING
+    settle(book, states, "s0", StepStatus.FAILED)
+    assert book_block(book, states) == []
+    assert book_block(book, states, wait_for_running=False) == [
+        ("s2", ["s0"]),
+        ("s3", ["s2"]),
+    ]

@@ -5,6 +5,10 @@ facts read before it are still unsettled. A step with both at zero, pending (or 
 after a crash), is a candidate; a settled step updates only its dependents and the steps
 that wait for it. A step that did not succeed queues its pending dependents to be blocked,
 and blocking walks on through theirs. So one step costs the same whatever the plan's length.
+
+A queued step is blocked once none of its dependencies is still running: its reason then
+names every dependency that did not succeed, whichever of two concurrent failures ends
+first (the log must not depend on a thread's timing). It could never run either way.
 """
 
 from __future__ import annotations
@@ -42,6 +46,9 @@ class StepBook:
         every set (this and ``candidates`` live as long as the run)."""
         self.candidates: dict[str, None] = {}
         self.to_block: list[tuple[int, str]] = []
+        self.queued_to_block: dict[str, None] = {}
+        """Steps queued to be blocked once: a dependency that succeeds later queues them
+        again, as one that was running when they were first looked at may have been."""
         succeeded = StepStatus.SUCCEEDED
         depends = graph.depends
         for sid in graph.order:  # one pass: a run opens one per segment
@@ -67,6 +74,7 @@ class StepBook:
         for dependent in self.graph.dependents.get(sid, ()):
             if self.status[dependent] is StepStatus.PENDING:
                 heapq.heappush(self.to_block, (self.index[dependent], dependent))
+                self.queued_to_block[dependent] = None
 
     def ready(self) -> list[str]:
         """The candidates, in the plan's topological order."""
@@ -98,6 +106,11 @@ class StepBook:
             for dependent in self.graph.dependents.get(sid, ()):
                 self.unmet[dependent] -= 1
                 self._refresh(dependent)
+                if (
+                    dependent in self.queued_to_block
+                    and self.status[dependent] is StepStatus.PENDING
+                ):
+                    heapq.heappush(self.to_block, (self.index[dependent], dependent))
         if before in UNSETTLED and after not in UNSETTLED:
             for waiter in self.waited_by.get(sid, ()):
                 self.waits[waiter] -= 1
@@ -112,17 +125,29 @@ class StepBook:
         else:
             self.candidates.pop(sid, None)
 
-    def next_blocked(self) -> tuple[str, list[str]] | None:
+    def next_blocked(self, *, wait_for_running: bool = True) -> tuple[str, list[str]] | None:
         """The next pending step to block, and its dependencies that did not succeed.
 
         In plan order, so a block walks on to its dependents; ``None`` when none is left.
+        A step with a dependency still running waits: that one queues it again when it
+        settles (``note``), failed or succeeded. When nothing runs any more (a stop left
+        an interrupted step ``running``), ``wait_for_running=False`` blocks it at once.
         """
+        status, running = self.status, StepStatus.RUNNING
         while self.to_block:
             _, sid = heapq.heappop(self.to_block)
-            if self.status[sid] is not StepStatus.PENDING:
+            if status[sid] is not StepStatus.PENDING:
                 continue
             depends_on = self.graph.steps[sid].step.depends_on
-            bad = [d for d in depends_on if self.status[d] in BAD]
+            if wait_for_running and any(status[d] is running for d in depends_on):
+                continue
+            bad = [d for d in depends_on if status[d] in BAD]
             if bad:
                 return sid, bad
         return None
+
+    def queue_waiting_again(self) -> None:
+        """Queue again the steps that waited for a running dependency (out of the heap)."""
+        for sid in self.queued_to_block:
+            if self.status[sid] is StepStatus.PENDING:
+                heapq.heappush(self.to_block, (self.index[sid], sid))

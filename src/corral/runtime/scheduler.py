@@ -181,7 +181,7 @@ class Scheduler:
             for call in self.queued.values():
                 call.close()
             raise
-        self._mark_blocked()
+        self._mark_blocked(nothing_runs=True)
         self._stop_on_model_budget()
         if self.stop is None and await self._replanned():
             self.graph = self.loop.graph
@@ -382,15 +382,18 @@ class Scheduler:
             ready.append(step_id)
         return ready
 
-    def _mark_blocked(self) -> None:
+    def _mark_blocked(self, *, nothing_runs: bool = False) -> None:
         """Block the pending steps whose dependencies did not succeed, walking dependents."""
-        while (found := self.book.next_blocked()) is not None:
+        book = self.book
+        if nothing_runs:
+            book.queue_waiting_again()
+        while (found := book.next_blocked(wait_for_running=not nothing_runs)) is not None:
             step_id, bad = found
             reason = f"depends on {', '.join(bad)}, which did not succeed"
             self.journal.emit(
                 "execute", StepBlocked(step_id, reason, ErrorCode.DEPENDENCY_FAILED.value)
             )
-            self.book.note(step_id)
+            book.note(step_id)
 
     # ------------------------------------------------------------------ before a step
 
