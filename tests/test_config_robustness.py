@@ -384,3 +384,32 @@ def test_an_unknown_timezone_is_a_config_error_not_a_crash_at_the_first_date() -
         parse_config({"name": "x", "intents": [], "timezone": "Mars/Olympus"})
     shanghai = parse_config({"name": "x", "intents": [], "timezone": "Asia/Shanghai"})
     assert shanghai.timezone == "Asia/Shanghai"
+
+
+def test_an_intent_is_found_by_name_or_alias_the_first_declared_first() -> None:
+    """The lookup is indexed; it answers as the scan of ``intents`` in order did."""
+    config = parse_config(
+        {
+            "name": "x",
+            "intents": [
+                {"name": "refund", "aliases": ["money_back", "return"], "examples": ["a"]},
+                {"name": "return", "examples": ["b"]},  # a later name an alias already took
+                {"name": "track", "aliases": ["where"], "examples": ["c"]},
+            ],
+        }
+    )
+    assert [config.intent(n).name for n in ("refund", "money_back", "return", "where")] == [
+        "refund",
+        "refund",
+        "refund",
+        "track",
+    ]
+    with pytest.raises(ConfigInvalidError, match="no intent named 'nope'"):
+        config.intent("nope")
+    # The index is a cache: looked up or not, two equal configs stay equal, and a copy
+    # with other intents answers from its own.
+    assert config == parse_config(config.model_dump())
+    narrowed = config.model_copy(update={"intents": config.intents[1:]})
+    assert narrowed.intent("return").name == "return"
+    with pytest.raises(ConfigInvalidError):
+        narrowed.intent("money_back")

@@ -8,6 +8,7 @@ typed default taken from the seeds and is documented in ``docs/settings.md``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -16,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -343,6 +345,30 @@ class WorkersConfig(_Strict):
     """Drives of this agent one worker process runs at once; ``None``: no bound."""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _IntentIndex:
+    """``AgentConfig.intents`` by name and alias: a cache, so never part of its equality."""
+
+    intents: list[IntentSpec] | None
+    """The list it was built from (``None``: not built yet)."""
+    by_name: dict[str, IntentSpec]
+
+    @classmethod
+    def of(cls, intents: list[IntentSpec]) -> _IntentIndex:
+        by_name: dict[str, IntentSpec] = {}
+        for spec in intents:
+            by_name.setdefault(spec.name, spec)
+            for alias in spec.aliases:
+                by_name.setdefault(alias, spec)
+        return cls(intents, by_name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _IntentIndex)
+
+    def __hash__(self) -> int:
+        return 0
+
+
 class AgentConfig(_Strict):
     """The whole declaration of one agent, as read from ``agent.yaml``."""
 
@@ -418,12 +444,21 @@ class AgentConfig(_Strict):
             raise ValueError(f"telemetry.sampling names undeclared intents: {unknown}")
         return self
 
+    _intent_index: _IntentIndex = PrivateAttr(default_factory=lambda: _IntentIndex(None, {}))
+
     def intent(self, name: str) -> IntentSpec:
-        """The intent called ``name`` or one of its aliases."""
-        for spec in self.intents:
-            if name == spec.name or name in spec.aliases:
-                return spec
-        raise ConfigInvalidError(f"no intent named {name!r}")
+        """The intent called ``name`` or one of its aliases (the first declared that is).
+
+        A run looks intents up several times, and an agent may declare hundreds: the index
+        is built once, and again only if ``intents`` is another list (``model_copy``).
+        """
+        index = self._intent_index
+        if index.intents is not self.intents:
+            index = self._intent_index = _IntentIndex.of(self.intents)
+        found = index.by_name.get(name)
+        if found is None:
+            raise ConfigInvalidError(f"no intent named {name!r}")
+        return found
 
 
 def parse_config(data: Any, *, source: str = "<config>") -> AgentConfig:
