@@ -24,7 +24,8 @@ class Value(BaseModel):
     value: int
 
 
-def test_the_facts_of_sole_and_retried_attempts_are_the_attempts_the_log_implies() -> None:
+def scenario_events() -> list[Event]:
+    """A template run: a step that answers at once, one that fails once, then answers."""
     calls = {"flaky": 0}
 
     @tool
@@ -52,7 +53,11 @@ def test_the_facts_of_sole_and_retried_attempts_are_the_attempts_the_log_implies
         assert summary.status.value == "finished", summary
         return list(await runtime.events(summary.run_id))
 
-    events = asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_the_facts_of_sole_and_retried_attempts_are_the_attempts_the_log_implies() -> None:
+    events = scenario_events()
     attempts = list(tool_attempts(event.payload for event in events))
     facts = event_facts(events).tools
     assert [a.tool for a in attempts] == ["steady", "flaky", "flaky", "steady"]

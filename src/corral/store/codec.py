@@ -58,6 +58,7 @@ from typing import Any
 from corral.contracts import EventType, ToolStatus
 from corral.errors import StoreCorruptError
 from corral.events import (
+    PAYLOADS,
     Event,
     PlanCreated,
     RunFinished,
@@ -213,7 +214,9 @@ class RowEncoder:
         """The stored JSON of the event's payload, given its type's usual status."""
         payload = event.payload
         data = compact_json(payload)
-        leave_out = _LEAVE_OUT.get(type(payload))
+        leave_out = _LEAVE_OUT.get(type(payload), _UNLISTED)
+        if leave_out is _UNLISTED:  # an ``Opaque``, or a subclass of a payload record
+            leave_out = _inherited_leave_out(type(payload))
         if leave_out is not None:
             leave_out(self, payload, data)
         if usual_status is not None and data.get("status") == usual_status:
@@ -299,17 +302,31 @@ class RowEncoder:
             result["duration_ms"] = kept.duration_ms
 
 
-_LEAVE_OUT: dict[type[Any], Callable[[RowEncoder, Any, dict[str, Any]], None]] = {
-    PlanCreated: RowEncoder._plan,
-    StepStarted: RowEncoder._started,
-    ToolAttempt: RowEncoder._attempt,
-    StatusChanged: RowEncoder._status,
-    RunFinished: RowEncoder._run_finished,
-    StepFinished: RowEncoder._step_finished,
-}
-"""Payload record -> what ``RowEncoder`` notes of it and leaves out of its row: one lookup
-by its exact type (payload records are final: none is subclassed) instead of a chain of
-``isinstance`` per event."""
+_LeaveOut = Callable[[RowEncoder, Any, dict[str, Any]], None]
+_LEAVE_OUT: dict[type[Any], _LeaveOut | None] = dict.fromkeys(PAYLOADS.values())
+_LEAVE_OUT.update(
+    {
+        PlanCreated: RowEncoder._plan,
+        StepStarted: RowEncoder._started,
+        ToolAttempt: RowEncoder._attempt,
+        StatusChanged: RowEncoder._status,
+        RunFinished: RowEncoder._run_finished,
+        StepFinished: RowEncoder._step_finished,
+    }
+)
+"""Payload record -> what ``RowEncoder`` notes of it and leaves out of its row (``None``:
+nothing): one lookup by its exact type instead of a chain of ``isinstance`` per event.
+Every record is listed, so a type that is not (``_UNLISTED``) is a subclass or an
+``Opaque``, and only that one walks its bases."""
+_UNLISTED: Any = object()
+
+
+def _inherited_leave_out(payload_type: type[Any]) -> _LeaveOut | None:
+    """What the nearest listed base of ``payload_type`` leaves out (an ``Opaque``: nothing)."""
+    for base in payload_type.__mro__:
+        if base in _LEAVE_OUT:
+            return _LEAVE_OUT[base]
+    return None
 
 
 def _stored_stage(stage: str, usual: str | None) -> str:
