@@ -452,9 +452,11 @@ class AgentConfig(_Strict):
         A run looks intents up several times, and an agent may declare hundreds: the index
         is built once, and again only if ``intents`` is another list (``model_copy``).
         """
-        index = self._intent_index
+        private = self.__pydantic_private__  # not ``self._intent_index``: pydantic's
+        assert private is not None  # lookup of a private attribute costs ten times more
+        index: _IntentIndex = private["_intent_index"]
         if index.intents is not self.intents:
-            index = self._intent_index = _IntentIndex.of(self.intents)
+            index = private["_intent_index"] = _IntentIndex.of(self.intents)
         found = index.by_name.get(name)
         if found is None:
             raise ConfigInvalidError(f"no intent named {name!r}")
