@@ -5,6 +5,11 @@ The plan's tool and its declared equivalents, ranked by health and the agent's p
 description is similar enough are added after them. A candidate runs only when the
 intent allows it and its hard constraint holds. The scheduler tries them in this order,
 going on to the next only when the recovery ladder lets it (``verify.recovery``).
+
+The step's gates ran for the planned tool. Another tool (a stand-in) must not need what
+they did not give: a read step is never run by a write, and a tool that asks for the
+person's approval stands in only for a step that asked for it (``stand_in_refusal``). A
+business rule declared before a stand-in is checked when it is about to run.
 """
 
 from __future__ import annotations
@@ -22,6 +27,24 @@ MIN_SIMILARITY = 0.15
 """Capability matching proposes a tool only above this TF-IDF cosine similarity."""
 NOT_ALLOWED = "not allowed for this intent"
 """Why a tool outside the intent's allow-list may not run the step."""
+WRITE_FOR_READ = "a write cannot stand in for a read"
+UNAPPROVED = "asks for the person's approval, which this step did not ask for"
+
+
+def stand_in_refusal(
+    planned: ToolSpec, candidate: ToolSpec, *, step_asks_approval: bool
+) -> str | None:
+    """Why ``candidate`` may not run a step the gates admitted for ``planned`` (or ``None``).
+
+    The confirmation gate asked the person (or not) for the step and the planned tool: a
+    stand-in that asks for approval itself runs only where that was asked.
+    """
+    if candidate.policy.kind == "write" and planned.policy.kind != "write":
+        return WRITE_FOR_READ
+    approved = step_asks_approval or planned.policy.requires_confirmation
+    if candidate.policy.requires_confirmation and not approved:
+        return UNAPPROVED
+    return None
 
 
 def simple(planned: ToolSpec, policy: DecisionPolicy, capabilities: CapabilityIndex | None) -> bool:
@@ -57,12 +80,14 @@ def eligible_tools(
     capabilities: CapabilityIndex | None = None,
     query: str = "",
     latency: Mapping[str, float] | None = None,
+    step_asks_approval: bool = False,
 ) -> tuple[list[ToolSpec], dict[str, str]]:
     """The tools that may run the step, best first, and tool -> why it may not.
 
     ``names``: what the tools' constraints read; ``query``: what capability matching
     compares descriptions with (the step's, the tool's, the run's goal); ``latency``:
-    observed p95s that replace declared latencies in the ranking.
+    observed p95s that replace declared latencies in the ranking; ``step_asks_approval``:
+    the step itself requires confirmation (``stand_in_refusal``).
     """
     if simple(planned, policy, capabilities):
         return sole_candidate(planned, tools, allowed)
@@ -86,6 +111,11 @@ def eligible_tools(
         if candidate.name not in allowed:
             excluded[candidate.name] = NOT_ALLOWED
             continue
+        if candidate.name != planned.name:
+            refusal = stand_in_refusal(planned, candidate, step_asks_approval=step_asks_approval)
+            if refusal is not None:
+                excluded[candidate.name] = refusal
+                continue
         ok, reason = policy.allows(candidate.name, names) if policy.constraints else (True, "")
         if ok:
             eligible.append(candidate)

@@ -34,9 +34,10 @@ from corral.contracts import (
     ToolStatus,
     Verdict,
 )
+from corral.decision.builtin_gates import BusinessRules
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
-from corral.decision.gates import Proposal, decide
+from corral.decision.gates import Proposal, Skip, decide
 from corral.eager import start
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -464,6 +465,7 @@ class Scheduler:
                     else ""
                 ),
                 latency=self.latency,
+                step_asks_approval=step.requires_confirmation,
             )
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
@@ -479,6 +481,12 @@ class Scheduler:
         # ``enumerate`` and its list iterator stayed alive across every await of the call
         for index in range(len(candidates)):
             spec = candidates[index]
+            if spec.name != planned.name:  # a stand-in: the rules declared before it
+                answer = BusinessRules().check(Proposal(compiled, spec, args), self.gates)
+                if isinstance(answer, Skip):  # a stand-in its rules keep out
+                    if result is None and index + 1 == len(candidates):
+                        result = failed_result(spec.name, answer.code, answer.reason)
+                    continue
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
             if write or index or degraded or excluded or spec.name != planned.name or told:

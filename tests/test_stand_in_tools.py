@@ -1,0 +1,137 @@
+"""A tool that stands in for the planned one passes the gates that tool would have met.
+
+The gates run once per step, for the planned tool: its business rules, its confirmation.
+An equivalent tool the ranking puts first, or one tried after the planned one failed, is
+another tool: a rule declared before it, or an approval it asks for, must hold for it too,
+and a read step never turns into a write. Review finding ("fallback tools skip the gates").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from corral import EventType, MemoryStore, Runtime, StepStatus, tool
+from corral.testing import FixedEffects
+from corral.tools.policy import ToolPolicy
+from tests.helpers import build_agent
+
+
+class Paid(BaseModel):
+    amount: float
+
+
+def _gateways(calls: list[str], **second: Any) -> list[Any]:
+    """``gateway_a`` is down; ``gateway_b`` is its equivalent, slower (so tried second)."""
+
+    @tool(name="gateway_a", policy=ToolPolicy(equivalent_group="refund", latency_ms=10))
+    def gateway_a(amount: float) -> Paid:
+        calls.append("gateway_a")
+        raise ValueError("gateway a is down")
+
+    @tool(
+        name="gateway_b",
+        policy=ToolPolicy(equivalent_group="refund", latency_ms=20, **second),
+    )
+    def gateway_b(amount: float) -> Paid:
+        calls.append("gateway_b")
+        return Paid(amount=amount)
+
+    return [gateway_a, gateway_b]
+
+
+def _events(runtime: Runtime, run_id: str, kind: EventType) -> list[dict[str, Any]]:
+    return [e.data for e in runtime.store.load_events(run_id) if e.type is kind]  # type: ignore[attr-defined]
+
+
+async def test_a_stand_in_that_needs_approval_the_step_did_not_ask_for_is_not_called() -> None:
+    calls: list[str] = []
+    tools = _gateways(calls, requires_confirmation=True)
+    agent = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 50}}])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert calls == ["gateway_a"]  # never gateway_b: nobody approved it
+    assert summary.steps[0].status is StepStatus.FAILED
+    selected = _events(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    assert [s["tool"] for s in selected] == ["gateway_a"]
+    assert selected[0]["excluded"] == {
+        "gateway_b": "asks for the person's approval, which this step did not ask for"
+    }
+
+
+async def test_a_stand_in_is_called_when_the_step_itself_was_approved() -> None:
+    calls: list[str] = []
+    tools = _gateways(calls, requires_confirmation=True)
+    steps = [
+        {"id": "s1", "tool": "gateway_a", "args": {"amount": 50}, "requires_confirmation": True}
+    ]
+    runtime = Runtime(build_agent(tools, steps), MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("go")
+    assert paused.status.value == "awaiting_confirm"
+    summary = await runtime.resume(paused.run_id, approve=True)
+    assert calls == ["gateway_a", "gateway_b"]
+    assert summary.steps[0].status is StepStatus.SUCCEEDED
+
+
+async def test_a_business_rule_declared_before_a_stand_in_is_checked_before_it_runs() -> None:
+    calls: list[str] = []
+    rule = {
+        "name": "b_limit",
+        "before_tool": "gateway_b",
+        "require": "entities.amount <= 100",
+        "refusal": "too_much",
+    }
+    agent = build_agent(
+        _gateways(calls),
+        [{"id": "s1", "tool": "gateway_a", "args": {"amount": "$entities.amount"}}],
+        entities={"amount": {"kind": "amount"}},
+        business_rules=[rule],
+        templates={"too_much": {"zh": "金额过大", "en": "too much"}},
+    )
+    for amount, expected_calls, status in [
+        (500, ["gateway_a"], StepStatus.FAILED),
+        (50, ["gateway_a", "gateway_b"], StepStatus.SUCCEEDED),
+    ]:
+        calls.clear()
+        runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+        summary = await runtime.run_plan("p", entities={"amount": amount})
+        assert calls == expected_calls, amount
+        assert summary.steps[0].status is status
+        verdicts = _events(runtime, summary.run_id, EventType.VERIFIED)
+        assert [(v["verdict"]["check"], v["verdict"]["passed"]) for v in verdicts] == [
+            ("business_rule", amount <= 100)
+        ]
+
+
+async def test_a_read_step_never_falls_back_to_a_write() -> None:
+    calls: list[str] = []
+    tools = _gateways(calls, kind="write", idempotent=True)
+    agent = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert calls == ["gateway_a"]
+    selected = _events(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    assert selected[0]["excluded"] == {"gateway_b": "a write cannot stand in for a read"}
+
+
+async def test_a_step_whose_only_tool_left_is_kept_out_by_its_rule_fails_with_that_rule() -> None:
+    from corral import parse_config
+    from corral.agent import Agent
+
+    calls: list[str] = []
+    tools = _gateways(calls)
+    rule = {"name": "b_limit", "before_tool": "gateway_b", "require": "1 == 2", "refusal": "no"}
+    base = build_agent(
+        tools,
+        [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}],
+        business_rules=[rule],
+        templates={"no": {"zh": "不行", "en": "no"}},
+    )
+    constrained = {**base.config.model_dump(), "tool_constraints": {"gateway_a": "1 == 2"}}
+    agent = Agent.build(parse_config(constrained), tools)
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert calls == []  # gateway_a is constrained out, gateway_b kept out by its rule
+    assert summary.steps[0].status is StepStatus.FAILED
+    assert summary.steps[0].error_code == "BUSINESS_RULE_VIOLATED"
