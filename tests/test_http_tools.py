@@ -433,3 +433,18 @@ def test_one_pooled_client_per_agent_reopened_in_a_new_event_loop(
     asyncio.run(twice())
     assert transport.name == "http" and len(ledger.ports) == 2
     assert ledger.ports[0] == ledger.ports[1]  # one pool, one kept-alive connection
+
+
+async def test_a_404_to_a_read_is_no_result_unless_declared_an_error(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """A mistyped base URL answers 404 too: ``not_found: error`` keeps it from reading as
+    "nothing found" for an endpoint that never answers 404 for a missing thing."""
+    missing = weather_tool("/no-such-route/{city}")
+    attempts, _, _, _ = await run_once(agent_with(service[0], missing))
+    assert [(a.status, a.error_code) for a in attempts] == [("no_result", None)]
+    strict = {**missing, "not_found": "error"}
+    attempts, effects, _, _ = await run_once(agent_with(service[0], strict))
+    assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_FAILED", False)]
+    assert "HTTP 404" in (attempts[0].error_message or "")
+    assert effects.sleeps == [] and ledger.calls["/no-such-route/shanghai"] == 2

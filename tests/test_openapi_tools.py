@@ -101,6 +101,28 @@ async def test_imported_tools_are_called_like_declared_ones(
     assert ledger.calls == {"/weather/shanghai": 1, "/posts": 1}
 
 
+async def test_a_mistyped_base_url_is_a_failure_when_404_is_declared_an_error(
+    service: tuple[str, Ledger, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Every path under a wrong base URL answers 404: read as "nothing found" by default,
+    as the failed call it is with ``not_found: error``."""
+    base, ledger, document = service
+    outcomes = []
+    for not_found in ("no_result", "error"):
+        ledger.reset()
+        agent = imported(tmp_path, document, base_url=base + "/v9", not_found=not_found)
+        async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+            summary = await runtime.start("go")
+            events = await runtime.events(summary.run_id)
+        first = next(tool_attempts(e.payload for e in events))
+        outcomes.append((first.tool, first.status, first.error_code))
+        assert ledger.calls == {"/v9/weather/shanghai": 1}  # the service has no /v9: 404
+    assert outcomes == [
+        ("get_forecast", "no_result", None),
+        ("get_forecast", "error", "TOOL_FAILED"),
+    ]
+
+
 REFS_DOCUMENT = """
 openapi: 3.0.3
 servers: [{url: "http://127.0.0.1:9/api"}]

@@ -10,8 +10,9 @@ function tools' own code path:
 - 5xx: ``TransientToolError`` (the outcome of a write is unknown), with ``Retry-After``;
 - a connection that could not be made: ``TransientToolError(applied=False)``; a timeout:
   ``TimeoutError``; a connection lost on the way: ``TransientToolError``;
-- 404 for a read: no result (``NO_RESULT``); a 2xx without a body (204): no result for
-  a read, and a success without data for a write (``DELETE`` answers 204);
+- 404 for a read: no result (``NO_RESULT``), or with ``not_found: error`` a failed call;
+  a 2xx without a body (204): no result for a read, and a success without data for a
+  write (``DELETE`` answers 204);
 - any other status outside 2xx: ``ToolFailedError`` (not retried), except a 303 or 409
   to a write, which do not prove it did not act (``WriteInDoubtError``: outcome unknown);
 - a body that is not JSON, or larger than ``max_response_bytes`` (cut off while it
@@ -326,6 +327,8 @@ class HttpEndpoint:
                 retry_after_s=wait,
             )
         if status == 404 and self.config.policy.kind != "write":
+            if self.config.not_found == "error":
+                raise ToolFailedError(f"{self.label}: HTTP 404 (not_found: error)")
             return None
         if not 200 <= status < 300:
             if status in _IN_DOUBT and self.config.policy.kind == "write":

@@ -16,6 +16,7 @@ from corral.tools.declared import AuthConfig, DeclaredConfig, ToolPolicyConfig
 
 ParamIn = Literal["path", "query", "header", "body"]
 HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+NotFound = Literal["no_result", "error"]
 MAX_RESPONSE_BYTES = 1024 * 1024
 """A response body larger than this (1 MiB) is cut off while it streams, never parsed."""
 PATH_PARAM = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_-]*)\}")
@@ -64,6 +65,10 @@ class HttpToolConfig(DeclaredConfig):
     summary: str | None = None
     """A ``str.format`` template over output fields, as ``@tool(summary=...)``."""
     max_response_bytes: int = Field(MAX_RESPONSE_BYTES, ge=1)
+    not_found: NotFound = "no_result"
+    """What a 404 to a read means: ``no_result`` (the thing asked for does not exist), or
+    ``error`` (a failed call, ``TOOL_FAILED``): for an endpoint that never answers 404 for
+    a missing thing, so that a wrong base URL is not read as "nothing found"."""
 
     @model_validator(mode="after")
     def _parameters_exist(self) -> HttpToolConfig:
@@ -101,6 +106,8 @@ class OpenApiConfig(DeclaredConfig):
     summaries: dict[str, str] = Field(default_factory=dict)
     """Tool name -> its summary template."""
     max_response_bytes: int = Field(MAX_RESPONSE_BYTES, ge=1)
+    not_found: NotFound = "no_result"
+    """``HttpToolConfig.not_found``, for every operation imported."""
 
     @model_validator(mode="after")
     def _names_are_tools(self) -> OpenApiConfig:

@@ -68,6 +68,7 @@ def openapi_tools(source: OpenApiConfig, root: Path) -> list[HttpToolConfig]:
                 policy=source.policies.get(name, ToolPolicyConfig()),
                 summary=source.summaries.get(name),
                 max_response_bytes=source.max_response_bytes,
+                not_found=source.not_found,
             )
         )
     return tools
