@@ -41,7 +41,7 @@ def _gateways(calls: list[str], **second: Any) -> list[Any]:
     return [gateway_a, gateway_b]
 
 
-def _events(runtime: Runtime, run_id: str, kind: EventType) -> list[dict[str, Any]]:
+def events_of(runtime: Runtime, run_id: str, kind: EventType) -> list[dict[str, Any]]:
     return [e.data for e in runtime.store.load_events(run_id) if e.type is kind]  # type: ignore[attr-defined]
 
 
@@ -53,7 +53,7 @@ async def test_a_stand_in_that_needs_approval_the_step_did_not_ask_for_is_not_ca
     summary = await runtime.start("go")
     assert calls == ["gateway_a"]  # never gateway_b: nobody approved it
     assert summary.steps[0].status is StepStatus.FAILED
-    selected = _events(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    selected = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
     assert [s["tool"] for s in selected] == ["gateway_a"]
     assert selected[0]["excluded"] == {
         "gateway_b": "asks for the person's approval, which this step did not ask for"
@@ -98,7 +98,7 @@ async def test_a_business_rule_declared_before_a_stand_in_is_checked_before_it_r
         summary = await runtime.run_plan("p", entities={"amount": amount})
         assert calls == expected_calls, amount
         assert summary.steps[0].status is status
-        verdicts = _events(runtime, summary.run_id, EventType.VERIFIED)
+        verdicts = events_of(runtime, summary.run_id, EventType.VERIFIED)
         assert [(v["verdict"]["check"], v["verdict"]["passed"]) for v in verdicts] == [
             ("business_rule", amount <= 100)
         ]
@@ -111,7 +111,7 @@ async def test_a_read_step_never_falls_back_to_a_write() -> None:
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     summary = await runtime.start("go")
     assert calls == ["gateway_a"]
-    selected = _events(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    selected = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
     assert selected[0]["excluded"] == {"gateway_b": "a write cannot stand in for a read"}
 
 

@@ -245,6 +245,7 @@ class Agent:
                 problems.append(f"business rule {rule.name}: unknown tool {rule.before_tool!r}")
             if not renderer.has(rule.refusal):
                 problems.append(f"business rule {rule.name}: template {rule.refusal!r} is missing")
+        problems.extend(_rule_argument_problems(rules, registry))
         for entity, template in config.questions.items():
             if not renderer.has(template):
                 problems.append(f"question for {entity}: template {template!r} is missing")
@@ -288,6 +289,31 @@ def _checked_verifiers(verifiers: Sequence[Verifier]) -> tuple[Verifier, ...]:
                 hint="a verifier may ask a model (the judge), so it is awaited",
             )
     return tuple(verifiers)
+
+
+def _rule_argument_problems(rules: Sequence[CompiledRule], registry: ToolRegistry) -> list[str]:
+    """A rule reads only arguments its tool takes, and no ``result`` (none exists yet).
+
+    A misspelt argument could never be judged, so the rule would refuse every call.
+    """
+    from corral.verify.expressions import read_paths
+
+    problems: list[str] = []
+    for compiled in rules:
+        rule = compiled.rule
+        if read_paths(compiled.expression, "result"):
+            problems.append(f"business rule {rule.name}: reads result, but runs before the tool")
+        if rule.before_tool not in registry:
+            continue  # said above
+        fields = registry.get(rule.before_tool).input_model.model_fields
+        taken = {*fields, *(f.alias for f in fields.values() if f.alias)}
+        for path in sorted(read_paths(compiled.expression, "args")):
+            if path and path[0] not in taken:
+                problems.append(
+                    f"business rule {rule.name}: reads args.{path[0]}, "
+                    f"which {rule.before_tool} does not take"
+                )
+    return problems
 
 
 def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]:

@@ -157,7 +157,11 @@ class AllowList:
 
 @dataclass(frozen=True, slots=True)
 class BusinessRules:
-    """The business rules declared before the tool; a violated one skips the step."""
+    """The business rules declared before the tool; a violated one skips the step.
+
+    A rule reads the step's bound arguments (``args.amount``) besides ``facts`` and
+    ``entities``: the values the tool is about to be called with.
+    """
 
     leaves_arguments: ClassVar[bool] = True
 
@@ -174,7 +178,7 @@ class BusinessRules:
         for rule in run.rules:
             if rule.rule.before_tool != tool:
                 continue
-            names = run.rule_names() if names is None else names
+            names = run.rule_names(proposal.args) if names is None else names
             verdict = rule.check(names)
             run.emit("verify", Verified(proposal.step_id, verdict))
             if not verdict.passed:
