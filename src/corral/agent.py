@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from corral.config import AgentConfig, PlanTemplate, load_config
@@ -189,7 +189,9 @@ class Agent:
 
         ``gates`` and ``verifiers`` replace corral's own checks before a step and on its
         result (``DEFAULT_GATES``, ``DEFAULT_VERIFIERS``); add one with
-        ``gates=(*DEFAULT_GATES, MyGate())``.
+        ``gates=(*DEFAULT_GATES, MyGate())``. A config that names gates or verifiers
+        (``gates:`` in agent.yaml, resolved from ``tools.py`` by ``load_agent``) needs them
+        passed: built without, they would silently not run.
 
         ``transports`` are the connections ``tools`` are called over, and ``teardown``
         undoes what built ``deps``; ``aclose`` closes both.
@@ -250,6 +252,16 @@ class Agent:
             if not renderer.has(template):
                 problems.append(f"question for {entity}: template {template!r} is missing")
         problems.extend(_decision_problems(config, registry))
+        unpassed = [
+            f"the config names {kind} {', '.join(named)}, which were not passed "
+            "(load_agent resolves them from tools.py)"
+            for kind, named, passed in (
+                ("gates", config.gates, gates is not None),
+                ("verifiers", config.verifiers, verifiers is not None),
+            )
+            if named and not passed
+        ]
+        problems.extend(unpassed)
         if problems:
             raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))
         capabilities = None
@@ -488,6 +500,26 @@ def _mcp_server_tools(
     return specs, list(connections)
 
 
+def _named_in_tools(module: ModuleType, kind: str, names: Sequence[str]) -> list[Any]:
+    """The objects ``tools.py`` defines under ``names`` (agent.yaml's ``gates:``/``verifiers:``).
+
+    Each must be an instance with a ``check`` method (a class is named by mistake: its
+    ``check`` would need an instance), so a typo or a wrong object fails the load.
+    """
+    found = []
+    for name in names:
+        value = getattr(module, name, None)
+        if value is None:
+            raise ConfigInvalidError(f"{kind} {name!r}: tools.py defines no such name")
+        if isinstance(value, type) or not callable(getattr(value, "check", None)):
+            raise ConfigInvalidError(
+                f"{kind} {name!r}: not a {kind} (an object with a check method)",
+                hint=f"in tools.py: {name} = My{kind.capitalize()}()",
+            )
+        found.append(value)
+    return found
+
+
 def load_agent(
     agent_dir: Path | str,
     *,
@@ -521,12 +553,20 @@ def load_agent(
 
     config = with_model_name(load_config(root / "agent.yaml"), model_name)
     tools: list[ToolSpec] = []
+    gates: list[Any] = []
+    verifiers: list[Any] = []
     setup = Setup()
     tools_file = root / "tools.py"
     if tools_file.is_file():
         module = import_tools(tools_file)
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
+        gates = _named_in_tools(module, "gate", config.gates)
+        verifiers = _named_in_tools(module, "verifier", config.verifiers)
         setup = run_setup(module, data_dir or root / ".data", root)
+    elif config.gates or config.verifiers:
+        raise ConfigInvalidError(
+            f"{root}: agent.yaml names gates or verifiers, but has no tools.py"
+        )
     cache = cache_dir / NEGOTIATION_FILE if cache_dir is not None else None
     try:
         classifiers = [train_classifier(config, cache_dir)] if config.classifier.enabled else []
@@ -544,6 +584,8 @@ def load_agent(
             model=chosen,
             teardown=setup.teardown,
             mcp_listings=mcp_listings,
+            gates=(*DEFAULT_GATES, *gates) if config.gates else None,
+            verifiers=(*DEFAULT_VERIFIERS, *verifiers) if config.verifiers else None,
         )
     except BaseException:
         if setup.teardown is not None:  # what setup started must not outlive a broken agent

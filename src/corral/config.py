@@ -414,6 +414,11 @@ class AgentConfig(_Strict):
     """MCP servers and the tools imported from them (``docs/mcp.md``)."""
     workers: WorkersConfig = Field(default_factory=WorkersConfig)
     """The concurrency of the agent's queue for ``corral worker`` (``docs/workers.md``)."""
+    gates: list[str] = Field(default_factory=list)
+    """Names of gates defined in ``tools.py``, asked after corral's own, in this order
+    (``docs/extending.md``): every command that loads the folder runs them."""
+    verifiers: list[str] = Field(default_factory=list)
+    """Names of verifiers defined in ``tools.py``, run after corral's own, in this order."""
 
     @field_validator("timezone")
     @classmethod
