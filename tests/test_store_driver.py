@@ -95,6 +95,27 @@ def test_a_cursor_listener_sees_every_statement_of_a_save(tmp_path: Path, backen
     store.engine.dispose()
 
 
+def test_only_writes_begin_immediate_even_after_a_write_failed_to_begin(tmp_path: Path) -> None:
+    store = SqlStore.open(tmp_path / "corral.db")
+    begins: list[str] = []
+    refuse = [False, True]  # popped: the first write fails to begin, the second does not
+
+    def listen(_c: Any, _cur: Any, statement: str, _p: Any, _ctx: Any, _many: bool) -> None:
+        if statement.startswith("BEGIN"):
+            begins.append(statement)
+            if statement == "BEGIN IMMEDIATE" and refuse.pop():
+                raise sqlite3.OperationalError("database is locked")
+
+    event.listen(store.engine, "before_cursor_execute", listen)
+    with pytest.raises(Exception, match="locked"):
+        store.save(_run("run_b"), _events("run_b"), lease=Lease("run_b", "me", new_run=True))
+    assert store.load_events("run_b") == []  # its connection's next user only reads
+    store.save(_run("run_b"), _events("run_b"), lease=Lease("run_b", "me", new_run=True))
+    assert len(store.load_events("run_b")) == len(TIMES)
+    assert begins == ["BEGIN IMMEDIATE", "BEGIN", "BEGIN IMMEDIATE", "BEGIN"]
+    store.engine.dispose()
+
+
 def test_a_driver_failure_in_a_save_is_a_store_error_with_the_run(tmp_path: Path) -> None:
     store = SqlStore.open(tmp_path / "corral.db")
     with sqlite3.connect(tmp_path / "corral.db") as raw:

@@ -209,9 +209,18 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+_WRITE = "corral_write"
+"""The key, in a pooled connection's ``info``, by which a write asks for BEGIN IMMEDIATE."""
+
+
 def _sqlite_begin(conn: Connection) -> None:
-    """Writes take the write lock at BEGIN (IMMEDIATE), so check-then-write is atomic."""
-    immediate = conn.get_execution_options().get("corral_write", False)
+    """Writes take the write lock at BEGIN (IMMEDIATE), so check-then-write is atomic.
+
+    ``SqlStore._write`` asks for it in the connection's ``info`` just before it begins;
+    the request is used up here, so that connection's next transaction (a read) begins
+    deferred as before.
+    """
+    immediate = conn.info.pop(_WRITE, False)
     driver.run(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN").close()
 
 
@@ -325,12 +334,10 @@ class SqlStore:
         """Runs the statements every save runs on the driver's cursor (``driver``)."""
         self._plans_stored: set[str] = set()
         """Plan hashes this store object has written or seen written (skips a lookup)."""
-        if engine.dialect.name == "sqlite":
+        self._sqlite = engine.dialect.name == "sqlite"
+        if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
-        self._writer = engine.execution_options(corral_write=True)
-        """The engine of write transactions: its pool, dialect and listeners (joined, later
-        ones too), its connections marked ``corral_write`` without a copy per write."""
         if not read_only:
             with self._faults(action="creating the schema"):
                 self._create_schema(upgrade)
@@ -381,15 +388,14 @@ class SqlStore:
         with self.engine.connect() as conn:
             if schema.state(conn).label == "current":
                 return
-        sqlite = self.engine.dialect.name == "sqlite"
         with self._write() as conn:
-            if not sqlite:
+            if not self._sqlite:
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
             schema.prepare(
                 conn,
                 self.where(),
                 create=_create_all,
-                upgrade=_migrate if (sqlite if upgrade is None else upgrade) else None,
+                upgrade=_migrate if (self._sqlite if upgrade is None else upgrade) else None,
             )
 
     def where(self) -> str:
@@ -422,9 +428,24 @@ class SqlStore:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        """A write transaction holding the write lock from its first statement."""
-        with self._writer.connect() as conn, conn.begin():
-            yield conn
+        """A write transaction holding the write lock from its first statement.
+
+        On SQLite the request for BEGIN IMMEDIATE goes in the connection's ``info``
+        (``_sqlite_begin``): an engine with execution options would cost ~20k instructions
+        per write more, joining the engine's events anew for every connection. A BEGIN
+        that fails leaves no request behind for the connection's next user.
+        """
+        with self.engine.connect() as conn:
+            info = conn.info
+            if self._sqlite:
+                info[_WRITE] = True
+            try:
+                transaction = conn.begin()
+            except BaseException:
+                info.pop(_WRITE, None)
+                raise
+            with transaction:
+                yield conn
 
     # ------------------------------------------------------------------ leases
 
