@@ -158,6 +158,53 @@ async def test_a_step_is_blocked_once_its_running_dependencies_have_ended() -> N
     ]
 
 
+async def test_a_step_waits_for_a_dependency_that_has_not_started_yet() -> None:
+    """``b`` is still pending behind ``x`` when ``a`` fails: the reason names both, either
+    way the timing goes (review: waiting only for running dependencies named ``a`` alone
+    when ``a`` failed first)."""
+
+    def agent(a_turns: int, x_turns: int) -> Any:
+        async def turns(n: int) -> None:
+            for _ in range(n):
+                await asyncio.sleep(0)
+
+        @tool
+        async def fail_a() -> Value:
+            await turns(a_turns)
+            raise ValueError("a is down")
+
+        @tool
+        async def slow_x() -> Value:
+            await turns(x_turns)
+            return Value(value=1)
+
+        @tool
+        async def fail_b() -> Value:
+            raise ValueError("b is down")
+
+        @tool
+        def fine() -> Value:
+            return Value(value=1)
+
+        return build_agent(
+            [fail_a, slow_x, fail_b, fine],
+            [
+                {"id": "a", "tool": "fail_a", "on_failure": "continue"},
+                {"id": "x", "tool": "slow_x"},
+                {"id": "b", "tool": "fail_b", "depends_on": ["x"], "on_failure": "continue"},
+                {"id": "c", "tool": "fine", "depends_on": ["a", "b"]},
+            ],
+        )
+
+    for a_turns, x_turns in [(10, 0), (0, 10)]:
+        runtime = Runtime(agent(a_turns, x_turns), MemoryStore(), effects=FixedEffects())
+        summary = await runtime.start("go")
+        blocked = events_of(runtime, summary.run_id, EventType.STEP_BLOCKED)
+        assert [(e["step_id"], e["reason"]) for e in blocked] == [
+            ("c", "depends on a, b, which did not succeed")
+        ], (a_turns, x_turns)
+
+
 async def test_a_blocked_step_names_every_dependency_that_did_not_succeed() -> None:
     @tool
     def broken() -> Value:

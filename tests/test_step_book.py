@@ -58,15 +58,15 @@ def rescan_ready(g: Any, states: dict[str, StepState]) -> list[str]:
 
 
 def rescan_block(
-    g: Any, states: dict[str, StepState], *, wait_for_running: bool = True
+    g: Any, states: dict[str, StepState], *, wait: bool = True
 ) -> list[tuple[str, list[str]]]:
-    """A pending step with a dependency that did not succeed, and none still running."""
+    """A pending step with a dependency that did not succeed, and none still unsettled."""
     blocked = []
     for sid in g.order:
         if states[sid].status is not StepStatus.PENDING:
             continue
         depends_on = g.steps[sid].step.depends_on
-        if wait_for_running and any(states[d].status is StepStatus.RUNNING for d in depends_on):
+        if wait and any(states[d].status in UNSETTLED for d in depends_on):
             continue
         bad = [d for d in g.steps[sid].step.depends_on if states[d].status in BAD]
         if bad:
@@ -76,12 +76,12 @@ def rescan_block(
 
 
 def book_block(
-    book: StepBook, states: dict[str, StepState], *, wait_for_running: bool = True
+    book: StepBook, states: dict[str, StepState], *, wait: bool = True
 ) -> list[tuple[str, list[str]]]:
     blocked = []
-    if not wait_for_running:
+    if not wait:
         book.queue_waiting_again()
-    while (found := book.next_blocked(wait_for_running=wait_for_running)) is not None:
+    while (found := book.next_blocked(wait=wait)) is not None:
         blocked.append(found)
         states[found[0]].status = StepStatus.BLOCKED
         book.note(found[0])
@@ -118,8 +118,8 @@ def test_the_book_names_what_a_rescan_names(plan: Any) -> None:
             step.result = None
         book.note(sid)
     # Nothing runs any more (a stop): a step that waited for a running one is blocked now.
-    assert book_block(book, states, wait_for_running=False) == rescan_block(
-        g, mirror, wait_for_running=False
+    assert book_block(book, states, wait=False) == rescan_block(
+        g, mirror, wait=False
     )
     assert len(book.started) == sum(s.args is not None for s in states.values())
 
@@ -165,7 +165,7 @@ def test_when_nothing_runs_any_more_a_waiting_step_is_blocked() -> None:
     states["s1"].status = StepStatus.RUNNING
     settle(book, states, "s0", StepStatus.FAILED)
     assert book_block(book, states) == []
-    assert book_block(book, states, wait_for_running=False) == [
+    assert book_block(book, states, wait=False) == [
         ("s2", ["s0"]),
         ("s3", ["s2"]),
     ]

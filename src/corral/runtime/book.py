@@ -6,9 +6,11 @@ after a crash), is a candidate; a settled step updates only its dependents and t
 that wait for it. A step that did not succeed queues its pending dependents to be blocked,
 and blocking walks on through theirs. So one step costs the same whatever the plan's length.
 
-A queued step is blocked once none of its dependencies is still running: its reason then
+A queued step is blocked once every one of its dependencies has settled: its reason then
 names every dependency that did not succeed, whichever of two concurrent failures ends
-first (the log must not depend on a thread's timing). It could never run either way.
+first (the log must not depend on a thread's timing). It could never run either way. A
+dependency cannot wait for its dependent, so each one settles, or the run ends (a stop, a
+budget) and the last pass blocks the step with what it knows.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class StepBook:
         self.to_block: list[tuple[int, str]] = []
         self.queued_to_block: dict[str, None] = {}
         """Steps queued to be blocked once: a dependency that succeeds later queues them
-        again, as one that was running when they were first looked at may have been."""
+        again, as one that was unsettled when they were first looked at may have been."""
         succeeded = StepStatus.SUCCEEDED
         depends = graph.depends
         for sid in graph.order:  # one pass: a run opens one per segment
@@ -125,21 +127,21 @@ class StepBook:
         else:
             self.candidates.pop(sid, None)
 
-    def next_blocked(self, *, wait_for_running: bool = True) -> tuple[str, list[str]] | None:
+    def next_blocked(self, *, wait: bool = True) -> tuple[str, list[str]] | None:
         """The next pending step to block, and its dependencies that did not succeed.
 
         In plan order, so a block walks on to its dependents; ``None`` when none is left.
-        A step with a dependency still running waits: that one queues it again when it
-        settles (``note``), failed or succeeded. When nothing runs any more (a stop left
-        an interrupted step ``running``), ``wait_for_running=False`` blocks it at once.
+        A step with a dependency still pending or running waits: that one queues it again
+        when it settles (``note``), failed or succeeded. When the run will start nothing
+        more (a stop, or a step left ``running``), ``wait=False`` blocks it at once.
         """
-        status, running = self.status, StepStatus.RUNNING
+        status = self.status
         while self.to_block:
             _, sid = heapq.heappop(self.to_block)
             if status[sid] is not StepStatus.PENDING:
                 continue
             depends_on = self.graph.steps[sid].step.depends_on
-            if wait_for_running and any(status[d] is running for d in depends_on):
+            if wait and any(status[d] in UNSETTLED for d in depends_on):
                 continue
             bad = [d for d in depends_on if status[d] in BAD]
             if bad:
@@ -147,7 +149,7 @@ class StepBook:
         return None
 
     def queue_waiting_again(self) -> None:
-        """Queue again the steps that waited for a running dependency (out of the heap)."""
+        """Queue again the steps that waited for an unsettled dependency (out of the heap)."""
         for sid in self.queued_to_block:
             if self.status[sid] is StepStatus.PENDING:
                 heapq.heappush(self.to_block, (self.index[sid], sid))

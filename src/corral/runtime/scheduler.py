@@ -388,7 +388,7 @@ class Scheduler:
         book = self.book
         if nothing_runs:
             book.queue_waiting_again()
-        while (found := book.next_blocked(wait_for_running=not nothing_runs)) is not None:
+        while (found := book.next_blocked(wait=not nothing_runs)) is not None:
             step_id, bad = found
             reason = f"depends on {', '.join(bad)}, which did not succeed"
             self.journal.emit(
