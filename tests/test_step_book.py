@@ -118,9 +118,7 @@ def test_the_book_names_what_a_rescan_names(plan: Any) -> None:
             step.result = None
         book.note(sid)
     # Nothing runs any more (a stop): a step that waited for a running one is blocked now.
-    assert book_block(book, states, wait=False) == rescan_block(
-        g, mirror, wait=False
-    )
+    assert book_block(book, states, wait=False) == rescan_block(g, mirror, wait=False)
     assert len(book.started) == sum(s.args is not None for s in states.values())
 
 
