@@ -22,7 +22,7 @@ from tests.test_stand_in_tools import Paid, events_of
 
 def _refund_agent(calls: list[str], require: str) -> Any:
     @tool(name="refund", policy=ToolPolicy(kind="write", idempotent=True))
-    def refund(amount: float) -> Paid:
+    def refund(amount: float, fee: float = 2.5) -> Paid:
         calls.append(f"refund {amount:g}")
         return Paid(amount=amount)
 
@@ -59,3 +59,57 @@ def test_a_rule_that_reads_an_argument_its_tool_does_not_take_is_refused_at_load
         _refund_agent([], "args.amout <= 100")
     with pytest.raises(ConfigInvalidError, match="reads result, but runs before the tool"):
         _refund_agent([], "result.amount <= 100")
+
+
+async def test_a_rule_reads_an_optional_argument_the_plan_left_out_at_its_default() -> None:
+    """The plan binds ``amount`` only: ``args.fee`` is the tool's default, 2.5 (review)."""
+    outcomes = []
+    for require in ("args.fee <= 5", "args.fee > 5"):
+        calls: list[str] = []
+        runtime = Runtime(_refund_agent(calls, require), MemoryStore(), effects=FixedEffects())
+        summary = await runtime.run_plan("p", entities={"amount": 10})
+        verdict = events_of(runtime, summary.run_id, EventType.VERIFIED)[0]["verdict"]
+        outcomes.append((calls, verdict["reason"]))
+    assert outcomes == [
+        (["refund 10"], "limit: args.fee <= 5 is true"),
+        ([], "limit: args.fee > 5 is false"),
+    ]
+
+
+def test_a_rule_that_reads_an_argument_by_its_alias_is_told_the_parameter_name() -> None:
+    """A JSON field ``max-amount`` is the parameter ``max_amount``: arguments are keyed by
+    parameter, so ``args["max-amount"]`` could never be judged (review)."""
+    from corral import Agent, parse_config
+    from tests.one_intent import one_intent
+
+    http_tool = {
+        "name": "refund_api",
+        "method": "POST",
+        "url": "http://127.0.0.1:9/refunds",
+        "input": {
+            "type": "object",
+            "properties": {"max-amount": {"type": "number"}},
+            "required": ["max-amount"],
+        },
+        "policy": {"kind": "write", "idempotent": True},
+    }
+    rule = {
+        "name": "cap",
+        "before_tool": "refund_api",
+        "require": 'args["max-amount"] <= 100',
+        "refusal": "done",
+    }
+    steps = [{"id": "s1", "tool": "refund_api", "args": {"max_amount": 5}}]
+    config = parse_config(
+        one_intent("go", steps=steps, http_tools=[http_tool], business_rules=[rule])
+    )
+    problem = (
+        r"reads args\.max-amount, which refund_api does not take \(its parameter is max_amount"
+    )
+    with pytest.raises(ConfigInvalidError, match=problem):
+        Agent.build(config, [])
+    fixed = {**rule, "require": "args.max_amount <= 100"}
+    Agent.build(
+        parse_config(one_intent("go", steps=steps, http_tools=[http_tool], business_rules=[fixed])),
+        [],
+    )

@@ -318,13 +318,16 @@ def _rule_argument_problems(rules: Sequence[CompiledRule], registry: ToolRegistr
         if rule.before_tool not in registry:
             continue  # said above
         fields = registry.get(rule.before_tool).input_model.model_fields
-        taken = {*fields, *(f.alias for f in fields.values() if f.alias)}
+        by_alias = {f.alias: name for name, f in fields.items() if f.alias}
         for path in sorted(read_paths(compiled.expression, "args")):
-            if path and path[0] not in taken:
-                problems.append(
-                    f"business rule {rule.name}: reads args.{path[0]}, "
-                    f"which {rule.before_tool} does not take"
-                )
+            if not path or path[0] in fields:
+                continue
+            named = by_alias.get(path[0])  # arguments are keyed by parameter, never alias
+            hint = f" (its parameter is {named}: args.{named})" if named else ""
+            problems.append(
+                f"business rule {rule.name}: reads args.{path[0]}, "
+                f"which {rule.before_tool} does not take{hint}"
+            )
     return problems
 
 

@@ -160,7 +160,8 @@ class BusinessRules:
     """The business rules declared before the tool; a violated one skips the step.
 
     A rule reads the step's bound arguments (``args.amount``) besides ``facts`` and
-    ``entities``: the values the tool is about to be called with.
+    ``entities``: the values the tool is about to be called with, an optional argument
+    the plan left out at its default.
     """
 
     leaves_arguments: ClassVar[bool] = True
@@ -178,13 +179,24 @@ class BusinessRules:
         for rule in run.rules:
             if rule.rule.before_tool != tool:
                 continue
-            names = run.rule_names(proposal.args) if names is None else names
+            names = run.rule_names(_with_defaults(proposal)) if names is None else names
             verdict = rule.check(names)
             run.emit("verify", Verified(proposal.step_id, verdict))
             if not verdict.passed:
                 code = ErrorCode.BUSINESS_RULE_VIOLATED.value
                 return Skip(code, verdict.reason, rule.rule.refusal)
         return proposal
+
+
+def _with_defaults(proposal: Proposal) -> dict[str, object]:
+    """The arguments as the tool gets them: each optional one left out at its default."""
+    fields = proposal.tool.input_model.model_fields
+    defaults = {
+        name: info.get_default(call_default_factory=True)
+        for name, info in fields.items()
+        if not info.is_required() and name not in proposal.args
+    }
+    return {**defaults, **proposal.args} if defaults else proposal.args
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,8 +225,13 @@ def _check_step(
 
 def _literal_problem(value: Any, info: Any) -> str | None:
     """Why a literal argument fails the parameter's validation (as the call would), if it does."""
+    # the parameter's type and constraints, not its FieldInfo: an alias (a JSON field
+    # such as ``max-amount``) means nothing to a TypeAdapter, which warns about it
+    annotated: Any = info.annotation
+    if info.metadata:
+        annotated = Annotated[(annotated, *info.metadata)]
     try:
-        TypeAdapter(Annotated[info.annotation, info]).validate_python(value)
+        TypeAdapter(annotated).validate_python(value)
     except ValidationError as exc:
         return "; ".join(e["msg"] for e in exc.errors()[:3])
     return None
