@@ -88,3 +88,16 @@ def test_a_config_that_names_gates_is_not_built_without_them(tmp_path: Path) -> 
     with pytest.raises(ConfigInvalidError, match="names gates closed_today, which were not"):
         Agent.build(loaded.config, list(loaded.tools))
     assert parse_config({**loaded.config.model_dump(), "gates": []}).gates == []
+
+
+def test_a_gate_named_twice_is_refused() -> None:
+    with pytest.raises(ConfigInvalidError, match="named twice"):
+        parse_config({**parse_config_dict(), "gates": ["closed_today", "closed_today"]})
+
+
+def parse_config_dict() -> dict[str, object]:
+    import yaml
+
+    loaded = yaml.safe_load(AGENT_YAML)
+    assert isinstance(loaded, dict)
+    return loaded

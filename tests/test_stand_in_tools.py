@@ -112,7 +112,9 @@ async def test_a_read_step_never_falls_back_to_a_write() -> None:
     summary = await runtime.start("go")
     assert calls == ["gateway_a"]
     selected = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
-    assert selected[0]["excluded"] == {"gateway_b": "a write cannot stand in for a read"}
+    assert selected[0]["excluded"] == {
+        "gateway_b": "a write cannot stand in for a step that writes nothing"
+    }
 
 
 async def test_a_step_whose_only_tool_left_is_kept_out_by_its_rule_fails_with_that_rule() -> None:
@@ -135,3 +137,37 @@ async def test_a_step_whose_only_tool_left_is_kept_out_by_its_rule_fails_with_th
     assert calls == []  # gateway_a is constrained out, gateway_b kept out by its rule
     assert summary.steps[0].status is StepStatus.FAILED
     assert summary.steps[0].error_code == "BUSINESS_RULE_VIOLATED"
+
+
+async def test_the_agents_own_gates_keep_a_stand_in_out_and_the_log_names_what_ran() -> None:
+    """A gate of the user's that refuses ``gateway_b`` refuses it as a stand-in too
+    (review: only the business rules were asked), and the next tool's selection names the
+    tool that actually ran before it."""
+    from corral import DEFAULT_GATES, Proposal, Refuse
+
+    class NotB:
+        def check(self, proposal: Proposal, run: Any) -> Any:
+            if proposal.tool.name == "gateway_b":
+                return Refuse("B_CLOSED", "gateway b is closed today")
+            return proposal
+
+    calls: list[str] = []
+
+    @tool(name="gateway_c", policy=ToolPolicy(equivalent_group="refund", latency_ms=30))
+    def gateway_c(amount: float) -> Paid:
+        calls.append("gateway_c")
+        return Paid(amount=amount)
+
+    tools = [*_gateways(calls), gateway_c]
+    base = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}])
+    from corral.agent import Agent
+
+    agent = Agent.build(base.config, tools, gates=(*DEFAULT_GATES, NotB()))
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert calls == ["gateway_a", "gateway_c"]
+    assert summary.steps[0].status is StepStatus.SUCCEEDED
+    selected = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    assert [(s["tool"], s["reason"]) for s in selected] == [
+        ("gateway_c", "fallback after gateway_a")
+    ]

@@ -439,6 +439,14 @@ class AgentConfig(_Strict):
             raise ValueError(f"intents declared twice: {sorted(duplicates)}")
         return intents
 
+    @field_validator("gates", "verifiers")
+    @classmethod
+    def _named_once(cls, names: list[str]) -> list[str]:
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"named twice (it would run twice): {twice}")
+        return names
+
     @model_validator(mode="after")
     def _sampled_intents_exist(self) -> AgentConfig:
         """A misspelt critical intent would silently lose the logs it was meant to keep."""
@@ -458,8 +466,9 @@ class AgentConfig(_Strict):
         is built once, and again only if ``intents`` is another list (``model_copy``).
         """
         private = self.__pydantic_private__  # not ``self._intent_index``: pydantic's
-        assert private is not None  # lookup of a private attribute costs ten times more
-        index: _IntentIndex = private["_intent_index"]
+        if private is None:  # lookup of a private attribute costs ten times more
+            private = self.__pydantic_private__ = {}  # unpickled from before the index
+        index: _IntentIndex = private.get("_intent_index") or _IntentIndex(None, {})
         if index.intents is not self.intents:
             index = private["_intent_index"] = _IntentIndex.of(self.intents)
         found = index.by_name.get(name)

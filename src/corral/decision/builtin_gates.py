@@ -254,3 +254,37 @@ DEFAULT_GATES: tuple[Gate, ...] = (
     LoopGuardGate(),
 )
 """corral's checks before a step, in order; ``(*DEFAULT_GATES, MyGate())`` adds one."""
+
+
+_NOT_FOR_STAND_INS = (BudgetGate, Confirmation, LoopGuardGate)
+"""Asked once per step, for the planned tool: the budget and the loop guard count the
+step, and a stand-in's approval is ``candidates.stand_in_refusal``'s."""
+
+
+def stand_in_answer(
+    gates: Sequence[Gate], proposal: Proposal, run: GateRun
+) -> Refuse | Skip | None:
+    """What the agent's gates say of a stand-in for the step's tool (``None``: it may run).
+
+    ``proposal`` carries the stand-in and the step's arguments, bound and validated
+    already. The gates after the sealing one (``ValidateArguments``) are asked: the
+    allow-list, the business rules, the agent's own (``gates:``). The gates before it
+    bind, rewrite and validate, which a stand-in does not redo. A gate that raises, holds,
+    stops or changes the proposal keeps the stand-in out: it may not run on another
+    tool's approval, nor wait for a person while its step is running.
+    """
+    sealer = next((i for i, g in enumerate(gates) if getattr(g, "seals", False)), -1)
+    for gate in gates[sealer + 1 :]:
+        if isinstance(gate, _NOT_FOR_STAND_INS):
+            continue
+        name = type(gate).__name__
+        try:
+            answer: object = gate.check(proposal, run)
+        except Exception as exc:  # a user's gate: its bug keeps the stand-in out
+            return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} raised: {exc}")
+        if answer is proposal:
+            continue
+        if isinstance(answer, Refuse | Skip):
+            return answer
+        return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} did not pass a stand-in on")
+    return None

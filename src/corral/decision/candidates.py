@@ -7,9 +7,10 @@ intent allows it and its hard constraint holds. The scheduler tries them in this
 going on to the next only when the recovery ladder lets it (``verify.recovery``).
 
 The step's gates ran for the planned tool. Another tool (a stand-in) must not need what
-they did not give: a read step is never run by a write, and a tool that asks for the
-person's approval stands in only for a step that asked for it (``stand_in_refusal``). A
-business rule declared before a stand-in is checked when it is about to run.
+they did not give: a step that writes nothing is never run by a write, and a tool that
+asks for the person's approval stands in only for a step that asked for it
+(``stand_in_refusal``). The agent's gates after validation (the business rules, its own)
+are asked again for a stand-in when it is about to run (``builtin_gates.stand_in_answer``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ MIN_SIMILARITY = 0.15
 """Capability matching proposes a tool only above this TF-IDF cosine similarity."""
 NOT_ALLOWED = "not allowed for this intent"
 """Why a tool outside the intent's allow-list may not run the step."""
-WRITE_FOR_READ = "a write cannot stand in for a read"
+WRITE_FOR_READ = "a write cannot stand in for a step that writes nothing"
 UNAPPROVED = "asks for the person's approval, which this step did not ask for"
 
 

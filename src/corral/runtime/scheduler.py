@@ -34,10 +34,10 @@ from corral.contracts import (
     ToolStatus,
     Verdict,
 )
-from corral.decision.builtin_gates import BusinessRules
+from corral.decision.builtin_gates import stand_in_answer
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
-from corral.decision.gates import Proposal, Skip, decide
+from corral.decision.gates import Proposal, decide
 from corral.eager import start
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -481,17 +481,18 @@ class Scheduler:
         # ``enumerate`` and its list iterator stayed alive across every await of the call
         for index in range(len(candidates)):
             spec = candidates[index]
-            if spec.name != planned.name:  # a stand-in: the rules declared before it
-                answer = BusinessRules().check(Proposal(compiled, spec, args), self.gates)
-                if isinstance(answer, Skip):  # a stand-in its rules keep out
+            if spec.name != planned.name:  # a stand-in: the agent's gates must pass it too
+                self.gates.idle = False  # a gate may not pause the run for it: its step runs
+                kept_out = stand_in_answer(agent.gates, Proposal(compiled, spec, args), self.gates)
+                if kept_out is not None:
                     if result is None and index + 1 == len(candidates):
-                        result = failed_result(spec.name, answer.code, answer.reason)
+                        result = failed_result(spec.name, kept_out.code, kept_out.reason)
                     continue
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
             if write or index or degraded or excluded or spec.name != planned.name or told:
-                if index:
-                    reason = f"fallback after {candidates[index - 1].name}"
+                if result is not None:
+                    reason = f"fallback after {result.tool}"
                 else:
                     reason = choice.reason if choice is not None and told else "best ranked"
                 names = [c.name for c in candidates]
