@@ -63,7 +63,7 @@ def corral_serve(
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGTERM)
-        server.wait(timeout=60)
+        server.communicate(timeout=60)  # reads and closes its pipes: no pipe left open
 
 
 def copy_example(source: Path, folder: Path) -> Path:

@@ -19,6 +19,7 @@ result fails verification (handled by ``verify.recovery``). A plan longer than
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -79,8 +80,19 @@ if TYPE_CHECKING:
     from corral.runtime.view import RunControl
 
 
+logger = logging.getLogger(__name__)
+
+CANCEL_GRACE_S = 2.0
+"""How long a stopped or crashed run waits for its cancelled steps to end (their cleanup)."""
+
 _OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 """A code compared on every step, read off its enum once (``.value`` is a property)."""
+
+
+def _taken(task: asyncio.Future[Any]) -> None:
+    """Take what an ended task raised: the run ended by something else already."""
+    if not task.cancelled():
+        task.exception()
 
 
 def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
@@ -176,11 +188,12 @@ class Scheduler:
         try:
             if await self._dispatch_until_settled():
                 return
+        except GeneratorExit:  # this coroutine was closed: it may not wait any more
+            self._cancel_calls()
+            raise
         except BaseException:  # a stop or a crash: the steps' own tasks end with the run
-            for task in self.running:
-                task.cancel()
-            for call in self.queued.values():
-                call.close()
+            self._cancel_calls()
+            await self._running_ended()
             raise
         self._mark_blocked(nothing_runs=True)
         self._stop_on_model_budget()
@@ -198,6 +211,42 @@ class Scheduler:
             reply = await model_reply(self.loop)
         self._stop_on_model_budget()
         conclude(self.loop, self.stop, reply)
+
+    def _cancel_calls(self) -> None:
+        """Cancel the steps' tasks, and close the calls that never started."""
+        for task in self.running:
+            task.cancel()
+        for call in self.queued.values():
+            call.close()
+
+    async def _running_ended(self) -> None:
+        """Wait for the steps' cancelled tasks to end, before the run ends.
+
+        A tool's cleanup (its ``finally``, its ``except CancelledError``) then runs before
+        the run's call raises and before a stop's last save, and what a task raises on its
+        way out is taken here: the run raises what ended it. A sync tool's thread cannot be
+        stopped: its step lets go of it at once, and the thread runs on. A tool that
+        swallows its cancellation is waited for ``CANCEL_GRACE_S`` at most, then named in
+        the log and left to end on its own; a second stop while this waits ends the wait.
+        """
+        pending = [task for task in self.running if not task.done()]
+        try:
+            if pending:
+                await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+        finally:
+            for task, step_id in self.running.items():
+                if task.done():
+                    _taken(task)
+                    continue
+                step = self.state.steps[step_id]
+                logger.warning(
+                    "run %s: step %s (%s) did not end when the run did; it is left to end "
+                    "on its own",
+                    self.state.run_id,
+                    step_id,
+                    step.tool_used or step.tool,
+                )
+                task.add_done_callback(_taken)
 
     async def _dispatch_until_settled(self) -> bool:
         """Decide and run steps until nothing is ready or running; ``True``: it paused."""
