@@ -14,6 +14,7 @@ TESTS=(
   tests/test_tool_deadlines.py tests/test_runtime.py tests/test_sole_attempt.py
   tests/test_stored_format.py tests/test_run_plan.py tests/test_async_tool_calls.py
   tests/test_call_path.py tests/test_gates_and_verifiers.py tests/test_crash_points.py
+  tests/test_run_end_cleanup.py tests/test_step_book.py tests/test_stand_in_tools.py
 )
 find_python() {  # the first that runs: a pyenv shim on PATH may not run this version
   local version=$1 candidate
