@@ -117,7 +117,9 @@ async def test_a_read_step_never_falls_back_to_a_write() -> None:
     }
 
 
-async def test_a_step_whose_only_tool_left_is_kept_out_by_its_rule_fails_with_that_rule() -> None:
+async def test_a_step_whose_only_tool_left_is_kept_out_by_its_rule_is_skipped_by_it() -> None:
+    """As a rule on the planned tool would: skipped, replying with the rule's refusal
+    (review: it failed and handed the run off)."""
     from corral import parse_config
     from corral.agent import Agent
 
@@ -135,8 +137,10 @@ async def test_a_step_whose_only_tool_left_is_kept_out_by_its_rule_fails_with_th
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     summary = await runtime.start("go")
     assert calls == []  # gateway_a is constrained out, gateway_b kept out by its rule
-    assert summary.steps[0].status is StepStatus.FAILED
+    assert summary.steps[0].status is StepStatus.SKIPPED
     assert summary.steps[0].error_code == "BUSINESS_RULE_VIOLATED"
+    assert summary.handoff is None
+    assert summary.reply == "no"  # the rule's refusal, in the message's language
 
 
 async def test_the_agents_own_gates_keep_a_stand_in_out_and_the_log_names_what_ran() -> None:

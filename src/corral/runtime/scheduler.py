@@ -38,7 +38,7 @@ from corral.contracts import (
 from corral.decision.builtin_gates import stand_in_answer
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
-from corral.decision.gates import Proposal, decide
+from corral.decision.gates import Proposal, Skip, decide
 from corral.eager import start
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -47,6 +47,7 @@ from corral.events import (
     OutcomeReconciled,
     StepBlocked,
     StepFinished,
+    StepSkipped,
     StepStarted,
     ToolSelected,
 )
@@ -104,6 +105,9 @@ def idempotency_key(run_id: str, step_id: str, args: dict[str, Any]) -> str:
 class _Outcome:
     result: ToolResult
     args: dict[str, Any]
+    skipped: Skip | None = None
+    """No tool ran: the only ones left were skipped by a rule (a stand-in's), so the step
+    is skipped with that rule's reply, as a rule on the planned tool would skip it."""
 
 
 class _Wake:
@@ -534,8 +538,10 @@ class Scheduler:
                 self.gates.idle = False  # a gate may not pause the run for it: its step runs
                 kept_out = stand_in_answer(agent.gates, Proposal(compiled, spec, args), self.gates)
                 if kept_out is not None:
-                    if result is None and index + 1 == len(candidates):
-                        result = failed_result(spec.name, kept_out.code, kept_out.reason)
+                    if result is None and index + 1 == len(candidates):  # no tool ran
+                        refused = failed_result(spec.name, kept_out.code, kept_out.reason)
+                        skipped = kept_out if isinstance(kept_out, Skip) else None
+                        return _Outcome(refused, args, skipped)
                     continue
             degraded = agent.health.degraded(spec.name)
             write = spec.policy.kind == "write"
@@ -706,6 +712,10 @@ class Scheduler:
     async def _finish(self, step_id: str, outcome: _Outcome) -> None:
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
+        if outcome.skipped is not None:
+            skip = outcome.skipped
+            journal.emit("decide", StepSkipped(step_id, skip.code, skip.reason, skip.template))
+            return
         if result.error_code == _OUTCOME_UNKNOWN:
             reason = result.error_message or "the outcome of the write is unknown"
             unknown = StepStatus.UNKNOWN.value
