@@ -345,6 +345,11 @@ class WorkersConfig(_Strict):
     """Drives of this agent one worker process runs at once; ``None``: no bound."""
 
 
+def _named_twice(names: list[str]) -> list[str]:
+    """The names that appear more than once, sorted."""
+    return sorted({n for n in names if names.count(n) > 1})
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _IntentIndex:
     """``AgentConfig.intents`` by name and alias: a cache, so never part of its equality."""
@@ -433,16 +438,15 @@ class AgentConfig(_Strict):
     @field_validator("intents")
     @classmethod
     def _unique_intents(cls, intents: list[IntentSpec]) -> list[IntentSpec]:
-        names = [i.name for i in intents]
-        duplicates = {n for n in names if names.count(n) > 1}
+        duplicates = _named_twice([i.name for i in intents])
         if duplicates:
-            raise ValueError(f"intents declared twice: {sorted(duplicates)}")
+            raise ValueError(f"intents declared twice: {duplicates}")
         return intents
 
     @field_validator("gates", "verifiers")
     @classmethod
     def _named_once(cls, names: list[str]) -> list[str]:
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = _named_twice(names)
         if twice:
             raise ValueError(f"named twice (it would run twice): {twice}")
         return names
