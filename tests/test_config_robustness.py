@@ -187,6 +187,13 @@ def test_non_finite_numbers_are_refused(tmp_path: Path, section: str, text: str)
         load_config(folder / "agent.yaml")
 
 
+@pytest.mark.parametrize("grace", ["0", "-1", "7200"])
+def test_a_cancel_grace_out_of_bounds_is_refused(tmp_path: Path, grace: str) -> None:
+    folder = agent_dir(tmp_path, AGENT_YAML + f"limits: {{cancel_grace_s: {grace}}}\n")
+    with pytest.raises(ConfigInvalidError, match="cancel_grace_s"):
+        load_config(folder / "agent.yaml")
+
+
 def test_non_finite_step_argument_is_refused_with_its_line(tmp_path: Path) -> None:
     text = AGENT_YAML.replace("args: {items: [a]}", "args: {items: [a], more: [.inf]}")
     with pytest.raises(ConfigInvalidError, match=r"agent\.yaml:12: .*not a finite number"):

@@ -22,7 +22,6 @@ import pytest
 from pydantic import BaseModel
 
 from corral import MemoryStore, Runtime, tool
-from corral.runtime import scheduler
 from tests.helpers import build_agent
 
 
@@ -41,8 +40,11 @@ BESIDE: list[dict[str, Any]] = [
 """Two independent steps: the round's concurrent calls."""
 
 
-def runtime_of(left: Any, right: Any, store: MemoryStore | None = None) -> Runtime:
-    return Runtime(build_agent([left, right], BESIDE), store or MemoryStore())
+def runtime_of(
+    left: Any, right: Any, store: MemoryStore | None = None, *, grace_s: float = 2.0
+) -> Runtime:
+    agent = build_agent([left, right], BESIDE, limits={"cancel_grace_s": grace_s})
+    return Runtime(agent, store or MemoryStore())
 
 
 @contextlib.contextmanager
@@ -193,27 +195,25 @@ async def test_leaving_a_run_stream_ends_its_steps_before_the_iterator_closes() 
 
 
 async def test_a_tool_that_swallows_its_cancellation_delays_the_end_only_by_the_grace(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(scheduler, "CANCEL_GRACE_S", 0.05)
     release = asyncio.Event()
     left, right = stubborn_tool(release), crashing_tool()
 
     with loop_reports() as reports, caplog.at_level(logging.WARNING, "corral.runtime.scheduler"):
-        with pytest.raises(Crash):
-            await asyncio.wait_for(runtime_of(left, right).start("go"), 10)
+        try:  # the default grace (2 s) would outlast the 1.5 s given
+            with pytest.raises(Crash):
+                await asyncio.wait_for(runtime_of(left, right, grace_s=0.05).start("go"), 1.5)
+        finally:
+            release.set()  # it ends, late: what it raises is taken, not reported
         assert "s1 (left) did not end" in caplog.text
-        release.set()  # it ends, late: what it raises is taken, not reported
         for _ in range(5):
             await asyncio.sleep(0)
         assert not others()
     assert reports == []
 
 
-async def test_a_crash_beside_a_sync_tool_does_not_wait_for_its_thread(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(scheduler, "CANCEL_GRACE_S", 3600.0)  # only a thread could use it up
+async def test_a_crash_beside_a_sync_tool_does_not_wait_for_its_thread() -> None:
     release = threading.Event()
     entered = threading.Event()
 
@@ -232,7 +232,7 @@ async def test_a_crash_beside_a_sync_tool_does_not_wait_for_its_thread(
     try:
         with loop_reports() as reports:
             with pytest.raises(Crash):
-                await asyncio.wait_for(runtime_of(left, right).start("go"), 10)
+                await asyncio.wait_for(runtime_of(left, right, grace_s=3600).start("go"), 10)
             # the step let go of the thread at once; only the thread's own future waits on
             (waiting,) = others()
             assert "to_thread" in repr(waiting.get_coro())
@@ -244,9 +244,8 @@ async def test_a_crash_beside_a_sync_tool_does_not_wait_for_its_thread(
 
 
 async def test_a_second_stop_ends_the_wait_for_a_tool_that_will_not_stop(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(scheduler, "CANCEL_GRACE_S", 3600.0)
     release = asyncio.Event()
     left = stubborn_tool(release)
 
@@ -257,7 +256,7 @@ async def test_a_second_stop_ends_the_wait_for_a_tool_that_will_not_stop(
         return Value(value=n)
 
     with loop_reports() as reports, caplog.at_level(logging.WARNING, "corral.runtime.scheduler"):
-        run = asyncio.ensure_future(runtime_of(left, right).start("go"))
+        run = asyncio.ensure_future(runtime_of(left, right, grace_s=3600).start("go"))
         for _ in range(5):
             await asyncio.sleep(0)
         run.cancel()  # the first stop: the run waits for its steps

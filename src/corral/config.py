@@ -57,6 +57,10 @@ class Limits(_Strict):
     steps). Only reachable when ``max_plan_steps`` is above it."""
     max_replans: int = Field(2, ge=0)
     """How often ``need_replan`` may replan a model plan before the run goes to a person."""
+    cancel_grace_s: float = Field(2.0, gt=0, le=3600)
+    """When a run ends by a crash or a stop, how long it waits for its other steps'
+    cancelled tools to end (their ``finally`` blocks) before it is left without them. A
+    tool that ignores its cancellation delays the run's end by this much at most."""
 
 
 class Budget(_Strict):

@@ -83,9 +83,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-CANCEL_GRACE_S = 2.0
-"""How long a stopped or crashed run waits for its cancelled steps to end (their cleanup)."""
-
 _OUTCOME_UNKNOWN = ErrorCode.OUTCOME_UNKNOWN.value
 """A code compared on every step, read off its enum once (``.value`` is a property)."""
 
@@ -230,13 +227,13 @@ class Scheduler:
         the run's call raises and before a stop's last save, and what a task raises on its
         way out is taken here: the run raises what ended it. A sync tool's thread cannot be
         stopped: its step lets go of it at once, and the thread runs on. A tool that
-        swallows its cancellation is waited for ``CANCEL_GRACE_S`` at most, then named in
+        swallows its cancellation is waited for ``limits.cancel_grace_s`` at most, then named in
         the log and left to end on its own; a second stop while this waits ends the wait.
         """
         pending = [task for task in self.running if not task.done()]
         try:
             if pending:
-                await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+                await asyncio.wait(pending, timeout=self.agent.config.limits.cancel_grace_s)
         finally:
             for task, step_id in self.running.items():
                 if task.done():
