@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from corral import EventType, MemoryStore, Runtime, StepStatus, tool
+from corral import EventType, MemoryStore, Proposal, Refuse, Runtime, StepStatus, tool
 from corral.testing import FixedEffects
 from corral.tools.policy import ToolPolicy
 from tests.helpers import build_agent
@@ -39,6 +39,15 @@ def _gateways(calls: list[str], **second: Any) -> list[Any]:
         return Paid(amount=amount)
 
     return [gateway_a, gateway_b]
+
+
+class NotB:
+    """A user's gate: ``gateway_b`` is closed today."""
+
+    def check(self, proposal: Proposal, run: Any) -> Any:
+        if proposal.tool.name == "gateway_b":
+            return Refuse("B_CLOSED", "gateway b is closed today")
+        return proposal
 
 
 def events_of(runtime: Runtime, run_id: str, kind: EventType) -> list[dict[str, Any]]:
@@ -147,13 +156,7 @@ async def test_the_agents_own_gates_keep_a_stand_in_out_and_the_log_names_what_r
     """A gate of the user's that refuses ``gateway_b`` refuses it as a stand-in too
     (review: only the business rules were asked), and the next tool's selection names the
     tool that actually ran before it."""
-    from corral import DEFAULT_GATES, Proposal, Refuse
-
-    class NotB:
-        def check(self, proposal: Proposal, run: Any) -> Any:
-            if proposal.tool.name == "gateway_b":
-                return Refuse("B_CLOSED", "gateway b is closed today")
-            return proposal
+    from corral import DEFAULT_GATES
 
     calls: list[str] = []
 
@@ -175,3 +178,37 @@ async def test_the_agents_own_gates_keep_a_stand_in_out_and_the_log_names_what_r
     assert [(s["tool"], s["reason"]) for s in selected] == [
         ("gateway_c", "fallback after gateway_a")
     ]
+
+
+async def test_a_gate_placed_before_validation_is_asked_for_a_stand_in_too() -> None:
+    """A user's gate anywhere in the order is asked, not only those after the sealing
+    gate (review: one placed first was skipped for stand-ins). One that passes on an equal
+    proposal (a normalizer) lets the stand-in run; one that refuses keeps it out."""
+    from corral import DEFAULT_GATES
+    from corral.agent import Agent
+
+    asked: list[str] = []
+
+    class Normalize:
+        def check(self, proposal: Proposal, run: Any) -> Any:
+            asked.append(proposal.tool.name)
+            return Proposal(proposal.step, proposal.tool, dict(proposal.args))
+
+    calls: list[str] = []
+    tools = _gateways(calls)
+    base = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}])
+
+    agent = Agent.build(base.config, tools, gates=(Normalize(), *DEFAULT_GATES))
+    summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert calls == ["gateway_a", "gateway_b"]
+    assert asked == ["gateway_a", "gateway_b"]
+    assert summary.steps[0].status is StepStatus.SUCCEEDED
+
+    calls.clear()
+    agent = Agent.build(base.config, tools, gates=(NotB(), *DEFAULT_GATES))
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert calls == ["gateway_a"]  # gateway_b never ran: the first gate refuses it
+    assert summary.steps[0].status is StepStatus.FAILED
+    selected = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
+    assert selected == []  # no stand-in was selected

@@ -256,9 +256,17 @@ DEFAULT_GATES: tuple[Gate, ...] = (
 """corral's checks before a step, in order; ``(*DEFAULT_GATES, MyGate())`` adds one."""
 
 
-_NOT_FOR_STAND_INS = (BudgetGate, Confirmation, LoopGuardGate)
+_NOT_FOR_STAND_INS = (
+    BudgetGate,
+    BindArguments,
+    RewriteArguments,
+    ValidateArguments,
+    Confirmation,
+    LoopGuardGate,
+)
 """Asked once per step, for the planned tool: the budget and the loop guard count the
-step, and a stand-in's approval is ``candidates.stand_in_refusal``'s."""
+step, a stand-in gets the step's arguments as they were bound, rewritten and validated,
+and a stand-in's approval is ``candidates.stand_in_refusal``'s."""
 
 
 def stand_in_answer(
@@ -267,14 +275,15 @@ def stand_in_answer(
     """What the agent's gates say of a stand-in for the step's tool (``None``: it may run).
 
     ``proposal`` carries the stand-in and the step's arguments, bound and validated
-    already. The gates after the sealing one (``ValidateArguments``) are asked: the
-    allow-list, the business rules, the agent's own (``gates:``). The gates before it
-    bind, rewrite and validate, which a stand-in does not redo. A gate that raises, holds,
-    stops or changes the proposal keeps the stand-in out: it may not run on another
-    tool's approval, nor wait for a person while its step is running.
+    already. Every gate is asked but corral's own that bind, rewrite and validate (a
+    stand-in does not redo them) and those of ``_NOT_FOR_STAND_INS``: the allow-list, the
+    business rules, and the agent's own gates wherever they stand, before the sealing
+    gate too. A gate that raises, holds, stops or changes the tool or the arguments keeps
+    the stand-in out: it may not run on another tool's approval, nor wait for a person
+    while its step is running. One that passes on the same tool and equal arguments (an
+    idempotent normalizer before validation) lets it run.
     """
-    sealer = next((i for i, g in enumerate(gates) if getattr(g, "seals", False)), -1)
-    for gate in gates[sealer + 1 :]:
+    for gate in gates:
         if isinstance(gate, _NOT_FOR_STAND_INS):
             continue
         name = type(gate).__name__
@@ -282,9 +291,19 @@ def stand_in_answer(
             answer: object = gate.check(proposal, run)
         except Exception as exc:  # a user's gate: its bug keeps the stand-in out
             return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} raised: {exc}")
-        if answer is proposal:
+        if answer is proposal or _passed_on(answer, proposal):
             continue
         if isinstance(answer, Refuse | Skip):
             return answer
         return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} did not pass a stand-in on")
     return None
+
+
+def _passed_on(answer: object, proposal: Proposal) -> bool:
+    """A new proposal for the same step, tool and arguments: what it was given."""
+    return (
+        isinstance(answer, Proposal)
+        and answer.step is proposal.step
+        and answer.tool is proposal.tool
+        and answer.args == proposal.args
+    )
