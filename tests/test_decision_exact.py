@@ -73,6 +73,16 @@ def test_a_tool_is_degraded_after_consecutive_failures_only() -> None:
     assert strict.degraded("t") is True
 
 
+def test_the_degraded_tools_are_listed_in_the_order_asked() -> None:
+    health = ToolHealth()
+    assert health.degraded_among(["a", "b"]) == []
+    for name in ("b", "b", "a", "a", "c", "d", "d"):
+        health.record(name, ok=False)
+    health.record("d", ok=True)
+    assert health.degraded_among(["a", "b", "c", "d", "e"]) == ["a", "b"]
+    assert health.degraded_among(["b", "a"]) == ["b", "a"]
+
+
 class Hit(BaseModel):
     hit: str
 

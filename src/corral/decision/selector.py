@@ -32,6 +32,15 @@ class ToolHealth:
         """True once the tool failed ``degrade_after`` times in a row."""
         return self.consecutive_failures.get(tool, 0) >= self.degrade_after
 
+    def degraded_among(self, tools: Iterable[str]) -> list[str]:
+        """The given tools that are degraded, in their order; at once when none is.
+
+        Asked at every run's start: it walks the (few) counts, not every tool.
+        """
+        limit = self.degrade_after
+        failing = {t for t, n in self.consecutive_failures.items() if n >= limit}
+        return [t for t in tools if t in failing] if failing else []
+
 
 def rank_tools(
     registry: ToolRegistry,

@@ -491,7 +491,7 @@ class Runtime:
 
     def _degraded(self) -> list[str]:
         """The agent's tools that are degraded now (this process's health of them)."""
-        return [t for t in self.agent.tools.names() if self.agent.health.degraded(t)]
+        return self.agent.health.degraded_among(self.agent.tools.names())
 
     async def _observed_latency(self) -> dict[str, dict[str, float]]:
         """The observed latency of the agent's tools that have equivalents, for a new run.
