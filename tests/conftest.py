@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +9,7 @@ from hypothesis import HealthCheck, settings
 
 from corral import Agent, MemoryStore, Runtime, load_agent
 from corral.testing import FixedEffects
-from tests.extras import REQUIRE_ALL, required
+from tests.extras import REQUIRE_ALL, database_of_worker, required
 
 # Property tests check what is true, never how fast: hypothesis's default 200 ms deadline and
 # its too-slow health check are speed assertions that fail on a loaded machine (issue 8:
@@ -21,6 +22,20 @@ settings.load_profile("corral")
 ROOT = Path(__file__).resolve().parents[1]
 AFTERSALES = ROOT / "examples" / "aftersales"
 ORDERS = ROOT / "examples" / "orders"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker gets a PostgreSQL database of its own.
+
+    The tests share one server; two workers in one database would race to create the
+    store's tables and see each other's runs. The worker's database is made afresh (its
+    name from the worker id) and ``CORRAL_TEST_PG_URL`` points there, for this process
+    and the CLI subprocesses it starts.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    url = os.environ.get("CORRAL_TEST_PG_URL")
+    if worker and url:
+        os.environ["CORRAL_TEST_PG_URL"] = database_of_worker(url, worker)
 
 
 @pytest.fixture

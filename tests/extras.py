@@ -47,3 +47,21 @@ def postgres_url() -> str:
         skip_or_fail("no PostgreSQL (set CORRAL_TEST_PG_URL)", REQUIRE_PG)
         raise AssertionError("unreachable")
     return url
+
+
+def database_of_worker(url: str, worker: str) -> str:
+    """A fresh database named after ``worker`` on the server of ``url``; its URL."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"corral_test_{worker}"
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"unexpected xdist worker id {worker!r}")
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        engine.dispose()
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
