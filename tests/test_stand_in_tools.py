@@ -212,3 +212,38 @@ async def test_a_gate_placed_before_validation_is_asked_for_a_stand_in_too() -> 
     assert summary.steps[0].status is StepStatus.FAILED
     selected = events_of(runtime, summary.run_id, EventType.TOOL_SELECTED)
     assert selected == []  # no stand-in was selected
+
+
+async def test_a_gate_that_changes_arguments_before_validation_does_it_once_for_a_stand_in() -> (
+    None
+):
+    """The stand-in is called with the arguments the planned tool got: a gate before
+    ``ValidateArguments`` that converts them in place is asked for its verdict on a copy,
+    not allowed to convert them a second time (review: 5 became 500, then 50 000)."""
+    from corral import DEFAULT_GATES
+    from corral.agent import Agent
+
+    class ToCents:
+        def check(self, proposal: Proposal, run: Any) -> Any:
+            proposal.args["amount"] *= 100
+            return proposal
+
+    sent: list[float] = []
+
+    @tool(name="gateway_a", policy=ToolPolicy(equivalent_group="refund", latency_ms=10))
+    def gateway_a(amount: float) -> Paid:
+        sent.append(amount)
+        raise ValueError("gateway a is down")
+
+    @tool(name="gateway_b", policy=ToolPolicy(equivalent_group="refund", latency_ms=20))
+    def gateway_b(amount: float) -> Paid:
+        sent.append(amount)
+        return Paid(amount=amount)
+
+    tools = [gateway_a, gateway_b]
+    base = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}])
+    gates = (*DEFAULT_GATES[:3], ToCents(), *DEFAULT_GATES[3:])
+    agent = Agent.build(base.config, tools, gates=gates)
+    summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert sent == [500.0, 500.0]
+    assert summary.steps[0].status is StepStatus.SUCCEEDED

@@ -9,6 +9,7 @@ never approves a call that cannot run, and the prompt can show them (``{args.x}`
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -274,36 +275,45 @@ def stand_in_answer(
 ) -> Refuse | Skip | None:
     """What the agent's gates say of a stand-in for the step's tool (``None``: it may run).
 
-    ``proposal`` carries the stand-in and the step's arguments, bound and validated
-    already. Every gate is asked but corral's own that bind, rewrite and validate (a
-    stand-in does not redo them) and those of ``_NOT_FOR_STAND_INS``: the allow-list, the
-    business rules, and the agent's own gates wherever they stand, before the sealing
-    gate too. A gate that raises, holds, stops or changes the tool or the arguments keeps
-    the stand-in out: it may not run on another tool's approval, nor wait for a person
-    while its step is running. One that passes on the same tool and equal arguments (an
-    idempotent normalizer before validation) lets it run.
+    ``proposal`` carries the stand-in and the step's arguments, bound, rewritten and
+    validated already for the planned tool. Every gate is asked but corral's own that
+    bind, rewrite and validate and those of ``_NOT_FOR_STAND_INS``: the allow-list, the
+    business rules, and the agent's own gates wherever they stand. Each is given a copy
+    of the arguments, so none can change what the stand-in is called with.
+
+    A gate before the sealing one (``ValidateArguments``) is asked for its verdict only:
+    what it would make of the arguments was made already, for the planned tool, and is
+    not made twice (an amount turned into cents stays one conversion). A gate after it
+    may not change them at all. A refusal or a skip keeps the stand-in out, and so does a
+    gate that raises, holds or stops (a stand-in may not run on another tool's approval,
+    nor wait for a person while its step is running), or one after the sealing gate that
+    would change the tool or the arguments.
     """
-    for gate in gates:
+    sealer = next((i for i, g in enumerate(gates) if getattr(g, "seals", False)), -1)
+    for index, gate in enumerate(gates):
         if isinstance(gate, _NOT_FOR_STAND_INS):
             continue
         name = type(gate).__name__
+        given = Proposal(proposal.step, proposal.tool, copy.deepcopy(proposal.args))
         try:
-            answer: object = gate.check(proposal, run)
+            answer: object = gate.check(given, run)
         except Exception as exc:  # a user's gate: its bug keeps the stand-in out
             return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} raised: {exc}")
-        if answer is proposal or _passed_on(answer, proposal):
-            continue
         if isinstance(answer, Refuse | Skip):
             return answer
-        return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} did not pass a stand-in on")
+        if not isinstance(answer, Proposal):  # held or stopped
+            return Refuse(
+                ErrorCode.EXTENSION_FAILED.value, f"gate {name} did not pass a stand-in on"
+            )
+        if index > sealer and not _unchanged(answer, proposal):
+            return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} changed a stand-in")
     return None
 
 
-def _passed_on(answer: object, proposal: Proposal) -> bool:
-    """A new proposal for the same step, tool and arguments: what it was given."""
+def _unchanged(answer: Proposal, proposal: Proposal) -> bool:
+    """The same step and tool, and arguments equal to those it was given."""
     return (
-        isinstance(answer, Proposal)
-        and answer.step is proposal.step
+        answer.step is proposal.step
         and answer.tool is proposal.tool
         and answer.args == proposal.args
     )

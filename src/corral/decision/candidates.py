@@ -9,8 +9,9 @@ going on to the next only when the recovery ladder lets it (``verify.recovery``)
 The step's gates ran for the planned tool. Another tool (a stand-in) must not need what
 they did not give: a step that writes nothing is never run by a write, and a tool that
 asks for the person's approval stands in only for a step that asked for it
-(``stand_in_refusal``). The agent's gates after validation (the business rules, its own)
-are asked again for a stand-in when it is about to run (``builtin_gates.stand_in_answer``).
+(``stand_in_refusal``). The agent's gates (the allow-list, the business rules, its own,
+wherever they stand) are asked again for a stand-in when it is about to run
+(``builtin_gates.stand_in_answer``).
 """
 
 from __future__ import annotations
