@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -73,7 +73,14 @@ from corral.runtime.plan_entry import (
 )
 from corral.runtime.state import RunState, fold
 from corral.runtime.stream import StreamItem, Watch, event_stream
-from corral.store.base import DEFAULT_LEASE_S, Lease, RunRecord, SessionRecord, Store
+from corral.store.base import (
+    DEFAULT_LEASE_S,
+    Lease,
+    RunRecord,
+    SessionRecord,
+    SessionUpdater,
+    Store,
+)
 from corral.store.figures import LatencySource
 from corral.store.memory import MemoryStore
 
@@ -925,34 +932,43 @@ class Runtime:
             self._merge_into_session(state)
 
     def _merge_into_session(self, state: RunState) -> None:
+        """Add the run's turn to its session: in one transaction where the store can."""
         assert state.session_id is not None
         now = self.effects.now()
-        existing = self.store.get_session(state.session_id, now)
-        turns = list(existing.turns) if existing else []
-        turns = [t for t in turns if t.get("run_id") != state.run_id]
-        turns.append(
-            {
-                "run_id": state.run_id,
-                "message": state.messages[-1][:100] if state.messages else "",
-                "intent": state.intent.label if state.intent else None,
-                "status": state.status.value,
-                "reply": (state.reply or "")[:100],
-            }
-        )
-        entities = {**(existing.entities if existing else {}), **state.entities}
-        open_run = state.run_id if state.status is RunStatus.AWAITING_USER else None
-        if open_run is None and existing and existing.open_run_id != state.run_id:
-            # another run of the session still waits for the user's answer (a run_plan
-            # beside it asks nothing): the next message must still reach it
-            open_run = existing.open_run_id
-        self.store.save_session(
-            SessionRecord(
-                session_id=state.session_id,
-                agent=state.agent,
-                turns=turns[-SESSION_TURNS:],
-                entities=entities,
-                open_run_id=open_run,
-                updated_at=now,
-                expires_at=now + SESSION_TTL,
-            )
-        )
+        merge = partial(_merged_session, state, now)
+        if isinstance(self.store, SessionUpdater):
+            self.store.update_session(state.session_id, now, merge)
+        else:
+            self.store.save_session(merge(self.store.get_session(state.session_id, now)))
+
+
+def _merged_session(
+    state: RunState, now: datetime, existing: SessionRecord | None
+) -> SessionRecord:
+    """The session once the run's turn, entities and open question are added to it."""
+    assert state.session_id is not None
+    turns = [t for t in (existing.turns if existing else []) if t.get("run_id") != state.run_id]
+    turns.append(
+        {
+            "run_id": state.run_id,
+            "message": state.messages[-1][:100] if state.messages else "",
+            "intent": state.intent.label if state.intent else None,
+            "status": state.status.value,
+            "reply": (state.reply or "")[:100],
+        }
+    )
+    entities = {**(existing.entities if existing else {}), **state.entities}
+    open_run = state.run_id if state.status is RunStatus.AWAITING_USER else None
+    if open_run is None and existing and existing.open_run_id != state.run_id:
+        # another run of the session still waits for the user's answer (a run_plan
+        # beside it asks nothing): the next message must still reach it
+        open_run = existing.open_run_id
+    return SessionRecord(
+        session_id=state.session_id,
+        agent=state.agent,
+        turns=turns[-SESSION_TURNS:],
+        entities=entities,
+        open_run_id=open_run,
+        updated_at=now,
+        expires_at=now + SESSION_TTL,
+    )

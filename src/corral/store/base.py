@@ -7,10 +7,10 @@ a worker thread so the event loop never blocks on I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from corral.contracts import HandoffPacket
 from corral.events import Event
@@ -152,4 +152,23 @@ class Store(Protocol):
         those runs (their JSONL logs) can go too. Paused runs are kept: a person may still
         answer them.
         """
+        ...
+
+
+SessionMerge = Callable[[SessionRecord | None], SessionRecord]
+"""What a run makes of its session: the stored one (``None``: unknown or expired) -> the new."""
+
+
+@runtime_checkable
+class SessionUpdater(Protocol):
+    """A store that updates a session atomically: read, merge and write in one transaction.
+
+    Two processes ending runs of one session (two servers, two workers) each read the
+    session, add their turn and write it back; without this, the later write drops the
+    earlier turn. A store without it is read and written in two steps, which one process
+    serializes by itself (``Runtime`` holds a lock) but two cannot.
+    """
+
+    def update_session(self, session_id: str, now: datetime, merge: SessionMerge) -> None:
+        """Replace the session with ``merge`` of it, no other writer of it in between."""
         ...

@@ -14,12 +14,16 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from corral.contracts import HandoffPacket, ToolStatus
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.events import Event, tool_attempts
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.figures import ToolLatency, latencies
+
+if TYPE_CHECKING:
+    from corral.store.base import SessionMerge
 
 DEFAULT_MAX_ENDED_RUNS: int | None = None
 """Ended runs a ``MemoryStore`` keeps by default: every one."""
@@ -179,6 +183,10 @@ class MemoryStore:
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace."""
         self.sessions[session.session_id] = session
+
+    def update_session(self, session_id: str, now: datetime, merge: SessionMerge) -> None:
+        """Replace the session with ``merge`` of it (one process: nothing runs between)."""
+        self.sessions[session_id] = merge(self.get_session(session_id, now))
 
     def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Drop expired sessions and old ended runs."""

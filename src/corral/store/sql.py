@@ -56,7 +56,14 @@ from corral.errors import (
 )
 from corral.events import Event
 from corral.store import driver, projection, schema
-from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
+from corral.store.base import (
+    TERMINAL_STATUSES,
+    Lease,
+    LeaseHolder,
+    RunRecord,
+    SessionMerge,
+    SessionRecord,
+)
 from corral.store.codec import (
     RowEncoder,
     StoredRow,
@@ -712,18 +719,7 @@ class SqlStore:
         """The session unless unknown or expired."""
         with self._faults(action="reading the session"), self.engine.connect() as conn:
             row = conn.execute(select(sessions).where(sessions.c.session_id == session_id)).first()
-        if row is None or _aware(row.expires_at) <= now:
-            return None
-        data = json.loads(row.data)
-        return SessionRecord(
-            session_id=row.session_id,
-            agent=row.agent,
-            turns=data["turns"],
-            entities=data["entities"],
-            open_run_id=data.get("open_run_id"),
-            updated_at=_aware(row.updated_at),
-            expires_at=_aware(row.expires_at),
-        )
+        return _session_of(row, now)
 
     def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Delete expired sessions and ended runs older than the TTL, in one transaction."""
@@ -746,25 +742,28 @@ class SqlStore:
 
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""
-        data = dumps(
-            {
-                "turns": session.turns,
-                "entities": session.entities,
-                "open_run_id": session.open_run_id,
-            }
-        )
-        values = {
-            "agent": session.agent,
-            "data": data,
-            "updated_at": session.updated_at,
-            "expires_at": session.expires_at,
-        }
         with self._faults(action="saving the session"), self._write() as conn:
-            updated = conn.execute(
-                update(sessions).where(sessions.c.session_id == session.session_id).values(**values)
-            )
-            if updated.rowcount == 0:
-                conn.execute(insert(sessions).values(session_id=session.session_id, **values))
+            _put_session(conn, session)
+
+    def update_session(self, session_id: str, now: datetime, merge: SessionMerge) -> None:
+        """Read, merge and write the session in one write transaction (``SessionUpdater``).
+
+        SQLite's write lock is held from the transaction's first statement; PostgreSQL
+        locks the row (``FOR UPDATE``). Two writers of a session that does not exist yet
+        both find none and both insert: the second's insert fails on the key, and it is
+        merged again, with the first's row there to lock.
+        """
+        query = select(sessions).where(sessions.c.session_id == session_id).with_for_update()
+        with self._faults(action="updating the session"):
+            for attempt in range(2):
+                try:
+                    with self._write() as conn:
+                        row = conn.execute(query).first()
+                        _put_session(conn, merge(_session_of(row, now)), exists=row is not None)
+                    return
+                except IntegrityError:
+                    if attempt:
+                        raise
 
     # ------------------------------------------------------------------ stats projection
 
@@ -871,3 +870,37 @@ class SqlStore:
             if not self._projected(conn):
                 return {}
             return latencies(projection.recent_tool_ms(conn, agent, sorted(tools), last))
+
+
+def _session_of(row: Any, now: datetime) -> SessionRecord | None:
+    """A stored session row as a record, or ``None`` when there is none or it expired."""
+    if row is None or _aware(row.expires_at) <= now:
+        return None
+    data = json.loads(row.data)
+    return SessionRecord(
+        session_id=row.session_id,
+        agent=row.agent,
+        turns=data["turns"],
+        entities=data["entities"],
+        open_run_id=data.get("open_run_id"),
+        updated_at=_aware(row.updated_at),
+        expires_at=_aware(row.expires_at),
+    )
+
+
+def _put_session(conn: Connection, session: SessionRecord, exists: bool | None = None) -> None:
+    """Write the session's row: an update, else an insert (``exists`` when known)."""
+    data = dumps(
+        {"turns": session.turns, "entities": session.entities, "open_run_id": session.open_run_id}
+    )
+    values = {
+        "agent": session.agent,
+        "data": data,
+        "updated_at": session.updated_at,
+        "expires_at": session.expires_at,
+    }
+    if exists is not False:
+        where = sessions.c.session_id == session.session_id
+        if conn.execute(update(sessions).where(where).values(**values)).rowcount or exists:
+            return
+    conn.execute(insert(sessions).values(session_id=session.session_id, **values))
