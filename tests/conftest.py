@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings
 
 from corral import Agent, MemoryStore, Runtime, load_agent
 from corral.testing import FixedEffects
-from tests.extras import REQUIRE_ALL, database_of_worker, required
+from tests.extras import REQUIRE_ALL, database_of_worker, drop_database, required
 
 # Property tests check what is true, never how fast: hypothesis's default 200 ms deadline and
 # its too-slow health check are speed assertions that fail on a loaded machine (issue 8:
@@ -28,14 +28,26 @@ def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, each worker gets a PostgreSQL database of its own.
 
     The tests share one server; two workers in one database would race to create the
-    store's tables and see each other's runs. The worker's database is made afresh (its
-    name from the worker id) and ``CORRAL_TEST_PG_URL`` points there, for this process
-    and the CLI subprocesses it starts.
+    store's tables and see each other's runs. The worker's database is made afresh (named
+    after the test run and the worker) and ``CORRAL_TEST_PG_URL`` points there, for this
+    process and the CLI subprocesses it starts; it is dropped when the worker ends.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:12]
     url = os.environ.get("CORRAL_TEST_PG_URL")
     if worker and url:
-        os.environ["CORRAL_TEST_PG_URL"] = database_of_worker(url, worker)
+        os.environ["CORRAL_TEST_PG_URL"] = database_of_worker(url, worker, run or "run")
+        config.stash[_WORKER_DATABASE] = (url, os.environ["CORRAL_TEST_PG_URL"])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(_WORKER_DATABASE, None)
+    if made is not None:
+        drop_database(*made)
+
+
+_WORKER_DATABASE = pytest.StashKey[tuple[str, str]]()
+"""The server's URL and the worker's database's, to drop it when the worker ends."""
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -49,19 +50,34 @@ def postgres_url() -> str:
     return url
 
 
-def database_of_worker(url: str, worker: str) -> str:
-    """A fresh database named after ``worker`` on the server of ``url``; its URL."""
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
+def database_of_worker(url: str, worker: str, run: str) -> str:
+    """A fresh database for ``worker`` of test run ``run`` on the server of ``url``; its URL.
 
-    name = f"corral_test_{worker}"
+    The name carries the run's id, so two test runs against one server (two checkouts)
+    never drop each other's databases; ``drop_database`` removes it when the worker ends.
+    Only the URL's path changes: its query (``?options=-c%20...``) is kept as written.
+    """
+    name = f"corral_test_{run}_{worker}".lower()
     if not name.replace("_", "").isalnum():
-        raise ValueError(f"unexpected xdist worker id {worker!r}")
+        raise ValueError(f"unexpected xdist worker or run id {worker!r}, {run!r}")
+    _on_server(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def drop_database(server_url: str, worker_url: str) -> None:
+    """Drop the database of ``worker_url`` (``database_of_worker``'s), from ``server_url``."""
+    name = urlsplit(worker_url).path.lstrip("/")
+    _on_server(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _on_server(url: str, *statements: str) -> None:
+    from sqlalchemy import create_engine, text
+
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            for statement in statements:
+                conn.execute(text(statement))
     finally:
         engine.dispose()
-    return make_url(url).set(database=name).render_as_string(hide_password=False)

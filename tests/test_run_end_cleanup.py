@@ -201,9 +201,9 @@ async def test_a_tool_that_swallows_its_cancellation_delays_the_end_only_by_the_
     left, right = stubborn_tool(release), crashing_tool()
 
     with loop_reports() as reports, caplog.at_level(logging.WARNING, "corral.runtime.scheduler"):
-        try:  # the default grace (2 s) would outlast the 1.5 s given
+        try:
             with pytest.raises(Crash):
-                await asyncio.wait_for(runtime_of(left, right, grace_s=0.05).start("go"), 1.5)
+                await asyncio.wait_for(runtime_of(left, right, grace_s=0.05).start("go"), 30)
         finally:
             release.set()  # it ends, late: what it raises is taken, not reported
         assert "s1 (left) did not end" in caplog.text
@@ -211,6 +211,21 @@ async def test_a_tool_that_swallows_its_cancellation_delays_the_end_only_by_the_
             await asyncio.sleep(0)
         assert not others()
     assert reports == []
+
+
+async def test_the_grace_is_the_agents_setting() -> None:
+    """With ``limits.cancel_grace_s`` at an hour, the run still waits after the default's
+    2 s (a lower bound, which load cannot break), and ends once the tool lets go."""
+    release = asyncio.Event()
+    left, right = stubborn_tool(release), crashing_tool()
+    run = asyncio.ensure_future(runtime_of(left, right, grace_s=3600).start("go"))
+    try:
+        await asyncio.sleep(2.5)
+        assert not run.done()
+    finally:
+        release.set()
+    with pytest.raises(Crash):
+        await asyncio.wait_for(run, 30)
 
 
 async def test_a_crash_beside_a_sync_tool_does_not_wait_for_its_thread() -> None:

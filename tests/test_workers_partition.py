@@ -29,7 +29,7 @@ def test_a_live_worker_taken_over_after_a_lost_connection_finishes_nothing_twice
             sql(
                 pool.store_url,
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name = %s",
+                "WHERE application_name = %s AND datname = current_database()",
                 f"corral-worker:{split}",
             )
             time.sleep(0.2)  # polls another process's log; orders nothing
