@@ -247,3 +247,43 @@ async def test_a_gate_that_changes_arguments_before_validation_does_it_once_for_
     summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
     assert sent == [500.0, 500.0]
     assert summary.steps[0].status is StepStatus.SUCCEEDED
+
+
+def test_arguments_that_cannot_be_copied_keep_a_stand_in_out_without_a_crash() -> None:
+    """Each gate gets a copy of the arguments; one that cannot be made is the gate's
+    failure (``EXTENSION_FAILED``), not an exception out of the run (review)."""
+    import threading
+
+    from corral import DEFAULT_GATES
+    from corral.decision.builtin_gates import stand_in_answer
+
+    class Anything:
+        def check(self, proposal: Proposal, run: Any) -> Any:
+            return proposal
+
+    tools = _gateways([])
+    step: Any = object()
+    proposal = Proposal(step, tools[1], {"amount": 5, "lock": threading.Lock()})
+    answer = stand_in_answer((*DEFAULT_GATES[:3], Anything()), proposal, None)  # type: ignore[arg-type]
+    assert isinstance(answer, Refuse) and answer.code == "EXTENSION_FAILED"
+    assert "Anything raised" in answer.reason
+
+
+async def test_a_gate_before_validation_that_sends_a_stand_in_elsewhere_keeps_it_out() -> None:
+    from corral import DEFAULT_GATES
+    from corral.agent import Agent
+
+    calls: list[str] = []
+    tools = _gateways(calls)
+
+    class BToA:
+        def check(self, proposal: Proposal, run: Any) -> Any:
+            if proposal.tool.name == "gateway_b":
+                return Proposal(proposal.step, tools[0], proposal.args)
+            return proposal
+
+    base = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}])
+    agent = Agent.build(base.config, tools, gates=(BToA(), *DEFAULT_GATES))
+    summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert calls == ["gateway_a"]
+    assert summary.steps[0].status is StepStatus.FAILED

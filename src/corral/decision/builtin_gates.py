@@ -281,31 +281,32 @@ def stand_in_answer(
     business rules, and the agent's own gates wherever they stand. Each is given a copy
     of the arguments, so none can change what the stand-in is called with.
 
-    A gate before the sealing one (``ValidateArguments``) is asked for its verdict only:
-    what it would make of the arguments was made already, for the planned tool, and is
-    not made twice (an amount turned into cents stays one conversion). A gate after it
-    may not change them at all. A refusal or a skip keeps the stand-in out, and so does a
-    gate that raises, holds or stops (a stand-in may not run on another tool's approval,
-    nor wait for a person while its step is running), or one after the sealing gate that
-    would change the tool or the arguments.
+    A gate before the sealing one (``ValidateArguments``; every gate, when none seals) is
+    asked for its verdict on the arguments as they are: what it would make of them was
+    made already, for the planned tool, and is not made twice (an amount turned into
+    cents stays one conversion). A gate after it may not change them at all. A refusal or
+    a skip keeps the stand-in out, and so does a gate that raises (arguments that cannot
+    be copied too), holds or stops (a stand-in may not run on another tool's approval,
+    nor wait for a person while its step is running), that would send it to another
+    tool, or, after the sealing gate, that would change its arguments.
     """
-    sealer = next((i for i, g in enumerate(gates) if getattr(g, "seals", False)), -1)
+    sealer = next((i for i, g in enumerate(gates) if getattr(g, "seals", False)), len(gates))
     for index, gate in enumerate(gates):
         if isinstance(gate, _NOT_FOR_STAND_INS):
             continue
         name = type(gate).__name__
-        given = Proposal(proposal.step, proposal.tool, copy.deepcopy(proposal.args))
         try:
+            given = Proposal(proposal.step, proposal.tool, copy.deepcopy(proposal.args))
             answer: object = gate.check(given, run)
-        except Exception as exc:  # a user's gate: its bug keeps the stand-in out
+        except Exception as exc:  # a user's gate (or arguments that cannot be copied)
             return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} raised: {exc}")
         if isinstance(answer, Refuse | Skip):
             return answer
         if not isinstance(answer, Proposal):  # held or stopped
-            return Refuse(
-                ErrorCode.EXTENSION_FAILED.value, f"gate {name} did not pass a stand-in on"
-            )
-        if index > sealer and not _unchanged(answer, proposal):
+            kept_out = f"gate {name} did not pass a stand-in on"
+            return Refuse(ErrorCode.EXTENSION_FAILED.value, kept_out)
+        before_seal = index < sealer
+        if answer.tool is not proposal.tool or not (before_seal or _unchanged(answer, proposal)):
             return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} changed a stand-in")
     return None
 
