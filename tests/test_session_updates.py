@@ -7,10 +7,11 @@ import threading
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from corral import Agent, Runtime, SqlStore
 from corral.effects import FixedEffects
-from corral.store.base import SessionRecord
+from corral.store.base import SessionRecord, SessionUpdater
 
 REPAIR = "订单 HD20240501 的打印机坏了，要报修"
 HELLO = "你好"
@@ -36,12 +37,27 @@ class MeetingStore(SqlStore):
         return found
 
 
+class TwoStepSessions:
+    """A store of one's own without ``update_session`` (no ``SessionUpdater``): a run's
+    end reads the session, then writes it, and only the runtime's lock keeps two runs'
+    turns. The rest is the wrapped store's."""
+
+    def __init__(self, inner: SqlStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "update_session":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
 async def test_two_runs_of_a_session_ending_together_both_keep_their_turn(
     aftersales: Agent, tmp_path: Path
 ) -> None:
     store = MeetingStore.open(tmp_path / "corral.db")
     store.meeting, store.reads = threading.Barrier(2, timeout=1.0), 0
-    runtime = Runtime(aftersales, store, effects=FixedEffects())
+    assert not isinstance(TwoStepSessions(store), SessionUpdater)
+    runtime = Runtime(aftersales, TwoStepSessions(store), effects=FixedEffects())  # type: ignore[arg-type]
     first, second = await asyncio.gather(
         runtime.start(REPAIR, session_id="s1"), runtime.start(HELLO, session_id="s1")
     )

@@ -10,6 +10,7 @@ person still has to act on the packet) are never dropped.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ class MemoryStore:
     max_ended_runs: int | None = DEFAULT_MAX_ENDED_RUNS
     ended: dict[str, None] = field(default_factory=dict)
     """Ended run ids, oldest first (a dict keeps insertion order)."""
+    session_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Held while a session is merged: runtimes sharing this store update from threads."""
 
     def __post_init__(self) -> None:
         if self.max_ended_runs is not None and self.max_ended_runs < 1:
@@ -185,8 +188,9 @@ class MemoryStore:
         self.sessions[session.session_id] = session
 
     def update_session(self, session_id: str, now: datetime, merge: SessionMerge) -> None:
-        """Replace the session with ``merge`` of it (one process: nothing runs between)."""
-        self.sessions[session_id] = merge(self.get_session(session_id, now))
+        """Replace the session with ``merge`` of it, under ``session_lock``."""
+        with self.session_lock:
+            self.sessions[session_id] = merge(self.get_session(session_id, now))
 
     def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
         """Drop expired sessions and old ended runs."""
