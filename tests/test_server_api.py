@@ -219,6 +219,14 @@ def test_start_approve_and_read_a_run(base: str, agent: Agent, tmp_path: Path) -
         assert listed["runs"][0]["session_id"] == "s1"
         assert http.get("/runs", params={"intent": "投诉"}).json()["runs"] == []
         assert http.get("/runs", params={"agent": "orders"}).json()["runs"] == []
+        # a conversation's runs, and the run of a trace (as `corral traces` finds them)
+        by_session = http.get("/runs", params={"session_id": "s1"}).json()["runs"]
+        assert [r["run_id"] for r in by_session] == [run_id]
+        assert http.get("/runs", params={"session_id": "s2"}).json()["runs"] == []
+        trace = detail["trace_id"]
+        by_trace = http.get("/runs", params={"trace_id": trace}).json()["runs"]
+        assert [r["run_id"] for r in by_trace] == [run_id]
+        assert http.get("/runs", params={"trace_id": "trace_none"}).json()["runs"] == []
     # the CLI reads the same store
     assert SqlStore.open(tmp_path / "home" / "corral.db").get_run(run_id) is not None
 

@@ -1,8 +1,10 @@
 """``GET /runs`` and ``GET /handoffs``: filtered, paginated reads in SQL over the run rows.
 
 Filters and pages are SQL (``WHERE``, ``LIMIT``, ``OFFSET`` on indexed columns), never a
-Python loop over every run: the store may hold months of them. The intent is read from
-the row's stored summary (``$.intent.label``), which both summary forms keep.
+Python loop over every run: the store may hold months of them. The column filters are the
+store's own (``sql.run_conditions``, as ``corral traces`` uses them); the intent is read
+from the row's stored summary (``$.intent.label``), which both summary forms keep, so a
+listing needs no stats backfill first.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from corral.observe.window import PERIOD_PATTERN, parse_period
 from corral.store.facts import aware
-from corral.store.sql import SqlStore, runs
+from corral.store.sql import SqlStore, run_conditions, runs
 
 DURATION = PERIOD_PATTERN
 """A span back from now: ``30m``, ``1h``, ``7d`` (the one parser: ``observe.window``)."""
@@ -44,6 +46,8 @@ class RunFilter:
     agent: str | None = None
     status: str | None = None
     intent: str | None = None
+    session_id: str | None = None
+    trace_id: str | None = None
     since: datetime | None = None
     until: datetime | None = None
     limit: int = 50
@@ -73,17 +77,16 @@ def list_runs(store: SqlStore, wanted: RunFilter) -> tuple[list[dict[str, Any]],
         runs.c.session_id,
         label.label("intent"),
     )
-    conditions: list[ColumnElement[bool]] = []
-    if wanted.agent is not None:
-        conditions.append(runs.c.agent == wanted.agent)
-    if wanted.status is not None:
-        conditions.append(runs.c.status == wanted.status)
+    conditions = run_conditions(
+        agent=wanted.agent,
+        status=wanted.status,
+        session_id=wanted.session_id,
+        trace_id=wanted.trace_id,
+        since=wanted.since,
+        until=wanted.until,
+    )
     if wanted.intent is not None:
         conditions.append(label == cast(wanted.intent, String))
-    if wanted.since is not None:
-        conditions.append(runs.c.created_at >= wanted.since)
-    if wanted.until is not None:
-        conditions.append(runs.c.created_at < wanted.until)
     query = (
         query.where(*conditions)
         .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())

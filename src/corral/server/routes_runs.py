@@ -85,17 +85,25 @@ async def runs(
     agent: str | None = None,
     status: str | None = None,
     intent: str | None = None,
+    session_id: Annotated[str | None, Query(max_length=200)] = None,
+    trace_id: Annotated[str | None, Query(max_length=200)] = None,
     since: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
     until: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> dict[str, Any]:
-    """Runs, newest first, filtered; ``next_offset`` asks for the next page."""
+    """Runs, newest first, filtered; ``next_offset`` asks for the next page.
+
+    ``session_id`` finds a conversation's runs, ``trace_id`` the run of a trace (as
+    ``corral traces --session/--trace`` do); the listing shows a session id redacted.
+    """
     now = datetime.now(UTC)
     wanted = RunFilter(
         agent=agent,
         status=status,
         intent=intent,
+        session_id=session_id,
+        trace_id=trace_id,
         since=moment(since, now) if since is not None else None,
         until=moment(until, now) if until is not None else None,
         limit=limit,

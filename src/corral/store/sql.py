@@ -45,6 +45,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
 
 from corral.contracts import HandoffPacket
 from corral.errors import (
@@ -837,19 +838,15 @@ class SqlStore:
         ``since``/``until`` bound the run's creation time (``until`` excluded). ``intent``
         is read from the stats projection (runs not projected yet are backfilled first).
         """
-        columns = runs.c
-        equal = {
-            columns.run_id: run_id,
-            columns.trace_id: trace_id,
-            columns.session_id: session_id,
-            columns.status: status,
-            columns.agent: agent,
-        }
-        where = [column == value for column, value in equal.items() if value is not None]
-        if since is not None:
-            where.append(columns.created_at >= since)
-        if until is not None:
-            where.append(columns.created_at < until)
+        where = run_conditions(
+            run_id=run_id,
+            trace_id=trace_id,
+            session_id=session_id,
+            status=status,
+            agent=agent,
+            since=since,
+            until=until,
+        )
         if intent is not None:
             self.ensure_facts()
         with self._faults(action="finding runs"), self.engine.connect() as conn:
@@ -904,3 +901,35 @@ def _put_session(conn: Connection, session: SessionRecord, exists: bool | None =
         if conn.execute(update(sessions).where(where).values(**values)).rowcount or exists:
             return
     conn.execute(insert(sessions).values(session_id=session.session_id, **values))
+
+
+def run_conditions(
+    *,
+    run_id: str | None = None,
+    trace_id: str | None = None,
+    session_id: str | None = None,
+    status: str | None = None,
+    agent: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[ColumnElement[bool]]:
+    """The ``WHERE`` of a search over the run rows: each filter given, on its column.
+
+    The one filter behind ``SqlStore.find_runs`` (``corral traces``) and ``GET /runs``;
+    ``since``/``until`` bound the run's creation time (``until`` excluded). The intent is
+    not here: each reads it where it is indexed for its use.
+    """
+    columns = runs.c
+    equal = {
+        columns.run_id: run_id,
+        columns.trace_id: trace_id,
+        columns.session_id: session_id,
+        columns.status: status,
+        columns.agent: agent,
+    }
+    where = [column == value for column, value in equal.items() if value is not None]
+    if since is not None:
+        where.append(columns.created_at >= since)
+    if until is not None:
+        where.append(columns.created_at < until)
+    return where
