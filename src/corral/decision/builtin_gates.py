@@ -305,16 +305,8 @@ def stand_in_answer(
         if not isinstance(answer, Proposal):  # held or stopped
             kept_out = f"gate {name} did not pass a stand-in on"
             return Refuse(ErrorCode.EXTENSION_FAILED.value, kept_out)
-        before_seal = index < sealer
-        if answer.tool is not proposal.tool or not (before_seal or _unchanged(answer, proposal)):
+        redirected = answer.tool is not proposal.tool
+        changed = answer.step is not proposal.step or answer.args != proposal.args
+        if redirected or (changed and index > sealer):
             return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} changed a stand-in")
     return None
-
-
-def _unchanged(answer: Proposal, proposal: Proposal) -> bool:
-    """The same step and tool, and arguments equal to those it was given."""
-    return (
-        answer.step is proposal.step
-        and answer.tool is proposal.tool
-        and answer.args == proposal.args
-    )
