@@ -50,6 +50,10 @@ def postgres_url() -> str:
     return url
 
 
+_DROP = 'DROP DATABASE IF EXISTS "{}" WITH (FORCE)'
+"""Drops a worker's database, even while a connection left open still holds it."""
+
+
 def database_of_worker(url: str, worker: str, run: str) -> str:
     """A fresh database for ``worker`` of test run ``run`` on the server of ``url``; its URL.
 
@@ -60,7 +64,7 @@ def database_of_worker(url: str, worker: str, run: str) -> str:
     name = f"corral_test_{run}_{worker}".lower()
     if not name.replace("_", "").isalnum():
         raise ValueError(f"unexpected xdist worker or run id {worker!r}, {run!r}")
-    _on_server(url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    _on_server(url, _DROP.format(name), f'CREATE DATABASE "{name}"')
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=f"/{name}"))
 
@@ -68,7 +72,7 @@ def database_of_worker(url: str, worker: str, run: str) -> str:
 def drop_database(server_url: str, worker_url: str) -> None:
     """Drop the database of ``worker_url`` (``database_of_worker``'s), from ``server_url``."""
     name = urlsplit(worker_url).path.lstrip("/")
-    _on_server(server_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _on_server(server_url, _DROP.format(name))
 
 
 def _on_server(url: str, *statements: str) -> None:
