@@ -90,3 +90,10 @@ def sse(lines: Iterator[str]) -> Iterator[dict[str, str]]:
             continue
         name, _, value = line.partition(":")
         message[name] = value[1:] if value.startswith(" ") else value
+
+
+def seq_of(message: dict[str, str]) -> int:
+    """The ``seq`` of an SSE event message, read from its ``id`` (``<seq>-<mark>``)."""
+    seq, mark = message["id"].split("-")
+    assert len(mark) == 8 and int(mark, 16) >= 0, message["id"]
+    return int(seq)

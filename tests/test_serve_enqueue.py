@@ -16,7 +16,7 @@ from corral.store.registry import sql_target
 from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
-from tests.serving import EXCHANGE, client, load, serving, sse
+from tests.serving import EXCHANGE, client, load, seq_of, serving, sse
 from tests.workers_support import worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
@@ -64,7 +64,7 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
             assert events[0]["type"] == "run_started"
             assert "confirmation_requested" in [e["type"] for e in events]
-            assert [m["id"] for m in paused[:-1]] == [str(e["seq"]) for e in events]
+            assert [seq_of(m) for m in paused[:-1]] == [e["seq"] for e in events]
 
             step = summary["data"]["pending"]["step_id"]
             approve = {"approve": True, "step_id": step, "wait": False}

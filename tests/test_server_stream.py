@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from corral import tool
 from corral.agent import Agent
 from tests.helpers import build_agent
-from tests.serving import client, serving, sse
+from tests.serving import client, seq_of, serving, sse
 
 HANG_S = 8.0
 """How long the tool waits for the test (under the 10 s tool timeout): only a broken test
@@ -85,9 +85,10 @@ def test_a_client_that_leaves_and_comes_back_misses_nothing(
         stored = http.get(f"/runs/{run_id}/events").json()["events"]
 
     assert rest[-1]["event"] == "summary"
+    assert all(m["event"] == "event" for m in rest[:-1])  # its copy holds: no reset
     summary = json.loads(rest[-1]["data"])
     assert summary["status"] == "finished" and summary["run_id"] == run_id
-    seqs = [int(m["id"]) for m in first + rest[:-1]]
+    seqs = [seq_of(m) for m in first + rest[:-1]]
     assert seqs == list(range(1, len(stored) + 1))  # no gap, no repeat, in order
     sent = [json.loads(m["data"]) for m in first + rest[:-1]]
     assert sent == stored
@@ -112,9 +113,9 @@ def test_a_stream_from_a_seq_of_an_ended_run_sends_the_rest_then_the_summary(
             headers={"Last-Event-ID": "2"},
         ) as answer:
             later = list(sse(answer.iter_lines()))
-    assert [int(m["id"]) for m in messages[:-1]] == [e["seq"] for e in stored[3:]]
+    assert [seq_of(m) for m in messages[:-1]] == [e["seq"] for e in stored[3:]]
     assert json.loads(messages[-1]["data"]) == done
-    assert [int(m["id"]) for m in later[:-1]] == [e["seq"] for e in stored[5:]]
+    assert [seq_of(m) for m in later[:-1]] == [e["seq"] for e in stored[5:]]
 
 
 def test_a_live_run_is_followed_to_its_end_by_several_clients(
@@ -139,7 +140,9 @@ def test_a_live_run_is_followed_to_its_end_by_several_clients(
     assert got_two[:-1] == got_one[2:-1]
 
 
-@pytest.mark.parametrize("header", [b"\xb2", b"9" * 5000, b"-3", b"abc"])
+@pytest.mark.parametrize(
+    "header", [b"\xb2", b"9" * 5000, b"-3", b"abc", b"3-0000000g", b"3-ABCDEF12", b"3-1"]
+)
 def test_a_last_event_id_that_is_no_seq_replays_the_run_from_its_start(
     base: str, gate: threading.Event, header: bytes
 ) -> None:
@@ -155,5 +158,36 @@ def test_a_last_event_id_that_is_no_seq_replays_the_run_from_its_start(
         with http.stream("GET", f"/runs/{run_id}/stream", headers=headers) as answer:
             assert answer.status_code == 200
             messages = list(sse(answer.iter_lines()))
-    assert [int(m["id"]) for m in messages[:-1]] == [e["seq"] for e in stored]
+    assert [seq_of(m) for m in messages[:-1]] == [e["seq"] for e in stored]
     assert messages[-1]["event"] == "summary"
+
+
+@pytest.mark.parametrize("stale", ["mark", "beyond"])
+def test_a_last_event_id_the_log_does_not_hold_is_answered_by_a_reset_and_the_whole_log(
+    base: str, gate: threading.Event, stale: str
+) -> None:
+    """The client saw an event its server never saved (``tests/test_server_stream_crash.py``).
+
+    Another event at that ``seq`` (another mark), or none at all: the client is told to
+    drop what it holds, and is sent every event, then the summary.
+    """
+    gate.set()
+    with client(base) as http:
+        run_id = http.post("/agents/test/runs", json={"message": "go"}).json()["run_id"]
+        stored = http.get(f"/runs/{run_id}/events").json()["events"]
+        with http.stream("GET", f"/runs/{run_id}/stream") as answer:
+            first = list(sse(answer.iter_lines()))
+        seq, mark = first[2]["id"].split("-")
+        other = f"{(int(mark, 16) ^ 1):08x}"
+        last = f"{seq}-{other}" if stale == "mark" else f"{len(stored) + 1}-{mark}"
+        with http.stream(
+            "GET",
+            f"/runs/{run_id}/stream",
+            params={"after_seq": 4},
+            headers={"Last-Event-ID": last},
+        ) as answer:
+            again = list(sse(answer.iter_lines()))
+    assert again[0]["event"] == "reset" and "id" not in again[0]
+    assert json.loads(again[0]["data"])["after_seq"] == 0
+    assert again[1:] == first  # the whole log, then the summary
+    assert [seq_of(m) for m in again[1:-1]] == [e["seq"] for e in stored]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -25,6 +24,7 @@ from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
+from corral.server.positions import RESET_REASON, Position, event_id
 from corral.server.queries import WHEN, Duration, RunFilter, list_runs, moment
 from corral.server.queued import QueuedRuns
 from corral.server.routes_meta import data_router
@@ -152,43 +152,56 @@ async def stream(
 ) -> Response:
     """The run's events after ``after_seq`` (or ``Last-Event-ID``), then live, then its summary.
 
-    Each event is an SSE message ``event: event``, ``id: <seq>``; the last one is
+    Each event is an SSE message ``event: event``, ``id: <seq>-<mark>``; the last one is
     ``event: summary``, after which the stream closes. A client that goes away stops
-    only its stream, never the run.
+    only its stream, never the run. A ``Last-Event-ID`` naming an event the run's log no
+    longer holds (its server stopped before saving it; ``positions``) is answered with
+    ``event: reset`` and the whole log.
     """
     from sse_starlette import EventSourceResponse
 
-    resumed_at = _seq(last_event_id)
-    start = max(after_seq, resumed_at)
+    seen = Position.parse(last_event_id)
     checked_run_id(run_id)
     if state.queued is not None:  # --enqueue: follow the run's drives through the store
         drives = await state.queued.drives(run_id)
         if not drives:
             await state.events(run_id)  # RUN_NOT_FOUND unless it was stored another way
-        messages = _followed(state, state.queued, run_id, start)
+        messages = _followed(state, state.queued, run_id, after_seq, seen)
         return EventSourceResponse(messages, ping=15)
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
+    start = _start(after_seq, seen, stored, [] if live is None else live.events)
     return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
 
 
-def _seq(last_event_id: str | None) -> int:
-    """The seq a reconnecting client last saw; 0 (from the start) for anything else.
+def _start(after_seq: int, seen: Position | None, *logs: list[Event]) -> int | None:
+    """Where a stream starts: the later of ``after_seq`` and the client's last event.
 
-    ``str.isdigit`` is not enough: it accepts ``²``, and a seq of thousands of digits is
-    beyond what ``int`` parses. Neither is a seq this server sent.
+    ``None``: the client's last event is not in the run's log (``logs``), so what it holds
+    has diverged from it; it is sent ``event: reset`` and the log from the start.
     """
-    if last_event_id is None or not re.fullmatch(r"[0-9]{1,18}", last_event_id):
-        return 0
-    return int(last_event_id)
+    if seen is None:
+        return after_seq
+    if not seen.holds(*logs):
+        return None
+    return max(after_seq, seen.seq)
+
+
+def _reset_message() -> dict[str, str]:
+    return {"event": "reset", "data": json.dumps({"after_seq": 0, "reason": RESET_REASON})}
 
 
 async def _messages(
-    state: ServerState, run_id: str, stored: list[Event], after: int, live: LiveRun | None
+    state: ServerState, run_id: str, stored: list[Event], after: int | None, live: LiveRun | None
 ) -> AsyncIterator[dict[str, str]]:
-    """SSE messages: stored events after ``after``, live ones (no gap, no repeat), summary."""
+    """SSE messages: stored events after ``after``, live ones (no gap, no repeat), summary.
+
+    ``after`` is ``None`` for a client whose copy diverged: a reset, then every event.
+    """
     redactor = redactor_for(stored)
-    last = after
+    if after is None:
+        yield _reset_message()
+    last = 0 if after is None else after
     for event in stored:
         if event.seq > last:
             yield _event_message(redactor, event)
@@ -223,14 +236,21 @@ def _summary_message(
 
 
 async def _followed(
-    state: ServerState, queued: QueuedRuns, run_id: str, after: int
+    state: ServerState, queued: QueuedRuns, run_id: str, after_seq: int, seen: Position | None
 ) -> AsyncIterator[dict[str, str]]:
     """SSE messages of an enqueued run, read from the store: its events as they come.
 
     Until no drive of it is queued or running (a pause, or the end); then the last
-    drive's error if it failed, then the summary.
+    drive's error if it failed, then the summary. Only saved events are sent here, but a
+    client may come from a server that streamed a drive's events before saving them.
     """
-    last, saved, events = after, None, list[Event]()
+    last, saved, events = after_seq, None, list[Event]()
+    if seen is not None:
+        events = await asyncio.to_thread(state.store.load_events, run_id)
+        start = _start(after_seq, seen, events)
+        if start is None:
+            yield _reset_message()
+        last = 0 if start is None else start
     while True:
         drives = await queued.drives(run_id)  # before the events: a finished drive saved all
         busy = any(status in ACTIVE for status in drives.values())
@@ -274,6 +294,6 @@ def _error(redactor: Redactor, error: BaseException, run_id: str) -> dict[str, A
 def _event_message(redactor: Redactor, event: Event) -> dict[str, str]:
     return {
         "event": "event",
-        "id": str(event.seq),
+        "id": event_id(event),
         "data": json.dumps(redactor.value(event.as_json()), ensure_ascii=False),
     }
