@@ -763,15 +763,22 @@ class Runtime:
 
         Store calls have threads of their own, not the default pool that sync tools use:
         tool threads that outlived their timeout must not delay a save or the lease's
-        heartbeat.
+        heartbeat. A call that was cancelled is waited for before the cancellation goes on.
         """
         if not self.store.blocking:
             return call(*args)
         # in the caller's context: a recorded read or a clock read there is the drive's own
         context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(
-            self._threads(), partial(context.run, call, *args)
-        )
+        work = self._threads().submit(context.run, call, *args)
+        try:
+            return await asyncio.wrap_future(work)
+        except asyncio.CancelledError:
+            # A stop does not stop the thread: a call it found running goes on. Wait for
+            # it, so that nothing the stop does next (keep what the run did, release its
+            # lease) overtakes a save still in flight. A second cancel gives up on it.
+            with suppress(Exception):
+                await asyncio.wrap_future(work)
+            raise
 
     def _threads(self) -> ThreadPoolExecutor:
         """The store calls' own threads, made on first use."""
