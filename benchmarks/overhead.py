@@ -4,6 +4,7 @@
     python benchmarks/overhead.py [--rounds 5] [--tasks 2000] [--json] [--markdown]
     python benchmarks/overhead.py --quick          # tiny counts, one round: a smoke test
     python benchmarks/overhead.py --profile        # cProfile of corral in workload A
+    python benchmarks/overhead.py --gc-off         # each framework's own work, no collector
 
 The task is a 5-step DAG, s1 -> (s2 || s3) -> s4 -> s5, each tool a thin function
 (``benchmarks/frameworks/``: one module per framework). corral runs the full message ->
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import importlib.util
 import itertools
@@ -136,7 +138,6 @@ def profile(tasks: int, top: int) -> None:
     garbage collection measured apart (``gc.callbacks``), then the top functions.
     """
     import cProfile
-    import gc
     import pstats
 
     module = importlib.import_module(FRAMEWORKS["corral"][0])
@@ -176,13 +177,15 @@ def profile(tasks: int, top: int) -> None:
 # ------------------------------------------------------------------ parent: rounds and table
 
 
-def _measure(name: str, workload: str, tasks: int, steps: int = 0) -> dict[str, float]:
+def _measure(
+    name: str, workload: str, tasks: int, steps: int = 0, gc_off: bool = False
+) -> dict[str, float]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT / "src"), str(HERE), *filter(None, [env.get("PYTHONPATH")])]
     )
     command = [sys.executable, str(Path(__file__).resolve()), "--child", name, workload]
-    command += ["--tasks", str(tasks), "--steps", str(steps)]
+    command += ["--tasks", str(tasks), "--steps", str(steps), *(["--gc-off"] if gc_off else [])]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
@@ -210,12 +213,12 @@ def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
                 if workload == "C" and name in NO_DURABLE:
                     continue
                 print(f"round {round_ + 1}/{args.rounds}: {name} {workload}", file=sys.stderr)
-                for key, value in _measure(name, workload, tasks).items():
+                for key, value in _measure(name, workload, tasks, gc_off=args.gc_off).items():
                     samples[name].setdefault(f"{workload}.{key}", []).append(value)
             if name == "corral":
                 for steps in SCALE_STEPS:
                     print(f"round {round_ + 1}: corral {steps} steps", file=sys.stderr)
-                    result = _measure(name, "scale", args.scale_tasks, steps)
+                    result = _measure(name, "scale", args.scale_tasks, steps, args.gc_off)
                     scale[steps].append(result["cpu_us_per_step"])
     medians = {
         name: {key: statistics.median(values) for key, values in found.items()}
@@ -227,6 +230,7 @@ def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "durable_tasks": args.durable,
         "scale_tasks": args.scale_tasks,
         "in_flight": IN_FLIGHT,
+        "gc_off": args.gc_off,
         "python": sys.version.split()[0],
         "versions": _versions(names),
         "medians": medians,
@@ -322,6 +326,7 @@ def print_table(result: dict[str, Any], markdown: bool) -> None:
     title = (
         f"5-step DAG, median of {result['rounds']} interleaved rounds; A and B "
         f"{result['tasks']} tasks, C {result['durable_tasks']} tasks"
+        + ("; garbage collector off" if result.get("gc_off") else "")
     )
     if markdown:
         print(f"{title}\n")
@@ -356,11 +361,19 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--profile", action="store_true", help="cProfile corral in workload A")
     parser.add_argument(
+        "--gc-off",
+        action="store_true",
+        help="measure with the garbage collector off: each framework's own work, apart from "
+        "what collecting its cyclic garbage costs",
+    )
+    parser.add_argument(
         "--child", nargs=2, metavar=("FRAMEWORK", "WORKLOAD"), help=argparse.SUPPRESS
     )
     parser.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        if args.gc_off:
+            gc.disable()
         result = child(args.child[0], args.child[1], args.tasks, args.steps)
         print("RESULT " + json.dumps(result), flush=True)
         return
