@@ -6,6 +6,7 @@ one), so there is no race for a port and nothing to wait for but uvicorn's start
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -97,3 +98,22 @@ def seq_of(message: dict[str, str]) -> int:
     seq, mark = message["id"].split("-")
     assert len(mark) == 8 and int(mark, 16) >= 0, message["id"]
     return int(seq)
+
+
+def followed_until_started(
+    http: httpx.Client, agent: str, step_id: str
+) -> tuple[str, list[dict[str, str]]]:
+    """Start a run of ``agent`` without waiting; follow its stream until ``step_id`` starts.
+
+    The run id, and the SSE messages read up to that step's ``step_started``.
+    """
+    run_id = http.post(f"/agents/{agent}/runs", json={"message": "go", "wait": False})
+    run_id = run_id.json()["run_id"]
+    seen: list[dict[str, str]] = []
+    with http.stream("GET", f"/runs/{run_id}/stream") as answer:
+        for message in sse(answer.iter_lines()):
+            seen.append(message)
+            data = json.loads(message["data"])
+            if data["type"] == "step_started" and data["data"]["step_id"] == step_id:
+                break
+    return run_id, seen

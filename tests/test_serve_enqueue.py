@@ -22,9 +22,13 @@ from tests.workers_support import worker_pool
 import_extra("dbos", REQUIRE_ALL)
 
 
-def streamed(http: Any, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+def streamed(
+    http: Any, run_id: str, after_seq: int = 0, last_event_id: str | None = None
+) -> list[dict[str, Any]]:
     """The run's SSE messages until the stream closes, data decoded."""
-    with http.stream("GET", f"/runs/{run_id}/stream", params={"after_seq": after_seq}) as answer:
+    headers = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+    params = {"after_seq": after_seq}
+    with http.stream("GET", f"/runs/{run_id}/stream", params=params, headers=headers) as answer:
         assert answer.status_code == 200
         return [
             {"event": m["event"], "id": m.get("id"), "data": json.loads(m["data"])}
@@ -65,6 +69,14 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             assert events[0]["type"] == "run_started"
             assert "confirmation_requested" in [e["type"] for e in events]
             assert [seq_of(m) for m in paused[:-1]] == [e["seq"] for e in events]
+            # a client whose copy of the paused run diverged is told so, and sent it all
+            seq, mark = paused[2]["id"].split("-")
+            stale = f"{seq}-{int(mark, 16) ^ 1:08x}"
+            again = streamed(http, run_id, last_event_id=stale)
+            assert again[0]["event"] == "reset" and again[0]["data"]["after_seq"] == 0
+            assert again[1:] == paused
+            beyond = f"{len(events) + 1}-{mark}"  # the run is paused: its log is whole
+            assert streamed(http, run_id, last_event_id=beyond)[0]["event"] == "reset"
 
             step = summary["data"]["pending"]["step_id"]
             approve = {"approve": True, "step_id": step, "wait": False}

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from corral import tool
+from corral import ToolPolicy, tool
 from corral.agent import Agent
 from tests.helpers import build_agent
-from tests.serving import client, seq_of, serving, sse
+from tests.serving import client, followed_until_started, seq_of, serving, sse
 
 HANG_S = 8.0
 """How long the tool waits for the test (under the 10 s tool timeout): only a broken test
@@ -146,7 +146,8 @@ def test_a_live_run_is_followed_to_its_end_by_several_clients(
 def test_a_last_event_id_that_is_no_seq_replays_the_run_from_its_start(
     base: str, gate: threading.Event, header: bytes
 ) -> None:
-    """A proxy or a hostile client may send anything: it is no seq, so the stream starts at 0."""
+    """A proxy or a hostile client may send anything: it names no event, so the client is
+    told to drop what it holds, and the stream starts at 0."""
     gate.set()
     with client(base) as http:
         run_id = http.post("/agents/test/runs", json={"message": "go"}).json()["run_id"]
@@ -158,7 +159,9 @@ def test_a_last_event_id_that_is_no_seq_replays_the_run_from_its_start(
         with http.stream("GET", f"/runs/{run_id}/stream", headers=headers) as answer:
             assert answer.status_code == 200
             messages = list(sse(answer.iter_lines()))
-    assert [seq_of(m) for m in messages[:-1]] == [e["seq"] for e in stored]
+    assert messages[0]["event"] == "reset"
+    assert json.loads(messages[0]["data"])["after_seq"] == 0
+    assert [seq_of(m) for m in messages[1:-1]] == [e["seq"] for e in stored]
     assert messages[-1]["event"] == "summary"
 
 
@@ -191,3 +194,46 @@ def test_a_last_event_id_the_log_does_not_hold_is_answered_by_a_reset_and_the_wh
     assert json.loads(again[0]["data"])["after_seq"] == 0
     assert again[1:] == first  # the whole log, then the summary
     assert [seq_of(m) for m in again[1:-1]] == [e["seq"] for e in stored]
+
+
+def test_a_client_moving_to_another_server_of_a_live_run_is_believed(
+    gate: threading.Event, tmp_path: Path
+) -> None:
+    """The events it saw may be unsaved yet, not lost: the run is still driven elsewhere.
+
+    Two servers over one home; the first drives the run (a write, then a step held by the
+    test), the client follows it there, then reconnects to the second, whose store has
+    the run only up to its save before the write.
+    """
+
+    @tool(policy=ToolPolicy(kind="write"))
+    def mark(n: int) -> Value:
+        return Value(value=n)
+
+    @tool
+    def slow(n: int) -> Value:
+        gate.wait(HANG_S)
+        return Value(value=n)
+
+    steps = [
+        {"id": "s1", "tool": "mark", "args": {"n": 1}},
+        {"id": "s2", "tool": "slow", "args": {"n": 2}, "depends_on": ["s1"]},
+    ]
+    agent = build_agent([mark, slow], steps)
+    home = tmp_path / "home"
+    try:
+        with serving(agent, home=home) as one, serving(agent, home=home) as two:
+            with client(one) as http:
+                run_id, seen = followed_until_started(http, "test", "s2")
+            with client(two) as http:
+                saved = http.get(f"/runs/{run_id}/events").json()["events"]
+                assert saved[-1]["seq"] < seq_of(seen[-1])  # what it saw is not saved yet
+                with http.stream(
+                    "GET", f"/runs/{run_id}/stream", headers={"Last-Event-ID": seen[-1]["id"]}
+                ) as answer:
+                    elsewhere = list(sse(answer.iter_lines()))
+            gate.set()
+    finally:
+        gate.set()
+    assert [m["event"] for m in elsewhere] == ["summary"]  # no reset, nothing it holds
+    assert json.loads(elsewhere[0]["data"])["status"] == "executing"

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.serving import seq_of, sse
+from tests.serving import followed_until_started, seq_of, sse
 from tests.test_server_cli import corral_serve
 
 AGENT = """\
@@ -103,15 +103,8 @@ def test_a_client_of_a_server_killed_before_its_save_ends_up_with_the_runs_log(
 
     with corral_serve(home, agent, env=env) as (base, server):
         with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
-            started = http.post("/agents/relay/runs", json={"message": "go", "wait": False})
-            run_id = started.json()["run_id"]
-            seen: list[dict[str, str]] = []
-            with http.stream("GET", f"/runs/{run_id}/stream") as answer:
-                for message in sse(answer.iter_lines()):
-                    seen.append(message)
-                    data = json.loads(message["data"])
-                    if data["type"] == "step_started" and data["data"]["step_id"] == "s2":
-                        break  # s2 waits for the release file: its server dies there
+            # s2 waits for the release file: its server dies there
+            run_id, seen = followed_until_started(http, "relay", "s2")
         server.kill()
         server.wait(timeout=30)
     held = held_after([], seen)

@@ -143,3 +143,12 @@ class Journal:
         self.release_held()
         batch, self.pending = self.pending, []
         return batch
+
+    def restore(self, batch: list[Event]) -> None:
+        """Put back a drained batch whose save did not return: the next save stores it first.
+
+        Its save failed, or was given up (a stop), or may yet commit in its thread; a
+        store that is given events it holds already stores only what is new, so saving
+        them again loses nothing and repeats nothing.
+        """
+        self.pending[:0] = batch

@@ -800,7 +800,7 @@ class Runtime:
             await loop.drive()
         except asyncio.CancelledError:
             await self._keep_after_cancel(persist)
-            held.left_to_expire = self._write_in_flight(journal.state)
+            held.left_to_expire = self._write_in_flight(journal.state) or _stopped_twice()
             raise
         summary = await self._persist(journal, held.lease, release=True)
         held.released = True
@@ -819,8 +819,8 @@ class Runtime:
         unknown outcome. A second cancel or a store failure leaves it as a crash would.
         """
         task = asyncio.current_task()
-        if task is None or not task.cancelling():
-            return
+        if task is None or not task.cancelling() or _stopped_twice():
+            return  # a second stop (during a save it waited for): as a crash would
         with suppress(asyncio.CancelledError, StoreError):
             await asyncio.shield(persist())
 
@@ -872,19 +872,25 @@ class Runtime:
         self.faults.hit("before_commit")
         give_up_at: float | None = None
         pause = 0.05
-        while True:
-            try:
-                await self._io(self._write, record, events, handoff, lease, release)
-                return summary
-            except StoreError as exc:
-                # the wait reads the real clock, not an effect: it orders nothing in the run
-                now = time.monotonic()
-                if give_up_at is None:
-                    give_up_at = now + self.save_retry_s
-                if exc.code is not ErrorCode.STORE_UNAVAILABLE or now + pause > give_up_at:
-                    raise exc.with_context(state.run_id, self._happened(state)) from exc
-            await asyncio.sleep(pause)  # the same save again: a repeat stores only what is new
-            pause = min(pause * 2, 2.0)
+        try:
+            while True:
+                try:
+                    await self._io(self._write, record, events, handoff, lease, release)
+                    return summary
+                except StoreError as exc:
+                    # the wait reads the real clock, not an effect: it orders nothing
+                    now = time.monotonic()
+                    if give_up_at is None:
+                        give_up_at = now + self.save_retry_s
+                    if exc.code is not ErrorCode.STORE_UNAVAILABLE or now + pause > give_up_at:
+                        raise exc.with_context(state.run_id, self._happened(state)) from exc
+                await asyncio.sleep(pause)  # the same save again: a repeat stores only what is new
+                pause = min(pause * 2, 2.0)
+        except BaseException:
+            # not stored (or not known to be): a later save (a stop's) must not store the
+            # events after these without them, which would leave a hole in the log
+            journal.restore(events)
+            raise
 
     def _happened(self, state: RunState) -> str:
         """What the run had done before a store failure, and how to finish it.
@@ -947,6 +953,17 @@ class Runtime:
             self.store.update_session(state.session_id, now, merge)
         else:
             self.store.save_session(merge(self.store.get_session(state.session_id, now)))
+
+
+def _stopped_twice() -> bool:
+    """Whether the current task was cancelled again before it had stopped.
+
+    The second stop gives up on what the first waits for (a save in its thread, the
+    save of what the run did): the run is left as a crash leaves it, its lease to expire,
+    since a save it gave up on may still commit after a release.
+    """
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 1
 
 
 def _merged_session(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import suppress
 from dataclasses import dataclass
 
 from corral.contracts import RunSummary
@@ -48,5 +47,23 @@ async def event_stream(
     finally:
         if not driver.done():
             driver.cancel()
-            with suppress(asyncio.CancelledError):
-                await driver
+            await _stopped(driver)
+
+
+async def _stopped(driver: asyncio.Future[RunSummary]) -> None:
+    """Wait for a cancelled drive to end; a stop of this wait is passed on to the drive.
+
+    The first stop lets the run store what it did; a second one (the consumer cancelled
+    again) must reach the run itself, which then gives up on what it waits for.
+    """
+    stopped_again = False
+    while not driver.done():
+        try:
+            await asyncio.wait({driver})
+        except asyncio.CancelledError:
+            driver.cancel()
+            stopped_again = True
+    if not driver.cancelled():
+        driver.result()  # the drive's own error, as awaiting it raised it
+    if stopped_again:
+        raise asyncio.CancelledError

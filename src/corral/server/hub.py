@@ -25,6 +25,9 @@ from corral.events import Event
 
 logger = logging.getLogger(__name__)
 
+STOP_S = 10.0
+"""How long a stopping server lets each run it stopped store what it did (``Hub.close``)."""
+
 
 @dataclass
 class LiveRun:
@@ -137,14 +140,23 @@ class Hub:
             if live is not None and self._live.get(live.run_id) is live:
                 del self._live[live.run_id]
 
-    async def close(self, grace_s: float) -> None:
-        """Wait up to ``grace_s`` for the runs in flight, then cancel the rest."""
+    async def close(self, grace_s: float, stop_s: float = STOP_S) -> None:
+        """Wait up to ``grace_s`` for the runs in flight, then stop the rest.
+
+        A stopped run stores what it did, which may wait for its steps to clean up and for
+        a store call already in its thread: one still stopping ``stop_s`` later is
+        stopped again, and left as a crash leaves it (resumable once its lease expires).
+        """
         tasks = set(self._tasks)
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=grace_s)
         for task in pending:
             task.cancel()
+        if pending:
+            _, stuck = await asyncio.wait(pending, timeout=stop_s)
+            for task in stuck:
+                task.cancel()
         for task in pending:
             with contextlib.suppress(BaseException):
                 await task

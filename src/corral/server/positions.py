@@ -6,14 +6,18 @@ again from its last saved event, under the same ``seq`` numbers: a client that s
 lost events and reconnects with ``Last-Event-ID: 12`` would be sent the new 13 onwards,
 and keep an old 9 to 12 that the run's log no longer holds.
 
-So each message's ``id`` is ``<seq>-<mark>``: the mark is a checksum of the event's time,
-type and stage, which a rewritten event does not share (the journal stamps every event
-after the run's latest stored one). On reconnection the server looks the event up; if
-the run's log holds another event at that ``seq``, or none, the client's copy has
-diverged, and it is told to drop it (``event: reset``) and is sent the log from the start.
+So each message's ``id`` is ``<seq>-<mark>``: the mark is a checksum of the event's time
+(to the microsecond), type and stage. A rewritten event is written by another drive,
+later: its time differs from the lost one's, unless both drives' clocks read the same
+microsecond (a clock that stands still, as a test's may). On reconnection the server
+looks the event up. Another event at that ``seq`` means the client's copy has diverged:
+it is told to drop it (``event: reset``) and is sent the log from the start. No event
+there yet is diverged only when the log cannot grow elsewhere (this server drives the
+run, or it has paused or ended); otherwise another server may be driving it and not have
+saved that event yet, and the client is believed.
 
 An ``id`` of digits alone (a client of an earlier version, or one that builds its own) is
-taken at its word, as before.
+taken at its word, as before; anything else is no position at all: a reset.
 """
 
 from __future__ import annotations
@@ -62,8 +66,8 @@ class Position:
             return None
         return cls(int(found[1]), found[2])
 
-    def holds(self, *logs: Iterable[Event]) -> bool:
-        """Whether the run's log still holds the event the client saw.
+    def holds(self, *logs: Iterable[Event]) -> bool | None:
+        """Whether the run's log holds the event the client saw; ``None``: no event there.
 
         ``logs``: the stored events and the live ones. A bare ``seq`` is believed.
         """
@@ -73,12 +77,18 @@ class Position:
             for event in log:
                 if event.seq == self.seq:
                     return _mark(event) == self.mark
-        return False
+        return None
 
 
-RESET_REASON = (
-    "the last event this client saw is not in the run's log: the server that sent it "
-    "stopped before saving it, and the run was resumed from its last save. Drop every "
-    "event held after after_seq; the log follows from there"
+DIVERGED = (
+    "the last event this client saw is not in the run's log (another event holds its seq, "
+    "or the log ended before it): the drive that sent it stopped before saving it. Drop "
+    "every event held after after_seq; the log follows from there"
 )
-"""The ``reason`` of an ``event: reset`` message."""
+"""The ``reason`` of an ``event: reset`` for a client whose copy diverged."""
+
+NO_POSITION = (
+    "the Last-Event-ID is not an id this server sends. Drop every event held after "
+    "after_seq; the log follows from there"
+)
+"""The ``reason`` of an ``event: reset`` for a ``Last-Event-ID`` that names no event."""

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query
 from starlette.responses import Response
 
-from corral.contracts import RunSummary
+from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event
 from corral.observe.redact import Redactor, keeping_ids, redact_builtin, redactor_for
@@ -24,7 +25,7 @@ from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
-from corral.server.positions import RESET_REASON, Position, event_id
+from corral.server.positions import DIVERGED, NO_POSITION, Position, event_id
 from corral.server.queries import WHEN, Duration, RunFilter, list_runs, moment
 from corral.server.queued import QueuedRuns
 from corral.server.routes_meta import data_router
@@ -155,53 +156,85 @@ async def stream(
     Each event is an SSE message ``event: event``, ``id: <seq>-<mark>``; the last one is
     ``event: summary``, after which the stream closes. A client that goes away stops
     only its stream, never the run. A ``Last-Event-ID`` naming an event the run's log no
-    longer holds (its server stopped before saving it; ``positions``) is answered with
-    ``event: reset`` and the whole log.
+    longer holds (its server stopped before saving it; ``positions``), or naming none, is
+    answered with ``event: reset`` and the whole log.
     """
     from sse_starlette import EventSourceResponse
 
-    seen = Position.parse(last_event_id)
     checked_run_id(run_id)
     if state.queued is not None:  # --enqueue: follow the run's drives through the store
         drives = await state.queued.drives(run_id)
         if not drives:
             await state.events(run_id)  # RUN_NOT_FOUND unless it was stored another way
-        messages = _followed(state, state.queued, run_id, after_seq, seen)
+        messages = _followed(state, state.queued, run_id, after_seq, last_event_id)
         return EventSourceResponse(messages, ping=15)
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
-    start = _start(after_seq, seen, stored, [] if live is None else live.events)
+    if live is not None:  # driven here: no other server can have sent more
+        start = await _start(after_seq, last_event_id, _always, stored, live.events)
+    else:
+        start = await _start(after_seq, last_event_id, partial(_settled, state, run_id), stored)
     return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
 
 
-def _start(after_seq: int, seen: Position | None, *logs: list[Event]) -> int | None:
+async def _start(
+    after_seq: int,
+    last_event_id: str | None,
+    whole: Callable[[], Awaitable[bool]],
+    *logs: list[Event],
+) -> int | tuple[int, str]:
     """Where a stream starts: the later of ``after_seq`` and the client's last event.
 
-    ``None``: the client's last event is not in the run's log (``logs``), so what it holds
-    has diverged from it; it is sent ``event: reset`` and the log from the start.
+    A ``(0, reason)`` when the client's copy has diverged from the run's log (``logs``):
+    another event holds its last one's seq, or none does and the log is ``whole`` (it
+    cannot grow elsewhere), or the ``Last-Event-ID`` names no event. It is then sent
+    ``event: reset`` and the log from the start.
     """
-    if seen is None:
+    if not last_event_id:
         return after_seq
-    if not seen.holds(*logs):
-        return None
+    seen = Position.parse(last_event_id)
+    if seen is None:
+        return 0, NO_POSITION
+    held = seen.holds(*logs)
+    if held is False:
+        return 0, DIVERGED
+    if held is None and await whole():
+        return 0, DIVERGED
     return max(after_seq, seen.seq)
 
 
-def _reset_message() -> dict[str, str]:
-    return {"event": "reset", "data": json.dumps({"after_seq": 0, "reason": RESET_REASON})}
+async def _always() -> bool:
+    return True
+
+
+async def _settled(state: ServerState, run_id: str) -> bool:
+    """Whether the stored run has paused or ended: no drive may be adding to its log."""
+    record = await asyncio.to_thread(state.store.get_run, run_id)
+    return record is not None and (
+        record.status in TERMINAL_RUN_STATUSES or record.status in PAUSED_STATUSES
+    )
+
+
+def _reset_message(reason: str) -> dict[str, str]:
+    return {"event": "reset", "data": json.dumps({"after_seq": 0, "reason": reason})}
 
 
 async def _messages(
-    state: ServerState, run_id: str, stored: list[Event], after: int | None, live: LiveRun | None
+    state: ServerState,
+    run_id: str,
+    stored: list[Event],
+    after: int | tuple[int, str],
+    live: LiveRun | None,
 ) -> AsyncIterator[dict[str, str]]:
     """SSE messages: stored events after ``after``, live ones (no gap, no repeat), summary.
 
-    ``after`` is ``None`` for a client whose copy diverged: a reset, then every event.
+    ``after`` is ``(0, reason)`` for a client whose copy diverged: a reset, then every event.
     """
     redactor = redactor_for(stored)
-    if after is None:
-        yield _reset_message()
-    last = 0 if after is None else after
+    if isinstance(after, tuple):
+        after, reason = after
+        yield _reset_message(reason)
+    last = after
     for event in stored:
         if event.seq > last:
             yield _event_message(redactor, event)
@@ -236,7 +269,11 @@ def _summary_message(
 
 
 async def _followed(
-    state: ServerState, queued: QueuedRuns, run_id: str, after_seq: int, seen: Position | None
+    state: ServerState,
+    queued: QueuedRuns,
+    run_id: str,
+    after_seq: int,
+    last_event_id: str | None,
 ) -> AsyncIterator[dict[str, str]]:
     """SSE messages of an enqueued run, read from the store: its events as they come.
 
@@ -245,12 +282,17 @@ async def _followed(
     client may come from a server that streamed a drive's events before saving them.
     """
     last, saved, events = after_seq, None, list[Event]()
-    if seen is not None:
+    if last_event_id:
         events = await asyncio.to_thread(state.store.load_events, run_id)
-        start = _start(after_seq, seen, events)
-        if start is None:
-            yield _reset_message()
-        last = 0 if start is None else start
+
+        async def ended() -> bool:  # no drive queued or running: the log is whole
+            return not any(status in ACTIVE for status in (await queued.drives(run_id)).values())
+
+        start = await _start(after_seq, last_event_id, ended, events)
+        if isinstance(start, tuple):
+            start, reason = start
+            yield _reset_message(reason)
+        last = start
     while True:
         drives = await queued.drives(run_id)  # before the events: a finished drive saved all
         busy = any(status in ACTIVE for status in drives.values())
