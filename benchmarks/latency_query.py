@@ -1,8 +1,7 @@
 """The observed-latency query of a run start, at 0, 50 000 and 400 000 step facts.
 
 Every run start of an agent with equivalent tools asks the store for each such tool's
-p95 over its latest ``decision.latency_window`` (100) timed attempts (successes and
-timeouts; this fixture's failures are other errors, which count in neither query)
+p95 over its latest ``decision.latency_window`` (100) successful attempts
 (``SqlStore.tool_latency``). This fills a SQLite home's stats projection with synthetic
 facts (runs of two agents, each with tool attempts, some failed, and stage rows) and
 times that query against the baseline, the unbounded ``ROW_NUMBER`` window it replaced

@@ -332,10 +332,9 @@ class DecisionConfig(_Strict):
     """Scores within this fraction of the best are a tie (0.1: 10 %): the model breaks it
     when one is configured, else the fixed order (the plan's tool, then the name)."""
     min_observations: int = Field(20, ge=1)
-    """Timed calls of a tool (successes, timeouts) before its observed p95 replaces the
-    declared latency."""
+    """Successful calls of a tool before its observed p95 replaces the declared latency."""
     latency_window: int = Field(100, ge=1)
-    """The observed p95 is over this many of the tool's latest timed calls."""
+    """The observed p95 is over this many of the tool's latest successful calls."""
 
 
 class WorkersConfig(_Strict):

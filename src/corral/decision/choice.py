@@ -3,9 +3,9 @@
 The candidates arrive ranked by ``selector.rank_tools`` (health, then the measure the
 priority names, then the other, then the plan's tool, then the name). An urgent run
 ranks by latency: a tool's observed p95 once it has ``decision.min_observations``
-timed calls (successes and timeouts) in the store, else its declared ``latency_ms``. A
-budget-conscious run ranks by price (``cost``); a normal one by the agent's
-``tool_preference`` (price, unless the agent says latency).
+successful calls in the store, else its declared ``latency_ms``. A budget-conscious run
+ranks by price (``cost``); a normal one by the agent's ``tool_preference`` (price, unless
+the agent says latency).
 
 Scores within ``decision.tie_margin`` of the best are close: among the tools close on the
 first measure the second decides, and tools close on both are a tie, which the model

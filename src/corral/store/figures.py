@@ -110,10 +110,7 @@ def aggregate(runs: Iterable[tuple[RunFacts, EventFacts]]) -> Figures:
 
 @dataclass(frozen=True)
 class ToolLatency:
-    """A tool's observed latency: the p95 of its latest timed calls, and how many.
-
-    Timed: successes and timeouts (a timeout took at least the tool's timeout).
-    """
+    """A tool's observed latency: the p95 of its latest successful calls, and how many."""
 
     p95_ms: float
     calls: int
@@ -128,7 +125,7 @@ class LatencySource(Protocol):
     """
 
     def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
-        """Tool -> its p95 over its ``last`` latest successful or timed-out calls."""
+        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs."""
         ...
 
 

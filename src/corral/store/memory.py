@@ -18,8 +18,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from corral.contracts import HandoffPacket, ToolStatus
-from corral.errors import ErrorCode, EventConflictError, LeaseLostError, RunBusyError
-from corral.events import Event, ToolAttempt, tool_attempts
+from corral.errors import EventConflictError, LeaseLostError, RunBusyError
+from corral.events import Event, tool_attempts
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.figures import ToolLatency, latencies
 
@@ -28,13 +28,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_ENDED_RUNS: int | None = None
 """Ended runs a ``MemoryStore`` keeps by default: every one."""
-
-
-def _timed(attempt: ToolAttempt) -> bool:
-    """A call whose duration says how long the tool takes: a success, or a timeout."""
-    if attempt.status == ToolStatus.SUCCESS.value:
-        return True
-    return attempt.error_code == ErrorCode.TOOL_TIMEOUT.value
 
 
 def _follows(stored: Sequence[Event], events: Sequence[Event]) -> bool:
@@ -214,9 +207,7 @@ class MemoryStore:
         return len(expired), old
 
     def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
-        """Tool -> its p95 over its ``last`` latest timed calls in ``agent``'s runs.
-
-        Timed: successes and timeouts (``projection.recent_tool_ms`` says why).
+        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
 
         A fold of the runs in memory, newest run first (the SQL store asks SQL instead).
         """
@@ -227,6 +218,10 @@ class MemoryStore:
                 continue
             events = self.events.get(run.run_id, [])
             for attempt in reversed(list(tool_attempts(e.payload for e in events))):
-                if attempt.tool in wanted and _timed(attempt) and len(samples[attempt.tool]) < last:
+                if (
+                    attempt.tool in wanted
+                    and attempt.status == ToolStatus.SUCCESS.value
+                    and len(samples[attempt.tool]) < last
+                ):
                     samples[attempt.tool].append(attempt.duration_ms)
         return latencies(samples)

@@ -53,21 +53,18 @@ from sqlalchemy import (
     literal_column,
     select,
     text,
-    type_coerce,
     union_all,
     update,
 )
-from sqlalchemy.types import NullType
 
 from corral.contracts import PAUSED_STATUSES, EventType
-from corral.errors import ErrorCode
 from corral.events import Event
 from corral.store.base import RunRecord
 from corral.store.codec import stored_type
 from corral.store.driver import Bound
 from corral.store.facts import Before, EventFacts, aware, event_facts, run_facts
 from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
-from corral.store.instant import Instant, to_micros
+from corral.store.instant import Instant
 
 metadata = MetaData()
 
@@ -508,69 +505,36 @@ def run_ids(
 def recent_tool_ms(
     conn: Connection, agent: str, tools: Sequence[str], last: int
 ) -> dict[str, list[float]]:
-    """Tool -> the durations of its ``last`` latest timed calls in ``agent``'s runs.
-
-    A timed call succeeded or ran out of time (``TOOL_TIMEOUT``): a timeout took at least
-    the tool's timeout, and leaving it out made a tool that often times out look fast to
-    urgent runs. Other failures say nothing of how long the tool takes.
-    """
-    calls: dict[str, list[tuple[Any, str, int, float]]] = {}
-    if tools:
-        for name, millis, created_at, run_id, seq in conn.execute(
-            recent_tool_query(agent, tools, last)
-        ):
-            when = _sortable(created_at)
-            calls.setdefault(str(name), []).append((when, run_id, seq, float(millis)))
+    """Tool -> the durations of its ``last`` latest successful attempts in ``agent``'s runs."""
     out: dict[str, list[float]] = {}
-    for name, found in calls.items():
-        found.sort(reverse=True)  # its successes and its timeouts: newest run, then event
-        out[name] = [millis for *_, millis in found[:last]]
+    if tools:
+        for name, millis in conn.execute(recent_tool_query(agent, tools, last)):
+            out.setdefault(str(name), []).append(float(millis))
     return out
 
 
-def _sortable(created_at: Any) -> Any:
-    """A time as the driver gave it, comparable with the others of its store.
-
-    Integer microseconds on SQLite (an older row's text turned into them), a ``datetime``
-    on PostgreSQL.
-    """
-    if isinstance(created_at, str):
-        return to_micros(datetime.fromisoformat(created_at))
-    return created_at
-
-
 def recent_tool_query(agent: str, tools: Sequence[str], last: int) -> CompoundSelect[Any]:
-    """``(name, duration_ms, created_at, run_id, seq)`` of each tool's latest timed calls.
+    """The ``(name, duration_ms)`` of each tool's ``last`` latest successful attempts.
 
-    A ``UNION ALL`` of two ``ORDER BY ... LIMIT last`` per tool, newest run first (then
-    newest event): its successes, which walk the partial index of successful attempts
-    (``ix_corral_step_facts_recent``) backwards, and its timeouts, which walk the partial
-    index of failures (``ix_corral_step_facts_failed``). Each stops after ``last`` rows,
-    so a run start costs the same however many attempts the home holds (a ``ROW_NUMBER``
-    window numbered every past attempt first: 2.7 s at 400 000 rows); the caller keeps the
-    latest ``last`` of each tool's two. ``kind``, ``status`` and the code are literals, so
-    that SQLite and PostgreSQL see the indexes' conditions hold.
+    One query, a ``UNION ALL`` of one ``ORDER BY ... LIMIT last`` per tool, newest run
+    first (then newest event): each walks the partial index of successful attempts
+    (``ix_corral_step_facts_recent``) backwards and stops after ``last`` rows, so a run
+    start costs the same however many attempts the home holds (a ``ROW_NUMBER`` window
+    numbered every past attempt first: 2.7 s at 400 000 rows). ``kind`` and ``status``
+    are literals, so that SQLite and PostgreSQL see the index's condition hold.
     """
     steps = step_facts.c
-    succeeded = (
-        steps.kind == literal_column(f"'{TOOL}'"),
-        steps.status == literal_column("'success'"),
-    )
-    timed_out = (
-        steps.status == literal_column("'error'"),
-        steps.error_code == literal_column(f"'{ErrorCode.TOOL_TIMEOUT.value}'"),
-    )
-    newest_first = (steps.created_at.desc(), steps.run_id.desc(), steps.seq.desc())
-    # the time as the driver gives it (integer microseconds, or a datetime): it is only
-    # compared, and decoding it as an ``Instant`` cost more than the query itself
-    created_at = type_coerce(steps.created_at, NullType())
     latest = [
-        select(steps.name, steps.duration_ms, created_at, steps.run_id, steps.seq)
-        .where(steps.agent == agent, steps.name == tool, *condition)
-        .order_by(*newest_first)
+        select(steps.name, steps.duration_ms)
+        .where(
+            steps.agent == agent,
+            steps.name == tool,
+            steps.kind == literal_column(f"'{TOOL}'"),
+            steps.status == literal_column("'success'"),
+        )
+        .order_by(steps.created_at.desc(), steps.run_id.desc(), steps.seq.desc())
         .limit(last)
         .subquery()
         for tool in tools
-        for condition in (succeeded, timed_out)
     ]
-    return union_all(*(select(*each.c) for each in latest))
+    return union_all(*(select(each.c.name, each.c.duration_ms) for each in latest))

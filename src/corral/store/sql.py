@@ -855,7 +855,7 @@ class SqlStore:
             return projection.run_ids(conn, runs, where, intent, limit)
 
     def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
-        """Tool -> its p95 over its ``last`` latest timed calls (successes and timeouts).
+        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
 
         Read from the stats projection in one query. Runs of a home older than the
         projection count once ``corral stats`` has backfilled them: a run start does not
