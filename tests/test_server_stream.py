@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
+from sqlalchemy import text
 
 from corral import ToolPolicy, tool
 from corral.agent import Agent
+from corral.store.sql import SqlStore
 from tests.helpers import build_agent
 from tests.serving import client, followed_until_started, seq_of, serving, sse
 
@@ -225,15 +227,24 @@ def test_a_client_moving_to_another_server_of_a_live_run_is_believed(
         with serving(agent, home=home) as one, serving(agent, home=home) as two:
             with client(one) as http:
                 run_id, seen = followed_until_started(http, "test", "s2")
+            last = {"Last-Event-ID": seen[-1]["id"]}
             with client(two) as http:
                 saved = http.get(f"/runs/{run_id}/events").json()["events"]
                 assert saved[-1]["seq"] < seq_of(seen[-1])  # what it saw is not saved yet
-                with http.stream(
-                    "GET", f"/runs/{run_id}/stream", headers={"Last-Event-ID": seen[-1]["id"]}
-                ) as answer:
+                with http.stream("GET", f"/runs/{run_id}/stream", headers=last) as answer:
                     elsewhere = list(sse(answer.iter_lines()))
+                # the first server's lease runs out (as when it died): nobody drives the
+                # run, and what it saved is all its log holds until a resume
+                store = SqlStore.open(home / "corral.db")
+                with store.engine.begin() as conn:
+                    conn.execute(text("DELETE FROM corral_leases WHERE run_id = :r"), {"r": run_id})
+                store.engine.dispose()
+                with http.stream("GET", f"/runs/{run_id}/stream", headers=last) as answer:
+                    orphaned = list(sse(answer.iter_lines()))
             gate.set()
     finally:
         gate.set()
     assert [m["event"] for m in elsewhere] == ["summary"]  # no reset, nothing it holds
     assert json.loads(elsewhere[0]["data"])["status"] == "executing"
+    assert orphaned[0]["event"] == "reset"
+    assert [seq_of(m) for m in orphaned[1:-1]] == [e["seq"] for e in saved]

@@ -228,3 +228,64 @@ async def test_a_stopped_run_stops_the_steps_it_was_running_beside_each_other(
     async with asyncio.timeout(30):
         await ended.wait()
     assert made == []
+
+
+async def test_a_consumer_stopped_twice_is_stopped_whatever_the_drive_ended_with() -> None:
+    """The second stop reaches the drive, and the consumer ends cancelled, not with the
+    drive's own error (a timeout or a task group that stopped it must see a stop)."""
+    from corral.runtime.stream import event_stream
+
+    stopping = asyncio.Event()
+
+    async def drive(watch: object) -> RunSummary:
+        try:
+            await asyncio.Event().wait()  # a run that never ends by itself
+        except asyncio.CancelledError:
+            stopping.set()
+            try:
+                await asyncio.Event().wait()  # storing what it did, for as long as it may
+            except asyncio.CancelledError:
+                raise RuntimeError("the save failed as it was given up") from None
+        raise AssertionError("unreachable")
+
+    async def consume() -> None:
+        async for _ in event_stream(drive):
+            pass
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0)
+    consumer.cancel()
+    await stopping.wait()  # the first stop reached the drive, which is still stopping
+    assert not consumer.done()
+    consumer.cancel()
+    await asyncio.wait({consumer})
+    assert consumer.cancelled()
+
+
+async def test_a_stream_stopped_by_an_anyio_cancel_scope_stores_the_run_and_frees_it() -> None:
+    """anyio cancels a scope's task again at every turn until it leaves: one stop still."""
+    import anyio
+
+    gate = asyncio.Event()  # never set: the run is stopped in its step
+
+    @tool
+    async def slow(n: int) -> Looked:
+        await gate.wait()
+        return Looked(n=n)
+
+    store = MemoryStore()
+    runtime = Runtime(build_agent([slow], [{"id": "s1", "tool": "slow", "args": {"n": 1}}]), store)
+    seen: list[Event] = []
+
+    async def follow(scope: anyio.CancelScope) -> None:
+        async for item in runtime.stream("go"):
+            assert isinstance(item, Event)
+            seen.append(item)
+            if item.type is EventType.STEP_STARTED:
+                scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(follow, group.cancel_scope)
+    (run_id,) = store.runs
+    assert [e.seq for e in store.load_events(run_id)] == [e.seq for e in seen]
+    assert store.lease_holder(run_id) is None

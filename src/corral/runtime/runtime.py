@@ -800,7 +800,7 @@ class Runtime:
             await loop.drive()
         except asyncio.CancelledError:
             await self._keep_after_cancel(persist)
-            held.left_to_expire = self._write_in_flight(journal.state) or _stopped_twice()
+            held.left_to_expire = self._write_in_flight(journal.state)
             raise
         summary = await self._persist(journal, held.lease, release=True)
         held.released = True
@@ -819,8 +819,8 @@ class Runtime:
         unknown outcome. A second cancel or a store failure leaves it as a crash would.
         """
         task = asyncio.current_task()
-        if task is None or not task.cancelling() or _stopped_twice():
-            return  # a second stop (during a save it waited for): as a crash would
+        if task is None or not task.cancelling():
+            return
         with suppress(asyncio.CancelledError, StoreError):
             await asyncio.shield(persist())
 
@@ -953,17 +953,6 @@ class Runtime:
             self.store.update_session(state.session_id, now, merge)
         else:
             self.store.save_session(merge(self.store.get_session(state.session_id, now)))
-
-
-def _stopped_twice() -> bool:
-    """Whether the current task was cancelled again before it had stopped.
-
-    The second stop gives up on what the first waits for (a save in its thread, the
-    save of what the run did): the run is left as a crash leaves it, its lease to expire,
-    since a save it gave up on may still commit after a release.
-    """
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 1
 
 
 def _merged_session(

@@ -47,23 +47,12 @@ async def event_stream(
     finally:
         if not driver.done():
             driver.cancel()
-            await _stopped(driver)
-
-
-async def _stopped(driver: asyncio.Future[RunSummary]) -> None:
-    """Wait for a cancelled drive to end; a stop of this wait is passed on to the drive.
-
-    The first stop lets the run store what it did; a second one (the consumer cancelled
-    again) must reach the run itself, which then gives up on what it waits for.
-    """
-    stopped_again = False
-    while not driver.done():
-        try:
-            await asyncio.wait({driver})
-        except asyncio.CancelledError:
-            driver.cancel()
-            stopped_again = True
-    if not driver.cancelled():
-        driver.result()  # the drive's own error, as awaiting it raised it
-    if stopped_again:
-        raise asyncio.CancelledError
+            try:
+                await driver  # a second stop of this wait is passed on to the drive
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                task = asyncio.current_task()
+                if task is None or task.cancelling() <= 1:
+                    raise  # the drive's own error, from its stop
+                # stopped again meanwhile: the consumer ends stopped, not with that error

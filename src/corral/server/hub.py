@@ -145,7 +145,7 @@ class Hub:
 
         A stopped run stores what it did, which may wait for its steps to clean up and for
         a store call already in its thread: one still stopping ``stop_s`` later is
-        stopped again, and left as a crash leaves it (resumable once its lease expires).
+        stopped again, and waits for nothing more (``docs/server.md``).
         """
         tasks = set(self._tasks)
         if not tasks:

@@ -208,11 +208,18 @@ async def _always() -> bool:
 
 
 async def _settled(state: ServerState, run_id: str) -> bool:
-    """Whether the stored run has paused or ended: no drive may be adding to its log."""
+    """Whether no drive may be adding to the stored run's log.
+
+    It has paused or ended, or no live lease is held on it: its drive died, and what it
+    saved is all there is until a resume. While another server holds the lease, that
+    server may not have saved what it sent yet.
+    """
     record = await asyncio.to_thread(state.store.get_run, run_id)
-    return record is not None and (
-        record.status in TERMINAL_RUN_STATUSES or record.status in PAUSED_STATUSES
-    )
+    if record is None:
+        return False
+    if record.status in TERMINAL_RUN_STATUSES or record.status in PAUSED_STATUSES:
+        return True
+    return await asyncio.to_thread(state.store.lease_holder, run_id) is None
 
 
 def _reset_message(reason: str) -> dict[str, str]:
