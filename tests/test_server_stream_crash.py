@@ -117,6 +117,14 @@ def test_a_client_of_a_server_killed_before_its_save_ends_up_with_the_runs_log(
         saved = http.get(f"/runs/{run_id}/events").json()["events"]
         # the case this test is about: the dead server sent events it never saved
         assert saved[-1]["seq"] < held[-1]["seq"]
+        # before any resume: the lease's owner is a process of this host that is gone,
+        # so nobody drives the run and the client is told its copy diverged
+        with http.stream(
+            "GET", f"/runs/{run_id}/stream", headers={"Last-Event-ID": seen[-1]["id"]}
+        ) as answer:
+            orphaned = list(sse(answer.iter_lines()))
+        assert orphaned[0]["event"] == "reset"
+        assert held_after(held, orphaned) == saved
         resumed = http.post(f"/runs/{run_id}/resume", json={})
         assert resumed.status_code == 200, resumed.text
         assert resumed.json()["status"] == "finished"

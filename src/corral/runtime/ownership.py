@@ -63,6 +63,30 @@ def process_space() -> str:
     return f"{socket.gethostname()}/{namespace}"
 
 
+def owner_gone(owner: str) -> bool:
+    """Whether a lease ``owner`` is a process of this host that no longer exists.
+
+    Its lease would otherwise keep the run busy until it expires; on the same host we can
+    see that the process is gone (or its pid taken by a newer one). Another host's owner
+    is never taken for gone.
+    """
+    space, _, rest = owner.partition(":")
+    pid_text, _, started = rest.partition(":")[0].partition(".")
+    if space != process_space() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # a process of another user has that pid: compare start times
+    now_started = process_started(pid)
+    if started and now_started != "?" and started != now_started:
+        return True  # the pid was reused by a newer process
+    return process_ended(pid)  # killed, not yet reaped by its parent
+
+
 @dataclass(slots=True)
 class Held:
     """A lease held for one drive, and whether its last save released it."""
@@ -170,25 +194,9 @@ class Ownership:
         same host we can see that its process is gone. Other hosts wait for the expiry.
         """
         holder: LeaseHolder | None = await self.io(self.store.lease_holder, run_id)
-        if holder is None:
+        if holder is None or not owner_gone(holder.owner):
             return None
-        space, _, rest = holder.owner.partition(":")
-        pid_text, _, started = rest.partition(":")[0].partition(".")
-        if space != process_space() or not pid_text.isdigit():
-            return None
-        pid = int(pid_text)
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return holder.owner
-        except PermissionError:
-            pass  # a process of another user has that pid: compare start times
-        now_started = process_started(pid)
-        if started and now_started != "?" and started != now_started:
-            return holder.owner  # the pid was reused by a newer process
-        if process_ended(pid):
-            return holder.owner  # killed, not yet reaped by its parent
-        return None
+        return holder.owner
 
     async def heartbeat(self, held: Held) -> None:
         """Renew the lease now and every third of its time to live; stop once it is lost.

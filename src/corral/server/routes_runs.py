@@ -21,6 +21,7 @@ from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event
 from corral.observe.redact import Redactor, keeping_ids, redact_builtin, redactor_for
+from corral.runtime.ownership import owner_gone
 from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
@@ -210,16 +211,18 @@ async def _always() -> bool:
 async def _settled(state: ServerState, run_id: str) -> bool:
     """Whether no drive may be adding to the stored run's log.
 
-    It has paused or ended, or no live lease is held on it: its drive died, and what it
-    saved is all there is until a resume. While another server holds the lease, that
-    server may not have saved what it sent yet.
+    It has paused or ended, or no live lease is held on it (none, or its owner is a
+    process of this host that no longer exists): its drive died, and what it saved is all
+    there is until a resume. While another server holds the lease, that server may not
+    have saved what it sent yet.
     """
     record = await asyncio.to_thread(state.store.get_run, run_id)
     if record is None:
         return False
     if record.status in TERMINAL_RUN_STATUSES or record.status in PAUSED_STATUSES:
         return True
-    return await asyncio.to_thread(state.store.lease_holder, run_id) is None
+    holder = await asyncio.to_thread(state.store.lease_holder, run_id)
+    return holder is None or owner_gone(holder.owner)
 
 
 def _reset_message(reason: str) -> dict[str, str]:
