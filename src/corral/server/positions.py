@@ -13,8 +13,8 @@ microsecond (a clock that stands still, as a test's may). On reconnection the se
 looks the event up. Another event at that ``seq`` means the client's copy has diverged:
 it is told to drop it (``event: reset``) and is sent the log from the start. No event
 there yet is diverged only when the log cannot grow elsewhere (this server drives the
-run, or it has paused or ended); otherwise another server may be driving it and not have
-saved that event yet, and the client is believed.
+run, it has paused or ended, or no live lease is held on it); otherwise another server
+may be driving it and not have saved that event yet, and the client is believed.
 
 An ``id`` of digits alone (a client of an earlier version, or one that builds its own) is
 taken at its word, as before; anything else is no position at all: a reset.
@@ -26,12 +26,10 @@ import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
 from corral.events import Event
+from corral.store.instant import to_micros
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 _LAST_EVENT_ID = re.compile(r"([0-9]{1,18})(?:-([0-9a-f]{8}))?")
 """What this server sends as an ``id`` (and its bare ``seq``). ``str.isdigit`` is not
 enough: it accepts ``²``; and a seq of thousands of digits is beyond what ``int`` parses."""
@@ -43,9 +41,7 @@ def event_id(event: Event) -> str:
 
 
 def _mark(event: Event) -> str:
-    ts = event.ts if event.ts.tzinfo is not None else event.ts.replace(tzinfo=UTC)
-    micros = (ts - _EPOCH) // _US
-    text = f"{micros}:{event.type.value}:{event.stage}"
+    text = f"{to_micros(event.ts)}:{event.type.value}:{event.stage}"
     return f"{zlib.crc32(text.encode()):08x}"
 
 
