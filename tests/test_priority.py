@@ -265,9 +265,10 @@ class AskedStore(MemoryStore):
         super().__init__()
         self.asked: list[tuple[tuple[str, ...], int]] = []
 
-    def tool_latency(self, agent: str, tools: Any, last: int) -> Any:
+    def tool_latency(self, agent: str, tools: Any, last: int, timeouts_ms: Any = None) -> Any:
         self.asked.append((tuple(sorted(tools)), last))
-        return super().tool_latency(agent, tools, last)
+        self.timeouts_ms = timeouts_ms
+        return super().tool_latency(agent, tools, last, timeouts_ms)
 
 
 async def test_a_run_start_asks_the_store_only_about_tools_with_equivalents() -> None:
@@ -290,9 +291,11 @@ async def test_a_run_start_asks_the_store_only_about_tools_with_equivalents() ->
     await Runtime(agent, grouped).start("go")
     # one query per start, for the grouped tools only, over decision.latency_window
     assert grouped.asked == [(("search_cheap", "search_fast"), 7)] * 2
+    # with each tool's timeout: a call cut off at it counts, at the time it took
+    assert grouped.timeouts_ms == {"search_cheap": 10_000.0, "search_fast": 10_000.0}
 
 
-async def test_observations_are_per_agent_and_only_successful_calls_count() -> None:
+async def test_observations_are_per_agent_and_other_failures_do_not_count() -> None:
     store = MemoryStore()
     effects = TimedEffects({"search_fast": 2000.0, "search_cheap": 50.0})
     base = flights_agent(min_observations=1)
@@ -309,6 +312,66 @@ async def test_observations_are_per_agent_and_only_successful_calls_count() -> N
     second = await runtime.start("go", priority="urgent")
     observed = started(runtime, second.run_id)["observed_latency"]
     assert observed == {"search_cheap": {"p95_ms": 50.0, "calls": 1}}
+
+
+class HalfTimingOut(FixedEffects):
+    """``search_fast`` answers in 20 ms, but every other call of it times out.
+
+    ``own_timeout_ms``: how long a timed-out call took. ``None``: the tool's whole timeout
+    (corral's deadline cut it off); a number: the tool's own, shorter timeout.
+    """
+
+    def __init__(self, own_timeout_ms: float | None) -> None:
+        super().__init__()
+        self.own_timeout_ms = own_timeout_ms
+        self.clock = 0.0
+        self.fast_calls = self.fast_timeouts = 0
+
+    def monotonic(self) -> float:
+        return self.clock
+
+    async def call_tool(self, spec: Any, args: Any, context: Any, timeout_s: float) -> Any:
+        if spec.name != "search_fast":
+            self.clock += 0.050
+        else:
+            self.fast_calls += 1
+            if self.fast_calls % 2:
+                took = timeout_s if self.own_timeout_ms is None else self.own_timeout_ms / 1000
+                self.clock += took
+                self.fast_timeouts += 1
+                raise TimeoutError
+            self.clock += 0.020
+        return await super().call_tool(spec, args, context, timeout_s)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize(
+    ("own_timeout_ms", "fifth_pick"),
+    [
+        (None, "search_cheap"),  # cut off at its 10 s deadline: its p95 is the 10 s it took
+        (30.0, "search_fast"),  # its own 30 ms timeout says nothing of how long it takes
+    ],
+)
+async def test_a_call_cut_off_at_its_deadline_counts_in_the_observed_p95(
+    backend: str, own_timeout_ms: float | None, fifth_pick: str, tmp_path: Path
+) -> None:
+    store = MemoryStore() if backend == "memory" else SqlStore.open(tmp_path / "corral.db")
+    effects = HalfTimingOut(own_timeout_ms)
+    runtime = Runtime(flights_agent(min_observations=2), store, effects=effects)
+    # declared 80 ms against 900: the fast one is tried until it is observed; a try of it
+    # that times out is retried or turned to the cheap one (which answers in 50 ms)
+    for _ in range(4):
+        assert (await runtime.start("go", priority="urgent")).status.value == "finished"
+    answered = effects.fast_calls - effects.fast_timeouts
+    assert effects.fast_timeouts >= 1 and answered >= 1
+    fifth = await runtime.start("go", priority="urgent")
+    observed = started(runtime, fifth.run_id)["observed_latency"]
+    if own_timeout_ms is None:
+        timed = answered + effects.fast_timeouts
+        assert observed["search_fast"] == {"p95_ms": 10_000.0, "calls": timed}
+    else:  # observed often enough to be ranked by what it took to answer
+        assert observed["search_fast"] == {"p95_ms": 20.0, "calls": answered} and answered >= 2
+    assert called(fifth) == fifth_pick
 
 
 # ------------------------------------------------------------------ ties

@@ -332,9 +332,10 @@ class DecisionConfig(_Strict):
     """Scores within this fraction of the best are a tie (0.1: 10 %): the model breaks it
     when one is configured, else the fixed order (the plan's tool, then the name)."""
     min_observations: int = Field(20, ge=1)
-    """Successful calls of a tool before its observed p95 replaces the declared latency."""
+    """Timed calls of a tool before its observed p95 replaces the declared latency: its
+    successes, and its timeouts that took its whole ``timeout_s`` (``store.figures.timed``)."""
     latency_window: int = Field(100, ge=1)
-    """The observed p95 is over this many of the tool's latest successful calls."""
+    """The observed p95 is over this many of the tool's latest timed calls."""
 
 
 class WorkersConfig(_Strict):

@@ -63,7 +63,7 @@ class RunStarted:
     priority_source: str = ""
     """``caller``, ``message: <the word>`` or ``default``."""
     observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
-    """Tool -> ``p95_ms`` and ``calls`` of its latest successful calls, read from the store
+    """Tool -> ``p95_ms`` and ``calls`` of its latest timed calls, read from the store
     once at the start: the run (and its replay, and a resume) ranks by these figures."""
     degraded: list[str] = field(default_factory=list)
     """Tools degraded (failed twice in a row, in earlier runs of this process) when the

@@ -29,6 +29,21 @@ def run_id() -> str:
     return f"run_{uuid.uuid4().hex[:12]}"
 
 
+def tool_attempts(rid: str, attempts: list[dict[str, Any]]) -> list[Event]:
+    """One ``tool_attempt`` event per dict of fields (``tool``, ``status``, ``duration_ms``...)."""
+    return [
+        Event(
+            run_id=rid,
+            seq=i + 1,
+            ts=T0,
+            type=EventType.TOOL_ATTEMPT,
+            stage="execute",
+            data={"step_id": f"s{i}", "attempt": 1} | fields,
+        )
+        for i, fields in enumerate(attempts)
+    ]
+
+
 def record(rid: str, status: str = "parsing", at: datetime = T0) -> RunRecord:
     return RunRecord(
         run_id=rid,
@@ -308,23 +323,8 @@ def test_tool_latency_is_the_p95_of_each_tools_latest_successful_calls(store: St
     from corral.store.figures import LatencySource, ToolLatency
 
     def attempts(rid: str, millis: list[float], status: str = "success") -> list[Event]:
-        return [
-            Event(
-                run_id=rid,
-                seq=i + 1,
-                ts=T0,
-                type=EventType.TOOL_ATTEMPT,
-                stage="execute",
-                data={
-                    "step_id": "s1",
-                    "tool": "fast",
-                    "attempt": 1,
-                    "status": status,
-                    "duration_ms": ms,
-                },
-            )
-            for i, ms in enumerate(millis)
-        ]
+        fields = {"tool": "fast", "status": status}
+        return tool_attempts(rid, [fields | {"duration_ms": ms} for ms in millis])
 
     assert isinstance(store, LatencySource)
     # agents of their own: a PostgreSQL database outlives the test (a rerun finds these runs)
@@ -359,18 +359,8 @@ def test_tool_latency_reads_only_each_tools_latest_window(store: Store) -> None:
     agent = f"window_{uuid.uuid4().hex[:8]}"  # a shared PostgreSQL keeps other tests' runs
 
     def attempts(rid: str, calls: list[tuple[str, float]]) -> list[Event]:
-        return [
-            Event(
-                run_id=rid,
-                seq=i + 1,
-                ts=T0,
-                type=EventType.TOOL_ATTEMPT,
-                stage="execute",
-                data={"step_id": f"s{i}", "tool": tool, "attempt": 1, "status": "success"}
-                | {"duration_ms": ms},
-            )
-            for i, (tool, ms) in enumerate(calls)
-        ]
+        fields = [{"tool": tool, "status": "success", "duration_ms": ms} for tool, ms in calls]
+        return tool_attempts(rid, fields)
 
     old, new = run_id(), run_id()
     early = [("fast", 500.0)] * 5 + [("slow", 50.0)] * 4 + [("fast", 10.0)] * 3
@@ -392,3 +382,59 @@ def test_tool_latency_reads_only_each_tools_latest_window(store: Store) -> None:
         "fast": ToolLatency(500.0, 10),
         "slow": ToolLatency(50.0, 4),
     }
+
+
+def test_tool_latency_counts_calls_that_ran_out_of_their_whole_timeout(store: Store) -> None:
+    """Successes and whole timeouts, newest first, in one window per tool; nothing else.
+
+    A timeout that took (about) the tool's timeout was cut off at its deadline: it took at
+    least that long. A tool's own short timeout, or another failure, says nothing of how
+    long the tool takes.
+    """
+    from corral.store.figures import ToolLatency
+
+    agent, other = f"timeouts_{uuid.uuid4().hex[:8]}", f"others_{uuid.uuid4().hex[:8]}"
+
+    def attempts(rid: str, calls: list[tuple[str | None, float]]) -> list[Event]:
+        """``(error code, ms)`` per attempt of ``fast``: no code is a success."""
+        return tool_attempts(
+            rid,
+            [
+                {"tool": "fast", "duration_ms": ms}
+                | ({"status": "error", "error_code": code} if code else {"status": "success"})
+                for code, ms in calls
+            ],
+        )
+
+    whole, own = ("TOOL_TIMEOUT", 1000.0), ("TOOL_TIMEOUT", 30.0)
+    failed, answered = ("TOOL_TRANSIENT", 1000.0), (None, 20.0)
+    old, new, theirs = run_id(), run_id(), run_id()
+    store.save(
+        replace(record(old, "finished", T0), agent=agent),
+        attempts(old, [whole, whole, answered, own, failed]),
+    )
+    store.save(
+        replace(record(new, "finished", T0 + timedelta(minutes=1)), agent=agent),
+        attempts(new, [answered, whole, own, answered]),
+    )
+    store.save(  # another agent's timeouts are its own
+        replace(record(theirs, "finished", T0 + timedelta(minutes=2)), agent=other),
+        attempts(theirs, [whole] * 5),
+    )
+    timeout = {"fast": 1000.0}
+    # newest first: the newer run's 20, 1000, 20, then the older run's 20, 1000, 1000
+    assert store.tool_latency(agent, ["fast"], 100, timeout) == {"fast": ToolLatency(1000.0, 6)}
+    assert store.tool_latency(agent, ["fast"], 1, timeout) == {"fast": ToolLatency(20.0, 1)}
+    assert store.tool_latency(agent, ["fast"], 3, timeout) == {"fast": ToolLatency(1000.0, 3)}
+    assert store.tool_latency(agent, ["fast"], 4, timeout) == {"fast": ToolLatency(1000.0, 4)}
+    # a call counts when it took at least 95 % of the timeout it is read against
+    assert store.tool_latency(agent, ["fast"], 100, {"fast": 1050.0}) == {
+        "fast": ToolLatency(1000.0, 6)
+    }
+    assert store.tool_latency(agent, ["fast"], 100, {"fast": 1100.0}) == {
+        "fast": ToolLatency(20.0, 3)
+    }
+    # a tool without a timeout given counts its successes only, as before
+    assert store.tool_latency(agent, ["fast"], 100) == {"fast": ToolLatency(20.0, 3)}
+    assert store.tool_latency(agent, ["fast"], 100, {}) == {"fast": ToolLatency(20.0, 3)}
+    assert store.tool_latency(other, ["fast"], 3, timeout) == {"fast": ToolLatency(1000.0, 3)}

@@ -25,6 +25,7 @@ from corral.store.sql import SqlStore
 from tests.extras import postgres_url
 
 INDEX = "ix_corral_step_facts_recent"
+TIMEOUTS = "ix_corral_step_facts_timeouts"
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
@@ -49,7 +50,7 @@ def save_calls(store: SqlStore, agent: str, millis: list[float], minute: int = 0
     )
 
 
-def has_index(conn: Connection) -> bool:
+def has_index(conn: Connection, name: str = INDEX) -> bool:
     if conn.dialect.name == "sqlite":
         found = "SELECT name FROM sqlite_master WHERE type = 'index' AND name = :name"
     else:
@@ -57,10 +58,12 @@ def has_index(conn: Connection) -> bool:
             "SELECT indexname FROM pg_indexes"
             " WHERE indexname = :name AND schemaname = current_schema()"
         )
-    return conn.execute(text(found), {"name": INDEX}).first() is not None
+    return conn.execute(text(found), {"name": name}).first() is not None
 
 
-def latency_statement(store: SqlStore, agent: str) -> tuple[str, Any]:
+def latency_statement(
+    store: SqlStore, agent: str, timeouts_ms: dict[str, float] | None = None
+) -> tuple[str, Any]:
     """The SQL (and parameters) that ``tool_latency`` sends, caught on its way out."""
     sent: list[tuple[str, Any]] = []
 
@@ -70,11 +73,27 @@ def latency_statement(store: SqlStore, agent: str) -> tuple[str, Any]:
 
     event.listen(store.engine, "before_cursor_execute", catch)
     try:
-        store.tool_latency(agent, ["fast", "slow"], 100)
+        store.tool_latency(agent, ["fast", "slow"], 100, timeouts_ms)
     finally:
         event.remove(store.engine, "before_cursor_execute", catch)
     [found] = sent
     return found
+
+
+def query_plan(store: SqlStore, statement: str, params: Any) -> str:
+    """The plan of ``statement`` as the database would run it on a large table."""
+    with store.engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
+            return "\n".join(str(row[3]) for row in rows)
+        # a tiny table: make the planner show what it does with a large one
+        conn.exec_driver_sql("SET enable_seqscan = off")
+        conn.exec_driver_sql("SET enable_bitmapscan = off")
+        # and what the query allows, whatever rows earlier tests left in the
+        # database: another index plus a sort can look as cheap on a tiny table
+        conn.exec_driver_sql("SET enable_sort = off")
+        rows = conn.exec_driver_sql(f"EXPLAIN {statement}", params)
+        return "\n".join(str(row[0]) for row in rows)
 
 
 def test_the_latest_window_is_read_through_the_index_without_a_sort(home: str) -> None:
@@ -82,23 +101,54 @@ def test_the_latest_window_is_read_through_the_index_without_a_sort(home: str) -
     agent = f"plan_{uuid.uuid4().hex[:8]}"
     try:
         save_calls(store, agent, [5.0, 6.0])
-        statement, params = latency_statement(store, agent)
-        with store.engine.connect() as conn:
-            if conn.dialect.name == "sqlite":
-                rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params)
-                plan = "\n".join(str(row[3]) for row in rows)
-            else:  # a tiny table: make the planner show what it does with a large one
-                conn.exec_driver_sql("SET enable_seqscan = off")
-                conn.exec_driver_sql("SET enable_bitmapscan = off")
-                # and what the query allows, whatever rows earlier tests left in the
-                # database: another index plus a sort can look as cheap on a tiny table
-                conn.exec_driver_sql("SET enable_sort = off")
-                rows = conn.exec_driver_sql(f"EXPLAIN {statement}", params)
-                plan = "\n".join(str(row[0]) for row in rows)
+        plan = query_plan(store, *latency_statement(store, agent))
         assert plan.count(INDEX) == 2, plan  # each tool's window walks it
         assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
     finally:
         store.engine.dispose()
+
+
+def test_the_latest_timeouts_are_read_through_their_own_index(home: str) -> None:
+    """With timeouts counted, each tool walks both partial indexes, each for one window.
+
+    The index of failures leads with the tool and has the agent last: walking it would
+    read every other agent's timeouts of that tool (schema revision 0004 adds this one).
+    """
+    store = SqlStore.open(home)
+    agent = f"plan_{uuid.uuid4().hex[:8]}"
+    try:
+        save_calls(store, agent, [5.0, 6.0])
+        timeouts = {"fast": 1000.0, "slow": 1000.0}
+        plan = query_plan(store, *latency_statement(store, agent, timeouts))
+        assert plan.count(INDEX) == 2 and plan.count(TIMEOUTS) == 2, plan
+        assert "ix_corral_step_facts_failed" not in plan, plan
+    finally:
+        store.engine.dispose()
+
+
+def test_a_home_made_before_the_timeouts_index_gains_it_when_opened(home: str) -> None:
+    store = SqlStore.open(home)
+    agent = f"old_{uuid.uuid4().hex[:8]}"
+    rid = f"run_{uuid.uuid4().hex[:12]}"
+    run = RunRecord(rid, "trace", agent, None, "failed", T0, T0, {"status": "failed"})
+    timed_out = {"step_id": "s1", "tool": "fast", "attempt": 1, "status": "error"}
+    timed_out |= {"error_code": "TOOL_TIMEOUT", "duration_ms": 900.0}
+    store.save(run, [Event(rid, 1, T0, EventType.TOOL_ATTEMPT, "execute", timed_out)])
+    save_calls(store, agent, [10.0], minute=1)
+    with store.engine.begin() as conn:  # as a home written at revision 0003
+        conn.execute(text(f"DROP INDEX {TIMEOUTS}"))
+        conn.execute(text("UPDATE alembic_version SET version_num = '0003'"))
+    before = store.tool_latency(agent, ["fast"], 3, {"fast": 900.0})
+    store.engine.dispose()
+
+    reopened = SqlStore.open(home, upgrade=True)
+    try:
+        with reopened.engine.connect() as conn:
+            assert has_index(conn, TIMEOUTS)
+        after = reopened.tool_latency(agent, ["fast"], 3, {"fast": 900.0})
+        assert after == before == {"fast": ToolLatency(900.0, 2)}
+    finally:
+        reopened.engine.dispose()
 
 
 def test_a_home_made_before_the_index_gains_it_when_opened(home: str) -> None:

@@ -3,7 +3,8 @@
 The candidates arrive ranked by ``selector.rank_tools`` (health, then the measure the
 priority names, then the other, then the plan's tool, then the name). An urgent run
 ranks by latency: a tool's observed p95 once it has ``decision.min_observations``
-successful calls in the store, else its declared ``latency_ms``. A budget-conscious run
+timed calls in the store (successes, and timeouts that took its whole timeout), else its
+declared ``latency_ms``. A budget-conscious run
 ranks by price (``cost``); a normal one by the agent's ``tool_preference`` (price, unless
 the agent says latency).
 

@@ -196,8 +196,9 @@ class _PerAgent:
     """What every run of one agent reads the same, worked out once per agent."""
 
     agent: Agent
-    ranked: list[str]
-    """Its tools that have equivalents: their observed latency is read at a run's start."""
+    ranked: dict[str, float]
+    """Its tools that have equivalents, with their timeouts in ms: their observed latency
+    is read at a run's start, counting a call cut off at its tool's deadline."""
     priority: PriorityDetector
     redact: dict[str, list[str]]
     """The redaction spec recorded in ``run_started`` (copied into each run)."""
@@ -211,7 +212,11 @@ class _PerAgent:
         tools = agent.tools
         return cls(
             agent,
-            [s.name for s in tools if len(tools.equivalents(s.name)) > 1],
+            {
+                s.name: s.policy.timeout_s * 1000
+                for s in tools
+                if len(tools.equivalents(s.name)) > 1
+            },
             PriorityDetector(agent.config.decision.priority_words),
             redaction_spec(agent),
             str(agent.root) if agent.root else None,
@@ -516,7 +521,7 @@ class Runtime:
         window = self.agent.config.decision.latency_window
 
         def read() -> dict[str, dict[str, float]]:
-            found = store.tool_latency(self.agent.name, names, window)
+            found = store.tool_latency(self.agent.name, list(names), window, names)
             return {
                 name: {"p95_ms": round(latency.p95_ms, 3), "calls": latency.calls}
                 for name, latency in sorted(found.items())
@@ -531,8 +536,8 @@ class Runtime:
             self._agent_facts = _PerAgent.of(agent)
         return self._agent_facts
 
-    def _ranked_tools(self) -> list[str]:
-        """The agent's tools that have equivalents."""
+    def _ranked_tools(self) -> dict[str, float]:
+        """The agent's tools that have equivalents, with their timeouts in ms."""
         return self._per_agent().ranked
 
     def _redaction_spec(self) -> dict[str, list[str]]:

@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import Connection, DateTime, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.expression import ClauseElement, Select
+from sqlalchemy.sql.expression import ClauseElement, CompoundSelect, Select
 from sqlalchemy.types import TypeEngine
 
 from corral.store.instant import Instant, to_micros
@@ -190,11 +190,17 @@ class Driver:
 
     def scalars(self, conn: Connection, statement: Select[Any], params: Params) -> list[Any]:
         """The first column of every row of a ``SELECT``."""
+        return [row[0] for row in self.rows(conn, statement, params)]
+
+    def rows(
+        self, conn: Connection, statement: Select[Any] | CompoundSelect[Any], params: Params
+    ) -> list[Any]:
+        """Every row of a query, as the driver gives them (plain tuples)."""
         prepared = self._prepare(statement, ())
         cursor = run(conn, prepared.sql, prepared.bind(params), many=False)
-        found = [row[0] for row in cursor.fetchall()]
+        found = cursor.fetchall()
         cursor.close()
-        return found
+        return list(found)
 
 
 def _is_insert(statement: ClauseElement) -> bool:

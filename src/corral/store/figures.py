@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from corral.errors import ErrorCode
 from corral.store.facts import EventFacts, RunFacts
 
 PERCENTILES = (50, 95)
@@ -110,10 +111,33 @@ def aggregate(runs: Iterable[tuple[RunFacts, EventFacts]]) -> Figures:
 
 @dataclass(frozen=True)
 class ToolLatency:
-    """A tool's observed latency: the p95 of its latest successful calls, and how many."""
+    """A tool's observed latency: the p95 of its latest timed calls, and how many."""
 
     p95_ms: float
     calls: int
+
+
+TIMED_OUT: str = ErrorCode.TOOL_TIMEOUT.value
+"""The code of an attempt that did not answer in time (corral's deadline, or the tool's own)."""
+
+WHOLE_TIMEOUT = 0.95
+"""A timed-out call counts as a latency sample when it took at least this share of its
+tool's timeout: it used up the deadline corral gave it (the clocks that start the
+deadline and the attempt's duration are read a moment apart). A tool's own, shorter
+timeout (a 50 ms connect timeout inside it) says no more of how long the tool takes than
+any other failure, and is left out."""
+
+
+def timed(status: str, error_code: str | None, duration_ms: float, timeout_ms: float) -> bool:
+    """Whether a tool attempt says how long the tool takes: a success, or a whole timeout.
+
+    ``timeout_ms``: the tool's timeout, or ``inf`` to count successes only. A call cut off
+    at its deadline took at least that long; leaving it out made a tool that often times
+    out look fast to urgent runs.
+    """
+    if status == "success":
+        return True
+    return error_code == TIMED_OUT and duration_ms >= timeout_ms * WHOLE_TIMEOUT
 
 
 @runtime_checkable
@@ -124,8 +148,18 @@ class LatencySource(Protocol):
     observed rather than declared by hand; a store without it leaves the declared one.
     """
 
-    def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
-        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs."""
+    def tool_latency(
+        self,
+        agent: str,
+        tools: Collection[str],
+        last: int,
+        timeouts_ms: Mapping[str, float] | None = None,
+    ) -> dict[str, ToolLatency]:
+        """Tool -> its p95 over its ``last`` latest timed calls in ``agent``'s runs.
+
+        Timed (``timed``): successes, and calls that ran out of a tool's whole timeout in
+        ``timeouts_ms`` (tool -> its timeout); a tool not in it counts its successes only.
+        """
         ...
 
 

@@ -10,18 +10,19 @@ person still has to act on the packet) are never dropped.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from corral.contracts import HandoffPacket, ToolStatus
+from corral.contracts import HandoffPacket
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.events import Event, tool_attempts
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
-from corral.store.figures import ToolLatency, latencies
+from corral.store.figures import ToolLatency, latencies, timed
 
 if TYPE_CHECKING:
     from corral.store.base import SessionMerge
@@ -206,22 +207,29 @@ class MemoryStore:
             self._drop(rid)
         return len(expired), old
 
-    def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
-        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
+    def tool_latency(
+        self,
+        agent: str,
+        tools: Collection[str],
+        last: int,
+        timeouts_ms: Mapping[str, float] | None = None,
+    ) -> dict[str, ToolLatency]:
+        """Tool -> its p95 over its ``last`` latest timed calls (``LatencySource``).
 
         A fold of the runs in memory, newest run first (the SQL store asks SQL instead).
         """
-        wanted = set(tools)
-        samples: dict[str, list[float]] = {name: [] for name in wanted}
+        limits = {name: (timeouts_ms or {}).get(name, math.inf) for name in tools}
+        samples: dict[str, list[float]] = {name: [] for name in limits}
         for run in self.list_runs(limit=len(self.runs)):
             if run.agent != agent:
                 continue
             events = self.events.get(run.run_id, [])
             for attempt in reversed(list(tool_attempts(e.payload for e in events))):
+                name = attempt.tool
                 if (
-                    attempt.tool in wanted
-                    and attempt.status == ToolStatus.SUCCESS.value
-                    and len(samples[attempt.tool]) < last
+                    name in limits
+                    and len(samples[name]) < last
+                    and timed(attempt.status, attempt.error_code, attempt.duration_ms, limits[name])
                 ):
-                    samples[attempt.tool].append(attempt.duration_ms)
+                    samples[name].append(attempt.duration_ms)
         return latencies(samples)

@@ -27,7 +27,8 @@ row first). The figures are read in one transaction, so counts and ranks agree.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from operator import attrgetter
 from typing import Any
@@ -63,7 +64,7 @@ from corral.store.base import RunRecord
 from corral.store.codec import stored_type
 from corral.store.driver import Bound
 from corral.store.facts import Before, EventFacts, aware, event_facts, run_facts
-from corral.store.figures import NO_CODE, PERCENTILES, Figures, rank
+from corral.store.figures import NO_CODE, PERCENTILES, TIMED_OUT, WHOLE_TIMEOUT, Figures, rank
 from corral.store.instant import Instant
 
 metadata = MetaData()
@@ -110,6 +111,10 @@ run_facts_table = Table(
     sqlite_with_rowid=False,
 )
 
+NEWEST_PER_AGENT_AND_TOOL = ("agent", "name", "created_at", "run_id", "seq", "duration_ms")
+"""The columns of the observed-latency indexes: an agent's calls of a tool, newest last
+(walked backwards), covering the duration each window reads."""
+
 step_facts = Table(
     "corral_step_facts",
     metadata,
@@ -134,14 +139,15 @@ step_facts = Table(
     ),
     Index(
         "ix_corral_step_facts_recent",
-        "agent",
-        "name",
-        "created_at",
-        "run_id",
-        "seq",
-        "duration_ms",
+        *NEWEST_PER_AGENT_AND_TOOL,
         sqlite_where=text("kind = 'tool' AND status = 'success'"),
         postgresql_where=text("kind = 'tool' AND status = 'success'"),
+    ),
+    Index(
+        "ix_corral_step_facts_timeouts",
+        *NEWEST_PER_AGENT_AND_TOOL,
+        sqlite_where=text(f"kind = 'tool' AND status = 'error' AND error_code = '{TIMED_OUT}'"),
+        postgresql_where=text(f"kind = 'tool' AND status = 'error' AND error_code = '{TIMED_OUT}'"),
     ),
     sqlite_with_rowid=False,
 )
@@ -153,9 +159,10 @@ so that a filtered percentile reads one covering index and joins nothing.
 Each save writes these tables with its events, so every B-tree they add costs every
 save: on SQLite they are ``WITHOUT ROWID`` (the primary key is the table), the run table
 has no index (100 000 rows filter in milliseconds), and the index of failed attempts is
-partial (a save with no failure never touches it). So is the index of successful
-attempts newest first per agent and tool (``recent_tool_ms``, read at every run start
-of an agent with equivalent tools): a stage row or a failure never touches it."""
+partial (a save with no failure never touches it). So are the indexes of successful and
+of timed-out attempts, newest first per agent and tool (``recent_tool_ms``, read at every
+run start of an agent with equivalent tools): a stage row never touches them, and only a
+timeout touches the second."""
 
 TOOL, STAGE = "tool", "stage"
 
@@ -502,39 +509,109 @@ def run_ids(
     return list(conn.execute(query).scalars())
 
 
-def recent_tool_ms(
-    conn: Connection, agent: str, tools: Sequence[str], last: int
-) -> dict[str, list[float]]:
-    """Tool -> the durations of its ``last`` latest successful attempts in ``agent``'s runs."""
-    out: dict[str, list[float]] = {}
-    if tools:
-        for name, millis in conn.execute(recent_tool_query(agent, tools, last)):
-            out.setdefault(str(name), []).append(float(millis))
-    return out
+LatencyShape = tuple[tuple[bool, ...], int]
+"""What the observed-latency query looks like: for each tool asked about, whether its
+timeouts count; and the window. Its SQL depends on nothing else (the rest is bound)."""
 
 
-def recent_tool_query(agent: str, tools: Sequence[str], last: int) -> CompoundSelect[Any]:
-    """The ``(name, duration_ms)`` of each tool's ``last`` latest successful attempts.
+def latency_request(
+    agent: str, tools: Sequence[str], last: int, timeouts_ms: Mapping[str, float] | None
+) -> tuple[LatencyShape, dict[str, Any]]:
+    """The shape of ``latency_query`` for these tools, and its parameters.
+
+    A tool's timeouts count when ``timeouts_ms`` gives it a finite timeout: those that
+    took at least ``WHOLE_TIMEOUT`` of it (``figures.timed``).
+    """
+    params: dict[str, Any] = {"agent": agent}
+    counted = []
+    for i, tool in enumerate(tools):
+        params[f"tool_{i}"] = tool
+        timeout_ms = (timeouts_ms or {}).get(tool)
+        counted.append(timeout_ms is not None and math.isfinite(timeout_ms))
+        if counted[-1]:
+            params[f"whole_ms_{i}"] = float(timeout_ms or 0.0) * WHOLE_TIMEOUT
+    return (tuple(counted), last), params
+
+
+def latency_query(shape: LatencyShape) -> CompoundSelect[Any]:
+    """The ``(name, duration_ms)`` of each tool's latest timed calls (see ``latency_request``).
 
     One query, a ``UNION ALL`` of one ``ORDER BY ... LIMIT last`` per tool, newest run
     first (then newest event): each walks the partial index of successful attempts
     (``ix_corral_step_facts_recent``) backwards and stops after ``last`` rows, so a run
     start costs the same however many attempts the home holds (a ``ROW_NUMBER`` window
-    numbered every past attempt first: 2.7 s at 400 000 rows). ``kind`` and ``status``
-    are literals, so that SQLite and PostgreSQL see the index's condition hold.
+    numbered every past attempt first: 2.7 s at 400 000 rows). A tool whose timeouts count
+    also walks its timeouts (``ix_corral_step_facts_timeouts``) the same way, keeping
+    those that took its whole timeout, and the newest ``last`` of the two windows are
+    kept: a sort of at most ``2 * last`` rows. ``kind``, ``status`` and the code are
+    literals, so that SQLite and PostgreSQL see the indexes' conditions hold. Everything
+    else is a bound parameter: a store builds the statement once per shape.
     """
+    counted, last = shape
     steps = step_facts.c
-    latest = [
-        select(steps.name, steps.duration_ms)
-        .where(
-            steps.agent == agent,
-            steps.name == tool,
-            steps.kind == literal_column(f"'{TOOL}'"),
-            steps.status == literal_column("'success'"),
+    newest_first = (steps.created_at.desc(), steps.run_id.desc(), steps.seq.desc())
+    tool_kind = steps.kind == literal_column(f"'{TOOL}'")
+    agent = bindparam("agent", type_=String)
+
+    def window(i: int, *condition: Any) -> Select[Any]:
+        return (
+            select(steps.name, steps.duration_ms, steps.created_at, steps.run_id, steps.seq)
+            .where(steps.agent == agent, steps.name == bindparam(f"tool_{i}", type_=String))
+            .where(tool_kind, *condition)
+            .order_by(*newest_first)
+            .limit(last)
         )
-        .order_by(steps.created_at.desc(), steps.run_id.desc(), steps.seq.desc())
-        .limit(last)
-        .subquery()
-        for tool in tools
-    ]
+
+    latest = []
+    for i, timeouts_count in enumerate(counted):
+        succeeded = window(i, steps.status == literal_column("'success'")).subquery()
+        if not timeouts_count:
+            latest.append(succeeded)
+            continue
+        timed_out = window(
+            i,
+            steps.status == literal_column("'error'"),
+            steps.error_code == literal_column(f"'{TIMED_OUT}'"),
+            # ``+ 0``: a bound on the time is no index's range; this walks the index of
+            # timeouts, where the index of durations would read every agent's calls
+            steps.duration_ms + 0 >= bindparam(f"whole_ms_{i}", type_=Float),
+        ).subquery()
+        both = union_all(select(*succeeded.c), select(*timed_out.c)).subquery()
+        merged = both.c
+        latest.append(
+            select(*merged)
+            .order_by(merged.created_at.desc(), merged.run_id.desc(), merged.seq.desc())
+            .limit(last)
+            .subquery()
+        )
     return union_all(*(select(each.c.name, each.c.duration_ms) for each in latest))
+
+
+def recent_tool_query(
+    agent: str, tools: Sequence[str], last: int, timeouts_ms: Mapping[str, float] | None = None
+) -> CompoundSelect[Any]:
+    """``latency_query`` for these tools, with its parameters bound."""
+    shape, params = latency_request(agent, tools, last, timeouts_ms)
+    return latency_query(shape).params(params)
+
+
+def durations(rows: Iterable[Sequence[Any]]) -> dict[str, list[float]]:
+    """Tool -> its durations, from the ``(name, duration_ms)`` rows of ``latency_query``."""
+    out: dict[str, list[float]] = {}
+    for name, millis in rows:
+        out.setdefault(str(name), []).append(float(millis))
+    return out
+
+
+def recent_tool_ms(
+    conn: Connection,
+    agent: str,
+    tools: Sequence[str],
+    last: int,
+    timeouts_ms: Mapping[str, float] | None = None,
+) -> dict[str, list[float]]:
+    """Tool -> the durations of its ``last`` latest timed calls in ``agent``'s runs."""
+    if not tools:
+        return {}
+    shape, params = latency_request(agent, tools, last, timeouts_ms)
+    return durations(conn.execute(latency_query(shape), params))

@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 import time
 import weakref
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import (
     Column,
+    CompoundSelect,
     Connection,
     DateTime,
     Engine,
@@ -340,6 +341,8 @@ class SqlStore:
         self._identity = self._file_identity()
         self._driver = driver.Driver(engine)
         """Runs the statements every save runs on the driver's cursor (``driver``)."""
+        self._latency_queries: dict[projection.LatencyShape, CompoundSelect[Any]] = {}
+        """The observed-latency query of each shape asked so far (``tool_latency``)."""
         self._plans_stored: set[str] = set()
         """Plan hashes this store object has written or seen written (skips a lookup)."""
         self._sqlite = engine.dialect.name == "sqlite"
@@ -854,8 +857,14 @@ class SqlStore:
                 return []
             return projection.run_ids(conn, runs, where, intent, limit)
 
-    def tool_latency(self, agent: str, tools: Collection[str], last: int) -> dict[str, ToolLatency]:
-        """Tool -> its p95 over its ``last`` latest successful calls in ``agent``'s runs.
+    def tool_latency(
+        self,
+        agent: str,
+        tools: Collection[str],
+        last: int,
+        timeouts_ms: Mapping[str, float] | None = None,
+    ) -> dict[str, ToolLatency]:
+        """Tool -> its p95 over its ``last`` latest timed calls (``LatencySource``).
 
         Read from the stats projection in one query. Runs of a home older than the
         projection count once ``corral stats`` has backfilled them: a run start does not
@@ -866,7 +875,11 @@ class SqlStore:
         with self._faults(action="reading tool latency"), self.engine.connect() as conn:
             if not self._projected(conn):
                 return {}
-            return latencies(projection.recent_tool_ms(conn, agent, sorted(tools), last))
+            shape, params = projection.latency_request(agent, sorted(tools), last, timeouts_ms)
+            query = self._latency_queries.get(shape)
+            if query is None:  # built once per shape: a run start binds only its values
+                query = self._latency_queries[shape] = projection.latency_query(shape)
+            return latencies(projection.durations(self._driver.rows(conn, query, params)))
 
 
 def _session_of(row: Any, now: datetime) -> SessionRecord | None:
