@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, MemoryStore, Runtime, ToolPolicy, tool
+from corral import Agent, MemoryStore, Runtime, SqlStore, ToolPolicy, tool
 from corral.contracts import StepStatus
 from corral.errors import StoreUnavailableError
 from corral.runtime.state import fold
@@ -34,14 +35,14 @@ class Done(BaseModel):
     ref: str
 
 
-class HeldSave(MemoryStore):
+class Holds:
     """Its first save blocks in its thread; it notes any store call made meanwhile.
 
     It blocks until ``go`` is set, or ``HELD_S``; then it saves, or fails (``fail``).
+    A mixin over a store class (``HeldSave``, ``HeldSqlSave``).
     """
 
-    def __init__(self, fail: bool = False) -> None:
-        super().__init__(blocking=True)
+    def held(self, fail: bool = False) -> None:
         self.entered = threading.Event()
         self.go = threading.Event()
         self.done = threading.Event()
@@ -68,7 +69,7 @@ class HeldSave(MemoryStore):
                 self.go.wait(HELD_S)
                 if self.fail:
                     raise StoreUnavailableError("the database went away during the save")
-            super().save(record, events, handoff, **fencing)
+            super().save(record, events, handoff, **fencing)  # type: ignore[misc]
         finally:
             if first:
                 with self.lock:
@@ -77,11 +78,25 @@ class HeldSave(MemoryStore):
 
     def renew_lease(self, lease: Any) -> None:
         self._note("renew_lease")
-        super().renew_lease(lease)
+        super().renew_lease(lease)  # type: ignore[misc]
 
     def release_lease(self, lease: Any) -> None:
         self._note("release_lease")
-        super().release_lease(lease)
+        super().release_lease(lease)  # type: ignore[misc]
+
+
+class HeldSave(Holds, MemoryStore):
+    def __init__(self, fail: bool = False) -> None:
+        MemoryStore.__init__(self, blocking=True)
+        self.held(fail)
+
+
+class HeldSqlSave(Holds, SqlStore):
+    """On a SQLite file: a new run's first save inserts the lease with the run."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        SqlStore.__init__(self, *args, **kwargs)
+        self.held()
 
 
 def sending(entered: list[int]) -> Agent:
@@ -138,7 +153,10 @@ async def test_a_batch_whose_save_failed_during_a_stop_is_saved_with_the_rest() 
     assert resumed.status.value == "finished" and entered == [1]
 
 
-async def test_a_second_stop_gives_up_waiting_for_the_save_and_loses_nothing() -> None:
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_a_second_stop_gives_up_waiting_for_the_save_and_loses_nothing(
+    backend: str, tmp_path: Path
+) -> None:
     """A second stop (a double Ctrl-C, a server out of time) does not wait for the save.
 
     The run's own save then stores the batch again with what came after it (a store
@@ -146,7 +164,7 @@ async def test_a_second_stop_gives_up_waiting_for_the_save_and_loses_nothing() -
     """
     entered: list[int] = []
     agent = sending(entered)
-    store = HeldSave()
+    store = HeldSave() if backend == "memory" else HeldSqlSave.open(tmp_path / "corral.db")
     task = asyncio.create_task(Runtime(agent, store, effects=FixedEffects()).start("go"))
     assert await asyncio.to_thread(store.entered.wait, 30)
     task.cancel()
@@ -157,14 +175,89 @@ async def test_a_second_stop_gives_up_waiting_for_the_save_and_loses_nothing() -
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not store.done.is_set()  # it did not wait for the save any longer
+    [run_id] = [run.run_id for run in store.list_runs()]
+    assert store.lease_holder(run_id) is not None  # the release waits for that save
     store.go.set()
     assert await asyncio.to_thread(store.done.wait, 30)
-    (run_id,) = store.runs
+    # and runs after it, in a store thread: the save, a new run's first, inserts the
+    # lease with the run; released before it committed, the lease came back with it and
+    # the run was ``RUN_BUSY`` until the lease expired (30 s)
+    await free_then_resumed(store, run_id, agent, entered)
+    assert "release_lease" not in store.overtaken  # not beside the save it gave up on
+
+
+async def free_then_resumed(store: Any, run_id: str, agent: Agent, entered: list[int]) -> None:
+    """The run's lease is free within 5 s; its log has no hole; a resume finishes it."""
+    for _ in range(500):
+        if store.lease_holder(run_id) is None:
+            break
+        await asyncio.sleep(0.01)
+    assert store.lease_holder(run_id) is None
     events = store.load_events(run_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert fold(run_id, events).steps["s1"].status is StepStatus.RUNNING
-    resumed = await Runtime(agent, store, effects=FixedEffects()).resume(run_id, wait_s=60)
+    resumed = await Runtime(agent, store, effects=FixedEffects()).resume(run_id, wait_s=0)
     assert resumed.status.value == "finished" and entered == [1]
+
+
+class TwoHeldSaves(SqlStore):
+    """A SQLite store whose first two saves block in their threads until ``go``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.entered = [threading.Event(), threading.Event()]
+        self.go = threading.Event()
+        self.saves = 0
+        self.ended = 0
+        self.both_ended = threading.Event()
+        self.lock = threading.Lock()
+        self.run_ids: set[str] = set()
+
+    def save(self, record: Any, events: Any, handoff: Any = None, **fencing: Any) -> None:
+        with self.lock:
+            number, self.saves = self.saves, self.saves + 1
+            self.run_ids.add(record.run_id)
+        if number >= 2:
+            super().save(record, events, handoff, **fencing)
+            return
+        try:
+            self.entered[number].set()
+            self.go.wait(HELD_S)
+            super().save(record, events, handoff, **fencing)
+        finally:
+            with self.lock:
+                self.ended += 1
+                if self.ended == 2:
+                    self.both_ended.set()
+
+
+async def test_a_run_stopped_again_during_its_stops_save_is_free_once_both_saves_end(
+    tmp_path: Path,
+) -> None:
+    """A third stop gives up on the stop's own save too (``anyio`` cancels at every turn).
+
+    The lease was released at once, while both saves were still in their threads: the
+    first to commit inserted the run with its lease, and the run was ``RUN_BUSY`` until
+    the lease expired. Now the release runs after them.
+    """
+    entered: list[int] = []
+    agent = sending(entered)
+    store = TwoHeldSaves.open(tmp_path / "corral.db")
+    task = asyncio.create_task(Runtime(agent, store, effects=FixedEffects()).start("go"))
+    assert await asyncio.to_thread(store.entered[0].wait, 30)  # the save before the write
+    task.cancel()  # the stop waits for it
+    for _ in range(5):
+        await asyncio.sleep(0)
+    task.cancel()  # gives up: the stop's own save begins (held too)
+    assert await asyncio.to_thread(store.entered[1].wait, 30)
+    task.cancel()  # gives up on that one as well
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [run_id] = store.run_ids
+    store.go.set()
+    assert await asyncio.to_thread(store.both_ended.wait, 30)
+    await free_then_resumed(store, run_id, agent, entered)
+    store.engine.dispose()
 
 
 async def test_a_stopping_server_stops_a_run_still_saving_after_the_grace_again() -> None:

@@ -103,10 +103,14 @@ class Held:
 class Ownership:
     """The leases one ``Runtime`` takes on runs of its store."""
 
-    def __init__(self, store: Store, io: StoreCall, ttl_s: float) -> None:
+    def __init__(
+        self, store: Store, io: StoreCall, ttl_s: float, release: StoreCall | None = None
+    ) -> None:
         self.store = store
         self.io = io
         self.ttl_s = ttl_s
+        self._release = release
+        """Gives a drive's lease back at its end (default: ``store.release_lease`` by ``io``)."""
         self._process: tuple[int, str] | None = None
         """(pid, ``host/namespace:pid.start``): read once per process, not once per run."""
         self._nonce = uuid.uuid4().hex[:6]
@@ -119,6 +123,13 @@ class Ownership:
         """The first renewals of the leases held on each event loop that drives runs: loops
         may take turns on one runtime (threads, or ``asyncio.run`` per chat turn), and a
         loop that goes away takes its entry (and its timer) with it."""
+
+    async def release(self, lease: Lease) -> None:
+        """Give ``lease`` back: the end of a drive that did not release it with its last save."""
+        if self._release is not None:
+            await self._release(lease)
+        else:
+            await self.io(self.store.release_lease, lease)
 
     def owner(self) -> str:
         """A lease owner token: unique per drive, readable in a ``RUN_BUSY`` message.
@@ -311,4 +322,4 @@ class Holding:
         held = self.held
         if not (held.released or held.left_to_expire):
             with suppress(StoreError):  # it expires by itself; the outcome is decided
-                await self._owners.io(self._owners.store.release_lease, self._lease)
+                await self._owners.release(self._lease)

@@ -18,7 +18,8 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -302,10 +303,15 @@ class Runtime:
             self.log = JsonlLog(log_dir, self.sampling)
         chosen = tracer if tracer is not None else tracer_for(agent.config.telemetry, os.environ)
         self.tracer = None if isinstance(chosen, Untraced) else chosen
-        self.ownership = Ownership(self.store, self._io, lease_ttl_s)
+        self.ownership = Ownership(self.store, self._io, lease_ttl_s, self._release_lease)
         self.concurrent_steps = concurrent_steps
         self.save_retry_s = save_retry_s
         self._store_threads: ThreadPoolExecutor | None = None
+        self._saving: dict[str, set[Future[Any]]] = {}
+        """Run id -> its saves in the store's threads (a blocking store's): a stopped
+        drive may have given up waiting for one, and its lease is released after them."""
+        self._saving_lock = threading.Lock()
+        """Guards ``_saving``: a save's end is noted in its own thread."""
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
         store's threads: two runs of one session ending together must both keep their turn."""
@@ -763,27 +769,70 @@ class Runtime:
 
     # ------------------------------------------------------------------ internals
 
-    async def _io(self, call: Callable[..., T], *args: Any) -> T:
+    async def _io(self, call: Callable[..., T], *args: Any, saving: str | None = None) -> T:
         """Run a store call off the event loop when it does I/O.
 
         Store calls have threads of their own, not the default pool that sync tools use:
         tool threads that outlived their timeout must not delay a save or the lease's
         heartbeat. A call that was cancelled is waited for before the cancellation goes on.
+        ``saving``: the call is a save of that run (``_release_lease`` orders after it).
         """
         if not self.store.blocking:
             return call(*args)
         # in the caller's context: a recorded read or a clock read there is the drive's own
         context = contextvars.copy_context()
         work = self._threads().submit(context.run, call, *args)
+        if saving is not None:
+            self._note_saving(saving, work)
         try:
             return await asyncio.wrap_future(work)
         except asyncio.CancelledError:
             # A stop does not stop the thread: a call it found running goes on. Wait for
             # it, so that nothing the stop does next (keep what the run did, release its
-            # lease) overtakes a save still in flight. A second cancel gives up on it.
+            # lease) overtakes a save still in flight. A second cancel gives up on it;
+            # the run's lease is then released only after it (``_release_lease``).
             with suppress(Exception):
                 await asyncio.wrap_future(work)
             raise
+
+    def _note_saving(self, run_id: str, work: Future[Any]) -> None:
+        """Keep ``work`` among the run's saves in flight until it ends."""
+        with self._saving_lock:
+            self._saving.setdefault(run_id, set()).add(work)
+
+        def ended(done: Future[Any]) -> None:
+            with self._saving_lock:
+                saves = self._saving.get(run_id)
+                if saves is not None:
+                    saves.discard(done)
+                    if not saves:
+                        del self._saving[run_id]
+
+        work.add_done_callback(ended)
+
+    async def _release_lease(self, lease: Lease) -> None:
+        """Give a drive's lease back, after any save of its run still in a store thread.
+
+        A stop waits for the save it finds running, but a second stop gives up waiting
+        (a server out of time, an ``anyio`` scope that cancels at every turn), and that
+        save goes on in its thread: one that commits after the release takes the lease
+        back (a new run's first save inserts it with the run), and the run is ``RUN_BUSY``
+        until the lease expires. Then the release is left to a store thread, to run once
+        those saves end, and not waited for: the stop gave up waiting for them.
+        """
+        with self._saving_lock:
+            saves = tuple(self._saving.get(lease.run_id, ()))
+        if not saves:
+            await self._io(self.store.release_lease, lease)
+            return
+        store = self.store
+
+        def after_them() -> None:
+            futures.wait(saves)
+            with suppress(StoreError):  # it expires by itself; the outcome is decided
+                store.release_lease(lease)
+
+        self._threads().submit(after_them)
 
     def _threads(self) -> ThreadPoolExecutor:
         """The store calls' own threads, made on first use."""
@@ -880,7 +929,9 @@ class Runtime:
         try:
             while True:
                 try:
-                    await self._io(self._write, record, events, handoff, lease, release)
+                    await self._io(
+                        self._write, record, events, handoff, lease, release, saving=state.run_id
+                    )
                     return summary
                 except StoreError as exc:
                     # the wait reads the real clock, not an effect: it orders nothing
