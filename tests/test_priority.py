@@ -295,6 +295,24 @@ async def test_a_run_start_asks_the_store_only_about_tools_with_equivalents() ->
     assert grouped.timeouts_ms == {"search_cheap": 10_000.0, "search_fast": 10_000.0}
 
 
+class ThreeArgumentStore(MemoryStore):
+    """A store written for ``tool_latency(agent, tools, last)``, before timeouts counted."""
+
+    def tool_latency(self, agent: str, tools: Any, last: int) -> Any:
+        return super().tool_latency(agent, tools, last)
+
+
+async def test_a_store_with_the_three_argument_form_is_still_asked() -> None:
+    store = ThreeArgumentStore()
+    effects = TimedEffects({"search_fast": 2000.0, "search_cheap": 50.0})
+    runtime = Runtime(flights_agent(min_observations=1), store, effects=effects)
+    await runtime.start("go", priority="urgent")
+    second = await runtime.start("go", priority="urgent")
+    observed = started(runtime, second.run_id)["observed_latency"]
+    assert observed == {"search_fast": {"p95_ms": 2000.0, "calls": 1}}
+    assert called(second) == "search_cheap"
+
+
 async def test_observations_are_per_agent_and_other_failures_do_not_count() -> None:
     store = MemoryStore()
     effects = TimedEffects({"search_fast": 2000.0, "search_cheap": 50.0})

@@ -438,3 +438,41 @@ def test_tool_latency_counts_calls_that_ran_out_of_their_whole_timeout(store: St
     assert store.tool_latency(agent, ["fast"], 100) == {"fast": ToolLatency(20.0, 3)}
     assert store.tool_latency(agent, ["fast"], 100, {}) == {"fast": ToolLatency(20.0, 3)}
     assert store.tool_latency(other, ["fast"], 3, timeout) == {"fast": ToolLatency(1000.0, 3)}
+
+
+def test_tool_latency_windows_agree_across_stores_on_ties_and_many_short_timeouts(
+    store: Store,
+) -> None:
+    """Runs created at the same time: newest id first. A whole timeout counts only among
+    the tool's latest ``last`` timeouts (the walk is bounded), and only as an error."""
+    from corral.store.figures import ToolLatency
+
+    agent = f"ties_{uuid.uuid4().hex[:8]}"
+    first, second = sorted([run_id(), run_id()])
+    success = {"tool": "fast", "status": "success"}
+    store.save(
+        replace(record(first, "finished", T0), agent=agent),
+        tool_attempts(first, [success | {"duration_ms": 10.0}]),
+    )
+    store.save(
+        replace(record(second, "finished", T0), agent=agent),
+        tool_attempts(second, [success | {"duration_ms": 500.0}]),
+    )
+    # the same created_at: the greater run id is the newer, whatever the saving order
+    assert store.tool_latency(agent, ["fast"], 1) == {"fast": ToolLatency(500.0, 1)}
+
+    later = run_id()
+    timeout = {"tool": "fast", "status": "error", "error_code": "TOOL_TIMEOUT"}
+    store.save(
+        replace(record(later, "finished", T0 + timedelta(minutes=1)), agent=agent),
+        tool_attempts(
+            later,
+            [timeout | {"duration_ms": 1000.0}]  # a whole one, then three of its own
+            + [timeout | {"duration_ms": 30.0}] * 3
+            + [timeout | {"status": "no_result", "duration_ms": 1000.0}],  # not an error
+        ),
+    )
+    whole = {"fast": 1000.0}
+    # among its latest 4 timeouts: counted; among its latest 3: past the walk
+    assert store.tool_latency(agent, ["fast"], 4, whole) == {"fast": ToolLatency(1000.0, 3)}
+    assert store.tool_latency(agent, ["fast"], 3, whole) == {"fast": ToolLatency(500.0, 2)}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import copy
+import inspect
 import os
 import threading
 import time
@@ -190,6 +191,19 @@ def run_detail(state: RunState, events: Sequence[Event]) -> dict[str, Any]:
         model_call_brief(e.payload) for e in events if isinstance(e.payload, ModelCall)
     ]
     return detail
+
+
+def _takes_timeouts(store: LatencySource) -> bool:
+    """Whether ``store.tool_latency`` takes ``timeouts_ms`` (a store of corral's own does).
+
+    A store of someone else's may answer the three-argument form that came first: it is
+    asked that way, and counts the successes it always counted.
+    """
+    try:
+        parameters = inspect.signature(store.tool_latency).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: ask as corral's stores are
+        return True
+    return any(p.name == "timeouts_ms" or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 @dataclass(frozen=True)
@@ -526,8 +540,13 @@ class Runtime:
         store = self.store
         window = self.agent.config.decision.latency_window
 
+        timeouts = _takes_timeouts(store)
+
         def read() -> dict[str, dict[str, float]]:
-            found = store.tool_latency(self.agent.name, list(names), window, names)
+            if timeouts:
+                found = store.tool_latency(self.agent.name, list(names), window, timeouts_ms=names)
+            else:  # a store written for the three-argument form: its successes only
+                found = store.tool_latency(self.agent.name, list(names), window)
             return {
                 name: {"p95_ms": round(latency.p95_ms, 3), "calls": latency.calls}
                 for name, latency in sorted(found.items())

@@ -137,7 +137,9 @@ def timed(status: str, error_code: str | None, duration_ms: float, timeout_ms: f
     """
     if status == "success":
         return True
-    return error_code == TIMED_OUT and duration_ms >= timeout_ms * WHOLE_TIMEOUT
+    return (
+        status == "error" and error_code == TIMED_OUT and duration_ms >= timeout_ms * WHOLE_TIMEOUT
+    )
 
 
 @runtime_checkable

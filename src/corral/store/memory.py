@@ -22,13 +22,18 @@ from corral.contracts import HandoffPacket
 from corral.errors import EventConflictError, LeaseLostError, RunBusyError
 from corral.events import Event, tool_attempts
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
-from corral.store.figures import ToolLatency, latencies, timed
+from corral.store.figures import TIMED_OUT, ToolLatency, latencies, timed
 
 if TYPE_CHECKING:
     from corral.store.base import SessionMerge
 
 DEFAULT_MAX_ENDED_RUNS: int | None = None
 """Ended runs a ``MemoryStore`` keeps by default: every one."""
+
+
+def _newest_first(run: RunRecord) -> tuple[datetime, str]:
+    """The order of the observed-latency window: creation time, then id (as SQL's)."""
+    return run.created_at, run.run_id
 
 
 def _follows(stored: Sequence[Event], events: Sequence[Event]) -> bool:
@@ -220,16 +225,18 @@ class MemoryStore:
         """
         limits = {name: (timeouts_ms or {}).get(name, math.inf) for name in tools}
         samples: dict[str, list[float]] = {name: [] for name in limits}
-        for run in self.list_runs(limit=len(self.runs)):
-            if run.agent != agent:
-                continue
+        timeouts = dict.fromkeys(limits, 0)  # seen so far: only the latest ``last`` count
+        runs = [run for run in self.runs.values() if run.agent == agent]
+        for run in sorted(runs, key=_newest_first, reverse=True):
             events = self.events.get(run.run_id, [])
             for attempt in reversed(list(tool_attempts(e.payload for e in events))):
                 name = attempt.tool
-                if (
-                    name in limits
-                    and len(samples[name]) < last
-                    and timed(attempt.status, attempt.error_code, attempt.duration_ms, limits[name])
-                ):
+                if name not in limits or len(samples[name]) >= last:
+                    continue
+                if attempt.error_code == TIMED_OUT and attempt.status == "error":
+                    timeouts[name] += 1
+                    if timeouts[name] > last:
+                        continue
+                if timed(attempt.status, attempt.error_code, attempt.duration_ms, limits[name]):
                     samples[name].append(attempt.duration_ms)
         return latencies(samples)

@@ -541,9 +541,11 @@ def latency_query(shape: LatencyShape) -> CompoundSelect[Any]:
     (``ix_corral_step_facts_recent``) backwards and stops after ``last`` rows, so a run
     start costs the same however many attempts the home holds (a ``ROW_NUMBER`` window
     numbered every past attempt first: 2.7 s at 400 000 rows). A tool whose timeouts count
-    also walks its timeouts (``ix_corral_step_facts_timeouts``) the same way, keeping
-    those that took its whole timeout, and the newest ``last`` of the two windows are
-    kept: a sort of at most ``2 * last`` rows. ``kind``, ``status`` and the code are
+    also walks its timeouts (``ix_corral_step_facts_timeouts``) the same way, keeping the
+    whole ones among its latest ``last``, and the newest ``last`` of the two windows are
+    kept: a sort of at most ``2 * last`` rows. (A whole timeout older than ``last`` of the
+    tool's own short ones is not seen: a bound on the walk, not on what is counted, for a
+    tool that mostly fails that way.) ``kind``, ``status`` and the code are
     literals, so that SQLite and PostgreSQL see the indexes' conditions hold. Everything
     else is a bound parameter: a store builds the statement once per shape.
     """
@@ -572,11 +574,11 @@ def latency_query(shape: LatencyShape) -> CompoundSelect[Any]:
             i,
             steps.status == literal_column("'error'"),
             steps.error_code == literal_column(f"'{TIMED_OUT}'"),
-            # ``+ 0``: a bound on the time is no index's range; this walks the index of
-            # timeouts, where the index of durations would read every agent's calls
-            steps.duration_ms + 0 >= bindparam(f"whole_ms_{i}", type_=Float),
         ).subquery()
-        both = union_all(select(*succeeded.c), select(*timed_out.c)).subquery()
+        # the whole ones among its latest ``last`` timeouts: the walk stops there, however
+        # many short ones (the tool's own) the tool's history holds
+        whole = timed_out.c.duration_ms >= bindparam(f"whole_ms_{i}", type_=Float)
+        both = union_all(select(*succeeded.c), select(*timed_out.c).where(whole)).subquery()
         merged = both.c
         latest.append(
             select(*merged)
