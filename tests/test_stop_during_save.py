@@ -277,3 +277,107 @@ async def test_a_stopping_server_stops_a_run_still_saving_after_the_grace_again(
     (run_id,) = store.runs  # what it did is stored, whichever save committed it
     events = store.load_events(run_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
+
+
+class FailsFirstSave(SqlStore):
+    """A SQLite store whose first save fails as if the database were away for a moment."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failed = threading.Event()
+        self.run_ids: set[str] = set()
+
+    def save(self, record: Any, events: Any, handoff: Any = None, **fencing: Any) -> None:
+        self.run_ids.add(record.run_id)
+        if not self.failed.is_set():
+            self.failed.set()
+            raise StoreUnavailableError("the database is away for a moment")
+        super().save(record, events, handoff, **fencing)
+
+
+async def test_a_run_stopped_again_while_its_stops_save_waits_to_retry_is_freed_after() -> None:
+    """The stop's own save failed and waits to try again when the second stop comes.
+
+    No save was in a thread then: the lease was released at once, and the retry, the new
+    run's first save, inserted it again with the run (``RUN_BUSY`` for 30 s).
+    """
+    import tempfile
+
+    entered: list[int] = []
+    gate = asyncio.Event()  # never set: the run is stopped in its step
+
+    @tool
+    async def look(n: int) -> Done:
+        entered.append(n)
+        await gate.wait()
+        return Done(ref="seen")
+
+    agent = build_agent([look], [{"id": "s1", "tool": "look", "args": {"n": 1}}])
+    with tempfile.TemporaryDirectory() as folder:
+        store = FailsFirstSave.open(Path(folder) / "corral.db")
+        runtime = Runtime(agent, store, effects=FixedEffects(), save_retry_s=5.0)
+        task = asyncio.create_task(runtime.start("go"))
+        while not entered:
+            await asyncio.sleep(0.001)
+        task.cancel()  # the stop's save fails, and waits 50 ms to try again
+        assert await asyncio.to_thread(store.failed.wait, 30)
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        [run_id] = store.run_ids
+        for _ in range(500):
+            if store.lease_holder(run_id) is None and store.load_events(run_id):
+                break
+            await asyncio.sleep(0.01)
+        assert store.lease_holder(run_id) is None
+        assert [e.seq for e in store.load_events(run_id)][:1] == [1]
+        gate.set()
+        resumed = await Runtime(agent, store, effects=FixedEffects()).resume(run_id, wait_s=0)
+        assert resumed.status.value == "finished"
+        store.engine.dispose()
+
+
+class HoldsTwoRunsSaves(MemoryStore):
+    """The first save of the first two runs blocks in its thread until ``go``."""
+
+    def __init__(self) -> None:
+        super().__init__(blocking=True)
+        self.go = threading.Event()
+        self.held: list[str] = []
+        self.lock = threading.Lock()
+
+    def save(self, record: Any, events: Any, handoff: Any = None, **fencing: Any) -> None:
+        with self.lock:
+            hold = len(self.held) < 2 and record.run_id not in self.held
+            if hold:
+                self.held.append(record.run_id)
+        if hold:
+            self.go.wait(20)
+        super().save(record, events, handoff, **fencing)
+
+
+async def test_runs_stopped_again_during_saves_leave_the_store_threads_to_others() -> None:
+    """A release put off until a save ends takes no store thread while it waits.
+
+    A thread per waiting release filled the runtime's four store threads with two such
+    runs, and every other run's saves (and heartbeats) queued behind them.
+    """
+    entered: list[int] = []
+    store = HoldsTwoRunsSaves()
+    runtime = Runtime(sending(entered), store, effects=FixedEffects())
+    try:
+        for count in (1, 2):
+            task = asyncio.create_task(runtime.start("go"))
+            while len(store.held) < count:
+                await asyncio.sleep(0.001)
+            task.cancel()
+            for _ in range(5):
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        third = await asyncio.wait_for(asyncio.shield(runtime.start("go")), 5)
+        assert third.status.value == "finished"
+    finally:
+        store.go.set()

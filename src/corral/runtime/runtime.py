@@ -15,11 +15,11 @@ import asyncio
 import contextvars
 import copy
 import inspect
+import logging
 import os
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -88,6 +88,8 @@ from corral.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from corral.observe.logs import JsonlLog
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -326,6 +328,8 @@ class Runtime:
         drive may have given up waiting for one, and its lease is released after them."""
         self._saving_lock = threading.Lock()
         """Guards ``_saving``: a save's end is noted in its own thread."""
+        self._latency_form: tuple[object, bool] | None = None
+        """The store, and whether its ``tool_latency`` takes ``timeouts_ms``."""
         self._sessions = threading.Lock()
         """Serialises this runtime's session updates (read, merge, write), which run in the
         store's threads: two runs of one session ending together must both keep their turn."""
@@ -540,7 +544,9 @@ class Runtime:
         store = self.store
         window = self.agent.config.decision.latency_window
 
-        timeouts = _takes_timeouts(store)
+        if self._latency_form is None or self._latency_form[0] is not store:
+            self._latency_form = (store, _takes_timeouts(store))  # read once per store
+        timeouts = self._latency_form[1]
 
         def read() -> dict[str, dict[str, float]]:
             if timeouts:
@@ -830,28 +836,45 @@ class Runtime:
         work.add_done_callback(ended)
 
     async def _release_lease(self, lease: Lease) -> None:
-        """Give a drive's lease back, after any save of its run still in a store thread.
+        """Give a drive's lease back, after any save of its run that has not ended yet.
 
         A stop waits for the save it finds running, but a second stop gives up waiting
         (a server out of time, an ``anyio`` scope that cancels at every turn), and that
-        save goes on in its thread: one that commits after the release takes the lease
-        back (a new run's first save inserts it with the run), and the run is ``RUN_BUSY``
-        until the lease expires. Then the release is left to a store thread, to run once
-        those saves end, and not waited for: the stop gave up waiting for them.
+        save goes on: in its thread, or in the stop's own shielded save, between retries.
+        One that commits after the release takes the lease back (a new run's first save
+        inserts it with the run), and the run is ``RUN_BUSY`` until the lease expires.
+        Then the release is made once those saves have ended, from a store thread, and
+        not waited for: the stop gave up waiting for them. No thread waits meanwhile.
         """
         with self._saving_lock:
             saves = tuple(self._saving.get(lease.run_id, ()))
         if not saves:
             await self._io(self.store.release_lease, lease)
             return
-        store = self.store
+        left = [len(saves)]
+        counting = threading.Lock()
 
-        def after_them() -> None:
-            futures.wait(saves)
-            with suppress(StoreError):  # it expires by itself; the outcome is decided
-                store.release_lease(lease)
+        def ended(_: Future[Any]) -> None:
+            with counting:
+                left[0] -= 1
+                if left[0]:
+                    return
+            try:
+                self._threads().submit(self._release_quietly, lease)
+            except RuntimeError:  # the pool is shutting down: here, then
+                self._release_quietly(lease)
 
-        self._threads().submit(after_them)
+        for save in saves:
+            save.add_done_callback(ended)
+
+    def _release_quietly(self, lease: Lease) -> None:
+        """Release ``lease`` with nobody waiting: a failure is logged, not raised."""
+        try:
+            self.store.release_lease(lease)
+        except StoreError:
+            pass  # it expires by itself; the outcome is decided
+        except Exception:
+            logger.exception("releasing the lease on run %s failed", lease.run_id)
 
     def _threads(self) -> ThreadPoolExecutor:
         """The store calls' own threads, made on first use."""
@@ -945,6 +968,12 @@ class Runtime:
         self.faults.hit("before_commit")
         give_up_at: float | None = None
         pause = 0.05
+        # the whole save, its retries too, for ``_release_lease`` (a store in the loop's
+        # own thread has no save of a stopped run going on behind its back)
+        saving: Future[None] | None = None
+        if self.store.blocking:
+            saving = Future()
+            self._note_saving(state.run_id, saving)
         try:
             while True:
                 try:
@@ -966,6 +995,9 @@ class Runtime:
             # events after these without them, which would leave a hole in the log
             journal.restore(events)
             raise
+        finally:
+            if saving is not None:
+                saving.set_result(None)
 
     def _happened(self, state: RunState) -> str:
         """What the run had done before a store failure, and how to finish it.
