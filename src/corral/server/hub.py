@@ -14,7 +14,6 @@ without it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -145,7 +144,9 @@ class Hub:
 
         A stopped run stores what it did, which may wait for its steps to clean up and for
         a store call already in its thread: one still stopping ``stop_s`` later is
-        stopped again, and waits for nothing more (``docs/server.md``).
+        stopped again, and waits for nothing more. One that has still not ended
+        ``stop_s`` after that (a tool that ignores cancellation) is left behind, logged:
+        the close returns, and the run's lease expires (``docs/server.md``).
         """
         tasks = set(self._tasks)
         if not tasks:
@@ -153,13 +154,23 @@ class Hub:
         _, pending = await asyncio.wait(tasks, timeout=grace_s)
         for task in pending:
             task.cancel()
+        left: set[asyncio.Task[None]] = set()
         if pending:
             _, stuck = await asyncio.wait(pending, timeout=stop_s)
             for task in stuck:
                 task.cancel()
-        for task in pending:
-            with contextlib.suppress(BaseException):
-                await task
+            if stuck:
+                _, left = await asyncio.wait(stuck, timeout=stop_s)
+        for task in pending - left:
+            if not task.cancelled():
+                task.exception()  # retrieved: its failure is logged by ``_pump``
+        if left:
+            stopping = sorted(run.run_id for run in self._live.values() if not run.done)
+            logger.warning(
+                "%d run(s) did not stop and were left to their leases: %s",
+                len(left),
+                ", ".join(stopping) or "(not started)",
+            )
 
 
 def _log_failure(run_id: str, error: BaseException) -> None:

@@ -4,11 +4,17 @@ uvicorn re-raises the stopping signal once it has shut down, so a service stoppe
 purpose would exit as killed (143) or print ``Aborted!``. Here a stop is the normal end of
 ``corral serve``: requests in flight finish, the app's runs are awaited a while (then left
 resumable), and the process exits 0.
+
+The event loop is closed without waiting for tasks that do not end when cancelled (a tool
+that ignores cancellation, left behind by ``Hub.close``): ``asyncio.run`` would wait for
+them for ever, and a supervisor would have to kill the process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,10 +24,47 @@ import uvicorn
 from fastapi import FastAPI
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+LEFT_S = 2.0
+"""How long the closing loop lets tasks still running end once cancelled."""
+
+
+def close_loop(loop: asyncio.AbstractEventLoop, wait_s: float = LEFT_S) -> None:
+    """Cancel what still runs on ``loop``, wait up to ``wait_s`` for it, close the loop.
+
+    ``asyncio.run``'s close, bounded: a task that has not ended by then is left pending
+    (the loop is closed all the same; its run's lease expires, and it can be resumed).
+    """
+    try:
+        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=wait_s))
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: what failed was logged where it failed
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, whose stopping signals end it without being raised again."""
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve until stopped, then close the loop without waiting for ever (``close_loop``)."""
+        loop_factory = getattr(self.config, "get_loop_factory", None)
+        if loop_factory is None:  # an older uvicorn (before 0.36): its own run, unbounded
+            super().run(sockets=sockets)
+            return
+        factory = loop_factory()
+        loop = factory() if factory is not None else asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self.serve(sockets=sockets))
+        finally:
+            close_loop(loop)
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
