@@ -8,6 +8,7 @@ process. Now the run is left behind, logged, to its lease (``corral resume`` fin
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 
@@ -66,20 +67,30 @@ async def test_closing_the_hub_leaves_a_run_that_will_not_stop(
         await asyncio.wait(others, timeout=10)
 
 
-def test_the_serve_loop_closes_without_waiting_for_a_task_that_will_not_end() -> None:
+# the stuck coroutine, destroyed by the collector, cannot be closed cleanly: Python says so
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_serve_loop_closes_without_waiting_for_a_task_that_will_not_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As ``corral serve`` ends: the hub left the run behind, then the loop closes."""
+    from corral.server.hub import Hub
     from corral.server.process import close_loop
 
     loop = asyncio.new_event_loop()
-    started = asyncio.Event()
-    runtime = stubborn_agent(started)
 
-    async def serve() -> asyncio.Task[object]:
-        run = asyncio.ensure_future(runtime.start("go"))
+    async def serve_then_stop() -> None:
+        started = asyncio.Event()
+        hub = Hub()
+        await hub.drive(stubborn_agent(started).stream("go"))
         await started.wait()
-        return run
+        await hub.close(grace_s=0.05, stop_s=0.1)
 
-    run = loop.run_until_complete(serve())
+    loop.run_until_complete(serve_then_stop())
     began = time.monotonic()
-    close_loop(loop, wait_s=0.2)
-    assert time.monotonic() - began < 5 and loop.is_closed()
-    assert not run.done()  # left behind: it would not end
+    with caplog.at_level(logging.DEBUG):
+        close_loop(loop, wait_s=0.2)
+        assert time.monotonic() - began < 5 and loop.is_closed()
+        gc.collect()  # the tasks left pending are destroyed
+    # what asyncio says of them is not an error: the hub's warning named the run
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, caplog.text

@@ -19,9 +19,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -261,10 +261,12 @@ class _Saves:
         if self._lock is None:
             self._lock = asyncio.Lock()  # concurrent steps persist; batches stay in order
         held = self._held
-        async with self._lock:
-            await self._runtime._persist(self._journal, held.lease)
-            if held.lease.new_run:  # its row exists now: from here on, fence strictly
-                held.lease = replace(held.lease, new_run=False)
+        # a save of the run from now on, its wait for the lock too (``_release_lease``)
+        with self._runtime._saving_now(held.lease.run_id):
+            async with self._lock:
+                await self._runtime._persist(self._journal, held.lease)
+                if held.lease.new_run:  # its row exists now: from here on, fence strictly
+                    held.lease = replace(held.lease, new_run=False)
 
 
 class Runtime:
@@ -820,6 +822,23 @@ class Runtime:
                 await asyncio.wrap_future(work)
             raise
 
+    @contextmanager
+    def _saving_now(self, run_id: str) -> Iterator[None]:
+        """A save of ``run_id`` for as long as the block runs: its retries, its turn.
+
+        Only for a store whose calls have threads: with one in the loop's own thread, no
+        save of a stopped run goes on behind its back.
+        """
+        if not self.store.blocking:
+            yield
+            return
+        saving: Future[None] = Future()
+        self._note_saving(run_id, saving)
+        try:
+            yield
+        finally:
+            saving.set_result(None)
+
     def _note_saving(self, run_id: str, work: Future[Any]) -> None:
         """Keep ``work`` among the run's saves in flight until it ends."""
         with self._saving_lock:
@@ -853,6 +872,7 @@ class Runtime:
             return
         left = [len(saves)]
         counting = threading.Lock()
+        threads = self._threads()  # this one: after ``aclose`` nobody would close a new one
 
         def ended(_: Future[Any]) -> None:
             with counting:
@@ -860,8 +880,8 @@ class Runtime:
                 if left[0]:
                     return
             try:
-                self._threads().submit(self._release_quietly, lease)
-            except RuntimeError:  # the pool is shutting down: here, then
+                threads.submit(self._release_quietly, lease)
+            except RuntimeError:  # closed (``aclose``, the interpreter's exit): here, then
                 self._release_quietly(lease)
 
         for save in saves:
@@ -968,12 +988,6 @@ class Runtime:
         self.faults.hit("before_commit")
         give_up_at: float | None = None
         pause = 0.05
-        # the whole save, its retries too, for ``_release_lease`` (a store in the loop's
-        # own thread has no save of a stopped run going on behind its back)
-        saving: Future[None] | None = None
-        if self.store.blocking:
-            saving = Future()
-            self._note_saving(state.run_id, saving)
         try:
             while True:
                 try:
@@ -995,9 +1009,6 @@ class Runtime:
             # events after these without them, which would leave a hole in the log
             journal.restore(events)
             raise
-        finally:
-            if saving is not None:
-                saving.set_result(None)
 
     def _happened(self, state: RunState) -> str:
         """What the run had done before a store failure, and how to finish it.

@@ -83,6 +83,8 @@ class Hub:
     def __init__(self) -> None:
         self._live: dict[str, LiveRun] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._run_of: dict[asyncio.Task[None], str] = {}
+        """The run each task drives, once its first event named it (``close``'s log)."""
 
     def live(self, run_id: str) -> LiveRun | None:
         """The run if this server is driving it now."""
@@ -116,6 +118,9 @@ class Hub:
                 if live is None:
                     live = LiveRun(item.run_id)
                     self._live[item.run_id] = live
+                    task = asyncio.current_task()
+                    if task is not None:
+                        self._run_of[task] = item.run_id
                     first.set_result(live)
                 live.add(item)
         except BaseException as exc:  # the run's outcome, handed to whoever waits for it
@@ -138,6 +143,9 @@ class Hub:
         finally:
             if live is not None and self._live.get(live.run_id) is live:
                 del self._live[live.run_id]
+            task = asyncio.current_task()
+            if task is not None:
+                self._run_of.pop(task, None)
 
     async def close(self, grace_s: float, stop_s: float = STOP_S) -> None:
         """Wait up to ``grace_s`` for the runs in flight, then stop the rest.
@@ -165,11 +173,11 @@ class Hub:
             if not task.cancelled():
                 task.exception()  # retrieved: its failure is logged by ``_pump``
         if left:
-            stopping = sorted(run.run_id for run in self._live.values() if not run.done)
+            names = sorted(self._run_of.get(task, "(a run not started yet)") for task in left)
             logger.warning(
                 "%d run(s) did not stop and were left to their leases: %s",
                 len(left),
-                ", ".join(stopping) or "(not started)",
+                ", ".join(names),
             )
 
 
