@@ -160,7 +160,7 @@ Each save writes these tables with its events, so every B-tree they add costs ev
 save: on SQLite they are ``WITHOUT ROWID`` (the primary key is the table), the run table
 has no index (100 000 rows filter in milliseconds), and the index of failed attempts is
 partial (a save with no failure never touches it). So are the indexes of successful and
-of timed-out attempts, newest first per agent and tool (``recent_tool_ms``, read at every
+of timed-out attempts, newest first per agent and tool (``latency_query``, read at every
 run start of an agent with equivalent tools): a stage row never touches them, and only a
 timeout touches the second."""
 
@@ -526,10 +526,10 @@ def latency_request(
     counted = []
     for i, tool in enumerate(tools):
         params[f"tool_{i}"] = tool
-        timeout_ms = (timeouts_ms or {}).get(tool)
-        counted.append(timeout_ms is not None and math.isfinite(timeout_ms))
+        timeout_ms = (timeouts_ms or {}).get(tool, math.inf)  # none given: successes only
+        counted.append(math.isfinite(timeout_ms))
         if counted[-1]:
-            params[f"whole_ms_{i}"] = float(timeout_ms or 0.0) * WHOLE_TIMEOUT
+            params[f"whole_ms_{i}"] = timeout_ms * WHOLE_TIMEOUT
     return (tuple(counted), last), params
 
 
@@ -603,17 +603,3 @@ def durations(rows: Iterable[Sequence[Any]]) -> dict[str, list[float]]:
     for name, millis in rows:
         out.setdefault(str(name), []).append(float(millis))
     return out
-
-
-def recent_tool_ms(
-    conn: Connection,
-    agent: str,
-    tools: Sequence[str],
-    last: int,
-    timeouts_ms: Mapping[str, float] | None = None,
-) -> dict[str, list[float]]:
-    """Tool -> the durations of its ``last`` latest timed calls in ``agent``'s runs."""
-    if not tools:
-        return {}
-    shape, params = latency_request(agent, tools, last, timeouts_ms)
-    return durations(conn.execute(latency_query(shape), params))
