@@ -15,7 +15,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,12 +37,12 @@ def free_port() -> int:
 
 @contextmanager
 def corral_serve(
-    home: Path, *agent_dirs: Path, env: dict[str, str]
+    home: Path, *agent_dirs: Path, env: dict[str, str], options: Sequence[str] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``corral serve`` in a subprocess, until it answers ``/healthz``; stopped by SIGTERM."""
     port = free_port()
     extra = [arg for path in agent_dirs[1:] for arg in ("--agent", str(path))]
-    command = [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra]
+    command = [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra, *options]
     command += ["--host", "127.0.0.1", "--port", str(port), "--home", str(home)]
     environ = {k: v for k, v in os.environ.items() if k != "CORRAL_API_TOKEN"} | env
     server = subprocess.Popen(

@@ -11,11 +11,12 @@ import asyncio
 import gc
 import logging
 import time
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from corral import MemoryStore, Runtime, tool
+from corral import EventType, MemoryStore, Runtime, SqlStore, tool
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import build_agent
 
@@ -65,6 +66,71 @@ async def test_closing_the_hub_leaves_a_run_that_will_not_stop(
         for task in others:
             task.cancel()
         await asyncio.wait(others, timeout=10)
+
+
+@pytest.mark.parametrize("when", ["during the grace", "before the close"])
+async def test_a_hurry_stops_the_runs_at_once_and_leaves_the_stubborn_one_soon(
+    when: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second Ctrl-C (``Hub.hurry``) cuts the grace and both stops of 30 s short."""
+    from corral.server.hub import Hub
+    from corral.server.stopping import HURRIED_S
+
+    started, relent = asyncio.Event(), asyncio.Event()
+    hub = Hub()
+    live = await hub.drive(stubborn_agent(started, relent).stream("go"))
+    await started.wait()
+    try:
+        with caplog.at_level(logging.WARNING, logger="corral.server.hub"):
+            if when == "before the close":
+                hub.hurry()
+            closing = asyncio.ensure_future(hub.close(grace_s=30, stop_s=30))
+            await asyncio.sleep(0.1)
+            began = time.monotonic()
+            hub.hurry()
+            await asyncio.wait({closing}, timeout=10)
+        assert closing.done() and time.monotonic() - began < HURRIED_S + 2
+        assert f"left to their leases: {live.run_id}" in caplog.text  # type: ignore[union-attr]
+    finally:
+        relent.set()
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        for task in others:
+            task.cancel()
+        await asyncio.wait(others, timeout=10)
+
+
+async def test_a_hurried_run_that_stops_stores_what_it_did(tmp_path: Path) -> None:
+    """Hurried, a run that obeys its cancellation is stopped and saved, not left behind."""
+    from corral.server.hub import Hub
+
+    started = asyncio.Event()
+
+    @tool
+    async def slow(n: int) -> Looked:
+        """Waits an hour, unless cancelled."""
+        started.set()
+        await asyncio.sleep(3600)
+        return Looked(n=n)
+
+    store = SqlStore.open(tmp_path / "corral.db")
+    agent = build_agent([slow], [{"id": "s1", "tool": "slow", "args": {"n": 1}}])
+    runtime = Runtime(agent, store)
+    hub = Hub()
+    live = await hub.drive(runtime.stream("go"))
+    await started.wait()
+    closing = asyncio.ensure_future(hub.close(grace_s=30, stop_s=30))
+    await asyncio.sleep(0.1)
+    began = time.monotonic()
+    hub.hurry()
+    await asyncio.wait_for(closing, timeout=10)
+    assert time.monotonic() - began < 2
+    await runtime.aclose()
+    run_id = live.run_id  # type: ignore[union-attr]
+    record = store.get_run(run_id)
+    assert record is not None and record.status == "executing"  # stored by its stop
+    assert store.load_events(run_id)[-1].type is EventType.STEP_STARTED
+    assert store.lease_holder(run_id) is None  # given back: resumable at once
+    store.engine.dispose()
 
 
 # the stuck coroutine, destroyed by the collector, cannot be closed cleanly: Python says so

@@ -5,6 +5,7 @@ FastAPI and uvicorn come with ``corral[server]`` and are imported inside the com
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,10 @@ from corral.cli.common import (
     err_console,
 )
 from corral.errors import ConfigInvalidError
+from corral.server.stopping import SHUTDOWN_GRACE_S, STOP_S
+
+MAX_WAIT_S = 3600.0
+"""The longest ``--shutdown-grace`` and ``--stop-timeout`` (a typo of minutes, not seconds)."""
 
 
 @app.command()
@@ -46,19 +51,39 @@ def serve(
             "(needs a PostgreSQL --store and the dbos extra)",
         ),
     ] = False,
+    shutdown_grace: Annotated[
+        float,
+        typer.Option(
+            "--shutdown-grace",
+            min=0.0,
+            max=MAX_WAIT_S,
+            help="On stop, how long runs in flight may go on before they are stopped (s)",
+        ),
+    ] = SHUTDOWN_GRACE_S,
+    stop_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stop-timeout",
+            min=0.0,
+            max=MAX_WAIT_S,
+            help="How long a stopped run may take to store what it did, twice, before it "
+            "is left to its lease (s)",
+        ),
+    ] = STOP_S,
     home: HomeOption = None,
     store: StoreOption = None,
 ) -> None:
     """Serve agents over HTTP until stopped (Ctrl-C or SIGTERM).
 
-    The token is CORRAL_API_TOKEN, else the home's api-token file (made on first start,
-    0600). On stop, runs in flight are awaited a while, then left to `corral resume`.
+    The token is CORRAL_API_TOKEN, else the home's api-token file (made on first
+    start, 0600). On stop, runs in flight are awaited --shutdown-grace seconds, then
+    stopped and left to `corral resume`; a second Ctrl-C stops them at once.
     With --enqueue, workers drive the runs and a stop leaves them going.
     """
     try:
         from corral.server.app import ServerSettings, create_app
         from corral.server.auth import resolve_token
-        from corral.server.process import serve_until_stopped
+        from corral.server.process import serve_until_stopped, threads_left
     except ImportError as exc:
         raise ConfigInvalidError(
             f"corral serve needs the server extra ({exc.name} is missing)",
@@ -74,6 +99,8 @@ def serve(
         body_limit=max_body,
         store=_store_target(folder, store),
         enqueue=enqueue,
+        shutdown_grace_s=shutdown_grace,
+        shutdown_stop_s=stop_timeout,
     )
     server_app = create_app(settings)
     where = "CORRAL_API_TOKEN" if token.file is None else str(token.file)
@@ -84,4 +111,16 @@ def serve(
     signed_in = f"#token={token.value}" if sys.stderr.isatty() else ""
     err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
     _settle_heap()
-    serve_until_stopped(server_app, host, port, settings.shutdown_grace_s)
+    hub = server_app.state.corral.hub
+    serve_until_stopped(server_app, host, port, settings.shutdown_grace_s, hub.hurry)
+    left = threads_left()
+    if left:  # a sync tool that never returned: Python would wait for it at exit, for ever
+        err_console.print(
+            f"corral serve: stopped, leaving {len(left)} thread(s) that did not end "
+            f"(a sync tool that never returned): {', '.join(left)}",
+            soft_wrap=True,
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -43,13 +43,11 @@ from corral.server.hub import Hub, LiveRun
 from corral.server.limits import DEFAULT_BODY_LIMIT, BodyLimit
 from corral.server.replies import corral_error_response, error_response
 from corral.server.schemas import Accepted
+from corral.server.stopping import SHUTDOWN_GRACE_S, STOP_S
 from corral.store.sql import SqlStore
 
 if TYPE_CHECKING:
     from corral.server.queued import QueuedRuns
-
-SHUTDOWN_GRACE_S = 10.0
-"""How long a stopping server waits for runs in flight before cancelling them (resumable)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +59,8 @@ class ServerSettings:
     token: str
     body_limit: int = DEFAULT_BODY_LIMIT
     shutdown_grace_s: float = SHUTDOWN_GRACE_S
+    shutdown_stop_s: float = STOP_S
+    """How long each run stopped at shutdown may take to store what it did (``Hub.close``)."""
     store: str | Path | None = None
     """The store (a SQLite file or a URL, ``SqlStore.open``); default ``home/corral.db``."""
     enqueue: bool = False
@@ -179,7 +179,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
             yield
-            await state.hub.close(settings.shutdown_grace_s)
+            await state.hub.close(settings.shutdown_grace_s, settings.shutdown_stop_s)
         finally:
             for runtime in runtimes.values():
                 await runtime.aclose()

@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 from corral.contracts import RunSummary
 from corral.errors import CorralError
 from corral.events import Event
+from corral.server.stopping import HURRIED_S, STOP_S
 
 logger = logging.getLogger(__name__)
-
-STOP_S = 10.0
-"""How long a stopping server lets each run it stopped store what it did (``Hub.close``)."""
 
 
 @dataclass
@@ -85,6 +83,10 @@ class Hub:
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_of: dict[asyncio.Task[None], str] = {}
         """The run each task drives, once its first event named it (``close``'s log)."""
+        self._hurry_asked = False
+        self._hurried_at: float | None = None
+        self._closing: asyncio.AbstractEventLoop | None = None
+        self._woken = asyncio.Event()
 
     def live(self, run_id: str) -> LiveRun | None:
         """The run if this server is driving it now."""
@@ -154,21 +156,25 @@ class Hub:
         a store call already in its thread: one still stopping ``stop_s`` later is
         stopped again, and waits for nothing more. One that has still not ended
         ``stop_s`` after that (a tool that ignores cancellation) is left behind, logged:
-        the close returns, and the run's lease expires (``docs/server.md``).
+        the close returns, and the run's lease expires (``docs/server.md``). ``hurry``
+        cuts all of this short: the runs are stopped at once and given ``HURRIED_S``.
         """
         tasks = set(self._tasks)
         if not tasks:
             return
-        _, pending = await asyncio.wait(tasks, timeout=grace_s)
-        for task in pending:
-            task.cancel()
+        self._closing = asyncio.get_running_loop()
+        if self._hurry_asked:  # asked before the close began
+            self._hurry_now()
+        pending = await self._still_running(tasks, grace_s, grace=True)
         left: set[asyncio.Task[None]] = set()
         if pending:
-            _, stuck = await asyncio.wait(pending, timeout=stop_s)
+            for task in pending:
+                task.cancel()
+            stuck = await self._still_running(pending, stop_s)
             for task in stuck:
                 task.cancel()
             if stuck:
-                _, left = await asyncio.wait(stuck, timeout=stop_s)
+                left = await self._still_running(stuck, stop_s)
         for task in pending - left:
             if not task.cancelled():
                 task.exception()  # retrieved: its failure is logged by ``_pump``
@@ -179,6 +185,52 @@ class Hub:
                 len(left),
                 ", ".join(names),
             )
+
+    def hurry(self) -> None:
+        """Cut a close short (a second Ctrl-C): stop the runs now, wait ``HURRIED_S`` at most.
+
+        Safe from a signal handler and from another thread: it only asks the close's loop.
+        """
+        self._hurry_asked = True
+        loop = self._closing
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._hurry_now)
+
+    def _hurry_now(self) -> None:
+        if self._hurried_at is None and self._closing is not None:
+            self._hurried_at = self._closing.time()
+            self._woken.set()
+
+    async def _still_running(
+        self, tasks: set[asyncio.Task[None]], timeout_s: float, *, grace: bool = False
+    ) -> set[asyncio.Task[None]]:
+        """The ``tasks`` not ended ``timeout_s`` from now, or sooner once hurried.
+
+        A hurry ends a grace at once (the runs are stopped next) and a stop's wait
+        ``HURRIED_S`` after the hurry.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        pending = set(tasks)
+        while pending:
+            hurried = self._hurried_at is not None
+            if self._hurried_at is not None:
+                deadline = min(deadline, self._hurried_at + (0.0 if grace else HURRIED_S))
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            if hurried:  # nothing more can cut this wait short
+                _, pending = await asyncio.wait(pending, timeout=remaining)
+                break
+            woken = asyncio.ensure_future(self._woken.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {*pending, woken}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+            finally:
+                woken.cancel()
+            pending.difference_update(done)
+        return pending
 
 
 def _log_failure(run_id: str, error: BaseException) -> None:

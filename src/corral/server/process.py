@@ -17,7 +17,8 @@ import logging
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -53,7 +54,26 @@ def close_loop(loop: asyncio.AbstractEventLoop, wait_s: float = LEFT_S) -> None:
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         asyncio.set_event_loop(None)
-        loop.close()
+        loop.close()  # its threads (sync tools): idle ones end, a stuck one: ``threads_left``
+
+
+def threads_left(wait_s: float = LEFT_S) -> list[str]:
+    """The threads that would keep the process from exiting, still running ``wait_s`` on.
+
+    A sync tool's thread cannot be stopped; one whose tool never returns (a socket read
+    with no timeout) outlives its run's timeout, and Python waits for it at exit, so a
+    stopped server would never end. Its caller decides to exit without it (``corral
+    serve``); the write it may be making is already marked as possibly done.
+    """
+    deadline = time.monotonic() + wait_s
+    others = [
+        thread
+        for thread in threading.enumerate()
+        if thread is not threading.current_thread() and not thread.daemon
+    ]
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return sorted(thread.name for thread in others if thread.is_alive())
 
 
 def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
@@ -63,6 +83,10 @@ def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) ->
 
 class _Server(uvicorn.Server):
     """uvicorn's server, whose stopping signals end it without being raised again."""
+
+    def __init__(self, config: uvicorn.Config, hurry: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self._hurry = hurry
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until stopped, then close the loop without waiting for ever (``close_loop``)."""
@@ -91,19 +115,24 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
     def _stop(self, sig: int, frame: FrameType | None) -> None:
-        """First signal: stop gracefully. A second Ctrl-C: uvicorn's force exit.
+        """First signal: stop gracefully. A second Ctrl-C: stop now.
 
-        That stops waiting for requests in flight; once the app's shutdown has begun, its
-        runs still get their bounded stop (``Hub.close``: the grace, then up to twice
-        ``corral.server.hub.STOP_S``), which a second signal does not cut short.
+        That is uvicorn's force exit, which stops waiting for requests in flight (and skips
+        the app's shutdown if it has not begun), and ``hurry``, which cuts short the runs'
+        bounded stop if it has (``Hub.hurry``: they are stopped at once, and left to their
+        leases after ``corral.server.stopping.HURRIED_S``).
         """
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
+            if self._hurry is not None:
+                self._hurry()
         self.should_exit = True
 
 
-def serve_until_stopped(app: FastAPI, host: str, port: int, grace_s: float) -> None:
-    """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM."""
+def serve_until_stopped(
+    app: FastAPI, host: str, port: int, grace_s: float, hurry: Callable[[], None] | None = None
+) -> None:
+    """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM (``hurry``: a second Ctrl-C)."""
     config = uvicorn.Config(
         app,
         host=host,
@@ -112,4 +141,4 @@ def serve_until_stopped(app: FastAPI, host: str, port: int, grace_s: float) -> N
         access_log=False,
         timeout_graceful_shutdown=int(grace_s) + 1,
     )
-    _Server(config).run()
+    _Server(config, hurry).run()
