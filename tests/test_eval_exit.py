@@ -118,3 +118,24 @@ def test_met_bars_exit_0_even_with_an_exploratory_miss(tmp_path: Path, agent_dir
     # the default suite is AGENT_DIR/eval.yaml
     code, out = evaluate(tmp_path, agent_dir, "--json")
     assert code == 0 and json.loads(out)["cases"] == 1
+
+
+def test_the_agent_yaml_is_read_once_for_the_whole_suite(tmp_path: Path) -> None:
+    """Each case gets a fresh agent and fresh data, but one reading of its config.
+
+    Reading and validating agent.yaml for every case was most of an eval's time (the
+    orders example: 9 of 14 s). Here ``setup`` spoils the file once the first agent is
+    built: read again per case, every later case would fail to load.
+    """
+    spoiler = TOOLS + (
+        "\n\n    from pathlib import Path\n\n\n"
+        "    def setup(data_dir):\n"
+        "        Path(__file__).with_name('agent.yaml').write_text('name: [unclosed')\n"
+        "        return {}\n"
+    )
+    agent_dir = write_agent(tmp_path / "shop", AGENT, spoiler)
+    path = suite(tmp_path, "three", [*RIGHT, RIGHT[0].replace("A1", "A3")])
+    code, out = evaluate(tmp_path, agent_dir, "--suite", str(path), "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["cases"] == 3 and report["tiers"] == {"core": 1.0}

@@ -532,11 +532,14 @@ def load_agent(
     model_name: str | None = None,
     replay_loader: Callable[[str], Model] | None = None,
     mcp_listings: McpListingCache | None = None,
+    config: AgentConfig | None = None,
 ) -> Agent:
     """Load ``agent.yaml`` and ``tools.py`` from a folder.
 
     ``mcp_listings``: MCP servers' tool listings read by earlier loads of this command,
-    reused instead of starting each server again (``Agent.build``).
+    reused instead of starting each server again (``Agent.build``). ``config``: the
+    folder's ``agent.yaml`` as an earlier load read it (``load_config``), reused instead of
+    reading and validating the file again (``corral eval`` loads the agent per case).
 
     ``model_name`` (``--model``) replaces ``model.name`` of the config and nothing else;
     ``model``, a ready model object, takes precedence over both.
@@ -554,7 +557,9 @@ def load_agent(
     from corral.models.negotiation import NEGOTIATION_FILE
     from corral.tools.loader import Setup, import_tools, run_setup
 
-    config = with_model_name(load_config(root / "agent.yaml"), model_name)
+    if config is None:
+        config = load_config(root / "agent.yaml")
+    config = with_model_name(config, model_name)
     tools: list[ToolSpec] = []
     gates: list[Any] = []
     verifiers: list[Any] = []

@@ -34,6 +34,7 @@ from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
     from corral.agent import Agent
+    from corral.config import AgentConfig
     from corral.contracts import RunSummary
     from corral.events import Event
     from corral.runtime.faults import Faults
@@ -162,11 +163,13 @@ def _load(
     data_dir: Path | None = None,
     mcp_listings: McpListingCache | None = None,
     store: str | None = None,
+    config: AgentConfig | None = None,
 ) -> Agent:
     """The agent in ``agent_dir``; ``model`` (``--model``) replaces only its model's name.
 
     Its business data lives in ``data_dir``, by default ``HOME/data/<agent folder>``.
-    A command that loads it many times passes one ``mcp_listings`` to every load.
+    A command that loads it many times passes one ``mcp_listings`` and one ``config``
+    (its ``agent.yaml``, read once) to every load.
     ``store`` (``--store``) is where a ``replay:RUN_ID`` model reads its run.
     """
     from corral.agent import load_agent
@@ -184,6 +187,7 @@ def _load(
         model_name=model,
         replay_loader=replay_loader,
         mcp_listings=mcp_listings,
+        config=config,
     )
 
 

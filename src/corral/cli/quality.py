@@ -30,6 +30,7 @@ from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
     from corral.agent import Agent
+    from corral.config import AgentConfig
 
 
 @app.command("eval")
@@ -84,14 +85,22 @@ def eval_suite(
         raise ConfigInvalidError(f"--markdown: no folder {markdown_out.parent}")
     cases = load_suite(suite or agent_dir / "eval.yaml")
     listings = McpListingCache()  # each MCP server is listed once, not once per case
+    config: AgentConfig | None = None  # agent.yaml is read and validated once, not per case
 
     def fresh_agent() -> Agent:
         data_dir = Path(tempfile.mkdtemp(dir=scratch))
         return _load(
-            agent_dir, folder, model, data_dir=data_dir, mcp_listings=listings, store=store
+            agent_dir,
+            folder,
+            model,
+            data_dir=data_dir,
+            mcp_listings=listings,
+            store=store,
+            config=config,
         )
 
     agent = fresh_agent()
+    config = agent.config  # --model applied: applied again per load, to no effect
     asyncio.run(agent.aclose())  # read for its tools and name; each case loads its own
     if profile is not None:
         missing = sorted(t for t in profile.at if ":" not in t and t not in agent.tools)
