@@ -6,6 +6,7 @@ is an interface checks outside the suite rely on; these tests pin it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -37,18 +38,34 @@ def free_port() -> int:
 
 @contextmanager
 def corral_serve(
-    home: Path, *agent_dirs: Path, env: dict[str, str], options: Sequence[str] = ()
+    home: Path,
+    *agent_dirs: Path,
+    env: dict[str, str],
+    options: Sequence[str] = (),
+    stderr: Path | None = None,
 ) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """``corral serve`` in a subprocess, until it answers ``/healthz``; stopped by SIGTERM."""
+    """``corral serve`` in a subprocess, until it answers ``/healthz``; stopped by SIGTERM.
+
+    ``stderr``: a file its stderr goes to, which a test can read while it runs.
+    """
     port = free_port()
     extra = [arg for path in agent_dirs[1:] for arg in ("--agent", str(path))]
     command = [sys.executable, "-m", "corral", "serve", str(agent_dirs[0]), *extra, *options]
     command += ["--host", "127.0.0.1", "--port", str(port), "--home", str(home)]
     environ = {k: v for k, v in os.environ.items() if k != "CORRAL_API_TOKEN"} | env
-    server = subprocess.Popen(
-        command, cwd=ROOT, env=environ, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    base = f"http://127.0.0.1:{port}"
+    with contextlib.ExitStack() as files:
+        errors = subprocess.PIPE if stderr is None else files.enter_context(stderr.open("w"))
+        server = subprocess.Popen(
+            command, cwd=ROOT, env=environ, stderr=errors, stdout=subprocess.PIPE, text=True
+        )
+        base = f"http://127.0.0.1:{port}"
+        with _stopped_at_the_end(server, base):
+            yield base, server
+
+
+@contextmanager
+def _stopped_at_the_end(server: subprocess.Popen[str], base: str) -> Iterator[None]:
+    """Wait until ``server`` answers ``/healthz``; at the end, stop it (SIGTERM, then kill)."""
     deadline = time.monotonic() + 3 * START_S
     try:
         while True:
@@ -59,11 +76,16 @@ def corral_serve(
                     break
             except httpx.TransportError:
                 time.sleep(0.05)
-        yield base, server
+        yield
     finally:
         if server.poll() is None:
             server.send_signal(signal.SIGTERM)
-        server.communicate(timeout=60)  # reads and closes its pipes: no pipe left open
+        try:
+            server.communicate(timeout=60)  # reads and closes its pipes: no pipe left open
+        except subprocess.TimeoutExpired:  # a server that does not stop is not left behind
+            server.kill()
+            server.communicate()
+            raise
 
 
 def copy_example(source: Path, folder: Path) -> Path:

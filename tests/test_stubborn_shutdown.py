@@ -133,6 +133,93 @@ async def test_a_hurried_run_that_stops_stores_what_it_did(tmp_path: Path) -> No
     store.engine.dispose()
 
 
+async def test_a_hurried_run_stopped_again_gets_a_moment_to_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Its cleanup outlasts the hurry; stopped again, it ends at once: not left behind."""
+    from corral.server.hub import Hub
+    from corral.server.stopping import HURRIED_S
+
+    started = asyncio.Event()
+
+    @tool
+    async def tidy(n: int) -> Looked:
+        """Tidies up for longer than a hurry allows, unless stopped again."""
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            await asyncio.sleep(HURRIED_S + 2)  # the second stop ends this
+        return Looked(n=n)
+
+    agent = build_agent([tidy], [{"id": "s1", "tool": "tidy", "args": {"n": 1}}])
+    hub = Hub()
+    await hub.drive(Runtime(agent, MemoryStore()).stream("go"))
+    await started.wait()
+    with caplog.at_level(logging.WARNING, logger="corral.server.hub"):
+        hub.hurry()
+        await asyncio.wait_for(hub.close(grace_s=30, stop_s=30), timeout=10)
+    assert "left to their leases" not in caplog.text
+    assert not hub._tasks  # every run ended within the close
+
+
+async def test_the_grace_counts_from_the_stop_signal_not_from_the_close() -> None:
+    """uvicorn first waits for requests in flight (a follower holds it): that is grace spent."""
+    from corral.server.hub import Hub, LiveRun
+
+    started = asyncio.Event()
+
+    @tool
+    async def slow(n: int) -> Looked:
+        """Waits an hour, unless cancelled."""
+        started.set()
+        await asyncio.sleep(3600)
+        return Looked(n=n)
+
+    agent = build_agent([slow], [{"id": "s1", "tool": "slow", "args": {"n": 1}}])
+    hub = Hub()
+    live = await hub.drive(Runtime(agent, MemoryStore()).stream("go"))
+    await started.wait()
+    hub.stopping(time.monotonic() - 5.5)  # the signal came 5.5 s ago
+    began = time.monotonic()
+    await asyncio.wait_for(hub.close(grace_s=6, stop_s=5), timeout=10)
+    assert time.monotonic() - began < 2  # 0.5 s of grace left, then stopped: not 6 s
+    assert isinstance(live, LiveRun) and isinstance(live.error, asyncio.CancelledError)
+
+
+def test_a_hub_closed_in_a_hurry_closes_unhurried_on_another_loop() -> None:
+    """A hurry is for one close: the next close (another loop, as in a test) waits again."""
+    from corral.server.hub import Hub, LiveRun
+
+    hub = Hub()
+
+    async def close_with_a_run(hurried: bool) -> str:
+        started = asyncio.Event()
+
+        @tool
+        async def brief(n: int) -> Looked:
+            """Answers after 0.3 s."""
+            started.set()
+            await asyncio.sleep(0.3)
+            return Looked(n=n)
+
+        agent = build_agent([brief], [{"id": "s1", "tool": "brief", "args": {"n": 1}}])
+        runtime = Runtime(agent, MemoryStore())
+        live = await hub.drive(runtime.stream("go"))
+        await started.wait()
+        if hurried:
+            hub.hurry()
+        await hub.close(grace_s=10, stop_s=1)
+        assert isinstance(live, LiveRun) and live.done
+        if isinstance(live.error, asyncio.CancelledError):
+            return "stopped"
+        assert live.summary is not None
+        return live.summary.status.value
+
+    assert asyncio.run(close_with_a_run(hurried=True)) == "stopped"  # at once
+    assert asyncio.run(close_with_a_run(hurried=False)) == "finished"  # waited for
+
+
 # the stuck coroutine, destroyed by the collector, cannot be closed cleanly: Python says so
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_the_serve_loop_closes_without_waiting_for_a_task_that_will_not_end(

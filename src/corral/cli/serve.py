@@ -76,8 +76,8 @@ def serve(
     """Serve agents over HTTP until stopped (Ctrl-C or SIGTERM).
 
     The token is CORRAL_API_TOKEN, else the home's api-token file (made on first
-    start, 0600). On stop, runs in flight are awaited --shutdown-grace seconds, then
-    stopped and left to `corral resume`; a second Ctrl-C stops them at once.
+    start, 0600). On stop, runs in flight are awaited --shutdown-grace seconds,
+    then stopped and left to `corral resume`; a second Ctrl-C stops them at once.
     With --enqueue, workers drive the runs and a stop leaves them going.
     """
     try:
@@ -111,8 +111,9 @@ def serve(
     signed_in = f"#token={token.value}" if sys.stderr.isatty() else ""
     err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
     _settle_heap()
-    hub = server_app.state.corral.hub
-    serve_until_stopped(server_app, host, port, settings.shutdown_grace_s, hub.hurry)
+    serve_until_stopped(
+        server_app, host, port, settings.shutdown_grace_s, server_app.state.corral.hub
+    )
     left = threads_left()
     if left:  # a sync tool that never returned: Python would wait for it at exit, for ever
         err_console.print(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -24,6 +25,10 @@ from corral.events import Event
 from corral.server.stopping import HURRIED_S, STOP_S
 
 logger = logging.getLogger(__name__)
+
+_LAST_LOOK_S = 0.2
+"""However late a hurry comes, how long a run stopped (again) may take to end before it is
+left behind: it may need only a turn of the loop."""
 
 
 @dataclass
@@ -84,6 +89,7 @@ class Hub:
         self._run_of: dict[asyncio.Task[None], str] = {}
         """The run each task drives, once its first event named it (``close``'s log)."""
         self._hurry_asked = False
+        self._stop_began: float | None = None
         self._hurried_at: float | None = None
         self._closing: asyncio.AbstractEventLoop | None = None
         self._woken = asyncio.Event()
@@ -160,11 +166,37 @@ class Hub:
         cuts all of this short: the runs are stopped at once and given ``HURRIED_S``.
         """
         tasks = set(self._tasks)
+        began, self._stop_began = self._stop_began, None
         if not tasks:
+            self._hurry_asked = False
             return
+        if began is not None:  # the grace counts from the stop, not from this close
+            grace_s = max(0.0, grace_s - (time.monotonic() - began))
+        logger.warning(
+            "stopping: waiting up to %.3g s for %d run(s) in flight (Ctrl-C again stops them now)",
+            grace_s,
+            len(tasks),
+        )
+        self._woken, self._hurried_at = asyncio.Event(), None
         self._closing = asyncio.get_running_loop()
-        if self._hurry_asked:  # asked before the close began
-            self._hurry_now()
+        try:
+            if self._hurry_asked:  # asked before the close began
+                self._hurry_now()
+            left = await self._stop(tasks, grace_s, stop_s)
+        finally:
+            self._closing, self._hurry_asked = None, False
+        if left:
+            names = sorted(self._run_of.get(task, "(a run not started yet)") for task in left)
+            logger.warning(
+                "%d run(s) did not stop and were left to their leases: %s",
+                len(left),
+                ", ".join(names),
+            )
+
+    async def _stop(
+        self, tasks: set[asyncio.Task[None]], grace_s: float, stop_s: float
+    ) -> set[asyncio.Task[None]]:
+        """The grace, then two stops (``close``): the runs still going after them."""
         pending = await self._still_running(tasks, grace_s, grace=True)
         left: set[asyncio.Task[None]] = set()
         if pending:
@@ -178,18 +210,21 @@ class Hub:
         for task in pending - left:
             if not task.cancelled():
                 task.exception()  # retrieved: its failure is logged by ``_pump``
-        if left:
-            names = sorted(self._run_of.get(task, "(a run not started yet)") for task in left)
-            logger.warning(
-                "%d run(s) did not stop and were left to their leases: %s",
-                len(left),
-                ", ".join(names),
-            )
+        return left
+
+    def stopping(self, since: float) -> None:
+        """The server's stop began at ``since`` (``time.monotonic()``), before this close.
+
+        The grace of the close that follows counts from then: the time uvicorn spent
+        waiting for requests in flight (a ``wait: true`` start, a follower) is part of it.
+        """
+        self._stop_began = since
 
     def hurry(self) -> None:
         """Cut a close short (a second Ctrl-C): stop the runs now, wait ``HURRIED_S`` at most.
 
         Safe from a signal handler and from another thread: it only asks the close's loop.
+        Asked before the close begins, the close hurries from its start.
         """
         self._hurry_asked = True
         loop = self._closing
@@ -206,21 +241,25 @@ class Hub:
     ) -> set[asyncio.Task[None]]:
         """The ``tasks`` not ended ``timeout_s`` from now, or sooner once hurried.
 
-        A hurry ends a grace at once (the runs are stopped next) and a stop's wait
-        ``HURRIED_S`` after the hurry.
+        A hurry ends a grace at once (the runs are stopped next), and a stop's wait
+        ``HURRIED_S`` after the hurry, though never before ``_LAST_LOOK_S`` (or
+        ``timeout_s``) from its start: a run stopped again gets a moment to end.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        began = loop.time()
+        deadline = began + timeout_s
         pending = set(tasks)
         while pending:
-            hurried = self._hurried_at is not None
             if self._hurried_at is not None:
-                deadline = min(deadline, self._hurried_at + (0.0 if grace else HURRIED_S))
+                hurried_end = began if grace else self._hurried_at + HURRIED_S
+                last_look = began + min(timeout_s, 0.0 if grace else _LAST_LOOK_S)
+                deadline = min(deadline, max(hurried_end, last_look))
+                remaining = deadline - loop.time()
+                if remaining > 0:  # nothing more can cut this wait short
+                    _, pending = await asyncio.wait(pending, timeout=remaining)
+                break
             remaining = deadline - loop.time()
             if remaining <= 0:
-                break
-            if hurried:  # nothing more can cut this wait short
-                _, pending = await asyncio.wait(pending, timeout=remaining)
                 break
             woken = asyncio.ensure_future(self._woken.wait())
             try:

@@ -18,9 +18,11 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import FrameType
+from typing import Protocol
 
 import uvicorn
 from fastapi import FastAPI
@@ -29,7 +31,10 @@ logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LEFT_S = 2.0
-"""How long the closing loop lets tasks still running end once cancelled."""
+"""How long the closing loop lets tasks still running end once cancelled, and how long
+``threads_left`` waits for the loop's threads."""
+THREAD_PREFIX = "corral-serve"
+"""The names of the serving loop's threads: those ``corral serve`` may exit without."""
 
 
 def close_loop(loop: asyncio.AbstractEventLoop, wait_s: float = LEFT_S) -> None:
@@ -58,22 +63,25 @@ def close_loop(loop: asyncio.AbstractEventLoop, wait_s: float = LEFT_S) -> None:
 
 
 def threads_left(wait_s: float = LEFT_S) -> list[str]:
-    """The threads that would keep the process from exiting, still running ``wait_s`` on.
+    """The serving loop's threads (``THREAD_PREFIX``) still running ``wait_s`` on.
 
     A sync tool's thread cannot be stopped; one whose tool never returns (a socket read
     with no timeout) outlives its run's timeout, and Python waits for it at exit, so a
     stopped server would never end. Its caller decides to exit without it (``corral
-    serve``); the write it may be making is already marked as possibly done.
+    serve``); the write it may be making is already marked as possibly done. When there
+    are such threads, every other thread that Python's exit would wait for (a run's save
+    in a store thread, its busy timeout and span export included) is waited for first.
     """
     deadline = time.monotonic() + wait_s
-    others = [
-        thread
-        for thread in threading.enumerate()
-        if thread is not threading.current_thread() and not thread.daemon
-    ]
-    for thread in others:
+    loops = [t for t in threading.enumerate() if t.name.startswith(f"{THREAD_PREFIX}_")]
+    for thread in loops:
         thread.join(max(0.0, deadline - time.monotonic()))
-    return sorted(thread.name for thread in others if thread.is_alive())
+    stuck = [thread for thread in loops if thread.is_alive()]
+    if stuck:
+        for thread in threading.enumerate():
+            if thread not in loops and not thread.daemon and thread is not threading.main_thread():
+                thread.join()
+    return sorted(thread.name for thread in stuck)
 
 
 def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
@@ -81,22 +89,30 @@ def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) ->
     logger.debug("left behind at close: %s", context.get("message"))
 
 
+class StopListener(Protocol):
+    """What is told of the stopping signals: the app's runs (``Hub``)."""
+
+    def stopping(self, since: float) -> None:
+        """The stop began at ``since`` (``time.monotonic()``)."""
+
+    def hurry(self) -> None:
+        """A second Ctrl-C: stop now. Called from a signal handler."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, whose stopping signals end it without being raised again."""
 
-    def __init__(self, config: uvicorn.Config, hurry: Callable[[], None] | None = None) -> None:
+    def __init__(self, config: uvicorn.Config, runs: StopListener | None = None) -> None:
         super().__init__(config)
-        self._hurry = hurry
+        self._runs = runs
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until stopped, then close the loop without waiting for ever (``close_loop``)."""
-        loop_factory = getattr(self.config, "get_loop_factory", None)
-        if loop_factory is None:  # an older uvicorn (before 0.36): its own run, unbounded
-            super().run(sockets=sockets)
-            return
-        factory = loop_factory()
+        factory = self.config.get_loop_factory()
         loop = factory() if factory is not None else asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        # the loop's threads (sync tools, the routes' store reads), named for ``threads_left``
+        loop.set_default_executor(ThreadPoolExecutor(thread_name_prefix=THREAD_PREFIX))
         try:
             loop.run_until_complete(self.serve(sockets=sockets))
         finally:
@@ -117,22 +133,26 @@ class _Server(uvicorn.Server):
     def _stop(self, sig: int, frame: FrameType | None) -> None:
         """First signal: stop gracefully. A second Ctrl-C: stop now.
 
-        That is uvicorn's force exit, which stops waiting for requests in flight (and skips
-        the app's shutdown if it has not begun), and ``hurry``, which cuts short the runs'
-        bounded stop if it has (``Hub.hurry``: they are stopped at once, and left to their
-        leases after ``corral.server.stopping.HURRIED_S``).
+        The first tells the runs when the stop began (``StopListener.stopping``: their
+        grace counts from then, not from the end of uvicorn's wait for requests). The
+        second is uvicorn's force exit, which stops waiting for requests in flight (and
+        skips the app's shutdown if it has not begun), and ``StopListener.hurry``, which
+        cuts short the runs' bounded stop if it has (``Hub.hurry``: they are stopped at
+        once, and left to their leases after ``corral.server.stopping.HURRIED_S``).
         """
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
-            if self._hurry is not None:
-                self._hurry()
+            if self._runs is not None:
+                self._runs.hurry()
+        elif not self.should_exit and self._runs is not None:
+            self._runs.stopping(time.monotonic())
         self.should_exit = True
 
 
 def serve_until_stopped(
-    app: FastAPI, host: str, port: int, grace_s: float, hurry: Callable[[], None] | None = None
+    app: FastAPI, host: str, port: int, grace_s: float, runs: StopListener | None = None
 ) -> None:
-    """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM (``hurry``: a second Ctrl-C)."""
+    """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM, telling ``runs`` of them."""
     config = uvicorn.Config(
         app,
         host=host,
@@ -141,4 +161,4 @@ def serve_until_stopped(
         access_log=False,
         timeout_graceful_shutdown=int(grace_s) + 1,
     )
-    _Server(config, hurry).run()
+    _Server(config, runs).run()

@@ -38,3 +38,11 @@ def block(n: int) -> Done:
     _mark()
     time.sleep(3600)
     return Done(n=n)
+
+
+@tool(policy=ToolPolicy(timeout_s=3600.0, retry=RetryPolicy(max_retries=0)))
+async def wait(n: int) -> Done:
+    """Waits an hour, unless cancelled (a well-behaved tool)."""
+    _mark()
+    await asyncio.sleep(3600)
+    return Done(n=n)
