@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from corral import EventType, MemoryStore, Runtime, SqlStore, tool
+from corral import Agent, EventType, MemoryStore, Runtime, SqlStore, tool
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import build_agent
 
@@ -42,6 +42,19 @@ def stubborn_agent(started: asyncio.Event, relent: asyncio.Event | None = None) 
 
     agent = build_agent([stubborn], [{"id": "s1", "tool": "stubborn", "args": {"n": 1}}])
     return Runtime(agent, MemoryStore())
+
+
+def waiting_agent(started: asyncio.Event, seconds: float = 3600) -> Agent:
+    """An agent whose one tool waits ``seconds`` (unless cancelled), once ``started``."""
+
+    @tool
+    async def wait(n: int) -> Looked:
+        """Waits, unless cancelled."""
+        started.set()
+        await asyncio.sleep(seconds)
+        return Looked(n=n)
+
+    return build_agent([wait], [{"id": "s1", "tool": "wait", "args": {"n": 1}}])
 
 
 async def test_closing_the_hub_leaves_a_run_that_will_not_stop(
@@ -104,17 +117,8 @@ async def test_a_hurried_run_that_stops_stores_what_it_did(tmp_path: Path) -> No
     from corral.server.hub import Hub
 
     started = asyncio.Event()
-
-    @tool
-    async def slow(n: int) -> Looked:
-        """Waits an hour, unless cancelled."""
-        started.set()
-        await asyncio.sleep(3600)
-        return Looked(n=n)
-
     store = SqlStore.open(tmp_path / "corral.db")
-    agent = build_agent([slow], [{"id": "s1", "tool": "slow", "args": {"n": 1}}])
-    runtime = Runtime(agent, store)
+    runtime = Runtime(waiting_agent(started), store)
     hub = Hub()
     live = await hub.drive(runtime.stream("go"))
     await started.wait()
@@ -168,17 +172,8 @@ async def test_the_grace_counts_from_the_stop_signal_not_from_the_close() -> Non
     from corral.server.hub import Hub, LiveRun
 
     started = asyncio.Event()
-
-    @tool
-    async def slow(n: int) -> Looked:
-        """Waits an hour, unless cancelled."""
-        started.set()
-        await asyncio.sleep(3600)
-        return Looked(n=n)
-
-    agent = build_agent([slow], [{"id": "s1", "tool": "slow", "args": {"n": 1}}])
     hub = Hub()
-    live = await hub.drive(Runtime(agent, MemoryStore()).stream("go"))
+    live = await hub.drive(Runtime(waiting_agent(started), MemoryStore()).stream("go"))
     await started.wait()
     hub.stopping(time.monotonic() - 5.5)  # the signal came 5.5 s ago
     began = time.monotonic()
@@ -195,16 +190,7 @@ def test_a_hub_closed_in_a_hurry_closes_unhurried_on_another_loop() -> None:
 
     async def close_with_a_run(hurried: bool) -> str:
         started = asyncio.Event()
-
-        @tool
-        async def brief(n: int) -> Looked:
-            """Answers after 0.3 s."""
-            started.set()
-            await asyncio.sleep(0.3)
-            return Looked(n=n)
-
-        agent = build_agent([brief], [{"id": "s1", "tool": "brief", "args": {"n": 1}}])
-        runtime = Runtime(agent, MemoryStore())
+        runtime = Runtime(waiting_agent(started, seconds=0.3), MemoryStore())
         live = await hub.drive(runtime.stream("go"))
         await started.wait()
         if hurried:
