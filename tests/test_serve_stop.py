@@ -12,9 +12,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -138,3 +140,39 @@ def test_exiting_without_a_stuck_thread_still_lets_a_run_save(tmp_path: Path) ->
     with sqlite3.connect(home / "corral.db") as db:
         row = db.execute("SELECT status FROM corral_runs WHERE run_id = ?", (run_id,)).fetchone()
     assert row == ("executing",)  # stored by its stop: `corral resume` can finish it
+
+
+def test_a_forced_stop_with_a_stuck_thread_and_a_request_in_flight_still_exits(
+    tmp_path: Path,
+) -> None:
+    """A second Ctrl-C while uvicorn waits for a request skips the app's shutdown.
+
+    Then nothing had shut the runtime's store threads down, and waiting for every other
+    thread before leaving the stuck one waited for an idle store thread, for ever.
+    """
+    mark, errors = tmp_path / "mark", tmp_path / "stderr"
+    env = {**TOKEN, "STUCK_MARK": str(mark)}
+    with corral_serve(tmp_path / "home", STUCK, env=env, stderr=errors) as (base, server):
+        assert _begin(base, "block", mark, wait=True).json()["status"] == "handed_off"
+        mark.unlink()
+        waiting = threading.Thread(target=_begin_quietly, args=(base,), daemon=True)
+        waiting.start()  # a `wait: true` start of a run that waits an hour
+        _until(mark.exists, "the second tool was never entered")
+        server.send_signal(signal.SIGINT)
+        time.sleep(1)  # uvicorn waits for the request in flight (up to 11 s)
+        server.send_signal(signal.SIGINT)
+        code, said, took = _ended_within(server, 30, errors)
+        waiting.join(timeout=30)
+    assert code == 0
+    assert took < 10  # the loop's close and its threads' 2 s: not for ever
+    assert "leaving 1 thread(s) that did not end" in said and "corral-store" not in said
+
+
+def _begin_quietly(base: str) -> None:
+    with contextlib.suppress(httpx.HTTPError):
+        httpx.post(
+            f"{base}/agents/stuck/runs",
+            json={"message": "wait", "wait": True},
+            headers={"Authorization": "Bearer T"},
+            timeout=60,
+        )

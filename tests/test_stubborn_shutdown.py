@@ -233,3 +233,29 @@ def test_the_serve_loop_closes_without_waiting_for_a_task_that_will_not_end(
     # what asyncio says of them is not an error: the hub's warning named the run
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not errors, caplog.text
+
+
+def test_threads_left_waits_boundedly_and_names_what_it_leaves() -> None:
+    """A stuck loop thread is left after ``wait_s``; the others get ``others_s``, no more."""
+    import threading
+
+    from corral.server.process import THREAD_PREFIX, threads_left
+
+    release = threading.Event()
+    stuck = threading.Thread(target=release.wait, name=f"{THREAD_PREFIX}_9")
+    saving = threading.Thread(target=release.wait, name="a-save")
+    brief = threading.Thread(target=time.sleep, args=(0.05,), name="brief")
+    for thread in (stuck, saving, brief):
+        thread.start()
+    try:
+        began = time.monotonic()
+        left = threads_left(wait_s=0.1, others_s=0.3)  # other tests' threads may be named
+        assert time.monotonic() - began < 2
+        assert {"a-save", f"{THREAD_PREFIX}_9"} <= set(left) and "brief" not in left
+    finally:
+        release.set()
+        for thread in (stuck, saving, brief):
+            thread.join()
+    began = time.monotonic()
+    assert threads_left(wait_s=5, others_s=5) == []  # nothing of the loop's: no wait
+    assert time.monotonic() - began < 1

@@ -111,14 +111,15 @@ def serve(
     signed_in = f"#token={token.value}" if sys.stderr.isatty() else ""
     err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
     _settle_heap()
-    serve_until_stopped(
-        server_app, host, port, settings.shutdown_grace_s, server_app.state.corral.hub
-    )
+    served = server_app.state.corral
+    serve_until_stopped(server_app, host, port, settings.shutdown_grace_s, served.hub)
+    for runtime in served.runtimes.values():  # a forced stop skipped the app's shutdown
+        runtime.release_threads()
     left = threads_left()
     if left:  # a sync tool that never returned: Python would wait for it at exit, for ever
         err_console.print(
             f"corral serve: stopped, leaving {len(left)} thread(s) that did not end "
-            f"(a sync tool that never returned): {', '.join(left)}",
+            f"(a sync tool, a model or a store call): {', '.join(left)}",
             soft_wrap=True,
         )
         logging.shutdown()

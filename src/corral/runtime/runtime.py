@@ -351,9 +351,18 @@ class Runtime:
         try:
             await self.agent.aclose()
         finally:
-            threads, self._store_threads = self._store_threads, None
-            if threads is not None:
-                threads.shutdown(wait=False)
+            self.release_threads()
+
+    def release_threads(self) -> None:
+        """Let the store threads end once their calls have (``aclose`` does it too).
+
+        For a process that ends without ``aclose`` (a server forced to stop skips the
+        app's shutdown): an idle store thread would hold its exit. A later store call
+        opens new threads.
+        """
+        threads, self._store_threads = self._store_threads, None
+        if threads is not None:
+            threads.shutdown(wait=False)
 
     def with_agent(self, agent: Agent) -> Runtime:
         """A runtime like this one for ``agent``, a copy of its agent with other state.

@@ -33,6 +33,9 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 LEFT_S = 2.0
 """How long the closing loop lets tasks still running end once cancelled, and how long
 ``threads_left`` waits for the loop's threads."""
+OTHERS_S = 15.0
+"""When the loop's threads are left behind, how long the process's other threads (a save
+waiting for the database) get before they are left too."""
 THREAD_PREFIX = "corral-serve"
 """The names of the serving loop's threads: those ``corral serve`` may exit without."""
 
@@ -59,29 +62,35 @@ def close_loop(loop: asyncio.AbstractEventLoop, wait_s: float = LEFT_S) -> None:
         loop.run_until_complete(loop.shutdown_asyncgens())
     finally:
         asyncio.set_event_loop(None)
-        loop.close()  # its threads (sync tools): idle ones end, a stuck one: ``threads_left``
+        loop.close()  # its idle threads end; a stuck one: ``threads_left``
 
 
-def threads_left(wait_s: float = LEFT_S) -> list[str]:
-    """The serving loop's threads (``THREAD_PREFIX``) still running ``wait_s`` on.
+def threads_left(wait_s: float = LEFT_S, others_s: float = OTHERS_S) -> list[str]:
+    """The threads still running once the serving loop's had ``wait_s`` to end.
 
-    A sync tool's thread cannot be stopped; one whose tool never returns (a socket read
-    with no timeout) outlives its run's timeout, and Python waits for it at exit, so a
-    stopped server would never end. Its caller decides to exit without it (``corral
-    serve``); the write it may be making is already marked as possibly done. When there
-    are such threads, every other thread that Python's exit would wait for (a run's save
-    in a store thread, its busy timeout and span export included) is waited for first.
+    A thread of the loop (``THREAD_PREFIX``: a sync tool, a local model's completion, a
+    store call) cannot be stopped; a sync tool that never returns (a socket read with no
+    timeout) outlives its run's timeout, and Python waits for it at exit, so a stopped
+    server would never end. Its caller decides to exit without such threads (``corral
+    serve``); a write a tool may be making is already marked as possibly done. When there
+    are some, every other thread that Python's exit would wait for (a run's save in a store
+    thread, with its busy timeout and span export) gets up to ``others_s`` first, and is
+    named too if it has not ended by then. Idle pools must have been shut down
+    (``Runtime.release_threads``): their threads end only then.
     """
     deadline = time.monotonic() + wait_s
     loops = [t for t in threading.enumerate() if t.name.startswith(f"{THREAD_PREFIX}_")]
     for thread in loops:
         thread.join(max(0.0, deadline - time.monotonic()))
-    stuck = [thread for thread in loops if thread.is_alive()]
-    if stuck:
+    left = [thread for thread in loops if thread.is_alive()]
+    if left:
+        deadline = time.monotonic() + others_s
         for thread in threading.enumerate():
             if thread not in loops and not thread.daemon and thread is not threading.main_thread():
-                thread.join()
-    return sorted(thread.name for thread in stuck)
+                thread.join(max(0.0, deadline - time.monotonic()))
+                if thread.is_alive():
+                    left.append(thread)
+    return sorted(thread.name for thread in left)
 
 
 def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
