@@ -357,8 +357,9 @@ class Runtime:
         """Let the store threads end once their calls have (``aclose`` does it too).
 
         For a process that ends without ``aclose`` (a server forced to stop skips the
-        app's shutdown): an idle store thread would hold its exit. A later store call
-        opens new threads.
+        app's shutdown): an idle store thread would hold its exit. A later store call of
+        this runtime opens new threads; copies made by ``with_agent`` share these, so
+        release them only once no copy makes store calls any more.
         """
         threads, self._store_threads = self._store_threads, None
         if threads is not None:
