@@ -173,8 +173,8 @@ class Hub:
         if began is not None:  # the grace counts from the stop, not from this close
             grace_s = max(0.0, grace_s - (time.monotonic() - began))
         logger.warning(
-            "stopping: waiting up to %.3g s for %d run(s) in flight (Ctrl-C again stops them now)",
-            grace_s,
+            "stopping: waiting up to %g s for %d run(s) in flight (Ctrl-C again stops them now)",
+            round(grace_s, 2),
             len(tasks),
         )
         self._woken, self._hurried_at = asyncio.Event(), None
