@@ -24,7 +24,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import FeatureUnion
 
 from corral import MemoryStore, RunStatus, Runtime, load_agent
-from corral.agent import train_classifier
+from corral.agent import classifier_examples, train_classifier
 from corral.errors import ConfigInvalidError
 from corral.intent.classifier import (
     FORMAT_VERSION,
@@ -35,6 +35,7 @@ from corral.intent.classifier import (
     content_hash,
     train_cached,
 )
+from corral.intent.compiled import CompiledClassifier
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
 from corral.intent.signed import dump_signed
 from corral.testing import FixedEffects
@@ -498,8 +499,9 @@ async def test_a_two_intent_agent_trains_and_reports_the_regressions_confidence(
     """20 examples each: enough to calibrate, which crashed for two labels. 3 each: the
     confidence the run reports is the regression's own probability, not an inflated one."""
     agent = load_agent(two_intent_agent(tmp_path / "agent", per_intent), cache_dir=tmp_path / "c")
-    model = train_classifier(agent.config, tmp_path / "c")  # the cached one the agent uses
-    assert isinstance(model, IntentClassifierModel)
+    compiled = train_classifier(agent.config, tmp_path / "c")  # the cached one the agent uses
+    assert isinstance(compiled, CompiledClassifier)  # its numbers, loaded without sklearn
+    model = train_cached(classifier_examples(agent.config), tmp_path / "c")  # what it came from
     assert model.calibrated is (per_intent == 20)
     summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("refund money back")
     assert summary.status is RunStatus.FINISHED and summary.reply == "refunded"

@@ -36,6 +36,7 @@ from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
 
 if TYPE_CHECKING:
+    from corral.intent.datasets import LabelledTexts
     from corral.tools.mcp.listing import McpListingCache
 
 ENTITY_TYPES: dict[str, Any] = {
@@ -391,8 +392,24 @@ def _equivalence_problems(registry: ToolRegistry) -> list[str]:
 
 
 def train_classifier(config: AgentConfig, cache_dir: Path | None) -> IntentClassifier:
-    """Fit (or load from the cache) the classifier on the intents' examples."""
-    from corral.intent.classifier import train_cached
+    """Fit (or load from the cache) the classifier on the intents' examples.
+
+    A model fitted before is loaded in its compiled form, without importing sklearn
+    (``corral.intent.compiled``): a command's start is a second shorter.
+    """
+    from corral.intent.compiled import load_classifier
+
+    data = classifier_examples(config)
+    # The cut is not part of the fit, nor of the cache key: it is set on the model as used.
+    threshold = config.classifier.oos_threshold
+    if config.classifier.backend == "embeddings":
+        return _embeddings_classifier(data, cache_dir, threshold)
+    classifier: IntentClassifier = load_classifier(data, cache_dir, threshold)
+    return classifier
+
+
+def classifier_examples(config: AgentConfig) -> LabelledTexts:
+    """What the classifier is fitted on: each intent's examples, and the out-of-scope ones."""
     from corral.intent.datasets import OOS_LABEL, LabelledTexts
 
     texts: list[str] = []
@@ -402,14 +419,7 @@ def train_classifier(config: AgentConfig, cache_dir: Path | None) -> IntentClass
         labels.extend([spec.name] * len(spec.examples))
     texts.extend(config.classifier.out_of_scope_examples)
     labels.extend([OOS_LABEL] * len(config.classifier.out_of_scope_examples))
-    data = LabelledTexts(texts, labels)
-    # The cut is not part of the fit, nor of the cache key: it is set on the model as used.
-    threshold = config.classifier.oos_threshold
-    if config.classifier.backend == "embeddings":
-        return _embeddings_classifier(data, cache_dir, threshold)
-    model = train_cached(data, cache_dir)
-    model.oos_threshold = threshold
-    return model
+    return LabelledTexts(texts, labels)
 
 
 def _embeddings_classifier(

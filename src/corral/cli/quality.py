@@ -195,7 +195,8 @@ def intent_train(
     home: HomeOption = None,
 ) -> None:
     """Fit on the train split, tune the OOS threshold on valid, save, report on valid."""
-    from corral.intent.classifier import IntentClassifierModel, content_hash
+    from corral.intent.classifier import IntentClassifierModel
+    from corral.intent.compiled import content_hash
     from corral.intent.datasets import read_corpus
     from corral.intent.evaluation import evaluate
     from corral.intent.signed import signing_key

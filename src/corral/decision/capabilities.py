@@ -3,14 +3,21 @@
 The index is TF-IDF over character n-grams of each tool's name and description, so
 Chinese and English queries both work. Retrieval proposes candidates; hard constraints
 from config then filter them (``tool_constraints``), and health and cost rank the rest.
-It needs scikit-learn (``corral[ml]``); without it, ``CapabilityIndex.build`` returns
-``None`` and candidates come from declared equivalence groups only.
+
+It is sklearn's ``TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4),
+sublinear_tf=True)`` computed with numpy (``tests/test_decision_exact.py`` checks the
+scores against sklearn's): a handful of tool descriptions need none of sklearn, whose
+import took a second at every start of a command whose agent matches capabilities. It is
+offered with the ``ml`` extra all the same (``corral[ml]``); without scikit-learn,
+``CapabilityIndex.build`` returns ``None`` and candidates come from declared equivalence
+groups only.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
 
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
@@ -24,35 +31,76 @@ def interchangeable(a: ToolSpec, b: ToolSpec) -> bool:
     )
 
 
+if TYPE_CHECKING:
+    from corral.intent.compiled import CharWbAnalyzer
+
+NGRAMS = (2, 4)
+"""The character n-grams of the index (inside words, as sklearn's ``char_wb``)."""
+
+
 @dataclass
 class CapabilityIndex:
     """Tool names and descriptions, vectorised once per agent."""
 
     names: list[str]
-    vectorizer: Any
+    analyze: CharWbAnalyzer
+    vocabulary: dict[str, int]
+    idf: Any
     matrix: Any
+    """One l2-normalised row of tf-idf weights per tool (numpy, imported with the index)."""
 
     @classmethod
     def build(cls, registry: ToolRegistry) -> CapabilityIndex | None:
         """Index every tool; ``None`` when scikit-learn is not installed."""
-        try:
-            from sklearn.feature_extraction.text import TfidfVectorizer
-        except ImportError:
+        if find_spec("sklearn") is None:
             return None
         specs = list(registry)
         if not specs:
             return None
-        documents = [f"{s.name.replace('_', ' ')} {s.description}" for s in specs]
-        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True)
-        matrix = vectorizer.fit_transform(documents)
-        return cls([s.name for s in specs], vectorizer, matrix)
+        import numpy as np
+
+        from corral.intent.compiled import CharWbAnalyzer
+
+        analyze = CharWbAnalyzer(NGRAMS, lowercase=True)
+        counted = [_counts(analyze(f"{s.name.replace('_', ' ')} {s.description}")) for s in specs]
+        vocabulary = {gram: i for i, gram in enumerate(sorted(set().union(*counted)))}
+        frequency = np.zeros(len(vocabulary))
+        for counts in counted:
+            frequency[[vocabulary[gram] for gram in counts]] += 1
+        idf = np.log((1 + len(specs)) / (1 + frequency)) + 1  # sklearn's smooth idf
+        matrix = np.zeros((len(specs), len(vocabulary)))
+        for row, counts in enumerate(counted):
+            columns = [vocabulary[gram] for gram in counts]
+            matrix[row, columns] = _weights(np.array(list(counts.values()), float), idf[columns])
+        return cls([s.name for s in specs], analyze, vocabulary, idf, matrix)
 
     def search(self, query: str, limit: int = 5) -> list[tuple[str, float]]:
         """Tools by cosine similarity to ``query``, best first."""
-        scores = (self.matrix @ self.vectorizer.transform([query]).T).toarray().ravel()
+        import numpy as np
+
+        counts = {g: n for g, n in _counts(self.analyze(query)).items() if g in self.vocabulary}
+        columns = [self.vocabulary[gram] for gram in counts]
+        weights = _weights(np.array(list(counts.values()), float), self.idf[columns])
+        scores = self.matrix[:, columns] @ weights
         ranked = sorted(zip(self.names, scores, strict=True), key=lambda item: -item[1])
         return [(name, round(float(score), 4)) for name, score in ranked[:limit]]
 
     def similarity(self, query: str) -> dict[str, float]:
         """Every tool's similarity to ``query``."""
         return dict(self.search(query, limit=len(self.names)))
+
+
+def _counts(grams: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for gram in grams:
+        counts[gram] = counts.get(gram, 0) + 1
+    return counts
+
+
+def _weights(tf: Any, idf: Any) -> Any:
+    """Sublinear tf times idf, l2-normalised (a text with no known n-gram: all zeros)."""
+    import numpy as np
+
+    values = (np.log(tf) + 1.0) * idf if len(tf) else tf
+    norm = float(np.sqrt(values @ values)) if len(values) else 0.0
+    return values / norm if norm else values

@@ -19,10 +19,20 @@ from typing import Any
 
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
-from corral.hashing import stable_hash
 from corral.intent.cache import fit_cached
+from corral.intent.compiled import (
+    FORMAT_VERSION,
+    ClassifierSettings,
+    CompiledClassifier,
+    OneTextScorer,
+    content_hash,
+    intent_result,
+    label_columns,
+    sklearn_missing,
+)
+from corral.intent.compiled import softmax as _softmax
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
-from corral.intent.fast_path import OneTextScorer, scorer_for
+from corral.intent.fast_path import scorer_for
 from corral.intent.signed import dump_signed, load_signed
 
 try:
@@ -34,26 +44,7 @@ try:
     from sklearn.model_selection import train_test_split
     from sklearn.pipeline import FeatureUnion
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ConfigInvalidError(
-        "the trained intent classifier needs scikit-learn",
-        hint="pip install 'corral[ml]'",
-    ) from exc
-
-FORMAT_VERSION = 3
-"""3: two-label models use ``[0, z]`` log-odds (2 doubled them), so their temperatures differ."""
-
-
-@dataclass(frozen=True)
-class ClassifierSettings:
-    """Hyper-parameters; part of the cache key."""
-
-    c: float = 10.0
-    """Inverse regularisation of the logistic regression."""
-    char_ngrams: tuple[int, int] = (2, 5)
-    word_ngrams: tuple[int, int] = (1, 2)
-    calibration_share: float = 0.2
-    """Share of the training data held out to fit the temperature (then refit on all)."""
-    seed: int = 13
+    raise sklearn_missing() from exc
 
 
 def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
@@ -79,13 +70,6 @@ def _features(settings: ClassifierSettings, min_df: int) -> FeatureUnion:
             ),
         ]
     )
-
-
-def _softmax(logits: Any, temperature: float) -> Any:
-    scaled = logits / temperature
-    scaled = scaled - scaled.max(axis=1, keepdims=True)
-    exp = np.exp(scaled)
-    return exp / exp.sum(axis=1, keepdims=True)
 
 
 def _fit_temperature(logits: Any, truth: Any) -> float:
@@ -183,14 +167,23 @@ class IntentClassifierModel:
             logits = scorer.logits(texts[0])
         else:
             logits = self.model.decision_function(self.features.transform(list(texts)))
-        if logits.ndim == 1:
-            logits = np.stack([np.zeros_like(logits), logits], axis=1)
-        return logits
+        return label_columns(logits)
 
     def _one_text_scorer(self) -> OneTextScorer | None:
         if self._scorer is None:
             self._scorer = scorer_for(self.features, self.model)
         return self._scorer
+
+    def compiled(self, fitted_on: Sequence[str]) -> CompiledClassifier | None:
+        """The model as numbers that classify without sklearn (``corral.intent.compiled``).
+
+        ``None`` when its analyzers cannot be reproduced: checked on ``fitted_on``, the
+        texts it was fitted on, and on probes.
+        """
+        scorer = scorer_for(self.features, self.model, check=fitted_on)
+        if scorer is None or not scorer.portable:
+            return None
+        return CompiledClassifier(scorer, list(self.labels), self.temperature, self.oos_threshold)
 
     def probabilities(self, texts: Sequence[str]) -> Any:
         """Calibrated class probabilities, one row per text, columns in ``labels`` order."""
@@ -212,14 +205,7 @@ class IntentClassifierModel:
     def classify(self, text: str) -> IntentResult | None:
         """The ``IntentClassifier`` protocol: ``None`` for out of scope."""
         ((label, confidence),) = self.predict([text])
-        if label == OOS_LABEL:
-            return None
-        return IntentResult(
-            label=label,
-            confidence=round(confidence, 4),  # also turns float noise above 1 into 1.0
-            source="classifier",
-            evidence=f"classifier p={confidence:.2f}",
-        )
+        return intent_result(label, confidence)
 
     def tune_threshold(self, valid: LabelledTexts) -> float:
         """Pick the out-of-scope threshold that best balances in-scope accuracy and OOS F1."""
@@ -264,15 +250,6 @@ class IntentClassifierModel:
         model = payload["model"]
         assert isinstance(model, IntentClassifierModel)
         return model
-
-
-def content_hash(data: LabelledTexts, settings: ClassifierSettings) -> str:
-    """Cache key: the examples, their labels, the settings and the library versions."""
-    return stable_hash(
-        [data.texts, data.labels, repr(settings), sklearn.__version__, FORMAT_VERSION],
-        20,
-        escape_non_ascii=True,  # the keys cached models were first written under
-    )
 
 
 def train_cached(
