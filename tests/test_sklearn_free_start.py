@@ -81,7 +81,7 @@ def test_the_cache_keeps_the_compiled_form_and_mends_a_damaged_one(tmp_path: Pat
     first = train_classifier(agent.config, tmp_path / "cache")
     assert isinstance(first, CompiledClassifier)
     assert first.oos_threshold == agent.config.classifier.oos_threshold
-    (compiled_file,) = (tmp_path / "cache").glob("intent-*.compiled.pkl")
+    (compiled_file,) = (tmp_path / "cache").glob("intent-*.compiled-1.pkl")
     model = train_cached(classifier_examples(agent.config), tmp_path / "cache")
     model.oos_threshold = first.oos_threshold
     for text in ["我的快递到哪了 OD2611200002", "where is my order", "hello", "退货"]:
@@ -150,3 +150,64 @@ print(json.dumps([summary.status.value, summary.intent.label, summary.intent.con
     assert cold[3] is True  # fitting needs sklearn
     assert warm[3] is False and warm[4] is False  # the second start: numpy only
     assert np.isfinite(warm[2])
+
+
+def test_a_read_only_cache_still_loads_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache with the fitted model but where the compiled form cannot be written."""
+    import corral.intent.compiled as compiled_module
+
+    agent = load_agent(ORDERS, data_dir=tmp_path / "data", cache_dir=tmp_path / "cache")
+    for kept in (tmp_path / "cache").glob("intent-*.compiled*.pkl"):
+        kept.unlink()  # as a cache made before the compiled form existed
+
+    def read_only(*_: object) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(compiled_module, "dump_signed", read_only)
+    again = train_classifier(agent.config, tmp_path / "cache")
+    assert isinstance(again, CompiledClassifier)  # compiled, only not kept
+    assert again.classify("我的快递到哪了 OD2611200002") is not None
+
+
+def test_sklearn_without_its_package_metadata_still_keys_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A frozen app may ship sklearn without its dist-info: its version is then imported."""
+    import sklearn
+
+    import corral.intent.compiled as compiled_module
+
+    def no_metadata(name: str) -> str:
+        raise compiled_module.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(compiled_module.metadata, "version", no_metadata)
+    assert compiled_module.sklearn_version() == sklearn.__version__
+
+
+def test_without_the_ml_extra_a_classifier_agent_says_what_to_install(tmp_path: Path) -> None:
+    """numpy, sklearn and SciPy missing: CONFIG_INVALID with the extra to install."""
+    script = f"""
+import sys
+
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "sklearn", "scipy"):
+            raise ModuleNotFoundError(f"No module named {{name!r}}")
+        return None
+
+sys.meta_path.insert(0, Missing())
+from pathlib import Path
+from corral import load_agent
+from corral.errors import ConfigInvalidError
+try:
+    load_agent({str(ORDERS)!r}, data_dir=Path({str(tmp_path / "d")!r}),
+               cache_dir=Path({str(tmp_path / "c")!r}))
+except ConfigInvalidError as exc:
+    print(exc.code.value, exc.hint)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "CONFIG_INVALID pip install 'corral[ml]'", done.stderr

@@ -397,8 +397,12 @@ def train_classifier(config: AgentConfig, cache_dir: Path | None) -> IntentClass
     A model fitted before is loaded in its compiled form, without importing sklearn
     (``corral.intent.compiled``): a command's start is a second shorter.
     """
-    from corral.intent.compiled import load_classifier
+    from corral.intent.cache import sklearn_missing
 
+    try:
+        from corral.intent.compiled import load_classifier
+    except ImportError as exc:  # numpy: the ml extra
+        raise sklearn_missing() from exc
     data = classifier_examples(config)
     # The cut is not part of the fit, nor of the cache key: it is set on the model as used.
     threshold = config.classifier.oos_threshold

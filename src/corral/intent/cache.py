@@ -17,6 +17,13 @@ from corral.intent.signed import dump_signed, load_signed, signing_key
 M = TypeVar("M")
 
 
+def sklearn_missing() -> ConfigInvalidError:
+    """The error of a trained classifier without scikit-learn (and numpy) installed."""
+    return ConfigInvalidError(
+        "the trained intent classifier needs scikit-learn", hint="pip install 'corral[ml]'"
+    )
+
+
 def fit_cached(
     cache_dir: Path | None,
     file_name: str,

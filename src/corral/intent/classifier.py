@@ -19,7 +19,7 @@ from typing import Any
 
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
-from corral.intent.cache import fit_cached
+from corral.intent.cache import fit_cached, sklearn_missing
 from corral.intent.compiled import (
     FORMAT_VERSION,
     ClassifierSettings,
@@ -28,7 +28,6 @@ from corral.intent.compiled import (
     content_hash,
     intent_result,
     label_columns,
-    sklearn_missing,
 )
 from corral.intent.compiled import softmax as _softmax
 from corral.intent.datasets import OOS_LABEL, LabelledTexts

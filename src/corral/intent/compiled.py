@@ -13,11 +13,13 @@ on probes; otherwise the fitted sklearn model is used, as before.
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +28,18 @@ import numpy as np
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
 from corral.hashing import stable_hash
+from corral.intent.cache import sklearn_missing
 from corral.intent.datasets import OOS_LABEL, LabelledTexts
 from corral.intent.signed import dump_signed, load_signed, signing_key
+
+logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 3
 """Of the fitted model (``classifier.py``). 3: two-label models use ``[0, z]`` log-odds
 (2 doubled them), so their temperatures differ."""
 COMPILED_FORMAT = 1
-"""Of the compiled form kept beside it."""
+"""Of the compiled form kept beside it, and in its file name: a version of corral whose
+analyzers differ reads (and writes) its own file, not another version's."""
 
 _WHITE_SPACES = re.compile(r"\s\s+")
 """What sklearn's analyzers collapse to one space first."""
@@ -52,19 +58,20 @@ class ClassifierSettings:
     seed: int = 13
 
 
-def sklearn_missing() -> ConfigInvalidError:
-    """The error of a classifier to fit or key without scikit-learn installed."""
-    return ConfigInvalidError(
-        "the trained intent classifier needs scikit-learn", hint="pip install 'corral[ml]'"
-    )
-
-
 def sklearn_version() -> str:
-    """The installed scikit-learn's version, read without importing it (the cache key)."""
+    """The installed scikit-learn's version, read without importing it (the cache key).
+
+    A bundle that ships sklearn without its package metadata (a frozen app) is asked
+    the version by importing it.
+    """
     try:
         return metadata.version("scikit-learn")
     except metadata.PackageNotFoundError:
-        raise sklearn_missing() from None
+        if find_spec("sklearn") is None:
+            raise sklearn_missing() from None
+    import sklearn
+
+    return str(sklearn.__version__)
 
 
 def content_hash(data: LabelledTexts, settings: ClassifierSettings) -> str:
@@ -133,7 +140,7 @@ OWN_ANALYZERS = (CharWbAnalyzer, WordAnalyzer)
 # ---------------------------------------------------------------------- one text's logits
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Block:
     """One fitted vectorizer: its analyzer, vocabulary, idf weights and column offset."""
 
@@ -165,7 +172,7 @@ def _tf_idf(block: Block, text: str) -> tuple[Any, Any]:
     return columns + block.offset, values
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OneTextScorer:
     """The logits of one text, as ``model.decision_function(features.transform([text]))``."""
 
@@ -220,7 +227,7 @@ def intent_result(label: str, confidence: float) -> IntentResult | None:
     )
 
 
-@dataclass
+@dataclass(eq=False)
 class CompiledClassifier:
     """A fitted classifier reduced to its numbers; classifies as the model it came from."""
 
@@ -254,7 +261,7 @@ def load_classifier(
     settings = ClassifierSettings()
     path = None
     if cache_dir is not None:
-        path = cache_dir / f"intent-{content_hash(data, settings)}.compiled.pkl"
+        path = cache_dir / f"intent-{content_hash(data, settings)}.compiled-{COMPILED_FORMAT}.pkl"
         found = _load(path, signing_key(cache_dir))
         if found is not None:
             return replace(found, oos_threshold=oos_threshold)
@@ -266,7 +273,11 @@ def load_classifier(
     if compiled is None:
         return model
     if path is not None and cache_dir is not None:
-        dump_signed({"format": COMPILED_FORMAT, "compiled": compiled}, path, signing_key(cache_dir))
+        payload = {"format": COMPILED_FORMAT, "compiled": compiled}
+        try:
+            dump_signed(payload, path, signing_key(cache_dir))
+        except OSError as exc:  # a read-only cache: the next start compiles it again
+            logger.debug("could not keep the compiled classifier in %s: %s", cache_dir, exc)
     return compiled
 
 

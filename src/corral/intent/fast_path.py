@@ -34,6 +34,9 @@ PROBES = (
     "Straße ÉCOLE İstanbul",
     "x",
     "don't stop-me now!! 12.50 元",
+    "a\x1cb\x1dc\x1ed\x1ff\x85g\u2028h\u2029i\u200bj\ufeffk\xa0l",
+    "ẞ ǅ ﬁ ς İ\u0307",
+    "w" * 300,
 )
 """Texts an own analyzer must also split as sklearn's does (``_own_analyzer``)."""
 
