@@ -18,8 +18,8 @@ from typing import Any
 from corral.events import Event, EventType, RunFinished, ToolAttempt, tool_attempts
 from corral.workers import names
 from corral.workers.client import RunQueue
-from tests.test_workers_drive import business, stored_events
-from tests.workers_support import until, worker_pool
+from tests.test_workers_drive import stored_events
+from tests.workers_support import business, until, worker_pool
 
 BOOTED_EARLIER = """\
 import time

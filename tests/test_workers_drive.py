@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,7 +23,7 @@ from corral.store.memory import MemoryStore
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
-from tests.workers_support import DEPOT, WorkerPool, sql, until, worker_pool
+from tests.workers_support import DEPOT, WorkerPool, business, sql, until, worker_pool
 
 MESSAGE = "please ship A1"
 
@@ -35,15 +33,6 @@ def workers(tmp_path: Path) -> Iterator[WorkerPool]:
     """Worker processes on a database of this test's own, every one killed at its end."""
     with worker_pool(tmp_path) as pool:
         yield pool
-
-
-def business(home: Path, query: str) -> list[tuple[Any, ...]]:
-    """Rows of the depot's business database (none before a worker has made it)."""
-    path = home / "data" / "depot" / "depot.db"
-    if not path.exists():
-        return []
-    with sqlite3.connect(path, timeout=10) as conn:
-        return list(conn.execute(query).fetchall())
 
 
 def stored_events(url: str, run_id: str) -> list[Event]:

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.test_workers_takeover import business, live, write_held_on_one_of_two
-from tests.workers_support import until
+from tests.test_workers_takeover import live, write_held_on_one_of_two
+from tests.workers_support import business, until
 
 import_extra("dbos", REQUIRE_ALL)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from corral.store.sql import SqlStore
 from tests.extras import REQUIRE_ALL, import_extra
-from tests.test_workers_takeover import WAIT_S, business, write_held_on_one_of_two
-from tests.workers_support import sql, until
+from tests.test_workers_takeover import WAIT_S, write_held_on_one_of_two
+from tests.workers_support import business, sql, until
 
 import_extra("dbos", REQUIRE_ALL)
 

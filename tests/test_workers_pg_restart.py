@@ -10,18 +10,16 @@ once, and no worker took another's runs over (each took its own liveness lock ba
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from corral.workers import names
 from tests.extras import REQUIRE_ALL, REQUIRE_PG, import_extra, skip_or_fail
-from tests.workers_support import ROOT, until, worker_pool
+from tests.workers_support import ROOT, business, until, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
 
@@ -52,11 +50,6 @@ def private_postgres() -> Iterator[tuple[str, Callable[[], None]]]:
     finally:
         pg_ctl("-m", "immediate", "-w", "stop")
         shutil.rmtree(Path(data).parent, ignore_errors=True)
-
-
-def business(home: Path, query: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(home / "data" / "depot" / "depot.db", timeout=10) as conn:
-        return list(conn.execute(query).fetchall())
 
 
 def test_a_server_restart_mid_write_loses_no_run_and_repeats_no_write(

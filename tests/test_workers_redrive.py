@@ -18,8 +18,8 @@ from corral.errors import AgentNotFoundError, RunNotFoundError, RunNotResumableE
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
-from tests.test_workers_drive import MESSAGE, business, dbos_status, stored_events
-from tests.workers_support import WorkerPool, sql, until, worker_pool
+from tests.test_workers_drive import MESSAGE, dbos_status, stored_events
+from tests.workers_support import WorkerPool, business, sql, until, worker_pool
 
 
 @pytest.fixture

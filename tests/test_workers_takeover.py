@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from corral.store.sql import SqlStore
 from corral.workers import names
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
-from tests.workers_support import DEPOT, WorkerPool, until, worker_pool
+from tests.workers_support import DEPOT, WorkerPool, business, until, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
 
@@ -33,12 +32,6 @@ from corral.workers.client import RunQueue  # noqa: E402
 
 WAIT_S = 90.0
 """The most a step of the test waits for the workers (a loaded 2-core CI machine)."""
-
-
-def business(home: Path, query: str) -> list[tuple[Any, ...]]:
-    """Rows of the depot's business database (entries of the write, and shipments)."""
-    with sqlite3.connect(home / "data" / "depot" / "depot.db", timeout=10) as conn:
-        return list(conn.execute(query).fetchall())
 
 
 def workers_json(pool: WorkerPool) -> dict[str, Any]:

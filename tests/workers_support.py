@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -145,3 +146,22 @@ def until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)  # polls another process's state; orders nothing
+
+
+def business(home: Path, query: str) -> list[tuple[Any, ...]]:
+    """Rows of the depot's business database (none before a worker has made it).
+
+    A worker's ``setup`` creates the file, then its tables: a look in between (a loaded
+    machine can pause the worker there) finds the file without them, which is "not made
+    yet" too.
+    """
+    path = home / "data" / "depot" / "depot.db"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path, timeout=10) as conn:
+        try:
+            return list(conn.execute(query).fetchall())
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
