@@ -5,12 +5,12 @@ Chinese and English queries both work. Retrieval proposes candidates; hard const
 from config then filter them (``tool_constraints``), and health and cost rank the rest.
 
 It is sklearn's ``TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4),
-sublinear_tf=True)`` computed with numpy (``tests/test_decision_exact.py`` checks the
-scores against sklearn's): a handful of tool descriptions need none of sklearn, whose
-import took a second at every start of a command whose agent matches capabilities. It is
-offered with the ``ml`` extra all the same (``corral[ml]``); without scikit-learn,
-``CapabilityIndex.build`` returns ``None`` and candidates come from declared equivalence
-groups only.
+sublinear_tf=True)`` computed with numpy, as ``corral.intent.compiled`` weighs a message
+(``tests/test_sklearn_free_start.py`` checks the scores against sklearn's): a handful of
+tool descriptions need none of sklearn, whose import took a second at every start of a
+command whose agent matches capabilities. It is offered with the ``ml`` extra all the
+same (``corral[ml]``); without scikit-learn, ``CapabilityIndex.build`` returns ``None``
+and candidates come from declared equivalence groups only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def interchangeable(a: ToolSpec, b: ToolSpec) -> bool:
 
 
 if TYPE_CHECKING:
-    from corral.intent.compiled import CharWbAnalyzer
+    from corral.intent.compiled import Block
 
 NGRAMS = (2, 4)
 """The character n-grams of the index (inside words, as sklearn's ``char_wb``)."""
@@ -43,9 +43,8 @@ class CapabilityIndex:
     """Tool names and descriptions, vectorised once per agent."""
 
     names: list[str]
-    analyze: CharWbAnalyzer
-    vocabulary: dict[str, int]
-    idf: Any
+    block: Block
+    """The analyzer, vocabulary and idf weights of the tools' descriptions."""
     matrix: Any
     """One l2-normalised row of tf-idf weights per tool (numpy, imported with the index)."""
 
@@ -59,28 +58,28 @@ class CapabilityIndex:
             return None
         import numpy as np
 
-        from corral.intent.compiled import CharWbAnalyzer
+        from corral.intent.compiled import Block, CharWbAnalyzer, tf_idf
 
         analyze = CharWbAnalyzer(NGRAMS, lowercase=True)
-        counted = [_counts(analyze(f"{s.name.replace('_', ' ')} {s.description}")) for s in specs]
-        vocabulary = {gram: i for i, gram in enumerate(sorted(set().union(*counted)))}
+        documents = [f"{s.name.replace('_', ' ')} {s.description}" for s in specs]
+        grams = [set(analyze(document)) for document in documents]
+        vocabulary = {gram: i for i, gram in enumerate(sorted(set().union(*grams)))}
         frequency = np.zeros(len(vocabulary))
-        for counts in counted:
-            frequency[[vocabulary[gram] for gram in counts]] += 1
+        for found in grams:
+            frequency[[vocabulary[gram] for gram in found]] += 1
         idf = np.log((1 + len(specs)) / (1 + frequency)) + 1  # sklearn's smooth idf
+        block = Block(analyze, vocabulary, idf, sublinear=True, l2=True, offset=0)
         matrix = np.zeros((len(specs), len(vocabulary)))
-        for row, counts in enumerate(counted):
-            columns = [vocabulary[gram] for gram in counts]
-            matrix[row, columns] = _weights(np.array(list(counts.values()), float), idf[columns])
-        return cls([s.name for s in specs], analyze, vocabulary, idf, matrix)
+        for row, document in enumerate(documents):
+            columns, weights = tf_idf(block, document)
+            matrix[row, columns] = weights
+        return cls([s.name for s in specs], block, matrix)
 
     def search(self, query: str, limit: int = 5) -> list[tuple[str, float]]:
         """Tools by cosine similarity to ``query``, best first."""
-        import numpy as np
+        from corral.intent.compiled import tf_idf
 
-        counts = {g: n for g, n in _counts(self.analyze(query)).items() if g in self.vocabulary}
-        columns = [self.vocabulary[gram] for gram in counts]
-        weights = _weights(np.array(list(counts.values()), float), self.idf[columns])
+        columns, weights = tf_idf(self.block, query)
         scores = self.matrix[:, columns] @ weights
         ranked = sorted(zip(self.names, scores, strict=True), key=lambda item: -item[1])
         return [(name, round(float(score), 4)) for name, score in ranked[:limit]]
@@ -88,19 +87,3 @@ class CapabilityIndex:
     def similarity(self, query: str) -> dict[str, float]:
         """Every tool's similarity to ``query``."""
         return dict(self.search(query, limit=len(self.names)))
-
-
-def _counts(grams: list[str]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for gram in grams:
-        counts[gram] = counts.get(gram, 0) + 1
-    return counts
-
-
-def _weights(tf: Any, idf: Any) -> Any:
-    """Sublinear tf times idf, l2-normalised (a text with no known n-gram: all zeros)."""
-    import numpy as np
-
-    values = (np.log(tf) + 1.0) * idf if len(tf) else tf
-    norm = float(np.sqrt(values @ values)) if len(values) else 0.0
-    return values / norm if norm else values

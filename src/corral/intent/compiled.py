@@ -152,7 +152,8 @@ class Block:
     offset: int
 
 
-def _tf_idf(block: Block, text: str) -> tuple[Any, Any]:
+def tf_idf(block: Block, text: str) -> tuple[Any, Any]:
+    """``text``'s columns of ``block`` and their weights: (sublinear) tf, idf, l2 norm."""
     counts: dict[int, int] = {}
     vocabulary = block.vocabulary
     for token in block.analyze(text):
@@ -182,7 +183,7 @@ class OneTextScorer:
 
     def logits(self, text: str) -> Any:
         """One row of log-odds; a single column for a two-label regression, like sklearn."""
-        parts = [_tf_idf(block, text) for block in self.blocks]
+        parts = [tf_idf(block, text) for block in self.blocks]
         columns = np.concatenate([c for c, _ in parts])
         values = np.concatenate([v for _, v in parts])
         scores = self.coef[:, columns] @ values + self.intercept
