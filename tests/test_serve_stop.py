@@ -18,7 +18,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -33,6 +33,22 @@ STUCK = Path(__file__).resolve().parent / "agents" / "stuck"
 TOKEN = {"CORRAL_API_TOKEN": "T"}
 STOPPING = "stopping: waiting up to"
 """What the server says on stderr once it waits for its runs (the app's shutdown began)."""
+
+
+@contextlib.contextmanager
+def serve_stuck(
+    tmp_path: Path, *options: str
+) -> Iterator[tuple[str, subprocess.Popen[str], Path, Path]]:
+    """``corral serve`` of the stuck agent, its home under ``tmp_path``.
+
+    Yields its address and process, the file its tools create when entered, and the file
+    its stderr goes to.
+    """
+    mark, errors = tmp_path / "mark", tmp_path / "stderr"
+    env = {**TOKEN, "STUCK_MARK": str(mark)}
+    served = corral_serve(tmp_path / "home", STUCK, env=env, options=options, stderr=errors)
+    with served as (base, server):
+        yield base, server, mark, errors
 
 
 def _begin(base: str, message: str, mark: Path, *, wait: bool = False) -> httpx.Response:
@@ -63,11 +79,8 @@ def _ended_within(
 
 
 def test_the_stop_waits_are_options_and_a_stubborn_run_is_left_after_them(tmp_path: Path) -> None:
-    mark, errors = tmp_path / "mark", tmp_path / "stderr"
-    env = {**TOKEN, "STUCK_MARK": str(mark)}
     options = ["--shutdown-grace", "0.2", "--stop-timeout", "0.3"]
-    served = corral_serve(tmp_path / "home", STUCK, env=env, options=options, stderr=errors)
-    with served as (base, server):
+    with serve_stuck(tmp_path, *options) as (base, server, mark, errors):
         answer = _begin(base, "hang", mark)
         assert answer.status_code == 202
         server.send_signal(signal.SIGTERM)
@@ -80,10 +93,7 @@ def test_the_stop_waits_are_options_and_a_stubborn_run_is_left_after_them(tmp_pa
 def test_a_second_ctrl_c_stops_the_runs_at_once_once_the_shutdown_has_begun(
     tmp_path: Path,
 ) -> None:
-    mark, errors = tmp_path / "mark", tmp_path / "stderr"
-    env = {**TOKEN, "STUCK_MARK": str(mark)}
-    served = corral_serve(tmp_path / "home", STUCK, env=env, stderr=errors)  # 10 s, 10 s
-    with served as (base, server):
+    with serve_stuck(tmp_path) as (base, server, mark, errors):  # 10 s, 10 s
         answer = _begin(base, "hang", mark)
         server.send_signal(signal.SIGINT)
         _until(lambda: STOPPING in errors.read_text(encoding="utf-8"), "no stop began")
@@ -97,9 +107,7 @@ def test_a_second_ctrl_c_stops_the_runs_at_once_once_the_shutdown_has_begun(
 def test_a_sync_tool_that_never_returns_does_not_keep_the_stopped_server_alive(
     tmp_path: Path,
 ) -> None:
-    mark, errors = tmp_path / "mark", tmp_path / "stderr"
-    env = {**TOKEN, "STUCK_MARK": str(mark)}
-    with corral_serve(tmp_path / "home", STUCK, env=env, stderr=errors) as (base, server):
+    with serve_stuck(tmp_path) as (base, server, mark, errors):
         answer = _begin(base, "block", mark, wait=True)
         assert answer.status_code == 200
         assert answer.json()["status"] == "handed_off"  # timed out at 0.3 s; its thread runs on
@@ -117,10 +125,9 @@ def test_exiting_without_a_stuck_thread_still_lets_a_run_save(tmp_path: Path) ->
     thread it has: here the store thread whose save waits (busy timeout) for another
     writer. Leaving that too would lose a run the server had accepted (202).
     """
-    home, mark, errors = tmp_path / "home", tmp_path / "mark", tmp_path / "stderr"
-    env = {**TOKEN, "STUCK_MARK": str(mark)}
+    home = tmp_path / "home"
     options = ["--shutdown-grace", "0.2", "--stop-timeout", "0.3"]
-    with corral_serve(home, STUCK, env=env, options=options, stderr=errors) as (base, server):
+    with serve_stuck(tmp_path, *options) as (base, server, mark, errors):
         assert _begin(base, "block", mark, wait=True).json()["status"] == "handed_off"
         accepted = _begin(base, "wait", mark)
         assert accepted.status_code == 202
@@ -150,9 +157,7 @@ def test_a_forced_stop_with_a_stuck_thread_and_a_request_in_flight_still_exits(
     Then nothing had shut the runtime's store threads down, and waiting for every other
     thread before leaving the stuck one waited for an idle store thread, for ever.
     """
-    mark, errors = tmp_path / "mark", tmp_path / "stderr"
-    env = {**TOKEN, "STUCK_MARK": str(mark)}
-    with corral_serve(tmp_path / "home", STUCK, env=env, stderr=errors) as (base, server):
+    with serve_stuck(tmp_path) as (base, server, mark, errors):
         assert _begin(base, "block", mark, wait=True).json()["status"] == "handed_off"
         mark.unlink()
         waiting = threading.Thread(target=_begin_quietly, args=(base,), daemon=True)
