@@ -218,6 +218,26 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:
+    """Per connection: wait for a lock at most ``_BUSY_MS``, as a SQLite connection does.
+
+    PostgreSQL waits for a lock for ever by default: a save behind a row another session
+    holds (a console left in a transaction, a stuck process) would hold its run, and a
+    stopping ``corral serve``, for as long. Past the timeout the statement fails with
+    ``lock_not_available``, and corral reports ``STORE_UNAVAILABLE`` as it does for a
+    SQLite file that stays locked. A timeout the session already has (the URL's
+    ``options=-c lock_timeout=...``, the role's or the database's setting) is kept.
+    """
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SELECT current_setting('lock_timeout')")
+        if cursor.fetchone()[0] == "0":  # none set: PostgreSQL's default
+            cursor.execute(f"SET lock_timeout = {_BUSY_MS}")
+    finally:
+        cursor.close()
+    dbapi_connection.commit()  # a SET in a transaction rolled back would be undone
+
+
 _WRITE = "corral_write"
 """The key, in a pooled connection's ``info``, by which a write asks for BEGIN IMMEDIATE."""
 
@@ -349,6 +369,8 @@ class SqlStore:
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
+        elif engine.dialect.name == "postgresql":
+            event.listen(engine, "connect", _postgres_connect)
         if not read_only:
             with self._faults(action="creating the schema"):
                 self._create_schema(upgrade)
@@ -401,6 +423,9 @@ class SqlStore:
                 return
         with self._write() as conn:
             if not self._sqlite:
+                # another process creating or migrating the store: wait for it to end,
+                # however long a migration takes (not ``lock_timeout``)
+                conn.execute(text("SET LOCAL lock_timeout = 0"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
             schema.prepare(
                 conn,
