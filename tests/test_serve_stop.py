@@ -171,6 +171,9 @@ def test_a_forced_stop_with_a_stuck_thread_and_a_request_in_flight_still_exits(
     assert code == 0
     assert took < 10  # the loop's close and its threads' 2 s: not for ever
     assert "leaving 1 thread(s) that did not end" in said and "corral-store" not in said
+    # the request and the lifespan it cancelled: one line, not two ERROR tracebacks
+    assert "stopped: cancelled 1 request(s) still in flight" in said
+    assert "Traceback" not in said and "ERROR" not in said
 
 
 def _begin_quietly(base: str) -> None:

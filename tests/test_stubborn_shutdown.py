@@ -259,3 +259,46 @@ def test_threads_left_waits_boundedly_and_names_what_it_leaves() -> None:
     began = time.monotonic()
     assert threads_left(wait_s=5, others_s=5) == []  # nothing of the loop's: no wait
     assert time.monotonic() - began < 1
+
+
+def test_what_the_closing_loop_cancels_is_counted_and_any_other_error_still_shown(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """uvicorn's reports of the requests and lifespan a forced stop cancels: one line."""
+    from corral.server.process import _close_quietly
+
+    reports = logging.getLogger("uvicorn.error")
+    loop = asyncio.new_event_loop()
+
+    async def request() -> None:  # as uvicorn's ``run_asgi`` reports a request's task
+        try:
+            await asyncio.sleep(3600)
+        except BaseException as exc:
+            reports.error("Exception in ASGI application\n", exc_info=exc)
+            raise
+
+    async def lifespan() -> None:  # as starlette's lifespan hands uvicorn its traceback
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            reports.error("Traceback (most recent call last):\n...\nasyncio.CancelledError\n")
+            raise
+
+    async def failing() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            reports.error("Exception in ASGI application\n", exc_info=ValueError("broken"))
+            raise
+
+    tasks = [loop.create_task(work) for work in (request(), request(), lifespan(), failing())]
+    loop.run_until_complete(asyncio.sleep(0))
+    with caplog.at_level(logging.INFO):
+        _close_quietly(loop)
+    shown = [(r.name, r.getMessage()) for r in caplog.records]
+    assert shown == [
+        ("uvicorn.error", "Exception in ASGI application\n"),  # the ValueError, as it was
+        ("corral.server.process", "stopped: cancelled 2 request(s) still in flight"),
+    ]
+    assert not reports.filters  # only while the loop closes
+    assert all(task.cancelled() for task in tasks)

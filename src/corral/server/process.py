@@ -98,6 +98,43 @@ def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) ->
     logger.debug("left behind at close: %s", context.get("message"))
 
 
+class _CancelledAtClose(logging.Filter):
+    """uvicorn's report of a task the closing loop cancelled, counted instead of printed.
+
+    A forced stop (a second Ctrl-C) cancels the requests still in flight and the app's
+    lifespan as the loop closes, and uvicorn logs each as an ``ERROR`` with a page of
+    traceback ending in ``CancelledError`` ("Exception in ASGI application"; the lifespan's
+    as the text of the traceback itself). Neither is a failure: the stop asked for it.
+    Any other error while the loop closes is still printed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, asyncio.CancelledError):
+            self.requests += 1  # uvicorn gives an exception only for a request's task
+            return False
+        text = record.getMessage()
+        lifespan = text.startswith("Traceback") and text.rstrip().endswith(".CancelledError")
+        return not lifespan
+
+
+def _close_quietly(loop: asyncio.AbstractEventLoop) -> None:
+    """``close_loop``, with uvicorn's reports of what it cancels kept to one line."""
+    reports = logging.getLogger("uvicorn.error")
+    quiet = _CancelledAtClose()
+    reports.addFilter(quiet)
+    try:
+        close_loop(loop)
+    finally:
+        reports.removeFilter(quiet)
+    if quiet.requests:
+        logger.warning("stopped: cancelled %d request(s) still in flight", quiet.requests)
+
+
 class StopListener(Protocol):
     """What is told of the stopping signals: the app's runs (``Hub``)."""
 
@@ -125,7 +162,7 @@ class _Server(uvicorn.Server):
         try:
             loop.run_until_complete(self.serve(sockets=sockets))
         finally:
-            close_loop(loop)
+            _close_quietly(loop)
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
