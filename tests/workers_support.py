@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,13 +91,15 @@ class WorkerPool:
     env: dict[str, str] = field(default_factory=dict)
     started: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def start(self, executor_id: str, *agents: Path) -> subprocess.Popen[bytes]:
+    def start(
+        self, executor_id: str, *agents: Path, options: Sequence[str] = ()
+    ) -> subprocess.Popen[bytes]:
         """A worker for ``agents`` (the depot agent by default), logging to HOME/ID.log."""
         folders = agents or (DEPOT,)
         command = [sys.executable, "-m", "corral", "worker", "--store", self.store_url]
         for folder in folders:
             command += ["--agent", str(folder)]
-        command += ["--executor-id", executor_id, "--home", str(self.home)]
+        command += ["--executor-id", executor_id, "--home", str(self.home), *options]
         log = open(self.home / f"{executor_id}.log", "ab")  # noqa: SIM115 (the child keeps it)
         process = subprocess.Popen(
             command,

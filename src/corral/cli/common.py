@@ -71,6 +71,15 @@ def _options(
     """Options before the command: --version."""
 
 
+MAX_WAIT_S = 3600.0
+"""The longest wait a stop option takes (a typo of minutes, not seconds)."""
+
+
+def wait_option(flag: str, help_text: str) -> Any:
+    """A stop's wait in seconds (``serve``, ``worker``): 0 to ``MAX_WAIT_S``."""
+    return typer.Option(flag, min=0.0, max=MAX_WAIT_S, help=help_text)
+
+
 HomeOption = Annotated[Path | None, typer.Option("--home", help="State folder (default .corral)")]
 StoreOption = Annotated[
     str | None,

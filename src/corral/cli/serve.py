@@ -5,7 +5,6 @@ FastAPI and uvicorn come with ``corral[server]`` and are imported inside the com
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -23,12 +22,11 @@ from corral.cli.common import (
     _store_target,
     app,
     err_console,
+    wait_option,
 )
 from corral.errors import ConfigInvalidError
+from corral.exiting import exit_leaving
 from corral.server.stopping import SHUTDOWN_GRACE_S, STOP_S
-
-MAX_WAIT_S = 3600.0
-"""The longest ``--shutdown-grace`` and ``--stop-timeout`` (a typo of minutes, not seconds)."""
 
 
 @app.command()
@@ -53,21 +51,17 @@ def serve(
     ] = False,
     shutdown_grace: Annotated[
         float,
-        typer.Option(
+        wait_option(
             "--shutdown-grace",
-            min=0.0,
-            max=MAX_WAIT_S,
-            help="On stop, how long runs in flight may go on before they are stopped (s)",
+            "On stop, how long runs in flight may go on before they are stopped (s)",
         ),
     ] = SHUTDOWN_GRACE_S,
     stop_timeout: Annotated[
         float,
-        typer.Option(
+        wait_option(
             "--stop-timeout",
-            min=0.0,
-            max=MAX_WAIT_S,
-            help="How long a stopped run may take to store what it did, twice, before it "
-            "is left to its lease (s)",
+            "How long a stopped run may take to store what it did, twice, before it is "
+            "left to its lease (s)",
         ),
     ] = STOP_S,
     home: HomeOption = None,
@@ -117,12 +111,4 @@ def serve(
         runtime.release_threads()
     left = threads_left()
     if left:  # a sync tool that never returned: Python would wait for it at exit, for ever
-        err_console.print(
-            f"corral serve: stopped, leaving {len(left)} thread(s) that did not end "
-            f"(a sync tool, a model or a store call): {', '.join(left)}",
-            soft_wrap=True,
-        )
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        exit_leaving("corral serve", left)

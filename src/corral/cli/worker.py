@@ -19,8 +19,11 @@ from corral.cli.common import (
     _settle_heap,
     app,
     err_console,
+    wait_option,
 )
 from corral.errors import ConfigInvalidError
+from corral.exiting import exit_within
+from corral.workers.stopping import SHUTDOWN_GRACE_S, STOP_S
 
 
 @app.command()
@@ -46,6 +49,22 @@ def worker(
             help="How often to look for dead workers' runs to take over (seconds)",
         ),
     ] = 1.0,
+    shutdown_grace: Annotated[
+        float,
+        wait_option(
+            "--shutdown-grace",
+            "On SIGTERM or Ctrl-C, how long the drives in flight get to end before they "
+            "are left to be recovered (s)",
+        ),
+    ] = SHUTDOWN_GRACE_S,
+    stop_timeout: Annotated[
+        float,
+        wait_option(
+            "--stop-timeout",
+            "Then how long the process's threads get to end (a sync tool that never "
+            "returns cannot be stopped) before it exits without them, naming them (s)",
+        ),
+    ] = STOP_S,
     home: HomeOption = None,
     store: StoreOption = None,
 ) -> None:
@@ -81,4 +100,6 @@ def worker(
         executor_id=chosen,
         log_dir=folder / "logs",
         takeover_poll_s=takeover_poll_s,
+        grace_s=shutdown_grace,
     )
+    exit_within("corral worker", stop_timeout)  # a tool's thread that never returns

@@ -27,6 +27,8 @@ from typing import Protocol
 import uvicorn
 from fastapi import FastAPI
 
+from corral.exiting import exit_waits_for, still_running
+
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -69,27 +71,18 @@ def threads_left(wait_s: float = LEFT_S, others_s: float = OTHERS_S) -> list[str
     """The threads still running once the serving loop's had ``wait_s`` to end.
 
     A thread of the loop (``THREAD_PREFIX``: a sync tool, a local model's completion, a
-    store call) cannot be stopped; a sync tool that never returns (a socket read with no
-    timeout) outlives its run's timeout, and Python waits for it at exit, so a stopped
-    server would never end. Its caller decides to exit without such threads (``corral
-    serve``); a write a tool may be making is already marked as possibly done. When there
-    are some, every other thread that Python's exit would wait for (a run's save in a store
-    thread, with its busy timeout and span export) gets up to ``others_s`` first, and is
-    named too if it has not ended by then. Idle pools must have been shut down
-    (``Runtime.release_threads``): their threads end only then.
+    store call) cannot be stopped (``corral.exiting``). When some are still running, every
+    other thread that Python's exit would wait for (a run's save in a store thread, with
+    its busy timeout and span export) gets up to ``others_s`` first, and is named too if it
+    has not ended by then. Without any, nothing else is waited for here: Python's exit
+    joins them. Idle pools must have been shut down (``Runtime.release_threads``): their
+    threads end only then.
     """
-    deadline = time.monotonic() + wait_s
-    loops = [t for t in threading.enumerate() if t.name.startswith(f"{THREAD_PREFIX}_")]
-    for thread in loops:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    left = [thread for thread in loops if thread.is_alive()]
+    waited = exit_waits_for()
+    loops = [t for t in waited if t.name.startswith(f"{THREAD_PREFIX}_")]
+    left = still_running(loops, wait_s)
     if left:
-        deadline = time.monotonic() + others_s
-        for thread in threading.enumerate():
-            if thread not in loops and not thread.daemon and thread is not threading.main_thread():
-                thread.join(max(0.0, deadline - time.monotonic()))
-                if thread.is_alive():
-                    left.append(thread)
+        left += still_running([t for t in waited if t not in loops], others_s)
     return sorted(thread.name for thread in left)
 
 

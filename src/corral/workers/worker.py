@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import math
 import os
 import signal
 import socket
@@ -26,6 +27,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from corral.workers import names
+from corral.workers.stopping import SHUTDOWN_GRACE_S
 
 if TYPE_CHECKING:
     from corral.agent import Agent
@@ -73,7 +75,7 @@ class Worker:
     agents: Sequence[Agent]
     executor_id: str
     log_dir: Path | None = None
-    grace_s: int = 10
+    grace_s: float = SHUTDOWN_GRACE_S
     """How long a stop waits for the drives in flight to end."""
     stopping: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
@@ -165,7 +167,7 @@ class Worker:
         self.stopping.set()
         if self.liveness is not None:  # held until the process ends, however long (below)
             self.liveness.keep()
-        DBOS.destroy(workflow_completion_timeout_sec=self.grace_s)
+        DBOS.destroy(workflow_completion_timeout_sec=math.ceil(self.grace_s))
         for thread in self.threads:
             thread.join(timeout=5.0)
         # The liveness lock is not released here but at exit (``atexit``, which runs once
@@ -196,14 +198,19 @@ def run_worker(
     executor_id: str | None = None,
     log_dir: Path | None = None,
     takeover_poll_s: float = 1.0,
+    grace_s: float = SHUTDOWN_GRACE_S,
 ) -> None:
-    """Run a worker for ``agents`` on ``store_url`` (PostgreSQL) until SIGTERM or SIGINT."""
+    """Run a worker for ``agents`` on ``store_url`` (PostgreSQL) until SIGTERM or SIGINT.
+
+    ``grace_s``: how long the drives in flight then get to end (``Worker.stop``).
+    """
     worker = Worker(
         store_url,
         agents,
         executor_id or default_executor_id(),
         log_dir,
         takeover_poll_s=takeover_poll_s,
+        grace_s=grace_s,
     )
     worker.launch()
     try:
