@@ -1,10 +1,12 @@
-"""A PostgreSQL session of corral waits for a lock as long as a SQLite one does, not for ever.
+"""A write of corral's on PostgreSQL waits for a lock as long as SQLite's does, not for ever.
 
 PostgreSQL's default ``lock_timeout`` is 0: a save behind a lock another session holds (a
 console left in a transaction, a stuck process) waited for as long as that session
-lived, holding its run, and a stopping ``corral serve``, with it. corral's sessions now
-wait at most the SQLite busy timeout (``_BUSY_MS``), then fail with
-``STORE_UNAVAILABLE``; a timeout the URL or the role sets is kept, and opening a store
+lived, holding its run, and a stopping ``corral serve``, with it. corral's write
+transactions now wait at most the SQLite busy timeout (``_BUSY_MS``), then fail with
+``STORE_UNAVAILABLE`` and a hint. The timeout is the transaction's own (``SET LOCAL``:
+behind a pooler in transaction mode the server connection serves other clients next); a
+timeout the session has (the URL's, the role's, 0 included) is kept, and opening a store
 still waits for another process's migration however long it takes.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 
 from corral import Runtime, tool
 from corral.errors import ErrorCode, StoreUnavailableError
@@ -50,14 +52,15 @@ def pg_url() -> str:
 
 @pytest.fixture
 def store(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
-    monkeypatch.setattr(sql, "_BUSY_MS", 300)  # read when a connection is made
+    monkeypatch.setattr(sql, "_LOCK_TIMEOUT", "SET LOCAL lock_timeout = 300")
     opened = SqlStore.open(pg_url)
     yield opened
     opened.engine.dispose()
 
 
 def _setting(store: SqlStore) -> str:
-    with store.engine.connect() as conn:
+    """The lock timeout of a write transaction of ``store``."""
+    with store._write() as conn:
         return str(conn.execute(text("SHOW lock_timeout")).scalar_one())
 
 
@@ -92,32 +95,61 @@ def test_a_run_behind_a_held_lock_fails_as_unavailable_instead_of_waiting_for_ev
     assert isinstance(error, StoreUnavailableError), outcome
     assert error.code is ErrorCode.STORE_UNAVAILABLE
     assert "lock timeout" in error.message
+    assert error.hint is not None and "lock_timeout" in error.hint and "pg_locks" in error.hint
 
 
-def test_corral_sessions_get_the_sqlite_busy_timeout(store: SqlStore) -> None:
+def test_a_write_transaction_gets_the_sqlite_busy_timeout(store: SqlStore) -> None:
     assert _setting(store) == "300ms"
 
 
-def test_the_timeout_outlives_a_rolled_back_transaction(store: SqlStore) -> None:
+def test_the_timeout_is_the_transactions_not_the_sessions(store: SqlStore) -> None:
+    """A pooler in transaction mode hands the server connection to other clients next."""
     with store.engine.connect() as conn:
-        conn.execute(text("SELECT 1"))
-        conn.rollback()
-        assert conn.execute(text("SHOW lock_timeout")).scalar_one() == "300ms"
+        with conn.begin():
+            sql._bound_lock_waits(conn)
+            assert conn.execute(text("SHOW lock_timeout")).scalar_one() == "300ms"
+        with conn.begin():  # the same connection, its next transaction
+            assert conn.execute(text("SHOW lock_timeout")).scalar_one() == "0"
 
 
-def test_a_timeout_the_url_sets_is_kept(pg_url: str) -> None:
-    opened = SqlStore.open(pg_url + "?options=-c%20lock_timeout%3D1234")
+@pytest.mark.parametrize(("given", "shown"), [("1234", "1234ms"), ("0", "0")])
+def test_a_timeout_the_session_has_is_kept(pg_url: str, given: str, shown: str) -> None:
+    opened = SqlStore.open(pg_url + f"?options=-c%20lock_timeout%3D{given}")
     try:
-        assert _setting(opened) == "1234ms"
+        assert _setting(opened) == shown
     finally:
         opened.engine.dispose()
+
+
+def test_an_engine_of_the_application_is_left_as_it_was(pg_url: str) -> None:
+    """``SqlStore(engine)``: only corral's own write transactions are bounded."""
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect():  # pooled before the store is made
+            pass
+        bounded = SqlStore(engine)
+        with engine.connect() as first, engine.connect() as second:
+            settings = [c.execute(text("SHOW lock_timeout")).scalar_one() for c in (first, second)]
+        assert settings == ["0", "0"]
+        assert _setting(bounded) == "10s"  # on either connection
+        assert _setting(bounded) == "10s"
+    finally:
+        engine.dispose()
 
 
 def test_opening_a_store_waits_for_another_process_migrating_it(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past the lock timeout: a migration of a large store takes what it takes."""
-    monkeypatch.setattr(sql, "_BUSY_MS", 200)
+    monkeypatch.setattr(sql, "_LOCK_TIMEOUT", "SET LOCAL lock_timeout = 200")
+    migrating: list[str] = []
+    prepare = sql.schema.prepare
+
+    def prepare_seeing_the_timeout(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        migrating.append(conn.execute(text("SHOW lock_timeout")).scalar_one())
+        return prepare(conn, *args, **kwargs)
+
+    monkeypatch.setattr(sql.schema, "prepare", prepare_seeing_the_timeout)
     schema = f"corral_open_{time.time_ns()}"
     other = _other_client(pg_url)
     other.execute(f"CREATE SCHEMA {schema}")
@@ -140,3 +172,4 @@ def test_opening_a_store_waits_for_another_process_migrating_it(
         other.commit()
         other.close()
     assert waited >= 0.9
+    assert migrating == ["200ms"]  # past the lock, the migration's statements are bounded

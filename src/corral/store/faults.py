@@ -45,6 +45,14 @@ _PG_STATES: dict[str, type[StoreError]] = {
 }
 
 
+_LOCKED = "55P03"  # lock_not_available: a lock wait ran past lock_timeout
+_LOCKED_HINT = (
+    "another session holds a lock the store needs (see pg_locks and pg_stat_activity); "
+    "end it, or let corral wait longer: ?options=-c%20lock_timeout%3D30000 in the URL, "
+    "or ALTER ROLE ... SET lock_timeout"
+)
+
+
 def _full(folder: Path | None) -> bool:
     """Whether the file system holding ``folder`` has no space left for us."""
     if folder is None:
@@ -106,4 +114,6 @@ def store_faults(
         raise
     except (SQLAlchemyError, OSError) as exc:
         kind = classify(exc, folder)
-        raise kind(f"{action} failed: {first_line(exc)}", run_id=run_id) from exc
+        orig = exc.orig if isinstance(exc, DBAPIError) else None
+        hint = _LOCKED_HINT if getattr(orig, "sqlstate", None) == _LOCKED else None
+        raise kind(f"{action} failed: {first_line(exc)}", run_id=run_id, hint=hint) from exc

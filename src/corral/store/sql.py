@@ -218,24 +218,36 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _postgres_connect(dbapi_connection: Any, _record: Any) -> None:
-    """Per connection: wait for a lock at most ``_BUSY_MS``, as a SQLite connection does.
+_LOCK_WAIT = "corral_lock_wait"
+"""The key, in a pooled PostgreSQL connection's ``info``, of whether corral bounds the lock
+waits of its write transactions there (``_bound_lock_waits``)."""
+_LOCK_TIMEOUT = f"SET LOCAL lock_timeout = {_BUSY_MS}"
+
+
+def _bound_lock_waits(conn: Connection) -> None:
+    """PostgreSQL: this write transaction waits at most ``_BUSY_MS`` for a lock.
 
     PostgreSQL waits for a lock for ever by default: a save behind a row another session
     holds (a console left in a transaction, a stuck process) would hold its run, and a
     stopping ``corral serve``, for as long. Past the timeout the statement fails with
     ``lock_not_available``, and corral reports ``STORE_UNAVAILABLE`` as it does for a
-    SQLite file that stays locked. A timeout the session already has (the URL's
-    ``options=-c lock_timeout=...``, the role's or the database's setting) is kept.
+    SQLite file that stays locked.
+
+    ``SET LOCAL``, per transaction: behind a pooler in transaction mode (PgBouncer) each
+    transaction may run on another server connection, and a session-wide setting would
+    reach one of them and stay there for the pooler's other clients. A ``lock_timeout``
+    of the session's own (the URL's ``options=-c lock_timeout=...``, the role's or the
+    database's, 0 included) is kept: looked at once per connection.
     """
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("SELECT current_setting('lock_timeout')")
-        if cursor.fetchone()[0] == "0":  # none set: PostgreSQL's default
-            cursor.execute(f"SET lock_timeout = {_BUSY_MS}")
-    finally:
-        cursor.close()
-    dbapi_connection.commit()  # a SET in a transaction rolled back would be undone
+    info = conn.connection.info
+    bounded = info.get(_LOCK_WAIT)
+    if bounded is None:
+        source = driver.run(
+            conn, "SELECT source FROM pg_settings WHERE name = 'lock_timeout'"
+        ).fetchone()
+        bounded = info[_LOCK_WAIT] = source is not None and source[0] == "default"
+    if bounded:
+        driver.run(conn, _LOCK_TIMEOUT).close()
 
 
 _WRITE = "corral_write"
@@ -366,11 +378,10 @@ class SqlStore:
         self._plans_stored: set[str] = set()
         """Plan hashes this store object has written or seen written (skips a lookup)."""
         self._sqlite = engine.dialect.name == "sqlite"
+        self._postgres = engine.dialect.name == "postgresql"
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
-        elif engine.dialect.name == "postgresql":
-            event.listen(engine, "connect", _postgres_connect)
         if not read_only:
             with self._faults(action="creating the schema"):
                 self._create_schema(upgrade)
@@ -424,9 +435,14 @@ class SqlStore:
         with self._write() as conn:
             if not self._sqlite:
                 # another process creating or migrating the store: wait for it to end,
-                # however long a migration takes (not ``lock_timeout``)
+                # however long a migration takes; then its own statements wait for locks
+                # as any write's do (``_bound_lock_waits``)
+                bound = conn.execute(text("SELECT current_setting('lock_timeout')")).scalar()
                 conn.execute(text("SET LOCAL lock_timeout = 0"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(7715021)"))
+                conn.execute(
+                    text("SELECT set_config('lock_timeout', :bound, true)"), {"bound": bound}
+                )
             schema.prepare(
                 conn,
                 self.where(),
@@ -481,6 +497,8 @@ class SqlStore:
                 info.pop(_WRITE, None)
                 raise
             with transaction:
+                if self._postgres:
+                    _bound_lock_waits(conn)
                 yield conn
 
     # ------------------------------------------------------------------ leases
