@@ -184,3 +184,22 @@ def _begin_quietly(base: str) -> None:
             headers={"Authorization": "Bearer T"},
             timeout=60,
         )
+
+
+def test_a_graceful_stop_that_cuts_a_request_short_says_so_in_one_line(tmp_path: Path) -> None:
+    """SIGTERM, with a ``wait: true`` start that outlives uvicorn's wait for requests.
+
+    uvicorn cancels it after the grace and logs an ``ERROR`` and a page of traceback
+    ending in ``CancelledError`` for it: on the usual stop of a supervisor (Kubernetes).
+    """
+    options = ("--shutdown-grace", "0.5", "--stop-timeout", "0.5")
+    with serve_stuck(tmp_path, *options) as (base, server, mark, errors):
+        waiting = threading.Thread(target=_begin_quietly, args=(base,), daemon=True)
+        waiting.start()  # a `wait: true` start of a run that waits an hour
+        _until(mark.exists, "the tool was never entered")
+        server.send_signal(signal.SIGTERM)
+        code, said, _ = _ended_within(server, 30, errors)
+        waiting.join(timeout=30)
+    assert code == 0
+    assert "stopped: cancelled 1 request(s) still in flight" in said
+    assert "Traceback" not in said and "ERROR" not in said

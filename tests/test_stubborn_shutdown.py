@@ -264,24 +264,36 @@ def test_threads_left_waits_boundedly_and_names_what_it_leaves() -> None:
 def test_what_the_closing_loop_cancels_is_counted_and_any_other_error_still_shown(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """uvicorn's reports of the requests and lifespan a forced stop cancels: one line."""
-    from corral.server.process import _close_quietly
+    """uvicorn's reports of the requests and lifespan a stop cancels: one line."""
+    import traceback
+
+    from corral.server.process import _CancelledByTheStop, _close_quietly
 
     reports = logging.getLogger("uvicorn.error")
     loop = asyncio.new_event_loop()
 
-    async def request() -> None:  # as uvicorn's ``run_asgi`` reports a request's task
+    async def request(failing_first: bool = False) -> None:  # as uvicorn's ``run_asgi``
         try:
-            await asyncio.sleep(3600)
+            try:
+                if failing_first:
+                    raise RuntimeError("disk full")
+                await asyncio.sleep(3600)
+            except RuntimeError:
+                await asyncio.sleep(3600)  # cancelled while handling that failure
         except BaseException as exc:
             reports.error("Exception in ASGI application\n", exc_info=exc)
             raise
 
-    async def lifespan() -> None:  # as starlette's lifespan hands uvicorn its traceback
+    async def lifespan(failing_first: bool = False) -> None:  # starlette's, as text
         try:
-            await asyncio.sleep(3600)
+            try:
+                if failing_first:
+                    raise RuntimeError("the hub failed to close")
+                await asyncio.sleep(3600)
+            except RuntimeError:
+                await asyncio.sleep(3600)
         except asyncio.CancelledError:
-            reports.error("Traceback (most recent call last):\n...\nasyncio.CancelledError\n")
+            reports.error(traceback.format_exc())
             raise
 
     async def failing() -> None:
@@ -291,14 +303,31 @@ def test_what_the_closing_loop_cancels_is_counted_and_any_other_error_still_show
             reports.error("Exception in ASGI application\n", exc_info=ValueError("broken"))
             raise
 
-    tasks = [loop.create_task(work) for work in (request(), request(), lifespan(), failing())]
+    works = (request(), request(), lifespan(), failing(), request(True), lifespan(True))
+    tasks = [loop.create_task(work) for work in works]
     loop.run_until_complete(asyncio.sleep(0))
     with caplog.at_level(logging.INFO):
+        reports.error("Cancel %s running task(s), timeout graceful shutdown exceeded", 2)
         _close_quietly(loop)
-    shown = [(r.name, r.getMessage()) for r in caplog.records]
-    assert shown == [
-        ("uvicorn.error", "Exception in ASGI application\n"),  # the ValueError, as it was
-        ("corral.server.process", "stopped: cancelled 2 request(s) still in flight"),
+    shown = [(r.name, r.getMessage().splitlines()[0]) for r in caplog.records]
+    # uvicorn's own line, as it was: the filter is on only while the loop closes here
+    assert shown[0] == (
+        "uvicorn.error",
+        "Cancel 2 running task(s), timeout graceful shutdown exceeded",
+    )
+    assert sorted(shown[1:-1]) == [  # the tasks are cancelled in no particular order
+        ("uvicorn.error", "Exception in ASGI application"),  # the ValueError
+        ("uvicorn.error", "Exception in ASGI application"),  # cancelled after "disk full"
+        ("uvicorn.error", "Traceback (most recent call last):"),  # after the hub's failure
     ]
+    assert shown[-1] == (
+        "corral.server.process",
+        "stopped: cancelled 2 request(s) still in flight",
+    )
+    assert "disk full" in caplog.text and "the hub failed to close" in caplog.text
     assert not reports.filters  # only while the loop closes
     assert all(task.cancelled() for task in tasks)
+    told = logging.LogRecord(
+        "uvicorn.error", logging.ERROR, __file__, 0, shown[0][1].replace("2", "%s"), (2,), None
+    )
+    assert not _CancelledByTheStop().filter(told)  # counted request by request instead

@@ -91,14 +91,32 @@ def _left_behind(loop: asyncio.AbstractEventLoop, context: dict[str, object]) ->
     logger.debug("left behind at close: %s", context.get("message"))
 
 
-class _CancelledAtClose(logging.Filter):
-    """uvicorn's report of a task the closing loop cancelled, counted instead of printed.
+_REPORTS = "uvicorn.error"
+"""The logger uvicorn reports a request's or the lifespan's failure on."""
+_TOLD_TO_STOP = "Cancel %s running task(s), timeout graceful shutdown exceeded"
+"""uvicorn's line as it cancels the requests that outlived its wait for them."""
 
-    A forced stop (a second Ctrl-C) cancels the requests still in flight and the app's
-    lifespan as the loop closes, and uvicorn logs each as an ``ERROR`` with a page of
-    traceback ending in ``CancelledError`` ("Exception in ASGI application"; the lifespan's
-    as the text of the traceback itself). Neither is a failure: the stop asked for it.
-    Any other error while the loop closes is still printed.
+
+def _only_cancelled(error: BaseException | None) -> bool:
+    """Whether ``error`` is a cancellation that no other failure led to."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if not isinstance(error, asyncio.CancelledError):
+            return False
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return True
+
+
+class _CancelledByTheStop(logging.Filter):
+    """uvicorn's reports of the tasks a stop cancels, counted instead of printed.
+
+    A stop cancels the requests still in flight (those that outlive uvicorn's wait for
+    them, or all of them at a second Ctrl-C) and, forced, the app's lifespan, and uvicorn
+    logs each as an ``ERROR`` with a page of traceback ending in ``CancelledError``
+    ("Exception in ASGI application"; the lifespan's as the text of the traceback
+    itself). Neither is a failure: the stop asked for it. A report whose cancellation
+    came while handling another failure is printed, as is any other error.
     """
 
     def __init__(self) -> None:
@@ -106,19 +124,29 @@ class _CancelledAtClose(logging.Filter):
         self.requests = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, asyncio.CancelledError):
+        if record.msg == _TOLD_TO_STOP:
+            return False  # the requests it cancels are counted below, one by one
+        if record.exc_info:
+            if not _only_cancelled(record.exc_info[1]):
+                return True
             self.requests += 1  # uvicorn gives an exception only for a request's task
             return False
-        text = record.getMessage()
-        lifespan = text.startswith("Traceback") and text.rstrip().endswith(".CancelledError")
-        return not lifespan
+        text = record.getMessage().rstrip()
+        chained = "During handling of the above" in text or "was the direct cause" in text
+        cancelled = text.startswith("Traceback") and text.endswith(".CancelledError")
+        return chained or not cancelled
 
 
-def _close_quietly(loop: asyncio.AbstractEventLoop) -> None:
-    """``close_loop``, with uvicorn's reports of what it cancels kept to one line."""
-    reports = logging.getLogger("uvicorn.error")
-    quiet = _CancelledAtClose()
+def _close_quietly(
+    loop: asyncio.AbstractEventLoop, quiet: _CancelledByTheStop | None = None
+) -> None:
+    """``close_loop``, with uvicorn's reports of what the stop cancels kept to one line.
+
+    ``quiet``: the filter the stop signal put on uvicorn's reports already (it counts the
+    requests cancelled since); it is taken off here.
+    """
+    reports = logging.getLogger(_REPORTS)
+    quiet = quiet or _CancelledByTheStop()
     reports.addFilter(quiet)
     try:
         close_loop(loop)
@@ -144,6 +172,8 @@ class _Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, runs: StopListener | None = None) -> None:
         super().__init__(config)
         self._runs = runs
+        self._cancelled = _CancelledByTheStop()
+        """On uvicorn's reports from the stop signal until the loop is closed."""
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until stopped, then close the loop without waiting for ever (``close_loop``)."""
@@ -155,7 +185,7 @@ class _Server(uvicorn.Server):
         try:
             loop.run_until_complete(self.serve(sockets=sockets))
         finally:
-            _close_quietly(loop)
+            _close_quietly(loop, self._cancelled)
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -179,6 +209,7 @@ class _Server(uvicorn.Server):
         cuts short the runs' bounded stop if it has (``Hub.hurry``: they are stopped at
         once, and left to their leases after ``corral.server.stopping.HURRIED_S``).
         """
+        logging.getLogger(_REPORTS).addFilter(self._cancelled)  # what the stop cancels
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
             if self._runs is not None:
