@@ -269,7 +269,7 @@ async def test_an_ambiguous_entity_raises_need_clarification_and_the_answer_sett
     summary = await runtime.start("weather in shanghai or beijing tomorrow?")
     assert summary.status is RunStatus.AWAITING_USER and calls == []
     assert summary.pending is not None and summary.pending.slot == "city"
-    assert summary.reply == "Which city do you mean: Shanghai, Beijing?"
+    assert summary.reply == "Which city do you mean: shanghai, beijing?"  # as written
     raised = signals(await events_of(runtime, summary.run_id))
     assert raised == [
         NeedClarificationSignal(
@@ -283,6 +283,30 @@ async def test_an_ambiguous_entity_raises_need_clarification_and_the_answer_sett
     assert done.status is RunStatus.FINISHED and calls == ["Beijing"]
     assert done.reply == "rain in Beijing: 70"
     assert [(s.kind, s.outcome) for s in done.signals] == [("need_clarification", "ask")]
+
+
+async def test_which_one_is_asked_with_the_entitys_label_and_the_words_the_user_used() -> None:
+    """Not "您说的city是哪一个：Shanghai、Beijing？": the name and values are corral's own."""
+    city = {
+        "kind": "vocabulary",
+        "vocabulary": {
+            "上海": "Shanghai",
+            "北京": "Beijing",
+            "shanghai": "Shanghai",
+            "beijing": "Beijing",
+        },
+        "label": {"zh": "城市", "en": "city"},
+    }
+    config = parse_config({**CITY_AGENT, "entities": {"city": city}})
+    calls: list[str] = []
+    runtime = runtime_for(Agent.build(config, [forecast_tool(calls)]))
+    asked = await runtime.start("明天上海还是北京下雨？weather")
+    assert asked.reply == "您说的城市是哪一个：上海、北京？"
+    assert [s.reason for s in asked.signals] == ["city is ambiguous: Shanghai, Beijing"]
+    done = await runtime.resume(asked.run_id, answer="北京")
+    assert done.status is RunStatus.FINISHED and calls == ["Beijing"]
+    english = await runtime.start("weather in SHANGHAI or Beijing?")
+    assert english.reply == "Which city do you mean: SHANGHAI, Beijing?"  # as written
 
 
 async def test_a_missing_entity_raises_need_clarification_with_the_configured_question() -> None:

@@ -125,6 +125,13 @@ class ModelConfig(_Strict):
     """Model name (as in ``name``) -> price per 1000 tokens, for ``budget.max_cost``."""
 
 
+class TemplateText(_Strict):
+    """A reply template in Chinese and English."""
+
+    zh: str
+    en: str
+
+
 class EntitySpec(_Strict):
     """How one entity is found in text."""
 
@@ -141,6 +148,9 @@ class EntitySpec(_Strict):
     carry_over: bool | None = None
     """Whether a value from an earlier turn of the session is reused when a new message
     does not say it. Default: yes, except for dates and amounts, which belong to a turn."""
+    label: TemplateText | None = None
+    """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
+    of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""
 
     @property
     def carries_over(self) -> bool:
@@ -230,13 +240,6 @@ class ArgumentRewrite(_Strict):
     args: dict[str, Any] = Field(default_factory=dict)
     """Arguments of the new tool: literals or ``$entities.x`` / ``$facts.x`` references.
     Arguments of the old call with the same names are carried over."""
-
-
-class TemplateText(_Strict):
-    """A reply template in Chinese and English."""
-
-    zh: str
-    en: str
 
 
 class PlanTemplate(_Strict):

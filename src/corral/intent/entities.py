@@ -93,23 +93,42 @@ class EntityExtractor:
                 found[entity.name] = values
         return found
 
+    def spoken(self, text: str, name: str) -> dict[str, str]:
+        """Each value ``text`` gives entity ``name``, with the word of the text that gave it.
+
+        What a question about the values shows the user ("支付、接口", not the canonical
+        "payments、api"): a vocabulary word as the text writes it (the first of several
+        words of one value), a pattern's match as found.
+        """
+        for entity in self._entities:
+            if entity.name == name:
+                return dict(reversed(self._found(entity, text)))  # the first word wins
+        return {}
+
     def _all_values(self, entity: _CompiledEntity, text: str) -> list[str]:
+        return list(dict.fromkeys(value for value, _ in self._found(entity, text)))
+
+    def _found(self, entity: _CompiledEntity, text: str) -> list[tuple[str, str]]:
+        """(value, word) for each value ``text`` gives the entity, in the order found."""
         spec = entity.spec
-        values: list[str] = []
+        found: list[tuple[str, str]] = []
         if spec.kind == "vocabulary":
             rest = text.lower()
+            aligned = len(rest) == len(text)  # lower-casing kept every character's place
             for word, canonical in entity.vocabulary:  # longest first
                 lowered = word.lower()
                 if lowered and lowered in rest:
-                    rest = rest.replace(lowered, "\0")
-                    values.append(canonical)
+                    at = rest.index(lowered)
+                    said = text[at : at + len(lowered)] if aligned else word
+                    rest = rest.replace(lowered, "\0" * len(lowered))
+                    found.append((canonical, said))
         elif spec.kind == "pattern":
             for pattern in entity.patterns:
                 for match in pattern.finditer(text):
                     value = match.group(1) if match.groups() else match.group(0)
                     if value:
-                        values.append(value.upper() if spec.upper else value)
-        return list(dict.fromkeys(values))
+                        found.append((value.upper() if spec.upper else value, value))
+        return found
 
     def _extract_one(self, entity: _CompiledEntity, text: str, lowered: str, now: datetime) -> Any:
         spec = entity.spec

@@ -29,6 +29,19 @@ def clarification_needed(
     return None
 
 
+def latest_mention(
+    mentions: Callable[[str, Iterable[str]], Mapping[str, list[str]]],
+    messages: Sequence[str],
+    name: str,
+) -> tuple[str, list[str]] | None:
+    """The latest of ``messages`` that gives entity ``name`` a value, and the values it gives."""
+    for text in reversed(messages):
+        values = mentions(text, [name]).get(name)
+        if values:
+            return text, values
+    return None
+
+
 def latest_ambiguity(
     mentions: Callable[[str, Iterable[str]], Mapping[str, list[str]]],
     messages: Sequence[str],
@@ -43,12 +56,9 @@ def latest_ambiguity(
     """
     ambiguous: dict[str, list[str]] = {}
     for name in names:
-        for text in reversed(messages):
-            values = mentions(text, [name]).get(name)
-            if values:
-                if len(values) > 1:
-                    ambiguous[name] = values
-                break
+        found = latest_mention(mentions, messages, name)
+        if found is not None and len(found[1]) > 1:
+            ambiguous[name] = found[1]
     return ambiguous
 
 

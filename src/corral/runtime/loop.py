@@ -38,6 +38,7 @@ from corral.planning.clarification import (
     clarification_needed,
     handle_need_clarification,
     latest_ambiguity,
+    latest_mention,
 )
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
@@ -255,7 +256,11 @@ class RunLoop:
         elif signal.problem == "missing":
             self.ask(name, agent.config.questions.get(name, "ask"))
         else:
-            self.ask(name, "ask_which", {"candidates": signal.candidates})
+            entities = agent.intent.entities
+            found = latest_mention(entities.mentions, state.messages, name)
+            words = entities.spoken(found[0], name) if found is not None else {}
+            shown = [words.get(value, value) for value in signal.candidates]  # as said
+            self.ask(name, "ask_which", {"candidates": shown})
 
     # ------------------------------------------------------------------ plan
 
@@ -299,7 +304,7 @@ class RunLoop:
 
     def ask(self, slot: str | None, template: str, extra: dict[str, Any] | None = None) -> None:
         """Pause in ``awaiting_user`` with a question (``extra``: more values it shows)."""
-        prompt = self.render(template, {"slot": slot or "", **(extra or {})})
+        prompt = self.render(template, {"slot": self._called(slot), **(extra or {})})
         self.journal.emit("route", QuestionAsked(prompt, slot))
         self._reply(prompt, template)
         self.journal.transition(
@@ -307,6 +312,13 @@ class RunLoop:
             f"asking for {slot or 'clarification'}",
             active_s=self._close_segment(),
         )
+
+    def _called(self, slot: str | None) -> str:
+        """What the user is told an entity is called: its ``label``, else its name."""
+        spec = self.agent.config.entities.get(slot) if slot else None
+        if spec is None or spec.label is None:
+            return slot or ""
+        return spec.label.zh if self.state.language == "zh" else spec.label.en
 
     def request_confirmation(
         self,
