@@ -228,6 +228,16 @@ def test_show_and_runs(tmp_path: Path) -> None:
     assert data["run_id"] in corral(tmp_path, "runs").stdout
 
 
+def test_a_narrow_terminal_shows_run_ids_whole_and_json_has_the_intent(tmp_path: Path) -> None:
+    """The ids are there to be copied into show, resume and traces: never cut with "…"."""
+    data = run_json(tmp_path, EXCHANGE)
+    narrow = {"COLUMNS": "60"}
+    for listing in (("runs",), ("traces", "--level", "info")):
+        assert data["run_id"] in corral_cli(tmp_path, *listing, env=narrow).stdout, listing
+    [listed] = json.loads(corral(tmp_path, "runs", "--json").stdout)
+    assert listed["run_id"] == data["run_id"] and listed["intent"] == data["intent"]["label"]
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [

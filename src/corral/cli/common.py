@@ -91,7 +91,7 @@ StoreOption = Annotated[
         "(else CORRAL_STORE_URL, else HOME/corral.db); --home still holds logs and caches",
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a tree")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text")]
 ModelOption = Annotated[
     str | None,
     typer.Option(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -30,6 +31,11 @@ from corral.cli.common import (
 from corral.errors import RunNotFoundError
 from corral.inputs import require_text
 from corral.observe.terminal import visible
+
+if TYPE_CHECKING:
+    from rich.table import Column
+
+    from corral.store.base import RunRecord
 
 MAX_LIST = 10_000
 """The most runs ``corral runs`` lists at once."""
@@ -250,21 +256,40 @@ def runs(
                         "run_id": r.run_id,
                         "agent": r.agent,
                         "status": r.status,
+                        "intent": _intent_of(r),
                         "created_at": r.created_at.isoformat(),
                     }
                     for r in records
-                ]
+                ],
+                ensure_ascii=False,
             )
         )
         return
-    table = Table("run_id", "agent", "status", "intent", "created")
+    table = Table(_id_column("run_id", records), "agent", "status", "intent", "created")
     for r in records:
-        intent = (r.summary.get("intent") or {}).get("label") or ""
         table.add_row(
-            *(Text(visible(v)) for v in (r.run_id, r.agent, r.status, intent)),
+            *(Text(visible(v)) for v in (r.run_id, r.agent, r.status, _intent_of(r) or "")),
             r.created_at.isoformat(" ", "seconds"),
         )
     console.print(table)
+
+
+def _intent_of(record: RunRecord) -> str | None:
+    """The intent a stored run was classified as, if it got that far."""
+    label = (record.summary.get("intent") or {}).get("label")
+    return label if isinstance(label, str) else None
+
+
+def _id_column(header: str, records: Sequence[Any]) -> Column:
+    """A column of run ids, shown whole however narrow the terminal.
+
+    They are there to be copied (``corral show``, ``resume``, ``traces``); the other
+    columns wrap or shorten instead.
+    """
+    from rich.table import Column
+
+    ids = [r.run_id if hasattr(r, "run_id") else r["run_id"] for r in records]
+    return Column(header, no_wrap=True, min_width=max(map(len, ids), default=len(header)))
 
 
 @app.command()
@@ -403,7 +428,7 @@ def _print_traces(records: list[dict[str, Any]], as_json: bool, *, with_run: boo
     from rich.table import Table
 
     columns = ("seq", "stage", "event", "level", "status", "input", "output", "ms")
-    table = Table(*(("run", *columns) if with_run else columns))
+    table = Table(*((_id_column("run", records), *columns) if with_run else columns))
     for r in records:
         ms = f"{r['duration_ms']:.1f}" if isinstance(r["duration_ms"], int | float) else ""
         cells = [
