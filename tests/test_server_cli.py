@@ -158,3 +158,23 @@ def test_corral_serve_uses_the_store_url(tmp_path: Path) -> None:
     assert db.is_file() and not (home / "corral.db").exists()
     shown = corral_cli(home, "show", started["run_id"], "--json", "--store", f"sqlite:///{db}")
     assert json.loads(shown.stdout)["status"] == "awaiting_confirm"
+
+
+def test_a_port_in_use_is_refused_before_the_server_says_it_is_up(tmp_path: Path) -> None:
+    """Not the banner and dashboard address, then uvicorn's bind error and exit 3."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = corral_cli(
+            tmp_path / "home",
+            "serve",
+            str(AFTERSALES),
+            "--port",
+            str(port),
+            ok=False,
+            env={"CORRAL_API_TOKEN": "T"},
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"error ADDRESS_IN_USE: another process listens on 127.0.0.1:{port}" in done.stderr
+    assert "dashboard" not in done.stderr and "corral serve:" not in done.stderr

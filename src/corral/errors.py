@@ -67,6 +67,7 @@ class ErrorCode(StrEnum):
     STORE_SCHEMA_NEWER = "STORE_SCHEMA_NEWER"
     STORE_SCHEMA_OLDER = "STORE_SCHEMA_OLDER"
     WORKER_ID_IN_USE = "WORKER_ID_IN_USE"
+    ADDRESS_IN_USE = "ADDRESS_IN_USE"
 
 
 class CorralError(Exception):
@@ -374,3 +375,13 @@ class WorkerIdInUseError(CorralError):
     """
 
     code = ErrorCode.WORKER_ID_IN_USE
+
+
+class AddressInUseError(CorralError):
+    """``corral serve`` was asked for a host and port another process listens on.
+
+    Refused before anything is served or said to be: the banner and the dashboard address
+    are printed only once the port is this server's.
+    """
+
+    code = ErrorCode.ADDRESS_IN_USE

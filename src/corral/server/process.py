@@ -13,6 +13,7 @@ them for ever, and a supervisor would have to kill the process.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 import socket
@@ -27,6 +28,7 @@ from typing import Protocol
 import uvicorn
 from fastapi import FastAPI
 
+from corral.errors import AddressInUseError, ConfigInvalidError
 from corral.exiting import exit_waits_for, still_running
 
 logger = logging.getLogger(__name__)
@@ -219,10 +221,41 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for the server (port 0: one the system picks).
+
+    Bound before anything is printed: a port another process listens on is refused here
+    (``ADDRESS_IN_USE``, exit 2), not after a banner saying the server is up, by uvicorn's
+    own error and exit 3. As uvicorn binds: ``SO_REUSEADDR``, IPv6 for a host with ``:``.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise AddressInUseError(
+                f"another process listens on {host}:{port}",
+                hint="stop it, or pass another --port",
+            ) from None
+        raise ConfigInvalidError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+            hint="check --host and --port",
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve_until_stopped(
-    app: FastAPI, host: str, port: int, grace_s: float, runs: StopListener | None = None
+    app: FastAPI,
+    sock: socket.socket,
+    grace_s: float,
+    runs: StopListener | None = None,
 ) -> None:
-    """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM, telling ``runs`` of them."""
+    """Serve ``app`` on ``sock`` (``listening``) until SIGINT or SIGTERM, telling ``runs``."""
+    host, port = sock.getsockname()[:2]
     config = uvicorn.Config(
         app,
         host=host,
@@ -231,4 +264,4 @@ def serve_until_stopped(
         access_log=False,
         timeout_graceful_shutdown=int(grace_s) + 1,
     )
-    _Server(config, runs).run()
+    _Server(config, runs).run(sockets=[sock])
