@@ -37,7 +37,11 @@ def test_health_needs_no_token_and_the_rest_do(base: str) -> None:
         for path in ("/agents", "/runs", "/handoffs", "/openapi.json", "/runs/run_x/events"):
             refused = http.get(path)
             assert refused.status_code == 401, path
-            assert refused.json()["error"]["code"] == "UNAUTHORIZED"
+            error = refused.json()["error"]
+            assert error["code"] == "UNAUTHORIZED"
+            # corral's own words, not taken for a credential ("a valid bearer [SECRET]")
+            assert error["message"] == "a valid API token is required"
+            assert error["hint"].startswith("send Authorization: Bearer TOKEN")
             assert refused.headers["www-authenticate"] == "Bearer"
 
 
@@ -163,6 +167,16 @@ def test_a_bad_resume_body_is_422_and_the_run_still_waits(base: str, agent: Agen
     assert exchange_count(agent) == 0
 
 
+def test_a_resume_without_a_body_is_a_resume_with_neither(base: str) -> None:
+    """As ``{}``: pick the run up (here refused: it waits for an approval), not a 422."""
+    with client(base) as http:
+        run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
+        bare = http.post(f"/runs/{run_id}/resume")
+        empty = http.post(f"/runs/{run_id}/resume", json={})
+    assert (bare.status_code, bare.json()) == (empty.status_code, empty.json())
+    assert bare.json()["error"]["code"] == "RUN_NOT_RESUMABLE"
+
+
 def test_unknown_runs_and_agents_are_404_with_their_codes(base: str) -> None:
     with client(base) as http:
         for answer in (
@@ -273,3 +287,17 @@ def test_the_handoff_queue_lists_handed_off_runs_with_their_packets(base: str) -
     assert [item["run_id"] for item in queue] == [handed.json()["run_id"]]
     assert queue[0]["packet"]["reason_code"] == queue[0]["reason_code"]
     assert queue[0]["agent"] == "aftersales"
+
+
+def test_an_unknown_route_or_method_is_answered_with_a_hint_to_the_routes(base: str) -> None:
+    with client(base) as http:
+        missing = http.get("/nothing")
+        assert missing.status_code == 404
+        assert missing.json()["error"] == {
+            "code": "INVALID_ARGUMENT",
+            "message": "no such route",
+            "hint": "GET /openapi.json lists the routes and their methods",
+        }
+        wrong = http.delete("/runs/run_x")
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
+        assert wrong.json()["error"]["message"] == "the route takes GET"

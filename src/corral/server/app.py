@@ -254,6 +254,19 @@ def _answer_errors(app: FastAPI) -> None:
                 422, ErrorCode.INVALID_INPUT, "the body is not JSON text", "send UTF-8 JSON"
             )
         # a route or method that does not exist: the request, not a run, is wrong
+        hint = "GET /openapi.json lists the routes and their methods"
+        if exc.status_code == 404:
+            return error_response(404, ErrorCode.INVALID_ARGUMENT, "no such route", hint)
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            answer = error_response(
+                405,
+                ErrorCode.INVALID_ARGUMENT,
+                f"the route takes {allowed or 'other methods'}",
+                hint,
+            )
+            answer.headers["Allow"] = allowed
+            return answer
         return error_response(exc.status_code, ErrorCode.INVALID_ARGUMENT, str(exc.detail), None)
 
     app.add_exception_handler(CorralError, corral_error)

@@ -90,7 +90,7 @@ class BearerAuth:
         response = error_response(
             401,
             ErrorCode.UNAUTHORIZED,
-            "a valid bearer token is required",
+            "a valid API token is required",  # "bearer token" would read as a credential
             "send Authorization: Bearer TOKEN (CORRAL_API_TOKEN, or the token file "
             "`corral serve` named when it started)",
         )

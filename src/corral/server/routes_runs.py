@@ -63,12 +63,14 @@ async def start_run(agent: str, body: StartRun, state: State) -> Response:
 
 
 @router.post("/runs/{run_id}/resume", response_model=RunSummary, responses=STARTED)
-async def resume_run(run_id: str, body: ResumeRun, state: State) -> Response:
+async def resume_run(run_id: str, state: State, body: ResumeRun | None = None) -> Response:
     """Approve or reject a confirmation, answer a question, or pick up an interrupted run.
 
     One request drives a run at a time: another one meanwhile gets 409 ``RUN_BUSY``; the
-    same approval given twice is applied once (the second gets the run's summary).
+    same approval given twice is applied once (the second gets the run's summary). No
+    body at all is ``{}``: pick the run up where its log ends.
     """
+    body = body or ResumeRun()
     runtime = await state.runtime_of_run(run_id)
     if state.queued is not None:  # --enqueue: a worker drives it
         drive = await state.queued.resume(
