@@ -178,3 +178,33 @@ def test_a_port_in_use_is_refused_before_the_server_says_it_is_up(tmp_path: Path
     assert done.returncode == 2, done.stderr
     assert f"error ADDRESS_IN_USE: another process listens on 127.0.0.1:{port}" in done.stderr
     assert "dashboard" not in done.stderr and "corral serve:" not in done.stderr
+
+
+def test_a_follower_that_leaves_after_one_event_ends_its_stream_quietly(tmp_path: Path) -> None:
+    """``curl .../stream | head -1`` on a finished run: before, every event after the first
+    was written to the dead socket (asyncio's "socket.send() raised exception.", one line
+    per event past the fifth, on the server's stderr)."""
+    errors = tmp_path / "stderr"
+    served = corral_serve(tmp_path / "home", ORDERS, env={"CORRAL_API_TOKEN": "T"}, stderr=errors)
+    with served as (base, server):
+        auth = {"Authorization": "Bearer T"}
+        with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+            started = http.post(
+                "/agents/orders/runs", json={"message": "我的快递到哪了 OD2611200002"}
+            )
+            run_id = started.json()["run_id"]
+            assert len(http.get(f"/runs/{run_id}/events").json()["events"]) > 10
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1]))) as raw:
+                raw.sendall(
+                    f"GET /runs/{run_id}/stream HTTP/1.1\r\nHost: x\r\n"
+                    "Authorization: Bearer T\r\n\r\n".encode()
+                )
+                got = b""
+                while b"id: 1-" not in got:  # the first event, then gone
+                    got += raw.recv(4096)
+        time.sleep(1)
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    said = errors.read_text(encoding="utf-8")
+    assert "socket.send() raised exception" not in said, said

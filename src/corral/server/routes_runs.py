@@ -170,14 +170,30 @@ async def stream(
         if not drives:
             await state.events(run_id)  # RUN_NOT_FOUND unless it was stored another way
         messages = _followed(state, state.queued, run_id, after_seq, last_event_id)
-        return EventSourceResponse(messages, ping=15)
+        return EventSourceResponse(_giving_way(messages), ping=15)
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
     if live is not None:  # driven here: no other server can have sent more
         start = await _start(after_seq, last_event_id, _always, stored, live.events)
     else:
         start = await _start(after_seq, last_event_id, partial(_settled, state, run_id), stored)
-    return EventSourceResponse(_messages(state, run_id, stored, start, live), ping=15)
+    messages = _messages(state, run_id, stored, start, live)
+    return EventSourceResponse(_giving_way(messages), ping=15)
+
+
+async def _giving_way(messages: AsyncIterator[dict[str, str]]) -> AsyncIterator[dict[str, str]]:
+    """``messages``, with a turn of the event loop after each one is sent.
+
+    Stored events are sent back to back without waiting for anything: a client that
+    went away after the first (``curl ... | head -1``) was not noticed, since its
+    connection's loss is handled at a later turn, and every event after it was written
+    to the dead socket (asyncio's "socket.send() raised exception." on stderr, one per
+    event past the fifth). A turn in between lets uvicorn see the loss first: the stream
+    then ends, quietly.
+    """
+    async for message in messages:
+        yield message
+        await asyncio.sleep(0)
 
 
 async def _start(
