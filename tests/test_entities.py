@@ -106,6 +106,24 @@ def test_vocabulary_without_fuzzy_is_exact() -> None:
     assert extractor.extract("Coffee Machine", NOW) == {"p": "cm"}
 
 
+def test_a_pattern_with_alternatives_takes_the_group_that_matched() -> None:
+    """``order (\\d+)|ref (\\d+)``: the second form's number, not None (which crashed with
+    ``upper`` and was silently missed as a mention)."""
+    config = parse_config(
+        {
+            "name": "t",
+            "intents": [{"name": "x", "route": "reply", "reply": "done"}],
+            "entities": {
+                "ref": {"patterns": [r"order (\w+)|ref (\w+)"], "upper": True},
+            },
+        }
+    )
+    extractor = EntityExtractor(config.entities, "UTC")
+    assert extractor.extract("my ref ab12", NOW) == {"ref": "AB12"}
+    assert extractor.extract("my order cd34", NOW) == {"ref": "CD34"}
+    assert extractor.mentions("order cd34 or ref ab12", ["ref"]) == {"ref": ["CD34", "AB12"]}
+
+
 def asyncio_run(coro):  # type: ignore[no-untyped-def]
     import asyncio
 

@@ -6,6 +6,7 @@ SQLite data, and through the CLI in fresh processes where a user would meet it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -239,7 +240,14 @@ def test_two_products_are_asked_about_in_the_customers_words(tmp_path: Path) -> 
     assert asked["status"] == "awaiting_user"
     assert asked["reply"] == "您说的产品或服务是哪一个：支付、接口？"
     done = run_json(tmp_path, "接口", "--session", "c3")
+    assert done["run_id"] == asked["run_id"]
     assert done["status"] == "finished" and "使用咨询" in done["reply"]
+    # filed for the product the answer chose, never for the first one the message named
+    desk = sqlite3.connect(tmp_path / "data" / "triage" / "triage.db")
+    with contextlib.closing(desk):
+        assert desk.execute("SELECT customer_id, product FROM tickets").fetchall() == [
+            ("C10003", "api")
+        ]
 
 
 def test_a_missing_product_is_asked_for_in_english(tmp_path: Path) -> None:

@@ -87,10 +87,8 @@ def test_a_cursor_listener_sees_every_statement_of_a_save(tmp_path: Path, backen
     store.save(_run(rid), _events(rid), lease=Lease(rid, "me", new_run=True))
     if backend == "sqlite":
         assert seen.pop(0) == ("BEGIN IMMEDIATE", False)
-    else:  # the write's bound on lock waits (looked up on a connection's first write)
-        if seen[0] == ("SELECT source FROM", False):
-            seen.pop(0)
-        assert seen.pop(0) == ("SET LOCAL lock_timeout", False)
+    else:  # the write's bound on lock waits
+        assert seen.pop(0) == ("SELECT set_config('lock_timeout', '10000',", False)
     assert seen[0][0] == "SELECT corral_leases.run_id, corral_leases.owner,"
     assert ("INSERT INTO corral_events", True) in seen  # three rows, one executemany
     for table in ("corral_runs", "corral_run_facts", "corral_step_facts"):

@@ -137,7 +137,7 @@ class EntitySpec(_Strict):
 
     kind: Literal["pattern", "vocabulary", "date_range", "amount"] = "pattern"
     patterns: list[str] = Field(default_factory=list)
-    """Regexes; the first capture group (or the whole match) is the value."""
+    """Regexes; the first capture group that matched (or the whole match) is the value."""
     vocabulary: dict[str, str] = Field(default_factory=dict)
     """Surface word -> canonical value (``打印机: printer``); also the fuzzy catalogue."""
     fuzzy_threshold: int | None = Field(None, ge=50, le=100)

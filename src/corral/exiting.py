@@ -32,8 +32,8 @@ def still_running(threads: Sequence[threading.Thread], within_s: float) -> list[
     return [thread for thread in threads if thread.is_alive()]
 
 
-def exit_leaving(command: str, left: Iterable[str]) -> None:
-    """Say which threads ``command`` leaves, then exit 0 without waiting for them.
+def exit_leaving(command: str, left: Iterable[str], code: int = 0) -> None:
+    """Say which threads ``command`` leaves, then exit with ``code`` without waiting for them.
 
     ``os._exit``: Python's own exit would join them. Logs and the standard streams are
     flushed first; ``atexit`` handlers do not run (a worker's liveness lock ends with its
@@ -49,21 +49,30 @@ def exit_leaving(command: str, left: Iterable[str]) -> None:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
-def exit_within(command: str, within_s: float) -> threading.Thread:
-    """Give the process ``within_s`` from now to end, then end it (``exit_leaving``).
+LEAST_S = 0.5
+"""The shortest ``exit_within`` waits: Python's exit first wakes idle thread pools, whose
+threads then end; looked at sooner, they would be named as left."""
 
-    For a process about to return from its main function: Python's own exit still runs
-    (idle thread pools are woken and end, ``atexit`` handlers run) and is all that happens
-    when every thread ends in time. A daemon thread watches: once ``within_s`` has passed
-    with the process still waiting for some, it names them and exits.
+
+def exit_within(command: str, within_s: float, code: int = 0) -> threading.Thread:
+    """Give the process ``within_s`` from now to end its threads, then end it without them.
+
+    For a process about to return from its main function: Python's own exit runs (idle
+    thread pools are woken and end, ``atexit`` handlers run) and is all that happens when
+    every thread ends in time. A daemon thread watches: if threads Python's exit waits
+    for are still running after ``within_s`` (at least ``LEAST_S``), it names them and
+    exits with ``code`` (``exit_leaving``). With none left by then it does nothing, so
+    ``atexit`` handlers that take a while are not cut short.
     """
 
     def watch() -> None:
-        time.sleep(within_s)
-        exit_leaving(command, [thread.name for thread in exit_waits_for()])
+        time.sleep(max(within_s, LEAST_S))
+        left = exit_waits_for()
+        if left:
+            exit_leaving(command, [thread.name for thread in left], code)
 
     watcher = threading.Thread(target=watch, name=f"{command} exit watch", daemon=True)
     watcher.start()

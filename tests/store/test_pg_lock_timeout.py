@@ -52,7 +52,7 @@ def pg_url() -> str:
 
 @pytest.fixture
 def store(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[SqlStore]:
-    monkeypatch.setattr(sql, "_LOCK_TIMEOUT", "SET LOCAL lock_timeout = 300")
+    monkeypatch.setattr(sql, "_LOCK_TIMEOUT", sql._lock_timeout_sql(300))
     opened = SqlStore.open(pg_url)
     yield opened
     opened.engine.dispose()
@@ -112,6 +112,22 @@ def test_the_timeout_is_the_transactions_not_the_sessions(store: SqlStore) -> No
             assert conn.execute(text("SHOW lock_timeout")).scalar_one() == "0"
 
 
+def test_a_timeout_set_on_the_connection_later_is_seen_by_the_next_write(store: SqlStore) -> None:
+    """Looked at in each write, not once per connection (a pooler's server connection, an
+    application's own ``SET``, may change what the session has)."""
+    with store.engine.connect() as conn:
+        with conn.begin():
+            sql._bound_lock_waits(conn)
+            assert conn.execute(text("SHOW lock_timeout")).scalar_one() == "300ms"
+        conn.execute(text("SET lock_timeout = 5000"))
+        conn.commit()
+        with conn.begin():
+            sql._bound_lock_waits(conn)
+            assert conn.execute(text("SHOW lock_timeout")).scalar_one() == "5s"
+        conn.execute(text("RESET lock_timeout"))
+        conn.commit()
+
+
 @pytest.mark.parametrize(("given", "shown"), [("1234", "1234ms"), ("0", "0")])
 def test_a_timeout_the_session_has_is_kept(pg_url: str, given: str, shown: str) -> None:
     opened = SqlStore.open(pg_url + f"?options=-c%20lock_timeout%3D{given}")
@@ -141,7 +157,7 @@ def test_opening_a_store_waits_for_another_process_migrating_it(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past the lock timeout: a migration of a large store takes what it takes."""
-    monkeypatch.setattr(sql, "_LOCK_TIMEOUT", "SET LOCAL lock_timeout = 200")
+    monkeypatch.setattr(sql, "_LOCK_TIMEOUT", sql._lock_timeout_sql(200))
     migrating: list[str] = []
     prepare = sql.schema.prepare
 

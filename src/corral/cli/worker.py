@@ -94,12 +94,16 @@ def worker(
     chosen = executor_id or default_executor_id()
     err_console.print(f"corral worker {chosen}: {', '.join(a.name for a in agents)}")
     _settle_heap()
-    run_worker(
-        store.strip(),
-        agents,
-        executor_id=chosen,
-        log_dir=folder / "logs",
-        takeover_poll_s=takeover_poll_s,
-        grace_s=shutdown_grace,
-    )
+    try:
+        run_worker(
+            store.strip(),
+            agents,
+            executor_id=chosen,
+            log_dir=folder / "logs",
+            takeover_poll_s=takeover_poll_s,
+            grace_s=shutdown_grace,
+        )
+    except BaseException:  # its stop failed: the process still ends, with the error's code
+        exit_within("corral worker", stop_timeout, code=2)
+        raise
     exit_within("corral worker", stop_timeout)  # a tool's thread that never returns

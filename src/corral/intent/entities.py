@@ -125,7 +125,7 @@ class EntityExtractor:
         elif spec.kind == "pattern":
             for pattern in entity.patterns:
                 for match in pattern.finditer(text):
-                    value = match.group(1) if match.groups() else match.group(0)
+                    value = _matched(match)
                     if value:
                         found.append((value.upper() if spec.upper else value, value))
         return found
@@ -151,6 +151,14 @@ class EntityExtractor:
         for pattern in entity.patterns:
             match = pattern.search(text)
             if match:
-                value = match.group(1) if match.groups() else match.group(0)
+                value = _matched(match)
                 return value.upper() if spec.upper else value
         return None
+
+
+def _matched(match: re.Match[str]) -> str:
+    """A pattern's value: the first capture group that took part in the match.
+
+    Else the whole match: ``order ([0-9]+)|ref ([0-9]+)`` gives the number for either form.
+    """
+    return next((group for group in match.groups() if group is not None), match.group(0))

@@ -179,6 +179,7 @@ class _Server(uvicorn.Server):
 
     def run(self, sockets: list[socket.socket] | None = None) -> None:
         """Serve until stopped, then close the loop without waiting for ever (``close_loop``)."""
+        self._cancelled = _CancelledByTheStop()  # counts this run's cancelled requests
         factory = self.config.get_loop_factory()
         loop = factory() if factory is not None else asyncio.new_event_loop()
         asyncio.set_event_loop(loop)

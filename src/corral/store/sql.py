@@ -218,10 +218,15 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-_LOCK_WAIT = "corral_lock_wait"
-"""The key, in a pooled PostgreSQL connection's ``info``, of whether corral bounds the lock
-waits of its write transactions there (``_bound_lock_waits``)."""
-_LOCK_TIMEOUT = f"SET LOCAL lock_timeout = {_BUSY_MS}"
+def _lock_timeout_sql(ms: int) -> str:
+    """The statement that bounds a transaction's lock waits at ``ms`` (``_bound_lock_waits``)."""
+    return (
+        f"SELECT set_config('lock_timeout', '{int(ms)}', true) "
+        "WHERE (SELECT source FROM pg_settings WHERE name = 'lock_timeout') = 'default'"
+    )
+
+
+_LOCK_TIMEOUT = _lock_timeout_sql(_BUSY_MS)
 
 
 def _bound_lock_waits(conn: Connection) -> None:
@@ -233,21 +238,16 @@ def _bound_lock_waits(conn: Connection) -> None:
     ``lock_not_available``, and corral reports ``STORE_UNAVAILABLE`` as it does for a
     SQLite file that stays locked.
 
-    ``SET LOCAL``, per transaction: behind a pooler in transaction mode (PgBouncer) each
-    transaction may run on another server connection, and a session-wide setting would
-    reach one of them and stay there for the pooler's other clients. A ``lock_timeout``
-    of the session's own (the URL's ``options=-c lock_timeout=...``, the role's or the
-    database's, 0 included) is kept: looked at once per connection.
+    For this transaction only (``set_config(..., true)``, as ``SET LOCAL``): behind a
+    pooler in transaction mode (PgBouncer) each transaction may run on another server
+    connection, and a session-wide setting would reach one of them and stay there for the
+    pooler's other clients. A ``lock_timeout`` that is not PostgreSQL's default (the
+    URL's ``options=-c lock_timeout=...``, the role's, the database's, the server's
+    configuration; 0 included) is kept, looked at in the same statement each time.
+    Reads are not bounded: they wait, as PostgreSQL's default has them, for a migration
+    holding a table to end.
     """
-    info = conn.connection.info
-    bounded = info.get(_LOCK_WAIT)
-    if bounded is None:
-        source = driver.run(
-            conn, "SELECT source FROM pg_settings WHERE name = 'lock_timeout'"
-        ).fetchone()
-        bounded = info[_LOCK_WAIT] = source is not None and source[0] == "default"
-    if bounded:
-        driver.run(conn, _LOCK_TIMEOUT).close()
+    driver.run(conn, _LOCK_TIMEOUT).close()
 
 
 _WRITE = "corral_write"
