@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from corral.agent import Agent
+from corral.observe.trace_ids import otel_trace_id
 from corral.store.sql import SqlStore
 from tests.conftest import AFTERSALES
 from tests.helpers import exchange_count
@@ -241,6 +242,11 @@ def test_start_approve_and_read_a_run(base: str, agent: Agent, tmp_path: Path) -
         by_trace = http.get("/runs", params={"trace_id": trace}).json()["runs"]
         assert [r["run_id"] for r in by_trace] == [run_id]
         assert http.get("/runs", params={"trace_id": "trace_none"}).json()["runs"] == []
+        # the OpenTelemetry form of the id, as `corral traces --trace` takes it
+        by_otel = http.get("/runs", params={"trace_id": otel_trace_id(trace)}).json()["runs"]
+        assert [r["run_id"] for r in by_otel] == [run_id]
+        unknown = http.get("/runs", params={"status": "nonsense"})
+        assert unknown.status_code == 422 and "handed_off" in unknown.json()["error"]["message"]
     # the CLI reads the same store
     assert SqlStore.open(tmp_path / "home" / "corral.db").get_run(run_id) is not None
 

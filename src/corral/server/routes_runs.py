@@ -17,10 +17,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, Query
 from starlette.responses import Response
 
-from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunSummary
+from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunStatus, RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event
 from corral.observe.redact import Redactor, keeping_ids, redact_builtin, redactor_for
+from corral.observe.trace_ids import corral_trace_id
 from corral.runtime.ownership import owner_gone
 from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
@@ -87,7 +88,7 @@ async def resume_run(run_id: str, state: State, body: ResumeRun | None = None) -
 async def runs(
     state: State,
     agent: str | None = None,
-    status: str | None = None,
+    status: RunStatus | None = None,
     intent: str | None = None,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     trace_id: Annotated[str | None, Query(max_length=200)] = None,
@@ -98,16 +99,18 @@ async def runs(
 ) -> dict[str, Any]:
     """Runs, newest first, filtered; ``next_offset`` asks for the next page.
 
-    ``session_id`` finds a conversation's runs, ``trace_id`` the run of a trace (as
-    ``corral traces --session/--trace`` do); the listing shows a session id redacted.
+    ``session_id`` finds a conversation's runs, ``trace_id`` the run of a trace in either
+    form, corral's or OpenTelemetry's 32 hex digits (as ``corral traces --session/--trace``
+    do); the listing shows a session id redacted. An unknown ``status`` is a 422 that
+    lists the statuses.
     """
     now = datetime.now(UTC)
     wanted = RunFilter(
         agent=agent,
-        status=status,
+        status=status.value if status is not None else None,
         intent=intent,
         session_id=session_id,
-        trace_id=trace_id,
+        trace_id=corral_trace_id(trace_id) if trace_id is not None else None,
         since=moment(since, now) if since is not None else None,
         until=moment(until, now) if until is not None else None,
         limit=limit,
