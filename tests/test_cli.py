@@ -252,6 +252,15 @@ def test_bad_input_gets_a_stable_code(tmp_path: Path, args: tuple[str, ...], cod
     assert done.returncode == 2 and code in done.stderr
 
 
+def test_handoff_of_a_run_that_was_not_handed_off_says_so(tmp_path: Path) -> None:
+    """It exists: not RUN_NOT_FOUND ("no stored run has that id")."""
+    data = run_json(tmp_path, EXCHANGE)
+    done = corral(tmp_path, "handoff", data["run_id"], ok=False)
+    assert done.returncode == 2
+    assert "error INVALID_ARGUMENT" in done.stderr and "was not handed off" in done.stderr
+    assert "awaiting_confirm" in done.stderr
+
+
 def test_huge_message_is_refused_with_a_code_and_no_run(tmp_path: Path) -> None:
     done = corral(tmp_path, "run", str(AFTERSALES), "换" * 5000, "--json", ok=False)
     assert done.returncode == 2

@@ -28,7 +28,7 @@ from corral.cli.common import (
     app,
     console,
 )
-from corral.errors import RunNotFoundError
+from corral.errors import InvalidArgumentError, RunNotFoundError
 from corral.inputs import require_text
 from corral.observe.terminal import visible
 
@@ -458,7 +458,14 @@ def handoff(
     opened = _open_store(_home(home), store, read_only=True)
     stored = opened.get_handoff(_run_id(run_id))
     if stored is None:
-        raise RunNotFoundError(f"run {run_id!r} has no handoff packet")
+        record = opened.get_run(run_id)
+        if record is None:
+            raise RunNotFoundError(f"no run {run_id!r}", hint="corral runs lists them")
+        raise InvalidArgumentError(  # it exists: not RUN_NOT_FOUND
+            f"run {run_id!r} was not handed off to a person ({record.status}): it has no "
+            "handoff packet",
+            hint=f"corral show {run_id} shows what it did",
+        )
     # packets are redacted when made; older ones (and new secrets) are redacted here too
     redactor = redactor_for(opened.load_events(run_id))
     packet = redactor.value(stored.model_dump(mode="json"))
