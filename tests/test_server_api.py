@@ -176,6 +176,8 @@ def test_a_resume_without_a_body_is_a_resume_with_neither(base: str) -> None:
         empty = http.post(f"/runs/{run_id}/resume", json={})
     assert (bare.status_code, bare.json()) == (empty.status_code, empty.json())
     assert bare.json()["error"]["code"] == "RUN_NOT_RESUMABLE"
+    # advice for whoever asked: the HTTP call, not only the CLI's flags
+    assert 'POST /runs/RUN/resume {"approve": true}' in bare.json()["error"]["hint"]
 
 
 def test_unknown_runs_and_agents_are_404_with_their_codes(base: str) -> None:

@@ -22,16 +22,24 @@ def check_input(state: RunState, approve: bool | None, answer: str | None) -> No
         if approve is None or answer is not None:
             raise RunNotResumableError(
                 f"run {run_id} waits for a confirmation",
-                hint="resume with --approve or --reject",
+                hint=(
+                    "approve or reject it: corral resume RUN --approve (or --reject), or "
+                    'POST /runs/RUN/resume {"approve": true} (or false)'
+                ),
             )
     elif status is RunStatus.AWAITING_USER:
         if answer is None or approve is not None:
             raise RunNotResumableError(
-                f"run {run_id} waits for an answer", hint="resume with --answer TEXT"
+                f"run {run_id} waits for an answer",
+                hint=(
+                    "answer it: corral resume RUN --answer TEXT, or "
+                    'POST /runs/RUN/resume {"answer": "TEXT"}'
+                ),
             )
     elif approve is not None or answer is not None:
         raise RunNotResumableError(
-            f"run {run_id} is not waiting for input ({status.value}); resume it without arguments"
+            f"run {run_id} is not waiting for input ({status.value}); resume it without "
+            "arguments (POST /runs/RUN/resume with no body)"
         )
 
 

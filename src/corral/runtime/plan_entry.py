@@ -183,7 +183,7 @@ def check_required(
     if missing:
         raise MissingArgumentError(
             f"intent {given.decision.intent!r} requires {', '.join(missing)}",
-            hint="pass it in entities=",
+            hint="pass it: run_plan(..., entities={...}), or corral run-plan --entity NAME=VALUE",
         )
 
 

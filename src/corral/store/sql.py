@@ -530,9 +530,13 @@ class SqlStore:
                         and row.expires_at > _now()
                     ):
                         raise RunBusyError(
-                            f"run {lease.run_id} is being driven by another process "
-                            f"(lease held for {row.expires_at - _now():.0f} s more)",
-                            hint="wait for it (resume --wait) or look at it with `corral show`",
+                            f"run {lease.run_id} is being driven by another request or "
+                            f"process (lease held for {row.expires_at - _now():.0f} s more)",
+                            hint=(
+                                "wait until it pauses or ends (corral resume --wait; over "
+                                "HTTP, try again later), or look at it: corral show RUN, "
+                                "GET /runs/RUN"
+                            ),
                         )
                     self._take(conn, lease, row)
                     if row is None or row.owner in (lease.owner, replacing):
@@ -540,7 +544,7 @@ class SqlStore:
                     return str(row.owner)
             except IntegrityError:  # PostgreSQL: another process inserted the row first
                 raise RunBusyError(
-                    f"run {lease.run_id} is being driven by another process"
+                    f"run {lease.run_id} is being driven by another request or process"
                 ) from None
 
     def renew_lease(self, lease: Lease) -> None:
