@@ -261,6 +261,24 @@ def test_handoff_of_a_run_that_was_not_handed_off_says_so(tmp_path: Path) -> Non
     assert "awaiting_confirm" in done.stderr
 
 
+def test_reading_commands_do_not_make_a_home_that_does_not_exist(tmp_path: Path) -> None:
+    """A mistyped --home is read as empty, not created (0700) and left behind."""
+    missing = tmp_path / "no" / "such" / "home"
+    unknown = "run_01a2380ef66317a9db66d2c6f06e"
+    for args, code in (
+        (("runs",), 0),
+        (("runs", "--json"), 0),
+        (("traces", "--status", "finished"), 0),
+        (("stats",), 0),
+        (("show", unknown), 2),
+        (("traces", unknown), 2),
+        (("handoff", unknown), 2),
+    ):
+        done = corral_cli(missing, *args, ok=False)
+        assert done.returncode == code, (args, done.stderr)
+        assert not (tmp_path / "no").exists(), args
+
+
 def test_huge_message_is_refused_with_a_code_and_no_run(tmp_path: Path) -> None:
     done = corral(tmp_path, "run", str(AFTERSALES), "换" * 5000, "--json", ok=False)
     assert done.returncode == 2

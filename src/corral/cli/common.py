@@ -103,8 +103,13 @@ ModelOption = Annotated[
 ]
 
 
-def _home(home: Path | None) -> Path:
-    """The home folder, created 0700; an existing corral home of ours is tightened to 0700."""
+def _home(home: Path | None, *, create: bool = True) -> Path:
+    """The home folder, created 0700; an existing corral home of ours is tightened to 0700.
+
+    ``create=False``, for the commands that only read (``runs``, ``show``, ``traces``...):
+    a home that does not exist is not made (a mistyped ``--home`` left a new folder
+    behind); its store then reads as empty.
+    """
     folder = home or Path(os.environ.get("CORRAL_HOME", ".corral"))
     require_text(str(folder), "the home path")
     if folder.exists() and not folder.is_dir():
@@ -112,6 +117,8 @@ def _home(home: Path | None) -> Path:
             f"the home {folder} exists and is not a folder",
             hint="pass --home (or set CORRAL_HOME to) a folder, or a path that does not exist",
         )
+    if not create and not folder.exists():
+        return folder
     try:
         private_dir(folder)
     except OSError as exc:
@@ -158,10 +165,15 @@ def _run_id(run_id: str) -> str:
 
 
 def _touch_log(store: SqlStore, run_id: str, home: Path) -> None:
-    """Rewrite the run's JSONL file from the store if it is missing, cut or stale."""
+    """Rewrite the run's JSONL file from the store if it is missing, cut or stale.
+
+    Not in a home that does not exist (a reading command given ``--store`` and a new
+    ``--home``): the log is the home's, and a read does not make one.
+    """
     from corral.observe.logs import JsonlLog
 
-    JsonlLog(home / "logs").export(store, run_id, check_all=True)
+    if home.is_dir():
+        JsonlLog(home / "logs").export(store, run_id, check_all=True)
 
 
 def _load(

@@ -75,7 +75,7 @@ def record(
         raise InvalidInputError("--name and --expect-status go with one RUN_ID, not --failed")
     check_choices(tier, expect_status)
     period = parse_since(since or "1d") if failed else None
-    opened = _open_store(_home(home), store, read_only=True)
+    opened = _open_store(_home(home, create=False), store, read_only=True)
     if period is not None:
         wanted = [r.run_id for r in failed_runs(opened, period, datetime.now(UTC))]
     else:

@@ -220,7 +220,7 @@ def show(
     from corral.observe.tree import run_tree
     from corral.runtime.state import fold
 
-    folder = _home(home)
+    folder = _home(home, create=False)
     opened = _open_store(folder, store, read_only=True)
     events = opened.load_events(_run_id(run_id))
     if not events:
@@ -247,7 +247,7 @@ def runs(
     """List recent runs."""
     from rich.table import Table
 
-    records = _open_store(_home(home), store, read_only=True).list_runs(limit)
+    records = _open_store(_home(home, create=False), store, read_only=True).list_runs(limit)
     if as_json:
         typer.echo(
             json.dumps(
@@ -343,7 +343,7 @@ def traces(
     if status is not None and status not in {s.value for s in RunStatus}:
         raise typer.BadParameter(f"status must be one of {', '.join(s.value for s in RunStatus)}")
     target = run_id if run_id is not None else run
-    folder = _home(home)
+    folder = _home(home, create=False)
     filters = (trace, session, intent, status, since, until, agent)
     if target is not None and all(value is None for value in filters):
         _one_trace((folder, store), _run_id(target), stage, level, as_json)
@@ -455,7 +455,7 @@ def handoff(
 
     from corral.observe.redact import redactor_for
 
-    opened = _open_store(_home(home), store, read_only=True)
+    opened = _open_store(_home(home, create=False), store, read_only=True)
     stored = opened.get_handoff(_run_id(run_id))
     if stored is None:
         record = opened.get_run(run_id)

@@ -48,7 +48,7 @@ def stats(
     from corral.observe.window import parse_time
 
     start = parse_time(since) if since is not None else None
-    report = run_stats(open_for_queries(_home(home), store), since=start, agent=agent)
+    report = run_stats(open_for_queries(_home(home, create=False), store), since=start, agent=agent)
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json"), ensure_ascii=False))
         return
