@@ -273,6 +273,8 @@ def test_reading_commands_do_not_make_a_home_that_does_not_exist(tmp_path: Path)
         (("show", unknown), 2),
         (("traces", unknown), 2),
         (("handoff", unknown), 2),
+        (("db", "current"), 0),
+        (("workers",), 2),  # it needs PostgreSQL: refused, and nothing made
     ):
         done = corral_cli(missing, *args, ok=False)
         assert done.returncode == code, (args, done.stderr)

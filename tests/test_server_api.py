@@ -249,6 +249,7 @@ def test_start_approve_and_read_a_run(base: str, agent: Agent, tmp_path: Path) -
         assert [r["run_id"] for r in by_otel] == [run_id]
         unknown = http.get("/runs", params={"status": "nonsense"})
         assert unknown.status_code == 422 and "handed_off" in unknown.json()["error"]["message"]
+        assert http.get("/runs", params={"status": ""}).json()["runs"]  # no filter, as before
     # the CLI reads the same store
     assert SqlStore.open(tmp_path / "home" / "corral.db").get_run(run_id) is not None
 
@@ -306,6 +307,8 @@ def test_an_unknown_route_or_method_is_answered_with_a_hint_to_the_routes(base: 
             "message": "no such route",
             "hint": "GET /openapi.json lists the routes and their methods",
         }
+        asset = http.get("/ui/js/nope.js")  # the dashboard's file: no API advice
+        assert asset.status_code == 404 and asset.json()["error"]["hint"] is None
         wrong = http.delete("/runs/run_x")
         assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
         assert wrong.json()["error"]["message"] == "the route takes GET"

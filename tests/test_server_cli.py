@@ -208,3 +208,29 @@ def test_a_follower_that_leaves_after_one_event_ends_its_stream_quietly(tmp_path
         server.wait(timeout=30)
     said = errors.read_text(encoding="utf-8")
     assert "socket.send() raised exception" not in said, said
+
+
+def test_the_listening_sockets_are_made_as_asyncio_makes_them() -> None:
+    """Review of bcdb785: TCP (not protocol 0, which left TCP_NODELAY off: every answer
+    waited 40 ms for a delayed ACK), listening at once (two servers starting together
+    both passed a bare bind, and the second crashed later), IPv6 only for an IPv6
+    address, and not passed to the processes a tool starts."""
+    from corral.errors import AddressInUseError
+    from corral.server.process import listening
+
+    first = listening("127.0.0.1", 0)
+    try:
+        [sock] = first
+        assert sock.proto == socket.IPPROTO_TCP and not sock.get_inheritable()
+        with contextlib.suppress(AddressInUseError):
+            listening("127.0.0.1", sock.getsockname()[1])
+            raise AssertionError("a port another socket listens on was taken")
+    finally:
+        for made in first:
+            made.close()
+    if socket.has_ipv6:
+        six = listening("::1", 0)
+        try:
+            assert six[0].getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 1
+        finally:
+            six[0].close()

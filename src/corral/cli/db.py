@@ -38,7 +38,7 @@ def current(
     from corral.store import schema
     from corral.store.sql import schema_state
 
-    target = _store_target(_home(home), store)
+    target = _store_target(_home(home, create=False), store)
     found = schema_state(target)
     _print(
         {"revision": found.revision, "head": schema.HEAD, "state": found.label},

@@ -461,10 +461,13 @@ def handoff(
         record = opened.get_run(run_id)
         if record is None:
             raise RunNotFoundError(f"no run {run_id!r}", hint="corral runs lists them")
+        said = (
+            "was handed off, but no handoff packet of it is stored"
+            if record.status == "handed_off"
+            else f"was not handed off to a person ({record.status}): it has no handoff packet"
+        )
         raise InvalidArgumentError(  # it exists: not RUN_NOT_FOUND
-            f"run {run_id!r} was not handed off to a person ({record.status}): it has no "
-            "handoff packet",
-            hint=f"corral show {run_id} shows what it did",
+            f"run {run_id!r} {said}", hint=f"corral show {run_id} shows what it did"
         )
     # packets are redacted when made; older ones (and new secrets) are redacted here too
     redactor = redactor_for(opened.load_events(run_id))

@@ -83,8 +83,8 @@ def serve(
             f"corral serve needs the server extra ({exc.name} is missing)",
             hint="pip install 'corral[server]'",
         ) from None
-    sock = listening(host, port)  # a port in use is refused before anything is said
-    port = sock.getsockname()[1]  # the one the system picked for --port 0
+    sockets = listening(host, port)  # a port in use is refused before anything is said
+    port = sockets[0].getsockname()[1]  # the one the system picked for --port 0
     folder = _home(home)
     agents = tuple(_load(path, folder, store=store) for path in [agent_dir, *(agent or [])])
     token = resolve_token(folder, os.environ)
@@ -108,7 +108,7 @@ def serve(
     err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
     _settle_heap()
     served = server_app.state.corral
-    serve_until_stopped(server_app, sock, settings.shutdown_grace_s, served.hub)
+    serve_until_stopped(server_app, sockets, settings.shutdown_grace_s, served.hub)
     for runtime in served.runtimes.values():  # a forced stop skipped the app's shutdown
         runtime.release_threads()
     left = threads_left()

@@ -39,7 +39,7 @@ def workers(
     from corral.store.sql import SqlStore
     from corral.workers.status import workers_status
 
-    target = _store_target(_home(home), store)
+    target = _store_target(_home(home, create=False), store)
     if not isinstance(target, str):
         raise ConfigInvalidError(
             "corral workers needs the PostgreSQL store the workers share",

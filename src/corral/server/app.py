@@ -247,14 +247,16 @@ def _answer_errors(app: FastAPI) -> None:
             "see GET /openapi.json for the fields each route takes",
         )
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 400:  # FastAPI's word for a body it cannot decode
             return error_response(
                 422, ErrorCode.INVALID_INPUT, "the body is not JSON text", "send UTF-8 JSON"
             )
         # a route or method that does not exist: the request, not a run, is wrong
-        hint = "GET /openapi.json lists the routes and their methods"
+        hint: str | None = "GET /openapi.json lists the routes and their methods"
+        if request.url.path.startswith("/ui/"):
+            hint = None  # a file of the dashboard, not a route of the API
         if exc.status_code == 404:
             return error_response(404, ErrorCode.INVALID_ARGUMENT, "no such route", hint)
         if exc.status_code == 405:

@@ -222,20 +222,44 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
-def listening(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` for the server (port 0: one the system picks).
+BACKLOG = 2048
+"""Connections waiting to be accepted (uvicorn's default)."""
 
-    Bound before anything is printed: a port another process listens on is refused here
-    (``ADDRESS_IN_USE``, exit 2), not after a banner saying the server is up, by uvicorn's
-    own error and exit 3. As uvicorn binds: ``SO_REUSEADDR``, IPv6 for a host with ``:``.
+
+def listening(host: str, port: int) -> list[socket.socket]:
+    """Listening TCP sockets on ``host:port`` for the server (port 0: one the system picks).
+
+    Made and listening before anything is printed: a port another process listens on
+    (or a second ``corral serve`` starting at the same moment) is refused here,
+    ``ADDRESS_IN_USE`` and exit 2, not after a banner saying the server is up. As
+    asyncio's ``create_server`` makes them: one socket per address the host resolves
+    to (``localhost``: 127.0.0.1 and ::1), TCP (so ``TCP_NODELAY`` is set on what they
+    accept: without it every answer waits 40 ms for a delayed ACK), ``SO_REUSEADDR``,
+    IPv6 ones IPv6 only, and none inherited by a process a tool starts.
     """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        found = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ConfigInvalidError(
+            f"cannot listen on {host}:{port}: {exc.strerror}", hint="check --host"
+        ) from None
+    made: list[socket.socket] = []
+    try:
+        for family, address in dict.fromkeys((info[0], info[4]) for info in found):
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+            made.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(made) > 1:  # every address on the port the first one got
+                address = (address[0], made[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+            sock.listen(BACKLOG)
     except OSError as exc:
-        sock.close()
+        for sock in made:
+            sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise AddressInUseError(
                 f"another process listens on {host}:{port}",
@@ -245,18 +269,17 @@ def listening(host: str, port: int) -> socket.socket:
             f"cannot listen on {host}:{port}: {exc.strerror or exc}",
             hint="check --host and --port",
         ) from None
-    sock.set_inheritable(True)
-    return sock
+    return made
 
 
 def serve_until_stopped(
     app: FastAPI,
-    sock: socket.socket,
+    sockets: list[socket.socket],
     grace_s: float,
     runs: StopListener | None = None,
 ) -> None:
-    """Serve ``app`` on ``sock`` (``listening``) until SIGINT or SIGTERM, telling ``runs``."""
-    host, port = sock.getsockname()[:2]
+    """Serve ``app`` on ``sockets`` (``listening``) until SIGINT or SIGTERM, telling ``runs``."""
+    host, port = sockets[0].getsockname()[:2]
     config = uvicorn.Config(
         app,
         host=host,
@@ -265,4 +288,4 @@ def serve_until_stopped(
         access_log=False,
         timeout_graceful_shutdown=int(grace_s) + 1,
     )
-    _Server(config, runs).run(sockets=[sock])
+    _Server(config, runs).run(sockets=sockets)

@@ -15,6 +15,7 @@ from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Depends, Header, Query
+from pydantic import BeforeValidator
 from starlette.responses import Response
 
 from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunStatus, RunSummary
@@ -88,7 +89,9 @@ async def resume_run(run_id: str, state: State, body: ResumeRun | None = None) -
 async def runs(
     state: State,
     agent: str | None = None,
-    status: RunStatus | None = None,
+    status: Annotated[
+        RunStatus | None, BeforeValidator(lambda given: given or None)  # ?status= is no filter
+    ] = None,
     intent: str | None = None,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     trace_id: Annotated[str | None, Query(max_length=200)] = None,
