@@ -74,7 +74,8 @@ def test_read_only_home_reads_work_and_writes_fail_cleanly(
     assert traced.returncode == 0, traced.stderr
     assert '"run_finished"' in traced.stdout
     handed = _bound(home, "handoff", run_id, "--json")
-    assert handed.returncode == 2 and "RUN_NOT_FOUND" in handed.stdout  # it finished
+    # it finished: it exists, and was not handed off
+    assert handed.returncode == 2 and "INVALID_ARGUMENT" in handed.stdout
     written = _bound(home, "run", str(LEDGER), "cancel A7", "--json")
     assert written.returncode == 2, written.stderr
     assert "Traceback" not in written.stderr
