@@ -82,7 +82,7 @@ class BindArguments:
         """The bound arguments, or a refusal naming the value that is missing."""
         try:
             facts = run.facts() if reads_facts(proposal.step) else {}
-            args = bind_arguments(proposal.step, run.entities, facts, run.results())
+            args = bind_arguments(proposal.step, run.entities, facts, run.results(), run.message)
         except CorralError as exc:
             return _unbound(proposal, run, exc)
         return Proposal(proposal.step, proposal.tool, args)

@@ -140,6 +140,11 @@ class GateRun(Protocol):
         ...
 
     @property
+    def message(self) -> str | None:
+        """The text of the message that started the run (``$message``); None without one."""
+        ...
+
+    @property
     def allowed_tools(self) -> Collection[str]:
         """The intent's allow-list, as routed."""
         ...

@@ -43,17 +43,18 @@ def bind_arguments(
     entities: Mapping[str, Any],
     facts: Mapping[str, Any],
     results: Mapping[str, Any],
+    message: str | None = None,
 ) -> dict[str, Any]:
-    """The step's arguments with every reference resolved.
+    """The step's arguments with every reference resolved (``message``: ``$message``'s).
 
     A reference with no value raises ``MissingArgumentError``: the value is never guessed.
     """
     bound: dict[str, Any] = {}
     for name, reference, value, nested in _binding(compiled).args:
         if reference is not None:
-            bound[name] = reference.resolve(entities, facts, results)
+            bound[name] = reference.resolve(entities, facts, results, message)
         elif nested:
-            bound[name] = _bind(value, compiled, entities, facts, results)
+            bound[name] = _bind(value, compiled, (entities, facts, results, message))
         else:
             bound[name] = value
     return bound
@@ -62,17 +63,15 @@ def bind_arguments(
 def _bind(
     value: Any,
     compiled: CompiledStep,
-    entities: Mapping[str, Any],
-    facts: Mapping[str, Any],
-    results: Mapping[str, Any],
+    sources: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str | None],
 ) -> Any:
     """A nested value with its references resolved and its ``$$`` escapes undone."""
     if isinstance(value, str) and value in compiled.references:
-        return compiled.references[value].resolve(entities, facts, results)
+        return compiled.references[value].resolve(*sources)
     if isinstance(value, list):
-        return [_bind(item, compiled, entities, facts, results) for item in value]
+        return [_bind(item, compiled, sources) for item in value]
     if isinstance(value, dict):
-        return {key: _bind(item, compiled, entities, facts, results) for key, item in value.items()}
+        return {key: _bind(item, compiled, sources) for key, item in value.items()}
     return literal(value)
 
 

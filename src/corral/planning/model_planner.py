@@ -49,7 +49,7 @@ def _one_of(names: Iterable[str]) -> str:
 
 
 def reference_pattern(result_fields: Iterable[str]) -> str:
-    """``$entities.x``, ``$facts.x``, ``$s1.result.FIELD.sub`` (``?``: optional).
+    """``$entities.x``, ``$facts.x``, ``$s1.result.FIELD.sub``, ``$message`` (``?``: optional).
 
     The reference forms ``references.parse_reference`` reads, with a step result's first
     field one of the allowed tools' output fields. Written for grammars: anchored, no
@@ -57,7 +57,10 @@ def reference_pattern(result_fields: Iterable[str]) -> str:
     grammar, whose parser refuses it and the server crashes), so ``[$]`` and ``[.]``.
     """
     fields = _one_of(tuple(result_fields))
-    return f"^[$]((entities|facts)[.]{_NAME}{_PATH}|{_NAME}[.]result([.]{fields}{_PATH})?)[?]?$"
+    return (
+        f"^[$]((entities|facts)[.]{_NAME}{_PATH}|message|{_NAME}[.]result([.]{fields}{_PATH})?)"
+        "[?]?$"
+    )
 
 
 def _fact_source(spec: ToolSpec) -> Any:

@@ -1,4 +1,4 @@
-"""Argument references: ``$entities.x``, ``$facts.x`` and ``$s1.result.a.b``.
+"""Argument references: ``$entities.x``, ``$facts.x``, ``$s1.result.a.b`` and ``$message``.
 
 A reference is parsed once when the plan is validated; binding at run time only walks
 the already parsed path.
@@ -15,6 +15,7 @@ from corral.errors import MissingArgumentError
 
 _REF = re.compile(
     r"^\$(?:(?P<scope>entities|facts)\.(?P<name>[A-Za-z_]\w*)(?P<rest>(?:\.\w+)*)"
+    r"|(?P<message>message)"
     r"|(?P<step>[A-Za-z_]\w*)\.result(?P<path>(?:\.\w+)*))(?P<optional>\?)?$"
 )
 
@@ -23,9 +24,9 @@ _REF = re.compile(
 class Reference:
     """One parsed reference. ``path`` walks into the value (fields, then nested fields)."""
 
-    scope: Literal["entities", "facts", "step"]
+    scope: Literal["entities", "facts", "step", "message"]
     name: str
-    """The entity or fact name, or the step id."""
+    """The entity or fact name, or the step id (``message`` for ``$message``)."""
     path: tuple[str, ...]
     text: str
     optional: bool = False
@@ -35,12 +36,23 @@ class Reference:
     """
 
     def resolve(
-        self, entities: Mapping[str, Any], facts: Mapping[str, Any], results: Mapping[str, Any]
+        self,
+        entities: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        results: Mapping[str, Any],
+        message: str | None = None,
     ) -> Any:
-        """The referenced value; raises ``MissingArgumentError`` rather than guess one."""
+        """The referenced value; raises ``MissingArgumentError`` rather than guess one.
+
+        ``message``: the text of the message that started the run (``$message``); a run
+        started from a plan (``Runtime.run_plan``) has none.
+        """
         scope = self.scope
-        source = results if scope == "step" else facts if scope == "facts" else entities
-        value = source.get(self.name)
+        if scope == "message":
+            value: Any = message or None
+        else:
+            source = results if scope == "step" else facts if scope == "facts" else entities
+            value = source.get(self.name)
         for part in self.path:
             # a dict first: the usual case, without the ABC's slower check
             value = value.get(part) if type(value) is dict or isinstance(value, Mapping) else None
@@ -59,8 +71,12 @@ def parse_reference(value: Any) -> Reference | None:
         return None
     match = _REF.match(value)
     if match is None:
-        raise ValueError(f"{value!r} is not a reference ($entities.x, $facts.x, $s1.result.x)")
+        raise ValueError(
+            f"{value!r} is not a reference ($entities.x, $facts.x, $s1.result.x, $message)"
+        )
     optional = match.group("optional") is not None
+    if match.group("message"):
+        return Reference("message", "message", (), value, optional)
     if match.group("step"):
         path = tuple(p for p in match.group("path").split(".") if p)
         return Reference("step", match.group("step"), path, value, optional)

@@ -134,6 +134,8 @@ def _reference_type(
     fact_sources: Mapping[str, list[tuple[str, tuple[str, ...]]]],
 ) -> tuple[Any, str | None]:
     """The static type a reference yields, or a problem."""
+    if ref.scope == "message":
+        return str, None
     if ref.scope == "entities":
         if ref.name not in context.entity_types:
             known = ", ".join(sorted(context.entity_types)) or "none"

@@ -1,0 +1,100 @@
+"""``$message``: a step's argument bound to the text of the message that started the run.
+
+A desk that files a ticket keeps the customer's own words with it; before, no tool could
+see the message (only the entities code pulled out of it), so a ticket had no text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from corral import MemoryStore, Runtime, tool
+from corral.contracts import RunStatus
+from corral.errors import ConfigInvalidError
+from corral.planning.references import parse_reference
+from corral.testing import FixedEffects
+from tests.helpers import build_agent
+
+
+class Filed(BaseModel):
+    ticket: str
+
+
+def _filing(received: list[Any]) -> Any:
+    @tool
+    def file_ticket(order_id: str, body: str, note: str | None = None) -> Filed:
+        received.append((order_id, body, note))
+        return Filed(ticket="T1")
+
+    return file_ticket
+
+
+STEP = {
+    "id": "s1",
+    "tool": "file_ticket",
+    "args": {"order_id": "$entities.order_id", "body": "$message"},
+}
+
+
+def _runtime(received: list[Any], step: dict[str, Any] = STEP, **options: Any) -> Runtime:
+    agent = build_agent([_filing(received)], [step], **options)
+    return Runtime(agent, MemoryStore(), effects=FixedEffects())
+
+
+def test_the_tool_gets_the_message_that_started_the_run_in_chinese_and_english() -> None:
+    received: list[Any] = []
+    runtime = _runtime(received)
+    for text in ("go 订单 A12 的打印机卡纸了，一直响", "go: order A7, the screen flickers"):
+        assert asyncio.run(runtime.start(text)).status is RunStatus.FINISHED
+    assert received == [
+        ("A12", "go 订单 A12 的打印机卡纸了，一直响", None),
+        ("A7", "go: order A7, the screen flickers", None),
+    ]
+
+
+def test_an_answer_to_a_question_does_not_replace_the_message() -> None:
+    received: list[Any] = []
+    runtime = _runtime(received, requires=["order_id"])
+    asked = asyncio.run(runtime.start("go, the printer jams"))
+    assert asked.status is RunStatus.AWAITING_USER
+    done = asyncio.run(runtime.resume(asked.run_id, answer="A3"))
+    assert done.status is RunStatus.FINISHED
+    assert received == [("A3", "go, the printer jams", None)]
+
+
+def test_a_run_from_a_plan_has_no_message_unless_the_reference_is_optional() -> None:
+    received: list[Any] = []
+    runtime = _runtime(received)
+    missing = asyncio.run(runtime.run_plan("p", entities={"order_id": "A1"}))
+    assert missing.status is RunStatus.HANDED_OFF and missing.error_code == "MISSING_ARGUMENT"
+    optional = dict(STEP, args={"order_id": "$entities.order_id", "body": "x", "note": "$message?"})
+    runtime = _runtime(received, optional)
+    done = asyncio.run(runtime.run_plan("p", entities={"order_id": "A1"}))
+    assert done.status is RunStatus.FINISHED and received == [("A1", "x", None)]
+
+
+def test_message_is_text_to_the_plan_check() -> None:
+    """A ``$message`` bound to a parameter that is not text is refused before any run."""
+
+    @tool
+    def count(n: int) -> Filed:
+        return Filed(ticket=str(n))
+
+    with pytest.raises(ConfigInvalidError, match=r"\$message is str, but count.n expects int"):
+        build_agent([count], [{"id": "s1", "tool": "count", "args": {"n": "$message"}}])
+
+
+@pytest.mark.parametrize("text", ["$messages", "$message.text", "$message.x?", "$Message"])
+def test_only_the_bare_form_is_a_message_reference(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a reference"):
+        parse_reference(text)
+
+
+def test_the_reference_forms() -> None:
+    plain, optional = parse_reference("$message"), parse_reference("$message?")
+    assert plain is not None and (plain.scope, plain.optional) == ("message", False)
+    assert optional is not None and optional.optional
