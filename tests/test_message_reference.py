@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from corral import MemoryStore, Runtime, tool
+from corral import Agent, MemoryStore, Runtime, parse_config, tool
 from corral.contracts import RunStatus
-from corral.errors import ConfigInvalidError
+from corral.errors import ConfigInvalidError, PlanInvalidError
 from corral.planning.references import parse_reference
 from corral.testing import FixedEffects
 from tests.helpers import build_agent
@@ -56,25 +56,57 @@ def test_the_tool_gets_the_message_that_started_the_run_in_chinese_and_english()
     ]
 
 
-def test_an_answer_to_a_question_does_not_replace_the_message() -> None:
+@pytest.mark.parametrize(
+    ("first", "answer", "requires", "bound"),
+    [
+        # an answer to a question for a value fills the value: the request stays the message
+        ("go, the printer jams", "A3", ["order_id"], ("A3", "go, the printer jams", None)),
+        # an answer to "what do you mean?" is classified again: it carries the request
+        ("hi there", "go: order A7, it flickers", [], ("A7", "go: order A7, it flickers", None)),
+    ],
+)
+def test_after_a_question_the_message_is_the_one_the_run_does(
+    first: str, answer: str, requires: list[str], bound: tuple[str, str, None]
+) -> None:
     received: list[Any] = []
-    runtime = _runtime(received, requires=["order_id"])
-    asked = asyncio.run(runtime.start("go, the printer jams"))
+    runtime = _runtime(received, requires=requires)
+    asked = asyncio.run(runtime.start(first))
     assert asked.status is RunStatus.AWAITING_USER
-    done = asyncio.run(runtime.resume(asked.run_id, answer="A3"))
-    assert done.status is RunStatus.FINISHED
-    assert received == [("A3", "go, the printer jams", None)]
+    done = asyncio.run(runtime.resume(asked.run_id, answer=answer))
+    assert done.status is RunStatus.FINISHED and received == [bound]
 
 
-def test_a_run_from_a_plan_has_no_message_unless_the_reference_is_optional() -> None:
+def test_a_run_from_a_plan_needing_the_message_is_refused_before_any_step() -> None:
+    """Not after the steps before it acted: a run from a plan has no message."""
     received: list[Any] = []
-    runtime = _runtime(received)
-    missing = asyncio.run(runtime.run_plan("p", entities={"order_id": "A1"}))
-    assert missing.status is RunStatus.HANDED_OFF and missing.error_code == "MISSING_ARGUMENT"
+    first = {"id": "s0", "tool": "file_ticket", "args": {"order_id": "A1", "body": "first"}}
+    agent = build_agent([_filing(received)], [first, dict(STEP, depends_on=["s0"])])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    with pytest.raises(PlanInvalidError, match=r"step s1 binds \$message"):
+        asyncio.run(runtime.run_plan("p", entities={"order_id": "A1"}))
+    assert received == [] and runtime.store.list_runs(10) == []
     optional = dict(STEP, args={"order_id": "$entities.order_id", "body": "x", "note": "$message?"})
     runtime = _runtime(received, optional)
     done = asyncio.run(runtime.run_plan("p", entities={"order_id": "A1"}))
     assert done.status is RunStatus.FINISHED and received == [("A1", "x", None)]
+
+
+def test_a_rewrite_may_not_bind_the_message() -> None:
+    """A rewrite's arguments are entities and facts: ``$message`` there is refused at load
+    (it was accepted, then failed every matching run)."""
+    received: list[Any] = []
+    config = build_agent([_filing(received)], [STEP]).config.model_dump()
+    config["argument_rewrites"] = [
+        {
+            "name": "r",
+            "tool": "file_ticket",
+            "when": 'args.body == "x"',
+            "use_tool": "file_ticket",
+            "args": {"body": "$message"},
+        }
+    ]
+    with pytest.raises(ConfigInvalidError, match=r"only \$entities and \$facts"):
+        Agent.build(parse_config(config), [_filing(received)])
 
 
 def test_message_is_text_to_the_plan_check() -> None:

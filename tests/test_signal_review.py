@@ -134,12 +134,13 @@ def group_post(posts: list[str]) -> ToolSpec:
     return post
 
 
-async def test_a_replan_never_repeats_a_finished_write() -> None:
+@pytest.mark.parametrize("text", ["hello", "$message"])
+async def test_a_replan_never_repeats_a_finished_write(text: str) -> None:
     """The post succeeded, the check after it failed: a replan that posts the same text
     again under a new step id is refused and the model asked again; the group gets one
-    post."""
+    post. Also when the text is the message (``$message``: the check once skipped it)."""
     post_then_check = [
-        {"id": "w1", "tool": "post", "args": {"text": "hello"}},
+        {"id": "w1", "tool": "post", "args": {"text": text}},
         {
             "id": "c1",
             "tool": "ok",
@@ -149,7 +150,7 @@ async def test_a_replan_never_repeats_a_finished_write() -> None:
         },
     ]
     repeat = [
-        {"id": "w2", "tool": "post", "args": {"text": "hello"}},
+        {"id": "w2", "tool": "post", "args": {"text": text}},
         {"id": "c2", "tool": "ok", "args": {"n": 7}, "depends_on": ["w2"]},
     ]
     model = ScriptedModel(
@@ -163,7 +164,7 @@ async def test_a_replan_never_repeats_a_finished_write() -> None:
     config = parse_config(one_intent("go", tools=["ok", "post"], model={"name": "scripted"}))
     runtime = runtime_for(Agent.build(config, [ok, group_post(posts)], model=model))
     summary = await runtime.start("go post hello, 1 then 7")
-    assert posts == ["hello"]
+    assert posts == ["hello" if text == "hello" else "go post hello, 1 then 7"]
     assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
     assert [s.id for s in summary.steps] == ["w1", "c2"]
     reasked = model.requests[2].messages[-1].content

@@ -365,7 +365,7 @@ def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]
             except ValueError as exc:
                 problems.append(f"argument rewrite {rewrite.name}.{key}: {exc}")
                 continue
-            if ref is not None and ref.scope == "step":
+            if ref is not None and ref.scope in ("step", "message"):
                 problems.append(
                     f"argument rewrite {rewrite.name}.{key}: only $entities and "
                     "$facts references are allowed"

@@ -49,7 +49,7 @@ class Reference:
         """
         scope = self.scope
         if scope == "message":
-            value: Any = message or None
+            value: Any = message
         else:
             source = results if scope == "step" else facts if scope == "facts" else entities
             value = source.get(self.name)

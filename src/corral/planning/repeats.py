@@ -34,11 +34,12 @@ def repeated_writes(
     new_steps: Iterable[str],
     made: Iterable[MadeWrite],
     tools: ToolRegistry,
-    values: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]],
+    values: tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any], str | None],
 ) -> list[str]:
     """A problem for each of ``new_steps`` that makes one of the ``made`` writes again.
 
-    ``values``: the entities, facts and step results its references bind to now; a step
+    ``values``: the entities, facts, step results and message its references bind to
+    now (``bind_arguments``'s sources: a write bound to ``$message`` is compared too); a step
     whose arguments read what is not known yet (a new step's result) is not compared.
     """
     done = {stable_hash([write.tool, dict(write.args)]): write for write in made}

@@ -41,10 +41,9 @@ class GateView:
         """The agent's business rules."""
         self.entities: Mapping[str, Any] = loop.state.entities
         """The entities the user gave (a scheduler's run merges no new ones)."""
-        messages = loop.state.messages
-        self.message: str | None = messages[0] if messages else None
-        """The text of the message that started the run (``$message``); answers to its
-        questions come after it. None for a run started from a plan."""
+        self.message: str | None = loop.state.request
+        """The message the run's intent was classified from (``$message``); None for a
+        run started from a plan."""
         self.active_seconds: Callable[[], float] = loop.active_seconds
         """Running time of the run so far, excluding pauses (the loop's own method)."""
 

@@ -276,7 +276,7 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
             graph = validate_plan(combined(draft), context)
         except CorralError as exc:
             return [exc.message]
-        values = (state.entities, loop.facts_with_entities(), results)
+        values = (state.entities, loop.facts_with_entities(), results, state.request)
         new = [s.id for s in draft.steps]
         repeats = repeated_writes(graph, new, made, agent.tools, values)
         return repeats + ungrounded_literals(draft, context, evidence)

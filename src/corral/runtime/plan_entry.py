@@ -30,6 +30,7 @@ from corral.errors import (
 )
 from corral.events import EntitiesMerged, Event, PlanCreated, Routed, RunStarted
 from corral.intent.entities import EntityExtractor
+from corral.planning.references import iter_references, parse_reference
 from corral.planning.validate import validate_plan
 from corral.routing.router import plan_templates, substitutes
 from corral.runtime.journal import Journal
@@ -166,6 +167,30 @@ def _as_extracted(name: str, spec: EntitySpec, value: Any) -> Any:
             )
         return found
     return value
+
+
+def check_no_message(given: GivenPlan) -> None:
+    """``PLAN_INVALID`` before the run starts if a step needs ``$message``.
+
+    A run from a plan has no message: the step would stop it only after the steps before
+    it had acted (a write among them). ``$message?`` binds None there instead.
+    """
+    needing = [
+        step.id
+        for step in given.plan.steps
+        for _, text in iter_references(step.args)
+        if (ref := parse_reference(text)) is not None
+        and ref.scope == "message"
+        and not ref.optional
+    ]
+    if needing:
+        raise PlanInvalidError(
+            [
+                f"step {step} binds $message, and a run from a plan has no message"
+                for step in needing
+            ],
+            hint="start it from a message, or write $message? (None without one)",
+        )
 
 
 def check_required(

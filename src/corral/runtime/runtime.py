@@ -69,6 +69,7 @@ from corral.runtime.plan_entry import (
     ENTRY_MESSAGE,
     ENTRY_PLAN,
     check_entities,
+    check_no_message,
     check_required,
     resolve_plan,
     start_plan,
@@ -641,6 +642,7 @@ class Runtime:
         given = resolve_plan(self.agent, plan, intent)
         checked = check_entities(self.agent, entities or {})
         session = await self._session(session_id) if session_id else None
+        check_no_message(given)
         check_required(self.agent, given, checked, self._carried(session))
         found = run_priority(priority, "", self._per_agent().priority)
         observed = await self._observed_latency()

@@ -117,6 +117,9 @@ class RunState:
     received_at: datetime | None = None
     language: Language = "zh"
     messages: list[str] = field(default_factory=list)
+    request: str | None = None
+    """The message the run's intent was classified from (``$message``): the first, or the
+    answer to a question asking what the user meant, which is classified again."""
     intent: IntentResult | None = None
     entities: dict[str, Any] = field(default_factory=dict)
     route: RouteDecision | None = None
@@ -224,6 +227,7 @@ def apply(state: RunState, event: Event) -> RunState:
             state.memory = TaskMemory(goal=payload.text[:200])
     elif isinstance(payload, IntentClassified):
         state.intent = payload.result
+        state.request = state.messages[-1] if state.messages else None
     elif isinstance(payload, EntitiesMerged):
         state.entities.update(payload.entities)
     elif isinstance(payload, Routed):
