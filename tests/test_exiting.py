@@ -70,3 +70,23 @@ def test_idle_thread_pools_are_not_named_even_with_no_time_given() -> None:
             0,
         )
         assert code == 0 and said == ""
+
+
+def test_armed_as_a_stop_begins_it_also_ends_a_stop_that_hangs() -> None:
+    """``main_too``: the main thread never gets to exit (the stop waits for ever)."""
+    began = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys, time; sys.path.insert(0, {str(SRC)!r})\n"
+            "from corral.exiting import exit_within\n"
+            "exit_within('corral worker', 0.5, main_too=True)\n"
+            "time.sleep(3600)\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and time.monotonic() - began < 30
+    assert done.stderr.strip().endswith("MainThread (its stop)")

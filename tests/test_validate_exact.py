@@ -150,7 +150,7 @@ def test_a_malformed_reference_does_not_hide_the_references_after_it() -> None:
         plan({"id": "s1", "tool": "takes_list", "args": {"xs": ["$not a ref", "$ghost.result.x"]}})
     )
     assert found == [
-        "s1.xs: '$not a ref' is not a reference ($entities.x, $facts.x, $s1.result.x)",
+        "s1.xs: '$not a ref' is not a reference ($entities.x, $facts.x, $s1.result.x, $message)",
         "s1.xs: $ghost.result.x: there is no step 'ghost'",
     ]
 

@@ -41,7 +41,10 @@ def test_a_worker_stopped_with_a_stuck_sync_tool_exits_and_names_the_thread(
         assert mark.exists() and summary["status"] == "handed_off"
         began = time.monotonic()
         worker.send_signal(signal.SIGTERM)
-        until(lambda: worker.poll() is not None, "the worker's exit", 40)
+        try:
+            until(lambda: worker.poll() is not None, "the worker's exit", 40)
+        except AssertionError:
+            raise AssertionError(f"the worker did not exit:\n{pool.log('w-stuck')}") from None
         took = time.monotonic() - began
         said = pool.log("w-stuck")
     assert worker.returncode == 0, said

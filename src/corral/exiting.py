@@ -57,22 +57,27 @@ LEAST_S = 0.5
 threads then end; looked at sooner, they would be named as left."""
 
 
-def exit_within(command: str, within_s: float, code: int = 0) -> threading.Thread:
+def exit_within(
+    command: str, within_s: float, code: int = 0, *, main_too: bool = False
+) -> threading.Thread:
     """Give the process ``within_s`` from now to end its threads, then end it without them.
 
     For a process about to return from its main function: Python's own exit runs (idle
     thread pools are woken and end, ``atexit`` handlers run) and is all that happens when
     every thread ends in time. A daemon thread watches: if threads Python's exit waits
-    for are still running after ``within_s`` (at least ``LEAST_S``), it names them and
-    exits with ``code`` (``exit_leaving``). With none left by then it does nothing, so
-    ``atexit`` handlers that take a while are not cut short.
+    for are still running after ``within_s`` (at least ``LEAST_S``), or (``main_too``:
+    armed as a stop began) the main thread is still running, its stop hanging, it names
+    them and exits with ``code`` (``exit_leaving``). With none left by then it does
+    nothing, so ``atexit`` handlers that take a while are not cut short.
     """
 
     def watch() -> None:
         time.sleep(max(within_s, LEAST_S))
-        left = exit_waits_for()
+        left = [thread.name for thread in exit_waits_for()]
+        if main_too and threading.main_thread().is_alive():  # its stop itself hangs
+            left.append(f"{threading.main_thread().name} (its stop)")
         if left:
-            exit_leaving(command, [thread.name for thread in left], code)
+            exit_leaving(command, left, code)
 
     watcher = threading.Thread(target=watch, name=f"{command} exit watch", daemon=True)
     watcher.start()

@@ -23,7 +23,7 @@ from corral.cli.common import (
 )
 from corral.errors import ConfigInvalidError
 from corral.exiting import exit_within
-from corral.workers.stopping import SHUTDOWN_GRACE_S, STOP_S
+from corral.workers.stopping import SHUTDOWN_GRACE_S, STOP_MARGIN_S, STOP_S
 
 
 @app.command()
@@ -102,6 +102,11 @@ def worker(
             log_dir=folder / "logs",
             takeover_poll_s=takeover_poll_s,
             grace_s=shutdown_grace,
+            # the whole stop, whatever in it waits for ever: the drives' grace, the
+            # threads' time, and the store's and DBOS's own closing (STOP_MARGIN_S)
+            on_stop=lambda: exit_within(
+                "corral worker", shutdown_grace + stop_timeout + STOP_MARGIN_S, main_too=True
+            ),
         )
     except BaseException:  # its stop failed: the process still ends, with the error's code
         exit_within("corral worker", stop_timeout, code=2)

@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -86,6 +86,8 @@ class Worker:
     takeover_poll_s: float = 1.0
     """How often this worker looks for dead workers' runs to take over (``liveness.py``)."""
     liveness: Liveness | None = None
+    on_stop: Callable[[], object] | None = None
+    """Called as the stop begins (``corral worker`` bounds the whole stop from there)."""
 
     def launch(self) -> None:
         """Open the store, make each agent's runtime, register the workflow, launch DBOS.
@@ -165,6 +167,8 @@ class Worker:
         from dbos import DBOS
 
         self.stopping.set()
+        if self.on_stop is not None:
+            self.on_stop()
         if self.liveness is not None:  # held until the process ends, however long (below)
             self.liveness.keep()
         DBOS.destroy(workflow_completion_timeout_sec=math.ceil(self.grace_s))
@@ -199,10 +203,12 @@ def run_worker(
     log_dir: Path | None = None,
     takeover_poll_s: float = 1.0,
     grace_s: float = SHUTDOWN_GRACE_S,
+    on_stop: Callable[[], object] | None = None,
 ) -> None:
     """Run a worker for ``agents`` on ``store_url`` (PostgreSQL) until SIGTERM or SIGINT.
 
-    ``grace_s``: how long the drives in flight then get to end (``Worker.stop``).
+    ``grace_s``: how long the drives in flight then get to end (``Worker.stop``);
+    ``on_stop``: called as the stop begins.
     """
     worker = Worker(
         store_url,
@@ -211,6 +217,7 @@ def run_worker(
         log_dir,
         takeover_poll_s=takeover_poll_s,
         grace_s=grace_s,
+        on_stop=on_stop,
     )
     worker.launch()
     try:
