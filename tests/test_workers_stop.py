@@ -48,8 +48,10 @@ def test_a_worker_stopped_with_a_stuck_sync_tool_exits_and_names_the_thread(
         took = time.monotonic() - began
         said = pool.log("w-stuck")
     assert worker.returncode == 0, said
-    assert "leaving 1 thread(s) that did not end" in said, said
-    assert took < 25  # DBOS's own stop, then the threads' 1 s: not for ever
+    # the tool's thread, named; on a loaded machine the whole stop's bound may come first
+    # and name the stop as well ("MainThread (its stop)")
+    assert "stopped, leaving" in said and "thread(s) that did not end" in said, said
+    assert took < 35  # bounded: the threads get 1 s, the whole stop 10 + 1 + 10 s at most
 
 
 def test_a_worker_whose_threads_all_end_exits_after_its_grace(tmp_path: Path) -> None:
