@@ -265,7 +265,8 @@ def runs(
             )
         )
         return
-    table = Table(_id_column("run_id", records), "agent", "status", "intent", "created")
+    ids = [r.run_id for r in records]
+    table = Table(_id_column("run_id", ids), "agent", "status", "intent", "created")
     for r in records:
         table.add_row(
             *(Text(visible(v)) for v in (r.run_id, r.agent, r.status, _intent_of(r) or "")),
@@ -280,15 +281,14 @@ def _intent_of(record: RunRecord) -> str | None:
     return label if isinstance(label, str) else None
 
 
-def _id_column(header: str, records: Sequence[Any]) -> Column:
-    """A column of run ids, shown whole however narrow the terminal.
+def _id_column(header: str, ids: Sequence[str]) -> Column:
+    """A column of the run ids ``ids``, shown whole however narrow the terminal.
 
     They are there to be copied (``corral show``, ``resume``, ``traces``); the other
     columns wrap or shorten instead.
     """
     from rich.table import Column
 
-    ids = [r.run_id if hasattr(r, "run_id") else r["run_id"] for r in records]
     return Column(header, no_wrap=True, min_width=max(map(len, ids), default=len(header)))
 
 
@@ -428,7 +428,8 @@ def _print_traces(records: list[dict[str, Any]], as_json: bool, *, with_run: boo
     from rich.table import Table
 
     columns = ("seq", "stage", "event", "level", "status", "input", "output", "ms")
-    table = Table(*((_id_column("run", records), *columns) if with_run else columns))
+    ids = [r["run_id"] for r in records]
+    table = Table(*((_id_column("run", ids), *columns) if with_run else columns))
     for r in records:
         ms = f"{r['duration_ms']:.1f}" if isinstance(r["duration_ms"], int | float) else ""
         cells = [

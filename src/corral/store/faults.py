@@ -53,6 +53,13 @@ _LOCKED_HINT = (
 )
 
 
+def _sqlstate(exc: BaseException) -> str | None:
+    """The PostgreSQL SQLSTATE of a driver failure (psycopg's ``sqlstate``), if it has one."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    state = getattr(orig, "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
 def _full(folder: Path | None) -> bool:
     """Whether the file system holding ``folder`` has no space left for us."""
     if folder is None:
@@ -84,8 +91,8 @@ def _classify(exc: BaseException) -> type[StoreError]:
             return StoreReadOnlyError
         return StoreUnavailableError
     orig = exc.orig if isinstance(exc, DBAPIError) else None
-    state = getattr(orig, "sqlstate", None)
-    if isinstance(state, str):
+    state = _sqlstate(exc)
+    if state is not None:
         if state in _PG_STATES:
             return _PG_STATES[state]
         if state.startswith("08"):  # connection exceptions
@@ -114,6 +121,5 @@ def store_faults(
         raise
     except (SQLAlchemyError, OSError) as exc:
         kind = classify(exc, folder)
-        orig = exc.orig if isinstance(exc, DBAPIError) else None
-        hint = _LOCKED_HINT if getattr(orig, "sqlstate", None) == _LOCKED else None
+        hint = _LOCKED_HINT if _sqlstate(exc) == _LOCKED else None
         raise kind(f"{action} failed: {first_line(exc)}", run_id=run_id, hint=hint) from exc

@@ -378,7 +378,6 @@ class SqlStore:
         self._plans_stored: set[str] = set()
         """Plan hashes this store object has written or seen written (skips a lookup)."""
         self._sqlite = engine.dialect.name == "sqlite"
-        self._postgres = engine.dialect.name == "postgresql"
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -497,7 +496,7 @@ class SqlStore:
                 info.pop(_WRITE, None)
                 raise
             with transaction:
-                if self._postgres:
+                if not self._sqlite:  # PostgreSQL, the other dialect a store opens
                     _bound_lock_waits(conn)
                 yield conn
 
