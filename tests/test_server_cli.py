@@ -234,3 +234,13 @@ def test_the_listening_sockets_are_made_as_asyncio_makes_them() -> None:
             assert six[0].getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 1
         finally:
             six[0].close()
+
+
+def test_the_banner_writes_an_ipv6_host_in_brackets_as_a_browser_takes_it() -> None:
+    from corral.cli.serve import _origin
+
+    assert _origin("::", 8080) == "http://[::]:8080"
+    assert _origin("::1", 80) == "http://[::1]:80"
+    assert _origin("[::1]", 80) == "http://[::1]:80"
+    assert _origin("127.0.0.1", 8080) == "http://127.0.0.1:8080"
+    assert _origin("localhost", 1) == "http://localhost:1"

@@ -100,12 +100,13 @@ def serve(
     )
     server_app = create_app(settings)
     where = "CORRAL_API_TOKEN" if token.file is None else str(token.file)
-    err_console.print(f"corral serve: {', '.join(a.name for a in agents)} on http://{host}:{port}")
+    origin = _origin(host, port)
+    err_console.print(f"corral serve: {', '.join(a.name for a in agents)} on {origin}")
     err_console.print(f"token: {where}")
     # The token goes into the address only on a terminal: stderr that is a pipe or a file
     # ends up in log collectors (journald, docker logs), where a token must not be.
     signed_in = f"#token={token.value}" if sys.stderr.isatty() else ""
-    err_console.print(f"dashboard: http://{host}:{port}/ui/{signed_in}", soft_wrap=True)
+    err_console.print(f"dashboard: {origin}/ui/{signed_in}", soft_wrap=True)
     _settle_heap()
     served = server_app.state.corral
     serve_until_stopped(server_app, sockets, settings.shutdown_grace_s, served.hub)
@@ -114,3 +115,9 @@ def serve(
     left = threads_left()
     if left:  # a sync tool that never returned: Python would wait for it at exit, for ever
         exit_leaving("corral serve", left)
+
+
+def _origin(host: str, port: int) -> str:
+    """The address to open, as a browser takes it: an IPv6 host goes in brackets (RFC 3986)."""
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}"
