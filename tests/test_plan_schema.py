@@ -16,7 +16,12 @@ from corral.config import EntitySpec
 from corral.intent.model_extraction import extraction_model, extraction_request
 from corral.intent.model_fallback import intent_output_model
 from corral.models.schema import MAX_ITEMS
-from corral.planning.model_planner import draft_model, draft_to_plan, plan_request
+from corral.planning.model_planner import (
+    draft_model,
+    draft_to_plan,
+    plan_request,
+    reference_pattern,
+)
 from tests.extras import REQUIRE_LOCAL_MODEL, import_extra
 
 
@@ -90,6 +95,23 @@ def test_the_plan_schema_sent_to_the_model_names_each_tools_required_arguments()
     assert request.schema is not None
     assert args_of(request.schema, "close")["required"] == ["ticket_id", "reason"]
     assert args_of(request.schema, "search")["required"] == ["start"]
+
+
+def test_the_prompt_names_every_reference_form_the_schema_lets_the_model_write() -> None:
+    """The defect: the grammar allowed ``$facts.x`` and ``$message``, but the prompt named
+    only ``$entities`` and ``$sN.result``: a model never learned it could pass the message
+    to a free-text parameter, and invented a description instead (refused as ungrounded)."""
+    request = plan_request("close A1", "ask", [search, close], {}, 5, 0.0)
+    system = request.messages[0].content
+    pattern = reference_pattern(["x"])
+    for form, written in (
+        ("entities", "$entities.NAME"),
+        ("facts", "$facts.NAME"),
+        ("message", "$message"),
+        ("result", "$sN.result.FIELD"),
+    ):
+        assert form in pattern  # the grammar lets the model write it ...
+        assert written in system  # ... and the prompt says what it is
 
 
 def test_the_step_is_a_union_over_the_tools_each_with_only_its_own_arguments() -> None:

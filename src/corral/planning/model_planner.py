@@ -188,7 +188,9 @@ def plan_request(
         + f"\nRules: at most {max_steps} steps; each step has id (s1, s2, ...), tool, args, "
         "depends_on. An argument is a literal or a reference: $entities.NAME for what the user "
         "said, $sN.result.FIELD for an output field of an earlier step that this step "
-        "depends on. Never invent ids or values that are not given. If the tools cannot do "
+        "depends on, $facts.NAME for a fact that an earlier step publishes, $message for the "
+        "user's whole message as written (for a free-text parameter such as a description). "
+        "Never invent ids or values that are not given. If the tools cannot do "
         'it, reply {"steps": []}. Reply with JSON only: {"steps": [...]}.'
         + _rule_lines(tools, rule_reads or {})
     )
