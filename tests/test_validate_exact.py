@@ -155,6 +155,87 @@ def test_a_malformed_reference_does_not_hide_the_references_after_it() -> None:
     ]
 
 
+class Filter(BaseModel):
+    customer: str
+    limit: int
+
+
+@tool
+def takes_nested(
+    ids: list[int],
+    by_name: dict[str, int],
+    pair: tuple[str, int],
+    where: Filter,
+    either: list[int | str],
+) -> Done:
+    return Done(ok=True)
+
+
+NESTED = PlanContext(ToolRegistry([nested, takes_nested]), ENTITIES)
+
+
+def test_a_reference_nested_in_a_list_a_dict_a_tuple_or_a_model_is_type_checked_too() -> None:
+    """The defect: only a reference that was the whole argument was type-checked; one inside
+    a list, a dict or a model was not, so a plan passing a text where a number belongs was
+    accepted and ran its earlier steps before the call refused it."""
+    step = {
+        "id": "s2",
+        "tool": "takes_nested",
+        "depends_on": ["s1"],
+        "args": {
+            "ids": [1, "$s1.result.order.order_id"],
+            "by_name": {"a": "$s1.result.order.purchase_date"},
+            "pair": ["$s1.result.order.amount", "$s1.result.order.order_id"],
+            "where": {"customer": "$entities.customer", "limit": "$entities.order_id"},
+            "either": ["$s1.result.order.order_id"],  # a union: the call's validator decides
+        },
+    }
+    found = problems(plan({"id": "s1", "tool": "nested"}, step), NESTED)
+    assert found == [
+        "s2.ids: $s1.result.order.order_id is str, but takes_nested.ids[1] expects int",
+        "s2.by_name: $s1.result.order.purchase_date is date, but takes_nested.by_name[a] "
+        "expects int",
+        "s2.pair: $s1.result.order.amount is int, but takes_nested.pair[0] expects str",
+        "s2.pair: $s1.result.order.order_id is str, but takes_nested.pair[1] expects int",
+        "s2.where: $entities.order_id is str, but takes_nested.where[limit] expects int",
+    ]
+
+
+def test_nested_references_of_the_right_type_pass() -> None:
+    step = {
+        "id": "s2",
+        "tool": "takes_nested",
+        "depends_on": ["s1"],
+        "args": {
+            "ids": ["$s1.result.order.amount", 2],
+            "by_name": {"a": "$s1.result.order.amount"},
+            "pair": ["$entities.customer", "$s1.result.order.amount"],
+            "where": {"customer": "$s1.result.order.order_id", "limit": 3},
+            "either": ["$s1.result.order.order_id", "$s1.result.order.amount"],
+        },
+    }
+    validate_plan(plan({"id": "s1", "tool": "nested"}, step), NESTED)
+
+
+def test_a_nested_optional_reference_needs_a_place_that_takes_none() -> None:
+    step = {
+        "id": "s2",
+        "tool": "takes_nested",
+        "depends_on": ["s1"],
+        "args": {
+            "ids": ["$s1.result.order.amount?"],
+            "by_name": {},
+            "pair": ["a", 1],
+            "where": {"customer": "x", "limit": 1},
+            "either": [],
+        },
+    }
+    assert problems(plan({"id": "s1", "tool": "nested"}, step), NESTED) == [
+        "s2.ids: $s1.result.order.amount? may be missing, but takes_nested.ids[0] "
+        "does not accept None"
+    ]
+
+
 def test_an_unknown_entity_lists_the_declared_ones_sorted_or_none() -> None:
     step = {"id": "s1", "tool": "takes_text", "args": {"text": "$entities.phone"}}
     assert problems(plan(step)) == [
@@ -384,3 +465,27 @@ def test_steps_that_wait_for_each_other_are_rejected_with_the_fix() -> None:
         "steps a, b wait for each other: each publishes a fact that a rule before another "
         "reads; order them with depends_on"
     ]
+
+
+def test_element_type_walks_containers_and_leaves_the_unknown_to_the_call() -> None:
+    from collections.abc import Sequence
+    from typing import TypedDict
+
+    from corral.typecheck import element_type
+
+    class Point(TypedDict):
+        x: int
+
+    assert element_type(list[int] | None, ("0",)) is int
+    assert element_type(Sequence[str], ("3",)) is str
+    assert element_type(tuple[int, ...], ("7",)) is int
+    assert element_type(tuple[int, str], ("1",)) is str
+    assert element_type(tuple[int, str], ("2",)) is None  # no such place
+    assert element_type(dict[str, list[int]], ("k", "0")) is int
+    assert element_type(Point, ("x",)) is int
+    assert element_type(Point, ("y",)) is None
+    assert element_type(Filter, ("nope",)) is None
+    assert element_type(list, ("0",)) is None  # no type argument
+    assert element_type(list[int] | list[str], ("0",)) is None  # the validator picks
+    assert element_type(int, ("0",)) is None
+    assert element_type(int, ()) is int

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import types
 import typing
+from collections import abc
 from enum import Enum
-from typing import Any, Literal, Union
+from typing import Any, Literal, Union, is_typeddict
 
 from pydantic import BaseModel
 
@@ -142,3 +143,51 @@ def field_type(model: type[BaseModel], path: tuple[str, ...]) -> tuple[Any, str 
             return None, f"{'.'.join(walked) or 'value'} of type {describe(current)} has no fields"
         walked.append(part)
     return current, None
+
+
+_ITEMS = (list, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.Iterable)
+"""Containers whose every item has the one type argument."""
+_MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
+
+
+def element_type(tp: Any, position: tuple[str, ...]) -> Any | None:
+    """The type a value at ``position`` inside a ``tp`` value must have (``None``: unknown).
+
+    ``position`` is the path ``references.iter_references`` gives a reference nested in an
+    argument (``("0",)`` for a list's first item, ``("key",)`` for a dict's or a model's
+    field). Unknown is a union with several members (which one the value takes is the
+    validator's choice), a container without type arguments, a field that is not there:
+    the check is then left to the call's own validation, as before.
+    """
+    for part in position:
+        members = _members(_strip(tp))
+        if len(members) != 1:
+            return None
+        node = members[0]
+        origin, args = typing.get_origin(node), typing.get_args(node)
+        if origin in _ITEMS and args:
+            tp = args[0]
+        elif origin is tuple and args:
+            if len(args) == 2 and args[1] is Ellipsis:
+                tp = args[0]
+            elif part.isdigit() and int(part) < len(args):
+                tp = args[int(part)]
+            else:
+                return None
+        elif origin in _MAPPINGS and len(args) == 2:
+            tp = args[1]
+        elif isinstance(node, type) and issubclass(node, BaseModel):
+            field = node.model_fields.get(part)
+            if field is None:
+                return None
+            tp = field.annotation
+        elif is_typeddict(node):
+            try:
+                tp = typing.get_type_hints(node).get(part)
+            except (NameError, TypeError):  # a hint that does not resolve: left to the call
+                return None
+            if tp is None:
+                return None
+        else:
+            return None
+    return tp

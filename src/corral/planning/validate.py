@@ -24,7 +24,7 @@ from corral.planning.producers import FactRead, check_producers, wait_cycle
 from corral.planning.references import Reference, iter_references, literal, parse_reference
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
-from corral.typecheck import describe, field_type, is_assignable
+from corral.typecheck import describe, element_type, field_type, is_assignable
 from corral.verify.expressions import Expression, compile_expression, fact_names
 
 
@@ -210,17 +210,21 @@ def _check_step(
             kind, problem = _reference_type(ref, step, ancestors, by_id, context, fact_sources)
             if problem:
                 problems.append(f"{step.id}.{name}: {problem}")
-            elif not position and kind is not None:
-                target = params[name].annotation
+            elif kind is not None:
+                # nested in a list, a dict or a model: the type its place there must have
+                target = element_type(params[name].annotation, position)
+                where = f"{spec.name}.{name}" + "".join(f"[{part}]" for part in position)
+                if target is None:
+                    continue
                 if ref.optional and not is_assignable(type(None), target):
                     problems.append(
-                        f"{step.id}.{name}: {ref.text} may be missing, but {spec.name}.{name} "
+                        f"{step.id}.{name}: {ref.text} may be missing, but {where} "
                         f"does not accept None"
                     )
                 elif not is_assignable(kind, target):
                     problems.append(
                         f"{step.id}.{name}: {ref.text} is {describe(kind)}, "
-                        f"but {spec.name}.{name} expects {describe(target)}"
+                        f"but {where} expects {describe(target)}"
                     )
     return references
 
