@@ -118,3 +118,38 @@ def test_bad_filters_are_refused(home: Home) -> None:
     assert done.returncode == 2 and "status must be one of" in done.stderr
     done = corral_cli(home.path, "traces", "--since", "soon", "--json", ok=False)
     assert json.loads(done.stdout)["error"]["code"] == "INVALID_INPUT"
+
+
+def test_a_stage_no_event_names_is_refused_listing_the_stages(home: Home) -> None:
+    """The defect: ``--stage exectue`` (a typo) showed nothing, as if no line matched."""
+    done = corral_cli(home.path, "traces", home.exchange, "--stage", "exectue", ok=False)
+    assert done.returncode == 2 and "stage must be one of run, intent, route" in done.stderr
+    done = corral_cli(home.path, "traces", "--since", "1h", "--stage", "nope", ok=False)
+    assert done.returncode == 2 and "judge" in done.stderr
+    assert shown(home, home.exchange, "--stage", "judge") == []  # a known stage, no line
+
+
+def test_every_stage_corral_emits_or_asks_a_model_for_is_declared() -> None:
+    """``STAGES`` is the list the filter checks: each ``emit("stage", ...)`` and each model
+    purpose (``ModelRequest("purpose", ...)``, which its ``model_call`` event carries as its
+    stage) in corral's source must be in it, or that stage could not be filtered on."""
+    import ast
+
+    from corral.contracts import STAGES
+
+    named: set[str] = set()
+    for path in (Path(__file__).parents[1] / "src" / "corral").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not node.args:
+                continue
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            first = node.args[0]
+            if called in ("emit", "ModelRequest") and isinstance(first, ast.Constant):
+                named.add(first.value)
+    assert {"execute", "judge", "extract"} <= named  # the scan finds them
+    assert named <= set(STAGES)
+    # the store's fixed columns (a schema revision's, so a list of their own) name stages
+    from corral.store.projection import STAGE_COLUMNS
+
+    assert set(STAGE_COLUMNS) <= set(STAGES)

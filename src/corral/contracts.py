@@ -232,6 +232,26 @@ TERMINAL_RUN_STATUSES = frozenset(
 """The statuses a run never leaves (``RunStatus.terminal``): built once, not per check."""
 
 
+STAGES = (
+    "run",
+    "intent",
+    "route",
+    "plan",
+    "decide",
+    "execute",
+    "verify",
+    "reply",
+    "memory",
+    "handoff",
+    "extract",
+    "judge",
+)
+"""Every stage an event names: the run around the layers, the layers, the session memory,
+the handoff, and the two model purposes that work for a layer (``extract`` for intent,
+``judge`` for verify). One list, so a filter by stage (``corral traces --stage``) can
+refuse a name no event carries instead of showing nothing."""
+
+
 class StepStatus(StrEnum):
     """A step's life cycle."""
 

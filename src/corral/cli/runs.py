@@ -305,7 +305,10 @@ def traces(
     ] = None,
     session: Annotated[str | None, typer.Option("--session", help="Runs of this session")] = None,
     intent: Annotated[str | None, typer.Option("--intent", help="Runs of this intent")] = None,
-    stage: Annotated[str | None, typer.Option("--stage", help="Only this stage")] = None,
+    stage: Annotated[
+        str | None,
+        typer.Option("--stage", help="Only this stage (run, intent, route, plan, decide, ...)"),
+    ] = None,
     level: Annotated[
         str | None, typer.Option("--level", help="Minimum: debug, info, warn or error")
     ] = None,
@@ -332,12 +335,14 @@ def traces(
     (repairing a cut or lost line). With filters: the newest --limit runs that match all
     of them (found in SQL), oldest first. --stage and --level filter the lines.
     """
-    from corral.contracts import RunStatus
+    from corral.contracts import STAGES, RunStatus
     from corral.observe.logs import LEVELS
     from corral.observe.trace_ids import corral_trace_id
 
     if level is not None and level not in LEVELS:
         raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
+    if stage is not None and stage not in STAGES:
+        raise typer.BadParameter(f"stage must be one of {', '.join(STAGES)}")
     if run_id is not None and run is not None and run_id != run:
         raise typer.BadParameter("give the run as RUN_ID or --run, not two different ones")
     if status is not None and status not in {s.value for s in RunStatus}:
