@@ -22,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from corral.agent import Agent
 from corral.contracts import RunStatus, RunSummary
@@ -42,6 +44,9 @@ from corral.testing.faults import (
     SimulatedCrash,
 )
 from corral.testing.reliability import ReliabilityReport, Transcript, transcript_from_events
+from corral.validation import validation_problems
+
+_Checked = TypeVar("_Checked", bound=BaseModel)
 
 TIER_BARS = {"core": 1.0, "regular": 0.95, "exploratory": 0.0}
 _EXPECT_KEYS = ("intent", "status", "outcome", "reply_contains", "tools", "source")
@@ -183,38 +188,116 @@ class SuiteReport:
         }
 
 
-def _case(raw: dict[str, Any], index: int) -> EvalCase:
-    if "m" in raw:
-        expect = {k: raw[k] for k in _EXPECT_KEYS if k in raw}
-        messages = [raw["m"], *raw.get("then", [])]
-        name = raw.get("name") or f"{index:03d} {raw['m'][:40]}"
-    else:
-        expect, messages, name = dict(raw.get("expect", {})), list(raw["messages"]), raw["name"]
-    unknown = set(expect) - set(_EXPECT_KEYS)
-    if unknown or not messages:
+Tier = Literal["core", "regular", "exploratory"]
+Message = Annotated[str, Field(min_length=1)]
+"""A message or an answer, as a user types it: text, never a number YAML read, never a
+string taken for a list of characters."""
+
+
+class Expectations(BaseModel):
+    """What a case expects; a name left out is not checked. A typo is refused, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    intent: str | None = None
+    status: RunStatus | None = None
+    outcome: str | None = None
+    reply_contains: str | int | float | None = None
+    tools: list[str] | None = None
+    source: str | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The expectations written, as ``_check`` reads them."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class _CaseFields(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    tier: Tier = "regular"
+    approve: bool | None = None
+    arrange: Any = None
+
+
+class ShortCase(_CaseFields, Expectations):
+    """``{m: message, then: [answers], ...expectations}``: one line per case."""
+
+    m: Message
+    then: list[Message] = []
+
+
+class LongCase(_CaseFields):
+    """``{name, messages: [...], expect: {...}}``."""
+
+    name: str
+    messages: list[Message] = Field(min_length=1)
+    expect: Expectations = Expectations()
+
+
+class SuiteFile(BaseModel):
+    """The file: the clock the cases run at, and at least one case."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    now: Annotated[datetime, Strict()] | str | None = None
+    """An ISO time (YAML may have read it as a time already); never a number."""
+    cases: list[dict[str, Any]] = Field(min_length=1)
+
+
+def checked(model: type[_Checked], raw: Any, where: str) -> _Checked:
+    """``raw`` as ``model``, or ``CONFIG_INVALID`` saying where and what is wrong."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
         raise ConfigInvalidError(
-            f"eval case {name!r}: unknown expectations {sorted(unknown)}"
-            if unknown
-            else f"eval case {name!r} has no message"
+            f"{where}: {validation_problems(exc, 3, root='the case')}",
+            hint="docs/testing.md describes an eval suite's cases",
+        ) from None
+
+
+def _case(raw: dict[str, Any], index: int, path: Path) -> EvalCase:
+    label = raw.get("name") or raw.get("m") or f"#{index}"
+    where = f"{path}: eval case {str(label)[:40]!r}"
+    if "m" in raw:
+        short = checked(ShortCase, raw, where)
+        expect = short.model_dump(
+            mode="json", include=set(Expectations.model_fields), exclude_unset=True
         )
-    arranged = parse_arrange(raw.get("arrange"), name)
-    return EvalCase(
-        name, raw.get("tier", "regular"), messages, raw.get("approve"), expect, arrange=arranged
-    )
+        messages = [short.m, *short.then]
+        name = short.name or f"{index:03d} {short.m[:40]}"
+        tier, approve, arrange_raw = short.tier, short.approve, short.arrange
+    else:
+        long = checked(LongCase, raw, where)
+        expect, messages, name = long.expect.given(), list(long.messages), long.name
+        tier, approve, arrange_raw = long.tier, long.approve, long.arrange
+    arranged = parse_arrange(arrange_raw, name)
+    return EvalCase(name, tier, messages, approve, expect, arrange=arranged)
 
 
 def load_suite(path: Path) -> EvalSuite:
-    """Read and check a suite file."""
+    """Read and check a suite file: every case, before any runs (``CONFIG_INVALID``).
+
+    A suite that checks nothing is refused too (no cases, an unknown tier, whose bar
+    would be 0): a gate that cannot fail is worse than none.
+    """
     from corral.testing.recorded import recorded_case  # builds on this module
 
-    data = read_yaml_file(path) or {}
-    cases = [
-        recorded_case(raw, i, path) if "recorded" in raw else _case(raw, i)
-        for i, raw in enumerate(data.get("cases", []), start=1)
-    ]
-    now = data.get("now")
+    data = checked(SuiteFile, read_yaml_file(path) or {}, f"eval suite {path}")
+    cases: list[EvalCase] = []
+    for i, raw in enumerate(data.cases, start=1):
+        if "recorded" in raw:
+            cases.append(recorded_case(raw, i, path))
+        else:
+            cases.append(_case(raw, i, path))
+    now = data.now
     if isinstance(now, str):
-        now = datetime.fromisoformat(now)
+        try:
+            now = datetime.fromisoformat(now)
+        except ValueError:
+            raise ConfigInvalidError(
+                f"eval suite {path}: now: {now!r} is not an ISO time (2026-11-29T10:00:00+08:00)"
+            ) from None
     return EvalSuite(cases, now)
 
 

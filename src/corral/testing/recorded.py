@@ -29,7 +29,16 @@ from corral.runtime.replay import (
 )
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
-from corral.testing.evaluation import _EXPECT_KEYS, CaseResult, EvalCase, _check, tools_selected
+from corral.testing.evaluation import (
+    _EXPECT_KEYS,
+    TIER_BARS,
+    CaseResult,
+    EvalCase,
+    Expectations,
+    _check,
+    checked,
+    tools_selected,
+)
 from corral.testing.recorded_log import read_log
 
 if TYPE_CHECKING:
@@ -64,6 +73,11 @@ def recorded_case(raw: dict[str, Any], index: int, suite: Path) -> RecordedCase:
             f"recorded case {name!r}: unknown keys {unknown}",
             hint=f"a recorded case has {sorted(CASE_KEYS)}; expect takes {list(_EXPECT_KEYS)}",
         )
+    if raw.get("tier", "regular") not in TIER_BARS:
+        raise ConfigInvalidError(
+            f"recorded case {name!r}: tier {raw['tier']!r} is not one of {', '.join(TIER_BARS)}"
+        )
+    expect = checked(Expectations, expect, f"{suite}: recorded case {name!r}: expect").given()
     log = Path(raw["recorded"])
     events = read_log(log if log.is_absolute() else suite.parent / log)
     if raw.get("run_id") not in (None, events[0].run_id):

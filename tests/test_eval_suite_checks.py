@@ -1,0 +1,98 @@
+"""A malformed eval suite is refused when it loads (``CONFIG_INVALID``, exit 2), never run.
+
+Each defect below was reproduced on ``corral eval``: an unknown tier's bar was 0, so a
+suite of failing cases exited 0; a string under ``messages:`` ran one character per turn;
+a suite with no cases passed at 100 %; ``expect: {status: bogus}`` loaded and then failed
+as if the agent had regressed; and a wrong shape crashed with a traceback and exit 1, the
+code of a missed bar, so CI could not tell a broken suite from a failing agent.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from corral.errors import ConfigInvalidError
+from corral.testing.evaluation import load_suite
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli
+
+
+def refused(tmp_path: Path, text: str) -> str:
+    """The message ``corral eval --suite`` refuses the suite ``text`` with (exit 2)."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(text, encoding="utf-8")
+    done = corral_cli(
+        tmp_path / "home", "eval", str(AFTERSALES), "--suite", str(path), "--json", ok=False
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "CONFIG_INVALID"
+    assert str(path) in error["message"]
+    return str(error["message"])
+
+
+def test_an_unknown_tier_is_refused_not_given_a_bar_of_zero(tmp_path: Path) -> None:
+    message = refused(
+        tmp_path,
+        "cases:\n  - {name: a, tier: Core, messages: [我想申请换新], expect: {status: finished}}\n",
+    )
+    assert "eval case 'a'" in message and "tier" in message
+    assert "'core', 'regular' or 'exploratory'" in message
+
+
+def test_messages_written_as_one_string_are_refused_not_split_into_characters(
+    tmp_path: Path,
+) -> None:
+    message = refused(tmp_path, "cases:\n  - {name: a, messages: 我想申请换新}\n")
+    assert "messages: Input should be a valid list" in message
+    message = refused(tmp_path, "cases:\n  - {m: 我想申请换新, then: C10001}\n")
+    assert "then: Input should be a valid list" in message
+
+
+def test_a_suite_without_cases_is_refused(tmp_path: Path) -> None:
+    for text in ("", "now: 2026-11-29T10:00:00+08:00\n", "cases: []\n"):
+        assert "cases" in refused(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("cases: 5\n", "cases: Input should be a valid list"),
+        ("cases:\n  - just a string\n", "cases.0: Input should be a valid dictionary"),
+        ("cases:\n  - {foo: 1}\n", "name: Field required"),
+        ("cases:\n  - {name: a, messages: [hi], expect: {status: bogus}}\n", "expect.status"),
+        ("cases:\n  - {name: a, messages: [hi], expect: {reply: x}}\n", "expect.reply"),
+        ("cases:\n  - {m: hi, reply_contain: x}\n", "reply_contain: Extra inputs"),
+        ("cases:\n  - {m: 12345}\n", "m: Input should be a valid string"),
+        ("cases:\n  - {m: ''}\n", "m: String should have at least 1 character"),
+        ("cases:\n  - {name: a, messages: []}\n", "messages: List should have at least 1"),
+        ("now: 5\ncases:\n  - {m: hi}\n", "now"),
+        ("now: soon\ncases:\n  - {m: hi}\n", "now: 'soon' is not an ISO time"),
+        ("cases:\n  - {m: hi}\nrounds: 3\n", "rounds: Extra inputs"),
+    ],
+)
+def test_each_wrong_shape_is_named_with_where_it_is(tmp_path: Path, text: str, says: str) -> None:
+    assert says in refused(tmp_path, text)
+
+
+def test_a_recorded_case_with_an_unknown_tier_or_status_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "suite.yaml"
+    for case, says in (
+        ("{recorded: runs/x.jsonl, tier: gold}", "tier 'gold' is not one of core"),
+        ("{recorded: runs/x.jsonl, expect: {status: done}}", "expect: status"),
+    ):
+        path.write_text(f"cases:\n  - {case}\n", encoding="utf-8")
+        with pytest.raises(ConfigInvalidError) as info:
+            load_suite(path)
+        assert says in info.value.message
+
+
+def test_the_examples_suites_load_as_they_are() -> None:
+    """The shapes refused above are none of the shapes the shipped suites use."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    sizes = {p.parent.name: len(load_suite(p).cases) for p in examples.glob("*/eval.yaml")}
+    assert sizes == {"aftersales": 17, "orders": 106, "triage": 100, "ops": 47}
