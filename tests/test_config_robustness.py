@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 
 from corral import load_agent, load_config, parse_config
 from corral.errors import ConfigInvalidError, ExpressionInvalidError
+from corral.safe_yaml import load_yaml_text
 from corral.verify import compile_expression
 from tests.conftest import ROOT
 from tests.helpers import build_agent, corral_cli
@@ -135,6 +137,47 @@ def test_ordinary_anchors_and_merges_still_load(tmp_path: Path) -> None:
     config = load_config(agent_dir(tmp_path, text) / "agent.yaml")
     assert config.templates["again"] == config.templates["done"]
     assert config.templates["more"].zh == "好" and config.templates["more"].en == "more"
+
+
+def test_a_key_written_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
+    """The defect: YAML keeps the last of two equal keys, silently. A second
+    ``business_rules:`` block appended to the orders example dropped the first's
+    ``cancel_only_before_shipping``, and a shipped order was offered for cancellation."""
+    from corral.cli.examples import LEFT_BEHIND
+    from tests.conftest import ORDERS
+
+    folder = tmp_path / "orders"
+    shutil.copytree(ORDERS, folder, ignore=LEFT_BEHIND)
+    lines = (folder / "agent.yaml").read_text(encoding="utf-8").splitlines()
+    first = 1 + next(i for i, line in enumerate(lines) if line.startswith("business_rules:"))
+    appended = (
+        "\nbusiness_rules:\n  - name: refund_only_after_shipping\n"
+        '    before_tool: request_refund\n    require: facts.order_status == "shipped"\n'
+        "    refusal: refund_not_possible\n"
+    )
+    with (folder / "agent.yaml").open("a", encoding="utf-8") as handle:
+        handle.write(appended)
+    err = fails_at_load(tmp_path, folder)
+    assert f"duplicate key 'business_rules' (first on line {first})" in err
+    assert f"agent.yaml:{len(lines) + 2}:" in err  # the second one's line
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["limits: {max_plan_steps: 10, max_plan_steps: 11}\n", "a: 1\nb:\n  c: 1\n  c: 2\n"],
+)
+def test_a_duplicate_key_at_any_depth_or_in_a_flow_mapping_is_refused(text: str) -> None:
+    with pytest.raises(ConfigInvalidError, match="duplicate key"):
+        load_yaml_text(text, "x.yaml")
+
+
+def test_a_merge_may_still_be_overridden_and_equal_keys_may_sit_in_sibling_mappings() -> None:
+    text = "base: &b {a: 1, c: 3}\nmore:\n  <<: *b\n  a: 2\nlist: [{a: 1}, {a: 2}]\n"
+    assert load_yaml_text(text, "x.yaml") == {
+        "base": {"a": 1, "c": 3},
+        "more": {"a": 2, "c": 3},
+        "list": [{"a": 1}, {"a": 2}],
+    }
 
 
 @pytest.mark.parametrize(

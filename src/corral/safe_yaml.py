@@ -10,7 +10,8 @@ measures the document while it is composed, before anything walks it, and refuse
 - nesting deeper than ``MAX_YAML_DEPTH``;
 - a document whose size with every alias expanded (nodes plus scalar characters) is over
   ``MAX_YAML_EXPANDED``; aliases themselves (``&a``/``*a``, ``<<: *a``) stay allowed;
-- recursive aliases, and non-finite numbers anywhere.
+- recursive aliases, and non-finite numbers anywhere;
+- a key written twice in one mapping (YAML would keep the last, silently).
 
 Every refusal is ``CONFIG_INVALID`` naming the file and line.
 """
@@ -37,6 +38,7 @@ MAX_YAML_EXPANDED = 2_000_000
 about twice what the largest file can hold without aliases."""
 
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -81,6 +83,7 @@ class _BoundedLoader(yaml.SafeLoader):
         elif isinstance(node, SequenceNode):
             size = 1 + sum(self._sizes[id(child)] for child in node.value)
         elif isinstance(node, MappingNode):
+            self._check_keys(node)
             size = 1 + sum(self._sizes[id(k)] + self._sizes[id(v)] for k, v in node.value)
         else:  # pragma: no cover - the composer makes only these three kinds
             size = 1
@@ -91,6 +94,27 @@ class _BoundedLoader(yaml.SafeLoader):
                 node.start_mark,
             )
         self._sizes[id(node)] = size
+
+    @staticmethod
+    def _check_keys(node: MappingNode) -> None:
+        """Refuse a key written twice in one mapping.
+
+        YAML keeps the last silently, so a second ``business_rules:`` block would drop the
+        first's rules unseen. Keys that a merge (``<<: *a``) brings in may still be
+        overridden, as YAML means them to be.
+        """
+        first: dict[tuple[str, str], int] = {}
+        for key, _ in node.value:
+            if not isinstance(key, ScalarNode) or key.tag == _MERGE_TAG:
+                continue
+            seen = (key.tag, key.value)
+            if seen in first:
+                raise _refusal(
+                    f"duplicate key {key.value!r} (first on line {first[seen] + 1}); YAML "
+                    "would keep only the last",
+                    key.start_mark,
+                )
+            first[seen] = key.start_mark.line
 
     def _check_number(self, node: ScalarNode) -> None:
         if node.tag != _FLOAT_TAG:
