@@ -565,9 +565,11 @@ def load_agent(
     enables the classifier, it is trained on the intents' examples, or loaded from
     ``cache_dir`` when the same examples were trained before.
     """
-    root = Path(agent_dir)
-    if not (root / "agent.yaml").is_file():
-        raise ConfigInvalidError(f"{root} has no agent.yaml")
+    if not (Path(agent_dir) / "agent.yaml").is_file():
+        raise ConfigInvalidError(f"{agent_dir} has no agent.yaml")
+    # absolute: the folder is recorded with each run, and a resume from another working
+    # directory (an operator, a cron job, a worker) must find the same one
+    root = Path(agent_dir).absolute()
     from corral.models.negotiation import NEGOTIATION_FILE
     from corral.tools.loader import Setup, import_tools, run_setup
 

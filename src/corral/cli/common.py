@@ -334,6 +334,12 @@ def _runtime_for_run(
         raise RunNotFoundError(
             f"run {run_id} does not record its agent folder", hint="pass --agent AGENT_DIR"
         )
+    if agent_dir is None and not (Path(root) / "agent.yaml").is_file():
+        raise ConfigInvalidError(
+            f"run {run_id} was started with the agent folder {root}, which has no "
+            f"agent.yaml from here ({Path.cwd()})",
+            hint="pass --agent AGENT_DIR, the folder of the agent the run started with",
+        )
     if model is None and recorded:
         model = recorded_model(events)
     return Runtime(
