@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, load_agent
-from corral.errors import ErrorCode, InputTooLargeError
+from corral.errors import ErrorCode, InputTooLargeError, InvalidInputError
 from corral.events import tool_attempts
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
@@ -124,7 +124,8 @@ def messages(draw: st.DrawFn) -> str:
 @example(EXCHANGE + " " + "x" * (LIMIT - len(EXCHANGE) - 1))  # exactly the limit: accepted
 @example(EXCHANGE + " " + "x" * (LIMIT - len(EXCHANGE)))  # one over: refused
 def test_any_text_ends_in_a_valid_state_without_side_effects(agent: Agent, text: str) -> None:
-    """Over the limit: refused with INPUT_TOO_LARGE before anything is stored. Otherwise:
+    """Blank: refused with INVALID_INPUT, over the limit: with INPUT_TOO_LARGE, both before
+    anything is stored. Otherwise:
     a run that stops where its route allows, ran no write, and said something that does
     not echo control characters. Either way the business data and an earlier run in the
     same store are untouched."""
@@ -133,7 +134,12 @@ def test_any_text_ends_in_a_valid_state_without_side_effects(agent: Agent, text:
     earlier = asyncio.run(runtime.start("你好"))
     kept = (store.get_run(earlier.run_id), store.load_events(earlier.run_id))
     before = business_data(agent)
-    if len(text) > LIMIT:
+    if not text.strip():  # says nothing: refused before anything is stored
+        with pytest.raises(InvalidInputError) as blank:
+            asyncio.run(runtime.start(text))
+        assert blank.value.code is ErrorCode.INVALID_INPUT
+        assert [run.run_id for run in store.list_runs()] == [earlier.run_id]
+    elif len(text) > LIMIT:
         with pytest.raises(InputTooLargeError) as refused:
             asyncio.run(runtime.start(text))
         assert refused.value.code is ErrorCode.INPUT_TOO_LARGE

@@ -312,3 +312,40 @@ def test_an_unknown_route_or_method_is_answered_with_a_hint_to_the_routes(base: 
         wrong = http.delete("/runs/run_x")
         assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
         assert wrong.json()["error"]["message"] == "the route takes GET"
+
+
+def test_a_blank_message_or_answer_is_422_and_records_nothing(base: str, tmp_path: Path) -> None:
+    """The defect: ``{"message": ""}`` started a run (200) that could only ask what was
+    meant, and ``{"answer": "   "}`` was taken as an answer: it used up one of the run's
+    questions, so the next real answer was handed to a person."""
+    with client(base) as http:
+        for blank in ("", "   ", "\n\t"):
+            refused = http.post("/agents/aftersales/runs", json={"message": blank})
+            assert refused.status_code == 422, blank
+            assert refused.json()["error"]["code"] == "INVALID_INPUT"
+        assert stored_runs(tmp_path / "home") == 0
+        asked = http.post("/agents/aftersales/runs", json={"message": "我想申请换新"}).json()
+        assert asked["status"] == "awaiting_user"
+        before = http.get(f"/runs/{asked['run_id']}/events").json()["events"]
+        for blank in ("", "  "):
+            refused = http.post(f"/runs/{asked['run_id']}/resume", json={"answer": blank})
+            assert refused.status_code == 422 and refused.json()["error"]["code"] == "INVALID_INPUT"
+            assert "blank" in refused.json()["error"]["message"] or blank == ""
+        assert http.get(f"/runs/{asked['run_id']}/events").json()["events"] == before
+        answered = http.post(
+            f"/runs/{asked['run_id']}/resume", json={"answer": "订单号 HD20240501，打印机坏了"}
+        )
+    assert answered.status_code == 200 and answered.json()["status"] != "handed_off"
+
+
+def test_an_approval_with_an_answer_is_a_422_not_a_409(base: str, agent: Agent) -> None:
+    """The defect: both at once said 409 "waits for a confirmation; approve it", to a
+    client that had sent an approval."""
+    with client(base) as http:
+        run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
+        both = http.post(f"/runs/{run_id}/resume", json={"approve": True, "answer": "yes"})
+        assert both.status_code == 422
+        assert both.json()["error"]["code"] == "INVALID_ARGUMENT"
+        assert "give approve or answer, not both" in both.json()["error"]["message"]
+        assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
+    assert exchange_count(agent) == 0

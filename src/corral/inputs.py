@@ -20,3 +20,20 @@ def require_text(value: str, what: str = "the input") -> str:
             hint="send UTF-8 text",
         ) from None
     return value
+
+
+def require_words(value: str, what: str) -> str:
+    """``value`` if it is text with something in it; ``InvalidInputError`` otherwise.
+
+    A blank message or answer (an empty chat box, a client that sent ``""``) says nothing:
+    as a message it would start a run that can only ask what was meant, and as an answer
+    it would use up one of the run's questions (``limits.max_questions``) and hand the
+    next real answer to a person. Refused before anything is recorded.
+    """
+    require_text(value, what)
+    if not value.strip():
+        raise InvalidInputError(
+            f"{what} is empty" if not value else f"{what} is blank (only white space)",
+            hint="send some text",
+        )
+    return value

@@ -29,7 +29,7 @@ from corral.cli.common import (
     console,
 )
 from corral.errors import InvalidArgumentError, RunNotFoundError
-from corral.inputs import require_text
+from corral.inputs import require_words
 from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def run(
     store: StoreOption = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
-    require_text(message, "the message")
+    require_words(message, "the message")
     if priority is not None:
         from corral.decision.priority import check_priority
 
@@ -154,10 +154,12 @@ def resume(
     """
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
+    if answer is not None and (approve or reject):
+        raise typer.BadParameter("give --answer or --approve/--reject, not both")
     decision = True if approve else False if reject else None
     _run_id(run_id)
     if answer is not None:
-        require_text(answer, "the answer")
+        require_words(answer, "the answer")
     folder = _home(home)
     runtime = _runtime_for_run(run_id, folder, agent_dir, model, recorded=True, store=store)
     summary = _closing(

@@ -43,6 +43,7 @@ from corral.effects import Effects, LiveEffects
 from corral.errors import (
     ErrorCode,
     InputTooLargeError,
+    InvalidInputError,
     RunNotFoundError,
     RunNotResumableError,
     StoreError,
@@ -56,7 +57,7 @@ from corral.events import (
     UserAnswered,
     UserMessage,
 )
-from corral.inputs import require_text
+from corral.inputs import require_text, require_words
 from corral.intent.entities import detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -430,7 +431,7 @@ class Runtime:
         run_id: str | None = None,
     ) -> RunSummary:
         """``start``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
-        require_text(message, "the message")
+        require_words(message, "the message")
         if session_id is not None:
             require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
@@ -691,7 +692,12 @@ class Runtime:
         watch: Watch | None,
     ) -> RunSummary:
         if answer is not None:
-            require_text(answer, "the answer")
+            require_words(answer, "the answer")
+            if approve is not None:
+                raise InvalidInputError(
+                    "give an approval or an answer, not both",
+                    hint="a run waits for one of them: see `corral show RUN`",
+                )
         if step_id is not None and approve is None:
             raise RunNotResumableError("a step is named only with an approval or a rejection")
         seen = await self._recorded_state(run_id, "log_seen")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
-from corral.inputs import require_text
+from corral.inputs import require_text, require_words
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -45,7 +45,7 @@ class QueuedRuns:
         self, agent: Agent, message: str, session_id: str | None, priority: str | None
     ) -> str:
         """Enqueue a new run's first drive; its run id."""
-        require_text(message, "the message")
+        require_words(message, "the message")
         if session_id is not None:
             require_text(session_id, "the session id")
         limit = agent.config.limits.max_message_chars
@@ -71,7 +71,7 @@ class QueuedRuns:
         The same input names the same drive, which DBOS keeps once.
         """
         if answer is not None:
-            require_text(answer, "the answer")
+            require_words(answer, "the answer")
         return await asyncio.to_thread(
             self.queue.resume, agent, run_id, approve=approve, answer=answer, step_id=step_id
         )

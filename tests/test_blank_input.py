@@ -1,0 +1,81 @@
+"""A blank message or answer, and an approval sent with an answer, are refused up front.
+
+Through the CLI and the public API (the HTTP API: ``tests/test_server_api.py``). Before,
+``corral run DIR ""`` started a run, and ``corral resume RUN --answer ""`` used up one of
+the run's questions, so the next real answer was handed to a person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from corral import MemoryStore, Runtime, load_agent
+from corral.contracts import RunStatus
+from corral.errors import ErrorCode, InvalidInputError
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli
+from tests.serving import EXCHANGE
+
+ASK = "我想申请换新"
+"""The aftersales agent asks for the order id."""
+
+
+def refused(home: Path, *args: str) -> dict[str, str]:
+    done = corral_cli(home, *args, "--json", ok=False)
+    assert done.returncode == 2, done.stdout
+    error: dict[str, str] = json.loads(done.stdout)["error"]
+    return error
+
+
+def test_the_cli_refuses_a_blank_message_and_a_blank_answer(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for blank in ("", "  "):
+        assert refused(home, "run", str(AFTERSALES), blank)["code"] == "INVALID_INPUT"
+    asked = json.loads(corral_cli(home, "run", str(AFTERSALES), ASK, "--json").stdout)
+    assert asked["status"] == "awaiting_user"
+    error = refused(home, "resume", asked["run_id"], "--answer", " ")
+    assert error == {
+        "code": "INVALID_INPUT",
+        "message": "the answer is blank (only white space)",
+        "hint": "send some text",
+    }
+    answered = corral_cli(home, "resume", asked["run_id"], "--answer", "HD20240501", "--json")
+    assert json.loads(answered.stdout)["status"] != "handed_off"
+    runs = json.loads(corral_cli(home, "runs", "--json").stdout)
+    assert len(runs) == 1  # the blank messages started nothing
+
+
+def test_the_cli_refuses_an_answer_given_with_an_approval(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    paused = json.loads(corral_cli(home, "run", str(AFTERSALES), EXCHANGE, "--json").stdout)
+    done = corral_cli(home, "resume", paused["run_id"], "--approve", "--answer", "x", ok=False)
+    assert done.returncode == 2
+    assert "give --answer or --approve/--reject, not both" in " ".join(done.stderr.split())
+    shown = json.loads(corral_cli(home, "show", paused["run_id"], "--json").stdout)
+    assert shown["status"] == "awaiting_confirm"
+
+
+def test_the_public_api_refuses_them_before_anything_is_recorded(tmp_path: Path) -> None:
+    store = MemoryStore()
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), store)
+
+    async def scenario() -> None:
+        with pytest.raises(InvalidInputError, match="the message is empty"):
+            await runtime.start("")
+        assert store.list_runs(10) == []
+        asked = await runtime.start(ASK)
+        seen = len(store.load_events(asked.run_id))
+        with pytest.raises(InvalidInputError) as info:
+            await runtime.resume(asked.run_id, answer="\u3000")  # an ideographic space
+        assert info.value.code is ErrorCode.INVALID_INPUT
+        with pytest.raises(InvalidInputError, match="not both"):
+            await runtime.resume(asked.run_id, approve=True, answer="HD20240501")
+        assert len(store.load_events(asked.run_id)) == seen
+        done = await runtime.resume(asked.run_id, answer="HD20240501")
+        assert done.status is not RunStatus.HANDED_OFF
+
+    asyncio.run(scenario())
