@@ -262,7 +262,8 @@ def test_handoff_of_a_run_that_was_not_handed_off_says_so(tmp_path: Path) -> Non
 
 
 def test_reading_commands_do_not_make_a_home_that_does_not_exist(tmp_path: Path) -> None:
-    """A mistyped --home is read as empty, not created (0700) and left behind."""
+    """A mistyped --home is read as empty, not created (0700) and left behind; so is it by
+    a command that would write (replay, resume, gc) when there is nothing to write to."""
     missing = tmp_path / "no" / "such" / "home"
     unknown = "run_01a2380ef66317a9db66d2c6f06e"
     for args, code in (
@@ -275,6 +276,11 @@ def test_reading_commands_do_not_make_a_home_that_does_not_exist(tmp_path: Path)
         (("handoff", unknown), 2),
         (("db", "current"), 0),
         (("workers",), 2),  # it needs PostgreSQL: refused, and nothing made
+        # commands that write, given a run no store can hold: refused, and nothing made
+        (("replay", unknown), 2),
+        (("resume", unknown, "--approve"), 2),
+        (("resume", unknown), 2),
+        (("gc",), 0),
     ):
         done = corral_cli(missing, *args, ok=False)
         assert done.returncode == code, (args, done.stderr)

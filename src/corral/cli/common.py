@@ -317,6 +317,8 @@ def _runtime_for_run(
 ) -> Runtime:
     """A runtime for a stored run's agent.
 
+    ``folder`` need not exist yet: it is made only once the run is found (a mistyped
+    ``--home`` or run id leaves nothing behind).
     ``model`` names the model (``--model``); without it and with ``recorded``, the one the
     run was started with (so a resumed run keeps asking the model it began with).
     """
@@ -324,6 +326,10 @@ def _runtime_for_run(
     from corral.runtime.runtime import Runtime
 
     _run_id(run_id)
+    target = _store_target(folder, store)
+    if isinstance(target, Path) and not target.exists():  # no store, so no run: make none
+        raise RunNotFoundError(f"no run {run_id!r} in {target}", hint="see `corral runs`")
+    _home(folder)  # the run's logs are written here
     opened = _open_store(folder, store)
     events = opened.load_events(run_id)
     if not events:

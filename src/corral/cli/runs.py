@@ -24,6 +24,7 @@ from corral.cli.common import (
     _run_id,
     _runtime,
     _runtime_for_run,
+    _store_target,
     _touch_log,
     app,
     console,
@@ -160,7 +161,7 @@ def resume(
     _run_id(run_id)
     if answer is not None:
         require_words(answer, "the answer")
-    folder = _home(home)
+    folder = _home(home, create=False)
     runtime = _runtime_for_run(run_id, folder, agent_dir, model, recorded=True, store=store)
     summary = _closing(
         runtime,
@@ -193,7 +194,7 @@ def replay(
     from corral.observe.redact import redactor_for
     from corral.runtime.replay import replay_run
 
-    folder = _home(home)
+    folder = _home(home, create=False)
     runtime = _runtime_for_run(run_id, folder, agent_dir, store=store)
     events = runtime.store.load_events(run_id)
     report = _closing(runtime, replay_run(runtime.agent, events))
@@ -523,7 +524,11 @@ def gc(home: HomeOption = None, store: StoreOption = None) -> None:
     from corral.observe.logs import JsonlLog
     from corral.runtime.runtime import TASK_TTL
 
-    folder = _home(home)
+    folder = _home(home, create=False)
+    target = _store_target(folder, store)
+    if isinstance(target, Path) and not target.exists():  # nothing stored: make nothing
+        console.print("deleted 0 sessions and 0 runs (0 log files)")
+        return
     opened = _open_store(folder, store)
     sessions_deleted, runs_deleted = opened.purge(datetime.now(UTC), TASK_TTL)
     logs = JsonlLog(folder / "logs")
