@@ -463,3 +463,19 @@ def test_an_intent_is_found_by_name_or_alias_the_first_declared_first() -> None:
     assert narrowed.intent("return").name == "return"
     with pytest.raises(ConfigInvalidError):
         narrowed.intent("money_back")
+
+
+def test_a_problem_in_a_template_several_intents_use_is_said_once(tmp_path: Path) -> None:
+    """The defect: the orders example's ``order_detail`` plan serves several intents, and
+    an unknown tool in it was reported once per intent, the same words each time."""
+    from corral.cli.examples import LEFT_BEHIND
+    from tests.conftest import ORDERS
+
+    folder = tmp_path / "orders"
+    shutil.copytree(ORDERS, folder, ignore=LEFT_BEHIND)
+    text = (folder / "agent.yaml").read_text(encoding="utf-8")
+    (folder / "agent.yaml").write_text(
+        text.replace("tool: get_logistics", "tool: get_logisticz"), encoding="utf-8"
+    )
+    err = fails_at_load(tmp_path, folder)
+    assert err.count("unknown tool 'get_logisticz'") == 1, err

@@ -264,7 +264,9 @@ class Agent:
         ]
         problems.extend(unpassed)
         if problems:
-            raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(problems))
+            # once each: a template that several intents use is checked for each of them
+            unique = dict.fromkeys(problems)
+            raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(unique))
         capabilities = None
         if config.capability_matching:
             capabilities = CapabilityIndex.build(registry)
