@@ -52,6 +52,8 @@ YES = {
     "sure",
 }
 NO = {"不", "不要", "不用", "否", "取消", "算了", "n", "no", "nope", "cancel"}
+YES_OR_NO = {"zh": "请回答 是 或 不 (yes / no)", "en": "Please answer yes or no (是 / 不)"}
+"""What the chat asks when a confirmation's answer is neither, in the run's language."""
 
 
 @app.command()
@@ -92,6 +94,7 @@ def _converse(runtime: Runtime, session_id: str) -> None:
     from corral.contracts import RunStatus
 
     waiting: RunSummary | None = None
+    language = "zh"  # the waiting run's: a chat in English is asked in English
     while True:
         try:
             line = input("you> ").strip()
@@ -103,7 +106,7 @@ def _converse(runtime: Runtime, session_id: str) -> None:
             if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
                 word = line.lower().rstrip("。.!！")
                 if word not in YES | NO:
-                    console.print("agent> 请回答 是 或 不 (yes / no)")
+                    console.print(f"agent> {YES_OR_NO[language]}")
                     continue
                 summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
             else:
@@ -127,6 +130,7 @@ def _converse(runtime: Runtime, session_id: str) -> None:
             )
         )
         waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
+        language = state.language
 
 
 def _session_model(folder: Path, session_id: str, url: str | None = None) -> str | None:

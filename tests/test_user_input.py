@@ -1,4 +1,5 @@
-"""A blank message or answer, and an approval sent with an answer, are refused up front.
+"""What a user sends: a blank message or answer, or an approval sent with an answer, is
+refused up front; the chat asks for yes or no in the conversation's language.
 
 Through the CLI and the public API (the HTTP API: ``tests/test_server_api.py``). Before,
 ``corral run DIR ""`` started a run, and ``corral resume RUN --answer ""`` used up one of
@@ -79,3 +80,16 @@ def test_the_public_api_refuses_them_before_anything_is_recorded(tmp_path: Path)
         assert done.status is not RunStatus.HANDED_OFF
 
     asyncio.run(scenario())
+
+
+def test_chat_asks_for_yes_or_no_in_the_language_of_the_run(tmp_path: Path) -> None:
+    """The defect: an English conversation, answered "maybe later" at a confirmation, was
+    asked in Chinese (请回答 是 或 不)."""
+    english = "Order HD20240501: my printer is broken, I want a replacement"
+    done = corral_cli(
+        tmp_path / "en", "chat", str(AFTERSALES), stdin=f"{english}\nmaybe later\nno\n"
+    )
+    assert "agent> Please answer yes or no" in done.stdout and "请回答" not in done.stdout
+    assert "state: finished" in done.stdout  # the "no" that followed was taken
+    done = corral_cli(tmp_path / "zh", "chat", str(AFTERSALES), stdin=f"{EXCHANGE}\n再说吧\n不\n")
+    assert "agent> 请回答 是 或 不" in done.stdout and "Please answer" not in done.stdout
