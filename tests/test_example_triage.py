@@ -140,6 +140,56 @@ async def test_the_page_is_entered_once_per_key_and_a_repeated_ticket_never_page
     assert len(rows(agent, "SELECT * FROM ticket_reports")) == 2
 
 
+async def test_a_ticket_and_each_repeated_report_keep_the_customers_own_words(
+    triage: Agent,
+) -> None:
+    """The filed ticket held the rules' verdict but not what the customer wrote: whoever
+    worked it had to find the conversation. ``body: "$message?"`` carries the words."""
+    runtime = runtime_for(triage)
+    first = "C10001 的支付全挂了，800 个用户付不了款"
+    await runtime.start(first)
+    await runtime.start("C10001 payments are still down, hurry")
+    assert rows(triage, "SELECT body FROM tickets") == [(first,)]
+    assert rows(triage, "SELECT body FROM ticket_reports") == [
+        ("C10001 payments are still down, hurry",)
+    ]
+
+
+async def test_a_ticket_filed_from_a_plan_has_no_words_and_is_still_filed(
+    triage: Agent,
+) -> None:
+    """``$message?`` binds None in a run from a plan: filed, with no body (not refused)."""
+    done = await runtime_for(triage).run_plan(
+        "question", entities={"customer_id": "C20001", "product": "reports"}
+    )
+    assert done.status.value == "finished", done
+    assert rows(triage, "SELECT customer_id, body FROM tickets") == [("C20001", None)]
+
+
+def test_a_desk_database_made_before_bodies_is_given_the_columns(tmp_path: Path) -> None:
+    tools = import_tools(TRIAGE / "tools.py")
+    old = tmp_path / "desk"
+    old.mkdir()
+    with contextlib.closing(sqlite3.connect(old / "triage.db")) as conn, conn:
+        conn.execute(
+            "CREATE TABLE tickets (ticket_id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, "
+            "category TEXT NOT NULL, product TEXT NOT NULL, priority TEXT NOT NULL, "
+            "queue TEXT NOT NULL, status TEXT NOT NULL, idempotency_key TEXT NOT NULL UNIQUE, "
+            "created_at TEXT NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO tickets VALUES ('TK1', 'C1', 'fault', '', 'P3', 'q', 'open', 'k', 't')"
+        )
+        conn.execute(
+            "CREATE TABLE ticket_reports (ticket_id TEXT NOT NULL, "
+            "idempotency_key TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL)"
+        )
+    tools.setup(old)
+    agent = load_agent(TRIAGE, data_dir=old)
+    assert rows(agent, "SELECT ticket_id, body FROM tickets") == [("TK1", None)]
+    assert [c[1] for c in rows(agent, "PRAGMA table_info(ticket_reports)")][-1] == "body"
+
+
 async def test_a_report_more_urgent_than_the_open_ticket_is_filed_anew(triage: Agent) -> None:
     runtime = runtime_for(triage)
     await runtime.start("C20001 报表导出报错")

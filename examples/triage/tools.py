@@ -40,6 +40,10 @@ def setup(data_dir: Path) -> dict[str, Any]:
     path = data_dir / "triage.db"
     with sqlite3.connect(path) as conn:
         conn.executescript((HERE / "data" / "triage.sql").read_text(encoding="utf-8"))
+        for table in ("tickets", "ticket_reports"):  # made before they kept the words
+            columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            if "body" not in columns:
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
     return {"db": path}
 
 
@@ -369,13 +373,14 @@ def find_page_by_key(ctx: ToolContext) -> Filing | None:
 def _insert_ticket(
     conn: sqlite3.Connection,
     ctx: ToolContext,
-    fields: tuple[str, str, str | None, str, str],
+    fields: tuple[str, str, str | None, str, str, str | None],
 ) -> sqlite3.Row:
     """Insert the ticket this call's key files, and return its row."""
-    customer_id, category, product, priority, queue = fields
+    customer_id, category, product, priority, queue, body = fields
     ticket_id = "TK" + ctx.idempotency_key[:8].upper()
     conn.execute(
-        "INSERT INTO tickets VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?)",
+        "INSERT INTO tickets (ticket_id, customer_id, category, product, priority, queue, "
+        "status, idempotency_key, created_at, body) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
         (
             ticket_id,
             customer_id.upper(),
@@ -385,6 +390,7 @@ def _insert_ticket(
             queue,
             ctx.idempotency_key,
             ctx.received_at.isoformat(),
+            body,
         ),
     )
     row: sqlite3.Row = conn.execute(
@@ -405,13 +411,18 @@ def enqueue_ticket(
     queue: str,
     ctx: ToolContext,
     product: str | None = None,
+    body: str | None = None,
 ) -> Filing:
-    """File a P1-P3 ticket in its queue. Idempotent: the same key never files a second one."""
+    """File a P1-P3 ticket in its queue. Idempotent: the same key never files a second one.
+
+    ``body``: the customer's own words (``$message?`` in agent.yaml), kept with the ticket
+    for whoever works it; none for a ticket filed from a plan (``corral run-plan``).
+    """
     existing = find_ticket_by_key(ctx)
     if existing is not None:
         return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
-        row = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue))
+        row = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue, body))
     return _filing(ctx, row, "queued")
 
 
@@ -427,6 +438,7 @@ def page_oncall(
     queue: str,
     ctx: ToolContext,
     product: str | None = None,
+    body: str | None = None,
 ) -> Filing:
     """File a P0 ticket and page the on-call engineer, with no confirmation (policy: auto).
 
@@ -437,7 +449,7 @@ def page_oncall(
     if existing is not None:
         return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
-        row = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue))
+        row = _insert_ticket(conn, ctx, (customer_id, category, product, priority, queue, body))
         page_id = "PG" + ctx.idempotency_key[:8].upper()
         conn.execute(
             "INSERT INTO pages VALUES (?, ?, ?, ?)",
@@ -462,8 +474,12 @@ def find_report_by_key(ticket_id: str, ctx: ToolContext) -> Filing | None:
     summary="merged into {ticket_id}",
     reconcile=find_report_by_key,
 )
-def link_duplicate(ticket_id: str, ctx: ToolContext) -> Filing | None:
-    """Merge a repeated report into the open ticket: no new ticket, no new page."""
+def link_duplicate(ticket_id: str, ctx: ToolContext, body: str | None = None) -> Filing | None:
+    """Merge a repeated report into the open ticket: no new ticket, no new page.
+
+    ``body``: the report's own words, kept beside the ticket (the rewrite from
+    ``enqueue_ticket`` carries them over).
+    """
     existing = find_report_by_key(ticket_id, ctx)
     if existing is not None:
         return existing.model_copy(update={"created": False})
@@ -472,7 +488,8 @@ def link_duplicate(ticket_id: str, ctx: ToolContext) -> Filing | None:
         if row is None:
             return None
         conn.execute(
-            "INSERT INTO ticket_reports VALUES (?, ?, ?)",
-            (ticket_id, ctx.idempotency_key, ctx.received_at.isoformat()),
+            "INSERT INTO ticket_reports (ticket_id, idempotency_key, created_at, body) "
+            "VALUES (?, ?, ?, ?)",
+            (ticket_id, ctx.idempotency_key, ctx.received_at.isoformat(), body),
         )
     return _filing(ctx, row, "duplicate")

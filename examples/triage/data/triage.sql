@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS tickets (
     product TEXT NOT NULL,  -- '' when the ticket names none
     priority TEXT NOT NULL CHECK (priority IN ('P0', 'P1', 'P2', 'P3')),
     queue TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('open', 'closed')),
-    idempotency_key TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL
+    idempotency_key TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL,
+    body TEXT  -- the customer's own words ($message); NULL for a ticket filed from a plan
 );
 CREATE TABLE IF NOT EXISTS pages (
     page_id TEXT PRIMARY KEY, ticket_id TEXT NOT NULL REFERENCES tickets(ticket_id),
@@ -32,7 +33,8 @@ CREATE TABLE IF NOT EXISTS pages (
 -- Reports merged into an open ticket (a duplicate is a +1, never a new ticket or page).
 CREATE TABLE IF NOT EXISTS ticket_reports (
     ticket_id TEXT NOT NULL REFERENCES tickets(ticket_id),
-    idempotency_key TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL
+    idempotency_key TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL,
+    body TEXT  -- the repeated report's own words
 );
 
 INSERT OR IGNORE INTO customers VALUES
