@@ -150,7 +150,55 @@ class Agent:
         for name in [*texts, *([reply] if reply else [])]:
             if not self.renderer.has(name):
                 problems.append(f"plan {template}: template {name!r} is missing")
+        problems.extend(self._placeholder_problems(template, declared, reply))
         return problems
+
+    def _placeholder_problems(
+        self, template: str, declared: PlanTemplate, reply: str | None
+    ) -> list[str]:
+        """Each ``{name}`` the plan's replies and prompts use names a value a run can have.
+
+        A reply is filled from the entities and the facts the plan's steps publish (and a
+        confirmation from ``{tool}`` and ``{args.x}`` too). A name that none of them is
+        (``{renewal_id}`` for the fact ``renewal``) could only fail at run time: after
+        the write, the run handed to a person and the customer told it went to one.
+        """
+        known = {*self.config.entities, *(f for step in declared.steps for f in step.facts)}
+        tools = {step.tool for step in declared.steps}
+        sites: list[tuple[str, frozenset[str]]] = [
+            (name, frozenset({"tool", "args"})) for name in declared.confirm.values()
+        ]
+        sites += [(name, frozenset()) for name in declared.on_failure.values()]
+        sites += [(name, frozenset()) for name in ([reply] if reply else [])]
+        sites += [
+            (rule.refusal, frozenset())
+            for rule in self.config.business_rules
+            if rule.before_tool in tools
+        ]
+        sites += [(name, frozenset()) for name in self._reply_step_templates(declared)]
+        problems = []
+        for name, extra in sites:
+            for used in sorted(self.renderer.uses(name)):
+                if used.split(".")[0] not in known | extra:
+                    problems.append(
+                        f"plan {template}: template {name!r} uses {{{used}}}, which is no "
+                        f"entity and no fact the plan publishes "
+                        f"(facts: {', '.join(sorted(known - set(self.config.entities))) or 'none'})"
+                    )
+        return problems
+
+    def _reply_step_templates(self, declared: PlanTemplate) -> list[str]:
+        """The templates the plan's ``generate_reply`` steps render (each variant of one)."""
+        names: list[str] = []
+        for step in declared.steps:
+            if step.tool != "generate_reply" or not isinstance(step.args.get("template"), str):
+                continue
+            base = step.args["template"]
+            if step.args.get("variant_fact") is None:
+                names.append(base)
+            else:
+                names += [n for n in self.config.templates if n.startswith(f"{base}_")]
+        return names
 
     def _confirm_problems(self, template: str, declared: PlanTemplate) -> list[str]:
         """A confirmation prompt may show ``{args.x}`` only for parameters of the step's tool."""
@@ -230,6 +278,13 @@ class Agent:
         for spec in config.intents:
             if spec.route is RouteAction.REPLY and not renderer.has(spec.reply or ""):
                 problems.append(f"intent {spec.name}: reply template {spec.reply!r} is missing")
+            elif spec.route is RouteAction.REPLY:  # no step runs: only entities fill it
+                problems += [
+                    f"intent {spec.name}: reply template {spec.reply!r} uses {{{used}}}, "
+                    "which is no entity (a reply route runs no step that could publish it)"
+                    for used in sorted(renderer.uses(spec.reply or ""))
+                    if used.split(".")[0] not in config.entities
+                ]
             if spec.route is not RouteAction.PLAN:
                 continue
             named = [spec.plan, *(rule.plan for rule in spec.plan_rules)]

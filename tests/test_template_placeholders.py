@@ -1,0 +1,164 @@
+"""A reply or prompt template naming a value no run can have is refused at load.
+
+The defect (reproduced through ``corral run``/``resume``): ``renewed: "已续借，{renewal_id}"``
+where the step publishes ``renewal`` loaded fine; every renewal then wrote, failed to
+render its reply, and was handed to a person, the customer told it went to one. A typo in
+a refusal did the same to a refusal, and one in a confirmation prompt silently replaced
+it with the generic "run renew_loan?", hiding what the person approved.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from corral import Agent, ToolPolicy, parse_config, tool
+from corral.errors import ConfigInvalidError
+from corral.tools.builtin import generate_reply
+
+
+class Renewal(BaseModel):
+    renewal: str
+    fines: float
+
+
+@tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
+def renew(loan_id: str) -> Renewal:
+    """Renew a loan."""
+    return Renewal(renewal=f"R-{loan_id}", fines=0.0)
+
+
+def config(**changes: Any) -> dict[str, Any]:
+    """A loans desk whose templates ``changes`` replace (or add to)."""
+    return {
+        "name": "loans",
+        "entities": {"loan_id": {"patterns": [r"(L\d+)"]}},
+        "intents": [
+            {
+                "name": "renew",
+                "rules": [{"keywords": ["renew"], "confidence": 0.95}],
+                "route": "plan",
+                "plan": "renew",
+                "reply": "renewed",
+            },
+            {
+                "name": "hello",
+                "rules": [{"keywords": ["hello"], "confidence": 0.95}],
+                "route": "reply",
+                "reply": "hi",
+            },
+        ],
+        "plans": {
+            "renew": {
+                "steps": [
+                    {
+                        "id": "s1",
+                        "tool": "renew",
+                        "args": {"loan_id": "$entities.loan_id"},
+                        "facts": {"renewal": "result.renewal", "fines": "result.fines"},
+                    },
+                    {
+                        "id": "s2",
+                        "tool": "generate_reply",
+                        "args": {"template": "note"},
+                        "depends_on": ["s1"],
+                    },
+                ],
+                "confirm": {"s1": "confirm_renew"},
+                "on_failure": {"s1": "not_found"},
+            }
+        },
+        "business_rules": [
+            {"name": "no_fines", "before_tool": "renew", "require": "true", "refusal": "fined"}
+        ],
+        "templates": {
+            "renewed": {"zh": "已续借 {renewal}", "en": "Renewed {renewal}"},
+            "hi": {"zh": "你好 {loan_id}", "en": "Hello {loan_id}"},
+            "confirm_renew": {"zh": "续借 {args.loan_id}（{tool}）？", "en": "Renew {loan_id}?"},
+            "not_found": {"zh": "没有 {loan_id}", "en": "No loan {loan_id}"},
+            "fined": {"zh": "罚款 {fines}", "en": "Fines: {fines}"},
+            "note": {"zh": "单号 {renewal}", "en": "Number {renewal}"},
+        }
+        | changes,
+    }
+
+
+def build(**changes: Any) -> Agent:
+    return Agent.build(parse_config(config(**changes)), [renew, generate_reply])
+
+
+def refused(**changes: Any) -> str:
+    with pytest.raises(ConfigInvalidError) as info:
+        build(**changes)
+    return info.value.message
+
+
+def test_templates_over_entities_facts_and_a_prompts_own_values_load() -> None:
+    build()
+
+
+@pytest.mark.parametrize(
+    ("template", "text", "says"),
+    [
+        ("renewed", "已续借 {renewal_id}", "template 'renewed' uses {renewal_id}"),
+        ("fined", "罚款 {fine}", "template 'fined' uses {fine}"),
+        ("confirm_renew", "续借 {nmae}", "template 'confirm_renew' uses {nmae}"),
+        ("not_found", "没有 {loan}", "template 'not_found' uses {loan}"),
+        ("note", "单号 {renewal.id.x}", None),  # a path into a known fact is its own business
+        ("note", "单号 {renewl}", "template 'note' uses {renewl}"),
+    ],
+)
+def test_a_name_no_entity_or_fact_has_is_refused(
+    template: str, text: str, says: str | None
+) -> None:
+    changed = {template: {"zh": text, "en": "x"}}
+    if says is None:
+        build(**changed)
+        return
+    message = refused(**changed)
+    assert says in message
+    assert "which is no entity and no fact the plan publishes (facts: fines, renewal)" in message
+
+
+def test_a_reply_route_may_use_only_entities() -> None:
+    message = refused(hi={"zh": "你好 {renewal}", "en": "Hello"})
+    assert "intent hello: reply template 'hi' uses {renewal}, which is no entity" in message
+
+
+def test_each_variant_a_reply_step_may_render_is_checked() -> None:
+    """``variant_fact`` renders ``<template>_<value>``: every such template is checked."""
+    data = config(
+        note_yes={"zh": "有 {renewal}", "en": "yes"},
+        note_no={"zh": "无 {renewal_no}", "en": "no"},
+    )
+    data["plans"]["renew"]["steps"][1]["args"]["variant_fact"] = "fines"
+    with pytest.raises(ConfigInvalidError) as info:
+        Agent.build(parse_config(data), [renew, generate_reply])
+    assert "template 'note_no' uses {renewal_no}" in info.value.message
+    assert "note_yes" not in info.value.message
+
+
+def test_corral_run_refuses_the_example_with_a_misspelt_fact_before_any_run(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI, as the walkthrough met it: exit 2, CONFIG_INVALID, no run stored."""
+    from corral.cli.examples import LEFT_BEHIND
+    from tests.conftest import AFTERSALES
+    from tests.helpers import corral_cli
+
+    desk = tmp_path / "desk"
+    shutil.copytree(AFTERSALES, desk, ignore=LEFT_BEHIND)
+    text = (desk / "agent.yaml").read_text(encoding="utf-8")
+    assert "换新单 {exchange_id} 已经建好了" in text
+    broken = text.replace("换新单 {exchange_id} 已经建好了", "换新单 {exchange_no} 已经建好了")
+    (desk / "agent.yaml").write_text(broken, encoding="utf-8")
+    done = corral_cli(tmp_path / "home", "run", str(desk), "订单 HD20240501 换新", ok=False)
+    assert done.returncode == 2
+    err = " ".join(done.stderr.split())
+    assert "CONFIG_INVALID" in err and "uses {exchange_no}, which is no entity" in err
+    assert json.loads(corral_cli(tmp_path / "home", "runs", "--json").stdout) == []
