@@ -345,7 +345,7 @@ def test_an_approval_with_an_answer_is_a_422_not_a_409(base: str, agent: Agent) 
         run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
         both = http.post(f"/runs/{run_id}/resume", json={"approve": True, "answer": "yes"})
         assert both.status_code == 422
-        assert both.json()["error"]["code"] == "INVALID_ARGUMENT"
-        assert "give approve or answer, not both" in both.json()["error"]["message"]
+        assert both.json()["error"]["code"] == "INVALID_INPUT"  # as from the CLI and Python
+        assert both.json()["error"]["message"] == "give an approval or an answer, not both"
         assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
     assert exchange_count(agent) == 0

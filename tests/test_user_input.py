@@ -53,9 +53,9 @@ def test_the_cli_refuses_a_blank_message_and_a_blank_answer(tmp_path: Path) -> N
 def test_the_cli_refuses_an_answer_given_with_an_approval(tmp_path: Path) -> None:
     home = tmp_path / "home"
     paused = json.loads(corral_cli(home, "run", str(AFTERSALES), EXCHANGE, "--json").stdout)
-    done = corral_cli(home, "resume", paused["run_id"], "--approve", "--answer", "x", ok=False)
-    assert done.returncode == 2
-    assert "give --answer or --approve/--reject, not both" in " ".join(done.stderr.split())
+    error = refused(home, "resume", paused["run_id"], "--approve", "--answer", "x")
+    assert error["code"] == "INVALID_INPUT"  # the code the HTTP API and Runtime.resume give
+    assert error["message"] == "give an approval or an answer, not both"
     shown = json.loads(corral_cli(home, "show", paused["run_id"], "--json").stdout)
     assert shown["status"] == "awaiting_confirm"
 
@@ -93,3 +93,29 @@ def test_chat_asks_for_yes_or_no_in_the_language_of_the_run(tmp_path: Path) -> N
     assert "state: finished" in done.stdout  # the "no" that followed was taken
     done = corral_cli(tmp_path / "zh", "chat", str(AFTERSALES), stdin=f"{EXCHANGE}\n再说吧\n不\n")
     assert "agent> 请回答 是 或 不" in done.stdout and "Please answer" not in done.stdout
+
+
+def test_a_run_stored_with_a_blank_answer_still_replays_the_same_path(tmp_path: Path) -> None:
+    """Runs stored before blank answers were refused hold one: ``corral replay`` (and a
+    recorded case built from it) gives the recorded inputs again as they were, so such a
+    run takes the same path, never "diverged: the answer is blank"."""
+    from corral.store.sql import SqlStore
+
+    home = tmp_path / "home"
+    home.mkdir()
+    store = SqlStore.open(home / "corral.db")
+    old = Runtime(load_agent(AFTERSALES, data_dir=home / "business"), store)
+    old.replaying = True  # stands for the code before: it took a blank answer
+
+    async def stored() -> str:
+        asked = await old.start(ASK)
+        await old.resume(asked.run_id, answer=" ")
+        await old.resume(asked.run_id, answer="HD20240501")
+        return asked.run_id
+
+    run_id = asyncio.run(stored())
+    store.engine.dispose()
+    texts = [e.payload.text for e in store.load_events(run_id) if e.type.value == "user_answered"]
+    assert texts == [" ", "HD20240501"]
+    done = corral_cli(home, "replay", run_id, "--agent", str(AFTERSALES), "--json")
+    assert json.loads(done.stdout)["same_path"] is True

@@ -37,3 +37,16 @@ def require_words(value: str, what: str) -> str:
             hint="send some text",
         )
     return value
+
+
+def require_one_input(approve: bool | None, answer: str | None) -> None:
+    """``InvalidInputError`` for an approval given together with an answer.
+
+    A run waits for a decision or for an answer, never both: sending both is the caller's
+    mistake, the same code from the CLI, the HTTP API, the queue and ``Runtime.resume``.
+    """
+    if approve is not None and answer is not None:
+        raise InvalidInputError(
+            "give an approval or an answer, not both",
+            hint="a run waits for one of them: see `corral show RUN`",
+        )

@@ -30,7 +30,7 @@ from corral.cli.common import (
     console,
 )
 from corral.errors import InvalidArgumentError, RunNotFoundError
-from corral.inputs import require_words
+from corral.inputs import require_one_input, require_words
 from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def resume(
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
     if answer is not None and (approve or reject):
-        raise typer.BadParameter("give --answer or --approve/--reject, not both")
+        require_one_input(True, answer)  # INVALID_INPUT, as from the HTTP API
     decision = True if approve else False if reject else None
     _run_id(run_id)
     if answer is not None:

@@ -194,6 +194,7 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     )
     runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     runtime.replayed_latency = started.observed_latency  # rank by the recorded figures
+    runtime.replaying = True  # the recorded inputs as they were, however they were checked
     inputs = [
         e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
     ]

@@ -43,7 +43,6 @@ from corral.effects import Effects, LiveEffects
 from corral.errors import (
     ErrorCode,
     InputTooLargeError,
-    InvalidInputError,
     RunNotFoundError,
     RunNotResumableError,
     StoreError,
@@ -57,7 +56,7 @@ from corral.events import (
     UserAnswered,
     UserMessage,
 )
-from corral.inputs import require_text, require_words
+from corral.inputs import require_one_input, require_text, require_words
 from corral.intent.entities import detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -342,6 +341,9 @@ class Runtime:
         self.replayed_latency: dict[str, dict[str, float]] | None = None
         """Set by a replay: the observed latency the recorded run ranked by, read from its
         ``run_started`` instead of this runtime's store, so the replay chooses the same."""
+        self.replaying = False
+        """Set by a replay: the recorded inputs are given again as they were, a blank answer
+        too (stored before blank input was refused), so the same log takes the same path."""
 
     # ------------------------------------------------------------------ public API
 
@@ -431,7 +433,7 @@ class Runtime:
         run_id: str | None = None,
     ) -> RunSummary:
         """``start``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
-        require_words(message, "the message")
+        self._check_words(message, "the message")
         if session_id is not None:
             require_text(session_id, "the session id")
         limit = self.agent.config.limits.max_message_chars
@@ -692,12 +694,8 @@ class Runtime:
         watch: Watch | None,
     ) -> RunSummary:
         if answer is not None:
-            require_words(answer, "the answer")
-            if approve is not None:
-                raise InvalidInputError(
-                    "give an approval or an answer, not both",
-                    hint="a run waits for one of them: see `corral show RUN`",
-                )
+            self._check_words(answer, "the answer")
+        require_one_input(approve, answer)
         if step_id is not None and approve is None:
             raise RunNotResumableError("a step is named only with an approval or a rejection")
         seen = await self._recorded_state(run_id, "log_seen")
@@ -708,6 +706,13 @@ class Runtime:
             check_step(state, step_id)
             journal = self._journal_for_input(state, approve, answer, watch)
             return await self._drive(journal, held)
+
+    def _check_words(self, text: str, what: str) -> None:
+        """``require_words``, or only ``require_text`` for a replay's recorded input."""
+        if self.replaying:
+            require_text(text, what)
+        else:
+            require_words(text, what)
 
     def _given_already(
         self,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
-from corral.inputs import require_text, require_words
+from corral.inputs import require_one_input, require_text, require_words
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -72,6 +72,7 @@ class QueuedRuns:
         """
         if answer is not None:
             require_words(answer, "the answer")
+        require_one_input(approve, answer)
         return await asyncio.to_thread(
             self.queue.resume, agent, run_id, approve=approve, answer=answer, step_id=step_id
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from corral.contracts import RunSummary
 from corral.decision.priority import Priority
@@ -50,16 +50,6 @@ class ResumeRun(Body):
     never approves what the run asks next."""
     wait: bool | None = None
     """As ``StartRun.wait``."""
-
-    @model_validator(mode="after")
-    def _one_input(self) -> ResumeRun:
-        """A decision or an answer, never both: a client's mistake (422), not a 409.
-
-        A run waits for one of them; both at once said "the run is not resumable".
-        """
-        if self.approve is not None and self.answer is not None:
-            raise ValueError("give approve or answer, not both")
-        return self
 
 
 class Answer(BaseModel):
