@@ -285,6 +285,13 @@ def test_reading_commands_do_not_make_a_home_that_does_not_exist(tmp_path: Path)
         done = corral_cli(missing, *args, ok=False)
         assert done.returncode == code, (args, done.stderr)
         assert not (tmp_path / "no").exists(), args
+    # a store elsewhere (--store) that exists: an unknown run there makes no home either
+    corral(tmp_path, "run", str(AFTERSALES), "你好")
+    elsewhere = ("--store", f"sqlite:///{tmp_path / 'corral.db'}")
+    for args in (("replay", unknown, *elsewhere), ("resume", unknown, *elsewhere)):
+        done = corral_cli(missing, *args, ok=False)
+        assert done.returncode == 2 and "RUN_NOT_FOUND" in done.stderr, (args, done.stderr)
+        assert not (tmp_path / "no").exists(), args
 
 
 def test_huge_message_is_refused_with_a_code_and_no_run(tmp_path: Path) -> None:

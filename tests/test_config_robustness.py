@@ -164,7 +164,16 @@ def test_a_key_written_twice_is_refused_with_both_lines(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["limits: {max_plan_steps: 10, max_plan_steps: 11}\n", "a: 1\nb:\n  c: 1\n  c: 2\n"],
+    [
+        "limits: {max_plan_steps: 10, max_plan_steps: 11}\n",
+        "a: 1\nb:\n  c: 1\n  c: 2\n",
+        # spelt apart, one key once read (found by review): yes/true, 1/1.0/0x1, ~/null
+        "yes: 1\ntrue: 2\n",
+        "1: a\n1.0: b\n",
+        "0x1: a\n1: b\n",
+        "~: a\nnull: b\n",
+        "1: a\ntrue: b\n",
+    ],
 )
 def test_a_duplicate_key_at_any_depth_or_in_a_flow_mapping_is_refused(text: str) -> None:
     with pytest.raises(ConfigInvalidError, match="duplicate key"):
@@ -172,6 +181,7 @@ def test_a_duplicate_key_at_any_depth_or_in_a_flow_mapping_is_refused(text: str)
 
 
 def test_a_merge_may_still_be_overridden_and_equal_keys_may_sit_in_sibling_mappings() -> None:
+    assert load_yaml_text("1: a\n'1': b\n", "x.yaml") == {1: "a", "1": "b"}  # two keys
     text = "base: &b {a: 1, c: 3}\nmore:\n  <<: *b\n  a: 2\nlist: [{a: 1}, {a: 2}]\n"
     assert load_yaml_text(text, "x.yaml") == {
         "base": {"a": 1, "c": 3},

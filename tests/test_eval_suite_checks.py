@@ -68,11 +68,17 @@ def test_a_suite_without_cases_is_refused(tmp_path: Path) -> None:
         ("cases:\n  - {name: a, messages: [hi], expect: {reply: x}}\n", "expect.reply"),
         ("cases:\n  - {m: hi, reply_contain: x}\n", "reply_contain: Extra inputs"),
         ("cases:\n  - {m: 12345}\n", "m: Input should be a valid string"),
-        ("cases:\n  - {m: ''}\n", "m: String should have at least 1 character"),
+        ("cases:\n  - {m: ''}\n", "m: Value error, is blank"),
         ("cases:\n  - {name: a, messages: []}\n", "messages: List should have at least 1"),
         ("now: 5\ncases:\n  - {m: hi}\n", "now"),
         ("now: soon\ncases:\n  - {m: hi}\n", "now: 'soon' is not an ISO time"),
         ("cases:\n  - {m: hi}\nrounds: 3\n", "rounds: Extra inputs"),
+        # found by review: these loaded, then crashed (exit 1) or could never pass
+        ("cases:\n  - {m: hi, tools: null}\n", "tools: Value error, null is no expectation"),
+        ("cases:\n  - {name: a, messages: [hi], expect: {status: null}}\n", "expect.status"),
+        ("cases:\n  - {m: hi, reply_contains: yes}\n", "reply_contains"),
+        ("cases:\n  - {m: '   '}\n", "m: Value error, is blank"),
+        ("cases:\n  - {m: hi}\n  - {m: hi, then: ['  ']}\n", "then.0: Value error, is blank"),
     ],
 )
 def test_each_wrong_shape_is_named_with_where_it_is(tmp_path: Path, text: str, says: str) -> None:

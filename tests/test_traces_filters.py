@@ -153,3 +153,35 @@ def test_every_stage_corral_emits_or_asks_a_model_for_is_declared() -> None:
     from corral.store.projection import STAGE_COLUMNS
 
     assert set(STAGE_COLUMNS) <= set(STAGES)
+
+
+def test_a_stage_an_agents_own_gate_names_can_be_filtered_on(tmp_path: Path) -> None:
+    """A gate may record events under a stage of its own (docs/extending.md): a name no
+    corral stage has is refused only when no line of the runs shown carries it."""
+    from dataclasses import dataclass
+
+    from corral import Agent
+    from corral.decision import DEFAULT_GATES, GateRun, Proposal
+    from corral.events import FactWritten
+
+    @dataclass(frozen=True)
+    class Audit:
+        def check(self, proposal: Proposal, run: GateRun) -> Proposal:
+            run.emit("audit", FactWritten("audited", True, "tool", proposal.step_id))
+            return proposal
+
+    loaded = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    audited = Agent.build(
+        loaded.config, list(loaded.tools), deps=loaded.deps, gates=(*DEFAULT_GATES, Audit())
+    )
+    store = SqlStore.open(tmp_path / "corral.db")
+    import asyncio
+
+    run = asyncio.run(Runtime(audited, store).start(EXCHANGE))
+    store.engine.dispose()
+    lines = shown(Home(tmp_path, "", run.run_id, "", ""), run.run_id, "--stage", "audit")
+    assert lines and {line["stage"] for line in lines} == {"audit"}
+    many = shown(Home(tmp_path, "", run.run_id, "", ""), "--since", "1h", "--stage", "audit")
+    assert many == lines
+    done = corral_cli(tmp_path, "traces", run.run_id, "--stage", "audti", ok=False)
+    assert done.returncode == 2 and "or one an event of these runs names" in done.stderr

@@ -95,19 +95,19 @@ class _BoundedLoader(yaml.SafeLoader):
             )
         self._sizes[id(node)] = size
 
-    @staticmethod
-    def _check_keys(node: MappingNode) -> None:
+    def _check_keys(self, node: MappingNode) -> None:
         """Refuse a key written twice in one mapping.
 
         YAML keeps the last silently, so a second ``business_rules:`` block would drop the
-        first's rules unseen. Keys that a merge (``<<: *a``) brings in may still be
-        overridden, as YAML means them to be.
+        first's rules unseen. Keys are compared as the mapping built holds them (``yes``
+        and ``true``, ``1`` and ``0x1`` are one key). Keys that a merge (``<<: *a``) brings
+        in may still be overridden, as YAML means them to be.
         """
-        first: dict[tuple[str, str], int] = {}
+        first: dict[Any, int] = {}
         for key, _ in node.value:
             if not isinstance(key, ScalarNode) or key.tag == _MERGE_TAG:
                 continue
-            seen = (key.tag, key.value)
+            seen = self.construct_object(key)  # as the mapping will hold it: True == 1 too
             if seen in first:
                 raise _refusal(
                     f"duplicate key {key.value!r} (first on line {first[seen] + 1}); YAML "

@@ -329,11 +329,11 @@ def _runtime_for_run(
     target = _store_target(folder, store)
     if isinstance(target, Path) and not target.exists():  # no store, so no run: make none
         raise RunNotFoundError(f"no run {run_id!r} in {target}", hint="see `corral runs`")
-    _home(folder)  # the run's logs are written here
     opened = _open_store(folder, store)
     events = opened.load_events(run_id)
     if not events:
         raise RunNotFoundError(f"no run {run_id!r} in {opened.where()}", hint="see `corral runs`")
+    _home(folder)  # found: its logs are written here
     started = events[0].payload
     root = agent_dir or (started.agent_root if isinstance(started, RunStarted) else None)
     if not root:

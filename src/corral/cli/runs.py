@@ -338,14 +338,12 @@ def traces(
     (repairing a cut or lost line). With filters: the newest --limit runs that match all
     of them (found in SQL), oldest first. --stage and --level filter the lines.
     """
-    from corral.contracts import STAGES, RunStatus
+    from corral.contracts import RunStatus
     from corral.observe.logs import LEVELS
     from corral.observe.trace_ids import corral_trace_id
 
     if level is not None and level not in LEVELS:
         raise typer.BadParameter(f"level must be one of {', '.join(LEVELS)}")
-    if stage is not None and stage not in STAGES:
-        raise typer.BadParameter(f"stage must be one of {', '.join(STAGES)}")
     if run_id is not None and run is not None and run_id != run:
         raise typer.BadParameter("give the run as RUN_ID or --run, not two different ones")
     if status is not None and status not in {s.value for s in RunStatus}:
@@ -389,8 +387,24 @@ def _one_trace(
     if not events:
         raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
     _touch_log(store, run_id, where[0])
-    records = [r for r in log_records(events) if keep(r, stage, level)]
+    every = log_records(events)
+    _check_stage(stage, every)
+    records = [r for r in every if keep(r, stage, level)]
     _print_traces(records, as_json, with_run=False)
+
+
+def _check_stage(stage: str | None, records: list[dict[str, Any]]) -> None:
+    """Refuse a stage that is none of corral's and that no line shown carries (a typo).
+
+    A gate or verifier of the agent's own may name a stage of its own (``run.emit``):
+    found in the lines, it is kept.
+    """
+    from corral.contracts import STAGES
+
+    if stage is not None and stage not in STAGES and all(r["stage"] != stage for r in records):
+        raise typer.BadParameter(
+            f"stage must be one of {', '.join(STAGES)}, or one an event of these runs names"
+        )
 
 
 def _many_traces(
@@ -416,12 +430,11 @@ def _many_traces(
         until=parse_time(until) if until is not None else None,
         limit=limit,
     )
-    records = [
-        record
-        for run_id in reversed(ids)
-        for record in log_records(store.load_events(run_id))
-        if keep(record, *lines)
+    every = [
+        record for run_id in reversed(ids) for record in log_records(store.load_events(run_id))
     ]
+    _check_stage(lines[0], every)
+    records = [record for record in every if keep(record, *lines)]
     if not ids and not as_json:
         console.print("no runs match")
         return

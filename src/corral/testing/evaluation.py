@@ -24,7 +24,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
 from corral.agent import Agent
 from corral.contracts import RunStatus, RunSummary
@@ -189,9 +200,18 @@ class SuiteReport:
 
 
 Tier = Literal["core", "regular", "exploratory"]
-Message = Annotated[str, Field(min_length=1)]
+
+
+def _said(text: str) -> str:
+    """Refuse a blank message: the runtime would refuse it mid-suite, after earlier cases."""
+    if not text.strip():
+        raise ValueError("is blank: a case's messages and answers are text a user sends")
+    return text
+
+
+Message = Annotated[str, AfterValidator(_said)]
 """A message or an answer, as a user types it: text, never a number YAML read, never a
-string taken for a list of characters."""
+string taken for a list of characters, never blank."""
 
 
 class Expectations(BaseModel):
@@ -202,9 +222,18 @@ class Expectations(BaseModel):
     intent: str | None = None
     status: RunStatus | None = None
     outcome: str | None = None
-    reply_contains: str | int | float | None = None
+    reply_contains: StrictStr | StrictInt | StrictFloat | None = None
+    """Text, or a number as YAML reads one; not ``yes`` (YAML's true)."""
     tools: list[str] | None = None
     source: str | None = None
+
+    @field_validator(*_EXPECT_KEYS, mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        """``status: null`` could never pass, and ``tools: null`` crashed the check."""
+        if value is None:
+            raise ValueError("null is no expectation: leave the key out")
+        return value
 
     def given(self) -> dict[str, Any]:
         """The expectations written, as ``_check`` reads them."""
