@@ -25,13 +25,19 @@ from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
 from corral.planning.producers import FactRead
-from corral.planning.validate import PlanContext, PlanGraph, validate_plan
+from corral.planning.validate import (
+    PlanContext,
+    PlanGraph,
+    path_types,
+    published_facts,
+    validate_plan,
+)
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
-from corral.verify.expressions import fact_names
+from corral.verify.expressions import comparison_problems, fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
 
@@ -45,6 +51,11 @@ ENTITY_TYPES: dict[str, Any] = {
     "date_range": dict[str, str],
     "amount": float,
 }
+
+
+def entity_types(config: AgentConfig) -> dict[str, Any]:
+    """Each declared entity's type (``ENTITY_TYPES`` by its kind), as plans check them."""
+    return {name: ENTITY_TYPES[spec.kind] for name, spec in config.entities.items()}
 
 
 @dataclass(frozen=True)
@@ -121,7 +132,7 @@ class Agent:
     def plan_context(self, intent: str | None) -> PlanContext:
         """What plans for ``intent`` are validated against."""
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
-        types = {name: ENTITY_TYPES[spec.kind] for name, spec in self.config.entities.items()}
+        types = entity_types(self.config)
         reads: dict[str, tuple[FactRead, ...]] = {}
         for rule in self.rules:
             read = FactRead(f"business rule {rule.rule.name}", fact_names(rule.expression))
@@ -304,6 +315,7 @@ class Agent:
             if not renderer.has(rule.refusal):
                 problems.append(f"business rule {rule.name}: template {rule.refusal!r} is missing")
         problems.extend(_rule_argument_problems(rules, registry))
+        problems.extend(_rule_comparison_problems(rules, graphs, registry, entity_types(config)))
         for entity, template in config.questions.items():
             if not renderer.has(template):
                 problems.append(f"question for {entity}: template {template!r} is missing")
@@ -359,6 +371,37 @@ def _checked_verifiers(verifiers: Sequence[Verifier]) -> tuple[Verifier, ...]:
                 hint="a verifier may ask a model (the judge), so it is awaited",
             )
     return tuple(verifiers)
+
+
+def _rule_comparison_problems(
+    rules: Sequence[CompiledRule],
+    graphs: Mapping[tuple[str, str], PlanGraph],
+    registry: ToolRegistry,
+    entities: Mapping[str, Any],
+) -> list[str]:
+    """A rule comparing a typed value with a literal that cannot hold (``comparison_problems``).
+
+    Checked before each step of a template plan that calls the rule's tool (facts typed by
+    the steps that publish them), and before the tool anywhere (arguments and entities).
+    """
+    places: list[tuple[ToolSpec, Mapping[str, tuple[ToolSpec, tuple[str, ...]]]]] = [
+        (registry.get(rule.rule.before_tool), {})
+        for rule in rules
+        if rule.rule.before_tool in registry
+    ]
+    for graph in graphs.values():
+        published = published_facts(graph.plan.steps, registry)
+        places += [(compiled.spec, published) for compiled in graph.steps.values()]
+    problems: list[str] = []
+    for spec, facts in places:
+        types = path_types(spec, facts, entities)
+        for rule in rules:
+            if rule.rule.before_tool == spec.name:
+                problems += [
+                    f"business rule {rule.rule.name}: {p}"
+                    for p in comparison_problems(rule.expression, types)
+                ]
+    return list(dict.fromkeys(problems))
 
 
 def _rule_argument_problems(rules: Sequence[CompiledRule], registry: ToolRegistry) -> list[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import types
 import typing
 from collections import abc
+from datetime import date, time
+from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Union, is_typeddict
 
@@ -191,3 +193,43 @@ def element_type(tp: Any, position: tuple[str, ...]) -> Any | None:
         else:
             return None
     return tp
+
+
+def scalar_kind(tp: Any) -> tuple[str | None, tuple[Any, ...] | None]:
+    """The kind of a type a comparison can check (``number``, ``text``, ``bool``, ``date``).
+
+    With it, the only values of a ``Literal`` or an ``Enum``; ``(None, None)``: unknown.
+    ``X | None`` is ``X`` (``None`` is compared as absent, not as a kind).
+    """
+    members = _members(_strip(tp))
+    if len(members) != 1:
+        return None, None
+    node = members[0]
+    if typing.get_origin(node) is Literal:
+        values = typing.get_args(node)
+        kinds = {value_kind(v) for v in values}
+        return (kinds.pop() if len(kinds) == 1 else None), values
+    if isinstance(node, type) and issubclass(node, Enum):
+        values = tuple(member.value for member in node)
+        kinds = {value_kind(v) for v in values}
+        return (kinds.pop() if len(kinds) == 1 else None), (*values, *node)
+    if node is bool:
+        return "bool", None
+    if isinstance(node, type) and issubclass(node, int | float | Decimal):
+        return "number", None
+    if node is str:
+        return "text", None
+    if isinstance(node, type) and issubclass(node, date | time):
+        return "date", None
+    return None, None
+
+
+def value_kind(value: Any) -> str | None:
+    """The kind of a literal value, as ``scalar_kind`` names a type's (``None``: another)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    return None

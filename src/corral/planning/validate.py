@@ -12,7 +12,7 @@ The result is a ``PlanGraph``: everything the scheduler needs, computed once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -25,7 +25,12 @@ from corral.planning.references import Reference, iter_references, literal, pars
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.typecheck import describe, element_type, field_type, is_assignable
-from corral.verify.expressions import Expression, compile_expression, fact_names
+from corral.verify.expressions import (
+    Expression,
+    comparison_problems,
+    compile_expression,
+    fact_names,
+)
 
 
 @dataclass(frozen=True)
@@ -297,6 +302,10 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
                 success = compile_expression(step.success, spec.output_model)
             except ExpressionInvalidError as exc:
                 problems.append(f"{step.id}.success: {exc.message}")
+            else:
+                facts = published_facts(steps, context.registry)
+                types = path_types(spec, facts, context.entity_types)
+                problems += [f"{step.id}.success: {p}" for p in comparison_problems(success, types)]
         published: list[tuple[str, tuple[str, ...]]] = []
         for fact, path_text in step.facts.items():
             path = tuple(p for p in path_text.split(".") if p)[1:]
@@ -346,3 +355,54 @@ def _fact_writers(steps: Iterable[Step]) -> dict[str, tuple[str, ...]]:
         for fact in step.facts:
             writers.setdefault(fact, []).append(step.id)
     return {fact: tuple(ids) for fact, ids in writers.items()}
+
+
+def published_facts(
+    steps: Iterable[Step], registry: ToolRegistry
+) -> dict[str, tuple[ToolSpec, tuple[str, ...]]]:
+    """Fact name -> the tool of the first step that publishes it, and the path in its result."""
+    found: dict[str, tuple[ToolSpec, tuple[str, ...]]] = {}
+    for step in steps:
+        if step.tool not in registry:
+            continue
+        for fact, path_text in step.facts.items():
+            path = tuple(p for p in path_text.split(".") if p)
+            if path and path[0] == "result":
+                found.setdefault(fact, (registry.get(step.tool), path[1:]))
+    return found
+
+
+def path_types(
+    spec: ToolSpec,
+    facts: Mapping[str, tuple[ToolSpec, tuple[str, ...]]],
+    entity_types: Mapping[str, Any],
+) -> Callable[[tuple[str, ...]], Any]:
+    """The declared type of a path an expression before or after ``spec`` reads.
+
+    ``result.x`` (the tool's output), ``args.x`` (its parameters), ``facts.x`` (the field a
+    step publishes it from, else a declared entity's type; unknown when both are and
+    differ), ``entities.x``; ``None`` when the type is not known statically.
+    """
+
+    def type_of(chain: tuple[str, ...]) -> Any:
+        head, rest = chain[0], chain[1:]
+        if head == "result":
+            kind, problem = field_type(spec.output_model, rest)
+            return None if problem else kind
+        if not rest:
+            return None
+        name = rest[0]
+        if head == "args":
+            field_info = spec.input_model.model_fields.get(name)
+            return field_info.annotation if field_info is not None and len(rest) == 1 else None
+        if head == "facts" and name in facts:
+            producer, path = facts[name]
+            kind, problem = field_type(producer.output_model, path + rest[1:])
+            if problem or (name in entity_types and entity_types[name] != kind):
+                return None  # the entity's value stands in until a step publishes: either
+            return kind
+        if head in ("facts", "entities") and name in entity_types and len(rest) == 1:
+            return entity_types[name]
+        return None
+
+    return type_of

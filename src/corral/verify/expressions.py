@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from simpleeval import EvalWithCompoundTypes
 
 from corral.errors import ExpressionInvalidError
-from corral.typecheck import field_type
+from corral.typecheck import describe, field_type, scalar_kind, value_kind
 
 ALLOWED_NAMES = frozenset({"result", "args", "facts", "entities"})
 CONSTANTS: Mapping[str, Any] = MappingProxyType(
@@ -284,3 +284,76 @@ def compile_expression(text: str, result_model: type[BaseModel] | None = None) -
     if problems:
         raise ExpressionInvalidError(f"{text!r}: " + "; ".join(dict.fromkeys(problems)))
     return Expression(text.strip(), tree)
+
+
+_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_EQUALITY = (ast.Eq, ast.NotEq)
+
+
+def comparison_problems(
+    expression: Expression, type_of: Callable[[tuple[str, ...]], Any]
+) -> list[str]:
+    """Comparisons of a typed value with a literal that can never hold as written.
+
+    ``type_of`` gives the declared type of a path (``("facts", "fines")``), or ``None``
+    when it is not known statically. ``facts.fines < "10"`` (a number and a text) cannot
+    be judged at run time, so a rule refused and told the customer its reason, and a
+    success criterion failed a step that had succeeded; ``facts.status == "shiped"``
+    (not one of a ``Literal``'s values) is never true. Found at load, both are typos.
+    """
+    problems: list[str] = []
+    for node in ast.walk(expression.tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        left = node.left
+        for op, right in zip(node.ops, node.comparators, strict=True):
+            for side, other in ((left, right), (right, left)):
+                chain = _attribute_chain(side)
+                literal = _literal(other)
+                if chain is None or literal is _NO_LITERAL:
+                    continue
+                declared = type_of(chain)
+                problem = _mismatch(declared, op, literal) if declared is not None else None
+                if problem:
+                    problems.append(
+                        f"{expression.text!r}: {'.'.join(chain)} is {describe(declared)}, "
+                        f"so comparing it with {literal!r} {problem}"
+                    )
+            left = right
+    return list(dict.fromkeys(problems))
+
+
+_NO_LITERAL = object()
+
+
+def _literal(node: ast.AST) -> Any:
+    """The value of a literal operand (``"10"``, ``3``, ``-2.5``, ``true``), else a marker."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _literal(node.operand)
+        if isinstance(inner, int | float) and not isinstance(inner, bool):
+            return -inner
+    if isinstance(node, ast.Name) and node.id in CONSTANTS:
+        return CONSTANTS[node.id]
+    return _NO_LITERAL
+
+
+def _mismatch(declared: Any, op: ast.cmpop, literal: Any) -> str | None:
+    """Why ``declared <op> literal`` cannot hold (``None``: it may)."""
+    if literal is None:
+        return None
+    kind, choices = scalar_kind(declared)
+    given = value_kind(literal)
+    if kind is None or given is None:
+        return None
+    if isinstance(op, _ORDERING):
+        if kind != given and not (kind == "bool" and given == "number"):
+            return "cannot be judged: the two are not ordered"
+        return None
+    if isinstance(op, _EQUALITY):
+        if kind != given and not {kind, given} <= {"number", "bool"}:
+            return "is never equal"
+        if choices is not None and literal not in choices:
+            return f"is never equal (it is one of {', '.join(map(repr, choices))})"
+    return None
