@@ -109,3 +109,45 @@ async def test_run_plan_in_a_session_keeps_its_open_question_answerable(tmp_path
     await runtime.run_plan("repair", entities={"order_id": "HD20240501"}, session_id="s")
     answered = await runtime.start("HD20240501", session_id="s")
     assert answered.run_id == asking.run_id  # the answer reached the run that asked
+
+
+ORDERS_DIR = Path(__file__).resolve().parents[1] / "examples" / "orders"
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ({"start": "yesterday", "end": "2026-11-30"}, "Invalid isoformat string: 'yesterday'"),
+        ({"start": "2026-11-30", "end": "2026-11-01"}, "it starts after it ends"),
+        ({"start": "2026-11-01"}, "no 'end'"),
+        ({"start": "2026-11-01", "end": "2026-11-02", "from": "x"}, "unknown keys ['from']"),
+        ("上周", "Input should be a valid dictionary"),
+    ],
+)
+async def test_a_date_range_entity_is_refused_unless_it_is_one_the_normaliser_writes(
+    tmp_path: Path, value: Any, says: str
+) -> None:
+    """The defect: any mapping of strings passed, and the run was made; a word such as
+    "yesterday" then failed the tool, a reversed range searched nothing, both handed off."""
+    agent = load_agent(ORDERS_DIR, data_dir=tmp_path / "business")
+    store = MemoryStore()
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    with pytest.raises(InvalidArgumentError) as info:
+        await runtime.run_plan("order_search", entities={"order_date": value})
+    assert says in info.value.message
+    assert '{"start": "2026-11-01", "end": "2026-11-30"}' in (info.value.hint or "")
+    assert store.runs == {}
+
+
+async def test_a_date_range_without_text_is_given_one_so_the_reply_can_show_it(
+    tmp_path: Path,
+) -> None:
+    """The defect: the well-formed range of the README was searched, and then the reply's
+    ``{period}`` had nothing to show: TEMPLATE_INVALID, handed off."""
+    agent = load_agent(ORDERS_DIR, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    done = await runtime.run_plan(
+        "order_search", entities={"order_date": {"start": "2026-11-01", "end": "2026-11-30"}}
+    )
+    assert done.status.value == "finished", done.reply
+    assert done.reply is not None and "2026-11-01 – 2026-11-30" in done.reply

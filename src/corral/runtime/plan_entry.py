@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -138,14 +138,43 @@ def check_entities(agent: Agent, entities: Mapping[str, Any]) -> dict[str, Any]:
             typed = TypeAdapter(ENTITY_TYPES[spec.kind]).validate_python(value)
         except ValidationError as exc:
             raise InvalidArgumentError(
-                f"entity {name!r} is not a {spec.kind}: {exc.errors()[0]['msg']}"
+                f"entity {name!r} is not a {spec.kind}: {exc.errors()[0]['msg']}",
+                hint=_SHAPES.get(spec.kind, "give it as a message would state it"),
             ) from None
         checked[name] = _as_extracted(name, spec, typed)
     return checked
 
 
+_SHAPES = {
+    "date_range": 'a date range is {"start": "2026-11-01", "end": "2026-11-30"} (ISO dates, '
+    'start <= end), with an optional "text": the words a reply shows',
+}
+"""How a value of a kind is written, for the hint of a refused one."""
+
+
+def _date_range(name: str, value: dict[str, str]) -> dict[str, str]:
+    """A date range as the date normaliser writes one: ISO ``start`` <= ``end``, and ``text``."""
+    unknown = sorted(set(value) - {"start", "end", "text"})
+    try:
+        start, end = date.fromisoformat(value["start"]), date.fromisoformat(value["end"])
+    except (KeyError, ValueError) as exc:
+        problem = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+        raise InvalidArgumentError(
+            f"entity {name!r} is not a date range ({problem})", hint=_SHAPES["date_range"]
+        ) from None
+    if unknown or start > end:
+        problem = f"unknown keys {unknown}" if unknown else "it starts after it ends"
+        raise InvalidArgumentError(
+            f"entity {name!r} is not a date range ({problem})", hint=_SHAPES["date_range"]
+        )
+    text = value.get("text") or (str(start) if start == end else f"{start} – {end}")
+    return {"start": start.isoformat(), "end": end.isoformat(), "text": text}
+
+
 def _as_extracted(name: str, spec: EntitySpec, value: Any) -> Any:
     """``value`` as extraction would have produced it, or ``InvalidArgumentError``."""
+    if spec.kind == "date_range":
+        return _date_range(name, value)
     if spec.kind == "amount" and not math.isfinite(value):
         raise InvalidArgumentError(f"entity {name!r} must be a finite amount, not {value!r}")
     if spec.kind == "vocabulary":
