@@ -151,3 +151,37 @@ async def test_a_date_range_without_text_is_given_one_so_the_reply_can_show_it(
     )
     assert done.status.value == "finished", done.reply
     assert done.reply is not None and "2026-11-01 – 2026-11-30" in done.reply
+
+
+async def test_an_entity_value_that_gives_two_values_is_refused(tmp_path: Path) -> None:
+    """The defect: "HD20240501 or HD20240502" ran on the first, silently; a message
+    giving two would have been asked which one."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    store = MemoryStore()
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    with pytest.raises(InvalidArgumentError, match="gives 2 values"):
+        await runtime.run_plan("repair", entities={"order_id": "HD20240501 or HD20240502"})
+    assert store.runs == {}
+    done = await runtime.run_plan("repair", entities={"order_id": "订单 HD20240501"})
+    assert done.status.value != "handed_off"
+
+
+def test_run_plan_refuses_an_entity_given_twice_on_the_command_line(tmp_path: Path) -> None:
+    """The defect: the last --entity of a name won, with no notice."""
+    from tests.helpers import corral_cli
+
+    done = corral_cli(
+        tmp_path,
+        "run-plan",
+        str(AFTERSALES),
+        "repair",
+        "--entity",
+        "order_id=HD20240501",
+        "--entity",
+        "order_id=HD20240502",
+        ok=False,
+    )
+    assert done.returncode == 2 and "gives order_id twice" in done.stderr
+    assert (
+        not (tmp_path / "corral.db").exists() or "run_" not in corral_cli(tmp_path, "runs").stdout
+    )

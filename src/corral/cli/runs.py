@@ -96,6 +96,8 @@ def run_plan(
         name, equals, value = item.partition("=")
         if not equals or not name:
             raise typer.BadParameter(f"--entity takes NAME=VALUE, not {item!r}")
+        if name in entities:  # which one was meant is not for corral to guess
+            raise typer.BadParameter(f"--entity gives {name} twice; give it once")
         entities[name] = _entity_value(value)
     if priority is not None:
         from corral.decision.priority import check_priority

@@ -188,7 +188,14 @@ def _as_extracted(name: str, spec: EntitySpec, value: Any) -> Any:
             hint="give a canonical value or one of its words from agent.yaml",
         )
     if spec.kind == "pattern" and spec.patterns:
-        found = EntityExtractor({name: spec}, "UTC").extract(str(value), EPOCH).get(name)
+        extractor = EntityExtractor({name: spec}, "UTC")
+        several = extractor.mentions(str(value), [name]).get(name, [])
+        if len(several) > 1:  # a message giving two would be asked "which one?"
+            raise InvalidArgumentError(
+                f"entity {name!r}: {value!r} gives {len(several)} values "
+                f"({', '.join(several)}); give one",
+            )
+        found = extractor.extract(str(value), EPOCH).get(name)
         if found is None:
             raise InvalidArgumentError(
                 f"entity {name!r}: {value!r} matches none of its patterns",
