@@ -190,6 +190,28 @@ def test_datasets_read_csv_folders_and_corpora(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("words,tag\na,b\n", "utf-8")
     with pytest.raises(ConfigInvalidError):
         read_split(tmp_path / "bad.csv")
+    assert read_corpus(tmp_path / "corpus").held_out is True
+    assert read_corpus(tmp_path / "d.csv").held_out is False
+
+
+@pytest.mark.parametrize(
+    ("rows", "says"),
+    [("hello,greet\nbye,\n", "d.csv:3: the row has no label"), (",greet\n", "no text")],
+)
+def test_a_csv_row_without_a_text_or_a_label_is_refused_with_its_line(
+    tmp_path: Path, rows: str, says: str
+) -> None:
+    """The defect: a row "bye," trained a class named "" and ",greet" an empty example."""
+    (tmp_path / "d.csv").write_text("text,label\n" + rows, "utf-8")
+    with pytest.raises(ConfigInvalidError, match=says):
+        read_split(tmp_path / "d.csv")
+
+
+def test_a_folder_that_is_no_corpus_says_what_a_corpus_is(tmp_path: Path) -> None:
+    with pytest.raises(ConfigInvalidError) as info:
+        read_split(tmp_path)
+    assert "corpus folder (train/, valid/, test/)" in info.value.message
+    assert "corral eval AGENT_DIR" in (info.value.hint or "")
 
 
 def test_cli_train_and_eval(tmp_path: Path) -> None:
@@ -221,6 +243,10 @@ def test_cli_train_and_eval(tmp_path: Path) -> None:
     )
     assert trained.returncode == 0, trained.stderr
     assert json.loads(trained.stdout)["accuracy"] > 0.9
+    # one CSV is train, valid and test at once: the figures say so (found by a walkthrough:
+    # "validation 100 %" was the training data's)
+    assert json.loads(trained.stdout)["held_out"] is False
+    assert "these figures are on the training data" in " ".join(trained.stderr.split())
     evaluated = subprocess.run(
         [
             *run,

@@ -219,8 +219,10 @@ def intent_train(
             "train_seconds": round(seconds, 2),
             "calibrated": model.calibrated,
             "temperature": round(model.temperature, 3),
+            "held_out": corpus.held_out,
         },
     )
+    _warn_not_held_out(corpus.held_out)
 
 
 @intent_app.command("eval")
@@ -243,9 +245,25 @@ def intent_eval(
     corpus = read_corpus(data)
     if model_path is not None:
         model = IntentClassifierModel.load(model_path, signing_key(_home(home) / "cache"))
+        held_out = True  # trained on other data, as far as this command knows
     else:
         model = IntentClassifierModel.fit(corpus.train)
         model.tune_threshold(corpus.valid)
+        held_out = corpus.held_out
     _print_report(
-        evaluate(model, corpus.test), "test", as_json, {"model": str(model_path or "trained now")}
+        evaluate(model, corpus.test),
+        "test",
+        as_json,
+        {"model": str(model_path or "trained now"), "held_out": held_out},
     )
+    _warn_not_held_out(held_out)
+
+
+def _warn_not_held_out(held_out: bool) -> None:
+    """Say so when the figures were measured on the data the model was fitted to."""
+    if not held_out:
+        err_console.print(
+            "warning: one split was used to train, tune and score: these figures are on the "
+            "training data (and the OOS threshold was tuned on it); give a corpus folder "
+            "(train/, valid/, test/) for held-out figures"
+        )

@@ -50,8 +50,15 @@ def _read_csv(path: Path) -> LabelledTexts:
         if reader.fieldnames is None or not {"text", "label"} <= set(reader.fieldnames):
             raise ConfigInvalidError(f"{path}: needs a header with 'text' and 'label' columns")
         for row in reader:
-            texts.append(row["text"])
-            labels.append(row["label"])
+            text, label = (row["text"] or "").strip(), (row["label"] or "").strip()
+            if not text or not label:  # a class named "" or an example of nothing
+                empty = "text" if not text else "label"
+                raise ConfigInvalidError(
+                    f"{path}:{reader.line_num}: the row has no {empty}",
+                    hint="every row needs a text and a label; delete or fill the row",
+                )
+            texts.append(text)
+            labels.append(label)
     return LabelledTexts(texts, labels)
 
 
@@ -61,7 +68,12 @@ def read_split(path: Path, *, force_label: str | None = None) -> LabelledTexts:
         return _read_csv(path)
     if (path / "seq.in").is_file():
         return _read_folder(path, force_label)
-    raise ConfigInvalidError(f"{path} is neither a CSV file nor a folder with seq.in and label")
+    raise ConfigInvalidError(
+        f"{path} is neither a CSV file (text,label), a folder with seq.in and label, nor a "
+        "corpus folder (train/, valid/, test/)",
+        hint="an agent's own classifier is trained from its intents' examples when it "
+        "loads; `corral eval AGENT_DIR` measures the agent",
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,8 @@ class Corpus:
     train: LabelledTexts
     valid: LabelledTexts
     test: LabelledTexts
+    held_out: bool = True
+    """False for a single split used as all three: its scores are on the training data."""
 
 
 def _split(root: Path, name: str) -> LabelledTexts:
@@ -88,4 +102,4 @@ def read_corpus(path: Path) -> Corpus:
     if path.is_dir() and (path / "train").exists():
         return Corpus(_split(path, "train"), _split(path, "valid"), _split(path, "test"))
     single = read_split(path)
-    return Corpus(single, single, single)
+    return Corpus(single, single, single, held_out=False)
