@@ -336,15 +336,26 @@ async def test_business_rule_skips_the_write_and_refuses_with_the_reason() -> No
     assert summary.steps[1].status is StepStatus.SKIPPED
 
 
-async def test_reply_never_claims_a_fact_no_tool_provided() -> None:
-    @tool
-    def nothing() -> Value:
-        return Value(value=1)
+class Shipment(BaseModel):
+    tracking: str | None = None
 
+
+async def test_reply_never_claims_a_fact_no_tool_provided() -> None:
+    """A name no step publishes is refused at load (``test_template_placeholders``); one a
+    step publishes but its tool left empty is not claimed either: a person takes over."""
+    from corral.errors import ConfigInvalidError
+
+    @tool
+    def nothing() -> Shipment:
+        return Shipment()
+
+    shipped = {"done_reply": {"zh": "订单 {tracking} 已发货", "en": "shipped {tracking}"}}
+    with pytest.raises(ConfigInvalidError, match=r"uses \{tracking\}, which is no entity"):
+        runtime_for([nothing], [{"id": "s1", "tool": "nothing"}], templates=shipped)
     runtime, _ = runtime_for(
         [nothing],
-        [{"id": "s1", "tool": "nothing"}],
-        templates={"done_reply": {"zh": "订单 {tracking} 已发货", "en": "shipped {tracking}"}},
+        [{"id": "s1", "tool": "nothing", "facts": {"tracking": "result.tracking"}}],
+        templates=shipped,
     )
     summary = await runtime.start("go")
     assert summary.status is RunStatus.HANDED_OFF
