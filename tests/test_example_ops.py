@@ -312,6 +312,9 @@ def test_the_fast_search_down_twice_switches_to_the_cheap_one(tmp_path: Path) ->
     assert '"reason": "urgent' in chosen[0]  # the run's priority picked the fast search
     assert '"reason": "fallback after search_flights_fast"' in chosen[1]
     assert "共 3 个航班" in summary["reply"] and "北京飞上海" in summary["reply"]  # morning
+    # the tree says the step fell back: its three attempts were not all the cheap search's
+    tree = corral_cli(tmp_path, "show", summary["run_id"]).stdout
+    assert "search_flights_cheap (after search_flights_fast failed 2×)  3 attempts" in tree
     no_process_left(tmp_path)
 
 

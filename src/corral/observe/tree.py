@@ -13,7 +13,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from corral.contracts import RunStatus, StepStatus
-from corral.events import Event, ModelCall
+from corral.events import Event, ModelCall, ToolAttempt
 from corral.observe.logs import model_call_brief
 from corral.observe.redact import Redactor, keeping_ids
 from corral.observe.terminal import visible
@@ -90,12 +90,20 @@ def run_tree(
                 f"{shown(state.plan.template or '')}".rstrip()
             )
         )
+        tried = _tools_tried(events)
         for step in state.steps.values():
             mark, mark_style = _STEP_MARK[step.status]
             line = Text(f"{mark} ", style=mark_style)
             line.append(f"{shown(step.id)} {shown(step.tool_used or step.tool)}")
             if step.tool_used and step.tool_used != step.tool:
                 line.append(f" (instead of {shown(step.tool)})", style="yellow")
+            before = [
+                f"{shown(tool)} failed {failed}×"
+                for tool, failed in tried.get(step.id, {}).items()
+                if tool != (step.tool_used or step.tool) and failed
+            ]
+            if before:  # it fell back: the attempts were not all the tool shown
+                line.append(f" (after {', '.join(before)})", style="yellow")
             if step.attempts:
                 line.append(f"  {step.attempts} attempt{'s' * (step.attempts > 1)}", style="dim")
                 line.append(f"  {step.duration_ms:.1f} ms", style="dim")
@@ -115,6 +123,17 @@ def run_tree(
     if state.reply:
         tree.add(Text(f"reply: {shown(state.reply)}", style="bold green"))
     return tree
+
+
+def _tools_tried(events: Sequence[Event]) -> dict[str, dict[str, int]]:
+    """Step id -> each tool it called, in order, with how many of its calls failed."""
+    tried: dict[str, dict[str, int]] = {}
+    for event in events:
+        attempt = event.payload
+        if isinstance(attempt, ToolAttempt) and not attempt.in_flight:
+            tools = tried.setdefault(attempt.step_id, {})
+            tools[attempt.tool] = tools.get(attempt.tool, 0) + (attempt.status == "error")
+    return tried
 
 
 def _add_model_calls(tree: Tree, events: Sequence[Event], shown: Any) -> None:
