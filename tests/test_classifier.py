@@ -194,17 +194,26 @@ def test_datasets_read_csv_folders_and_corpora(tmp_path: Path) -> None:
     assert read_corpus(tmp_path / "d.csv").held_out is False
 
 
-@pytest.mark.parametrize(
-    ("rows", "says"),
-    [("hello,greet\nbye,\n", "d.csv:3: the row has no label"), (",greet\n", "no text")],
-)
-def test_a_csv_row_without_a_text_or_a_label_is_refused_with_its_line(
-    tmp_path: Path, rows: str, says: str
+def test_an_example_without_a_label_is_refused_and_one_without_text_dropped(
+    tmp_path: Path,
 ) -> None:
-    """The defect: a row "bye," trained a class named "" and ",greet" an empty example."""
-    (tmp_path / "d.csv").write_text("text,label\n" + rows, "utf-8")
-    with pytest.raises(ConfigInvalidError, match=says):
+    """The defect: a row "bye," trained a class named "" and ",greet" an empty example.
+
+    A blank text says nothing and is dropped (BANKING77's train split has one); a blank
+    label is refused with its line, in a CSV and in a seq.in/label folder alike."""
+    (tmp_path / "d.csv").write_text("text,label\nhello,greet\nbye,\n", "utf-8")
+    with pytest.raises(ConfigInvalidError, match=r"d\.csv:3: the example has no label"):
         read_split(tmp_path / "d.csv")
+    (tmp_path / "d.csv").write_text("text,label\nhello,greet\n,greet\n  ,bye\n", "utf-8")
+    assert read_split(tmp_path / "d.csv").texts == ["hello"]
+    folder = tmp_path / "split"
+    folder.mkdir()
+    (folder / "seq.in").write_text("hello\n\nbye\n", "utf-8")
+    (folder / "label").write_text("greet\ngreet\nbye\n", "utf-8")
+    assert read_split(folder).labels == ["greet", "bye"]
+    (folder / "label").write_text("greet\ngreet\n\n", "utf-8")
+    with pytest.raises(ConfigInvalidError, match="label:3: the example has no label"):
+        read_split(folder)
 
 
 def test_a_folder_that_is_no_corpus_says_what_a_corpus_is(tmp_path: Path) -> None:

@@ -102,3 +102,15 @@ def test_the_examples_suites_load_as_they_are() -> None:
     examples = Path(__file__).resolve().parents[1] / "examples"
     sizes = {p.parent.name: len(load_suite(p).cases) for p in examples.glob("*/eval.yaml")}
     assert sizes == {"aftersales": 17, "orders": 106, "triage": 100, "ops": 47}
+
+
+def test_null_says_nothing_was_recognised_where_that_is_an_expectation(tmp_path: Path) -> None:
+    """Found by review: ``intent: null`` (no intent recognised) and ``outcome: null`` are
+    expectations that pass; only ``status``, ``tools`` and ``reply_contains`` refuse null."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        "cases:\n  - {m: asdfghjkl, intent: null, outcome: null, source: null}\n",
+        encoding="utf-8",
+    )
+    (case,) = load_suite(path).cases
+    assert case.expect == {"intent": None, "outcome": None, "source": None}

@@ -9,6 +9,8 @@ found the member, and the plan's answer said "member not found".
 
 from __future__ import annotations
 
+from datetime import date
+from decimal import Decimal
 from typing import Any, Literal
 
 import pytest
@@ -138,7 +140,6 @@ def test_a_success_criterion_is_checked_against_the_tools_output_and_facts() -> 
 
 
 def test_the_kinds_a_comparison_can_check() -> None:
-    from datetime import date
     from enum import Enum
 
     class Colour(Enum):
@@ -146,14 +147,19 @@ def test_the_kinds_a_comparison_can_check() -> None:
 
     assert scalar_kind(float | None) == ("number", None)
     assert scalar_kind(bool) == ("bool", None)
-    assert scalar_kind(date) == ("date", None)
+    # expressions read JSON: a date, a Decimal, a UUID are text there (found by review)
+    assert scalar_kind(date) == ("text", None)
+    assert scalar_kind(Decimal) == ("text", None)
     assert scalar_kind(Literal["a", "b"]) == ("text", ("a", "b"))
     assert scalar_kind(Colour)[0] == "text"
     assert scalar_kind(list[int]) == (None, None)
     assert scalar_kind(int | str) == (None, None)
-    expression = compile_expression('facts.when < "2026-01-01"')
+    assert (
+        comparison_problems(compile_expression('facts.when < "2026-01-01"'), lambda _: date) == []
+    )
+    expression = compile_expression("facts.when < 20260101")
     assert comparison_problems(expression, lambda path: date) == [
-        "'facts.when < \"2026-01-01\"': facts.when is date, so comparing it with '2026-01-01' "
+        "'facts.when < 20260101': facts.when is date, so comparing it with 20260101 "
         "cannot be judged: the two are not ordered"
     ]
 
@@ -162,10 +168,100 @@ def test_a_fact_that_is_also_an_entity_of_another_type_is_not_checked() -> None:
     """Until a step publishes ``x``, the entity's text stands in for it: either type."""
     from corral.planning.validate import path_types
 
-    facts = {"x": (get_member, ("fines",))}
+    facts = {"x": [(get_member, ("fines",))]}
     assert path_types(renew, facts, {})(("facts", "x")) is float
     assert path_types(renew, facts, {"x": str})(("facts", "x")) is None
     assert path_types(renew, facts, {"x": float})(("facts", "x")) is float
     assert path_types(renew, {}, {"x": str})(("entities", "x")) is str
     assert path_types(renew, {}, {})(("args", "days")) is int
     assert path_types(renew, {}, {})(("args", "nope")) is None
+
+
+class Order(BaseModel):
+    due: date
+    price: Decimal
+    amount: str
+
+
+class Checked(BaseModel):
+    amount: float
+
+
+@tool
+def order() -> Order:
+    """An order whose date and price are text in JSON."""
+    return Order(due=date(2024, 5, 1), price=Decimal("10.50"), amount="7")
+
+
+@tool
+def check() -> Checked:
+    """The amount, as a number."""
+    return Checked(amount=7.0)
+
+
+def order_agent(success: str = "true", require: str = "true") -> Agent:
+    data = {
+        "name": "orders",
+        "intents": [
+            {
+                "name": "go",
+                "rules": [{"keywords": ["go"], "confidence": 0.95}],
+                "route": "plan",
+                "plan": "p",
+                "reply": "done",
+            }
+        ],
+        "plans": {
+            "p": {
+                "steps": [
+                    {
+                        "id": "s1",
+                        "tool": "order",
+                        "success": success,
+                        "facts": {"amount": "result.amount"},
+                    },
+                    {
+                        "id": "s2",
+                        "tool": "check",
+                        "depends_on": ["s1"],
+                        "facts": {"amount": "result.amount"},
+                    },
+                    {"id": "s3", "tool": "renew", "depends_on": ["s2"], "args": {"loan_id": "L1"}},
+                ]
+            }
+        },
+        "business_rules": [
+            {"name": "r", "before_tool": "renew", "require": require, "refusal": "done"}
+        ],
+        "templates": {"done": {"zh": "好", "en": "ok"}},
+    }
+    return Agent.build(parse_config(data), [order, check, renew])
+
+
+@pytest.mark.parametrize(
+    "success",
+    ['result.due < "2024-06-01"', 'result.due == "2024-05-01"', 'result.price == "10.50"'],
+)
+async def test_dates_and_decimals_are_compared_as_the_text_they_are(success: str) -> None:
+    """Found by review: the first version typed these as a date and a number, refused
+    them at load, and let ``result.price > 5`` (never true of a string) through."""
+    from corral import MemoryStore, Runtime
+    from corral.testing import FixedEffects
+
+    done = await Runtime(order_agent(success=success), MemoryStore(), effects=FixedEffects()).start(
+        "go"
+    )
+    assert done.status.value == "finished", done
+    with pytest.raises(ConfigInvalidError, match=r"result\.price is Decimal"):
+        order_agent(success="result.price > 5")
+
+
+async def test_a_fact_two_steps_publish_with_different_types_is_not_checked() -> None:
+    """Found by review: ``amount`` is text from s1 and a number from s2 (which runs last,
+    before the rule): typed by s1 alone, a working ``facts.amount > 5`` was refused."""
+    from corral import MemoryStore, Runtime
+    from corral.testing import FixedEffects
+
+    agent = order_agent(require="facts.amount > 5")
+    done = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert done.status.value == "finished", done

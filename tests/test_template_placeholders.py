@@ -162,3 +162,32 @@ def test_corral_run_refuses_the_example_with_a_misspelt_fact_before_any_run(
     err = " ".join(done.stderr.split())
     assert "CONFIG_INVALID" in err and "uses {exchange_no}, which is no entity" in err
     assert json.loads(corral_cli(tmp_path / "home", "runs", "--json").stdout) == []
+
+
+def test_an_intent_reply_is_not_checked_against_a_plan_that_writes_its_own() -> None:
+    """Found by review: a plan whose steps publish ``reply`` never renders the intent's
+    reply template, which may be written for the intent's other plan (``plan_rules``)."""
+    data = config(renewed={"zh": "换货 {exchange_id}", "en": "Exchange {exchange_id}"})
+    data["plans"]["renew"]["steps"][1]["facts"] = {"reply": "result.text"}
+    Agent.build(parse_config(data), [renew, generate_reply])
+
+
+def test_a_variant_reply_checks_only_the_templates_its_fact_can_name() -> None:
+    """Found by review: every ``note_*`` template was checked, ``note_for_staff`` (used
+    elsewhere) too; a number fact renders only ``note_yes`` or ``note_no``."""
+    data = config(
+        note_yes={"zh": "有 {renewal}", "en": "yes"},
+        note_no={"zh": "无", "en": "no"},
+        note_for_staff={"zh": "员工 {staff_name}", "en": "staff"},
+    )
+    data["plans"]["renew"]["steps"][1]["args"]["variant_fact"] = "fines"
+    Agent.build(parse_config(data), [renew, generate_reply])
+
+
+def test_a_date_range_entity_is_no_value_a_template_shows() -> None:
+    """Found by review: ``{period.text}`` loaded, and every such reply handed off (a date
+    range is no one value: ``values()`` leaves it out)."""
+    data = config(hi={"zh": "报告 {period.text}", "en": "Report"})
+    data["entities"]["period"] = {"kind": "date_range"}
+    with pytest.raises(ConfigInvalidError, match=r"uses \{period\.text\}, which is no entity"):
+        Agent.build(parse_config(data), [renew, generate_reply])

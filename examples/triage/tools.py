@@ -43,7 +43,11 @@ def setup(data_dir: Path) -> dict[str, Any]:
         for table in ("tickets", "ticket_reports"):  # made before they kept the words
             columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if "body" not in columns:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
+                try:
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN body TEXT")
+                except sqlite3.OperationalError as exc:  # another process added it first
+                    if "duplicate column" not in str(exc):
+                        raise
     return {"db": path}
 
 

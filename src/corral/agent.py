@@ -37,6 +37,7 @@ from corral.routing.router import allowed_tools
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
+from corral.typecheck import scalar_kind
 from corral.verify.expressions import comparison_problems, fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
@@ -56,6 +57,11 @@ ENTITY_TYPES: dict[str, Any] = {
 def entity_types(config: AgentConfig) -> dict[str, Any]:
     """Each declared entity's type (``ENTITY_TYPES`` by its kind), as plans check them."""
     return {name: ENTITY_TYPES[spec.kind] for name, spec in config.entities.items()}
+
+
+def shown_entities(config: AgentConfig) -> set[str]:
+    """The entities a template may show: all but date ranges, which are no one value."""
+    return {name for name, spec in config.entities.items() if spec.kind != "date_range"}
 
 
 @dataclass(frozen=True)
@@ -172,15 +178,19 @@ class Agent:
         A reply is filled from the entities and the facts the plan's steps publish (and a
         confirmation from ``{tool}`` and ``{args.x}`` too). A name that none of them is
         (``{renewal_id}`` for the fact ``renewal``) could only fail at run time: after
-        the write, the run handed to a person and the customer told it went to one.
+        the write, the run handed to a person and the customer told it went to one. A
+        date range entity is no value a template shows (its text is, once a step
+        publishes it as a fact).
         """
-        known = {*self.config.entities, *(f for step in declared.steps for f in step.facts)}
+        facts = {f for step in declared.steps for f in step.facts}
+        known = facts | shown_entities(self.config)
         tools = {step.tool for step in declared.steps}
         sites: list[tuple[str, frozenset[str]]] = [
             (name, frozenset({"tool", "args"})) for name in declared.confirm.values()
         ]
         sites += [(name, frozenset()) for name in declared.on_failure.values()]
-        sites += [(name, frozenset()) for name in ([reply] if reply else [])]
+        if reply and "reply" not in facts:  # a plan that writes its reply never renders it
+            sites.append((reply, frozenset()))
         sites += [
             (rule.refusal, frozenset())
             for rule in self.config.business_rules
@@ -194,21 +204,39 @@ class Agent:
                     problems.append(
                         f"plan {template}: template {name!r} uses {{{used}}}, which is no "
                         f"entity and no fact the plan publishes "
-                        f"(facts: {', '.join(sorted(known - set(self.config.entities))) or 'none'})"
+                        f"(facts: {', '.join(sorted(facts)) or 'none'})"
                     )
         return problems
 
     def _reply_step_templates(self, declared: PlanTemplate) -> list[str]:
-        """The templates the plan's ``generate_reply`` steps render (each variant of one)."""
+        """The templates the plan's ``generate_reply`` steps render.
+
+        With ``variant_fact``, those its values can name: ``_yes``/``_no`` for a fact that
+        is not text, ``_<value>`` for each value of a ``Literal`` or an ``Enum``; for free
+        text, which names it gives is not known here, and none is checked.
+        """
         names: list[str] = []
+        facts = published_facts(declared.steps, self.tools)
         for step in declared.steps:
             if step.tool != "generate_reply" or not isinstance(step.args.get("template"), str):
                 continue
-            base = step.args["template"]
-            if step.args.get("variant_fact") is None:
+            base, variant = step.args["template"], step.args.get("variant_fact")
+            if variant is None:
                 names.append(base)
+                continue
+            types = path_types(self.tools.get(step.tool), facts, entity_types(self.config))
+            kind, choices = scalar_kind(types(("facts", str(variant))))
+            if choices is not None:
+                suffixes = [str(choice) for choice in choices]
+            elif kind in ("bool", "number"):
+                suffixes = ["yes", "no"]
             else:
-                names += [n for n in self.config.templates if n.startswith(f"{base}_")]
+                suffixes = []
+            names += [
+                f"{base}_{suffix}"
+                for suffix in suffixes
+                if f"{base}_{suffix}" in self.config.templates
+            ]
         return names
 
     def _confirm_problems(self, template: str, declared: PlanTemplate) -> list[str]:
@@ -294,7 +322,7 @@ class Agent:
                     f"intent {spec.name}: reply template {spec.reply!r} uses {{{used}}}, "
                     "which is no entity (a reply route runs no step that could publish it)"
                     for used in sorted(renderer.uses(spec.reply or ""))
-                    if used.split(".")[0] not in config.entities
+                    if used.split(".")[0] not in shown_entities(config)
                 ]
             if spec.route is not RouteAction.PLAN:
                 continue
@@ -384,7 +412,7 @@ def _rule_comparison_problems(
     Checked before each step of a template plan that calls the rule's tool (facts typed by
     the steps that publish them), and before the tool anywhere (arguments and entities).
     """
-    places: list[tuple[ToolSpec, Mapping[str, tuple[ToolSpec, tuple[str, ...]]]]] = [
+    places: list[tuple[ToolSpec, Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]]]] = [
         (registry.get(rule.rule.before_tool), {})
         for rule in rules
         if rule.rule.before_tool in registry

@@ -17,6 +17,7 @@ from datetime import date, time
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Union, is_typeddict
+from uuid import UUID
 
 from pydantic import BaseModel
 
@@ -196,10 +197,12 @@ def element_type(tp: Any, position: tuple[str, ...]) -> Any | None:
 
 
 def scalar_kind(tp: Any) -> tuple[str | None, tuple[Any, ...] | None]:
-    """The kind of a type a comparison can check (``number``, ``text``, ``bool``, ``date``).
+    """The kind a value of ``tp`` has where expressions read it: ``number``, ``text``, ``bool``.
 
-    With it, the only values of a ``Literal`` or an ``Enum``; ``(None, None)``: unknown.
-    ``X | None`` is ``X`` (``None`` is compared as absent, not as a kind).
+    Expressions read results, facts and arguments in their JSON form, so a date, a time,
+    a ``Decimal`` or a ``UUID`` is text there (``result.due < "2024-06-01"`` compares two
+    strings). With the kind, the only values of a ``Literal`` or an ``Enum`` (as JSON has
+    them); ``(None, None)``: unknown. ``X | None`` is ``X`` (``None`` is absent, not a kind).
     """
     members = _members(_strip(tp))
     if len(members) != 1:
@@ -207,21 +210,18 @@ def scalar_kind(tp: Any) -> tuple[str | None, tuple[Any, ...] | None]:
     node = members[0]
     if typing.get_origin(node) is Literal:
         values = typing.get_args(node)
-        kinds = {value_kind(v) for v in values}
-        return (kinds.pop() if len(kinds) == 1 else None), values
-    if isinstance(node, type) and issubclass(node, Enum):
+    elif isinstance(node, type) and issubclass(node, Enum):
         values = tuple(member.value for member in node)
-        kinds = {value_kind(v) for v in values}
-        return (kinds.pop() if len(kinds) == 1 else None), (*values, *node)
-    if node is bool:
+    elif node is bool:
         return "bool", None
-    if isinstance(node, type) and issubclass(node, int | float | Decimal):
+    elif isinstance(node, type) and issubclass(node, int | float):
         return "number", None
-    if node is str:
-        return "text", None
-    if isinstance(node, type) and issubclass(node, date | time):
-        return "date", None
-    return None, None
+    elif isinstance(node, type) and issubclass(node, str | date | time | Decimal | UUID):
+        return "text", None  # date and datetime, Decimal: strings in JSON
+    else:
+        return None, None
+    kinds = {value_kind(v) for v in values}
+    return (kinds.pop() if len(kinds) == 1 else None), values
 
 
 def value_kind(value: Any) -> str | None:

@@ -35,11 +35,31 @@ class LabelledTexts:
 def _read_folder(folder: Path, force_label: str | None) -> LabelledTexts:
     texts = (folder / "seq.in").read_text(encoding="utf-8").splitlines()
     if force_label is not None:
-        return LabelledTexts(texts, [force_label] * len(texts))
-    labels = (folder / "label").read_text(encoding="utf-8").splitlines()
-    if len(labels) != len(texts):
-        raise ConfigInvalidError(f"{folder}: {len(texts)} texts but {len(labels)} labels")
-    return LabelledTexts(texts, labels)
+        labels = [force_label] * len(texts)
+    else:
+        labels = (folder / "label").read_text(encoding="utf-8").splitlines()
+        if len(labels) != len(texts):
+            raise ConfigInvalidError(f"{folder}: {len(texts)} texts but {len(labels)} labels")
+    return _examples(folder / "label", texts, labels)
+
+
+def _examples(where: Path, texts: list[str], labels: list[str], first: int = 1) -> LabelledTexts:
+    """The pairs that say something.
+
+    A blank text is dropped (BANKING77's train split has one); a blank label is refused
+    with its line (it would train a class named "").
+    """
+    kept = LabelledTexts()
+    for number, (text, label) in enumerate(zip(texts, labels, strict=True), start=first):
+        if not label.strip():
+            raise ConfigInvalidError(
+                f"{where}:{number}: the example has no label",
+                hint="every example needs a label; delete or fill it",
+            )
+        if text.strip():
+            kept.texts.append(text.strip())
+            kept.labels.append(label.strip())
+    return kept
 
 
 def _read_csv(path: Path) -> LabelledTexts:
@@ -50,16 +70,9 @@ def _read_csv(path: Path) -> LabelledTexts:
         if reader.fieldnames is None or not {"text", "label"} <= set(reader.fieldnames):
             raise ConfigInvalidError(f"{path}: needs a header with 'text' and 'label' columns")
         for row in reader:
-            text, label = (row["text"] or "").strip(), (row["label"] or "").strip()
-            if not text or not label:  # a class named "" or an example of nothing
-                empty = "text" if not text else "label"
-                raise ConfigInvalidError(
-                    f"{path}:{reader.line_num}: the row has no {empty}",
-                    hint="every row needs a text and a label; delete or fill the row",
-                )
-            texts.append(text)
-            labels.append(label)
-    return LabelledTexts(texts, labels)
+            texts.append(row["text"] or "")
+            labels.append(row["label"] or "")
+    return _examples(path, texts, labels, first=2)  # line 1 is the header
 
 
 def read_split(path: Path, *, force_label: str | None = None) -> LabelledTexts:

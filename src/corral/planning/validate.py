@@ -359,28 +359,28 @@ def _fact_writers(steps: Iterable[Step]) -> dict[str, tuple[str, ...]]:
 
 def published_facts(
     steps: Iterable[Step], registry: ToolRegistry
-) -> dict[str, tuple[ToolSpec, tuple[str, ...]]]:
-    """Fact name -> the tool of the first step that publishes it, and the path in its result."""
-    found: dict[str, tuple[ToolSpec, tuple[str, ...]]] = {}
+) -> dict[str, list[tuple[ToolSpec, tuple[str, ...]]]]:
+    """Fact name -> each step's tool that publishes it, and the path in its result."""
+    found: dict[str, list[tuple[ToolSpec, tuple[str, ...]]]] = {}
     for step in steps:
         if step.tool not in registry:
             continue
         for fact, path_text in step.facts.items():
             path = tuple(p for p in path_text.split(".") if p)
             if path and path[0] == "result":
-                found.setdefault(fact, (registry.get(step.tool), path[1:]))
+                found.setdefault(fact, []).append((registry.get(step.tool), path[1:]))
     return found
 
 
 def path_types(
     spec: ToolSpec,
-    facts: Mapping[str, tuple[ToolSpec, tuple[str, ...]]],
+    facts: Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]],
     entity_types: Mapping[str, Any],
 ) -> Callable[[tuple[str, ...]], Any]:
     """The declared type of a path an expression before or after ``spec`` reads.
 
     ``result.x`` (the tool's output), ``args.x`` (its parameters), ``facts.x`` (the field a
-    step publishes it from, else a declared entity's type; unknown when both are and
+    steps publish it from, and a declared entity's of that name: unknown when they
     differ), ``entities.x``; ``None`` when the type is not known statically.
     """
 
@@ -396,11 +396,16 @@ def path_types(
             field_info = spec.input_model.model_fields.get(name)
             return field_info.annotation if field_info is not None and len(rest) == 1 else None
         if head == "facts" and name in facts:
-            producer, path = facts[name]
-            kind, problem = field_type(producer.output_model, path + rest[1:])
-            if problem or (name in entity_types and entity_types[name] != kind):
-                return None  # the entity's value stands in until a step publishes: either
-            return kind
+            kinds = []
+            for producer, path in facts[name]:
+                kind, problem = field_type(producer.output_model, path + rest[1:])
+                if problem:
+                    return None
+                kinds.append(kind)
+            if name in entity_types and not rest[1:]:
+                kinds.append(entity_types[name])  # stands in until a step publishes
+            # steps (or the entity) that give it different types: whichever ran last holds
+            return kinds[0] if all(kind == kinds[0] for kind in kinds) else None
         if head in ("facts", "entities") and name in entity_types and len(rest) == 1:
             return entity_types[name]
         return None

@@ -227,10 +227,14 @@ class Expectations(BaseModel):
     tools: list[str] | None = None
     source: str | None = None
 
-    @field_validator(*_EXPECT_KEYS, mode="before")
+    @field_validator("status", "tools", "reply_contains", mode="before")
     @classmethod
     def _not_null(cls, value: Any) -> Any:
-        """``status: null`` could never pass, and ``tools: null`` crashed the check."""
+        """``status: null`` could never pass, and ``tools: null`` crashed the check.
+
+        ``intent: null`` (nothing recognised), ``outcome: null`` and ``source: null`` are
+        expectations of their own, and stay allowed.
+        """
         if value is None:
             raise ValueError("null is no expectation: leave the key out")
         return value
