@@ -204,6 +204,11 @@ def test_an_example_without_a_label_is_refused_and_one_without_text_dropped(
     (tmp_path / "d.csv").write_text("text,label\nhello,greet\nbye,\n", "utf-8")
     with pytest.raises(ConfigInvalidError, match=r"d\.csv:3: the example has no label"):
         read_split(tmp_path / "d.csv")
+    # the file's line, past a quoted text over two lines and a blank line (found by review)
+    text = 'text,label\n"hello\nworld",greet\n\nfoo,bar\nbaz,\n'
+    (tmp_path / "d.csv").write_text(text, "utf-8")
+    with pytest.raises(ConfigInvalidError, match=r"d\.csv:6: the example has no label"):
+        read_split(tmp_path / "d.csv")
     (tmp_path / "d.csv").write_text("text,label\nhello,greet\n,greet\n  ,bye\n", "utf-8")
     assert read_split(tmp_path / "d.csv").texts == ["hello"]
     folder = tmp_path / "split"

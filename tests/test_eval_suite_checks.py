@@ -106,11 +106,13 @@ def test_the_examples_suites_load_as_they_are() -> None:
 
 def test_null_says_nothing_was_recognised_where_that_is_an_expectation(tmp_path: Path) -> None:
     """Found by review: ``intent: null`` (no intent recognised) and ``outcome: null`` are
-    expectations that pass; only ``status``, ``tools`` and ``reply_contains`` refuse null."""
+    expectations that pass; ``status``, ``source``, ``tools`` and ``reply_contains`` refuse
+    null (the first two could never pass, ``tools`` crashed)."""
     path = tmp_path / "suite.yaml"
-    path.write_text(
-        "cases:\n  - {m: asdfghjkl, intent: null, outcome: null, source: null}\n",
-        encoding="utf-8",
-    )
+    path.write_text("cases:\n  - {m: asdfghjkl, intent: null, outcome: null}\n", "utf-8")
     (case,) = load_suite(path).cases
-    assert case.expect == {"intent": None, "outcome": None, "source": None}
+    assert case.expect == {"intent": None, "outcome": None}
+    # an intent always has a source ("none" when nothing was recognised): never null
+    path.write_text("cases:\n  - {m: asdfghjkl, source: null}\n", "utf-8")
+    with pytest.raises(ConfigInvalidError, match="source"):
+        load_suite(path)

@@ -265,3 +265,71 @@ async def test_a_fact_two_steps_publish_with_different_types_is_not_checked() ->
     agent = order_agent(require="facts.amount > 5")
     done = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
     assert done.status.value == "finished", done
+
+
+class Charged(BaseModel):
+    ok: bool
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True))
+def charge(oid: str, amount: Decimal = Decimal("150"), due: date = date(2024, 5, 1)) -> Charged:
+    """A charge whose arguments have Python defaults."""
+    return Charged(ok=True)
+
+
+def charge_agent(require: str, args: dict[str, Any]) -> Agent:
+    data = {
+        "name": "pay",
+        "entities": {"oid": {"patterns": [r"(O\d+)"]}, "total": {"patterns": [r"t=(\d+)"]}},
+        "intents": [
+            {
+                "name": "go",
+                "rules": [{"keywords": ["go"], "confidence": 0.95}],
+                "route": "plan",
+                "plan": "p",
+                "reply": "done",
+            }
+        ],
+        "plans": {
+            "p": {
+                "steps": [
+                    {"id": "s0", "tool": "check", "facts": {"total": "result.amount"}},
+                    {
+                        "id": "s1",
+                        "tool": "charge",
+                        "depends_on": ["s0"],
+                        "args": {"oid": "$entities.oid", **args},
+                    },
+                ]
+            }
+        },
+        "business_rules": [
+            {"name": "r", "before_tool": "charge", "require": require, "refusal": "done"}
+        ],
+        "templates": {"done": {"zh": "好", "en": "ok"}},
+    }
+    return Agent.build(parse_config(data), [check, charge])
+
+
+@pytest.mark.parametrize(
+    ("require", "args", "outcome"),
+    [
+        ("args.amount > 100", {"amount": 150}, "success"),  # an int from the plan
+        ("args.amount > 100", {}, "success"),  # the Decimal default
+        ("args.amount > 100", {"amount": 50}, "refused"),
+        ('args.due < "2024-06-01"', {"due": "2024-05-01"}, "success"),
+        ("facts.total < 1000", {}, "success"),  # a float fact named like a text entity
+    ],
+)
+async def test_arguments_bound_as_python_or_json_are_not_typed(
+    require: str, args: dict[str, Any], outcome: str
+) -> None:
+    """Found by review: ``args.amount`` is an int from the plan and a ``Decimal`` when left
+    at its default; typed as text, a working ``args.amount > 100`` did not load. And a
+    fact named like an entity was typed as the entity wherever the tool could run."""
+    from corral import MemoryStore, Runtime
+    from corral.testing import FixedEffects
+
+    runtime = Runtime(charge_agent(require, args), MemoryStore(), effects=FixedEffects())
+    done = await runtime.start("go O1")
+    assert (done.status.value, done.outcome) == ("finished", outcome), done

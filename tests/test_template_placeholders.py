@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -191,3 +191,98 @@ def test_a_date_range_entity_is_no_value_a_template_shows() -> None:
     data["entities"]["period"] = {"kind": "date_range"}
     with pytest.raises(ConfigInvalidError, match=r"uses \{period\.text\}, which is no entity"):
         Agent.build(parse_config(data), [renew, generate_reply])
+
+
+class Level(BaseModel):
+    level: Literal[1, 2] | None
+    state: Literal["open", "closed"] | None
+
+
+@tool
+def levels() -> Level:
+    """A level that is a number, a state that may be none."""
+    return Level(level=1, state=None)
+
+
+def variant_agent(variant: str, templates: dict[str, Any], tools: list[Any]) -> Agent:
+    data = config(**templates)
+    data["plans"]["renew"]["steps"] = [
+        {"id": "s1", "tool": "levels", "facts": {"level": "result.level", "state": "result.state"}},
+        {
+            "id": "s2",
+            "tool": "generate_reply",
+            "depends_on": ["s1"],
+            "args": {"template": "note", "variant_fact": variant},
+        },
+    ]
+    data["plans"]["renew"].pop("confirm")
+    data["plans"]["renew"].pop("on_failure")
+    data["business_rules"] = []
+    data["intents"][0]["reply"] = None
+    return Agent.build(parse_config(data), tools)
+
+
+@pytest.mark.parametrize(
+    ("variant", "checked", "unchecked"),
+    [
+        ("level", "note_yes", "note_1"),  # a number renders _yes/_no, never _1
+        ("state", "note_no", "note_for_staff"),  # none renders _no
+        ("state", "note_open", "note_1"),
+    ],
+)
+def test_a_variant_reply_checks_what_generate_reply_renders(
+    variant: str, checked: str, unchecked: str
+) -> None:
+    """Found by review: the variants were named ``_<value>`` for any Literal (``note_1``),
+    and ``_no`` of an optional text was not checked; now as ``generate_reply`` picks."""
+    typo = {"zh": "{typo}", "en": "x"}
+    fine = {"zh": "好", "en": "ok"}
+    names = {"note_yes", "note_no", "note_open", "note_closed", "note_1", "note_for_staff"}
+    good = {name: fine for name in names}
+    with pytest.raises(ConfigInvalidError, match=f"template '{checked}' uses"):
+        variant_agent(variant, good | {checked: typo}, [levels, generate_reply])
+    variant_agent(variant, good | {unchecked: typo}, [levels, generate_reply])
+
+
+def test_a_vocabulary_entity_as_variant_checks_its_values_templates() -> None:
+    data = config(note_printer={"zh": "打印机 {typo}", "en": "x"})
+    data["entities"]["product"] = {"kind": "vocabulary", "vocabulary": {"打印机": "printer"}}
+    data["plans"]["renew"]["steps"][1]["args"]["variant_fact"] = "product"
+    with pytest.raises(ConfigInvalidError, match="template 'note_printer' uses"):
+        Agent.build(parse_config(data), [renew, generate_reply])
+
+
+def test_a_variant_reply_without_its_tool_is_one_problem_among_the_others() -> None:
+    data = config()
+    data["plans"]["renew"]["steps"][1]["args"]["variant_fact"] = "fines"
+    with pytest.raises(ConfigInvalidError, match="unknown tool 'generate_reply'"):
+        Agent.build(parse_config(data), [renew])
+
+
+class Info(BaseModel):
+    message: str | None = None
+
+
+@tool
+def info(loan_id: str) -> Info:
+    """A reply that may be none."""
+    return Info()
+
+
+def test_an_intent_reply_is_checked_when_the_plans_reply_may_be_none() -> None:
+    """Found by review: ``conclude`` renders the intent's reply when the ``reply`` fact is
+    none; a plan whose reply is ``str | None`` does not excuse the template."""
+    data = config(renewed={"zh": "{order_idd}", "en": "x"})
+    data["plans"]["renew"] = {
+        "steps": [
+            {
+                "id": "s1",
+                "tool": "info",
+                "args": {"loan_id": "$entities.loan_id"},
+                "facts": {"reply": "result.message"},
+            }
+        ]
+    }
+    data["business_rules"] = []
+    with pytest.raises(ConfigInvalidError, match=r"template 'renewed' uses \{order_idd\}"):
+        Agent.build(parse_config(data), [info])

@@ -7,6 +7,7 @@ template names. A broken agent fails at load with ``CONFIG_INVALID``, not at 3 a
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -37,7 +38,7 @@ from corral.routing.router import allowed_tools
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
-from corral.typecheck import scalar_kind
+from corral.typecheck import field_type, scalar_kind
 from corral.verify.expressions import comparison_problems, fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
@@ -189,7 +190,7 @@ class Agent:
             (name, frozenset({"tool", "args"})) for name in declared.confirm.values()
         ]
         sites += [(name, frozenset()) for name in declared.on_failure.values()]
-        if reply and "reply" not in facts:  # a plan that writes its reply never renders it
+        if reply and not self._always_writes_reply(declared):
             sites.append((reply, frozenset()))
         sites += [
             (rule.refusal, frozenset())
@@ -208,36 +209,60 @@ class Agent:
                     )
         return problems
 
-    def _reply_step_templates(self, declared: PlanTemplate) -> list[str]:
-        """The templates the plan's ``generate_reply`` steps render.
+    def _always_writes_reply(self, declared: PlanTemplate) -> bool:
+        """Whether every step that publishes ``reply`` gives text that is never none.
 
-        With ``variant_fact``, those its values can name: ``_yes``/``_no`` for a fact that
-        is not text, ``_<value>`` for each value of a ``Literal`` or an ``Enum``; for free
-        text, which names it gives is not known here, and none is checked.
+        Then the intent's reply template is never rendered for this plan (``conclude``
+        replies with the fact); a ``reply`` that may be none or absent falls back to it.
+        """
+        publishers = published_facts(declared.steps, self.tools).get("reply", [])
+        for spec, path in publishers:
+            kind, problem = field_type(spec.output_model, path)
+            if problem or kind is not str:
+                return False
+        optional = {s.id for s in declared.steps if s.on_failure == "continue"}
+        writers = [s for s in declared.steps if "reply" in s.facts]
+        return bool(publishers) and not any(s.id in optional for s in writers)
+
+    def _reply_step_templates(self, declared: PlanTemplate) -> list[str]:
+        """The templates the plan's ``generate_reply`` steps may render.
+
+        With ``variant_fact``, those its values can name, as ``generate_reply`` picks
+        them: ``_<value>`` for a text value, else ``_yes``/``_no`` (``_no`` for none or
+        an empty text too). A text fact of known values (a ``Literal``, an ``Enum``, a
+        vocabulary entity) names those; free text may name any ``<template>_*``.
         """
         names: list[str] = []
         facts = published_facts(declared.steps, self.tools)
         for step in declared.steps:
             if step.tool != "generate_reply" or not isinstance(step.args.get("template"), str):
                 continue
+            if step.tool not in self.tools:
+                continue  # reported as an unknown tool already
             base, variant = step.args["template"], step.args.get("variant_fact")
             if variant is None:
                 names.append(base)
                 continue
             types = path_types(self.tools.get(step.tool), facts, entity_types(self.config))
-            kind, choices = scalar_kind(types(("facts", str(variant))))
-            if choices is not None:
-                suffixes = [str(choice) for choice in choices]
-            elif kind in ("bool", "number"):
-                suffixes = ["yes", "no"]
-            else:
-                suffixes = []
-            names += [
-                f"{base}_{suffix}"
-                for suffix in suffixes
-                if f"{base}_{suffix}" in self.config.templates
-            ]
+            suffixes = self._variants(str(variant), types(("facts", str(variant))))
+            if suffixes:
+                names += [f"{base}_{x}" for x in suffixes if f"{base}_{x}" in self.config.templates]
+            else:  # free text, or a type not known here: any ``<template>_*`` may be named
+                names += [n for n in self.config.templates if n.startswith(f"{base}_")]
         return names
+
+    def _variants(self, name: str, declared: Any) -> list[str]:
+        """The suffixes a variant fact's values give (empty: free text, or unknown)."""
+        spec = self.config.entities.get(name)
+        if declared is str and spec is not None and spec.kind == "vocabulary":
+            return [*sorted(set(spec.vocabulary.values())), "no"]
+        kind, choices = scalar_kind(declared)
+        optional = declared is not None and type(None) in typing.get_args(declared)
+        if choices is not None and all(isinstance(c, str) for c in choices):
+            return [*map(str, choices), *(["no"] if optional or "" in choices else [])]
+        if choices is not None or kind in ("bool", "number"):
+            return ["yes", "no"]
+        return []
 
     def _confirm_problems(self, template: str, declared: PlanTemplate) -> list[str]:
         """A confirmation prompt may show ``{args.x}`` only for parameters of the step's tool."""
@@ -410,19 +435,21 @@ def _rule_comparison_problems(
     """A rule comparing a typed value with a literal that cannot hold (``comparison_problems``).
 
     Checked before each step of a template plan that calls the rule's tool (facts typed by
-    the steps that publish them), and before the tool anywhere (arguments and entities).
+    the steps that publish them), and before the tool anywhere (its arguments only).
     """
-    places: list[tuple[ToolSpec, Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]]]] = [
-        (registry.get(rule.rule.before_tool), {})
+    Place = tuple[ToolSpec, Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]], Mapping[str, Any]]
+    # anywhere (a model's plan): only the arguments' types are known, not what came before
+    places: list[Place] = [
+        (registry.get(rule.rule.before_tool), {}, {})
         for rule in rules
         if rule.rule.before_tool in registry
     ]
     for graph in graphs.values():
         published = published_facts(graph.plan.steps, registry)
-        places += [(compiled.spec, published) for compiled in graph.steps.values()]
+        places += [(compiled.spec, published, entities) for compiled in graph.steps.values()]
     problems: list[str] = []
-    for spec, facts in places:
-        types = path_types(spec, facts, entities)
+    for spec, facts, known in places:
+        types = path_types(spec, facts, known)
         for rule in rules:
             if rule.rule.before_tool == spec.name:
                 problems += [

@@ -233,3 +233,22 @@ def value_kind(value: Any) -> str | None:
     if isinstance(value, str):
         return "text"
     return None
+
+
+def json_native(tp: Any) -> bool:
+    """Whether a value of ``tp`` is the same in Python and in JSON (``None`` aside).
+
+    ``str``, numbers, ``bool``, a ``Literal`` of those, a ``str`` enum. A rule reads a
+    step's arguments as they are bound: what the plan gave (JSON), or the parameter's
+    Python default (a ``Decimal``, a ``date``) when it gave nothing; for the other types
+    the kind compared depends on which, and is not checked.
+    """
+    members = _members(_strip(tp))
+    if len(members) != 1:
+        return False
+    node = members[0]
+    if typing.get_origin(node) is Literal:
+        return True
+    if isinstance(node, type) and issubclass(node, Enum):
+        return issubclass(node, str)
+    return node in (str, int, float, bool)

@@ -43,14 +43,18 @@ def _read_folder(folder: Path, force_label: str | None) -> LabelledTexts:
     return _examples(folder / "label", texts, labels)
 
 
-def _examples(where: Path, texts: list[str], labels: list[str], first: int = 1) -> LabelledTexts:
+def _examples(
+    where: Path, texts: list[str], labels: list[str], lines: list[int] | None = None
+) -> LabelledTexts:
     """The pairs that say something.
 
     A blank text is dropped (BANKING77's train split has one); a blank label is refused
-    with its line (it would train a class named "").
+    with its line (``lines``: each example's, else one line each; it would train a class
+    named "").
     """
     kept = LabelledTexts()
-    for number, (text, label) in enumerate(zip(texts, labels, strict=True), start=first):
+    numbers = lines or list(range(1, len(texts) + 1))
+    for number, text, label in zip(numbers, texts, labels, strict=True):
         if not label.strip():
             raise ConfigInvalidError(
                 f"{where}:{number}: the example has no label",
@@ -69,10 +73,12 @@ def _read_csv(path: Path) -> LabelledTexts:
         reader = csv.DictReader(handle)
         if reader.fieldnames is None or not {"text", "label"} <= set(reader.fieldnames):
             raise ConfigInvalidError(f"{path}: needs a header with 'text' and 'label' columns")
+        lines: list[int] = []
         for row in reader:
             texts.append(row["text"] or "")
             labels.append(row["label"] or "")
-    return _examples(path, texts, labels, first=2)  # line 1 is the header
+            lines.append(reader.line_num)  # the row's last line: quoted fields span several
+    return _examples(path, texts, labels, lines)
 
 
 def read_split(path: Path, *, force_label: str | None = None) -> LabelledTexts:

@@ -24,7 +24,7 @@ from corral.planning.producers import FactRead, check_producers, wait_cycle
 from corral.planning.references import Reference, iter_references, literal, parse_reference
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
-from corral.typecheck import describe, element_type, field_type, is_assignable
+from corral.typecheck import describe, element_type, field_type, is_assignable, json_native
 from corral.verify.expressions import (
     Expression,
     comparison_problems,
@@ -392,9 +392,11 @@ def path_types(
         if not rest:
             return None
         name = rest[0]
-        if head == "args":
+        if head == "args":  # bound values: JSON from a plan, a Python default left out
             field_info = spec.input_model.model_fields.get(name)
-            return field_info.annotation if field_info is not None and len(rest) == 1 else None
+            if field_info is None or len(rest) != 1 or not json_native(field_info.annotation):
+                return None
+            return field_info.annotation
         if head == "facts" and name in facts:
             kinds = []
             for producer, path in facts[name]:

@@ -227,13 +227,14 @@ class Expectations(BaseModel):
     tools: list[str] | None = None
     source: str | None = None
 
-    @field_validator("status", "tools", "reply_contains", mode="before")
+    @field_validator("status", "tools", "reply_contains", "source", mode="before")
     @classmethod
     def _not_null(cls, value: Any) -> Any:
-        """``status: null`` could never pass, and ``tools: null`` crashed the check.
+        """Refuse a null that could never pass, or crashed the check.
 
-        ``intent: null`` (nothing recognised), ``outcome: null`` and ``source: null`` are
-        expectations of their own, and stay allowed.
+        A run always has a status, and an intent a source (``none`` when nothing was
+        recognised); ``tools: null`` crashed. ``intent: null`` (nothing recognised) and
+        ``outcome: null`` are expectations of their own, and stay allowed.
         """
         if value is None:
             raise ValueError("null is no expectation: leave the key out")
