@@ -8,6 +8,7 @@ went over the wire: how many calls, which headers, which idempotency keys.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -124,6 +125,12 @@ def make_app() -> tuple[FastAPI, Ledger]:
     @app.get("/malformed/{city}")
     async def malformed(city: str, date: date) -> Response:
         return Response(b'{"city": "' + city.encode() + b'", "rain', media_type="application/json")
+
+    @app.get("/nan/{city}")
+    async def not_a_number(city: str, date: date) -> Response:
+        """Python's JSON reader takes NaN; a JSON document has no such number."""
+        body = json.dumps({**forecast(city, date), "rain_probability": float("nan")})
+        return Response(body.encode(), media_type="application/json")
 
     @app.get("/huge/{city}")
     async def huge(city: str, date: date) -> Response:

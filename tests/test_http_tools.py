@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from tests.extras import REQUIRE_ALL, import_extra
 
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("httpx", REQUIRE_ALL)
 
-from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config  # noqa: E402
+from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config, tool  # noqa: E402
 from corral.errors import ConfigInvalidError  # noqa: E402
 from corral.events import ToolAttempt, tool_attempts  # noqa: E402
 from corral.tools.http import retry_after_s  # noqa: E402
@@ -448,3 +449,56 @@ async def test_a_404_to_a_read_is_no_result_unless_declared_an_error(
     assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_FAILED", False)]
     assert "HTTP 404" in (attempts[0].error_message or "")
     assert effects.sleeps == [] and ledger.calls["/no-such-route/shanghai"] == 2
+
+
+async def test_a_response_with_nan_is_not_valid_json(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """Found by a walkthrough: ``{"rain_probability": NaN}`` passed as a float the live run
+    used, while the stored run held ``null``: a replay and the run disagreed."""
+    agent = agent_with(service[0], weather_tool("/nan/{city}"))
+    attempts, _, _, _ = await run_once(agent)
+    assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_OUTPUT_INVALID", False)]
+    assert "not valid JSON" in (attempts[0].error_message or "")
+
+
+async def test_a_write_whose_body_cannot_be_json_sends_nothing_and_is_not_in_doubt(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """Found by a walkthrough: a NaN argument failed while httpx encoded the body, after
+    the write counted as sent: OUTCOME_UNKNOWN, and a person asked to check a write that
+    never left. The body is encoded before anything goes out."""
+    tool = {
+        **post_tool(),
+        "input": {
+            "type": "object",
+            "properties": {"channel": {"type": "string"}, "text": {"type": "number"}},
+            "required": ["channel", "text"],
+        },
+    }
+    steps = [
+        {"id": "s1", "tool": "gauge"},
+        {
+            "id": "s2",
+            "tool": "post_to_group",
+            "depends_on": ["s1"],
+            "args": {"channel": "ops", "text": "$s1.result.value"},
+        },
+    ]
+    config = parse_config(one_intent("go", steps=steps, http_tools=[tool]))
+    agent = Agent.build(config, [gauge], deps={"SERVICE_URL": service[0]})
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.start("go")
+    errors = {s.id: s.error_code for s in summary.steps}
+    assert errors["s2"] == "CONFIG_INVALID" and summary.outcome != "unknown", summary
+    assert ledger.keys == [] and not ledger.posts  # nothing went out
+
+
+class Reading(BaseModel):
+    value: float
+
+
+@tool
+def gauge() -> Reading:
+    """A reading that is not a number (a Python tool may return one)."""
+    return Reading(value=float("nan"))

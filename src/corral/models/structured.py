@@ -10,7 +10,6 @@ reason it was rejected) so it becomes an event.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ import json_repair
 from pydantic import BaseModel, ValidationError
 
 from corral.errors import ModelOutputInvalidError
+from corral.json_values import check_finite, loads_finite
 from corral.models.base import Model, ModelRequest, ModelResponse
 from corral.validation import validation_problems
 
@@ -65,31 +65,6 @@ Listener = Callable[[Attempt], None]
 Check = Callable[[T], list[str]]
 
 
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"a non-finite number ({text}) is not a value a tool can take")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a value a tool can take")
-
-
-def _check_finite(value: Any) -> Any:
-    """``value`` unless it holds NaN or an infinity anywhere (they would pass as floats)."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise ValueError(f"a non-finite number ({item}) is not a value a tool can take")
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
-    return value
-
-
 def parse_json(text: str) -> tuple[Any, bool]:
     """The JSON value in ``text`` and whether it had to be repaired; ``ValueError`` if none.
 
@@ -100,13 +75,13 @@ def parse_json(text: str) -> tuple[Any, bool]:
     if not stripped:
         raise ValueError("the output was empty")
     try:
-        return json.loads(stripped, parse_float=_finite, parse_constant=_no_constant), False
+        return loads_finite(stripped), False
     except json.JSONDecodeError:
         pass
     repaired = json_repair.loads(stripped)
     if not isinstance(repaired, dict | list) or not repaired:
         raise ValueError("no JSON object found in the output")
-    return _check_finite(repaired), True
+    return check_finite(repaired), True
 
 
 async def ask_structured(

@@ -52,6 +52,7 @@ from corral.errors import (
     ToolOutputInvalidError,
     TransientToolError,
 )
+from corral.json_values import loads_finite
 from corral.tools.declared import CONTEXT_PARAM, AuthConfig, declared_spec
 from corral.tools.http_config import (
     IDEMPOTENCY_HEADER,
@@ -271,11 +272,21 @@ class HttpEndpoint:
         except httpx.InvalidURL:
             raise NotSentError(f"{self.label}: the URL is not valid once resolved") from None
         target, body, headers, secrets = request
+        content = None
+        if self.config.method in _BODY_METHODS:
+            try:  # encoded here, before anything goes out: a NaN argument is never sent
+                content = json.dumps(
+                    body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+                ).encode()
+            except ValueError as exc:
+                raise NotSentError(f"{self.label}: the body is not JSON ({exc})") from None
+            if not any(name.lower() == "content-type" for name in headers):
+                headers = {**headers, "Content-Type": "application/json"}
         try:
             async with self.transport.client().stream(
                 self.config.method,
                 target,
-                json=body if self.config.method in _BODY_METHODS else None,
+                content=content,
                 headers=headers,
                 timeout=httpx.Timeout(self.config.policy.timeout_s),
             ) as response:
@@ -349,7 +360,7 @@ class HttpEndpoint:
             return self._nothing()
         charset = response.charset_encoding  # JSON is UTF-8, but older services say GBK
         try:
-            return json.loads(body.data.decode(charset) if charset else body.data)
+            return loads_finite(body.data.decode(charset) if charset else body.data)
         except (ValueError, LookupError):  # bad JSON, bad bytes or an unknown charset
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid JSON") from None
         except RecursionError:  # a few KB of "[[[[..." reach the parser's limit

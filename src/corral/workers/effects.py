@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -55,11 +55,26 @@ _MODEL_ERRORS: dict[str, type[CorralError]] = {
 """The failures a model call answers with, by code: recorded, and raised again as such."""
 
 
-@dataclass
+@dataclass(frozen=True, slots=True, repr=False)
+class Hidden(Generic[T]):
+    """A step's arguments, kept out of every log.
+
+    DBOS writes a cancelled step's call, its arguments with it, in a warning; they hold
+    what a run never logs (``Sensitive`` values, the tools' ``deps``, the user's words).
+    """
+
+    value: T
+
+    def __repr__(self) -> str:
+        return "<arguments hidden>"
+
+
+@dataclass(repr=False)
 class DbosEffects:
     """The real world, each effect recorded as a DBOS step of the running workflow.
 
     Outside a workflow (no DBOS context) each step just runs, as ``LiveEffects`` would.
+    Shown in no log (``repr``): its steps' calls name it, and it holds the live effects.
     """
 
     live: LiveEffects = field(default_factory=LiveEffects)
@@ -187,10 +202,8 @@ class DbosEffects:
             marker = StepOptions(name=f"corral.enter.{spec.name}", retries_allowed=False)
             entered = await DBOS.run_step_async(marker, self._execution_id)
         options = StepOptions(name=f"corral.tool.{spec.name}", retries_allowed=False)
-        tool_step = self._tool_step
-        step = partial(
-            DBOS.run_step_async, options, tool_step, spec, args, context, timeout_s, entered
-        )
+        call = Hidden((spec, args, context, timeout_s, entered))
+        step = partial(DBOS.run_step_async, options, self._tool_step, call)
         with self._waiting():
             record = await (step(None) if self.permits is None else self.permits(spec.name, step))
         error = record.get("error")
@@ -200,11 +213,7 @@ class DbosEffects:
 
     async def _tool_step(
         self,
-        spec: ToolSpec,
-        args: BaseModel,
-        context: ToolContext,
-        timeout_s: float,
-        entered: str | None,
+        call: Hidden[tuple[ToolSpec, BaseModel, ToolContext, float, str | None]],
         permit_use_by: float | None,
     ) -> dict[str, Any]:
         """The live call, its outcome as the attempt records it: data, or a failure.
@@ -218,6 +227,7 @@ class DbosEffects:
         Nothing is called when the tool's rate-limit permit is too old (``permits.py``):
         checked here, and again on the tool's own thread just before its function runs.
         """
+        spec, args, context, timeout_s, entered = call.value
         if entered is not None and entered != self._execution:
             return {"error": failure_record(InterruptedWriteError(spec.name))}
         if permit_use_by is not None:
@@ -243,7 +253,7 @@ class DbosEffects:
         options = StepOptions(name="corral.model", retries_allowed=False)
         with self._waiting():
             record = await DBOS.run_step_async(
-                options, self._model_step, model, request, deadline_s
+                options, self._model_step, Hidden((model, request, deadline_s))
             )
         error = record.get("error")
         if error is not None:
@@ -252,10 +262,11 @@ class DbosEffects:
         return response
 
     async def _model_step(
-        self, model: Model, request: ModelRequest, deadline_s: float | None
+        self, call: Hidden[tuple[Model, ModelRequest, float | None]]
     ) -> dict[str, Any]:
         from corral.models.base import ModelResponse
 
+        model, request, deadline_s = call.value
         try:
             response = await self.live.call_model(model, request, deadline_s)
         except (ModelUnavailableError, ModelTimeoutError, BudgetExceededError) as exc:

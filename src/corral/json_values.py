@@ -1,0 +1,45 @@
+"""JSON as corral takes it from outside: finite numbers only.
+
+Python's JSON reader accepts ``NaN``, ``Infinity`` and ``1e999`` (as infinity). Such a
+value compares false with everything, so it passes any "too large" rule, and it is
+stored as ``null``: the run that used it and the run its log replays would differ. A
+model's output and an HTTP tool's response are read with these instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def finite(text: str) -> float:
+    """A JSON number as a float, refused when it is not finite (``1e999``)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"a non-finite number ({text}) is not a value a tool can take")
+    return value
+
+
+def no_constant(name: str) -> Any:
+    """Refuse ``NaN``, ``Infinity`` and ``-Infinity`` (``json.loads``'s ``parse_constant``)."""
+    raise ValueError(f"{name} is not a value a tool can take")
+
+
+def check_finite(value: Any) -> Any:
+    """``value`` unless it holds NaN or an infinity anywhere (they would pass as floats)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"a non-finite number ({item}) is not a value a tool can take")
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return value
+
+
+def loads_finite(text: str | bytes | bytearray) -> Any:
+    """``json.loads`` that refuses non-finite numbers (``ValueError``)."""
+    return json.loads(text, parse_float=finite, parse_constant=no_constant)
