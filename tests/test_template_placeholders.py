@@ -286,3 +286,11 @@ def test_an_intent_reply_is_checked_when_the_plans_reply_may_be_none() -> None:
     data["business_rules"] = []
     with pytest.raises(ConfigInvalidError, match=r"template 'renewed' uses \{order_idd\}"):
         Agent.build(parse_config(data), [info])
+
+
+def test_a_free_text_variant_does_not_check_other_plans_templates() -> None:
+    """Found by review: a text fact may name any ``note_*``; checking each against this
+    plan's facts refused ``note_extra``, another plan's template, in a working agent."""
+    data = config(note_extra={"zh": "{other_fact}", "en": "x"})
+    data["plans"]["renew"]["steps"][1]["args"]["variant_fact"] = "renewal"
+    Agent.build(parse_config(data), [renew, generate_reply])

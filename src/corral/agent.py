@@ -230,7 +230,7 @@ class Agent:
         With ``variant_fact``, those its values can name, as ``generate_reply`` picks
         them: ``_<value>`` for a text value, else ``_yes``/``_no`` (``_no`` for none or
         an empty text too). A text fact of known values (a ``Literal``, an ``Enum``, a
-        vocabulary entity) names those; free text may name any ``<template>_*``.
+        vocabulary entity) names those; free text names none known here.
         """
         names: list[str] = []
         facts = published_facts(declared.steps, self.tools)
@@ -244,11 +244,10 @@ class Agent:
                 names.append(base)
                 continue
             types = path_types(self.tools.get(step.tool), facts, entity_types(self.config))
+            # free text, or a type not known here: the names it gives are not known, and a
+            # ``<template>_*`` of another plan would be checked against this one's facts
             suffixes = self._variants(str(variant), types(("facts", str(variant))))
-            if suffixes:
-                names += [f"{base}_{x}" for x in suffixes if f"{base}_{x}" in self.config.templates]
-            else:  # free text, or a type not known here: any ``<template>_*`` may be named
-                names += [n for n in self.config.templates if n.startswith(f"{base}_")]
+            names += [f"{base}_{x}" for x in suffixes if f"{base}_{x}" in self.config.templates]
         return names
 
     def _variants(self, name: str, declared: Any) -> list[str]:
