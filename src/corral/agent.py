@@ -29,6 +29,7 @@ from corral.planning.producers import FactRead
 from corral.planning.validate import (
     PlanContext,
     PlanGraph,
+    PublishedFacts,
     path_types,
     published_facts,
     validate_plan,
@@ -185,19 +186,20 @@ class Agent:
         """
         facts = {f for step in declared.steps for f in step.facts}
         known = facts | shown_entities(self.config)
+        published = published_facts(declared.steps, self.tools)
         tools = {step.tool for step in declared.steps}
         sites: list[tuple[str, frozenset[str]]] = [
             (name, frozenset({"tool", "args"})) for name in declared.confirm.values()
         ]
         sites += [(name, frozenset()) for name in declared.on_failure.values()]
-        if reply and not self._always_writes_reply(declared):
+        if reply and not self._always_writes_reply(declared, published):
             sites.append((reply, frozenset()))
         sites += [
             (rule.refusal, frozenset())
             for rule in self.config.business_rules
             if rule.before_tool in tools
         ]
-        sites += [(name, frozenset()) for name in self._reply_step_templates(declared)]
+        sites += [(name, frozenset()) for name in self._reply_step_templates(declared, published)]
         problems = []
         for name, extra in sites:
             for used in sorted(self.renderer.uses(name)):
@@ -209,13 +211,13 @@ class Agent:
                     )
         return problems
 
-    def _always_writes_reply(self, declared: PlanTemplate) -> bool:
+    def _always_writes_reply(self, declared: PlanTemplate, published: PublishedFacts) -> bool:
         """Whether every step that publishes ``reply`` gives text that is never none.
 
         Then the intent's reply template is never rendered for this plan (``conclude``
         replies with the fact); a ``reply`` that may be none or absent falls back to it.
         """
-        publishers = published_facts(declared.steps, self.tools).get("reply", [])
+        publishers = published.get("reply", [])
         for spec, path in publishers:
             kind, problem = field_type(spec.output_model, path)
             if problem or kind is not str:
@@ -224,7 +226,7 @@ class Agent:
         writers = [s for s in declared.steps if "reply" in s.facts]
         return bool(publishers) and not any(s.id in optional for s in writers)
 
-    def _reply_step_templates(self, declared: PlanTemplate) -> list[str]:
+    def _reply_step_templates(self, declared: PlanTemplate, published: PublishedFacts) -> list[str]:
         """The templates the plan's ``generate_reply`` steps may render.
 
         With ``variant_fact``, those its values can name, as ``generate_reply`` picks
@@ -233,7 +235,7 @@ class Agent:
         vocabulary entity) names those; free text names none known here.
         """
         names: list[str] = []
-        facts = published_facts(declared.steps, self.tools)
+        entities = entity_types(self.config)
         for step in declared.steps:
             if step.tool != "generate_reply" or not isinstance(step.args.get("template"), str):
                 continue
@@ -243,7 +245,7 @@ class Agent:
             if variant is None:
                 names.append(base)
                 continue
-            types = path_types(self.tools.get(step.tool), facts, entity_types(self.config))
+            types = path_types(self.tools.get(step.tool), published, entities)
             # free text, or a type not known here: the names it gives are not known, and a
             # ``<template>_*`` of another plan would be checked against this one's facts
             suffixes = self._variants(str(variant), types(("facts", str(variant))))
@@ -338,6 +340,7 @@ class Agent:
             transports=tuple(transports),
             teardown=teardown,
         )
+        shown = shown_entities(config)
         for spec in config.intents:
             if spec.route is RouteAction.REPLY and not renderer.has(spec.reply or ""):
                 problems.append(f"intent {spec.name}: reply template {spec.reply!r} is missing")
@@ -346,7 +349,7 @@ class Agent:
                     f"intent {spec.name}: reply template {spec.reply!r} uses {{{used}}}, "
                     "which is no entity (a reply route runs no step that could publish it)"
                     for used in sorted(renderer.uses(spec.reply or ""))
-                    if used.split(".")[0] not in shown_entities(config)
+                    if used.split(".")[0] not in shown
                 ]
             if spec.route is not RouteAction.PLAN:
                 continue
@@ -436,7 +439,7 @@ def _rule_comparison_problems(
     Checked before each step of a template plan that calls the rule's tool (facts typed by
     the steps that publish them), and before the tool anywhere (its arguments only).
     """
-    Place = tuple[ToolSpec, Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]], Mapping[str, Any]]
+    Place = tuple[ToolSpec, PublishedFacts, Mapping[str, Any]]
     # anywhere (a model's plan): only the arguments' types are known, not what came before
     places: list[Place] = [
         (registry.get(rule.rule.before_tool), {}, {})

@@ -282,6 +282,7 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
                 continue
             fact_sources.setdefault(fact, []).append((step.id, path[1:]))
     compiled: dict[str, CompiledStep] = {}
+    published_by = published_facts(steps, context.registry)  # what success criteria read
     ancestry = {step.id: _ancestors(step.id, by_id) for step in by_id.values()}
     writers = _fact_writers(steps)
     needed = {
@@ -303,8 +304,7 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
             except ExpressionInvalidError as exc:
                 problems.append(f"{step.id}.success: {exc.message}")
             else:
-                facts = published_facts(steps, context.registry)
-                types = path_types(spec, facts, context.entity_types)
+                types = path_types(spec, published_by, context.entity_types)
                 problems += [f"{step.id}.success: {p}" for p in comparison_problems(success, types)]
         published: list[tuple[str, tuple[str, ...]]] = []
         for fact, path_text in step.facts.items():
@@ -357,6 +357,10 @@ def _fact_writers(steps: Iterable[Step]) -> dict[str, tuple[str, ...]]:
     return {fact: tuple(ids) for fact, ids in writers.items()}
 
 
+PublishedFacts = Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]]
+"""Fact name -> each publishing step's tool and the path in its result (``published_facts``)."""
+
+
 def published_facts(
     steps: Iterable[Step], registry: ToolRegistry
 ) -> dict[str, list[tuple[ToolSpec, tuple[str, ...]]]]:
@@ -374,7 +378,7 @@ def published_facts(
 
 def path_types(
     spec: ToolSpec,
-    facts: Mapping[str, list[tuple[ToolSpec, tuple[str, ...]]]],
+    facts: PublishedFacts,
     entity_types: Mapping[str, Any],
 ) -> Callable[[tuple[str, ...]], Any]:
     """The declared type of a path an expression before or after ``spec`` reads.

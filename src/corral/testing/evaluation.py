@@ -60,7 +60,6 @@ from corral.validation import validation_problems
 _Checked = TypeVar("_Checked", bound=BaseModel)
 
 TIER_BARS = {"core": 1.0, "regular": 0.95, "exploratory": 0.0}
-_EXPECT_KEYS = ("intent", "status", "outcome", "reply_contains", "tools", "source")
 
 
 @dataclass(frozen=True)
@@ -245,6 +244,10 @@ class Expectations(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
+_EXPECT_KEYS = tuple(Expectations.model_fields)
+"""The names a case may expect (a recorded case's ``expect`` takes the same)."""
+
+
 class _CaseFields(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -295,9 +298,7 @@ def _case(raw: dict[str, Any], index: int, path: Path) -> EvalCase:
     where = f"{path}: eval case {str(label)[:40]!r}"
     if "m" in raw:
         short = checked(ShortCase, raw, where)
-        expect = short.model_dump(
-            mode="json", include=set(Expectations.model_fields), exclude_unset=True
-        )
+        expect = short.model_dump(mode="json", include=set(_EXPECT_KEYS), exclude_unset=True)
         messages = [short.m, *short.then]
         name = short.name or f"{index:03d} {short.m[:40]}"
         tier, approve, arrange_raw = short.tier, short.approve, short.arrange
