@@ -7,6 +7,7 @@ way a dead process's is, by PostgreSQL ending it (``pg_terminate_backend``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -153,3 +154,36 @@ def test_a_worker_whose_server_is_unreachable_says_so_with_a_code() -> None:
     with pytest.raises(StoreUnavailableError) as refused:
         hold("postgresql://postgres@127.0.0.1:1/none?connect_timeout=2", "w-me")
     assert refused.value.code.value == "STORE_UNAVAILABLE"
+
+
+def test_a_worker_takes_its_lock_back_while_its_watcher_is_held_up(url: str) -> None:
+    """A takeover scan blocked on DBOS (it retries while the server is away) must not keep
+    the worker from taking its own lock back: another watcher would call it dead."""
+    import threading
+
+    mine = hold(url, "w-me")
+    stopping, scanning, release = threading.Event(), threading.Event(), threading.Event()
+
+    def blocked_scan() -> set[str]:
+        scanning.set()
+        release.wait(30)
+        return set()
+
+    watcher = Watcher(mine, blocked_scan, lambda e: 0, poll_s=0.05)
+    threads = [mine.keeper(stopping, 0.05), watcher.thread(stopping)]
+    for thread in threads:
+        thread.start()
+    try:
+        assert scanning.wait(10)  # the watcher is inside its scan, and stays there
+        terminate(url, mine.conn)  # the server ended the worker's session
+        deadline = time.monotonic() + 10
+        while not _holds(url, "w-me") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _holds(url, "w-me")  # taken back by the keeper, the watcher still blocked
+        assert not release.is_set()
+    finally:
+        release.set()
+        stopping.set()
+        for thread in threads:
+            thread.join(5)
+        mine.close()

@@ -10,10 +10,15 @@ tune and no clock to trust.
   recovers its own executor id's pending workflows: a second worker with a live worker's
   id would steal its runs). A second worker with the same id is refused
   (``WORKER_ID_IN_USE``).
-- ``Watcher`` runs in every worker: every ``poll_s`` it keeps its own lock (taking it
-  again after a reconnect), lists the executors that own pending workflows, and takes
-  over those whose lock is free. It holds the dead executor's lock while it does, so a
-  restarting worker of that id cannot recover the same workflows at the same time.
+- ``Liveness.keeper`` is a thread of its own in every worker: every ``poll_s`` it keeps
+  the worker's lock, taking it again after a reconnect. It does nothing else, so nothing
+  can hold it up: a scan that waits on DBOS (whose calls block, retrying, while the
+  server is away) must not keep a live worker from taking its lock back in time, or it
+  is called dead and its runs, still in flight, are entered again elsewhere.
+- ``Watcher`` runs in every worker: every ``poll_s`` it lists the executors that own
+  pending workflows, and takes over those whose lock is free. It holds the dead
+  executor's lock while it does, so a restarting worker of that id cannot recover the
+  same workflows at the same time.
 
 A worker's liveness session also ends when the worker stops talking on it: it says
 ``SELECT 1`` every poll, and the session carries ``idle_session_timeout`` (a few polls,
@@ -141,6 +146,8 @@ class Liveness:
     """PostgreSQL ends the session when it is quiet this long (``ensure`` talks on it)."""
     since: float = field(default_factory=time.time)
     """When this worker took its lock (epoch seconds)."""
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Held while ``conn`` is used: the keeper and the watcher may both reach for it."""
 
     def ensure(self) -> bool:
         """Whether the lock is held now, taking it again on a new connection if it was lost.
@@ -148,6 +155,24 @@ class Liveness:
         False while it cannot be taken back (the server is down, or a watcher holds it a
         moment): the caller tries again at its next poll.
         """
+        with self._guard:
+            return self._ensure()
+
+    def keeper(self, stopping: threading.Event, poll_s: float) -> threading.Thread:
+        """A daemon thread (not started) that keeps the lock every ``poll_s`` until ``stopping``.
+
+        Its session is quiet no longer than a poll however long a takeover scan takes.
+        """
+
+        def keep_lock() -> None:
+            while not stopping.wait(poll_s):
+                self.ensure()
+
+        return threading.Thread(
+            target=keep_lock, name=f"corral-keep-{self.executor_id}", daemon=True
+        )
+
+    def _ensure(self) -> bool:
         try:
             self.conn.execute("SELECT 1")
             return True
@@ -170,17 +195,19 @@ class Liveness:
     def keep(self) -> None:
         """Keep the session however quiet it stays (no idle timeout from now on).
 
-        A stopping worker's watcher no longer talks on it, and its lock must last until
+        A stopping worker's keeper no longer talks on it, and its lock must last until
         the process ends: a drive may still be inside a tool's thread.
         """
         try:
-            _quiet_ends(self.conn, 0.0)
+            with self._guard:
+                _quiet_ends(self.conn, 0.0)
         except Exception as exc:  # the session is gone already: nothing left to keep
             logger.warning("worker %s: liveness session lost (%s)", self.executor_id, exc)
 
     def close(self) -> None:
         """Release the lock (closing the session does) and the connection."""
-        self.conn.close()
+        with self._guard:
+            self.conn.close()
 
 
 def hold(
@@ -281,7 +308,11 @@ class Watcher:
             self._conn = None
 
     def poll(self) -> list[Takeover]:
-        """One round: keep our lock, note who is alive, take over the dead ones' runs."""
+        """One round: check our lock, note who is alive, take over the dead ones' runs.
+
+        Our own lock is kept by ``Liveness.keeper``; a round checks it (and takes it
+        back if the keeper has not yet) because a watcher without it must take nothing.
+        """
         if not self.liveness.ensure():
             return []
         conn = self._connection()

@@ -119,6 +119,8 @@ class Worker:
             recovery.recover_executor,
             poll_s=self.takeover_poll_s,
         )
+        # the lock is kept by a thread of its own: a scan blocked on DBOS must not lose it
+        self.threads.append(self.liveness.keeper(self.stopping, self.takeover_poll_s))
         self.threads.append(watcher.thread(self.stopping))
         self.store = SqlStore.open(sql_target(self.store_url))
         permits = Permits(
