@@ -294,3 +294,35 @@ def test_a_free_text_variant_does_not_check_other_plans_templates() -> None:
     data = config(note_extra={"zh": "{other_fact}", "en": "x"})
     data["plans"]["renew"]["steps"][1]["args"]["variant_fact"] = "renewal"
     Agent.build(parse_config(data), [renew, generate_reply])
+
+
+async def test_a_confirmation_whose_value_is_missing_at_run_time_says_so() -> None:
+    """A fact the plan publishes only after the step asks: the generic prompt is asked,
+    and the run's log says which template failed and why (it used to say nothing, and
+    its reply named the template it had not used)."""
+    from corral import MemoryStore, Runtime
+    from corral.contracts import EventType
+
+    agent = build(confirm_renew={"zh": "续借？罚款 {fines}", "en": "Renew? Fines {fines}"})
+    runtime = Runtime(agent, MemoryStore())
+    summary = await runtime.start("renew L1")
+    assert summary.status.value == "awaiting_confirm"
+    events = runtime.store.load_events(summary.run_id)
+    asked = next(e for e in events if e.type is EventType.CONFIRMATION_REQUESTED)
+    assert "fines" in asked.data["template_problem"]
+    assert "confirm_renew" in asked.data["template_problem"]
+    reply = [e for e in events if e.type is EventType.REPLY][-1]
+    assert reply.data["template"] == "confirm"
+    assert reply.data["text"] == asked.data["prompt"]
+
+
+async def test_a_confirmation_that_renders_carries_no_problem() -> None:
+    from corral import MemoryStore, Runtime
+    from corral.contracts import EventType
+
+    runtime = Runtime(build(), MemoryStore())
+    summary = await runtime.start("renew L1")
+    events = runtime.store.load_events(summary.run_id)
+    asked = next(e for e in events if e.type is EventType.CONFIRMATION_REQUESTED)
+    assert "template_problem" not in asked.data
+    assert asked.data["prompt"] == "Renew L1?"

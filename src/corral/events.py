@@ -308,6 +308,9 @@ class ConfirmationRequested:
     kind: ClassVar[EventType] = EventType.CONFIRMATION_REQUESTED
     step_id: str
     prompt: str
+    template_problem: str | None = None
+    """Why the plan's confirmation template could not be rendered, so the generic
+    ``confirm`` prompt was asked instead (a value missing at run time); ``None``: it was."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -611,9 +614,12 @@ PAYLOADS: dict[EventType, type[Payload]] = {
 }
 """Event type -> its payload record. Types missing here (deprecated) decode as ``Opaque``."""
 
-_SOMETIMES = frozenset({"refused", "structured_mode", "negotiation", "priority", "scores"})
-"""``model_call`` keys older logs wrote only when set, and ``tool_selected``'s priority
-fields (absent from a plain pick's event, as before them); rendered the same way."""
+_SOMETIMES = frozenset(
+    {"refused", "structured_mode", "negotiation", "priority", "scores", "template_problem"}
+)
+"""``model_call`` keys older logs wrote only when set, ``tool_selected``'s priority
+fields (absent from a plain pick's event, as before them), and a confirmation's template
+problem; rendered the same way."""
 
 
 def _key(name: str) -> str:

@@ -333,11 +333,13 @@ class RunLoop:
         ``extra``: more values for the prompt (the plan's ``{steps}`` for a long plan).
         """
         extra = {"tool": tool, "args": args or {}, **(extra or {})}
+        problem: str | None = None
         try:
             prompt = self.render(template, extra)
-        except TemplateInvalidError:
-            prompt = self.render("confirm", extra)
-        self.journal.emit("decide", ConfirmationRequested(step_id, prompt))
+        except TemplateInvalidError as exc:  # a value missing at run time: ask generically,
+            problem, template = exc.message, "confirm"  # and say why in the event
+            prompt = self.render(template, extra)
+        self.journal.emit("decide", ConfirmationRequested(step_id, prompt, problem))
         self._reply(prompt, template)
         self.journal.transition(
             RunStatus.AWAITING_CONFIRM, f"confirm {step_id}", active_s=self._close_segment()
