@@ -205,3 +205,33 @@ async def test_a_stop_with_a_users_code_is_a_handoff_not_an_attribute_error() ->
     )
     summary = await runtime.start("go")  # AttributeError: 'str' object has no attribute 'value'
     assert summary.status.value == "handed_off"
+
+
+class AnswersAValue:
+    """A user's verifier that answers something other than a ``Verdict`` or ``None``."""
+
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    async def check(self, outcome: StepOutcome, run: VerifyRun) -> Verdict | None:
+        return self.answer  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("answer", [False, True, "passed", {"passed": False}])
+async def test_a_verifier_answering_no_verdict_fails_the_check_with_a_code(answer: object) -> None:
+    """It used to crash the run with a raw ``AttributeError`` ('bool' object has no
+    attribute 'passed'), leaving the run stored as executing."""
+    steps = [{"id": "s1", "tool": "refund", "args": {"amount": 10}}]
+    agent_ = Agent.build(
+        parse_config(one_intent("go", steps=steps)),
+        [refund],
+        verifiers=(*DEFAULT_VERIFIERS, AnswersAValue(answer)),
+    )
+    runtime = Runtime(agent_, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("go")
+    summary = await runtime.resume(asked.run_id, approve=True)
+    assert summary.steps[0].error_code == "EXTENSION_FAILED"
+    assert summary.status.value == "handed_off"
+    events = await runtime.events(summary.run_id)
+    failed = next(e for e in events if e.type.value == "step_finished")
+    assert f"verifier AnswersAValue answered {answer!r}" in failed.data["reason"]

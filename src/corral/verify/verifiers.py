@@ -115,15 +115,12 @@ async def verify(
         try:
             verdict = await verifier.check(outcome, run)
         except Exception as exc:  # a user's verifier: its bug fails the check, not the run
-            name = type(verifier).__name__
-            return Verdict(
-                passed=False,
-                check="success",
-                reason=f"verifier {name} raised {type(exc).__name__}: {exc}",
-                code=ErrorCode.EXTENSION_FAILED.value,
-            )
+            return _extension_failed(verifier, f"raised {type(exc).__name__}: {exc}")
         if verdict is None:
             continue
+        if not isinstance(verdict, Verdict):  # ``False``, ``"passed"``, a dict: no answer
+            shown = repr(verdict)[:80]
+            return _extension_failed(verifier, f"answered {shown}, not a Verdict or None")
         if not verdict.passed:
             if verdict.code is None:  # a failed step always carries a code
                 code = ErrorCode.SUCCESS_CRITERIA_FAILED.value
@@ -131,3 +128,13 @@ async def verify(
             return verdict
         told = verdict
     return told
+
+
+def _extension_failed(verifier: Verifier, what: str) -> Verdict:
+    """The failed verdict standing for a user's verifier that broke (``EXTENSION_FAILED``)."""
+    return Verdict(
+        passed=False,
+        check="success",
+        reason=f"verifier {type(verifier).__name__} {what}",
+        code=ErrorCode.EXTENSION_FAILED.value,
+    )
