@@ -121,6 +121,9 @@ def test_comparisons_that_may_hold_load(require: str) -> None:
         ('args.days < "30"', "args.days is int, so comparing it with '30' cannot be judged"),
         ('facts.vip == "yes"', "facts.vip is bool, so comparing it with 'yes' is never equal"),
         ("facts.member_id > 3", "facts.member_id is str"),
+        # a constant key reads as an attribute: it loaded, then refused every renewal
+        ("facts['fines'] == '2'", "facts.fines is float, so comparing it with '2' is never"),
+        ('args["days"] < "30"', "args.days is int, so comparing it with '30' cannot be judged"),
     ],
 )
 def test_a_comparison_that_can_never_hold_is_refused_at_load(require: str, says: str) -> None:
@@ -137,6 +140,9 @@ def test_a_success_criterion_is_checked_against_the_tools_output_and_facts() -> 
         info.value.message
     )
     agent(success="result.fines >= 0 and result.name != ''")
+    with pytest.raises(ConfigInvalidError) as info:
+        agent(success="result['fines'] >= '0'")
+    assert "result.fines is float" in info.value.message
 
 
 def test_the_kinds_a_comparison_can_check() -> None:
@@ -333,3 +339,14 @@ async def test_arguments_bound_as_python_or_json_are_not_typed(
     runtime = Runtime(charge_agent(require, args), MemoryStore(), effects=FixedEffects())
     done = await runtime.start("go O1")
     assert (done.status.value, done.outcome) == ("finished", outcome), done
+
+
+def test_a_rule_reading_an_entity_the_agent_does_not_declare_is_refused() -> None:
+    """It loaded, and refused every call: the entity never has a value."""
+    with pytest.raises(ConfigInvalidError) as info:
+        agent(require="entities.nosuch == 'x'")
+    assert (
+        "business rule no_fines: reads entities.nosuch, which is no entity the agent declares "
+        "(entities: amount, loan_id, member_id)"
+    ) in info.value.message
+    agent(require="entities.loan_id != null and entities['member_id'] != 'M0'")

@@ -370,6 +370,7 @@ class Agent:
             if not renderer.has(rule.refusal):
                 problems.append(f"business rule {rule.name}: template {rule.refusal!r} is missing")
         problems.extend(_rule_argument_problems(rules, registry))
+        problems.extend(_rule_entity_problems(rules, config))
         problems.extend(_rule_comparison_problems(rules, graphs, registry, entity_types(config)))
         for entity, template in config.questions.items():
             if not renderer.has(template):
@@ -486,6 +487,26 @@ def _rule_argument_problems(rules: Sequence[CompiledRule], registry: ToolRegistr
                 f"business rule {rule.name}: reads args.{path[0]}, "
                 f"which {rule.before_tool} does not take{hint}"
             )
+    return problems
+
+
+def _rule_entity_problems(rules: Sequence[CompiledRule], config: AgentConfig) -> list[str]:
+    """A rule reads only entities the agent declares.
+
+    Another one never has a value, so the rule could never be judged and would refuse
+    every call.
+    """
+    from corral.verify.expressions import read_paths
+
+    declared = sorted(config.entities)
+    problems: list[str] = []
+    for compiled in rules:
+        for path in sorted(read_paths(compiled.expression, "entities")):
+            if path and path[0] not in config.entities:
+                problems.append(
+                    f"business rule {compiled.rule.name}: reads entities.{path[0]}, which is "
+                    f"no entity the agent declares (entities: {', '.join(declared) or 'none'})"
+                )
     return problems
 
 

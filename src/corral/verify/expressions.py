@@ -149,9 +149,19 @@ class Expression:
 
 
 def _attribute_chain(node: ast.AST) -> tuple[str, ...] | None:
+    """``facts.a.b`` (or ``facts['a']['b']``: a constant key reads the same) as its names."""
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            parts.append(node.slice.value)
+        else:
+            break
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
@@ -219,23 +229,8 @@ def read_paths(expression: Expression, scope: str = "facts") -> frozenset[tuple[
     found: set[tuple[str, ...]] = set()
 
     def path_of(node: ast.AST) -> tuple[str, ...] | None:
-        parts: list[str] = []
-        while True:
-            if isinstance(node, ast.Attribute):
-                parts.append(node.attr)
-                node = node.value
-            elif (
-                isinstance(node, ast.Subscript)
-                and isinstance(node.slice, ast.Constant)
-                and isinstance(node.slice.value, str)
-            ):
-                parts.append(node.slice.value)
-                node = node.value
-            else:  # a computed key (``facts[x]``) ends the path: ``visit`` reads its parts
-                break
-        if isinstance(node, ast.Name) and node.id == scope:
-            return tuple(reversed(parts))
-        return None
+        chain = _attribute_chain(node)  # a computed key (``facts[x]``) ends it: ``visit``
+        return chain[1:] if chain is not None and chain[0] == scope else None  # reads parts
 
     def visit(node: ast.AST) -> None:
         path = path_of(node)
