@@ -23,7 +23,16 @@ from tests.extras import REQUIRE_ALL, import_extra
 import_extra("fastapi", REQUIRE_ALL)
 import_extra("httpx", REQUIRE_ALL)
 
-from corral import Agent, FixedEffects, MemoryStore, Runtime, parse_config, tool  # noqa: E402
+from corral import (  # noqa: E402
+    Agent,
+    FixedEffects,
+    MemoryStore,
+    Plan,
+    Runtime,
+    Step,
+    parse_config,
+    tool,
+)
 from corral.errors import ConfigInvalidError  # noqa: E402
 from corral.events import ToolAttempt, tool_attempts  # noqa: E402
 from corral.tools.http import retry_after_s  # noqa: E402
@@ -476,6 +485,33 @@ async def test_a_write_whose_body_cannot_be_json_sends_nothing_and_is_not_in_dou
             "required": ["channel", "text"],
         },
     }
+    steps = [{"id": "s1", "tool": "post_to_group", "args": {"channel": "ops", "text": 1.5}}]
+    config = parse_config(one_intent("go", steps=steps, http_tools=[tool]))
+    agent = Agent.build(config, [], deps={"SERVICE_URL": service[0]})
+    # a Python tool's NaN is refused where it returns (TOOL_OUTPUT_INVALID): this one is a
+    # caller's literal, in a plan given to run_plan
+    plan = Plan(
+        plan_id="p",
+        steps=[Step(id="s1", tool="post_to_group", args={"channel": "ops", "text": float("nan")})],
+    )
+    async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
+        summary = await runtime.run_plan(plan)
+    errors = {s.id: s.error_code for s in summary.steps}
+    assert errors["s1"] == "CONFIG_INVALID" and summary.outcome != "unknown", summary
+    assert ledger.keys == [] and not ledger.posts  # nothing went out
+
+
+async def test_a_python_tools_nan_never_reaches_an_http_body(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    tool = {
+        **post_tool(),
+        "input": {
+            "type": "object",
+            "properties": {"channel": {"type": "string"}, "text": {"type": "number"}},
+            "required": ["channel", "text"],
+        },
+    }
     steps = [
         {"id": "s1", "tool": "gauge"},
         {
@@ -490,8 +526,8 @@ async def test_a_write_whose_body_cannot_be_json_sends_nothing_and_is_not_in_dou
     async with Runtime(agent, MemoryStore(), effects=FixedEffects()) as runtime:
         summary = await runtime.start("go")
     errors = {s.id: s.error_code for s in summary.steps}
-    assert errors["s2"] == "CONFIG_INVALID" and summary.outcome != "unknown", summary
-    assert ledger.keys == [] and not ledger.posts  # nothing went out
+    assert errors == {"s1": "TOOL_OUTPUT_INVALID", "s2": "DEPENDENCY_FAILED"}, summary
+    assert ledger.keys == [] and not ledger.posts
 
 
 class Reading(BaseModel):

@@ -207,3 +207,50 @@ async def test_only_declared_fields_are_kept_and_optional_keys_may_be_missing() 
     state = await runtime.load_state(summary.run_id)
     assert state.steps["p"].data == {"parcel_id": "P1", "weight_kg": 1.0}
     assert state.steps["n"].data == {"text": "fragile", "author": None}
+
+
+@tool
+def not_a_number(order_id: str) -> float:
+    """Returns NaN."""
+    return float("nan")
+
+
+class Quote(BaseModel):
+    price: float
+    extras: list[float] = []
+
+
+@tool
+def infinite_quote(order_id: str) -> Quote:
+    """An exact model instance (not validated again) holding an infinity, deep down."""
+    return Quote(price=1.0, extras=[2.0, float("-inf")])
+
+
+@pytest.mark.parametrize("tool_name", ["not_a_number", "infinite_quote"])
+async def test_a_result_holding_nan_or_an_infinity_fails_at_the_boundary(
+    tool_name: str, tmp_path: Any
+) -> None:
+    """Found by a walkthrough: the live run used NaN (``value=nan``) while the store kept
+    ``null``, so ``corral replay`` of the run diverged (TOOL_OUTPUT_INVALID)."""
+    from corral import SqlStore
+
+    config = parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {
+                "ship": {"steps": [{"id": "q", "tool": tool_name, "args": {"order_id": "A"}}]}
+            },
+            "templates": {"done": {"zh": "好", "en": "done"}},
+            "default_language": "en",
+        }
+    )
+    agent = Agent.build(config, [not_a_number, infinite_quote])
+    store = SqlStore.open(tmp_path / "runs.db")
+    runtime = Runtime(agent, store)
+    summary = await runtime.run_plan("ship")
+    assert summary.steps[0].error_code == ErrorCode.TOOL_OUTPUT_INVALID.value
+    state = await runtime.load_state(summary.run_id)
+    assert "not finite" in state.steps["q"].reason
+    assert summary.status is not RunStatus.FINISHED or summary.outcome != "success"
+    store.engine.dispose()

@@ -29,6 +29,7 @@ from corral.errors import (
     ToolFailedError,
     ToolOutputInvalidError,
 )
+from corral.json_values import check_finite
 from corral.tools.context import ToolContext
 from corral.tools.outputs import VALUE_FIELD
 from corral.tools.spec import ToolSpec
@@ -105,6 +106,13 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
     dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
+    try:  # NaN or an infinity would be used by this run and stored as null: replays differ
+        check_finite(dumped)
+    except ValueError:
+        raise ToolOutputInvalidError(
+            f"tool {spec.name!r} returned a number that is not finite (NaN or an infinity), "
+            "which JSON cannot hold"
+        ) from None
     return dumped
 
 
