@@ -21,6 +21,7 @@ from corral import (
     Hold,
     MemoryStore,
     Proposal,
+    Refuse,
     Runtime,
     Skip,
     StepOutcome,
@@ -235,3 +236,81 @@ async def test_a_verifier_answering_no_verdict_fails_the_check_with_a_code(answe
     events = await runtime.events(summary.run_id)
     failed = next(e for e in events if e.type.value == "step_finished")
     assert f"verifier AnswersAValue answered {answer!r}" in failed.data["reason"]
+
+
+@dataclass(frozen=True)
+class RefundCap:
+    """docs/extending.md's gate, as written there."""
+
+    limit: float
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        amount = proposal.args.get("amount", 0)
+        if proposal.tool.name == "refund" and amount > self.limit:
+            return Refuse("REFUND_CAP", f"{amount:g} is above the cap of {self.limit:g}")
+        return proposal
+
+
+class Items(BaseModel):
+    items: list[str]
+
+
+@tool
+def find_items(order: str) -> Items:
+    """Items to refund (none)."""
+    return Items(items=[])
+
+
+class SomethingReturned:
+    """docs/extending.md's verifier, as written there (its own code, ``EMPTY``)."""
+
+    async def check(self, outcome: StepOutcome, run: VerifyRun) -> Verdict | None:
+        if (outcome.result.data or {}).get("items"):
+            return Verdict(passed=True, check="success", reason="items returned")
+        return Verdict(passed=False, check="success", reason="nothing returned", code="EMPTY")
+
+
+def _items_agent(on_failure: bool) -> Agent:
+    config = one_intent("go", steps=[{"id": "s1", "tool": "find_items", "args": {"order": "A"}}])
+    if on_failure:
+        config["plans"]["p"]["on_failure"] = {"s1": "nothing"}
+        config["templates"]["nothing"] = {"zh": "没有可退的", "en": "Nothing to refund."}
+    verifiers = (*DEFAULT_VERIFIERS, SomethingReturned())
+    return Agent.build(parse_config(config), [find_items], verifiers=verifiers)
+
+
+async def test_a_verifier_with_its_own_code_gets_the_plans_answer_for_an_unmet_check() -> None:
+    """Found by a walkthrough: the docs' verifier (``code="EMPTY"``) skipped the plan's
+    ``on_failure`` answer, and the run was handed off as TOOL_FAILED, the tool fine."""
+    runtime = Runtime(_items_agent(True), MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert (summary.status.value, summary.outcome) == ("finished", "unmet"), summary
+    assert summary.reply == "Nothing to refund."
+    assert summary.steps[0].error_code == "EMPTY"  # the step keeps the verifier's code
+
+
+async def test_without_an_answer_an_unmet_check_of_its_own_hands_off_as_one() -> None:
+    runtime = Runtime(_items_agent(False), MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    assert (summary.status.value, summary.error_code) == ("handed_off", "SUCCESS_CRITERIA_FAILED")
+    packet = runtime.store.get_handoff(summary.run_id)
+    assert packet is not None and packet.reason_code == "SUCCESS_CRITERIA_FAILED"
+
+
+async def test_a_gates_own_refusal_hands_off_as_a_policys_not_a_tool_failure() -> None:
+    """Found by a walkthrough: the docs' ``RefundCap`` (no ``stop``) handed the run off
+    as TOOL_FAILED, though the tool was never entered."""
+    CALLS.clear()
+    steps = [{"id": "s1", "tool": "refund", "args": {"amount": 500}}]
+    built = Agent.build(
+        parse_config(one_intent("go", steps=steps)),
+        [refund],
+        gates=(*DEFAULT_GATES, RefundCap(limit=100)),
+    )
+    runtime = Runtime(built, MemoryStore(), effects=FixedEffects())
+    summary = await runtime.start("go")
+    if summary.status.value == "awaiting_confirm":
+        summary = await runtime.resume(summary.run_id, approve=True)
+    assert CALLS == []
+    assert summary.steps[0].error_code == "REFUND_CAP"
+    assert (summary.status.value, summary.error_code) == ("handed_off", "POLICY_HANDOFF")

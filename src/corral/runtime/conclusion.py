@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from corral.contracts import Plan, Step, StepStatus
+from corral.contracts import Plan, Step, StepStatus, ToolStatus
 from corral.errors import ErrorCode, TemplateInvalidError
 from corral.events import Verified
 from corral.reply.render import display
@@ -100,18 +100,31 @@ def _optional(loop: RunControl) -> set[str]:
 
 
 def _failure(loop: RunControl, first: StepState) -> None:
-    """A required step failed: the plan's answer for "not found" or "unmet", else a person."""
+    """A required step failed: the plan's answer for "not found" or "unmet", else a person.
+
+    A code of the user's own (not an ``ErrorCode``) is read by where the step failed: a
+    verifier's, on a result the tool gave, is a check that failed ("unmet", as
+    ``SUCCESS_CRITERIA_FAILED``); a gate's, before the tool was entered, is a policy's
+    refusal (``POLICY_HANDOFF``). Neither is ``TOOL_FAILED``: the tool did not fail.
+    """
     answer = _failure_template(loop, first.id)
-    if answer and first.error_code == ErrorCode.NO_RESULT.value:
+    code = first.error_code or ""
+    own = code not in ErrorCode.__members__
+    checked = own and first.result is not None and first.result.status is ToolStatus.SUCCESS
+    if answer and code == ErrorCode.NO_RESULT.value:
         loop.finish(answer, "not_found")
-    elif answer and first.error_code == ErrorCode.SUCCESS_CRITERIA_FAILED.value:
+    elif answer and (code == ErrorCode.SUCCESS_CRITERIA_FAILED.value or checked):
         loop.finish(answer, "unmet")
     else:
-        code = first.error_code or ""
-        loop.handoff(
-            f"step {first.id} ({first.tool}) failed: {first.reason}",
-            ErrorCode(code) if code in ErrorCode.__members__ else ErrorCode.TOOL_FAILED,
-        )
+        if not own:
+            reason_code = ErrorCode(code)
+        elif checked:
+            reason_code = ErrorCode.SUCCESS_CRITERIA_FAILED
+        elif first.result is None:  # refused before its tool was entered: a gate's code
+            reason_code = ErrorCode.POLICY_HANDOFF
+        else:
+            reason_code = ErrorCode.TOOL_FAILED
+        loop.handoff(f"step {first.id} ({first.tool}) failed: {first.reason}", reason_code)
 
 
 def _partial(loop: RunControl, steps: list[StepState], first: StepState) -> None:
