@@ -21,7 +21,6 @@ from corral import (
     Hold,
     MemoryStore,
     Proposal,
-    Refuse,
     Runtime,
     Skip,
     StepOutcome,
@@ -36,6 +35,7 @@ from corral.decision import Answer
 from corral.errors import ConfigInvalidError
 from corral.testing import FixedEffects
 from tests.one_intent import one_intent
+from tests.test_gates_and_verifiers import RefundCap  # docs/extending.md's gate
 
 CALLS: list[float] = []
 
@@ -236,19 +236,6 @@ async def test_a_verifier_answering_no_verdict_fails_the_check_with_a_code(answe
     events = await runtime.events(summary.run_id)
     failed = next(e for e in events if e.type.value == "step_finished")
     assert f"verifier AnswersAValue answered {answer!r}" in failed.data["reason"]
-
-
-@dataclass(frozen=True)
-class RefundCap:
-    """docs/extending.md's gate, as written there."""
-
-    limit: float
-
-    def check(self, proposal: Proposal, run: GateRun) -> Answer:
-        amount = proposal.args.get("amount", 0)
-        if proposal.tool.name == "refund" and amount > self.limit:
-            return Refuse("REFUND_CAP", f"{amount:g} is above the cap of {self.limit:g}")
-        return proposal
 
 
 class Items(BaseModel):
