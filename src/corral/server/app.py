@@ -32,6 +32,7 @@ from corral.errors import (
     ConfigInvalidError,
     CorralError,
     ErrorCode,
+    RunBusyError,
     RunNotFoundError,
 )
 from corral.events import Event
@@ -93,6 +94,12 @@ class ServerState:
         """The runtime of the agent a stored run belongs to."""
         record = await asyncio.to_thread(self.store.get_run, checked_run_id(run_id))
         if record is None:
+            live = self.hub.live(run_id)
+            if live is not None and not live.done:  # started here, not saved yet: it is
+                raise RunBusyError(  # driven (a client told "no run" might start it again)
+                    f"run {run_id} is being driven by this server (not saved yet)",
+                    hint="wait until it pauses or ends (GET /runs/RUN/stream), then resume",
+                )
             raise RunNotFoundError(f"no run {run_id!r}", hint="GET /runs lists them")
         return self.runtime(record.agent)
 
