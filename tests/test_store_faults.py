@@ -170,3 +170,23 @@ def test_a_read_only_home_shows_what_a_crash_left_in_the_wal(tmp_path: Path) -> 
     finally:
         for path in [home, *home.rglob("*")]:
             path.chmod(0o700)
+
+
+def test_a_store_file_not_in_wal_mode_is_read_by_read_only_commands(tmp_path: Path) -> None:
+    """Found by a walkthrough: a backup made with ``VACUUM INTO`` (or a restored dump) is
+    not in WAL mode, and ``runs``, ``show`` and ``traces`` refused it as STORE_READ_ONLY
+    (they tried to switch it to WAL on a read-only connection) until a write command ran."""
+    home = tmp_path / "home"
+    run_id = paused_run(home)
+    backup = tmp_path / "backup"
+    backup.mkdir()
+    with sqlite3.connect(home / "corral.db") as source:
+        source.execute(f"VACUUM INTO '{backup / 'corral.db'}'")
+    with sqlite3.connect(backup / "corral.db") as copy:
+        assert copy.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+    listed = corral_cli(backup, "runs", "--json")
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [run_id]
+    shown = corral_cli(backup, "show", run_id, "--json")
+    assert json.loads(shown.stdout)["status"] == "awaiting_confirm"
+    with sqlite3.connect(backup / "corral.db") as copy:  # reading changed nothing
+        assert copy.execute("PRAGMA journal_mode").fetchone()[0] != "wal"

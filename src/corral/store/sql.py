@@ -200,6 +200,8 @@ def _use_wal(cursor: Any) -> None:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
         except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc):  # opened read-only (``mode=ro``): read it as it is
+                return  # (a backup by VACUUM INTO, a restored dump: not WAL yet)
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
