@@ -69,6 +69,24 @@ def test_tool_whose_return_cannot_be_described_is_a_config_error() -> None:
             return threading.Lock()
 
 
+def test_a_tool_annotated_to_return_none_is_a_config_error() -> None:
+    """Found by a walkthrough: ``-> None``, the usual Python write, loaded; every call
+    then acted and was reported OUTCOME_UNKNOWN (a read: TOOL_OUTPUT_INVALID)."""
+    from corral import ToolPolicy
+
+    def cancel(order_id: str) -> None:
+        """Cancel an order."""
+
+    with pytest.raises(ConfigInvalidError, match="annotated '-> None'") as info:
+        tool(policy=ToolPolicy(kind="write"))(cancel)
+    assert "'-> bool', returning True" in (info.value.hint or "")
+
+    def maybe(order_id: str) -> Out | None:  # None as "not found" still loads
+        return None
+
+    assert tool(maybe).may_return_none
+
+
 def test_unannotated_parameter_is_a_config_error() -> None:
     def bad(x) -> Out:  # type: ignore[no-untyped-def]
         return Out(value=1)

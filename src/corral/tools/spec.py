@@ -183,6 +183,13 @@ def build_spec(
             hint="annotate what it returns (a pydantic model, a dataclass, a TypedDict, "
             "str, int, float, bool or dict): it declares what may become facts",
         )
+    if returned is type(None):
+        raise ConfigInvalidError(
+            f"tool {tool_name!r}: it is annotated '-> None', so it can never give a result",
+            hint="return what it did (a pydantic model, a dataclass, a dict, str or bool: "
+            "'-> bool', returning True, say); corral reads a result of None as 'nothing "
+            "found', so a write would end as not found or with its outcome unknown",
+        )
     declared, may_return_none = _unwrap_optional(returned)
     output = derive_output(tool_name, declared)
     input_model = create_model(
