@@ -233,3 +233,16 @@ def test_postgresql_is_not_migrated_implicitly(tmp_path: Path, pg_url_in_new_sch
     )
     paused = as_json(cli(tmp_path, "run", str(AFTERSALES), EXCHANGE, "--json", "--store", url))
     assert paused["status"] == "awaiting_confirm"
+
+
+def test_db_upgrade_of_a_named_store_makes_no_home_folder(tmp_path: Path) -> None:
+    """Found by a walkthrough: ``corral db upgrade --store URL`` (a deploy step) left an
+    empty ``.corral`` folder in the working directory; ``db current`` did not."""
+    home, db = tmp_path / "home", tmp_path / "elsewhere" / "runs.db"
+    done = as_json(cli(home, "db", "upgrade", "--json", "--store", f"sqlite:///{db}"))
+    assert done["state"] == "current" and db.is_file()
+    env = {"CORRAL_STORE_URL": f"sqlite:///{db}"}
+    assert as_json(cli(home, "db", "upgrade", "--json", env=env))["was"] == schema.HEAD
+    assert not home.exists()
+    as_json(cli(home, "db", "upgrade", "--json"))  # the home's own store: the home is made
+    assert (home / "corral.db").is_file()

@@ -59,7 +59,8 @@ def upgrade(
     from corral.store import schema
     from corral.store.sql import SqlStore, schema_state
 
-    target = _store_target(_home(home), store)
+    named = store is not None and bool(store.strip())  # a store URL needs no home folder
+    target = _store_target(_home(home, create=not named), store)
     before = schema_state(target)
     schema.refuse_newer(before, "named")
     SqlStore.open(target, upgrade=True).engine.dispose()
