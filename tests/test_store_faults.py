@@ -190,3 +190,37 @@ def test_a_store_file_not_in_wal_mode_is_read_by_read_only_commands(tmp_path: Pa
     assert json.loads(shown.stdout)["status"] == "awaiting_confirm"
     with sqlite3.connect(backup / "corral.db") as copy:  # reading changed nothing
         assert copy.execute("PRAGMA journal_mode").fetchone()[0] != "wal"
+
+
+def test_a_store_path_that_cannot_exist_is_unavailable_not_full(tmp_path: Path) -> None:
+    """Found by a walkthrough: ``--store sqlite:////proc/x.db`` said STORE_FULL ("free
+    space"), because /proc reports no free blocks; the file simply cannot be made."""
+    done = corral_cli(
+        tmp_path,
+        "run",
+        str(LEDGER),
+        "cancel A1",
+        "--json",
+        "--store",
+        "sqlite:////proc/x.db",
+        ok=False,
+    )
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "STORE_UNAVAILABLE", error
+    assert "No such file or directory" in error["message"]
+
+
+def test_a_full_disk_is_still_told_from_a_plain_io_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from corral.errors import StoreUnavailableError
+    from corral.store import faults
+
+    full = os.statvfs_result((4096, 4096, 100, 0, 0, 10, 0, 0, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda _path: full)
+    plain_io = sqlite3.OperationalError("disk I/O error")
+    assert faults.classify(plain_io, tmp_path) is StoreFullError
+    assert faults.classify(OSError(5, "Input/output error"), tmp_path) is StoreFullError
+    missing = FileNotFoundError(2, "No such file or directory")
+    assert faults.classify(missing, tmp_path) is StoreUnavailableError

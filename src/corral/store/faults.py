@@ -7,6 +7,7 @@ cannot be reached, or its data is damaged. Nothing here retries or hides a failu
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,6 +69,8 @@ def _full(folder: Path | None) -> bool:
         stat = os.statvfs(folder)
     except OSError:
         return False
+    if stat.f_blocks == 0:  # a file system with no blocks at all (/proc): not a full disk
+        return False
     return stat.f_bavail * stat.f_frsize < 64 * 1024
 
 
@@ -78,7 +81,9 @@ def classify(exc: BaseException, folder: Path | None = None) -> type[StoreError]
     ``folder`` the free space decides.
     """
     kind = _classify(exc)
-    if kind is StoreUnavailableError and _full(folder):
+    # an OS error that says what it is (no such file, say) is not a full disk in disguise
+    said = isinstance(exc, OSError) and exc.errno not in (None, errno.EIO)
+    if kind is StoreUnavailableError and not said and _full(folder):
         return StoreFullError
     return kind
 
