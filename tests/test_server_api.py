@@ -347,5 +347,10 @@ def test_an_approval_with_an_answer_is_a_422_not_a_409(base: str, agent: Agent) 
         assert both.status_code == 422
         assert both.json()["error"]["code"] == "INVALID_INPUT"  # as from the CLI and Python
         assert both.json()["error"]["message"] == "give an approval or an answer, not both"
+        # a step named with an answer is the same kind of mistake (it was 409)
+        stepped = http.post(f"/runs/{run_id}/resume", json={"answer": "yes", "step_id": "s4"})
+        assert stepped.status_code == 422
+        assert stepped.json()["error"]["code"] == "INVALID_INPUT"
+        assert "a step is named only with an approval" in stepped.json()["error"]["message"]
         assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
     assert exchange_count(agent) == 0

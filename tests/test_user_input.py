@@ -56,6 +56,8 @@ def test_the_cli_refuses_an_answer_given_with_an_approval(tmp_path: Path) -> Non
     error = refused(home, "resume", paused["run_id"], "--approve", "--answer", "x")
     assert error["code"] == "INVALID_INPUT"  # the code the HTTP API and Runtime.resume give
     assert error["message"] == "give an approval or an answer, not both"
+    stepped = refused(home, "resume", paused["run_id"], "--answer", "x", "--step", "s4")
+    assert stepped["code"] == "INVALID_INPUT"  # it was RUN_NOT_RESUMABLE, a run state's code
     shown = json.loads(corral_cli(home, "show", paused["run_id"], "--json").stdout)
     assert shown["status"] == "awaiting_confirm"
 

@@ -39,14 +39,20 @@ def require_words(value: str, what: str) -> str:
     return value
 
 
-def require_one_input(approve: bool | None, answer: str | None) -> None:
-    """``InvalidInputError`` for an approval given together with an answer.
+def require_one_input(approve: bool | None, answer: str | None, step_id: str | None = None) -> None:
+    """``InvalidInputError`` for an approval with an answer, or a step named without one.
 
-    A run waits for a decision or for an answer, never both: sending both is the caller's
-    mistake, the same code from the CLI, the HTTP API, the queue and ``Runtime.resume``.
+    A run waits for a decision or for an answer, never both, and only a decision is about
+    a step: either is the caller's mistake, the same code from the CLI, the HTTP API, the
+    queue and ``Runtime.resume``.
     """
     if approve is not None and answer is not None:
         raise InvalidInputError(
             "give an approval or an answer, not both",
             hint="a run waits for one of them: see `corral show RUN`",
+        )
+    if step_id is not None and approve is None:
+        raise InvalidInputError(
+            "a step is named only with an approval or a rejection",
+            hint="an answer is to the run's question: leave the step out",
         )

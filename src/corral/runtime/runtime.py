@@ -695,9 +695,7 @@ class Runtime:
     ) -> RunSummary:
         if answer is not None:
             self._check_words(answer, "the answer")
-        require_one_input(approve, answer)
-        if step_id is not None and approve is None:
-            raise RunNotResumableError("a step is named only with an approval or a rejection")
+        require_one_input(approve, answer, step_id)
         seen = await self._recorded_state(run_id, "log_seen")
         async with self.ownership.holding(run_id, wait_s) as held:
             state = await self._recorded_state(run_id, "log")

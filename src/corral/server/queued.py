@@ -72,7 +72,7 @@ class QueuedRuns:
         """
         if answer is not None:
             require_words(answer, "the answer")
-        require_one_input(approve, answer)
+        require_one_input(approve, answer, step_id)
         return await asyncio.to_thread(
             self.queue.resume, agent, run_id, approve=approve, answer=answer, step_id=step_id
         )
