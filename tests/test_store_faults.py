@@ -122,16 +122,22 @@ def _fail_saving(store: SqlStore, kind: EventType) -> None:
     event.listen(store.engine, "before_cursor_execute", full)
 
 
-def test_a_failed_save_after_the_write_says_what_already_happened(tmp_path: Path) -> None:
+def _approve_failing(tmp_path: Path, kind: EventType) -> tuple[str, StoreFullError]:
+    """A paused run approved while the save holding an event of ``kind`` fails."""
     run_id = paused_run(tmp_path)
     agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
     store = SqlStore.open(tmp_path / "corral.db")
-    _fail_saving(store, EventType.RUN_FINISHED)
+    _fail_saving(store, kind)
     runtime = Runtime(agent, store, log_dir=tmp_path / "logs")
     with pytest.raises(StoreFullError) as caught:
         asyncio.run(runtime.resume(run_id, approve=True))
-    message = caught.value.message
-    assert caught.value.code.value == "STORE_FULL" and caught.value.run_id == run_id
+    return run_id, caught.value
+
+
+def test_a_failed_save_after_the_write_says_what_already_happened(tmp_path: Path) -> None:
+    run_id, caught = _approve_failing(tmp_path, EventType.RUN_FINISHED)
+    message = caught.message
+    assert caught.code.value == "STORE_FULL" and caught.run_id == run_id
     assert "cancel_order succeeded" in message and f"corral resume {run_id}" in message
     assert len(entries(tmp_path)) == 1
     # the disk has room again: resume finishes the run, and the write happened once
@@ -139,6 +145,24 @@ def test_a_failed_save_after_the_write_says_what_already_happened(tmp_path: Path
     assert json.loads(finished.stdout)["status"] == "finished"
     effects = (tmp_path / "data" / "ledger" / "effects.log").read_text().split()
     assert len(effects) == 1
+
+
+def test_a_failed_save_before_the_write_says_it_was_not_entered_and_to_approve_again(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: the save before the write (the approval, the write's start)
+    failed, and the error said "already happened: cancel_order was started; `corral resume
+    RUN` finishes the run": no write had been entered, the approval was lost, and that
+    command then said RUN_NOT_RESUMABLE (it waits for a confirmation)."""
+    run_id, caught = _approve_failing(tmp_path, EventType.CONFIRMATION_GIVEN)
+    message = caught.message
+    assert "was started" not in message and "no write had been made" in message
+    assert f"the decision was not kept: `corral resume {run_id} --approve`" in message
+    assert entries(tmp_path) == []
+    # the disk has room again: the approval, given again as told, makes the write once
+    finished = corral_cli(tmp_path, "resume", run_id, "--approve", "--json")
+    assert json.loads(finished.stdout)["status"] == "finished"
+    assert len(entries(tmp_path)) == 1
 
 
 def test_a_read_only_home_shows_what_a_crash_left_in_the_wal(tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ from corral.events import (
     Event,
     ModelCall,
     RunStarted,
+    StepStarted,
+    ToolSelected,
     UserAnswered,
     UserMessage,
 )
@@ -1022,7 +1024,8 @@ class Runtime:
                     if give_up_at is None:
                         give_up_at = now + self.save_retry_s
                     if exc.code is not ErrorCode.STORE_UNAVAILABLE or now + pause > give_up_at:
-                        raise exc.with_context(state.run_id, self._happened(state)) from exc
+                        happened = self._happened(state, events)
+                        raise exc.with_context(state.run_id, happened) from exc
                 await asyncio.sleep(pause)  # the same save again: a repeat stores only what is new
                 pause = min(pause * 2, 2.0)
         except BaseException:
@@ -1031,17 +1034,26 @@ class Runtime:
             journal.restore(events)
             raise
 
-    def _happened(self, state: RunState) -> str:
+    def _happened(self, state: RunState, unsaved: Sequence[Event]) -> str:
         """What the run had done before a store failure, and how to finish it.
 
         A write whose success was not stored is settled on resume: an idempotent one is
         entered again (it finds its effect), one with a reconciler is looked up, and any
         other is handed to a person as ``OUTCOME_UNKNOWN``, so the message says which.
+
+        ``unsaved``: the events the failed save held. A write is entered only once its
+        start is stored, so one whose start is among them was not entered; an approval or
+        an answer among them was not kept, and must be given again.
         """
+        not_entered = {
+            e.payload.step_id for e in unsaved if isinstance(e.payload, StepStarted | ToolSelected)
+        }
         done, started, unsure = [], [], []
         for step in state.steps.values():
             spec = self.agent.tools.write(step.tool_used or step.tool)
             if spec is None or step.status not in (StepStatus.SUCCEEDED, StepStatus.RUNNING):
+                continue
+            if step.status is StepStatus.RUNNING and step.id in not_entered:
                 continue
             if step.status is StepStatus.SUCCEEDED:
                 summary = step.result.summary if step.result else "done"
@@ -1051,6 +1063,17 @@ class Runtime:
             if not (spec.policy.idempotent or spec.reconcile is not None):
                 unsure.append(spec.name)
         finish = f"`corral resume {state.run_id}` finishes the run"
+        kinds = {e.type for e in unsaved}
+        if EventType.CONFIRMATION_GIVEN in kinds:
+            finish = (
+                f"the decision was not kept: `corral resume {state.run_id} --approve` "
+                "(or --reject) gives it again"
+            )
+        elif EventType.USER_ANSWERED in kinds:
+            finish = (
+                f"the answer was not kept: `corral resume {state.run_id} --answer ...` "
+                "gives it again"
+            )
         if unsure:
             finish += (
                 f", handing {', '.join(unsure)} to a person to confirm"
