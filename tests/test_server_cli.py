@@ -244,3 +244,81 @@ def test_the_banner_writes_an_ipv6_host_in_brackets_as_a_browser_takes_it() -> N
     assert _origin("[::1]", 80) == "http://[::1]:80"
     assert _origin("127.0.0.1", 8080) == "http://127.0.0.1:8080"
     assert _origin("localhost", 1) == "http://localhost:1"
+
+
+SLOW_AGENT = """
+    name: slow
+    default_language: en
+    intents:
+      - name: go
+        rules: [{keywords: [go], confidence: 0.95}]
+        route: plan
+        plan: p
+        reply: done
+    plans:
+      p:
+        steps:
+          - {id: s1, tool: slow}
+    templates:
+      done: {zh: 好了, en: done}
+"""
+SLOW_TOOLS = """
+    import time
+
+    from pydantic import BaseModel
+
+    from corral import tool
+
+
+    class Done(BaseModel):
+        ok: bool
+
+
+    @tool
+    def slow() -> Done:
+        \"\"\"Takes two seconds.\"\"\"
+        time.sleep(2.0)
+        return Done(ok=True)
+"""
+
+
+def test_a_follower_of_a_run_that_ends_in_the_grace_sees_its_end_after_sigterm(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: SIGTERM cut every SSE follower at once (sse-starlette's
+    own drain), with uvicorn's "ASGI callable returned without completing response",
+    though the run went on and finished inside the grace: the follower never saw it."""
+    import threading
+
+    from tests.helpers import write_agent
+
+    agent = write_agent(tmp_path / "slow", SLOW_AGENT, SLOW_TOOLS)
+    errors = tmp_path / "stderr"
+    served = corral_serve(tmp_path / "home", agent, env={"CORRAL_API_TOKEN": "T"}, stderr=errors)
+    kinds: list[str] = []
+    with served as (base, server):
+        auth = {"Authorization": "Bearer T"}
+        with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+            run_id = http.post("/agents/slow/runs", json={"message": "go", "wait": False}).json()[
+                "run_id"
+            ]
+            first = threading.Event()
+
+            def follow() -> None:
+                with http.stream("GET", f"/runs/{run_id}/stream") as answer:
+                    for line in answer.iter_lines():
+                        if line.startswith("event: "):
+                            kinds.append(line.removeprefix("event: "))
+                            first.set()
+
+            follower = threading.Thread(target=follow)
+            follower.start()
+            assert first.wait(30)
+            server.send_signal(signal.SIGTERM)
+            follower.join(60)
+        assert server.wait(timeout=60) == 0
+    assert kinds[-1] == "summary" and "error" not in kinds, kinds
+    said = errors.read_text(encoding="utf-8")
+    assert "ASGI callable returned without completing response" not in said, said
+    shown = corral_cli(tmp_path / "home", "show", run_id, "--json")
+    assert json.loads(shown.stdout)["status"] == "finished"

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Depends, Header, Query
 from pydantic import BeforeValidator
 from starlette.responses import Response
@@ -171,12 +172,21 @@ async def stream(
     from sse_starlette import EventSourceResponse
 
     checked_run_id(run_id)
+    # sse-starlette ends every stream the moment the server is told to stop; a follower
+    # of a run still going would lose its end. Told instead (``shutdown``), a follower of
+    # a run driven here goes on until the run ends or the stop ends it (an ``error``
+    # event, then the summary), within uvicorn's own wait for requests (the grace + 1 s);
+    # one of a worker's run ends at once, saying so.
+    shutdown = anyio.Event()
+    held_s = state.settings.shutdown_grace_s + 2.0
     if state.queued is not None:  # --enqueue: follow the run's drives through the store
         drives = await state.queued.drives(run_id)
         if not drives:
             await state.events(run_id)  # RUN_NOT_FOUND unless it was stored another way
-        messages = _followed(state, state.queued, run_id, after_seq, last_event_id)
-        return EventSourceResponse(_giving_way(messages), ping=15)
+        messages = _followed(state, state.queued, run_id, after_seq, last_event_id, shutdown)
+        return EventSourceResponse(
+            _giving_way(messages), ping=15, shutdown_event=shutdown, shutdown_grace_period=held_s
+        )
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
     if live is not None:  # driven here: no other server can have sent more
@@ -184,7 +194,9 @@ async def stream(
     else:
         start = await _start(after_seq, last_event_id, partial(_settled, state, run_id), stored)
     messages = _messages(state, run_id, stored, start, live)
-    return EventSourceResponse(_giving_way(messages), ping=15)
+    return EventSourceResponse(
+        _giving_way(messages), ping=15, shutdown_event=shutdown, shutdown_grace_period=held_s
+    )
 
 
 async def _giving_way(messages: AsyncIterator[dict[str, str]]) -> AsyncIterator[dict[str, str]]:
@@ -308,12 +320,15 @@ async def _followed(
     run_id: str,
     after_seq: int,
     last_event_id: str | None,
+    shutdown: anyio.Event,
 ) -> AsyncIterator[dict[str, str]]:
     """SSE messages of an enqueued run, read from the store: its events as they come.
 
     Until no drive of it is queued or running (a pause, or the end); then the last
     drive's error if it failed, then the summary. Only saved events are sent here, but a
     client may come from a server that streamed a drive's events before saving them.
+    When this server stops (``shutdown``) the run goes on on its worker: the stream
+    ends with an ``error`` saying so, which a client follows again elsewhere.
     """
     last, saved, events = after_seq, None, list[Event]()
     if last_event_id:
@@ -341,7 +356,16 @@ async def _followed(
                     last = event.seq
         if not busy:
             break
-        await asyncio.sleep(queued.poll_s)
+        with anyio.move_on_after(queued.poll_s):
+            await shutdown.wait()
+        if shutdown.is_set():
+            stopping = {
+                "code": None,
+                "message": "this server is stopping; the run goes on on its worker",
+                "hint": "GET /runs/{id}/stream again, with Last-Event-ID, to follow it",
+            }
+            yield {"event": "error", "data": json.dumps({"error": stopping})}
+            return
     if drives:
         try:
             await queued.outcome(list(drives)[-1])  # the latest drive
