@@ -282,19 +282,21 @@ SLOW_TOOLS = """
 """
 
 
-def test_a_follower_of_a_run_that_ends_in_the_grace_sees_its_end_after_sigterm(
-    tmp_path: Path,
-) -> None:
-    """Found by a walkthrough: SIGTERM cut every SSE follower at once (sse-starlette's
-    own drain), with uvicorn's "ASGI callable returned without completing response",
-    though the run went on and finished inside the grace: the follower never saw it."""
+def _follow_through_a_stop(
+    tmp_path: Path, tools: str, options: Sequence[str] = ()
+) -> tuple[list[str], str, str]:
+    """Follow a run of the slow agent, SIGTERM the server after its first event.
+
+    The kinds of SSE messages the follower got, the server's stderr, and the run's id.
+    """
     import threading
 
     from tests.helpers import write_agent
 
-    agent = write_agent(tmp_path / "slow", SLOW_AGENT, SLOW_TOOLS)
+    agent = write_agent(tmp_path / "slow", SLOW_AGENT, tools)
     errors = tmp_path / "stderr"
-    served = corral_serve(tmp_path / "home", agent, env={"CORRAL_API_TOKEN": "T"}, stderr=errors)
+    env = {"CORRAL_API_TOKEN": "T"}
+    served = corral_serve(tmp_path / "home", agent, env=env, stderr=errors, options=options)
     kinds: list[str] = []
     with served as (base, server):
         auth = {"Authorization": "Bearer T"}
@@ -317,8 +319,35 @@ def test_a_follower_of_a_run_that_ends_in_the_grace_sees_its_end_after_sigterm(
             server.send_signal(signal.SIGTERM)
             follower.join(60)
         assert server.wait(timeout=60) == 0
+    return kinds, errors.read_text(encoding="utf-8"), run_id
+
+
+def test_a_follower_of_a_run_that_ends_in_the_grace_sees_its_end_after_sigterm(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: SIGTERM cut every SSE follower at once (sse-starlette's
+    own drain), with uvicorn's "ASGI callable returned without completing response",
+    though the run went on and finished inside the grace: the follower never saw it."""
+    kinds, said, run_id = _follow_through_a_stop(tmp_path, SLOW_TOOLS)
     assert kinds[-1] == "summary" and "error" not in kinds, kinds
-    said = errors.read_text(encoding="utf-8")
     assert "ASGI callable returned without completing response" not in said, said
     shown = corral_cli(tmp_path / "home", "show", run_id, "--json")
     assert json.loads(shown.stdout)["status"] == "finished"
+
+
+def test_a_follower_of_a_run_that_outlives_the_grace_is_told_it_was_stopped(
+    tmp_path: Path,
+) -> None:
+    """The run is stopped as the grace ends, while the server still waits for requests:
+    its follower gets the ``error`` (how to resume) and the summary, not a cut stream
+    (the server used to stop runs only after it had cut every request still open)."""
+    hours = (
+        SLOW_TOOLS.replace("def slow", "async def slow")
+        .replace("time.sleep(2.0)", "await asyncio.sleep(3600)")
+        .replace("import time", "import asyncio")
+    )
+    kinds, said, run_id = _follow_through_a_stop(tmp_path, hours, ["--shutdown-grace", "1"])
+    assert kinds[-2:] == ["error", "summary"], kinds
+    assert "cancelled" not in said and "ASGI callable" not in said, said
+    shown = corral_cli(tmp_path / "home", "show", run_id, "--json")
+    assert json.loads(shown.stdout)["status"] == "executing"  # stopped, resumable

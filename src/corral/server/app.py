@@ -180,7 +180,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         agent.name: Runtime(agent, store, log_dir=settings.home / "logs")
         for agent in settings.agents
     }
-    state = ServerState(settings, store, runtimes, Hub(), _queued(settings, store))
+    hub = Hub(grace_s=settings.shutdown_grace_s)
+    state = ServerState(settings, store, runtimes, hub, _queued(settings, store))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

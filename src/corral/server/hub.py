@@ -83,7 +83,17 @@ class LiveRun:
 class Hub:
     """The live runs of one app, and the tasks that drive them."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace_s: float | None = None) -> None:
+        self._grace_s = grace_s
+        """With a grace, a stop (``stopping``) stops the runs still going once it is over,
+        while the server still waits for its requests: their followers are then told
+        (an ``error`` event) before the server cuts their streams. ``None``: only
+        ``close`` stops them."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._grace_timer: asyncio.TimerHandle | None = None
+        self._stopped: set[asyncio.Task[None]] = set()
+        """The tasks the grace's end stopped, and when (``_stopped_at``, monotonic)."""
+        self._stopped_at: float | None = None
         self._live: dict[str, LiveRun] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._run_of: dict[asyncio.Task[None], str] = {}
@@ -105,7 +115,8 @@ class Hub:
         none (a double click answered by the run's current summary). An error before the
         first event (a refused input, ``RUN_BUSY``) is raised here: nothing was written.
         """
-        first: asyncio.Future[LiveRun | RunSummary] = asyncio.get_running_loop().create_future()
+        self._loop = asyncio.get_running_loop()
+        first: asyncio.Future[LiveRun | RunSummary] = self._loop.create_future()
         task = asyncio.create_task(self._pump(stream, first))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -167,6 +178,11 @@ class Hub:
         """
         tasks = set(self._tasks)
         began, self._stop_began = self._stop_began, None
+        timer, self._grace_timer = self._grace_timer, None
+        if timer is not None:  # the close stops them itself, as the grace says
+            timer.cancel()
+        stopped, self._stopped = self._stopped, set()
+        stopped_at, self._stopped_at = self._stopped_at, None
         if not tasks:
             self._hurry_asked = False
             return
@@ -182,7 +198,10 @@ class Hub:
         try:
             if self._hurry_asked:  # asked before the close began
                 self._hurry_now()
-            left = await self._stop(tasks, grace_s, stop_s)
+            if stopped_at is not None:  # stopped already as the grace ended: what is left
+                left = await self._stopped_left(tasks, stopped & tasks, stopped_at, stop_s)
+            else:
+                left = await self._stop(tasks, grace_s, stop_s)
         finally:
             self._closing, self._hurry_asked = None, False
         if left:
@@ -212,13 +231,64 @@ class Hub:
                 task.exception()  # retrieved: its failure is logged by ``_pump``
         return left
 
+    async def _stopped_left(
+        self,
+        tasks: set[asyncio.Task[None]],
+        stopped: set[asyncio.Task[None]],
+        stopped_at: float,
+        stop_s: float,
+    ) -> set[asyncio.Task[None]]:
+        """``_stop`` for runs the grace's end stopped already: its stop time counts from then.
+
+        A run started after that (a request in flight then) is stopped now: its grace is
+        over too.
+        """
+        for task in tasks - stopped:
+            task.cancel()
+        spent = time.monotonic() - stopped_at
+        stuck = await self._still_running(tasks, max(0.0, stop_s - spent))
+        for task in stuck:
+            task.cancel()
+        left = await self._still_running(stuck, stop_s) if stuck else set()
+        for task in tasks - left:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: its failure is logged by ``_pump``
+        return left
+
     def stopping(self, since: float) -> None:
         """The server's stop began at ``since`` (``time.monotonic()``), before this close.
 
         The grace of the close that follows counts from then: the time uvicorn spent
         waiting for requests in flight (a ``wait: true`` start, a follower) is part of it.
+        With a grace of its own (``grace_s``) the hub stops the runs still going when it
+        ends, inside that wait. Called from a signal handler: it only asks the loop.
         """
         self._stop_began = since
+        loop = self._loop
+        if self._grace_s is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._arm_grace, since)
+
+    def _arm_grace(self, since: float) -> None:
+        if self._grace_timer is not None or self._closing is not None or self._grace_s is None:
+            return
+        delay = max(0.0, since + self._grace_s - time.monotonic())
+        self._grace_timer = asyncio.get_running_loop().call_later(delay, self._grace_over)
+
+    def _grace_over(self) -> None:
+        """Stop the runs still going: the grace is over, the server still waits for requests.
+
+        Each stores what it did and ends its followers' streams with an ``error`` that
+        says how to go on; the server would otherwise cut them first.
+        """
+        self._grace_timer = None
+        if self._closing is not None or not self._tasks:
+            return
+        self._stopped, self._stopped_at = set(self._tasks), time.monotonic()
+        logger.warning(
+            "stopping: the grace is over; stopping %d run(s) in flight", len(self._stopped)
+        )
+        for task in self._stopped:
+            task.cancel()
 
     def hurry(self) -> None:
         """Cut a close short (a second Ctrl-C): stop the runs now, wait ``HURRIED_S`` at most.
