@@ -33,6 +33,7 @@ const LABELS = {
   "runs.empty": ["No run matches these filters.", "没有符合筛选条件的运行。"],
   "runs.glance": ["Status at a glance (latest {n} runs)", "状态概览（最近 {n} 次运行）"],
   "runs.more": ["Older runs", "更早的运行"],
+  "runs.capped": ["The newest {n} runs are listed: narrow the filters to see older ones.", "只列出最新的 {n} 个运行：请缩小筛选范围查看更早的运行。"],
   "runs.polling": ["Updates every {s} s", "每 {s} 秒自动更新"],
   "since.15m": ["last 15 min", "最近 15 分钟"],
   "since.1h": ["last hour", "最近 1 小时"],

@@ -21,6 +21,8 @@ const FILTERS = ["agent", "status", "intent", "since"];
 const POLL_S = 3;
 const GLANCE = 200;
 const PAGE = 50;
+/** The most runs one request lists (GET /runs ``limit``, at most 500). */
+const MAX_LISTED = 500;
 
 /** The filters in the address (`#/runs?status=...`). */
 function filtersOf(query) {
@@ -65,7 +67,8 @@ export async function runsPage(view, query, signal) {
   const glance = h("div", { class: "glance", id: "glance" });
   const table = h("div", { id: "runs-table" });
   const more = h("button", { type: "button", id: "more", hidden: true }, t("runs.more"));
-  fill(view, h("h1", {}, t("runs.title")), form, glance, h("p", { class: "muted small" }, t("runs.polling", { s: POLL_S })), table, more);
+  const capped = h("p", { class: "muted small", id: "runs-capped", hidden: true }, t("runs.capped", { n: MAX_LISTED }));
+  fill(view, h("h1", {}, t("runs.title")), form, glance, h("p", { class: "muted small" }, t("runs.polling", { s: POLL_S })), table, more, capped);
 
   let shown = PAGE;
   const refresh = async () => {
@@ -76,10 +79,12 @@ export async function runsPage(view, query, signal) {
     if (signal.aborted) return;
     drawGlance(glance, recent.runs || [], filters);
     drawTable(table, list.runs || []);
-    more.hidden = list.next_offset === null || list.next_offset === undefined;
+    const older = list.next_offset !== null && list.next_offset !== undefined;
+    more.hidden = !older || shown >= MAX_LISTED;
+    capped.hidden = !older || shown < MAX_LISTED;
   };
   more.addEventListener("click", () => {
-    shown += PAGE;
+    shown = Math.min(shown + PAGE, MAX_LISTED); // more was refused (422), and the list froze
     refresh();
   });
   await refresh();
