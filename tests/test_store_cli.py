@@ -246,3 +246,31 @@ def test_db_upgrade_of_a_named_store_makes_no_home_folder(tmp_path: Path) -> Non
     assert not home.exists()
     as_json(cli(home, "db", "upgrade", "--json"))  # the home's own store: the home is made
     assert (home / "corral.db").is_file()
+
+
+@pytest.mark.parametrize("folder", ["team#2", "100%41", "a b&c=d"])
+def test_a_home_whose_name_looks_like_url_syntax_is_used_as_named(
+    tmp_path: Path, folder: str
+) -> None:
+    """Found by a walkthrough: with ``#`` in the home, read-only commands opened another,
+    new file (the ``#`` ended the path of SQLite's URI, and ``mode=ro`` with it) and said
+    STORE_CORRUPT; with ``%41`` the home could not be used at all."""
+    parent = tmp_path / "q"
+    home = parent / folder
+    run_id = as_json(cli(home, "run", str(AFTERSALES), EXCHANGE, "--json"))["run_id"]
+    assert [r["run_id"] for r in as_json(cli(home, "runs", "--json"))] == [run_id]
+    assert as_json(cli(home, "show", run_id, "--json"))["status"] == "awaiting_confirm"
+    assert sorted(p.name for p in parent.iterdir()) == [folder]  # nothing made beside it
+
+
+def test_a_sqlite_store_url_with_a_query_is_config_invalid(tmp_path: Path) -> None:
+    """It crashed read-only commands with a traceback, and ``run`` wrote a file named
+    ``runs.db`` (0644) beside an empty ``runs.db?timeout=30``."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}?timeout=30"
+    for args in (["runs"], ["run", str(AFTERSALES), EXCHANGE]):
+        done = cli(tmp_path / "home", *args, "--json", "--store", url, ok=False)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["code"] == "CONFIG_INVALID" and "has a query" in error["message"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("runs.db")]

@@ -43,6 +43,11 @@ def sql_target(url: str) -> str | Path:
         path = url.partition(":///")[2]
         if not path:
             raise ConfigInvalidError(f"store {url!r} names no file", hint=_SQL_HINT)
+        if "?" in path:  # the file's name is taken as written: a query would become part of it
+            raise ConfigInvalidError(
+                f"store {url!r} has a query; corral sets a SQLite file's options itself",
+                hint="name the file only: sqlite:///path/corral.db",
+            )
         return Path(path)
     return url if plus else "postgresql+psycopg" + url[len(scheme) :]
 

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
+import urllib.parse
 import weakref
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,6 +45,7 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
@@ -267,23 +269,30 @@ def _sqlite_begin(conn: Connection) -> None:
     driver.run(conn, "BEGIN IMMEDIATE" if immediate else "BEGIN").close()
 
 
-def sqlite_url(path: Path) -> str:
-    """The SQLAlchemy URL of a SQLite file (its folder is created, the file made 0600)."""
+def sqlite_url(path: Path) -> URL:
+    """The SQLAlchemy URL of a SQLite file (its folder is created, the file made 0600).
+
+    Made from its parts, not pasted into text: a ``?``, ``#`` or ``%`` in a folder's name
+    is the file's, not a URL's query, fragment or escape.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         # SQLite gives its -wal and -shm files the database file's mode: create it private.
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    return f"sqlite:///{path}"
+    return URL.create("sqlite", database=str(path))
 
 
-def _read_only_url(path: Path) -> str:
+def _read_only_url(path: Path) -> URL:
     """A URL that opens an existing SQLite file without writing anything next to it.
 
     ``immutable=1`` is needed when the folder is read-only: a WAL database cannot even be
-    read with ``mode=ro`` if its ``-shm`` file cannot be created.
+    read with ``mode=ro`` if its ``-shm`` file cannot be created. The path is escaped for
+    SQLite's ``file:`` URI: a ``#`` in it used to end the path there, and ``mode=ro``
+    with it (a read made a new, empty database beside the real one).
     """
-    mode = "mode=ro" if os.access(path.parent, os.W_OK) else "immutable=1"
-    return f"sqlite:///file:{path.resolve()}?{mode}&uri=true"
+    mode = {"mode": "ro"} if os.access(path.parent, os.W_OK) else {"immutable": "1"}
+    database = "file:" + urllib.parse.quote(str(path.resolve()))
+    return URL.create("sqlite", database=database, query={**mode, "uri": "true"})
 
 
 def _check_writable(path: Path) -> None:
