@@ -9,12 +9,15 @@ found the member, and the plan's answer said "member not found".
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
+from typing_extensions import TypedDict
 
 from corral import Agent, ToolPolicy, parse_config, tool
 from corral.errors import ConfigInvalidError
@@ -350,3 +353,53 @@ def test_a_rule_reading_an_entity_the_agent_does_not_declare_is_refused() -> Non
         "(entities: amount, loan_id, member_id)"
     ) in info.value.message
     agent(require="entities.loan_id != null and entities['member_id'] != 'M0'")
+
+
+@dataclass
+class Addr:
+    city: str
+
+
+class Carrier(TypedDict):
+    name: str
+
+
+class Shipment(BaseModel):
+    addr: Addr
+    carrier: Carrier
+    meta: Mapping[str, str]
+
+
+@tool
+def ship(order: str) -> Shipment:
+    """Ship an order."""
+    return Shipment(addr=Addr(city="Hangzhou"), carrier={"name": "SF"}, meta={"k": "v"})
+
+
+def test_paths_into_typeddicts_dataclasses_and_mappings_load_and_typos_in_them_do_not() -> None:
+    """Review of e2a3145: a success criterion reading a TypedDict, a dataclass or a
+    Mapping inside a result by key (``result.addr['city']``) loaded before subscripts were
+    checked, and was then refused ("has no fields"): the checker walks them now."""
+
+    def build(success: str) -> Agent:
+        step = {"id": "s1", "tool": "ship", "args": {"order": "A"}, "success": success}
+        config = {
+            "name": "ship",
+            "intents": [
+                {"name": "go", "rules": [{"keywords": ["go"]}], "route": "plan", "plan": "p"}
+            ],
+            "plans": {"p": {"steps": [step]}},
+            "templates": {"done": {"zh": "好", "en": "ok"}},
+        }
+        return Agent.build(parse_config(config), [ship])
+
+    build("result.addr['city'] != '' and result['meta']['k'] == 'v' and result.carrier.name != ''")
+    build("result.addr.city == 'Hangzhou' and result['carrier']['name'] == 'SF'")
+    for typo, says in [
+        ("result.addr['town'] != ''", "addr has no field 'town' (fields: city)"),
+        ("result.carrier.nmae != ''", "carrier has no field 'nmae' (fields: name)"),
+        ("result.addr.city == 3", "result.addr.city is str"),
+    ]:
+        with pytest.raises(ConfigInvalidError) as info:
+            build(typo)
+        assert says in info.value.message, info.value.message

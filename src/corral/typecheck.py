@@ -10,16 +10,18 @@ of a tool's output), so it sits below both, beside ``contracts``.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
 from collections import abc
 from datetime import date, time
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Literal, Union, is_typeddict
+from typing import Any, Literal, Union
 from uuid import UUID
 
 from pydantic import BaseModel
+from typing_extensions import is_typeddict
 
 
 def _members(tp: Any) -> list[Any]:
@@ -134,18 +136,43 @@ def field_type(model: type[BaseModel], path: tuple[str, ...]) -> tuple[Any, str 
     for part in path:
         members = _members(_strip(current))
         node = members[0] if len(members) == 1 else None
-        if isinstance(node, type) and issubclass(node, BaseModel):
-            if part not in node.model_fields:
-                where = ".".join(walked) or node.__name__
-                fields = ", ".join(node.model_fields)
-                return None, f"{where} has no field {part!r} (fields: {fields})"
-            current = node.model_fields[part].annotation
-        elif node is Any or typing.get_origin(node) is dict or node is dict:
+        named = _named_fields(node)
+        if named is not None:
+            if part not in named:
+                where = ".".join(walked) or getattr(node, "__name__", "value")
+                return None, f"{where} has no field {part!r} (fields: {', '.join(named)})"
+            current = named[part]
+        elif node is Any or node is dict or node is object:
             return Any, None
+        elif typing.get_origin(node) in _MAPPINGS:  # any key: its values' type
+            args = typing.get_args(node)
+            current = args[1] if len(args) == 2 else Any
         else:
             return None, f"{'.'.join(walked) or 'value'} of type {describe(current)} has no fields"
         walked.append(part)
     return current, None
+
+
+def _named_fields(node: Any) -> dict[str, Any] | None:
+    """The fields of a pydantic model, a TypedDict or a dataclass, with their types.
+
+    ``None`` for anything else. A TypedDict's or a dataclass's hints that do not resolve
+    read as ``Any``: the path is then known to exist, its type is not.
+    """
+    if isinstance(node, type) and issubclass(node, BaseModel):
+        return {name: field.annotation for name, field in node.model_fields.items()}
+    if is_typeddict(node) or (isinstance(node, type) and dataclasses.is_dataclass(node)):
+        names = (
+            list(node.__annotations__)  # a TypedDict's holds its bases' keys too
+            if is_typeddict(node)
+            else [f.name for f in dataclasses.fields(node)]
+        )
+        try:
+            hints = typing.get_type_hints(node)
+        except (NameError, TypeError):
+            return dict.fromkeys(names, Any)
+        return {name: hints.get(name, Any) for name in names}
+    return None
 
 
 _ITEMS = (list, set, frozenset, abc.Sequence, abc.MutableSequence, abc.Set, abc.Iterable)
