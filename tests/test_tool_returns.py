@@ -226,6 +226,45 @@ def infinite_quote(order_id: str) -> Quote:
     return Quote(price=1.0, extras=[2.0, float("-inf")])
 
 
+class Gauge(BaseModel):
+    reading: float | None
+    unit: str
+
+
+@tool
+def missing_reading(order_id: str) -> Gauge:
+    """A data frame's "missing" (NaN) where the type allows None."""
+    return Gauge(reading=float("nan"), unit="kg")
+
+
+async def test_nan_where_none_is_allowed_is_none_live_and_stored(tmp_path: Any) -> None:
+    """Review of e323c7d: refusing it turned tools that return a data frame's missing
+    value into failures (and a write that acted into OUTCOME_UNKNOWN). The live run now
+    gets what the store keeps: None."""
+    from corral import SqlStore
+
+    config = parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {
+                "ship": {
+                    "steps": [{"id": "q", "tool": "missing_reading", "args": {"order_id": "A"}}]
+                }
+            },
+            "templates": {"done": {"zh": "好", "en": "done"}},
+            "default_language": "en",
+        }
+    )
+    store = SqlStore.open(tmp_path / "runs.db")
+    runtime = Runtime(Agent.build(config, [missing_reading]), store)
+    summary = await runtime.run_plan("ship")
+    assert summary.steps[0].error_code is None, summary
+    live = (await runtime.load_state(summary.run_id)).steps["q"].data
+    assert live == {"reading": None, "unit": "kg"}
+    store.engine.dispose()
+
+
 @pytest.mark.parametrize("tool_name", ["not_a_number", "infinite_quote"])
 async def test_a_result_holding_nan_or_an_infinity_fails_at_the_boundary(
     tool_name: str, tmp_path: Any

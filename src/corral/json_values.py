@@ -40,6 +40,34 @@ def check_finite(value: Any) -> Any:
     return value
 
 
+_STRICT = json.JSONEncoder(allow_nan=False, check_circular=False, default=str)
+"""Refuses NaN and the infinities (``ValueError``): a check at the C encoder's speed."""
+
+
+def all_finite(value: Any) -> bool:
+    """Whether ``value`` (JSON values) holds no NaN and no infinity anywhere.
+
+    Encoding it once is about twice as fast as walking it in Python (``check_finite``):
+    a large result is checked in the time the store will spend writing it.
+    """
+    try:
+        _STRICT.encode(value)
+    except ValueError:
+        return False
+    return True
+
+
+def finite_or_none(value: Any) -> Any:
+    """``value`` with ``None`` for each NaN or infinity in it (as JSON would store it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite_or_none(item) for item in value]
+    return value
+
+
 def loads_finite(text: str | bytes | bytearray) -> Any:
     """``json.loads`` that refuses non-finite numbers (``ValueError``)."""
     return json.loads(text, parse_float=finite, parse_constant=no_constant)

@@ -14,7 +14,7 @@ import dataclasses
 import types
 import typing
 from collections import abc
-from datetime import date, time
+from datetime import date, datetime, time
 from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal, Union
@@ -279,3 +279,37 @@ def json_native(tp: Any) -> bool:
     if isinstance(node, type) and issubclass(node, Enum):
         return issubclass(node, str)
     return node in (str, int, float, bool)
+
+
+def may_hold_float(tp: Any, _seen: frozenset[Any] = frozenset()) -> bool:
+    """Whether a value of ``tp`` may hold a ``float`` anywhere (so NaN or an infinity).
+
+    Looked at once per tool, so that the results of the many that never hold one are not
+    walked value by value. A type it cannot see into (``Any``, an unknown class) may.
+    """
+    for member in _members(_strip(tp)):
+        if member in _seen:
+            continue
+        seen = _seen | {member}
+        origin, args = typing.get_origin(member), typing.get_args(member)
+        if member is float or member is Any or member is object:
+            return True
+        if member in (str, int, bool, bytes, type(None), Decimal, date, time, UUID):
+            continue
+        if isinstance(member, type) and issubclass(member, Enum | datetime):
+            continue
+        if origin is Literal:
+            if any(isinstance(v, float) for v in args):
+                return True
+            continue
+        named = _named_fields(member)
+        if named is not None:
+            if any(may_hold_float(t, seen) for t in named.values()):
+                return True
+            continue
+        if origin is not None and args:
+            if any(may_hold_float(a, seen) for a in args if a is not Ellipsis):
+                return True
+            continue
+        return True  # a bare container (list, dict) or a type it cannot see into
+    return False

@@ -29,7 +29,7 @@ from corral.errors import (
     ToolFailedError,
     ToolOutputInvalidError,
 )
-from corral.json_values import check_finite
+from corral.json_values import all_finite, finite_or_none
 from corral.tools.context import ToolContext
 from corral.tools.outputs import VALUE_FIELD
 from corral.tools.spec import ToolSpec
@@ -106,14 +106,28 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
     dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
-    try:  # NaN or an infinity would be used by this run and stored as null: replays differ
-        check_finite(dumped)
-    except ValueError:
-        raise ToolOutputInvalidError(
-            f"tool {spec.name!r} returned a number that is not finite (NaN or an infinity), "
-            "which JSON cannot hold"
-        ) from None
+    if spec.may_hold_float and not all_finite(dumped):
+        return _finite(spec, dumped)
     return dumped
+
+
+def _finite(spec: ToolSpec, dumped: dict[str, Any]) -> dict[str, Any]:
+    """A result holding NaN or an infinity, with ``None`` for each where its type allows it.
+
+    JSON holds neither: stored, each would read back as ``null``, so the run that used it
+    and a replay of the run would differ. Where ``None`` fits (``float | None``: how a
+    data frame says "missing") the live run gets it too; anywhere else the result is
+    refused (``TOOL_OUTPUT_INVALID``).
+    """
+    nulled = finite_or_none(dumped)
+    try:
+        spec.output_model.__pydantic_validator__.validate_python(nulled)
+    except ValidationError:
+        raise ToolOutputInvalidError(
+            f"tool {spec.name!r} returned a number that is not finite (NaN or an infinity) "
+            "where None is not allowed: JSON cannot hold it"
+        ) from None
+    return nulled  # type: ignore[no-any-return]
 
 
 def _validated_output(spec: ToolSpec, returned: Any) -> BaseModel:

@@ -55,6 +55,13 @@ class ToolSpec:
         return TypeAdapter(self.output_model)
 
     @functools.cached_property
+    def may_hold_float(self) -> bool:
+        """Whether a result may hold a float (so NaN or an infinity) anywhere."""
+        from corral.typecheck import may_hold_float
+
+        return may_hold_float(self.output_model)
+
+    @functools.cached_property
     def output_type(self) -> type[BaseModel] | None:
         """The class whose instances validation would hand back as they are, if any.
 
