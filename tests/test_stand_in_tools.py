@@ -287,3 +287,21 @@ async def test_a_gate_before_validation_that_sends_a_stand_in_elsewhere_keeps_it
     summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
     assert calls == ["gateway_a"]
     assert summary.steps[0].status is StepStatus.FAILED
+
+
+async def test_a_step_whose_every_stand_in_a_gate_refused_hands_off_as_a_policys() -> None:
+    """Review of f74fe7a: the planned tool kept out (a constraint) and its one stand-in
+    refused by the agent's own gate: no tool was entered, so the handoff is the
+    policy's (POLICY_HANDOFF), not TOOL_FAILED."""
+    from corral import DEFAULT_GATES
+    from corral.agent import Agent
+
+    calls: list[str] = []
+    tools = _gateways(calls)
+    base = build_agent(tools, [{"id": "s1", "tool": "gateway_a", "args": {"amount": 5}}])
+    config = base.config.model_copy(update={"tool_constraints": {"gateway_a": "false"}})
+    agent = Agent.build(config, tools, gates=(NotB(), *DEFAULT_GATES))
+    summary = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert calls == []
+    assert summary.steps[0].error_code == "B_CLOSED"
+    assert (summary.status.value, summary.error_code) == ("handed_off", "POLICY_HANDOFF")

@@ -120,8 +120,8 @@ def _failure(loop: RunControl, first: StepState) -> None:
             reason_code = ErrorCode(code)
         elif checked:
             reason_code = ErrorCode.SUCCESS_CRITERIA_FAILED
-        elif first.result is None:  # refused before its tool was entered: a gate's code
-            reason_code = ErrorCode.POLICY_HANDOFF
+        elif first.attempts == 0:  # refused before any tool was entered: a gate's code
+            reason_code = ErrorCode.POLICY_HANDOFF  # (its own tool's, or every stand-in's)
         else:
             reason_code = ErrorCode.TOOL_FAILED
         loop.handoff(f"step {first.id} ({first.tool}) failed: {first.reason}", reason_code)
