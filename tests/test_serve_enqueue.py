@@ -58,6 +58,8 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             run_id = started.json()["run_id"]
             assert started.json() == {"run_id": run_id, "status": "running"}
             assert http.get(f"/runs/{run_id}/events").status_code == 404  # nothing ran here
+            busy = http.post(f"/runs/{run_id}/resume", json={})  # queued, not taken: not "no run"
+            assert busy.status_code == 409 and busy.json()["error"]["code"] == "RUN_BUSY"
 
             workers.start("w-1", AFTERSALES)
             paused = streamed(http, run_id)  # opened while the drive waits in the queue

@@ -92,16 +92,26 @@ class ServerState:
 
     async def runtime_of_run(self, run_id: str) -> Runtime:
         """The runtime of the agent a stored run belongs to."""
-        record = await asyncio.to_thread(self.store.get_run, checked_run_id(run_id))
+        # the hub first: a run is saved before it leaves the hub, so one not found in the
+        # store afterwards was not stored yet when it was seen live
+        live = self.hub.live(checked_run_id(run_id))
+        record = await asyncio.to_thread(self.store.get_run, run_id)
         if record is None:
-            live = self.hub.live(run_id)
-            if live is not None and not live.done:  # started here, not saved yet: it is
-                raise RunBusyError(  # driven (a client told "no run" might start it again)
-                    f"run {run_id} is being driven by this server (not saved yet)",
+            if (live is not None and not live.done) or await self._queued_not_taken(run_id):
+                raise RunBusyError(  # a client told "no run" might start it again
+                    f"run {run_id} is under way and not saved yet",
                     hint="wait until it pauses or ends (GET /runs/RUN/stream), then resume",
                 )
             raise RunNotFoundError(f"no run {run_id!r}", hint="GET /runs lists them")
         return self.runtime(record.agent)
+
+    async def _queued_not_taken(self, run_id: str) -> bool:
+        """Whether a drive of the run waits for a worker (``--enqueue``; nothing stored yet)."""
+        if self.queued is None:
+            return False
+        from corral.workers.status import ACTIVE
+
+        return any(status in ACTIVE for status in (await self.queued.drives(run_id)).values())
 
     async def events(self, run_id: str) -> list[Event]:
         """The run's events: the stored ones, then those of its live drive not stored yet.
