@@ -187,3 +187,38 @@ def test_a_worker_takes_its_lock_back_while_its_watcher_is_held_up(url: str) -> 
         for thread in threads:
             thread.join(5)
         mine.close()
+
+
+def test_a_stop_does_not_wait_for_a_reconnect_to_a_server_that_does_not_answer(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 2d357d4: the keeper held the connection's lock across its reconnect, so
+    ``keep`` and ``close`` (a worker's stop, its exit) waited for a connect to a lost
+    server to give up (minutes). And a reconnect that ends after the close keeps no lock."""
+    import threading
+
+    from corral.workers import liveness
+
+    mine = hold(url, "w-me")
+    connecting, answer = threading.Event(), threading.Event()
+    real = liveness._connect
+
+    def slow_connect(target: str, name: str) -> psycopg.Connection[tuple[object, ...]]:
+        connecting.set()
+        answer.wait(30)  # a server that does not answer, until the test says
+        return real(target, name)
+
+    monkeypatch.setattr(liveness, "_connect", slow_connect)
+    terminate(url, mine.conn)
+    outcome: list[bool] = []
+    reconnect = threading.Thread(target=lambda: outcome.append(mine.ensure()))
+    reconnect.start()
+    assert connecting.wait(10)
+    stopped = threading.Thread(target=lambda: (mine.keep(), mine.close()))
+    stopped.start()
+    stopped.join(5)
+    assert not stopped.is_alive()  # keep and close did not wait for the connect
+    answer.set()
+    reconnect.join(30)
+    assert outcome == [False]  # it let the lock go again: the worker had closed
+    assert not _holds(url, "w-me")

@@ -39,6 +39,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -89,10 +90,23 @@ def lock_key(executor_id: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+CONNECT_TIMEOUT_S = 10
+"""How long a connect may wait for a server that does not answer (a lost network), unless
+the URL says (``?connect_timeout=N``)."""
+
+
 def _connect(url: str, application_name: str) -> psycopg.Connection[tuple[object, ...]]:
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
 
-    return psycopg.connect(url, application_name=application_name, autocommit=True)
+    if "connect_timeout" in conninfo_to_dict(url):
+        return psycopg.connect(url, application_name=application_name, autocommit=True)
+    return psycopg.connect(
+        url,
+        application_name=application_name,
+        autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT_S,
+    )
 
 
 def idle_timeout_s(poll_s: float) -> float:
@@ -147,16 +161,31 @@ class Liveness:
     since: float = field(default_factory=time.time)
     """When this worker took its lock (epoch seconds)."""
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    """Held while ``conn`` is used: the keeper and the watcher may both reach for it."""
+    """Held for a moment while ``conn`` is swapped, kept or closed, never across a connect."""
+    _reconnecting: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """One reconnect at a time: the keeper and the watcher may both find the session gone."""
+    _closed: bool = field(default=False, repr=False, compare=False)
 
     def ensure(self) -> bool:
         """Whether the lock is held now, taking it again on a new connection if it was lost.
 
         False while it cannot be taken back (the server is down, or a watcher holds it a
-        moment): the caller tries again at its next poll.
+        moment): the caller tries again at its next poll. A reconnect holds no lock that
+        ``keep`` or ``close`` need: a stopping worker never waits for a connect to a server
+        that does not answer.
         """
-        with self._guard:
-            return self._ensure()
+        conn = self.conn
+        try:
+            conn.execute("SELECT 1")
+            return True
+        except Exception:  # psycopg.Error, or a closed connection: reconnect below
+            pass
+        with suppress(Exception):
+            conn.close()
+        with self._reconnecting:
+            if self.conn is not conn:  # the other thread took it back meanwhile
+                return not self._closed
+            return self._reconnect()
 
     def keeper(self, stopping: threading.Event, poll_s: float) -> threading.Thread:
         """A daemon thread (not started) that keeps the lock every ``poll_s`` until ``stopping``.
@@ -172,14 +201,8 @@ class Liveness:
             target=keep_lock, name=f"corral-keep-{self.executor_id}", daemon=True
         )
 
-    def _ensure(self) -> bool:
+    def _reconnect(self) -> bool:
         try:
-            self.conn.execute("SELECT 1")
-            return True
-        except Exception:  # psycopg.Error, or a closed connection: reconnect below
-            pass
-        try:
-            self.conn.close()
             conn = _connect(self.url, APP_NAME_PREFIX + self.executor_id)
             _quiet_ends(conn, self.idle_s)
             if not _try_lock(conn, self.executor_id):
@@ -188,7 +211,11 @@ class Liveness:
         except Exception as exc:  # the server is still away: next poll
             logger.warning("worker %s: liveness connection lost (%s)", self.executor_id, exc)
             return False
-        self.conn = conn
+        with self._guard:
+            if self._closed:  # the worker let its lock go meanwhile: so does this session
+                conn.close()
+                return False
+            self.conn = conn
         logger.warning("worker %s: liveness lock taken again", self.executor_id)
         return True
 
@@ -207,6 +234,7 @@ class Liveness:
     def close(self) -> None:
         """Release the lock (closing the session does) and the connection."""
         with self._guard:
+            self._closed = True
             self.conn.close()
 
 
