@@ -157,12 +157,32 @@ def test_a_failed_save_before_the_write_says_it_was_not_entered_and_to_approve_a
     run_id, caught = _approve_failing(tmp_path, EventType.CONFIRMATION_GIVEN)
     message = caught.message
     assert "was started" not in message and "no write had been made" in message
-    assert f"the decision was not kept: `corral resume {run_id} --approve`" in message
+    assert f"the decision may not have been kept: `corral resume {run_id} --approve`" in message
     assert entries(tmp_path) == []
     # the disk has room again: the approval, given again as told, makes the write once
     finished = corral_cli(tmp_path, "resume", run_id, "--approve", "--json")
     assert json.loads(finished.stdout)["status"] == "finished"
     assert len(entries(tmp_path)) == 1
+
+
+def test_a_write_entered_by_a_process_that_died_still_counts_as_started(
+    tmp_path: Path,
+) -> None:
+    """Review of 48eb1d0: a resume starts the write again (a new ``step_started``); when
+    that save fails, the write had been entered by the process that died, and the message
+    must still say so, not "no write had been made"."""
+    run_id = paused_run(tmp_path)
+    crashed = corral_cli(
+        tmp_path, "resume", run_id, "--approve", ok=False, env={"CORRAL_FAULTS": "after_tool"}
+    )
+    assert crashed.returncode != 0 and len(entries(tmp_path)) == 1  # entered, then killed
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+    store = SqlStore.open(tmp_path / "corral.db")
+    _fail_saving(store, EventType.STEP_STARTED)
+    with pytest.raises(StoreFullError) as caught:
+        asyncio.run(Runtime(agent, store, log_dir=tmp_path / "logs").resume(run_id))
+    assert "cancel_order was started" in caught.value.message
+    assert "no write had been made" not in caught.value.message
 
 
 def test_a_read_only_home_shows_what_a_crash_left_in_the_wal(tmp_path: Path) -> None:

@@ -53,8 +53,6 @@ from corral.events import (
     Event,
     ModelCall,
     RunStarted,
-    StepStarted,
-    ToolSelected,
     UserAnswered,
     UserMessage,
 )
@@ -1042,18 +1040,18 @@ class Runtime:
         other is handed to a person as ``OUTCOME_UNKNOWN``, so the message says which.
 
         ``unsaved``: the events the failed save held. A write is entered only once its
-        start is stored, so one whose start is among them was not entered; an approval or
-        an answer among them was not kept, and must be given again.
+        start is stored, so one whose first start is among them was not entered (one
+        started again, on a resume, may have been entered before: it still counts). An
+        approval or an answer among them may not have been kept.
         """
-        not_entered = {
-            e.payload.step_id for e in unsaved if isinstance(e.payload, StepStarted | ToolSelected)
-        }
+        first_unsaved = unsaved[0].seq if unsaved else state.last_seq + 1
         done, started, unsure = [], [], []
         for step in state.steps.values():
             spec = self.agent.tools.write(step.tool_used or step.tool)
             if spec is None or step.status not in (StepStatus.SUCCEEDED, StepStatus.RUNNING):
                 continue
-            if step.status is StepStatus.RUNNING and step.id in not_entered:
+            never_stored = step.started_seq is not None and step.started_seq >= first_unsaved
+            if step.status is StepStatus.RUNNING and never_stored:
                 continue
             if step.status is StepStatus.SUCCEEDED:
                 summary = step.result.summary if step.result else "done"
@@ -1064,15 +1062,19 @@ class Runtime:
                 unsure.append(spec.name)
         finish = f"`corral resume {state.run_id}` finishes the run"
         kinds = {e.type for e in unsaved}
-        if EventType.CONFIRMATION_GIVEN in kinds:
+        given = (
+            "decision"
+            if EventType.CONFIRMATION_GIVEN in kinds
+            else "answer"
+            if EventType.USER_ANSWERED in kinds
+            else None
+        )
+        if given is not None:
+            again = "--approve` (or --reject)" if given == "decision" else "--answer ...`"
             finish = (
-                f"the decision was not kept: `corral resume {state.run_id} --approve` "
-                "(or --reject) gives it again"
-            )
-        elif EventType.USER_ANSWERED in kinds:
-            finish = (
-                f"the answer was not kept: `corral resume {state.run_id} --answer ...` "
-                "gives it again"
+                f"the {given} may not have been kept: `corral resume {state.run_id} {again} "
+                "gives it again (it is applied once, if it was kept); then "
+                f"`corral resume {state.run_id}` finishes the run"
             )
         if unsure:
             finish += (

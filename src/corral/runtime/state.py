@@ -93,6 +93,9 @@ class StepState:
     refusal: str | None = None
     """Template of the reply when a business rule skipped this step."""
     duration_ms: float = 0.0
+    started_seq: int | None = None
+    """The ``seq`` of the step's first ``step_started``: a write is entered only once that
+    event is stored, so one whose first start was never stored was not entered."""
 
     @property
     def data(self) -> dict[str, Any] | None:
@@ -167,7 +170,7 @@ def _run_status(stored: str) -> RunStatus:
     return _RUN_STATUSES.get(stored) or RunStatus(stored)
 
 
-def _apply_step(state: RunState, payload: StepPayload) -> None:
+def _apply_step(state: RunState, payload: StepPayload, seq: int) -> None:
     """Apply a step's event; the usual two first.
 
     Most steps have no other event than ``step_started`` and ``step_finished``.
@@ -177,6 +180,8 @@ def _apply_step(state: RunState, payload: StepPayload) -> None:
         return
     if isinstance(payload, StepStarted):
         step.status, step.args, step.called = StepStatus.RUNNING, payload.args, payload.tool
+        if step.started_seq is None:
+            step.started_seq = seq
     elif isinstance(payload, StepFinished):
         step.status, step.result = _step_status(payload.status), payload.result
         step.error_code, step.reason = payload.error_code, payload.reason
@@ -207,7 +212,7 @@ def apply(state: RunState, event: Event) -> RunState:
     state.last_seq = event.seq
     state.last_ts = event.ts
     if type(payload) in _STEP_PAYLOADS:
-        _apply_step(state, payload)  # type: ignore[arg-type]  # (cast() is a call per event)
+        _apply_step(state, payload, event.seq)  # type: ignore[arg-type]  # (no cast() call)
     elif isinstance(payload, StatusChanged):
         state.status = _run_status(payload.to)
         state.active_s += payload.active_s
