@@ -41,7 +41,7 @@ def test_the_cli_refuses_a_blank_message_and_a_blank_answer(tmp_path: Path) -> N
     error = refused(home, "resume", asked["run_id"], "--answer", " ")
     assert error == {
         "code": "INVALID_INPUT",
-        "message": "the answer is blank (only white space)",
+        "message": "the answer is blank (nothing a person can see)",
         "hint": "send some text",
     }
     answered = corral_cli(home, "resume", asked["run_id"], "--answer", "HD20240501", "--json")
@@ -121,3 +121,29 @@ def test_a_run_stored_with_a_blank_answer_still_replays_the_same_path(tmp_path: 
     assert texts == [" ", "HD20240501"]
     done = corral_cli(home, "replay", run_id, "--agent", str(AFTERSALES), "--json")
     assert json.loads(done.stdout)["same_path"] is True
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200b\u200b\ufeff", "\u0000", " \u2060 "])
+def test_a_message_or_answer_of_invisible_characters_is_blank(invisible: str) -> None:
+    """Found by a walkthrough: a zero-width space answered a question (and used it up),
+    and NUL or a BOM started a run, though a person sees nothing in them."""
+    from corral.inputs import require_words
+
+    with pytest.raises(InvalidInputError, match="nothing a person can see"):
+        require_words(invisible, "the answer")
+    assert require_words("\u200bHD20240501", "the answer")  # with text, it is text
+
+
+def test_a_session_id_a_store_cannot_keep_is_refused_before_anything_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: a 250-character session id was taken (SQLite keeps it; a
+    PostgreSQL store's column holds 128, so the run's first save failed there), and
+    ``GET /runs?session_id=`` refused it, so the conversation could not be listed."""
+    store = MemoryStore()
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), store)
+    with pytest.raises(InvalidInputError, match="the session id has 250 characters, over 128"):
+        asyncio.run(runtime.start(ASK, session_id="u" * 250))
+    assert store.list_runs(10) == []
+    done = asyncio.run(runtime.start(ASK, session_id="u" * 128))
+    assert done.run_id

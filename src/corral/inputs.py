@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from corral.errors import InvalidInputError
 
 
@@ -22,6 +24,37 @@ def require_text(value: str, what: str = "the input") -> str:
     return value
 
 
+MAX_SESSION_ID_CHARS = 128
+"""The longest session id: the stores' column holds this many (PostgreSQL refuses more)."""
+
+
+def require_session_id(session_id: str) -> str:
+    """``session_id`` if a store can keep it and a listing can find it by it.
+
+    A longer one was taken by SQLite and refused by PostgreSQL only at the run's first
+    save; ``GET /runs?session_id=`` refused it outright.
+    """
+    require_words(session_id, "the session id")
+    if len(session_id) > MAX_SESSION_ID_CHARS:
+        raise InvalidInputError(
+            f"the session id has {len(session_id)} characters, over {MAX_SESSION_ID_CHARS}",
+            hint="use a shorter id (a hash of a longer key, say)",
+        )
+    return session_id
+
+
+def _visible(value: str) -> bool:
+    """Whether ``value`` holds a character a person sees.
+
+    Not space, and not a format or control character: a zero-width space, a byte-order
+    mark or NUL alone is as blank to a person as spaces are.
+    """
+    return any(not ch.isspace() and unicodedata.category(ch) not in _INVISIBLE for ch in value)
+
+
+_INVISIBLE = frozenset({"Cc", "Cf"})
+
+
 def require_words(value: str, what: str) -> str:
     """``value`` if it is text with something in it; ``InvalidInputError`` otherwise.
 
@@ -31,9 +64,9 @@ def require_words(value: str, what: str) -> str:
     next real answer to a person. Refused before anything is recorded.
     """
     require_text(value, what)
-    if not value.strip():
+    if not value.strip() or not _visible(value):
         raise InvalidInputError(
-            f"{what} is empty" if not value else f"{what} is blank (only white space)",
+            f"{what} is empty" if not value else f"{what} is blank (nothing a person can see)",
             hint="send some text",
         )
     return value

@@ -56,7 +56,7 @@ from corral.events import (
     UserAnswered,
     UserMessage,
 )
-from corral.inputs import require_one_input, require_text, require_words
+from corral.inputs import require_one_input, require_session_id, require_text, require_words
 from corral.intent.entities import detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -435,7 +435,7 @@ class Runtime:
         """``start``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
         self._check_words(message, "the message")
         if session_id is not None:
-            require_text(session_id, "the session id")
+            require_session_id(session_id)
         limit = self.agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
@@ -641,7 +641,7 @@ class Runtime:
     ) -> RunSummary:
         """``run_plan``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
         if session_id is not None:
-            require_text(session_id, "the session id")
+            require_session_id(session_id)
         given = resolve_plan(self.agent, plan, intent)
         checked = check_entities(self.agent, entities or {})
         session = await self._session(session_id) if session_id else None

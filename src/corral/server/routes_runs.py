@@ -22,6 +22,7 @@ from starlette.responses import Response
 from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunStatus, RunSummary
 from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event
+from corral.inputs import MAX_SESSION_ID_CHARS
 from corral.observe.redact import Redactor, keeping_ids, redact_builtin, redactor_for
 from corral.observe.trace_ids import corral_trace_id
 from corral.runtime.ownership import owner_gone
@@ -94,7 +95,7 @@ async def runs(
         RunStatus | None, BeforeValidator(lambda given: given or None)  # ?status= is no filter
     ] = None,
     intent: str | None = None,
-    session_id: Annotated[str | None, Query(max_length=200)] = None,
+    session_id: Annotated[str | None, Query(max_length=MAX_SESSION_ID_CHARS)] = None,
     trace_id: Annotated[str | None, Query(max_length=200)] = None,
     since: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
     until: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
