@@ -34,7 +34,7 @@ def require_session_id(session_id: str) -> str:
     A longer one was taken by SQLite and refused by PostgreSQL only at the run's first
     save; ``GET /runs?session_id=`` refused it outright.
     """
-    require_words(session_id, "the session id")
+    require_text(session_id, "the session id")
     if len(session_id) > MAX_SESSION_ID_CHARS:
         raise InvalidInputError(
             f"the session id has {len(session_id)} characters, over {MAX_SESSION_ID_CHARS}",
