@@ -293,3 +293,37 @@ async def test_a_result_holding_nan_or_an_infinity_fails_at_the_boundary(
     assert "not finite" in state.steps["q"].reason
     assert summary.status is not RunStatus.FINISHED or summary.outcome != "success"
     store.engine.dispose()
+
+
+@tool
+def exits(order_id: str) -> str:
+    """A library that calls sys.exit (a CLI's main, say)."""
+    raise SystemExit(3)
+
+
+@tool
+async def exits_async(order_id: str) -> str:
+    """The same, async."""
+    raise SystemExit(4)
+
+
+@pytest.mark.parametrize("tool_name", ["exits", "exits_async"])
+async def test_a_tool_that_calls_sys_exit_fails_as_a_tool_does(tool_name: str) -> None:
+    """Found by a walkthrough: ``run_plan`` raised a bare CancelledError (or SystemExit)
+    and the run stayed ``executing``; ``corral resume`` of it exited 3, saying nothing."""
+    config = parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {
+                "ship": {"steps": [{"id": "q", "tool": tool_name, "args": {"order_id": "A"}}]}
+            },
+            "templates": {"done": {"zh": "好", "en": "done"}},
+            "default_language": "en",
+        }
+    )
+    store = MemoryStore()
+    summary = await Runtime(Agent.build(config, [exits, exits_async]), store).run_plan("ship")
+    assert summary.steps[0].error_code == ErrorCode.TOOL_FAILED.value
+    assert summary.status is RunStatus.HANDED_OFF
+    assert store.get_run(summary.run_id).status == "handed_off"  # type: ignore[union-attr]

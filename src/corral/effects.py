@@ -83,6 +83,26 @@ class Effects(Protocol):
         ...
 
 
+class ToolExited(RuntimeError):
+    """A tool (or a library it called) called ``sys.exit``: the tool's failure.
+
+    ``SystemExit`` would otherwise leave the tool's thread or task as the process's own
+    exit: the run stopped with a bare ``CancelledError`` and stayed ``executing``.
+    Whether it acted before is unknown, as for any failure that proves nothing.
+    """
+
+    def __init__(self, exit_: SystemExit) -> None:
+        super().__init__(f"the tool called sys.exit({exit_.code!r})")
+
+
+def _without_exit(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """``fn(**kwargs)`` in a worker thread, with ``sys.exit`` as ``ToolExited``."""
+    try:
+        return fn(**kwargs)
+    except SystemExit as exc:
+        raise ToolExited(exc) from None
+
+
 def _retrieve(work: asyncio.Future[Any]) -> None:
     """Collect a finished worker's exception.
 
@@ -170,15 +190,19 @@ class LiveEffects:
                 waiting = call.send(None)
             except StopIteration as done:
                 return done.value
+            except SystemExit as exc:
+                raise ToolExited(exc) from None
             watch = self._deadlines_of(loop).watch(loop, deadline)  # cancels the tool
             try:
                 returned = await resume(call, waiting)
             except BaseException as exc:
                 watch.close(exc)  # TimeoutError when it was the deadline that cancelled it
+                if isinstance(exc, SystemExit):
+                    raise ToolExited(exc) from None
                 raise
             watch.close(None)
             return returned
-        work = asyncio.ensure_future(asyncio.to_thread(spec.fn, **kwargs))
+        work = asyncio.ensure_future(asyncio.to_thread(_without_exit, spec.fn, kwargs))
         work.add_done_callback(_retrieve)
         try:
             async with asyncio.timeout(timeout_s):
