@@ -209,6 +209,20 @@ async def test_only_declared_fields_are_kept_and_optional_keys_may_be_missing() 
     assert state.steps["n"].data == {"text": "fragile", "author": None}
 
 
+def _one_step(tool_name: str) -> Any:
+    """A config whose plan ``ship`` is one step: ``tool_name`` for order A."""
+    step = {"id": "q", "tool": tool_name, "args": {"order_id": "A"}}
+    return parse_config(
+        {
+            "name": "ship",
+            "intents": [],
+            "plans": {"ship": {"steps": [step]}},
+            "templates": {"done": {"zh": "好", "en": "done"}},
+            "default_language": "en",
+        }
+    )
+
+
 @tool
 def not_a_number(order_id: str) -> float:
     """Returns NaN."""
@@ -243,19 +257,7 @@ async def test_nan_where_none_is_allowed_is_none_live_and_stored(tmp_path: Any) 
     gets what the store keeps: None."""
     from corral import SqlStore
 
-    config = parse_config(
-        {
-            "name": "ship",
-            "intents": [],
-            "plans": {
-                "ship": {
-                    "steps": [{"id": "q", "tool": "missing_reading", "args": {"order_id": "A"}}]
-                }
-            },
-            "templates": {"done": {"zh": "好", "en": "done"}},
-            "default_language": "en",
-        }
-    )
+    config = _one_step("missing_reading")
     store = SqlStore.open(tmp_path / "runs.db")
     runtime = Runtime(Agent.build(config, [missing_reading]), store)
     summary = await runtime.run_plan("ship")
@@ -273,17 +275,7 @@ async def test_a_result_holding_nan_or_an_infinity_fails_at_the_boundary(
     ``null``, so ``corral replay`` of the run diverged (TOOL_OUTPUT_INVALID)."""
     from corral import SqlStore
 
-    config = parse_config(
-        {
-            "name": "ship",
-            "intents": [],
-            "plans": {
-                "ship": {"steps": [{"id": "q", "tool": tool_name, "args": {"order_id": "A"}}]}
-            },
-            "templates": {"done": {"zh": "好", "en": "done"}},
-            "default_language": "en",
-        }
-    )
+    config = _one_step(tool_name)
     agent = Agent.build(config, [not_a_number, infinite_quote])
     store = SqlStore.open(tmp_path / "runs.db")
     runtime = Runtime(agent, store)
@@ -311,17 +303,7 @@ async def exits_async(order_id: str) -> str:
 async def test_a_tool_that_calls_sys_exit_fails_as_a_tool_does(tool_name: str) -> None:
     """Found by a walkthrough: ``run_plan`` raised a bare CancelledError (or SystemExit)
     and the run stayed ``executing``; ``corral resume`` of it exited 3, saying nothing."""
-    config = parse_config(
-        {
-            "name": "ship",
-            "intents": [],
-            "plans": {
-                "ship": {"steps": [{"id": "q", "tool": tool_name, "args": {"order_id": "A"}}]}
-            },
-            "templates": {"done": {"zh": "好", "en": "done"}},
-            "default_language": "en",
-        }
-    )
+    config = _one_step(tool_name)
     store = MemoryStore()
     summary = await Runtime(Agent.build(config, [exits, exits_async]), store).run_plan("ship")
     assert summary.steps[0].error_code == ErrorCode.TOOL_FAILED.value
