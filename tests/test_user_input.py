@@ -16,7 +16,7 @@ import pytest
 
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
-from corral.errors import ErrorCode, InvalidInputError
+from corral.errors import ErrorCode, InvalidInputError, RunNotResumableError
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli
 from tests.serving import EXCHANGE
@@ -147,3 +147,25 @@ def test_a_session_id_a_store_cannot_keep_is_refused_before_anything_is_recorded
     assert store.list_runs(10) == []
     done = asyncio.run(runtime.start(ASK, session_id="u" * 128))
     assert done.run_id
+
+
+def test_an_answer_to_a_run_that_waits_for_a_confirmation_says_so(tmp_path: Path) -> None:
+    """Found by a walkthrough: after its question was answered, the run asked for a
+    confirmation; an answer then got "the question of run ... was answered", as if
+    someone else had answered, where the run waits for an approval."""
+    from tests.conftest import ORDERS
+
+    store = MemoryStore()
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), store)
+
+    async def scenario() -> None:
+        asked = await runtime.start("退货")
+        paused = await runtime.resume(asked.run_id, answer="OD2611200002")
+        assert paused.status is RunStatus.AWAITING_CONFIRM
+        with pytest.raises(RunNotResumableError) as info:
+            await runtime.resume(asked.run_id, answer="确认")
+        assert "waits for a confirmation" in info.value.message
+        again = await runtime.resume(asked.run_id, answer="OD2611200002")  # a double click
+        assert again.status is RunStatus.AWAITING_CONFIRM
+
+    asyncio.run(scenario())
