@@ -96,6 +96,28 @@ def test_gc_removes_the_logs_of_the_runs_it_deletes(tmp_path: Path) -> None:
     assert stored_seqs(tmp_path, old) == []
 
 
+def test_gc_keeps_the_fresh_logs_of_runs_another_store_keeps(tmp_path: Path) -> None:
+    """Found by a walkthrough: ``corral gc --home H --store URL`` deleted the log of a run
+    the home's own store keeps, finished a minute earlier: every log the other store had
+    no row for was an orphan. An orphan is one as old as a purged run's."""
+    import os
+    import time
+
+    mine = finished_run(tmp_path)
+    other = tmp_path / "other.db"
+    corral_cli(tmp_path, "db", "upgrade", "--store", f"sqlite:///{other}")  # another store
+    done = corral_cli(tmp_path, "gc", "--store", f"sqlite:///{other}")
+    assert "(0 log files)" in done.stdout
+    assert (tmp_path / "logs" / f"{mine}.jsonl").is_file()
+    stale = tmp_path / "logs" / "run_0123456789abcdef.jsonl"  # a purged run's, 40 days old
+    stale.write_text("{}\n", encoding="utf-8")
+    forty_days_ago = time.time() - 40 * 86400
+    os.utime(stale, (forty_days_ago, forty_days_ago))
+    done = corral_cli(tmp_path, "gc", "--store", f"sqlite:///{other}")
+    assert "(1 log files)" in done.stdout and not stale.exists()
+    assert (tmp_path / "logs" / f"{mine}.jsonl").is_file()
+
+
 def test_the_file_is_exactly_what_traces_read_from_the_store(tmp_path: Path) -> None:
     paused = run_json(tmp_path, EXCHANGE)  # written, then appended to by the resume
     corral_cli(tmp_path, "resume", paused["run_id"], "--approve")

@@ -545,9 +545,17 @@ def gc(home: HomeOption = None, store: StoreOption = None) -> None:
         console.print("deleted 0 sessions and 0 runs (0 log files)")
         return
     opened = _open_store(folder, store)
-    sessions_deleted, runs_deleted = opened.purge(datetime.now(UTC), TASK_TTL)
+    now = datetime.now(UTC)
+    sessions_deleted, runs_deleted = opened.purge(now, TASK_TTL)
     logs = JsonlLog(folder / "logs")
-    orphans = [p.stem for p in logs.folder.glob("*.jsonl") if opened.get_run(p.stem) is None]
+    # A log no store row backs is an orphan only once it is as old as a purged run's: the
+    # home's logs folder also holds the logs of runs kept in another store (--store)
+    aged = (now - TASK_TTL).timestamp()
+    orphans = [
+        p.stem
+        for p in logs.folder.glob("*.jsonl")
+        if p.stat().st_mtime < aged and opened.get_run(p.stem) is None
+    ]
     logs_deleted = logs.remove({*runs_deleted, *orphans})
     console.print(
         f"deleted {sessions_deleted} sessions and {len(runs_deleted)} runs "
