@@ -270,6 +270,23 @@ def test_runs_are_listed_newest_first_in_pages(base: str) -> None:
     assert bad_time.json()["error"]["code"] == "INVALID_ARGUMENT"
 
 
+def test_an_empty_filter_is_no_filter_on_every_listing(base: str) -> None:
+    """Found by a walkthrough: a form's empty field meant no filter for ``status``, an
+    empty filter (no runs) for ``agent``, ``intent``, ``session_id`` and ``trace_id``, and a
+    422 for ``since`` and ``until`` (``/stats?since=`` too)."""
+    with client(base) as http:
+        http.post("/agents/aftersales/runs", json={"message": "打印机保修多久"})
+        everything = http.get("/runs", params={"limit": 500}).json()["runs"]
+        for name in ("agent", "status", "intent", "session_id", "trace_id", "since", "until"):
+            answer = http.get("/runs", params={name: "", "limit": 500})
+            assert answer.status_code == 200, (name, answer.text)
+            assert answer.json()["runs"] == everything, name
+        stats = http.get("/stats", params={"since": "", "agent": ""})
+        assert stats.status_code == 200 and stats.json() == http.get("/stats").json()
+        too_long = http.get("/runs", params={"session_id": "u" * 129})  # no store holds one
+        assert too_long.status_code == 422, too_long.text
+
+
 def test_answers_are_redacted(base: str) -> None:
     secret_phone = "13812345678"
     secret_mail = "li.lei@example.com"

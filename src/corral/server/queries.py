@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import StringConstraints
+from fastapi import Query
+from pydantic import BeforeValidator, StringConstraints
 from sqlalchemy import JSON, String, cast, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -26,6 +27,17 @@ DURATION = PERIOD_PATTERN
 """A span back from now: ``30m``, ``1h``, ``7d`` (the one parser: ``observe.window``)."""
 Duration = Annotated[str, StringConstraints(pattern=DURATION)]
 WHEN = "An ISO time (naive: UTC), or a duration back from now: 30m, 1h, 7d"
+
+
+def _none_if_empty(given: object) -> object:
+    return given if given != "" else None
+
+
+NO_FILTER_IF_EMPTY = BeforeValidator(_none_if_empty)
+"""``?agent=`` (a form's empty field) is no filter, as a missing one is: every filter
+reads it so (it filtered on the empty text, or was a 422, by filter)."""
+When = Annotated[datetime | Duration | None, NO_FILTER_IF_EMPTY, Query(description=WHEN)]
+"""A ``since`` or ``until`` query parameter."""
 
 
 def moment(value: datetime | str, now: datetime) -> datetime:

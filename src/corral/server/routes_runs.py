@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import anyio
 from fastapi import Depends, Header, Query
-from pydantic import BeforeValidator
+from pydantic import StringConstraints
 from starlette.responses import Response
 
 from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunStatus, RunSummary
@@ -31,7 +31,7 @@ from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
 from corral.server.positions import DIVERGED, NO_POSITION, Position, event_id
-from corral.server.queries import WHEN, Duration, RunFilter, list_runs, moment
+from corral.server.queries import NO_FILTER_IF_EMPTY, RunFilter, When, list_runs, moment
 from corral.server.queued import QueuedRuns
 from corral.server.routes_meta import data_router
 from corral.server.schemas import (
@@ -90,15 +90,18 @@ async def resume_run(run_id: str, state: State, body: ResumeRun | None = None) -
 @router.get("/runs", response_model=RunList)
 async def runs(
     state: State,
-    agent: str | None = None,
-    status: Annotated[
-        RunStatus | None, BeforeValidator(lambda given: given or None)  # ?status= is no filter
+    agent: Annotated[str | None, NO_FILTER_IF_EMPTY] = None,
+    status: Annotated[RunStatus | None, NO_FILTER_IF_EMPTY] = None,
+    intent: Annotated[str | None, NO_FILTER_IF_EMPTY] = None,
+    session_id: Annotated[
+        Annotated[str, StringConstraints(max_length=MAX_SESSION_ID_CHARS)] | None,
+        NO_FILTER_IF_EMPTY,
     ] = None,
-    intent: str | None = None,
-    session_id: Annotated[str | None, Query(max_length=MAX_SESSION_ID_CHARS)] = None,
-    trace_id: Annotated[str | None, Query(max_length=200)] = None,
-    since: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
-    until: Annotated[datetime | Duration | None, Query(description=WHEN)] = None,
+    trace_id: Annotated[
+        Annotated[str, StringConstraints(max_length=200)] | None, NO_FILTER_IF_EMPTY
+    ] = None,
+    since: When = None,
+    until: When = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
 ) -> dict[str, Any]:
