@@ -371,3 +371,22 @@ def test_an_approval_with_an_answer_is_a_422_not_a_409(base: str, agent: Agent) 
         assert "a step is named only with an approval" in stepped.json()["error"]["message"]
         assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
     assert exchange_count(agent) == 0
+
+
+def test_a_json_body_sent_without_its_content_type_is_told_so(base: str) -> None:
+    """Found by a walkthrough: ``curl -d '{"message": "hello"}'`` (form-encoded by
+    default) got "Input should be a valid dictionary", never naming the content type."""
+    with client(base) as http:
+        for headers in (
+            {"Content-Type": "text/plain"},
+            {"Content-Type": "application/x-www-form-urlencoded"},
+        ):
+            answer = http.post(
+                "/agents/aftersales/runs", content=b'{"message": "hello"}', headers=headers
+            )
+            assert answer.status_code == 422
+            error = answer.json()["error"]
+            assert "not as application/json" in error["message"]
+            assert "Content-Type: application/json" in error["hint"]
+        wrong_field = http.post("/agents/aftersales/runs", json={"mesage": "hello"})
+        assert "application/json" not in wrong_field.json()["error"]["message"]  # sent as JSON

@@ -252,17 +252,21 @@ def _answer_errors(app: FastAPI) -> None:
         assert isinstance(exc, CorralError)
         return corral_error_response(exc, request.path_params.get("run_id"))
 
-    async def bad_request(_: Request, exc: Exception) -> Response:
+    async def bad_request(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
             for error in exc.errors()[:5]
         )
+        hint = "see GET /openapi.json for the fields each route takes"
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        body_refused = any(error["loc"][:1] == ("body",) for error in exc.errors())
+        if body_refused and kind != "application/json":  # FastAPI reads no other kind as JSON
+            shown = f"as {kind}" if kind else "without a Content-Type"
+            problems = f"the body was sent {shown}, not as application/json; {problems}"
+            hint = "send the JSON body with the header Content-Type: application/json"
         return error_response(
-            422,
-            ErrorCode.INVALID_ARGUMENT,
-            f"the request is not valid: {problems}",
-            "see GET /openapi.json for the fields each route takes",
+            422, ErrorCode.INVALID_ARGUMENT, f"the request is not valid: {problems}", hint
         )
 
     async def http_error(request: Request, exc: Exception) -> Response:
