@@ -58,7 +58,7 @@ def test_a_disk_io_error_on_a_full_file_system_is_store_full(
     assert classify(error, tmp_path) is StoreUnavailableError  # there is room here
 
     def full(_: Any) -> SimpleNamespace:
-        return SimpleNamespace(f_bavail=0, f_frsize=4096)
+        return SimpleNamespace(f_bavail=0, f_frsize=4096, f_blocks=1000)
 
     monkeypatch.setattr(os, "statvfs", full)
     assert classify(error, tmp_path) is StoreFullError
