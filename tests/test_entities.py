@@ -32,6 +32,14 @@ NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
         ("99 yuan", 99),
         ("没有金额", None),
         ("订单 OD2611250001", None),
+        # digits with a Chinese unit or k (a walkthrough: "3百块" was read as 百块, 100,
+        # and the refund went through at 100)
+        ("订单 OD2611200002 退款 3百块", 300),
+        ("5千块", 5000),
+        ("2十块", 20),
+        ("2k元", 2000),
+        ("¥1.2k", 1200),
+        ("3百五十块", None),  # digits and a numeral mixed: not read, never guessed
     ],
 )
 def test_amounts(text: str, value: float | None) -> None:

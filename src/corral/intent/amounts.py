@@ -7,12 +7,16 @@ import re
 from corral.intent.dates import CN_DIGITS, chinese_number
 
 _CN_NUM = r"[零〇一二两三四五六七八九十百千万]+"
+_MULT = r"(?:[十百千万]|[kK](?![a-zA-Z]))"
 _AMOUNT = re.compile(
-    r"(?:[¥￥$]\s*(?P<sym>\d[\d,]*(?:\.\d+)?))"
-    r"|(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<wan>万)?\s*(?:块钱|块|元|rmb|yuan|cny|dollars?|usd)"
+    r"(?:[¥￥$]\s*(?P<sym>\d[\d,]*(?:\.\d+)?)(?P<symult>" + _MULT + r")?)"
+    r"|(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<mult>" + _MULT + r")?\s*"
+    r"(?:块钱|块|元|rmb|yuan|cny|dollars?|usd)"
     r"|(?P<cn>" + _CN_NUM + r")\s*(?:块钱|块|元)(?P<tail>[一二三四五六七八九])?",
     re.IGNORECASE,
 )
+_MULTIPLIERS = {"十": 10, "百": 100, "千": 1000, "万": 10000, "k": 1000}
+"""A unit after digits: 3百块 is 300, 1.5万 15000, 2k 2000."""
 _DIGITS = CN_DIGITS
 
 
@@ -45,12 +49,19 @@ def find_amount(text: str) -> float | None:
     """The first money amount in ``text``, as a number."""
     for match in _AMOUNT.finditer(text):
         if match.group("sym"):
-            return float(match.group("sym").replace(",", ""))
+            return _times(match.group("sym"), match.group("symult"))
         if match.group("num"):
-            value = float(match.group("num").replace(",", ""))
-            return value * 10000 if match.group("wan") else value
+            return _times(match.group("num"), match.group("mult"))
+        if match.start() and text[match.start() - 1].isdigit():
+            continue  # "3百五十块": digits and a numeral mixed, not read at all (never guessed)
         value_cn = chinese_amount(match.group("cn"))
         if value_cn is not None:
             tail = match.group("tail")
             return float(value_cn) + (_DIGITS[tail] / 10 if tail else 0.0)
     return None
+
+
+def _times(digits: str, unit: str | None) -> float:
+    """``digits`` (commas allowed) times its unit's multiplier, if any."""
+    value = float(digits.replace(",", ""))
+    return value * _MULTIPLIERS[unit.lower()] if unit else value
