@@ -1,0 +1,75 @@
+"""The examples' configs against what a new user typed (a walkthrough of the intent layer).
+
+- aftersales: a greeting that opens a real request ("你好，我的打印机坏了") was small talk,
+  answered with a greeting, no repair booked;
+- orders: a status filter from an earlier search carried over, so "查一下订单 X 的状态"
+  became a cancellation; a new address swallowed the order id after it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from corral import MemoryStore, Runtime, load_agent
+from corral.contracts import RunStatus
+from tests.conftest import AFTERSALES, ORDERS
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [
+        ("你好，我的打印机坏了，订单 HD20240501", "报修"),
+        ("Hello, my printer is broken. Order HD20240501", "报修"),
+        ("天气太热，显示器黑屏了，订单 HD20240501", "报修"),
+        ("你好", "无关闲聊"),
+        ("Hello!", "无关闲聊"),
+        ("今天天气不错", "无关闲聊"),
+        ("Hello! Nice weather today", "无关闲聊"),
+    ],
+)
+def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
+    message: str, intent: str, tmp_path: Path
+) -> None:
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.intent is not None and summary.intent.label == intent
+
+
+def test_a_search_filter_of_one_turn_does_not_turn_the_next_into_a_cancellation(
+    tmp_path: Path,
+) -> None:
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+
+    async def turns() -> None:
+        await runtime.start("帮我查一下已取消的订单", session_id="k1")
+        status = await runtime.start("查一下订单 OD2611250001 的状态", session_id="k1")
+        assert status.status is RunStatus.FINISHED, status
+        assert "取消" not in (status.reply or "")
+
+    asyncio.run(turns())
+
+
+@pytest.mark.parametrize(
+    ("message", "address"),
+    [
+        (
+            "帮我改一下地址，改成北京市海淀区中关村大街1号 订单OD2611250001",
+            "北京市海淀区中关村大街1号",
+        ),
+        (
+            "change address to 12 Baker Street London for order OD2611250001",
+            "12 Baker Street London",
+        ),
+        ("把订单 OD2611250001 的地址改成上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+    ],
+)
+def test_a_new_address_ends_where_the_order_is_named(
+    message: str, address: str, tmp_path: Path
+) -> None:
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.status is RunStatus.AWAITING_CONFIRM, summary
+    assert f"「{address}」" in (summary.reply or "") or f'"{address}"' in (summary.reply or "")
