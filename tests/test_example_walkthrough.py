@@ -14,8 +14,14 @@ from pathlib import Path
 import pytest
 
 from corral import MemoryStore, Runtime, load_agent
-from corral.contracts import RunStatus
+from corral.contracts import RunStatus, RunSummary
 from tests.conftest import AFTERSALES, ORDERS
+
+
+def _start(folder: Path, message: str, tmp_path: Path) -> RunSummary:
+    """One message to the example in ``folder``, its business data under ``tmp_path``."""
+    runtime = Runtime(load_agent(folder, data_dir=tmp_path / "data"), MemoryStore())
+    return asyncio.run(runtime.start(message))
 
 
 @pytest.mark.parametrize(
@@ -33,8 +39,7 @@ from tests.conftest import AFTERSALES, ORDERS
 def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
     message: str, intent: str, tmp_path: Path
 ) -> None:
-    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), MemoryStore())
-    summary = asyncio.run(runtime.start(message))
+    summary = _start(AFTERSALES, message, tmp_path)
     assert summary.intent is not None and summary.intent.label == intent
 
 
@@ -69,7 +74,6 @@ def test_a_search_filter_of_one_turn_does_not_turn_the_next_into_a_cancellation(
 def test_a_new_address_ends_where_the_order_is_named(
     message: str, address: str, tmp_path: Path
 ) -> None:
-    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
-    summary = asyncio.run(runtime.start(message))
+    summary = _start(ORDERS, message, tmp_path)
     assert summary.status is RunStatus.AWAITING_CONFIRM, summary
     assert f"「{address}」" in (summary.reply or "") or f'"{address}"' in (summary.reply or "")
