@@ -29,6 +29,11 @@ class Behaviour:
     """Extra response headers (``Retry-After``)."""
     truncate: bool = False
     """Send half the body under the full ``content-length``, then close the connection."""
+    content_type: str = "application/json"
+    message: Any = None
+    """The whole ``message`` of the one choice, in place of ``{"content": text}``."""
+    usage_counts: dict[str, Any] | None = None
+    """The ``usage`` object as sent, in place of the usual counts."""
 
 
 LLAMA_CPP_JSON_SCHEMA_500 = json.dumps(
@@ -101,12 +106,14 @@ class FakeOpenAI:
                             {
                                 "index": 0,
                                 "finish_reason": "stop",
-                                "message": {"role": "assistant", "content": behaviour.text},
+                                "message": behaviour.message
+                                if behaviour.message is not None
+                                else {"role": "assistant", "content": behaviour.text},
                             }
                         ],
                     }
                     if behaviour.usage:
-                        reply["usage"] = {
+                        reply["usage"] = behaviour.usage_counts or {
                             "prompt_tokens": 11,
                             "completion_tokens": 7,
                             "total_tokens": 18,
@@ -114,7 +121,7 @@ class FakeOpenAI:
                     payload = json.dumps(reply).encode()
                 try:
                     self.send_response(behaviour.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", behaviour.content_type)
                     self.send_header("content-length", str(len(payload)))
                     for name, value in behaviour.headers.items():
                         self.send_header(name, value)

@@ -364,3 +364,46 @@ def test_cli_unreachable_model_answers_is_traced_and_replays(tmp_path: Path) -> 
     assert len(failed) == 1 and failed[0]["status"] == "error", records
     replayed = corral_cli(home, "replay", answer["run_id"])
     assert replayed.returncode == 0
+
+
+ASK = ModelRequest("t", (Message("user", "hi"),))
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        Behaviour(raw_body="<html>captive portal</html>", content_type="text/html"),
+        Behaviour(raw_body="null"),
+        Behaviour(raw_body="[1, 2]"),
+        Behaviour(raw_body='{"foo": 1}'),
+        Behaviour(raw_body='{"choices": []}'),
+        Behaviour(raw_body='{"choices": [{"message": "hi"}]}'),
+        Behaviour(message={"role": "assistant", "content": {"entities": {}}}),
+        Behaviour(message={"role": "assistant", "content": 12345}),
+    ],
+)
+async def test_a_200_that_is_no_chat_completion_is_model_unavailable(
+    fake: FakeOpenAI, behaviour: Behaviour
+) -> None:
+    """Found by a walkthrough: each crashed the run with a raw AttributeError (a 500 over
+    HTTP), and nothing of the run was kept, though the model had been called."""
+    fake.script(behaviour)
+    with pytest.raises(ModelUnavailableError) as info:
+        await http_model(fake.base_url).complete(ASK)
+    assert "malformed response" in info.value.message and not info.value.retryable
+
+
+async def test_content_in_text_parts_is_their_text_and_bad_counts_are_estimated(
+    fake: FakeOpenAI,
+) -> None:
+    parts = [{"type": "text", "text": '{"a": '}, {"type": "text", "text": "1}"}]
+    fake.script(
+        Behaviour(message={"role": "assistant", "content": parts}),
+        Behaviour(text="ok", usage_counts={"prompt_tokens": -1000000, "completion_tokens": 5}),
+        Behaviour(text="ok", usage_counts={"prompt_tokens": "12 tokens", "completion_tokens": 5}),
+    )
+    model = http_model(fake.base_url)
+    assert (await model.complete(ASK)).text == '{"a": 1}'
+    for _ in range(2):  # a negative count undid the token budget; a text one crashed
+        usage = (await model.complete(ASK)).usage
+        assert usage.prompt_tokens > 0 and usage.estimated

@@ -32,3 +32,14 @@ def test_ordinary_numbers_still_parse() -> None:
         {"quantity": 2, "price": 19.5, "big": 1e300},
         False,
     )
+
+
+@pytest.mark.parametrize("depth", [1000, 50_000])
+def test_output_nested_too_deeply_is_refused_not_a_crash(depth: int) -> None:
+    """Found by a walkthrough: 1 000 nested brackets (2 KB, within max_tokens) raised a
+    RecursionError out of the run, which was then lost."""
+    from corral.models.structured import parse_json
+
+    for text in ('{"steps":' + "[" * depth + "]" * depth + "}", '{"steps":' + "[" * depth):
+        with pytest.raises(ValueError, match="nested too deeply"):
+            parse_json(text)

@@ -27,7 +27,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from corral.errors import ConfigInvalidError, ModelTimeoutError, ModelUnavailableError
 from corral.models.base import ModelRequest, ModelResponse, Usage, estimate_usage
@@ -223,13 +223,8 @@ class OpenAICompatibleModel:
         mode: StructuredMode,
         steps: list[dict[str, Any]],
     ) -> ModelResponse:
-        choice = completion.choices[0] if completion.choices else None
-        text = (choice.message.content or "") if choice is not None else ""
-        usage = getattr(completion, "usage", None)
-        if usage is not None and usage.prompt_tokens is not None:
-            counted = Usage(int(usage.prompt_tokens), int(usage.completion_tokens or 0))
-        else:
-            counted = estimate_usage(request, text)
+        text = _answer_text(self.name, completion)
+        counted = _counted(completion) or estimate_usage(request, text)
         meta: dict[str, Any] = {"structured_mode": mode}
         if request.schema is not None:
             rejected = [step["mode"] for step in steps]  # each refused request's mode
@@ -239,3 +234,59 @@ class OpenAICompatibleModel:
         return ModelResponse(
             text=text, usage=counted, model=self.name, latency_ms=latency, meta=meta
         )
+
+
+def _malformed(name: str, what: str) -> ModelUnavailableError:
+    """A body that is not the protocol's: ``MODEL_UNAVAILABLE``, not retried (errors.md)."""
+    return ModelUnavailableError(f"{name}: malformed response: {what}", retryable=False)
+
+
+def _answer_text(name: str, completion: Any) -> str:
+    """The answer's text, from a chat completion as the SDK parsed it (leniently).
+
+    The SDK hands back whatever a 200 carried: an HTML page as a string, ``null``, a
+    list, a ``message`` that is a string. Each is the endpoint's fault, said as such; a
+    content given as a list of text parts (some gateways) is their text.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list):
+        raise _malformed(name, f"not a chat completion ({type(completion).__name__})")
+    if not choices:
+        raise _malformed(name, "a chat completion without any choice")
+    content = getattr(getattr(choices[0], "message", None), "content", _NO_CONTENT)
+    if content is None:
+        return ""  # no text (tool calls only): an empty answer, re-asked
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = [_part_text(part) for part in content]
+        if all(text is not None for text in texts):
+            return "".join(text for text in texts if text is not None)
+    raise _malformed(name, f"a message whose content is {type(content).__name__}, not text")
+
+
+_NO_CONTENT: Any = object()
+
+
+def _part_text(part: Any) -> str | None:
+    """The text of one content part (``{"type": "text", "text": ...}``), else ``None``."""
+    text = part.get("text") if isinstance(part, dict) else getattr(part, "text", None)
+    return text if isinstance(text, str) else None
+
+
+def _counted(completion: Any) -> Usage | None:
+    """The token counts the endpoint gave, when they are counts (else they are estimated).
+
+    A count that is not a whole number of zero or more (``"12 tokens"``, ``-1000000``) is
+    not one: taken as given, a negative count undid the run's token and cost budgets.
+    """
+    usage = getattr(completion, "usage", None)
+    prompt = getattr(usage, "prompt_tokens", None)
+    answer = getattr(usage, "completion_tokens", None) or 0
+    if _count(prompt) and _count(answer):
+        return Usage(prompt, answer)
+    return None
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -78,10 +78,15 @@ def parse_json(text: str) -> tuple[Any, bool]:
         return loads_finite(stripped), False
     except json.JSONDecodeError:
         pass
-    repaired = json_repair.loads(stripped)
-    if not isinstance(repaired, dict | list) or not repaired:
-        raise ValueError("no JSON object found in the output")
-    return check_finite(repaired), True
+    except RecursionError:  # 1 000 nested brackets: no answer of ours is this deep
+        raise ValueError("the output is nested too deeply to be an answer") from None
+    try:
+        repaired = json_repair.loads(stripped)
+        if not isinstance(repaired, dict | list) or not repaired:
+            raise ValueError("no JSON object found in the output")
+        return check_finite(repaired), True
+    except RecursionError:
+        raise ValueError("the output is nested too deeply to be an answer") from None
 
 
 async def ask_structured(
