@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from corral.clipping import clip
 from corral.errors import ConfigInvalidError, ModelTimeoutError, ModelUnavailableError
 from corral.models.base import ModelRequest, ModelResponse, Usage, estimate_usage
 from corral.models.negotiation import (
@@ -187,7 +188,7 @@ class OpenAICompatibleModel:
                     self._drop(mode)
                     continue
                 raise ModelUnavailableError(
-                    f"{self.name}: HTTP {status}: {body[:MAX_ERROR_TEXT] or exc.message}",
+                    f"{self.name}: HTTP {status}: {clip(body, MAX_ERROR_TEXT) or exc.message}",
                     retryable=status in RETRYABLE_STATUS or status >= 500,
                     retry_after=retry_after(exc.response.headers),
                     status=status,

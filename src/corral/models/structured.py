@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import json_repair
 from pydantic import BaseModel, ValidationError
 
+from corral.clipping import clip
 from corral.errors import ModelOutputInvalidError
 from corral.json_values import check_finite, loads_finite
 from corral.models.base import Model, ModelRequest, ModelResponse
@@ -53,7 +54,7 @@ class Attempt:
             "latency_ms": round(self.response.latency_ms, 3),
             "accepted": self.accepted,
             "repaired": self.repaired,
-            "reason": self.reason[:500],
+            "reason": clip(self.reason, 500),
             "status": "success" if self.accepted else "rejected",
             **{k: v for k, v in self.response.meta.items() if k in RECORDED_META},
         }

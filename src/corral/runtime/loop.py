@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from corral.agent import Agent
+from corral.clipping import clip
 from corral.config import PlanTemplate
 from corral.contracts import (
     HandoffPacket,
@@ -201,7 +202,7 @@ class RunLoop:
                         }
                     )
             duration_ms = round((self.effects.monotonic() - started) * 1000, 3)
-            self.journal.emit("intent", IntentClassified(text[:200], understood, duration_ms))
+            self.journal.emit("intent", IntentClassified(clip(text, 200), understood, duration_ms))
             self._merge_entities(understood.entities, "message")
             if self.budget_stop is not None:
                 self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)

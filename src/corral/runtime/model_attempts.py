@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from corral.clipping import clip
 from corral.errors import (
     BudgetExceededError,
     CorralError,
@@ -61,10 +62,10 @@ def failure_data(exc: ModelFailure, backoff: float | None) -> dict[str, Any]:
         "text": "",
         "accepted": False,
         "repaired": False,
-        "reason": exc.message[:500],
+        "reason": clip(exc.message, 500),
         "status": "error",
         "error_code": exc.code.value,
-        "error_message": exc.message[:500],
+        "error_message": clip(exc.message, 500),
         "retryable": exc.retryable,
         "retry_after": getattr(exc, "retry_after", None),
         "http_status": getattr(exc, "status", None),

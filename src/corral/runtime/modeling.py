@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+from corral.clipping import clip
 from corral.contracts import IntentResult, RunStatus, StepStatus, ToolStatus, Verdict
 from corral.errors import CorralError, ErrorCode, ModelOutputInvalidError
 from corral.events import EntityRejected, PlanCreated, PlanRejected
@@ -162,7 +163,7 @@ async def model_judge(
     return Verdict(
         passed=answer.passed,
         check="success",
-        reason=f"judge: {reason}"[:500],
+        reason=clip(f"judge: {reason}", 500),
         code=None if answer.passed else ErrorCode.SUCCESS_CRITERIA_FAILED.value,
     )
 

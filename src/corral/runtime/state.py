@@ -13,6 +13,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
+from corral.clipping import clip
 from corral.contracts import (
     HandoffPacket,
     IntentResult,
@@ -229,7 +230,7 @@ def apply(state: RunState, event: Event) -> RunState:
     elif isinstance(payload, UserMessage):
         state.messages.append(payload.text)
         if not state.memory.goal:
-            state.memory = TaskMemory(goal=payload.text[:200])
+            state.memory = TaskMemory(goal=clip(payload.text, 200))
     elif isinstance(payload, IntentClassified):
         state.intent = payload.result
         state.request = state.messages[-1] if state.messages else None

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from corral.clipping import clip
 from corral.contracts import ToolResult, ToolStatus
 from corral.effects import Effects
 from corral.errors import (
@@ -89,7 +90,7 @@ def failed_result(tool: str, code: str, message: str, attempts: int = 0) -> Tool
         status=ToolStatus.ERROR,
         error_code=code,
         error_message=message,
-        summary=message[:200],
+        summary=clip(message, 200),
         attempts=attempts,
     )
 
@@ -296,7 +297,7 @@ async def invoke_tool(
         spec.name,
         status,
         data,
-        summary[:200],
+        clip(summary, 200),
         code,
         message,
         retryable,
@@ -344,7 +345,7 @@ async def reconcile(
             tool=spec.name,
             status=ToolStatus.SUCCESS,
             data=found.data,
-            summary=spec.summarize(found.data)[:200],
+            summary=clip(spec.summarize(found.data), 200),
             attempts=attempts,
             duration_ms=duration_ms,
         )

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, Union, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
+from corral.clipping import clip
 from corral.errors import ConfigInvalidError
 from corral.tools.context import ToolContext
 from corral.tools.outputs import derive_output
@@ -91,7 +92,7 @@ class ToolSpec:
             except (ValueError, IndexError):
                 pass
         shown = ", ".join([f"{k}={_short(v)}" for k, v in itertools.islice(data.items(), 4)])
-        return f"{self.name}: {shown}"[:200]
+        return clip(f"{self.name}: {shown}", 200)
 
     def returns_as(self, other: ToolSpec) -> bool:
         """Whether this tool's result can stand for ``other``'s: same type, or a subclass."""
@@ -114,7 +115,7 @@ class _SafeFields(dict[str, Any]):
 
 def _short(value: Any) -> str:
     text = str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= 40 else clip(text, 37) + "..."
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:

@@ -1,0 +1,45 @@
+"""Cutting text to a length without cutting a token that redaction must see whole.
+
+Events keep short texts (a message's summary, a model's error, a result's summary) and
+redaction runs when they are shown. A phone number, an e-mail or a key cut in two is no
+longer recognised, so its first part was shown as it is: the cut must not fall inside one.
+"""
+
+from __future__ import annotations
+
+_TOKEN_MARKS = frozenset("@._+-:/%=")
+"""Besides ASCII letters and digits, what ids, addresses and keys are written with."""
+_REACH = 80
+"""How far a cut may move on to end the token it falls in."""
+
+
+def _in_token(text: str, index: int) -> bool:
+    ch = text[index]
+    if ch.isascii() and (ch.isalnum() or ch in _TOKEN_MARKS):
+        return True
+    # a space between digits: a card or phone number written in groups
+    return (
+        ch == " "
+        and 0 < index < len(text) - 1
+        and text[index - 1].isdigit()
+        and (text[index + 1].isdigit())
+    )
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, never inside a token.
+
+    A cut inside one moves on to the token's end (at most ``_REACH`` on); a token longer
+    than that is left out whole.
+    """
+    if len(text) <= limit:
+        return text
+    end, stop = limit, min(len(text), limit + _REACH)
+    while end < stop and _in_token(text, end) and _in_token(text, end - 1):
+        end += 1
+    if end < len(text) and _in_token(text, end) and _in_token(text, end - 1):
+        start = limit  # a token too long to end: cut before it
+        while start > 0 and _in_token(text, start - 1):
+            start -= 1
+        return text[:start]
+    return text[:end]
