@@ -95,3 +95,24 @@ def written_in_chinese(value: int) -> str:
 def test_numbers_round_trip_in_chinese_and_digits(value: int) -> None:
     assert chinese_number(written_in_chinese(value)) == value
     assert chinese_number(str(value)) == value
+
+
+@pytest.mark.parametrize(
+    ("english", "chinese"),
+    [
+        ("will it rain on Friday in Shanghai", "周五上海会下雨吗"),
+        ("this Friday", "这周五"),
+        ("next Friday", "下周五"),
+        ("flight to Chengdu on Monday", "周一去成都的机票"),
+    ],
+)
+def test_an_english_weekday_is_the_day_its_chinese_twin_names(english: str, chinese: str) -> None:
+    """Found by a walkthrough, on a Thursday: "on Friday" was the Friday before (a
+    forecast for last week), 周五 the next day; "next Friday" and "this Friday" gave none."""
+    thursday = datetime(2026, 12, 3, 2, 0, tzinfo=UTC)
+    said, told = (
+        find_relative_date(english, thursday, ZONE),
+        find_relative_date(chinese, thursday, ZONE),
+    )
+    assert said is not None and told is not None
+    assert (said.start, said.end) == (told.start, told.end)

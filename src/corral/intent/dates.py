@@ -155,9 +155,18 @@ def _weekday_cn(match: re.Match[str], today: date) -> tuple[date, date]:
 
 
 def _weekday_en(match: re.Match[str], today: date) -> tuple[date, date]:
+    """An English weekday, read as the Chinese one is (a week starts on Monday).
+
+    ``last Friday``: the one before today. ``on``/``this Friday``: this week's, as 周五;
+    ``next Friday``: next week's, as 下周五.
+    """
     target = _WEEKDAYS_EN[match.group("day").lower()]
-    back = (today.weekday() - target) % 7 or 7  # "last Friday" / "on Friday": the one before
-    point = today - timedelta(days=back)
+    which = match.group("which").lower()
+    if which == "last":
+        point = today - timedelta(days=(today.weekday() - target) % 7 or 7)
+    else:
+        week_start = today - timedelta(days=today.weekday())
+        point = week_start + timedelta(days=target + (7 if which == "next" else 0))
     return point, point
 
 
@@ -256,7 +265,8 @@ _RULES: list[tuple[str, Resolver]] = [
         _weekday_cn,
     ),
     (
-        r"\b(?:last|on)\s+(?P<day>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+        r"\b(?P<which>last|on|this|next)\s+(?P<day>monday|tuesday|wednesday|thursday|friday"
+        r"|saturday|sunday)\b",
         _weekday_en,
     ),
     # named days and periods
