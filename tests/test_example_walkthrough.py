@@ -77,3 +77,22 @@ def test_a_new_address_ends_where_the_order_is_named(
     summary = _start(ORDERS, message, tmp_path)
     assert summary.status is RunStatus.AWAITING_CONFIRM, summary
     assert f"「{address}」" in (summary.reply or "") or f'"{address}"' in (summary.reply or "")
+
+
+def test_full_width_ids_are_read_as_the_ids_they_are(tmp_path: Path) -> None:
+    """Found by a walkthrough: an input method's ＨＤ２０２４０５０１ was no order id in any
+    example; asked for one, the same answer was asked again, then handed off."""
+    exchange = _start(
+        AFTERSALES, "我的打印机上周坏了，订单号 ＨＤ２０２４０５０１，能换新吗？", tmp_path
+    )
+    assert exchange.status is RunStatus.AWAITING_CONFIRM
+    assert "HD20240501" in (exchange.reply or "")
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "orders"), MemoryStore())
+
+    async def asked_then_answered() -> None:
+        asked = await runtime.start("我的快递到哪了")
+        assert asked.status is RunStatus.AWAITING_USER
+        done = await runtime.resume(asked.run_id, answer="ＯＤ２６１１２００００２")
+        assert done.status is RunStatus.FINISHED and "OD2611200002" in (done.reply or "")
+
+    asyncio.run(asked_then_answered())

@@ -11,6 +11,7 @@ from typing import Any
 from corral.config import EntitySpec
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
+from corral.textfold import fold_letters_and_digits
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -66,8 +67,13 @@ class EntityExtractor:
                 import corral.intent.dates  # noqa: F401
 
     def extract(self, text: str, now: datetime) -> dict[str, Any]:
-        """Every declared entity found in ``text``; a missing one is absent, never guessed."""
+        """Every declared entity found in ``text``; a missing one is absent, never guessed.
+
+        Full-width letters and digits (an input method's ＨＤ２０２４０５０１) are read as
+        ASCII ones, so a pattern written for the one finds the other.
+        """
         found: dict[str, Any] = {}
+        text = fold_letters_and_digits(text)
         lowered = text.lower()
         for entity in self._entities:
             value = self._extract_one(entity, text, lowered, now)
@@ -85,6 +91,7 @@ class EntityExtractor:
         """
         wanted = set(names)
         found: dict[str, list[str]] = {}
+        text = fold_letters_and_digits(text)
         for entity in self._entities:
             if entity.name not in wanted:
                 continue

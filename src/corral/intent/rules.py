@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from corral.config import IntentSpec
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
+from corral.textfold import fold_letters_and_digits
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,11 @@ class RuleClassifier:
                     )
 
     def match(self, text: str) -> RuleMatch | None:
-        """The best matching rule, or ``None`` when no rule matches."""
+        """The best matching rule, or ``None`` when no rule matches.
+
+        Full-width letters and digits are read as ASCII ones, as entities read them.
+        """
+        text = fold_letters_and_digits(text)
         best: _CompiledRule | None = None
         for rule in self._rules:
             if rule.pattern.search(text) and (

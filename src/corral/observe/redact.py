@@ -18,13 +18,12 @@ keeps the real values: a resumed run must call its tools with them.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from corral.events import Event, RunStarted
+from corral.textfold import fold_to_ascii
 
 if TYPE_CHECKING:
     from corral.agent import Agent
@@ -63,35 +62,6 @@ def keeping_ids(redact: Callable[[str], str], text: str, ids: Iterable[str | Non
         text = text.replace(f"\x00{index}\x00", found)
     return text
 
-
-_FOLD_BLOCKS = (
-    (0x80, 0x100),  # no-break space, superscript digits
-    (0x2000, 0x2500),  # spaces, punctuation, super/subscripts, enclosed digits
-    (0x3000, 0x3001),  # ideographic space
-    (0xFE50, 0xFFEF),  # small and full-width forms
-    (0x1D400, 0x1D800),  # mathematical letters and digits
-)
-"""Where the characters that fold to ASCII are; text with none of them is not folded."""
-
-
-def _fold_table() -> dict[int, str]:
-    """Characters whose NFKC form is one ASCII character, mapped to it.
-
-    Full-width digits and letters, ``：``, ``＠``, odd spaces, mathematical digits: one
-    character for one, so offsets in the folded text are offsets in the original.
-    """
-    table = {}
-    for code in chain(*(range(start, end) for start, end in _FOLD_BLOCKS)):
-        folded = unicodedata.normalize("NFKC", chr(code))
-        if len(folded) == 1 and folded.isascii() and folded != chr(code):
-            table[code] = folded
-    return table
-
-
-_FOLD = _fold_table()
-_MAY_FOLD = re.compile(
-    "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b - 1))}" for a, b in _FOLD_BLOCKS) + "]"
-)
 
 # The value after a key word: up to a line end, a quote, ``, ; &``, a Chinese stop, or a
 # ``. ! ?`` that ends a sentence (followed by a space, the end, or non-ASCII text); at
@@ -217,7 +187,7 @@ def redact_builtin(text: str) -> str:
     Every detector runs on the folded text; the spans found are merged (overlapping spans
     become one, shown with the marker of the first) and replaced in the original text.
     """
-    folded = text if not _MAY_FOLD.search(text) else text.translate(_FOLD)
+    folded = fold_to_ascii(text)
     found: list[tuple[int, int, int, str]] = []
     if _MAY_HOLD_SECRET.search(folded.lower()):
         found.extend(_spans(folded, _SECRETS, 0))
