@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, load_agent
 from corral.errors import ErrorCode, InputTooLargeError, InvalidInputError
 from corral.events import tool_attempts
+from corral.inputs import is_blank
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 from tests.helpers import exchange_count
@@ -134,7 +135,7 @@ def test_any_text_ends_in_a_valid_state_without_side_effects(agent: Agent, text:
     earlier = asyncio.run(runtime.start("你好"))
     kept = (store.get_run(earlier.run_id), store.load_events(earlier.run_id))
     before = business_data(agent)
-    if not text.strip():  # says nothing: refused before anything is stored
+    if is_blank(text):  # says nothing: refused before anything is stored
         with pytest.raises(InvalidInputError) as blank:
             asyncio.run(runtime.start(text))
         assert blank.value.code is ErrorCode.INVALID_INPUT

@@ -43,13 +43,15 @@ def require_session_id(session_id: str) -> str:
     return session_id
 
 
-def _visible(value: str) -> bool:
-    """Whether ``value`` holds a character a person sees.
+def is_blank(value: str) -> bool:
+    """Whether ``value`` shows a person nothing.
 
-    Not space, and not a format or control character: a zero-width space, a byte-order
-    mark or NUL alone is as blank to a person as spaces are.
+    Space, and format or control characters: a zero-width space, a byte-order mark or
+    NUL alone is as blank to a person as spaces are.
     """
-    return any(not ch.isspace() and unicodedata.category(ch) not in _INVISIBLE for ch in value)
+    return not value.strip() or all(
+        ch.isspace() or unicodedata.category(ch) in _INVISIBLE for ch in value
+    )
 
 
 _INVISIBLE = frozenset({"Cc", "Cf"})
@@ -64,7 +66,7 @@ def require_words(value: str, what: str) -> str:
     next real answer to a person. Refused before anything is recorded.
     """
     require_text(value, what)
-    if not value.strip() or not _visible(value):
+    if is_blank(value):
         raise InvalidInputError(
             f"{what} is empty" if not value else f"{what} is blank (nothing a person can see)",
             hint="send some text",

@@ -213,6 +213,8 @@ class Liveness:
             return False
         with self._guard:
             if self._closed:  # the worker let its lock go meanwhile: so does this session
+                with suppress(Exception):  # at once: a closed session's end is not
+                    _unlock(conn, self.executor_id)
                 conn.close()
                 return False
             self.conn = conn
