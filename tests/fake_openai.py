@@ -55,6 +55,8 @@ LLAMA_CPP_JSON_SCHEMA_500 = json.dumps(
 class FakeOpenAI:
     behaviours: list[Behaviour] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)
+    """Each request's ``Authorization`` header (the key a client sent)."""
     server: ThreadingHTTPServer | None = None
 
     @property
@@ -79,6 +81,7 @@ class FakeOpenAI:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 fake.requests.append(body)
+                fake.authorizations.append(self.headers.get("authorization"))
                 behaviour = (
                     fake.behaviours.pop(0)
                     if fake.behaviours

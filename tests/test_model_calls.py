@@ -407,3 +407,33 @@ async def test_content_in_text_parts_is_their_text_and_bad_counts_are_estimated(
     for _ in range(2):  # a negative count undid the token budget; a text one crashed
         usage = (await model.complete(ASK)).usage
         assert usage.prompt_tokens > 0 and usage.estimated
+
+
+async def test_an_agent_whose_key_variable_is_unset_sends_no_other_providers_key(
+    fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a walkthrough: with ``api_key_env: DEEPSEEK_API_KEY`` unset, the SDK's
+    fallback sent ``OPENAI_API_KEY`` to the agent's own base_url."""
+    from corral.agent import model_from_config
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-PERSONAL-KEY-1111")
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    settings = {"name": "openai:deepseek-chat", "base_url": fake.base_url}
+    config = parse_config({**CONFIG, "model": {**settings, "api_key_env": "DEEPSEEK_API_KEY"}})
+    model = model_from_config(config)
+    assert model is not None
+    fake.script("{}")
+    await model.complete(ASK)
+    assert fake.authorizations == ["Bearer not-needed"]
+
+
+async def test_the_key_an_endpoint_echoes_in_an_error_is_not_kept(fake: FakeOpenAI) -> None:
+    """Found by a walkthrough: "Incorrect API key provided: gsk_..." was stored, logged and
+    traced as it is: redaction knows some key shapes, not every provider's."""
+    key = "gsk_Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}. See docs"}})
+    fake.script(Behaviour(status=401, raw_body=body))
+    model = OpenAICompatibleModel("m", base_url=fake.base_url, api_key=key, timeout_s=5.0)
+    with pytest.raises(ModelUnavailableError) as info:
+        await model.complete(ASK)
+    assert key not in info.value.message and "[API_KEY]" in info.value.message

@@ -654,10 +654,15 @@ def model_from_config(
     settings = config.model
     if settings.name is None:
         return None
+    key = os.environ.get(settings.api_key_env)
+    if not key and settings.api_key_env != "OPENAI_API_KEY":
+        # the agent named its key's variable: with it unset, no key is sent, never the
+        # OpenAI key the SDK would fall back to (another provider's, to this base_url)
+        key = "not-needed"
     return resolve_model(
         settings.name,
         base_url=settings.base_url,
-        api_key=os.environ.get(settings.api_key_env),
+        api_key=key,
         timeout_s=settings.timeout_s,
         replay_loader=replay_loader,
         negotiation_cache=negotiation_cache,

@@ -107,6 +107,17 @@ class OpenAICompatibleModel:
                 max_retries=0,  # every attempt is corral's, and an event
             )
 
+    def _without_key(self, text: str) -> str:
+        """``text`` with the key this model sends shown as ``[API_KEY]``.
+
+        An endpoint may echo it in an error ("Incorrect API key provided: ..."): a key
+        whose shape redaction does not know would be stored, logged and traced as it is.
+        """
+        key = getattr(self.client, "api_key", None)
+        if not isinstance(key, str) or len(key) < 8 or key == "not-needed":
+            return text
+        return text.replace(key, "[API_KEY]")
+
     @property
     def name(self) -> str:
         """``openai:<model>``."""
@@ -176,7 +187,7 @@ class OpenAICompatibleModel:
                     f"{self.name} did not answer in {self.timeout_s:g} s"
                 ) from exc
             except openai.APIStatusError as exc:
-                status, body = exc.status_code, _body(exc)
+                status, body = exc.status_code, self._without_key(_body(exc))
                 if mode != "prompt" and rejects_format(status, body):
                     steps.append(
                         {
@@ -194,9 +205,11 @@ class OpenAICompatibleModel:
                     status=status,
                 ) from exc
             except openai.APIConnectionError as exc:
-                raise ModelUnavailableError(f"{self.name}: {exc}") from exc
+                raise ModelUnavailableError(f"{self.name}: {self._without_key(str(exc))}") from exc
             except openai.APIError as exc:
-                raise ModelUnavailableError(f"{self.name}: {exc}", retryable=False) from exc
+                raise ModelUnavailableError(
+                    f"{self.name}: {self._without_key(str(exc))}", retryable=False
+                ) from exc
             except ValueError as exc:  # a body that is not the protocol's JSON
                 raise ModelUnavailableError(
                     f"{self.name}: malformed response: {exc}", retryable=False
