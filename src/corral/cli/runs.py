@@ -31,7 +31,7 @@ from corral.cli.common import (
 )
 from corral.errors import InvalidArgumentError, RunNotFoundError
 from corral.inputs import require_one_input, require_words
-from corral.observe.terminal import visible
+from corral.observe.terminal import indented, visible
 
 if TYPE_CHECKING:
     from rich.table import Column
@@ -507,11 +507,13 @@ def handoff(
     )
     console.print(
         Text.assemble(
-            "reason: ", (visible(packet["reason_code"]), "yellow"), f" {visible(packet['reason'])}"
+            "reason: ",
+            (visible(packet["reason_code"]), "yellow"),
+            " " + indented(packet["reason"], len("reason: ")),
         )
     )
     for message in packet["user_messages"]:
-        console.print(Text(f"user: {visible(message)}"))
+        console.print(Text("user: " + indented(message, len("user: "))))
     table = Table("step", "tool", "status", "input", "output", "error")
     for step in packet["steps"]:
         table.add_row(
