@@ -38,6 +38,10 @@ def test_other_ids_keep_16_random_digits_and_a_trace_id_its_otel_round_trip() ->
     trace_id = effects.new_id("trace")
     assert re.fullmatch(r"trace_[0-9a-f]{16}", trace_id)
     assert corral_trace_id(otel_trace_id(trace_id)) == trace_id
+    # as the console exporter prints it (a walkthrough: --trace 0x... found no run)
+    assert corral_trace_id("0x" + otel_trace_id(trace_id)) == trace_id
+    assert corral_trace_id("0X" + otel_trace_id(trace_id).upper()) == trace_id
+    assert corral_trace_id("0xnothex") == "0xnothex"
     assert re.fullmatch(r"plan_[0-9a-f]{16}", effects.new_id("plan"))
 
 

@@ -35,10 +35,13 @@ def corral_trace_id(given: str) -> str:
     """The corral trace id a user means: ``given`` itself, or the run's id of an OTel id.
 
     An OTel id that no ``trace_<16 hex>`` id gives (a hashed one) is returned unchanged,
-    and so matches nothing.
+    and so matches nothing. The console exporter prints one as ``0x`` and 32 hex digits,
+    which is taken as it is printed (in either case).
     """
-    if _OTEL_ID.fullmatch(given) is None:
+    otel = given.lower().removeprefix("0x")
+    if _OTEL_ID.fullmatch(otel) is None:
         return given
+    given = otel
     candidate = f"trace_{given[16:]}"
     return candidate if otel_trace_id(candidate) == given else given
 
