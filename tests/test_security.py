@@ -391,6 +391,8 @@ def test_home_logs_and_caches_are_private(tmp_path: Path) -> None:
     assert mode(home / "logs") == 0o700 and mode(home / "cache") == 0o700
     assert mode(home / "logs" / f"{data['run_id']}.jsonl") == 0o600
     assert mode(home / "cache" / "signing.key") == 0o600
+    # the agent's business data (a customer's address) too: they were 0755 by the umask
+    assert mode(home / "data") == 0o700 and mode(home / "data" / "orders") == 0o700
     cached = list((home / "cache").glob("*.pkl"))
     assert cached and all(mode(p) == 0o600 for p in cached)
     home.chmod(0o755)  # a home made by an older corral

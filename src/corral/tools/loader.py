@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from corral.errors import ConfigInvalidError, CorralError
+from corral.files import private_dir
 
 _MAX_MESSAGE = 300
 """Characters of the exception's own message kept in the error."""
@@ -126,6 +127,9 @@ def run_setup(module: ModuleType, data_dir: Path, folder: Path) -> Setup:
     if not callable(setup):
         return Setup()
     try:
+        # business data (a customer's address): its folders are made 0700, as the home's
+        private_dir(data_dir.parent)
+        private_dir(data_dir)
         made = setup(data_dir)
         generator = made if isinstance(made, Generator) else None
         deps = next(generator) if generator is not None else made
