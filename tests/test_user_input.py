@@ -169,3 +169,25 @@ def test_an_answer_to_a_run_that_waits_for_a_confirmation_says_so(tmp_path: Path
         assert again.status is RunStatus.AWAITING_CONFIRM
 
     asyncio.run(scenario())
+
+
+def test_chat_takes_confirm_words_and_asks_again_on_cancel_to_a_cancellation(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: "cancel" said to "Cancel order X?" rejected it (the order
+    stayed), and "confirm", "确定" and "同意" were not taken as yes. An unclear answer is
+    asked again with the question itself, so the person sees what they confirm."""
+    from tests.conftest import ORDERS
+
+    english = corral_cli(
+        tmp_path / "en",
+        "chat",
+        str(ORDERS),
+        stdin="cancel order OD2611280008\ncancel\nconfirm\n/quit\n",
+    )
+    assert "agent> Please answer yes or no (是 / 不): Cancel order OD2611280008" in english.stdout
+    assert "state: finished" in english.stdout and "Nothing was changed" not in english.stdout
+    chinese = corral_cli(
+        tmp_path / "zh", "chat", str(ORDERS), stdin="取消订单 OD2611280008\n确定\n/quit\n"
+    )
+    assert "已经取消" in chinese.stdout

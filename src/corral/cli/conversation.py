@@ -41,17 +41,26 @@ YES = {
     "好",
     "好的",
     "确认",
+    "确定",
+    "同意",
     "可以",
     "行",
     "嗯",
     "对",
+    "对的",
+    "没问题",
     "y",
     "yes",
+    "yep",
+    "yeah",
     "ok",
     "okay",
     "sure",
+    "confirm",
+    "go ahead",
 }
-NO = {"不", "不要", "不用", "否", "取消", "算了", "n", "no", "nope", "cancel"}
+NO = {"不", "不要", "不用", "不行", "不是", "否", "算了", "别", "n", "no", "nope"}
+"""Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no."""
 YES_OR_NO = {"zh": "请回答 是 或 不 (yes / no)", "en": "Please answer yes or no (是 / 不)"}
 """What the chat asks when a confirmation's answer is neither, in the run's language."""
 
@@ -105,8 +114,9 @@ def _converse(runtime: Runtime, session_id: str) -> None:
         try:
             if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
                 word = line.lower().rstrip("。.!！")
-                if word not in YES | NO:
-                    console.print(f"agent> {YES_OR_NO[language]}")
+                if word not in YES | NO:  # the question again, with what it is about
+                    prompt = visible(waiting.pending.prompt)
+                    console.print(Text(f"agent> {YES_OR_NO[language]}: {prompt}"))
                     continue
                 summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
             else:
