@@ -96,3 +96,20 @@ def test_full_width_ids_are_read_as_the_ids_they_are(tmp_path: Path) -> None:
         assert done.status is RunStatus.FINISHED and "OD2611200002" in (done.reply or "")
 
     asyncio.run(asked_then_answered())
+
+
+def test_a_message_that_is_only_an_id_keeps_the_conversations_language(tmp_path: Path) -> None:
+    """Found by a walkthrough: "OD2611200002" alone was answered in English (its letters
+    read as English words), and the Chinese turn after it too, the run's language kept."""
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+
+    async def turns() -> None:
+        async def language(message: str, session: str) -> str:
+            summary = await runtime.start(message, session_id=session)
+            return (await runtime.load_state(summary.run_id)).language
+
+        assert await language("OD2611200002", "zh") == "zh"  # the agent's default
+        assert await language("where is my parcel", "en") == "en"
+        assert await language("OD2611200002", "en") == "en"  # the conversation's
+
+    asyncio.run(turns())

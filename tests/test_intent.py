@@ -91,6 +91,8 @@ def test_language_detection() -> None:
     assert detect_language("我的打印机") == "zh"
     assert detect_language("my printer") == "en"
     assert detect_language("12345", default="en") == "en"
+    assert detect_language("OD2611200002", default="zh") == "zh"  # an id is no English word
+    assert detect_language("OD2611200002 please", default="zh") == "en"
 
 
 @pytest.mark.parametrize(

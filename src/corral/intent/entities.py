@@ -14,14 +14,20 @@ from corral.errors import ConfigInvalidError
 from corral.textfold import fold_letters_and_digits
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]")
+_LATIN_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]+(?![A-Za-z0-9_])")
+"""Letters standing as a word, not part of an id mixed with digits."""
 
 
 def detect_language(text: str, default: Language = "zh") -> Language:
-    """``zh`` when the text has any CJK character, ``en`` when it has Latin letters only."""
+    """``zh`` when the text has any CJK character, ``en`` when it has an English word.
+
+    Letters inside an id (``OD2611200002``, ``HD20240501``) are no word: a message that
+    is only an id says nothing of its language, and ``default`` (the conversation's, or
+    the agent's) is kept.
+    """
     if _CJK.search(text):
         return "zh"
-    if _LATIN.search(text):
+    if _LATIN_WORD.search(text):
         return "en"
     return default
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from corral.agent import Agent
+from corral.clipping import clip
 from corral.contracts import (
     EventType,
     HandoffPacket,
@@ -455,7 +456,9 @@ class Runtime:
         async with holding as held:
             # the run's start is written out here, not in a coroutine of its own: a frame
             # that would stay alive, waiting on the drive, for the whole run
-            language = detect_language(message, self.agent.config.default_language)
+            language = detect_language(
+                message, _spoken(session) or self.agent.config.default_language
+            )
             ranks = self.replayed_latency is not None or self._ranked_tools()
             observed = await self._observed_latency() if ranks else {}
             journal = self._begin(
@@ -1121,6 +1124,14 @@ class Runtime:
             self.store.save_session(merge(self.store.get_session(state.session_id, now)))
 
 
+def _spoken(session: SessionRecord | None) -> Language | None:
+    """The language of the conversation's last turn, if it said one (older turns did not)."""
+    if session is None or not session.turns:
+        return None
+    language = session.turns[-1].get("language")
+    return language if language in ("zh", "en") else None
+
+
 def _merged_session(
     state: RunState, now: datetime, existing: SessionRecord | None
 ) -> SessionRecord:
@@ -1130,10 +1141,11 @@ def _merged_session(
     turns.append(
         {
             "run_id": state.run_id,
-            "message": state.messages[-1][:100] if state.messages else "",
+            "message": clip(state.messages[-1], 100) if state.messages else "",
             "intent": state.intent.label if state.intent else None,
             "status": state.status.value,
-            "reply": (state.reply or "")[:100],
+            "reply": clip(state.reply or "", 100),
+            "language": state.language,
         }
     )
     entities = {**(existing.entities if existing else {}), **state.entities}
