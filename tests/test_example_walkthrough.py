@@ -113,3 +113,27 @@ def test_a_message_that_is_only_an_id_keeps_the_conversations_language(tmp_path:
         assert await language("OD2611200002", "en") == "en"  # the conversation's
 
     asyncio.run(turns())
+
+
+@pytest.mark.parametrize(
+    ("message", "answer"),
+    [
+        ("帮我改一下收货地址 OD2611250001", "上海市徐汇区漕溪北路100号"),
+        ("I need to change the address of order OD2611250001", "221B Baker Street, London"),
+    ],
+)
+def test_the_answer_to_what_is_the_new_address_is_the_address(
+    message: str, answer: str, tmp_path: Path
+) -> None:
+    """Found by a walkthrough: the new address given alone, as asked, was not taken (its
+    patterns need "改成 ..." around it): the question was asked again, then handed off."""
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+
+    async def asked_then_answered() -> None:
+        asked = await runtime.start(message)
+        assert asked.status is RunStatus.AWAITING_USER, asked
+        done = await runtime.resume(asked.run_id, answer=answer)
+        assert done.status is RunStatus.AWAITING_CONFIRM, done
+        assert answer in (done.reply or "")
+
+    asyncio.run(asked_then_answered())

@@ -151,6 +151,11 @@ class EntitySpec(_Strict):
     label: TemplateText | None = None
     """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
     of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""
+    whole_answer: bool = False
+    """When a run asks for this entity and the answer gives it no value by the patterns,
+    the answer itself (trimmed, at most 200 characters) is the value: a free-text slot,
+    such as a new address given alone ("上海市徐汇区漕溪北路100号"), whose patterns need
+    words around it in a message ("改成 ...")."""
 
     @property
     def carries_over(self) -> bool:

@@ -47,6 +47,9 @@ from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
 
+WHOLE_ANSWER_CHARS = 200
+"""The longest answer taken whole as a ``whole_answer`` entity's value."""
+
 
 class RunLoop:
     """Drives one run until it finishes, fails, is handed off, or pauses."""
@@ -174,6 +177,11 @@ class RunLoop:
         slot = state.answered_slot
         if slot and state.intent is not None and state.intent.label:
             found = agent.intent.entities.extract(text, now)
+            spec = agent.config.entities.get(slot)
+            if slot not in found and spec is not None and spec.whole_answer:
+                whole = text.strip()
+                if whole and len(whole) <= WHOLE_ANSWER_CHARS:
+                    found[slot] = whole
             self._merge_entities(found, "answer")
             if slot in found:
                 self.journal.write_fact(slot, found[slot], FactSource.USER, "answer")
