@@ -678,3 +678,16 @@ async def test_replay_model_fails_loudly_on_an_unseen_request() -> None:
 
     with pytest.raises(ReplayDivergedError):
         await ReplayModel().complete(ModelRequest("plan", (Message("user", "new"),)))
+
+
+async def test_an_answer_longer_than_what_is_recorded_is_rejected_live_as_in_a_replay() -> None:
+    """Found by a walkthrough: a plan after 25 000 spaces was accepted live, stored cut at
+    20 000 characters, and ``corral replay`` of the run diverged (rejected there)."""
+    from corral.models.structured import MAX_RECORDED_TEXT
+
+    attempts, record = _record()
+    padded = " " * MAX_RECORDED_TEXT + '{"a": 1, "b": "x"}'
+    model = ScriptedModel([padded, '{"a": 2, "b": "y"}'])
+    value = await ask_structured(model, ModelRequest("t", ()), Pair, _call, record)
+    assert value.a == 2 and [a.accepted for a in attempts] == [False, True]
+    assert "over 20,000 characters" in (attempts[0].reason or "")

@@ -116,6 +116,8 @@ async def ask_structured(
         response: ModelResponse = await call(model, request)
         repaired = False
         try:
+            if len(response.text) > MAX_RECORDED_TEXT:  # stored cut, a replay would differ
+                raise ValueError(f"the answer is over {MAX_RECORDED_TEXT:,} characters")
             data, repaired = parse_json(response.text)
             value = output.model_validate(data)
             problems = check(value) if check is not None else []
