@@ -116,3 +116,24 @@ def test_an_english_weekday_is_the_day_its_chinese_twin_names(english: str, chin
     )
     assert said is not None and told is not None
     assert (said.start, said.end) == (told.start, told.end)
+
+
+@pytest.mark.parametrize(
+    ("text", "weekday", "day"),
+    [
+        ("the package I ordered on Friday", "past", "2026-11-27"),  # said on a Monday
+        ("周五买的键盘", "past", "2026-11-27"),
+        ("will it rain on Friday", "future", "2026-12-04"),
+        ("周五会下雨吗", "future", "2026-12-04"),
+        ("on Friday", "this_week", "2026-12-04"),
+        ("上周五", "future", "2026-11-27"),  # says its week: as said
+        ("next Friday", "past", "2026-12-11"),
+        ("on Monday", "past", "2026-11-30"),  # today is the latest Monday up to today
+    ],
+)
+def test_a_bare_weekday_goes_the_way_its_entity_says(text: str, weekday: str, day: str) -> None:
+    """Review: with "on Friday" read as this week's, an orders query said on a Monday
+    ("ordered on Friday") searched the coming Friday; a forecast needs the coming one."""
+    monday = datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
+    found = find_relative_date(text, monday, ZONE, weekday)  # type: ignore[arg-type]
+    assert found is not None and found.start.isoformat() == day

@@ -151,6 +151,10 @@ class EntitySpec(_Strict):
     label: TemplateText | None = None
     """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
     of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""
+    weekday: Literal["this_week", "past", "future"] = "this_week"
+    """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
+    latest up to today (``past``: an order placed on Friday) or the next from today
+    (``future``: a forecast for Friday). "上周五", "next Friday" say which themselves."""
     whole_answer: bool = False
     """When a run asks for this entity and the answer gives it no value by the patterns,
     the answer itself (trimmed, at most 200 characters) is the value: a free-text slot,

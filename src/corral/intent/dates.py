@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 CN_DIGITS = {
@@ -311,7 +312,15 @@ _RULES: list[tuple[str, Resolver]] = [
 _COMPILED = [(re.compile(pattern, re.IGNORECASE), resolve) for pattern, resolve in _RULES]
 
 
-def find_relative_date(text: str, now: datetime, timezone: str) -> DateRange | None:
+BareWeekday = Literal["this_week", "past", "future"]
+"""Which day a bare weekday (周五, "on Friday") names: this week's (as 周五 reads), the
+latest one up to today (an order placed on Friday), or the next one from today (a
+forecast for Friday). "上周五", "this/next/last Friday" say which themselves."""
+
+
+def find_relative_date(
+    text: str, now: datetime, timezone: str, weekday: BareWeekday = "this_week"
+) -> DateRange | None:
     """The first date expression in ``text``, resolved against ``now`` in ``timezone``.
 
     When several rules match, the one that starts first wins, then the one listed first.
@@ -324,6 +333,24 @@ def find_relative_date(text: str, now: datetime, timezone: str) -> DateRange | N
                 break
             resolved = resolve(match, today)
             if resolved is not None:
+                if weekday != "this_week" and _bare_weekday(resolve, match):
+                    resolved = _toward(resolved[0], today, weekday)
                 best = (match.start(), order, DateRange(resolved[0], resolved[1], match.group(0)))
                 break
     return best[2] if best else None
+
+
+def _bare_weekday(resolve: object, match: re.Match[str]) -> bool:
+    """Whether ``match`` is a weekday that says no week: 周五, 星期五, "on Friday"."""
+    if resolve is _weekday_cn:
+        return not match.group("which")
+    return resolve is _weekday_en and match.group("which").lower() == "on"
+
+
+def _toward(point: date, today: date, weekday: BareWeekday) -> tuple[date, date]:
+    """``point`` (this week's) moved a week back (``past``) or on (``future``) if needed."""
+    if weekday == "past" and point > today:
+        point -= timedelta(days=7)
+    elif weekday == "future" and point < today:
+        point += timedelta(days=7)
+    return point, point

@@ -148,7 +148,7 @@ class EntityExtractor:
         if spec.kind == "date_range":
             from corral.intent.dates import find_relative_date
 
-            found = find_relative_date(text, now, self._timezone)
+            found = find_relative_date(text, now, self._timezone, entity.spec.weekday)
             return found.as_json() if found else None
         if spec.kind == "amount":
             from corral.intent.amounts import find_amount
