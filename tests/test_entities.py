@@ -40,6 +40,10 @@ NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
         ("2k元", 2000),
         ("¥1.2k", 1200),
         ("3百五十块", None),  # digits and a numeral mixed: not read, never guessed
+        ("5千5百块", None),  # review: read as 500
+        ("两千5百块", None),
+        ("1万2千元", None),  # review: read as 2000
+        ("¥3千万", None),  # review: read as 3000
     ],
 )
 def test_amounts(text: str, value: float | None) -> None:

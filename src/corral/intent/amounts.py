@@ -48,17 +48,34 @@ def _tail(text: str, unit_hint: int | None) -> int | None:
 def find_amount(text: str) -> float | None:
     """The first money amount in ``text``, as a number."""
     for match in _AMOUNT.finditer(text):
+        if _mixed(text, match):
+            continue  # "3百五十块", "5千5百块", "¥3千万": numerals mixed, not read (never guessed)
         if match.group("sym"):
             return _times(match.group("sym"), match.group("symult"))
         if match.group("num"):
             return _times(match.group("num"), match.group("mult"))
-        if match.start() and text[match.start() - 1].isdigit():
-            continue  # "3百五十块": digits and a numeral mixed, not read at all (never guessed)
         value_cn = chinese_amount(match.group("cn"))
         if value_cn is not None:
             tail = match.group("tail")
             return float(value_cn) + (_DIGITS[tail] / 10 if tail else 0.0)
     return None
+
+
+_NUMERAL = frozenset("零〇一二两三四五六七八九十百千万亿") | frozenset("0123456789")
+
+
+def _mixed(text: str, match: re.Match[str]) -> bool:
+    """Whether the amount ``match`` found is part of a longer mix of digits and numerals.
+
+    Digits or a numeral right before it ("5千" before "5百块"), or a unit right after its
+    own ("¥3千" before "万"): read alone, it would be a wrong amount.
+    """
+    before = text[match.start() - 1] if match.start() else ""
+    if before in _NUMERAL:
+        return True
+    unit = match.group("symult")
+    after = text[match.end()] if unit and match.end() < len(text) else ""
+    return after in _NUMERAL
 
 
 def _times(digits: str, unit: str | None) -> float:
