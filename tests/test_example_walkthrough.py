@@ -34,6 +34,13 @@ def _start(folder: Path, message: str, tmp_path: Path) -> RunSummary:
         ("Hello!", "无关闲聊"),
         ("今天天气不错", "无关闲聊"),
         ("Hello! Nice weather today", "无关闲聊"),
+        # review: small talk with a short tail stays small talk, and a request after it
+        # is the request
+        ("谢谢你", "无关闲聊"),
+        ("您好，在吗", "无关闲聊"),
+        ("thank you so much", "无关闲聊"),
+        ("今天天气很冷，我的打印机坏了，要报修", "报修"),
+        ("who are you? my printer is broken", "报修"),
     ],
 )
 def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
@@ -69,6 +76,12 @@ def test_a_search_filter_of_one_turn_does_not_turn_the_next_into_a_cancellation(
             "12 Baker Street London",
         ),
         ("把订单 OD2611250001 的地址改成上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+        # review: an English address keeps its commas
+        (
+            "change the address of OD2611250001 to 5 Main St, Springfield, IL 62701",
+            "5 Main St, Springfield, IL 62701",
+        ),
+        ("change address to 12 Baker St London, for order OD2611250001", "12 Baker St London"),
     ],
 )
 def test_a_new_address_ends_where_the_order_is_named(
