@@ -380,6 +380,7 @@ ASK = ModelRequest("t", (Message("user", "hi"),))
         Behaviour(raw_body='{"choices": [{"message": "hi"}]}'),
         Behaviour(message={"role": "assistant", "content": {"entities": {}}}),
         Behaviour(message={"role": "assistant", "content": 12345}),
+        Behaviour(message={"role": "assistant", "content": [{"type": "image_url"}]}),
     ],
 )
 async def test_a_200_that_is_no_chat_completion_is_model_unavailable(
@@ -396,7 +397,11 @@ async def test_a_200_that_is_no_chat_completion_is_model_unavailable(
 async def test_content_in_text_parts_is_their_text_and_bad_counts_are_estimated(
     fake: FakeOpenAI,
 ) -> None:
-    parts = [{"type": "text", "text": '{"a": '}, {"type": "text", "text": "1}"}]
+    parts = [
+        {"type": "thinking", "thinking": "the user wants a"},  # a reasoning model's
+        {"type": "text", "text": '{"a": '},
+        {"type": "text", "text": "1}"},
+    ]
     fake.script(
         Behaviour(message={"role": "assistant", "content": parts}),
         Behaviour(text="ok", usage_counts={"prompt_tokens": -1000000, "completion_tokens": 5}),

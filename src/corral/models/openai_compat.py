@@ -260,7 +260,8 @@ def _answer_text(name: str, completion: Any) -> str:
 
     The SDK hands back whatever a 200 carried: an HTML page as a string, ``null``, a
     list, a ``message`` that is a string. Each is the endpoint's fault, said as such; a
-    content given as a list of text parts (some gateways) is their text.
+    content given as a list of parts (some gateways, reasoning models) is the text of its
+    text parts, the others left out.
     """
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list):
@@ -272,10 +273,10 @@ def _answer_text(name: str, completion: Any) -> str:
         return ""  # no text (tool calls only): an empty answer, re-asked
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        texts = [_part_text(part) for part in content]
-        if all(text is not None for text in texts):
-            return "".join(text for text in texts if text is not None)
+    if isinstance(content, list):  # text parts, maybe beside others (a reasoning model's)
+        texts = [text for text in map(_part_text, content) if text is not None]
+        if texts:
+            return "".join(texts)
     raise _malformed(name, f"a message whose content is {type(content).__name__}, not text")
 
 
