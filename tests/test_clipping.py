@@ -15,14 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from corral import MemoryStore, Runtime, load_agent
-from corral.clipping import clip
+from corral.clipping import _in_token, clip
 from corral.observe.redact import redact_builtin
 from tests.conftest import AFTERSALES
 
 
 def test_a_cut_never_falls_inside_a_phone_number_an_email_or_a_card() -> None:
     pad = "啊" * 195
-    for secret in ("13812345678", "zhang@example.com", "4111 1111 1111 1111"):
+    secrets = ("13812345678", "zhang@example.com", "4111 1111 1111 1111", "+1 (415) 555-0100")
+    # review: full-width ones were cut inside
+    full_width = ("１３８１２３４５６７８", "ｚｈａｎｇ＠ｅｘａｍｐｌｅ．ｃｏｍ")
+    for secret in (*secrets, *full_width):
         cut = clip(pad + secret + " and more", 200)
         assert cut.endswith(secret)
         assert "[" in redact_builtin(cut)  # whole: redaction sees it
@@ -37,6 +40,17 @@ def test_a_cut_is_a_prefix_near_the_limit(text: str, limit: int) -> None:
     assert len(cut) <= limit + 80
     if len(text) <= limit:
         assert cut == text
+    elif cut:  # never between two characters of one token
+        end = len(cut)
+        assert not (_in_token(text, end) and _in_token(text, end - 1))
+
+
+def test_a_value_summary_says_it_was_cut_only_when_it_was() -> None:
+    from corral.tools.spec import _short
+
+    url = "https://track.example.com/p/ABCDEFGH12345678ZZ"
+    assert _short(url) == url  # one token, kept whole: nothing was cut
+    assert _short("啊" * 50).endswith("...")
 
 
 def test_the_stored_intent_summary_keeps_a_phone_number_whole(tmp_path: Path) -> None:
@@ -48,5 +62,5 @@ def test_the_stored_intent_summary_keeps_a_phone_number_whole(tmp_path: Path) ->
         e for e in store.load_events(summary.run_id) if e.type.value == "intent_classified"
     ]
     text = classified[0].data["text"]
-    assert "13812345678" in text and "1381234567" + '"' not in text
+    assert "13812345678" in text
     assert "13812345678" not in redact_builtin(text)

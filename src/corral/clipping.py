@@ -7,23 +7,23 @@ longer recognised, so its first part was shown as it is: the cut must not fall i
 
 from __future__ import annotations
 
-_TOKEN_MARKS = frozenset("@._+-:/%=")
+from corral.textfold import fold_to_ascii
+
+_TOKEN_MARKS = frozenset("@._+-:/%=()")
 """Besides ASCII letters and digits, what ids, addresses and keys are written with."""
 _REACH = 80
 """How far a cut may move on to end the token it falls in."""
 
 
 def _in_token(text: str, index: int) -> bool:
-    ch = text[index]
+    ch = fold_to_ascii(text[index])  # full-width too: redaction folds before it looks
     if ch.isascii() and (ch.isalnum() or ch in _TOKEN_MARKS):
         return True
-    # a space between digits: a card or phone number written in groups
-    return (
-        ch == " "
-        and 0 < index < len(text) - 1
-        and text[index - 1].isdigit()
-        and (text[index + 1].isdigit())
-    )
+    # a space inside a number written in groups: a card, "+1 (415) 555-0100"
+    if ch != " " or not 0 < index < len(text) - 1:
+        return False
+    before, after = fold_to_ascii(text[index - 1]), fold_to_ascii(text[index + 1])
+    return (before.isdigit() or before == ")") and (after.isdigit() or after == "(")
 
 
 def clip(text: str, limit: int) -> str:

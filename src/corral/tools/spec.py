@@ -115,7 +115,10 @@ class _SafeFields(dict[str, Any]):
 
 def _short(value: Any) -> str:
     text = str(value)
-    return text if len(text) <= 40 else clip(text, 37) + "..."
+    if len(text) <= 40:
+        return text
+    cut = clip(text, 37)  # never inside a token: a cut one would escape redaction
+    return cut + "..." if len(cut) < len(text) else cut
 
 
 def _unwrap_optional(annotation: Any) -> tuple[Any, bool]:
