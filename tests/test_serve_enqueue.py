@@ -60,6 +60,9 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             assert http.get(f"/runs/{run_id}/events").status_code == 404  # nothing ran here
             busy = http.post(f"/runs/{run_id}/resume", json={})  # queued, not taken: not "no run"
             assert busy.status_code == 409 and busy.json()["error"]["code"] == "RUN_BUSY"
+            too_long = {"message": EXCHANGE, "session_id": "u" * 129}  # refused before a 202
+            refused = http.post("/agents/aftersales/runs", json=too_long)
+            assert refused.status_code == 422 and "over 128" in refused.json()["error"]["message"]
 
             workers.start("w-1", AFTERSALES)
             paused = streamed(http, run_id)  # opened while the drive waits in the queue

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
-from corral.inputs import require_one_input, require_text, require_words
+from corral.inputs import require_one_input, require_session_id, require_words
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -47,7 +47,7 @@ class QueuedRuns:
         """Enqueue a new run's first drive; its run id."""
         require_words(message, "the message")
         if session_id is not None:
-            require_text(session_id, "the session id")
+            require_session_id(session_id)
         limit = agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(

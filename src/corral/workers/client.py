@@ -21,6 +21,7 @@ from corral.errors import (
     RunNotResumableError,
 )
 from corral.events import ConfirmationGiven, Event, UserAnswered
+from corral.inputs import require_session_id
 from corral.observe.logs import valid_run_id
 from corral.runtime.inputs import check_input, check_step
 from corral.runtime.state import RunState, fold
@@ -277,6 +278,9 @@ class RunQueue:
                 f"{run_id[:80]!r} is not a run id",
                 hint="up to 64 letters, digits, '_' or '-' (no '.': it separates the drive)",
             )
+        session_id = given.get("session_id")
+        if session_id is not None:  # refused here, not by the worker after a 202
+            require_session_id(session_id)
         chosen = run_id or LiveEffects().new_id("run")
         self._enqueue(DriveArgs(run_id=chosen, **given), 0)
         return chosen
