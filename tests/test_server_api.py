@@ -390,3 +390,9 @@ def test_a_json_body_sent_without_its_content_type_is_told_so(base: str) -> None
             assert "Content-Type: application/json" in error["hint"]
         wrong_field = http.post("/agents/aftersales/runs", json={"mesage": "hello"})
         assert "application/json" not in wrong_field.json()["error"]["message"]  # sent as JSON
+        # review: a +json type is JSON to FastAPI, and no body at all was sent as nothing
+        merge_patch = {"Content-Type": "application/merge-patch+json"}
+        wrong = http.post("/agents/aftersales/runs", content=b'{"mesage": 1}', headers=merge_patch)
+        assert "not as application/json" not in wrong.json()["error"]["message"]
+        empty = http.post("/agents/aftersales/runs")
+        assert empty.status_code == 422 and "not as application/json" not in empty.text

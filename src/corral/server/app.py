@@ -260,8 +260,12 @@ def _answer_errors(app: FastAPI) -> None:
         )
         hint = "see GET /openapi.json for the fields each route takes"
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        json_kind = kind == "application/json" or kind.endswith("+json")  # FastAPI's own test
+        sent = request.headers.get("content-length", "0") != "0" or (
+            "transfer-encoding" in request.headers
+        )
         body_refused = any(error["loc"][:1] == ("body",) for error in exc.errors())
-        if body_refused and kind != "application/json":  # FastAPI reads no other kind as JSON
+        if body_refused and sent and not json_kind:  # FastAPI reads no other kind as JSON
             shown = f"as {kind}" if kind else "without a Content-Type"
             problems = f"the body was sent {shown}, not as application/json; {problems}"
             hint = "send the JSON body with the header Content-Type: application/json"
