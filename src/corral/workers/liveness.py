@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import threading
 import time
@@ -92,14 +93,14 @@ def lock_key(executor_id: str) -> int:
 
 CONNECT_TIMEOUT_S = 10
 """How long a connect may wait for a server that does not answer (a lost network), unless
-the URL says (``?connect_timeout=N``)."""
+the URL (``?connect_timeout=N``) or ``PGCONNECT_TIMEOUT`` says."""
 
 
 def _connect(url: str, application_name: str) -> psycopg.Connection[tuple[object, ...]]:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
-    if "connect_timeout" in conninfo_to_dict(url):
+    if "connect_timeout" in conninfo_to_dict(url) or "PGCONNECT_TIMEOUT" in os.environ:
         return psycopg.connect(url, application_name=application_name, autocommit=True)
     return psycopg.connect(
         url,

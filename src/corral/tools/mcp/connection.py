@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from corral.clipping import clip
 from corral.errors import (
     CorralError,
     ToolFailedError,
@@ -254,7 +255,7 @@ class McpConnection:
             if exc.code != CONNECTION_CLOSED:  # the server answered with an error
                 said = redact(exc.message, self.secrets)
                 message = f"MCP server {self.name!r} refused {tool}: {said}"
-                raise ToolFailedError(message[:300]) from None
+                raise ToolFailedError(clip(message, 300)) from None
             await self._discard(started)
             raise TransientToolError(
                 f"MCP server {self.name!r} went away while {tool} was running"
