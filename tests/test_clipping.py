@@ -31,6 +31,8 @@ def test_a_cut_never_falls_inside_a_phone_number_an_email_or_a_card() -> None:
         assert "[" in redact_builtin(cut)  # whole: redaction sees it
     long_key = "啊" * 150 + "sk-" + "a" * 200
     assert clip(long_key, 200) == "啊" * 150  # too long to end: left out whole
+    blob = "x" * 300  # one long word from the start: cut at the limit, not to nothing
+    assert clip(blob, 200) == "x" * 200
 
 
 @given(st.text(max_size=400), st.integers(min_value=1, max_value=300))
@@ -40,9 +42,9 @@ def test_a_cut_is_a_prefix_near_the_limit(text: str, limit: int) -> None:
     assert len(cut) <= limit + 80
     if len(text) <= limit:
         assert cut == text
-    elif cut:  # never between two characters of one token
+    elif len(cut) != limit:  # never between two characters of one token (or a blob's cut)
         end = len(cut)
-        assert not (_in_token(text, end) and _in_token(text, end - 1))
+        assert not 0 < end < len(text) or not (_in_token(text, end) and _in_token(text, end - 1))
 
 
 def test_a_value_summary_says_it_was_cut_only_when_it_was() -> None:

@@ -138,14 +138,14 @@ def test_invalid_arguments_list_the_first_five_problems_with_their_paths() -> No
 
 
 def test_a_result_that_failed_before_any_attempt_counts_none_and_summarises_200_chars() -> None:
-    message = "x" * 199 + "yz" + "w" * 50
+    message = "word " * 39 + "wordsmith and more" + " tail" * 20  # 200 falls inside a word
     result = failed_result("t", "MISSING_ARGUMENT", message)
     assert result == ToolResult(
         tool="t",
         status=ToolStatus.ERROR,
         error_code="MISSING_ARGUMENT",
         error_message=message,
-        summary="x" * 199 + "y",
+        summary="word " * 39 + "wordsmith",  # cut at 200, moved on to the end of the word
         attempts=0,
     )
     assert failed_result("t", "TOOL_FAILED", "short", attempts=3).attempts == 3
@@ -396,16 +396,16 @@ async def test_retries_add_their_durations_and_number_attempts_from_first_attemp
 async def test_a_long_summary_is_cut_at_200_characters() -> None:
     @tool(summary="{text}")
     def long() -> Text:
-        return Text(text="a" * 199 + "bc" + "d" * 20)
+        return Text(text="a " * 100 + "b" * 20)
 
     @tool(policy=ToolPolicy(retry=RetryPolicy(max_retries=0, backoff_s=())))
     def fails_long() -> Text:
-        raise ToolFailedError("e" * 199 + "fg")
+        raise ToolFailedError("e " * 100 + "fg")
 
-    assert (await call(long)).summary == "a" * 199 + "b"
+    assert (await call(long)).summary == "a " * 100  # at 200, between two words
     failed = await call(fails_long)
-    assert failed.summary == "e" * 199 + "f"
-    assert failed.error_message == "e" * 199 + "fg"
+    assert failed.summary == "e " * 100
+    assert failed.error_message == "e " * 100 + "fg"
 
 
 # ------------------------------------------------------------------ reconcile
@@ -483,9 +483,9 @@ async def test_a_found_effect_settles_the_write_with_all_attempts_counted() -> N
 
 async def test_a_found_effect_with_a_long_summary_is_cut_at_200_characters() -> None:
     finder = Finder()
-    finder.answer = Ref(ref="r" * 199 + "st")
+    finder.answer = Ref(ref="r " * 100 + "st")
     result = await settle(write_with(finder, summary="{ref}"))
-    assert result.summary == "r" * 199 + "s"
+    assert result.summary == "r " * 100
 
 
 async def test_no_effect_found_proves_the_write_did_not_happen() -> None:

@@ -30,7 +30,9 @@ def clip(text: str, limit: int) -> str:
     """``text`` cut to about ``limit`` characters, never inside a token.
 
     A cut inside one moves on to the token's end (at most ``_REACH`` on); a token longer
-    than that is left out whole.
+    than that is left out whole, unless that would leave less than half of ``limit``
+    (one long word, a blob): that is cut at ``limit``, where what is left of it is still
+    long enough for redaction to know a key by its shape.
     """
     if len(text) <= limit:
         return text
@@ -41,5 +43,5 @@ def clip(text: str, limit: int) -> str:
         start = limit  # a token too long to end: cut before it
         while start > 0 and _in_token(text, start - 1):
             start -= 1
-        return text[:start]
+        return text[:start] if start >= limit // 2 else text[:limit]
     return text[:end]

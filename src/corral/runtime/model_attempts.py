@@ -165,6 +165,7 @@ class ModelAttempts:
             problem = budget_problem(loop)
             if problem:
                 loop.journal.emit(req.purpose, BudgetExceeded(problem))
+                loop.budget_stop = problem  # the run stops on it, whichever layer asked
                 refusal = BudgetExceededError(problem)
                 self._failed(req, chosen, refusal, 0.0, refused=True)  # never sent
                 raise refusal
