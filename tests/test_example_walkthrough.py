@@ -41,6 +41,7 @@ def _start(folder: Path, message: str, tmp_path: Path) -> RunSummary:
         ("thank you so much", "无关闲聊"),
         ("今天天气很冷，我的打印机坏了，要报修", "报修"),
         ("who are you? my printer is broken", "报修"),
+        ("Hello! Nice weather today, isn't it? (3)", "无关闲聊"),  # the demo's, numbered
     ],
 )
 def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
