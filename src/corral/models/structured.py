@@ -76,18 +76,21 @@ def parse_json(text: str) -> tuple[Any, bool]:
     if not stripped:
         raise ValueError("the output was empty")
     try:
+        return _parsed(stripped)
+    except RecursionError:  # 1 000 nested brackets: no answer of ours is this deep
+        raise ValueError("the output is nested too deeply to be an answer") from None
+
+
+def _parsed(stripped: str) -> tuple[Any, bool]:
+    """``parse_json`` of text that is not blank: as it is, else repaired."""
+    try:
         return loads_finite(stripped), False
     except json.JSONDecodeError:
         pass
-    except RecursionError:  # 1 000 nested brackets: no answer of ours is this deep
-        raise ValueError("the output is nested too deeply to be an answer") from None
-    try:
-        repaired = json_repair.loads(stripped)
-        if not isinstance(repaired, dict | list) or not repaired:
-            raise ValueError("no JSON object found in the output")
-        return check_finite(repaired), True
-    except RecursionError:
-        raise ValueError("the output is nested too deeply to be an answer") from None
+    repaired = json_repair.loads(stripped)
+    if not isinstance(repaired, dict | list) or not repaired:
+        raise ValueError("no JSON object found in the output")
+    return check_finite(repaired), True
 
 
 async def ask_structured(

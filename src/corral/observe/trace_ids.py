@@ -41,9 +41,8 @@ def corral_trace_id(given: str) -> str:
     otel = given.lower().removeprefix("0x")
     if _OTEL_ID.fullmatch(otel) is None:
         return given
-    given = otel
-    candidate = f"trace_{given[16:]}"
-    return candidate if otel_trace_id(candidate) == given else given
+    candidate = f"trace_{otel[16:]}"
+    return candidate if otel_trace_id(candidate) == otel else otel
 
 
 def span_id(trace_hex: str, key: str) -> str:

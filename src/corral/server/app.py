@@ -109,9 +109,9 @@ class ServerState:
         """Whether a drive of the run waits for a worker (``--enqueue``; nothing stored yet)."""
         if self.queued is None:
             return False
-        from corral.workers.status import ACTIVE
+        from corral.workers.status import under_way
 
-        return any(status in ACTIVE for status in (await self.queued.drives(run_id)).values())
+        return under_way(await self.queued.drives(run_id))
 
     async def events(self, run_id: str) -> list[Event]:
         """The run's events: the stored ones, then those of its live drive not stored yet.

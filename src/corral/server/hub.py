@@ -217,19 +217,9 @@ class Hub:
     ) -> set[asyncio.Task[None]]:
         """The grace, then two stops (``close``): the runs still going after them."""
         pending = await self._still_running(tasks, grace_s, grace=True)
-        left: set[asyncio.Task[None]] = set()
-        if pending:
-            for task in pending:
-                task.cancel()
-            stuck = await self._still_running(pending, stop_s)
-            for task in stuck:
-                task.cancel()
-            if stuck:
-                left = await self._still_running(stuck, stop_s)
-        for task in pending - left:
-            if not task.cancelled():
-                task.exception()  # retrieved: its failure is logged by ``_pump``
-        return left
+        if not pending:
+            return set()
+        return await self._stopped_left(pending, set(), time.monotonic(), stop_s)
 
     async def _stopped_left(
         self,
@@ -238,10 +228,11 @@ class Hub:
         stopped_at: float,
         stop_s: float,
     ) -> set[asyncio.Task[None]]:
-        """``_stop`` for runs the grace's end stopped already: its stop time counts from then.
+        """The two stops of ``tasks``: the runs still going after them.
 
-        A run started after that (a request in flight then) is stopped now: its grace is
-        over too.
+        ``stopped`` were stopped at ``stopped_at`` already (the grace's end, ``_grace_over``)
+        and their stop time counts from then; the others are stopped now. One still going
+        ``stop_s`` later is stopped again, and given ``stop_s`` more.
         """
         for task in tasks - stopped:
             task.cancel()

@@ -43,7 +43,7 @@ from corral.server.schemas import (
     StartRun,
 )
 from corral.workers.names import workflow_id
-from corral.workers.status import ACTIVE
+from corral.workers.status import under_way
 
 router = data_router()
 State = Annotated[ServerState, Depends(server_state)]
@@ -183,24 +183,24 @@ async def stream(
     # one of a worker's run ends at once, saying so.
     shutdown = anyio.Event()
     held_s = state.settings.shutdown_grace_s + 2.0
+
+    def answer(messages: AsyncIterator[dict[str, str]]) -> Response:
+        return EventSourceResponse(
+            _giving_way(messages), ping=15, shutdown_event=shutdown, shutdown_grace_period=held_s
+        )
+
     if state.queued is not None:  # --enqueue: follow the run's drives through the store
         drives = await state.queued.drives(run_id)
         if not drives:
             await state.events(run_id)  # RUN_NOT_FOUND unless it was stored another way
-        messages = _followed(state, state.queued, run_id, after_seq, last_event_id, shutdown)
-        return EventSourceResponse(
-            _giving_way(messages), ping=15, shutdown_event=shutdown, shutdown_grace_period=held_s
-        )
+        return answer(_followed(state, state.queued, run_id, after_seq, last_event_id, shutdown))
     live = state.hub.live(run_id)  # before reading the store: a drive's events are all here
     stored = await state.events(run_id)
     if live is not None:  # driven here: no other server can have sent more
         start = await _start(after_seq, last_event_id, _always, stored, live.events)
     else:
         start = await _start(after_seq, last_event_id, partial(_settled, state, run_id), stored)
-    messages = _messages(state, run_id, stored, start, live)
-    return EventSourceResponse(
-        _giving_way(messages), ping=15, shutdown_event=shutdown, shutdown_grace_period=held_s
-    )
+    return answer(_messages(state, run_id, stored, start, live))
 
 
 async def _giving_way(messages: AsyncIterator[dict[str, str]]) -> AsyncIterator[dict[str, str]]:
@@ -339,7 +339,7 @@ async def _followed(
         events = await asyncio.to_thread(state.store.load_events, run_id)
 
         async def ended() -> bool:  # no drive queued or running: the log is whole
-            return not any(status in ACTIVE for status in (await queued.drives(run_id)).values())
+            return not under_way(await queued.drives(run_id))
 
         start = await _start(after_seq, last_event_id, ended, events)
         if isinstance(start, tuple):
@@ -348,7 +348,7 @@ async def _followed(
         last = start
     while True:
         drives = await queued.drives(run_id)  # before the events: a finished drive saved all
-        busy = any(status in ACTIVE for status in drives.values())
+        busy = under_way(drives)
         record = await asyncio.to_thread(state.store.get_run, run_id)
         if not busy or (record is not None and record.updated_at != saved):  # a new save
             saved = None if record is None else record.updated_at

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from corral.errors import InvalidInputError, StoreUnavailableError, WorkerIdInUseError
 
@@ -100,14 +100,10 @@ def _connect(url: str, application_name: str) -> psycopg.Connection[tuple[object
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
-    if "connect_timeout" in conninfo_to_dict(url) or "PGCONNECT_TIMEOUT" in os.environ:
-        return psycopg.connect(url, application_name=application_name, autocommit=True)
-    return psycopg.connect(
-        url,
-        application_name=application_name,
-        autocommit=True,
-        connect_timeout=CONNECT_TIMEOUT_S,
-    )
+    bounded: dict[str, Any] = {}
+    if "connect_timeout" not in conninfo_to_dict(url) and "PGCONNECT_TIMEOUT" not in os.environ:
+        bounded["connect_timeout"] = CONNECT_TIMEOUT_S
+    return psycopg.connect(url, application_name=application_name, autocommit=True, **bounded)
 
 
 def idle_timeout_s(poll_s: float) -> float:

@@ -17,6 +17,7 @@ writes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -236,6 +237,11 @@ def _recovered(conn: sa.Connection) -> tuple[int, list[RecoveredRun]]:
 
 ACTIVE = ("ENQUEUED", "DELAYED", "PENDING")
 """DBOS statuses of a drive that will still go on by itself."""
+
+
+def under_way(drives: Mapping[str, str]) -> bool:
+    """Whether any of a run's drives (``run_drives``) will still go on by itself."""
+    return any(status in ACTIVE for status in drives.values())
 
 
 def run_drives(engine: sa.Engine, run_id: str) -> dict[str, str]:
