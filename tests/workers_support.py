@@ -90,6 +90,8 @@ class WorkerPool:
     home: Path
     env: dict[str, str] = field(default_factory=dict)
     started: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    executor_ids: list[str] = field(default_factory=list)
+    """Of ``started``, in order."""
 
     def start(
         self, executor_id: str, *agents: Path, options: Sequence[str] = ()
@@ -110,6 +112,7 @@ class WorkerPool:
         )
         log.close()
         self.started.append(process)
+        self.executor_ids.append(executor_id)
         return process
 
     def log(self, executor_id: str) -> str:
@@ -120,6 +123,19 @@ class WorkerPool:
         if process.poll() is None:
             process.send_signal(sig)
         process.wait(timeout=60)
+
+    def report(self) -> str:
+        """Each worker's exit code (None: still running) and the end of its log.
+
+        Added to a failing worker test's error: a worker that died, or never got as far
+        as a test waited for, says why in its own log, which the test's ``tmp_path`` only
+        keeps on this machine.
+        """
+        parts = []
+        for process, executor_id in zip(self.started, self.executor_ids, strict=True):
+            tail = self.log(executor_id)[-3000:]
+            parts.append(f"--- worker {executor_id} (exit code {process.poll()}):\n{tail}")
+        return "\n".join(parts)
 
     def close(self) -> None:
         for process in self.started:
@@ -137,6 +153,9 @@ def worker_pool(tmp_path: Path) -> Iterator[WorkerPool]:
         pool = WorkerPool(url, home)
         try:
             yield pool
+        except BaseException as exc:
+            exc.add_note(pool.report())
+            raise
         finally:
             pool.close()
 
