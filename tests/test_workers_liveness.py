@@ -7,6 +7,7 @@ way a dead process's is, by PostgreSQL ending it (``pg_terminate_backend``).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -159,7 +160,6 @@ def test_a_worker_whose_server_is_unreachable_says_so_with_a_code() -> None:
 def test_a_worker_takes_its_lock_back_while_its_watcher_is_held_up(url: str) -> None:
     """A takeover scan blocked on DBOS (it retries while the server is away) must not keep
     the worker from taking its own lock back: another watcher would call it dead."""
-    import threading
 
     mine = hold(url, "w-me")
     stopping, scanning, release = threading.Event(), threading.Event(), threading.Event()
@@ -189,26 +189,30 @@ def test_a_worker_takes_its_lock_back_while_its_watcher_is_held_up(url: str) -> 
         mine.close()
 
 
+def _slow_connects(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """A server that does not answer a connect until the test says: (connecting, answer)."""
+    from corral.workers import liveness
+
+    connecting, answer = threading.Event(), threading.Event()
+    real = liveness._connect
+
+    def slow_connect(target: str, name: str) -> psycopg.Connection[tuple[object, ...]]:
+        connecting.set()
+        answer.wait(30)
+        return real(target, name)
+
+    monkeypatch.setattr(liveness, "_connect", slow_connect)
+    return connecting, answer
+
+
 def test_a_stop_does_not_wait_for_a_reconnect_to_a_server_that_does_not_answer(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Review of 2d357d4: the keeper held the connection's lock across its reconnect, so
     ``keep`` and ``close`` (a worker's stop, its exit) waited for a connect to a lost
     server to give up (minutes). And a reconnect that ends after the close keeps no lock."""
-    import threading
-
-    from corral.workers import liveness
-
     mine = hold(url, "w-me")
-    connecting, answer = threading.Event(), threading.Event()
-    real = liveness._connect
-
-    def slow_connect(target: str, name: str) -> psycopg.Connection[tuple[object, ...]]:
-        connecting.set()
-        answer.wait(30)  # a server that does not answer, until the test says
-        return real(target, name)
-
-    monkeypatch.setattr(liveness, "_connect", slow_connect)
+    connecting, answer = _slow_connects(monkeypatch)
     terminate(url, mine.conn)
     outcome: list[bool] = []
     reconnect = threading.Thread(target=lambda: outcome.append(mine.ensure()))
@@ -222,3 +226,27 @@ def test_a_stop_does_not_wait_for_a_reconnect_to_a_server_that_does_not_answer(
     reconnect.join(30)
     assert outcome == [False]  # it let the lock go again: the worker had closed
     assert not _holds(url, "w-me")
+
+
+def test_a_session_taken_again_during_a_stop_is_kept_however_quiet(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of a8d6c0f: ``keep`` (a stop begins) ran on the lost connection while a
+    reconnect was under way; the new session carried the idle timeout with nobody left to
+    talk on it, so PostgreSQL ended it and the lock lapsed while drives still ran."""
+    mine = hold(url, "w-me", idle_s=1.0)
+    connecting, answer = _slow_connects(monkeypatch)
+    terminate(url, mine.conn)
+    outcome: list[bool] = []
+    reconnect = threading.Thread(target=lambda: outcome.append(mine.ensure()))
+    reconnect.start()
+    assert connecting.wait(10)
+    mine.keep()  # the stop begins; the process lives on while its drives end
+    answer.set()
+    reconnect.join(30)
+    assert outcome == [True]
+    timeout = mine.conn.execute("SHOW idle_session_timeout").fetchone()
+    assert timeout is not None and timeout[0] == "0"
+    time.sleep(2.5)  # longer than the idle timeout the session was made with
+    assert _holds(url, "w-me")
+    mine.close()

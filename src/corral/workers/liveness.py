@@ -162,6 +162,8 @@ class Liveness:
     _reconnecting: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """One reconnect at a time: the keeper and the watcher may both find the session gone."""
     _closed: bool = field(default=False, repr=False, compare=False)
+    _kept: bool = field(default=False, repr=False, compare=False)
+    """``keep`` was called: a session taken again later is kept however quiet, too."""
 
     def ensure(self) -> bool:
         """Whether the lock is held now, taking it again on a new connection if it was lost.
@@ -214,6 +216,14 @@ class Liveness:
                     _unlock(conn, self.executor_id)
                 conn.close()
                 return False
+            if self._kept:  # a stop began during the connect: nobody talks on it from now
+                try:
+                    _quiet_ends(conn, 0.0)
+                except Exception as exc:
+                    logger.warning("worker %s: liveness session lost (%s)", self.executor_id, exc)
+                    with suppress(Exception):
+                        conn.close()
+                    return False
             self.conn = conn
         logger.warning("worker %s: liveness lock taken again", self.executor_id)
         return True
@@ -222,10 +232,13 @@ class Liveness:
         """Keep the session however quiet it stays (no idle timeout from now on).
 
         A stopping worker's keeper no longer talks on it, and its lock must last until
-        the process ends: a drive may still be inside a tool's thread.
+        the process ends: a drive may still be inside a tool's thread. A reconnect under
+        way (the keeper's or the watcher's) keeps the session it makes as well: it would
+        carry the idle timeout, with nobody left to talk on it.
         """
         try:
             with self._guard:
+                self._kept = True
                 _quiet_ends(self.conn, 0.0)
         except Exception as exc:  # the session is gone already: nothing left to keep
             logger.warning("worker %s: liveness session lost (%s)", self.executor_id, exc)
