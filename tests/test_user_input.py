@@ -17,6 +17,7 @@ import pytest
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
 from corral.errors import ErrorCode, InvalidInputError, RunNotResumableError
+from corral.events import Event
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli
 from tests.serving import EXCHANGE
@@ -191,3 +192,36 @@ def test_chat_takes_confirm_words_and_asks_again_on_cancel_to_a_cancellation(
         tmp_path / "zh", "chat", str(ORDERS), stdin="取消订单 OD2611280008\n确定\n/quit\n"
     )
     assert "已经取消" in chinese.stdout
+
+
+def test_an_answer_written_for_a_question_already_answered_is_not_applied_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 84e7661: a client that looked while another's answer was being driven
+    (the run parsing it) and answered too had its answer, written for the first
+    question, recorded as the answer to the question the run asked next."""
+    from tests.conftest import ORDERS
+
+    store = MemoryStore()
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), store)
+
+    async def scenario() -> None:
+        asked = await runtime.start("退货")
+        again = await runtime.resume(asked.run_id, answer="我不记得了")  # client A
+        assert again.status is RunStatus.AWAITING_USER  # it asks for the order id again
+        events = store.load_events(asked.run_id)
+        parsing = next(e.seq for e in events if e.seq > 8 and e.type.value == "status_changed")
+        real = store.load_events
+        looks: list[int] = []
+
+        def load_events(run_id: str) -> list[Event]:  # client B looked mid-drive
+            looks.append(1)
+            found = real(run_id)
+            return [e for e in found if e.seq <= parsing] if len(looks) == 1 else found
+
+        monkeypatch.setattr(store, "load_events", load_events)
+        with pytest.raises(RunNotResumableError, match="was answered"):
+            await runtime.resume(asked.run_id, answer="OD2611200002")  # client B
+        assert len(real(asked.run_id)) == len(events)  # nothing recorded
+
+    asyncio.run(scenario())

@@ -755,8 +755,8 @@ class Runtime:
             if len(now.messages) <= asked:
                 return False
             if now.messages[asked] != answer:
-                if seen.status is not RunStatus.AWAITING_USER:  # no late repeat of the last
-                    return False  # answer: the run's own state says what it waits for
+                if now.status is RunStatus.AWAITING_CONFIRM:  # not a late repeat of the
+                    return False  # last answer: check_input says the run waits for a yes/no
                 raise RunNotResumableError(f"the question of run {now.run_id} was answered")
             return True
         return False
