@@ -406,12 +406,16 @@ async def test_content_in_text_parts_is_their_text_and_bad_counts_are_estimated(
         Behaviour(message={"role": "assistant", "content": parts}),
         Behaviour(text="ok", usage_counts={"prompt_tokens": -1000000, "completion_tokens": 5}),
         Behaviour(text="ok", usage_counts={"prompt_tokens": "12 tokens", "completion_tokens": 5}),
+        # found by a hostile walkthrough: past int64 crashed the save (OverflowError, no
+        # code, the run lost); below it, the home's stats sums overflowed from then on
+        Behaviour(text="ok", usage_counts={"prompt_tokens": 10**30, "completion_tokens": 1}),
+        Behaviour(text="ok", usage_counts={"prompt_tokens": 1, "completion_tokens": 2**63 - 9}),
     )
     model = http_model(fake.base_url)
     assert (await model.complete(ASK)).text == '{"a": 1}'
-    for _ in range(2):  # a negative count undid the token budget; a text one crashed
+    for _ in range(4):  # a negative count undid the token budget; a text one crashed
         usage = (await model.complete(ASK)).usage
-        assert usage.prompt_tokens > 0 and usage.estimated
+        assert 0 < usage.prompt_tokens + usage.completion_tokens < 10**6 and usage.estimated
 
 
 async def test_an_agent_whose_key_variable_is_unset_sends_no_other_providers_key(

@@ -293,7 +293,9 @@ def _counted(completion: Any) -> Usage | None:
     """The token counts the endpoint gave, when they are counts (else they are estimated).
 
     A count that is not a whole number of zero or more (``"12 tokens"``, ``-1000000``) is
-    not one: taken as given, a negative count undid the run's token and cost budgets.
+    not one: taken as given, a negative count undid the run's token and cost budgets. Nor
+    is one past ``MAX_TOKENS_COUNTED``: no call holds that many, and one past int64 could
+    not be stored (the run was lost), or added up with the home's others in SQL.
     """
     usage = getattr(completion, "usage", None)
     prompt = getattr(usage, "prompt_tokens", None)
@@ -303,5 +305,11 @@ def _counted(completion: Any) -> Usage | None:
     return None
 
 
+MAX_TOKENS_COUNTED = 100_000_000
+"""More tokens than any model's window holds, a hundred times over: not a count."""
+
+
 def _count(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_COUNTED
+    )
