@@ -225,3 +225,60 @@ def test_an_answer_written_for_a_question_already_answered_is_not_applied_to_the
         assert len(real(asked.run_id)) == len(events)  # nothing recorded
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("line", "meant"),
+    [
+        ("yes please", True),
+        ("Yes, go ahead!", True),
+        ("好的，换吧", True),
+        ("好吧", True),
+        ("no problem", True),
+        ("go ahead", True),
+        ("no thanks", False),
+        ("不用了", False),
+        ("算了吧", False),
+        ("不要了。", False),
+        ("maybe later", None),
+        ("not now", None),
+        ("是不是要等很久", None),
+        ("？？", None),
+    ],
+)
+def test_a_confirmation_is_answered_by_its_first_word_with_particles_left_out(
+    line: str, meant: bool | None
+) -> None:
+    """Found by a walkthrough: only exact words were taken ("yes please", "不用了" and
+    "好的，换吧" were asked again)."""
+    from corral.cli.conversation import yes_or_no
+
+    assert yes_or_no(line) is meant
+
+
+def test_chat_takes_a_second_unclear_line_as_a_new_message_and_chats_are_apart(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: a new request typed at a confirmation was asked about again
+    and again (only /quit left); and two chats started in the same second shared one
+    session, the second user's run carrying the first one's order id."""
+    english = "Order HD20240501: my printer is broken, I want a replacement"
+    done = corral_cli(
+        tmp_path / "en",
+        "chat",
+        str(AFTERSALES),
+        stdin=f"{english}\nwhat?\nHow long is the warranty of a printer?\n",
+    )
+    assert done.stdout.count("Please answer yes or no") == 1
+    assert "the confirmation is left waiting: corral resume run_" in done.stdout
+    assert done.stdout.count("state: ") == 2  # the question asked once, then a new run
+    home = tmp_path / "two"
+    first = corral_cli(home, "chat", str(AFTERSALES), stdin="HD20240501 的打印机坏了要报修\n")
+    second = corral_cli(home, "chat", str(AFTERSALES), stdin="能换新吗\n")
+    sessions = [out.stdout.split()[1] for out in (first, second)]
+    assert sessions[0] != sessions[1]
+    assert "entities -" in second.stdout and "order_id=HD20240501" not in second.stdout
+    approved = corral_cli(
+        tmp_path / "yes", "chat", str(AFTERSALES), stdin=f"{english}\nyes please\n"
+    )
+    assert "state: finished" in approved.stdout and "Please answer" not in approved.stdout

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import secrets
 import sys
 import time
 from pathlib import Path
@@ -58,11 +60,43 @@ YES = {
     "sure",
     "confirm",
     "go ahead",
+    "no problem",
 }
 NO = {"不", "不要", "不用", "不行", "不是", "否", "算了", "别", "n", "no", "nope"}
 """Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no."""
 YES_OR_NO = {"zh": "请回答 是 或 不 (yes / no)", "en": "Please answer yes or no (是 / 不)"}
 """What the chat asks when a confirmation's answer is neither, in the run's language."""
+LEFT_WAITING = {
+    "zh": "（确认仍在等待：corral resume {run} --approve 或 --reject）",
+    "en": "(the confirmation is left waiting: corral resume {run} --approve or --reject)",
+}
+"""Said when a second unclear line is taken as a new message instead."""
+_BREAKS = re.compile(r"[\s,，、。.!！?？;；~～]+")
+_PARTICLES = "了吧啊呀呢哈嘛哦"
+
+
+def yes_or_no(line: str) -> bool | None:
+    """The line as an answer to a confirmation: True, False, or None when it is neither.
+
+    The whole line is a yes or no word (``go ahead``), or its first word is, with the
+    sentence-final particles people add (``不用了``, ``好吧``) left out one at a time:
+    ``yes please``, ``好的，换吧``, ``no thanks``. ``no problem`` is a yes, whole.
+    """
+    text = line.strip().lower()
+    words = [w for w in _BREAKS.split(text) if w]
+    if not words:
+        return None
+    candidates = [_BREAKS.sub(" ", text).strip(), words[0]]
+    word = words[0]
+    while len(word) > 1 and word[-1] in _PARTICLES:
+        word = word[:-1]
+        candidates.append(word)
+    for candidate in candidates:
+        if candidate in YES:
+            return True
+        if candidate in NO:
+            return False
+    return None
 
 
 @app.command()
@@ -76,7 +110,8 @@ def chat(
 ) -> None:
     """Talk to an agent in the terminal; the state is shown after each turn.
 
-    Answer a confirmation with yes/no (是/不); /quit or an empty line ends the chat.
+    Answer a confirmation with yes/no (是/不, "yes please", "不用了"); a second line that is
+    neither is a new message, the confirmation left waiting. /quit or an empty line ends it.
     A continued --session keeps the model its last run used, unless --model names another.
     """
     import asyncio
@@ -85,7 +120,9 @@ def chat(
     if model is None and session is not None:
         model = _session_model(folder, session, store)
     runtime = _runtime(_load(agent_dir, folder, model, store=store), folder, store)
-    session_id = session or f"chat-{int(time.time())}"
+    # two chats started in the same second are two sessions (one user's order carried
+    # over to the other's)
+    session_id = session or f"chat-{int(time.time())}-{secrets.token_hex(3)}"
     console.print(Text(f"session {visible(session_id)} — /quit to leave", style="dim"))
     # undecodable bytes arrive as surrogates, so one bad line is refused, not the session
     with contextlib.suppress(AttributeError, ValueError):
@@ -104,6 +141,7 @@ def _converse(runtime: Runtime, session_id: str) -> None:
 
     waiting: RunSummary | None = None
     language = "zh"  # the waiting run's: a chat in English is asked in English
+    unclear = False  # the last line was neither yes nor no: a second is a new message
     while True:
         try:
             line = input("you> ").strip()
@@ -112,15 +150,25 @@ def _converse(runtime: Runtime, session_id: str) -> None:
         if not line or line in ("/quit", "/exit"):
             break
         try:
-            if waiting is not None and waiting.pending and waiting.pending.kind == "confirm":
-                word = line.lower().rstrip("。.!！")
-                if word not in YES | NO:  # the question again, with what it is about
-                    prompt = visible(waiting.pending.prompt)
-                    console.print(Text(f"agent> {YES_OR_NO[language]}: {prompt}"))
-                    continue
-                summary = asyncio.run(runtime.resume(waiting.run_id, approve=word in YES))
-            else:
+            confirm = (
+                waiting
+                if waiting and waiting.pending and waiting.pending.kind == "confirm"
+                else None
+            )
+            answer = yes_or_no(line) if confirm is not None else None
+            if confirm is not None and answer is not None:
+                summary = asyncio.run(runtime.resume(confirm.run_id, approve=answer))
+            elif confirm is not None and not unclear:  # the question again, with its subject
+                unclear = True
+                prompt = visible(confirm.pending.prompt if confirm.pending else "")
+                console.print(Text(f"agent> {YES_OR_NO[language]}: {prompt}"))
+                continue
+            else:  # a second unclear line is a new message: nobody is stuck on a question
+                if confirm is not None:
+                    left = LEFT_WAITING[language].format(run=confirm.run_id)
+                    console.print(Text(left, style="dim"))
                 summary = asyncio.run(runtime.start(line, session_id=session_id))
+            unclear = False
         except CorralError as exc:  # one bad line is reported; the conversation goes on
             console.print(Text(f"error {exc.code.value}: {visible(exc.message)}", style="red"))
             continue
