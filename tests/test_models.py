@@ -690,4 +690,19 @@ async def test_an_answer_longer_than_what_is_recorded_is_rejected_live_as_in_a_r
     model = ScriptedModel([padded, '{"a": 2, "b": "y"}'])
     value = await ask_structured(model, ModelRequest("t", ()), Pair, _call, record)
     assert value.a == 2 and [a.accepted for a in attempts] == [False, True]
-    assert "over 20,000 characters" in (attempts[0].reason or "")
+    assert "20,000 characters or more" in (attempts[0].reason or "")
+
+
+async def test_a_cut_answer_that_json_repair_would_close_is_rejected_in_a_replay_too() -> None:
+    """Review of 90eefb5: the record keeps the first 20 000 characters; a replay was handed
+    exactly that, not over the limit, and json-repair closed the cut string: accepted
+    there (a=1) where the live run had rejected it and taken the next answer (a=2)."""
+    attempts, record = _record()
+    long = '{"a": 1, "b": "' + "x" * 25_000 + '"}'
+    live = ScriptedModel([long, '{"a": 2, "b": "y"}'])
+    assert (await ask_structured(live, ModelRequest("t", ()), Pair, _call, record)).a == 2
+    recorded = [str(a.as_event()["text"]) for a in attempts]
+    replayed, record_again = _record()
+    again = ScriptedModel(recorded)
+    assert (await ask_structured(again, ModelRequest("t", ()), Pair, _call, record_again)).a == 2
+    assert [a.accepted for a in replayed] == [False, True]

@@ -119,8 +119,10 @@ async def ask_structured(
         response: ModelResponse = await call(model, request)
         repaired = False
         try:
-            if len(response.text) > MAX_RECORDED_TEXT:  # stored cut, a replay would differ
-                raise ValueError(f"the answer is over {MAX_RECORDED_TEXT:,} characters")
+            # stored cut at the limit: one that long is refused, so its cut record (a replay
+            # gets exactly the limit, which json-repair might close) is refused as well
+            if len(response.text) >= MAX_RECORDED_TEXT:
+                raise ValueError(f"the answer is {MAX_RECORDED_TEXT:,} characters or more")
             data, repaired = parse_json(response.text)
             value = output.model_validate(data)
             problems = check(value) if check is not None else []
