@@ -229,3 +229,24 @@ def test_a_worker_killed_in_a_write_of_a_start_takes_the_run_over_after_restart(
     assert business(workers.home, "SELECT idempotency_key FROM tags") == [entries[0]]
     seqs = [e.seq for e in stored_events(workers.store_url, run_id)]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_the_queue_refuses_input_that_is_no_input_before_it_reads_or_enqueues() -> None:
+    """Review of 4ce91f5: ``RunQueue.resume`` (the public queue API) answered a step named
+    with an answer RUN_NOT_RESUMABLE where ``Runtime.resume`` says INVALID_INPUT, and a
+    blank message was enqueued, to be refused by the worker after the run was accepted."""
+    from corral.errors import InvalidInputError
+    from tests.workers_support import fresh_database
+
+    with fresh_database() as url, RunQueue(url) as queue:
+        never = "run_0123456789abcdef"  # no such run: the input is refused before any read
+        for given in (
+            {"answer": "A1", "step_id": "s1"},
+            {"approve": True, "answer": "A1"},
+            {"answer": " \u200b "},
+        ):
+            with pytest.raises(InvalidInputError):
+                queue.resume("depot", never, **given)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError):
+            queue.start("depot", "\u3000")
+        assert sql(url, "SELECT count(*) FROM dbos.workflow_status") == [(0,)]

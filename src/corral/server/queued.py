@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
-from corral.inputs import require_one_input, require_session_id, require_words
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -44,10 +43,7 @@ class QueuedRuns:
     async def start(
         self, agent: Agent, message: str, session_id: str | None, priority: str | None
     ) -> str:
-        """Enqueue a new run's first drive; its run id."""
-        require_words(message, "the message")
-        if session_id is not None:
-            require_session_id(session_id)
+        """Enqueue a new run's first drive; its run id (the queue checks the input)."""
         limit = agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
@@ -68,11 +64,9 @@ class QueuedRuns:
     ) -> str:
         """Enqueue the drive that brings this input; its workflow id.
 
-        The same input names the same drive, which DBOS keeps once.
+        The same input names the same drive, which DBOS keeps once (the queue checks the
+        input).
         """
-        if answer is not None:
-            require_words(answer, "the answer")
-        require_one_input(approve, answer, step_id)
         return await asyncio.to_thread(
             self.queue.resume, agent, run_id, approve=approve, answer=answer, step_id=step_id
         )

@@ -21,7 +21,7 @@ from corral.errors import (
     RunNotResumableError,
 )
 from corral.events import ConfirmationGiven, Event, UserAnswered
-from corral.inputs import require_session_id
+from corral.inputs import require_one_input, require_session_id, require_words
 from corral.observe.logs import valid_run_id
 from corral.runtime.inputs import check_input, check_step
 from corral.runtime.state import RunState, fold
@@ -80,8 +80,10 @@ class RunQueue:
         """Enqueue a new run of ``agent`` for ``message``; its run id (drive 0).
 
         ``run_id``: the id to give the run (by default a fresh one); enqueueing the same
-        id twice is one run.
+        id twice is one run. A message that shows nothing is ``INVALID_INPUT`` here, not
+        on the worker after the run was accepted.
         """
+        require_words(message, "the message")
         return self._new_run(
             run_id,
             kind="start",
@@ -128,8 +130,13 @@ class RunQueue:
         names the drive that applied it, so a double click is one workflow; the opposite
         decision of a decided step is ``RUN_NOT_RESUMABLE``. An approval is pinned to the
         step the run waits for now, so a late duplicate never approves a later one.
-        ``AGENT_NOT_FOUND`` when the run is not ``agent``'s.
+        ``AGENT_NOT_FOUND`` when the run is not ``agent``'s. Input that is no input (a
+        blank answer, an approval with an answer, a step named with an answer) is
+        ``INVALID_INPUT``, as from ``Runtime.resume``, before anything is read.
         """
+        if answer is not None:
+            require_words(answer, "the answer")
+        require_one_input(approve, answer, step_id)
         events = self._store.load_events(run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
