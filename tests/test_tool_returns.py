@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, MemoryStore, Plan, RunStatus, Runtime, parse_config, tool
+from corral import Agent, MemoryStore, Plan, RunStatus, Runtime, ToolPolicy, parse_config, tool
 from corral.errors import ErrorCode, PlanInvalidError
 
 
@@ -309,3 +310,66 @@ async def test_a_tool_that_calls_sys_exit_fails_as_a_tool_does(tool_name: str) -
     assert summary.steps[0].error_code == ErrorCode.TOOL_FAILED.value
     assert summary.status is RunStatus.HANDED_OFF
     assert store.get_run(summary.run_id).status == "handed_off"  # type: ignore[union-attr]
+
+
+class Product(BaseModel):
+    name: str
+
+
+@tool
+def endless_name(order_id: str) -> Product:
+    """Returns a 2 MB product name (a hostile or broken backend)."""
+    return Product(name="P" * 2_000_000)
+
+
+@tool(policy=ToolPolicy(max_output_chars=3_000_000))
+def long_but_allowed(order_id: str) -> Product:
+    """The same, under a policy that allows it."""
+    return Product(name="P" * 2_000_000)
+
+
+async def test_a_result_longer_than_the_policy_allows_fails_at_the_boundary(
+    tmp_path: Any,
+) -> None:
+    """Found by a hostile walkthrough: a 30 MB result went into the log (a 180 MB home,
+    `corral show` took 28 s) and into the reply shown to the customer."""
+    from corral import SqlStore
+
+    tools = [endless_name, long_but_allowed]
+    store = SqlStore.open(tmp_path / "runs.db")
+    refused = await Runtime(Agent.build(_one_step("endless_name"), tools), store).run_plan("ship")
+    assert refused.steps[0].error_code == ErrorCode.TOOL_OUTPUT_INVALID.value
+    assert refused.status is not RunStatus.FINISHED or refused.outcome != "success"
+    kept = sum(len(json.dumps(e.data, default=str)) for e in store.load_events(refused.run_id))
+    assert kept < 100_000  # the result was not stored
+    allowed = Agent.build(_one_step("long_but_allowed"), tools)
+    summary = await Runtime(allowed, store).run_plan("ship")
+    assert summary.steps[0].error_code is None
+    store.engine.dispose()
+
+
+def test_only_results_that_may_be_long_are_measured() -> None:
+    from datetime import date
+    from enum import Enum
+    from typing import Literal
+
+    from corral.typecheck import may_be_long
+
+    class Colour(Enum):
+        RED = "red"
+
+    class Small(BaseModel):
+        n: int
+        ok: bool
+        at: date
+        kind: Literal["a", "b"]
+        colour: Colour
+        rate: float | None = None
+
+    class Nested(BaseModel):
+        inner: Small
+        tags: list[int]
+
+    assert not may_be_long(Small) and not may_be_long(int)
+    assert may_be_long(Nested) and may_be_long(str) and may_be_long(Quote)
+    assert may_be_long(dict[str, int]) and may_be_long(Any)

@@ -281,34 +281,73 @@ def json_native(tp: Any) -> bool:
     return node in (str, int, float, bool)
 
 
-def may_hold_float(tp: Any, _seen: frozenset[Any] = frozenset()) -> bool:
+_BOUNDED = (int, bool, type(None), Decimal, date, time, UUID)
+"""Leaf types whose values never hold a float, nor text of any length."""
+
+
+def may_hold_float(tp: Any) -> bool:
     """Whether a value of ``tp`` may hold a ``float`` anywhere (so NaN or an infinity).
 
     Looked at once per tool, so that the results of the many that never hold one are not
     walked value by value. A type it cannot see into (``Any``, an unknown class) may.
     """
-    for member in _members(_strip(tp)):
-        if member in _seen:
-            continue
-        seen = _seen | {member}
-        origin, args = typing.get_origin(member), typing.get_args(member)
+
+    def leaf(member: Any, origin: Any, args: tuple[Any, ...]) -> bool | None:
         if member is float or member is Any or member is object:
             return True
-        if member in (str, int, bool, bytes, type(None), Decimal, date, time, UUID):
+        if member is str or member is bytes or member in _BOUNDED:
+            return False
+        if origin is Literal:
+            return any(isinstance(v, float) for v in args)
+        return None
+
+    return _may_hold(tp, leaf, frozenset())
+
+
+def may_be_long(tp: Any) -> bool:
+    """Whether a value of ``tp`` may be long once dumped: text, bytes, or a container.
+
+    Looked at once per tool: the results of one that returns only numbers, flags, dates
+    and the like are not measured (``ToolPolicy.max_output_chars``).
+    """
+
+    def leaf(member: Any, origin: Any, args: tuple[Any, ...]) -> bool | None:
+        if member in (str, bytes, Any, object):
+            return True
+        if member is float or member in _BOUNDED or origin is Literal:
+            return False
+        return True if origin is not None else None  # a list, a dict: any length
+
+    return _may_hold(tp, leaf, frozenset())
+
+
+def _may_hold(
+    tp: Any, leaf: abc.Callable[[Any, Any, tuple[Any, ...]], bool | None], seen: frozenset[Any]
+) -> bool:
+    """Whether ``leaf`` says True of a member of ``tp``, its fields or its arguments.
+
+    ``leaf`` answers for a member it knows (``None``: look inside); an enum or a datetime
+    holds neither a float nor long text; a class it cannot see into may hold anything.
+    """
+    for member in _members(_strip(tp)):
+        if member in seen:
+            continue
+        inner = seen | {member}
+        origin, args = typing.get_origin(member), typing.get_args(member)
+        known = leaf(member, origin, args)
+        if known is not None:
+            if known:
+                return True
             continue
         if isinstance(member, type) and issubclass(member, Enum | datetime):
             continue
-        if origin is Literal:
-            if any(isinstance(v, float) for v in args):
-                return True
-            continue
         named = _named_fields(member)
         if named is not None:
-            if any(may_hold_float(t, seen) for t in named.values()):
+            if any(_may_hold(t, leaf, inner) for t in named.values()):
                 return True
             continue
         if origin is not None and args:
-            if any(may_hold_float(a, seen) for a in args if a is not Ellipsis):
+            if any(_may_hold(a, leaf, inner) for a in args if a is not Ellipsis):
                 return True
             continue
         return True  # a bare container (list, dict) or a type it cannot see into

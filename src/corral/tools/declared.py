@@ -50,6 +50,7 @@ class ToolPolicyConfig(DeclaredConfig):
     cost: float = Field(_DEFAULT.cost, ge=0)
     rate_limit: RateLimitConfig | None = None
     """At most ``calls`` calls in any ``per_s`` seconds, across all workers."""
+    max_output_chars: int = Field(_DEFAULT.max_output_chars, ge=1)
 
     def to_policy(self) -> ToolPolicy:
         """The policy the invoke machinery applies."""
@@ -67,6 +68,7 @@ class ToolPolicyConfig(DeclaredConfig):
                 if self.rate_limit is None
                 else RateLimit(self.rate_limit.calls, self.rate_limit.per_s)
             ),
+            max_output_chars=self.max_output_chars,
         )
 
 

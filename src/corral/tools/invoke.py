@@ -12,6 +12,7 @@ looked and found nothing: exactly once, counted where the tool is entered.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,9 +108,22 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
     dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
+    if spec.may_be_long:
+        _check_length(spec, dumped)
     if spec.may_hold_float and not all_finite(dumped):
         return _finite(spec, dumped)
     return dumped
+
+
+def _check_length(spec: ToolSpec, dumped: dict[str, Any]) -> None:
+    """``TOOL_OUTPUT_INVALID`` for a result longer than the tool's policy allows."""
+    limit = spec.policy.max_output_chars
+    size = len(json.dumps(dumped, ensure_ascii=False, separators=(",", ":"), default=str))
+    if size > limit:
+        raise ToolOutputInvalidError(
+            f"tool {spec.name!r} returned {size:,} characters of JSON; the limit is {limit:,}",
+            hint="return less (a page, a summary), or raise policy.max_output_chars",
+        )
 
 
 def _finite(spec: ToolSpec, dumped: dict[str, Any]) -> dict[str, Any]:

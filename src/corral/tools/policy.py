@@ -79,6 +79,10 @@ class ToolPolicy:
     """Declared cost per call (any unit, consistent within a group)."""
     rate_limit: RateLimit | None = None
     """How often the tool may be called across all workers (an API's quota); none: freely."""
+    max_output_chars: int = 1_000_000
+    """The most characters a result may take as JSON; a longer one is
+    ``TOOL_OUTPUT_INVALID``. Everything a result holds goes into the run's log, its
+    replies and any model's context: a 30 MB answer made a 180 MB home and a 30 MB reply."""
 
 
 NETWORK = ToolPolicy()

@@ -63,6 +63,13 @@ class ToolSpec:
         return may_hold_float(self.output_model)
 
     @functools.cached_property
+    def may_be_long(self) -> bool:
+        """Whether a result may be long (text, a list...), so is measured against the limit."""
+        from corral.typecheck import may_be_long
+
+        return may_be_long(self.output_model)
+
+    @functools.cached_property
     def output_type(self) -> type[BaseModel] | None:
         """The class whose instances validation would hand back as they are, if any.
 
