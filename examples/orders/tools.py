@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from corral import LOCAL_COMPUTE, ToolContext, ToolPolicy, tool
+from corral import LOCAL_COMPUTE, ToolContext, ToolFailedError, ToolPolicy, tool
 from corral.tools.builtin import generate_reply
 
 __all__ = ["generate_reply"]  # registered from corral's built-ins
@@ -69,6 +69,8 @@ class OrderDetail(BaseModel):
     status_text: str
     created_at: date
     amount_cny: float
+    refundable_cny: float
+    """What is paid and not refunded yet: a second refund takes only what is left."""
     address: str
     archived: bool
 
@@ -80,9 +82,10 @@ def get_order(order_id: str, ctx: ToolContext) -> OrderDetail | None:
     """Look up one order by its id (recent orders and the archive alike)."""
     with _connect(ctx) as conn:
         found = _find(conn, order_id)
-    if found is None:
-        return None
-    row, table = found
+        if found is None:
+            return None
+        row, table = found
+        refundable = _refundable(conn, row["order_id"], row["amount_cny"])
     language = ctx.language
     return OrderDetail(
         order_id=row["order_id"],
@@ -91,9 +94,18 @@ def get_order(order_id: str, ctx: ToolContext) -> OrderDetail | None:
         status_text=STATUS_TEXT[language][row["status"]],
         created_at=date.fromisoformat(row["created_at"]),
         amount_cny=row["amount_cny"],
+        refundable_cny=refundable,
         address=row["address"],
         archived=table == "orders_history",
     )
+
+
+def _refundable(conn: sqlite3.Connection, order_id: str, paid: float) -> float:
+    """What is paid for the order and not refunded yet."""
+    refunded = conn.execute(
+        "SELECT coalesce(sum(amount_cny), 0) FROM refunds WHERE order_id = ?", (order_id,)
+    ).fetchone()[0]
+    return round(max(paid - float(refunded), 0.0), 2)
 
 
 class Logistics(BaseModel):
@@ -320,23 +332,54 @@ def find_refund_by_key(order_id: str, ctx: ToolContext) -> Refund | None:
     summary="refund {refund_id}",
     reconcile=find_refund_by_key,
 )
-def request_refund(
-    order_id: str, reason: str, ctx: ToolContext, amount_cny: float | None = None
-) -> Refund:
-    """Open a refund (return) for an order; idempotent by the run's key."""
+def request_refund(order_id: str, reason: str, amount_cny: float, ctx: ToolContext) -> Refund:
+    """Refund ``amount_cny`` of an order (a return); idempotent by the run's key.
+
+    The amount is the one the person confirmed (``quote_refund``, checked by the agent's
+    rules against what is left). Another refund of the same order may have been made
+    since: more than is left now is refused, nothing written.
+    """
     existing = find_refund_by_key(order_id, ctx)
     if existing is not None:
         return existing
     with _connect(ctx) as conn:
+        conn.execute("BEGIN IMMEDIATE")  # what is left is read and taken in one go
         found = _find(conn, order_id)
-        paid = float(found[0]["amount_cny"]) if found else 0.0
-        amount = min(amount_cny, paid) if amount_cny is not None else paid
+        left = _refundable(conn, order_id, float(found[0]["amount_cny"])) if found else 0.0
+        if not 0 < amount_cny <= left:
+            raise ToolFailedError(f"{amount_cny} CNY is more than the {left} CNY left to refund")
         refund_id = "RF" + ctx.idempotency_key[:10].upper()
         conn.execute(
             "INSERT INTO refunds VALUES (?, ?, ?, ?, ?, ?)",
-            (refund_id, order_id, reason, amount, ctx.idempotency_key, ctx.received_at.isoformat()),
+            (
+                refund_id,
+                order_id,
+                reason,
+                amount_cny,
+                ctx.idempotency_key,
+                ctx.received_at.isoformat(),
+            ),
         )
-    return Refund(refund_id=refund_id, order_id=order_id, amount_cny=amount)
+    return Refund(refund_id=refund_id, order_id=order_id, amount_cny=amount_cny)
+
+
+class RefundQuote(BaseModel):
+    order_id: str
+    amount_cny: float
+
+
+@tool(policy=LOCAL_COMPUTE, summary="{order_id}: {amount_cny} CNY")
+def quote_refund(
+    order_id: str, refundable_cny: float, amount_cny: float | None = None
+) -> RefundQuote:
+    """The amount a refund is for: the one asked, or all that is left to refund.
+
+    Worked out before the confirmation, so the person approves the sum that is refunded;
+    an amount over what is left is passed on as asked, for the rules to refuse.
+    """
+    return RefundQuote(
+        order_id=order_id, amount_cny=refundable_cny if amount_cny is None else amount_cny
+    )
 
 
 class AddressChange(BaseModel):

@@ -73,7 +73,13 @@ def _lookup(values: Mapping[str, Any], key: str) -> Any:
 
 
 def display(value: Any, language: Language) -> str:
-    """A value as a person reads it: lists joined, mappings as ``key: value``."""
+    """A value as a person reads it: lists joined, mappings as ``key: value``.
+
+    A whole float reads as the whole number it is (``599.0`` is ``599``): money and
+    quantities come back from JSON and SQL as floats, and "599.0 元" reads as a bug.
+    """
+    if type(value) is float and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
     separator = "、" if language == "zh" else ", "
     if isinstance(value, list | tuple | set | frozenset):
         return separator.join(display(v, language) for v in value)

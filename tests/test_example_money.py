@@ -1,0 +1,87 @@
+"""The shipped examples move money and goods once: a hostile walkthrough found an order of
+599 CNY refunded 1 498 CNY over three runs, the refund's amount never shown before it was
+approved (30 000 asked became 599 silently), and one order exchanged twice.
+
+Each run is approved as a person would after reading its confirmation; the business
+database is then read to count what was really written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from corral import MemoryStore, Runtime, load_agent
+from corral.contracts import RunStatus, RunSummary
+from tests.conftest import AFTERSALES, ORDERS
+
+
+def _refunded(data: Path, order_id: str) -> float:
+    with sqlite3.connect(data / "orders.db") as db:
+        row = db.execute("SELECT sum(amount_cny) FROM refunds WHERE order_id = ?", (order_id,))
+        return float(row.fetchone()[0] or 0)
+
+
+def test_a_refund_shows_its_amount_and_never_takes_more_than_was_paid(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+
+    async def approved(message: str) -> tuple[RunSummary, RunSummary | None]:
+        asked = await runtime.start(message)
+        if asked.status is not RunStatus.AWAITING_CONFIRM:
+            return asked, None
+        return asked, await runtime.resume(asked.run_id, approve=True)
+
+    async def scenario() -> None:
+        too_much, _ = await approved("OD2610280005 退三万块")
+        assert too_much.outcome == "refused" and "599" in (too_much.reply or "")
+        asked, done = await approved("OD2610280005 退三百块")
+        assert "300 元" in (asked.reply or "")  # the sum approved is in the question
+        assert done is not None and "300 元" in (done.reply or "")
+        asked, done = await approved("refund OD2610280005 please")
+        assert "299 CNY" in (asked.reply or "")  # what is left, not the price again
+        assert done is not None and done.status is RunStatus.FINISHED
+        again, _ = await approved("OD2610280005 退款")
+        assert again.outcome == "refused" and "全部退过" in (again.reply or "")
+
+    asyncio.run(scenario())
+    assert _refunded(data, "OD2610280005") == 599.0
+
+
+def test_two_refunds_approved_together_take_only_what_is_left(tmp_path: Path) -> None:
+    """Both were asked before either was approved (each read 599 left): the write
+    itself refuses the second, nothing written."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+
+    async def scenario() -> list[RunSummary]:
+        first = await runtime.start("OD2610280005 退款")
+        second = await runtime.start("OD2610280005 退款")
+        return [await runtime.resume(r.run_id, approve=True) for r in (first, second)]
+
+    done, refused = asyncio.run(scenario())
+    assert done.status is RunStatus.FINISHED and done.outcome == "success"
+    assert refused.outcome != "success"
+    assert _refunded(data, "OD2610280005") == 599.0
+
+
+def test_an_order_is_exchanged_once(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=data), MemoryStore())
+    message = "订单 HD20240501 的打印机坏了，想换新"
+
+    async def scenario() -> tuple[RunSummary, RunSummary, RunSummary]:
+        racing = await runtime.start(message)  # asked before the first one was approved
+        asked = await runtime.start(message)
+        done = await runtime.resume(asked.run_id, approve=True)
+        again = await runtime.start(message)
+        late = await runtime.resume(racing.run_id, approve=True)
+        return done, again, late
+
+    done, again, late = asyncio.run(scenario())
+    assert done.outcome == "success"
+    assert again.outcome == "refused" and "已经有换新单" in (again.reply or "")
+    assert late.outcome != "success"
+    with sqlite3.connect(data / "aftersales.db") as db:
+        assert db.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1
