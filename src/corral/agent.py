@@ -40,7 +40,7 @@ from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
 from corral.typecheck import field_type, scalar_kind
-from corral.verify.expressions import comparison_problems, fact_names
+from corral.verify.expressions import comparison_problems, compile_expression, fact_names
 from corral.verify.rules import CompiledRule, compile_rules
 from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
 
@@ -137,8 +137,8 @@ class Agent:
             }
         )
 
-    def plan_context(self, intent: str | None) -> PlanContext:
-        """What plans for ``intent`` are validated against."""
+    def plan_context(self, intent: str | None, *, model: bool = False) -> PlanContext:
+        """What plans for ``intent`` are validated against (``model``: a model's plan)."""
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = entity_types(self.config)
         reads: dict[str, tuple[FactRead, ...]] = {}
@@ -146,8 +146,38 @@ class Agent:
             read = FactRead(f"business rule {rule.rule.name}", fact_names(rule.expression))
             reads[rule.rule.before_tool] = (*reads.get(rule.rule.before_tool, ()), read)
         return PlanContext(
-            self.tools, types, allowed, self.config.limits.max_plan_steps, rule_reads=reads
+            self.tools,
+            types,
+            allowed,
+            self.config.limits.max_plan_steps,
+            rule_reads=reads,
+            fact_origins=self.fact_origins if model else None,
         )
+
+    @cached_property
+    def fact_origins(self) -> Mapping[str, frozenset[tuple[str, tuple[str, ...]]]]:
+        """Where a model's plan may publish the guarded facts from (``PlanContext``).
+
+        Guarded: ``reply``, every fact a business rule reads, and every fact the agent's
+        own plans publish; each from the tools and result paths those plans use (``reply``
+        from ``generate_reply``'s text as well). One that no plan publishes (an empty set)
+        comes from a result field of its own name.
+        """
+        origins: dict[str, set[tuple[str, tuple[str, ...]]]] = {"reply": set()}
+        if "generate_reply" in self.tools:
+            origins["reply"].add(("generate_reply", ("text",)))
+        read = [rule.expression for rule in self.rules]
+        read += [compile_expression(text) for text in self.config.tool_constraints.values()]
+        read += [compile_expression(rewrite.when) for rewrite in self.config.argument_rewrites]
+        for expression in read:
+            for name in fact_names(expression):
+                origins.setdefault(name, set())
+        for template in self.config.plans.values():
+            for step in template.steps:
+                for fact, path_text in step.facts.items():
+                    path = tuple(p for p in path_text.split(".") if p)[1:]
+                    origins.setdefault(fact, set()).add((step.tool, path))
+        return MappingProxyType({name: frozenset(found) for name, found in origins.items()})
 
     def _compile_template(
         self,
@@ -513,7 +543,6 @@ def _rule_entity_problems(rules: Sequence[CompiledRule], config: AgentConfig) ->
 def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]:
     """Tool constraints and argument rewrites name real tools and valid expressions."""
     from corral.planning.references import parse_reference
-    from corral.verify.expressions import compile_expression
 
     problems: list[str] = []
     for tool_name, expression in config.tool_constraints.items():

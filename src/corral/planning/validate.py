@@ -45,6 +45,10 @@ class PlanContext:
     max_steps: int = 10
     rule_reads: Mapping[str, tuple[FactRead, ...]] = field(default_factory=dict)
     """Tool -> the facts each business rule gating it reads (``FactRead``)."""
+    fact_origins: Mapping[str, frozenset[tuple[str, tuple[str, ...]]]] | None = None
+    """For a model's plan: the facts it may publish only from where the agent's own plans
+    do (fact -> the tools and result paths), ``reply`` and the facts rules read among them.
+    ``None`` (a template, a caller's plan): any fact from any result."""
 
 
 @dataclass(frozen=True)
@@ -312,6 +316,7 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
             _, problem = field_type(spec.output_model, path)
             if problem:
                 problems.append(f"{step.id}: fact {fact!r}: {spec.name} output {problem}")
+            problems.extend(_origin_problems(step, fact, path, context.fact_origins))
             published.append((fact, path))
         reads = context.rule_reads.get(step.tool, ())
         if success is not None:
@@ -343,6 +348,33 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         depends={sid: tuple(dict.fromkeys(by_id[sid].depends_on)) for sid in by_id},
         waited_by={producer: tuple(waiters) for producer, waiters in waited_by.items()},
     )
+
+
+def _origin_problems(
+    step: Step,
+    fact: str,
+    path: tuple[str, ...],
+    origins: Mapping[str, frozenset[tuple[str, tuple[str, ...]]]] | None,
+) -> list[str]:
+    """A model's plan publishing a guarded fact from anywhere but where the agent does.
+
+    ``reply`` is what the customer is told, and the facts rules read are what they judge:
+    published from another tool's field (``reply: result.product_name``, ``in_warranty:
+    result.has_evidence``), the model would choose the answer, or pass a rule. A guarded
+    fact that no plan of the agent publishes (a model-planned agent's) comes from a field
+    of its own name (``order_status: result.order_status``).
+    """
+    if origins is None or fact not in origins or (step.tool, path) in origins[fact]:
+        return []
+    if not origins[fact]:  # no plan of the agent publishes it: a field of its own name
+        if path and path[-1] == fact:
+            return []
+        return [f"{step.id}: fact {fact!r} is published only from a result field {fact!r}"]
+    allowed = sorted(f"{tool} result.{'.'.join(p)}" for tool, p in origins[fact])
+    return [
+        f"{step.id}: fact {fact!r} is published only from {', '.join(allowed)} "
+        "(where the agent's own plans take it)"
+    ]
 
 
 def _waits(compiled: Mapping[str, CompiledStep]) -> dict[str, frozenset[str]]:

@@ -157,7 +157,8 @@ class RunLoop:
             if plan.source == "template" and cached is not None and cached.plan.steps == plan.steps:
                 self._graph = cached
             else:
-                self._graph = validate_plan(plan, self.agent.plan_context(plan.intent))
+                model = plan.source == "model"  # as the planner validated it
+                self._graph = validate_plan(plan, self.agent.plan_context(plan.intent, model=model))
         return self._graph
 
     # ------------------------------------------------------------------ parse and route

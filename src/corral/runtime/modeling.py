@@ -99,7 +99,7 @@ def _evidence(loop: RunControl) -> Evidence:
 
 def _planner_tools(loop: RunControl, intent: str) -> tuple[PlanContext, list[ToolSpec]]:
     """What a model plan for ``intent`` is validated against, and the tools it may use."""
-    context = loop.agent.plan_context(intent)
+    context = loop.agent.plan_context(intent, model=True)
     names = sorted(context.allowed_tools or [])
     return context, [loop.agent.tools.get(n) for n in names if n in loop.agent.tools]
 
