@@ -325,3 +325,21 @@ def test_embeddings_backend_on_the_orders_examples(tmp_path: Path) -> None:
         result = cached.classify(text)
         assert result is not None and result.label == label and result.confidence >= 0.8
     assert cached.classify("tell me a joke") is None
+
+
+def test_a_split_that_is_not_utf8_is_config_invalid_not_a_traceback(tmp_path: Path) -> None:
+    """Found by a walkthrough: a CSV saved as GBK (Excel's default in China) showed a
+    UnicodeDecodeError traceback from `corral intent train`."""
+    from tests.helpers import corral_cli
+
+    gbk = tmp_path / "gbk.csv"
+    gbk.write_bytes("text,label\n查物流,track\n你好,greet\n".encode("gbk"))
+    for folder in (gbk, tmp_path):
+        if folder == tmp_path:
+            (tmp_path / "seq.in").write_bytes("查物流\n".encode("gbk"))
+        with pytest.raises(ConfigInvalidError) as info:
+            read_split(folder, force_label="x")
+        assert "not UTF-8" in info.value.message and info.value.hint == "save the file as UTF-8"
+    done = corral_cli(tmp_path / "home", "intent", "train", str(gbk), ok=False)
+    assert done.returncode == 2 and "error CONFIG_INVALID" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout

@@ -170,3 +170,6 @@ def test_cli_a_local_model_that_cannot_load_is_traced_and_replays(tmp_path: Path
         home, "run", str(AFTERSALES), "hi", "--model", "replay:run_00000000000000ff", ok=False
     )
     assert unknown.returncode != 0 and "RUN_NOT_FOUND" in unknown.stdout + unknown.stderr
+    # found by a walkthrough: a path was RUN_NOT_FOUND where `corral show` says INVALID_INPUT
+    path = corral_cli(home, "run", str(AFTERSALES), "hi", "--model", "replay:../../x", ok=False)
+    assert path.returncode == 2 and "error INVALID_INPUT" in path.stderr

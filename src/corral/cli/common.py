@@ -197,7 +197,8 @@ def _load(
     from corral.models.replay import ReplayModel
 
     def replay_loader(run_id: str) -> ReplayModel:
-        return ReplayModel.of_run(run_id, _open_store(home, store).load_events(run_id))
+        checked = _run_id(run_id)  # INVALID_INPUT for a path, as `corral show` says
+        return ReplayModel.of_run(checked, _open_store(home, store).load_events(checked))
 
     if model is not None:
         require_text(model, "the model name")

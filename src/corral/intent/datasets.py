@@ -82,11 +82,23 @@ def _read_csv(path: Path) -> LabelledTexts:
 
 
 def read_split(path: Path, *, force_label: str | None = None) -> LabelledTexts:
-    """One split: a CSV file or a ``seq.in`` folder."""
-    if path.is_file():
-        return _read_csv(path)
-    if (path / "seq.in").is_file():
-        return _read_folder(path, force_label)
+    """One split: a CSV file or a ``seq.in`` folder (``CONFIG_INVALID`` if unreadable).
+
+    A file that is not UTF-8 (a CSV saved by Excel as GBK, say) or not CSV at all (NUL
+    bytes) is said to be so, with its name, not shown as a traceback.
+    """
+    try:
+        if path.is_file():
+            return _read_csv(path)
+        if (path / "seq.in").is_file():
+            return _read_folder(path, force_label)
+    except UnicodeDecodeError as exc:
+        raise ConfigInvalidError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})",
+            hint="save the file as UTF-8",
+        ) from None
+    except csv.Error as exc:
+        raise ConfigInvalidError(f"{path}: not a CSV file ({exc})") from None
     raise ConfigInvalidError(
         f"{path} is neither a CSV file (text,label), a folder with seq.in and label, nor a "
         "corpus folder (train/, valid/, test/)",
