@@ -301,3 +301,17 @@ async def test_a_replay_that_goes_further_than_the_log_names_the_extra_event(
         f"took another path at replayed event seq {last.seq} ({last.type.value}): "
         "the recorded run has no such event"
     )
+
+
+def test_a_recorded_case_hides_what_logs_hide_and_still_replays(tmp_path: Path) -> None:
+    """Found by a walkthrough: the suite's comment and case name held the user's email and
+    phone number, and suites are committed."""
+    home = tmp_path / "home"
+    said = "查一下手机号 13800138001 的订单，邮箱 bob@example.com"
+    run_id = str(run_json(home, "run", str(ORDERS), said)["run_id"])
+    suite = tmp_path / "suite.yaml"
+    corral_cli(home, "record", run_id, "--suite", str(suite))
+    text = suite.read_text(encoding="utf-8")
+    assert "13800138001" not in text and "bob@example.com" not in text
+    assert "[PHONE]" in text and "[EMAIL]" in text
+    assert eval_json(home, ORDERS, suite, passes=True)["pass_rate"] == 1.0

@@ -22,6 +22,7 @@ from corral.contracts import RunStatus
 from corral.errors import ConfigInvalidError, InvalidInputError
 from corral.events import UserAnswered, UserMessage
 from corral.files import write_private
+from corral.observe.redact import redactor_for
 from corral.observe.window import parse_period
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
@@ -103,7 +104,14 @@ def record_run(
     expect: dict[str, Any] = {"status": expect_status or summary.status.value}
     if summary.outcome is not None and expect["status"] == summary.status.value:
         expect["outcome"] = summary.outcome
-    inputs = [e.payload.text for e in events if isinstance(e.payload, UserMessage | UserAnswered)]
+    # the suite is committed and read: its name and notes hide what logs hide (a phone,
+    # an email); the log beside it keeps the words, which the replay feeds the run again
+    hide = redactor_for(events)
+    inputs = [
+        hide.text(e.payload.text)
+        for e in events
+        if isinstance(e.payload, UserMessage | UserAnswered)
+    ]
     title = name or f"recorded {run_id}: {' / '.join(inputs)[:50]}".rstrip(": ")
     log = log_path(suite, run_id)
     case = {
@@ -113,7 +121,7 @@ def record_run(
         "recorded": log.relative_to(suite.parent).as_posix(),
         "expect": expect,
     }
-    notes = [f"user: {text}" for text in inputs] + [f"reply: {summary.reply or ''}"]
+    notes = [f"user: {text}" for text in inputs] + [f"reply: {hide.text(summary.reply or '')}"]
     write_log(log, events)
     _append(suite, case, notes)
     return NewCase(title, log)
