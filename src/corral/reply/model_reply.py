@@ -2,7 +2,8 @@
 
 The model sees only facts from successful tools and the completed steps' one-line
 summaries, never raw payloads. A reply is rejected (and re-asked) when it states a
-number or id that no fact contains, when it contains a table, or when it is too long; after
+number or id that no fact contains, gives a link or an email address that none does, when
+it contains a table, or when it is too long; after
 the re-asks the template reply is used instead.
 """
 
@@ -29,6 +30,13 @@ from corral.models.base import Message, ModelRequest
 MAX_REPLY_CHARS = 400
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9][A-Za-z0-9_-]*")
 _ORDINAL = re.compile(r"(?<![A-Za-z0-9_-])(\d{1,2})(?:st|nd|rd|th)(?![A-Za-z0-9_])", re.IGNORECASE)
+_LINK = re.compile(
+    r"(?:https?://|www\.)[^\s，。、）)\]>\"']+"  # a URL
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an email address
+    r"|(?<![\w@.])[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/[^\s，。、）)\]>\"']*",  # host/path
+    re.IGNORECASE,
+)
+"""Where a reply could send the customer: each must come from a tool or their own words."""
 # Set phrases whose numeral is not a claim: "have a nice day" (愉快的一天), "a moment" (一下).
 _PHRASES = re.compile(r"(?:愉快|美好|开心|快乐|顺利|好)的一天|每一天|一天天")
 
@@ -125,9 +133,13 @@ def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
         for claim in _claims(text)
         if not any(_matches(claim, k) for k in known)
     ]
+    links = [m[0].rstrip(".,;:!?") for m in _LINK.finditer(text)]
+    sent = [link for link in links if link not in grounded]
     problems = []
     if invented:
         problems.append("states values no tool returned: " + ", ".join(invented[:5]))
+    if sent:  # an injected "pay here" link, or a made-up support address
+        problems.append("gives a link or address no tool returned: " + ", ".join(sent[:3]))
     if re.search(r"^\s*\|.*\|\s*$", text, re.MULTILINE) or "---" in text:
         problems.append("contains a table; write plain sentences")
     if text.lstrip().startswith(("{", "[")):
