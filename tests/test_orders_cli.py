@@ -57,7 +57,9 @@ def test_cancel_with_confirmation_and_the_rule_for_shipped_orders(tmp_path: Path
     done = json.loads(corral(tmp_path, "resume", paused["run_id"], "--approve", "--json").stdout)
     assert done["status"] == "finished" and "已经取消" in done["reply"]
     again = run_json(tmp_path, "取消订单 OD2611250001")  # now canceled: the rule refuses
-    assert again["status"] == "finished" and "没法直接取消" in again["reply"]
+    assert again["status"] == "finished" and "不用再取消" in again["reply"]  # not "return it"
+    shipped = run_json(tmp_path, "取消订单 OD2611200002")
+    assert shipped["status"] == "finished" and "没法直接取消" in shipped["reply"]
 
 
 def test_classifier_catches_what_the_rules_miss(tmp_path: Path) -> None:
