@@ -327,3 +327,20 @@ def test_runs_on_a_home_without_a_database_lists_none_and_returns(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
     assert not (home / "corral.db").exists()  # reading made nothing
+
+
+def test_a_table_piped_to_a_program_keeps_its_values_whole(tmp_path: Path) -> None:
+    """Found by a walkthrough: `corral runs | cat` cut statuses to "awaitin…" and ids to
+    "run_01…" (Rich's 80 columns when the output is not a terminal)."""
+    home = tmp_path / "home"
+    corral_cli(home, "run", str(AFTERSALES), "我的打印机坏了，订单号 HD20240501，能换新吗")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    listed = subprocess.run(
+        [sys.executable, "-m", "corral", "runs", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert "awaiting_confirm" in listed.stdout and "…" not in listed.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Coroutine
 from functools import wraps
 from pathlib import Path
@@ -47,8 +48,21 @@ app = typer.Typer(
     add_completion=False,
     help="corral: task-oriented agents you can trust in production.",
 )
-console = Console()
-err_console = Console(stderr=True)
+PIPED_WIDTH = 240
+"""Columns of output that goes to a pipe or a file: Rich's 80 cut a table's ids and
+statuses to "awaitin…", and what is piped is read by a program or kept in a log."""
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console as wide as the terminal, or ``PIPED_WIDTH`` when not one (no COLUMNS)."""
+    stream = sys.stderr if stderr else sys.stdout
+    terminal = stream is not None and hasattr(stream, "isatty") and stream.isatty()
+    width = None if terminal or os.environ.get("COLUMNS") else PIPED_WIDTH
+    return Console(stderr=stderr, width=width)
+
+
+console = _console()
+err_console = _console(stderr=True)
 
 T = TypeVar("T")
 
