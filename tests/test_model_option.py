@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import AFTERSALES
-from tests.fake_openai import FakeOpenAI
+from tests.fake_openai import Behaviour, FakeOpenAI
 from tests.helpers import corral_cli
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
@@ -187,11 +187,14 @@ def test_examples_call_a_model_once_one_is_named(
     assert fake.requests, f"examples/{example} asked no model with --model openai:x"
 
 
-def run_with_one_model_call(fake: FakeOpenAI, tmp_path: Path) -> tuple[Path, str]:
-    """A stored run whose intent came from one model call (11 + 7 tokens, the fake's)."""
+def run_with_one_model_call(
+    fake: FakeOpenAI, tmp_path: Path, *before: Behaviour
+) -> tuple[Path, str]:
+    """A stored run whose intent came from one model call (11 + 7 tokens, the fake's),
+    after the failed ones ``before`` (retried)."""
     home = tmp_path / "home"
     agent = agent_copy(tmp_path, base_url=fake.base_url, intent_fallback=True)
-    fake.script(CHITCHAT)
+    fake.script(*before, CHITCHAT)
     done = corral_cli(
         home,
         "run",
@@ -296,3 +299,13 @@ def test_the_aftersales_long_tail_intent_is_planned_by_the_model(
     assert [(s["tool"], s["status"]) for s in summary["steps"]] == [("query_order", "succeeded")]
     assert summary["reply"].startswith("我已经查过订单")
     assert len(fake.requests) == 2  # the intent, then the plan
+
+
+def test_show_tells_a_retry_of_a_call_from_the_call(fake: FakeOpenAI, tmp_path: Path) -> None:
+    """Found by a walkthrough: three retries of one call were each `extract #1`, as if
+    the same call were listed three times."""
+    home, run_id = run_with_one_model_call(fake, tmp_path, Behaviour(status=503))
+    shown = corral_cli(home, "show", run_id).stdout
+    assert "intent #1 error" in shown and "intent #1 try 2 success" in shown
+    brief = json.loads(corral_cli(home, "show", run_id, "--json").stdout)["model_calls"]
+    assert [(c["attempt"], c["try"]) for c in brief] == [(1, 1), (1, 2)]

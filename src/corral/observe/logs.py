@@ -141,12 +141,15 @@ def model_call_brief(call: ModelCall) -> dict[str, Any]:
     """What ``show`` and ``traces`` say about one ``model_call`` event (not its raw text).
 
     Tokens are the provider's usage, or an estimate marked ``estimated`` when it gave none.
+    ``attempt`` is the pipeline's question (a re-ask is the next), ``try`` the call's
+    retry of it after a failure (a timeout, a 5xx): three retries are #1 tries 1, 2, 3.
     """
     usage = call.usage
     return {
         "purpose": call.purpose,
         "model": call.model,
         "attempt": call.attempt,
+        "try": call.try_,
         "status": call.status,
         "error_code": call.error_code,
         "prompt_tokens": usage.get("prompt_tokens"),

@@ -145,7 +145,8 @@ def _add_model_calls(tree: Tree, events: Sequence[Event], shown: Any) -> None:
     for call in calls:
         accepted = call["status"] == "success"
         line = Text(f"{'✓' if accepted else '✗'} ", style="green" if accepted else "red")
-        line.append(f"{shown(call['purpose'])} #{call['attempt']} {shown(call['status'])}")
+        retried = f" try {call['try']}" if call["try"] > 1 else ""
+        line.append(f"{shown(call['purpose'])} #{call['attempt']}{retried} {shown(call['status'])}")
         if call["error_code"]:
             line.append(f"  {shown(call['error_code'])}", style="red")
         if call["prompt_tokens"] is not None:
