@@ -30,10 +30,17 @@ from corral.models.base import Message, ModelRequest
 MAX_REPLY_CHARS = 400
 _TOKEN = re.compile(r"(?<![A-Za-z0-9_-])[A-Za-z0-9][A-Za-z0-9_-]*")
 _ORDINAL = re.compile(r"(?<![A-Za-z0-9_-])(\d{1,2})(?:st|nd|rd|th)(?![A-Za-z0-9_])", re.IGNORECASE)
+_URL_CHARS = r"[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]"
+_TLDS = (
+    "com|net|org|cn|io|co|info|biz|xyz|top|me|app|dev|shop|store|site|online|vip|cc|tv|"
+    "ly|gg|ai|us|uk|de|fr|jp|hk|tw|sg|ru|link|click|example"
+)
 _LINK = re.compile(
-    r"(?:https?://|www\.)[^\s，。、）)\]>\"']+"  # a URL
-    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an email address
-    r"|(?<![\w@.])[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/[^\s，。、）)\]>\"']*",  # host/path
+    rf"(?:https?://|www\.){_URL_CHARS}+"  # a URL: ASCII only, so 查看 after it ends it
+    r"|[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"  # an email
+    # a host: with a path or a port (any top-level name), or bare with a common one
+    rf"|(?<![A-Za-z0-9_@.-])[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.(?:[A-Za-z]{{2,}}"
+    rf"(?=[:/])(?::\d+)?(?:/{_URL_CHARS}*)?|(?:{_TLDS})(?![A-Za-z0-9-]))",
     re.IGNORECASE,
 )
 """Where a reply could send the customer: each must come from a tool or their own words."""
@@ -133,7 +140,7 @@ def reply_problems(text: str, facts: Mapping[str, Any], said: str) -> list[str]:
         for claim in _claims(text)
         if not any(_matches(claim, k) for k in known)
     ]
-    links = [m[0].rstrip(".,;:!?") for m in _LINK.finditer(text)]
+    links = [m[0].rstrip(".,;:!?)]'\"") for m in _LINK.finditer(text)]
     sent = [link for link in links if link not in grounded]
     problems = []
     if invented:
