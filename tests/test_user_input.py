@@ -244,6 +244,13 @@ def test_an_answer_written_for_a_question_already_answered_is_not_applied_to_the
         ("not now", None),
         ("是不是要等很久", None),
         ("？？", None),
+        # review of ed55743: a first word alone decided lines that decide nothing
+        ("no problem, go ahead", True),
+        ("no worries", None),
+        ("对了，运费谁出？", None),
+        ("嗯，我再想想", None),
+        ("好，我再考虑一下", None),
+        ("是的，确认", True),
     ],
 )
 def test_a_confirmation_is_answered_by_its_first_word_with_particles_left_out(
@@ -271,6 +278,7 @@ def test_chat_takes_a_second_unclear_line_as_a_new_message_and_chats_are_apart(
     )
     assert done.stdout.count("Please answer yes or no") == 1
     assert "the confirmation is left waiting: corral resume run_" in done.stdout
+    assert f"--home {tmp_path / 'en'} --approve" in done.stdout  # the run's own home
     assert done.stdout.count("state: ") == 2  # the question asked once, then a new run
     home = tmp_path / "two"
     first = corral_cli(home, "chat", str(AFTERSALES), stdin="HD20240501 的打印机坏了要报修\n")
@@ -282,3 +290,21 @@ def test_chat_takes_a_second_unclear_line_as_a_new_message_and_chats_are_apart(
         tmp_path / "yes", "chat", str(AFTERSALES), stdin=f"{english}\nyes please\n"
     )
     assert "state: finished" in approved.stdout and "Please answer" not in approved.stdout
+
+
+def test_an_answer_to_an_ended_run_says_it_ended(tmp_path: Path) -> None:
+    """Review of b7956b3: an answer to a run that had ended (or was interrupted) was told
+    "the question ... was answered", without check_input's words and hint."""
+    from tests.conftest import ORDERS
+
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+
+    async def scenario() -> None:
+        asked = await runtime.start("退货")
+        paused = await runtime.resume(asked.run_id, answer="OD2611200002")
+        ended = await runtime.resume(paused.run_id, approve=False)
+        assert ended.status is RunStatus.FINISHED
+        with pytest.raises(RunNotResumableError, match="has already ended"):
+            await runtime.resume(asked.run_id, answer="OD2611100003")
+
+    asyncio.run(scenario())

@@ -6,8 +6,11 @@ import contextlib
 import json
 import re
 import secrets
+import shlex
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -67,36 +70,86 @@ NO = {"不", "不要", "不用", "不行", "不是", "否", "算了", "别", "n"
 YES_OR_NO = {"zh": "请回答 是 或 不 (yes / no)", "en": "Please answer yes or no (是 / 不)"}
 """What the chat asks when a confirmation's answer is neither, in the run's language."""
 LEFT_WAITING = {
-    "zh": "（确认仍在等待：corral resume {run} --approve 或 --reject）",
-    "en": "(the confirmation is left waiting: corral resume {run} --approve or --reject)",
+    "zh": "（确认仍在等待：{resume} --approve 或 --reject）",
+    "en": "(the confirmation is left waiting: {resume} --approve or --reject)",
 }
 """Said when a second unclear line is taken as a new message instead."""
+
+
+def resume_command(run_id: str, home: Path | None, store: str | None) -> str:
+    """The ``corral resume`` that finds the run: the chat's own --home and --store.
+
+    A store URL is not printed (it may hold a password): ``--store URL`` says to give it.
+    """
+    command = f"corral resume {run_id}"
+    if home is not None:
+        command += f" --home {shlex.quote(str(home))}"
+    if store is not None:
+        command += " --store URL"
+    return command
+
+
 _BREAKS = re.compile(r"[\s,，、。.!！?？;；~～]+")
 _PARTICLES = "了吧啊呀呢哈嘛哦"
+FILLER = {
+    "please",
+    "thanks",
+    "thank you",
+    "thx",
+    "at all",
+    "谢谢",
+    "谢谢你",
+    "谢啦",
+    "麻烦了",
+    "辛苦了",
+}
+"""Words after a yes or a no that leave it one: "yes please", "no thanks"."""
+NOT_ANSWERS = {"对了"}
+"""First words that read like a yes but open something else: 对了 is "by the way"."""
+
+
+def _word(word: str) -> bool | None:
+    """A yes or no word, tried with the sentence-final particles left out one at a time."""
+    while word:
+        if word in YES:
+            return True
+        if word in NO:
+            return False
+        if len(word) < 2 or word[-1] not in _PARTICLES:
+            return None
+        word = word[:-1]
+    return None
 
 
 def yes_or_no(line: str) -> bool | None:
     """The line as an answer to a confirmation: True, False, or None when it is neither.
 
-    The whole line is a yes or no word (``go ahead``), or its first word is, with the
-    sentence-final particles people add (``不用了``, ``好吧``) left out one at a time:
-    ``yes please``, ``好的，换吧``, ``no thanks``. ``no problem`` is a yes, whole.
+    A yes or no word or phrase (``go ahead``, ``no problem``, ``不用了``), alone or followed
+    only by filler (``yes please``, ``no thanks``) or by more of the same (``是的，确认``,
+    ``好的，换吧``). Anything else after it (``好，我再考虑一下``, ``no worries``) makes the
+    line no answer: a confirmation moves money and goods, so it is asked again.
     """
-    text = line.strip().lower()
-    words = [w for w in _BREAKS.split(text) if w]
-    if not words:
+    text = _BREAKS.sub(" ", line.strip().lower()).strip()
+    if not text:
         return None
-    candidates = [_BREAKS.sub(" ", text).strip(), words[0]]
-    word = words[0]
-    while len(word) > 1 and word[-1] in _PARTICLES:
-        word = word[:-1]
-        candidates.append(word)
-    for candidate in candidates:
-        if candidate in YES:
-            return True
-        if candidate in NO:
-            return False
-    return None
+    phrases = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)
+    lead = next((p for p in phrases if text == p or text.startswith(p + " ")), None)
+    words = text.split()
+    if lead is not None:
+        answer: bool | None = lead in YES
+        rest = text[len(lead) :].split()
+    elif words[0] in NOT_ANSWERS:
+        return None
+    else:
+        answer, rest = _word(words[0]), words[1:]
+    if answer is None or not rest or " ".join(rest) in FILLER or _word(" ".join(rest)) is answer:
+        return answer
+    for word in rest:
+        same = word in FILLER or _word(word) is answer
+        urged = answer and len(word) <= 3 and word.endswith("吧")  # 换吧, 办吧: go on
+        if not (same or urged):
+            return None
+    return answer
 
 
 @app.command()
@@ -128,12 +181,12 @@ def chat(
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdin.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
     try:
-        _converse(runtime, session_id)
+        _converse(runtime, session_id, partial(resume_command, home=home, store=store))
     finally:
         asyncio.run(runtime.aclose())
 
 
-def _converse(runtime: Runtime, session_id: str) -> None:
+def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -> None:
     """The chat's turns, until /quit, an empty line or the end of input."""
     import asyncio
 
@@ -165,7 +218,7 @@ def _converse(runtime: Runtime, session_id: str) -> None:
                 continue
             else:  # a second unclear line is a new message: nobody is stuck on a question
                 if confirm is not None:
-                    left = LEFT_WAITING[language].format(run=confirm.run_id)
+                    left = LEFT_WAITING[language].format(resume=resume(confirm.run_id))
                     console.print(Text(left, style="dim"))
                 summary = asyncio.run(runtime.start(line, session_id=session_id))
             unclear = False

@@ -755,8 +755,8 @@ class Runtime:
             if len(now.messages) <= asked:
                 return False
             if now.messages[asked] != answer:
-                if now.status is RunStatus.AWAITING_CONFIRM:  # not a late repeat of the
-                    return False  # last answer: check_input says the run waits for a yes/no
+                if now.status is not RunStatus.AWAITING_USER:  # not a late repeat of the
+                    return False  # last answer: check_input says what the run waits for
                 raise RunNotResumableError(f"the question of run {now.run_id} was answered")
             return True
         return False
