@@ -1,6 +1,6 @@
-"""The shipped examples move money and goods once: a hostile walkthrough found an order of
-599 CNY refunded 1 498 CNY over three runs, the refund's amount never shown before it was
-approved (30 000 asked became 599 silently), and one order exchanged twice.
+"""The orders example moves money once: a hostile walkthrough found an order of
+599 CNY refunded 1 498 CNY over three runs, and the refund's amount never shown before it
+was approved (30 000 asked became 599 silently).
 
 Each run is approved as a person would after reading its confirmation; the business
 database is then read to count what was really written.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus, RunSummary
-from tests.conftest import AFTERSALES, ORDERS
+from tests.conftest import ORDERS
 
 
 def _refunded(data: Path, order_id: str) -> float:
@@ -64,24 +64,3 @@ def test_two_refunds_approved_together_take_only_what_is_left(tmp_path: Path) ->
     assert done.status is RunStatus.FINISHED and done.outcome == "success"
     assert refused.outcome != "success"
     assert _refunded(data, "OD2610280005") == 599.0
-
-
-def test_an_order_is_exchanged_once(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    runtime = Runtime(load_agent(AFTERSALES, data_dir=data), MemoryStore())
-    message = "订单 HD20240501 的打印机坏了，想换新"
-
-    async def scenario() -> tuple[RunSummary, RunSummary, RunSummary]:
-        racing = await runtime.start(message)  # asked before the first one was approved
-        asked = await runtime.start(message)
-        done = await runtime.resume(asked.run_id, approve=True)
-        again = await runtime.start(message)
-        late = await runtime.resume(racing.run_id, approve=True)
-        return done, again, late
-
-    done, again, late = asyncio.run(scenario())
-    assert done.outcome == "success"
-    assert again.outcome == "refused" and "已经有换新单" in (again.reply or "")
-    assert late.outcome != "success"
-    with sqlite3.connect(data / "aftersales.db") as db:
-        assert db.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1

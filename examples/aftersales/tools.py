@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from corral import ToolContext, ToolFailedError, ToolPolicy, tool
+from corral import ToolContext, ToolPolicy, tool
 from corral.tools.builtin import generate_reply
 
 __all__ = ["generate_reply"]  # registered from corral's built-ins
@@ -47,16 +47,12 @@ class OrderInfo(BaseModel):
     category: str
     purchase_date: date
     status: str
-    exchange_id: str | None = None
-    """The exchange already made for this order, if any: an order is exchanged once."""
 
 
 def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
     with _connect(ctx) as conn:
         row = conn.execute(
-            "SELECT o.order_id, o.purchase_date, o.status, p.category, p.name_zh, p.name_en, "
-            "(SELECT min(e.exchange_id) FROM exchanges e WHERE e.order_id = o.order_id) "
-            "AS exchange_id "
+            "SELECT o.order_id, o.purchase_date, o.status, p.category, p.name_zh, p.name_en "
             "FROM orders o JOIN products p ON p.sku = o.sku WHERE o.order_id = ?",
             (order_id.upper(),),
         ).fetchone()
@@ -69,7 +65,6 @@ def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
         category=row["category"],
         purchase_date=date.fromisoformat(row["purchase_date"]),
         status=row["status"],
-        exchange_id=row["exchange_id"],
     )
 
 
@@ -166,21 +161,11 @@ def find_exchange_by_key(order_id: str, ctx: ToolContext) -> ExchangeOrder | Non
     reconcile=find_exchange_by_key,
 )
 def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> ExchangeOrder:
-    """Create an exchange order. Idempotent: the same key never creates a second one.
-
-    Another run may have exchanged the order since its lookup (the agent's rule reads
-    that lookup): a second exchange of an order is refused here, nothing written.
-    """
+    """Create an exchange order. Idempotent: the same key never creates a second one."""
     existing = find_exchange_by_key(order_id, ctx)
     if existing is not None:
         return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
-        conn.execute("BEGIN IMMEDIATE")  # looked for and made in one go
-        earlier = conn.execute(
-            "SELECT exchange_id FROM exchanges WHERE order_id = ?", (order_id,)
-        ).fetchone()
-        if earlier is not None:
-            raise ToolFailedError(f"order {order_id} was exchanged already ({earlier[0]})")
         exchange_id = "EX" + ctx.idempotency_key[:10].upper()
         conn.execute(
             "INSERT INTO exchanges VALUES (?, ?, ?, ?, ?)",
