@@ -106,6 +106,10 @@ def test_language_detection() -> None:
         ("你们这个打印机真是气死我了", "投诉"),
         ("this is the worst service", "投诉"),
         ("你好", "无关闲聊"),
+        # a rule's `unless` (a negation) keeps it from voting: found by a walkthrough
+        ("不要换新，HD20240501 帮我修一下", "报修"),
+        ("I do not want an exchange for HD20240501, just repair it", "报修"),
+        ("我不想投诉，只想问问打印机保修多久", "咨询"),
     ],
 )
 def test_rules_pick_the_declared_intent(aftersales: Agent, message: str, label: str) -> None:
@@ -176,3 +180,14 @@ def test_classifier_seam_is_used_after_rules_and_limited_to_declared_labels() ->
     assert IntentLayer(config, [Fake("known")]).understand("x", NOW).source == "classifier"
     invented = IntentLayer(config, [Fake("invented")]).understand("x", NOW)
     assert invented.label is None
+
+
+def test_a_rule_whose_unless_is_no_regex_is_refused_at_load() -> None:
+    from corral import parse_config
+    from corral.errors import ConfigInvalidError
+    from tests.one_intent import one_intent
+
+    config = one_intent("swap", steps=[{"id": "s1", "tool": "generate_reply", "args": {}}])
+    config["intents"][0]["rules"][0]["unless"] = "(不要"
+    with pytest.raises(ConfigInvalidError, match="bad rule"):
+        Agent.build(parse_config(config), [])

@@ -175,6 +175,9 @@ class IntentRule(_Strict):
     pattern: str | None = None
     keywords: list[str] = Field(default_factory=list)
     confidence: float = Field(0.9, ge=0.0, le=1.0)
+    unless: str | None = None
+    """A regex that, found in the message, keeps this rule from voting: the negation
+    of what it matches ("不要换新，帮我修一下" is no exchange; "我不想投诉" no complaint)."""
 
 
 class PlanRule(_Strict):

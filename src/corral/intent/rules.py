@@ -18,6 +18,8 @@ class _CompiledRule:
     confidence: float
     pattern: re.Pattern[str]
     source: str
+    unless: re.Pattern[str] | None = None
+    """Found in the message, the rule does not vote (``IntentRule.unless``)."""
 
 
 RuleMatch = _CompiledRule
@@ -28,6 +30,14 @@ def _keyword_pattern(word: str) -> str:
     escaped = re.escape(word)
     # ASCII words match whole words; CJK words match as substrings (no spaces in Chinese).
     return rf"\b{escaped}\b" if word.isascii() else escaped
+
+
+def _compiled(intent: str, source: str) -> re.Pattern[str]:
+    """A rule's regex, case-insensitive; ``CONFIG_INVALID`` naming the intent if it is bad."""
+    try:
+        return re.compile(source, re.IGNORECASE)
+    except re.error as exc:
+        raise ConfigInvalidError(f"intent {intent!r}: bad rule {source!r}: {exc}") from None
 
 
 class RuleClassifier:
@@ -41,15 +51,13 @@ class RuleClassifier:
                 if rule.pattern:
                     sources.append(rule.pattern)
                 sources.extend(_keyword_pattern(k) for k in rule.keywords)
+                unless = _compiled(spec.name, rule.unless) if rule.unless else None
                 for source in sources:
-                    try:
-                        compiled = re.compile(source, re.IGNORECASE)
-                    except re.error as exc:
-                        raise ConfigInvalidError(
-                            f"intent {spec.name!r}: bad rule {source!r}: {exc}"
-                        ) from None
+                    compiled = _compiled(spec.name, source)
                     self._rules.append(
-                        _CompiledRule(spec.name, spec.priority, rule.confidence, compiled, source)
+                        _CompiledRule(
+                            spec.name, spec.priority, rule.confidence, compiled, source, unless
+                        )
                     )
 
     def match(self, text: str) -> RuleMatch | None:
@@ -60,8 +68,13 @@ class RuleClassifier:
         text = fold_letters_and_digits(text)
         best: _CompiledRule | None = None
         for rule in self._rules:
-            if rule.pattern.search(text) and (
-                best is None or (rule.confidence, rule.priority) > (best.confidence, best.priority)
+            if (
+                rule.pattern.search(text)
+                and (
+                    best is None
+                    or (rule.confidence, rule.priority) > (best.confidence, best.priority)
+                )
+                and not (rule.unless is not None and rule.unless.search(text))
             ):
                 best = rule
         return best
