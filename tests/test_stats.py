@@ -122,6 +122,19 @@ async def test_since_and_agent_select_runs(tmp_path: Path) -> None:
     assert run_stats(store, agent="nobody").runs == 0
 
 
+async def test_figures_add_up_counts_past_int64_without_failing(tmp_path: Path) -> None:
+    """Found by a hostile walkthrough: one run that stored a token count near int64 (a
+    hostile endpoint's usage) made every later `corral stats` fail: SQLite's sum
+    overflowed ("integer overflow", reported as STORE_UNAVAILABLE)."""
+    path = tmp_path / "corral.db"
+    store = SqlStore.open(path)
+    await known_runs(store)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE corral_run_facts SET input_tokens = 9223372036854775000")
+    figures = run_stats(store)
+    assert figures.runs == 5 and figures.tokens.input > 9e18 * 4
+
+
 # ---------------------------------------------------------------------- projection upkeep
 
 

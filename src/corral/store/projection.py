@@ -412,19 +412,32 @@ def _percentiles(
     return counts, out
 
 
+def _adder(conn: Connection) -> Callable[[ColumnElement[Any]], ColumnElement[Any]]:
+    """A column's sum over the rows, 0 for none, that cannot overflow.
+
+    SQLite's ``sum`` of integers fails past int64 ("integer overflow"): one run that
+    stored an absurd token count made ``corral stats`` fail for ever. Its ``total`` adds
+    in floating point; PostgreSQL's ``sum`` of a bigint is a numeric already.
+    """
+    if conn.dialect.name == "sqlite":
+        return lambda column: func.total(column)
+    return lambda column: func.coalesce(func.sum(column), 0)
+
+
 def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figures:
     """The figures of the runs created since ``since`` (by ``agent``), all in SQL."""
     runs = run_facts_table.c
     where = _filters(run_facts_table, since, agent)
+    add = _adder(conn)
     totals = conn.execute(
         select(
             func.count(),
-            func.coalesce(func.sum(runs.steps), 0),
-            func.coalesce(func.sum(runs.tool_calls), 0),
-            func.coalesce(func.sum(runs.model_calls), 0),
-            func.coalesce(func.sum(runs.input_tokens), 0),
-            func.coalesce(func.sum(runs.output_tokens), 0),
-            func.coalesce(func.sum(runs.cost), 0.0),
+            add(runs.steps),
+            add(runs.tool_calls),
+            add(runs.model_calls),
+            add(runs.input_tokens),
+            add(runs.output_tokens),
+            add(runs.cost),
         ).where(*where)
     ).one()
     result = Figures(
