@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from corral import Agent, load_agent
+from corral import Agent, load_agent, tool
 from corral.intent.dates import chinese_number, find_relative_date
 from corral.intent.entities import detect_language
 from tests.conftest import AFTERSALES
@@ -84,7 +85,8 @@ def test_any_message_gets_a_declared_label_or_clarification_and_grounded_entitie
     products = set(config.entities["product"].vocabulary.values())
     assert result.entities.get("product") in products | {None}
     found = find_relative_date(text, NOW, config.timezone)
-    assert result.entities.get("purchase_date") == (found.as_json() if found else None)
+    cued = any(cue in text.lower() for cue in config.entities["purchase_date"].cues)
+    assert result.entities.get("purchase_date") == (found.as_json() if found and cued else None)
 
 
 def test_language_detection() -> None:
@@ -130,6 +132,15 @@ def test_entities_are_extracted_and_normalised(aftersales: Agent) -> None:
     assert result.entities["order_id"] == "HD20240501"
     assert result.entities["product"] == "printer"
     assert result.entities["purchase_date"]["start"] == "2026-11-16"
+
+
+@pytest.mark.parametrize(
+    "message", ["Hello! Nice weather today, isn't it?", "打印机上周坏了", "昨天开始卡纸"]
+)
+def test_a_date_without_a_cue_is_no_purchase_date(aftersales: Agent, message: str) -> None:
+    """Found by a walkthrough (and in the demo's chit-chat): any date was taken as the
+    date of purchase ("today", "上周" when it broke)."""
+    assert "purchase_date" not in aftersales.intent.understand(message, NOW).entities
 
 
 def test_longest_vocabulary_word_wins(aftersales: Agent) -> None:
@@ -191,3 +202,32 @@ def test_a_rule_whose_unless_is_no_regex_is_refused_at_load() -> None:
     config["intents"][0]["rules"][0]["unless"] = "(不要"
     with pytest.raises(ConfigInvalidError, match="bad rule"):
         Agent.build(parse_config(config), [])
+
+
+class Checked(BaseModel):
+    ok: bool
+
+
+@tool
+def check() -> Checked:
+    """Stands for a warranty check."""
+    return Checked(ok=True)
+
+
+async def test_an_answer_to_a_question_about_an_entity_needs_no_cue() -> None:
+    """``cues`` keep a date out of a message that does not say what it is; an answer to
+    "when did you buy it?" says so by answering."""
+    from corral import MemoryStore, Runtime, parse_config
+    from corral.testing import FixedEffects
+    from tests.one_intent import one_intent
+
+    entities = {"bought": {"kind": "date_range", "cues": ["买", "bought"]}}
+    steps = [{"id": "s1", "tool": "check", "args": {}}]
+    config = one_intent("warranty", steps=steps, requires=["bought"], entities=entities)
+    agent = Agent.build(parse_config(config), [check])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("warranty question, it broke yesterday")
+    assert asked.status.value == "awaiting_user"  # "yesterday" is not when it was bought
+    answered = await runtime.resume(asked.run_id, answer="last week")
+    state = await runtime.load_state(answered.run_id)
+    assert "bought" in state.entities and answered.status.value == "finished"

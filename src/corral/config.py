@@ -151,6 +151,10 @@ class EntitySpec(_Strict):
     label: TemplateText | None = None
     """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
     of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""
+    cues: list[str] = Field(default_factory=list)
+    """Words one of which a message must say for the entity to be taken from it (a
+    purchase date only beside 买 or "bought": "上周坏了" names when it broke, "Nice weather
+    today" no date at all). None: always. An answer to a question about it needs none."""
     weekday: Literal["this_week", "past", "future"] = "this_week"
     """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
     latest up to today (``past``: an order placed on Friday) or the next from today

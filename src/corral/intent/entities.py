@@ -72,16 +72,21 @@ class EntityExtractor:
                 import corral.intent.amounts
                 import corral.intent.dates  # noqa: F401
 
-    def extract(self, text: str, now: datetime) -> dict[str, Any]:
+    def extract(self, text: str, now: datetime, answering: str | None = None) -> dict[str, Any]:
         """Every declared entity found in ``text``; a missing one is absent, never guessed.
 
         Full-width letters and digits (an input method's ＨＤ２０２４０５０１) are read as
-        ASCII ones, so a pattern written for the one finds the other.
+        ASCII ones, so a pattern written for the one finds the other. An entity with
+        ``cues`` is taken only from a text that says one, unless the text answers a
+        question about it (``answering``).
         """
         found: dict[str, Any] = {}
         text = fold_letters_and_digits(text)
         lowered = text.lower()
         for entity in self._entities:
+            cues = entity.spec.cues
+            if cues and entity.name != answering and not any(c.lower() in lowered for c in cues):
+                continue
             value = self._extract_one(entity, text, lowered, now)
             if value is not None:
                 found[entity.name] = value

@@ -177,7 +177,7 @@ class RunLoop:
         assert now is not None
         slot = state.answered_slot
         if slot and state.intent is not None and state.intent.label:
-            found = agent.intent.entities.extract(text, now)
+            found = agent.intent.entities.extract(text, now, answering=slot)
             spec = agent.config.entities.get(slot)
             if slot not in found and spec is not None and spec.whole_answer:
                 whole = text.strip()

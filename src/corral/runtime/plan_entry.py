@@ -195,7 +195,7 @@ def _as_extracted(name: str, spec: EntitySpec, value: Any) -> Any:
                 f"entity {name!r}: {value!r} gives {len(several)} values "
                 f"({', '.join(several)}); give one",
             )
-        found = extractor.extract(str(value), EPOCH).get(name)
+        found = extractor.extract(str(value), EPOCH, answering=name).get(name)
         if found is None:
             raise InvalidArgumentError(
                 f"entity {name!r}: {value!r} matches none of its patterns",
