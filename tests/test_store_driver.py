@@ -1,7 +1,7 @@
 """A save's fast paths store exactly what the slow ones did.
 
 ``corral.store.driver`` runs the statements every save runs without SQLAlchemy's
-per-execute work, and ``codec.dumps`` encodes rows with one prebuilt C encoder. These
+per-execute work, and ``json_values.dumps`` encodes rows with one prebuilt C encoder. These
 tests pin what must not change with them: the stored text of times and of JSON, the
 store errors a driver failure becomes, and that a listener on the engine's cursor events
 (a tracer, a fault injector) still sees every statement.
@@ -23,8 +23,8 @@ from sqlalchemy.dialects.sqlite import DATETIME
 
 from corral import Event, EventType
 from corral.errors import StoreCorruptError
+from corral.json_values import dumps
 from corral.store.base import Lease, RunRecord
-from corral.store.codec import dumps
 from corral.store.sql import SqlStore
 from tests.extras import postgres_url
 

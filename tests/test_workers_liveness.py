@@ -189,8 +189,12 @@ def test_a_worker_takes_its_lock_back_while_its_watcher_is_held_up(url: str) -> 
         mine.close()
 
 
-def _slow_connects(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
-    """A server that does not answer a connect until the test says: (connecting, answer)."""
+def _reconnecting(
+    url: str, mine: Liveness, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Event, threading.Thread, list[bool]]:
+    """``mine``'s session ended by the server, and its reconnect (``ensure``, in a thread)
+    held at a connect that answers once the test sets ``answer``: (answer, thread, the
+    list ``ensure``'s result goes into)."""
     from corral.workers import liveness
 
     connecting, answer = threading.Event(), threading.Event()
@@ -202,7 +206,12 @@ def _slow_connects(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, th
         return real(target, name)
 
     monkeypatch.setattr(liveness, "_connect", slow_connect)
-    return connecting, answer
+    terminate(url, mine.conn)
+    outcome: list[bool] = []
+    reconnect = threading.Thread(target=lambda: outcome.append(mine.ensure()))
+    reconnect.start()
+    assert connecting.wait(10)
+    return answer, reconnect, outcome
 
 
 def test_a_stop_does_not_wait_for_a_reconnect_to_a_server_that_does_not_answer(
@@ -212,12 +221,7 @@ def test_a_stop_does_not_wait_for_a_reconnect_to_a_server_that_does_not_answer(
     ``keep`` and ``close`` (a worker's stop, its exit) waited for a connect to a lost
     server to give up (minutes). And a reconnect that ends after the close keeps no lock."""
     mine = hold(url, "w-me")
-    connecting, answer = _slow_connects(monkeypatch)
-    terminate(url, mine.conn)
-    outcome: list[bool] = []
-    reconnect = threading.Thread(target=lambda: outcome.append(mine.ensure()))
-    reconnect.start()
-    assert connecting.wait(10)
+    answer, reconnect, outcome = _reconnecting(url, mine, monkeypatch)
     stopped = threading.Thread(target=lambda: (mine.keep(), mine.close()))
     stopped.start()
     stopped.join(5)
@@ -235,12 +239,7 @@ def test_a_session_taken_again_during_a_stop_is_kept_however_quiet(
     reconnect was under way; the new session carried the idle timeout with nobody left to
     talk on it, so PostgreSQL ended it and the lock lapsed while drives still ran."""
     mine = hold(url, "w-me", idle_s=1.0)
-    connecting, answer = _slow_connects(monkeypatch)
-    terminate(url, mine.conn)
-    outcome: list[bool] = []
-    reconnect = threading.Thread(target=lambda: outcome.append(mine.ensure()))
-    reconnect.start()
-    assert connecting.wait(10)
+    answer, reconnect, outcome = _reconnecting(url, mine, monkeypatch)
     mine.keep()  # the stop begins; the process lives on while its drives end
     answer.set()
     reconnect.join(30)

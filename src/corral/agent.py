@@ -173,10 +173,8 @@ class Agent:
             for name in fact_names(expression):
                 origins.setdefault(name, set())
         for template in self.config.plans.values():
-            for step in template.steps:
-                for fact, path_text in step.facts.items():
-                    path = tuple(p for p in path_text.split(".") if p)[1:]
-                    origins.setdefault(fact, set()).add((step.tool, path))
+            for fact, found in published_facts(template.steps, self.tools).items():
+                origins.setdefault(fact, set()).update((spec.name, path) for spec, path in found)
         return MappingProxyType({name: frozenset(found) for name, found in origins.items()})
 
     def _compile_template(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 
@@ -71,3 +72,25 @@ def finite_or_none(value: Any) -> Any:
 def loads_finite(text: str | bytes | bytearray) -> Any:
     """``json.loads`` that refuses non-finite numbers (``ValueError``)."""
     return json.loads(text, parse_float=finite, parse_constant=no_constant)
+
+
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+"""The encoder ``json.dumps`` would build for every row, built once (the same text)."""
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
+)
+"""``_COMPACT``'s C encoder, made once: ``encode`` makes one per call (and a closure, and
+a dict of the containers it is in, against cycles; a stored value never has one)."""
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text, as stores write it (non-JSON values as their ``str``).
+
+    Also the measure of a tool's result against its ``max_output_chars``: what the store
+    would keep of it.
+    """
+    if _C_ENCODE is None:
+        return _COMPACT.encode(value)
+    return "".join(_C_ENCODE(value, 0))

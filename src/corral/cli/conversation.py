@@ -108,6 +108,10 @@ NOT_ANSWERS = {"对了"}
 """First words that read like a yes but open something else: 对了 is "by the way"."""
 
 
+_PHRASES = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)
+"""The yes and no words of more than one word, longest first: "no problem" before "no"."""
+
+
 def _word(word: str) -> bool | None:
     """A yes or no word, tried with the sentence-final particles left out one at a time."""
     while word:
@@ -132,8 +136,7 @@ def yes_or_no(line: str) -> bool | None:
     text = _BREAKS.sub(" ", line.strip().lower()).strip()
     if not text:
         return None
-    phrases = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)
-    lead = next((p for p in phrases if text == p or text.startswith(p + " ")), None)
+    lead = next((p for p in _PHRASES if text == p or text.startswith(p + " ")), None)
     words = text.split()
     if lead is not None:
         answer: bool | None = lead in YES
@@ -142,7 +145,8 @@ def yes_or_no(line: str) -> bool | None:
         return None
     else:
         answer, rest = _word(words[0]), words[1:]
-    if answer is None or not rest or " ".join(rest) in FILLER or _word(" ".join(rest)) is answer:
+    after = " ".join(rest)
+    if answer is None or not rest or after in FILLER or _word(after) is answer:
         return answer
     for word in rest:
         same = word in FILLER or _word(word) is answer

@@ -52,7 +52,6 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from corral.contracts import EventType, ToolStatus
@@ -69,6 +68,7 @@ from corral.events import (
     compact_json,
     decode,
 )
+from corral.json_values import dumps
 
 FORMAT = 5
 """The version of the stored event format this corral writes."""
@@ -165,24 +165,6 @@ _KIND_COLUMNS = {
 
 STEPS_REF = "steps_ref"
 """The key that replaces a stored plan's ``steps``: the hash of their JSON body."""
-
-
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-"""The encoder ``json.dumps`` would build for every row, built once (the same text)."""
-_C_ENCODE = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
-)
-"""``_COMPACT``'s C encoder, made once: ``encode`` makes one per call (and a closure, and
-a dict of the containers it is in, against cycles; a stored value never has one)."""
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text, as stores write it (non-JSON values as their ``str``)."""
-    if _C_ENCODE is None:
-        return _COMPACT.encode(value)
-    return "".join(_C_ENCODE(value, 0))
 
 
 @dataclass

@@ -59,6 +59,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.events import Event
+from corral.json_values import dumps
 from corral.store import driver, projection, schema
 from corral.store.base import (
     TERMINAL_STATUSES,
@@ -72,7 +73,6 @@ from corral.store.codec import (
     RowEncoder,
     StoredRow,
     decode_rows,
-    dumps,
     pack_summary,
     unpack_summary,
 )

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from corral.errors import ConfigInvalidError, StoreCorruptError
 from corral.events import Event
 from corral.files import write_private
-from corral.store.codec import FORMAT, RowEncoder, StoredRow, decode_rows, dumps
+from corral.json_values import dumps
+from corral.store.codec import FORMAT, RowEncoder, StoredRow, decode_rows
 
 LAYOUT = 1
 """The version of this file's own layout (the keys below); each row carries its ``v``."""

@@ -12,7 +12,6 @@ looked and found nothing: exactly once, counted where the tool is entered.
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from corral.errors import (
     ToolFailedError,
     ToolOutputInvalidError,
 )
-from corral.json_values import all_finite, finite_or_none
+from corral.json_values import all_finite, dumps, finite_or_none
 from corral.tools.context import ToolContext
 from corral.tools.outputs import VALUE_FIELD
 from corral.tools.spec import ToolSpec
@@ -118,7 +117,7 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
 def _check_length(spec: ToolSpec, dumped: dict[str, Any]) -> None:
     """``TOOL_OUTPUT_INVALID`` for a result longer than the tool's policy allows."""
     limit = spec.policy.max_output_chars
-    size = len(json.dumps(dumped, ensure_ascii=False, separators=(",", ":"), default=str))
+    size = len(dumps(dumped))
     if size > limit:
         raise ToolOutputInvalidError(
             f"tool {spec.name!r} returned {size:,} characters of JSON; the limit is {limit:,}",

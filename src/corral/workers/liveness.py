@@ -216,14 +216,11 @@ class Liveness:
                     _unlock(conn, self.executor_id)
                 conn.close()
                 return False
-            if self._kept:  # a stop began during the connect: nobody talks on it from now
-                try:
-                    _quiet_ends(conn, 0.0)
-                except Exception as exc:
-                    logger.warning("worker %s: liveness session lost (%s)", self.executor_id, exc)
-                    with suppress(Exception):
-                        conn.close()
-                    return False
+            # a stop began during the connect: nobody talks on the new session from now
+            if self._kept and not self._kept_quiet(conn):
+                with suppress(Exception):
+                    conn.close()
+                return False
             self.conn = conn
         logger.warning("worker %s: liveness lock taken again", self.executor_id)
         return True
@@ -236,12 +233,18 @@ class Liveness:
         way (the keeper's or the watcher's) keeps the session it makes as well: it would
         carry the idle timeout, with nobody left to talk on it.
         """
+        with self._guard:
+            self._kept = True
+            self._kept_quiet(self.conn)
+
+    def _kept_quiet(self, conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+        """Take the idle timeout off ``conn``; False (said) when its session is gone."""
         try:
-            with self._guard:
-                self._kept = True
-                _quiet_ends(self.conn, 0.0)
+            _quiet_ends(conn, 0.0)
         except Exception as exc:  # the session is gone already: nothing left to keep
             logger.warning("worker %s: liveness session lost (%s)", self.executor_id, exc)
+            return False
+        return True
 
     def close(self) -> None:
         """Release the lock (closing the session does) and the connection."""
