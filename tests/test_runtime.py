@@ -158,7 +158,8 @@ async def test_sessions_carry_an_open_question_to_the_next_message(aftersales: A
     assert follow.status is RunStatus.AWAITING_CONFIRM
     session = runtime.store.get_session("chat-1", FixedEffects().now())
     assert session is not None and session.entities["order_id"] == "HD20250920"
-    assert session.open_run_id is None and len(session.turns) == 1
+    # the run now waits for a yes or no: the next message still reaches it
+    assert session.open_run_id == asked.run_id and len(session.turns) == 1
 
 
 async def test_the_log_alone_rebuilds_the_run(runtime: Runtime) -> None:

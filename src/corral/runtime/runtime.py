@@ -58,6 +58,7 @@ from corral.events import (
     UserMessage,
 )
 from corral.inputs import require_one_input, require_session_id, require_text, require_words
+from corral.intent.confirmation import yes_or_no
 from corral.intent.entities import detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -452,6 +453,12 @@ class Runtime:
                 status = await self._run_status(session.open_run_id)
                 if status == RunStatus.AWAITING_USER.value:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
+                if status == RunStatus.AWAITING_CONFIRM.value:
+                    decided = yes_or_no(message)
+                    if decided is not None:  # else a new request: the confirmation waits
+                        return await self._resume(
+                            session.open_run_id, decided, None, None, 0.0, watch, said=message
+                        )
         run_id, holding = await self._new_run(run_id)
         async with holding as held:
             # the run's start is written out here, not in a coroutine of its own: a frame
@@ -695,7 +702,9 @@ class Runtime:
         step_id: str | None,
         wait_s: float,
         watch: Watch | None,
+        said: str | None = None,
     ) -> RunSummary:
+        """``resume``; ``said``: the session's message that gave ``approve`` (logged first)."""
         if answer is not None:
             self._check_words(answer, "the answer")
         require_one_input(approve, answer, step_id)
@@ -705,7 +714,7 @@ class Runtime:
             if self._given_already(seen, state, approve, answer, step_id):
                 return summarize_run(state)
             check_step(state, step_id)
-            journal = self._journal_for_input(state, approve, answer, watch)
+            journal = self._journal_for_input(state, approve, answer, watch, said)
             return await self._drive(journal, held)
 
     def _check_words(self, text: str, what: str) -> None:
@@ -767,13 +776,20 @@ class Runtime:
         approve: bool | None,
         answer: str | None,
         watch: Watch | None = None,
+        said: str | None = None,
     ) -> Journal:
-        """Check the input against what the run waits for and record it."""
+        """Check the input against what the run waits for and record it.
+
+        ``said``: the message of the session that was read as ``approve`` (``yes_or_no``),
+        recorded before the decision so the log shows what the person wrote.
+        """
         check_input(state, approve, answer)
         journal = Journal(state, self.effects, watch)
         if state.status is RunStatus.AWAITING_CONFIRM:
             assert approve is not None
             assert state.pending is not None and state.pending.step_id is not None
+            if said is not None:
+                journal.emit("intent", UserMessage(said))
             journal.emit("decide", ConfirmationGiven(state.pending.step_id, approve))
             journal.transition(RunStatus.DECIDING, "approved" if approve else "rejected")
         elif state.status is RunStatus.AWAITING_USER:
@@ -1132,6 +1148,10 @@ def _spoken(session: SessionRecord | None) -> Language | None:
     return language if language in ("zh", "en") else None
 
 
+_WAITS_FOR_THE_USER = (RunStatus.AWAITING_USER, RunStatus.AWAITING_CONFIRM)
+"""A run of a session in these reads the session's next message: an answer, or a yes or no."""
+
+
 def _merged_session(
     state: RunState, now: datetime, existing: SessionRecord | None
 ) -> SessionRecord:
@@ -1149,10 +1169,11 @@ def _merged_session(
         }
     )
     entities = {**(existing.entities if existing else {}), **state.entities}
-    open_run = state.run_id if state.status is RunStatus.AWAITING_USER else None
+    open_run = state.run_id if state.status in _WAITS_FOR_THE_USER else None
     if open_run is None and existing and existing.open_run_id != state.run_id:
-        # another run of the session still waits for the user's answer (a run_plan
-        # beside it asks nothing): the next message must still reach it
+        # another run of the session still waits for the user's answer or yes (a
+        # run_plan beside it asks nothing, a new request typed at a confirmation): the
+        # next message must still reach it
         open_run = existing.open_run_id
     return SessionRecord(
         session_id=state.session_id,

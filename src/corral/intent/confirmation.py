@@ -1,0 +1,104 @@
+"""A message read as the answer to a confirmation: yes, no, or neither.
+
+A confirmation moves money and goods, so only a plain yes or no counts: a yes or no word
+or phrase, alone or followed by filler or by more of the same, in Chinese or English.
+Anything else is neither, and the confirmation is asked again (the chat) or left waiting
+(a new message of the session starts a run of its own). Code decides this, not a model.
+"""
+
+from __future__ import annotations
+
+import re
+
+YES = {
+    "是",
+    "是的",
+    "好",
+    "好的",
+    "确认",
+    "确定",
+    "同意",
+    "可以",
+    "行",
+    "嗯",
+    "对",
+    "对的",
+    "没问题",
+    "y",
+    "yes",
+    "yep",
+    "yeah",
+    "ok",
+    "okay",
+    "sure",
+    "confirm",
+    "go ahead",
+    "no problem",
+}
+NO = {"不", "不要", "不用", "不行", "不是", "否", "算了", "别", "n", "no", "nope"}
+"""Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no."""
+_BREAKS = re.compile(r"[\s,，、。.!！?？;；~～]+")
+_PARTICLES = "了吧啊呀呢哈嘛哦"
+FILLER = {
+    "please",
+    "thanks",
+    "thank you",
+    "thx",
+    "at all",
+    "谢谢",
+    "谢谢你",
+    "谢啦",
+    "麻烦了",
+    "辛苦了",
+}
+"""Words after a yes or a no that leave it one: "yes please", "no thanks"."""
+NOT_ANSWERS = {"对了"}
+"""First words that read like a yes but open something else: 对了 is "by the way"."""
+
+
+_PHRASES = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)
+"""The yes and no words of more than one word, longest first: "no problem" before "no"."""
+
+
+def _word(word: str) -> bool | None:
+    """A yes or no word, tried with the sentence-final particles left out one at a time."""
+    while word:
+        if word in YES:
+            return True
+        if word in NO:
+            return False
+        if len(word) < 2 or word[-1] not in _PARTICLES:
+            return None
+        word = word[:-1]
+    return None
+
+
+def yes_or_no(line: str) -> bool | None:
+    """The line as an answer to a confirmation: True, False, or None when it is neither.
+
+    A yes or no word or phrase (``go ahead``, ``no problem``, ``不用了``), alone or followed
+    only by filler (``yes please``, ``no thanks``) or by more of the same (``是的，确认``,
+    ``好的，换吧``). Anything else after it (``好，我再考虑一下``, ``no worries``) makes the
+    line no answer: a confirmation moves money and goods, so it is asked again.
+    """
+    text = _BREAKS.sub(" ", line.strip().lower()).strip()
+    if not text:
+        return None
+    lead = next((p for p in _PHRASES if text == p or text.startswith(p + " ")), None)
+    words = text.split()
+    if lead is not None:
+        answer: bool | None = lead in YES
+        rest = text[len(lead) :].split()
+    elif words[0] in NOT_ANSWERS:
+        return None
+    else:
+        answer, rest = _word(words[0]), words[1:]
+    after = " ".join(rest)
+    if answer is None or not rest or after in FILLER or _word(after) is answer:
+        return answer
+    for word in rest:
+        same = word in FILLER or _word(word) is answer
+        urged = answer and len(word) <= 3 and word.endswith("吧")  # 换吧, 办吧: go on
+        if not (same or urged):
+            return None
+    return answer

@@ -1,0 +1,138 @@
+"""The next message of a session answers its run's confirmation when it is a plain yes or no.
+
+Found by a walkthrough: ``好的`` sent through ``corral run --session`` or ``POST
+/agents/{agent}/runs`` with the session of a run that waited for a confirmation started a
+new run, which asked to clarify; the confirmation waited until the session expired.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from corral import Agent, MemoryStore, RunStatus, Runtime
+from corral.events import UserMessage
+from corral.intent.confirmation import yes_or_no
+from corral.testing import FixedEffects
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli, exchange_count
+from tests.serving import EXCHANGE, client, load, serving
+
+CHIT_CHAT = "Hello! Nice weather today, isn't it?"
+
+
+def said(runtime: Runtime, run_id: str) -> list[str]:
+    """What the person wrote to the run, in order."""
+    events = runtime.store.load_events(run_id)
+    return [e.payload.text for e in events if isinstance(e.payload, UserMessage)]
+
+
+async def test_a_plain_yes_approves_the_confirmation_it_answers(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-yes")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    done = await runtime.start("好的，换吧", session_id="chat-yes")
+    assert done.run_id == paused.run_id
+    assert done.status is RunStatus.FINISHED
+    assert exchange_count(aftersales) == 1  # counted by the tool itself
+    assert said(runtime, done.run_id) == [EXCHANGE, "好的，换吧"]  # the log shows the yes
+    session = runtime.store.get_session("chat-yes", FixedEffects().now())
+    assert session is not None and session.open_run_id is None
+    later = await runtime.start("好的", session_id="chat-yes")  # nothing waits any more
+    assert later.run_id != paused.run_id
+    assert exchange_count(aftersales) == 1
+
+
+async def test_a_plain_no_rejects_it_and_nothing_is_written(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-no")
+    rejected = await runtime.start("no thanks", session_id="chat-no")
+    assert rejected.run_id == paused.run_id
+    assert rejected.status is not RunStatus.AWAITING_CONFIRM
+    state = await runtime.load_state(paused.run_id)
+    assert list(state.confirmations.values()) == [False]
+    assert exchange_count(aftersales) == 0
+
+
+async def test_a_new_request_at_a_confirmation_runs_apart_and_the_confirmation_waits(
+    aftersales: Agent,
+) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-aside")
+    aside = await runtime.start(CHIT_CHAT, session_id="chat-aside")
+    assert aside.run_id != paused.run_id
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    assert exchange_count(aftersales) == 0
+    done = await runtime.start("yes please", session_id="chat-aside")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    assert exchange_count(aftersales) == 1
+
+
+async def test_a_line_that_decides_nothing_approves_nothing(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-unsure")
+    unsure = await runtime.start("好，我再考虑一下", session_id="chat-unsure")
+    assert unsure.run_id != paused.run_id
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    assert exchange_count(aftersales) == 0
+
+
+async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE)
+    other = await runtime.start("好的")
+    assert other.run_id != paused.run_id
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    assert exchange_count(aftersales) == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "meant"),
+    [("好的", True), ("不用了", False), ("yes please", True), ("对了，运费谁出？", None)],
+)
+def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:
+    from corral.cli.conversation import yes_or_no as chat_reader
+
+    assert yes_or_no(line) is meant
+    assert chat_reader is yes_or_no  # one reader: the chat and the session agree
+
+
+def test_corral_run_with_a_session_approves_with_a_yes(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    first = corral_cli(home, "run", str(AFTERSALES), EXCHANGE, "--session", "s1", "--json")
+    paused = json.loads(first.stdout)
+    assert paused["status"] == "awaiting_confirm"
+    second = corral_cli(home, "run", str(AFTERSALES), "是的", "--session", "s1", "--json")
+    done = json.loads(second.stdout)
+    assert done["run_id"] == paused["run_id"]
+    assert done["status"] == "finished"
+    listed = corral_cli(home, "runs", "--json")
+    assert len(json.loads(listed.stdout)) == 1  # no second run
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Agent]]:
+    agent = load(AFTERSALES, tmp_path / "home")
+    with serving(agent, home=tmp_path / "home") as url:
+        yield url, agent
+
+
+def test_the_http_api_takes_a_yes_in_the_session_as_the_approval(
+    served: tuple[str, Agent],
+) -> None:
+    base, agent = served
+    with client(base) as http:
+        body = {"message": EXCHANGE, "session_id": "web-1"}
+        paused = http.post("/agents/aftersales/runs", json=body).json()
+        assert paused["status"] == "awaiting_confirm"
+        yes = {"message": "OK", "session_id": "web-1"}
+        done = http.post("/agents/aftersales/runs", json=yes)
+        assert done.status_code == 200
+        assert done.json()["run_id"] == paused["run_id"]
+        assert done.json()["status"] == "finished"
+        assert exchange_count(agent) == 1
+        runs = http.get("/runs", params={"session_id": "web-1"}).json()["runs"]
+        assert [r["run_id"] for r in runs] == [paused["run_id"]]
