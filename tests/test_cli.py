@@ -344,3 +344,39 @@ def test_a_table_piped_to_a_program_keeps_its_values_whole(tmp_path: Path) -> No
         check=True,
     )
     assert "awaiting_confirm" in listed.stdout and "…" not in listed.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("run", str(AFTERSALES)), "Missing argument 'message'"),
+        (("runs", "--bogus"), "No such option: --bogus"),
+        (("nosuch",), "No such command 'nosuch'"),
+        (("runs", "--limit", "abc"), "Invalid value for '--limit'"),
+    ],
+)
+def test_a_command_line_that_cannot_be_read_is_refused_with_a_code(
+    tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    """Found by a walkthrough: usage errors printed Typer's box without corral's
+    ``error CODE:`` line, unlike every other refusal (docs/errors.md)."""
+    done = corral_cli(tmp_path, *args, ok=False)
+    assert done.returncode == 2
+    assert f"error INVALID_ARGUMENT: {said}" in done.stderr
+    assert "Usage:" in done.stderr and "--help" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_usage_error_with_json_is_a_json_error(tmp_path: Path) -> None:
+    done = corral_cli(tmp_path, "runs", "--limit", "abc", "--json", ok=False)
+    assert done.returncode == 2
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "INVALID_ARGUMENT" and "--limit" in error["message"]
+
+
+def test_corral_alone_shows_the_help(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "corral"], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
+    assert "Commands" in done.stdout + done.stderr
+    assert "INVALID_ARGUMENT" not in done.stdout + done.stderr

@@ -6,6 +6,13 @@ registers them on the one ``app``. They import the layers, the store and the mod
 the command that uses them, so ``corral --help`` and ``corral --version`` start without them.
 """
 
+import json
+import sys
+from typing import NoReturn
+
+import typer
+from rich.text import Text
+
 from corral.cli import (
     conversation,
     db,
@@ -18,7 +25,13 @@ from corral.cli import (
     worker,
     workers,
 )
-from corral.cli.common import app
+from corral.cli.common import app, err_console
+from corral.errors import ErrorCode
+
+try:  # typer 0.22 and later carry their own copy of click
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:  # pragma: no cover - an older typer runs on click itself
+    from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
 
 __all__ = [
     "app",
@@ -37,5 +50,42 @@ __all__ = [
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    A command line that cannot be read (a missing argument, an unknown option or command,
+    a value of the wrong type) ends as every other refusal does: ``error INVALID_ARGUMENT:
+    ...`` after the usage (JSON with ``--json``), exit status 2.
+    """
+    try:
+        status = app(standalone_mode=False)
+    except UsageError as exc:
+        _refuse_usage(exc)
+    except ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("Aborted.")
+        sys.exit(1)
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _refuse_usage(exc: UsageError) -> NoReturn:
+    """Print a command line's refusal with corral's code, as ``_fails_cleanly`` does."""
+    message = exc.format_message()
+    if not message.strip():  # no command at all: the help was the answer (it prints it)
+        sys.exit(exc.exit_code)
+    if "--json" in sys.argv[1:]:
+        error = {"code": ErrorCode.INVALID_ARGUMENT.value, "message": message, "hint": None}
+        if exc.ctx is not None:
+            error["hint"] = f"see {exc.ctx.command_path} --help"
+        typer.echo(json.dumps({"error": error}, ensure_ascii=False))
+    else:
+        if exc.ctx is not None:
+            err_console.print(Text(exc.ctx.get_usage()))
+            err_console.print(Text(f"Try '{exc.ctx.command_path} --help' for help."))
+        err_console.print(
+            f"[red]error[/red] [bold]{ErrorCode.INVALID_ARGUMENT.value}[/bold]: ",
+            Text(message),
+            sep="",
+        )
+    sys.exit(exc.exit_code)
