@@ -6,10 +6,26 @@ local computation gets 30 s and no retry.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
+
+from corral.errors import ConfigInvalidError
 
 ToolKind = Literal["read", "write", "compute"]
+_KINDS = get_args(ToolKind)
+
+
+def _refuse(what: str, value: object, needs: str) -> ConfigInvalidError:
+    return ConfigInvalidError(
+        f"a tool policy's {what} is {needs}, not {value!r}",
+        hint="a policy written in Python is checked as agent.yaml's tool policies are",
+    )
+
+
+def _seconds(value: object) -> bool:
+    """A number of seconds: an int or float that is finite and not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,16 @@ class RetryPolicy:
     """Retries after the first attempt; seed 000/002: at most 2."""
     backoff_s: tuple[float, ...] = (1.0, 2.0)
     """Wait before retry 1, 2, ...; the last value repeats."""
+
+    def __post_init__(self) -> None:
+        """Refuse what agent.yaml refuses: a wrong value must not change how a write is tried."""
+        retries = self.max_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 10:
+            raise _refuse("max_retries", retries, "a whole number from 0 to 10")
+        if not isinstance(self.backoff_s, tuple) or not all(
+            _seconds(s) and s >= 0 for s in self.backoff_s
+        ):
+            raise _refuse("backoff_s", self.backoff_s, "a tuple of seconds (0 or more)")
 
     def delay(self, retry_number: int) -> float:
         """Seconds to wait before the given retry (1-based)."""
@@ -83,6 +109,34 @@ class ToolPolicy:
     """The most characters a result may take as JSON; a longer one is
     ``TOOL_OUTPUT_INVALID``. Everything a result holds goes into the run's log, its
     replies and any model's context: a 30 MB answer made a 180 MB home and a 30 MB reply."""
+
+    def __post_init__(self) -> None:
+        """Refuse a policy agent.yaml would refuse, when the tool is declared.
+
+        Found by a walkthrough: ``ToolPolicy(kind="writ")`` was taken, so the write was
+        retried as a read after a timeout and entered three times; ``timeout_s=-1`` made
+        every call time out.
+        """
+        if self.kind not in _KINDS:
+            raise _refuse("kind", self.kind, " or ".join(map(repr, _KINDS)))
+        for name in ("idempotent", "requires_confirmation"):
+            if not isinstance(getattr(self, name), bool):
+                raise _refuse(name, getattr(self, name), "True or False")
+        if not (_seconds(self.timeout_s) and self.timeout_s > 0):
+            raise _refuse("timeout_s", self.timeout_s, "a number of seconds above 0")
+        if not isinstance(self.retry, RetryPolicy):
+            raise _refuse("retry", self.retry, "a RetryPolicy")
+        for name in ("latency_ms", "cost"):
+            if not (_seconds(getattr(self, name)) and getattr(self, name) >= 0):
+                raise _refuse(name, getattr(self, name), "a number, 0 or more")
+        group = self.equivalent_group
+        if group is not None and not (isinstance(group, str) and group.strip()):
+            raise _refuse("equivalent_group", group, "a name or None")
+        if self.rate_limit is not None and not isinstance(self.rate_limit, RateLimit):
+            raise _refuse("rate_limit", self.rate_limit, "a RateLimit or None")
+        chars = self.max_output_chars
+        if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
+            raise _refuse("max_output_chars", chars, "a whole number above 0")
 
 
 NETWORK = ToolPolicy()
