@@ -193,6 +193,14 @@ class Agent:
         except PlanInvalidError as exc:
             problems.extend(f"plan {template}: {p}" for p in exc.problems)
         problems.extend(self._confirm_problems(template, declared))
+        steps = [step.id for step in declared.steps]
+        for part, named in (("confirm", declared.confirm), ("on_failure", declared.on_failure)):
+            for step_id in named:
+                if step_id not in steps:  # else the prompt or the answer is never used
+                    problems.append(
+                        f"plan {template}: {part} names step {step_id!r}, which the plan "
+                        f"does not have (steps: {', '.join(steps)})"
+                    )
         texts = [*declared.confirm.values(), *declared.on_failure.values()]
         for name in [*texts, *([reply] if reply else [])]:
             if not self.renderer.has(name):
@@ -400,9 +408,22 @@ class Agent:
         problems.extend(_rule_argument_problems(rules, registry))
         problems.extend(_rule_entity_problems(rules, config))
         problems.extend(_rule_comparison_problems(rules, graphs, registry, entity_types(config)))
+        declared_entities = ", ".join(config.entities) or "none"
         for entity, template in config.questions.items():
             if not renderer.has(template):
                 problems.append(f"question for {entity}: template {template!r} is missing")
+            if entity not in config.entities:
+                problems.append(
+                    f"question for {entity}: no entity {entity!r} is declared "
+                    f"(entities: {declared_entities})"
+                )
+        for spec in config.intents:
+            for entity in spec.requires:
+                if entity not in config.entities:  # it could never be found: asked forever
+                    problems.append(
+                        f"intent {spec.name}: requires {entity!r}, which is no declared "
+                        f"entity (entities: {declared_entities})"
+                    )
         problems.extend(_decision_problems(config, registry))
         unpassed = [
             f"the config names {kind} {', '.join(named)}, which were not passed "

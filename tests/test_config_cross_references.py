@@ -1,0 +1,84 @@
+"""Names that point at a step or an entity are checked when the agent loads.
+
+Found by a walkthrough: ``requires: [booking_reff]`` loaded and asked for ``booking_reff``
+forever; ``confirm: {s55: ...}``, ``on_failure: {s11: ...}`` and ``questions: {roomtype:
+...}`` loaded and were silently never used (the generic prompt, a handoff instead of the
+declared answer, the generic question). The triage example itself carried an
+``on_failure`` for a step three of its plans do not have.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from corral import Agent, parse_config, tool
+from corral.errors import ConfigInvalidError
+from tests.conftest import ROOT
+from tests.one_intent import one_intent
+
+
+class Found(BaseModel):
+    value: int
+
+
+@tool
+def lookup(order_id: str) -> Found:
+    """Looks an order up."""
+    return Found(value=1)
+
+
+STEP = {"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id"}}
+TEMPLATES = {"done": {"zh": "好了", "en": "done"}, "ask_it": {"zh": "哪个?", "en": "which?"}}
+
+
+def build(config: dict[str, Any]) -> Agent:
+    return Agent.build(parse_config(config), [lookup])
+
+
+def test_a_well_named_agent_loads() -> None:
+    config = one_intent("go", steps=[STEP], requires=["order_id"], templates=TEMPLATES)
+    config["plans"]["p"].update(confirm={"s1": "ask_it"}, on_failure={"s1": "done"})
+    config["questions"] = {"order_id": "ask_it"}
+    assert build(config).config.plans["p"].confirm == {"s1": "ask_it"}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"confirm": {"s55": "ask_it"}}, "confirm names step 's55'"),
+        ({"on_failure": {"s11": "done"}}, "on_failure names step 's11'"),
+    ],
+)
+def test_a_plan_s_prompt_or_answer_for_a_step_it_lacks_is_refused(
+    change: dict[str, Any], said: str
+) -> None:
+    config = one_intent("go", steps=[STEP], templates=TEMPLATES)
+    config["plans"]["p"].update(change)
+    with pytest.raises(ConfigInvalidError, match=said) as raised:
+        build(config)
+    assert "steps: s1" in raised.value.message
+
+
+def test_a_question_for_an_undeclared_entity_is_refused() -> None:
+    config = one_intent("go", steps=[STEP], templates=TEMPLATES)
+    config["questions"] = {"orderid": "ask_it"}
+    with pytest.raises(ConfigInvalidError, match="no entity 'orderid' is declared"):
+        build(config)
+
+
+def test_requiring_an_undeclared_entity_is_refused() -> None:
+    config = one_intent("go", steps=[STEP], requires=["order_idd"], templates=TEMPLATES)
+    with pytest.raises(ConfigInvalidError) as raised:
+        build(config)
+    assert "requires 'order_idd', which is no declared entity" in raised.value.message
+    assert "entities: order_id" in raised.value.message
+
+
+def test_the_examples_name_only_steps_and_entities_they_have() -> None:
+    from corral import load_agent
+
+    for name in ("aftersales", "orders", "triage", "ops"):
+        load_agent(ROOT / "examples" / name)  # raises on any of the above
