@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from corral import Agent, parse_config, tool
+from corral import Agent, ToolPolicy, parse_config, tool
 from corral.errors import ConfigInvalidError
 from tests.conftest import ROOT
 from tests.one_intent import one_intent
@@ -82,3 +82,57 @@ def test_the_examples_name_only_steps_and_entities_they_have() -> None:
 
     for name in ("aftersales", "orders", "triage", "ops"):
         load_agent(ROOT / "examples" / name)  # raises on any of the above
+
+
+class Priced(BaseModel):
+    price: float
+
+
+class Room(BaseModel):
+    room_type: str
+
+
+@tool
+def quote(order_id: str) -> Priced:
+    """Quotes a price."""
+    return Priced(price=120.0)
+
+
+@tool
+def features(order_id: str) -> Room:
+    """Describes a room."""
+    return Room(room_type="deluxe")
+
+
+@tool(policy=ToolPolicy(kind="write"))
+def upgrade(order_id: str) -> Found:
+    """Upgrades a booking."""
+    return Found(value=1)
+
+
+def priced_plan(second_fact: str) -> dict[str, Any]:
+    bound = {"order_id": "$entities.order_id"}
+    steps = [
+        {"id": "s1", "tool": "quote", "args": bound, "facts": {"price": "result.price"}},
+        {"id": "s2", "tool": "features", "args": bound, "facts": {second_fact: "result.room_type"}},
+        {"id": "s3", "tool": "upgrade", "args": bound, "depends_on": ["s1", "s2"]},
+    ]
+    config = one_intent("go", steps=steps, templates={**TEMPLATES, "no": {"zh": "不", "en": "no"}})
+    config["business_rules"] = [
+        {"name": "dear", "before_tool": "upgrade", "require": "facts.price > 100", "refusal": "no"}
+    ]
+    return config
+
+
+def test_a_fact_a_rule_reads_published_as_two_kinds_is_refused() -> None:
+    """Found by a walkthrough: the rule's type check was skipped (the type was unknown), and
+    the run was refused with a reason that was not true."""
+    with pytest.raises(ConfigInvalidError) as raised:
+        Agent.build(parse_config(priced_plan("price")), [quote, features, upgrade])
+    assert "fact 'price', which a rule reads, is published as number by s1" in str(raised.value)
+    assert "text by s2" in str(raised.value)
+
+
+def test_two_facts_of_their_own_kinds_load() -> None:
+    agent = Agent.build(parse_config(priced_plan("room")), [quote, features, upgrade])
+    assert agent.config.business_rules[0].name == "dear"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -22,7 +23,12 @@ from corral.decision.capabilities import CapabilityIndex
 from corral.decision.gates import Gate
 from corral.decision.policy import DecisionPolicy
 from corral.decision.selector import ToolHealth
-from corral.errors import ConfigInvalidError, CorralError, PlanInvalidError
+from corral.errors import (
+    ConfigInvalidError,
+    CorralError,
+    ExpressionInvalidError,
+    PlanInvalidError,
+)
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
 from corral.planning.producers import FactRead
@@ -155,6 +161,21 @@ class Agent:
         )
 
     @cached_property
+    def _facts_read(self) -> frozenset[str]:
+        """The facts that business rules, tool constraints and rewrites read.
+
+        An expression that does not compile reads nothing here: the load says what is
+        wrong with it where it checks expressions (``build``).
+        """
+        read = [rule.expression for rule in self.rules]
+        texts = [*self.config.tool_constraints.values()]
+        texts += [rewrite.when for rewrite in self.config.argument_rewrites]
+        for text in texts:
+            with suppress(ExpressionInvalidError):
+                read.append(compile_expression(text))
+        return frozenset(name for expression in read for name in fact_names(expression))
+
+    @cached_property
     def fact_origins(self) -> Mapping[str, frozenset[tuple[str, tuple[str, ...]]]]:
         """Where a model's plan may publish the guarded facts from (``PlanContext``).
 
@@ -166,12 +187,8 @@ class Agent:
         origins: dict[str, set[tuple[str, tuple[str, ...]]]] = {"reply": set()}
         if "generate_reply" in self.tools:
             origins["reply"].add(("generate_reply", ("text",)))
-        read = [rule.expression for rule in self.rules]
-        read += [compile_expression(text) for text in self.config.tool_constraints.values()]
-        read += [compile_expression(rewrite.when) for rewrite in self.config.argument_rewrites]
-        for expression in read:
-            for name in fact_names(expression):
-                origins.setdefault(name, set())
+        for name in self._facts_read:
+            origins.setdefault(name, set())
         for template in self.config.plans.values():
             for fact, found in published_facts(template.steps, self.tools).items():
                 origins.setdefault(fact, set()).update((spec.name, path) for spec, path in found)
@@ -193,6 +210,7 @@ class Agent:
         except PlanInvalidError as exc:
             problems.extend(f"plan {template}: {p}" for p in exc.problems)
         problems.extend(self._confirm_problems(template, declared))
+        problems.extend(self._fact_kind_problems(template, declared))
         steps = [step.id for step in declared.steps]
         for part, named in (("confirm", declared.confirm), ("on_failure", declared.on_failure)):
             for step_id in named:
@@ -207,6 +225,35 @@ class Agent:
                 problems.append(f"plan {template}: template {name!r} is missing")
         problems.extend(self._placeholder_problems(template, declared, reply))
         return problems
+
+    def _fact_kind_problems(self, template: str, declared: PlanTemplate) -> list[str]:
+        """A fact a rule reads, published by two steps as two kinds (a number and a text).
+
+        Whichever ran last would hold, so the rule's type check could not judge it and
+        was skipped: ``facts.price > 100`` loaded with ``price`` also published from a
+        room name, and the run was refused with a reason that was not true.
+        """
+        guarded = self._facts_read
+        kinds: dict[str, list[tuple[str, str]]] = {}
+        for step in declared.steps:
+            if step.tool not in self.tools:
+                continue  # said by the plan's validation
+            output = self.tools.get(step.tool).output_model
+            for fact, text in step.facts.items():
+                path = tuple(part for part in text.split(".") if part)
+                if fact not in guarded or not path or path[0] != "result":
+                    continue
+                found, problem = field_type(output, path[1:])
+                kind = None if problem else scalar_kind(found)[0]
+                if kind is not None:
+                    kinds.setdefault(fact, []).append((step.id, kind))
+        return [
+            f"plan {template}: fact {fact!r}, which a rule reads, is published as "
+            + " and as ".join(f"{kind} by {step}" for step, kind in found)
+            + " (a rule compares one kind; publish them as two facts)"
+            for fact, found in kinds.items()
+            if len({kind for _, kind in found}) > 1
+        ]
 
     def _placeholder_problems(
         self, template: str, declared: PlanTemplate, reply: str | None
