@@ -200,6 +200,11 @@ class IntentSpec(_Strict):
     description: str = ""
     examples: list[str] = Field(default_factory=list)
     rules: list[IntentRule] = Field(default_factory=list)
+    unless: str | None = None
+    """A regex that, found in the message, keeps this intent from being chosen by any
+    layer (its rules, the trained classifier, a model): the negation of the intent itself
+    ("please do not cancel my order" is no cancel). A rule's own ``unless`` keeps only
+    that rule from voting."""
     priority: int = 0
     """Breaks ties between rules of equal confidence: higher wins."""
     route: RouteAction = RouteAction.PLAN

@@ -8,7 +8,8 @@ from typing import Protocol
 from corral.config import AgentConfig
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor
-from corral.intent.rules import RuleClassifier
+from corral.intent.rules import RuleClassifier, compile_rule
+from corral.textfold import fold_letters_and_digits
 
 
 class IntentClassifier(Protocol):
@@ -33,6 +34,11 @@ class IntentLayer:
         self._declared = {spec.name for spec in config.intents}
         self._threshold = config.limits.intent_confidence
         self._rules = RuleClassifier(config.intents)
+        self._unless = {
+            spec.name: compile_rule(spec.name, spec.unless)
+            for spec in config.intents
+            if spec.unless
+        }
         self._layers: list[IntentClassifier] = [self._rules, *(classifiers or [])]
         self.entities = EntityExtractor(config.entities, config.timezone)
 
@@ -58,6 +64,8 @@ class IntentLayer:
             result = layer.classify(text)
             if result is None or result.label not in self._declared:
                 continue
+            if self._negated(result.label, text):  # the rules heed it themselves
+                continue  # the message says it is not this (``IntentSpec.unless``)
             if best is None or result.confidence > best.confidence:
                 best = result
             if best.confidence >= self._threshold:
@@ -77,3 +85,8 @@ class IntentLayer:
                 "need_clarification": best.confidence < self._threshold,
             }
         )
+
+    def _negated(self, label: str | None, text: str) -> bool:
+        """Whether the message negates the intent (its ``unless``), read as rules read it."""
+        unless = self._unless.get(label) if label is not None else None
+        return unless is not None and unless.search(fold_letters_and_digits(text)) is not None

@@ -18,8 +18,9 @@ class _CompiledRule:
     confidence: float
     pattern: re.Pattern[str]
     source: str
-    unless: re.Pattern[str] | None = None
-    """Found in the message, the rule does not vote (``IntentRule.unless``)."""
+    unless: tuple[re.Pattern[str], ...] = ()
+    """Any of these found in the message, the rule does not vote: its own ``unless``
+    (``IntentRule.unless``) and its intent's (``IntentSpec.unless``)."""
 
 
 RuleMatch = _CompiledRule
@@ -32,7 +33,7 @@ def _keyword_pattern(word: str) -> str:
     return rf"\b{escaped}\b" if word.isascii() else escaped
 
 
-def _compiled(intent: str, source: str) -> re.Pattern[str]:
+def compile_rule(intent: str, source: str) -> re.Pattern[str]:
     """A rule's regex, case-insensitive; ``CONFIG_INVALID`` naming the intent if it is bad."""
     try:
         return re.compile(source, re.IGNORECASE)
@@ -51,9 +52,10 @@ class RuleClassifier:
                 if rule.pattern:
                     sources.append(rule.pattern)
                 sources.extend(_keyword_pattern(k) for k in rule.keywords)
-                unless = _compiled(spec.name, rule.unless) if rule.unless else None
+                negations = [n for n in (rule.unless, spec.unless) if n]
+                unless = tuple(compile_rule(spec.name, n) for n in negations)
                 for source in sources:
-                    compiled = _compiled(spec.name, source)
+                    compiled = compile_rule(spec.name, source)
                     self._rules.append(
                         _CompiledRule(
                             spec.name, spec.priority, rule.confidence, compiled, source, unless
@@ -74,7 +76,7 @@ class RuleClassifier:
                     best is None
                     or (rule.confidence, rule.priority) > (best.confidence, best.priority)
                 )
-                and not (rule.unless is not None and rule.unless.search(text))
+                and not any(negation.search(text) for negation in rule.unless)
             ):
                 best = rule
         return best

@@ -1,0 +1,92 @@
+"""An intent's ``unless``: a message that negates the intent is not it, by any layer.
+
+Found by a walkthrough: "please do not cancel my order OD2611250001" and "我还要这个订单，
+不要取消" were taken as the cancel intent (the trained classifier voted for it where the
+rules did not), and the cancellation was proposed.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from corral import parse_config
+from corral.contracts import IntentResult
+from corral.errors import ConfigInvalidError
+from corral.intent.pipeline import IntentLayer
+from tests.conftest import ROOT
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+class Votes:
+    """A trained classifier that always votes for one intent."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def classify(self, text: str) -> IntentResult:
+        return IntentResult(label=self.label, confidence=0.97, source="classifier")
+
+
+def layer(unless: str | None, label: str = "cancel") -> IntentLayer:
+    cancel: dict[str, object] = {
+        "name": "cancel",
+        "rules": [{"keywords": ["cancel", "取消"], "confidence": 0.93}],
+        "route": "reply",
+        "reply": "ok",
+    }
+    if unless is not None:
+        cancel["unless"] = unless
+    track = {
+        "name": "track",
+        "rules": [{"keywords": ["where"], "confidence": 0.9}],
+        "route": "reply",
+        "reply": "ok",
+    }
+    config = parse_config(
+        {
+            "name": "negation",
+            "intents": [cancel, track],
+            "templates": {"ok": {"zh": "好", "en": "ok"}},
+        }
+    )
+    return IntentLayer(config, [Votes(label)])
+
+
+NEGATION = r"(不要|别)\s*取消|\b(don'?t|do not)\s+cancel"
+
+
+@pytest.mark.parametrize(
+    "message", ["please do not cancel my order", "我还要这个订单，不要取消", "DON'T cancel it"]
+)
+def test_no_layer_chooses_an_intent_its_message_negates(message: str) -> None:
+    understood = layer(NEGATION).understand(message, NOW)
+    assert understood.label != "cancel"
+    assert understood.need_clarification  # nothing else fits: ask, never cancel
+    before = layer(None).understand(message, NOW)  # without it, the cancel was chosen
+    assert before.label == "cancel"
+
+
+def test_a_negated_rule_leaves_the_next_rule_to_decide() -> None:
+    understood = layer(NEGATION).understand("do not cancel, where is it?", NOW)
+    assert understood.label == "track" and understood.source == "rule"
+
+
+def test_a_message_that_does_not_negate_it_is_still_it() -> None:
+    understood = layer(NEGATION).understand("cancel my order please", NOW)
+    assert understood.label == "cancel" and not understood.need_clarification
+
+
+def test_a_bad_unless_is_refused_at_load() -> None:
+    with pytest.raises(ConfigInvalidError, match="intent 'cancel'"):
+        layer("(unclosed")
+
+
+def test_the_orders_example_heeds_it() -> None:
+    from corral import load_agent
+
+    agent = load_agent(ROOT / "examples" / "orders")
+    understood = agent.intent.understand("please do not cancel my order OD2611250001", NOW)
+    assert understood.label != "cancel"
