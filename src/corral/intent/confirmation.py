@@ -1,4 +1,7 @@
-"""A message read as the answer to a confirmation: yes, no, or neither.
+"""Answers read by code: yes or no to a confirmation, or a request taken back.
+
+A line answering a question about a request may take the request back ("算了", "never
+mind"): ``withdraws``.
 
 A confirmation moves money and goods, so only a plain yes or no counts: a yes or no word
 or phrase, alone or followed by filler or by more of the same, in Chinese or English.
@@ -102,3 +105,59 @@ def yes_or_no(line: str) -> bool | None:
         if not (same or urged):
             return None
     return answer
+
+
+WITHDRAWN = (
+    "算了",
+    "不用了",
+    "不要了",
+    "不需要了",
+    "不改了",
+    "不用改",
+    "不要改",
+    "别改",
+    "不换了",
+    "不退了",
+    "不修了",
+    "不查了",
+    "不办了",
+    "不取消了",
+    "never mind",
+    "nevermind",
+    "forget it",
+    "forget about it",
+    "don't bother",
+    "no thanks",
+    "no thank you",
+)
+"""Phrases that take the request back, whatever follows them ("never mind, I'll keep it")."""
+WITHDRAWN_ALONE = ("取消", "cancel", "stop", "不用", "不要", "no")
+"""Words that take it back only alone or with filler: "取消 OD123" answers "which order?"."""
+_WITHDRAW_LEADS = sorted(WITHDRAWN + WITHDRAWN_ALONE, key=len, reverse=True)
+
+
+def withdraws(line: str) -> bool:
+    """Whether the line, the answer to a question about a request, takes the request back.
+
+    It starts with a phrase of ``WITHDRAWN`` and says nothing with a digit after it (an
+    address or an order id would be an answer: "算了，还是寄到漕溪北路100号"), or it is
+    a word of ``WITHDRAWN_ALONE`` with nothing but filler or more of the same. Read only
+    when the answer gave the question no value: a "no" that answers a yes-or-no question
+    is its value.
+    """
+    text = _BREAKS.sub(" ", line.strip().lower()).strip()
+    lead = next((p for p in _WITHDRAW_LEADS if _opens(text, p)), None)
+    if lead is None:
+        return False
+    rest = text[len(lead) :].strip()
+    if lead in WITHDRAWN:
+        return not any(c.isdigit() for c in rest)
+    return all(word in FILLER or withdraws(word) for word in rest.split())
+
+
+def _opens(text: str, lead: str) -> bool:
+    """``text`` starts with ``lead`` as a word (Chinese has no spaces between words)."""
+    if not text.startswith(lead):
+        return False
+    after = text[len(lead) : len(lead) + 1]
+    return not after or after == " " or not (lead.isascii() and after.isascii())

@@ -34,6 +34,7 @@ from corral.events import (
     Routed,
     RunFinished,
 )
+from corral.intent.confirmation import withdraws
 from corral.memory.task import FactSource
 from corral.planning.clarification import (
     clarification_needed,
@@ -43,6 +44,7 @@ from corral.planning.clarification import (
 )
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import route
+from corral.runtime.conclusion import cancel
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
@@ -179,6 +181,9 @@ class RunLoop:
         if slot and state.intent is not None and state.intent.label:
             found = agent.intent.entities.extract(text, now, answering=slot)
             spec = agent.config.entities.get(slot)
+            if slot not in found and withdraws(text):  # "算了", "never mind, I'll keep it"
+                cancel(self)  # not the address, nor asked again and handed to a person
+                return
             if slot not in found and spec is not None and spec.whole_answer:
                 whole = text.strip()
                 if whole and len(whole) <= WHOLE_ANSWER_CHARS:

@@ -1,0 +1,77 @@
+"""An answer that takes the request back ends the run cancelled, as a declined step does.
+
+Found by a walkthrough: asked "What is the new address?", "never mind, I will keep it"
+became the address ("Change the delivery address of order OD2611250001 to "never mind, I
+will keep it"?"), and asked for an order number, "forget it, cancel" was asked again and
+then handed to a person.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from corral import MemoryStore, RunStatus, Runtime, load_agent
+from corral.intent.confirmation import withdraws
+from corral.testing import FixedEffects
+from tests.conftest import ROOT
+
+
+@pytest.mark.parametrize(
+    ("line", "meant"),
+    [
+        ("never mind, I will keep it", True),
+        ("算了不改了", True),
+        ("forget it, cancel", True),
+        ("不用了，谢谢", True),
+        ("cancel", True),
+        ("No thanks!", True),
+        ("不要改", True),
+        # an answer after all, or a new request: not taken back
+        ("取消 OD2611250001", False),
+        ("算了，还是寄到上海市徐汇区漕溪北路100号吧", False),
+        ("上海市徐汇区漕溪北路100号", False),
+        ("OD2611250001 发货了吗", False),
+        ("cancellation policy?", False),
+        ("nobody told me", False),
+        ("", False),
+    ],
+)
+def test_withdraws(line: str, meant: bool) -> None:
+    assert withdraws(line) is meant
+
+
+@pytest.mark.parametrize(
+    ("example", "request_", "withdrawal", "asked_for"),
+    [
+        (
+            "orders",
+            "I put the wrong address on OD2611250001",
+            "never mind, I will keep it",
+            "new_address",
+        ),
+        ("aftersales", "I want a replacement", "forget it, cancel", "order_id"),
+    ],
+)
+async def test_an_answer_that_takes_the_request_back_cancels_the_run(
+    example: str, request_: str, withdrawal: str, asked_for: str
+) -> None:
+    agent = load_agent(ROOT / "examples" / example)
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start(request_, session_id="w1")
+    assert asked.status is RunStatus.AWAITING_USER
+    done = await runtime.start(withdrawal, session_id="w1")
+    assert done.run_id == asked.run_id
+    assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"
+    assert done.reply == "OK, cancelled. Nothing was changed."
+    state = await runtime.load_state(done.run_id)
+    assert asked_for not in state.entities  # not taken as the value asked for
+    assert not state.steps  # nothing was planned, nothing ran
+
+
+async def test_a_question_s_answer_that_is_an_address_is_still_taken() -> None:
+    runtime = Runtime(
+        load_agent(ROOT / "examples" / "orders"), MemoryStore(), effects=FixedEffects()
+    )
+    await runtime.start("地址填错了 OD2611250001", session_id="w2")
+    given = await runtime.start("算了，还是寄到上海市徐汇区漕溪北路100号吧", session_id="w2")
+    assert given.status is RunStatus.AWAITING_CONFIRM
