@@ -149,6 +149,29 @@ async def test_crash_after_a_write_then_resume_never_writes_twice(aftersales: Ag
     assert (recovered.reply or "").count("EX") == 1
 
 
+async def test_an_approval_retried_after_its_drive_died_picks_the_run_up(
+    aftersales: Agent,
+) -> None:
+    """Found by a walkthrough: the retried approval answered the run as it was left
+    (``executing``, the old confirmation prompt as its reply) and did not recover it."""
+    store = MemoryStore()
+    paused = await Runtime(aftersales, store, effects=FixedEffects()).start(EXCHANGE)
+    step = paused.pending.step_id if paused.pending else None
+    crashing = Runtime(aftersales, store, effects=CrashAfterWrite())
+    with pytest.raises(Crash):
+        await crashing.resume(paused.run_id, approve=True, step_id=step)
+    retried = await Runtime(aftersales, store, effects=FixedEffects()).resume(
+        paused.run_id, approve=True, step_id=step
+    )
+    assert retried.status is RunStatus.FINISHED
+    assert exchange_count(aftersales) == 1  # entered once, counted by the tool
+    assert (retried.reply or "").count("EX") == 1
+    with pytest.raises(RunNotResumableError):  # a reject now conflicts, as before
+        await Runtime(aftersales, store, effects=FixedEffects()).resume(
+            paused.run_id, approve=False, step_id=step
+        )
+
+
 async def test_sessions_carry_an_open_question_to_the_next_message(aftersales: Agent) -> None:
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     asked = await runtime.start("I want a replacement for my monitor", session_id="chat-1")

@@ -712,7 +712,13 @@ class Runtime:
         async with self.ownership.holding(run_id, wait_s) as held:
             state = await self._recorded_state(run_id, "log")
             if self._given_already(seen, state, approve, answer, step_id):
-                return summarize_run(state)
+                if state.status.terminal or state.status in _WAITS_FOR_THE_USER:
+                    return summarize_run(state)
+                # given before, and the drive that took it died before the run paused or
+                # ended (this call holds the run): a retried click picks it up, as a
+                # resume with no input does, instead of answering a stale summary
+                journal = self._journal_for_input(state, None, None, watch)
+                return await self._drive(journal, held)
             check_step(state, step_id)
             journal = self._journal_for_input(state, approve, answer, watch, said)
             return await self._drive(journal, held)
