@@ -35,6 +35,11 @@ def require_session_id(session_id: str) -> str:
     save; ``GET /runs?session_id=`` refused it outright.
     """
     require_text(session_id, "the session id")
+    if "\x00" in session_id:  # PostgreSQL's text holds no NUL: refused before any save
+        raise InvalidInputError(
+            "the session id holds a NUL character, which no store keeps",
+            hint="send an id of visible characters",
+        )
     if len(session_id) > MAX_SESSION_ID_CHARS:
         raise InvalidInputError(
             f"the session id has {len(session_id)} characters, over {MAX_SESSION_ID_CHARS}",

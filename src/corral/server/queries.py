@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Query
-from pydantic import BeforeValidator, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, StringConstraints
 from sqlalchemy import JSON, String, cast, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -36,6 +36,19 @@ def _none_if_empty(given: object) -> object:
 NO_FILTER_IF_EMPTY = BeforeValidator(_none_if_empty)
 """``?agent=`` (a form's empty field) is no filter, as a missing one is: every filter
 reads it so (it filtered on the empty text, or was a 422, by filter)."""
+
+
+def _without_nul(given: str | None) -> str | None:
+    if given is not None and "\x00" in given:
+        raise ValueError("holds a NUL character, which no stored value has")
+    return given
+
+
+NO_NUL = AfterValidator(_without_nul)
+"""A text filter with a NUL is a 422: PostgreSQL refuses the query (a 500, or a store
+that looked down), where SQLite found nothing."""
+TextFilter = Annotated[str | None, NO_FILTER_IF_EMPTY, NO_NUL]
+"""A filter on a text column (``agent``, ``intent``)."""
 When = Annotated[datetime | Duration | None, NO_FILTER_IF_EMPTY, Query(description=WHEN)]
 """A ``since`` or ``until`` query parameter."""
 

@@ -13,7 +13,7 @@ from corral import __version__
 from corral.observe.redact import redactor_for
 from corral.observe.stats import RunStats, run_stats
 from corral.server.app import ServerState, server_state
-from corral.server.queries import NO_FILTER_IF_EMPTY, When, list_handoffs, moment
+from corral.server.queries import TextFilter, When, list_handoffs, moment
 from corral.server.schemas import AgentInfo, AgentList, ErrorBody, HandoffList, Health
 from corral.workers.status import WorkersStatus, workers_status
 
@@ -81,7 +81,7 @@ async def handoffs(state: State, limit: Annotated[int, Query(ge=1, le=500)] = 50
 async def stats(
     state: State,
     since: When = None,
-    agent: Annotated[str | None, NO_FILTER_IF_EMPTY] = None,
+    agent: TextFilter = None,
 ) -> RunStats:
     """The figures ``corral stats --json`` prints: rates, failures, stage and tool times."""
     start = moment(since, datetime.now(UTC)) if since is not None else None

@@ -31,7 +31,15 @@ from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
 from corral.server.positions import DIVERGED, NO_POSITION, Position, event_id
-from corral.server.queries import NO_FILTER_IF_EMPTY, RunFilter, When, list_runs, moment
+from corral.server.queries import (
+    NO_FILTER_IF_EMPTY,
+    NO_NUL,
+    RunFilter,
+    TextFilter,
+    When,
+    list_runs,
+    moment,
+)
 from corral.server.queued import QueuedRuns
 from corral.server.routes_meta import data_router
 from corral.server.schemas import (
@@ -90,15 +98,16 @@ async def resume_run(run_id: str, state: State, body: ResumeRun | None = None) -
 @router.get("/runs", response_model=RunList)
 async def runs(
     state: State,
-    agent: Annotated[str | None, NO_FILTER_IF_EMPTY] = None,
+    agent: TextFilter = None,
     status: Annotated[RunStatus | None, NO_FILTER_IF_EMPTY] = None,
-    intent: Annotated[str | None, NO_FILTER_IF_EMPTY] = None,
+    intent: TextFilter = None,
     session_id: Annotated[
         Annotated[str, StringConstraints(max_length=MAX_SESSION_ID_CHARS)] | None,
         NO_FILTER_IF_EMPTY,
+        NO_NUL,
     ] = None,
     trace_id: Annotated[
-        Annotated[str, StringConstraints(max_length=200)] | None, NO_FILTER_IF_EMPTY
+        Annotated[str, StringConstraints(max_length=200)] | None, NO_FILTER_IF_EMPTY, NO_NUL
     ] = None,
     since: When = None,
     until: When = None,
