@@ -299,6 +299,8 @@ async def _messages(
             yield _event_message(redactor, event)
             last = event.seq
     summary: RunSummary | None = None
+    if live is None:  # an approval or answer given while the stored events were sent
+        live = state.hub.live(run_id)  # is followed to its pause or end, as any live run
     if live is not None:
         async for event in live.follow(last):
             redactor = redactor.learn(event.data)
@@ -314,6 +316,11 @@ async def _messages(
         events = await state.events(run_id)
     except RunNotFoundError:  # it failed before its first save: nothing of it was kept
         return
+    for event in events:  # a drive that began and ended meanwhile: the summary's events
+        if event.seq > last:
+            redactor = redactor.learn(event.data)
+            yield _event_message(redactor, event)
+            last = event.seq
     yield _summary_message(run_id, events, summary)
 
 
