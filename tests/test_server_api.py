@@ -396,3 +396,25 @@ def test_a_json_body_sent_without_its_content_type_is_told_so(base: str) -> None
         assert "not as application/json" not in wrong.json()["error"]["message"]
         empty = http.post("/agents/aftersales/runs")
         assert empty.status_code == 422 and "not as application/json" not in empty.text
+
+
+def test_every_refused_input_s_hint_says_where_to_look_over_http(base: str) -> None:
+    """Found by a walkthrough: some refusals had a null hint ("has already ended", "was
+    approved") or named only the CLI ("see `corral show RUN`")."""
+    with client(base) as http:
+        paused = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()
+        run_id, step = paused["run_id"], paused["pending"]["step_id"]
+        refused = [
+            http.post(f"/runs/{run_id}/resume", json={"approve": True, "step_id": "s9"}),
+            http.post(f"/runs/{run_id}/resume", json={"approve": True, "answer": "x"}),
+        ]
+        http.post(f"/runs/{run_id}/resume", json={"approve": True, "step_id": step})
+        refused += [
+            http.post(f"/runs/{run_id}/resume", json={"approve": False, "step_id": step}),
+            http.post(f"/runs/{run_id}/resume", json={"answer": "hi"}),
+        ]
+    for answer in refused:
+        assert answer.status_code in (409, 422), answer.text
+        hint = answer.json()["error"]["hint"]
+        assert hint, answer.text
+        assert "GET /runs/RUN" in hint or "POST /agents/AGENT/runs" in hint, hint

@@ -24,6 +24,9 @@ def require_text(value: str, what: str = "the input") -> str:
     return value
 
 
+SEE_RUN = "see what it waits for: GET /runs/RUN (its pending) or `corral show RUN`"
+"""How a hint sends someone to what a run waits for, over HTTP and from the shell."""
+
 MAX_SESSION_ID_CHARS = 128
 """The longest session id: the stores' column holds this many (PostgreSQL refuses more)."""
 
@@ -89,7 +92,7 @@ def require_one_input(approve: bool | None, answer: str | None, step_id: str | N
     if approve is not None and answer is not None:
         raise InvalidInputError(
             "give an approval or an answer, not both",
-            hint="a run waits for one of them: see `corral show RUN`",
+            hint=f"a run waits for one of them; {SEE_RUN}",
         )
     if step_id is not None and approve is None:
         raise InvalidInputError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from corral.contracts import RunStatus
 from corral.errors import RunNotResumableError
+from corral.inputs import SEE_RUN
 from corral.runtime.state import RunState
 
 
@@ -17,7 +18,11 @@ def check_input(state: RunState, approve: bool | None, answer: str | None) -> No
     """
     run_id, status = state.run_id, state.status
     if status.terminal:
-        raise RunNotResumableError(f"run {run_id} has already ended ({status.value})")
+        raise RunNotResumableError(
+            f"run {run_id} has already ended ({status.value})",
+            hint="an ended run takes no input; a new message starts a new run "
+            "(POST /agents/AGENT/runs, corral run)",
+        )
     if status is RunStatus.AWAITING_CONFIRM:
         if approve is None or answer is not None:
             raise RunNotResumableError(
@@ -50,5 +55,16 @@ def check_step(state: RunState, step_id: str | None) -> None:
         raise RunNotResumableError(
             f"run {state.run_id} does not wait for a confirmation of step {step_id}"
             + (f" (it waits for {waiting})" if waiting else ""),
-            hint="see `corral show RUN`; approve what it asks now",
+            hint=f"{SEE_RUN}; approve what it asks now",
         )
+
+
+def decided_otherwise(run_id: str, step_id: str | None, decided: bool) -> RunNotResumableError:
+    """The refusal of a decision that conflicts with the step's (a reject after an approve).
+
+    The runtime's and an enqueuer's alike.
+    """
+    done = "approved" if decided else "rejected"
+    return RunNotResumableError(
+        f"step {step_id} of run {run_id} was {done}", hint=f"a step is decided once; {SEE_RUN}"
+    )

@@ -57,13 +57,19 @@ from corral.events import (
     UserAnswered,
     UserMessage,
 )
-from corral.inputs import require_one_input, require_session_id, require_text, require_words
+from corral.inputs import (
+    SEE_RUN,
+    require_one_input,
+    require_session_id,
+    require_text,
+    require_words,
+)
 from corral.intent.confirmation import yes_or_no
 from corral.intent.entities import detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.runtime.faults import Faults, FaultyEffects
-from corral.runtime.inputs import check_input, check_step
+from corral.runtime.inputs import check_input, check_step, decided_otherwise
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Holding, Ownership
@@ -757,8 +763,7 @@ class Runtime:
             if decided is None or (now.pending is not None and now.pending.step_id == step_id):
                 return False
             if decided is not approve:
-                done = "approved" if decided else "rejected"
-                raise RunNotResumableError(f"step {step_id} of run {now.run_id} was {done}")
+                raise decided_otherwise(now.run_id, step_id, decided)
             return True
         if answer is not None:
             if seen.status is RunStatus.AWAITING_USER:
@@ -772,7 +777,10 @@ class Runtime:
             if now.messages[asked] != answer:
                 if now.status is not RunStatus.AWAITING_USER:  # not a late repeat of the
                     return False  # last answer: check_input says what the run waits for
-                raise RunNotResumableError(f"the question of run {now.run_id} was answered")
+                raise RunNotResumableError(
+                    f"the question of run {now.run_id} was answered",
+                    hint=f"a question is answered once; {SEE_RUN}",
+                )
             return True
         return False
 

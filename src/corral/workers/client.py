@@ -21,9 +21,9 @@ from corral.errors import (
     RunNotResumableError,
 )
 from corral.events import ConfirmationGiven, Event, UserAnswered
-from corral.inputs import require_one_input, require_session_id, require_words
+from corral.inputs import SEE_RUN, require_one_input, require_session_id, require_words
 from corral.observe.logs import valid_run_id
-from corral.runtime.inputs import check_input, check_step
+from corral.runtime.inputs import check_input, check_step, decided_otherwise
 from corral.runtime.state import RunState, fold
 from corral.workers import names
 from corral.workers.drive import DriveArgs, raise_if_error
@@ -152,8 +152,7 @@ class RunQueue:
             step_id = pending.step_id if pending else decided_steps[-1]
         decided = state.confirmations.get(step_id or "")
         if approve is not None and decided is not None and decided is not approve:
-            done = "approved" if decided else "rejected"
-            raise RunNotResumableError(f"step {step_id} of run {run_id} was {done}")
+            raise decided_otherwise(run_id, step_id, decided)
         inputs = input_steps(events)
         drive = drive_for(state, inputs, approve, step_id)
         new = drive > len(inputs)
@@ -177,7 +176,7 @@ class RunQueue:
             raise RunNotResumableError(
                 f"run {run_id} does not take this input: its drive {workflow} "
                 f"brings {_input_text(other)}",
-                hint="see `corral show RUN`; give the input it waits for now",
+                hint=f"{SEE_RUN}; give the input it waits for now",
             )
         return workflow
 
