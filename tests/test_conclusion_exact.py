@@ -167,8 +167,11 @@ async def test_an_unmet_criterion_answers_with_the_plans_template() -> None:
 
 
 async def test_nothing_found_without_a_template_goes_to_a_person() -> None:
-    steps = [{"id": "s1", "tool": "nothing", "args": {"n": 1}}]
-    summary, _, _ = await run(agent(steps, plan_extra={"on_failure": {"s9": "no_order"}}))
+    steps = [
+        {"id": "s1", "tool": "nothing", "args": {"n": 1}},
+        {"id": "s2", "tool": "lookup", "args": {"n": 2}, "depends_on": ["s1"]},
+    ]  # another step's template does not answer s1's failure
+    summary, _, _ = await run(agent(steps, plan_extra={"on_failure": {"s2": "no_order"}}))
     assert (summary.status, summary.outcome) == (RunStatus.HANDED_OFF, "handoff")
     assert summary.handoff is not None and summary.handoff.reason_code == "NO_RESULT"
     assert summary.handoff.reason == "step s1 (nothing) failed: the tool found nothing"

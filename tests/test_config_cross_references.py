@@ -136,3 +136,12 @@ def test_a_fact_a_rule_reads_published_as_two_kinds_is_refused() -> None:
 def test_two_facts_of_their_own_kinds_load() -> None:
     agent = Agent.build(parse_config(priced_plan("room")), [quote, features, upgrade])
     assert agent.config.business_rules[0].name == "dear"
+
+
+def test_a_fact_published_as_two_kinds_by_steps_in_order_loads() -> None:
+    """The later step's value is the one the rule reads: no chance in it (the order
+    agent of test_expression_types publishes ``amount`` so)."""
+    config = priced_plan("price")
+    config["plans"]["p"]["steps"][1]["depends_on"] = ["s1"]
+    agent = Agent.build(parse_config(config), [quote, features, upgrade])
+    assert agent.config.plans["p"].steps[1].depends_on == ["s1"]

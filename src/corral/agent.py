@@ -227,11 +227,13 @@ class Agent:
         return problems
 
     def _fact_kind_problems(self, template: str, declared: PlanTemplate) -> list[str]:
-        """A fact a rule reads, published by two steps as two kinds (a number and a text).
+        """A fact a rule reads, published as two kinds by steps that may run in either order.
 
-        Whichever ran last would hold, so the rule's type check could not judge it and
-        was skipped: ``facts.price > 100`` loaded with ``price`` also published from a
-        room name, and the run was refused with a reason that was not true.
+        Which of them held the fact when the rule ran would be chance, so the rule's type
+        check could not judge it and was skipped: ``facts.price > 100`` loaded with
+        ``price`` also published from a room name by a step beside the first, and the run
+        was refused with a reason that was not true. Steps in order (one waits for the
+        other) are fine: the later one's value is the one a later rule reads.
         """
         guarded = self._facts_read
         kinds: dict[str, list[tuple[str, str]]] = {}
@@ -247,13 +249,21 @@ class Agent:
                 kind = None if problem else scalar_kind(found)[0]
                 if kind is not None:
                     kinds.setdefault(fact, []).append((step.id, kind))
-        return [
-            f"plan {template}: fact {fact!r}, which a rule reads, is published as "
-            + " and as ".join(f"{kind} by {step}" for step, kind in found)
-            + " (a rule compares one kind; publish them as two facts)"
-            for fact, found in kinds.items()
-            if len({kind for _, kind in found}) > 1
-        ]
+        parents = {step.id: step.depends_on for step in declared.steps}
+        problems = []
+        for fact, found in kinds.items():
+            for i, (first, kind) in enumerate(found):
+                for second, other in found[i + 1 :]:
+                    ordered = _waits_for(parents, second, first) or _waits_for(
+                        parents, first, second
+                    )
+                    if kind != other and not ordered:
+                        problems.append(
+                            f"plan {template}: fact {fact!r}, which a rule reads, is "
+                            f"published as {kind} by {first} and as {other} by {second}, "
+                            "which may run in either order (publish them as two facts)"
+                        )
+        return problems
 
     def _placeholder_problems(
         self, template: str, declared: PlanTemplate, reply: str | None
@@ -523,6 +533,20 @@ def _checked_verifiers(verifiers: Sequence[Verifier]) -> tuple[Verifier, ...]:
                 hint="a verifier may ask a model (the judge), so it is awaited",
             )
     return tuple(verifiers)
+
+
+def _waits_for(parents: Mapping[str, Sequence[str]], step: str, other: str) -> bool:
+    """Whether ``step`` runs after ``other``: ``other`` is among what it waits for."""
+    seen: set[str] = set()
+    waiting = list(parents.get(step, ()))
+    while waiting:
+        current = waiting.pop()
+        if current == other:
+            return True
+        if current not in seen:
+            seen.add(current)
+            waiting.extend(parents.get(current, ()))
+    return False
 
 
 def _rule_comparison_problems(
