@@ -37,6 +37,7 @@ from corral.events import (
 )
 from corral.models.replay import ReplayModel
 from corral.store.memory import MemoryStore
+from corral.tools.builtin import generate_reply
 from corral.tools.outputs import VALUE_FIELD
 
 if TYPE_CHECKING:
@@ -83,7 +84,9 @@ class ReplayEffects(FixedEffects):
     """Effects answering tool calls from the recorded attempts of each step.
 
     A call is answered only when it is the recorded one: the same tool, with the same
-    arguments as the step started with. Anything else diverges; the tool is never called.
+    arguments as the step started with. Anything else diverges; the tool is never called,
+    except corral's ``generate_reply``, which is code over the agent's templates, not a
+    service: it runs again, so a replay checks today's wording.
     """
 
     attempts: dict[tuple[str, int], ToolAttempt] = field(default_factory=dict)
@@ -120,6 +123,10 @@ class ReplayEffects(FixedEffects):
                 f"step {step} attempt {number} called {spec.name} with other arguments "
                 "than the recorded run"
             )
+        if recorded.status == "success" and spec.fn is generate_reply.fn:
+            # corral's own reply, rendered again from today's templates over the facts:
+            # a changed wording shows as a divergence (the reply's text is compared)
+            return await super().call_tool(spec, args, context, timeout_s)
         if recorded.status == "error":
             raise RecordedToolError(
                 recorded.error_code or "TOOL_FAILED",
