@@ -81,3 +81,23 @@ def test_every_valid_policy_still_builds() -> None:
         max_output_chars=1,
     )
     assert policy.kind == "write" and policy.timeout_s == 0.5
+
+
+def many(*names: str) -> Done:
+    return Done(ok=True)
+
+
+def named(**values: str) -> Done:
+    return Done(ok=True)
+
+
+def positional(n: int, /) -> Done:
+    return Done(ok=True)
+
+
+@pytest.mark.parametrize("fn", [many, named, positional])
+def test_a_tool_whose_parameters_no_schema_can_say_is_refused_when_declared(fn: Any) -> None:
+    """Found by a walkthrough: ``def varargs(*args: str)`` was declared, and its plan
+    failed only when run (``PLAN_INVALID: required parameter 'args' is not bound``)."""
+    with pytest.raises(ConfigInvalidError, match=f"tool '{fn.__name__}'"):
+        tool(fn)

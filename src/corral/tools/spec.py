@@ -183,6 +183,18 @@ def build_spec(
     fields: dict[str, Any] = {}
     context_param: str | None = None
     for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            star = "*" if param.kind is param.VAR_POSITIONAL else "**"
+            raise ConfigInvalidError(
+                f"tool {tool_name!r}: parameter {star}{param.name} takes any number of "
+                "values, which no schema can say",
+                hint="name each parameter with its type (a list parameter for many values)",
+            )
+        if param.kind is param.POSITIONAL_ONLY:  # corral passes arguments by name
+            raise ConfigInvalidError(
+                f"tool {tool_name!r}: parameter {param.name!r} is positional-only",
+                hint="remove the '/': corral passes a tool's arguments by name",
+            )
         annotation = hints.get(param.name)
         if annotation is None:
             raise ConfigInvalidError(
