@@ -75,3 +75,18 @@ async def test_a_question_s_answer_that_is_an_address_is_still_taken() -> None:
     await runtime.start("地址填错了 OD2611250001", session_id="w2")
     given = await runtime.start("算了，还是寄到上海市徐汇区漕溪北路100号吧", session_id="w2")
     assert given.status is RunStatus.AWAITING_CONFIRM
+
+
+async def test_a_request_of_another_intent_is_not_taken_as_a_free_text_answer() -> None:
+    """Found by a walkthrough: asked for the new address, "OD2611250001 发货了吗" became
+    the address the confirmation proposed."""
+    runtime = Runtime(
+        load_agent(ROOT / "examples" / "orders"), MemoryStore(), effects=FixedEffects()
+    )
+    await runtime.start("I put the wrong address on OD2611250001", session_id="w4")
+    again = await runtime.start("OD2611250001 发货了吗", session_id="w4")
+    assert again.status is RunStatus.AWAITING_USER  # the address is asked for again
+    state = await runtime.load_state(again.run_id)
+    assert "new_address" not in state.entities
+    given = await runtime.start("上海市徐汇区漕溪北路100号", session_id="w4")
+    assert given.status is RunStatus.AWAITING_CONFIRM and given.run_id == again.run_id

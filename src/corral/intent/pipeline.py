@@ -86,6 +86,17 @@ class IntentLayer:
             }
         )
 
+    def rule_intent(self, text: str) -> str | None:
+        """The intent the rules give ``text`` with confidence, or ``None``.
+
+        A free-text answer (``whole_answer``) that is a request of another intent ("发货了
+        吗?" asked for a new address) is not taken as the value asked for.
+        """
+        rule = self._rules.match(text)
+        if rule is None or rule.confidence < self._threshold or rule.intent not in self._declared:
+            return None
+        return rule.intent
+
     def _negated(self, label: str | None, text: str) -> bool:
         """Whether the message negates the intent (its ``unless``), read as rules read it."""
         unless = self._unless.get(label) if label is not None else None

@@ -186,7 +186,9 @@ class RunLoop:
                 return
             if slot not in found and spec is not None and spec.whole_answer:
                 whole = text.strip()
-                if whole and len(whole) <= WHOLE_ANSWER_CHARS:
+                # "OD2611250001 发货了吗" asked for an address is a request, not the value
+                other = agent.intent.rule_intent(text) not in (None, state.intent.label)
+                if whole and len(whole) <= WHOLE_ANSWER_CHARS and not other:
                     found[slot] = whole
             self._merge_entities(found, "answer")
             if slot in found:
