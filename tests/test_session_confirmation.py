@@ -17,7 +17,7 @@ from corral import Agent, MemoryStore, RunStatus, Runtime
 from corral.events import UserMessage
 from corral.intent.confirmation import yes_or_no
 from corral.testing import FixedEffects
-from tests.conftest import AFTERSALES
+from tests.conftest import AFTERSALES, ROOT
 from tests.helpers import corral_cli, exchange_count
 from tests.serving import EXCHANGE, client, load, serving
 
@@ -57,18 +57,60 @@ async def test_a_plain_no_rejects_it_and_nothing_is_written(aftersales: Agent) -
     assert exchange_count(aftersales) == 0
 
 
-async def test_a_new_request_at_a_confirmation_runs_apart_and_the_confirmation_waits(
-    aftersales: Agent,
-) -> None:
+async def test_a_yes_after_another_run_s_reply_approves_nothing(aftersales: Agent) -> None:
+    """Found by review: "ok thanks" after a reply of another run of the session carried
+    out the write proposed before it. A yes answers the confirmation only as the next
+    message after its prompt; after that, the confirmation is answered by ``resume``."""
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-aside")
     aside = await runtime.start(CHIT_CHAT, session_id="chat-aside")
     assert aside.run_id != paused.run_id
+    thanks = await runtime.start("ok thanks", session_id="chat-aside")
+    assert thanks.run_id != paused.run_id
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
     assert exchange_count(aftersales) == 0
-    done = await runtime.start("yes please", session_id="chat-aside")
-    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
-    assert exchange_count(aftersales) == 1
+    done = await runtime.resume(paused.run_id, approve=True)  # said where it is meant
+    assert done.status is RunStatus.FINISHED and exchange_count(aftersales) == 1
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "确定？",
+        "ok?",
+        "yes?",
+        "对吧？",
+        "嗯？",
+        "好，算了吧",
+        "好的，不要吧",
+        "好的，改天吧",
+        "好" * 300,
+    ],
+)
+async def test_a_question_is_no_yes(aftersales: Agent, line: str) -> None:
+    """Found by review and a walkthrough: "确定？" ("are you sure?"), "嗯？" ("huh?"),
+    "好，算了吧" ("OK, forget it") and 300 characters of 好 read as yes, and approved."""
+    assert yes_or_no(line) is None
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-q")
+    await runtime.start(line, session_id="chat-q")
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    assert exchange_count(aftersales) == 0
+
+
+async def test_another_agent_sharing_the_session_id_leaves_the_run_alone(
+    aftersales: Agent, tmp_path: Path
+) -> None:
+    """Found by review: a yes to another agent with the same session id tried to drive
+    this agent's run ("no intent named ...")."""
+    from corral import load_agent
+
+    store, effects = MemoryStore(), FixedEffects()  # one id counter: no id taken twice
+    paused = await Runtime(aftersales, store, effects=effects).start(EXCHANGE, session_id="shared")
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    other = await Runtime(orders, store, effects=effects).start("ok", session_id="shared")
+    assert other.run_id != paused.run_id
+    assert exchange_count(aftersales) == 0
 
 
 async def test_a_line_that_decides_nothing_approves_nothing(aftersales: Agent) -> None:

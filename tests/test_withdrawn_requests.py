@@ -29,6 +29,10 @@ from tests.conftest import ROOT
         # an answer after all, or a new request: not taken back
         ("取消 OD2611250001", False),
         ("算了，还是寄到上海市徐汇区漕溪北路100号吧", False),
+        ("算了，还是寄到我公司前台吧", False),  # found by review: no digit, still an answer
+        ("never mind, ship it to my office instead", False),
+        ("算了，OD2611250001 我还要，不取消了", True),  # found by a walkthrough: the id
+        ("never mind, I'll keep OD2611250001, don't cancel it", True),  # kept it an answer
         ("上海市徐汇区漕溪北路100号", False),
         ("OD2611250001 发货了吗", False),
         ("cancellation policy?", False),
@@ -90,3 +94,18 @@ async def test_a_request_of_another_intent_is_not_taken_as_a_free_text_answer() 
     assert "new_address" not in state.entities
     given = await runtime.start("上海市徐汇区漕溪北路100号", session_id="w4")
     assert given.status is RunStatus.AWAITING_CONFIRM and given.run_id == again.run_id
+
+
+async def test_a_yes_is_no_free_text_answer() -> None:
+    """Found by a walkthrough: asked for the new address, "好的" became the address, and
+    the next "是的" wrote it."""
+    runtime = Runtime(
+        load_agent(ROOT / "examples" / "orders"), MemoryStore(), effects=FixedEffects()
+    )
+    await runtime.start("我要改地址 OD2611250001", session_id="w5")
+    yes = await runtime.start("好的", session_id="w5")
+    assert yes.status is RunStatus.AWAITING_USER  # asked again
+    assert "new_address" not in (await runtime.load_state(yes.run_id)).entities
+    given = await runtime.start("不用了，地址是北京市朝阳区建国路88号", session_id="w5")
+    assert given.status is RunStatus.AWAITING_CONFIRM
+    assert "「北京市朝阳区建国路88号」" in (given.reply or "")

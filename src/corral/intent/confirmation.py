@@ -55,6 +55,25 @@ FILLER = {
     "辛苦了",
 }
 """Words after a yes or a no that leave it one: "yes please", "no thanks"."""
+URGED = {
+    "换吧",
+    "办吧",
+    "退吧",
+    "改吧",
+    "发吧",
+    "做吧",
+    "来吧",
+    "弄吧",
+    "取消吧",
+    "确认吧",
+    "提交吧",
+    "继续吧",
+    "就这样吧",
+}
+"""After a yes, words that urge it on ("好的，换吧"). Only these: "好，算了吧" ("OK, forget
+it"), "好的，改天吧" ("some other day") and "好的，不要吧" are no yes."""
+MAX_ANSWER_CHARS = 200
+"""The longest line read as a yes or no (a longer one is a message of its own)."""
 NOT_ANSWERS = {"对了"}
 """First words that read like a yes but open something else: 对了 is "by the way"."""
 
@@ -84,6 +103,10 @@ def yes_or_no(line: str) -> bool | None:
     ``好的，换吧``). Anything else after it (``好，我再考虑一下``, ``no worries``) makes the
     line no answer: a confirmation moves money and goods, so it is asked again.
     """
+    if line.rstrip().endswith(("?", "？")):  # "确定？", "ok?": a question, not an answer
+        return None
+    if len(line) > MAX_ANSWER_CHARS:  # a yes is short: 15 000 characters of 好的 is no answer
+        return None
     text = _BREAKS.sub(" ", line.strip().lower()).strip()
     if not text:
         return None
@@ -101,7 +124,7 @@ def yes_or_no(line: str) -> bool | None:
         return answer
     for word in rest:
         same = word in FILLER or _word(word) is answer
-        urged = answer and len(word) <= 3 and word.endswith("吧")  # 换吧, 办吧: go on
+        urged = answer and word in URGED  # 换吧, 办吧: go on (not 算了吧, 改天吧)
         if not (same or urged):
             return None
     return answer
@@ -133,6 +156,11 @@ WITHDRAWN = (
 """Phrases that take the request back, whatever follows them ("never mind, I'll keep it")."""
 WITHDRAWN_ALONE = ("取消", "cancel", "stop", "不用", "不要", "no")
 """Words that take it back only alone or with filler: "取消 OD123" answers "which order?"."""
+_KEPT = ("还要", "不取消", "不退", "不改", "keep", "don't cancel", "do not cancel")
+"""After a withdrawal phrase, words that say what stays as it is: the line takes the
+request back even when it names the order ("never mind, I'll keep OD2611250001")."""
+_ANSWERS_AFTER = ("还是", "改成", "改到", "换成", "寄到", "送到", "instead", "rather", "actually")
+"""After a withdrawal phrase, words that give the answer after all ("算了，还是寄到公司")."""
 _WITHDRAW_LEADS = sorted(WITHDRAWN + WITHDRAWN_ALONE, key=len, reverse=True)
 
 
@@ -150,8 +178,11 @@ def withdraws(line: str) -> bool:
     if lead is None:
         return False
     rest = text[len(lead) :].strip()
-    if lead in WITHDRAWN:
-        return not any(c.isdigit() for c in rest)
+    if lead in WITHDRAWN:  # unless it goes on to answer: a number, or "还是...", "instead"
+        if any(m in rest for m in _ANSWERS_AFTER):
+            return False
+        kept = any(w in rest for w in (*WITHDRAWN, *_KEPT))  # "算了，OD123 我还要，不取消了"
+        return kept or not any(c.isdigit() for c in rest)
     return all(word in FILLER or withdraws(word) for word in rest.split())
 
 

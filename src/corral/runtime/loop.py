@@ -34,7 +34,7 @@ from corral.events import (
     Routed,
     RunFinished,
 )
-from corral.intent.confirmation import withdraws
+from corral.intent.confirmation import withdraws, yes_or_no
 from corral.memory.task import FactSource
 from corral.planning.clarification import (
     clarification_needed,
@@ -188,6 +188,7 @@ class RunLoop:
                 whole = text.strip()
                 # "OD2611250001 发货了吗" asked for an address is a request, not the value
                 other = agent.intent.rule_intent(text) not in (None, state.intent.label)
+                other = other or yes_or_no(text) is not None  # "好的" is no address either
                 if whole and len(whole) <= WHOLE_ANSWER_CHARS and not other:
                     found[slot] = whole
             self._merge_entities(found, "answer")

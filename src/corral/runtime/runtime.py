@@ -455,11 +455,12 @@ class Runtime:
         session = None
         if session_id:
             session = await self._session(session_id)
-            if session and session.open_run_id:
+            # a run of another agent sharing the session id is not this agent's to drive
+            if session and session.open_run_id and session.agent == self.agent.config.name:
                 status = await self._run_status(session.open_run_id)
                 if status == RunStatus.AWAITING_USER.value:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
-                if status == RunStatus.AWAITING_CONFIRM.value:
+                if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
                     decided = yes_or_no(message)
                     if decided is not None:  # else a new request: the confirmation waits
                         return await self._resume(
@@ -1160,6 +1161,16 @@ def _spoken(session: SessionRecord | None) -> Language | None:
         return None
     language = session.turns[-1].get("language")
     return language if language in ("zh", "en") else None
+
+
+def _asked_last(session: SessionRecord) -> bool:
+    """Whether the session's open run's prompt is the last thing the session was told.
+
+    Only then is a yes or no its answer: after another run's reply ("where is my other
+    order?", then "ok thanks"), a yes acknowledges that reply and must not carry out a
+    write proposed before it (the confirmation is then answered by ``resume``).
+    """
+    return bool(session.turns) and session.turns[-1].get("run_id") == session.open_run_id
 
 
 _WAITS_FOR_THE_USER = (RunStatus.AWAITING_USER, RunStatus.AWAITING_CONFIRM)
