@@ -84,6 +84,8 @@ async def test_a_yes_after_another_run_s_reply_approves_nothing(aftersales: Agen
         "好，算了吧",
         "好的，不要吧",
         "好的，改天吧",
+        "对吧",  # "right?" without its question mark (found by review)
+        "是吧",
         "好" * 300,
     ],
 )
@@ -178,3 +180,28 @@ def test_the_http_api_takes_a_yes_in_the_session_as_the_approval(
         assert exchange_count(agent) == 1
         runs = http.get("/runs", params={"session_id": "web-1"}).json()["runs"]
         assert [r["run_id"] for r in runs] == [paused["run_id"]]
+
+
+async def test_another_agent_that_spoke_last_does_not_take_the_open_question(
+    aftersales: Agent, tmp_path: Path
+) -> None:
+    """Found by review: the open run's agent was taken from the session's last speaker,
+    so after another agent's run, that agent answered (and drove, with its own plan and
+    its write) the first agent's open question."""
+    from corral import load_agent
+
+    store, effects = MemoryStore(), FixedEffects()
+    first = Runtime(aftersales, store, effects=effects)
+    asked = await first.start("保修多久", session_id="mixed")
+    assert asked.status is RunStatus.AWAITING_USER
+    orders = Runtime(
+        load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders"),
+        store,
+        effects=effects,
+    )
+    one = await orders.start("查一下订单 OD2611200002", session_id="mixed")
+    two = await orders.start("查一下订单 OD2611050004", session_id="mixed")
+    assert asked.run_id not in (one.run_id, two.run_id)
+    assert (await first.summary(asked.run_id)).status is RunStatus.AWAITING_USER
+    answered = await first.start("打印机", session_id="mixed")  # its own agent still can
+    assert answered.run_id == asked.run_id

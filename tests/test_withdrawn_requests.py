@@ -109,3 +109,26 @@ async def test_a_yes_is_no_free_text_answer() -> None:
     given = await runtime.start("不用了，地址是北京市朝阳区建国路88号", session_id="w5")
     assert given.status is RunStatus.AWAITING_CONFIRM
     assert "「北京市朝阳区建国路88号」" in (given.reply or "")
+
+
+async def test_an_address_with_a_logistics_word_is_still_the_address() -> None:
+    """Found by review: "广州市白云区太和镇物流园路8号" read as the logistics intent, so it
+    was asked again, then handed to a person."""
+    runtime = Runtime(
+        load_agent(ROOT / "examples" / "orders"), MemoryStore(), effects=FixedEffects()
+    )
+    await runtime.start("我要改地址 OD2611250001", session_id="w6")
+    given = await runtime.start("广州市白云区太和镇物流园路8号", session_id="w6")
+    assert given.status is RunStatus.AWAITING_CONFIRM
+    assert "「广州市白云区太和镇物流园路8号」" in (given.reply or "")
+
+
+async def test_taking_it_back_while_naming_the_order_asked_for_cancels() -> None:
+    """Found by review: asked which order, "算了，OD2611250001 我还要，不取消了" filled the
+    order number, and the cancellation was proposed."""
+    runtime = Runtime(
+        load_agent(ROOT / "examples" / "orders"), MemoryStore(), effects=FixedEffects()
+    )
+    await runtime.start("我要取消订单", session_id="w7")
+    done = await runtime.start("算了，OD2611250001 我还要，不取消了", session_id="w7")
+    assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"

@@ -74,8 +74,9 @@ URGED = {
 it"), "好的，改天吧" ("some other day") and "好的，不要吧" are no yes."""
 MAX_ANSWER_CHARS = 200
 """The longest line read as a yes or no (a longer one is a message of its own)."""
-NOT_ANSWERS = {"对了"}
-"""First words that read like a yes but open something else: 对了 is "by the way"."""
+NOT_ANSWERS = {"对了", "对吧", "是吧", "是吗", "对吗", "好吗", "行吗", "可以吗"}
+"""First words that read like a yes but open something else or ask: 对了 is "by the
+way", 对吧 and 是吧 "right?" (a question, with or without its question mark)."""
 
 
 _PHRASES = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)

@@ -76,7 +76,7 @@ class RuleClassifier:
                     best is None
                     or (rule.confidence, rule.priority) > (best.confidence, best.priority)
                 )
-                and not any(negation.search(text) for negation in rule.unless)
+                and not (rule.unless and any(n.search(text) for n in rule.unless))
             ):
                 best = rule
         return best

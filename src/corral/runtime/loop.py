@@ -181,14 +181,17 @@ class RunLoop:
         if slot and state.intent is not None and state.intent.label:
             found = agent.intent.entities.extract(text, now, answering=slot)
             spec = agent.config.entities.get(slot)
-            if slot not in found and withdraws(text):  # "算了", "never mind, I'll keep it"
+            # "算了", "never mind, I'll keep it" (also naming the order); not a "no" that
+            # answers a yes-or-no question
+            if withdraws(text) and (slot not in found or yes_or_no(text) is None):
                 cancel(self)  # not the address, nor asked again and handed to a person
                 return
             if slot not in found and spec is not None and spec.whole_answer:
                 whole = text.strip()
-                # "OD2611250001 发货了吗" asked for an address is a request, not the value
+                # "OD2611250001 发货了吗" asked for an address is a request, not the value;
+                # "物流园路8号" is an address all the same; "好的" is none
                 other = agent.intent.rule_intent(text) not in (None, state.intent.label)
-                other = other or yes_or_no(text) is not None  # "好的" is no address either
+                other = (other and (len(found) > 0 or _asks(text))) or yes_or_no(text) is not None
                 if whole and len(whole) <= WHOLE_ANSWER_CHARS and not other:
                     found[slot] = whole
             self._merge_entities(found, "answer")
@@ -475,3 +478,8 @@ class RunLoop:
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""
         return {sid: step.status for sid, step in self.state.steps.items()}
+
+
+def _asks(text: str) -> bool:
+    """Whether a line reads as a question (it ends as one does)."""
+    return text.rstrip().endswith(("?", "？", "吗", "呢", "么", "嘛"))

@@ -455,8 +455,7 @@ class Runtime:
         session = None
         if session_id:
             session = await self._session(session_id)
-            # a run of another agent sharing the session id is not this agent's to drive
-            if session and session.open_run_id and session.agent == self.agent.config.name:
+            if session and session.open_run_id:
                 status = await self._run_status(session.open_run_id)
                 if status == RunStatus.AWAITING_USER.value:
                     return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
@@ -497,11 +496,15 @@ class Runtime:
         return await self._recorded_io("session", read, SessionRecord | None)
 
     async def _run_status(self, run_id: str) -> str | None:
-        """A stored run's status."""
+        """A stored run's status, if it is a run of this agent.
+
+        A session id may be shared by agents (one store, one client): another agent's run
+        is not this one's to answer or drive, whichever agent spoke last.
+        """
 
         def read() -> str | None:
             record = self.store.get_run(run_id)
-            return record.status if record else None
+            return record.status if record and record.agent == self.agent.config.name else None
 
         return await self._recorded_io("run_status", read, str | None)
 
