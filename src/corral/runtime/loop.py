@@ -188,11 +188,13 @@ class RunLoop:
                 return
             if slot not in found and spec is not None and spec.whole_answer:
                 whole = text.strip()
-                # "OD2611250001 发货了吗" asked for an address is a request, not the value;
-                # "物流园路8号" is an address all the same; "好的" is none
-                other = agent.intent.rule_intent(text) not in (None, state.intent.label)
-                other = (other and (len(found) > 0 or _asks(text))) or yes_or_no(text) is not None
-                if whole and len(whole) <= WHOLE_ANSWER_CHARS and not other:
+                # "OD2611250001 发货了吗" asked for an address is a request of another
+                # intent (it asks, or names something); "物流园路8号" is an address all the
+                # same; "好的" is none
+                another = agent.intent.rule_intent(text) not in (None, state.intent.label)
+                request = another and (bool(found) or _asks(text))
+                fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
+                if fits and not request and yes_or_no(text) is None:
                     found[slot] = whole
             self._merge_entities(found, "answer")
             if slot in found:
