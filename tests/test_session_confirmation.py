@@ -135,7 +135,19 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
 
 @pytest.mark.parametrize(
     ("line", "meant"),
-    [("好的", True), ("不用了", False), ("yes please", True), ("对了，运费谁出？", None)],
+    [
+        ("好的", True),
+        ("不用了", False),
+        ("yes please", True),
+        ("对了，运费谁出？", None),
+        # found by a walkthrough: naming what is approved was no yes, and started a new
+        # refund run for the full amount ("退 100 元" had been asked)
+        ("确认退款", True),
+        ("confirm the refund", True),
+        ("确认一下订单号是不是对的", None),
+        ("confirm whether it shipped", None),
+        ("确认取消", None),  # said to "refund 699?", it may cancel the refund
+    ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:
     from corral.cli.conversation import yes_or_no as chat_reader
@@ -205,3 +217,15 @@ async def test_another_agent_that_spoke_last_does_not_take_the_open_question(
     assert (await first.summary(asked.run_id)).status is RunStatus.AWAITING_USER
     answered = await first.start("打印机", session_id="mixed")  # its own agent still can
     assert answered.run_id == asked.run_id
+
+
+async def test_confirming_by_name_approves_the_amount_asked(tmp_path: Path) -> None:
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("退 100 元 OD2611100003", session_id="named")
+    assert paused.status is RunStatus.AWAITING_CONFIRM and "100" in (paused.reply or "")
+    done = await runtime.start("确认退款", session_id="named")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    assert "100" in (done.reply or "")

@@ -96,6 +96,34 @@ def _word(word: str) -> bool | None:
     return None
 
 
+_CONFIRMING = ("确认", "同意", "confirm", "approve")
+"""Words that approve what follows them: "确认退款", "confirm the refund"."""
+_NOT_CONFIRMING = ("不", "吗", "么", "呢", "一下", "是否", "是不是", "有没有", "取消", "撤销")
+_NOT_CONFIRMING_WORDS = {"not", "no", "whether", "if", "what", "which", "how", "why", "when"}
+_NOT_CONFIRMING_WORDS |= {"cancel", "cancellation", "cancelling", "canceling"}
+
+
+def _confirms(words: list[str]) -> bool:
+    """Whether the line approves by naming what it approves: "确认退款", "confirm the refund".
+
+    A few words at most, none asking or negating ("确认一下订单号" asks to check something,
+    "confirm whether it shipped" asks a question), and no cancel: "确认取消" said to "refund
+    699?" may cancel the refund, as a bare "取消" may (``NO``).
+    """
+    first = words[0]
+    lead = next((c for c in _CONFIRMING if first.startswith(c)), None)
+    if lead is None:
+        return False
+    if lead.isascii():  # "confirm the refund", "approve it please"
+        return first == lead and len(words) <= 4 and not _NOT_CONFIRMING_WORDS & set(words)
+    named = first[len(lead) :]  # "确认退款": what follows, in the same word
+    return (
+        len(words) == 1
+        and 1 <= len(named) <= 4
+        and not any(part in named for part in _NOT_CONFIRMING)
+    )
+
+
 def yes_or_no(line: str) -> bool | None:
     """The line as an answer to a confirmation: True, False, or None when it is neither.
 
@@ -118,6 +146,8 @@ def yes_or_no(line: str) -> bool | None:
         rest = text[len(lead) :].split()
     elif words[0] in NOT_ANSWERS:
         return None
+    elif _confirms(words):
+        return True
     else:
         answer, rest = _word(words[0]), words[1:]
     after = " ".join(rest)
