@@ -229,3 +229,19 @@ async def test_confirming_by_name_approves_the_amount_asked(tmp_path: Path) -> N
     done = await runtime.start("确认退款", session_id="named")
     assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
     assert "100" in (done.reply or "")
+
+
+async def test_an_order_never_chosen_between_two_is_not_carried_over(aftersales: Agent) -> None:
+    """Found by a walkthrough: "订单HD20240501和HD20250920都坏了" was asked "which one?",
+    never answered, and a later run of the session used HD20240501 without asking."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("换新，订单HD20240501和HD20250920都坏了", session_id="two")
+    assert asked.status is RunStatus.AWAITING_USER
+    for line in ("I want an exchange", "打印机卡纸了"):
+        gone = await runtime.start(line, session_id="two")
+    assert gone.run_id == asked.run_id and gone.status is RunStatus.HANDED_OFF
+    session = runtime.store.get_session("two", FixedEffects().now())
+    assert session is not None and "order_id" not in session.entities
+    later = await runtime.start("打印机卡纸了", session_id="two")
+    assert later.status is RunStatus.AWAITING_USER  # asks which order, guesses none
+    assert "order_id" not in (await runtime.load_state(later.run_id)).entities

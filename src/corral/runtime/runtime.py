@@ -68,6 +68,7 @@ from corral.intent.confirmation import yes_or_no
 from corral.intent.entities import detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
+from corral.planning.clarification import latest_ambiguity
 from corral.runtime.faults import Faults, FaultyEffects
 from corral.runtime.inputs import check_input, check_step, decided_otherwise
 from corral.runtime.journal import Journal
@@ -1151,7 +1152,12 @@ class Runtime:
         """Add the run's turn to its session: in one transaction where the store can."""
         assert state.session_id is not None
         now = self.effects.now()
-        merge = partial(_merged_session, state, now)
+        # a value the run's latest mention gives two of ("HD20240501 和 HD20250920") was
+        # never chosen: the session does not carry either (nor an older one) to a later run
+        unsettled = latest_ambiguity(
+            self.agent.intent.entities.mentions, state.messages, list(state.entities)
+        )
+        merge = partial(_merged_session, state, now, unsettled=frozenset(unsettled))
         if isinstance(self.store, SessionUpdater):
             self.store.update_session(state.session_id, now, merge)
         else:
@@ -1181,7 +1187,11 @@ _WAITS_FOR_THE_USER = (RunStatus.AWAITING_USER, RunStatus.AWAITING_CONFIRM)
 
 
 def _merged_session(
-    state: RunState, now: datetime, existing: SessionRecord | None
+    state: RunState,
+    now: datetime,
+    existing: SessionRecord | None,
+    *,
+    unsettled: frozenset[str] = frozenset(),
 ) -> SessionRecord:
     """The session once the run's turn, entities and open question are added to it."""
     assert state.session_id is not None
@@ -1197,6 +1207,7 @@ def _merged_session(
         }
     )
     entities = {**(existing.entities if existing else {}), **state.entities}
+    entities = {name: value for name, value in entities.items() if name not in unsettled}
     open_run = state.run_id if state.status in _WAITS_FOR_THE_USER else None
     if open_run is None and existing and existing.open_run_id != state.run_id:
         # another run of the session still waits for the user's answer or yes (a
