@@ -147,6 +147,14 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("确认一下订单号是不是对的", None),
         ("confirm whether it shipped", None),
         ("确认取消", None),  # said to "refund 699?", it may cancel the refund
+        # found by review: a confirm word followed by anything else approved the write
+        ("approve later", None),
+        ("确认错了", None),
+        ("确认退50", None),
+        ("确认退款金额", None),
+        ("确认稍后", None),
+        ("confirm 50", None),
+        ("confirm it please", True),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

@@ -98,30 +98,39 @@ def _word(word: str) -> bool | None:
 
 _CONFIRMING = ("确认", "同意", "confirm", "approve")
 """Words that approve what follows them: "确认退款", "confirm the refund"."""
-_NOT_CONFIRMING = ("不", "吗", "么", "呢", "一下", "是否", "是不是", "有没有", "取消", "撤销")
-_NOT_CONFIRMING_WORDS = {"not", "no", "whether", "if", "what", "which", "how", "why", "when"}
-_NOT_CONFIRMING_WORDS |= {"cancel", "cancellation", "cancelling", "canceling"}
+_NAMED_ZH = {
+    "退款",
+    "退货",
+    "换新",
+    "换货",
+    "修改",
+    "改地址",
+    "提交",
+    "发送",
+    "发布",
+    "执行",
+    "办理",
+}
+_NAMED_EN = {"it", "this", "that", "refund", "return", "exchange", "change", "post", "order"}
+"""What a confirm word may name, and nothing else: "确认退50", "确认错了", "approve later",
+"confirm the refund amount" name something else, or say no, or not now."""
 
 
 def _confirms(words: list[str]) -> bool:
     """Whether the line approves by naming what it approves: "确认退款", "confirm the refund".
 
-    A few words at most, none asking or negating ("确认一下订单号" asks to check something,
-    "confirm whether it shipped" asks a question), and no cancel: "确认取消" said to "refund
-    699?" may cancel the refund, as a bare "取消" may (``NO``).
+    The confirm word, then one of a few action words (and "the", "please") and nothing
+    else: an allow-list, since a blocklist of what does not mean yes is never complete.
+    "确认取消" is none: said to "refund 699?", it may cancel the refund (as ``NO`` says).
     """
     first = words[0]
     lead = next((c for c in _CONFIRMING if first.startswith(c)), None)
     if lead is None:
         return False
     if lead.isascii():  # "confirm the refund", "approve it please"
-        return first == lead and len(words) <= 4 and not _NOT_CONFIRMING_WORDS & set(words)
-    named = first[len(lead) :]  # "确认退款": what follows, in the same word
-    return (
-        len(words) == 1
-        and 1 <= len(named) <= 4
-        and not any(part in named for part in _NOT_CONFIRMING)
-    )
+        named = [w for w in words[1:] if w not in ("the", "please")]
+        return first == lead and len(named) == 1 and named[0] in _NAMED_EN
+    return len(words) == 1 and first[len(lead) :] in _NAMED_ZH  # "确认退款"
 
 
 def yes_or_no(line: str) -> bool | None:
