@@ -76,6 +76,7 @@ async def test_a_yes_after_another_run_s_reply_approves_nothing(aftersales: Agen
 @pytest.mark.parametrize(
     "line",
     [
+        "好，我再考虑一下",  # decides nothing
         "确定？",
         "ok?",
         "yes?",
@@ -89,13 +90,16 @@ async def test_a_yes_after_another_run_s_reply_approves_nothing(aftersales: Agen
         "好" * 300,
     ],
 )
-async def test_a_question_is_no_yes(aftersales: Agent, line: str) -> None:
+async def test_a_question_or_a_line_deciding_nothing_is_no_yes(
+    aftersales: Agent, line: str
+) -> None:
     """Found by review and a walkthrough: "确定？" ("are you sure?"), "嗯？" ("huh?"),
     "好，算了吧" ("OK, forget it") and 300 characters of 好 read as yes, and approved."""
     assert yes_or_no(line) is None
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-q")
-    await runtime.start(line, session_id="chat-q")
+    other = await runtime.start(line, session_id="chat-q")
+    assert other.run_id != paused.run_id  # a message of its own
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
     assert exchange_count(aftersales) == 0
 
@@ -112,15 +116,6 @@ async def test_another_agent_sharing_the_session_id_leaves_the_run_alone(
     orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
     other = await Runtime(orders, store, effects=effects).start("ok", session_id="shared")
     assert other.run_id != paused.run_id
-    assert exchange_count(aftersales) == 0
-
-
-async def test_a_line_that_decides_nothing_approves_nothing(aftersales: Agent) -> None:
-    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
-    paused = await runtime.start(EXCHANGE, session_id="chat-unsure")
-    unsure = await runtime.start("好，我再考虑一下", session_id="chat-unsure")
-    assert unsure.run_id != paused.run_id
-    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
     assert exchange_count(aftersales) == 0
 
 

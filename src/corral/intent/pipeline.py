@@ -8,7 +8,7 @@ from typing import Protocol
 from corral.config import AgentConfig
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor
-from corral.intent.rules import RuleClassifier, compile_rule
+from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
 from corral.textfold import fold_letters_and_digits
 
 
@@ -44,12 +44,8 @@ class IntentLayer:
 
     def understand(self, text: str, now: datetime) -> IntentResult:
         """Classify and extract; a result below the threshold asks for clarification."""
-        rule = self._rules.match(text)
-        if (
-            rule is not None
-            and rule.confidence >= self._threshold
-            and rule.intent in self._declared
-        ):
+        rule = self._decisive_rule(text)
+        if rule is not None:
             # the rules decide (the common case): one result, built once
             return IntentResult(
                 label=rule.intent,
@@ -92,10 +88,15 @@ class IntentLayer:
         A free-text answer (``whole_answer``) that is a request of another intent ("发货了
         吗?" asked for a new address) is not taken as the value asked for.
         """
+        rule = self._decisive_rule(text)
+        return rule.intent if rule is not None else None
+
+    def _decisive_rule(self, text: str) -> RuleMatch | None:
+        """The best matching rule when it decides alone: a declared intent, confident enough."""
         rule = self._rules.match(text)
         if rule is None or rule.confidence < self._threshold or rule.intent not in self._declared:
             return None
-        return rule.intent
+        return rule
 
     def _negated(self, label: str | None, text: str) -> bool:
         """Whether the message negates the intent (its ``unless``), read as rules read it."""
