@@ -116,3 +116,22 @@ def test_null_says_nothing_was_recognised_where_that_is_an_expectation(tmp_path:
     path.write_text("cases:\n  - {m: asdfghjkl, source: null}\n", "utf-8")
     with pytest.raises(ConfigInvalidError, match="source"):
         load_suite(path)
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("{m: 我想申请换新, intent: exchang}", "expects intent 'exchang'"),
+        ("{name: a, messages: [hi], expect: {tools: [order_lookup, nope]}}", "expects tools"),
+        ("{m: hi, source: rules}", "source: Input should be 'rule'"),
+    ],
+)
+def test_a_case_expecting_what_the_agent_does_not_declare_is_refused_before_any_runs(
+    tmp_path: Path, case: str, says: str
+) -> None:
+    """Found by review: a misspelt intent or tool failed its case after the suite ran,
+    as if the agent had gone wrong; it could never pass. The suite is refused instead,
+    naming the case, with the agent's intents and tools in the hint."""
+    # the first case would run (and show up) if the check came after it
+    message = refused(tmp_path, f"cases:\n  - {{m: 你好}}\n  - {case}\n")
+    assert says in message

@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from corral.agent import Agent
-from corral.contracts import RunStatus, RunSummary
+from corral.contracts import IntentSource, RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
 from corral.errors import ConfigInvalidError, ErrorCode
 from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
@@ -81,6 +81,8 @@ class EvalSuite:
 
     cases: list[EvalCase]
     now: datetime | None
+    path: Path | None = None
+    """The file it was read from, named in its errors."""
 
 
 @dataclass
@@ -224,7 +226,7 @@ class Expectations(BaseModel):
     reply_contains: StrictStr | StrictInt | StrictFloat | None = None
     """Text, or a number as YAML reads one; not ``yes`` (YAML's true)."""
     tools: list[str] | None = None
-    source: str | None = None
+    source: IntentSource | None = None
 
     @field_validator("status", "tools", "reply_contains", "source", mode="before")
     @classmethod
@@ -333,7 +335,36 @@ def load_suite(path: Path) -> EvalSuite:
             raise ConfigInvalidError(
                 f"eval suite {path}: now: {now!r} is not an ISO time (2026-11-29T10:00:00+08:00)"
             ) from None
-    return EvalSuite(cases, now)
+    return EvalSuite(cases, now, path)
+
+
+def check_names(suite: EvalSuite, agent: Agent) -> None:
+    """Refuse a suite that expects an intent or a tool ``agent`` does not declare.
+
+    Such a case could never pass: a typo (``order_staus``) or a renamed intent would be
+    reported as the agent's failure, case by case, after every case ran, instead of as
+    the suite's mistake before any did (``CONFIG_INVALID``).
+    """
+    intents = {spec.name for spec in agent.config.intents}
+    wrong: list[str] = []
+    for case in suite.cases:
+        expect = case.expect
+        intent = expect.get("intent")
+        if intent is not None and intent not in intents:
+            wrong.append(f"{case.name!r} expects intent {intent!r}")
+        unknown = [tool for tool in expect.get("tools") or () if tool not in agent.tools]
+        if unknown:
+            wrong.append(f"{case.name!r} expects tools {unknown}")
+    if wrong:
+        where = f"eval suite {suite.path}" if suite.path else "the eval suite"
+        shown = "; ".join(wrong[:5]) + (f"; and {len(wrong) - 5} more" if len(wrong) > 5 else "")
+        raise ConfigInvalidError(
+            f"{where}: it names what agent {agent.config.name!r} does not declare: {shown}",
+            hint=(
+                f"its intents: {', '.join(sorted(intents))}; "
+                f"its tools: {', '.join(agent.tools.names())}"
+            ),
+        )
 
 
 def _stood_in(by_step: list[list[str]], expected: list[str], group: Callable[[str], str]) -> bool:
@@ -522,13 +553,21 @@ async def run_suite(
         return FixedEffects(start=suite.now) if suite.now else LiveEffects()
 
     gate = asyncio.Semaphore(max(1, jobs))
+    first = make_agent()  # the first case's: the suite is checked against it before any runs
+    try:
+        check_names(suite, first)
+    except ConfigInvalidError:
+        await first.aclose()
+        raise
+    spare = [first]
 
     async def one(case: EvalCase) -> CaseResult:
         async with gate:
             ledger = FaultLedger()  # counts every write entry, with faults or without
             schedule = FaultSchedule(faults or FaultProfile(name="none"), seed, case.name)
             chosen = FaultInjector(make_effects(), schedule, ledger)
-            runtime = Runtime(make_agent(), MemoryStore(), effects=chosen, tracer=Untraced())
+            agent = spare.pop() if spare else make_agent()
+            runtime = Runtime(agent, MemoryStore(), effects=chosen, tracer=Untraced())
             async with runtime:
                 result = await run_case(runtime, case, ledger)
         if on_case is not None:
