@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -157,6 +158,22 @@ def test_missing_order_id_then_answer(tmp_path: Path) -> None:
         ).stdout
     )
     assert answered["status"] == "awaiting_confirm"
+
+
+def test_an_answer_in_english_turns_a_chinese_run_english(tmp_path: Path) -> None:
+    """Found by a walkthrough: the reply after an English answer stayed Chinese. A name
+    or an id in the answer is no change of language; a sentence is, in a session too."""
+    asked = run_json(tmp_path, "我想申请换新", "--session", "chat-8")
+    answered = run_json(tmp_path, "The order number is HD20240501, thanks", "--session", "chat-8")
+    assert answered["run_id"] == asked["run_id"] and answered["status"] == "awaiting_confirm"
+    assert "Shall I go ahead?" in answered["reply"], answered["reply"]
+    done = json.loads(corral(tmp_path, "resume", asked["run_id"], "--approve", "--json").stdout)
+    assert done["status"] == "finished" and re.search(r"[\u4e00-\u9fff]", done["reply"]) is None
+    kept = run_json(tmp_path, "我想申请换新")
+    answered = json.loads(
+        corral(tmp_path, "resume", kept["run_id"], "--answer", "HD20240501", "--json").stdout
+    )
+    assert "可以吗" in answered["reply"], answered["reply"]
 
 
 def test_session_continues_the_open_question(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from corral import Agent, load_agent, tool
+from corral.contracts import Language
 from corral.intent.dates import chinese_number, find_relative_date
-from corral.intent.entities import detect_language
+from corral.intent.entities import answer_language, detect_language
 from tests.conftest import AFTERSALES
 
 # Sunday 2026-11-29 10:00 UTC = 18:00 in Shanghai.
@@ -95,6 +96,29 @@ def test_language_detection() -> None:
     assert detect_language("12345", default="en") == "en"
     assert detect_language("OD2611200002", default="zh") == "zh"  # an id is no English word
     assert detect_language("OD2611200002 please", default="zh") == "en"
+
+
+@pytest.mark.parametrize(
+    ("answer", "current", "spoken"),
+    [
+        ("The order number is HD20240501, thanks", "zh", "en"),
+        ("it's HD20240501", "zh", "en"),
+        ("订单号是HD20240501", "en", "zh"),
+        ("我的订单 HD20240501", "en", "zh"),
+        # names and ids say nothing of the language: the run keeps its own
+        ("HD20240501", "zh", "zh"),
+        ("iPhone 15", "zh", "zh"),
+        ("LaserJet Pro M404", "zh", "zh"),
+        ("北京市朝阳区建国路1号", "en", "en"),
+        ("张三", "en", "en"),
+        ("The order number is HD20240501", "en", "en"),
+        ("订单号是HD20240501", "zh", "zh"),
+    ],
+)
+def test_an_answer_changes_the_language_only_when_it_is_a_sentence(
+    answer: str, current: Language, spoken: Language
+) -> None:
+    assert answer_language(answer, current) == spoken
 
 
 @pytest.mark.parametrize(

@@ -338,6 +338,9 @@ class UserAnswered:
     kind: ClassVar[EventType] = EventType.USER_ANSWERED
     text: str
     slot: str | None = None
+    language: Language | None = None
+    """The language the run speaks from this answer on, when the answer changed it
+    (``answer_language``); recorded, so a fold never re-reads the text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -615,11 +618,19 @@ PAYLOADS: dict[EventType, type[Payload]] = {
 """Event type -> its payload record. Types missing here (deprecated) decode as ``Opaque``."""
 
 _SOMETIMES = frozenset(
-    {"refused", "structured_mode", "negotiation", "priority", "scores", "template_problem"}
+    {
+        "refused",
+        "structured_mode",
+        "negotiation",
+        "priority",
+        "scores",
+        "template_problem",
+        "language",
+    }
 )
 """``model_call`` keys older logs wrote only when set, ``tool_selected``'s priority
 fields (absent from a plain pick's event, as before them), and a confirmation's template
-problem; rendered the same way."""
+problem, and an answer's change of language; rendered the same way."""
 
 
 def _key(name: str) -> str:

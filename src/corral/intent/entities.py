@@ -32,6 +32,34 @@ def detect_language(text: str, default: Language = "zh") -> Language:
     return default
 
 
+_ENGLISH_WORDS = frozenset(
+    (  # noqa: SIM905  (a list literal would take a line per word)
+        "i i'm me my mine you your it it's its is are was were be the a an this that these "
+        "those here there of for to in on at from with and or but not no yes please thanks "
+        "thank sorry what which when where who how can could would will do does did have has "
+        "had number order bought"
+    ).split()
+)
+"""Words of English sentences, never of a name: an answer with one is written in English."""
+_CHINESE_GRAMMAR = frozenset("的是我你您了吗吧呢啊请要在有这那就还不没谢好想帮给")
+"""Characters of Chinese sentences rather than of names and addresses."""
+
+
+def answer_language(text: str, current: Language) -> Language:
+    """The language a run speaks after the answer ``text``: ``current`` unless it says another.
+
+    A new message sets its run's language (``detect_language``). An answer is held to
+    more: a Chinese run is answered ``iPhone 15`` or ``LaserJet Pro M404`` and an
+    English one ``北京市朝阳区建国路1号``, which are names, not a change of language.
+    Only a sentence switches: English words such as "the", "is", "my" with no CJK at all,
+    or CJK with characters of Chinese grammar (的, 是, 我, 了...).
+    """
+    if _CJK.search(text):
+        return "zh" if any(char in _CHINESE_GRAMMAR for char in text) else current
+    words = {word.lower() for word in re.findall(r"[A-Za-z]+(?:'[A-Za-z]+)?", text)}
+    return "en" if words & _ENGLISH_WORDS else current
+
+
 @dataclass(frozen=True)
 class _CompiledEntity:
     name: str

@@ -65,7 +65,7 @@ from corral.inputs import (
     require_words,
 )
 from corral.intent.confirmation import yes_or_no
-from corral.intent.entities import detect_language
+from corral.intent.entities import answer_language, detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
@@ -819,7 +819,9 @@ class Runtime:
                     f"the answer has {len(answer)} characters; the limit is {limit}"
                 )
             slot = state.pending.slot if state.pending else None
-            journal.emit("intent", UserAnswered(answer, slot))
+            spoken = answer_language(answer, state.language)
+            changed = spoken if spoken != state.language else None
+            journal.emit("intent", UserAnswered(answer, slot, changed))
             journal.transition(RunStatus.PARSING, "answer received")
         return journal
 

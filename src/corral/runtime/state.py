@@ -282,6 +282,8 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.messages.append(payload.text)
         state.answered_slot = payload.slot
         state.pending = None
+        if payload.language is not None:
+            state.language = payload.language
     elif isinstance(payload, ModelCall):
         state.model_calls += 0 if payload.refused else 1  # a refusal asked nothing
         usage = payload.usage
