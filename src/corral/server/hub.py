@@ -108,6 +108,10 @@ class Hub:
         """The run if this server is driving it now."""
         return self._live.get(run_id)
 
+    def in_flight(self) -> list[LiveRun]:
+        """The runs this server is driving now (a copy: the listing reads it in a thread)."""
+        return [live for live in self._live.values() if not live.done]
+
     async def drive(self, stream: AsyncIterator[Event | RunSummary]) -> LiveRun | RunSummary:
         """Consume ``stream`` in a task of the hub; return as soon as the run is known.
 

@@ -4,24 +4,29 @@ Filters and pages are SQL (``WHERE``, ``LIMIT``, ``OFFSET`` on indexed columns),
 Python loop over every run: the store may hold months of them. The column filters are the
 store's own (``sql.run_conditions``, as ``corral traces`` uses them); the intent is read
 from the row's stored summary (``$.intent.label``), which both summary forms keep, so a
-listing needs no stats backfill first.
+listing needs no stats backfill first. The runs this server drives that are not saved
+yet (a handful, from the hub: ``live_rows``) are placed among the rows by a count each.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Query
 from pydantic import AfterValidator, BeforeValidator, StringConstraints
-from sqlalchemy import JSON, String, cast, select, type_coerce
+from sqlalchemy import JSON, Connection, String, and_, cast, func, or_, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
 from corral.observe.window import PERIOD_PATTERN, parse_period
 from corral.store.facts import aware
 from corral.store.sql import SqlStore, run_conditions, runs
+
+if TYPE_CHECKING:
+    from corral.server.live_rows import LiveRow
 
 DURATION = PERIOD_PATTERN
 """A span back from now: ``30m``, ``1h``, ``7d`` (the one parser: ``observe.window``)."""
@@ -90,18 +95,16 @@ def _intent_label(store: SqlStore) -> ColumnElement[Any]:
     return label
 
 
-def list_runs(store: SqlStore, wanted: RunFilter) -> tuple[list[dict[str, Any]], int | None]:
-    """One page of runs, newest first, and the offset of the next page (None: no more)."""
+def list_runs(
+    store: SqlStore, wanted: RunFilter, live: Sequence[LiveRow] = ()
+) -> tuple[list[dict[str, Any]], int | None]:
+    """One page of runs, newest first, and the offset of the next page (None: no more).
+
+    ``live`` are the filtered rows of the runs this server drives (``live_rows``): those
+    not saved yet take their place among the stored ones, found by counting the stored
+    rows before each (a few, not a loop over the store); a saved one is its stored row.
+    """
     label = _intent_label(store)
-    query = select(
-        runs.c.run_id,
-        runs.c.agent,
-        runs.c.status,
-        runs.c.created_at,
-        runs.c.updated_at,
-        runs.c.session_id,
-        label.label("intent"),
-    )
     conditions = run_conditions(
         agent=wanted.agent,
         status=wanted.status,
@@ -112,28 +115,71 @@ def list_runs(store: SqlStore, wanted: RunFilter) -> tuple[list[dict[str, Any]],
     )
     if wanted.intent is not None:
         conditions.append(label == cast(wanted.intent, String))
-    query = (
-        query.where(*conditions)
-        .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
-        .limit(wanted.limit + 1)
-        .offset(wanted.offset)
-    )
+    end = wanted.offset + wanted.limit
     with store.engine.connect() as conn:
+        unsaved = _unsaved(conn, live)
+        placed = [(_stored_before(conn, conditions, row) + i, row) for i, row in enumerate(unsaved)]
+        shown = [row for at, row in placed if wanted.offset <= at < end]
+        skipped = sum(1 for at, _ in placed if at < wanted.offset)
+        stored_limit = wanted.limit - len(shown)
+        query = (
+            select(
+                runs.c.run_id,
+                runs.c.agent,
+                runs.c.status,
+                runs.c.created_at,
+                runs.c.updated_at,
+                runs.c.session_id,
+                label.label("intent"),
+            )
+            .where(*conditions)
+            .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+            .limit(stored_limit + 1)
+            .offset(wanted.offset - skipped)
+        )
         rows = list(conn.execute(query))
-    more = len(rows) > wanted.limit
-    page = [
-        {
-            "run_id": row.run_id,
-            "agent": row.agent,
-            "status": row.status,
-            "intent": row.intent,
-            "created_at": aware(row.created_at).isoformat(),
-            "updated_at": aware(row.updated_at).isoformat(),
-            "session_id": row.session_id,
-        }
-        for row in rows[: wanted.limit]
+        # checked after the page's query: a run saved since it was seen live is shown
+        # once (its stored row, if the query saw it), never twice
+        still = {row.run_id for row in _unsaved(conn, shown)}
+    more = len(rows) > stored_limit or any(at >= end for at, _ in placed)
+    entries = [
+        (
+            (aware(row.created_at), row.run_id),
+            {
+                "run_id": row.run_id,
+                "agent": row.agent,
+                "status": row.status,
+                "intent": row.intent,
+                "created_at": aware(row.created_at).isoformat(),
+                "updated_at": aware(row.updated_at).isoformat(),
+                "session_id": row.session_id,
+            },
+        )
+        for row in rows[:stored_limit]
     ]
-    return page, wanted.offset + wanted.limit if more else None
+    entries += [(row.order, row.as_row()) for row in shown if row.run_id in still]
+    entries.sort(key=lambda entry: entry[0], reverse=True)
+    return [row for _, row in entries], end if more else None
+
+
+def _unsaved(conn: Connection, live: Sequence[LiveRow]) -> list[LiveRow]:
+    """The rows of ``live`` whose run has no stored row yet, in their order."""
+    if not live:
+        return []
+    ids = [row.run_id for row in live]
+    saved = set(conn.execute(select(runs.c.run_id).where(runs.c.run_id.in_(ids))).scalars())
+    return [row for row in live if row.run_id not in saved]
+
+
+def _stored_before(conn: Connection, conditions: list[ColumnElement[bool]], row: LiveRow) -> int:
+    """How many stored runs the filters keep come before ``row``, newest first."""
+    created_at, run_id = row.order
+    newer = or_(
+        runs.c.created_at > created_at,
+        and_(runs.c.created_at == created_at, runs.c.run_id > run_id),
+    )
+    query = select(func.count()).select_from(runs).where(*conditions, newer)
+    return int(conn.execute(query).scalar_one())
 
 
 def list_handoffs(store: SqlStore, limit: int) -> list[tuple[str, str, dict[str, Any]]]:

@@ -30,6 +30,7 @@ from corral.runtime.runtime import run_detail, summarize_run
 from corral.runtime.state import fold
 from corral.server.app import ServerState, checked_run_id, server_state
 from corral.server.hub import LiveRun
+from corral.server.live_rows import live_rows
 from corral.server.positions import DIVERGED, NO_POSITION, Position, event_id
 from corral.server.queries import (
     NO_FILTER_IF_EMPTY,
@@ -116,6 +117,9 @@ async def runs(
 ) -> dict[str, Any]:
     """Runs, newest first, filtered; ``next_offset`` asks for the next page.
 
+    The runs this server drives are listed from their first event, before their first
+    save (``live_rows``), as the dashboard's list shows them.
+
     ``session_id`` finds a conversation's runs, ``trace_id`` the run of a trace in either
     form, corral's or OpenTelemetry's 32 hex digits (as ``corral traces --session/--trace``
     do); the listing shows a session id redacted. An unknown ``status`` is a 422 that
@@ -133,7 +137,8 @@ async def runs(
         limit=limit,
         offset=offset,
     )
-    page, next_offset = await asyncio.to_thread(list_runs, state.store, wanted)
+    live = live_rows(state.hub.in_flight(), wanted)  # read in the loop, the hub's own
+    page, next_offset = await asyncio.to_thread(list_runs, state.store, wanted, live)
     for row in page:  # a session id may be the customer's phone or mail: redact as elsewhere
         if row["session_id"] is not None:
             row["session_id"] = redact_builtin(row["session_id"])
