@@ -143,12 +143,22 @@ class Agent:
             }
         )
 
-    def plan_context(self, intent: str | None, *, model: bool = False) -> PlanContext:
-        """What plans for ``intent`` are validated against (``model``: a model's plan)."""
+    def plan_context(
+        self,
+        intent: str | None,
+        *,
+        model: bool = False,
+        rules: Sequence[CompiledRule] | None = None,
+    ) -> PlanContext:
+        """What plans for ``intent`` are validated against (``model``: a model's plan).
+
+        ``rules``: the business rules the plan answers to, when not all the agent's
+        (``rules_in_force``, for a plan a run made before the config changed).
+        """
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = entity_types(self.config)
         reads: dict[str, tuple[FactRead, ...]] = {}
-        for rule in self.rules:
+        for rule in self.rules if rules is None else rules:
             read = FactRead(f"business rule {rule.rule.name}", fact_names(rule.expression))
             reads[rule.rule.before_tool] = (*reads.get(rule.rule.before_tool, ()), read)
         return PlanContext(
@@ -159,6 +169,28 @@ class Agent:
             rule_reads=reads,
             fact_origins=self.fact_origins if model else None,
         )
+
+    def rules_in_force(self, plan: Plan) -> tuple[CompiledRule, ...]:
+        """The business rules that can judge ``plan``'s steps.
+
+        ``rules`` less a rule before one of its tools that reads a fact no step of it
+        publishes and no entity names. A plan made under the agent's config publishes
+        every fact such a rule reads (the load and the planner refuse one that does not),
+        so this is ``rules`` itself for it. What it drops is a rule added since a paused
+        run made its plan, on a fact that plan never gets: judged, it could only refuse
+        with a reason that is not true; validated, every run paused before the deploy was
+        ``PLAN_INVALID`` on resume and could not even be rejected. A new rule on a fact
+        the plan does publish stays in force.
+        """
+        published = {fact for step in plan.steps for fact in step.facts}
+        known = published | set(self.config.entities)
+        tools = {step.tool for step in plan.steps}
+        kept = tuple(
+            rule
+            for rule in self.rules
+            if rule.rule.before_tool not in tools or fact_names(rule.expression) <= known
+        )
+        return self.rules if len(kept) == len(self.rules) else kept
 
     @cached_property
     def _facts_read(self) -> frozenset[str]:

@@ -48,6 +48,7 @@ from corral.runtime.conclusion import cancel
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
+from corral.verify.rules import CompiledRule
 
 WHOLE_ANSWER_CHARS = 200
 """The longest answer taken whole as a ``whole_answer`` entity's value."""
@@ -160,8 +161,19 @@ class RunLoop:
                 self._graph = cached
             else:
                 model = plan.source == "model"  # as the planner validated it
-                self._graph = validate_plan(plan, self.agent.plan_context(plan.intent, model=model))
+                context = self.agent.plan_context(plan.intent, model=model, rules=self.rules)
+                self._graph = validate_plan(plan, context)
         return self._graph
+
+    @property
+    def rules(self) -> tuple[CompiledRule, ...]:
+        """The business rules in force for the run's plan (``Agent.rules_in_force``).
+
+        Worked out from the plan each time, never kept: a replan's new plan answers to
+        every rule again.
+        """
+        plan = self.state.plan
+        return self.agent.rules_in_force(plan) if plan else self.agent.rules
 
     # ------------------------------------------------------------------ parse and route
 

@@ -1,0 +1,117 @@
+"""A config deployed while runs are paused: each resumes under the rules that can judge it.
+
+An earlier review found that adding a business rule on a new fact (the plan's lookup now
+publishes ``archived``, a rule before the refund reads it) made every refund paused before
+the deploy ``PLAN_INVALID`` on resume, approved or rejected: the stored plan never
+publishes the fact, so it no longer validated (aftersales dropped such a rule in 2b4a81d
+for this). The rule is not in force for a plan made before it; a new rule on a fact the
+old plan does publish still is. Each command is a fresh CLI process on the home's SQLite
+store, as an operator's deploy between two requests would be.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ORDERS
+from tests.helpers import corral_cli
+
+REFUND = "我要退款 OD2611100003"  # 699 CNY left to refund, a recent (not archived) order
+OTHER_REFUND = "东西有问题想退钱 OD2611200002"
+
+ARCHIVED_RULE = """\
+  - name: no_refund_of_an_archived_order
+    before_tool: request_refund
+    require: facts.archived == false
+    refusal: refund_not_possible
+"""
+PUBLISHED_LOOKUP = "refundable: result.refundable_cny}"
+
+
+def paused_refund(tmp_path: Path) -> tuple[Path, str]:
+    """A copy of the orders agent and a refund of it paused for confirmation."""
+    agent = tmp_path / "orders"
+    shutil.copytree(ORDERS, agent)
+    paused = _json(corral_cli(tmp_path / "home", "run", str(agent), REFUND, "--json"))
+    assert paused["status"] == "awaiting_confirm"
+    return agent, paused["run_id"]
+
+
+def deploy(agent: Path, rules: str) -> None:
+    """The lookup of the refund plan publishes ``archived`` too, and ``rules`` come first."""
+    path = agent / "agent.yaml"
+    text = path.read_text(encoding="utf-8")
+    assert text.count(PUBLISHED_LOOKUP) == 1
+    text = text.replace(
+        PUBLISHED_LOOKUP, "refundable: result.refundable_cny, archived: result.archived}"
+    )
+    text = text.replace("business_rules:\n", "business_rules:\n" + rules, 1)
+    path.write_text(text, encoding="utf-8")
+
+
+def resume(tmp_path: Path, agent: Path, run_id: str, *flags: str) -> dict[str, Any]:
+    args = ("resume", run_id, *flags, "--agent", str(agent), "--json")
+    return _json(corral_cli(tmp_path / "home", *args))
+
+
+def refunded(tmp_path: Path, agent: Path) -> float:
+    with sqlite3.connect(tmp_path / "home" / "data" / agent.name / "orders.db") as db:
+        query = "SELECT sum(amount_cny) FROM refunds WHERE order_id = 'OD2611100003'"
+        return float(db.execute(query).fetchone()[0] or 0)
+
+
+def stored_events(tmp_path: Path, run_id: str) -> str:
+    """The run's stored event rows, as text."""
+    with sqlite3.connect(tmp_path / "home" / "corral.db") as db:
+        rows = db.execute("SELECT data FROM corral_events WHERE run_id = ?", (run_id,))
+        return "\n".join(str(data) for (data,) in rows)
+
+
+def _json(done: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def test_a_refund_paused_before_a_rule_on_a_new_fact_is_approved_after_it(
+    tmp_path: Path,
+) -> None:
+    agent, run_id = paused_refund(tmp_path)
+    before = refunded(tmp_path, agent)
+    deploy(agent, ARCHIVED_RULE)
+    done = resume(tmp_path, agent, run_id, "--approve")
+    assert done["status"] == "finished" and done["outcome"] == "success", done
+    assert "699" in done["reply"]
+    assert refunded(tmp_path, agent) == before + 699
+    # a run started after the deploy answers to the rule: its plan publishes the fact
+    fresh = _json(corral_cli(tmp_path / "home", "run", str(agent), OTHER_REFUND, "--json"))
+    assert fresh["status"] == "awaiting_confirm"
+    judged = "no_refund_of_an_archived_order: facts.archived == false is true"
+    assert judged in stored_events(tmp_path, fresh["run_id"])
+    assert judged not in stored_events(tmp_path, run_id)
+
+
+def test_one_paused_before_the_deploy_can_be_rejected(tmp_path: Path) -> None:
+    agent, run_id = paused_refund(tmp_path)
+    deploy(agent, ARCHIVED_RULE)
+    done = resume(tmp_path, agent, run_id, "--reject")
+    assert done["status"] == "finished" and done["outcome"] == "cancelled", done
+
+
+def test_a_new_rule_on_a_fact_the_paused_plan_publishes_still_refuses(tmp_path: Path) -> None:
+    """Safety: only a rule the old plan cannot feed is out of force; this one judges it."""
+    agent, run_id = paused_refund(tmp_path)
+    before = refunded(tmp_path, agent)
+    small_only = """\
+  - name: refunds_up_to_500
+    before_tool: request_refund
+    require: facts.refundable <= 500
+    refusal: refund_not_possible
+"""
+    deploy(agent, ARCHIVED_RULE + small_only)
+    done = resume(tmp_path, agent, run_id, "--approve")
+    assert done["status"] == "finished" and done["outcome"] == "refused", done
+    assert refunded(tmp_path, agent) == before
