@@ -77,6 +77,14 @@ def test_requiring_an_undeclared_entity_is_refused() -> None:
     assert "entities: order_id" in raised.value.message
 
 
+def test_a_plan_template_requiring_an_undeclared_entity_is_refused() -> None:
+    config = one_intent("go", steps=[STEP], templates=TEMPLATES)
+    config["plans"]["p"]["requires"] = ["order_idd"]
+    with pytest.raises(ConfigInvalidError) as raised:
+        build(config)
+    assert "plan p: requires 'order_idd', which is no declared entity" in raised.value.message
+
+
 def test_the_examples_name_only_steps_and_entities_they_have() -> None:
     from corral import load_agent
 

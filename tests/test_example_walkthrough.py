@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from corral import MemoryStore, Runtime, load_agent
-from corral.contracts import RunStatus, RunSummary
+from corral.contracts import RunStatus, RunSummary, StepStatus
 from tests.conftest import AFTERSALES, ORDERS
 
 
@@ -151,3 +151,53 @@ def test_the_answer_to_what_is_the_new_address_is_the_address(
         assert answer in (done.reply or "")
 
     asyncio.run(asked_then_answered())
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ("How long is the warranty on order HD20240501?", ["60-month", "2029-05-01"]),
+        ("订单HD20240501的保修期多久？", ["60 个月", "2029-05-01"]),
+    ],
+)
+def test_a_warranty_question_about_an_order_looks_its_product_up(
+    message: str, words: list[str], tmp_path: Path
+) -> None:
+    """Found by a walkthrough: the order names the product, yet the user was asked which."""
+    summary = _start(AFTERSALES, message, tmp_path)
+    assert summary.status is RunStatus.FINISHED, summary
+    assert [w for w in words if w not in (summary.reply or "")] == [], summary.reply
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ("HD20240501的投影仪坏了", ["HD20240501", "不是您说的"]),
+        ("The projector from order HD20240501 is broken", ["HD20240501", "not for the product"]),
+        ("HD20240501的投影仪坏了，能换新吗", ["HD20240501", "不是您说的"]),
+        ("订单 HD20250603 的投影仪坏了，换新", ["HD20250603", "不是您说的"]),
+        ("HD20240501 的投影仪保修多久", ["HD20240501", "不是您说的"]),
+    ],
+)
+def test_a_product_the_order_does_not_hold_is_asked_about_not_acted_on(
+    message: str, words: list[str], tmp_path: Path
+) -> None:
+    """Found by a walkthrough: "HD20240501的投影仪坏了" booked the order's printer for a repair.
+    The laptop order is refused no exchange by its own policy only once it is the product."""
+    summary = _start(AFTERSALES, message, tmp_path)
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "refused", summary
+    reply = summary.reply or ""
+    assert [w for w in words if w not in reply] == [], reply
+    assert not [w for w in ("登记报修", "booked", "保修到", "只修不换") if w in reply], reply
+    ran = {s.tool for s in summary.steps if s.status is StepStatus.SUCCEEDED}
+    assert not ran & {"query_policy", "create_exchange_order"}, summary.steps
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["我的打印机坏了，订单 HD20221108", "my printer HD20221108 stopped working"],
+)
+def test_a_printer_names_an_inkjet_order_too(message: str, tmp_path: Path) -> None:
+    """打印机/printer is the family: an inkjet order is one, so no mismatch is raised."""
+    summary = _start(AFTERSALES, message, tmp_path)
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary

@@ -54,3 +54,15 @@ def test_allow_list_includes_equivalent_tools_when_the_registry_is_known(
     allowed = allowed_tools(aftersales.config, "报修", aftersales.tools)
     assert "query_order_archive" in allowed
     assert "create_exchange_order" not in allowed
+
+
+def test_a_plan_template_asks_for_the_entities_it_needs(aftersales: Agent) -> None:
+    """A warranty question names a product or an order: each picks the template that reads
+    it, and only the chosen template's entities are asked for (walkthrough: "How long is
+    the warranty on order HD20240501?" was asked which product)."""
+    by_order = route(aftersales.config, understood("咨询"), {"order_id": "HD20240501"})
+    assert (by_order.template, by_order.missing_entities) == ("consult_order", [])
+    by_product = route(aftersales.config, understood("咨询"), {"product": "monitor"})
+    assert (by_product.template, by_product.missing_entities) == ("consult", [])
+    neither = route(aftersales.config, understood("咨询"), {})
+    assert (neither.template, neither.missing_entities) == ("consult", ["product"])

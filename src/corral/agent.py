@@ -506,11 +506,13 @@ class Agent:
                     f"question for {entity}: no entity {entity!r} is declared "
                     f"(entities: {declared_entities})"
                 )
-        for spec in config.intents:
-            for entity in spec.requires:
+        requirers = [(f"intent {spec.name}", spec.requires) for spec in config.intents]
+        requirers += [(f"plan {name}", plan.requires) for name, plan in config.plans.items()]
+        for who, requires in requirers:
+            for entity in requires:
                 if entity not in config.entities:  # it could never be found: asked forever
                     problems.append(
-                        f"intent {spec.name}: requires {entity!r}, which is no declared "
+                        f"{who}: requires {entity!r}, which is no declared "
                         f"entity (entities: {declared_entities})"
                     )
         problems.extend(_decision_problems(config, registry))

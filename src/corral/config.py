@@ -267,6 +267,10 @@ class PlanTemplate(_Strict):
     """A fixed DAG for a frequent intent."""
 
     steps: list[Step]
+    requires: list[str] = Field(default_factory=list)
+    """Entities this template needs besides its intent's ``requires``, asked for only when
+    ``plan_rules`` choose it: a warranty question by order needs the order id, one by
+    product the product, and neither should be asked for when the other is given."""
     confirm: dict[str, str] = Field(default_factory=dict)
     """Step id -> template of its confirmation prompt."""
     on_failure: dict[str, str] = Field(default_factory=dict)

@@ -81,6 +81,13 @@ def choose_plan(
     return spec.plan
 
 
+def required_entities(config: AgentConfig, intent: str, template: str | None) -> list[str]:
+    """What must be known before planning: the intent's ``requires``, then the template's."""
+    declared = config.plans.get(template) if template else None
+    extra = declared.requires if declared else []
+    return list(dict.fromkeys([*config.intent(intent).requires, *extra]))
+
+
 def route(
     config: AgentConfig,
     understood: IntentResult,
@@ -121,14 +128,16 @@ def route(
             template=spec.reply or "clarify",
             reason="intent asks to clarify",
         )
-    missing = [name for name in spec.requires if known.get(name) in (None, "")]
+    template = choose_plan(
+        config, spec.name, known, plan_rules.get(spec.name) if plan_rules else None
+    )
+    needed = required_entities(config, spec.name, template)
+    missing = [name for name in needed if known.get(name) in (None, "")]
     tools = allowed.get(spec.name) if allowed is not None else None
     return RouteDecision(
         action=RouteAction.PLAN,
         intent=spec.name,
-        template=choose_plan(
-            config, spec.name, known, plan_rules.get(spec.name) if plan_rules else None
-        ),
+        template=template,
         reason="missing " + ", ".join(missing) if missing else "run plan",
         missing_entities=missing,
         allowed_tools=list(tools)

@@ -43,7 +43,7 @@ from corral.planning.clarification import (
     latest_mention,
 )
 from corral.planning.validate import PlanGraph, validate_plan
-from corral.routing.router import route
+from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
@@ -274,7 +274,11 @@ class RunLoop:
         the question open (asked again, then a person), never a guess.
         """
         agent, state = self.agent, self.state
-        requires = agent.config.intent(decision.intent).requires if decision.intent else []
+        requires = (
+            required_entities(agent.config, decision.intent, decision.template)
+            if decision.intent
+            else []
+        )
         ambiguous = latest_ambiguity(agent.intent.entities.mentions, state.messages, requires)
         signal = clarification_needed(decision.missing_entities, ambiguous)
         if signal is None:

@@ -32,7 +32,7 @@ from corral.events import EntitiesMerged, Event, PlanCreated, Routed, RunStarted
 from corral.intent.entities import EntityExtractor
 from corral.planning.references import iter_references, parse_reference
 from corral.planning.validate import validate_plan
-from corral.routing.router import plan_templates, substitutes
+from corral.routing.router import plan_templates, required_entities, substitutes
 from corral.runtime.journal import Journal
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -232,14 +232,14 @@ def check_no_message(given: GivenPlan) -> None:
 def check_required(
     agent: Agent, given: GivenPlan, entities: Mapping[str, Any], carried: Mapping[str, Any]
 ) -> None:
-    """The entities the plan's intent ``requires:`` are given or carried over.
+    """The entities the plan's intent (and its template) ``requires:`` are given or carried over.
 
     A message run asks the user for a missing one; ``run_plan`` has nobody to ask, so it
     refuses before a run exists instead of failing a step and handing off to a person.
     """
     if given.decision.intent is None:
         return
-    requires = agent.config.intent(given.decision.intent).requires
+    requires = required_entities(agent.config, given.decision.intent, given.decision.template)
     missing = [name for name in requires if name not in entities and name not in carried]
     if missing:
         raise MissingArgumentError(
