@@ -10,6 +10,7 @@ saved it is listed once.
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,11 @@ def test_a_live_run_saved_already_is_listed_once(tmp_path: Path) -> None:
         try:
             started = http.post("/agents/test/runs", json={"message": "go", "wait": False})
             run_id = started.json()["run_id"]
-            stored = SqlStore.open(tmp_path / "home" / "corral.db").get_run(run_id)
-            assert stored is not None  # saved before its write, and still driven here
+            store = SqlStore.open(tmp_path / "home" / "corral.db")
+            deadline = time.monotonic() + 10
+            while store.get_run(run_id) is None and time.monotonic() < deadline:
+                time.sleep(0.02)  # the drive saves before its write, in its own time
+            assert store.get_run(run_id) is not None  # saved, and still driven here
             assert _listed(http) == [run_id]
             assert _listed(http, status="executing") == [run_id]
         finally:

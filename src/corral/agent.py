@@ -182,6 +182,8 @@ class Agent:
         ``PLAN_INVALID`` on resume and could not even be rejected. A new rule on a fact
         the plan does publish stays in force.
         """
+        if not self.rules:
+            return self.rules
         published = {fact for step in plan.steps for fact in step.facts}
         known = published | set(self.config.entities)
         tools = {step.tool for step in plan.steps}
