@@ -83,6 +83,14 @@ def test_a_search_filter_of_one_turn_does_not_turn_the_next_into_a_cancellation(
             "5 Main St, Springfield, IL 62701",
         ),
         ("change address to 12 Baker St London, for order OD2611250001", "12 Baker St London"),
+        # walkthrough: the thanks after the address was confirmed as part of it
+        (
+            "把订单 OD2611250001 的地址改成北京市朝阳区建国路1号 谢谢",
+            "北京市朝阳区建国路1号",
+        ),
+        ("把订单 OD2611250001 的地址改成北京市朝阳区建国路1号谢谢你", "北京市朝阳区建国路1号"),
+        ("change the address of OD2611250001 to 5 Main St thank you", "5 Main St"),
+        ("change the address of OD2611250001 to 12 Baker St London, please", "12 Baker St London"),
     ],
 )
 def test_a_new_address_ends_where_the_order_is_named(
@@ -201,3 +209,26 @@ def test_a_printer_names_an_inkjet_order_too(message: str, tmp_path: Path) -> No
     """打印机/printer is the family: an inkjet order is one, so no mismatch is raised."""
     summary = _start(AFTERSALES, message, tmp_path)
     assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
+
+
+@pytest.mark.parametrize(
+    ("answer", "address"),
+    [
+        ("上海市徐汇区漕溪北路100号，谢谢", "上海市徐汇区漕溪北路100号"),
+        ("上海市徐汇区漕溪北路100号 麻烦了", "上海市徐汇区漕溪北路100号"),
+        ("221B Baker Street, London. Thank you!", "221B Baker Street, London."),
+    ],
+)
+def test_the_thanks_after_an_address_given_alone_is_no_part_of_it(
+    answer: str, address: str, tmp_path: Path
+) -> None:
+    """Found by a walkthrough: a thanks after the address went into the address."""
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+
+    async def asked_then_answered() -> None:
+        asked = await runtime.start("帮我改一下收货地址 OD2611250001")
+        done = await runtime.resume(asked.run_id, answer=answer)
+        assert done.status is RunStatus.AWAITING_CONFIRM, done
+        assert f"「{address}」" in (done.reply or "")
+
+    asyncio.run(asked_then_answered())

@@ -11,6 +11,7 @@ from typing import Any
 from corral.config import EntitySpec
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
+from corral.intent.politeness import without_politeness_tail
 from corral.textfold import fold_letters_and_digits
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -196,8 +197,8 @@ class EntityExtractor:
             return None
         for pattern in entity.patterns:
             match = pattern.search(text)
-            if match:
-                value = _matched(match)
+            value = _matched(match) if match else ""
+            if value:  # a capture of nothing but "谢谢" gives no value
                 return value.upper() if spec.upper else value
         return None
 
@@ -206,5 +207,8 @@ def _matched(match: re.Match[str]) -> str:
     """A pattern's value: the first capture group that took part in the match.
 
     Else the whole match: ``order ([0-9]+)|ref ([0-9]+)`` gives the number for either form.
+    A thanks or please at its end is cut off (``corral.intent.politeness``): free text
+    captured up to the end of the message took the "谢谢" typed after the value with it.
     """
-    return next((group for group in match.groups() if group is not None), match.group(0))
+    value = next((group for group in match.groups() if group is not None), match.group(0))
+    return without_politeness_tail(value)
