@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corral import Agent, MemoryStore, RunStatus, Runtime, parse_config
 from corral.intent.amounts import chinese_amount, find_amount
 from corral.intent.entities import EntityExtractor
 from corral.testing import FixedEffects
+from corral.textfold import fold_letters_and_digits
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -44,10 +48,70 @@ NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
         ("两千5百块", None),
         ("1万2千元", None),  # review: read as 2000
         ("¥3千万", None),  # review: read as 3000
+        # a walkthrough: "1e3 元" was read as 3; odd forms are read whole or not at all
+        ("1e3 元", 1000),
+        ("退1E3元", 1000),
+        ("2.5e2块", 250),
+        ("¥1e3", 1000),
+        ("1e3k元", None),
+        ("1e999元", None),  # no finite amount
+        ("1,000元", 1000),
+        ("１０００元", 1000),
+        ("1.5k元", 1500),
+        ("1.5k", None),  # no currency: no amount
+        ("-50元", None),  # was 50
+        ("退款-50元", None),
+        ("10-50元", None),  # a range, was 50
+        ("1,00元", None),  # was 100
+        ("1,,000元", None),  # was 1000
+        ("12,3456元", None),  # was 123456
+        ("1.2.3元", None),  # was 2.3
+        (".5元", None),  # was 5
+        ("0x10元", None),  # was 10
+        ("1_000元", None),  # was 0
+        ("1 000元", None),  # was 0
+        ("1，500元", None),  # a Chinese input method's 1,500; was 500
+        ("１．５万元", None),  # was 50000
+        ("OD2611250001元", None),  # an id, was 2611250001
+        ("OD2611250001 退款 500元", 500),
+        ("退款，50元", 50),
     ],
 )
 def test_amounts(text: str, value: float | None) -> None:
     assert find_amount(text) == value
+
+
+@given(st.integers(0, 10**9), st.sampled_from(["{}元", "{:,}元", "¥{:,}", "{} 块", "{:,} yuan"]))
+def test_a_written_number_is_read_as_its_value(number: int, form: str) -> None:
+    text = form.format(number)
+    assert find_amount(text) == number
+    assert find_amount(fold_letters_and_digits(text.translate(_FULL_WIDTH))) == number
+
+
+_FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
+_NUMBERISH = st.text(alphabet="0123456789.,eE+-", min_size=1, max_size=12).filter(
+    # a comma after a letter, or first, parts a list ("E,50元", ",50元"): 50 is an amount
+    lambda s: any(c.isdigit() for c in s) and not re.search(r"(^|[eE]),", s)
+)
+
+
+@given(_NUMBERISH, st.sampled_from(["元", " 块", "", "退"]))
+def test_a_number_like_token_is_read_whole_or_not_at_all(token: str, before: str) -> None:
+    """Never the tail of the token ("1e3" as 3, "-50" as 50, "1,00" as 0)."""
+    found = find_amount(f"{before}{token}元")
+    assert found is None or found == _whole_value(token), token
+
+
+def _whole_value(token: str) -> float | None:
+    """What the whole token means as a plain number, if anything."""
+    if re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", token):
+        return float(token.replace(",", ""))
+    if "," in token:
+        return None
+    try:
+        return float(token)
+    except ValueError:
+        return None
 
 
 def test_chinese_amount_forms() -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from corral.intent.dates import CN_DIGITS, chinese_number
 
 _CN_NUM = r"[零〇一二两三四五六七八九十百千万]+"
 _MULT = r"(?:[十百千万]|[kK](?![a-zA-Z]))"
+_NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
+"""Digits, commas only between groups of three (1,000; not 1,00), a fraction, and an
+exponent (1e3 is 1000: read as its value, or its 3 alone was the amount)."""
 _AMOUNT = re.compile(
-    r"(?:[¥￥$]\s*(?P<sym>\d[\d,]*(?:\.\d+)?)(?P<symult>" + _MULT + r")?)"
-    r"|(?P<num>\d[\d,]*(?:\.\d+)?)\s*(?P<mult>" + _MULT + r")?\s*"
+    r"(?:[¥￥$]\s*(?P<sym>" + _NUMBER + r")(?P<symult>" + _MULT + r")?)"
+    r"|(?P<num>" + _NUMBER + r")\s*(?P<mult>" + _MULT + r")?\s*"
     r"(?:块钱|块|元|rmb|yuan|cny|dollars?|usd)"
     r"|(?P<cn>" + _CN_NUM + r")\s*(?:块钱|块|元)(?P<tail>[一二三四五六七八九])?",
     re.IGNORECASE,
@@ -50,10 +54,17 @@ def find_amount(text: str) -> float | None:
     for match in _AMOUNT.finditer(text):
         if _mixed(text, match):
             continue  # "3百五十块", "5千5百块", "¥3千万": numerals mixed, not read (never guessed)
-        if match.group("sym"):
-            return _times(match.group("sym"), match.group("symult"))
-        if match.group("num"):
-            return _times(match.group("num"), match.group("mult"))
+        if _glued(text, match):
+            continue  # "-50元", "1.2.3元", "0x10元", "1,00元": the tail of a longer token
+        digits = match.group("sym") or match.group("num")
+        if digits:
+            unit = match.group("symult") or match.group("mult")
+            if unit and "e" in digits.lower():
+                continue  # "1e3k元": an exponent and a unit, nobody's amount
+            value = _times(digits, unit)
+            if math.isfinite(value):
+                return value
+            continue
         value_cn = chinese_amount(match.group("cn"))
         if value_cn is not None:
             tail = match.group("tail")
@@ -76,6 +87,31 @@ def _mixed(text: str, match: re.Match[str]) -> bool:
     unit = match.group("symult")
     after = text[match.end()] if unit and match.end() < len(text) else ""
     return after in _NUMERAL
+
+
+_GLUE = re.compile(r"[A-Za-z_.．\-−－+＋/]|(?<=[\d,.+\-−]),")
+"""Right before a number, what makes it the tail of a longer token: a letter ("0x10",
+"OD…"), a point ("1.2.3", ".5"), a sign or dash ("-50": refused, not read as 50; "10-50":
+a range), or a comma after a digit, point or sign ("1,00": no thousands group). Full-width
+points and signs too: letters and digits are folded to ASCII before amounts are read,
+they are not."""
+_GROUPED = re.compile(r"(?<![\d.])\d{1,3}[，\s]$")
+"""A short number and a full-width comma or a space before three digits: "1，500元" is
+1,500 typed with a Chinese input method, "1 000元" a thousand; not 500, nor 0."""
+
+
+def _glued(text: str, match: re.Match[str]) -> bool:
+    """Whether the number ``match`` found is only the end of a longer token.
+
+    Read alone, it would be a wrong amount: "-50元" as 50, "1,00元" as 0, "1，500元" as 500.
+    Refused instead: a money amount is never guessed.
+    """
+    start = match.start()
+    if start and _GLUE.match(text, start - 1):
+        return True
+    number = match.group("num") or ""
+    whole = number.split(".")[0]
+    return len(whole) == 3 and whole.isdigit() and bool(_GROUPED.search(text, 0, start))
 
 
 def _times(digits: str, unit: str | None) -> float:
