@@ -12,6 +12,8 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus, RunSummary
 from tests.conftest import ORDERS
@@ -64,3 +66,49 @@ def test_two_refunds_approved_together_take_only_what_is_left(tmp_path: Path) ->
     assert done.status is RunStatus.FINISHED and done.outcome == "success"
     assert refused.outcome != "success"
     assert _refunded(data, "OD2610280005") == 599.0
+
+
+@pytest.mark.parametrize(
+    ("message", "asked"),
+    [
+        ("refund half of OD2610280005", "299.5 CNY"),
+        ("OD2610280005 退一半", "299.5 元"),
+        ("OD2610280005 退款一半", "299.5 元"),
+        ("give me half my money back for OD2610280005", "299.5 CNY"),
+        ("refund 20% of OD2610280005", "119.8 CNY"),
+        ("OD2610280005 退三分之一", "199.67 元"),
+    ],
+)
+def test_a_share_of_the_price_is_refunded_not_the_whole_order(
+    message: str, asked: str, tmp_path: Path
+) -> None:
+    """Found by a walkthrough: "refund half of OD…" proposed the whole order (599 CNY),
+    and "OD… 退一半" was not even a refund."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+
+    async def scenario() -> None:
+        question = await runtime.start(message)
+        assert question.status is RunStatus.AWAITING_CONFIRM, question
+        assert asked in (question.reply or "")
+        done = await runtime.resume(question.run_id, approve=True)
+        assert done.status is RunStatus.FINISHED, done
+
+    asyncio.run(scenario())
+    assert _refunded(data, "OD2610280005") == float(asked.split()[0])
+
+
+def test_a_share_after_an_earlier_refund_is_refused_saying_what_is_left(tmp_path: Path) -> None:
+    """Half of the price is more than is left after 400 of 599 were refunded: refused with
+    what is left, never quietly the rest."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+
+    async def scenario() -> RunSummary:
+        first = await runtime.start("OD2610280005 退400元")
+        await runtime.resume(first.run_id, approve=True)
+        return await runtime.start("OD2610280005 退一半")
+
+    half = asyncio.run(scenario())
+    assert half.outcome == "refused" and "199" in (half.reply or ""), half
+    assert _refunded(data, "OD2610280005") == 400.0

@@ -368,18 +368,56 @@ class RefundQuote(BaseModel):
     amount_cny: float
 
 
+REFUND_SHARES = {
+    "一半": 0.5,
+    "half": 0.5,
+    "三分之一": 1 / 3,
+    "a third": 1 / 3,
+    "one third": 1 / 3,
+    "四分之一": 0.25,
+    "a quarter": 0.25,
+    "one quarter": 0.25,
+}
+"""The shares ``refund_share`` (agent.yaml) finds, besides percentages ("30%")."""
+
+
+def share_of(said: str) -> float | None:
+    """The fraction a share names ("一半" 0.5, "a third", "30 %" 0.3); None for another."""
+    words = " ".join(said.lower().split())
+    if words.endswith("%"):
+        try:
+            return float(words[:-1]) / 100
+        except ValueError:
+            return None
+    return REFUND_SHARES.get(words)
+
+
 @tool(policy=LOCAL_COMPUTE, summary="{order_id}: {amount_cny} CNY")
 def quote_refund(
-    order_id: str, refundable_cny: float, amount_cny: float | None = None
+    order_id: str,
+    refundable_cny: float,
+    amount_cny: float | None = None,
+    paid_cny: float | None = None,
+    share: str | None = None,
 ) -> RefundQuote:
-    """The amount a refund is for: the one asked, or all that is left to refund.
+    """The amount a refund is for: the one asked, a share of what was paid, or all that
+    is left to refund.
 
     Worked out before the confirmation, so the person approves the sum that is refunded;
-    an amount over what is left is passed on as asked, for the rules to refuse.
+    an amount over what is left is passed on as asked, for the rules to refuse. A share
+    ("退一半", "refund half") is of the price paid, as a person means it; after an earlier
+    refund it may be more than is left, and the rules refuse it, saying what is left.
+    An amount said as well wins over the share: it is the exact sum.
     """
-    return RefundQuote(
-        order_id=order_id, amount_cny=refundable_cny if amount_cny is None else amount_cny
-    )
+    if amount_cny is not None:
+        return RefundQuote(order_id=order_id, amount_cny=amount_cny)
+    if share is not None:
+        fraction = share_of(share)
+        if fraction is None or paid_cny is None:
+            # never the whole order for a share that is not understood
+            raise ToolFailedError(f"cannot work out the refund share {share!r}")
+        return RefundQuote(order_id=order_id, amount_cny=round(paid_cny * fraction, 2))
+    return RefundQuote(order_id=order_id, amount_cny=refundable_cny)
 
 
 class AddressChange(BaseModel):
