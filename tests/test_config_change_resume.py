@@ -1,12 +1,13 @@
-"""A config deployed while runs are paused: each resumes under the rules that can judge it.
+"""A config deployed while runs are paused: each resumes, and answers to every rule.
 
 An earlier review found that adding a business rule on a new fact (the plan's lookup now
 publishes ``archived``, a rule before the refund reads it) made every refund paused before
 the deploy ``PLAN_INVALID`` on resume, approved or rejected: the stored plan never
 publishes the fact, so it no longer validated (aftersales dropped such a rule in 2b4a81d
-for this). The rule is not in force for a plan made before it; a new rule on a fact the
-old plan does publish still is. Each command is a fresh CLI process on the home's SQLite
-store, as an operator's deploy between two requests would be.
+for this). It validates now, and the rule is judged all the same: it cannot be (its fact
+is missing), so the refund it guards is not made (a review found that leaving the rule out
+let every refund waiting for approval through unchecked). Each command is a fresh CLI
+process on the home's SQLite store, as an operator's deploy between two requests would be.
 """
 
 from __future__ import annotations
@@ -76,33 +77,36 @@ def _json(done: Any) -> dict[str, Any]:
     return data
 
 
-def test_a_refund_paused_before_a_rule_on_a_new_fact_is_approved_after_it(
+def test_a_refund_paused_before_a_rule_on_a_new_fact_resumes_and_is_not_made(
     tmp_path: Path,
 ) -> None:
     agent, run_id = paused_refund(tmp_path)
     before = refunded(tmp_path, agent)
     deploy(agent, ARCHIVED_RULE)
     done = resume(tmp_path, agent, run_id, "--approve")
-    assert done["status"] == "finished" and done["outcome"] == "success", done
-    assert "699" in done["reply"]
-    assert refunded(tmp_path, agent) == before + 699
-    # a run started after the deploy answers to the rule: its plan publishes the fact
+    assert done["status"] == "finished" and done["outcome"] == "refused", done
+    assert refunded(tmp_path, agent) == before
+    unjudged = "no_refund_of_an_archived_order: cannot be judged"
+    assert unjudged in stored_events(tmp_path, run_id)
+    # a run started after the deploy has the fact: the rule judges it, and it goes on
     fresh = _json(corral_cli(tmp_path / "home", "run", str(agent), OTHER_REFUND, "--json"))
     assert fresh["status"] == "awaiting_confirm"
     judged = "no_refund_of_an_archived_order: facts.archived == false is true"
     assert judged in stored_events(tmp_path, fresh["run_id"])
-    assert judged not in stored_events(tmp_path, run_id)
 
 
 def test_one_paused_before_the_deploy_can_be_rejected(tmp_path: Path) -> None:
     agent, run_id = paused_refund(tmp_path)
     deploy(agent, ARCHIVED_RULE)
+    before = refunded(tmp_path, agent)
     done = resume(tmp_path, agent, run_id, "--reject")
-    assert done["status"] == "finished" and done["outcome"] == "cancelled", done
+    # the rules come before the confirmation: the one that cannot be judged ends it first
+    assert done["status"] == "finished" and done["outcome"] == "refused", done
+    assert refunded(tmp_path, agent) == before
 
 
 def test_a_new_rule_on_a_fact_the_paused_plan_publishes_still_refuses(tmp_path: Path) -> None:
-    """Safety: only a rule the old plan cannot feed is out of force; this one judges it."""
+    """A new rule on a fact the old plan does publish judges it as any run's."""
     agent, run_id = paused_refund(tmp_path)
     before = refunded(tmp_path, agent)
     small_only = """\

@@ -153,7 +153,7 @@ class Agent:
         """What plans for ``intent`` are validated against (``model``: a model's plan).
 
         ``rules``: the business rules the plan answers to, when not all the agent's
-        (``rules_in_force``, for a plan a run made before the config changed).
+        (``rules_it_can_feed``, for a plan a run made before the config changed).
         """
         allowed = frozenset(allowed_tools(self.config, intent, self.tools)) if intent else None
         types = entity_types(self.config)
@@ -170,17 +170,18 @@ class Agent:
             fact_origins=self.fact_origins if model else None,
         )
 
-    def rules_in_force(self, plan: Plan) -> tuple[CompiledRule, ...]:
-        """The business rules that can judge ``plan``'s steps.
+    def rules_it_can_feed(self, plan: Plan) -> tuple[CompiledRule, ...]:
+        """The business rules whose facts ``plan`` can publish, for validating it again.
 
         ``rules`` less a rule before one of its tools that reads a fact no step of it
         publishes and no entity names. A plan made under the agent's config publishes
         every fact such a rule reads (the load and the planner refuse one that does not),
-        so this is ``rules`` itself for it. What it drops is a rule added since a paused
-        run made its plan, on a fact that plan never gets: judged, it could only refuse
-        with a reason that is not true; validated, every run paused before the deploy was
-        ``PLAN_INVALID`` on resume and could not even be rejected. A new rule on a fact
-        the plan does publish stays in force.
+        so this is ``rules`` itself for it. What it leaves out is a rule added since a
+        paused run made its plan, on a fact that plan never gets: validated against it,
+        every run paused before the deploy was ``PLAN_INVALID`` on resume and could not
+        even be rejected. Only validation leaves it out: the gates judge every rule, and
+        one that cannot be judged (its fact missing) skips the step it guards. A rule
+        deployed against refunds must stop the refunds already waiting for approval too.
         """
         if not self.rules:
             return self.rules

@@ -209,7 +209,7 @@ def _refusal(loop: RunControl) -> str | None:
             step.status is StepStatus.SKIPPED or step.error_code == ErrorCode.BUSINESS_RULE_VIOLATED
         ):
             return step.refusal
-    rules = loop.rules
+    rules = loop.agent.rules
     blocked = [step for step in state.steps.values() if step.status is StepStatus.BLOCKED]
     if not (rules and blocked):
         return None

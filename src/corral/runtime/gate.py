@@ -37,9 +37,8 @@ class GateView:
         """The agent's tools."""
         self.policy: DecisionPolicy = loop.agent.policy
         """The agent's tool constraints and argument rewrites."""
-        self.rules: Sequence[CompiledRule] = loop.rules
-        """The business rules in force for the run's plan (the agent's, but for a plan
-        made before the config changed)."""
+        self.rules: Sequence[CompiledRule] = loop.agent.rules
+        """The agent's business rules."""
         self.entities: Mapping[str, Any] = loop.state.entities
         """The entities the user gave (a scheduler's run merges no new ones)."""
         self.message: str | None = loop.state.request

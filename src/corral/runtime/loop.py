@@ -49,7 +49,6 @@ from corral.runtime.conclusion import cancel
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
-from corral.verify.rules import CompiledRule
 
 WHOLE_ANSWER_CHARS = 200
 """The longest answer taken whole as a ``whole_answer`` entity's value."""
@@ -162,19 +161,12 @@ class RunLoop:
                 self._graph = cached
             else:
                 model = plan.source == "model"  # as the planner validated it
-                context = self.agent.plan_context(plan.intent, model=model, rules=self.rules)
+                # a plan stored before a rule on a fact it never publishes was deployed
+                # still validates (``Agent.rules_it_can_feed``); its gates judge every rule
+                rules = self.agent.rules_it_can_feed(plan)
+                context = self.agent.plan_context(plan.intent, model=model, rules=rules)
                 self._graph = validate_plan(plan, context)
         return self._graph
-
-    @property
-    def rules(self) -> tuple[CompiledRule, ...]:
-        """The business rules in force for the run's plan (``Agent.rules_in_force``).
-
-        Worked out from the plan each time, never kept: a replan's new plan answers to
-        every rule again.
-        """
-        plan = self.state.plan
-        return self.agent.rules_in_force(plan) if plan else self.agent.rules
 
     # ------------------------------------------------------------------ parse and route
 

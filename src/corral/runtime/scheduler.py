@@ -173,14 +173,9 @@ class Scheduler:
         self.verdicts = VerifyView(loop)
 
     def _open_book(self) -> None:
-        """Start the bookkeeping over the current graph and steps (after a replan).
-
-        The new plan answers to every rule: one out of force for the plan a run made
-        before a config change (``RunLoop.rules``) is in force again.
-        """
+        """Start the bookkeeping over the current graph and steps (after a replan)."""
         self.book = StepBook(self.graph, self.state.steps)
         self.gates.book = self.book
-        self.gates.rules = self.loop.rules
 
     # ------------------------------------------------------------------ main loop
 

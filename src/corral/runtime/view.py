@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from corral.planning.validate import PlanGraph
     from corral.runtime.journal import Journal
     from corral.runtime.state import RunState
-    from corral.verify.rules import CompiledRule
 
 Persist = Callable[[], Awaitable[None]]
 """Makes the buffered events durable (the loop never talks to storage itself)."""
@@ -102,11 +101,6 @@ class RunControl(RunView, Protocol):
 
     def set_graph(self, graph: PlanGraph) -> None:
         """Use this validated graph for the run's plan."""
-        ...
-
-    @property
-    def rules(self) -> tuple[CompiledRule, ...]:
-        """The business rules in force for the run's plan."""
         ...
 
     def step_statuses(self) -> dict[str, StepStatus]:
