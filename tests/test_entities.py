@@ -75,6 +75,12 @@ NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
         ("OD2611250001元", None),  # an id, was 2611250001
         ("OD2611250001 退款 500元", 500),
         ("退款，50元", 50),
+        # a review: a currency code before the sign is no glue, nor a slash after words
+        ("US$20", 20),
+        ("refund HK$100", 100),
+        ("RMB¥500", 500),
+        ("退款/50元", 50),
+        ("1/50元", None),
     ],
 )
 def test_amounts(text: str, value: float | None) -> None:

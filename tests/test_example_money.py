@@ -77,6 +77,9 @@ def test_two_refunds_approved_together_take_only_what_is_left(tmp_path: Path) ->
         ("give me half my money back for OD2610280005", "299.5 CNY"),
         ("refund 20% of OD2610280005", "119.8 CNY"),
         ("OD2610280005 退三分之一", "199.67 元"),
+        # a review: the price said alongside was taken for the sum (599, the whole order)
+        ("我付了599元，OD2610280005 退一半", "299.5 元"),
+        ("refund half of OD2610280005, it cost 599 yuan", "299.5 CNY"),
     ],
 )
 def test_a_share_of_the_price_is_refunded_not_the_whole_order(
@@ -112,3 +115,12 @@ def test_a_share_after_an_earlier_refund_is_refused_saying_what_is_left(tmp_path
     half = asyncio.run(scenario())
     assert half.outcome == "refused" and "199" in (half.reply or ""), half
     assert _refunded(data, "OD2610280005") == 400.0
+
+
+def test_a_share_and_another_amount_are_not_worked_out_into_a_sum(tmp_path: Path) -> None:
+    """Half, and 300: which is the sum is not guessed; nothing is proposed or refunded."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+    both = asyncio.run(runtime.start("OD2610280005 退一半，退300元"))
+    assert both.status is not RunStatus.AWAITING_CONFIRM, both
+    assert _refunded(data, "OD2610280005") == 0.0

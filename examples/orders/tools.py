@@ -407,9 +407,15 @@ def quote_refund(
     an amount over what is left is passed on as asked, for the rules to refuse. A share
     ("退一半", "refund half") is of the price paid, as a person means it; after an earlier
     refund it may be more than is left, and the rules refuse it, saying what is left.
-    An amount said as well wins over the share: it is the exact sum.
+    An amount said with a share is the price paid when it is that ("我付了599元，退一半":
+    the share of it); any other is not worked out: the sum is not guessed (a review found
+    the price said alongside read as the sum to refund, the whole order for "half").
     """
-    if amount_cny is not None:
+    if amount_cny is not None and share is not None and amount_cny != paid_cny:
+        raise ToolFailedError(
+            f"both a share ({share!r}) and an amount ({amount_cny:g}) of the refund were given"
+        )
+    if amount_cny is not None and share is None:
         return RefundQuote(order_id=order_id, amount_cny=amount_cny)
     if share is not None:
         fraction = share_of(share)

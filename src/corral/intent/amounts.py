@@ -89,10 +89,11 @@ def _mixed(text: str, match: re.Match[str]) -> bool:
     return after in _NUMERAL
 
 
-_GLUE = re.compile(r"[A-Za-z_.．\-−－+＋/]|(?<=[\d,.+\-−]),")
+_GLUE = re.compile(r"[A-Za-z_.．\-−－+＋]|(?<=[\d,.+\-−])[,/]")
 """Right before a number, what makes it the tail of a longer token: a letter ("0x10",
 "OD…"), a point ("1.2.3", ".5"), a sign or dash ("-50": refused, not read as 50; "10-50":
-a range), or a comma after a digit, point or sign ("1,00": no thousands group). Full-width
+a range), or a comma or slash after a digit, point or sign ("1,00": no thousands group;
+"1/50元"). Full-width
 points and signs too: letters and digits are folded to ASCII before amounts are read,
 they are not."""
 _GROUPED = re.compile(r"(?<![\d.])\d{1,3}[，\s]$")
@@ -106,6 +107,8 @@ def _glued(text: str, match: re.Match[str]) -> bool:
     Read alone, it would be a wrong amount: "-50元" as 50, "1,00元" as 0, "1，500元" as 500.
     Refused instead: a money amount is never guessed.
     """
+    if match.group("sym"):
+        return False  # a currency sign starts the token: "US$20", "HK$100", "RMB¥500"
     start = match.start()
     if start and _GLUE.match(text, start - 1):
         return True
