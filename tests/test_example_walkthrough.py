@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,12 @@ def test_the_thanks_after_an_address_given_alone_is_no_part_of_it(
         asked = await runtime.start("帮我改一下收货地址 OD2611250001")
         done = await runtime.resume(asked.run_id, answer=answer)
         assert done.status is RunStatus.AWAITING_CONFIRM, done
-        assert f"「{address}」" in (done.reply or "")
+        # an answer in English turns the run English: its reply quotes it so
+        assert {f"「{address}」", f'"{address}"'} & set(_quoted(done.reply or "")), done.reply
 
     asyncio.run(asked_then_answered())
+
+
+def _quoted(reply: str) -> list[str]:
+    """Every quoted value of a reply, with its quotes: 「…」 in Chinese, "…" in English."""
+    return re.findall(r"「[^」]*」|\"[^\"]*\"", reply)

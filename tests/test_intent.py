@@ -111,6 +111,12 @@ def test_language_detection() -> None:
         ("LaserJet Pro M404", "zh", "zh"),
         ("北京市朝阳区建国路1号", "en", "en"),
         ("张三", "en", "en"),
+        # a review: these names turned the run over
+        ("Tower A, 88 Jianguo Road, Chaoyang", "zh", "zh"),
+        ("Canon PIXMA G3010 (A4)", "zh", "zh"),
+        ("Dr. No", "zh", "zh"),
+        ("王美好", "en", "en"),
+        ("上海市黄浦区好望角大厦5楼", "en", "en"),
         ("The order number is HD20240501", "en", "en"),
         ("订单号是HD20240501", "zh", "zh"),
     ],

@@ -35,15 +35,17 @@ def detect_language(text: str, default: Language = "zh") -> Language:
 
 _ENGLISH_WORDS = frozenset(
     (  # noqa: SIM905  (a list literal would take a line per word)
-        "i i'm me my mine you your it it's its is are was were be the a an this that these "
-        "those here there of for to in on at from with and or but not no yes please thanks "
+        "i i'm me my mine you your it it's its is are was were be the an this that these "
+        "those here there of for to in on at from with and or but not yes please thanks "
         "thank sorry what which when where who how can could would will do does did have has "
         "had number order bought"
     ).split()
 )
-"""Words of English sentences, never of a name: an answer with one is written in English."""
-_CHINESE_GRAMMAR = frozenset("的是我你您了吗吧呢啊请要在有这那就还不没谢好想帮给")
-"""Characters of Chinese sentences rather than of names and addresses."""
+"""Words of English sentences, never of a name: an answer with one is written in English
+(not "a" or "no": "Tower A", "(A4)", "Dr. No" are names)."""
+_CHINESE_GRAMMAR = frozenset("的是我你您了吗吧呢啊请这就还没谢帮")
+"""Characters of Chinese sentences rather than of names and addresses (not 好, 有, 在,
+要: 王美好, 好望角大厦 are names)."""
 
 
 def answer_language(text: str, current: Language) -> Language:
