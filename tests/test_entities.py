@@ -81,6 +81,14 @@ NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
         ("RMB¥500", 500),
         ("退款/50元", 50),
         ("1/50元", None),
+        # a second review: a sign before the currency sign, a number running on after it
+        ("退款 -¥50", None),
+        ("refund -$50", None),
+        ("ABC$50", None),
+        ("¥1，500元", None),  # was 1
+        ("$1,00", None),  # was 1
+        ("¥1 500", None),  # was 1
+        ("¥1,500", 1500),
     ],
 )
 def test_amounts(text: str, value: float | None) -> None:

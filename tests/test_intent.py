@@ -117,6 +117,8 @@ def test_language_detection() -> None:
         ("Dr. No", "zh", "zh"),
         ("王美好", "en", "en"),
         ("上海市黄浦区好望角大厦5楼", "en", "en"),
+        ("不对", "en", "zh"),
+        ("想取消", "en", "zh"),
         ("The order number is HD20240501", "en", "en"),
         ("订单号是HD20240501", "zh", "zh"),
     ],

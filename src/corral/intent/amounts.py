@@ -93,23 +93,30 @@ _GLUE = re.compile(r"[A-Za-z_.．\-−－+＋]|(?<=[\d,.+\-−])[,/]")
 """Right before a number, what makes it the tail of a longer token: a letter ("0x10",
 "OD…"), a point ("1.2.3", ".5"), a sign or dash ("-50": refused, not read as 50; "10-50":
 a range), or a comma or slash after a digit, point or sign ("1,00": no thousands group;
-"1/50元"). Full-width
-points and signs too: letters and digits are folded to ASCII before amounts are read,
-they are not."""
+"1/50元"). Full-width points and signs too: letters and digits are folded to ASCII before
+amounts are read, they are not."""
+_CURRENCY_CODE = re.compile(r"(?<![A-Za-z])(?:US|HK|NT|AU|CA|NZ|SG|RMB|CN|A|C|S)$")
+"""Letters a currency sign may follow: "US$20", "HK$100", "RMB¥500" (no other letters)."""
 _GROUPED = re.compile(r"(?<![\d.])\d{1,3}[，\s]$")
 """A short number and a full-width comma or a space before three digits: "1，500元" is
 1,500 typed with a Chinese input method, "1 000元" a thousand; not 500, nor 0."""
+_RUNS_ON = re.compile(r"[,，.．]\d|\s\d{3}(?!\d)")
+"""After a number behind a currency sign, what makes it the head of a longer one:
+"¥1，500", "$1,00", "¥1 500" (read as 1 before)."""
 
 
 def _glued(text: str, match: re.Match[str]) -> bool:
-    """Whether the number ``match`` found is only the end of a longer token.
+    """Whether the number ``match`` found is only part of a longer token.
 
-    Read alone, it would be a wrong amount: "-50元" as 50, "1,00元" as 0, "1，500元" as 500.
-    Refused instead: a money amount is never guessed.
+    Read alone, it would be a wrong amount: "-50元" as 50, "1,00元" as 0, "1，500元" as 500,
+    "¥1，500" as 1. Refused instead: a money amount is never guessed.
     """
-    if match.group("sym"):
-        return False  # a currency sign starts the token: "US$20", "HK$100", "RMB¥500"
     start = match.start()
+    if match.group("sym"):
+        if _RUNS_ON.match(text, match.end("sym")):
+            return True
+        if start and text[start - 1].isascii() and text[start - 1].isalpha():
+            return _CURRENCY_CODE.search(text, 0, start) is None
     if start and _GLUE.match(text, start - 1):
         return True
     number = match.group("num") or ""

@@ -43,7 +43,7 @@ _ENGLISH_WORDS = frozenset(
 )
 """Words of English sentences, never of a name: an answer with one is written in English
 (not "a" or "no": "Tower A", "(A4)", "Dr. No" are names)."""
-_CHINESE_GRAMMAR = frozenset("的是我你您了吗吧呢啊请这就还没谢帮")
+_CHINESE_GRAMMAR = frozenset("的是我你您了吗吧呢啊请这那就还不没谢想帮给")
 """Characters of Chinese sentences rather than of names and addresses (not 好, 有, 在,
 要: 王美好, 好望角大厦 are names)."""
 

@@ -65,18 +65,4 @@ def without_politeness_tail(value: str) -> str:
     "5 Main St". A value that is nothing but politeness ("谢谢") comes back empty: it gave
     no value.
     """
-    found = _TAIL.search(value)
-    if found is None or _part_of_a_name(value, found.start()):
-        return value
-    return value[: found.start()].rstrip()
-
-
-def _part_of_a_name(value: str, start: int) -> bool:
-    """Whether the tail is a capitalised word after another, with only a space between.
-
-    "Pretty Please", "Thanks Giving Road" are names, where "5 Main St thanks" is not.
-    """
-    before, tail = value[:start], value[start:]
-    word = before.rsplit(None, 1)[-1] if before.strip() else ""
-    named = word[:1].isupper() and word[-1:].isalnum()  # "London." ends a sentence
-    return tail[:1].isspace() and tail.strip()[:1].isupper() and named
+    return _TAIL.sub("", value).rstrip()
