@@ -124,3 +124,17 @@ def test_a_share_and_another_amount_are_not_worked_out_into_a_sum(tmp_path: Path
     both = asyncio.run(runtime.start("OD2610280005 退一半，退300元"))
     assert both.status is not RunStatus.AWAITING_CONFIRM, both
     assert _refunded(data, "OD2610280005") == 0.0
+
+
+@pytest.mark.parametrize("message", ["OD2610280005 退款 -50元", "OD2610280005 退款 ¥1，500元"])
+def test_a_sum_typed_but_not_read_does_not_become_the_whole_order(
+    message: str, tmp_path: Path
+) -> None:
+    """A review: an amount the reader refuses ("-50元", "¥1，500元") read as no amount, and
+    the quote proposed all that was left (599). It fails now: a person takes the run."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.status is not RunStatus.AWAITING_CONFIRM, summary
+    assert "599" not in (summary.reply or ""), summary.reply
+    assert _refunded(data, "OD2610280005") == 0.0

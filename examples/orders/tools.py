@@ -399,6 +399,7 @@ def quote_refund(
     amount_cny: float | None = None,
     paid_cny: float | None = None,
     share: str | None = None,
+    written: str | None = None,
 ) -> RefundQuote:
     """The amount a refund is for: the one asked, a share of what was paid, or all that
     is left to refund.
@@ -410,7 +411,12 @@ def quote_refund(
     An amount said with a share is the price paid when it is that ("我付了599元，退一半":
     the share of it); any other is not worked out: the sum is not guessed (a review found
     the price said alongside read as the sum to refund, the whole order for "half").
+    A sum ``written`` that the amount reader refused is not read as no sum: the quote
+    fails rather than propose all that is left.
     """
+    if written is not None and amount_cny is None:
+        # a sum was typed ("-50元", "¥1，500") and could not be read: not the whole order
+        raise ToolFailedError(f"the refund amount {written.strip()!r} could not be read")
     if amount_cny is not None and share is not None and amount_cny != paid_cny:
         raise ToolFailedError(
             f"both a share ({share!r}) and an amount ({amount_cny:g}) of the refund were given"
