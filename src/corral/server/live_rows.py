@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from corral.runtime.state import fold
 from corral.server.hub import LiveRun
@@ -51,18 +50,6 @@ class LiveRow:
         if wanted.since is not None and self.created_at < wanted.since:
             return False
         return wanted.until is None or self.created_at < wanted.until
-
-    def as_row(self) -> dict[str, Any]:
-        """The row as the listing answers it (a stored row's fields)."""
-        return {
-            "run_id": self.run_id,
-            "agent": self.agent,
-            "status": self.status,
-            "intent": self.intent,
-            "created_at": self.created_at.isoformat(),
-            "updated_at": self.updated_at.isoformat(),
-            "session_id": self.session_id,
-        }
 
 
 def live_rows(runs: list[LiveRun], wanted: RunFilter) -> list[LiveRow]:

@@ -142,24 +142,25 @@ def list_runs(
         # once (its stored row, if the query saw it), never twice
         still = {row.run_id for row in _unsaved(conn, shown)}
     more = len(rows) > stored_limit or any(at >= end for at, _ in placed)
-    entries = [
-        (
-            (aware(row.created_at), row.run_id),
-            {
-                "run_id": row.run_id,
-                "agent": row.agent,
-                "status": row.status,
-                "intent": row.intent,
-                "created_at": aware(row.created_at).isoformat(),
-                "updated_at": aware(row.updated_at).isoformat(),
-                "session_id": row.session_id,
-            },
-        )
-        for row in rows[:stored_limit]
-    ]
-    entries += [(row.order, row.as_row()) for row in shown if row.run_id in still]
-    entries.sort(key=lambda entry: entry[0], reverse=True)
-    return [row for _, row in entries], end if more else None
+    page: list[Any] = [*rows[:stored_limit], *(row for row in shown if row.run_id in still)]
+    page.sort(key=lambda row: (aware(row.created_at), row.run_id), reverse=True)
+    return [_listed(row) for row in page], end if more else None
+
+
+def _listed(row: Any) -> dict[str, Any]:
+    """A run as ``GET /runs`` lists it, from a stored row or a live one (``LiveRow``).
+
+    Both have these fields under these names: one shape for the listing's two sources.
+    """
+    return {
+        "run_id": row.run_id,
+        "agent": row.agent,
+        "status": row.status,
+        "intent": row.intent,
+        "created_at": aware(row.created_at).isoformat(),
+        "updated_at": aware(row.updated_at).isoformat(),
+        "session_id": row.session_id,
+    }
 
 
 def _unsaved(conn: Connection, live: Sequence[LiveRow]) -> list[LiveRow]:
