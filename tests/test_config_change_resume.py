@@ -100,8 +100,13 @@ def test_one_paused_before_the_deploy_can_be_rejected(tmp_path: Path) -> None:
     deploy(agent, ARCHIVED_RULE)
     before = refunded(tmp_path, agent)
     done = resume(tmp_path, agent, run_id, "--reject")
-    # the rules come before the confirmation: the one that cannot be judged ends it first
-    assert done["status"] == "finished" and done["outcome"] == "refused", done
+    # read as the person's no, not as a refusal by the rule that cannot be judged (which
+    # came first): a declined step never runs, so no rule has to judge it (found by a
+    # review: the reply told the person the refund was refused)
+    assert done["status"] == "finished" and done["outcome"] == "cancelled", done
+    steps = {s["id"]: (s["status"], s["error_code"]) for s in done["steps"]}
+    assert ("skipped", "REJECTED_BY_USER") in steps.values(), steps
+    assert "cannot be judged" not in stored_events(tmp_path, run_id)
     assert refunded(tmp_path, agent) == before
 
 

@@ -174,7 +174,14 @@ class BusinessRules:
         return any(rule.rule.before_tool == step.spec.name for rule in rules)
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
-        """Every verdict is recorded; the first violation skips with the rule's refusal."""
+        """Every verdict is recorded; the first violation skips with the rule's refusal.
+
+        A step the person has declined passes on to ``Confirmation``, which skips it: it
+        will never run, so no rule has to judge it, and the run ends as declined. A rule
+        deployed while the step waited, which cannot be judged, read the no as a refusal.
+        """
+        if run.confirmation(proposal.step_id) is False:
+            return proposal
         tool = proposal.tool.name
         names: dict[str, object] | None = None
         for rule in run.rules:
