@@ -80,6 +80,12 @@ def test_two_refunds_approved_together_take_only_what_is_left(tmp_path: Path) ->
         # a review: the price said alongside was taken for the sum (599, the whole order)
         ("我付了599元，OD2610280005 退一半", "299.5 元"),
         ("refund half of OD2610280005, it cost 599 yuan", "299.5 CNY"),
+        # a walkthrough: tenths, Chinese percentages and other fractions fell back to 599
+        ("OD2610280005 退三成", "179.7 元"),
+        ("OD2610280005 退款百分之二十", "119.8 元"),
+        ("OD2610280005 退三分之二", "399.33 元"),
+        ("refund two thirds of OD2610280005", "399.33 CNY"),
+        ("refund three quarters of OD2610280005", "449.25 CNY"),
     ],
 )
 def test_a_share_of_the_price_is_refunded_not_the_whole_order(
@@ -137,4 +143,15 @@ def test_a_sum_typed_but_not_read_does_not_become_the_whole_order(
     summary = asyncio.run(runtime.start(message))
     assert summary.status is not RunStatus.AWAITING_CONFIRM, summary
     assert "599" not in (summary.reply or ""), summary.reply
+    assert _refunded(data, "OD2610280005") == 0.0
+
+
+@pytest.mark.parametrize("message", ["OD2610280005 按八折退款", "OD2610280005 退款打八五折"])
+def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> None:
+    """八折 may mean refunding 80 % or what the price less 20 % leaves: neither is guessed,
+    nor the whole order proposed (a walkthrough found 599 proposed). A person takes it."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.status is RunStatus.HANDED_OFF, summary
     assert _refunded(data, "OD2610280005") == 0.0

@@ -7,6 +7,7 @@ a date range needs: older than three months goes to ``search_historical_orders``
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from datetime import date, timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from corral import LOCAL_COMPUTE, ToolContext, ToolFailedError, ToolPolicy, tool
+from corral.intent.dates import chinese_number
 from corral.tools.builtin import generate_reply
 
 __all__ = ["generate_reply"]  # registered from corral's built-ins
@@ -371,25 +373,57 @@ class RefundQuote(BaseModel):
 REFUND_SHARES = {
     "一半": 0.5,
     "half": 0.5,
-    "三分之一": 1 / 3,
     "a third": 1 / 3,
     "one third": 1 / 3,
-    "四分之一": 0.25,
+    "two thirds": 2 / 3,
     "a quarter": 0.25,
     "one quarter": 0.25,
+    "three quarters": 0.75,
 }
-"""The shares ``refund_share`` (agent.yaml) finds, besides percentages ("30%")."""
+"""The shares ``refund_share`` (agent.yaml) finds in words; ``share_of`` reads the rest."""
+
+_CHINESE_SHARE = re.compile(
+    r"(?P<whole>.+)分之(?P<part>.+)|百分之(?P<percent>.+)|(?P<tenths>.+)成|(?P<price>.+)折"
+)
+"""三分之二 (a fraction), 百分之三十 (a percentage), 三成 (tenths); 八折 is a discount, which
+a refund may mean either way (refund 80 %, or what is left of the price to pay): not read."""
 
 
 def share_of(said: str) -> float | None:
-    """The fraction a share names ("一半" 0.5, "a third", "30 %" 0.3); None for another."""
+    """The fraction a share names ("一半" 0.5, "a third", "30 %" 0.3, "三成" 0.3, "百分之
+    二十" 0.2, "三分之二" 2/3); None for one not understood, which is never the whole order.
+    """
     words = " ".join(said.lower().split())
     if words.endswith("%"):
-        try:
-            return float(words[:-1]) / 100
-        except ValueError:
-            return None
-    return REFUND_SHARES.get(words)
+        return _fraction(_number(words[:-1].strip()), 100)
+    found = _CHINESE_SHARE.fullmatch(words)
+    if found is None:
+        return REFUND_SHARES.get(words)
+    if found["whole"] is not None:
+        whole = _number(found["whole"])
+        return None if whole is None else _fraction(_number(found["part"]), whole)
+    if found["percent"] is not None:
+        return _fraction(_number(found["percent"]), 100)
+    if found["tenths"] is not None:
+        return _fraction(_number(found["tenths"]), 10)
+    return None  # a discount (八折): which share is refunded is for a person to ask
+
+
+def _number(text: str) -> float | None:
+    """Digits (``30``, ``12.5``) or a Chinese numeral (``三十``, ``两``)."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        value = chinese_number(text)
+        return None if value is None else float(value)
+
+
+def _fraction(part: float | None, whole: float) -> float | None:
+    """``part / whole``, when both are above 0 (more than the price is the rules' to refuse)."""
+    if part is None or part <= 0 or whole <= 0:
+        return None
+    return part / whole
 
 
 @tool(policy=LOCAL_COMPUTE, summary="{order_id}: {amount_cny} CNY")
