@@ -20,8 +20,10 @@ from pydantic import BaseModel
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
 from corral.effects import LiveEffects
 from corral.errors import ConfigInvalidError, TransientToolError
+from corral.observe.stats import run_stats
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
+from corral.store.sql import SqlStore
 from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
@@ -426,6 +428,82 @@ async def test_resume_reenters_an_idempotent_write_once() -> None:
     _, summary = await crash_then_resume(cancel_order)
     assert ledger.entries == 2 and len(ledger.effects) == 1
     assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sql"])
+@pytest.mark.parametrize(
+    ("kind", "entries", "calls"),
+    [
+        ("no reconciler", 1, {"cancel_order": 1}),  # unknown: a person takes it
+        ("reconciler", 1, {"cancel_order": 1, "find": 1}),  # found: it succeeded
+        ("idempotent", 2, {"cancel_order": 2}),  # entered again with the same key
+    ],
+)
+async def test_a_write_killed_inside_its_call_counts_as_an_attempt(
+    kind: str, entries: int, calls: dict[str, int], store_kind: str, tmp_path: Path
+) -> None:
+    """The process died inside the write: that call was made, whatever it did.
+
+    It counts as one attempt, in the step's attempts (summary, handoff packet) and in
+    stats' tool calls, like every attempt that ended: it was counted as none, and a
+    write that was entered read as one refused before any tool ran.
+    """
+    ledger = Ledger()
+
+    @tool(
+        policy=write_policy(idempotent=kind == "idempotent"),
+        reconcile=ledger.find if kind == "reconciler" else None,
+    )
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store = MemoryStore() if store_kind == "memory" else SqlStore.open(tmp_path / "corral.db")
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    [run] = store.list_runs()
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert ledger.entries == entries
+    assert [step.attempts for step in summary.steps] == [sum(calls.values())]
+    if kind == "no reconciler":
+        assert summary.steps[0].status is StepStatus.UNKNOWN
+        assert summary.handoff is not None
+        assert [step.attempts for step in summary.handoff.steps] == [1]
+    else:
+        assert summary.steps[0].status is StepStatus.SUCCEEDED
+    assert run_stats(store).tool_calls == calls
+    # the same again from the log alone
+    assert fold(run.run_id, store.load_events(run.run_id)).steps["w"].attempts == sum(
+        calls.values()
+    )
+
+
+async def test_a_write_killed_twice_counts_each_call_it_was_killed_in_once() -> None:
+    """Killed inside the write, then again inside it when the resume entered it again.
+
+    Each call the process died in is one attempt, recorded once (by the next resume):
+    three entries, three attempts.
+    """
+    ledger = Ledger()
+
+    @tool(policy=write_policy(idempotent=True))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    [run] = store.list_runs()
+    with pytest.raises(Crash):  # entered again, and killed inside again
+        await Runtime(agent, store, effects=CrashAfterWrite()).resume(run.run_id)
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert ledger.entries == 3
+    assert summary.status is RunStatus.FINISHED
+    assert [step.attempts for step in summary.steps] == [3]
+    assert run_stats(store).tool_calls == {"cancel_order": 3}
 
 
 # --------------------------------------------------------------------------- the CLI
