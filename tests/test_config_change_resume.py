@@ -18,11 +18,21 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from corral import MemoryStore, RunStatus, Runtime, StepStatus, ToolPolicy, tool
+from corral.testing import FixedEffects
+from corral.tools.spec import ToolSpec
 from tests.conftest import ORDERS
-from tests.helpers import corral_cli
+from tests.helpers import build_agent, corral_cli
 
 REFUND = "我要退款 OD2611100003"  # 699 CNY left to refund, a recent (not archived) order
 OTHER_REFUND = "东西有问题想退钱 OD2611200002"
+
+
+class Cancelled(BaseModel):
+    ref: str
+
 
 ARCHIVED_RULE = """\
   - name: no_refund_of_an_archived_order
@@ -124,3 +134,46 @@ def test_a_new_rule_on_a_fact_the_paused_plan_publishes_still_refuses(tmp_path: 
     done = resume(tmp_path, agent, run_id, "--approve")
     assert done["status"] == "finished" and done["outcome"] == "refused", done
     assert refunded(tmp_path, agent) == before
+
+
+async def test_a_no_given_before_a_deploy_that_drops_the_approval_is_still_a_no() -> None:
+    """A review: once the deploy dropped the tool's approval (and added a rule it breaks),
+    the step declined before it was written on resume: the rules gate let it past as
+    declined and the confirmation gate no longer asked about it."""
+    entered: list[int] = []
+
+    def make(confirm: bool) -> ToolSpec:
+        @tool(policy=ToolPolicy(kind="write", requires_confirmation=confirm, idempotent=True))
+        def cancel_order(amount: int) -> Cancelled:
+            entered.append(amount)
+            return Cancelled(ref="c1")
+
+        return cancel_order
+
+    steps = [{"id": "w", "tool": "cancel_order", "args": {"amount": 500}}]
+    rules = [
+        {
+            "name": "small_only",
+            "before_tool": "cancel_order",
+            "require": "args.amount <= 100",
+            "refusal": "too_much",
+        }
+    ]
+    templates = {"too_much": {"zh": "金额过大", "en": "too much"}}
+    store = MemoryStore()
+    before = build_agent([make(True)], steps, templates=templates)
+    paused = await Runtime(before, store, effects=FixedEffects()).start("go")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    for rules_after in ([], rules):  # the deploy drops the approval, with or without a rule
+        store_copy = MemoryStore()
+        for run in store.list_runs():
+            store_copy.save(run, store.load_events(run.run_id))
+        after = build_agent([make(False)], steps, business_rules=rules_after, templates=templates)
+        done = await Runtime(after, store_copy, effects=FixedEffects()).resume(
+            paused.run_id, approve=False
+        )
+        assert done.status is RunStatus.FINISHED and done.outcome == "cancelled", done
+        assert [(s.status, s.error_code) for s in done.steps] == [
+            (StepStatus.SKIPPED, "REJECTED_BY_USER")
+        ]
+    assert entered == []

@@ -156,6 +156,10 @@ class AllowList:
         return proposal
 
 
+DECLINED = Skip(ErrorCode.REJECTED_BY_USER.value, "the user declined", "cancelled")
+"""A step the person said no to: skipped, and the run replies ``cancelled``."""
+
+
 @dataclass(frozen=True, slots=True)
 class BusinessRules:
     """The business rules declared before the tool; a violated one skips the step.
@@ -176,12 +180,12 @@ class BusinessRules:
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
         """Every verdict is recorded; the first violation skips with the rule's refusal.
 
-        A step the person has declined passes on to ``Confirmation``, which skips it: it
-        will never run, so no rule has to judge it, and the run ends as declined. A rule
-        deployed while the step waited, which cannot be judged, read the no as a refusal.
+        A step the person has declined is skipped as declined (``DECLINED``): it will never
+        run, so no rule has to judge it. A rule deployed while the step waited, which
+        cannot be judged, read the no as a refusal.
         """
         if run.confirmation(proposal.step_id) is False:
-            return proposal
+            return DECLINED
         tool = proposal.tool.name
         names: dict[str, object] | None = None
         for rule in run.rules:
@@ -216,22 +220,31 @@ class Confirmation:
     def applies(
         self, step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
     ) -> bool:
-        """Only when the step or its tool asks for the person's approval."""
-        return step.step.requires_confirmation or step.spec.policy.requires_confirmation
+        """When the step or its tool asks for the person's approval, or it is a write.
+
+        A write's step may hold a no given before a deploy that dropped the approval: it
+        is never carried out all the same (a review found it written).
+        """
+        spec = step.spec
+        return (
+            step.step.requires_confirmation
+            or spec.policy.requires_confirmation
+            or spec.policy.kind == "write"
+        )
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
-        """Pass when approved; ask (when nothing else runs) or skip a declined step."""
+        """Pass when approved; ask (when nothing else runs); skip a declined step."""
+        step_id = proposal.step_id
+        decision = run.confirmation(step_id)
+        if decision is False:  # the person's no stands, whatever the config says now
+            return DECLINED
         tool = proposal.tool
         if not (proposal.step.step.requires_confirmation or tool.policy.requires_confirmation):
             return proposal
-        step_id = proposal.step_id
-        decision = run.confirmation(step_id)
         if decision is None:
             if run.idle:
                 run.ask_confirmation(step_id, tool.name, proposal.args)
             return Hold()
-        if decision is False:
-            return Skip(ErrorCode.REJECTED_BY_USER.value, "the user declined", "cancelled")
         return proposal
 
 
