@@ -1106,7 +1106,14 @@ def interrupted(tool_name: str) -> tuple[Any, ...]:
     """The attempt a resume records for the write call the process died in."""
     why = f"the run stopped while {tool_name} was running; the write may or may not have happened"
     return attempt(
-        "w", tool_name, 1, "error", duration_ms=0.0, error_code="OUTCOME_UNKNOWN", error_message=why
+        "w",
+        tool_name,
+        1,
+        "error",
+        duration_ms=0.0,
+        error_code="OUTCOME_UNKNOWN",
+        error_message=why,
+        interrupted=True,
     )
 
 

@@ -506,6 +506,77 @@ async def test_a_write_killed_twice_counts_each_call_it_was_killed_in_once() -> 
     assert run_stats(store).tool_calls == {"cancel_order": 3}
 
 
+async def test_the_recorded_call_spends_none_of_the_budget_the_settling_needs() -> None:
+    """A review: with a budget of one tool call, recording the call the process died in
+    used it up, so the write was not entered again: the run was handed off over the
+    budget with the write's step still running, and nobody was told it may have acted."""
+    ledger = Ledger()
+
+    @tool(policy=write_policy(idempotent=True))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    steps = [{"id": "w", "tool": "cancel_order"}]
+    agent = build_agent([cancel_order], steps, budget={"max_tool_calls": 1})
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    [run] = store.list_runs()
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
+    assert ledger.entries == 2 and [step.attempts for step in summary.steps] == [2]
+
+
+class CrashWaitingToRetry(FixedEffects):
+    """Dies in the wait before a retry, once another step's start has saved the run."""
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0.3)
+        raise Crash("process killed while waiting to retry")
+
+
+async def test_a_retry_the_process_died_waiting_for_is_no_attempt() -> None:
+    """A review: an attempt that said it would be retried opened a call, so dying in the
+    wait before the retry (the attempt saved by another write's start) counted a second
+    attempt of a tool entered once."""
+    ledger, other = Ledger(), Ledger()
+
+    @tool(policy=write_policy())
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        if ledger.entries == 1:
+            raise TransientToolError("503 before the order was touched", applied=False)
+        return ledger.apply(ctx)
+
+    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
+    async def look() -> Done:
+        await asyncio.sleep(0.1)
+        return Done(ref="x")
+
+    @tool(policy=write_policy(idempotent=True))
+    def note(ctx: ToolContext) -> Done:
+        other.enter()
+        return other.apply(ctx)
+
+    steps = [
+        {"id": "w", "tool": "cancel_order"},
+        {"id": "r", "tool": "look"},
+        {"id": "n", "tool": "note", "depends_on": ["r"]},
+    ]
+    agent = build_agent([cancel_order, look, note], steps)
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashWaitingToRetry()).start("go")
+    [run] = store.list_runs()
+    saved = [e.data for e in store.load_events(run.run_id) if e.type is EventType.TOOL_ATTEMPT]
+    assert [(a["step_id"], a["attempt"]) for a in saved] == [("w", 1)]  # saved before dying
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    [w] = [step for step in summary.steps if step.id == "w"]
+    assert ledger.entries == 1 and w.attempts == 1, summary
+    assert run_stats(store).tool_calls["cancel_order"] == 1
+
+
 # --------------------------------------------------------------------------- the CLI
 
 

@@ -366,6 +366,7 @@ class Scheduler:
                     "error",
                     error_code=unknown_code,
                     error_message=message,
+                    interrupted=True,
                 )
                 self.journal.emit("execute", interrupted)
             if spec.policy.idempotent and spec.reconcile is None:

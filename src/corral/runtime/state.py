@@ -99,9 +99,11 @@ class StepState:
     event is stored, so one whose first start was never stored was not entered."""
     call_open: bool = False
     """A call of ``tool_used`` may be under way with no ``tool_attempt`` for it: its
-    ``tool_selected`` is stored (a write is entered once it is), or its last attempt said
-    it is tried again. A process that died then left that attempt unrecorded: the resume
-    records it (``Scheduler._settle_interrupted_writes``), which closes the call."""
+    ``tool_selected`` is stored (a write is entered once it is). A process that died then
+    left that attempt unrecorded: the resume records it, which closes the call (see
+    ``Scheduler._settle_interrupted_writes``). A retry after a stored attempt opens none:
+    nothing stored tells a death in its call from one in the wait before it (a review
+    found a retry never made counted), so such a call goes uncounted."""
 
     @property
     def data(self) -> dict[str, Any] | None:
@@ -201,8 +203,8 @@ def _apply_step(state: RunState, payload: StepPayload, seq: int) -> None:
         state.memory = state.memory.with_completed(f"{step.id} {payload.status}: {summary}")
     elif isinstance(payload, ToolAttempt):
         step.attempts += 1
-        state.tool_calls += 1
-        step.call_open = payload.backoff_s is not None and payload.tool == step.tool_used
+        state.tool_calls += 0 if payload.interrupted else 1
+        step.call_open = False
     elif isinstance(payload, ToolSelected):
         step.tool_used = payload.tool
         step.call_open = True
