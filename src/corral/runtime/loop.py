@@ -38,7 +38,6 @@ from corral.intent.confirmation import withdraws, yes_or_no
 from corral.intent.politeness import without_politeness_tail
 from corral.memory.task import FactSource
 from corral.planning.clarification import (
-    another_request,
     clarification_needed,
     handle_need_clarification,
     latest_ambiguity,
@@ -184,28 +183,24 @@ class RunLoop:
         now = state.received_at
         assert now is not None
         slot = state.answered_slot
-        found: dict[str, Any] | None = None
         if slot and state.intent is not None and state.intent.label:
             found = agent.intent.entities.extract(text, now, answering=slot)
+            spec = agent.config.entities.get(slot)
             # "算了", "never mind, I'll keep it" (also naming the order); not a "no" that
             # answers a yes-or-no question
             if withdraws(text) and (slot not in found or yes_or_no(text) is None):
                 cancel(self)  # not the address, nor asked again and handed to a person
                 return
-            # "先帮我查一下 OD2611250001 到哪了" asked which order to cancel, "OD2611250001
-            # 发货了吗" asked for an address: a request of another intent, read as the
-            # run's new message (as an answer to "what do you mean?" is), not the value
-            its_intent = agent.intent.rule_intent(text)
-            if another_request(text, its_intent, state.intent.label, found):
-                found = None
-        if found is not None:
-            assert slot is not None and state.intent is not None
-            spec = agent.config.entities.get(slot)
             if slot not in found and spec is not None and spec.whole_answer:
-                # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks; "好的" is none
+                # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
                 whole = without_politeness_tail(text.strip())
+                # "OD2611250001 发货了吗" asked for an address is a request of another
+                # intent (it asks, or names something); "物流园路8号" is an address all the
+                # same; "好的" is none
+                another = agent.intent.rule_intent(text) not in (None, state.intent.label)
+                request = another and (bool(found) or _asks(text))
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
-                if fits and yes_or_no(text) is None:
+                if fits and not request and yes_or_no(text) is None:
                     found[slot] = whole
             self._merge_entities(found, "answer")
             if slot in found:
@@ -495,3 +490,8 @@ class RunLoop:
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""
         return {sid: step.status for sid, step in self.state.steps.items()}
+
+
+def _asks(text: str) -> bool:
+    """Whether a line reads as a question (it ends as one does)."""
+    return text.rstrip().endswith(("?", "？", "吗", "呢", "么", "嘛"))
