@@ -86,6 +86,14 @@ def test_two_refunds_approved_together_take_only_what_is_left(tmp_path: Path) ->
         ("OD2610280005 退三分之二", "399.33 元"),
         ("refund two thirds of OD2610280005", "399.33 CNY"),
         ("refund three quarters of OD2610280005", "449.25 CNY"),
+        # a review: the tenth alone was read of these (20 %, 10 %), '点五' was dropped,
+        # and a hyphen, a full-width ％ or a 的 proposed the whole order
+        ("OD2610280005 退两成半", "149.75 元"),
+        ("OD2610280005 退一成五", "89.85 元"),
+        ("OD2610280005 退百分之二十五点五", "152.75 元"),
+        ("refund two-thirds of OD2610280005", "399.33 CNY"),
+        ("OD2610280005 退款30％", "179.7 元"),
+        ("OD2610280005 退款的百分之二十", "119.8 元"),
     ],
 )
 def test_a_share_of_the_price_is_refunded_not_the_whole_order(
@@ -155,3 +163,40 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
     summary = asyncio.run(runtime.start(message))
     assert summary.status is RunStatus.HANDED_OFF, summary
     assert _refunded(data, "OD2610280005") == 0.0
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "OD2610280005 退款了吗",
+        "OD2610280005 退款到账了没有",
+        "OD2610280005 退款申请通过了吗",
+        "退款成功了吗 OD2610280005",
+        "my refund for the item hasn't arrived OD2610280005",
+        "the refund they promised hasn't arrived OD2610280005",
+    ],
+)
+def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
+    """A walkthrough and a review: each proposed a new refund of the whole order (599)."""
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.status is not RunStatus.AWAITING_CONFIRM, summary
+    assert summary.intent is None or summary.intent.label != "refund_return", summary
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "refund OD2610280005, it arrived half broken",
+        "I want a refund for OD2610280005, the parcel arrived damaged",
+        "我要退款 OD2610280005，上次的换货成功了吗",
+        "我要退款 OD2610280005，东西坏了怎么样了",
+    ],
+)
+def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:
+    """The parcel arriving, or a question in another clause, is no question about a
+    refund: each had no intent (a walkthrough, and a review of the first fix)."""
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.status is RunStatus.AWAITING_CONFIRM, summary
+    assert "599" in (summary.reply or ""), summary.reply

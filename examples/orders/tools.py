@@ -383,17 +383,19 @@ REFUND_SHARES = {
 """The shares ``refund_share`` (agent.yaml) finds in words; ``share_of`` reads the rest."""
 
 _CHINESE_SHARE = re.compile(
-    r"(?P<whole>.+)分之(?P<part>.+)|百分之(?P<percent>.+)|(?P<tenths>.+)成|(?P<price>.+)折"
+    r"(?P<whole>.+)分之(?P<part>.+)|百分之(?P<percent>.+)"
+    r"|(?P<tenths>[^成]+)成(?P<more>.?)|(?P<price>.+)折"
 )
-"""三分之二 (a fraction), 百分之三十 (a percentage), 三成 (tenths); 八折 is a discount, which
-a refund may mean either way (refund 80 %, or what is left of the price to pay): not read."""
+"""三分之二 (a fraction), 百分之三十 (a percentage), 三成, 两成半, 一成五 (tenths); 八折 is a
+discount, which a refund may mean either way (refund 80 %, or what is left of the price
+to pay): not read."""
 
 
 def share_of(said: str) -> float | None:
     """The fraction a share names ("一半" 0.5, "a third", "30 %" 0.3, "三成" 0.3, "百分之
     二十" 0.2, "三分之二" 2/3); None for one not understood, which is never the whole order.
     """
-    words = " ".join(said.lower().split())
+    words = " ".join(said.lower().replace("％", "%").replace("-", " ").split())
     if words.endswith("%"):
         return _fraction(_number(words[:-1].strip()), 100)
     found = _CHINESE_SHARE.fullmatch(words)
@@ -405,18 +407,31 @@ def share_of(said: str) -> float | None:
     if found["percent"] is not None:
         return _fraction(_number(found["percent"]), 100)
     if found["tenths"] is not None:
-        return _fraction(_number(found["tenths"]), 10)
+        more = found["more"]  # 两成半: and a half; 一成五: and five hundredths
+        hundredths = 5.0 if more == "半" else _number(more) if more else 0.0
+        tenths = _number(found["tenths"])
+        if tenths is None or hundredths is None or hundredths >= 10:
+            return None
+        return _fraction(tenths * 10 + hundredths, 100)
     return None  # a discount (八折): which share is refunded is for a person to ask
 
 
 def _number(text: str) -> float | None:
-    """Digits (``30``, ``12.5``) or a Chinese numeral (``三十``, ``两``)."""
+    """Digits (``30``, ``12.5``), full-width too, or a Chinese numeral (``三十``, ``两``,
+    ``二十五点五``)."""
     text = text.strip()
     try:
         return float(text)
     except ValueError:
-        value = chinese_number(text)
-        return None if value is None else float(value)
+        pass
+    whole, point, decimals = text.partition("点")
+    value = chinese_number(whole)
+    if value is None or (point and not decimals):
+        return None
+    digits = [chinese_number(digit) for digit in decimals]
+    if any(digit is None or digit > 9 for digit in digits):
+        return None
+    return float(f"{value}.{''.join(str(digit) for digit in digits)}" if digits else value)
 
 
 def _fraction(part: float | None, whole: float) -> float | None:
