@@ -1,5 +1,5 @@
 """``python -m corral`` runs the CLI."""
 
-from corral.cli import main
+from corral.launch import main
 
 main()
