@@ -29,9 +29,13 @@ from corral.cli.common import app, err_console
 from corral.errors import ErrorCode
 
 try:  # typer 0.22 and later carry their own copy of click
-    from typer._click.exceptions import ClickException, UsageError
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - an older typer runs on click itself
-    from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
+    from click.exceptions import (  # type: ignore[assignment]
+        ClickException,
+        NoArgsIsHelpError,
+        UsageError,
+    )
 
 __all__ = [
     "app",
@@ -58,6 +62,9 @@ def main() -> None:
     """
     try:
         status = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # ``corral`` alone: the help, and status 2 as click's
+        typer.echo(exc.format_message())
+        sys.exit(exc.exit_code)
     except UsageError as exc:
         _refuse_usage(exc)
     except ClickException as exc:
@@ -72,8 +79,6 @@ def main() -> None:
 def _refuse_usage(exc: UsageError) -> NoReturn:
     """Print a command line's refusal with corral's code, as ``_fails_cleanly`` does."""
     message = exc.format_message()
-    if not message.strip():  # no command at all: the help was the answer (it prints it)
-        sys.exit(exc.exit_code)
     if "--json" in sys.argv[1:]:
         error = {"code": ErrorCode.INVALID_ARGUMENT.value, "message": message, "hint": None}
         if exc.ctx is not None:
