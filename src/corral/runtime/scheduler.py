@@ -49,7 +49,6 @@ from corral.events import (
     StepFinished,
     StepSkipped,
     StepStarted,
-    ToolAttempt,
     ToolSelected,
 )
 from corral.hashing import stable_hash
@@ -337,12 +336,10 @@ class Scheduler:
         """Settle the writes that were in flight when an earlier process died.
 
         A step found ``running`` on resume, whose write tool was already selected (that
-        event is stored before a write is entered), may or may not have acted. The call
-        the process died in is recorded first, as an attempt whose outcome is unknown: it
-        was made, and counts as one (in the step's attempts, the handoff packet, stats).
-        A write with a reconciler is looked up then: found, the step succeeded; proven not
-        to have acted, it is entered again (by ``_ready``, with the same key). An
-        idempotent write without a reconciler is entered again at once; any other ends as
+        event is stored before a write is entered), may or may not have acted. A write
+        with a reconciler is looked up first: found, the step succeeded; proven not to
+        have acted, it is entered again (by ``_ready``, with the same key). An idempotent
+        write without a reconciler is entered again at once; any other ends as
         ``OUTCOME_UNKNOWN``.
         """
         for step_id in self.graph.order:
@@ -350,28 +347,13 @@ class Scheduler:
             if step.status is not StepStatus.RUNNING or step.tool_used is None:
                 continue
             spec = self.agent.tools.write(step.tool_used)
-            if spec is None:
+            if spec is None or (spec.policy.idempotent and spec.reconcile is None):
                 continue
             message = (
                 f"the run stopped while {spec.name} was running; "
                 "the write may or may not have happened"
             )
-            unknown_code = ErrorCode.OUTCOME_UNKNOWN.value
-            if step.call_open:  # not yet recorded (a resume that died too recorded it)
-                number = step.attempts + 1
-                interrupted = ToolAttempt(
-                    step_id,
-                    spec.name,
-                    number,
-                    "error",
-                    error_code=unknown_code,
-                    error_message=message,
-                    interrupted=True,
-                )
-                self.journal.emit("execute", interrupted)
-            if spec.policy.idempotent and spec.reconcile is None:
-                continue
-            unknown = failed_result(spec.name, unknown_code, message, 1)  # that call's
+            unknown = failed_result(spec.name, ErrorCode.OUTCOME_UNKNOWN.value, message)
             args = step.args or {}
             settled = await self._reconciled(
                 step_id,
