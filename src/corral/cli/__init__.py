@@ -29,13 +29,19 @@ from corral.cli.common import app, err_console
 from corral.errors import ErrorCode
 
 try:  # typer 0.22 and later carry their own copy of click
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+    from typer._click.exceptions import ClickException, UsageError
 except ImportError:  # pragma: no cover - an older typer runs on click itself
-    from click.exceptions import (  # type: ignore[assignment]
-        ClickException,
-        NoArgsIsHelpError,
-        UsageError,
-    )
+    from click.exceptions import ClickException, UsageError  # type: ignore[assignment]
+
+
+class _NoArgsBefore82(UsageError):
+    """Never raised: click before 8.2 prints the help for no arguments and raises nothing."""
+
+
+NoArgsIsHelpError: type[UsageError] = getattr(
+    sys.modules[UsageError.__module__], "NoArgsIsHelpError", _NoArgsBefore82
+)
+"""What ``corral`` alone raises (its message is the help), from click 8.2 on."""
 
 __all__ = [
     "app",
