@@ -618,55 +618,6 @@ async def test_replan_after_a_failure_keeps_finished_steps() -> None:
     model.assert_complete()
 
 
-class Noted(BaseModel):
-    ok: bool
-
-
-async def test_a_replanned_step_under_a_declined_ones_id_is_not_declined() -> None:
-    """A review: the person declined s1 (a refund); after a failure the replan put another
-    write (a note, no approval needed) under s1, and it was skipped as declined too."""
-    from corral import ToolPolicy
-
-    entered: list[str] = []
-
-    @tool(policy=ToolPolicy(kind="write", requires_confirmation=True, idempotent=True))
-    def refund(order_id: str) -> Noted:
-        """Refund an order."""
-        entered.append("refund")
-        return Noted(ok=True)
-
-    @tool(policy=ToolPolicy(kind="write", idempotent=True))
-    def add_note(order_id: str) -> Noted:
-        """Add a note to an order."""
-        entered.append("add_note")
-        return Noted(ok=True)
-
-    first = json.dumps(
-        {
-            "steps": [
-                {"id": "s1", "tool": "refund", "args": {"order_id": "$entities.order_id"}},
-                {"id": "s2", "tool": "flaky_forecast", "args": {"city": "$entities.order_id"}},
-            ]
-        }
-    )
-    second = json.dumps(
-        {"steps": [{"id": "s1", "tool": "add_note", "args": {"order_id": "$entities.order_id"}}]}
-    )
-    tools = ["refund", "add_note", "flaky_forecast"]
-    config = parse_config(
-        {**CONFIG, "intents": [{**CONFIG["intents"][0], "tools": tools}, CONFIG["intents"][1]]}
-    )
-    agent = Agent.build(
-        config, [refund, add_note, flaky_forecast], model=ScriptedModel([first, second])
-    )
-    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
-    paused = await runtime.start("weather for A1?")
-    assert paused.status is RunStatus.AWAITING_CONFIRM
-    done = await runtime.resume(paused.run_id, approve=False)
-    assert [(s.id, s.tool, s.status.value) for s in done.steps] == [("s1", "add_note", "succeeded")]
-    assert entered == ["add_note"]
-
-
 async def test_replans_are_bounded_then_handed_off() -> None:
     failing = json.dumps(
         {"steps": [{"id": "s1", "tool": "flaky_forecast", "args": {"city": "Paris"}}]}

@@ -255,16 +255,12 @@ def _replace_steps(state: RunState, plan: Plan, kept_ids: list[str]) -> None:
     """A replan's steps over the earlier plan's.
 
     The steps in ``kept_ids`` keep their progress; those replaced that had started count
-    against the step budget (``replaced_steps``), and what the person said of them is
-    forgotten: a new step under a declined one's id was skipped as declined (found by a
-    review). The plan's own approval stays: a replan extends an approved plan.
+    against the step budget (``replaced_steps``).
     """
     kept = {sid: state.steps[sid] for sid in kept_ids if sid in state.steps}
     state.replaced_steps += sum(
         1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
     )
-    for sid in state.steps.keys() - kept.keys():
-        state.confirmations.pop(sid, None)
     state.steps = {s.id: kept.get(s.id) or StepState(s.id, s.tool) for s in plan.steps}
 
 
