@@ -1102,15 +1102,31 @@ def crashing_write(done: dict[str, int]) -> ToolSpec:
     return pay
 
 
+def interrupted(tool_name: str) -> tuple[Any, ...]:
+    """The attempt a resume records for the write call the process died in."""
+    why = f"the run stopped while {tool_name} was running; the write may or may not have happened"
+    return attempt(
+        "w",
+        tool_name,
+        1,
+        "error",
+        duration_ms=0.0,
+        error_code="OUTCOME_UNKNOWN",
+        error_message=why,
+        interrupted=True,
+    )
+
+
 async def test_a_write_interrupted_by_a_crash_is_settled_by_its_reconciler_on_resume() -> None:
     summary, events = await resumed_after_a_crash(crashing_write({}), 1)
     assert summary.status is RunStatus.FINISHED
     settled = {"step_id": "w", "tool": "find", "write": "pay", "status": "applied"}
-    paid = result("pay", "success", "pay: value=1", data={"value": 1})
+    paid = result("pay", "success", "pay: value=1", data={"value": 1}, attempts=2)
     assert events == [
-        attempt("w", "find", 1, "success", data={"value": 1}),
+        interrupted("pay"),  # the call it died in: an attempt, numbered before the lookup's
+        attempt("w", "find", 2, "success", data={"value": 1}),
         ("outcome_reconciled", "verify", {**settled, "reason": "pay: value=1"}),
-        finished("w", "succeeded", paid, None, ""),
+        finished("w", "succeeded", paid, None, "", output_attempt=2),
     ]
 
 
@@ -1119,9 +1135,10 @@ async def test_a_write_interrupted_before_it_acted_fails_on_resume() -> None:
     assert summary.status is RunStatus.HANDED_OFF
     why = "pay failed (TOOL_FAILED) and find found no effect: not applied"
     settled = {"step_id": "w", "tool": "find", "write": "pay", "status": "not_applied"}
-    failed = result("pay", "error", why, error_code="TOOL_FAILED", error_message=why)
+    failed = result("pay", "error", why, error_code="TOOL_FAILED", error_message=why, attempts=2)
     assert events == [
-        attempt("w", "find", 1, "no_result"),
+        interrupted("pay"),
+        attempt("w", "find", 2, "no_result"),
         ("outcome_reconciled", "verify", {**settled, "reason": why}),
         finished("w", "failed", failed, "TOOL_FAILED", why),
     ]
@@ -1145,10 +1162,12 @@ async def test_a_write_interrupted_with_no_reconciler_is_unknown_on_resume() -> 
         why,
         error_code="OUTCOME_UNKNOWN",
         error_message=why,
-        attempts=0,
         duration_ms=0.0,
     )
-    assert events == [finished("w", "unknown", unknown, "OUTCOME_UNKNOWN", why)]
+    assert events == [
+        interrupted("blind"),
+        finished("w", "unknown", unknown, "OUTCOME_UNKNOWN", why),
+    ]
 
 
 class Box(BaseModel):

@@ -472,8 +472,13 @@ async def test_resume_settles_an_interrupted_write_its_reconciler_cannot_find() 
         ("w", "find", "cancel_order", "not_applied")
     ]
     attempts = events_of(runtime, summary.run_id, EventType.TOOL_ATTEMPT)
-    # The write's own attempt died unrecorded; the reconciler's is the first.
-    assert [(e["tool"], e["attempt"]) for e in attempts] == [("find", 1)]
+    # The write's own attempt, which the process died in, is recorded on resume; the
+    # reconciler's is numbered after it.
+    assert [(e["tool"], e["attempt"], e["error_code"]) for e in attempts] == [
+        ("cancel_order", 1, "OUTCOME_UNKNOWN"),
+        ("find", 2, None),
+    ]
+    assert summary.steps[0].attempts == 2
 
 
 async def test_resume_leaves_an_interrupted_write_without_reconciler_unknown() -> None:

@@ -19,9 +19,12 @@ from pydantic import BaseModel
 
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, StepStatus, ToolContext, tool
 from corral.effects import LiveEffects
-from corral.errors import ConfigInvalidError, TransientToolError
+from corral.errors import ConfigInvalidError, RunNotResumableError, TransientToolError
+from corral.observe.stats import run_stats
 from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
+from corral.store.base import RunRecord
+from corral.store.sql import SqlStore
 from corral.testing import FixedEffects
 from corral.tools.policy import RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
@@ -77,6 +80,15 @@ class Ledger:
 
 def write_policy(timeout_s: float = 5.0, *, idempotent: bool = False) -> ToolPolicy:
     return ToolPolicy(kind="write", timeout_s=timeout_s, retry=FAST, idempotent=idempotent)
+
+
+async def killed_in_a_write(agent: Agent, effects: FixedEffects) -> tuple[MemoryStore, RunRecord]:
+    """A run started on a new memory store whose process died (``Crash``) in a write."""
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=effects).start("go")
+    [run] = store.list_runs()
+    return store, run
 
 
 def run_write(write: ToolSpec, effects: FixedEffects | None = None, **kwargs: Any) -> Runtime:
@@ -426,6 +438,185 @@ async def test_resume_reenters_an_idempotent_write_once() -> None:
     _, summary = await crash_then_resume(cancel_order)
     assert ledger.entries == 2 and len(ledger.effects) == 1
     assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
+
+
+@pytest.mark.parametrize("store_kind", ["memory", "sql"])
+@pytest.mark.parametrize(
+    ("kind", "entries", "calls"),
+    [
+        ("no reconciler", 1, {"cancel_order": 1}),  # unknown: a person takes it
+        ("reconciler", 1, {"cancel_order": 1, "find": 1}),  # found: it succeeded
+        ("idempotent", 2, {"cancel_order": 2}),  # entered again with the same key
+    ],
+)
+async def test_a_write_killed_inside_its_call_counts_as_an_attempt(
+    kind: str, entries: int, calls: dict[str, int], store_kind: str, tmp_path: Path
+) -> None:
+    """The process died inside the write: that call was made, whatever it did.
+
+    It counts as one attempt, in the step's attempts (summary, handoff packet) and in
+    stats' tool calls, like every attempt that ended: it was counted as none, and a
+    write that was entered read as one refused before any tool ran.
+    """
+    ledger = Ledger()
+
+    @tool(
+        policy=write_policy(idempotent=kind == "idempotent"),
+        reconcile=ledger.find if kind == "reconciler" else None,
+    )
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store = MemoryStore() if store_kind == "memory" else SqlStore.open(tmp_path / "corral.db")
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    [run] = store.list_runs()
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert ledger.entries == entries
+    assert [step.attempts for step in summary.steps] == [sum(calls.values())]
+    if kind == "no reconciler":
+        assert summary.steps[0].status is StepStatus.UNKNOWN
+        assert summary.handoff is not None
+        assert [step.attempts for step in summary.handoff.steps] == [1]
+    else:
+        assert summary.steps[0].status is StepStatus.SUCCEEDED
+    assert run_stats(store).tool_calls == calls
+    # the same again from the log alone
+    assert fold(run.run_id, store.load_events(run.run_id)).steps["w"].attempts == sum(
+        calls.values()
+    )
+
+
+async def test_a_write_killed_twice_counts_each_call_it_was_killed_in_once() -> None:
+    """Killed inside the write, then again inside it when the resume entered it again.
+
+    Each call the process died in is one attempt, recorded once (by the next resume):
+    three entries, three attempts.
+    """
+    ledger = Ledger()
+
+    @tool(policy=write_policy(idempotent=True))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store, run = await killed_in_a_write(agent, CrashAfterWrite())
+    with pytest.raises(Crash):  # entered again, and killed inside again
+        await Runtime(agent, store, effects=CrashAfterWrite()).resume(run.run_id)
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert ledger.entries == 3
+    assert summary.status is RunStatus.FINISHED
+    assert [step.attempts for step in summary.steps] == [3]
+    assert run_stats(store).tool_calls == {"cancel_order": 3}
+
+
+@pytest.mark.parametrize("reconciled", [False, True])
+async def test_a_write_that_kills_every_call_is_entered_again_only_within_its_retries(
+    reconciled: bool,
+) -> None:
+    """A review: an idempotent write that kills the process on every call (a poison
+    input) was entered again by every resume, without end (101 entries in 100 resumes).
+
+    Entering it again is a retry: after ``1 + max_retries`` calls that killed the
+    process (three, with ``FAST``), the next resume enters it no more and hands the run
+    to a person: the write's outcome unknown, or failed when its reconciler found that
+    it never acted.
+    """
+    ledger = Ledger()
+
+    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find if reconciled else None)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        raise Crash("the process died inside the write, before it acted")
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store, run = await killed_in_a_write(agent, FixedEffects())
+    for _ in range(2):  # entered again, and killed inside again
+        with pytest.raises(Crash):
+            await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert ledger.entries == 3 and not ledger.effects
+    assert summary.status is RunStatus.HANDED_OFF, summary
+    [step] = summary.steps
+    assert summary.handoff is not None
+    if reconciled:  # it looked after each death: the write provably never acted
+        assert step.status is StepStatus.FAILED and step.error_code == "TOOL_FAILED"
+        assert step.attempts == 6 and ledger.lookups == 3  # three calls, three lookups
+    else:
+        assert step.status is StepStatus.UNKNOWN and step.attempts == 3
+        assert "not entered again" in summary.handoff.reason
+    assert run_stats(store).tool_calls["cancel_order"] == 3
+    with pytest.raises(RunNotResumableError):  # a person has it now
+        await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert ledger.entries == 3
+
+
+async def test_the_recorded_call_spends_none_of_the_budget_the_settling_needs() -> None:
+    """A review: with a budget of one tool call, recording the call the process died in
+    used it up, so the write was not entered again: the run was handed off over the
+    budget with the write's step still running, and nobody was told it may have acted."""
+    ledger = Ledger()
+
+    @tool(policy=write_policy(idempotent=True))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    steps = [{"id": "w", "tool": "cancel_order"}]
+    agent = build_agent([cancel_order], steps, budget={"max_tool_calls": 1})
+    store, run = await killed_in_a_write(agent, CrashAfterWrite())
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
+    assert ledger.entries == 2 and [step.attempts for step in summary.steps] == [2]
+
+
+class CrashWaitingToRetry(FixedEffects):
+    """Dies in the wait before a retry, once another step's start has saved the run."""
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(0.3)
+        raise Crash("process killed while waiting to retry")
+
+
+async def test_a_retry_the_process_died_waiting_for_is_no_attempt() -> None:
+    """A review: an attempt that said it would be retried opened a call, so dying in the
+    wait before the retry (the attempt saved by another write's start) counted a second
+    attempt of a tool entered once."""
+    ledger, other = Ledger(), Ledger()
+
+    @tool(policy=write_policy())
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        if ledger.entries == 1:
+            raise TransientToolError("503 before the order was touched", applied=False)
+        return ledger.apply(ctx)
+
+    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
+    async def look() -> Done:
+        await asyncio.sleep(0.1)
+        return Done(ref="x")
+
+    @tool(policy=write_policy(idempotent=True))
+    def note(ctx: ToolContext) -> Done:
+        other.enter()
+        return other.apply(ctx)
+
+    steps = [
+        {"id": "w", "tool": "cancel_order"},
+        {"id": "r", "tool": "look"},
+        {"id": "n", "tool": "note", "depends_on": ["r"]},
+    ]
+    agent = build_agent([cancel_order, look, note], steps)
+    store, run = await killed_in_a_write(agent, CrashWaitingToRetry())
+    saved = [e.data for e in store.load_events(run.run_id) if e.type is EventType.TOOL_ATTEMPT]
+    assert [(a["step_id"], a["attempt"]) for a in saved] == [("w", 1)]  # saved before dying
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    [w] = [step for step in summary.steps if step.id == "w"]
+    assert ledger.entries == 1 and w.attempts == 1, summary
+    assert run_stats(store).tool_calls["cancel_order"] == 1
 
 
 # --------------------------------------------------------------------------- the CLI

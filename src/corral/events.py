@@ -201,6 +201,10 @@ class ToolAttempt:
     data: JsonDict | None = None
     applied: bool | None = None
     in_flight: bool = False
+    interrupted: bool | None = None
+    """``True``: the call the process died in, recorded when the run resumed: one of the step's
+    attempts and the tool's calls, not spent again from the run's budget (a write's
+    settling after it, which the budget stopped, left the step running)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -626,11 +630,13 @@ _SOMETIMES = frozenset(
         "scores",
         "template_problem",
         "language",
+        "interrupted",
     }
 )
 """``model_call`` keys older logs wrote only when set, ``tool_selected``'s priority
 fields (absent from a plain pick's event, as before them), and a confirmation's template
-problem, and an answer's change of language; rendered the same way."""
+problem, an answer's change of language and an attempt recorded on resume; rendered the
+same way."""
 
 
 def _key(name: str) -> str:

@@ -49,6 +49,7 @@ from corral.events import (
     StepFinished,
     StepSkipped,
     StepStarted,
+    ToolAttempt,
     ToolSelected,
 )
 from corral.hashing import stable_hash
@@ -336,24 +337,54 @@ class Scheduler:
         """Settle the writes that were in flight when an earlier process died.
 
         A step found ``running`` on resume, whose write tool was already selected (that
-        event is stored before a write is entered), may or may not have acted. A write
-        with a reconciler is looked up first: found, the step succeeded; proven not to
-        have acted, it is entered again (by ``_ready``, with the same key). An idempotent
-        write without a reconciler is entered again at once; any other ends as
+        event is stored before a write is entered), may or may not have acted. The call
+        the process died in is recorded first, as an attempt whose outcome is unknown: it
+        was made, and counts as one (in the step's attempts, the handoff packet, stats).
+        A write with a reconciler is looked up then: found, the step succeeded; proven not
+        to have acted, it is entered again (by ``_ready``, with the same key). An
+        idempotent write without a reconciler is entered again at once; any other ends as
         ``OUTCOME_UNKNOWN``.
+
+        Entering again is a retry, bounded by the tool's retry policy: a write whose calls
+        killed the process more than ``retry.max_retries`` times (a poison input, a tool
+        that exhausts memory) is not entered again but settled as it stands: what its
+        reconciler finds, else ``OUTCOME_UNKNOWN`` for a person. Without the bound, every
+        resume entered it again and died with it.
         """
         for step_id in self.graph.order:
             step = self.state.steps[step_id]
             if step.status is not StepStatus.RUNNING or step.tool_used is None:
                 continue
             spec = self.agent.tools.write(step.tool_used)
-            if spec is None or (spec.policy.idempotent and spec.reconcile is None):
+            if spec is None:
                 continue
             message = (
                 f"the run stopped while {spec.name} was running; "
                 "the write may or may not have happened"
             )
-            unknown = failed_result(spec.name, ErrorCode.OUTCOME_UNKNOWN.value, message)
+            unknown_code = ErrorCode.OUTCOME_UNKNOWN.value
+            if step.call_open:  # not yet recorded (a resume that died too recorded it)
+                number = step.attempts + 1
+                interrupted = ToolAttempt(
+                    step_id,
+                    spec.name,
+                    number,
+                    "error",
+                    error_code=unknown_code,
+                    error_message=message,
+                    interrupted=True,
+                )
+                self.journal.emit("execute", interrupted)
+            may_enter_again = step.interrupted_calls <= spec.policy.retry.max_retries
+            if not may_enter_again:
+                message = (
+                    f"{spec.name} was running each of the {step.interrupted_calls} times the "
+                    "run stopped; the write may or may not have happened, and it is not "
+                    "entered again"
+                )
+            elif spec.policy.idempotent and spec.reconcile is None:
+                continue
+            unknown = failed_result(spec.name, unknown_code, message, 1)  # that call's
             args = step.args or {}
             settled = await self._reconciled(
                 step_id,
@@ -363,7 +394,11 @@ class Scheduler:
                 "TOOL_FAILED",
                 not_found_proves=not self.loop.earlier_owner_may_live,
             )
-            if spec.policy.idempotent and reconciled_outcome(settled) != "applied":
+            if (
+                may_enter_again
+                and spec.policy.idempotent
+                and reconciled_outcome(settled) != "applied"
+            ):
                 # it never acted, or (an earlier owner may live) nobody can tell: an
                 # idempotent write is entered again by ``_ready``, with the same key
                 continue

@@ -97,6 +97,16 @@ class StepState:
     started_seq: int | None = None
     """The ``seq`` of the step's first ``step_started``: a write is entered only once that
     event is stored, so one whose first start was never stored was not entered."""
+    call_open: bool = False
+    """A call of ``tool_used`` may be under way with no ``tool_attempt`` for it: its
+    ``tool_selected`` is stored (a write is entered once it is). A process that died then
+    left that attempt unrecorded: the resume records it, which closes the call (see
+    ``Scheduler._settle_interrupted_writes``). A retry after a stored attempt opens none:
+    nothing stored tells a death in its call from one in the wait before it (a review
+    found a retry never made counted), so such a call goes uncounted."""
+    interrupted_calls: int = 0
+    """Calls of the step's write that the process died in (recorded on resume): a write
+    that kills its process on every call is entered again only within its retry policy."""
 
     @property
     def data(self) -> dict[str, Any] | None:
@@ -186,7 +196,7 @@ def _apply_step(state: RunState, payload: StepPayload, seq: int) -> None:
     elif isinstance(payload, StepFinished):
         step.status, step.result = _step_status(payload.status), payload.result
         step.error_code, step.reason = payload.error_code, payload.reason
-        step.duration_ms = payload.duration_ms
+        step.duration_ms, step.call_open = payload.duration_ms, False
         if payload.sole_attempt:  # it stands for the step's one attempt (no event of its own)
             step.attempts += 1
             state.tool_calls += 1
@@ -196,9 +206,14 @@ def _apply_step(state: RunState, payload: StepPayload, seq: int) -> None:
         state.memory = state.memory.with_completed(f"{step.id} {payload.status}: {summary}")
     elif isinstance(payload, ToolAttempt):
         step.attempts += 1
-        state.tool_calls += 1
+        step.call_open = False
+        if payload.interrupted:  # spends none of the run's tool-call budget
+            step.interrupted_calls += 1
+        else:
+            state.tool_calls += 1
     elif isinstance(payload, ToolSelected):
         step.tool_used = payload.tool
+        step.call_open = True
     elif isinstance(payload, StepSkipped):
         step.status, step.error_code = StepStatus.SKIPPED, payload.code
         step.refusal, step.reason = payload.template, payload.reason
