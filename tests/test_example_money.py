@@ -183,6 +183,9 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "OD2610280005 退款退回来了吗",
         "my refund for the item hasn't arrived OD2610280005",
         "the refund they promised hasn't arrived OD2610280005",
+        "my refund still hasn't arrived OD2610280005",
+        "my refund has not been processed yet OD2610280005",
+        "what's the status of my refund OD2610280005",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
@@ -203,6 +206,13 @@ def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -
         "退款！货还没到 OD2610280005",
         "我要退款，换货进度太慢了 OD2610280005",
         "I want a refund for OD2610280005",
+        # note 37: what the parcel did is no question about a refund
+        "refund OD2610280005, it arrived half broken",
+        "I want a refund for OD2610280005 because it arrived broken",
+        "i want a refund for OD2610280005 it arrived broken",
+        "I want a refund for OD2610280005, the item never arrived",
+        "refund OD2610280005 as the parcel never arrived",
+        "I need a refund, OD2610280005 arrived damaged",
     ],
 )
 def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:
