@@ -37,6 +37,8 @@ class Done(BaseModel):
         {"equivalent_group": "  "},
         {"max_output_chars": 0},
         {"max_output_chars": 10.5},
+        {"max_interrupted_calls": 0},
+        {"max_interrupted_calls": True},
         {"retry": (2, (1.0,))},
         {"rate_limit": {"calls": 1, "per_s": 1}},
     ],
@@ -79,6 +81,7 @@ def test_every_valid_policy_still_builds() -> None:
         cost=1,
         rate_limit=RateLimit(5, 1.0),
         max_output_chars=1,
+        max_interrupted_calls=1,
     )
     assert policy.kind == "write" and policy.timeout_s == 0.5
 
@@ -101,3 +104,16 @@ def test_a_tool_whose_parameters_no_schema_can_say_is_refused_when_declared(fn: 
     failed only when run (``PLAN_INVALID: required parameter 'args' is not bound``)."""
     with pytest.raises(ConfigInvalidError, match=f"tool '{fn.__name__}'"):
         tool(fn)
+
+
+def test_a_declared_tool_sets_its_bound_on_interrupted_calls() -> None:
+    """``max_interrupted_calls:`` in a declared tool's ``policy`` reaches its ToolPolicy."""
+    from pydantic import ValidationError
+
+    from corral.tools.declared import ToolPolicyConfig
+
+    assert ToolPolicyConfig().to_policy().max_interrupted_calls == 3
+    assert ToolPolicyConfig(max_interrupted_calls=1).to_policy().max_interrupted_calls == 1
+    for wrong in (0, 101, "2"):
+        with pytest.raises(ValidationError):
+            ToolPolicyConfig(max_interrupted_calls=wrong)

@@ -26,10 +26,11 @@ from corral.runtime.state import fold
 from corral.store.base import RunRecord
 from corral.store.sql import SqlStore
 from corral.testing import FixedEffects
-from corral.tools.policy import RetryPolicy, ToolPolicy
+from corral.tools.policy import NO_RETRY, RetryPolicy, ToolPolicy
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent, corral_cli, exchange_count, write_agent
 from tests.test_runtime import Crash, CrashAfterWrite
+from tests.test_scheduler_events import numbered_plans
 
 FAST = RetryPolicy(max_retries=2, backoff_s=(0.0,))
 """Two retries: a write that is wrongly retried is entered three times."""
@@ -513,45 +514,116 @@ async def test_a_write_killed_twice_counts_each_call_it_was_killed_in_once() -> 
     assert run_stats(store).tool_calls == {"cancel_order": 3}
 
 
+def poison_write(ledger: Ledger, reconciled: bool, **policy: Any) -> ToolSpec:
+    """An idempotent write the process dies in on every call, before it acts."""
+
+    @tool(
+        policy=ToolPolicy(kind="write", idempotent=True, retry=FAST, **policy),
+        reconcile=ledger.find if reconciled else None,
+    )
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        raise Crash("the process died inside the write, before it acted")
+
+    return cancel_order
+
+
+async def resumed_until_it_ends(agent: Agent, store: MemoryStore, run_id: str) -> Any:
+    """Resume after each death until a resume returns (at most 20 resumes)."""
+    for _ in range(20):
+        try:
+            return await Runtime(agent, store, effects=FixedEffects()).resume(run_id)
+        except Crash:
+            continue
+    raise AssertionError("the write was entered again by 20 resumes")
+
+
 @pytest.mark.parametrize("reconciled", [False, True])
-async def test_a_write_that_kills_every_call_is_entered_again_only_within_its_retries(
+async def test_a_write_that_kills_every_call_is_entered_again_a_bounded_number_of_times(
     reconciled: bool,
 ) -> None:
     """A review: an idempotent write that kills the process on every call (a poison
     input) was entered again by every resume, without end (101 entries in 100 resumes).
 
-    Entering it again is a retry: after ``1 + max_retries`` calls that killed the
-    process (three, with ``FAST``), the next resume enters it no more and hands the run
-    to a person: the write's outcome unknown, or failed when its reconciler found that
-    it never acted.
+    Once ``max_interrupted_calls`` (3 by default) of its calls were interrupted, the next
+    resume enters it no more and hands the run to a person, saying why: the write's
+    outcome unknown, or failed when its reconciler found that it never acted.
     """
     ledger = Ledger()
-
-    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find if reconciled else None)
-    def cancel_order(ctx: ToolContext) -> Done:
-        ledger.enter()
-        raise Crash("the process died inside the write, before it acted")
-
-    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    agent = build_agent([poison_write(ledger, reconciled)], [{"id": "w", "tool": "cancel_order"}])
     store, run = await killed_in_a_write(agent, FixedEffects())
-    for _ in range(2):  # entered again, and killed inside again
-        with pytest.raises(Crash):
-            await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
-    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    summary = await resumed_until_it_ends(agent, store, run.run_id)
     assert ledger.entries == 3 and not ledger.effects
     assert summary.status is RunStatus.HANDED_OFF, summary
     [step] = summary.steps
     assert summary.handoff is not None
+    assert "died in each of 3 calls of cancel_order" in summary.handoff.reason
     if reconciled:  # it looked after each death: the write provably never acted
         assert step.status is StepStatus.FAILED and step.error_code == "TOOL_FAILED"
         assert step.attempts == 6 and ledger.lookups == 3  # three calls, three lookups
     else:
         assert step.status is StepStatus.UNKNOWN and step.attempts == 3
-        assert "not entered again" in summary.handoff.reason
     assert run_stats(store).tool_calls["cancel_order"] == 3
     with pytest.raises(RunNotResumableError):  # a person has it now
         await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
     assert ledger.entries == 3
+
+
+@pytest.mark.parametrize("reconciled", [False, True])
+async def test_the_bound_on_interrupted_calls_is_the_tools_own_not_its_retries(
+    reconciled: bool,
+) -> None:
+    """A review: bounded by ``retry.max_retries``, a write that may not be retried
+    (``NO_RETRY``) was handed to a person after one kill of the process (a deploy),
+    where it had been entered again with its key. ``max_interrupted_calls`` bounds it."""
+    ledger = Ledger()
+
+    @tool(policy=ToolPolicy(kind="write", idempotent=True, retry=NO_RETRY))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    agent = build_agent([cancel_order], [{"id": "w", "tool": "cancel_order"}])
+    store, run = await killed_in_a_write(agent, CrashAfterWrite())
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
+    assert ledger.entries == 2 and len(ledger.effects) == 1  # the key found the effect
+    once = Ledger()
+    agent = build_agent(
+        [poison_write(once, reconciled, max_interrupted_calls=1)],
+        [{"id": "w", "tool": "cancel_order"}],
+    )
+    store, run = await killed_in_a_write(agent, FixedEffects())
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert summary.status is RunStatus.HANDED_OFF and once.entries == 1, summary
+
+
+async def test_a_replan_does_not_enter_a_write_past_its_bound_again() -> None:
+    """A review: the bound ended the step failed (its reconciler found no effect), so a
+    model plan was replanned and the write planned again under a new count: 9 entries
+    in 9 resumes. Past the bound the run goes to a person, with no replan."""
+    ledger = Ledger()
+
+    def find(n: int, ctx: ToolContext) -> Done | None:
+        return ledger.find(ctx)
+
+    @tool(policy=ToolPolicy(kind="write", idempotent=True, retry=FAST), reconcile=find)
+    def poison(n: int, ctx: ToolContext) -> Done:
+        ledger.enter()
+        raise Crash("the process died inside the write, before it acted")
+
+    model = numbered_plans("poison")
+    steps = [{"id": "s1", "tool": "poison", "args": {"n": 0}}]
+    config = build_agent([poison], steps, intent_tools=["poison"]).config
+    intent = config.intents[0].model_copy(update={"planner": "model", "plan": None})
+    agent = Agent.build(config.model_copy(update={"intents": [intent]}), [poison], model=model)
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=FixedEffects()).start("go with 0, 1, 2 or 3")
+    [run] = store.list_runs()
+    summary = await resumed_until_it_ends(agent, store, run.run_id)
+    assert summary.status is RunStatus.HANDED_OFF, summary
+    assert ledger.entries == 3 and len(model.requests) == 1
 
 
 async def test_the_recorded_call_spends_none_of_the_budget_the_settling_needs() -> None:

@@ -345,11 +345,12 @@ class Scheduler:
         idempotent write without a reconciler is entered again at once; any other ends as
         ``OUTCOME_UNKNOWN``.
 
-        Entering again is a retry, bounded by the tool's retry policy: a write whose calls
-        killed the process more than ``retry.max_retries`` times (a poison input, a tool
-        that exhausts memory) is not entered again but settled as it stands: what its
-        reconciler finds, else ``OUTCOME_UNKNOWN`` for a person. Without the bound, every
-        resume entered it again and died with it.
+        Entering again is bounded by ``policy.max_interrupted_calls``: once that many of a
+        write's calls were interrupted (a poison input, a tool that exhausts memory), it is
+        not entered again but settled as it stands (what its reconciler finds, else
+        ``OUTCOME_UNKNOWN``), and unless it was found to have acted the run goes to a
+        person, with no replan: a replanned write would start a count of its own. Without
+        the bound, every resume entered it again and died with it.
         """
         for step_id in self.graph.order:
             step = self.state.steps[step_id]
@@ -375,12 +376,11 @@ class Scheduler:
                     interrupted=True,
                 )
                 self.journal.emit("execute", interrupted)
-            may_enter_again = step.interrupted_calls <= spec.policy.retry.max_retries
+            may_enter_again = step.interrupted_calls < spec.policy.max_interrupted_calls
             if not may_enter_again:
                 message = (
-                    f"{spec.name} was running each of the {step.interrupted_calls} times the "
-                    "run stopped; the write may or may not have happened, and it is not "
-                    "entered again"
+                    f"the process died in each of {step.interrupted_calls} calls of "
+                    f"{spec.name} (its max_interrupted_calls); the write is not entered again"
                 )
             elif spec.policy.idempotent and spec.reconcile is None:
                 continue
@@ -403,6 +403,11 @@ class Scheduler:
                 # idempotent write is entered again by ``_ready``, with the same key
                 continue
             await self._complete(step_id, _Outcome(settled, args))
+            if not may_enter_again and settled.status is not ToolStatus.SUCCESS:
+                code = ErrorCode.OUTCOME_UNKNOWN
+                if reconciled_outcome(settled) == "not_applied":
+                    code = ErrorCode.TOOL_FAILED
+                self.stop = self.stop or (message, code)
 
     async def _reconciled(
         self,

@@ -51,6 +51,7 @@ class ToolPolicyConfig(DeclaredConfig):
     rate_limit: RateLimitConfig | None = None
     """At most ``calls`` calls in any ``per_s`` seconds, across all workers."""
     max_output_chars: int = Field(_DEFAULT.max_output_chars, ge=1)
+    max_interrupted_calls: int = Field(_DEFAULT.max_interrupted_calls, ge=1, le=100, strict=True)
 
     def to_policy(self) -> ToolPolicy:
         """The policy the invoke machinery applies."""
@@ -69,6 +70,7 @@ class ToolPolicyConfig(DeclaredConfig):
                 else RateLimit(self.rate_limit.calls, self.rate_limit.per_s)
             ),
             max_output_chars=self.max_output_chars,
+            max_interrupted_calls=self.max_interrupted_calls,
         )
 
 

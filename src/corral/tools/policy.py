@@ -109,6 +109,13 @@ class ToolPolicy:
     """The most characters a result may take as JSON; a longer one is
     ``TOOL_OUTPUT_INVALID``. Everything a result holds goes into the run's log, its
     replies and any model's context: a 30 MB answer made a 180 MB home and a 30 MB reply."""
+    max_interrupted_calls: int = 3
+    """For writes: how many of its calls the process may die in (a kill, a crash) before a
+    resume stops entering it again. An idempotent write, or one its reconciler proved had
+    not acted, is entered again on resume with the same key; once this many calls were
+    interrupted (a poison input, a tool that exhausts memory), the run goes to a person
+    instead. Apart from ``retry``: a deploy that kills the process is no failure of the
+    tool's."""
 
     def __post_init__(self) -> None:
         """Refuse a policy agent.yaml would refuse, when the tool is declared.
@@ -137,6 +144,9 @@ class ToolPolicy:
         chars = self.max_output_chars
         if isinstance(chars, bool) or not isinstance(chars, int) or chars < 1:
             raise _refuse("max_output_chars", chars, "a whole number above 0")
+        deaths = self.max_interrupted_calls
+        if isinstance(deaths, bool) or not isinstance(deaths, int) or not 1 <= deaths <= 100:
+            raise _refuse("max_interrupted_calls", deaths, "a whole number from 1 to 100")
 
 
 NETWORK = ToolPolicy()
