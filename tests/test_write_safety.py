@@ -626,6 +626,52 @@ async def test_a_replan_does_not_enter_a_write_past_its_bound_again() -> None:
     assert ledger.entries == 3 and len(model.requests) == 1
 
 
+class CrashBeforeWrite(FixedEffects):
+    """The process dies as a write is entered, before it acts."""
+
+    async def call_tool(
+        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
+    ) -> Any:
+        if spec.policy.kind == "write":
+            raise Crash("the process died as the write was entered")
+        return await super().call_tool(spec, args, context, timeout_s)
+
+
+@pytest.mark.parametrize(
+    ("budget", "reconciled", "effects"),
+    [
+        ({"max_steps": 2}, False, CrashAfterWrite),  # its re-entry would be a third step
+        ({"max_tool_calls": 2}, True, CrashBeforeWrite),  # the lookup spends the last call
+    ],
+)
+async def test_a_budget_that_stops_an_interrupted_write_hands_it_off_as_unknown(
+    budget: dict[str, int], reconciled: bool, effects: type[FixedEffects]
+) -> None:
+    """A review: a resume whose budget stopped an interrupted write's settling handed the
+    run off over the budget with the step still running, and the reply said nothing of
+    the write: it may have acted. It goes to a person as ``OUTCOME_UNKNOWN``."""
+    ledger = Ledger()
+
+    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
+    def look() -> Done:
+        return Done(ref="x")
+
+    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find if reconciled else None)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    steps = [{"id": "r", "tool": "look"}, {"id": "w", "tool": "cancel_order", "depends_on": ["r"]}]
+    agent = build_agent([look, cancel_order], steps, budget=budget)
+    store, run = await killed_in_a_write(agent, effects())
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert summary.status is RunStatus.HANDED_OFF and summary.outcome == "unknown", summary
+    assert summary.error_code == "OUTCOME_UNKNOWN" and summary.handoff is not None
+    assert "step w (cancel_order) was entered" in summary.handoff.reason
+    assert "used up" in summary.handoff.reason  # and the budget that stopped it
+    assert ledger.entries <= 1
+
+
 async def test_the_recorded_call_spends_none_of_the_budget_the_settling_needs() -> None:
     """A review: with a budget of one tool call, recording the call the process died in
     used it up, so the write was not entered again: the run was handed off over the

@@ -1,7 +1,8 @@
 """How a run ends once every step is settled: the outcome and the reply.
 
 The order is deliberate. A write whose outcome is unknown goes to a person first, with a
-reply that says neither "done" nor "not done". Then a stop (budget, loop). A business
+reply that says neither "done" nor "not done". Then a stop (budget, loop): as an unknown
+outcome too when it left a write entered and unsettled. A business
 rule that decides the answer wins ("out of warranty" beats "please upload a photo"); then
 a failed required step, answered by the plan's ``on_failure`` template when it only found
 nothing, else handed to a person; then a declined confirmation; then a partial completion,
@@ -56,6 +57,16 @@ def conclude(
         )
         return
     if stop is not None:
+        entered = _write_left_running(loop, steps) if unsettled is not None else None
+        if entered is not None:  # a resume's budget stopped its settling: it may have acted
+            loop.handoff(
+                f"{stop[0]}; step {entered.id} ({entered.tool_used}) was entered before the "
+                "run stopped and may or may not have acted",
+                ErrorCode.OUTCOME_UNKNOWN,
+                template="outcome_unknown",
+                outcome="unknown",
+            )
+            return
         loop.handoff(*stop)
         return
     if unsettled is not None:  # a gate held a step without asking anyone: never a success
@@ -85,6 +96,22 @@ def conclude(
             intent = loop.state.route.intent if loop.state.route else None
             spec = loop.agent.config.intent(intent) if intent else None
             loop.finish(spec.reply if spec and spec.reply else "done", "success")
+
+
+def _write_left_running(loop: RunControl, steps: list[StepState]) -> StepState | None:
+    """A write step still ``running`` at the end: entered by a process that died.
+
+    Not settled since: a resume's budget stopped its re-entry, or its reconciler's lookup
+    spent the last tool call. Its tool was selected, which is stored before it is entered.
+    """
+    for step in steps:
+        if (
+            step.status is StepStatus.RUNNING
+            and step.tool_used is not None
+            and loop.agent.tools.write(step.tool_used) is not None
+        ):
+            return step
+    return None
 
 
 def _plan(loop: RunControl) -> Plan:
