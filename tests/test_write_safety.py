@@ -626,14 +626,15 @@ async def test_a_replan_does_not_enter_a_write_past_its_bound_again() -> None:
     assert ledger.entries == 3 and len(model.requests) == 1
 
 
-class CrashBeforeWrite(FixedEffects):
-    """The process dies as a write is entered, before it acts."""
+class FreezeAtWrite(FixedEffects):
+    """The owner freezes, or dies, as it enters the write (SIGSTOP, a VM pause, a kill):
+    it has not acted."""
 
     async def call_tool(
         self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
     ) -> Any:
         if spec.policy.kind == "write":
-            raise Crash("the process died as the write was entered")
+            raise Crash("stopped before acting; a frozen one may act when it wakes up")
         return await super().call_tool(spec, args, context, timeout_s)
 
 
@@ -641,7 +642,7 @@ class CrashBeforeWrite(FixedEffects):
     ("budget", "reconciled", "effects"),
     [
         ({"max_steps": 2}, False, CrashAfterWrite),  # its re-entry would be a third step
-        ({"max_tool_calls": 2}, True, CrashBeforeWrite),  # the lookup spends the last call
+        ({"max_tool_calls": 2}, True, FreezeAtWrite),  # the lookup spends the last call
     ],
 )
 async def test_a_budget_that_stops_an_interrupted_write_hands_it_off_as_unknown(
@@ -909,17 +910,6 @@ async def test_the_example_exchange_is_settled_by_its_reconciler(aftersales: Age
     ]
     # Idempotent, but it has a reconciler: asked before any second entry (issue 11).
     assert tools == ["create_exchange_order", "find_exchange_by_key"]
-
-
-class FreezeAtWrite(FixedEffects):
-    """The owner freezes as it enters the write (SIGSTOP, a VM pause): it has not acted."""
-
-    async def call_tool(
-        self, spec: ToolSpec, args: BaseModel, context: ToolContext, timeout_s: float
-    ) -> Any:
-        if spec.policy.kind == "write":
-            raise Crash("frozen before acting; it may act when it wakes up")
-        return await super().call_tool(spec, args, context, timeout_s)
 
 
 @pytest.mark.parametrize("earlier_owner", ["silent", "gone"])
