@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -813,6 +814,56 @@ def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in log.splitlines()]
     finished = [x for x in lines if x["event"] == "step_finished"]
     assert [(x["status"], x["level"]) for x in finished] == [("unknown", "warn")]
+
+
+POISON_TOOLS_PY = """
+import os
+import signal
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from corral import ToolContext, ToolPolicy, tool
+
+
+def setup(data_dir: Path) -> dict:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return {"ledger": data_dir / "entries.txt"}
+
+
+class Cancelled(BaseModel):
+    order_id: str
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True))
+def cancel_order(ctx: ToolContext) -> Cancelled:
+    \"\"\"Cancel the order; on this input the process is killed inside the call.\"\"\"
+    with open(ctx.deps["ledger"], "a") as ledger:
+        ledger.write("entered\\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+    return Cancelled(order_id="A1")
+"""
+
+
+def test_cli_a_write_that_kills_its_process_is_entered_three_times(tmp_path: Path) -> None:
+    """End to end: ``corral run`` is killed inside the write, and so is each ``corral
+    resume`` that enters it again, until ``max_interrupted_calls`` (3) calls were; the
+    next resume hands the run to a person and enters it no more."""
+    agent = write_agent(tmp_path / "poison", AGENT_YAML, POISON_TOOLS_PY)
+    home = tmp_path / "home"
+    killed = corral_cli(home, "run", str(agent), "please cancel my order", ok=False)
+    assert killed.returncode == -signal.SIGKILL
+    [run] = json.loads(corral_cli(home, "runs", "--json").stdout)
+    run_id = run["run_id"]
+    for _ in range(2):
+        assert corral_cli(home, "resume", run_id, ok=False).returncode == -signal.SIGKILL
+    done = corral_cli(home, "resume", run_id, "--json", ok=False)
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "handed_off" and summary["error_code"] == "OUTCOME_UNKNOWN"
+    assert summary["steps"][0]["attempts"] == 3
+    assert "died in each of 3 calls of cancel_order" in summary["handoff"]["reason"]
+    entries = (home / "data" / "poison" / "entries.txt").read_text(encoding="utf-8")
+    assert entries.count("entered") == 3
 
 
 class SlowStore(MemoryStore):
