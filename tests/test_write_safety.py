@@ -759,7 +759,9 @@ templates:
   cancelled_ok: {zh: 已取消, en: Your order is cancelled.}
 """
 
-TOOLS_PY = """
+TOOLS_HEAD = """
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -776,7 +778,12 @@ def setup(data_dir: Path) -> dict:
 class Cancelled(BaseModel):
     order_id: str
 
+"""
+"""What the test agents' ``tools.py`` below share: imports, the ledger file, the result."""
 
+TOOLS_PY = (
+    TOOLS_HEAD
+    + """
 @tool(policy=ToolPolicy(kind="write", timeout_s=0.2))
 def cancel_order(ctx: ToolContext) -> Cancelled:
     \"\"\"Cancel the order (slowly: the answer comes once the run has recorded the step).\"\"\"
@@ -790,6 +797,7 @@ def cancel_order(ctx: ToolContext) -> Cancelled:
         time.sleep(0.01)  # polls a file for the hand-off; its period orders nothing
     return Cancelled(order_id="A1")
 """
+)
 
 
 def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
@@ -816,25 +824,9 @@ def test_cli_json_names_an_unknown_outcome(tmp_path: Path) -> None:
     assert [(x["status"], x["level"]) for x in finished] == [("unknown", "warn")]
 
 
-POISON_TOOLS_PY = """
-import os
-import signal
-from pathlib import Path
-
-from pydantic import BaseModel
-
-from corral import ToolContext, ToolPolicy, tool
-
-
-def setup(data_dir: Path) -> dict:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return {"ledger": data_dir / "entries.txt"}
-
-
-class Cancelled(BaseModel):
-    order_id: str
-
-
+POISON_TOOLS_PY = (
+    TOOLS_HEAD
+    + """
 @tool(policy=ToolPolicy(kind="write", idempotent=True))
 def cancel_order(ctx: ToolContext) -> Cancelled:
     \"\"\"Cancel the order; on this input the process is killed inside the call.\"\"\"
@@ -843,6 +835,7 @@ def cancel_order(ctx: ToolContext) -> Cancelled:
     os.kill(os.getpid(), signal.SIGKILL)
     return Cancelled(order_id="A1")
 """
+)
 
 
 def test_cli_a_write_that_kills_its_process_is_entered_three_times(tmp_path: Path) -> None:
