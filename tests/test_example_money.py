@@ -186,6 +186,14 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "my refund still hasn't arrived OD2610280005",
         "my refund has not been processed yet OD2610280005",
         "what's the status of my refund OD2610280005",
+        # a review of a first try at the parcel cases below: each proposed 599
+        "refund for OD2610280005 arrived yet",
+        "did the refund for OD2610280005 arrive",
+        "is the refund for OD2610280005 processed",
+        "refund for OD2610280005 status",
+        "the refund that you approved hasn't arrived OD2610280005",
+        "my refund, it hasn't arrived OD2610280005",
+        "my refund arrived with the wrong amount OD2610280005",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
@@ -213,6 +221,9 @@ def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -
         "I want a refund for OD2610280005, the item never arrived",
         "refund OD2610280005 as the parcel never arrived",
         "I need a refund, OD2610280005 arrived damaged",
+        "I want a refund, the item arrived damaged OD2610280005",
+        "I'd like to request a refund for OD2610280005 which arrived damaged",
+        "please refund OD2610280005 the air fryer has arrived with a crack",
     ],
 )
 def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:
