@@ -639,39 +639,57 @@ class FreezeAtWrite(FixedEffects):
         return await super().call_tool(spec, args, context, timeout_s)
 
 
-@pytest.mark.parametrize(
-    ("budget", "reconciled", "effects"),
-    [
-        ({"max_steps": 2}, False, CrashAfterWrite),  # its re-entry would be a third step
-        ({"max_tool_calls": 2}, True, FreezeAtWrite),  # the lookup spends the last call
-    ],
-)
-async def test_a_budget_that_stops_an_interrupted_write_hands_it_off_as_unknown(
-    budget: dict[str, int], reconciled: bool, effects: type[FixedEffects]
-) -> None:
+async def test_a_budget_that_stops_an_interrupted_write_hands_it_off_as_unknown() -> None:
     """A review: a resume whose budget stopped an interrupted write's settling handed the
     run off over the budget with the step still running, and the reply said nothing of
-    the write: it may have acted. It goes to a person as ``OUTCOME_UNKNOWN``."""
+    the write: it may have acted. It goes to a person as ``OUTCOME_UNKNOWN``.
+
+    Here the reconciler's lookup spends the last tool call, so the write it proved had not
+    acted cannot be entered again (the person is told it may have: the safe side).
+    """
     ledger = Ledger()
 
     @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
     def look() -> Done:
         return Done(ref="x")
 
-    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find if reconciled else None)
+    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find)
     def cancel_order(ctx: ToolContext) -> Done:
         ledger.enter()
         return ledger.apply(ctx)
 
     steps = [{"id": "r", "tool": "look"}, {"id": "w", "tool": "cancel_order", "depends_on": ["r"]}]
-    agent = build_agent([look, cancel_order], steps, budget=budget)
-    store, run = await killed_in_a_write(agent, effects())
+    agent = build_agent([look, cancel_order], steps, budget={"max_tool_calls": 2})
+    store, run = await killed_in_a_write(agent, FreezeAtWrite())
     summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
     assert summary.status is RunStatus.HANDED_OFF and summary.outcome == "unknown", summary
     assert summary.error_code == "OUTCOME_UNKNOWN" and summary.handoff is not None
     assert "step w (cancel_order) was entered" in summary.handoff.reason
-    assert "used up" in summary.handoff.reason  # and the budget that stopped it
-    assert ledger.entries <= 1
+    assert "tool-call budget of 2 used up" in summary.handoff.reason
+    assert ledger.entries == 0 and ledger.lookups == 1
+
+
+async def test_a_write_entered_again_is_no_new_step_of_the_budget() -> None:
+    """A review: with ``max_steps`` equal to the plan's steps, the resume refused to enter
+    the interrupted write again (the step budget counted it a second time), so a write
+    its key makes safe to enter again went to a person. It is the same step."""
+    ledger = Ledger()
+
+    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
+    def look() -> Done:
+        return Done(ref="x")
+
+    @tool(policy=write_policy(idempotent=True))
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    steps = [{"id": "r", "tool": "look"}, {"id": "w", "tool": "cancel_order", "depends_on": ["r"]}]
+    agent = build_agent([look, cancel_order], steps, budget={"max_steps": 2})
+    store, run = await killed_in_a_write(agent, CrashAfterWrite())
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
+    assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
+    assert ledger.entries == 2 and len(ledger.effects) == 1
 
 
 async def test_the_recorded_call_spends_none_of_the_budget_the_settling_needs() -> None:

@@ -45,13 +45,15 @@ class BudgetTracker:
             share * clock - 0.001 if warns and clock > 0 else never,
         )
 
-    def exceeded(self, active_s: float) -> str | None:
+    def exceeded(self, active_s: float, started: bool = False) -> str | None:
         """A reason when the run may not start another step, else ``None``.
 
         ``active_s``: the run's running time so far, across processes and without its
-        pauses (a run waiting for a person spends none of its budget).
+        pauses (a run waiting for a person spends none of its budget). ``started``: the
+        step asked about was counted already (a write entered again after its process
+        died is the same step, not one more: a plan of exactly ``max_steps`` resumes).
         """
-        if self.steps >= self.budget.max_steps:
+        if self.steps - started >= self.budget.max_steps:
             return f"step budget of {self.budget.max_steps} used up"
         if self.tool_calls >= self.budget.max_tool_calls:
             return f"tool-call budget of {self.budget.max_tool_calls} used up"

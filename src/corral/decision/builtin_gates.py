@@ -56,7 +56,7 @@ class BudgetGate:
         """Stop the run when a limit is passed; refuse optional steps when it runs low."""
         budget = run.budget
         active_s = run.active_seconds()
-        over = budget.exceeded(active_s)
+        over = budget.exceeded(active_s, run.started(proposal.step_id))
         if over:
             run.emit("decide", BudgetExceeded(over, proposal.step_id))
             return Stop(over, ErrorCode.BUDGET_EXCEEDED)

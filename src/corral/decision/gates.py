@@ -169,6 +169,13 @@ class GateRun(Protocol):
         """The person's answer for the step: approved, declined, or not asked yet."""
         ...
 
+    def started(self, step_id: str) -> bool:
+        """The step started before, so it counts in the budget already.
+
+        A write entered again on resume after its process died is such a step.
+        """
+        ...
+
     def ask_confirmation(self, step_id: str, tool: str, args: dict[str, Any]) -> None:
         """Pause the run with the step's confirmation prompt."""
         ...

@@ -78,6 +78,10 @@ class GateView:
         """The person's answer for the step, if asked."""
         return self.loop.state.confirmations.get(step_id)
 
+    def started(self, step_id: str) -> bool:
+        """The step started before (it is counted in ``book.started``)."""
+        return step_id in self.book.started
+
     def ask_confirmation(self, step_id: str, tool: str, args: dict[str, Any]) -> None:
         """Pause with the plan's confirmation template for the step (default ``confirm``)."""
         declared = self.loop.declared_plan()
