@@ -639,6 +639,22 @@ class FreezeAtWrite(FixedEffects):
         return await super().call_tool(spec, args, context, timeout_s)
 
 
+def read_then_write(ledger: Ledger, budget: dict[str, int], *, reconciled: bool = False) -> Agent:
+    """A read ``r``, then ``w``: an idempotent write into ``ledger``, under ``budget``."""
+
+    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
+    def look() -> Done:
+        return Done(ref="x")
+
+    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find if reconciled else None)
+    def cancel_order(ctx: ToolContext) -> Done:
+        ledger.enter()
+        return ledger.apply(ctx)
+
+    steps = [{"id": "r", "tool": "look"}, {"id": "w", "tool": "cancel_order", "depends_on": ["r"]}]
+    return build_agent([look, cancel_order], steps, budget=budget)
+
+
 async def test_a_budget_that_stops_an_interrupted_write_hands_it_off_as_unknown() -> None:
     """A review: a resume whose budget stopped an interrupted write's settling handed the
     run off over the budget with the step still running, and the reply said nothing of
@@ -648,18 +664,7 @@ async def test_a_budget_that_stops_an_interrupted_write_hands_it_off_as_unknown(
     acted cannot be entered again (the person is told it may have: the safe side).
     """
     ledger = Ledger()
-
-    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
-    def look() -> Done:
-        return Done(ref="x")
-
-    @tool(policy=write_policy(idempotent=True), reconcile=ledger.find)
-    def cancel_order(ctx: ToolContext) -> Done:
-        ledger.enter()
-        return ledger.apply(ctx)
-
-    steps = [{"id": "r", "tool": "look"}, {"id": "w", "tool": "cancel_order", "depends_on": ["r"]}]
-    agent = build_agent([look, cancel_order], steps, budget={"max_tool_calls": 2})
+    agent = read_then_write(ledger, {"max_tool_calls": 2}, reconciled=True)
     store, run = await killed_in_a_write(agent, FreezeAtWrite())
     summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
     assert summary.status is RunStatus.HANDED_OFF and summary.outcome == "unknown", summary
@@ -674,18 +679,7 @@ async def test_a_write_entered_again_is_no_new_step_of_the_budget() -> None:
     the interrupted write again (the step budget counted it a second time), so a write
     its key makes safe to enter again went to a person. It is the same step."""
     ledger = Ledger()
-
-    @tool(policy=ToolPolicy(kind="read", timeout_s=5.0))
-    def look() -> Done:
-        return Done(ref="x")
-
-    @tool(policy=write_policy(idempotent=True))
-    def cancel_order(ctx: ToolContext) -> Done:
-        ledger.enter()
-        return ledger.apply(ctx)
-
-    steps = [{"id": "r", "tool": "look"}, {"id": "w", "tool": "cancel_order", "depends_on": ["r"]}]
-    agent = build_agent([look, cancel_order], steps, budget={"max_steps": 2})
+    agent = read_then_write(ledger, {"max_steps": 2})
     store, run = await killed_in_a_write(agent, CrashAfterWrite())
     summary = await Runtime(agent, store, effects=FixedEffects()).resume(run.run_id)
     assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
