@@ -106,7 +106,8 @@ class StepState:
     found a retry never made counted), so such a call goes uncounted."""
     interrupted_calls: int = 0
     """Calls of the step's write that the process died in (recorded on resume): a write
-    that kills its process on every call is entered again only within its retry policy."""
+    that kills its process on every call is entered again only within its
+    ``policy.max_interrupted_calls``."""
 
     @property
     def data(self) -> dict[str, Any] | None:
