@@ -22,6 +22,8 @@ from corral.errors import ErrorCode, TemplateInvalidError
 from corral.events import Verified
 from corral.reply.render import display
 from corral.runtime.state import StepState
+from corral.tools.registry import ToolRegistry
+from corral.tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from corral.runtime.view import RunControl
@@ -98,20 +100,25 @@ def conclude(
             loop.finish(spec.reply if spec and spec.reply else "done", "success")
 
 
+def entered_write(step: StepState, tools: ToolRegistry) -> ToolSpec | None:
+    """The write a ``running`` step entered, when its tool was selected.
+
+    That event is stored before a write is entered: in a run that is not running, a
+    process that died entered it, and it may have acted. ``None`` for any other step.
+    """
+    if step.status is not StepStatus.RUNNING or step.tool_used is None:
+        return None
+    return tools.write(step.tool_used)
+
+
 def _write_left_running(loop: RunControl, steps: list[StepState]) -> StepState | None:
     """A write step still ``running`` at the end: entered by a process that died.
 
     Not settled since: a resume's budget stopped its re-entry, or its reconciler's lookup
-    spent the last tool call. Its tool was selected, which is stored before it is entered.
+    spent the last tool call.
     """
-    for step in steps:
-        if (
-            step.status is StepStatus.RUNNING
-            and step.tool_used is not None
-            and loop.agent.tools.write(step.tool_used) is not None
-        ):
-            return step
-    return None
+    tools = loop.agent.tools
+    return next((step for step in steps if entered_write(step, tools) is not None), None)
 
 
 def _plan(loop: RunControl) -> Plan:

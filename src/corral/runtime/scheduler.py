@@ -56,7 +56,7 @@ from corral.hashing import stable_hash
 from corral.memory.task import FactSource
 from corral.planning.validate import CompiledStep
 from corral.runtime.book import StepBook
-from corral.runtime.conclusion import conclude
+from corral.runtime.conclusion import conclude, entered_write
 from corral.runtime.gate import GateView, VerifyView
 from corral.runtime.plan_confirmation import plan_held
 from corral.runtime.tool_attempts import AttemptLog
@@ -354,9 +354,7 @@ class Scheduler:
         """
         for step_id in self.graph.order:
             step = self.state.steps[step_id]
-            if step.status is not StepStatus.RUNNING or step.tool_used is None:
-                continue
-            spec = self.agent.tools.write(step.tool_used)
+            spec = entered_write(step, self.agent.tools)
             if spec is None:
                 continue
             message = (
@@ -394,19 +392,15 @@ class Scheduler:
                 "TOOL_FAILED",
                 not_found_proves=not self.loop.earlier_owner_may_live,
             )
-            if (
-                may_enter_again
-                and spec.policy.idempotent
-                and reconciled_outcome(settled) != "applied"
-            ):
+            outcome = reconciled_outcome(settled)
+            if may_enter_again and spec.policy.idempotent and outcome != "applied":
                 # it never acted, or (an earlier owner may live) nobody can tell: an
                 # idempotent write is entered again by ``_ready``, with the same key
                 continue
             await self._complete(step_id, _Outcome(settled, args))
-            if not may_enter_again and settled.status is not ToolStatus.SUCCESS:
-                code = ErrorCode.OUTCOME_UNKNOWN
-                if reconciled_outcome(settled) == "not_applied":
-                    code = ErrorCode.TOOL_FAILED
+            if not may_enter_again and outcome != "applied":
+                failed = outcome == "not_applied"
+                code = ErrorCode.TOOL_FAILED if failed else ErrorCode.OUTCOME_UNKNOWN
                 self.stop = self.stop or (message, code)
 
     async def _reconciled(
