@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -326,7 +327,11 @@ async def test_a_run_stopped_again_while_its_stops_save_waits_to_retry_is_freed_
         with pytest.raises(asyncio.CancelledError):
             await task
         [run_id] = store.run_ids
-        for _ in range(500):
+        # the stop's save retries for up to ``save_retry_s`` (5 s) on a loaded machine, and
+        # the release follows it: wait past that, well short of the lease's 30 s that a
+        # lease inserted again after the release would hold the run for
+        deadline = time.monotonic() + 15.0
+        while time.monotonic() < deadline:
             if store.lease_holder(run_id) is None and store.load_events(run_id):
                 break
             await asyncio.sleep(0.01)
