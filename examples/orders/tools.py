@@ -365,52 +365,6 @@ def request_refund(order_id: str, reason: str, amount_cny: float, ctx: ToolConte
     return Refund(refund_id=refund_id, order_id=order_id, amount_cny=amount_cny)
 
 
-class RefundStatus(BaseModel):
-    order_id: str
-    state: Literal["refunded", "none", "canceled"]
-    """``canceled``: the order's payment goes back with the cancellation, no refund needed."""
-    count: int
-    refunded_cny: float
-    left_cny: float
-    latest_refund_id: str | None = None
-    latest_amount_cny: float | None = None
-    latest_date: date | None = None
-
-
-@tool(policy=ToolPolicy(kind="read", latency_ms=20), summary="{order_id}: {state}, {count}")
-def get_refunds(order_id: str, ctx: ToolContext) -> RefundStatus | None:
-    """The refunds made on an order, for a question about one: what was refunded and when.
-
-    A question such as "where is my refund" is answered from here, never by a new refund.
-    """
-    with _connect(ctx) as conn:
-        found = _find(conn, order_id)
-        if found is None:
-            return None
-        row = found[0]
-        refunds = conn.execute(
-            "SELECT refund_id, amount_cny, created_at FROM refunds WHERE order_id = ? "
-            "ORDER BY rowid",  # the order they were made in
-            (row["order_id"],),
-        ).fetchall()
-        left = _refundable(conn, row["order_id"], float(row["amount_cny"]))
-    refunded = round(sum(float(r["amount_cny"]) for r in refunds), 2)
-    latest = refunds[-1] if refunds else None
-    state: Literal["refunded", "none", "canceled"] = (
-        "refunded" if refunds else "canceled" if row["status"] == "canceled" else "none"
-    )
-    return RefundStatus(
-        order_id=row["order_id"],
-        state=state,
-        count=len(refunds),
-        refunded_cny=refunded,
-        left_cny=left,
-        latest_refund_id=latest["refund_id"] if latest else None,
-        latest_amount_cny=float(latest["amount_cny"]) if latest else None,
-        latest_date=date.fromisoformat(latest["created_at"][:10]) if latest else None,
-    )
-
-
 class RefundQuote(BaseModel):
     order_id: str
     amount_cny: float
