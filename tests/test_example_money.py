@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from corral import MemoryStore, Runtime, load_agent
+from corral import FixedEffects, MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus, RunSummary
 from tests.conftest import ORDERS
 
@@ -194,14 +195,129 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "the refund that you approved hasn't arrived OD2610280005",
         "my refund, it hasn't arrived OD2610280005",
         "my refund arrived with the wrong amount OD2610280005",
+        # note 38's review: 28 of 46 status questions proposed 599
+        "where is my refund OD2610280005",
+        "where's my refund for OD2610280005?",
+        "I still haven't received my refund for OD2610280005",
+        "did you process my refund OD2610280005",
+        "did I get my refund for OD2610280005",
+        "any update on my refund for OD2610280005",
+        "has my refund for OD2610280005 been processed?",
+        "when will I get my refund OD2610280005",
+        "is my refund on its way OD2610280005",
+        "track my refund OD2610280005",
+        "OD2610280005 refund 还没到账",
+        "refund 到账了吗 OD2610280005",
+        # a review of the first refund_status: each still proposed 599
+        "wheres my refund OD2610280005",
+        "where’s my refund OD2610280005",
+        "I didn’t get my refund OD2610280005",
+        "status of refund OD2610280005",
+        "still waiting for my refund OD2610280005",
+        "what happened to my refund OD2610280005",
+        "how long will my refund take OD2610280005",
+        "still no refund OD2610280005",
+        "no refund yet OD2610280005",
+        "refund not received yet OD2610280005",
+        "refund pending? OD2610280005",
+        "I requested a refund for OD2610280005 last week and nothing yet",
+        "did you refund OD2610280005?",
+        "退款呢 OD2610280005",
+        "我的退款到哪了 OD2610280005",
+        "退款啥时候到 OD2610280005",
+        "退款办好没 OD2610280005",
+        "申请的退款有消息吗 OD2610280005",
+        "钱退了吗 OD2610280005",
+        "查一下退款 OD2610280005",
+        "OD2610280005的退款到哪了",
+        "怎么还没给我退款 OD2610280005",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
-    """A walkthrough and a review: each proposed a new refund of the whole order (599)."""
+    """A walkthrough and reviews: each proposed a new refund of the whole order (599).
+
+    It is answered from the order's refunds (``refund_status``): none yet, and how to ask.
+    """
     runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
     summary = asyncio.run(runtime.start(message))
-    assert summary.status is not RunStatus.AWAITING_CONFIRM, summary
-    assert summary.intent is None or summary.intent.label != "refund_return", summary
+    assert summary.status is RunStatus.FINISHED, summary
+    assert summary.intent is not None and summary.intent.label == "refund_status", summary
+    reply = summary.reply or ""
+    assert "no refund on order OD2610280005" in reply or "还没有退款记录" in reply, reply
+    assert _refunded(tmp_path / "data", "OD2610280005") == 0.0
+
+
+def test_a_question_about_a_refund_made_names_it_and_what_was_refunded(tmp_path: Path) -> None:
+    """Two refunds made, then asked about in both languages: the reply names the latest,
+    the sum refunded, and nothing more is proposed or refunded."""
+    data = tmp_path / "data"
+    runtime = Runtime(load_agent(ORDERS, data_dir=data), MemoryStore())
+
+    async def scenario() -> tuple[RunSummary, RunSummary]:
+        for message in ("OD2610280005 退三百块", "OD2610280005 退一百块"):
+            asked = await runtime.start(message)
+            await runtime.resume(asked.run_id, approve=True)
+        english = await runtime.start("where is my refund OD2610280005")
+        return english, await runtime.start("OD2610280005 我的退款怎么还没到")
+
+    english, chinese = asyncio.run(scenario())
+    with sqlite3.connect(data / "orders.db") as db:
+        [(refund_id,)] = db.execute("SELECT refund_id FROM refunds WHERE amount_cny = 100")
+    for summary in (english, chinese):
+        assert summary.status is RunStatus.FINISHED and summary.outcome == "success", summary
+        assert summary.intent is not None and summary.intent.label == "refund_status"
+        assert refund_id in (summary.reply or ""), summary.reply
+    assert "400 CNY refunded so far, and 199 CNY more" in (english.reply or "")
+    assert "(100 CNY)" in (english.reply or "")
+    assert "已经退款 400 元，还可以退 199 元" in (chinese.reply or "")
+    assert "100 元" in (chinese.reply or "")
+    assert _refunded(data, "OD2610280005") == 400.0
+
+
+def test_a_question_about_a_refund_in_full_says_so_on_the_day_it_was_made_there(
+    tmp_path: Path,
+) -> None:
+    """Made at 17:00 UTC on 29 November, the refund was made on the 30th in Shanghai (the
+    agent's timezone), where the person counts days: the first reply gave the UTC date."""
+    data = tmp_path / "data"
+    start = datetime(2026, 11, 29, 17, 0, tzinfo=UTC)
+    runtime = Runtime(
+        load_agent(ORDERS, data_dir=data), MemoryStore(), effects=FixedEffects(start=start)
+    )
+
+    async def scenario() -> RunSummary:
+        asked = await runtime.start("refund OD2610280005 please")
+        await runtime.resume(asked.run_id, approve=True)
+        return await runtime.start("has my refund for OD2610280005 been processed?")
+
+    summary = asyncio.run(scenario())
+    assert summary.intent is not None and summary.intent.label == "refund_status"
+    assert "refunded in full, 599 CNY" in (summary.reply or ""), summary.reply
+    assert "made on 2026-11-30" in (summary.reply or ""), summary.reply
+    assert _refunded(data, "OD2610280005") == 599.0
+
+
+@pytest.mark.parametrize(
+    "message", ["where is my refund OD2611250001", "OD2611250001 退款到账了吗"]
+)
+def test_a_question_about_a_refund_of_an_order_not_shipped_says_to_cancel_it(
+    message: str, tmp_path: Path
+) -> None:
+    """No refund on an order waiting to ship: a cancel pays it back, and the reply says so."""
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+    summary = asyncio.run(runtime.start(message))
+    assert summary.intent is not None and summary.intent.label == "refund_status"
+    reply = summary.reply or ""
+    assert 'say "cancel OD2611250001"' in reply or "取消订单 OD2611250001" in reply, reply
+
+
+def test_a_question_about_a_refund_of_a_canceled_order_says_none_is_needed(
+    tmp_path: Path,
+) -> None:
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path / "data"), MemoryStore())
+    summary = asyncio.run(runtime.start("where is my refund OD2610150006"))
+    assert summary.intent is not None and summary.intent.label == "refund_status"
+    assert "was canceled" in (summary.reply or ""), summary.reply
 
 
 @pytest.mark.parametrize(
@@ -224,6 +340,27 @@ def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -
         "I want a refund, the item arrived damaged OD2610280005",
         "I'd like to request a refund for OD2610280005 which arrived damaged",
         "please refund OD2610280005 the air fryer has arrived with a crack",
+        # a review of the first refund_status: each was taken for a question about a refund
+        "I want a refund, my parcel hasn't arrived OD2610280005",
+        "I'd like my refund for OD2610280005, it never arrived",
+        "can you refund OD2610280005, the item hasn't arrived",
+        "please refund OD2610280005, it was never delivered",
+        "give me my refund for OD2610280005",
+        "send me my refund OD2610280005",
+        "I demand my refund OD2610280005",
+        "I'm asking for a refund on OD2610280005",
+        "please process my refund for OD2610280005",
+        "could you process a refund for OD2610280005",
+        "I need my refund processed for OD2610280005 today",
+        "I want a refund because my order still hasn't arrived OD2610280005",
+        "need a refund, where is my package OD2610280005",
+        "I want a refund. Why hasn't it arrived? OD2610280005",
+        "I haven't received the item, I want my refund OD2610280005",
+        "我想退款 OD2610280005 东西还没到",
+        "我要 refund 东西还没到 OD2610280005",
+        "我要退款 东西还没到 OD2610280005",
+        "给我退款，怎么还没发货 OD2610280005",
+        "帮我把钱退了 OD2610280005",
     ],
 )
 def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:

@@ -59,7 +59,16 @@ NEGATION = r"(不要|别)\s*取消|\b(don'?t|do not)\s+cancel"
 
 
 @pytest.mark.parametrize(
-    "message", ["please do not cancel my order", "我还要这个订单，不要取消", "DON'T cancel it"]
+    "message",
+    [
+        "please do not cancel my order",
+        "我还要这个订单，不要取消",
+        "DON'T cancel it",
+        # typed on a phone or pasted from a document: the apostrophe is not ASCII's
+        "don’t cancel it",
+        "I donʼt cancel",
+        "ＤＯＮ’Ｔ cancel it",
+    ],
 )
 def test_no_layer_chooses_an_intent_its_message_negates(message: str) -> None:
     understood = layer(NEGATION).understand(message, NOW)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
@@ -363,6 +364,63 @@ def request_refund(order_id: str, reason: str, amount_cny: float, ctx: ToolConte
             ),
         )
     return Refund(refund_id=refund_id, order_id=order_id, amount_cny=amount_cny)
+
+
+RefundState = Literal["refunded", "partly_refunded", "none", "not_shipped", "canceled"]
+"""What a question about a refund is answered with (``refund_status_<state>`` replies):
+``not_shipped`` and ``canceled`` have no refund and need none (a cancel pays back)."""
+
+
+class RefundStatus(BaseModel):
+    order_id: str
+    state: RefundState
+    count: int
+    refunded_cny: float
+    left_cny: float
+    """What may still be refunded (``quote_refund`` refuses more)."""
+    latest_refund_id: str | None = None
+    latest_amount_cny: float | None = None
+    latest_date: date | None = None
+    """The latest refund's date in the agent's timezone, as the person counts days."""
+
+
+def _refund_state(order_status: str, refunds: int, left: float) -> RefundState:
+    if refunds:
+        return "partly_refunded" if left > 0 else "refunded"
+    if order_status == "canceled":
+        return "canceled"
+    return "not_shipped" if order_status == "pending" else "none"
+
+
+@tool(policy=ToolPolicy(kind="read", latency_ms=20), summary="{order_id}: {state}, {count}")
+def get_refunds(order_id: str, ctx: ToolContext) -> RefundStatus | None:
+    """The refunds made on an order, for a question about one: what was refunded and when.
+
+    A question such as "where is my refund" is answered from here, never by a new refund.
+    """
+    with _connect(ctx) as conn:
+        found = _find(conn, order_id)
+        if found is None:
+            return None
+        row = found[0]
+        refunds = conn.execute(
+            "SELECT refund_id, amount_cny, created_at FROM refunds WHERE order_id = ? "
+            "ORDER BY rowid",  # the order they were made in
+            (row["order_id"],),
+        ).fetchall()
+        left = _refundable(conn, row["order_id"], float(row["amount_cny"]))
+    latest = refunds[-1] if refunds else None
+    made_at = datetime.fromisoformat(latest["created_at"]) if latest else None
+    return RefundStatus(
+        order_id=row["order_id"],
+        state=_refund_state(row["status"], len(refunds), left),
+        count=len(refunds),
+        refunded_cny=round(sum(float(r["amount_cny"]) for r in refunds), 2),
+        left_cny=left,
+        latest_refund_id=latest["refund_id"] if latest else None,
+        latest_amount_cny=float(latest["amount_cny"]) if latest else None,
+        latest_date=made_at.astimezone(ZoneInfo(ctx.timezone)).date() if made_at else None,
+    )
 
 
 class RefundQuote(BaseModel):

@@ -13,6 +13,7 @@ from itertools import chain
 
 _FOLD_BLOCKS = (
     (0x80, 0x100),  # no-break space, superscript digits
+    (0x2BC, 0x2BD),  # modifier apostrophe: no NFKC form, but an apostrophe for words
     (0x2000, 0x2500),  # spaces, punctuation, super/subscripts, enclosed digits
     (0x3000, 0x3001),  # ideographic space
     (0xFE50, 0xFFEF),  # small and full-width forms
@@ -49,12 +50,20 @@ def fold_to_ascii(text: str) -> str:
     return text if not _MAY_FOLD.search(text) else text.translate(_FOLD)
 
 
-_ALNUM_FOLD = {code: folded for code, folded in _FOLD.items() if folded.isalnum()}
+_APOSTROPHES = {0x2018: "'", 0x2019: "'", 0x02BC: "'"}
+"""Typographic apostrophes (‘ ’ ʼ), as phones and word processors type them in "don’t" and
+"where’s". NFKC leaves them be, so without this a rule written with ``'`` missed them (a
+"don’t want a refund" was no negation)."""
+
+_WORD_FOLD = {
+    **{code: folded for code, folded in _FOLD.items() if folded.isalnum() or folded == "'"},
+    **_APOSTROPHES,
+}
 
 
-def fold_letters_and_digits(text: str) -> str:
-    """``text`` with full-width (and other) letters and digits as ASCII ones.
+def fold_word_characters(text: str) -> str:
+    """``text`` with full-width (and other) letters, digits and apostrophes as ASCII ones.
 
     Nothing else changes: a pattern written with Chinese punctuation (``，``) still sees it.
     """
-    return text if not _MAY_FOLD.search(text) else text.translate(_ALNUM_FOLD)
+    return text if not _MAY_FOLD.search(text) else text.translate(_WORD_FOLD)

@@ -9,7 +9,7 @@ from corral.config import AgentConfig
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
-from corral.textfold import fold_letters_and_digits
+from corral.textfold import fold_word_characters
 
 
 class IntentClassifier(Protocol):
@@ -101,4 +101,4 @@ class IntentLayer:
     def _negated(self, label: str | None, text: str) -> bool:
         """Whether the message negates the intent (its ``unless``), read as rules read it."""
         unless = self._unless.get(label) if label is not None else None
-        return unless is not None and unless.search(fold_letters_and_digits(text)) is not None
+        return unless is not None and unless.search(fold_word_characters(text)) is not None

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from corral.config import IntentSpec
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
-from corral.textfold import fold_letters_and_digits
+from corral.textfold import fold_word_characters
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class RuleClassifier:
 
         Full-width letters and digits are read as ASCII ones, as entities read them.
         """
-        text = fold_letters_and_digits(text)
+        text = fold_word_characters(text)
         best: _CompiledRule | None = None
         for rule in self._rules:
             if (
