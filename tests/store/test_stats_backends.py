@@ -21,10 +21,12 @@ def ms(n: float) -> timedelta:
     return timedelta(milliseconds=n)
 
 
-def timed_run(store: Store, agent: str, scale: int) -> str:
+def timed_run(store: Store, agent: str, scale: int, *, died_in_a_call: bool = False) -> str:
     """A run saved in two parts around a pause, at known times (``scale`` multiplies them).
 
     intent: 10 ms; run: 10 ms + 20 ms; execute: 50 ms; the minute it waited: nobody's.
+    ``died_in_a_call``: a call the process died in comes first, as a resume records it
+    (``interrupted``, no duration).
     """
     rid = f"run_{uuid.uuid4().hex[:16]}"
     start = T0 + timedelta(minutes=scale)
@@ -60,11 +62,20 @@ def timed_run(store: Store, agent: str, scale: int) -> str:
         "duration_ms": 45.0 * scale,
         "error_code": "TOOL_TIMEOUT",
     }
+    died = {
+        "step_id": "s1",
+        "tool": "lookup",
+        "attempt": 1,
+        "status": "error",
+        "error_code": "OUTCOME_UNKNOWN",
+        "interrupted": True,
+    }
     second = [
         event(4, later, EventType.USER_ANSWERED, "intent", {"text": "A1"}),
-        event(5, later + ms(50 * scale), EventType.TOOL_ATTEMPT, "execute", attempt),
+        *([event(5, later, EventType.TOOL_ATTEMPT, "execute", died)] if died_in_a_call else []),
+        event(6, later + ms(50 * scale), EventType.TOOL_ATTEMPT, "execute", attempt),
         event(
-            6,
+            7,
             later + ms(70 * scale),
             EventType.RUN_FINISHED,
             "run",
@@ -94,6 +105,18 @@ def test_stage_and_tool_percentiles_are_exact(store: Store) -> None:
     assert report.tool_p50_ms == {"lookup": 90.0} and report.tool_p95_ms == {"lookup": 135.0}
     assert report.tool_failures.by_error_code == {"TOOL_TIMEOUT": 3}
     assert report.completion_rate == 0.0 and report.handoff_rate == 0.0
+
+
+def test_a_call_the_process_died_in_is_a_call_and_a_failure_but_no_latency(store: Store) -> None:
+    """Recorded with no duration, it counted as a 0 ms sample: a tool whose calls killed
+    the process looked faster for it (p50 90 -> 45 ms here)."""
+    agent = f"timed_{uuid.uuid4().hex[:8]}"
+    for scale in (1, 2, 3):
+        timed_run(store, agent, scale, died_in_a_call=scale < 3)
+    report = run_stats(store, agent=agent)
+    assert report.tool_calls == {"lookup": 5}
+    assert report.tool_failures.by_error_code == {"TOOL_TIMEOUT": 3, "OUTCOME_UNKNOWN": 2}
+    assert report.tool_p50_ms == {"lookup": 90.0} and report.tool_p95_ms == {"lookup": 135.0}
 
 
 def test_a_since_window_selects_by_creation_time(store: Store) -> None:

@@ -9,7 +9,8 @@ same numbers because both take them from here.
 What a save contributes:
 
 - one ``ToolFact`` per attempt (tool, status, error code, duration): per ``tool_attempt``,
-  and per ``step_finished`` that stands for its step's one attempt (``sole_attempt``);
+  and per ``step_finished`` that stands for its step's one attempt (``sole_attempt``); the
+  attempt a process died in has no duration to count (``ToolFact.timed``);
 - the time spent per stage (``stage_ms``): the gap from one event to the next belongs to
   the stage of the later event (the layer that produced it was working), except a gap
   after the run paused (``awaiting_confirm``/``awaiting_user``): a person's wait is no
@@ -70,6 +71,9 @@ class ToolFact:
     status: str
     error_code: str | None
     duration_ms: float
+    timed: bool = True
+    """``False``: the call the process died in (``ToolAttempt.interrupted``). Its 0 ms is
+    no measure of the tool: it is a call and a failure, not a latency sample."""
 
 
 @dataclass
@@ -109,6 +113,7 @@ def event_facts(events: Iterable[Event], prior: Before | None = None) -> EventFa
                     payload.status,
                     payload.error_code,
                     payload.duration_ms,
+                    not payload.interrupted,
                 )
             )
         elif isinstance(payload, StepFinished) and payload.sole_attempt:

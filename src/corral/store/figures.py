@@ -94,7 +94,8 @@ def aggregate(runs: Iterable[tuple[RunFacts, EventFacts]]) -> Figures:
             stage_samples.setdefault(stage, []).append(ms)
         for attempt in facts.tools:
             calls[attempt.tool] += 1
-            tool_samples.setdefault(attempt.tool, []).append(attempt.duration_ms)
+            if attempt.timed:
+                tool_samples.setdefault(attempt.tool, []).append(attempt.duration_ms)
             if attempt.status == "error":
                 by_tool[attempt.tool] += 1
                 by_code[attempt.error_code or NO_CODE] += 1

@@ -165,6 +165,9 @@ run start of an agent with equivalent tools): a stage row never touches them, an
 timeout touches the second."""
 
 TOOL, STAGE = "tool", "stage"
+UNTIMED_TOOL = "untimed"
+"""The kind of an attempt's row whose duration says nothing (``ToolFact.timed``): a call and
+a failure in the figures, never a latency sample (its 0 ms made a tool look fast)."""
 
 TABLES = (run_facts_table, step_facts)
 
@@ -331,7 +334,7 @@ def _insert_event_facts(
     rows = [
         {
             **owner,
-            "kind": TOOL,
+            "kind": TOOL if t.timed else UNTIMED_TOOL,
             "name": t.tool,
             "seq": t.seq,
             "status": t.status,
@@ -456,6 +459,10 @@ def figures(conn: Connection, since: datetime | None, agent: str | None) -> Figu
     window = _filters(step_facts, since, agent)
     tools = [*window, steps.kind == TOOL]
     result.calls_by_tool, result.tool_ms = _percentiles(conn, steps.name, steps.duration_ms, tools)
+    untimed = select(steps.name, func.count()).where(*window, steps.kind == UNTIMED_TOOL)
+    for name, count in conn.execute(untimed.group_by(steps.name)):
+        calls = result.calls_by_tool
+        calls[name] = calls.get(name, 0) + int(count)
     # the same SQL text in SELECT and GROUP BY (PostgreSQL compares them as text)
     code = func.coalesce(steps.error_code, literal_column(f"'{NO_CODE}'"))
     # only tool rows have a status: the partial index of failures answers without ``kind``
