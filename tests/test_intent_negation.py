@@ -99,3 +99,43 @@ def test_the_orders_example_heeds_it() -> None:
     agent = load_agent(ROOT / "examples" / "orders")
     understood = agent.intent.understand("please do not cancel my order OD2611250001", NOW)
     assert understood.label != "cancel"
+
+
+def test_an_unless_and_a_pattern_may_be_lists_of_any_of_their_regexes() -> None:
+    """A long alternation one case a line, and a part shared by two intents written once
+    (a YAML anchor, which makes lists within the list): any one of them decides."""
+    shared = [r"(不要|别)\s*取消", [r"\b(don'?t|do not)\s+cancel"]]
+    config = parse_config(
+        {
+            "name": "lists",
+            "intents": [
+                {
+                    "name": "cancel",
+                    "rules": [{"pattern": [r"\bcancel\b", "取消"], "confidence": 0.93}],
+                    "unless": [shared, r"\bnever\s+mind\b"],
+                    "route": "reply",
+                    "reply": "ok",
+                },
+                {
+                    "name": "track",
+                    "rules": [
+                        {"pattern": [[r"\bwhere\b"], "到哪"], "unless": [], "confidence": 0.9}
+                    ],
+                    "route": "reply",
+                    "reply": "ok",
+                },
+            ],
+            "templates": {"ok": {"zh": "好", "en": "ok"}},
+        }
+    )
+    intents = IntentLayer(config)
+    assert intents.understand("cancel it", NOW).label == "cancel"
+    assert intents.understand("帮我取消", NOW).label == "cancel"
+    for negated in ("don't cancel, where is it", "不要取消，到哪了", "never mind cancel, where"):
+        assert intents.understand(negated, NOW).label == "track", negated
+    assert config.intents[1].rules[0].unless is None  # an empty list says nothing
+
+
+def test_a_bad_regex_in_a_list_is_refused_at_load() -> None:
+    with pytest.raises(ConfigInvalidError, match="intent 'cancel'"):
+        layer([r"\bfine\b", "(unclosed"])  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -173,15 +174,41 @@ class EntitySpec(_Strict):
         return self.kind not in ("date_range", "amount")
 
 
+def _flat(value: list[Any]) -> list[Any]:
+    return [part for item in value for part in (_flat(item) if isinstance(item, list) else [item])]
+
+
+def _any_of(value: Any) -> Any:
+    """A list of regexes (lists within it too) as one that matches where any of them does.
+
+    So that a long alternation is written one case a line, and a part shared by two
+    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``.
+    """
+    if isinstance(value, list):
+        parts = _flat(value)
+        if all(isinstance(part, str) for part in parts):
+            return "|".join(f"(?:{part})" for part in parts) if parts else None
+    return value
+
+
+AnyOfPatterns = Annotated[
+    str | None,
+    BeforeValidator(_any_of, json_schema_input_type=str | list[str | list[str]] | None),
+]
+"""A regex, or a list of them (lists within it too) that matches where any one does."""
+
+
 class IntentRule(_Strict):
     """A regex or keyword rule that votes for an intent with a fixed confidence."""
 
-    pattern: str | None = None
+    pattern: AnyOfPatterns = None
+    """A regex, or a list of them: the rule votes where any one matches."""
     keywords: list[str] = Field(default_factory=list)
     confidence: float = Field(0.9, ge=0.0, le=1.0)
-    unless: str | None = None
-    """A regex that, found in the message, keeps this rule from voting: the negation
-    of what it matches ("不要换新，帮我修一下" is no exchange; "我不想投诉" no complaint)."""
+    unless: AnyOfPatterns = None
+    """A regex (or a list: any of them) that, found in the message, keeps this rule from
+    voting: the negation of what it matches ("不要换新，帮我修一下" is no exchange; "我不想投诉"
+    no complaint)."""
 
 
 class PlanRule(_Strict):
@@ -200,11 +227,11 @@ class IntentSpec(_Strict):
     description: str = ""
     examples: list[str] = Field(default_factory=list)
     rules: list[IntentRule] = Field(default_factory=list)
-    unless: str | None = None
-    """A regex that, found in the message, keeps this intent from being chosen by any
-    layer (its rules, the trained classifier, a model): the negation of the intent itself
-    ("please do not cancel my order" is no cancel). A rule's own ``unless`` keeps only
-    that rule from voting."""
+    unless: AnyOfPatterns = None
+    """A regex (or a list: any of them) that, found in the message, keeps this intent from
+    being chosen by any layer (its rules, the trained classifier, a model): the negation of
+    the intent itself ("please do not cancel my order" is no cancel). A rule's own
+    ``unless`` keeps only that rule from voting."""
     priority: int = 0
     """Breaks ties between rules of equal confidence: higher wins."""
     route: RouteAction = RouteAction.PLAN
