@@ -30,7 +30,7 @@ class Votes:
         return IntentResult(label=self.label, confidence=0.97, source="classifier")
 
 
-def layer(unless: str | None, label: str = "cancel") -> IntentLayer:
+def layer(unless: str | list[object] | None, label: str = "cancel") -> IntentLayer:
     cancel: dict[str, object] = {
         "name": "cancel",
         "rules": [{"keywords": ["cancel", "取消"], "confidence": 0.93}],
@@ -138,4 +138,16 @@ def test_an_unless_and_a_pattern_may_be_lists_of_any_of_their_regexes() -> None:
 
 def test_a_bad_regex_in_a_list_is_refused_at_load() -> None:
     with pytest.raises(ConfigInvalidError, match="intent 'cancel'"):
-        layer([r"\bfine\b", "(unclosed"])  # type: ignore[arg-type]
+        layer([r"\bfine\b", "(unclosed"])
+
+
+def test_a_list_keeps_each_regexs_leading_flags_and_refuses_an_empty_one() -> None:
+    """Python refuses ``(?i)`` inside an alternation: a part's leading flags become its own
+    (``(?i:...)``). An empty part would match every message, so no layer could choose the
+    intent (or its rule would vote on anything)."""
+    understood = layer([r"(?x) do \s+ not \s+ cancel", r"(?i)never\s+cancel"])
+    assert understood.understand("do not cancel, where?", NOW).label == "track"
+    assert understood.understand("NEVER cancel it", NOW).label != "cancel"
+    assert understood.understand("cancel it", NOW).label == "cancel"
+    with pytest.raises(ConfigInvalidError, match="empty regex"):
+        layer([r"\bfine\b", "  "])

@@ -8,6 +8,7 @@ typed default taken from the seeds and is documented in ``docs/settings.md``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -178,16 +179,31 @@ def _flat(value: list[Any]) -> list[Any]:
     return [part for item in value for part in (_flat(item) if isinstance(item, list) else [item])]
 
 
+_LEADING_FLAGS = re.compile(r"\(\?([imsx]+)\)")
+"""Inline flags that open a regex: they hold for the whole of it, so within an alternation
+(where Python refuses them) they become the part's own, ``(?i)a`` -> ``(?i:a)``."""
+
+
+def _alternative(part: str) -> str:
+    flags = _LEADING_FLAGS.match(part)
+    if flags is None:
+        return f"(?:{part})"
+    return f"(?{flags.group(1)}:{part[flags.end() :]})"
+
+
 def _any_of(value: Any) -> Any:
     """A list of regexes (lists within it too) as one that matches where any of them does.
 
     So that a long alternation is written one case a line, and a part shared by two
-    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``.
+    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``. An
+    empty regex in it would match every message: refused.
     """
     if isinstance(value, list):
         parts = _flat(value)
         if all(isinstance(part, str) for part in parts):
-            return "|".join(f"(?:{part})" for part in parts) if parts else None
+            if any(not part.strip() for part in parts):
+                raise ValueError("an empty regex in the list would match every message")
+            return "|".join(_alternative(part) for part in parts) if parts else None
     return value
 
 
