@@ -191,21 +191,39 @@ def _alternative(part: str) -> str:
     return f"(?{flags.group(1)}:{part[flags.end() :]})"
 
 
-def _any_of(value: Any) -> Any:
-    """A list of regexes (lists within it too) as one that matches where any of them does.
+def _each_of(value: Any) -> Any:
+    """A list of regexes (lists within it too) flattened, each one its own.
 
-    So that a long alternation is written one case a line, and a part shared by two
-    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``. An
-    empty regex in it would match every message: refused.
+    A rule's patterns stay apart, so that the one that matched is the result's evidence
+    (the whole list would be kilobytes in every run's log). An empty regex would match
+    every message: refused.
     """
     if isinstance(value, list):
         parts = _flat(value)
         if all(isinstance(part, str) for part in parts):
             if any(not part.strip() for part in parts):
                 raise ValueError("an empty regex in the list would match every message")
-            return "|".join(_alternative(part) for part in parts) if parts else None
+            return parts or None
     return value
 
+
+def _any_of(value: Any) -> Any:
+    """A list of regexes (lists within it too) as one that matches where any of them does.
+
+    So that a long alternation is written one case a line, and a part shared by two
+    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``.
+    """
+    parts = _each_of(value)
+    if isinstance(parts, list):
+        return "|".join(_alternative(part) for part in parts)
+    return parts
+
+
+EachOfPatterns = Annotated[
+    str | list[str] | None,
+    BeforeValidator(_each_of, json_schema_input_type=str | list[str | list[str]] | None),
+]
+"""A regex, or a list of them (lists within it too): a rule votes where any one matches."""
 
 AnyOfPatterns = Annotated[
     str | None,
@@ -217,8 +235,9 @@ AnyOfPatterns = Annotated[
 class IntentRule(_Strict):
     """A regex or keyword rule that votes for an intent with a fixed confidence."""
 
-    pattern: AnyOfPatterns = None
-    """A regex, or a list of them: the rule votes where any one matches."""
+    pattern: EachOfPatterns = None
+    """A regex, or a list of them: the rule votes where any one matches, and that one is
+    the result's evidence."""
     keywords: list[str] = Field(default_factory=list)
     confidence: float = Field(0.9, ge=0.0, le=1.0)
     unless: AnyOfPatterns = None

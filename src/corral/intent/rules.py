@@ -49,7 +49,9 @@ class RuleClassifier:
         for spec in intents:
             for rule in spec.rules:
                 sources: list[str] = []
-                if rule.pattern:
+                if isinstance(rule.pattern, list):
+                    sources.extend(rule.pattern)
+                elif rule.pattern:
                     sources.append(rule.pattern)
                 sources.extend(_keyword_pattern(k) for k in rule.keywords)
                 negations = [n for n in (rule.unless, spec.unless) if n]
