@@ -13,7 +13,7 @@ from corral import Agent, MemoryStore, RunStatus, Runtime, parse_config
 from corral.intent.amounts import chinese_amount, find_amount
 from corral.intent.entities import EntityExtractor
 from corral.testing import FixedEffects
-from corral.textfold import fold_word_characters
+from corral.textfold import fold_letters_and_digits
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
@@ -99,7 +99,7 @@ def test_amounts(text: str, value: float | None) -> None:
 def test_a_written_number_is_read_as_its_value(number: int, form: str) -> None:
     text = form.format(number)
     assert find_amount(text) == number
-    assert find_amount(fold_word_characters(text.translate(_FULL_WIDTH))) == number
+    assert find_amount(fold_letters_and_digits(text.translate(_FULL_WIDTH))) == number
 
 
 _FULL_WIDTH = str.maketrans("0123456789", "０１２３４５６７８９")

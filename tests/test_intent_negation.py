@@ -118,9 +118,7 @@ def test_an_unless_and_a_pattern_may_be_lists_of_any_of_their_regexes() -> None:
                 },
                 {
                     "name": "track",
-                    "rules": [
-                        {"pattern": [[r"\bwhere\b"], "到哪"], "unless": [], "confidence": 0.9}
-                    ],
+                    "rules": [{"pattern": [[r"\bwhere\b"], "到哪"], "confidence": 0.9}],
                     "route": "reply",
                     "reply": "ok",
                 },
@@ -133,7 +131,6 @@ def test_an_unless_and_a_pattern_may_be_lists_of_any_of_their_regexes() -> None:
     assert intents.understand("帮我取消", NOW).label == "cancel"
     for negated in ("don't cancel, where is it", "不要取消，到哪了", "never mind cancel, where"):
         assert intents.understand(negated, NOW).label == "track", negated
-    assert config.intents[1].rules[0].unless is None  # an empty list says nothing
 
 
 def test_a_bad_regex_in_a_list_is_refused_at_load() -> None:
@@ -141,16 +138,33 @@ def test_a_bad_regex_in_a_list_is_refused_at_load() -> None:
         layer([r"\bfine\b", "(unclosed"])
 
 
-def test_a_list_keeps_each_regexs_leading_flags_and_refuses_an_empty_one() -> None:
-    """Python refuses ``(?i)`` inside an alternation: a part's leading flags become its own
-    (``(?i:...)``). An empty part would match every message, so no layer could choose the
-    intent (or its rule would vote on anything)."""
-    understood = layer([r"(?x) do \s+ not \s+ cancel", r"(?i)never\s+cancel"])
+def test_each_regex_of_a_list_is_its_own() -> None:
+    """A review: joined into one alternation, a part's leading flags ((?a), (?i)(?s)), its
+    backreferences and its group names broke or changed the others, and two broken parts
+    could make one that compiled. Each is compiled and searched alone."""
+    understood = layer([r"(?x) do \s+ not \s+ cancel  # spoken", r"(?a)(?i)never\s+cancel"])
     assert understood.understand("do not cancel, where?", NOW).label == "track"
     assert understood.understand("NEVER cancel it", NOW).label != "cancel"
     assert understood.understand("cancel it", NOW).label == "cancel"
-    with pytest.raises(ConfigInvalidError, match="empty regex"):
-        layer([r"\bfine\b", "  "])
+    twice = layer([r"(?P<w>a)(?P=w) cancel", r"(b)\1 cancel"])
+    assert twice.understand("bb cancel", NOW).label != "cancel"
+    with pytest.raises(ConfigInvalidError, match=r"bad rule '\(a'"):
+        layer(["(a", "b)"])
+
+
+@pytest.mark.parametrize("everything", ["", "a*", "(?i)", "()", "|", "(?:)"])
+def test_a_regex_that_matches_every_message_is_refused(everything: str) -> None:
+    """A review: ``(?i)`` or ``a*`` in a list matched every message, so no layer could
+    choose the intent; as a rule's pattern it would vote on anything."""
+    with pytest.raises(ConfigInvalidError, match="matches every message"):
+        layer([r"\bfine\b", everything])
+    with pytest.raises(ConfigInvalidError, match="matches every message"):
+        layer(everything)
+
+
+def test_an_empty_list_of_regexes_is_refused() -> None:
+    with pytest.raises(ConfigInvalidError, match="empty list of regexes"):
+        layer([])
 
 
 def test_the_evidence_of_a_list_pattern_is_the_regex_that_matched() -> None:

@@ -8,7 +8,6 @@ typed default taken from the seeds and is documented in ``docs/settings.md``.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -179,68 +178,45 @@ def _flat(value: list[Any]) -> list[Any]:
     return [part for item in value for part in (_flat(item) if isinstance(item, list) else [item])]
 
 
-_LEADING_FLAGS = re.compile(r"\(\?([imsx]+)\)")
-"""Inline flags that open a regex: they hold for the whole of it, so within an alternation
-(where Python refuses them) they become the part's own, ``(?i)a`` -> ``(?i:a)``."""
-
-
-def _alternative(part: str) -> str:
-    flags = _LEADING_FLAGS.match(part)
-    if flags is None:
-        return f"(?:{part})"
-    return f"(?{flags.group(1)}:{part[flags.end() :]})"
-
-
 def _each_of(value: Any) -> Any:
     """A list of regexes (lists within it too) flattened, each one its own.
 
-    A rule's patterns stay apart, so that the one that matched is the result's evidence
-    (the whole list would be kilobytes in every run's log). An empty regex would match
-    every message: refused.
+    So that a long alternation is written one case a line, and a part shared by two
+    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``. Each
+    is compiled and searched alone: its flags, groups and errors are its own, and the one
+    that matched is the result's evidence.
     """
     if isinstance(value, list):
         parts = _flat(value)
-        if all(isinstance(part, str) for part in parts):
-            if any(not part.strip() for part in parts):
-                raise ValueError("an empty regex in the list would match every message")
-            return parts or None
+        if not parts:
+            raise ValueError("an empty list of regexes")
+        return parts
     return value
 
 
-def _any_of(value: Any) -> Any:
-    """A list of regexes (lists within it too) as one that matches where any of them does.
-
-    So that a long alternation is written one case a line, and a part shared by two
-    intents once (a YAML anchor): ``unless: [*refund_negation, *refund_request]``.
-    """
-    parts = _each_of(value)
-    if isinstance(parts, list):
-        return "|".join(_alternative(part) for part in parts)
-    return parts
+def patterns_of(value: str | list[str] | None) -> list[str]:
+    """The regexes of a ``pattern`` or an ``unless``: none, one, or each of a list."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else value
 
 
-EachOfPatterns = Annotated[
+Patterns = Annotated[
     str | list[str] | None,
     BeforeValidator(_each_of, json_schema_input_type=str | list[str | list[str]] | None),
 ]
-"""A regex, or a list of them (lists within it too): a rule votes where any one matches."""
-
-AnyOfPatterns = Annotated[
-    str | None,
-    BeforeValidator(_any_of, json_schema_input_type=str | list[str | list[str]] | None),
-]
-"""A regex, or a list of them (lists within it too) that matches where any one does."""
+"""A regex, or a list of them (lists within it too): any one of them matching counts."""
 
 
 class IntentRule(_Strict):
     """A regex or keyword rule that votes for an intent with a fixed confidence."""
 
-    pattern: EachOfPatterns = None
+    pattern: Patterns = None
     """A regex, or a list of them: the rule votes where any one matches, and that one is
     the result's evidence."""
     keywords: list[str] = Field(default_factory=list)
     confidence: float = Field(0.9, ge=0.0, le=1.0)
-    unless: AnyOfPatterns = None
+    unless: Patterns = None
     """A regex (or a list: any of them) that, found in the message, keeps this rule from
     voting: the negation of what it matches ("不要换新，帮我修一下" is no exchange; "我不想投诉"
     no complaint)."""
@@ -262,7 +238,7 @@ class IntentSpec(_Strict):
     description: str = ""
     examples: list[str] = Field(default_factory=list)
     rules: list[IntentRule] = Field(default_factory=list)
-    unless: AnyOfPatterns = None
+    unless: Patterns = None
     """A regex (or a list: any of them) that, found in the message, keeps this intent from
     being chosen by any layer (its rules, the trained classifier, a model): the negation of
     the intent itself ("please do not cancel my order" is no cancel). A rule's own

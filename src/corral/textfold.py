@@ -61,9 +61,18 @@ _WORD_FOLD = {
 }
 
 
-def fold_word_characters(text: str) -> str:
-    """``text`` with full-width (and other) letters, digits and apostrophes as ASCII ones.
+_ALNUM_FOLD = {code: folded for code, folded in _FOLD.items() if folded.isalnum()}
 
-    Nothing else changes: a pattern written with Chinese punctuation (``，``) still sees it.
+
+def fold_letters_and_digits(text: str) -> str:
+    """``text`` with full-width (and other) letters and digits as ASCII ones.
+
+    Nothing else changes: a pattern written with Chinese punctuation (``，``) still sees it,
+    and an entity's value keeps its quotes ("12 O’Brien Street" is an address as typed).
     """
+    return text if not _MAY_FOLD.search(text) else text.translate(_ALNUM_FOLD)
+
+
+def fold_word_characters(text: str) -> str:
+    """``text`` as intent rules read it: letters, digits and apostrophes as ASCII ones."""
     return text if not _MAY_FOLD.search(text) else text.translate(_WORD_FOLD)

@@ -12,7 +12,7 @@ from corral.config import EntitySpec
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
 from corral.intent.politeness import without_politeness_tail
-from corral.textfold import fold_word_characters
+from corral.textfold import fold_letters_and_digits
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LATIN_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]+(?![A-Za-z0-9_])")
@@ -112,7 +112,7 @@ class EntityExtractor:
         question about it (``answering``).
         """
         found: dict[str, Any] = {}
-        text = fold_word_characters(text)
+        text = fold_letters_and_digits(text)
         lowered = text.lower()
         for entity in self._entities:
             cues = entity.spec.cues
@@ -133,7 +133,7 @@ class EntityExtractor:
         """
         wanted = set(names)
         found: dict[str, list[str]] = {}
-        text = fold_word_characters(text)
+        text = fold_letters_and_digits(text)
         for entity in self._entities:
             if entity.name not in wanted:
                 continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from corral.config import AgentConfig
+from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
@@ -35,7 +35,7 @@ class IntentLayer:
         self._threshold = config.limits.intent_confidence
         self._rules = RuleClassifier(config.intents)
         self._unless = {
-            spec.name: compile_rule(spec.name, spec.unless)
+            spec.name: tuple(compile_rule(spec.name, n) for n in patterns_of(spec.unless))
             for spec in config.intents
             if spec.unless
         }
@@ -100,5 +100,6 @@ class IntentLayer:
 
     def _negated(self, label: str | None, text: str) -> bool:
         """Whether the message negates the intent (its ``unless``), read as rules read it."""
-        unless = self._unless.get(label) if label is not None else None
-        return unless is not None and unless.search(fold_word_characters(text)) is not None
+        unless = self._unless.get(label, ()) if label is not None else ()
+        folded = fold_word_characters(text) if unless else text
+        return any(negation.search(folded) for negation in unless)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from corral.config import IntentSpec
+from corral.config import IntentSpec, patterns_of
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
 from corral.textfold import fold_word_characters
@@ -36,9 +36,15 @@ def _keyword_pattern(word: str) -> str:
 def compile_rule(intent: str, source: str) -> re.Pattern[str]:
     """A rule's regex, case-insensitive; ``CONFIG_INVALID`` naming the intent if it is bad."""
     try:
-        return re.compile(source, re.IGNORECASE)
+        compiled = re.compile(source, re.IGNORECASE)
     except re.error as exc:
         raise ConfigInvalidError(f"intent {intent!r}: bad rule {source!r}: {exc}") from None
+    if compiled.search("") is not None and compiled.search("\x00") is not None:
+        raise ConfigInvalidError(
+            f"intent {intent!r}: rule {source!r} matches every message (it matches an empty"
+            " text): an empty regex, or one whose every part is optional"
+        )
+    return compiled
 
 
 class RuleClassifier:
@@ -49,12 +55,9 @@ class RuleClassifier:
         for spec in intents:
             for rule in spec.rules:
                 sources: list[str] = []
-                if isinstance(rule.pattern, list):
-                    sources.extend(rule.pattern)
-                elif rule.pattern:
-                    sources.append(rule.pattern)
+                sources.extend(patterns_of(rule.pattern))
                 sources.extend(_keyword_pattern(k) for k in rule.keywords)
-                negations = [n for n in (rule.unless, spec.unless) if n]
+                negations = [*patterns_of(rule.unless), *patterns_of(spec.unless)]
                 unless = tuple(compile_rule(spec.name, n) for n in negations)
                 for source in sources:
                     compiled = compile_rule(spec.name, source)
