@@ -443,6 +443,7 @@ def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path
         ("cancel OD2611250001, how long does the refund take?", "cancel"),
         ("取消订单 OD2611250001 退款多久到账", "cancel"),
         ("别给我退款，我要东西！快递到哪了 OD2611200002", "logistics"),
+        ("please cancel OD2611250001, and refund me", "cancel"),
         (
             "change address of OD2611250001 to 上海市徐汇区漕溪北路100号, where is my refund?",
             "change_address",

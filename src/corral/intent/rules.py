@@ -70,7 +70,8 @@ class RuleClassifier:
     def match(self, text: str) -> RuleMatch | None:
         """The best matching rule, or ``None`` when no rule matches.
 
-        Full-width letters and digits are read as ASCII ones, as entities read them.
+        Full-width letters and digits are read as ASCII ones, as entities read them, and
+        typographic apostrophes as ``'`` ("don’t").
         """
         text = fold_word_characters(text)
         best: _CompiledRule | None = None
