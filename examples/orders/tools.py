@@ -108,7 +108,11 @@ def _refundable(conn: sqlite3.Connection, order_id: str, paid: float) -> float:
     refunded = conn.execute(
         "SELECT coalesce(sum(amount_cny), 0) FROM refunds WHERE order_id = ?", (order_id,)
     ).fetchone()[0]
-    return round(max(paid - float(refunded), 0.0), 2)
+    return _left_to_refund(paid, float(refunded))
+
+
+def _left_to_refund(paid: float, refunded: float) -> float:
+    return round(max(paid - refunded, 0.0), 2)
 
 
 class Logistics(BaseModel):
@@ -408,14 +412,15 @@ def get_refunds(order_id: str, ctx: ToolContext) -> RefundStatus | None:
             "ORDER BY rowid",  # the order they were made in
             (row["order_id"],),
         ).fetchall()
-        left = _refundable(conn, row["order_id"], float(row["amount_cny"]))
+    refunded = sum(float(r["amount_cny"]) for r in refunds)  # the rows read: no second sum
+    left = _left_to_refund(float(row["amount_cny"]), refunded)
     latest = refunds[-1] if refunds else None
     made_at = datetime.fromisoformat(latest["created_at"]) if latest else None
     return RefundStatus(
         order_id=row["order_id"],
         state=_refund_state(row["status"], len(refunds), left),
         count=len(refunds),
-        refunded_cny=round(sum(float(r["amount_cny"]) for r in refunds), 2),
+        refunded_cny=round(refunded, 2),
         left_cny=left,
         latest_refund_id=latest["refund_id"] if latest else None,
         latest_amount_cny=float(latest["amount_cny"]) if latest else None,

@@ -55,13 +55,13 @@ _APOSTROPHES = {0x2018: "'", 0x2019: "'", 0x02BC: "'"}
 "where’s". NFKC leaves them be, so without this a rule written with ``'`` missed them (a
 "don’t want a refund" was no negation)."""
 
+_ALNUM_FOLD = {code: folded for code, folded in _FOLD.items() if folded.isalnum()}
+
 _WORD_FOLD = {
-    **{code: folded for code, folded in _FOLD.items() if folded.isalnum() or folded == "'"},
+    **_ALNUM_FOLD,
+    **{code: folded for code, folded in _FOLD.items() if folded == "'"},  # full-width '
     **_APOSTROPHES,
 }
-
-
-_ALNUM_FOLD = {code: folded for code, folded in _FOLD.items() if folded.isalnum()}
 
 
 def fold_letters_and_digits(text: str) -> str:
