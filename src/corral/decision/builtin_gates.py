@@ -15,7 +15,17 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from corral.decision.budget import handle_budget_low
-from corral.decision.gates import Answer, Gate, GateRun, Hold, Proposal, Refuse, Skip, Stop
+from corral.decision.gates import (
+    Answer,
+    Gate,
+    GateRun,
+    Hold,
+    Proposal,
+    Refuse,
+    Skip,
+    Stop,
+    shown_call,
+)
 from corral.decision.policy import DecisionPolicy
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -241,11 +251,11 @@ class Confirmation:
         tool = proposal.tool
         if not (proposal.step.step.requires_confirmation or tool.policy.requires_confirmation):
             return proposal
-        if decision is None:
-            if run.idle:
-                run.ask_confirmation(step_id, tool.name, proposal.args)
-            return Hold()
-        return proposal
+        if decision and run.confirmation(step_id, shown_call(tool.name, proposal.args)):
+            return proposal  # approved as shown; a yes to another call of the step asks again
+        if run.idle:
+            run.ask_confirmation(step_id, tool.name, proposal.args)
+        return Hold()
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from corral.decision.budget import BudgetTracker
 from corral.decision.policy import DecisionPolicy
 from corral.errors import ErrorCode
 from corral.events import Payload, StepFinished, StepSkipped
-from corral.hashing import canonical_json
+from corral.hashing import canonical_json, stable_hash
 from corral.planning.validate import CompiledStep
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
@@ -101,6 +101,16 @@ Answer = Proposal | Refuse | Skip | Hold | Stop
 """What a gate answers."""
 
 
+def shown_call(tool: str, args: Mapping[str, Any]) -> str:
+    """The digest of a call as a person is asked to approve it: its tool and arguments.
+
+    A yes is bound to it, so that a step whose call changed after the answer (a replan
+    that reused the step's id with other arguments) is asked again instead of running on
+    an approval given for something else.
+    """
+    return stable_hash([tool, args])
+
+
 class GateRun(Protocol):
     """What a gate may see of the run it decides for, and where it records why."""
 
@@ -165,8 +175,12 @@ class GateRun(Protocol):
         """What business rules, constraints and rewrites may read."""
         ...
 
-    def confirmation(self, step_id: str) -> bool | None:
-        """The person's answer for the step: approved, declined, or not asked yet."""
+    def confirmation(self, step_id: str, call: str | None = None) -> bool | None:
+        """The person's answer for the step: approved, declined, or not asked yet.
+
+        With ``call`` (``shown_call``), a yes given for another call of the step is no
+        answer (``None``); a no stands for the step whatever its call.
+        """
         ...
 
     def started(self, step_id: str) -> bool:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.contracts import Verdict
 from corral.decision.budget import BudgetTracker
+from corral.decision.gates import shown_call
 from corral.decision.policy import DecisionPolicy
 from corral.events import Payload
 from corral.runtime.book import StepBook
@@ -74,9 +75,15 @@ class GateView:
         """What business rules, constraints and rewrites may read."""
         return self.loop.rule_names(args)
 
-    def confirmation(self, step_id: str) -> bool | None:
-        """The person's answer for the step, if asked."""
-        return self.loop.state.confirmations.get(step_id)
+    def confirmation(self, step_id: str, call: str | None = None) -> bool | None:
+        """The person's answer for the step, if asked; a yes only for the call it was shown."""
+        state = self.loop.state
+        answer = state.confirmations.get(step_id)
+        if answer is True and call is not None:
+            shown = state.confirmation_calls.get(step_id)
+            if shown is not None and shown != call:
+                return None
+        return answer
 
     def started(self, step_id: str) -> bool:
         """The step started before (it is counted in ``book.started``)."""
@@ -86,7 +93,7 @@ class GateView:
         """Pause with the plan's confirmation template for the step (default ``confirm``)."""
         declared = self.loop.declared_plan()
         template = declared.confirm.get(step_id, "confirm") if declared else "confirm"
-        self.loop.request_confirmation(step_id, template, tool, args)
+        self.loop.request_confirmation(step_id, template, tool, args, call=shown_call(tool, args))
 
     def emit(self, stage: str, payload: Payload) -> None:
         """Record an event of the run."""

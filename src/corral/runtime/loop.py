@@ -360,10 +360,12 @@ class RunLoop:
         tool: str,
         args: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
+        call: str | None = None,
     ) -> None:
         """Pause in ``awaiting_confirm`` before a step; the prompt may show ``{args.x}``.
 
-        ``extra``: more values for the prompt (the plan's ``{steps}`` for a long plan).
+        ``extra``: more values for the prompt (the plan's ``{steps}`` for a long plan);
+        ``call``: the digest of the call shown (``decision.gates.shown_call``).
         """
         extra = {"tool": tool, "args": args or {}, **(extra or {})}
         problem: str | None = None
@@ -372,7 +374,7 @@ class RunLoop:
         except TemplateInvalidError as exc:  # a value missing at run time: ask generically,
             problem, template = exc.message, "confirm"  # and say why in the event
             prompt = self.render(template, extra)
-        self.journal.emit("decide", ConfirmationRequested(step_id, prompt, problem))
+        self.journal.emit("decide", ConfirmationRequested(step_id, prompt, problem, call))
         self._reply(prompt, template)
         self.journal.transition(
             RunStatus.AWAITING_CONFIRM, f"confirm {step_id}", active_s=self._close_segment()

@@ -270,9 +270,9 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
     def problems(draft: Any) -> list[str]:
         if not draft.steps:
             return []
-        clash = [s.id for s in draft.steps if any(s.id == d.id for d in done)]
-        if clash:
-            return [f"step ids {clash} are already used by finished steps"]
+        clash = [s.id for s in draft.steps if s.id in state.steps]
+        if clash:  # a step's id names one call: its events, its key and a person's yes
+            return [f"step ids {clash} are already used by the earlier plan; use new ids"]
         try:
             graph = validate_plan(combined(draft), context)
         except CorralError as exc:

@@ -730,6 +730,10 @@ class Runtime:
                 # resume with no input does, instead of answering a stale summary
                 journal = self._journal_for_input(state, None, None, watch)
                 return await self._drive(journal, held)
+            if approve is not None and _asked_since(seen, state):
+                # a click on what the caller saw (a double click, or one sent while another
+                # drive ran) approves nothing asked after it: the run shows what it asks now
+                return summarize_run(state)
             check_step(state, step_id)
             journal = self._journal_for_input(state, approve, answer, watch, said)
             return await self._drive(journal, held)
@@ -1172,6 +1176,11 @@ def _spoken(session: SessionRecord | None) -> Language | None:
         return None
     language = session.turns[-1].get("language")
     return language if language in ("zh", "en") else None
+
+
+def _asked_since(seen: RunState, now: RunState) -> bool:
+    """The run waits for a confirmation asked after the caller looked (``seen``)."""
+    return now.status is RunStatus.AWAITING_CONFIRM and now.pending_since > seen.last_seq
 
 
 def _asked_last(session: SessionRecord) -> bool:

@@ -143,6 +143,12 @@ class RunState:
     memory: TaskMemory = field(default_factory=lambda: NO_MEMORY)
     pending: PendingAction | None = None
     confirmations: dict[str, bool] = field(default_factory=dict)
+    """Step id (or ``PLAN_CONFIRMATION``) -> the person's answer to its latest request."""
+    confirmation_calls: dict[str, str] = field(default_factory=dict)
+    """Step id -> the call its latest request showed (``ConfirmationRequested.call``)."""
+    pending_since: int = 0
+    """The ``seq`` of the event that made ``pending``: input given before it was asked is
+    not an answer to it."""
     questions_asked: dict[str, int] = field(default_factory=dict)
     answered_slot: str | None = None
     reply: str | None = None
@@ -283,15 +289,21 @@ def _replace_steps(state: RunState, plan: Plan, kept_ids: list[str]) -> None:
 def _apply_run(state: RunState, payload: Payload) -> None:
     """The events of pauses, model calls and endings."""
     if isinstance(payload, ConfirmationRequested):
-        state.pending = PendingAction(
-            kind="confirm", prompt=payload.prompt, step_id=payload.step_id
-        )
+        step_id = payload.step_id
+        state.pending = PendingAction(kind="confirm", prompt=payload.prompt, step_id=step_id)
+        state.pending_since = state.last_seq
+        state.confirmations.pop(step_id, None)  # asked anew: an earlier answer was for another call
+        if payload.call is None:
+            state.confirmation_calls.pop(step_id, None)
+        else:
+            state.confirmation_calls[step_id] = payload.call
     elif isinstance(payload, ConfirmationGiven):
         if payload.step_id is not None:
             state.confirmations[payload.step_id] = payload.approved
         state.pending = None
     elif isinstance(payload, QuestionAsked):
         state.pending = PendingAction(kind="answer", prompt=payload.prompt, slot=payload.slot)
+        state.pending_since = state.last_seq
         key = payload.slot or "__clarify__"
         state.questions_asked[key] = state.questions_asked.get(key, 0) + 1
     elif isinstance(payload, UserAnswered):

@@ -118,6 +118,7 @@ class RunControl(RunView, Protocol):
         tool: str,
         args: dict[str, Any] | None = None,
         extra: dict[str, Any] | None = None,
+        call: str | None = None,
     ) -> None:
         """Pause before a step (or the plan) until the user confirms."""
         ...
