@@ -85,6 +85,9 @@ async def test_a_replan_may_not_reuse_a_step_id_so_a_yes_never_carries_to_a_new_
         if e.type is EventType.CONFIRMATION_REQUESTED
     ]
     assert [r["step_id"] for r in requested] == ["r", "r2"]
+    # the default prompt shows the call's arguments: what the person approves is seen
+    assert first.pending.prompt == "Next I will run refund (amount: 100). Shall I go ahead?"
+    assert second.pending.prompt == "Next I will run refund (amount: 599). Shall I go ahead?"
     third = await runtime.resume(first.run_id, approve=True)
     assert third.status is RunStatus.FINISHED
     assert entered == [100, 599]
@@ -166,7 +169,9 @@ async def test_a_second_click_approves_nothing_asked_after_the_caller_looked(
     asked = await Runtime(before, store, effects=FixedEffects()).start("go 599")
     after, calls = voucher_desk(rewrite=True)
     deployed = Runtime(after, store, effects=FixedEffects())
-    first = asyncio.create_task(deployed.resume(asked.run_id, approve=True))
+    # both look at the run (a store read on its threads) before either drives it; the
+    # one that drives second waits for the other
+    first = asyncio.create_task(deployed.resume(asked.run_id, approve=True, wait_s=5))
     second = asyncio.create_task(deployed.resume(asked.run_id, approve=True, wait_s=5))
     clicked, clicked_again = await first, await second
     assert calls == []
@@ -176,3 +181,14 @@ async def test_a_second_click_approves_nothing_asked_after_the_caller_looked(
     done = await deployed.resume(asked.run_id, approve=True)
     assert done.status is RunStatus.FINISHED
     assert calls == ["voucher 599"]
+
+
+def test_the_default_prompt_shows_the_call_in_either_language_and_cuts_a_long_argument() -> None:
+    from corral.reply.render import CALL_CHARS, call_text
+
+    assert call_text("ping", {}, "en") == "ping"
+    assert call_text("refund", {"order_id": "OD1", "amount": 599.0}, "zh") == (
+        "refund（order_id: OD1、amount: 599）"
+    )
+    long = call_text("note", {"text": "word " * 500}, "en")
+    assert long.startswith("note (text: word word") and len(long) < CALL_CHARS + 40

@@ -152,8 +152,8 @@ def test_templates_render_dotted_paths_and_lists_readably() -> None:
     values = {"args": {"order_id": "HD1", "item_ids": ["a", "b"], "n": {"k": 1}}}
     assert display(["a", "b"], "en") == "a, b"
     assert display({"k": 1}, "en") == "k: 1"
-    assert renderer.render("confirm", {"tool": "t", **values}, "en") == (
-        "Next I will run t. Shall I go ahead?"
+    assert renderer.render("confirm", {"call": "t (n: 1)", **values}, "en") == (
+        "Next I will run t (n: 1). Shall I go ahead?"
     )
     custom = ReplyRenderer(
         {"x": TemplateText(zh="{args.item_ids}", en="{args.order_id}: {args.item_ids}")}

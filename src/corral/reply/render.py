@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from corral.clipping import clip
 from corral.config import TemplateText
 from corral.contracts import Language
 from corral.errors import TemplateInvalidError
@@ -39,7 +40,7 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         en="OK, I stopped there. Already done: {done}. Not done: {not_done}.",
     ),
     "confirm": TemplateText(
-        zh="接下来要执行「{tool}」，确认继续吗？", en="Next I will run {tool}. Shall I go ahead?"
+        zh="接下来要执行「{call}」，确认继续吗？", en="Next I will run {call}. Shall I go ahead?"
     ),
     "ask": TemplateText(zh="请提供{slot}。", en="Could you give me the {slot}?"),
     "ask_which": TemplateText(
@@ -86,6 +87,22 @@ def display(value: Any, language: Language) -> str:
     if isinstance(value, Mapping):
         return separator.join(f"{k}: {display(v, language)}" for k, v in value.items())
     return str(value)
+
+
+CALL_CHARS = 300
+"""The most characters of a call that a confirmation shows (a long text argument is cut)."""
+
+
+def call_text(tool: str, args: Mapping[str, Any], language: Language) -> str:
+    """A call as a person approves it: the tool, and each argument (``{call}``).
+
+    ``refund (order_id: OD1, amount: 599)``: the default ``confirm`` prompt shows it, so
+    that a write a model planned is never approved without its arguments being seen.
+    """
+    if not args:
+        return tool
+    shown = clip(display(dict(args), language), CALL_CHARS)
+    return f"{tool}（{shown}）" if language == "zh" else f"{tool} ({shown})"
 
 
 def placeholders(text: str) -> list[str]:

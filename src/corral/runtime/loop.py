@@ -44,6 +44,7 @@ from corral.planning.clarification import (
     latest_mention,
 )
 from corral.planning.validate import PlanGraph, validate_plan
+from corral.reply.render import call_text
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
 from corral.runtime.journal import Journal
@@ -367,7 +368,9 @@ class RunLoop:
         ``extra``: more values for the prompt (the plan's ``{steps}`` for a long plan);
         ``call``: the digest of the call shown (``decision.gates.shown_call``).
         """
-        extra = {"tool": tool, "args": args or {}, **(extra or {})}
+        shown = args or {}
+        readable = call_text(tool, shown, self.state.language)
+        extra = {"tool": tool, "args": shown, "call": readable, **(extra or {})}
         problem: str | None = None
         try:
             prompt = self.render(template, extra)
