@@ -48,7 +48,6 @@ from corral.reply.render import call_text
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
 from corral.runtime.journal import Journal
-from corral.runtime.session_input import another_request
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
 
@@ -199,8 +198,8 @@ class RunLoop:
                 # "OD2611250001 发货了吗" asked for an address is a request of another
                 # intent (it asks, or names something); "物流园路8号" is an address all the
                 # same; "好的" is none
-                label = state.intent.label
-                request = another_request(agent, text, slot, found, label) is not None
+                another = agent.intent.rule_intent(text) not in (None, state.intent.label)
+                request = another and (bool(found) or _asks(text))
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
                 if fits and not request and yes_or_no(text) is None:
                     found[slot] = whole
@@ -496,3 +495,8 @@ class RunLoop:
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""
         return {sid: step.status for sid, step in self.state.steps.items()}
+
+
+def _asks(text: str) -> bool:
+    """Whether a line reads as a question (it ends as one does)."""
+    return text.rstrip().endswith(("?", "？", "吗", "呢", "么", "嘛"))

@@ -83,7 +83,6 @@ from corral.runtime.plan_entry import (
     resolve_plan,
     start_plan,
 )
-from corral.runtime.session_input import another_task
 from corral.runtime.state import RunState, fold
 from corral.runtime.stream import StreamItem, Watch, event_stream
 from corral.store.base import (
@@ -460,11 +459,7 @@ class Runtime:
             if session and session.open_run_id:
                 status = await self._run_status(session.open_run_id)
                 if status == RunStatus.AWAITING_USER.value:
-                    asked = await self._recorded_state(session.open_run_id, "log_open")
-                    if not another_task(self.agent, asked, message):  # else a run of its own:
-                        return await self._resume(  # the question waits for the next message
-                            session.open_run_id, None, message, None, 0.0, watch
-                        )
+                    return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
                 if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
                     decided = yes_or_no(message)
                     if decided is not None:  # else a new request: the confirmation waits
