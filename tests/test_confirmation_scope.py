@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel
 
@@ -21,6 +21,7 @@ from corral import (
     MemoryStore,
     RunStatus,
     Runtime,
+    Sensitive,
     SqlStore,
     ToolPolicy,
     parse_config,
@@ -76,7 +77,7 @@ async def test_a_replan_may_not_reuse_a_step_id_so_a_yes_never_carries_to_a_new_
     assert entered == [100]  # the approved call was entered once, and was refused
     assert len(model.requests) == 3  # the replan, and its repair
     told = model.requests[2].messages[-1].content
-    assert "step ids ['r'] are already used by the earlier plan" in told
+    assert "step ids ['r'] are already used by an earlier plan" in told
     assert second.status is RunStatus.AWAITING_CONFIRM  # 599 was never shown: asked
     assert second.pending is not None and second.pending.step_id == "r2"
     requested = [
@@ -192,3 +193,100 @@ def test_the_default_prompt_shows_the_call_in_either_language_and_cuts_a_long_ar
     )
     long = call_text("note", {"text": "word " * 500}, "en")
     assert long.startswith("note (text: word word") and len(long) < CALL_CHARS + 40
+
+
+async def test_a_second_replan_may_not_reuse_an_id_of_the_first_plan() -> None:
+    """Found by review: only the plan being replaced was checked, so a second replan could
+    take the first plan's ``r`` back, and with it the yes given to that call."""
+    entered, refund = refund_desk()
+
+    @tool
+    def lookup(n: int) -> Paid:
+        """Fails: the second plan fails too."""
+        raise ToolFailedError("down")
+
+    def plan(request: ModelRequest) -> str:
+        n = len(model.requests)
+        steps = {
+            1: [{"id": "r", "tool": "refund", "args": {"amount": 100}}],
+            2: [{"id": "x", "tool": "lookup", "args": {"n": 1}}],
+            3: [{"id": "r", "tool": "refund", "args": {"amount": 100}}],
+        }.get(n, [{"id": "r3", "tool": "refund", "args": {"amount": 100}}])
+        return json.dumps({"steps": steps})
+
+    model = ScriptedModel(function=plan)
+    runtime = with_model(
+        [refund, lookup],
+        [{"id": "r", "tool": "refund", "args": {"amount": 100}}],
+        model,
+        planner="model",
+    )
+    first = await runtime.start("go: refund 100, look up 1")
+    second = await runtime.resume(first.run_id, approve=True)
+    assert "already used by an earlier plan" in model.requests[3].messages[-1].content
+    assert second.status is RunStatus.AWAITING_CONFIRM
+    assert second.pending is not None and second.pending.step_id == "r3"
+    assert entered == [100]  # the second refund waits for its own yes
+
+
+def test_a_plan_may_name_the_default_prompt_or_show_the_call_in_its_own() -> None:
+    """Found by review: ``{call}`` was no value a plan's confirmation could use."""
+    _, refund = refund_desk()
+    steps = [{"id": "s1", "tool": "refund", "args": {"amount": 5}}]
+    build_agent([refund], steps, plan_extra={"confirm": {"s1": "confirm"}})
+    build_agent(
+        [refund],
+        steps,
+        plan_extra={"confirm": {"s1": "mine"}},
+        templates={"mine": {"zh": "要执行 {call} 吗？", "en": "Shall I run {call}?"}},
+    )
+
+
+async def test_the_default_prompt_never_shows_a_sensitive_argument() -> None:
+    """Found by review: ``Sensitive`` values are never shown, but ``{call}`` showed them."""
+
+    @tool(policy=CONFIRMED_WRITE)
+    def verify_card(card_holder: Annotated[str, Sensitive()], amount: int) -> Paid:
+        """Checks the card."""
+        return Paid(amount=amount)
+
+    agent = build_agent(
+        [verify_card],
+        [{"id": "v", "tool": "verify_card", "args": {"card_holder": "Zhang San", "amount": 5}}],
+    )
+    asked = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert asked.pending is not None
+    assert asked.pending.prompt == (
+        "Next I will run verify_card (card_holder: [REDACTED], amount: 5). Shall I go ahead?"
+    )
+
+
+def refund_by(method: str) -> tuple[Agent, list[str]]:
+    """A confirmed refund whose ``method`` is a default the deploy may change."""
+    calls: list[str] = []
+
+    @tool(policy=CONFIRMED_WRITE)
+    def refund(amount: str, method: str = method) -> Paid:
+        """Refunds ``amount`` by ``method``."""
+        calls.append(f"{amount} by {method}")
+        return Paid(amount=amount)
+
+    steps = [{"id": "r", "tool": "refund", "args": {"amount": "$entities.amount"}}]
+    entities = {"amount": {"kind": "pattern", "patterns": [r"(\d+)"]}}
+    return build_agent([refund], steps, entities=entities), calls
+
+
+async def test_a_yes_does_not_stand_for_a_default_a_deploy_changed() -> None:
+    """Found by review: the digest left defaults out, so a deploy that made ``method``
+    default to a voucher ran the voucher on the yes given to the card."""
+    store = MemoryStore()
+    before, _ = refund_by("card")
+    asked = await Runtime(before, store, effects=FixedEffects()).start("go 599")
+    assert asked.pending is not None and "method: card" in asked.pending.prompt
+    after, calls = refund_by("voucher")
+    deployed = Runtime(after, store, effects=FixedEffects())
+    again = await deployed.resume(asked.run_id, approve=True)
+    assert calls == [] and again.status is RunStatus.AWAITING_CONFIRM
+    assert again.pending is not None and "method: voucher" in again.pending.prompt
+    done = await deployed.resume(asked.run_id, approve=True)
+    assert done.status is RunStatus.FINISHED and calls == ["599 by voucher"]

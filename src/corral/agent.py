@@ -306,7 +306,7 @@ class Agent:
         """Each ``{name}`` the plan's replies and prompts use names a value a run can have.
 
         A reply is filled from the entities and the facts the plan's steps publish (and a
-        confirmation from ``{tool}`` and ``{args.x}`` too). A name that none of them is
+        confirmation from ``{tool}``, ``{call}`` and ``{args.x}`` too). A name that none of them is
         (``{renewal_id}`` for the fact ``renewal``) could only fail at run time: after
         the write, the run handed to a person and the customer told it went to one. A
         date range entity is no value a template shows (its text is, once a step
@@ -317,7 +317,7 @@ class Agent:
         published = published_facts(declared.steps, self.tools)
         tools = {step.tool for step in declared.steps}
         sites: list[tuple[str, frozenset[str]]] = [
-            (name, frozenset({"tool", "args"})) for name in declared.confirm.values()
+            (name, frozenset({"tool", "call", "args"})) for name in declared.confirm.values()
         ]
         sites += [(name, frozenset()) for name in declared.on_failure.values()]
         if reply and not self._always_writes_reply(declared, published):

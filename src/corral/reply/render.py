@@ -9,13 +9,14 @@ user) provided. Lists render as ``a, b`` (``a、b`` in Chinese), mappings as ``k
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from corral.clipping import clip
 from corral.config import TemplateText
 from corral.contracts import Language
 from corral.errors import TemplateInvalidError
+from corral.observe.redact import REDACTED
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 
@@ -93,15 +94,20 @@ CALL_CHARS = 300
 """The most characters of a call that a confirmation shows (a long text argument is cut)."""
 
 
-def call_text(tool: str, args: Mapping[str, Any], language: Language) -> str:
+def call_text(
+    tool: str, args: Mapping[str, Any], language: Language, hidden: Collection[str] = ()
+) -> str:
     """A call as a person approves it: the tool, and each argument (``{call}``).
 
     ``refund (order_id: OD1, amount: 599)``: the default ``confirm`` prompt shows it, so
-    that a write a model planned is never approved without its arguments being seen.
+    that a write a model planned is never approved without its arguments being seen. An
+    argument named in ``hidden`` (``Sensitive``, ``redaction.fields``) shows as
+    ``[REDACTED]``: the prompt is a reply, logged as one.
     """
     if not args:
         return tool
-    shown = clip(display(dict(args), language), CALL_CHARS)
+    masked = {name: REDACTED if name in hidden else value for name, value in args.items()}
+    shown = clip(display(masked, language), CALL_CHARS)
     return f"{tool}（{shown}）" if language == "zh" else f"{tool} ({shown})"
 
 

@@ -270,9 +270,10 @@ async def model_replan(loop: RunControl, failure: str) -> bool:
     def problems(draft: Any) -> list[str]:
         if not draft.steps:
             return []
-        clash = [s.id for s in draft.steps if s.id in state.steps]
+        used = state.steps.keys() | state.retired_step_ids
+        clash = [s.id for s in draft.steps if s.id in used]
         if clash:  # a step's id names one call: its events, its key and a person's yes
-            return [f"step ids {clash} are already used by the earlier plan; use new ids"]
+            return [f"step ids {clash} are already used by an earlier plan; use new ids"]
         try:
             graph = validate_plan(combined(draft), context)
         except CorralError as exc:

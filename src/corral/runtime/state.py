@@ -173,6 +173,9 @@ class RunState:
     """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
     budget_low: bool = False
     """``budget_low`` was raised: the run is on its cheaper path (optional steps skipped)."""
+    retired_step_ids: frozenset[str] = frozenset()
+    """Ids of steps earlier plans had and a replan dropped: a later plan may not reuse one
+    (an id names one call: its events, its key, a person's answer)."""
     replaced_steps: int = 0
     """Steps that started under a plan a replan replaced and were not kept (they failed):
     they count against ``budget.max_steps`` as much as the current plan's do."""
@@ -280,6 +283,7 @@ def _replace_steps(state: RunState, plan: Plan, kept_ids: list[str]) -> None:
     against the step budget (``replaced_steps``).
     """
     kept = {sid: state.steps[sid] for sid in kept_ids if sid in state.steps}
+    state.retired_step_ids |= state.steps.keys() - {s.id for s in plan.steps}
     state.replaced_steps += sum(
         1 for sid, step in state.steps.items() if sid not in kept and step.args is not None
     )
