@@ -316,9 +316,9 @@ class ConfirmationRequested:
     """Why the plan's confirmation template could not be rendered, so the generic
     ``confirm`` prompt was asked instead (a value missing at run time); ``None``: it was."""
     call: str | None = None
-    """The digest of the call shown (``decision.gates.shown_call``: tool and arguments); a
-    yes approves that call only. ``None``: the plan's confirmation, or a log written before
-    approvals were bound to their call (a yes there stands for the step)."""
+    """The digest of the call shown (``decision.gates.shown_call``: tool, arguments, fixed
+    defaults); a yes approves that call only. ``None``: the plan's confirmation, or a log
+    written before approvals were bound to their call (a yes there stands for the step)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,8 +79,9 @@ class GateView:
         """The person's answer for the step, if asked; a yes only for the call it was shown."""
         state = self.loop.state
         answer = state.confirmations.get(step_id)
-        if answer is True and call is not None:
-            shown = state.confirmation_calls.get(step_id)
+        calls = state.confirmation_calls
+        if answer is True and call is not None and calls is not None:
+            shown = calls.get(step_id)
             if shown is not None and shown != call:
                 return None
         return answer

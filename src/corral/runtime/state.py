@@ -144,8 +144,9 @@ class RunState:
     pending: PendingAction | None = None
     confirmations: dict[str, bool] = field(default_factory=dict)
     """Step id (or ``PLAN_CONFIRMATION``) -> the person's answer to its latest request."""
-    confirmation_calls: dict[str, str] = field(default_factory=dict)
-    """Step id -> the call its latest request showed (``ConfirmationRequested.call``)."""
+    confirmation_calls: dict[str, str] | None = None
+    """Step id -> the call its latest request showed (``ConfirmationRequested.call``); made
+    by the first request that shows one (most runs ask nothing: no dict each)."""
     pending_since: int = 0
     """The ``seq`` of the event that made ``pending``: input given before it was asked is
     not an answer to it."""
@@ -297,10 +298,12 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.pending = PendingAction(kind="confirm", prompt=payload.prompt, step_id=step_id)
         state.pending_since = state.last_seq
         state.confirmations.pop(step_id, None)  # asked anew: an earlier answer was for another call
-        if payload.call is None:
-            state.confirmation_calls.pop(step_id, None)
-        else:
-            state.confirmation_calls[step_id] = payload.call
+        calls = state.confirmation_calls
+        if payload.call is not None:
+            calls = state.confirmation_calls = calls if calls is not None else {}
+            calls[step_id] = payload.call
+        elif calls is not None:
+            calls.pop(step_id, None)
     elif isinstance(payload, ConfirmationGiven):
         if payload.step_id is not None:
             state.confirmations[payload.step_id] = payload.approved
