@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from corral.events import Event, RunStarted
 from corral.textfold import fold_to_ascii
+from corral.tools.sensitive import REDACTED
 
 if TYPE_CHECKING:
     from corral.agent import Agent
 
-REDACTED = "[REDACTED]"
 MIN_LITERAL = 4
 """Sensitive values shorter than this are hidden under their field only, not everywhere."""
 VALUE_MAX = 64

@@ -16,7 +16,7 @@ from corral.clipping import clip
 from corral.config import TemplateText
 from corral.contracts import Language
 from corral.errors import TemplateInvalidError
-from corral.observe.redact import REDACTED
+from corral.tools.sensitive import REDACTED
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\}")
 

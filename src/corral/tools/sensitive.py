@@ -16,6 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+REDACTED = "[REDACTED]"
+"""What a hidden value shows as, wherever corral hides one (logs, prompts, secrets)."""
+
 
 @dataclass(frozen=True)
 class Sensitive:

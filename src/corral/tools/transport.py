@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from corral.errors import ConfigInvalidError
+from corral.tools.sensitive import REDACTED
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-REDACTED = "[REDACTED]"
 MIN_SECRET = 4
 """Shorter secrets are not searched for in answers: they would hide ordinary text."""
 
