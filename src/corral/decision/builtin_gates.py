@@ -210,35 +210,30 @@ class BusinessRules:
         return proposal
 
 
-def _with_defaults(proposal: Proposal) -> dict[str, object]:
-    """The arguments as the tool gets them: each optional one left out at its default."""
-    fields = proposal.tool.input_model.model_fields
-    defaults = {
-        name: info.get_default(call_default_factory=True)
-        for name, info in fields.items()
-        if not info.is_required() and name not in proposal.args
-    }
-    return {**defaults, **proposal.args} if defaults else proposal.args
+def _with_defaults(proposal: Proposal, *, shown: bool = False) -> dict[str, object]:
+    """The arguments as the tool gets them: each optional one left out at its default.
 
-
-def _shown_arguments(proposal: Proposal) -> dict[str, object]:
-    """The arguments a person approves: the step's, and each fixed default the tool gets.
-
-    A deploy that changes a default while the run waits (``method="card"`` to
-    ``"voucher"``) changes the call, so the yes given for the old one does not stand. A
-    default made by a factory (a clock, an id) is left out: it differs every time, and
-    would ask again at every approval. So is a ``None`` default ("note: None" tells a
-    person nothing; a deploy that gives it a value changes the call all the same).
+    ``shown``: as a person approves them, with only the fixed defaults. A deploy that
+    changes one while the run waits (``method="card"`` to ``"voucher"``) changes the call,
+    so the yes given for the old one does not stand. A default made by a factory (a
+    clock, an id) is left out: it differs every time, and would ask again at every
+    approval. So is a ``None`` default ("note: None" tells a person nothing; a deploy that
+    gives it a value changes the call all the same).
     """
     fields = proposal.tool.input_model.model_fields
-    defaults = {
-        name: info.default
+    optional = [
+        (name, info)
         for name, info in fields.items()
-        if not info.is_required()
-        and info.default_factory is None
-        and info.default is not None
-        and name not in proposal.args
-    }
+        if not info.is_required() and name not in proposal.args
+    ]
+    if shown:
+        defaults = {
+            name: info.default
+            for name, info in optional
+            if info.default_factory is None and info.default is not None
+        }
+    else:
+        defaults = {name: info.get_default(call_default_factory=True) for name, info in optional}
     return {**defaults, **proposal.args} if defaults else proposal.args
 
 
@@ -272,7 +267,7 @@ class Confirmation:
         tool = proposal.tool
         if not (proposal.step.step.requires_confirmation or tool.policy.requires_confirmation):
             return proposal
-        called = _shown_arguments(proposal)  # a default the tool gets is shown, and bound
+        called = _with_defaults(proposal, shown=True)  # a default is shown, and bound
         if decision and run.confirmation(step_id, shown_call(tool.name, called)):
             return proposal  # approved as shown; a yes to another call of the step asks again
         if run.idle:

@@ -369,7 +369,10 @@ class RunLoop:
         ``call``: the digest of the call shown (``decision.gates.shown_call``).
         """
         shown = args or {}
-        readable = call_text(tool, shown, self.state.language, self._hidden(tool))
+        from corral.observe.redact import redaction_spec  # hidden as the logs hide them
+
+        hidden = redaction_spec(self.agent)["fields"]
+        readable = call_text(tool, shown, self.state.language, hidden)
         extra = {"tool": tool, "args": shown, "call": readable, **(extra or {})}
         problem: str | None = None
         try:
@@ -382,15 +385,6 @@ class RunLoop:
         self.journal.transition(
             RunStatus.AWAITING_CONFIRM, f"confirm {step_id}", active_s=self._close_segment()
         )
-
-    def _hidden(self, tool: str) -> set[str]:
-        """The arguments of ``tool`` a prompt never shows: ``Sensitive`` or redacted ones."""
-        from corral.tools.sensitive import sensitive_fields
-
-        hidden = set(self.agent.config.redaction.fields)
-        if tool in self.agent.tools:
-            hidden |= sensitive_fields(self.agent.tools.get(tool).input_model)
-        return hidden
 
     def _close_segment(self) -> float:
         now = self.effects.monotonic()

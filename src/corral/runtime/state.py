@@ -148,8 +148,8 @@ class RunState:
     """Step id -> the call its latest request showed (``ConfirmationRequested.call``); made
     by the first request that shows one (most runs ask nothing: no dict each)."""
     pending_since: int = 0
-    """The ``seq`` of the event that made ``pending``: input given before it was asked is
-    not an answer to it."""
+    """The ``seq`` of the latest ``confirmation_requested``: an approval given by a caller
+    who looked before it was asked is no answer to it (``Runtime.resume``)."""
     questions_asked: dict[str, int] = field(default_factory=dict)
     answered_slot: str | None = None
     reply: str | None = None
@@ -310,7 +310,6 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.pending = None
     elif isinstance(payload, QuestionAsked):
         state.pending = PendingAction(kind="answer", prompt=payload.prompt, slot=payload.slot)
-        state.pending_since = state.last_seq
         key = payload.slot or "__clarify__"
         state.questions_asked[key] = state.questions_asked.get(key, 0) + 1
     elif isinstance(payload, UserAnswered):
