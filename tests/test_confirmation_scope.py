@@ -20,6 +20,7 @@ from corral import (
     EventType,
     MemoryStore,
     RunStatus,
+    RunSummary,
     Runtime,
     Sensitive,
     SqlStore,
@@ -130,13 +131,18 @@ def voucher_desk(rewrite: bool) -> tuple[Agent, list[str]]:
     return agent, calls
 
 
-async def test_a_yes_does_not_stand_for_a_call_a_deploy_changed_while_the_run_waited() -> None:
+async def deployed_while_asked() -> tuple[RunSummary, Runtime, list[str]]:
+    """A run asking about "refund 599", and a runtime of the deploy that pays in vouchers."""
     store = MemoryStore()
     before, _ = voucher_desk(rewrite=False)
     asked = await Runtime(before, store, effects=FixedEffects()).start("go 599")
     assert asked.pending is not None and "refund" in asked.pending.prompt
     after, calls = voucher_desk(rewrite=True)
-    deployed = Runtime(after, store, effects=FixedEffects())
+    return asked, Runtime(after, store, effects=FixedEffects()), calls
+
+
+async def test_a_yes_does_not_stand_for_a_call_a_deploy_changed_while_the_run_waited() -> None:
+    asked, deployed, calls = await deployed_while_asked()
     again = await deployed.resume(asked.run_id, approve=True)
     assert calls == []  # the voucher was never shown
     assert again.status is RunStatus.AWAITING_CONFIRM

@@ -296,7 +296,10 @@ def test_exchange_run_shows_parallel_steps_and_is_approved_from_the_page(
     assert page.locator("details.step").count() == 5
     shot(page, "run-waiting")
 
-    page.click("#approve")
+    shown = served.call("GET", f"/runs/{run_id}")["pending"]["call"]
+    with page.expect_request(lambda request: request.url.endswith("/resume")) as sent:
+        page.click("#approve")  # the decision names the call the page showed
+    assert shown and json.loads(sent.value.post_data or "{}")["call"] == shown
     page.wait_for_selector("h1 .badge.s-finished")
     assert exchanges(served) == before + 1  # exactly one exchange order
     assert served.call("GET", f"/runs/{run_id}")["status"] == "finished"

@@ -136,6 +136,24 @@ def test_the_same_approval_enqueued_twice_runs_once(workers: WorkerPool) -> None
     assert sql(workers.store_url, "SELECT count(*) FROM dbos.workflow_status") == [(2,)]
 
 
+def test_a_decision_for_another_call_than_the_run_asks_is_refused_before_it_is_enqueued(
+    workers: WorkerPool,
+) -> None:
+    """``call`` (``pending.call``) travels with the drive; a stale one enqueues nothing."""
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", MESSAGE)
+        workers.start("w1")
+        paused = queue.wait(names.workflow_id(run_id, 0), timeout_s=60)
+        shown = paused["pending"]["call"]
+        assert shown
+        with pytest.raises(RunNotResumableError, match="does not ask about the call"):
+            queue.resume("depot", run_id, approve=True, call="0" * 16)
+        assert sql(workers.store_url, "SELECT count(*) FROM dbos.workflow_status") == [(1,)]
+        resume = queue.resume("depot", run_id, approve=True, call=shown)
+        assert queue.wait(resume, timeout_s=60)["status"] == "finished"
+    assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
+
+
 def test_a_finished_drive_executed_again_rederives_its_events_and_enters_no_tool(
     workers: WorkerPool,
 ) -> None:

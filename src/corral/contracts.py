@@ -409,6 +409,14 @@ class PendingAction(Contract):
     prompt: str
     step_id: str | None = None
     slot: str | None = None
+    call: str | None = None
+    """A confirmation's digest of the call it asks about: its tool and arguments as shown.
+
+    Give it back with the person's answer (``Runtime.resume(call=...)``, the HTTP API's
+    ``call``): the answer is then applied only while the run asks about that very call,
+    never to another one asked in its place (a deploy that changed the step's tool or
+    arguments while the person read the prompt). ``None`` for a question, and for a
+    confirmation asked before calls had digests."""
 
 
 class IntentBrief(Contract):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from corral.errors import InvalidInputError
@@ -82,8 +83,13 @@ def require_words(value: str, what: str) -> str:
     return value
 
 
-def require_one_input(approve: bool | None, answer: str | None, step_id: str | None = None) -> None:
-    """``InvalidInputError`` for an approval with an answer, or a step named without one.
+def require_one_input(
+    approve: bool | None,
+    answer: str | None,
+    step_id: str | None = None,
+    call: str | None = None,
+) -> None:
+    """``InvalidInputError`` for an approval with an answer, or a step or call named without one.
 
     A run waits for a decision or for an answer, never both, and only a decision is about
     a step: either is the caller's mistake, the same code from the CLI, the HTTP API, the
@@ -99,3 +105,17 @@ def require_one_input(approve: bool | None, answer: str | None, step_id: str | N
             "a step is named only with an approval or a rejection",
             hint="an answer is to the run's question: leave the step out",
         )
+    if call is not None and approve is None:
+        raise InvalidInputError(
+            "a call is named only with an approval or a rejection",
+            hint="an answer is to the run's question: leave the call out",
+        )
+    if call is not None and not _CALL_DIGEST.fullmatch(call):
+        raise InvalidInputError(
+            "a call is named by its digest: the hex digits of the summary's pending.call",
+            hint=f"{SEE_RUN}; send pending.call as it is",
+        )
+
+
+_CALL_DIGEST = re.compile(r"[0-9a-f]{1,64}")
+"""The form of ``PendingAction.call`` (16 hex digits today; a longer digest stays valid)."""

@@ -120,7 +120,15 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
             )
             answer = yes_or_no(line) if confirm is not None else None
             if confirm is not None and answer is not None:
-                summary = asyncio.run(runtime.resume(confirm.run_id, approve=answer))
+                shown = confirm.pending  # the answer is about the call shown, no other
+                summary = asyncio.run(
+                    runtime.resume(
+                        confirm.run_id,
+                        approve=answer,
+                        step_id=shown.step_id if shown else None,
+                        call=shown.call if shown else None,
+                    )
+                )
             elif confirm is not None and not unclear:  # the question again, with its subject
                 unclear = True
                 prompt = visible(confirm.pending.prompt if confirm.pending else "")
@@ -134,6 +142,10 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
             unclear = False
         except CorralError as exc:  # one bad line is reported; the conversation goes on
             console.print(Text(f"error {exc.code.value}: {visible(exc.message)}", style="red"))
+            if confirm is not None:  # answered elsewhere, or asks about another call now
+                waiting = _asking_now(runtime, confirm.run_id)
+                if waiting is not None and waiting.pending is not None:
+                    console.print(Text(f"agent> {visible(waiting.pending.prompt)}"))
             continue
         console.print(Text(f"agent> {visible(summary.reply or '')}"))
         state = asyncio.run(runtime.load_state(summary.run_id))
@@ -152,6 +164,17 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
         )
         waiting = summary if summary.status is RunStatus.AWAITING_CONFIRM else None
         language = state.language
+
+
+def _asking_now(runtime: Runtime, run_id: str) -> RunSummary | None:
+    """The run's summary while it waits for a confirmation: what a yes or no is about now."""
+    import asyncio
+
+    from corral.contracts import RunStatus
+    from corral.runtime.runtime import summarize_run
+
+    state = asyncio.run(runtime.load_state(run_id))
+    return summarize_run(state) if state.status is RunStatus.AWAITING_CONFIRM else None
 
 
 def _session_model(folder: Path, session_id: str, url: str | None = None) -> str | None:

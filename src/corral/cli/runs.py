@@ -137,6 +137,13 @@ def resume(
         str | None,
         typer.Option("--step", help="The step whose confirmation you answer (pending.step_id)"),
     ] = None,
+    call: Annotated[
+        str | None,
+        typer.Option(
+            "--call",
+            help="The call you were shown (pending.call): decide only while the run asks it",
+        ),
+    ] = None,
     wait: Annotated[
         bool, typer.Option("--wait", help="If another process drives the run, wait for it")
     ] = False,
@@ -157,9 +164,8 @@ def resume(
     """
     if approve and reject:
         raise typer.BadParameter("give --approve or --reject, not both")
-    if answer is not None and (approve or reject):
-        require_one_input(True, answer)  # INVALID_INPUT, as from the HTTP API
     decision = True if approve else False if reject else None
+    require_one_input(decision, answer, step, call)  # INVALID_INPUT, as from the HTTP API
     _run_id(run_id)
     if answer is not None:
         require_words(answer, "the answer")
@@ -172,6 +178,7 @@ def resume(
             approve=decision,
             answer=answer,
             step_id=step,
+            call=call,
             wait_s=wait_timeout if wait else 0.0,
         ),
     )

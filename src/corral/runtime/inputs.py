@@ -48,14 +48,27 @@ def check_input(state: RunState, approve: bool | None, answer: str | None) -> No
         )
 
 
-def check_step(state: RunState, step_id: str | None) -> None:
-    """``RUN_NOT_RESUMABLE`` when an approval names a step the run does not wait for now."""
-    if step_id is not None and (state.pending is None or state.pending.step_id != step_id):
-        waiting = state.pending.step_id if state.pending else None
+def check_step(state: RunState, step_id: str | None, call: str | None = None) -> None:
+    """``RUN_NOT_RESUMABLE`` when a decision names a step or call the run does not ask now.
+
+    ``call`` is the digest the caller was shown (``PendingAction.call``): a person's answer
+    about one call is never applied to another asked in its place, as when a deploy changed
+    the step's tool or arguments while the prompt was on their screen.
+    """
+    pending = state.pending
+    if step_id is not None and (pending is None or pending.step_id != step_id):
+        waiting = pending.step_id if pending else None
         raise RunNotResumableError(
             f"run {state.run_id} does not wait for a confirmation of step {step_id}"
             + (f" (it waits for {waiting})" if waiting else ""),
             hint=f"{SEE_RUN}; approve what it asks now",
+        )
+    if call is not None and (pending is None or pending.call != call):
+        now = f" (it asks about step {pending.step_id} now)" if pending is not None else ""
+        raise RunNotResumableError(
+            f"run {state.run_id} does not ask about the call that was shown{now}",
+            hint=f"{SEE_RUN}; show the person what it asks now, and send pending.call with "
+            "their answer",
         )
 
 

@@ -429,9 +429,11 @@ class Runtime:
         answer: str | None = None,
         step_id: str | None = None,
         wait_s: float = 0.0,
+        call: str | None = None,
     ) -> AsyncIterator[StreamItem]:
         """``resume``, yielding the events this resume writes, then the run's summary."""
-        return event_stream(partial(self._resume, run_id, approve, answer, step_id, wait_s))
+        resuming = partial(self._resume, run_id, approve, answer, step_id, wait_s, call=call)
+        return event_stream(resuming)
 
     async def _handle_message(
         self,
@@ -690,6 +692,7 @@ class Runtime:
         answer: str | None = None,
         step_id: str | None = None,
         wait_s: float = 0.0,
+        call: str | None = None,
     ) -> RunSummary:
         """Continue a stored run.
 
@@ -701,9 +704,13 @@ class Runtime:
         already gave (a double click) returns the run's current summary instead of
         approving or answering whatever the run waits for next. ``step_id`` names the
         confirmation being answered (``summary.pending.step_id``); without it, the one the
-        run waited for when this call began.
+        run waited for when this call began. ``call`` (``summary.pending.call``) binds the
+        decision to the call the person was shown: if the run asks about another one now
+        (a deploy changed the step's tool or arguments), nothing is decided and this raises
+        ``RUN_NOT_RESUMABLE``. Without it, a decision is for whatever the step asks when
+        it is applied.
         """
-        return await self._resume(run_id, approve, answer, step_id, wait_s, None)
+        return await self._resume(run_id, approve, answer, step_id, wait_s, None, call=call)
 
     async def _resume(
         self,
@@ -714,11 +721,12 @@ class Runtime:
         wait_s: float,
         watch: Watch | None,
         said: str | None = None,
+        call: str | None = None,
     ) -> RunSummary:
         """``resume``; ``said``: the session's message that gave ``approve`` (logged first)."""
         if answer is not None:
             self._check_words(answer, "the answer")
-        require_one_input(approve, answer, step_id)
+        require_one_input(approve, answer, step_id, call)
         seen = await self._recorded_state(run_id, "log_seen")
         async with self.ownership.holding(run_id, wait_s) as held:
             state = await self._recorded_state(run_id, "log")
@@ -730,11 +738,12 @@ class Runtime:
                 # resume with no input does, instead of answering a stale summary
                 journal = self._journal_for_input(state, None, None, watch)
                 return await self._drive(journal, held)
-            if approve is not None and _asked_since(seen, state):
+            if approve is not None and call is None and _asked_since(seen, state):
                 # a click on what the caller saw (a double click, or one sent while another
                 # drive ran) approves nothing asked after it: the run shows what it asks now
+                # (with ``call``, check_step knows exactly what the caller saw)
                 return summarize_run(state)
-            check_step(state, step_id)
+            check_step(state, step_id, call)
             journal = self._journal_for_input(state, approve, answer, watch, said)
             return await self._drive(journal, held)
 

@@ -295,7 +295,9 @@ def _apply_run(state: RunState, payload: Payload) -> None:
     """The events of pauses, model calls and endings."""
     if isinstance(payload, ConfirmationRequested):
         step_id = payload.step_id
-        state.pending = PendingAction(kind="confirm", prompt=payload.prompt, step_id=step_id)
+        state.pending = PendingAction(
+            kind="confirm", prompt=payload.prompt, step_id=step_id, call=payload.call
+        )
         state.pending_since = state.last_seq
         state.confirmations.pop(step_id, None)  # asked anew: an earlier answer was for another call
         calls = state.confirmation_calls

@@ -61,14 +61,16 @@ class QueuedRuns:
         approve: bool | None,
         answer: str | None,
         step_id: str | None,
+        call: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input; its workflow id.
 
         The same input names the same drive, which DBOS keeps once (the queue checks the
         input).
         """
+        resume = self.queue.resume
         return await asyncio.to_thread(
-            self.queue.resume, agent, run_id, approve=approve, answer=answer, step_id=step_id
+            resume, agent, run_id, approve=approve, answer=answer, step_id=step_id, call=call
         )
 
     async def outcome(self, workflow_id: str) -> RunSummary | None:

@@ -87,11 +87,11 @@ async def resume_run(run_id: str, state: State, body: ResumeRun | None = None) -
     runtime = await state.runtime_of_run(run_id)
     if state.queued is not None:  # --enqueue: a worker drives it
         drive = await state.queued.resume(
-            runtime.agent.name, run_id, body.approve, body.answer, body.step_id
+            runtime.agent.name, run_id, body.approve, body.answer, body.step_id, body.call
         )
         return await state.queued_answer(state.queued, drive, body.wait is True)
     stream = runtime.stream_resume(
-        run_id, approve=body.approve, answer=body.answer, step_id=body.step_id
+        run_id, approve=body.approve, answer=body.answer, step_id=body.step_id, call=body.call
     )
     return await state.answer(await state.hub.drive(stream), body.wait is not False)
 

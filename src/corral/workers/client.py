@@ -122,6 +122,7 @@ class RunQueue:
         approve: bool | None = None,
         answer: str | None = None,
         step_id: str | None = None,
+        call: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input to a paused run; its workflow id.
 
@@ -132,11 +133,13 @@ class RunQueue:
         step the run waits for now, so a late duplicate never approves a later one.
         ``AGENT_NOT_FOUND`` when the run is not ``agent``'s. Input that is no input (a
         blank answer, an approval with an answer, a step named with an answer) is
-        ``INVALID_INPUT``, as from ``Runtime.resume``, before anything is read.
+        ``INVALID_INPUT``, as from ``Runtime.resume``, before anything is read. A decision
+        with ``call`` (``pending.call``) for a call the run no longer asks about is
+        ``RUN_NOT_RESUMABLE`` here, and again on the worker if it changed in between.
         """
         if answer is not None:
             require_words(answer, "the answer")
-        require_one_input(approve, answer, step_id)
+        require_one_input(approve, answer, step_id, call)
         events = self._store.load_events(run_id)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}", hint="see `corral runs`")
@@ -158,7 +161,7 @@ class RunQueue:
         new = drive > len(inputs)
         if new:  # only for an input the run takes: a drive refused on a worker keeps its id
             check_input(state, approve, answer)
-            check_step(state, step_id)
+            check_step(state, step_id, call)
         args = DriveArgs(
             kind="resume",
             agent=agent,
@@ -166,6 +169,7 @@ class RunQueue:
             approve=approve,
             answer=answer,
             step_id=step_id,
+            call=call,
         )
         workflow = self._enqueue(args, drive, self._attempt(run_id, drive, new))
         given = approve is not None or answer is not None

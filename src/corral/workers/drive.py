@@ -31,6 +31,8 @@ class DriveArgs(BaseModel):
     approve: bool | None = None
     answer: str | None = None
     step_id: str | None = None
+    call: str | None = None
+    """A decision's ``PendingAction.call``: the worker applies it only to that call."""
     plan: str | None = None
     """``run_plan``: a template name of the agent's config."""
     entities: dict[str, Any] | None = None

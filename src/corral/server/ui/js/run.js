@@ -280,8 +280,10 @@ function actions(page) {
   if (pending.kind === "confirm") {
     const approve = h("button", { type: "button", id: "approve", class: "primary" }, t("run.approve"));
     const reject = h("button", { type: "button", id: "reject" }, t("run.reject"));
-    approve.addEventListener("click", () => send({ approve: true }, [approve, reject]));
-    reject.addEventListener("click", () => send({ approve: false }, [approve, reject]));
+    // the decision is about the call shown here: if the run asks about another now, 409
+    const call = pending.call ?? null;
+    approve.addEventListener("click", () => send({ approve: true, call }, [approve, reject]));
+    reject.addEventListener("click", () => send({ approve: false, call }, [approve, reject]));
     box.append(h("div", { class: "buttons" }, approve, reject));
   } else {
     const input = h("input", { type: "text", id: "answer", "aria-label": t("run.answer"), placeholder: t("run.answer") });
