@@ -341,6 +341,29 @@ def test_a_waiting_run_resumed_elsewhere_updates_the_page(served: Served, page: 
     assert "s5" in {b.get("step") for b in page.evaluate("window.corralTimeline.bars")}
 
 
+def test_a_refused_decision_shows_what_the_run_asks_now(served: Served, page: Any) -> None:
+    """A 409 (decided elsewhere, or another call asked now) reloads the run, so that the
+    buttons send what it asks now instead of the same refused decision again."""
+    run_id = served.call("POST", "/agents/aftersales/runs", {"message": EXCHANGE})["run_id"]
+    page.goto(served.dashboard(f"/runs/{run_id}"))
+    page.wait_for_selector("#approve")
+    refusal = {"error": {"code": "RUN_NOT_RESUMABLE", "message": "another call", "hint": None}}
+    page.route(
+        "**/resume",
+        lambda route: route.fulfill(
+            status=409, content_type="application/json", body=json.dumps(refusal)
+        ),
+    )
+    reloaded = f"/runs/{run_id}"
+    with page.expect_request(
+        lambda r: r.method == "GET" and r.url.endswith(reloaded), timeout=10_000
+    ):
+        page.click("#approve")
+    page.wait_for_selector("#action-result:has-text('RUN_NOT_RESUMABLE')")
+    assert page.locator("#approve").is_enabled()  # the page as it is now, ready for a click
+    assert served.call("GET", reloaded)["status"] == "awaiting_confirm"
+
+
 def test_a_run_in_progress_is_followed_live(served: Served, page: Any) -> None:
     gate = served.home / "data" / "gated" / "open"
     started = served.call("POST", "/agents/gated/runs", {"message": "hold", "wait": False})

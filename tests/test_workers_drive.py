@@ -147,9 +147,9 @@ def test_a_decision_for_another_call_than_the_run_asks_is_refused_before_it_is_e
         shown = paused["pending"]["call"]
         assert shown
         with pytest.raises(RunNotResumableError, match="does not ask about the call"):
-            queue.resume("depot", run_id, approve=True, call="0" * 16)
+            queue.resume("depot", run_id, approve=True, step_id="s3", call="0" * 16)
         assert sql(workers.store_url, "SELECT count(*) FROM dbos.workflow_status") == [(1,)]
-        resume = queue.resume("depot", run_id, approve=True, call=shown)
+        resume = queue.resume("depot", run_id, approve=True, step_id="s3", call=shown)
         assert queue.wait(resume, timeout_s=60)["status"] == "finished"
     assert business(workers.home, "SELECT count(*) FROM entries") == [(1,)]
 

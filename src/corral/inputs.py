@@ -93,7 +93,8 @@ def require_one_input(
 
     A run waits for a decision or for an answer, never both, and only a decision is about
     a step: either is the caller's mistake, the same code from the CLI, the HTTP API, the
-    queue and ``Runtime.resume``.
+    queue and ``Runtime.resume``. A call is named with its step: two steps of a plan may
+    ask about the same call, and a late click on the first must not decide the second.
     """
     if approve is not None and answer is not None:
         raise InvalidInputError(
@@ -110,7 +111,12 @@ def require_one_input(
             "a call is named only with an approval or a rejection",
             hint="an answer is to the run's question: leave the call out",
         )
-    if call is not None and not _CALL_DIGEST.fullmatch(call):
+    if call is not None and step_id is None:  # two steps may ask about the same call
+        raise InvalidInputError(
+            "a call is named with its step",
+            hint="send pending.step_id with pending.call",
+        )
+    if call is not None and (not isinstance(call, str) or not _CALL_DIGEST.fullmatch(call)):
         raise InvalidInputError(
             "a call is named by its digest: the hex digits of the summary's pending.call",
             hint=f"{SEE_RUN}; send pending.call as it is",

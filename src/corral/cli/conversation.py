@@ -143,9 +143,12 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
         except CorralError as exc:  # one bad line is reported; the conversation goes on
             console.print(Text(f"error {exc.code.value}: {visible(exc.message)}", style="red"))
             if confirm is not None:  # answered elsewhere, or asks about another call now
-                waiting = _asking_now(runtime, confirm.run_id)
-                if waiting is not None and waiting.pending is not None:
-                    console.print(Text(f"agent> {visible(waiting.pending.prompt)}"))
+                now = _asking_now(runtime, confirm.run_id)
+                if now is not None and now.pending is not None and now.pending != confirm.pending:
+                    console.print(Text(f"agent> {visible(now.pending.prompt)}"))
+                # else the same question stands (the run was busy, the store down): a yes
+                # still names the step and call shown, never what the run asks next
+                waiting = now or confirm
             continue
         console.print(Text(f"agent> {visible(summary.reply or '')}"))
         state = asyncio.run(runtime.load_state(summary.run_id))
@@ -167,13 +170,19 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
 
 
 def _asking_now(runtime: Runtime, run_id: str) -> RunSummary | None:
-    """The run's summary while it waits for a confirmation: what a yes or no is about now."""
+    """The run's summary while it waits for a confirmation: what a yes or no is about now.
+
+    ``None`` while it does not (another client drives it), or when it cannot be read.
+    """
     import asyncio
 
     from corral.contracts import RunStatus
     from corral.runtime.runtime import summarize_run
 
-    state = asyncio.run(runtime.load_state(run_id))
+    try:
+        state = asyncio.run(runtime.load_state(run_id))
+    except CorralError:  # the store is down: the chat goes on, as for the error before
+        return None
     return summarize_run(state) if state.status is RunStatus.AWAITING_CONFIRM else None
 
 

@@ -141,7 +141,8 @@ def resume(
         str | None,
         typer.Option(
             "--call",
-            help="The call you were shown (pending.call): decide only while the run asks it",
+            help="The call you were shown (pending.call, with --step): decide only while "
+            "the step asks it",
         ),
     ] = None,
     wait: Annotated[

@@ -704,11 +704,11 @@ class Runtime:
         already gave (a double click) returns the run's current summary instead of
         approving or answering whatever the run waits for next. ``step_id`` names the
         confirmation being answered (``summary.pending.step_id``); without it, the one the
-        run waited for when this call began. ``call`` (``summary.pending.call``) binds the
-        decision to the call the person was shown: if the run asks about another one now
-        (a deploy changed the step's tool or arguments), nothing is decided and this raises
-        ``RUN_NOT_RESUMABLE``. Without it, a decision is for whatever the step asks when
-        it is applied.
+        run waited for when this call began. ``call`` (``summary.pending.call``, given with
+        ``step_id``) binds the decision to the call the person was shown: if the step asks
+        about another one now (a deploy changed its tool or arguments), nothing is decided
+        and this raises ``RUN_NOT_RESUMABLE``. Without it, a decision is for whatever the
+        step asks when it is applied.
         """
         return await self._resume(run_id, approve, answer, step_id, wait_s, None, call=call)
 
@@ -738,10 +738,9 @@ class Runtime:
                 # resume with no input does, instead of answering a stale summary
                 journal = self._journal_for_input(state, None, None, watch)
                 return await self._drive(journal, held)
-            if approve is not None and call is None and _asked_since(seen, state):
+            if approve is not None and _asked_since(seen, state):
                 # a click on what the caller saw (a double click, or one sent while another
                 # drive ran) approves nothing asked after it: the run shows what it asks now
-                # (with ``call``, check_step knows exactly what the caller saw)
                 return summarize_run(state)
             check_step(state, step_id, call)
             journal = self._journal_for_input(state, approve, answer, watch, said)

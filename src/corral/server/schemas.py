@@ -49,9 +49,9 @@ class ResumeRun(Body):
     """The confirmation being answered (``pending.step_id``), so that a late double click
     never approves what the run asks next."""
     call: str | None = Field(default=None, max_length=64, pattern="^[0-9a-f]+$")
-    """The call the person was shown (``pending.call``): the decision is applied only while
-    the run asks about that call; another one asked in its place is a 409
-    ``RUN_NOT_RESUMABLE``."""
+    """The call the person was shown (``pending.call``, sent with ``step_id``): the decision
+    is applied only while the step asks about that call; another one asked in its place is
+    a 409 ``RUN_NOT_RESUMABLE``."""
     wait: bool | None = None
     """As ``StartRun.wait``."""
 

@@ -272,6 +272,14 @@ function actions(page) {
       fill(result, t("run.sent", { s: statusLabel(summary.status) }));
       await load(page);
     } catch (err) {
+      if (err.status === 409) {
+        // decided elsewhere, or it asks about another call now: show what it asks (the
+        // buttons then send that call), with why nothing was decided
+        await load(page);
+        const shown = document.getElementById("action-result");
+        if (shown) fill(shown, `${t("common.error")}: ${err.message}`);
+        return;
+      }
       fill(result, `${t("common.error")}: ${err.message}`);
       for (const b of buttons) b.disabled = false;
     }
