@@ -95,22 +95,30 @@ async def test_a_replan_may_not_reuse_a_step_id_so_a_yes_never_carries_to_a_new_
     assert entered == [100, 599]
 
 
-def voucher_desk(rewrite: bool) -> tuple[Agent, list[str]]:
-    """Refunds by a confirmed step; ``rewrite``: the deploy that pays 599 in vouchers."""
-    calls: list[str] = []
+def payment_tools(
+    calls: list[str], policy: ToolPolicy, reconcile: Any = None
+) -> tuple[ToolSpec, ToolSpec]:
+    """``refund`` and ``voucher`` under ``policy``, each noting its calls in ``calls``."""
 
-    @tool(policy=CONFIRMED_WRITE)
+    @tool(policy=policy, reconcile=reconcile)
     def refund(amount: str) -> Paid:
         """Refunds ``amount`` to the card."""
         calls.append(f"refund {amount}")
         return Paid(amount=amount)
 
-    @tool(policy=CONFIRMED_WRITE)
+    @tool(policy=policy)
     def voucher(amount: str) -> Paid:
         """Pays ``amount`` as a voucher."""
         calls.append(f"voucher {amount}")
         return Paid(amount=amount)
 
+    return refund, voucher
+
+
+def voucher_desk(rewrite: bool) -> tuple[Agent, list[str]]:
+    """Refunds by a confirmed step; ``rewrite``: the deploy that pays 599 in vouchers."""
+    calls: list[str] = []
+    refund, voucher = payment_tools(calls, CONFIRMED_WRITE)
     agent = build_agent(
         [refund, voucher],
         [{"id": "r", "tool": "refund", "args": {"amount": "$entities.amount"}}],

@@ -2,7 +2,8 @@
 
 Each is decided by code: the budget; argument binding (a missing value is an error,
 never a guess); the declared rewrites; validation of every bound argument against the
-tool's input model; the intent's allow-list; the business rules; the person's
+tool's input model; a write the process died in entered again only as the same call; the
+intent's allow-list; the business rules; the person's
 confirmation; the loop guard. Arguments are validated before anyone is asked, so a person
 never approves a call that cannot run, and the prompt can show them (``{args.x}``).
 """
@@ -32,13 +33,14 @@ from corral.events import (
     BudgetExceeded,
     BudgetLowSignal,
     LoopDetected,
+    StepFinished,
     StepStarted,
     ToolRewritten,
     Verified,
 )
 from corral.planning.binding import bind_arguments, reads_facts
 from corral.planning.validate import CompiledStep
-from corral.tools.invoke import validate_args
+from corral.tools.invoke import failed_result, validate_args
 from corral.verify.rules import CompiledRule
 
 
@@ -150,6 +152,46 @@ class ValidateArguments:
         except CorralError as exc:
             return _unbound(proposal, run, exc)
         return Proposal(proposal.step, proposal.tool, proposal.args, validated)
+
+
+@dataclass(frozen=True, slots=True)
+class SameCallAgain:
+    """A write the process died in is entered again only as the call it died in.
+
+    An idempotent write whose outcome is unknown is entered again on its idempotency key:
+    a business system that saw the first call answers the second with its effect. A deploy
+    made meanwhile (an argument rewrite, another tool) may change the call, and no key
+    covers another tool or other arguments: the first call may have acted, and the new one
+    would act again. The step's outcome stays unknown, and the run goes to a person before
+    anyone is asked about, or charged by, the new call.
+    """
+
+    leaves_arguments: ClassVar[bool] = True
+
+    def applies(
+        self, step: CompiledStep, policy: DecisionPolicy, rules: Sequence[CompiledRule]
+    ) -> bool:
+        """For a write, or a tool a rewrite may turn into one."""
+        return step.spec.policy.kind == "write" or policy.rewrites_tool(step.spec.name)
+
+    def check(self, proposal: Proposal, run: GateRun) -> Answer:
+        """The proposal when it is the interrupted call, or nothing was interrupted."""
+        died_in = run.interrupted_call(proposal.step_id)
+        if died_in is None:
+            return proposal
+        tool, args = died_in
+        now = proposal.tool.name
+        if shown_call(tool, args) == shown_call(now, proposal.args):
+            return proposal
+        instead = f"{now}" if now != tool else f"{tool} with other arguments"
+        reason = (
+            f"the run stopped while {tool} was running, and it may have acted; the step "
+            f"now calls {instead}, which its idempotency key does not cover"
+        )
+        code = ErrorCode.OUTCOME_UNKNOWN
+        unknown = failed_result(tool, code.value, reason, 1)
+        run.emit("execute", StepFinished(proposal.step_id, "unknown", unknown, code.value, reason))
+        return Stop(reason, code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +338,7 @@ DEFAULT_GATES: tuple[Gate, ...] = (
     BindArguments(),
     RewriteArguments(),
     ValidateArguments(),
+    SameCallAgain(),
     AllowList(),
     BusinessRules(),
     Confirmation(),
@@ -309,6 +352,7 @@ _NOT_FOR_STAND_INS = (
     BindArguments,
     RewriteArguments,
     ValidateArguments,
+    SameCallAgain,
     Confirmation,
     LoopGuardGate,
 )

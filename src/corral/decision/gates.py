@@ -190,6 +190,14 @@ class GateRun(Protocol):
         """
         ...
 
+    def interrupted_call(self, step_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The call (tool, arguments) a process died in, entered again on its key.
+
+        ``None`` for any other step. A write proven not to have acted (its reconciler found
+        nothing) is no such step: any call may follow a call that did nothing.
+        """
+        ...
+
     def ask_confirmation(self, step_id: str, tool: str, args: dict[str, Any]) -> None:
         """Pause the run with the step's confirmation prompt."""
         ...

@@ -47,6 +47,9 @@ class GateView:
         run started from a plan."""
         self.active_seconds: Callable[[], float] = loop.active_seconds
         """Running time of the run so far, excluding pauses (the loop's own method)."""
+        self.interrupted: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Step id -> the call its process died in, entered again on its key (the
+        scheduler's ``_settle_interrupted_writes`` fills it)."""
 
     @property
     def budget(self) -> BudgetTracker:
@@ -85,6 +88,10 @@ class GateView:
             if shown is not None and shown != call:
                 return None
         return answer
+
+    def interrupted_call(self, step_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The call the step's process died in, when its write is entered again on its key."""
+        return self.interrupted.get(step_id) if self.interrupted else None
 
     def started(self, step_id: str) -> bool:
         """The step started before (it is counted in ``book.started``)."""

@@ -381,6 +381,7 @@ class Scheduler:
                     f"{spec.name} (its max_interrupted_calls); the write is not entered again"
                 )
             elif spec.policy.idempotent and spec.reconcile is None:
+                self.gates.interrupted[step_id] = (spec.name, step.args or {})  # on its key
                 continue
             unknown = failed_result(spec.name, unknown_code, message, 1)  # that call's
             args = step.args or {}
@@ -396,6 +397,8 @@ class Scheduler:
             if may_enter_again and spec.policy.idempotent and outcome != "applied":
                 # it never acted, or (an earlier owner may live) nobody can tell: an
                 # idempotent write is entered again by ``_ready``, with the same key
+                if outcome == "unknown":  # only the same call is covered by that key
+                    self.gates.interrupted[step_id] = (spec.name, args)
                 continue
             await self._complete(step_id, _Outcome(settled, args))
             if not may_enter_again and outcome != "applied":

@@ -1,0 +1,120 @@
+"""A write the process died in is entered again only as the call it died in.
+
+An idempotent write whose outcome is unknown is entered again with the same idempotency
+key, so that a business system that saw the first call answers the second with its
+effect. On main a deploy made while the run was interrupted (an argument rewrite that pays
+599 as a voucher, or 499 instead) changed the call that was entered again: another tool,
+or another key, which no business system could tell from a new payment. The refund the
+process died in may have been paid, and the voucher was paid as well. Now the step is
+handed to a person as ``OUTCOME_UNKNOWN``, saying which call may have acted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from corral import (
+    Agent,
+    MemoryStore,
+    RunStatus,
+    Runtime,
+    StepStatus,
+    ToolContext,
+    ToolPolicy,
+    parse_config,
+)
+from corral.errors import RunNotResumableError
+from corral.testing import FixedEffects
+from tests.helpers import build_agent
+from tests.test_confirmation_scope import Paid, payment_tools
+from tests.test_runtime import Crash, CrashAfterWrite
+
+IDEMPOTENT_WRITE = ToolPolicy(kind="write", idempotent=True)
+
+
+def paying_desk(
+    paid: list[str],
+    rewrite: dict[str, Any] | None = None,
+    reconcile: Callable[[ToolContext], Paid | None] | None = None,
+) -> Agent:
+    """A refund of 599; ``rewrite``: the argument rewrite a deploy adds; ``reconcile``: the
+    refund's reconciler."""
+
+    refund, voucher = payment_tools(paid, IDEMPOTENT_WRITE, reconcile)
+    agent = build_agent(
+        [refund, voucher],
+        [{"id": "w", "tool": "refund", "args": {"amount": "599"}}],
+        intent_tools=["refund", "voucher"],
+    )
+    if rewrite is None:
+        return agent
+    config: dict[str, Any] = agent.config.model_dump()
+    config["argument_rewrites"] = [{"name": "deployed", "tool": "refund", **rewrite}]
+    return Agent.build(parse_config(config), [refund, voucher])
+
+
+async def killed_in_the_refund(paid: list[str]) -> tuple[MemoryStore, str]:
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(paying_desk(paid), store, effects=CrashAfterWrite()).start("go")
+    assert paid == ["refund 599"]
+    return store, store.list_runs(1)[0].run_id
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        {"when": 'args.amount == "599"', "use_tool": "voucher"},  # another tool, the same key
+        {"when": 'args.amount == "599"', "use_tool": "refund", "args": {"amount": "499"}},
+    ],
+    ids=["another tool", "other arguments"],
+)
+async def test_a_deploy_that_changed_the_call_hands_the_interrupted_write_to_a_person(
+    rewrite: dict[str, Any],
+) -> None:
+    paid: list[str] = []
+    store, run_id = await killed_in_the_refund(paid)
+    deployed = Runtime(paying_desk(paid, rewrite), store, effects=FixedEffects())
+    summary = await deployed.resume(run_id)
+    assert paid == ["refund 599"]  # nothing paid on top of what may have been
+    assert summary.status is RunStatus.HANDED_OFF
+    assert summary.error_code == "OUTCOME_UNKNOWN" and summary.outcome == "unknown"
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    assert summary.handoff is not None
+    assert "refund" in summary.handoff.reason and "may" in summary.handoff.reason
+    with pytest.raises(RunNotResumableError):  # it ended: a second resume pays nothing
+        await deployed.resume(run_id)
+    assert paid == ["refund 599"]
+
+
+async def test_the_same_call_is_entered_again_on_its_key_after_a_deploy() -> None:
+    """A rewrite that does not apply to the call leaves it as it was: entered again."""
+    paid: list[str] = []
+    store, run_id = await killed_in_the_refund(paid)
+    unrelated = {"when": 'args.amount == "1"', "use_tool": "voucher"}
+    deployed = Runtime(paying_desk(paid, unrelated), store, effects=FixedEffects())
+    summary = await deployed.resume(run_id)
+    assert summary.status is RunStatus.FINISHED
+    assert paid == ["refund 599", "refund 599"]  # the same call, with the same key
+
+
+async def test_a_write_its_reconciler_proved_had_not_acted_may_be_called_otherwise() -> None:
+    """Nothing was paid (the reconciler looked): the deploy's call is a first payment."""
+    paid: list[str] = []
+    looked: list[str] = []
+    store, run_id = await killed_in_the_refund(paid)
+    paid.clear()  # the business system never saw it (the process died before the call left)
+
+    def find(ctx: ToolContext) -> Paid | None:
+        looked.append(ctx.idempotency_key)
+        return None
+
+    voucher = {"when": 'args.amount == "599"', "use_tool": "voucher"}
+    deployed = paying_desk(paid, voucher, reconcile=find)
+    summary = await Runtime(deployed, store, effects=FixedEffects()).resume(run_id)
+    assert len(looked) == 1
+    assert summary.status is RunStatus.FINISHED, summary
+    assert paid == ["voucher 599"]
