@@ -25,9 +25,11 @@ from corral import (
     ToolContext,
     ToolPolicy,
     parse_config,
+    tool,
 )
-from corral.errors import RunNotResumableError
+from corral.errors import RunNotResumableError, ToolFailedError
 from corral.testing import FixedEffects
+from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent
 from tests.test_confirmation_scope import Paid, payment_tools
 from tests.test_runtime import Crash, CrashAfterWrite
@@ -118,3 +120,76 @@ async def test_a_write_its_reconciler_proved_had_not_acted_may_be_called_otherwi
     assert len(looked) == 1
     assert summary.status is RunStatus.FINISHED, summary
     assert paid == ["voucher 599"]
+
+
+def pay_desk(paid: list[str], preference: str, refuse_again: bool = False) -> Agent:
+    """``card`` and ``voucher``, equivalents, ranked by ``preference`` (``latency``: card
+    first, ``cost``: voucher first); ``refuse_again``: card refuses a key it saw."""
+
+    def member(name: str, latency_ms: int, cost: float) -> ToolSpec:
+        policy = ToolPolicy(
+            kind="write",
+            idempotent=True,
+            equivalent_group="pay",
+            latency_ms=latency_ms,
+            cost=cost,
+        )
+
+        @tool(name=name, policy=policy)
+        def pay(amount: str) -> Paid:
+            """Pays ``amount``."""
+            if refuse_again and paid and name == "card":
+                raise ToolFailedError("idempotency key already used")
+            paid.append(f"{name} {amount}")
+            return Paid(amount=amount)
+
+        return pay
+
+    tools = [member("card", 10, 5.0), member("voucher", 50, 1.0)]
+    base = build_agent(
+        tools,
+        [{"id": "w", "tool": "card", "args": {"amount": "599"}}],
+        intent_tools=["card", "voucher"],
+    )
+    return Agent.build(
+        parse_config({**base.config.model_dump(), "tool_preference": preference}), tools
+    )
+
+
+async def interrupted(agent: Agent) -> tuple[MemoryStore, str]:
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(agent, store, effects=CrashAfterWrite()).start("go")
+    return store, store.list_runs(1)[0].run_id
+
+
+async def test_a_write_that_died_in_an_equivalent_tool_is_entered_again_as_that_tool() -> None:
+    """Nothing deployed: the process died in the voucher (ranked first), entered again."""
+    paid: list[str] = []
+    store, run_id = await interrupted(pay_desk(paid, "cost"))
+    assert paid == ["voucher 599"]
+    summary = await Runtime(pay_desk(paid, "cost"), store, effects=FixedEffects()).resume(run_id)
+    assert summary.status is RunStatus.FINISHED, summary.handoff
+    assert paid == ["voucher 599", "voucher 599"]  # the same call, on its key
+
+
+async def test_a_deploy_that_ranks_another_equivalent_first_does_not_pay_with_it() -> None:
+    paid: list[str] = []
+    store, run_id = await interrupted(pay_desk(paid, "latency"))
+    assert paid == ["card 599"]
+    summary = await Runtime(pay_desk(paid, "cost"), store, effects=FixedEffects()).resume(run_id)
+    assert summary.status is RunStatus.FINISHED, summary.handoff
+    assert paid == ["card 599", "card 599"]  # the card again, on its key; never the voucher
+
+
+async def test_a_write_entered_again_that_fails_cleanly_is_unknown_and_no_tool_follows() -> None:
+    """The card refuses the key it saw: the first call may have acted; no voucher is paid."""
+    paid: list[str] = []
+    agent = pay_desk(paid, "latency", refuse_again=True)
+    store, run_id = await interrupted(agent)
+    summary = await Runtime(agent, store, effects=FixedEffects()).resume(run_id)
+    assert paid == ["card 599"]
+    assert summary.status is RunStatus.HANDED_OFF
+    assert summary.error_code == "OUTCOME_UNKNOWN" and summary.outcome == "unknown"
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    assert summary.handoff is not None and "key already used" in summary.handoff.reason

@@ -175,13 +175,21 @@ class SameCallAgain:
         return step.spec.policy.kind == "write" or policy.rewrites_tool(step.spec.name)
 
     def check(self, proposal: Proposal, run: GateRun) -> Answer:
-        """The proposal when it is the interrupted call, or nothing was interrupted."""
+        """The proposal when it is the interrupted call, or nothing was interrupted.
+
+        The process may have died in an equivalent of the step's tool (ranked first, or
+        after a failure): that one is the call, and the scheduler enters only it again
+        (``Scheduler._execute``), with the step's arguments.
+        """
         died_in = run.interrupted_call(proposal.step_id)
         if died_in is None:
             return proposal
         tool, args = died_in
         now = proposal.tool.name
-        if shown_call(tool, args) == shown_call(now, proposal.args):
+        same_args = shown_call("", args) == shown_call("", proposal.args)
+        if same_args and (
+            tool == now or any(peer.name == tool for peer in run.tools.equivalents(now))
+        ):
             return proposal
         instead = f"{now}" if now != tool else f"{tool} with other arguments"
         reason = (

@@ -104,6 +104,28 @@ class _Outcome:
     result: ToolResult
     args: dict[str, Any]
     skipped: Skip | None = None
+
+
+def _entered_again(died_in: str, outcome: _Outcome) -> _Outcome:
+    """The outcome of a write entered again after its process died in ``died_in``.
+
+    Its success is the write's (the key made the second call return the first one's
+    effect). Anything else (a clean refusal such as "key already used", no tool left to
+    run it) says nothing of the call the process died in, which may have acted: the step's
+    outcome is unknown, and no other tool is tried (``_execute`` ran only that one).
+    """
+    result = outcome.result
+    if outcome.skipped is None and result.status is not ToolStatus.ERROR:
+        return outcome
+    if result.error_code == _OUTCOME_UNKNOWN:
+        return outcome
+    why = result.error_message or (outcome.skipped.reason if outcome.skipped else "")
+    reason = (
+        f"the run stopped while {died_in} was running, and it may have acted; entering it "
+        f"again did not settle it ({result.error_code or 'skipped'}: {why})"
+    )
+    unknown = failed_result(result.tool, _OUTCOME_UNKNOWN, reason, result.attempts)
+    return _Outcome(unknown, outcome.args)
     """No tool ran: the only ones left were skipped by a rule (a stand-in's), so the step
     is skipped with that rule's reply, as a rule on the planned tool would skip it."""
 
@@ -554,6 +576,9 @@ class Scheduler:
                 latency=self.latency,
                 step_asks_approval=step.requires_confirmation,
             )
+        died_in = self.gates.interrupted.get(step.id) if self.gates.interrupted else None
+        if died_in is not None:  # entered again on its key: only as the tool it died in
+            candidates = [spec for spec in candidates if spec.name == died_in[0]]
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
@@ -744,6 +769,8 @@ class Scheduler:
         self.book.note(step_id)
 
     async def _finish(self, step_id: str, outcome: _Outcome) -> None:
+        if self.gates.interrupted and step_id in self.gates.interrupted:
+            outcome = _entered_again(self.gates.interrupted.pop(step_id)[0], outcome)
         compiled = self.graph.steps[step_id]
         result, journal = outcome.result, self.journal
         if outcome.skipped is not None:
