@@ -126,17 +126,15 @@ def voucher_desk(rewrite: bool) -> tuple[Agent, list[str]]:
         intent_tools=["refund", "voucher"],
     )
     if rewrite:
-        config: dict[str, Any] = agent.config.model_dump()
-        config["argument_rewrites"] = [
-            {
-                "name": "vouchers",
-                "tool": "refund",
-                "when": 'args.amount == "599"',
-                "use_tool": "voucher",
-            }
-        ]
-        agent = Agent.build(parse_config(config), [refund, voucher])
+        vouchers = {"tool": "refund", "when": 'args.amount == "599"', "use_tool": "voucher"}
+        agent = redeployed(agent, argument_rewrites=[{"name": "vouchers", **vouchers}])
     return agent, calls
+
+
+def redeployed(agent: Agent, **changes: Any) -> Agent:
+    """``agent`` after a deploy that changes these keys of its config (the same tools)."""
+    config = {**agent.config.model_dump(), **changes}
+    return Agent.build(parse_config(config), list(agent.tools))
 
 
 async def deployed_while_asked() -> tuple[RunSummary, Runtime, list[str]]:

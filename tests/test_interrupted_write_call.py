@@ -12,26 +12,27 @@ handed to a person as ``OUTCOME_UNKNOWN``, saying which call may have acted.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field
 
 from corral import (
     Agent,
     MemoryStore,
     RunStatus,
+    RunSummary,
     Runtime,
     StepStatus,
     ToolContext,
     ToolPolicy,
-    parse_config,
     tool,
 )
 from corral.errors import RunNotResumableError, ToolFailedError
 from corral.testing import FixedEffects
 from corral.tools.spec import ToolSpec
 from tests.helpers import build_agent
-from tests.test_confirmation_scope import Paid, payment_tools
+from tests.test_confirmation_scope import Paid, payment_tools, redeployed
 from tests.test_runtime import Crash, CrashAfterWrite
 
 IDEMPOTENT_WRITE = ToolPolicy(kind="write", idempotent=True)
@@ -53,9 +54,7 @@ def paying_desk(
     )
     if rewrite is None:
         return agent
-    config: dict[str, Any] = agent.config.model_dump()
-    config["argument_rewrites"] = [{"name": "deployed", "tool": "refund", **rewrite}]
-    return Agent.build(parse_config(config), [refund, voucher])
+    return redeployed(agent, argument_rewrites=[{"name": "deployed", "tool": "refund", **rewrite}])
 
 
 async def killed_in_the_refund(paid: list[str]) -> tuple[MemoryStore, str]:
@@ -151,9 +150,7 @@ def pay_desk(paid: list[str], preference: str, refuse_again: bool = False) -> Ag
         [{"id": "w", "tool": "card", "args": {"amount": "599"}}],
         intent_tools=["card", "voucher"],
     )
-    return Agent.build(
-        parse_config({**base.config.model_dump(), "tool_preference": preference}), tools
-    )
+    return redeployed(base, tool_preference=preference)
 
 
 async def interrupted(agent: Agent) -> tuple[MemoryStore, str]:
@@ -193,3 +190,60 @@ async def test_a_write_entered_again_that_fails_cleanly_is_unknown_and_no_tool_f
     assert summary.error_code == "OUTCOME_UNKNOWN" and summary.outcome == "unknown"
     assert summary.steps[0].status is StepStatus.UNKNOWN
     assert summary.handoff is not None and "key already used" in summary.handoff.reason
+
+
+def assert_handed_off_unknown(summary: RunSummary, why: str) -> None:
+    assert summary.status is RunStatus.HANDED_OFF and summary.outcome == "unknown", summary
+    assert summary.error_code == "OUTCOME_UNKNOWN"
+    assert summary.steps[0].status is StepStatus.UNKNOWN
+    assert summary.handoff is not None and "may have acted" in summary.handoff.reason
+    assert why in summary.handoff.reason
+
+
+async def test_a_rule_a_deploy_added_does_not_end_an_interrupted_write_as_refused() -> None:
+    """The refund may have been paid: a rule that now refuses it is no clean refusal."""
+    paid: list[str] = []
+    store, run_id = await killed_in_the_refund(paid)
+    cap = {"before_tool": "refund", "require": 'args.amount != "599"', "refusal": "done_reply"}
+    ruled = redeployed(paying_desk(paid), business_rules=[{"name": "cap", **cap}])
+    summary = await Runtime(ruled, store, effects=FixedEffects()).resume(run_id)
+    assert paid == ["refund 599"]
+    assert_handed_off_unknown(summary, "BUSINESS_RULE_VIOLATED")
+
+
+@pytest.mark.parametrize("on_failure", ["handoff", "continue"])
+async def test_arguments_that_no_longer_validate_leave_an_interrupted_write_unknown(
+    on_failure: str,
+) -> None:
+    paid: list[str] = []
+
+    def desk(capped: bool) -> Agent:
+        if capped:  # a deploy capped the amount
+
+            @tool(policy=IDEMPOTENT_WRITE)
+            def refund(amount: Annotated[str, Field(max_length=2)]) -> Paid:
+                """Refunds ``amount``, two digits at most."""
+                paid.append(f"refund {amount}")
+                return Paid(amount=amount)
+
+        else:
+
+            @tool(policy=IDEMPOTENT_WRITE)
+            def refund(amount: str) -> Paid:
+                """Refunds ``amount``."""
+                paid.append(f"refund {amount}")
+                return Paid(amount=amount)
+
+        amount = {"amount": "$entities.amount"}
+        step = {"id": "w", "tool": "refund", "args": amount, "on_failure": on_failure}
+        entities = {"amount": {"kind": "pattern", "patterns": [r"(\d+)"]}}
+        return build_agent([refund], [step], entities=entities, intent_tools=["refund"])
+
+    store = MemoryStore()
+    with pytest.raises(Crash):
+        await Runtime(desk(capped=False), store, effects=CrashAfterWrite()).start("go 599")
+    run_id = store.list_runs(1)[0].run_id
+    capped = desk(capped=True)
+    summary = await Runtime(capped, store, effects=FixedEffects()).resume(run_id)
+    assert paid == ["refund 599"]
+    assert_handed_off_unknown(summary, "INVALID_ARGUMENT")

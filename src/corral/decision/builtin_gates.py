@@ -33,14 +33,13 @@ from corral.events import (
     BudgetExceeded,
     BudgetLowSignal,
     LoopDetected,
-    StepFinished,
     StepStarted,
     ToolRewritten,
     Verified,
 )
 from corral.planning.binding import bind_arguments, reads_facts
 from corral.planning.validate import CompiledStep
-from corral.tools.invoke import failed_result, validate_args
+from corral.tools.invoke import validate_args
 from corral.verify.rules import CompiledRule
 
 
@@ -196,10 +195,7 @@ class SameCallAgain:
             f"the run stopped while {tool} was running, and it may have acted; the step "
             f"now calls {instead}, which its idempotency key does not cover"
         )
-        code = ErrorCode.OUTCOME_UNKNOWN
-        unknown = failed_result(tool, code.value, reason, 1)
-        run.emit("execute", StepFinished(proposal.step_id, "unknown", unknown, code.value, reason))
-        return Stop(reason, code)
+        return Refuse(ErrorCode.OUTCOME_UNKNOWN.value, reason, stop=True)  # ``unknown``
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from corral.errors import ErrorCode
 from corral.events import Payload, StepFinished, StepSkipped
 from corral.hashing import canonical_json, stable_hash
 from corral.planning.validate import CompiledStep
+from corral.tools.invoke import failed_result
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.verify.loop_guard import LoopGuard
@@ -314,6 +315,8 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
                 if in_place:
                     sealed_args = _as_text(proposal.args)
             continue
+        if isinstance(answer, (Refuse, Skip)) and run.interrupted_call(proposal.step_id):
+            return _unsettled(proposal.step_id, answer, run)
         if isinstance(answer, Refuse):
             failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
             run.emit("execute", failed)
@@ -335,6 +338,29 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         run.emit("execute", StepFinished(proposal.step_id, "failed", None, _EXTENSION, reason))
         return Stop(reason, ErrorCode.EXTENSION_FAILED)
     return proposal
+
+
+def _unsettled(step_id: str, answer: Refuse | Skip, run: GateRun) -> Stop:
+    """A write the process died in, kept from being entered again: its outcome is unknown.
+
+    A refusal or a skip of the step says nothing of the call that may have acted (a rule
+    a deploy added, arguments that no longer validate, a person's no to the call asked
+    again, ``SameCallAgain``): the step is ``unknown``, not failed or skipped, and the run
+    stops for a person before anything else is done.
+    """
+    died_in = run.interrupted_call(step_id)
+    tool = died_in[0] if died_in else ""
+    if answer.code == ErrorCode.OUTCOME_UNKNOWN.value:
+        reason = answer.reason
+    else:
+        reason = (
+            f"the run stopped while {tool} was running, and it may have acted; it was not "
+            f"entered again ({answer.code}: {answer.reason})"
+        )
+    code = ErrorCode.OUTCOME_UNKNOWN
+    result = failed_result(tool, code.value, reason, 1)
+    run.emit("execute", StepFinished(step_id, "unknown", result, code.value, reason))
+    return Stop(reason, code)
 
 
 def _checked(gate: Gate, answer: object, sealed: Proposal | None) -> Answer:
