@@ -3,9 +3,9 @@
 Each is decided by code: the budget; argument binding (a missing value is an error,
 never a guess); the declared rewrites; validation of every bound argument against the
 tool's input model; a write the process died in entered again only as the same call; the
-intent's allow-list; the business rules; the person's
-confirmation; the loop guard. Arguments are validated before anyone is asked, so a person
-never approves a call that cannot run, and the prompt can show them (``{args.x}``).
+intent's allow-list; the business rules; the person's confirmation; the loop guard.
+Arguments are validated before anyone is asked, so a person never approves a call that
+cannot run, and the prompt can show them (``{args.x}``).
 """
 
 from __future__ import annotations

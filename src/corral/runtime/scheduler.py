@@ -104,6 +104,8 @@ class _Outcome:
     result: ToolResult
     args: dict[str, Any]
     skipped: Skip | None = None
+    """No tool ran: the only ones left were skipped by a rule (a stand-in's), so the step
+    is skipped with that rule's reply, as a rule on the planned tool would skip it."""
 
 
 def _entered_again(died_in: str, outcome: _Outcome) -> _Outcome:
@@ -126,8 +128,6 @@ def _entered_again(died_in: str, outcome: _Outcome) -> _Outcome:
     )
     unknown = failed_result(result.tool, _OUTCOME_UNKNOWN, reason, result.attempts)
     return _Outcome(unknown, outcome.args)
-    """No tool ran: the only ones left were skipped by a rule (a stand-in's), so the step
-    is skipped with that rule's reply, as a rule on the planned tool would skip it."""
 
 
 class _Wake:
