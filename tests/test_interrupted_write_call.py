@@ -121,15 +121,18 @@ async def test_a_write_its_reconciler_proved_had_not_acted_may_be_called_otherwi
     assert paid == ["voucher 599"]
 
 
-def pay_desk(paid: list[str], preference: str, refuse_again: bool = False) -> Agent:
+def pay_desk(
+    paid: list[str], preference: str, refuse_again: bool = False, grouped: bool = True
+) -> Agent:
     """``card`` and ``voucher``, equivalents, ranked by ``preference`` (``latency``: card
-    first, ``cost``: voucher first); ``refuse_again``: card refuses a key it saw."""
+    first, ``cost``: voucher first); ``refuse_again``: card refuses a key it saw;
+    ``grouped=False``: the two are no equivalents."""
 
     def member(name: str, latency_ms: int, cost: float) -> ToolSpec:
         policy = ToolPolicy(
             kind="write",
             idempotent=True,
-            equivalent_group="pay",
+            equivalent_group="pay" if grouped else None,
             latency_ms=latency_ms,
             cost=cost,
         )
@@ -247,3 +250,14 @@ async def test_arguments_that_no_longer_validate_leave_an_interrupted_write_unkn
     summary = await Runtime(capped, store, effects=FixedEffects()).resume(run_id)
     assert paid == ["refund 599"]
     assert_handed_off_unknown(summary, "INVALID_ARGUMENT")
+
+
+async def test_a_deploy_that_parts_the_equivalents_hands_off_a_write_died_in_the_other() -> None:
+    """The process died in the voucher, the card's equivalent then; a deploy made the two
+    tools apart: the card is no longer that call, and nothing is paid again."""
+    paid: list[str] = []
+    store, run_id = await interrupted(pay_desk(paid, "cost"))
+    apart = pay_desk(paid, "cost", grouped=False)
+    summary = await Runtime(apart, store, effects=FixedEffects()).resume(run_id)
+    assert paid == ["voucher 599"]
+    assert_handed_off_unknown(summary, "voucher")

@@ -415,8 +415,8 @@ class PendingAction(Contract):
     Give it back with the person's answer (``Runtime.resume(call=...)``, the HTTP API's
     ``call``): the answer is then applied only while the run asks about that very call,
     never to another one asked in its place (a deploy that changed the step's tool or
-    arguments while the person read the prompt). ``None`` for a question, and for a
-    confirmation asked before calls had digests."""
+    arguments while the person read the prompt). ``None`` for a question, for a long
+    plan's ``#plan`` confirmation, and for a confirmation asked before calls had digests."""
 
 
 class IntentBrief(Contract):
