@@ -7,6 +7,8 @@ the one its drive number stands for. Real worker processes, a database each.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,12 +16,15 @@ from typing import Any
 
 import pytest
 
-from corral.errors import AgentNotFoundError, RunNotFoundError, RunNotResumableError
+from corral.agent import load_agent
+from corral.errors import AgentNotFoundError, ErrorCode, RunNotFoundError, RunNotResumableError
+from corral.runtime.runtime import Runtime
 from corral.store.sql import SqlStore
 from corral.workers import names
 from corral.workers.client import RunQueue
+from corral.workers.drive import DriveFailedError
 from tests.test_workers_drive import MESSAGE, dbos_status, stored_events
-from tests.workers_support import WorkerPool, business, sql, until, worker_pool
+from tests.workers_support import DEPOT, WorkerPool, business, sql, until, worker_pool
 
 
 @pytest.fixture
@@ -251,3 +256,46 @@ def test_a_run_id_given_to_the_enqueuer_must_have_the_shape_of_one(workers: Work
     assert sql(workers.store_url, "SELECT workflow_uuid FROM dbos.workflow_status") == [
         ("run_given-1.0",)
     ]
+
+
+def test_a_drive_executed_again_after_a_deploy_that_rewrote_its_write_enters_nothing(
+    workers: WorkerPool, tmp_path: Path
+) -> None:
+    """A worker dies in an idempotent write; a deploy rewrites that write into another
+    tool; DBOS recovers the drive on the restarted worker. The re-execution derives other
+    events than the stored log's and stops at its first save (``EVENT_CONFLICT``), having
+    entered no tool; ``corral resume`` then settles the write as the deployed agent sees it:
+    not the call the worker died in, so a person is asked (``SameCallAgain``)."""
+    depot = tmp_path / "depot"  # deployed in place: the same folder, a new agent.yaml
+    shutil.copytree(DEPOT, depot)
+    hold = tmp_path / "hold"
+    hold.touch()
+    workers.env["DEPOT_HOLD"] = str(hold)
+    worker = workers.start("w1", depot)
+    with RunQueue(workers.store_url) as queue:
+        run_id = queue.start("depot", "please tag A8")
+        entered = "SELECT count(*) FROM entries"
+        until(lambda: business(workers.home, entered) == [(1,)], "the write to be entered")
+        workers.stop(worker, signal.SIGKILL)
+        with (depot / "agent.yaml").open("a", encoding="utf-8") as config:
+            config.write(
+                "argument_rewrites:\n"
+                "  - {name: relabel, tool: tag_order, when: 'true', use_tool: label_order}\n"
+            )
+        hold.unlink()
+        workers.start("w1", depot)
+        with pytest.raises(DriveFailedError) as failed:
+            queue.wait(names.workflow_id(run_id, 0), timeout_s=90)
+    assert failed.value.code is ErrorCode.EVENT_CONFLICT
+    assert business(workers.home, "SELECT count(*) FROM labels") == [(0,)]
+    assert business(workers.home, entered) == [(1,)]
+    agent = load_agent(depot, data_dir=workers.home / "data" / "depot")
+    store = SqlStore.open(workers.store_url)
+    try:
+        summary = asyncio.run(Runtime(agent, store).resume(run_id, wait_s=60))
+    finally:
+        store.engine.dispose()
+    assert summary.status.value == "handed_off" and summary.error_code == "OUTCOME_UNKNOWN"
+    assert summary.handoff is not None and "tag_order" in summary.handoff.reason
+    assert business(workers.home, "SELECT count(*) FROM labels") == [(0,)]
+    assert business(workers.home, entered) == [(1,)]
