@@ -116,12 +116,13 @@ def require_one_input(
             "a call is named with its step",
             hint="send pending.step_id with pending.call",
         )
-    if call is not None and (not isinstance(call, str) or not _CALL_DIGEST.fullmatch(call)):
+    if call is not None and (not isinstance(call, str) or not re.fullmatch(CALL_DIGEST, call)):
         raise InvalidInputError(
             "a call is named by its digest: the hex digits of the summary's pending.call",
             hint=f"{SEE_RUN}; send pending.call as it is",
         )
 
 
-_CALL_DIGEST = re.compile(r"[0-9a-f]{1,64}")
-"""The form of ``PendingAction.call`` (16 hex digits today; a longer digest stays valid)."""
+CALL_DIGEST = "[0-9a-f]{1,64}"
+"""The form of ``PendingAction.call`` (16 hex digits today; a longer digest stays valid):
+checked here, and by the HTTP API's body schema."""

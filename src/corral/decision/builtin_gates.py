@@ -25,6 +25,7 @@ from corral.decision.gates import (
     Refuse,
     Skip,
     Stop,
+    may_have_acted,
     shown_call,
 )
 from corral.decision.policy import DecisionPolicy
@@ -37,6 +38,7 @@ from corral.events import (
     ToolRewritten,
     Verified,
 )
+from corral.hashing import canonical_json
 from corral.planning.binding import bind_arguments, reads_facts
 from corral.planning.validate import CompiledStep
 from corral.tools.invoke import validate_args
@@ -185,15 +187,14 @@ class SameCallAgain:
             return proposal
         tool, args = died_in
         now = proposal.tool.name
-        same_args = shown_call("", args) == shown_call("", proposal.args)
+        same_args = canonical_json(args) == canonical_json(proposal.args)
         if same_args and (
             tool == now or any(peer.name == tool for peer in run.tools.equivalents(now))
         ):
             return proposal
         instead = f"{now}" if now != tool else f"{tool} with other arguments"
-        reason = (
-            f"the run stopped while {tool} was running, and it may have acted; the step "
-            f"now calls {instead}, which its idempotency key does not cover"
+        reason = may_have_acted(
+            tool, f"the step now calls {instead}, which its idempotency key does not cover"
         )
         return Refuse(ErrorCode.OUTCOME_UNKNOWN.value, reason, stop=True)  # ``unknown``
 

@@ -315,8 +315,10 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
                 if in_place:
                     sealed_args = _as_text(proposal.args)
             continue
-        if isinstance(answer, (Refuse, Skip)) and run.interrupted_call(proposal.step_id):
-            return _unsettled(proposal.step_id, answer, run)
+        if isinstance(answer, (Refuse, Skip)):
+            died_in = run.interrupted_call(proposal.step_id)
+            if died_in is not None:
+                return _unsettled(proposal.step_id, died_in[0], answer, run)
         if isinstance(answer, Refuse):
             failed = StepFinished(proposal.step_id, "failed", None, answer.code, answer.reason)
             run.emit("execute", failed)
@@ -340,7 +342,16 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
     return proposal
 
 
-def _unsettled(step_id: str, answer: Refuse | Skip, run: GateRun) -> Stop:
+def may_have_acted(tool: str, then: str) -> str:
+    """Why a write the process died in is handed to a person: ``then`` says what came next.
+
+    One wording for the gate that refuses another call, the refusals and skips ``decide``
+    turns into ``unknown``, and a re-entry that did not settle it (the scheduler's).
+    """
+    return f"the run stopped while {tool} was running, and it may have acted; {then}"
+
+
+def _unsettled(step_id: str, tool: str, answer: Refuse | Skip, run: GateRun) -> Stop:
     """A write the process died in, kept from being entered again: its outcome is unknown.
 
     A refusal or a skip of the step says nothing of the call that may have acted (a rule
@@ -348,15 +359,10 @@ def _unsettled(step_id: str, answer: Refuse | Skip, run: GateRun) -> Stop:
     again, ``SameCallAgain``): the step is ``unknown``, not failed or skipped, and the run
     stops for a person before anything else is done.
     """
-    died_in = run.interrupted_call(step_id)
-    tool = died_in[0] if died_in else ""
     if answer.code == ErrorCode.OUTCOME_UNKNOWN.value:
         reason = answer.reason
     else:
-        reason = (
-            f"the run stopped while {tool} was running, and it may have acted; it was not "
-            f"entered again ({answer.code}: {answer.reason})"
-        )
+        reason = may_have_acted(tool, f"it was not entered again ({answer.code}: {answer.reason})")
     code = ErrorCode.OUTCOME_UNKNOWN
     result = failed_result(tool, code.value, reason, 1)
     run.emit("execute", StepFinished(step_id, "unknown", result, code.value, reason))

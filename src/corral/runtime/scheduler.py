@@ -38,7 +38,7 @@ from corral.contracts import (
 from corral.decision.builtin_gates import stand_in_answer
 from corral.decision.candidates import eligible_tools, simple, sole_candidate
 from corral.decision.choice import Choice, choose, measure_for, ranking_latency
-from corral.decision.gates import Proposal, Skip, decide
+from corral.decision.gates import Proposal, Skip, decide, may_have_acted
 from corral.eager import start
 from corral.errors import CorralError, ErrorCode
 from corral.events import (
@@ -122,9 +122,8 @@ def _entered_again(died_in: str, outcome: _Outcome) -> _Outcome:
     if result.error_code == _OUTCOME_UNKNOWN:
         return outcome
     why = result.error_message or (outcome.skipped.reason if outcome.skipped else "")
-    reason = (
-        f"the run stopped while {died_in} was running, and it may have acted; entering it "
-        f"again did not settle it ({result.error_code or 'skipped'}: {why})"
+    reason = may_have_acted(
+        died_in, f"entering it again did not settle it ({result.error_code or 'skipped'}: {why})"
     )
     unknown = failed_result(result.tool, _OUTCOME_UNKNOWN, reason, result.attempts)
     return _Outcome(unknown, outcome.args)

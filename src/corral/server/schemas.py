@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corral.contracts import RunSummary
 from corral.decision.priority import Priority
+from corral.inputs import CALL_DIGEST
 
 
 class Body(BaseModel):
@@ -48,7 +49,7 @@ class ResumeRun(Body):
     step_id: str | None = None
     """The confirmation being answered (``pending.step_id``), so that a late double click
     never approves what the run asks next."""
-    call: str | None = Field(default=None, max_length=64, pattern="^[0-9a-f]+$")
+    call: str | None = Field(default=None, pattern=f"^{CALL_DIGEST}$")
     """The call the person was shown (``pending.call``, sent with ``step_id``): the decision
     is applied only while the step asks about that call; another one asked in its place is
     a 409 ``RUN_NOT_RESUMABLE``."""
