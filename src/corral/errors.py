@@ -68,6 +68,7 @@ class ErrorCode(StrEnum):
     STORE_SCHEMA_OLDER = "STORE_SCHEMA_OLDER"
     WORKER_ID_IN_USE = "WORKER_ID_IN_USE"
     ADDRESS_IN_USE = "ADDRESS_IN_USE"
+    MESSAGE_REPEATED = "MESSAGE_REPEATED"
 
 
 class CorralError(Exception):
@@ -278,6 +279,22 @@ class EventConflictError(CorralError):
     """An event's ``seq`` is already stored: another writer appended to the same run."""
 
     code = ErrorCode.EVENT_CONFLICT
+
+
+class MessageRepeatedError(CorralError):
+    """A message id was already taken by a turn of the session (``run_id``'s).
+
+    A store's save raises it when the events it holds record a message id that another
+    run (or another turn of the same run) recorded first: the save writes nothing. Every
+    save comes before a write tool is entered, so the repeated message has acted on
+    nothing; the runtime answers it with the summary of the run that took the id.
+    """
+
+    code = ErrorCode.MESSAGE_REPEATED
+
+    def __init__(self, message: str, *, run_id: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.run_id = run_id
 
 
 class StoreError(CorralError):

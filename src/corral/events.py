@@ -76,6 +76,9 @@ class UserMessage:
 
     kind: ClassVar[EventType] = EventType.USER_MESSAGE
     text: str
+    message_id: str | None = None
+    """The caller's id of the message (``Runtime.start(message_id=...)``): a store keeps it
+    once per session, so a retried request is answered, not handled again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +352,8 @@ class UserAnswered:
     language: Language | None = None
     """The language the run speaks from this answer on, when the answer changed it
     (``answer_language``); recorded, so a fold never re-reads the text."""
+    message_id: str | None = None
+    """As ``UserMessage.message_id``: the session message that gave the answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,12 +640,13 @@ _SOMETIMES = frozenset(
         "template_problem",
         "language",
         "interrupted",
+        "message_id",
     }
 )
 """``model_call`` keys older logs wrote only when set, ``tool_selected``'s priority
 fields (absent from a plain pick's event, as before them), and a confirmation's template
-problem, an answer's change of language and an attempt recorded on resume; rendered the
-same way."""
+problem, an answer's change of language, an attempt recorded on resume and a message's
+id; rendered the same way."""
 
 
 def _key(name: str) -> str:
@@ -822,6 +828,19 @@ def stamped(
     _SET_STAGE(event, stage)
     _SET_PAYLOAD(event, payload)
     return event
+
+
+def message_ids(events: Iterable[Event]) -> Iterator[tuple[str, int]]:
+    """Each message id recorded in ``events``, with the ``seq`` of the event recording it.
+
+    What a store keeps once per session (``MessageRepeatedError``): the id of a message
+    that started a run (``UserMessage``) or answered one (``UserAnswered``; a session's
+    "yes" is a ``UserMessage`` before its ``ConfirmationGiven``).
+    """
+    for event in events:
+        payload = event.payload
+        if isinstance(payload, UserMessage | UserAnswered) and payload.message_id is not None:
+            yield payload.message_id, event.seq
 
 
 def unfolded(events: Iterable[Event]) -> Iterator[Event]:

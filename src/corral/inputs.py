@@ -31,6 +31,9 @@ SEE_RUN = "see what it waits for: GET /runs/RUN (its pending) or `corral show RU
 MAX_SESSION_ID_CHARS = 128
 """The longest session id: the stores' column holds this many (PostgreSQL refuses more)."""
 
+MAX_MESSAGE_ID_CHARS = 128
+"""The longest message id (``Runtime.start(message_id=...)``), as a session id's."""
+
 
 def require_session_id(session_id: str) -> str:
     """``session_id`` if a store can keep it and a listing can find it by it.
@@ -38,18 +41,32 @@ def require_session_id(session_id: str) -> str:
     A longer one was taken by SQLite and refused by PostgreSQL only at the run's first
     save; ``GET /runs?session_id=`` refused it outright.
     """
-    require_text(session_id, "the session id")
-    if "\x00" in session_id:  # PostgreSQL's text holds no NUL: refused before any save
+    return _require_key(session_id, "the session id", MAX_SESSION_ID_CHARS)
+
+
+def require_message_id(message_id: str) -> str:
+    """``message_id`` if a store can keep it: as a session id, and not blank."""
+    if is_blank(message_id):
         raise InvalidInputError(
-            "the session id holds a NUL character, which no store keeps",
+            "the message id is blank", hint="send the client's id of the message, or none"
+        )
+    return _require_key(message_id, "the message id", MAX_MESSAGE_ID_CHARS)
+
+
+def _require_key(value: str, what: str, limit: int) -> str:
+    """``value`` if it is text without NUL (PostgreSQL keeps none) of at most ``limit``."""
+    require_text(value, what)
+    if "\x00" in value:  # PostgreSQL's text holds no NUL: refused before any save
+        raise InvalidInputError(
+            f"{what} holds a NUL character, which no store keeps",
             hint="send an id of visible characters",
         )
-    if len(session_id) > MAX_SESSION_ID_CHARS:
+    if len(value) > limit:
         raise InvalidInputError(
-            f"the session id has {len(session_id)} characters, over {MAX_SESSION_ID_CHARS}",
+            f"{what} has {len(value)} characters, over {limit}",
             hint="use a shorter id (a hash of a longer key, say)",
         )
-    return session_id
+    return value
 
 
 def is_blank(value: str) -> bool:

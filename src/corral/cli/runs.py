@@ -62,6 +62,14 @@ def run(
     home: HomeOption = None,
     priority: PriorityOption = None,
     store: StoreOption = None,
+    message_id: Annotated[
+        str | None,
+        typer.Option(
+            "--message-id",
+            help="The message's id in the session: the same command again shows the run "
+            "it started or continued instead of handling the message twice",
+        ),
+    ] = None,
 ) -> None:
     """Handle one message with an agent and show the run."""
     require_words(message, "the message")
@@ -71,7 +79,8 @@ def run(
         check_priority(priority)
     folder = _home(home)
     runtime = _runtime(_load(agent_dir, folder, model, store=store), folder, store)
-    summary = _closing(runtime, runtime.start(message, session_id=session, priority=priority))
+    started = runtime.start(message, session_id=session, priority=priority, message_id=message_id)
+    summary = _closing(runtime, started)
     _print_summary(summary, runtime, as_json)
 
 

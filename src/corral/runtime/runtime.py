@@ -44,6 +44,8 @@ from corral.effects import Effects, LiveEffects
 from corral.errors import (
     ErrorCode,
     InputTooLargeError,
+    InvalidInputError,
+    MessageRepeatedError,
     RunNotFoundError,
     RunNotResumableError,
     StoreError,
@@ -59,6 +61,7 @@ from corral.events import (
 )
 from corral.inputs import (
     SEE_RUN,
+    require_message_id,
     require_one_input,
     require_session_id,
     require_text,
@@ -88,6 +91,7 @@ from corral.runtime.stream import StreamItem, Watch, event_stream
 from corral.store.base import (
     DEFAULT_LEASE_S,
     Lease,
+    MessageLog,
     RunRecord,
     SessionRecord,
     SessionUpdater,
@@ -398,17 +402,34 @@ class Runtime:
         await self.aclose()
 
     async def start(
-        self, message: str, *, session_id: str | None = None, priority: str | None = None
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        priority: str | None = None,
+        message_id: str | None = None,
     ) -> RunSummary:
         """Handle a new user message; continues the session's open question if there is one.
 
         ``priority``: ``urgent``, ``normal`` or ``budget``, how equivalent tools are ranked;
         by default the message's words decide (``decision.priority_words``).
+
+        ``message_id``: the client's id of this message, unique within the session (or,
+        without one, the agent's sessionless runs). A message whose id a turn already took
+        is not handled again: the answer is the current summary of the run that took it.
+        So a client may retry a request whose answer it lost (a timeout, a dropped
+        connection) without a second run, or a second "yes" approving whatever the run
+        asks next. Needs a store that keeps ids (``MessageLog``: the SQL and memory stores).
         """
-        return await self._handle_message(message, session_id, None, priority)
+        return await self._handle_message(message, session_id, None, priority, None, message_id)
 
     def stream(
-        self, message: str, *, session_id: str | None = None, priority: str | None = None
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        priority: str | None = None,
+        message_id: str | None = None,
     ) -> AsyncIterator[StreamItem]:
         """``start``, yielding the run's events as it writes them, then its summary.
 
@@ -419,7 +440,10 @@ class Runtime:
         a consumer sees progress between durability points). Leaving the loop early
         cancels the run, which stores what it had done; ``resume`` finishes it.
         """
-        return event_stream(partial(self._handle_message, message, session_id, priority=priority))
+        handling = partial(
+            self._handle_message, message, session_id, priority=priority, message_id=message_id
+        )
+        return event_stream(handling)
 
     def stream_resume(
         self,
@@ -442,11 +466,69 @@ class Runtime:
         watch: Watch | None,
         priority: str | None = None,
         run_id: str | None = None,
+        message_id: str | None = None,
     ) -> RunSummary:
         """``start``; ``run_id``: the id its enqueuer gave the run (a durable drive's)."""
         self._check_words(message, "the message")
         if session_id is not None:
             require_session_id(session_id)
+        if message_id is None:
+            return await self._handle_new(message, session_id, watch, priority, run_id, None)
+        taken = await self._run_of_message(session_id, message_id)
+        if taken is not None:
+            return await self._repeated(taken, message_id, message)
+        try:
+            return await self._handle_new(message, session_id, watch, priority, run_id, message_id)
+        except MessageRepeatedError as repeated:  # a try that raced this one was stored first
+            return await self._repeated(repeated.run_id, message_id, message)
+
+    async def _repeated(self, run_id: str, message_id: str, message: str) -> RunSummary:
+        """The summary of the run that took ``message_id``, for a message sent again.
+
+        An id sent with another message is a client's mistake (a counter reused, two
+        messages under one id), not a retry: ``INVALID_INPUT``, and nothing is handled.
+        """
+        events = await self.events(run_id)
+        said = next(
+            (
+                e.payload.text
+                for e in events
+                if isinstance(e.payload, UserMessage | UserAnswered)
+                and e.payload.message_id == message_id
+            ),
+            message,
+        )
+        if said != message:
+            raise InvalidInputError(
+                f"message id {message_id!r} was sent with another message (run {run_id})",
+                hint="give every message of a session its own id; send a retry unchanged",
+            )
+        if not events:
+            raise RunNotFoundError(f"no run {run_id!r}")
+        return summarize_run(fold(run_id, events))
+
+    async def _run_of_message(self, session_id: str | None, message_id: str) -> str | None:
+        """The run that took ``message_id`` in the session, if one did (a recorded read)."""
+        require_message_id(message_id)
+        store = self.store
+        if not isinstance(store, MessageLog):
+            raise InvalidInputError(
+                f"this store ({type(store).__name__}) keeps no message ids",
+                hint="send the message without message_id, or use SqlStore or MemoryStore",
+            )
+        read = partial(store.run_of_message, self.agent.config.name, session_id, message_id)
+        return await self._recorded_io("message", read, str | None)
+
+    async def _handle_new(
+        self,
+        message: str,
+        session_id: str | None,
+        watch: Watch | None,
+        priority: str | None,
+        run_id: str | None,
+        message_id: str | None,
+    ) -> RunSummary:
+        """``_handle_message`` of a message no turn took: answer, approve, or a new run."""
         limit = self.agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
@@ -460,13 +542,23 @@ class Runtime:
             session = await self._session(session_id)
             if session and session.open_run_id:
                 status = await self._run_status(session.open_run_id)
+                open_run = session.open_run_id
                 if status == RunStatus.AWAITING_USER.value:
-                    return await self._resume(session.open_run_id, None, message, None, 0.0, watch)
+                    return await self._resume(
+                        open_run, None, message, None, 0.0, watch, message_id=message_id
+                    )
                 if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
                     decided = yes_or_no(message)
                     if decided is not None:  # else a new request: the confirmation waits
                         return await self._resume(
-                            session.open_run_id, decided, None, None, 0.0, watch, said=message
+                            open_run,
+                            decided,
+                            None,
+                            None,
+                            0.0,
+                            watch,
+                            message,
+                            message_id=message_id,
                         )
         run_id, holding = await self._new_run(run_id)
         async with holding as held:
@@ -480,7 +572,7 @@ class Runtime:
             journal = self._begin(
                 run_id, session, session_id, language, ENTRY_MESSAGE, watch, (found, observed)
             )
-            journal.emit("intent", UserMessage(message))
+            journal.emit("intent", UserMessage(message, message_id))
             self._carry_over(journal, session)
             return await self._drive(journal, held)
 
@@ -722,8 +814,13 @@ class Runtime:
         watch: Watch | None,
         said: str | None = None,
         call: str | None = None,
+        *,
+        message_id: str | None = None,
     ) -> RunSummary:
-        """``resume``; ``said``: the session's message that gave ``approve`` (logged first)."""
+        """``resume``; ``said``: the session's message that gave ``approve`` (logged first).
+
+        ``message_id``: the id of the session's message that gave the input (``start``).
+        """
         if answer is not None:
             self._check_words(answer, "the answer")
         require_one_input(approve, answer, step_id, call)
@@ -743,7 +840,7 @@ class Runtime:
                 # drive ran) approves nothing asked after it: the run shows what it asks now
                 return summarize_run(state)
             check_step(state, step_id, call)
-            journal = self._journal_for_input(state, approve, answer, watch, said)
+            journal = self._journal_for_input(state, approve, answer, watch, said, message_id)
             return await self._drive(journal, held)
 
     def _check_words(self, text: str, what: str) -> None:
@@ -808,11 +905,13 @@ class Runtime:
         answer: str | None,
         watch: Watch | None = None,
         said: str | None = None,
+        message_id: str | None = None,
     ) -> Journal:
         """Check the input against what the run waits for and record it.
 
         ``said``: the message of the session that was read as ``approve`` (``yes_or_no``),
         recorded before the decision so the log shows what the person wrote.
+        ``message_id``: that message's id, or the answer's (``start``).
         """
         check_input(state, approve, answer)
         journal = Journal(state, self.effects, watch)
@@ -820,7 +919,7 @@ class Runtime:
             assert approve is not None
             assert state.pending is not None and state.pending.step_id is not None
             if said is not None:
-                journal.emit("intent", UserMessage(said))
+                journal.emit("intent", UserMessage(said, message_id))
             journal.emit("decide", ConfirmationGiven(state.pending.step_id, approve))
             journal.transition(RunStatus.DECIDING, "approved" if approve else "rejected")
         elif state.status is RunStatus.AWAITING_USER:
@@ -833,7 +932,7 @@ class Runtime:
             slot = state.pending.slot if state.pending else None
             spoken = answer_language(answer, state.language)
             changed = spoken if spoken != state.language else None
-            journal.emit("intent", UserAnswered(answer, slot, changed))
+            journal.emit("intent", UserAnswered(answer, slot, changed, message_id))
             journal.transition(RunStatus.PARSING, "answer received")
         return journal
 

@@ -70,7 +70,9 @@ async def start_run(agent: str, body: StartRun, state: State) -> Response:
             runtime.agent, body.message, body.session_id, body.priority
         )
         return await state.queued_answer(state.queued, workflow_id(run_id, 0), body.wait is True)
-    stream = runtime.stream(body.message, session_id=body.session_id, priority=body.priority)
+    stream = runtime.stream(
+        body.message, session_id=body.session_id, priority=body.priority, message_id=body.message_id
+    )
     started = await state.hub.drive(stream)
     return await state.answer(started, body.wait is not False)
 

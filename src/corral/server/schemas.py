@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corral.contracts import RunSummary
 from corral.decision.priority import Priority
-from corral.inputs import CALL_DIGEST
+from corral.inputs import CALL_DIGEST, MAX_MESSAGE_ID_CHARS
 
 
 class Body(BaseModel):
@@ -28,6 +28,10 @@ class StartRun(Body):
 
     message: str
     session_id: str | None = None
+    message_id: str | None = Field(default=None, max_length=MAX_MESSAGE_ID_CHARS)
+    """The client's id of the message, unique in the session: a request sent again with
+    it (a retry after a timeout) is answered with the summary of the run the first one
+    started or continued, and is not handled again (``Runtime.start(message_id=...)``)."""
     wait: bool | None = None
     """True: answer when the run pauses or ends. False: answer 202 at once; the run goes on
     in the server (in its workers, with ``--enqueue``) and ``GET /runs/{id}/stream``

@@ -155,6 +155,23 @@ class Store(Protocol):
         ...
 
 
+@runtime_checkable
+class MessageLog(Protocol):
+    """A store that keeps a session's message ids once (``Runtime.start(message_id=...)``).
+
+    Its ``save`` keeps each id ``events.message_ids`` finds in the events it stores, by
+    the run's agent and session (no session: the agent's runs without one), in the same
+    transaction. An id another event holds already makes the save raise
+    ``MessageRepeatedError`` and write nothing: a retried request that raced its
+    original (both past ``run_of_message``) stops at its first save, which comes before
+    any write tool. Ids are dropped with their run (``purge``).
+    """
+
+    def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> str | None:
+        """The run whose events hold this message id, or ``None``."""
+        ...
+
+
 SessionMerge = Callable[[SessionRecord | None], SessionRecord]
 """What a run makes of its session: the stored one (``None``: unknown or expired) -> the new."""
 

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from corral.contracts import HandoffPacket
-from corral.errors import EventConflictError, LeaseLostError, RunBusyError
-from corral.events import Event, tool_attempts
+from corral.errors import EventConflictError, LeaseLostError, MessageRepeatedError, RunBusyError
+from corral.events import Event, message_ids, tool_attempts
 from corral.store.base import TERMINAL_STATUSES, Lease, LeaseHolder, RunRecord, SessionRecord
 from corral.store.figures import TIMED_OUT, ToolLatency, latencies, timed
 
@@ -71,6 +71,8 @@ class MemoryStore:
     """Ended run ids, oldest first (a dict keeps insertion order)."""
     session_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     """Held while a session is merged: runtimes sharing this store update from threads."""
+    messages: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
+    """(agent, session id or "", message id) -> (run id, seq of the event holding it)."""
 
     def __post_init__(self) -> None:
         if self.max_ended_runs is not None and self.max_ended_runs < 1:
@@ -89,18 +91,41 @@ class MemoryStore:
         """Check the lease, append new events (a taken ``seq`` is a conflict), upsert."""
         if lease is not None:
             self.renew_lease(lease)
+        taken = self._message_keys(run, events)  # checked before anything is written
         stored = self.events.get(run.run_id, [])
         if _follows(stored, events):  # the usual case: a journal's batch, nothing to compare
             self.events[run.run_id] = [*stored, *events]
         else:
             self._merge(run.run_id, stored, events)
         self.runs[run.run_id] = run
+        self.messages.update(taken)
         if handoff is not None:
             self.handoffs[run.run_id] = handoff
         if lease is not None and release:
             self.release_lease(lease)
         if run.status in TERMINAL_STATUSES and run.status != "handed_off":
             self._ended(run.run_id)
+
+    def _message_keys(
+        self, run: RunRecord, events: Sequence[Event]
+    ) -> dict[tuple[str, str, str], tuple[str, int]]:
+        """The message ids ``events`` hold; ``MessageRepeatedError`` if another holds one."""
+        taken = {}
+        for message_id, seq in message_ids(events):
+            key = (run.agent, run.session_id or "", message_id)
+            holder = self.messages.get(key)
+            if holder is not None and holder != (run.run_id, seq):
+                raise MessageRepeatedError(
+                    f"message {message_id!r} was handled already, by run {holder[0]}",
+                    run_id=holder[0],
+                )
+            taken[key] = (run.run_id, seq)
+        return taken
+
+    def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> str | None:
+        """The run whose events hold this message id (``MessageLog``), or ``None``."""
+        holder = self.messages.get((agent, session_id or "", message_id))
+        return holder[0] if holder is not None else None
 
     def _merge(self, run_id: str, stored: list[Event], events: Sequence[Event]) -> None:
         """Add a batch that overlaps what is stored: a taken ``seq`` must hold the same event."""
@@ -136,6 +161,9 @@ class MemoryStore:
         self.events.pop(run_id, None)
         self.handoffs.pop(run_id, None)
         self.leases.pop(run_id, None)
+        if self.messages:  # a message id goes with its run
+            for key in [k for k, (holder, _) in self.messages.items() if holder == run_id]:
+                del self.messages[key]
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""

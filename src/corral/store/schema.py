@@ -29,7 +29,7 @@ from sqlalchemy import Connection, inspect, text
 
 from corral.errors import StoreSchemaNewerError, StoreSchemaOlderError
 
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 """The package's migrations, oldest first (their Alembic revision ids)."""
 
 HEAD = REVISIONS[-1]

@@ -54,11 +54,12 @@ from corral.contracts import HandoffPacket
 from corral.errors import (
     EventConflictError,
     LeaseLostError,
+    MessageRepeatedError,
     RunBusyError,
     StoreReadOnlyError,
     StoreUnavailableError,
 )
-from corral.events import Event
+from corral.events import Event, message_ids
 from corral.json_values import dumps
 from corral.store import driver, projection, schema
 from corral.store.base import (
@@ -140,6 +141,19 @@ sessions = Table(
 )
 
 
+messages = Table(
+    "corral_messages",
+    metadata,
+    Column("agent", String(128), primary_key=True),
+    Column("session_key", String(128), primary_key=True),
+    Column("message_id", String(128), primary_key=True),
+    Column("run_id", String(64), nullable=False, index=True),
+    Column("seq", Integer, nullable=False),
+)
+"""Each session's message ids, once (``MessageLog``): ``session_key`` is the session id,
+or "" for the agent's runs without one. Deleted with their run by ``purge``."""
+
+
 def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
     """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
     encoder = RowEncoder(bodies)
@@ -184,6 +198,12 @@ _DELETE_LEASE = delete(leases).where(leases.c.run_id == bindparam("b_run_id"))
 _UPDATE_RUN_HANDOFF = _run_update((*_RUN_FIELDS, "handoff"))
 _PREVIOUS_EVENT = projection.previous_event(events)
 _RUN_EXISTS = select(runs.c.run_id).where(runs.c.run_id == bindparam("b_run_id"))
+_MESSAGE = select(messages.c.run_id, messages.c.seq).where(
+    messages.c.agent == bindparam("b_agent"),
+    messages.c.session_key == bindparam("b_session_key"),
+    messages.c.message_id == bindparam("b_message_id"),
+)
+_INSERT_MESSAGE = insert(messages)
 
 
 _BUSY_MS = 10_000
@@ -649,6 +669,7 @@ class SqlStore:
                     if lease is not None:
                         self._fence(conn, lease, release, inserting=creating)
                     self._store_plans(conn, bodies)
+                    self._take_messages(conn, run, new_events)
                     self._driver.executemany(conn, _INSERT_EVENTS, rows)
                     if creating:  # no row yet: one insert (it fails if there is one)
                         new_row = {"run_id": run.run_id, **self._new_run(run, row)}
@@ -663,6 +684,7 @@ class SqlStore:
                     unstored, later = self._unstored(conn, run.run_id, new_events)
                     missing = {e.seq for e in unstored}
                     self._store_plans(conn, bodies)
+                    self._take_messages(conn, run, unstored)
                     again = [r for r in rows if r["seq"] in missing]
                     self._driver.executemany(conn, _INSERT_EVENTS, again)
                     if not later:  # a repeat of an earlier stretch: the row says more already
@@ -670,6 +692,37 @@ class SqlStore:
                     self._project(conn, run, [e for e in new_events if e.seq in missing])
             self._check_file(run.run_id)
         self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
+
+    def _take_messages(self, conn: Connection, run: RunRecord, new_events: Sequence[Event]) -> None:
+        """Keep the message ids ``new_events`` hold (``MessageLog``), or raise.
+
+        An id held by another event is ``MessageRepeatedError``, and the transaction
+        writes nothing. Two saves taking one id at once both find it free: the second's
+        insert fails on the key, and the save's second try finds the first's row.
+        """
+        for message_id, seq in message_ids(new_events):
+            key = {
+                "agent": run.agent,
+                "session_key": run.session_id or "",
+                "message_id": message_id,
+            }
+            holder = self._driver.first(conn, _MESSAGE, {f"b_{k}": v for k, v in key.items()})
+            if holder is None:
+                self._driver.execute(
+                    conn, _INSERT_MESSAGE, {**key, "run_id": run.run_id, "seq": seq}
+                )
+            elif (holder.run_id, holder.seq) != (run.run_id, seq):
+                raise MessageRepeatedError(
+                    f"message {message_id!r} was handled already, by run {holder.run_id}",
+                    run_id=holder.run_id,
+                )
+
+    def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> str | None:
+        """The run whose events hold this message id (``MessageLog``), or ``None``."""
+        bound = {"b_agent": agent, "b_session_key": session_id or "", "b_message_id": message_id}
+        with self._faults(action="reading a message id"), self.engine.connect() as conn:
+            holder = self._driver.first(conn, _MESSAGE, bound)
+        return holder.run_id if holder is not None else None
 
     def _project(self, conn: Connection, run: RunRecord, inserted: Sequence[Event]) -> None:
         """Write the stats facts of the events this transaction inserted (``projection``)."""
@@ -798,6 +851,7 @@ class SqlStore:
                 conn.execute(delete(events).where(events.c.run_id.in_(chunk)))
                 conn.execute(delete(runs).where(runs.c.run_id.in_(chunk)))
                 conn.execute(delete(leases).where(leases.c.run_id.in_(chunk)))
+                conn.execute(delete(messages).where(messages.c.run_id.in_(chunk)))
                 projection.forget(conn, chunk)
         return sessions_deleted, old_ids
 

@@ -1,0 +1,181 @@
+"""A message sent again under its id is answered, not handled again (``message_id``).
+
+On main a retried request was simply a second message. After a deploy changed the call a
+session's "yes" was given for (the first "yes" was answered with a question about the
+voucher put in the refund's place), the client's retry of that same "yes" approved the
+voucher, which nobody had been shown. A retried first message started a second run.
+Now ``Runtime.start(message_id=...)``, ``POST /agents/{agent}/runs`` with ``message_id``
+and ``corral run --message-id`` answer a message whose id a turn of the session took with
+that run's summary. The store keeps each id once per session, in the save that records
+it, so two tries racing each other are stored once, before either enters a write.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from corral import MemoryStore, RunStatus, Runtime, SqlStore, ToolPolicy
+from corral.errors import ErrorCode, InvalidInputError
+from corral.testing import FixedEffects
+from tests.conftest import AFTERSALES
+from tests.helpers import build_agent
+from tests.serving import AUTH, load, serving
+from tests.test_cli import EXCHANGE, exchanges, run_json
+from tests.test_confirmation_scope import payment_tools, voucher_desk
+
+ORDER_MISSING = "我的打印机上周坏了，能换新吗？"
+
+
+async def test_a_retried_session_yes_does_not_approve_the_call_a_deploy_put_in_its_place() -> None:
+    store = MemoryStore()
+    before, _ = voucher_desk(rewrite=False)
+    first = Runtime(before, store, effects=FixedEffects())
+    asked = await first.start("go 599", session_id="s1", message_id="m1")
+    assert asked.pending is not None and "refund" in asked.pending.prompt
+    after, calls = voucher_desk(rewrite=True)
+    deployed = Runtime(after, store, effects=FixedEffects())
+    again = await deployed.start("yes", session_id="s1", message_id="m2")
+    assert again.status is RunStatus.AWAITING_CONFIRM  # the voucher was never shown
+    assert again.pending is not None and "voucher" in again.pending.prompt
+    retried = await deployed.start("yes", session_id="s1", message_id="m2")
+    assert retried.run_id == asked.run_id
+    assert retried.status is RunStatus.AWAITING_CONFIRM and calls == []
+    assert retried.pending == again.pending
+    done = await deployed.start("yes", session_id="s1", message_id="m3")  # the voucher's yes
+    assert done.status is RunStatus.FINISHED and calls == ["voucher 599"]
+    again_done = await deployed.start("yes", session_id="s1", message_id="m3")
+    assert again_done.status is RunStatus.FINISHED and calls == ["voucher 599"]
+
+
+def paying_desk() -> tuple[Runtime, list[str], MemoryStore]:
+    """A write without a question, on a store whose look-up of ids always misses."""
+
+    class Racing(MemoryStore):
+        """Both tries of a request looked before either was stored (they raced)."""
+
+        def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> None:
+            return None
+
+    calls: list[str] = []
+    refund, voucher = payment_tools(calls, ToolPolicy(kind="write"))
+    agent = build_agent(
+        [refund, voucher],
+        [{"id": "r", "tool": "refund", "args": {"amount": "$entities.amount"}}],
+        entities={"amount": {"kind": "pattern", "patterns": [r"(\d+)"]}},
+        intent_tools=["refund"],
+    )
+    store = Racing()
+    return Runtime(agent, store, effects=FixedEffects()), calls, store
+
+
+async def test_two_tries_that_raced_are_stored_once_and_the_write_is_entered_once() -> None:
+    runtime, calls, store = paying_desk()
+    first = await runtime.start("go 599", session_id="s1", message_id="m1")
+    assert first.status is RunStatus.FINISHED and calls == ["refund 599"]
+    second = await runtime.start("go 599", session_id="s1", message_id="m1")
+    assert second.run_id == first.run_id and second.status is RunStatus.FINISHED
+    assert calls == ["refund 599"]  # counted inside the tool: entered once
+    assert list(store.runs) == [first.run_id]  # the racer stored nothing
+    other = await runtime.start("go 599", session_id="s1", message_id="m2")  # a new message
+    assert other.run_id != first.run_id and calls == ["refund 599", "refund 599"]
+
+
+async def test_a_sessionless_message_is_kept_per_agent_and_an_id_per_session() -> None:
+    agent, _ = voucher_desk(rewrite=False)
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    one = await runtime.start("go 5", message_id="m1")
+    assert (await runtime.start("go 5", message_id="m1")).run_id == one.run_id
+    elsewhere = await runtime.start("go 5", session_id="s9", message_id="m1")
+    assert elsewhere.run_id != one.run_id
+
+
+async def test_an_answer_sent_again_is_applied_once(tmp_path: Path) -> None:
+    runtime = Runtime(load(AFTERSALES, tmp_path), SqlStore.open(tmp_path / "c.db"))
+    asked = await runtime.start(ORDER_MISSING, session_id="s1", message_id="m1")
+    assert asked.status is RunStatus.AWAITING_USER
+    answered = await runtime.start("HD20240501", session_id="s1", message_id="m2")
+    assert answered.run_id == asked.run_id
+    assert answered.status is RunStatus.AWAITING_CONFIRM
+    retried = await runtime.start("HD20240501", session_id="s1", message_id="m2")
+    assert retried.run_id == asked.run_id and retried.status is RunStatus.AWAITING_CONFIRM
+    state = await runtime.load_state(asked.run_id)
+    assert state.messages == [ORDER_MISSING, "HD20240501"]
+    assert [run.run_id for run in runtime.store.list_runs()] == [asked.run_id]
+
+
+async def test_an_id_sent_with_another_message_is_invalid_input_and_nothing_is_handled() -> None:
+    agent, calls = voucher_desk(rewrite=False)
+    store = MemoryStore()
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    asked = await runtime.start("go 5", session_id="s1", message_id="m1")
+    with pytest.raises(InvalidInputError) as refused:
+        await runtime.start("go 7", session_id="s1", message_id="m1")
+    assert refused.value.code is ErrorCode.INVALID_INPUT
+    assert "was sent with another message" in refused.value.message
+    assert list(store.runs) == [asked.run_id] and calls == []
+
+
+@pytest.mark.parametrize(
+    ("message_id", "says"),
+    [("", "blank"), ("   ", "blank"), ("a\x00b", "NUL"), ("m" * 129, "over 128")],
+)
+async def test_a_message_id_no_store_can_keep_is_invalid_input(message_id: str, says: str) -> None:
+    agent, _ = voucher_desk(rewrite=False)
+    store = MemoryStore()
+    with pytest.raises(InvalidInputError) as refused:
+        await Runtime(agent, store).start("go 5", session_id="s1", message_id=message_id)
+    assert says in refused.value.message and store.runs == {}
+
+
+async def test_a_store_that_keeps_no_ids_refuses_one_rather_than_ignore_it() -> None:
+    class Forgetful(MemoryStore):
+        run_of_message = None  # type: ignore[assignment]
+
+    agent, _ = voucher_desk(rewrite=False)
+    store = Forgetful()
+    with pytest.raises(InvalidInputError) as refused:
+        await Runtime(agent, store).start("go 5", message_id="m1")
+    assert "keeps no message ids" in refused.value.message and store.runs == {}
+    assert (await Runtime(agent, store).start("go 5")).status is RunStatus.AWAITING_CONFIRM
+
+
+def test_the_http_api_answers_a_retried_request_with_its_run(tmp_path: Path) -> None:
+    db = tmp_path / "corral.db"
+    agent, calls = voucher_desk(rewrite=False)
+    body = {"message": "go 599", "session_id": "s1", "message_id": "m1"}
+    with serving(agent, home=tmp_path, store=db) as base, httpx.Client(base_url=base) as http:
+        first = http.post("/agents/test/runs", json=body, headers=AUTH)
+        assert first.status_code == 200, first.text
+        assert first.json()["status"] == "awaiting_confirm"
+        yes = {"message": "yes", "session_id": "s1", "message_id": "m2"}
+        done = http.post("/agents/test/runs", json=yes, headers=AUTH)
+        assert done.status_code == 200 and done.json()["status"] == "finished", done.text
+        for request in (body, yes):  # each sent again: the run as it is now
+            again = http.post("/agents/test/runs", json=request, headers=AUTH)
+            assert again.status_code == 200, again.text
+            assert again.json()["run_id"] == first.json()["run_id"]
+            assert again.json()["status"] == "finished"
+        listed = http.get("/runs", params={"session_id": "s1"}, headers=AUTH).json()
+        assert [row["run_id"] for row in listed["runs"]] == [first.json()["run_id"]]
+        other = {**body, "message": "go 7"}
+        refused = http.post("/agents/test/runs", json=other, headers=AUTH)
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "INVALID_INPUT"
+        too_long = {**body, "message_id": "m" * 129}
+        assert http.post("/agents/test/runs", json=too_long, headers=AUTH).status_code == 422
+    assert calls == ["refund 599"]
+
+
+def test_the_cli_shows_the_run_a_message_id_took(tmp_path: Path) -> None:
+    session = ("--session", "s1")
+    asked = run_json(tmp_path, EXCHANGE, *session, "--message-id", "m1")
+    assert asked["status"] == "awaiting_confirm"
+    done = run_json(tmp_path, "是的", *session, "--message-id", "m2")
+    assert done["run_id"] == asked["run_id"] and done["status"] == "finished"
+    assert exchanges(tmp_path) == 1
+    for message, message_id in ((EXCHANGE, "m1"), ("是的", "m2")):  # each sent again
+        again = run_json(tmp_path, message, *session, "--message-id", message_id)
+        assert again["run_id"] == asked["run_id"] and again["status"] == "finished"
+    assert exchanges(tmp_path) == 1
