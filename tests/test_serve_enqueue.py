@@ -63,6 +63,11 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             too_long = {"message": EXCHANGE, "session_id": "u" * 129}  # refused before a 202
             refused = http.post("/agents/aftersales/runs", json=too_long)
             assert refused.status_code == 422 and "over 128" in refused.json()["error"]["message"]
+            with_id = {"message": EXCHANGE, "message_id": "m1"}  # not kept by queued runs yet:
+            unkept = http.post("/agents/aftersales/runs", json=with_id)  # refused, not dropped
+            assert unkept.status_code == 422, unkept.text
+            assert unkept.json()["error"]["code"] == "INVALID_INPUT"
+            assert "--enqueue" in unkept.json()["error"]["message"]
 
             workers.start("w-1", AFTERSALES)
             paused = streamed(http, run_id)  # opened while the drive waits in the queue
