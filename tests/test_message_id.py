@@ -12,19 +12,20 @@ it, so two tries racing each other are stored once, before either enters a write
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import httpx
 import pytest
 
-from corral import MemoryStore, RunStatus, Runtime, SqlStore, ToolPolicy
-from corral.errors import ErrorCode, InvalidInputError
+from corral import MemoryStore, RunStatus, Runtime, SqlStore, ToolPolicy, tool
+from corral.errors import ErrorCode, InvalidInputError, RunBusyError
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 from tests.helpers import build_agent
 from tests.serving import AUTH, load, serving
 from tests.test_cli import EXCHANGE, exchanges, run_json
-from tests.test_confirmation_scope import payment_tools, voucher_desk
+from tests.test_confirmation_scope import Paid, payment_tools, voucher_desk
 
 ORDER_MISSING = "我的打印机上周坏了，能换新吗？"
 
@@ -179,3 +180,70 @@ def test_the_cli_shows_the_run_a_message_id_took(tmp_path: Path) -> None:
         again = run_json(tmp_path, message, *session, "--message-id", message_id)
         assert again["run_id"] == asked["run_id"] and again["status"] == "finished"
     assert exchanges(tmp_path) == 1
+
+
+def waiting_desk(store: MemoryStore) -> tuple[Runtime, asyncio.Event, asyncio.Event, list[str]]:
+    """A lookup that waits for ``go_on`` (``entered`` is set when it starts), then a write."""
+    entered, go_on = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    @tool
+    async def look(amount: str) -> Paid:
+        """Looks the amount up, as slowly as the test says."""
+        entered.set()
+        await go_on.wait()
+        return Paid(amount=amount)
+
+    refund, _ = payment_tools(calls, ToolPolicy(kind="write"))
+    agent = build_agent(
+        [look, refund],
+        [
+            {"id": "l", "tool": "look", "args": {"amount": "$entities.amount"}},
+            {
+                "id": "r",
+                "tool": "refund",
+                "args": {"amount": "$entities.amount"},
+                "depends_on": ["l"],
+            },
+        ],
+        entities={"amount": {"kind": "pattern", "patterns": [r"(\d+)"]}},
+        intent_tools=["look", "refund"],
+    )
+    return Runtime(agent, store, effects=FixedEffects()), entered, go_on, calls
+
+
+async def test_a_retry_sent_while_its_first_try_runs_is_busy_and_shows_no_run_of_its_own() -> None:
+    store = MemoryStore()
+    runtime, entered, go_on, calls = waiting_desk(store)
+    first = asyncio.create_task(runtime.start("go 599", session_id="s1", message_id="m1"))
+    await entered.wait()  # the first try runs; nothing of it is stored yet
+    seen: list[object] = []
+    with pytest.raises(RunBusyError) as busy:
+        async for item in runtime.stream("go 599", session_id="s1", message_id="m1"):
+            seen.append(item)
+    assert busy.value.code is ErrorCode.RUN_BUSY and seen == []  # no run shown
+    go_on.set()
+    done = await first
+    assert done.status is RunStatus.FINISHED and calls == ["refund 599"]
+    again = await runtime.start("go 599", session_id="s1", message_id="m1")
+    assert again.run_id == done.run_id and calls == ["refund 599"]
+    assert list(store.runs) == [done.run_id]
+
+
+async def test_a_losing_try_that_is_stopped_before_its_save_ends_as_stopped() -> None:
+    class Racing(MemoryStore):
+        def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> None:
+            return None
+
+    store = Racing()
+    runtime, entered, go_on, calls = waiting_desk(store)
+    go_on.set()
+    first = await runtime.start("go 599", session_id="s1", message_id="m1")
+    go_on.clear()
+    entered.clear()
+    loser = asyncio.create_task(runtime.start("go 599", session_id="s1", message_id="m1"))
+    await entered.wait()
+    loser.cancel()  # a server stopping: the stop's save finds the id taken
+    with pytest.raises(asyncio.CancelledError):
+        await loser
+    assert list(store.runs) == [first.run_id] and calls == ["refund 599"]

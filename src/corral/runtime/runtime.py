@@ -46,6 +46,7 @@ from corral.errors import (
     InputTooLargeError,
     InvalidInputError,
     MessageRepeatedError,
+    RunBusyError,
     RunNotFoundError,
     RunNotResumableError,
     StoreError,
@@ -351,6 +352,9 @@ class Runtime:
         store's threads: two runs of one session ending together must both keep their turn."""
         self._agent_facts: _PerAgent | None = None
         """What every run of ``agent`` reads the same (``_per_agent``)."""
+        self._handling: set[tuple[str, str | None, str]] = set()
+        """(agent, session id, message id) of the messages this runtime handles now: a
+        retry sent while its first try still runs is ``RUN_BUSY``, not a second run."""
         self.replayed_latency: dict[str, dict[str, float]] | None = None
         """Set by a replay: the observed latency the recorded run ranked by, read from its
         ``run_started`` instead of this runtime's store, so the replay chooses the same."""
@@ -477,10 +481,20 @@ class Runtime:
         taken = await self._run_of_message(session_id, message_id)
         if taken is not None:
             return await self._repeated(taken, message_id, message)
+        handling = (self.agent.config.name, session_id, message_id)
+        if handling in self._handling:  # its run is not stored yet: no summary to give
+            raise RunBusyError(
+                f"message {message_id!r} is being handled by an earlier request",
+                hint="send it again (the same message_id) once that request is answered: "
+                "the answer is then the run it took",
+            )
+        self._handling.add(handling)
         try:
             return await self._handle_new(message, session_id, watch, priority, run_id, message_id)
-        except MessageRepeatedError as repeated:  # a try that raced this one was stored first
+        except MessageRepeatedError as repeated:  # another process's try was stored first
             return await self._repeated(repeated.run_id, message_id, message)
+        finally:
+            self._handling.discard(handling)
 
     async def _repeated(self, run_id: str, message_id: str, message: str) -> RunSummary:
         """The summary of the run that took ``message_id``, for a message sent again.
@@ -1111,7 +1125,8 @@ class Runtime:
         task = asyncio.current_task()
         if task is None or not task.cancelling():
             return
-        with suppress(asyncio.CancelledError, StoreError):
+        # a message another try took: that try's run is the one stored, nothing to keep
+        with suppress(asyncio.CancelledError, StoreError, MessageRepeatedError):
             await asyncio.shield(persist())
 
     def _write_in_flight(self, state: RunState) -> bool:
