@@ -181,3 +181,20 @@ async def test_a_log_without_its_start_is_refused() -> None:
         await replay_run(agent("other"), events[1:])
     with pytest.raises(RunNotFoundError):
         await replay_run(agent("other"), [])
+
+
+async def test_a_run_a_session_message_approved_replays_on_the_same_path() -> None:
+    """On main the replay approved by ``resume`` and left out the session's "yes" message
+    the recorded log holds before its decision: every such run diverged at that event."""
+    from corral import MemoryStore, Runtime
+    from corral.runtime.replay import replay_run
+    from corral.testing import FixedEffects
+    from tests.test_confirmation_scope import voucher_desk
+
+    agent, calls = voucher_desk(rewrite=False)
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("go 5", session_id="s1")
+    done = await runtime.start("好的", session_id="s1")
+    assert done.run_id == asked.run_id and calls == ["refund 5"]
+    report = await replay_run(agent, await runtime.events(asked.run_id))
+    assert report.same_path, report

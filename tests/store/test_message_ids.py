@@ -87,3 +87,16 @@ def test_a_purged_run_takes_its_message_ids_with_it(store: Store) -> None:
     store.purge(T0 + timedelta(days=30), timedelta(days=7))
     assert store.get_run(run.run_id) is None
     assert store.run_of_message(desk, "s1", "m1") is None
+
+
+def test_a_bounded_memory_store_drops_an_evicted_runs_ids_with_it() -> None:
+    from corral import MemoryStore
+
+    store = MemoryStore(max_ended_runs=1)
+    old, new = record("s1"), record("s1")
+    store.save(old, [said(old, 1, "查订单", "m1")])
+    store.save(new, [said(new, 1, "查订单", "m2")])  # the older ended run is dropped
+    assert store.get_run(old.run_id) is None
+    assert store.run_of_message("desk", "s1", "m1") is None
+    assert store.run_of_message("desk", "s1", "m2") == new.run_id
+    assert list(store.messages_of) == [new.run_id]

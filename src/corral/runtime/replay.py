@@ -183,6 +183,10 @@ async def replay_run(agent: Agent, events: list[Event]) -> ReplayReport:
     return compare(events, *await replay_events(agent, events))
 
 
+_INPUTS = (EventType.USER_MESSAGE, EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
+"""What a person gave a recorded run; a message after the first is a session's yes or no."""
+
+
 async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event], str | None]:
     """Replay a recorded run with ``agent``: the new log, and the error that stopped it."""
     from corral.observe.telemetry import Untraced
@@ -202,10 +206,11 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     runtime.replayed_latency = started.observed_latency  # rank by the recorded figures
     runtime.replaying = True  # the recorded inputs as they were, however they were checked
-    inputs = [
-        e for e in events if e.type in (EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
-    ]
     given = recorded_entry(events)
+    inputs = [e for e in events if e.type in _INPUTS]
+    kinds = [e.type for e in inputs]
+    if given is None and EventType.USER_MESSAGE in kinds:  # the first message started it
+        inputs = inputs[kinds.index(EventType.USER_MESSAGE) + 1 :]
     error = None
     run_id = None
     try:
@@ -215,12 +220,17 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
             first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
             summary = await runtime.start(first, priority=started.priority)
         run_id = summary.run_id
+        said: str | None = None  # a session's message read as the decision that follows it
         for event in inputs:
             answer = event.payload
-            if isinstance(answer, UserAnswered):
+            if isinstance(answer, UserMessage):
+                said = answer.text
+            elif isinstance(answer, UserAnswered):
                 summary = await runtime.resume(run_id, answer=answer.text)
             elif isinstance(answer, ConfirmationGiven):
-                summary = await runtime.resume(run_id, approve=answer.approved)
+                approve = answer.approved
+                summary = await runtime._resume(run_id, approve, None, None, 0.0, None, said)
+                said = None
     except CorralError as exc:
         error = str(exc)
     return (await runtime.events(run_id) if run_id else []), error

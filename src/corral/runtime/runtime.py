@@ -419,11 +419,13 @@ class Runtime:
         by default the message's words decide (``decision.priority_words``).
 
         ``message_id``: the client's id of this message, unique within the session (or,
-        without one, the agent's sessionless runs). A message whose id a turn already took
-        is not handled again: the answer is the current summary of the run that took it.
-        So a client may retry a request whose answer it lost (a timeout, a dropped
-        connection) without a second run, or a second "yes" approving whatever the run
-        asks next. Needs a store that keeps ids (``MessageLog``: the SQL and memory stores).
+        without one, the agent's sessionless runs) for as long as the store keeps its runs
+        (a UUID per message; not a counter that starts again when a session expires). A
+        message whose id a turn already took is not handled again: the answer is the
+        current summary of the run that took it. So a client may retry a request whose
+        answer it lost (a timeout, a dropped connection) without a second run, or a
+        second "yes" approving whatever the run asks next. Needs a store that keeps ids
+        (``MessageLog``: the SQL and memory stores).
         """
         return await self._handle_message(message, session_id, None, priority, None, message_id)
 

@@ -73,6 +73,8 @@ class MemoryStore:
     """Held while a session is merged: runtimes sharing this store update from threads."""
     messages: dict[tuple[str, str, str], tuple[str, int]] = field(default_factory=dict)
     """(agent, session id or "", message id) -> (run id, seq of the event holding it)."""
+    messages_of: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    """Run id -> its keys in ``messages``: dropped with the run, without a scan."""
 
     def __post_init__(self) -> None:
         if self.max_ended_runs is not None and self.max_ended_runs < 1:
@@ -98,6 +100,8 @@ class MemoryStore:
         else:
             self._merge(run.run_id, stored, events)
         self.runs[run.run_id] = run
+        for key in taken.keys() - self.messages.keys():
+            self.messages_of.setdefault(run.run_id, []).append(key)
         self.messages.update(taken)
         if handoff is not None:
             self.handoffs[run.run_id] = handoff
@@ -161,9 +165,8 @@ class MemoryStore:
         self.events.pop(run_id, None)
         self.handoffs.pop(run_id, None)
         self.leases.pop(run_id, None)
-        if self.messages:  # a message id goes with its run
-            for key in [k for k, (holder, _) in self.messages.items() if holder == run_id]:
-                del self.messages[key]
+        for key in self.messages_of.pop(run_id, ()):  # a message id goes with its run
+            del self.messages[key]
 
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         """Take the lease unless another live owner holds it; the expired owner replaced."""
