@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -91,6 +92,27 @@ class IntentLayer:
         rule = self._decisive_rule(text)
         return rule.intent if rule is not None else None
 
+    def another_request(
+        self,
+        text: str,
+        found: Mapping[str, object],
+        slot: str,
+        label: str | None,
+        whole_answer: bool = False,
+    ) -> bool:
+        """Whether ``text``, typed at a ``label`` run's question for ``slot``, asks another thing.
+
+        Code decides, from what the message says, not from a guess: it does not give the
+        value asked for (``found``: what the extractor found, answering ``slot``), and a rule
+        of another intent matches it with confidence ("我要投诉你们的客服" asked for an order
+        id). A slot whose answer is free text (``whole_answer``: an address) takes almost
+        anything, so the message must also name something or ask ("OD2611250001 发货了吗"),
+        not merely match ("物流园路8号" is an address all the same).
+        """
+        if slot in found or self.rule_intent(text) in (None, label):
+            return False
+        return not whole_answer or bool(found) or reads_as_question(text)
+
     def _decisive_rule(self, text: str) -> RuleMatch | None:
         """The best matching rule when it decides alone: a declared intent, confident enough."""
         rule = self._rules.match(text)
@@ -103,3 +125,8 @@ class IntentLayer:
         unless = self._unless.get(label, ()) if label is not None else ()
         folded = fold_word_characters(text) if unless else text
         return any(negation.search(folded) for negation in unless)
+
+
+def reads_as_question(text: str) -> bool:
+    """Whether a line reads as a question (it ends as one does)."""
+    return text.rstrip().endswith(("?", "？", "吗", "呢", "么", "嘛"))

@@ -198,8 +198,8 @@ class RunLoop:
                 # "OD2611250001 发货了吗" asked for an address is a request of another
                 # intent (it asks, or names something); "物流园路8号" is an address all the
                 # same; "好的" is none
-                another = agent.intent.rule_intent(text) not in (None, state.intent.label)
-                request = another and (bool(found) or _asks(text))
+                label = state.intent.label
+                request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
                 if fits and not request and yes_or_no(text) is None:
                     found[slot] = whole
@@ -498,8 +498,3 @@ class RunLoop:
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""
         return {sid: step.status for sid, step in self.state.steps.items()}
-
-
-def _asks(text: str) -> bool:
-    """Whether a line reads as a question (it ends as one does)."""
-    return text.rstrip().endswith(("?", "？", "吗", "呢", "么", "嘛"))

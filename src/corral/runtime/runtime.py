@@ -68,7 +68,7 @@ from corral.inputs import (
     require_text,
     require_words,
 )
-from corral.intent.confirmation import yes_or_no
+from corral.intent.confirmation import withdraws, yes_or_no
 from corral.intent.entities import answer_language, detect_language
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -523,6 +523,25 @@ class Runtime:
             raise RunNotFoundError(f"no run {run_id!r}")
         return summarize_run(fold(run_id, events))
 
+    async def _asks_another(self, run_id: str, message: str) -> bool:
+        """Whether a session's message, typed at ``run_id``'s question, is a new request.
+
+        "我要投诉你们的客服" asked for an order id complains: it starts a run of its own and
+        the question waits for its answer (``IntentLayer.another_request``). A withdrawal
+        ("算了") or a yes or no stays the question's, as does anything for a clarification.
+        """
+        if withdraws(message) or yes_or_no(message) is not None:
+            return False
+        state = await self._recorded_state(run_id, "open_question")
+        slot = state.pending.slot if state.pending is not None else None
+        if slot is None or state.intent is None or state.received_at is None:
+            return False
+        intent = self.agent.intent
+        found = intent.entities.extract(message, state.received_at, answering=slot)
+        spec = self.agent.config.entities.get(slot)
+        whole = spec is not None and spec.whole_answer
+        return intent.another_request(message, found, slot, state.intent.label, whole)
+
     async def _run_of_message(self, session_id: str | None, message_id: str) -> str | None:
         """The run that took ``message_id`` in the session, if one did (a recorded read)."""
         require_message_id(message_id)
@@ -559,7 +578,10 @@ class Runtime:
             if session and session.open_run_id:
                 status = await self._run_status(session.open_run_id)
                 open_run = session.open_run_id
-                if status == RunStatus.AWAITING_USER.value:
+                # a new request typed at a question is a run of its own; the question waits
+                if status == RunStatus.AWAITING_USER.value and not await self._asks_another(
+                    open_run, message
+                ):
                     return await self._resume(
                         open_run, None, message, None, 0.0, watch, message_id=message_id
                     )
@@ -1343,12 +1365,7 @@ def _merged_session(
     )
     entities = {**(existing.entities if existing else {}), **state.entities}
     entities = {name: value for name, value in entities.items() if name not in unsettled}
-    open_run = state.run_id if state.status in _WAITS_FOR_THE_USER else None
-    if open_run is None and existing and existing.open_run_id != state.run_id:
-        # another run of the session still waits for the user's answer or yes (a
-        # run_plan beside it asks nothing, a new request typed at a confirmation): the
-        # next message must still reach it
-        open_run = existing.open_run_id
+    open_run, earlier = _open_runs(state, existing)
     return SessionRecord(
         session_id=state.session_id,
         agent=state.agent,
@@ -1357,4 +1374,28 @@ def _merged_session(
         open_run_id=open_run,
         updated_at=now,
         expires_at=now + SESSION_TTL,
+        earlier_open_runs=earlier,
     )
+
+
+MAX_EARLIER_OPEN_RUNS = 5
+"""Runs a session keeps waiting under newer ones; an older one is reached by its id only."""
+
+
+def _open_runs(state: RunState, existing: SessionRecord | None) -> tuple[str | None, list[str]]:
+    """The run the session's next message reaches, and those waiting under it.
+
+    A run that waits for the user is the open one; the one it displaced (a request typed at
+    a question or a confirmation, which asked something of its own) waits under it. A run
+    that ends leaves another that still waits open (a run_plan beside it asks nothing); the
+    open run ending hands the session back to the latest run under it.
+    """
+    before = existing.open_run_id if existing else None
+    earlier = [r for r in (existing.earlier_open_runs if existing else []) if r != state.run_id]
+    if state.status in _WAITS_FOR_THE_USER:
+        if before is not None and before != state.run_id and before not in earlier:
+            earlier.append(before)
+        return state.run_id, earlier[-MAX_EARLIER_OPEN_RUNS:]
+    if before is not None and before != state.run_id:
+        return before, earlier
+    return (earlier.pop() if earlier else None), earlier

@@ -72,6 +72,10 @@ class SessionRecord:
     open_run_id: str | None
     updated_at: datetime
     expires_at: datetime
+    earlier_open_runs: list[str] = field(default_factory=list)
+    """Runs that waited for the user when a newer one began to (a request typed at a
+    question that asked a question of its own), oldest first: when the open run ends, the
+    latest of them is the open run again."""
 
 
 class Store(Protocol):

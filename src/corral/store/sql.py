@@ -1006,14 +1006,17 @@ def _session_of(row: Any, now: datetime) -> SessionRecord | None:
         open_run_id=data.get("open_run_id"),
         updated_at=_aware(row.updated_at),
         expires_at=_aware(row.expires_at),
+        earlier_open_runs=data.get("earlier_open_runs", []),
     )
 
 
 def _put_session(conn: Connection, session: SessionRecord, exists: bool | None = None) -> None:
     """Write the session's row: an update, else an insert (``exists`` when known)."""
-    data = dumps(
-        {"turns": session.turns, "entities": session.entities, "open_run_id": session.open_run_id}
-    )
+    fields: dict[str, Any] = {"turns": session.turns, "entities": session.entities}
+    fields["open_run_id"] = session.open_run_id
+    if session.earlier_open_runs:  # left out when none, as sessions stored before it have
+        fields["earlier_open_runs"] = session.earlier_open_runs
+    data = dumps(fields)
     values = {
         "agent": session.agent,
         "data": data,
