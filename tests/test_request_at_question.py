@@ -2,10 +2,12 @@
 
 On main, a session's message always answered the question its open run asked: asked for
 an order id, "我要投诉你们的客服态度太差了" was taken as the answer, the complaint was lost
-and the order id was asked for again. Now code decides (``IntentLayer.another_request``):
-a message that does not give the value asked for and that a rule of another intent matches
-with confidence starts its own run. The session keeps the question open (under a newer
-run that asks something of its own, too), and the order id sent next answers it.
+and the order id was asked for again. Now code decides, from config: a message that does
+not give the value asked for, and that a rule gives an intent declared ``interrupts: true``
+(the examples' complaints), starts its own run (``IntentLayer.another_request``). The
+session keeps the question open (under a newer run that asks something of its own, too),
+and the value sent next answers it. Any other message is the answer, as before: intents
+whose words also describe an answer ("I can't find it", a question mark) do not interrupt.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from corral import MemoryStore, RunStatus, Runtime, SqlStore
 from corral.testing import FixedEffects
-from tests.conftest import AFTERSALES
+from tests.conftest import AFTERSALES, ORDERS
 from tests.serving import AUTH, load, serving
+
+TRIAGE = ORDERS.parent / "triage"
 
 EXCHANGE_NO_ORDER = "我的打印机上周坏了，能换新吗？"
 COMPLAINT = "我要投诉你们的客服态度太差了"
@@ -70,22 +75,46 @@ async def test_a_request_that_asks_its_own_question_hands_the_session_back_when_
     tmp_path: Path,
 ) -> None:
     """The stack of open runs is kept by the store (a SQL session row, here)."""
-    agent = load(AFTERSALES, tmp_path)
+    agent = load(TRIAGE, tmp_path)
     runtime = Runtime(agent, SqlStore.open(tmp_path / "c.db"), effects=FixedEffects())
-    exchange = await runtime.start(EXCHANGE_NO_ORDER, session_id="s3")
-    repair = await runtime.start("另外我的笔记本电脑也坏了，想报修", session_id="s3")
-    assert repair.run_id != exchange.run_id and repair.status is RunStatus.AWAITING_USER
-    assert await intent_of(runtime, repair.run_id) == "报修"
+    billing = await runtime.start("账单多扣了钱", session_id="s3")
+    assert billing.status is RunStatus.AWAITING_USER  # which customer?
+    complaint = await runtime.start("客服态度太差了，我要投诉", session_id="s3")
+    assert complaint.run_id != billing.run_id and complaint.status is RunStatus.AWAITING_USER
+    assert await intent_of(runtime, complaint.run_id) == "投诉"
     session = runtime.store.get_session("s3", FixedEffects().now())
-    assert session is not None and session.open_run_id == repair.run_id
-    assert session.earlier_open_runs == [exchange.run_id]
-    first = await runtime.start("HD20240501", session_id="s3")  # the repair's question's
-    assert first.run_id == repair.run_id and first.status.terminal
-    second = await runtime.start("HD20240501", session_id="s3")  # the exchange's, again open
-    assert second.run_id == exchange.run_id
-    assert second.status is RunStatus.AWAITING_CONFIRM
+    assert session is not None and session.open_run_id == complaint.run_id
+    assert session.earlier_open_runs == [billing.run_id]
+    first = await runtime.start("C10001", session_id="s3")  # the complaint's question's
+    assert first.run_id == complaint.run_id and first.status is RunStatus.FINISHED
+    second = await runtime.start("C10001", session_id="s3")  # the bill's, open again
+    assert second.run_id == billing.run_id and second.status is RunStatus.FINISHED
+    assert "账单" in (second.reply or "")
     session = runtime.store.get_session("s3", FixedEffects().now())
-    assert session is not None and session.earlier_open_runs == []
+    assert session is not None and session.earlier_open_runs == [] and session.open_run_id is None
+
+
+@pytest.mark.parametrize(
+    ("example", "asking", "answer"),
+    [
+        # found in review of a first version that let any intent's rule interrupt
+        (TRIAGE, "账单多扣了钱", "I can't find my customer id"),  # "can't": a fault's word
+        (TRIAGE, "账单多扣了钱", "I'm unable to find it right now"),
+        (TRIAGE, "我们的支付系统挂了", "客户号是多少？"),  # "?": a question's rule
+        (ORDERS, "我要退款", "不想要了"),  # a cancel's words, as the refund's reason
+        (AFTERSALES, EXCHANGE_NO_ORDER, "是上周买的打印机，现在不能用了"),  # a repair's words
+        (ORDERS, "帮我改一下收货地址 OD2611250001", "北京市朝阳区建国路88号，快递放门口"),
+        (AFTERSALES, EXCHANGE_NO_ORDER, "订单号是HD20240501，快点处理不然我投诉"),  # gives it
+    ],
+)
+async def test_an_answer_in_words_of_an_intent_that_does_not_interrupt_stays_the_questions(
+    tmp_path: Path, example: Path, asking: str, answer: str
+) -> None:
+    runtime = Runtime(load(example, tmp_path), MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start(asking, session_id="s4")
+    assert asked.status is RunStatus.AWAITING_USER
+    answered = await runtime.start(answer, session_id="s4")
+    assert answered.run_id == asked.run_id
 
 
 def test_over_http(tmp_path: Path) -> None:

@@ -258,6 +258,13 @@ class IntentSpec(_Strict):
     """``model``: no template; the model plans with the allowed tools (long-tail intents)."""
     tools: list[str] = Field(default_factory=list)
     """Allow-list, enforced at execution. Empty means: the tools named in its plan."""
+    interrupts: bool = False
+    """A message a rule gives this intent, typed while another run of the session waits
+    for an answer it does not give, is a request of its own: it starts a run, and the
+    question waits for the next message ("我要投诉你们的客服" asked for an order id). Off,
+    it is taken as the answer, which asks again. For requests no answer is made of (a
+    complaint): an intent whose words also describe an answer ("can't find it", a
+    question mark) would take answers away from the question."""
 
 
 class ClassifierConfig(_Strict):

@@ -527,16 +527,21 @@ class Runtime:
         """Whether a session's message, typed at ``run_id``'s question, is a new request.
 
         "我要投诉你们的客服" asked for an order id complains: it starts a run of its own and
-        the question waits for its answer (``IntentLayer.another_request``). A withdrawal
-        ("算了") or a yes or no stays the question's, as does anything for a clarification.
+        the question waits for its answer, when a rule gives the message an intent that
+        ``interrupts`` (config) and the message does not give the value asked for
+        (``IntentLayer.another_request``). A withdrawal ("算了") or a yes or no stays the
+        question's, as does anything typed at a clarification.
         """
         if withdraws(message) or yes_or_no(message) is not None:
+            return False
+        intent = self.agent.intent
+        other = intent.rule_intent(message)
+        if other is None or not self.agent.config.intent(other).interrupts:
             return False
         state = await self._recorded_state(run_id, "open_question")
         slot = state.pending.slot if state.pending is not None else None
         if slot is None or state.intent is None or state.received_at is None:
             return False
-        intent = self.agent.intent
         found = intent.entities.extract(message, state.received_at, answering=slot)
         spec = self.agent.config.entities.get(slot)
         whole = spec is not None and spec.whole_answer
