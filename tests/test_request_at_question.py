@@ -43,8 +43,14 @@ async def test_a_complaint_typed_at_a_question_is_handed_off_and_the_question_wa
     assert complaint.run_id != asked.run_id
     assert complaint.status is RunStatus.HANDED_OFF
     assert await intent_of(runtime, complaint.run_id) == "投诉"
+    # the reply says the question still waits: the next message answers it
+    assert complaint.reply is not None and complaint.reply.endswith(
+        "另外，您之前的问题还在等您回复：" + (asked.reply or "")
+    )
     waiting = await runtime.load_state(asked.run_id)
     assert waiting.status is RunStatus.AWAITING_USER and waiting.messages == [EXCHANGE_NO_ORDER]
+    stored = await runtime.load_state(complaint.run_id)  # the run's own reply is kept as is
+    assert stored.reply is not None and "另外" not in stored.reply
     answered = await runtime.start("HD20240501", session_id="s1")
     assert answered.run_id == asked.run_id
     assert answered.status is RunStatus.AWAITING_CONFIRM
@@ -56,6 +62,7 @@ async def test_in_english_too(tmp_path: Path) -> None:
     assert asked.status is RunStatus.AWAITING_USER
     complaint = await runtime.start("I want to make a complaint about your staff", session_id="e1")
     assert complaint.run_id != asked.run_id and complaint.status is RunStatus.HANDED_OFF
+    assert "your earlier request is still waiting for your answer" in (complaint.reply or "")
     answered = await runtime.start("HD20240501", session_id="e1")
     assert answered.run_id == asked.run_id
 
@@ -87,6 +94,7 @@ async def test_a_request_that_asks_its_own_question_hands_the_session_back_when_
     assert session.earlier_open_runs == [billing.run_id]
     first = await runtime.start("C10001", session_id="s3")  # the complaint's question's
     assert first.run_id == complaint.run_id and first.status is RunStatus.FINISHED
+    assert "另外，您之前的问题还在等您回复：" in (first.reply or "")  # the bill's, again
     second = await runtime.start("C10001", session_id="s3")  # the bill's, open again
     assert second.run_id == billing.run_id and second.status is RunStatus.FINISHED
     assert "账单" in (second.reply or "")
@@ -105,6 +113,12 @@ async def test_a_request_that_asks_its_own_question_hands_the_session_back_when_
         (AFTERSALES, EXCHANGE_NO_ORDER, "是上周买的打印机，现在不能用了"),  # a repair's words
         (ORDERS, "帮我改一下收货地址 OD2611250001", "北京市朝阳区建国路88号，快递放门口"),
         (AFTERSALES, EXCHANGE_NO_ORDER, "订单号是HD20240501，快点处理不然我投诉"),  # gives it
+        # found in review: a complaint's words in an answer that names what was asked
+        (AFTERSALES, EXCHANGE_NO_ORDER, "记性太差了，订单号忘了"),
+        (AFTERSALES, EXCHANGE_NO_ORDER, "订单号可能在垃圾邮件里，我找一下"),
+        (AFTERSALES, "I want a replacement", "Sorry, terrible memory, no order number"),
+        (TRIAGE, "账单多扣了钱", "我记性太差，客户编号忘了"),
+        (TRIAGE, "账单多扣了钱", "Worst case I'll look it up later, I don't have my customer id"),
     ],
 )
 async def test_an_answer_in_words_of_an_intent_that_does_not_interrupt_stays_the_questions(

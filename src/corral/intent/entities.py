@@ -63,6 +63,21 @@ def answer_language(text: str, current: Language) -> Language:
     return "en" if words & _ENGLISH_WORDS else current
 
 
+def names_entity(text: str, name: str, spec: EntitySpec | None) -> bool:
+    """Whether ``text`` speaks of the entity: its label in either language, or its name.
+
+    "记性太差了，订单号忘了" and "I don't have my customer id" say what they are about: a
+    message typed at a question for that entity is about the question, whatever other
+    words it holds ("太差" is a complaint's). Case and ``_`` are ignored (``customer_id``
+    is "customer id").
+    """
+    lowered = text.casefold()
+    words = [name.replace("_", " ")]
+    if spec is not None and spec.label is not None:
+        words += [spec.label.zh, spec.label.en]
+    return any(word.casefold() in lowered for word in words if word.strip())
+
+
 @dataclass(frozen=True)
 class _CompiledEntity:
     name: str

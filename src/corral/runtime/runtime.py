@@ -69,7 +69,7 @@ from corral.inputs import (
     require_words,
 )
 from corral.intent.confirmation import withdraws, yes_or_no
-from corral.intent.entities import answer_language, detect_language
+from corral.intent.entities import answer_language, detect_language, names_entity
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
@@ -542,8 +542,10 @@ class Runtime:
         slot = state.pending.slot if state.pending is not None else None
         if slot is None or state.intent is None or state.received_at is None:
             return False
-        found = intent.entities.extract(message, state.received_at, answering=slot)
         spec = self.agent.config.entities.get(slot)
+        if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
+            return False
+        found = intent.entities.extract(message, state.received_at, answering=slot)
         whole = spec is not None and spec.whole_answer
         return intent.another_request(message, found, slot, state.intent.label, whole)
 
@@ -1138,9 +1140,34 @@ class Runtime:
         summary = await self._persist(journal, held.lease, release=True)
         held.released = True
         state = journal.state
+        summary = summary or summarize_run(state)
         if state.session_id:
-            await self._io(self._update_session, state)
-        return summary or summarize_run(state)
+            open_run = await self._io(self._update_session, state)
+            if open_run is not None and open_run != state.run_id:
+                return await self._still_asked(summary, open_run, state.language)
+        return summary
+
+    async def _still_asked(
+        self, summary: RunSummary, open_run: str, language: Language
+    ) -> RunSummary:
+        """``summary``, its reply ending with the question another run of the session asks.
+
+        A request typed at a question ran on its own (``_asks_another``), and the question
+        waits: the next message answers it, so the reply says so, in the run's language
+        ("另外，您之前的问题还在等您回复：…"). Only a question: a confirmation is answered
+        by a yes only right after its prompt (``_asked_last``), so it is not repeated here.
+        The stored run's reply is its own; the reminder is the session's.
+        """
+        waiting = await self._recorded_state(open_run, "still_asked")
+        pending = waiting.pending
+        if waiting.status is not RunStatus.AWAITING_USER or pending is None:
+            return summary
+        if waiting.agent != self.agent.config.name:
+            return summary
+        question = {"question": pending.prompt}
+        reminder = self.agent.renderer.render("still_asked", question, language)
+        reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
+        return summary.model_copy(update={"reply": reply})
 
     @staticmethod
     async def _keep_after_cancel(persist: Callable[[], Awaitable[None]]) -> None:
@@ -1301,12 +1328,16 @@ class Runtime:
         if tracer is not None:
             tracer.export(stored, self.sampling)
 
-    def _update_session(self, state: RunState) -> None:
+    def _update_session(self, state: RunState) -> str | None:
+        """``_merge_into_session``, one at a time in this runtime."""
         with self._sessions:
-            self._merge_into_session(state)
+            return self._merge_into_session(state)
 
-    def _merge_into_session(self, state: RunState) -> None:
-        """Add the run's turn to its session: in one transaction where the store can."""
+    def _merge_into_session(self, state: RunState) -> str | None:
+        """Add the run's turn to its session: in one transaction where the store can.
+
+        Returns the session's open run now: the run its next message reaches.
+        """
         assert state.session_id is not None
         now = self.effects.now()
         # a value the run's latest mention gives two of ("HD20240501 和 HD20250920") was
@@ -1314,11 +1345,17 @@ class Runtime:
         unsettled = latest_ambiguity(
             self.agent.intent.entities.mentions, state.messages, list(state.entities)
         )
-        merge = partial(_merged_session, state, now, unsettled=frozenset(unsettled))
+        merged: list[SessionRecord] = []  # the last merge is the one written
+
+        def merge(existing: SessionRecord | None) -> SessionRecord:
+            merged.append(_merged_session(state, now, existing, unsettled=frozenset(unsettled)))
+            return merged[-1]
+
         if isinstance(self.store, SessionUpdater):
             self.store.update_session(state.session_id, now, merge)
         else:
             self.store.save_session(merge(self.store.get_session(state.session_id, now)))
+        return merged[-1].open_run_id
 
 
 def _spoken(session: SessionRecord | None) -> Language | None:
