@@ -17,10 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from corral import MemoryStore, RunStatus, Runtime, SqlStore
+from corral import MemoryStore, RunStatus, Runtime, SqlStore, ToolPolicy
+from corral.errors import ConfigInvalidError
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES, ORDERS
+from tests.helpers import build_agent
 from tests.serving import AUTH, load, serving
+from tests.test_confirmation_scope import payment_tools
 
 TRIAGE = ORDERS.parent / "triage"
 
@@ -152,3 +155,26 @@ def test_over_http(tmp_path: Path) -> None:
         answered = say("HD20240501")
         assert answered["run_id"] == asked["run_id"]
         assert answered["status"] == "awaiting_confirm"
+
+
+async def test_a_retried_request_gets_the_reply_it_got_the_first_time(tmp_path: Path) -> None:
+    """Found in review: the retry of a message (its ``message_id``) lost the reminder."""
+    runtime = Runtime(load(AFTERSALES, tmp_path), MemoryStore(), effects=FixedEffects())
+    await runtime.start(EXCHANGE_NO_ORDER, session_id="s5", message_id="m1")
+    first = await runtime.start(COMPLAINT, session_id="s5", message_id="m2")
+    assert "另外，您之前的问题还在等您回复" in (first.reply or "")
+    retried = await runtime.start(COMPLAINT, session_id="s5", message_id="m2")
+    assert retried.run_id == first.run_id and retried.reply == first.reply
+
+
+def test_a_still_asked_template_with_a_run_s_values_is_refused_when_the_agent_loads() -> None:
+    """Found in review: it was rendered after the run was stored, and the request failed."""
+    refund, _ = payment_tools([], ToolPolicy(kind="write"))
+    templates = {
+        "still_asked": {"zh": "订单 {order_id}：{question}", "en": "{order_id}: {question}"}
+    }
+    with pytest.raises(ConfigInvalidError) as refused:
+        build_agent(
+            [refund], [{"id": "r", "tool": "refund", "args": {"amount": "1"}}], templates=templates
+        )
+    assert "template 'still_asked' may use only {question}, not order_id" in refused.value.message

@@ -75,7 +75,8 @@ def names_entity(text: str, name: str, spec: EntitySpec | None) -> bool:
     words = [name.replace("_", " ")]
     if spec is not None and spec.label is not None:
         words += [spec.label.zh, spec.label.en]
-    return any(word.casefold() in lowered for word in words if word.strip())
+    # a one-character label (号, "#") is in almost every message: it says nothing
+    return any(word.casefold() in lowered for word in words if len(word.strip()) > 1)
 
 
 @dataclass(frozen=True)

@@ -521,7 +521,13 @@ class Runtime:
             )
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}")
-        return summarize_run(fold(run_id, events))
+        state = fold(run_id, events)
+        summary = summarize_run(state)
+        session = await self._session(state.session_id) if state.session_id else None
+        open_run = session.open_run_id if session is not None else None
+        if open_run is None or open_run == run_id:
+            return summary
+        return await self._still_asked(summary, open_run, state.language)  # as answered
 
     async def _asks_another(self, run_id: str, message: str) -> bool:
         """Whether a session's message, typed at ``run_id``'s question, is a new request.
