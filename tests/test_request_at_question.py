@@ -178,3 +178,13 @@ def test_a_still_asked_template_with_a_run_s_values_is_refused_when_the_agent_lo
             [refund], [{"id": "r", "tool": "refund", "args": {"amount": "1"}}], templates=templates
         )
     assert "template 'still_asked' may use only {question}, not order_id" in refused.value.message
+
+
+async def test_a_waiting_run_that_is_gone_leaves_the_reply_as_it_was(tmp_path: Path) -> None:
+    store = MemoryStore()
+    runtime = Runtime(load(AFTERSALES, tmp_path), store, effects=FixedEffects())
+    asked = await runtime.start(EXCHANGE_NO_ORDER, session_id="s6")
+    del store.events[asked.run_id], store.runs[asked.run_id]  # the session still names it
+    complaint = await runtime.start(COMPLAINT, session_id="s6")
+    assert complaint.status is RunStatus.HANDED_OFF
+    assert complaint.reply == "这个问题我已经转给人工客服，他们会尽快联系您。"

@@ -1162,9 +1162,14 @@ class Runtime:
         waits: the next message answers it, so the reply says so, in the run's language
         ("另外，您之前的问题还在等您回复：…"). Only a question: a confirmation is answered
         by a yes only right after its prompt (``_asked_last``), so it is not repeated here.
-        The stored run's reply is its own; the reminder is the session's.
+        The stored run's reply is its own; the reminder is the session's, and never fails
+        the turn it is added to: a waiting run that is gone, or a store that fails now,
+        leaves the reply as the run gave it.
         """
-        waiting = await self._recorded_state(open_run, "still_asked")
+        try:
+            waiting = await self._recorded_state(open_run, "still_asked")
+        except (RunNotFoundError, StoreError):
+            return summary
         pending = waiting.pending
         if waiting.status is not RunStatus.AWAITING_USER or pending is None:
             return summary
