@@ -296,6 +296,11 @@ class MessageRepeatedError(CorralError):
         super().__init__(message, hint=hint)
         self.run_id = run_id
 
+    @classmethod
+    def taken_by(cls, run_id: str, message_id: str) -> MessageRepeatedError:
+        """The error every store raises: ``message_id`` is held by ``run_id``'s events."""
+        return cls(f"message {message_id!r} was handled already, by run {run_id}", run_id=run_id)
+
 
 class StoreError(CorralError):
     """The event store failed. Says which run, and what had already happened before it."""

@@ -525,9 +525,7 @@ class Runtime:
         summary = summarize_run(state)
         session = await self._session(state.session_id) if state.session_id else None
         open_run = session.open_run_id if session is not None else None
-        if open_run is None or open_run == run_id:
-            return summary
-        return await self._still_asked(summary, open_run, state.language)  # as answered
+        return await self._still_asked(summary, state, open_run)  # as it was answered
 
     async def _asks_another(self, run_id: str, message: str) -> bool:
         """Whether a session's message, typed at ``run_id``'s question, is a new request.
@@ -1149,14 +1147,16 @@ class Runtime:
         summary = summary or summarize_run(state)
         if state.session_id:
             open_run = await self._io(self._update_session, state)
-            if open_run is not None and open_run != state.run_id:
-                return await self._still_asked(summary, open_run, state.language)
+            return await self._still_asked(summary, state, open_run)
         return summary
 
     async def _still_asked(
-        self, summary: RunSummary, open_run: str, language: Language
+        self, summary: RunSummary, state: RunState, open_run: str | None
     ) -> RunSummary:
         """``summary``, its reply ending with the question another run of the session asks.
+
+        ``open_run``: the run the session's next message reaches; nothing is added when
+        there is none, or it is ``state``'s own run.
 
         A request typed at a question ran on its own (``_asks_another``), and the question
         waits: the next message answers it, so the reply says so, in the run's language
@@ -1166,6 +1166,8 @@ class Runtime:
         the turn it is added to: a waiting run that is gone, or a store that fails now,
         leaves the reply as the run gave it.
         """
+        if open_run is None or open_run == state.run_id:
+            return summary
         try:
             waiting = await self._recorded_state(open_run, "still_asked")
         except (RunNotFoundError, StoreError):
@@ -1176,7 +1178,7 @@ class Runtime:
         if waiting.agent != self.agent.config.name:
             return summary
         question = {"question": pending.prompt}
-        reminder = self.agent.renderer.render("still_asked", question, language)
+        reminder = self.agent.renderer.render("still_asked", question, state.language)
         reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
         return summary.model_copy(update={"reply": reply})
 

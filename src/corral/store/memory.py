@@ -119,10 +119,7 @@ class MemoryStore:
             key = (run.agent, run.session_id or "", message_id)
             holder = self.messages.get(key)
             if holder is not None and holder != (run.run_id, seq):
-                raise MessageRepeatedError(
-                    f"message {message_id!r} was handled already, by run {holder[0]}",
-                    run_id=holder[0],
-                )
+                raise MessageRepeatedError.taken_by(holder[0], message_id)
             taken[key] = (run.run_id, seq)
         return taken
 

@@ -712,10 +712,7 @@ class SqlStore:
                     conn, _INSERT_MESSAGE, {**key, "run_id": run.run_id, "seq": seq}
                 )
             elif (holder.run_id, holder.seq) != (run.run_id, seq):
-                raise MessageRepeatedError(
-                    f"message {message_id!r} was handled already, by run {holder.run_id}",
-                    run_id=holder.run_id,
-                )
+                raise MessageRepeatedError.taken_by(holder.run_id, message_id)
 
     def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> str | None:
         """The run whose events hold this message id (``MessageLog``), or ``None``."""
