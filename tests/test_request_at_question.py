@@ -188,3 +188,21 @@ async def test_a_waiting_run_that_is_gone_leaves_the_reply_as_it_was(tmp_path: P
     complaint = await runtime.start(COMPLAINT, session_id="s6")
     assert complaint.status is RunStatus.HANDED_OFF
     assert complaint.reply == "这个问题我已经转给人工客服，他们会尽快联系您。"
+
+
+async def test_open_run_input_says_what_start_gives_the_paused_run(tmp_path: Path) -> None:
+    """``Runtime.open_run_input``: the rule ``start`` follows, asked without acting on it."""
+    runtime = Runtime(load(AFTERSALES, tmp_path), MemoryStore(), effects=FixedEffects())
+    assert await runtime.open_run_input("HD20240501", session_id="s1") is None  # no session
+    asked = await runtime.start(EXCHANGE_NO_ORDER, session_id="s1")
+    given = await runtime.open_run_input("HD20240501", session_id="s1")
+    assert given is not None and (given.run_id, given.answer) == (asked.run_id, "HD20240501")
+    assert given.approve is None
+    assert await runtime.open_run_input(COMPLAINT, session_id="s1") is None  # its own run
+    state = await runtime.load_state(asked.run_id)
+    assert state.status is RunStatus.AWAITING_USER and state.answered_slot is None  # untouched
+    proposed = await runtime.start("HD20240501", session_id="s1")
+    assert proposed.status is RunStatus.AWAITING_CONFIRM
+    yes = await runtime.open_run_input("好的", session_id="s1")
+    assert yes is not None and (yes.run_id, yes.approve, yes.answer) == (asked.run_id, True, None)
+    assert await runtime.open_run_input("我的退款到账了吗", session_id="s1") is None

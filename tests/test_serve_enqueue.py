@@ -179,3 +179,47 @@ def test_a_drive_cancelled_by_an_operator_is_answered_with_a_corral_error(
     assert ended[-1]["data"]["error"]["code"] == "RUN_NOT_RESUMABLE"
     assert isinstance(raised, CorralError) and raised.code is ErrorCode.RUN_NOT_RESUMABLE
     assert "cancelled" in raised.message
+
+
+def test_a_session_message_that_answers_a_paused_run_is_that_runs_next_drive(
+    tmp_path: Path,
+) -> None:
+    """Found on main: an answer typed in a session was answered 202 with a new run's id.
+
+    The worker gave the message to the session's paused run, as ``Runtime.start`` does, so
+    that run never existed: its stream and ``GET /runs/{id}`` were a 404, and a client
+    never saw its answer land. The server now gives the message to the paused run itself,
+    by the runtime's own rule (``Runtime.open_run_input``), and enqueues that run's drive.
+    """
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
+        agent = load(AFTERSALES, home)
+        store = sql_target(workers.store_url)
+        workers.start("w-1", AFTERSALES)
+        with (
+            serving(agent, home=home, store=store, enqueue=True) as base,
+            client(base) as http,
+        ):
+            session = {"session_id": "s-enq"}
+            first = {"message": "我的打印机上周坏了，能换新吗？", "wait": True, **session}
+            asked = http.post("/agents/aftersales/runs", json=first)
+            assert asked.status_code == 200 and asked.json()["status"] == "awaiting_user"
+            run_id = asked.json()["run_id"]
+
+            answer = http.post("/agents/aftersales/runs", json={"message": "HD20240501", **session})
+            assert answer.status_code == 202
+            assert answer.json() == {"run_id": run_id, "status": "running"}
+            paused = streamed(http, run_id)  # follows the answer's drive to the next pause
+            assert paused[-1]["data"]["status"] == "awaiting_confirm"
+            assert paused[-1]["data"]["run_id"] == run_id
+
+            yes = {"message": "好的", "wait": True, **session}
+            done = http.post("/agents/aftersales/runs", json=yes)
+            assert done.status_code == 200, done.text
+            assert (done.json()["run_id"], done.json()["status"]) == (run_id, "finished")
+            events = http.get(f"/runs/{run_id}/events").json()["events"]
+            said = [e["data"].get("text") for e in events if e["type"] == "user_message"]
+            assert said[-1] == "好的"  # logged before the yes, as without --enqueue
+            listed = http.get("/runs", params=session).json()["runs"]
+            assert [row["run_id"] for row in listed] == [run_id]  # one run, no phantom
+    assert exchanges(home) == 1

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from corral.contracts import RunStatus
 from corral.errors import RunNotResumableError
 from corral.inputs import SEE_RUN
 from corral.runtime.state import RunState
+
+
+@dataclass(frozen=True, slots=True)
+class OpenRunInput:
+    """What a session's message brings to the session's paused run: an answer, or a yes or no.
+
+    ``Runtime.start`` gives it to that run instead of starting one; a server that enqueues
+    drives (``--enqueue``) enqueues that run's drive, so its answer names the run.
+    """
+
+    run_id: str
+    approve: bool | None = None
+    answer: str | None = None
 
 
 def check_input(state: RunState, approve: bool | None, answer: str | None) -> None:

@@ -74,7 +74,7 @@ from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
 from corral.runtime.faults import Faults, FaultyEffects
-from corral.runtime.inputs import check_input, check_step, decided_otherwise
+from corral.runtime.inputs import OpenRunInput, check_input, check_step, decided_otherwise
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
 from corral.runtime.ownership import Held, Holding, Ownership
@@ -583,32 +583,20 @@ class Runtime:
             )
         # only a message within the limit is read for its priority words
         found = run_priority(priority, message, self._per_agent().priority)
-        session = None
-        if session_id:
-            session = await self._session(session_id)
-            if session and session.open_run_id:
-                status = await self._run_status(session.open_run_id)
-                open_run = session.open_run_id
-                # a new request typed at a question is a run of its own; the question waits
-                if status == RunStatus.AWAITING_USER.value and not await self._asks_another(
-                    open_run, message
-                ):
-                    return await self._resume(
-                        open_run, None, message, None, 0.0, watch, message_id=message_id
-                    )
-                if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
-                    decided = yes_or_no(message)
-                    if decided is not None:  # else a new request: the confirmation waits
-                        return await self._resume(
-                            open_run,
-                            decided,
-                            None,
-                            None,
-                            0.0,
-                            watch,
-                            message,
-                            message_id=message_id,
-                        )
+        session = await self._session(session_id) if session_id else None
+        given = await self._given_to_open_run(session, message)
+        if given is not None:
+            said = message if given.approve is not None else None  # logged before the yes
+            return await self._resume(
+                given.run_id,
+                given.approve,
+                given.answer,
+                None,
+                0.0,
+                watch,
+                said,
+                message_id=message_id,
+            )
         run_id, holding = await self._new_run(run_id)
         async with holding as held:
             # the run's start is written out here, not in a coroutine of its own: a frame
@@ -624,6 +612,35 @@ class Runtime:
             journal.emit("intent", UserMessage(message, message_id))
             self._carry_over(journal, session)
             return await self._drive(journal, held)
+
+    async def open_run_input(self, message: str, *, session_id: str) -> OpenRunInput | None:
+        """What ``start(message, session_id=...)`` would give the session's paused run, if any.
+
+        An answer to its question, or a yes or no to its confirmation; None when the
+        message starts a run of its own. A server that enqueues drives asks this first, so
+        that the drive it enqueues, and the run its answer names, is that run's.
+        """
+        require_session_id(session_id)
+        return await self._given_to_open_run(await self._session(session_id), message)
+
+    async def _given_to_open_run(
+        self, session: SessionRecord | None, message: str
+    ) -> OpenRunInput | None:
+        """``open_run_input`` on the session as read."""
+        if session is None or not session.open_run_id:
+            return None
+        open_run = session.open_run_id
+        status = await self._run_status(open_run)
+        # a new request typed at a question is a run of its own; the question waits
+        if status == RunStatus.AWAITING_USER.value and not await self._asks_another(
+            open_run, message
+        ):
+            return OpenRunInput(open_run, answer=message)
+        if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
+            decided = yes_or_no(message)
+            if decided is not None:  # else a new request: the confirmation waits
+                return OpenRunInput(open_run, approve=decided)
+        return None
 
     async def _recorded_io(self, name: str, read: Callable[[], T], shape: Any) -> T:
         """``read()`` in a store thread, as a recorded read (``Effects.recorded``).

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
+from corral.workers.names import workflow_id
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-    from corral.agent import Agent
+    from corral.runtime.runtime import Runtime
     from corral.workers.client import RunQueue
 
 POLL_S = 0.1
@@ -41,18 +43,34 @@ class QueuedRuns:
     poll_s: float = POLL_S
 
     async def start(
-        self, agent: Agent, message: str, session_id: str | None, priority: str | None
+        self, runtime: Runtime, message: str, session_id: str | None, priority: str | None
     ) -> str:
-        """Enqueue a new run's first drive; its run id (the queue checks the input)."""
+        """Enqueue the drive that handles a user's message; its workflow id.
+
+        A session's message that answers the session's paused run, or says yes or no to
+        it, is that run's next drive, as ``Runtime.start`` would give it to that run: the
+        answer then names the run that takes it (a new run's id would name a run that
+        never exists). Any other message is a new run's first drive. The queue checks
+        the input.
+        """
+        agent = runtime.agent
         limit = agent.config.limits.max_message_chars
         if len(message) > limit:
             raise InputTooLargeError(
                 f"the message has {len(message)} characters; the limit is {limit}",
                 hint="split it, or raise limits.max_message_chars",
             )
-        return await asyncio.to_thread(
+        if session_id is not None:
+            given = await runtime.open_run_input(message, session_id=session_id)
+            if given is not None:
+                said = message if given.approve is not None else None
+                return await self.resume(
+                    agent.name, given.run_id, given.approve, given.answer, None, said=said
+                )
+        run_id = await asyncio.to_thread(
             self.queue.start, agent.name, message, session_id=session_id, priority=priority
         )
+        return workflow_id(run_id, 0)
 
     async def resume(
         self,
@@ -62,16 +80,25 @@ class QueuedRuns:
         answer: str | None,
         step_id: str | None,
         call: str | None = None,
+        *,
+        said: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input; its workflow id.
 
         The same input names the same drive, which DBOS keeps once (the queue checks the
-        input).
+        input). ``said``: the session's message that gave ``approve`` (``RunQueue.resume``).
         """
-        resume = self.queue.resume
-        return await asyncio.to_thread(
-            resume, agent, run_id, approve=approve, answer=answer, step_id=step_id, call=call
+        resume = partial(
+            self.queue.resume,
+            agent,
+            run_id,
+            approve=approve,
+            answer=answer,
+            step_id=step_id,
+            call=call,
+            said=said,
         )
+        return await asyncio.to_thread(resume)
 
     async def outcome(self, workflow_id: str) -> RunSummary | None:
         """The summary the drive ended with; None while it goes on; its error, raised."""

@@ -51,7 +51,6 @@ from corral.server.schemas import (
     RunList,
     StartRun,
 )
-from corral.workers.names import workflow_id
 from corral.workers.status import under_way
 
 router = data_router()
@@ -71,10 +70,8 @@ async def start_run(agent: str, body: StartRun, state: State) -> Response:
                 "a server started with --enqueue does not keep message ids yet",
                 hint="send the message without message_id, or serve without --enqueue",
             )
-        run_id = await state.queued.start(
-            runtime.agent, body.message, body.session_id, body.priority
-        )
-        return await state.queued_answer(state.queued, workflow_id(run_id, 0), body.wait is True)
+        drive = await state.queued.start(runtime, body.message, body.session_id, body.priority)
+        return await state.queued_answer(state.queued, drive, body.wait is True)
     stream = runtime.stream(
         body.message, session_id=body.session_id, priority=body.priority, message_id=body.message_id
     )

@@ -123,6 +123,7 @@ class RunQueue:
         answer: str | None = None,
         step_id: str | None = None,
         call: str | None = None,
+        said: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input to a paused run; its workflow id.
 
@@ -136,6 +137,8 @@ class RunQueue:
         ``INVALID_INPUT``, as from ``Runtime.resume``, before anything is read. A decision
         with ``call`` (``pending.call``) for a call the run no longer asks about is
         ``RUN_NOT_RESUMABLE`` here, and again on the worker if it changed in between.
+        ``said``: the session's message that gave ``approve`` ("好的"), logged before it as
+        ``Runtime.start`` logs it.
         """
         if answer is not None:
             require_words(answer, "the answer")
@@ -170,6 +173,7 @@ class RunQueue:
             answer=answer,
             step_id=step_id,
             call=call,
+            message=said,
         )
         workflow = self._enqueue(args, drive, self._attempt(run_id, drive, new))
         given = approve is not None or answer is not None

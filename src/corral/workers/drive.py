@@ -26,6 +26,7 @@ class DriveArgs(BaseModel):
     agent: str
     run_id: str
     message: str | None = None
+    """``start``: the message; ``resume``: the session's message that gave the yes or no."""
     session_id: str | None = None
     priority: str | None = None
     approve: bool | None = None

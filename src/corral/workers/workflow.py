@@ -84,7 +84,14 @@ async def _drive(runtime: Runtime, given: DriveArgs) -> RunSummary:
     # a resume waits for a dead earlier drive's lease to expire (one of this host: not at all)
     wait_s = runtime.ownership.ttl_s * 2
     return await runtime._resume(
-        given.run_id, given.approve, given.answer, given.step_id, wait_s, None, call=given.call
+        given.run_id,
+        given.approve,
+        given.answer,
+        given.step_id,
+        wait_s,
+        None,
+        given.message,  # the session's message that gave the yes or no, if one did
+        call=given.call,
     )
 
 
