@@ -58,6 +58,14 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             run_id = started.json()["run_id"]
             assert started.json() == {"run_id": run_id, "status": "running"}
             assert http.get(f"/runs/{run_id}/events").status_code == 404  # nothing ran here
+            # but it is listed (on main it was not, until a worker stored it)
+            listed = http.get("/runs").json()["runs"]
+            assert [(r["run_id"], r["agent"], r["status"]) for r in listed] == [
+                (run_id, "aftersales", "queued")
+            ]
+            assert http.get("/runs", params={"agent": "aftersales"}).json()["runs"] == listed
+            for other in ({"status": "parsing"}, {"intent": "换货"}, {"session_id": "s"}):
+                assert http.get("/runs", params=other).json()["runs"] == [], other
             busy = http.post(f"/runs/{run_id}/resume", json={})  # queued, not taken: not "no run"
             assert busy.status_code == 409 and busy.json()["error"]["code"] == "RUN_BUSY"
             too_long = {"message": EXCHANGE, "session_id": "u" * 129}  # refused before a 202

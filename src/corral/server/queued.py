@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
+from corral.server.live_rows import LiveRow
+from corral.server.queries import RunFilter
 from corral.workers.names import workflow_id
 
 if TYPE_CHECKING:
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
     from corral.runtime.runtime import Runtime
     from corral.workers.client import RunQueue
+
+QUEUED_LISTED = 500
+"""The most drives not ended that ``GET /runs`` reads (``GET /workers`` counts them all)."""
 
 POLL_S = 0.1
 """How often a waiting request or a following stream looks at the drive and the store."""
@@ -121,6 +126,33 @@ class QueuedRuns:
         from corral.workers.status import run_drives
 
         return await asyncio.to_thread(run_drives, self.engine, run_id)
+
+    async def unsaved_rows(self, wanted: RunFilter) -> list[LiveRow]:
+        """Listing rows of the runs whose first drive has not ended, that the filters keep.
+
+        ``list_runs`` keeps those with no stored row yet (a worker stores a run at its
+        first pause, its end or before a write), as it does for the runs a server drives
+        itself. What only the run knows (its intent, its trace) is not known yet: a filter
+        on it leaves these rows out, as does one on a status (they are ``queued`` or
+        ``running``, not a state of the run). At most the newest ``QUEUED_LISTED`` drives
+        not ended are read.
+        """
+        newest = min(wanted.offset + wanted.limit, QUEUED_LISTED)
+        starts = await asyncio.to_thread(self.queue.queued_starts, newest)
+        rows = [
+            LiveRow(
+                run_id=start.run_id,
+                agent=start.agent,
+                status=start.status,
+                intent=None,
+                session_id=start.session_id,
+                trace_id="",
+                created_at=start.created_at,
+                updated_at=start.updated_at,
+            )
+            for start in starts
+        ]
+        return [row for row in rows if row.matches(wanted)]
 
     def close(self) -> None:
         """Let go of the queue's connections."""

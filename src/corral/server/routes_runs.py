@@ -122,7 +122,8 @@ async def runs(
     """Runs, newest first, filtered; ``next_offset`` asks for the next page.
 
     The runs this server drives are listed from their first event, before their first
-    save (``live_rows``), as the dashboard's list shows them.
+    save (``live_rows``), as the dashboard's list shows them; with ``--enqueue``, a run
+    whose first drive a worker has not stored yet is listed as ``queued`` or ``running``.
 
     ``session_id`` finds a conversation's runs, ``trace_id`` the run of a trace in either
     form, corral's or OpenTelemetry's 32 hex digits (as ``corral traces --session/--trace``
@@ -142,6 +143,9 @@ async def runs(
         offset=offset,
     )
     live = live_rows(state.hub.in_flight(), wanted)  # read in the loop, the hub's own
+    if state.queued is not None:  # --enqueue: the runs only their drive knows yet
+        queued = await state.queued.unsaved_rows(wanted)
+        live = sorted([*live, *queued], key=lambda row: row.order, reverse=True)
     page, next_offset = await asyncio.to_thread(list_runs, state.store, wanted, live)
     for row in page:  # a session id may be the customer's phone or mail: redact as elsewhere
         if row["session_id"] is not None:

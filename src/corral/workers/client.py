@@ -9,6 +9,8 @@ worker takes it.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from corral.contracts import RunStatus
@@ -41,6 +43,24 @@ _STOPPED = {
     "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "was given up: its worker died on it too many times",
 }
 """Final statuses in which a drive gave no answer of its own (DBOS stopped it), in words."""
+
+
+_NOT_ENDED = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running"}
+"""DBOS statuses of a drive that has not ended, as a run listing shows the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedStart:
+    """A new run's first drive that has not ended: the run may have no stored row yet."""
+
+    run_id: str
+    agent: str
+    session_id: str | None
+    status: str
+    """``queued`` while no worker took it, ``running`` once one did."""
+    created_at: datetime
+    """When it was enqueued: the run's request."""
+    updated_at: datetime
 
 
 class RunQueue:
@@ -274,6 +294,41 @@ class RunQueue:
         answer: dict[str, Any] = self._client.retrieve_workflow(workflow_id).get_result()
         return raise_if_error(answer)
 
+    def queued_starts(self, newest: int) -> list[QueuedStart]:
+        """New runs' first drives that have not ended, newest first; at most ``newest``.
+
+        A worker stores a run at its first pause, its end or before its first write: until
+        then only its drive knows it (``GET /runs`` lists it from here). Only the newest
+        ``newest`` drives not ended (a resume's among them) are read.
+        """
+        found = self._client.list_workflows(
+            name=names.DRIVE_WORKFLOW,
+            status=list(_NOT_ENDED),
+            sort_desc=True,
+            limit=newest,
+            load_input=True,
+            load_output=False,
+        )
+        starts = []
+        for flight in found:
+            given = flight.input.get("args") if flight.input else None
+            if not given:
+                continue
+            args = DriveArgs.model_validate(given[0])
+            if args.kind == "resume":
+                continue
+            starts.append(
+                QueuedStart(
+                    run_id=args.run_id,
+                    agent=args.agent,
+                    session_id=args.session_id,
+                    status=_NOT_ENDED[flight.status],
+                    created_at=_instant(flight.created_at),
+                    updated_at=_instant(flight.updated_at or flight.created_at),
+                )
+            )
+        return starts
+
     def close(self) -> None:
         """Let go of DBOS's and the store's connections."""
         self._client.destroy()
@@ -309,6 +364,11 @@ class RunQueue:
             "app_version": names.APPLICATION_VERSION,
         }
         return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()
+
+
+def _instant(epoch_ms: int | None) -> datetime:
+    """A DBOS time (Unix milliseconds) as an aware datetime."""
+    return datetime.fromtimestamp((epoch_ms or 0) / 1000, UTC)
 
 
 def input_steps(events: list[Event]) -> list[str | None]:

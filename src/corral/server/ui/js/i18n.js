@@ -48,6 +48,8 @@ const LABELS = {
   "status.finished": ["finished", "已完成"],
   "status.failed": ["failed", "失败"],
   "status.handed_off": ["handed off", "已转人工"],
+  "status.queued": ["queued", "排队中"],
+  "status.running": ["running", "运行中"],
   "run.title": ["Run {id}", "运行 {id}"],
   "run.back": ["← All runs", "← 全部运行"],
   "run.timeline": ["Timeline", "时间线"],
