@@ -70,6 +70,24 @@ async def test_in_english_too(tmp_path: Path) -> None:
     assert answered.run_id == asked.run_id
 
 
+async def test_the_reminder_is_in_the_language_of_the_question_it_quotes(tmp_path: Path) -> None:
+    """Found by a review: "…still waiting for your answer: 好的，麻烦提供一下订单号…", a
+    sentence in two languages, when a Chinese question waited for an English complaint."""
+    runtime = Runtime(load(AFTERSALES, tmp_path), MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start(EXCHANGE_NO_ORDER, session_id="m1")
+    assert asked.status is RunStatus.AWAITING_USER and asked.reply is not None
+    complaint = await runtime.start("I want to make a complaint about your staff", session_id="m1")
+    assert complaint.run_id != asked.run_id and complaint.reply is not None
+    own, reminder = complaint.reply.rsplit("\n", 1)
+    assert "另" not in own  # the complaint's own reply is in English, as it was written
+    assert reminder == "另外，您之前的问题还在等您回复：" + asked.reply
+    english = await runtime.start("I want a replacement", session_id="m2")
+    chinese = await runtime.start(COMPLAINT, session_id="m2")
+    assert (chinese.reply or "").endswith(
+        "\nAlso, your earlier request is still waiting for your answer: " + (english.reply or "")
+    )
+
+
 async def test_an_answer_that_gives_nothing_and_asks_nothing_else_stays_the_questions(
     tmp_path: Path,
 ) -> None:

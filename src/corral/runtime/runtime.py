@@ -1179,6 +1179,8 @@ class Runtime:
         waits: the next message answers it, so the reply says so, in the run's language
         ("另外，您之前的问题还在等您回复：…"). Only a question: a confirmation is answered
         by a yes only right after its prompt (``_asked_last``), so it is not repeated here.
+        The reminder is in the question's language, the words it quotes: "Also, … waiting
+        for your answer: 好的，麻烦提供一下订单号" read as two languages in one sentence.
         The stored run's reply is its own; the reminder is the session's, and never fails
         the turn it is added to: a waiting run that is gone, or a store that fails now,
         leaves the reply as the run gave it.
@@ -1195,7 +1197,7 @@ class Runtime:
         if waiting.agent != self.agent.config.name:
             return summary
         question = {"question": pending.prompt}
-        reminder = self.agent.renderer.render("still_asked", question, state.language)
+        reminder = self.agent.renderer.render("still_asked", question, waiting.language)
         reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
         return summary.model_copy(update={"reply": reply})
 
