@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,21 @@ from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
 from tests.serving import EXCHANGE, client, load, seq_of, serving, sse
-from tests.workers_support import worker_pool
+from tests.workers_support import WorkerPool, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
+
+
+@contextmanager
+def enqueuing(workers: WorkerPool) -> Iterator[Any]:
+    """An HTTP client of ``corral serve --enqueue`` (aftersales) over the pool's database."""
+    agent = load(AFTERSALES, workers.home)
+    store = sql_target(workers.store_url)
+    with (
+        serving(agent, home=workers.home, store=store, enqueue=True) as base,
+        client(base) as http,
+    ):
+        yield http
 
 
 def streamed(
@@ -46,12 +60,7 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
 ) -> None:
     with worker_pool(tmp_path) as workers:
         home = workers.home
-        agent = load(AFTERSALES, home)
-        store = sql_target(workers.store_url)
-        with (
-            serving(agent, home=home, store=store, enqueue=True) as base,
-            client(base) as http,
-        ):
+        with enqueuing(workers) as http:
             body = {"message": EXCHANGE}  # with --enqueue a request waits for no worker
             started = http.post("/agents/aftersales/runs", json=body)
             assert started.status_code == 202  # no worker runs yet: it was only enqueued
@@ -71,11 +80,6 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             too_long = {"message": EXCHANGE, "session_id": "u" * 129}  # refused before a 202
             refused = http.post("/agents/aftersales/runs", json=too_long)
             assert refused.status_code == 422 and "over 128" in refused.json()["error"]["message"]
-            with_id = {"message": EXCHANGE, "message_id": "m1"}  # not kept by queued runs yet:
-            unkept = http.post("/agents/aftersales/runs", json=with_id)  # refused, not dropped
-            assert unkept.status_code == 422, unkept.text
-            assert unkept.json()["error"]["code"] == "INVALID_INPUT"
-            assert "--enqueue" in unkept.json()["error"]["message"]
 
             workers.start("w-1", AFTERSALES)
             paused = streamed(http, run_id)  # opened while the drive waits in the queue
@@ -149,13 +153,7 @@ def test_a_drive_cancelled_by_an_operator_is_answered_with_a_corral_error(
     from tests.workers_support import sql, until
 
     with worker_pool(tmp_path) as workers:  # its database; no worker ever runs
-        home = workers.home
-        agent = load(AFTERSALES, home)
-        store = sql_target(workers.store_url)
-        with (
-            serving(agent, home=home, store=store, enqueue=True) as base,
-            client(base) as http,
-        ):
+        with enqueuing(workers) as http:
             answers: list[Any] = []
             waiting = threading.Thread(
                 target=lambda: answers.append(
@@ -201,13 +199,8 @@ def test_a_session_message_that_answers_a_paused_run_is_that_runs_next_drive(
     """
     with worker_pool(tmp_path) as workers:
         home = workers.home
-        agent = load(AFTERSALES, home)
-        store = sql_target(workers.store_url)
         workers.start("w-1", AFTERSALES)
-        with (
-            serving(agent, home=home, store=store, enqueue=True) as base,
-            client(base) as http,
-        ):
+        with enqueuing(workers) as http:
             session = {"session_id": "s-enq"}
             first = {"message": "我的打印机上周坏了，能换新吗？", "wait": True, **session}
             asked = http.post("/agents/aftersales/runs", json=first)
@@ -230,4 +223,50 @@ def test_a_session_message_that_answers_a_paused_run_is_that_runs_next_drive(
             assert said[-1] == "好的"  # logged before the yes, as without --enqueue
             listed = http.get("/runs", params=session).json()["runs"]
             assert [row["run_id"] for row in listed] == [run_id]  # one run, no phantom
+    assert exchanges(home) == 1
+
+
+def test_a_message_id_makes_a_retry_safe_before_and_after_a_worker_took_it(
+    tmp_path: Path,
+) -> None:
+    """On main ``--enqueue`` refused ``message_id`` (422): a retry would have run twice.
+
+    Now a retry while the first waits in the queue names the same drive (a run id derived
+    from the id), and one after a worker stored it is answered with that run's summary;
+    another message under a taken id is refused. A routed answer or yes keeps its id too.
+    """
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
+        with enqueuing(workers) as http:
+            body = {"message": EXCHANGE, "message_id": "m-1", "session_id": "s-id"}
+            first = http.post("/agents/aftersales/runs", json=body)
+            assert first.status_code == 202, first.text
+            run_id = first.json()["run_id"]
+            again = http.post("/agents/aftersales/runs", json=body)  # no worker yet
+            assert again.status_code == 202 and again.json()["run_id"] == run_id
+            other = http.post("/agents/aftersales/runs", json={**body, "message": "我要退货"})
+            assert other.status_code == 422 and other.json()["error"]["code"] == "INVALID_INPUT"
+            assert len(http.get("/runs").json()["runs"]) == 1  # one queued run, not two
+
+            workers.start("w-1", AFTERSALES)
+            paused = streamed(http, run_id)
+            assert paused[-1]["data"]["status"] == "awaiting_confirm"
+            retried = http.post("/agents/aftersales/runs", json=body)  # stored now
+            assert retried.status_code == 200, retried.text
+            assert (retried.json()["run_id"], retried.json()["status"]) == (
+                run_id,
+                "awaiting_confirm",
+            )
+            other = http.post("/agents/aftersales/runs", json={**body, "message": "我要退货"})
+            assert other.status_code == 422 and other.json()["error"]["code"] == "INVALID_INPUT"
+
+            yes = {"message": "好的", "message_id": "m-2", "session_id": "s-id", "wait": True}
+            done = http.post("/agents/aftersales/runs", json=yes)
+            assert done.status_code == 200, done.text
+            assert (done.json()["run_id"], done.json()["status"]) == (run_id, "finished")
+            later = http.post("/agents/aftersales/runs", json=yes)  # a lost answer, asked again
+            assert later.status_code == 200 and later.json()["run_id"] == run_id
+            assert later.json()["status"] == "finished"
+            listed = http.get("/runs", params={"session_id": "s-id"}).json()["runs"]
+            assert [row["run_id"] for row in listed] == [run_id]
     assert exchanges(home) == 1

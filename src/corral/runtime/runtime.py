@@ -613,6 +613,18 @@ class Runtime:
             self._carry_over(journal, session)
             return await self._drive(journal, held)
 
+    async def answer_of_message(
+        self, message: str, *, session_id: str | None, message_id: str
+    ) -> RunSummary | None:
+        """What ``start`` answers a message whose ``message_id`` a turn already took.
+
+        The current summary of the run that took it; None when no turn took it yet. An
+        id taken by another message is ``INVALID_INPUT``. A server that enqueues drives
+        asks this first, as ``start`` does.
+        """
+        taken = await self._run_of_message(session_id, message_id)
+        return None if taken is None else await self._repeated(taken, message_id, message)
+
     async def open_run_input(self, message: str, *, session_id: str) -> OpenRunInput | None:
         """What ``start(message, session_id=...)`` would give the session's paused run, if any.
 

@@ -144,14 +144,20 @@ class ServerState:
             summary = started
         return JSONResponse(await self.summary_answer(summary))
 
-    async def queued_answer(self, queued: QueuedRuns, workflow_id: str, wait: bool) -> Response:
+    async def queued_answer(
+        self, queued: QueuedRuns, handled: str | RunSummary, wait: bool
+    ) -> Response:
         """``answer`` for an enqueued drive: its summary once it ended, or 202 at once.
 
-        A drive that had already ended (the same approval again) is answered with its
-        summary, as a double click is without ``--enqueue``.
+        ``handled``: the drive's workflow id, or the summary a retried message is answered
+        with (``QueuedRuns.start``). A drive that had already ended (the same approval
+        again) is answered with its summary, as a double click is without ``--enqueue``.
         """
         from corral.workers.names import run_of
 
+        if isinstance(handled, RunSummary):
+            return JSONResponse(await self.summary_answer(handled))
+        workflow_id = handled
         summary = await (queued.settled(workflow_id) if wait else queued.outcome(workflow_id))
         if summary is None:
             accepted = Accepted(run_id=run_of(workflow_id)[0], status="running")

@@ -48,8 +48,13 @@ class QueuedRuns:
     poll_s: float = POLL_S
 
     async def start(
-        self, runtime: Runtime, message: str, session_id: str | None, priority: str | None
-    ) -> str:
+        self,
+        runtime: Runtime,
+        message: str,
+        session_id: str | None,
+        priority: str | None,
+        message_id: str | None = None,
+    ) -> str | RunSummary:
         """Enqueue the drive that handles a user's message; its workflow id.
 
         A session's message that answers the session's paused run, or says yes or no to
@@ -57,6 +62,11 @@ class QueuedRuns:
         answer then names the run that takes it (a new run's id would name a run that
         never exists). Any other message is a new run's first drive. The queue checks
         the input.
+
+        ``message_id``: a message whose id a stored turn took is not enqueued again: the
+        answer is that run's summary (``Runtime.answer_of_message``). One sent again
+        before a worker stored it names the same drive (the same input's drive number,
+        or a new run's id derived from the id), which DBOS runs once.
         """
         agent = runtime.agent
         limit = agent.config.limits.max_message_chars
@@ -65,17 +75,34 @@ class QueuedRuns:
                 f"the message has {len(message)} characters; the limit is {limit}",
                 hint="split it, or raise limits.max_message_chars",
             )
+        if message_id is not None:
+            answered = await runtime.answer_of_message(
+                message, session_id=session_id, message_id=message_id
+            )
+            if answered is not None:
+                return answered
         if session_id is not None:
             given = await runtime.open_run_input(message, session_id=session_id)
             if given is not None:
                 said = message if given.approve is not None else None
                 return await self.resume(
-                    agent.name, given.run_id, given.approve, given.answer, None, said=said
+                    agent.name,
+                    given.run_id,
+                    given.approve,
+                    given.answer,
+                    None,
+                    said=said,
+                    message_id=message_id,
                 )
-        run_id = await asyncio.to_thread(
-            self.queue.start, agent.name, message, session_id=session_id, priority=priority
+        start = partial(
+            self.queue.start,
+            agent.name,
+            message,
+            session_id=session_id,
+            priority=priority,
+            message_id=message_id,
         )
-        return workflow_id(run_id, 0)
+        return workflow_id(await asyncio.to_thread(start), 0)
 
     async def resume(
         self,
@@ -87,11 +114,13 @@ class QueuedRuns:
         call: str | None = None,
         *,
         said: str | None = None,
+        message_id: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input; its workflow id.
 
         The same input names the same drive, which DBOS keeps once (the queue checks the
-        input). ``said``: the session's message that gave ``approve`` (``RunQueue.resume``).
+        input). ``said``, ``message_id``: the session's message that gave the input, and
+        its id (``RunQueue.resume``).
         """
         resume = partial(
             self.queue.resume,
@@ -102,6 +131,7 @@ class QueuedRuns:
             step_id=step_id,
             call=call,
             said=said,
+            message_id=message_id,
         )
         return await asyncio.to_thread(resume)
 

@@ -20,7 +20,7 @@ from pydantic import StringConstraints
 from starlette.responses import Response
 
 from corral.contracts import PAUSED_STATUSES, TERMINAL_RUN_STATUSES, RunStatus, RunSummary
-from corral.errors import CorralError, InvalidInputError, RunNotFoundError
+from corral.errors import CorralError, RunNotFoundError
 from corral.events import Event
 from corral.inputs import MAX_SESSION_ID_CHARS
 from corral.observe.redact import Redactor, keeping_ids, redact_builtin, redactor_for
@@ -65,13 +65,11 @@ async def start_run(agent: str, body: StartRun, state: State) -> Response:
     """Handle a user's message with an agent: the run's summary once it pauses or ends."""
     runtime = state.runtime(agent)
     if state.queued is not None:  # --enqueue: a worker drives it
-        if body.message_id is not None:  # refused, not dropped: a retry would run twice
-            raise InvalidInputError(
-                "a server started with --enqueue does not keep message ids yet",
-                hint="send the message without message_id, or serve without --enqueue",
-            )
-        drive = await state.queued.start(runtime, body.message, body.session_id, body.priority)
-        return await state.queued_answer(state.queued, drive, body.wait is True)
+        queued = state.queued
+        handled = await queued.start(
+            runtime, body.message, body.session_id, body.priority, body.message_id
+        )
+        return await state.queued_answer(queued, handled, body.wait is True)
     stream = runtime.stream(
         body.message, session_id=body.session_id, priority=body.priority, message_id=body.message_id
     )

@@ -18,12 +18,19 @@ from corral.effects import LiveEffects
 from corral.errors import (
     AgentNotFoundError,
     InvalidArgumentError,
+    InvalidInputError,
     RunBusyError,
     RunNotFoundError,
     RunNotResumableError,
 )
 from corral.events import ConfirmationGiven, Event, UserAnswered
-from corral.inputs import SEE_RUN, require_one_input, require_session_id, require_words
+from corral.inputs import (
+    SEE_RUN,
+    require_message_id,
+    require_one_input,
+    require_session_id,
+    require_words,
+)
 from corral.observe.logs import valid_run_id
 from corral.runtime.inputs import check_input, check_step, decided_otherwise
 from corral.runtime.state import RunState, fold
@@ -96,22 +103,37 @@ class RunQueue:
         session_id: str | None = None,
         priority: str | None = None,
         run_id: str | None = None,
+        message_id: str | None = None,
     ) -> str:
         """Enqueue a new run of ``agent`` for ``message``; its run id (drive 0).
 
         ``run_id``: the id to give the run (by default a fresh one); enqueueing the same
         id twice is one run. A message that shows nothing is ``INVALID_INPUT`` here, not
-        on the worker after the run was accepted.
+        on the worker after the run was accepted. ``message_id``: the client's id of the
+        message (``Runtime.start``); the run id is then derived from it
+        (``names.message_run_id``), so a retry enqueued before a worker took the first
+        is the same drive, and another message under the same id is ``INVALID_INPUT``.
         """
         require_words(message, "the message")
-        return self._new_run(
+        if message_id is not None:
+            require_message_id(message_id)
+            run_id = run_id or names.message_run_id(agent, session_id, message_id)
+        chosen = self._new_run(
             run_id,
             kind="start",
             agent=agent,
             message=message,
             session_id=session_id,
             priority=priority,
+            message_id=message_id,
         )
+        brought = self._brought(names.workflow_id(chosen, 0)) if message_id else None
+        if brought is not None and brought.message != message:
+            raise InvalidInputError(
+                f"message id {message_id!r} was sent with another message (run {chosen})",
+                hint="give every message of a session its own id; send a retry unchanged",
+            )
+        return chosen
 
     def run_plan(
         self,
@@ -144,6 +166,7 @@ class RunQueue:
         step_id: str | None = None,
         call: str | None = None,
         said: str | None = None,
+        message_id: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input to a paused run; its workflow id.
 
@@ -158,7 +181,7 @@ class RunQueue:
         with ``call`` (``pending.call``) for a call the run no longer asks about is
         ``RUN_NOT_RESUMABLE`` here, and again on the worker if it changed in between.
         ``said``: the session's message that gave ``approve`` ("好的"), logged before it as
-        ``Runtime.start`` logs it.
+        ``Runtime.start`` logs it; ``message_id``: that message's id, or the answer's.
         """
         if answer is not None:
             require_words(answer, "the answer")
@@ -194,6 +217,7 @@ class RunQueue:
             step_id=step_id,
             call=call,
             message=said,
+            message_id=message_id,
         )
         workflow = self._enqueue(args, drive, self._attempt(run_id, drive, new))
         given = approve is not None or answer is not None
@@ -245,16 +269,22 @@ class RunQueue:
         same place first (a rejection beside an approval, another answer) took it, and
         DBOS keeps the first of one workflow id.
         """
+        brought = self._brought(workflow)
+        if brought is None:
+            return None
+        mine = (args.kind, args.approve, args.answer, args.step_id)
+        same = (brought.kind, brought.approve, brought.answer, brought.step_id) == mine
+        return None if same else brought
+
+    def _brought(self, workflow: str) -> DriveArgs | None:
+        """What the drive ``workflow`` was enqueued with (None: no such drive)."""
         found = self._client.list_workflows(
             workflow_ids=[workflow], load_input=True, load_output=False
         )
         given = found[0].input if found else None
         if not given or not given.get("args"):
             return None
-        brought = DriveArgs.model_validate(given["args"][0])
-        mine = (args.kind, args.approve, args.answer, args.step_id)
-        same = (brought.kind, brought.approve, brought.answer, brought.step_id) == mine
-        return None if same else brought
+        return DriveArgs.model_validate(given["args"][0])
 
     def wait(self, workflow_id: str, timeout_s: float) -> dict[str, Any]:
         """The drive's answer (the run's summary as JSON) once it ends.

@@ -32,6 +32,8 @@ class DriveArgs(BaseModel):
     approve: bool | None = None
     answer: str | None = None
     step_id: str | None = None
+    message_id: str | None = None
+    """The client's id of the session message this drive brings (``Runtime.start``)."""
     call: str | None = None
     """A decision's ``PendingAction.call``: the worker applies it only to that call."""
     plan: str | None = None

@@ -53,6 +53,18 @@ def workflow_id(run_id: str, drive: int, attempt: int = 0) -> str:
     return f"{run_id}.{drive}" if attempt == 0 else f"{run_id}.{drive}r{attempt}"
 
 
+def message_run_id(agent: str, session_id: str | None, message_id: str) -> str:
+    """The run id a queued start of a client's message takes: the same for every retry.
+
+    Two enqueues of one message (a client's retry while the first still waits in the
+    queue) are then one DBOS workflow, which DBOS runs once. Derived from what names the
+    message in the store (``MessageLog``: the agent, the session, the id), not its time.
+    """
+    from corral.hashing import stable_hash
+
+    return "run_m" + stable_hash([agent, session_id, message_id], 32)
+
+
 def drive_of(workflow: str) -> tuple[str, int, int]:
     """The run id, drive and attempt a workflow id names (``workflow_id``'s inverse)."""
     run_id, dot, tail = workflow.rpartition(".")

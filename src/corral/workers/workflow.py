@@ -74,7 +74,12 @@ async def _drive(runtime: Runtime, given: DriveArgs) -> RunSummary:
     if given.kind == "start":
         assert given.message is not None
         return await runtime._handle_message(
-            given.message, given.session_id, None, given.priority, run_id=given.run_id
+            given.message,
+            given.session_id,
+            None,
+            given.priority,
+            run_id=given.run_id,
+            message_id=given.message_id,
         )
     if given.kind == "run_plan":
         assert given.plan is not None
@@ -92,6 +97,7 @@ async def _drive(runtime: Runtime, given: DriveArgs) -> RunSummary:
         None,
         given.message,  # the session's message that gave the yes or no, if one did
         call=given.call,
+        message_id=given.message_id,
     )
 
 
