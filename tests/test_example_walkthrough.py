@@ -239,3 +239,29 @@ def test_the_thanks_after_an_address_given_alone_is_no_part_of_it(
 def _quoted(reply: str) -> list[str]:
     """Every quoted value of a reply, with its quotes: 「…」 in Chinese, "…" in English."""
     return re.findall(r"「[^」]*」|\"[^\"]*\"", reply)
+
+
+async def test_an_order_is_exchanged_once_asked_again_the_exchange_made_is_named(
+    tmp_path: Path,
+) -> None:
+    """Found by a walkthrough: the same exchange asked for again (another session, or the
+    next day) was approved again, and a second exchange order, a second machine, was made."""
+    import sqlite3
+
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), MemoryStore())
+    asked = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+    proposed = await runtime.start(asked, session_id="day-1")
+    assert proposed.status is RunStatus.AWAITING_CONFIRM
+    made = await runtime.start("好的", session_id="day-1")
+    assert made.status is RunStatus.FINISHED
+    exchange = re.search(r"EX[0-9A-F]{10}", made.reply or "")
+    assert exchange is not None
+    for session, message in [("day-2", asked), ("day-3", "Order HD20240501: can I exchange it?")]:
+        again = await runtime.start(message, session_id=session)
+        assert again.status is RunStatus.FINISHED and again.pending is None  # nothing asked
+        assert exchange.group() in (again.reply or "")  # the exchange already made, named
+        assert again.outcome == "refused"
+    with sqlite3.connect(tmp_path / "data" / "aftersales.db") as db:
+        assert db.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1
+    repair = await runtime.start("订单 HD20240501 的打印机又坏了，帮我修一下", session_id="day-4")
+    assert repair.status is RunStatus.FINISHED and "报修" in (repair.reply or "")

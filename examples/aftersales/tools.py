@@ -47,6 +47,8 @@ class OrderInfo(BaseModel):
     category: str
     purchase_date: date
     status: str
+    open_exchange: str | None = None
+    """The exchange already made for this order, if one was: an order is exchanged once."""
 
 
 def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
@@ -54,6 +56,10 @@ def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
         row = conn.execute(
             "SELECT o.order_id, o.purchase_date, o.status, p.category, p.name_zh, p.name_en "
             "FROM orders o JOIN products p ON p.sku = o.sku WHERE o.order_id = ?",
+            (order_id.upper(),),
+        ).fetchone()
+        exchange = conn.execute(
+            "SELECT exchange_id FROM exchanges WHERE order_id = ? ORDER BY created_at LIMIT 1",
             (order_id.upper(),),
         ).fetchone()
     if row is None:
@@ -65,6 +71,7 @@ def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
         category=row["category"],
         purchase_date=date.fromisoformat(row["purchase_date"]),
         status=row["status"],
+        open_exchange=exchange["exchange_id"] if exchange else None,
     )
 
 
