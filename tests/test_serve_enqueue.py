@@ -19,6 +19,7 @@ from tests.conftest import AFTERSALES
 from tests.extras import REQUIRE_ALL, import_extra
 from tests.helpers import corral_cli
 from tests.serving import EXCHANGE, client, load, seq_of, serving, sse
+from tests.test_request_at_question import COMPLAINT, EXCHANGE_NO_ORDER
 from tests.workers_support import WorkerPool, worker_pool
 
 import_extra("dbos", REQUIRE_ALL)
@@ -115,10 +116,12 @@ def test_a_start_is_enqueued_at_once_and_its_stream_follows_it_to_the_pause_and_
             # the same approval again is the same drive: answered with the run's summary
             again = http.post(f"/runs/{run_id}/resume", json={**approve, "wait": True})
             assert again.status_code == 200 and again.json()["status"] == "finished"
-            # and a start that asks to wait gets the summary, as without --enqueue
+            # and a start that asks to wait gets the summary, as without --enqueue (the
+            # order was exchanged: it is not proposed again)
             waited = http.post("/agents/aftersales/runs", json={"message": EXCHANGE, "wait": True})
             assert waited.status_code == 200
-            assert waited.json()["status"] == "awaiting_confirm"
+            assert waited.json()["status"] == "finished"
+            assert waited.json()["outcome"] == "refused"
             too_long = http.post("/agents/aftersales/runs", json={"message": "x" * 4001})
             assert too_long.status_code == 413  # refused here, as without --enqueue
             assert too_long.json()["error"]["code"] == "INPUT_TOO_LARGE"
@@ -202,7 +205,7 @@ def test_a_session_message_that_answers_a_paused_run_is_that_runs_next_drive(
         workers.start("w-1", AFTERSALES)
         with enqueuing(workers) as http:
             session = {"session_id": "s-enq"}
-            first = {"message": "我的打印机上周坏了，能换新吗？", "wait": True, **session}
+            first = {"message": EXCHANGE_NO_ORDER, "wait": True, **session}
             asked = http.post("/agents/aftersales/runs", json=first)
             assert asked.status_code == 200 and asked.json()["status"] == "awaiting_user"
             run_id = asked.json()["run_id"]
@@ -270,3 +273,76 @@ def test_a_message_id_makes_a_retry_safe_before_and_after_a_worker_took_it(
             listed = http.get("/runs", params={"session_id": "s-id"}).json()["runs"]
             assert [row["run_id"] for row in listed] == [run_id]
     assert exchanges(home) == 1
+
+
+def test_while_drives_wait_in_the_queue_message_ids_hold_and_the_listing_pages(
+    tmp_path: Path,
+) -> None:
+    """Found by a review of the above, each on this suite's first version:
+
+    - the same answer under two ids was one drive, and the second id was never kept (its
+      retry was handled afresh, as a new run);
+    - a new request under an id whose answer waited in the queue got a 202 of its own;
+    - a message-id start whose drive failed (cancelled) answered every retry with that
+      failure;
+    - ``GET /runs`` read only ``offset + limit`` drives, resume drives among them: a page
+      said it was the last with queued runs still to show, and a stored run showed twice.
+    """
+    from dbos import DBOSClient
+
+    from corral.workers import names
+
+    with worker_pool(tmp_path) as workers, enqueuing(workers) as http:
+        runs = "/agents/aftersales/runs"
+        worker = workers.start("w-1", AFTERSALES)
+        first = {"message": EXCHANGE_NO_ORDER, "session_id": "s1", "wait": True}
+        asked = http.post(runs, json=first)
+        assert asked.json()["status"] == "awaiting_user"
+        waiting = asked.json()["run_id"]
+        proposed = http.post(runs, json={"message": EXCHANGE, "session_id": "s2", "wait": True})
+        assert proposed.json()["status"] == "awaiting_confirm"
+        workers.stop(worker)  # from here on, drives wait in the queue
+
+        cancelled = http.post(runs, json={"message": EXCHANGE, "message_id": "m-c"}).json()
+        operator = DBOSClient(
+            system_database_url=names.system_database_url(workers.store_url),
+            dbos_system_schema=names.SYSTEM_SCHEMA,
+        )
+        operator.cancel_workflow(names.workflow_id(cancelled["run_id"], 0))
+        operator.destroy()
+        again = http.post(runs, json={"message": EXCHANGE, "message_id": "m-c"})
+        assert again.status_code == 202, again.text  # a new attempt, not the cancellation
+        assert again.json()["run_id"] == cancelled["run_id"]
+        plain = http.post(runs, json={"message": EXCHANGE}).json()["run_id"]
+        other = http.post(runs, json={"message": EXCHANGE, "session_id": "s3"}).json()["run_id"]
+
+        answer = {"message": "HD20240501", "session_id": "s1", "message_id": "a1"}
+        first = http.post(runs, json=answer)
+        assert first.status_code == 202 and first.json()["run_id"] == waiting
+        twice = http.post(runs, json={**answer, "message_id": "a2"})  # the same words again
+        assert twice.status_code == 409 and twice.json()["error"]["code"] == "RUN_BUSY"
+        for message in (COMPLAINT, "HD20240502"):  # another message under the queued id
+            refused = http.post(runs, json={**answer, "message": message})
+            assert refused.status_code == 422, refused.text
+            assert refused.json()["error"]["code"] == "INVALID_INPUT"
+        retried = http.post(runs, json=answer)
+        assert retried.status_code == 202 and retried.json()["run_id"] == waiting
+
+        listed = [row["run_id"] for row in http.get("/runs").json()["runs"]]
+        newest_first = [other, plain, cancelled["run_id"], proposed.json()["run_id"], waiting]
+        assert listed == newest_first
+        paged, offset = [], 0
+        while offset is not None:
+            page = http.get("/runs", params={"limit": 2, "offset": offset}).json()
+            paged += [row["run_id"] for row in page["runs"]]
+            offset = page["next_offset"]
+        assert paged == newest_first
+        session = http.get("/runs", params={"session_id": "s3", "limit": 1}).json()
+        assert [row["run_id"] for row in session["runs"]] == [other]
+
+        workers.start("w-2", AFTERSALES)
+        applied = http.post(runs, json={**answer, "wait": True})  # the answer's drive, awaited
+        assert applied.status_code == 200, applied.text
+        assert (applied.json()["run_id"], applied.json()["status"]) == (waiting, "awaiting_confirm")
+        resumed = http.post(runs, json={"message": EXCHANGE, "message_id": "m-c", "wait": True})
+        assert resumed.json()["status"] == "awaiting_confirm"

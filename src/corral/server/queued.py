@@ -23,7 +23,6 @@ from corral.contracts import RunSummary
 from corral.errors import InputTooLargeError, RunBusyError
 from corral.server.live_rows import LiveRow
 from corral.server.queries import RunFilter
-from corral.workers.names import workflow_id
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -93,16 +92,17 @@ class QueuedRuns:
                     None,
                     said=said,
                     message_id=message_id,
+                    session_id=session_id,
                 )
         start = partial(
-            self.queue.start,
+            self.queue.start_drive,
             agent.name,
             message,
             session_id=session_id,
             priority=priority,
             message_id=message_id,
         )
-        return workflow_id(await asyncio.to_thread(start), 0)
+        return await asyncio.to_thread(start)
 
     async def resume(
         self,
@@ -115,12 +115,13 @@ class QueuedRuns:
         *,
         said: str | None = None,
         message_id: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input; its workflow id.
 
         The same input names the same drive, which DBOS keeps once (the queue checks the
-        input). ``said``, ``message_id``: the session's message that gave the input, and
-        its id (``RunQueue.resume``).
+        input). ``said``, ``message_id``, ``session_id``: the session's message that gave
+        the input, its id and its session (``RunQueue.resume``).
         """
         resume = partial(
             self.queue.resume,
@@ -132,6 +133,7 @@ class QueuedRuns:
             call=call,
             said=said,
             message_id=message_id,
+            session_id=session_id,
         )
         return await asyncio.to_thread(resume)
 
@@ -164,11 +166,18 @@ class QueuedRuns:
         first pause, its end or before a write), as it does for the runs a server drives
         itself. What only the run knows (its intent, its trace) is not known yet: a filter
         on it leaves these rows out, as does one on a status (they are ``queued`` or
-        ``running``, not a state of the run). At most the newest ``QUEUED_LISTED`` drives
-        not ended are read.
+        ``running``, not a state of the run). At most the newest ``QUEUED_LISTED`` first
+        drives not ended are read.
         """
-        newest = min(wanted.offset + wanted.limit, QUEUED_LISTED)
-        starts = await asyncio.to_thread(self.queue.queued_starts, newest)
+        if wanted.status is not None or wanted.intent is not None or wanted.trace_id is not None:
+            return []  # none of them is known before the run is
+        newest = QUEUED_LISTED
+        if (wanted.session_id, wanted.since, wanted.until) == (None, None, None):
+            # one beyond the page (the agent is filtered in SQL): ``list_runs`` sees that
+            # another page follows
+            newest = min(wanted.offset + wanted.limit + 1, QUEUED_LISTED)
+        read = partial(self.queue.queued_starts, newest, wanted.agent)
+        starts = await asyncio.to_thread(read)
         rows = [
             LiveRow(
                 run_id=start.run_id,

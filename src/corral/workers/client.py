@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from corral.contracts import RunStatus
 from corral.effects import LiveEffects
@@ -53,7 +53,8 @@ _STOPPED = {
 
 
 _NOT_ENDED = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running"}
-"""DBOS statuses of a drive that has not ended, as a run listing shows the run."""
+"""DBOS statuses of a drive that has not ended, as a run listing shows the run
+(``status.unended_starts`` reads the same three)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,15 @@ class QueuedStart:
     created_at: datetime
     """When it was enqueued: the run's request."""
     updated_at: datetime
+
+
+class StartOptions(TypedDict, total=False):
+    """``RunQueue.start``'s options (``start_drive``'s keyword arguments)."""
+
+    session_id: str | None
+    priority: str | None
+    run_id: str | None
+    message_id: str | None
 
 
 class RunQueue:
@@ -95,7 +105,20 @@ class RunQueue:
         )
         self._store: SqlStore = SqlStore.open(sql_target(store_url))
 
-    def start(
+    def start(self, agent: str, message: str, **options: Unpack[StartOptions]) -> str:
+        """Enqueue a new run of ``agent`` for ``message``; its run id (drive 0).
+
+        ``run_id``: the id to give the run (by default a fresh one); enqueueing the same
+        id twice is one run. A message that shows nothing is ``INVALID_INPUT`` here, not
+        on the worker after the run was accepted. ``message_id``: the client's id of the
+        message (``Runtime.start``); the run id is then derived from it
+        (``names.message_run_id``), so a retry enqueued before a worker took the first
+        is the same drive, and another message under the same id is ``INVALID_INPUT``
+        (``start_drive`` names the drive: a retry of a failed one is its next attempt).
+        """
+        return names.run_of(self.start_drive(agent, message, **options))[0]
+
+    def start_drive(
         self,
         agent: str,
         message: str,
@@ -105,20 +128,12 @@ class RunQueue:
         run_id: str | None = None,
         message_id: str | None = None,
     ) -> str:
-        """Enqueue a new run of ``agent`` for ``message``; its run id (drive 0).
-
-        ``run_id``: the id to give the run (by default a fresh one); enqueueing the same
-        id twice is one run. A message that shows nothing is ``INVALID_INPUT`` here, not
-        on the worker after the run was accepted. ``message_id``: the client's id of the
-        message (``Runtime.start``); the run id is then derived from it
-        (``names.message_run_id``), so a retry enqueued before a worker took the first
-        is the same drive, and another message under the same id is ``INVALID_INPUT``.
-        """
+        """``start``; the workflow id of the drive that takes the message."""
         require_words(message, "the message")
         if message_id is not None:
             require_message_id(message_id)
             run_id = run_id or names.message_run_id(agent, session_id, message_id)
-        chosen = self._new_run(
+        return self._new_run(
             run_id,
             kind="start",
             agent=agent,
@@ -127,13 +142,6 @@ class RunQueue:
             priority=priority,
             message_id=message_id,
         )
-        brought = self._brought(names.workflow_id(chosen, 0)) if message_id else None
-        if brought is not None and brought.message != message:
-            raise InvalidInputError(
-                f"message id {message_id!r} was sent with another message (run {chosen})",
-                hint="give every message of a session its own id; send a retry unchanged",
-            )
-        return chosen
 
     def run_plan(
         self,
@@ -146,7 +154,7 @@ class RunQueue:
         run_id: str | None = None,
     ) -> str:
         """Enqueue a run of the agent's plan template ``plan``; its run id (drive 0)."""
-        return self._new_run(
+        drive = self._new_run(
             run_id,
             kind="run_plan",
             agent=agent,
@@ -155,6 +163,7 @@ class RunQueue:
             session_id=session_id,
             priority=priority,
         )
+        return names.run_of(drive)[0]
 
     def resume(
         self,
@@ -167,6 +176,7 @@ class RunQueue:
         call: str | None = None,
         said: str | None = None,
         message_id: str | None = None,
+        session_id: str | None = None,
     ) -> str:
         """Enqueue the drive that brings this input to a paused run; its workflow id.
 
@@ -181,7 +191,8 @@ class RunQueue:
         with ``call`` (``pending.call``) for a call the run no longer asks about is
         ``RUN_NOT_RESUMABLE`` here, and again on the worker if it changed in between.
         ``said``: the session's message that gave ``approve`` ("好的"), logged before it as
-        ``Runtime.start`` logs it; ``message_id``: that message's id, or the answer's.
+        ``Runtime.start`` logs it; ``message_id``, ``session_id``: the id of the message
+        that gave the input (that yes, or the answer) and its session (``start``'s).
         """
         if answer is not None:
             require_words(answer, "the answer")
@@ -218,10 +229,14 @@ class RunQueue:
             call=call,
             message=said,
             message_id=message_id,
+            session_id=session_id,
         )
-        workflow = self._enqueue(args, drive, self._attempt(run_id, drive, new))
+        attempt = self._attempt(run_id, drive, new)
+        workflow = self._enqueue(args, drive, attempt)
+        # a message already queued (``_enqueue``) is answered with the drive that holds it
         given = approve is not None or answer is not None
-        other = self._other_input(workflow, args) if given else None
+        named = workflow == names.workflow_id(run_id, drive, attempt)
+        other = self._other_input(workflow, args) if given and named else None
         if other is not None:
             if not new:  # not a repeat of an input the run took: it no longer waits for one
                 check_input(state, approve, answer)
@@ -324,20 +339,21 @@ class RunQueue:
         answer: dict[str, Any] = self._client.retrieve_workflow(workflow_id).get_result()
         return raise_if_error(answer)
 
-    def queued_starts(self, newest: int) -> list[QueuedStart]:
+    def queued_starts(self, newest: int, agent: str | None = None) -> list[QueuedStart]:
         """New runs' first drives that have not ended, newest first; at most ``newest``.
 
+        ``agent``: only that agent's runs.
+
         A worker stores a run at its first pause, its end or before its first write: until
-        then only its drive knows it (``GET /runs`` lists it from here). Only the newest
-        ``newest`` drives not ended (a resume's among them) are read.
+        then only its drive knows it (``GET /runs`` lists it from here).
         """
+        from corral.workers.status import unended_starts
+
+        ids = unended_starts(self._store.engine, newest, agent)
+        if not ids:
+            return []
         found = self._client.list_workflows(
-            name=names.DRIVE_WORKFLOW,
-            status=list(_NOT_ENDED),
-            sort_desc=True,
-            limit=newest,
-            load_input=True,
-            load_output=False,
+            workflow_ids=ids, sort_desc=True, load_input=True, load_output=False
         )
         starts = []
         for flight in found:
@@ -345,7 +361,7 @@ class RunQueue:
             if not given:
                 continue
             args = DriveArgs.model_validate(given[0])
-            if args.kind == "resume":
+            if args.kind == "resume" or flight.status not in _NOT_ENDED:  # ended since
                 continue
             starts.append(
                 QueuedStart(
@@ -371,7 +387,10 @@ class RunQueue:
         self.close()
 
     def _new_run(self, run_id: str | None, **given: Any) -> str:
-        """Enqueue drive 0 of a new run (``run_id``, else a fresh id); the run id."""
+        """Enqueue drive 0 of a new run (``run_id``, else a fresh id); its workflow id.
+
+        That of the drive that holds the message, when one already does (``_enqueue``).
+        """
         if run_id is not None and not valid_run_id(run_id):
             raise InvalidArgumentError(
                 f"{run_id[:80]!r} is not a run id",
@@ -381,10 +400,20 @@ class RunQueue:
         if session_id is not None:  # refused here, not by the worker after a 202
             require_session_id(session_id)
         chosen = run_id or LiveEffects().new_id("run")
-        self._enqueue(DriveArgs(run_id=chosen, **given), 0)
-        return chosen
+        args = DriveArgs(run_id=chosen, **given)
+        # a message's run id is its retries' too: a try that failed must not answer them all
+        attempt = self._attempt(chosen, 0, new=True) if args.message_id is not None else 0
+        return self._enqueue(args, 0, attempt)
 
     def _enqueue(self, args: DriveArgs, drive: int, attempt: int = 0) -> str:
+        """Enqueue ``args`` as the run's ``drive``; the workflow id of the drive that takes it.
+
+        A drive that carries a client's message id holds that id on the agent's queue
+        until it ends (DBOS's deduplication id): the same message enqueued again meanwhile,
+        however it was routed (a new run, or an input of a paused one, as the session was
+        when it came), is answered with that drive, and another message under the id is
+        ``INVALID_INPUT``. Once the drive ended, the store has the id (``MessageLog``).
+        """
         from dbos import EnqueueOptions
 
         options: EnqueueOptions = {
@@ -393,7 +422,47 @@ class RunQueue:
             "workflow_id": names.workflow_id(args.run_id, drive, attempt),
             "app_version": names.APPLICATION_VERSION,
         }
-        return self._client.enqueue(options, args.model_dump(mode="json")).get_workflow_id()
+        message_id = args.message_id
+        if message_id is not None:
+            options["deduplication_id"] = names.message_run_id(
+                args.agent, args.session_id, message_id
+            )
+            options["duplication_policy"] = "return-existing"
+        workflow: str = self._client.enqueue(
+            options, args.model_dump(mode="json")
+        ).get_workflow_id()
+        if message_id is not None:
+            self._check_message(workflow, args)
+        return workflow
+
+    def _check_message(self, workflow: str, args: DriveArgs) -> None:
+        """Refuse a message whose id, or whose input, the drive ``workflow`` already holds.
+
+        Another message under the id is the client's mistake (``INVALID_INPUT``); another
+        message that gives the same input (the same answer typed twice, two yeses) was
+        not read as that input: it is read once the drive ended, against what the run
+        asks then, as one process reads it (``RUN_BUSY``).
+        """
+        brought = self._brought(workflow)
+        if brought is None:
+            return
+        if brought.message_id != args.message_id:
+            raise RunBusyError(
+                f"run {names.run_of(workflow)[0]} takes this input from an earlier request "
+                f"(drive {workflow})",
+                hint="send the message again once that drive ended: it is then read against "
+                "what the run asks next",
+            )
+        if _said(brought) != _said(args):
+            raise InvalidInputError(
+                f"message id {args.message_id!r} was sent with another message (drive {workflow})",
+                hint="give every message of a session its own id; send a retry unchanged",
+            )
+
+
+def _said(args: DriveArgs) -> str | None:
+    """The session's message a drive brings: a start's, an answer, or the words of a yes."""
+    return args.answer if args.answer is not None else args.message
 
 
 def _instant(epoch_ms: int | None) -> datetime:

@@ -244,6 +244,28 @@ def under_way(drives: Mapping[str, str]) -> bool:
     return any(status in ACTIVE for status in drives.values())
 
 
+def unended_starts(engine: sa.Engine, newest: int, agent: str | None = None) -> list[str]:
+    """The newest ``newest`` first drives of runs (``<run id>.0``, any attempt) not ended.
+
+    ``agent``: only its runs' (its queue's).
+    """
+    import sqlalchemy as sa
+
+    queues = names.agent_queue(agent) if agent is not None else None
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                f"SELECT workflow_uuid FROM {names.SYSTEM_SCHEMA}.workflow_status "
+                "WHERE name = :drive AND status IN ('ENQUEUED', 'DELAYED', 'PENDING') "
+                "AND workflow_uuid ~ '[.]0(r[0-9]+)?$' "
+                "AND (CAST(:queue AS text) IS NULL OR queue_name = :queue) "
+                "ORDER BY created_at DESC, workflow_uuid DESC LIMIT :newest"
+            ),
+            {"drive": names.DRIVE_WORKFLOW, "newest": newest, "queue": queues},
+        )
+        return [str(workflow) for (workflow,) in rows]
+
+
 def run_drives(engine: sa.Engine, run_id: str) -> dict[str, str]:
     """Each drive of ``run_id`` that was enqueued (each attempt), with its DBOS status.
 
