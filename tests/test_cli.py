@@ -61,6 +61,11 @@ def test_demo_covers_every_case(tmp_path: Path) -> None:
         ("finished", "reply"),
         ("awaiting_user", None),
     ]
+    # the same home again: its order was exchanged, and an order is exchanged once
+    again = json.loads(corral(tmp_path / "j", "demo", "--json").stdout)
+    first = again["cases"][0]
+    assert (first["status"], first["outcome"]) == ("finished", "refused")
+    assert "已经换过新" in first["reply"] and len(again["cases"]) == 6
 
 
 def test_run_json_has_the_documented_fields(tmp_path: Path) -> None:
@@ -169,9 +174,9 @@ def test_an_answer_in_english_turns_a_chinese_run_english(tmp_path: Path) -> Non
     assert "Shall I go ahead?" in answered["reply"], answered["reply"]
     done = json.loads(corral(tmp_path, "resume", asked["run_id"], "--approve", "--json").stdout)
     assert done["status"] == "finished" and re.search(r"[\u4e00-\u9fff]", done["reply"]) is None
-    kept = run_json(tmp_path, "我想申请换新")
+    kept = run_json(tmp_path, "我想申请换新")  # another order: HD20240501 was exchanged
     answered = json.loads(
-        corral(tmp_path, "resume", kept["run_id"], "--answer", "HD20240501", "--json").stdout
+        corral(tmp_path, "resume", kept["run_id"], "--answer", "HD20250920", "--json").stdout
     )
     assert "可以吗" in answered["reply"], answered["reply"]
 

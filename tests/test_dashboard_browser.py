@@ -139,6 +139,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield server
 
 
+def forget_exchanges(served: Served) -> None:
+    """Empty the desk's exchanges, so that the demo's order is exchangeable again."""
+    with sqlite3.connect(served.home / "data" / "aftersales" / "aftersales.db") as db:
+        db.execute("DELETE FROM exchanges")
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with chromium() as launched:
@@ -332,6 +338,7 @@ def test_a_question_is_answered_and_a_confirmation_rejected_from_the_page(
 
 
 def test_a_waiting_run_resumed_elsewhere_updates_the_page(served: Served, page: Any) -> None:
+    forget_exchanges(served)  # an order is exchanged once: this one asks again
     run = served.call("POST", "/agents/aftersales/runs", {"message": EXCHANGE})
     page.goto(served.dashboard(f"/runs/{run['run_id']}"))
     page.wait_for_selector("#approve")
@@ -344,6 +351,7 @@ def test_a_waiting_run_resumed_elsewhere_updates_the_page(served: Served, page: 
 def test_a_refused_decision_shows_what_the_run_asks_now(served: Served, page: Any) -> None:
     """A 409 (decided elsewhere, or another call asked now) reloads the run, so that the
     buttons send what it asks now instead of the same refused decision again."""
+    forget_exchanges(served)  # an order is exchanged once: this one asks again
     run_id = served.call("POST", "/agents/aftersales/runs", {"message": EXCHANGE})["run_id"]
     page.goto(served.dashboard(f"/runs/{run_id}"))
     page.wait_for_selector("#approve")

@@ -265,3 +265,21 @@ async def test_an_order_is_exchanged_once_asked_again_the_exchange_made_is_named
         assert db.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1
     repair = await runtime.start("订单 HD20240501 的打印机又坏了，帮我修一下", session_id="day-4")
     assert repair.status is RunStatus.FINISHED and "报修" in (repair.reply or "")
+
+
+async def test_two_sessions_that_both_said_yes_make_one_exchange(tmp_path: Path) -> None:
+    """The rule reads the order as it was looked up, before the yes: two sessions proposed
+    at once both pass it, and the tool itself makes the second no new exchange."""
+    import sqlite3
+
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), MemoryStore())
+    asked = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+    for session in ("a", "b"):
+        proposed = await runtime.start(asked, session_id=session)
+        assert proposed.status is RunStatus.AWAITING_CONFIRM
+    first = await runtime.start("好的", session_id="a")
+    second = await runtime.start("好的", session_id="b")
+    made = re.findall(r"EX[0-9A-F]{10}", f"{first.reply} {second.reply}")
+    assert len(made) == 2 and made[0] == made[1]  # both name the one exchange
+    with sqlite3.connect(tmp_path / "data" / "aftersales.db") as db:
+        assert db.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1

@@ -13,6 +13,7 @@ from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+MONITOR_EXCHANGE = "我的显示器坏了，订单号 HD20250920，能换新吗？"
 
 
 def run_json(home: Path, message: str) -> dict[str, Any]:
@@ -34,8 +35,9 @@ def file_seqs(path: Path) -> list[int]:
     return [json.loads(line)["seq"] for line in path.read_text("utf-8").splitlines()]
 
 
-def finished_run(home: Path) -> str:
-    paused = run_json(home, EXCHANGE)
+def finished_run(home: Path, message: str = EXCHANGE) -> str:
+    """A finished exchange (an order is exchanged once: another run needs another order)."""
+    paused = run_json(home, message)
     corral_cli(home, "resume", paused["run_id"], "--approve")
     return str(paused["run_id"])
 
@@ -82,7 +84,7 @@ def test_traces_read_the_store_even_without_a_log_file(tmp_path: Path) -> None:
 
 
 def test_gc_removes_the_logs_of_the_runs_it_deletes(tmp_path: Path) -> None:
-    old, recent = finished_run(tmp_path), finished_run(tmp_path)
+    old, recent = finished_run(tmp_path), finished_run(tmp_path, MONITOR_EXCHANGE)
     with sqlite3.connect(tmp_path / "corral.db") as conn:
         conn.execute(
             "UPDATE corral_runs SET updated_at = '2000-01-01 00:00:00.000000' WHERE run_id = ?",

@@ -19,7 +19,7 @@ import pytest
 from corral.store import schema
 from tests.conftest import AFTERSALES, ROOT
 from tests.extras import postgres_url
-from tests.helpers import corral_cli
+from tests.helpers import aftersales_as_the_fixtures_were_written, corral_cli
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 FIXTURE = ROOT / "tests" / "fixtures" / "home_v0" / "corral.sql"
@@ -144,7 +144,10 @@ def test_db_upgrade_keeps_stored_runs_resumable_and_replayable(tmp_path: Path) -
     assert "ix_corral_step_facts_recent" in indexes
     again = as_json(cli(home, "db", "upgrade", "--json"))
     assert again["was"] == schema.HEAD and again["state"] == "current"
-    agent = ("--agent", str(AFTERSALES))  # the dump records the folder it was made in
+    # the dump records the folder it was made in; replays compare with the example as its
+    # runs met it
+    written = aftersales_as_the_fixtures_were_written(tmp_path / "aftersales")
+    agent = ("--agent", str(written))
     # the finished run replays as it was recorded; the paused one resumes to the end
     assert as_json(cli(home, "replay", FINISHED, *agent, "--json"))["same_path"] is True
     done = as_json(cli(home, "resume", PAUSED, "--approve", *agent, "--json"))

@@ -36,8 +36,7 @@ from corral.runtime.replay import replay_run
 from corral.runtime.state import fold
 from corral.store.codec import FORMAT, TYPE_CODES, event_type
 from corral.testing import FixedEffects
-from tests.conftest import AFTERSALES
-from tests.helpers import corral_cli, exchange_count
+from tests.helpers import aftersales_as_the_fixtures_were_written, corral_cli, exchange_count
 
 FIXTURE = Path(__file__).parent / "fixtures" / "events_v1_aftersales.json"
 PAUSED = Path(__file__).parent / "fixtures" / "events_v1_paused.json"
@@ -47,6 +46,11 @@ PAUSED_V2 = Path(__file__).parent / "fixtures" / "events_v2_paused.json"
 PAUSED_V3 = Path(__file__).parent / "fixtures" / "events_v3_paused.json"
 """The same exchange paused, as corral c6c1a75 stored it (format 3, ``v`` in every row)."""
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
+
+
+def as_written(tmp_path: Path) -> Path:
+    """The aftersales example as the fixtures' runs met it (a copy under ``tmp_path``)."""
+    return aftersales_as_the_fixtures_were_written(tmp_path / "aftersales")
 
 
 def old_home(home: Path, fixture: Path = FIXTURE) -> tuple[SqlStore, str]:
@@ -112,7 +116,7 @@ def test_a_log_written_before_format_2_renders_logs_and_replays(tmp_path: Path) 
     assert [line["level"] for line in finished] == ["info"] * 5
     tree = run_tree(fold(run_id, events), events=events)
     assert tree.label is not None and "finished" in str(tree.label)
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     report = asyncio_run(replay_run(agent, events))
     assert report.same_path, report
 
@@ -120,7 +124,7 @@ def test_a_log_written_before_format_2_renders_logs_and_replays(tmp_path: Path) 
 async def test_a_run_paused_by_an_older_corral_resumes_and_writes_once(tmp_path: Path) -> None:
     """A run left awaiting confirmation before an upgrade is approved after it."""
     store, run_id = old_home(tmp_path / "home", PAUSED)
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     runtime = Runtime(agent, store, effects=FixedEffects())
     waiting = await runtime.summary(run_id)
     assert waiting.status is RunStatus.AWAITING_CONFIRM and waiting.pending is not None
@@ -145,7 +149,7 @@ def test_corral_show_and_traces_read_an_old_home(tmp_path: Path) -> None:
 
 async def test_format_2_stores_a_plan_once_and_a_tools_output_once(tmp_path: Path) -> None:
     path = tmp_path / "corral.db"
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     runtime = Runtime(agent, SqlStore.open(path), effects=FixedEffects())
     first = await runtime.start(EXCHANGE)
     second = await runtime.start(EXCHANGE)
@@ -184,7 +188,7 @@ async def test_format_2_stores_a_plan_once_and_a_tools_output_once(tmp_path: Pat
 
 
 async def test_a_stored_run_folds_to_the_state_the_live_run_had(tmp_path: Path) -> None:
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     store = SqlStore.open(tmp_path / "corral.db")
     runtime = Runtime(agent, store, effects=FixedEffects())
     paused = await runtime.start(EXCHANGE)
@@ -263,7 +267,7 @@ async def test_the_live_path_passes_typed_values_without_revalidating_them(
 
     for model in (IntentResult, RouteDecision, Plan, ToolResult):
         monkeypatch.setattr(model, "model_validate", classmethod(refuse))
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE)
     done = await runtime.resume(paused.run_id, approve=True)
@@ -281,7 +285,7 @@ def paused_home(
     """A home holding the fixture's paused exchange, and a runtime of aftersales on it."""
     store, run_id = old_home(tmp_path / "home", fixture)
     old_rows = json.loads(fixture.read_text(encoding="utf-8"))["rows"]
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     return store, run_id, old_rows, agent, Runtime(agent, store, effects=FixedEffects())
 
 
@@ -382,7 +386,7 @@ def test_a_row_without_a_version_has_the_format_of_the_row_before_it(tmp_path: P
 
 async def test_format_3_rows_read_back_as_the_events_that_were_saved(tmp_path: Path) -> None:
     """What a format-3 row leaves out (repeats of earlier rows, usual stages) comes back."""
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     memory = MemoryStore()
     paused = await Runtime(agent, memory, effects=FixedEffects()).start(EXCHANGE)
     await Runtime(agent, memory, effects=FixedEffects()).resume(paused.run_id, approve=True)
@@ -433,7 +437,7 @@ async def test_an_event_stamped_by_the_journal_is_the_event_the_constructor_make
     tmp_path: Path,
 ) -> None:
     """``stamped`` sets the slots directly: the same event, field for field, and frozen."""
-    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    agent = load_agent(as_written(tmp_path), data_dir=tmp_path / "business")
     runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE)
     await runtime.resume(paused.run_id, approve=True)
@@ -449,3 +453,16 @@ async def test_an_event_stamped_by_the_journal_is_the_event_the_constructor_make
         ]
         with pytest.raises(dataclasses.FrozenInstanceError):
             made.seq = 0  # type: ignore[misc]
+
+
+async def test_a_run_paused_before_the_exchange_once_rule_resumes_under_it(
+    tmp_path: Path,
+) -> None:
+    """A deploy that adds a rule over a fact the paused run never wrote: it goes on."""
+    from tests.conftest import AFTERSALES
+
+    store, run_id, _, _, _ = paused_home(tmp_path, PAUSED_V3)
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "business")
+    runtime = Runtime(agent, store, effects=FixedEffects())
+    done = await runtime.resume(run_id, approve=True)
+    assert done.status is RunStatus.FINISHED and exchange_count(agent) == 1

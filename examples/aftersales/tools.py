@@ -146,7 +146,8 @@ class ExchangeOrder(BaseModel):
     exchange_id: str
     order_id: str
     created: bool
-    """False when the idempotency key matched an exchange created earlier."""
+    """False when the exchange was there before: this call's (its idempotency key), or the
+    order's (an order is exchanged once)."""
 
 
 def find_exchange_by_key(order_id: str, ctx: ToolContext) -> ExchangeOrder | None:
@@ -168,11 +169,25 @@ def find_exchange_by_key(order_id: str, ctx: ToolContext) -> ExchangeOrder | Non
     reconcile=find_exchange_by_key,
 )
 def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> ExchangeOrder:
-    """Create an exchange order. Idempotent: the same key never creates a second one."""
+    """Create an exchange order. Idempotent: the same key never creates a second one.
+
+    Nor does an order that was exchanged already: agent.yaml's rule refuses that before
+    asking, and this is the guard for two runs that both asked (two sessions, or a run
+    that looked the order up before the other's exchange was made).
+    """
     existing = find_exchange_by_key(order_id, ctx)
     if existing is not None:
         return existing.model_copy(update={"created": False})
     with _connect(ctx) as conn:
+        conn.execute("BEGIN IMMEDIATE")  # the check and the insert, one writer at a time
+        earlier = conn.execute(
+            "SELECT exchange_id FROM exchanges WHERE order_id = ? ORDER BY created_at LIMIT 1",
+            (order_id,),
+        ).fetchone()
+        if earlier is not None:
+            return ExchangeOrder(
+                exchange_id=earlier["exchange_id"], order_id=order_id, created=False
+            )
         exchange_id = "EX" + ctx.idempotency_key[:10].upper()
         conn.execute(
             "INSERT INTO exchanges VALUES (?, ?, ?, ?, ?)",

@@ -291,6 +291,8 @@ def demo(
             for kind, value in steps:
                 if kind == "arrange":
                     continue
+                if not summary.status.paused:  # a home used before: HD20240501 was exchanged
+                    break
                 if kind == "approve":
                     summary = asyncio.run(runtime.resume(summary.run_id, approve=bool(value)))
                     label = "operator approves" if value else "user declines"
