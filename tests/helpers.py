@@ -25,9 +25,14 @@ agent's ``redaction.patterns: ['VIP-\\d{6}']`` and ``sensitive`` goes to a ``Sen
 argument."""
 
 
-def exchange_count(agent: Agent) -> int:
+def exchange_count(agent: Agent, *, forget: bool = False) -> int:
+    """The aftersales exchanges made; ``forget``: then delete them (an order is exchanged
+    once, so a test that exchanges the demo's order again starts from none)."""
     with sqlite3.connect(agent.deps["db"]) as conn:
-        return int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+        count = int(conn.execute("SELECT count(*) FROM exchanges").fetchone()[0])
+        if forget:
+            conn.execute("DELETE FROM exchanges")
+    return count
 
 
 def build_agent(

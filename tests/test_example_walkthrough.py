@@ -269,7 +269,8 @@ async def test_an_order_is_exchanged_once_asked_again_the_exchange_made_is_named
 
 async def test_two_sessions_that_both_said_yes_make_one_exchange(tmp_path: Path) -> None:
     """The rule reads the order as it was looked up, before the yes: two sessions proposed
-    at once both pass it, and the tool itself makes the second no new exchange."""
+    at once both pass it, and the tool itself makes no second exchange (found in review:
+    the second was first told its exchange was made and a new machine would ship)."""
     import sqlite3
 
     runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), MemoryStore())
@@ -279,7 +280,9 @@ async def test_two_sessions_that_both_said_yes_make_one_exchange(tmp_path: Path)
         assert proposed.status is RunStatus.AWAITING_CONFIRM
     first = await runtime.start("好的", session_id="a")
     second = await runtime.start("好的", session_id="b")
-    made = re.findall(r"EX[0-9A-F]{10}", f"{first.reply} {second.reply}")
-    assert len(made) == 2 and made[0] == made[1]  # both name the one exchange
+    assert first.outcome == "success" and re.search(r"EX[0-9A-F]{10}", first.reply or "")
+    # not told that a machine ships: a person takes it, told why nothing was made
+    assert second.status is RunStatus.HANDED_OFF and "寄出" not in (second.reply or "")
+    assert second.handoff is not None and "exchanged already" in second.handoff.reason
     with sqlite3.connect(tmp_path / "data" / "aftersales.db") as db:
         assert db.execute("SELECT count(*) FROM exchanges").fetchone()[0] == 1

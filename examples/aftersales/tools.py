@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from corral import ToolContext, ToolPolicy, tool
+from corral import ToolContext, ToolFailedError, ToolPolicy, tool
 from corral.tools.builtin import generate_reply
 
 __all__ = ["generate_reply"]  # registered from corral's built-ins
@@ -146,8 +146,7 @@ class ExchangeOrder(BaseModel):
     exchange_id: str
     order_id: str
     created: bool
-    """False when the exchange was there before: this call's (its idempotency key), or the
-    order's (an order is exchanged once)."""
+    """False when the idempotency key matched an exchange created earlier."""
 
 
 def find_exchange_by_key(order_id: str, ctx: ToolContext) -> ExchangeOrder | None:
@@ -182,15 +181,21 @@ def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> Excha
         conn.execute("BEGIN IMMEDIATE")  # the check and the insert, one writer at a time
         earlier = conn.execute(
             "SELECT exchange_id FROM exchanges WHERE order_id = ? ORDER BY created_at LIMIT 1",
-            (order_id,),
+            (order_id.upper(),),
         ).fetchone()
-        if earlier is not None:
-            return ExchangeOrder(
-                exchange_id=earlier["exchange_id"], order_id=order_id, created=False
+        if earlier is not None:  # nothing made: a failure that proves no effect
+            raise ToolFailedError(
+                f"order {order_id} was exchanged already ({earlier['exchange_id']})"
             )
         exchange_id = "EX" + ctx.idempotency_key[:10].upper()
         conn.execute(
             "INSERT INTO exchanges VALUES (?, ?, ?, ?, ?)",
-            (exchange_id, order_id, reason, ctx.idempotency_key, ctx.received_at.isoformat()),
+            (
+                exchange_id,
+                order_id.upper(),
+                reason,
+                ctx.idempotency_key,
+                ctx.received_at.isoformat(),
+            ),
         )
     return ExchangeOrder(exchange_id=exchange_id, order_id=order_id, created=True)
