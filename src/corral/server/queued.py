@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from corral.workers.client import RunQueue
 
 QUEUED_LISTED = 500
-"""The most drives not ended that ``GET /runs`` reads (``GET /workers`` counts them all)."""
+"""The most first drives not ended that ``GET /runs`` reads (``GET /workers`` counts all)."""
 
 POLL_S = 0.1
 """How often a waiting request or a following stream looks at the drive and the store."""
@@ -54,7 +54,7 @@ class QueuedRuns:
         priority: str | None,
         message_id: str | None = None,
     ) -> str | RunSummary:
-        """Enqueue the drive that handles a user's message; its workflow id.
+        """Enqueue the drive that handles a user's message; its workflow id (or a summary).
 
         A session's message that answers the session's paused run, or says yes or no to
         it, is that run's next drive, as ``Runtime.start`` would give it to that run: the
@@ -64,8 +64,8 @@ class QueuedRuns:
 
         ``message_id``: a message whose id a stored turn took is not enqueued again: the
         answer is that run's summary (``Runtime.answer_of_message``). One sent again
-        before a worker stored it names the same drive (the same input's drive number,
-        or a new run's id derived from the id), which DBOS runs once.
+        before a worker stored it is answered with the drive that holds its id
+        (``RunQueue._enqueue``), which DBOS runs once.
         """
         agent = runtime.agent
         limit = agent.config.limits.max_message_chars
