@@ -480,9 +480,11 @@ class Runtime:
             require_session_id(session_id)
         if message_id is None:
             return await self._handle_new(message, session_id, watch, priority, run_id, None)
-        taken = await self._run_of_message(session_id, message_id)
-        if taken is not None:
-            return await self._repeated(taken, message_id, message)
+        answered = await self.answer_of_message(
+            message, session_id=session_id, message_id=message_id
+        )
+        if answered is not None:
+            return answered
         handling = (self.agent.config.name, session_id, message_id)
         if handling in self._handling:  # its run is not stored yet: no summary to give
             raise RunBusyError(

@@ -116,7 +116,7 @@ class MemoryStore:
         """The message ids ``events`` hold; ``MessageRepeatedError`` if another holds one."""
         taken = {}
         for message_id, seq in message_ids(events):
-            key = (run.agent, run.session_id or "", message_id)
+            key = _message_key(run.agent, run.session_id, message_id)
             holder = self.messages.get(key)
             if holder is not None and holder != (run.run_id, seq):
                 raise MessageRepeatedError.taken_by(holder[0], message_id)
@@ -125,7 +125,7 @@ class MemoryStore:
 
     def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> str | None:
         """The run whose events hold this message id (``MessageLog``), or ``None``."""
-        holder = self.messages.get((agent, session_id or "", message_id))
+        holder = self.messages.get(_message_key(agent, session_id, message_id))
         return holder[0] if holder is not None else None
 
     def _merge(self, run_id: str, stored: list[Event], events: Sequence[Event]) -> None:
@@ -268,3 +268,8 @@ class MemoryStore:
                 if timed(attempt.status, attempt.error_code, attempt.duration_ms, limits[name]):
                     samples[name].append(attempt.duration_ms)
         return latencies(samples)
+
+
+def _message_key(agent: str, session_id: str | None, message_id: str) -> tuple[str, str, str]:
+    """A message id's key in ``MemoryStore.messages`` (no session: "")."""
+    return agent, session_id or "", message_id

@@ -154,6 +154,11 @@ messages = Table(
 or "" for the agent's runs without one. Deleted with their run by ``purge``."""
 
 
+def _message_key(agent: str, session_id: str | None, message_id: str) -> dict[str, str]:
+    """The key of a message id's row in ``corral_messages``."""
+    return {"agent": agent, "session_key": session_id or "", "message_id": message_id}
+
+
 def _event_rows(new_events: Sequence[Event], bodies: dict[str, str]) -> list[dict[str, Any]]:
     """The rows of ``new_events`` in the stored format; plan bodies go into ``bodies``."""
     encoder = RowEncoder(bodies)
@@ -701,11 +706,7 @@ class SqlStore:
         insert fails on the key, and the save's second try finds the first's row.
         """
         for message_id, seq in message_ids(new_events):
-            key = {
-                "agent": run.agent,
-                "session_key": run.session_id or "",
-                "message_id": message_id,
-            }
+            key = _message_key(run.agent, run.session_id, message_id)
             holder = self._driver.first(conn, _MESSAGE, {f"b_{k}": v for k, v in key.items()})
             if holder is None:
                 self._driver.execute(
@@ -716,7 +717,8 @@ class SqlStore:
 
     def run_of_message(self, agent: str, session_id: str | None, message_id: str) -> str | None:
         """The run whose events hold this message id (``MessageLog``), or ``None``."""
-        bound = {"b_agent": agent, "b_session_key": session_id or "", "b_message_id": message_id}
+        key = _message_key(agent, session_id, message_id)
+        bound = {f"b_{k}": v for k, v in key.items()}
         with self._faults(action="reading a message id"), self.engine.connect() as conn:
             holder = self._driver.first(conn, _MESSAGE, bound)
         return holder.run_id if holder is not None else None
@@ -1009,8 +1011,11 @@ def _session_of(row: Any, now: datetime) -> SessionRecord | None:
 
 def _put_session(conn: Connection, session: SessionRecord, exists: bool | None = None) -> None:
     """Write the session's row: an update, else an insert (``exists`` when known)."""
-    fields: dict[str, Any] = {"turns": session.turns, "entities": session.entities}
-    fields["open_run_id"] = session.open_run_id
+    fields: dict[str, Any] = {
+        "turns": session.turns,
+        "entities": session.entities,
+        "open_run_id": session.open_run_id,
+    }
     if session.earlier_open_runs:  # left out when none, as sessions stored before it have
         fields["earlier_open_runs"] = session.earlier_open_runs
     data = dumps(fields)

@@ -52,9 +52,9 @@ _STOPPED = {
 """Final statuses in which a drive gave no answer of its own (DBOS stopped it), in words."""
 
 
-_NOT_ENDED = {"ENQUEUED": "queued", "DELAYED": "queued", "PENDING": "running"}
-"""DBOS statuses of a drive that has not ended, as a run listing shows the run
-(``status.unended_starts`` reads the same three)."""
+def _listed_as(dbos_status: str) -> str:
+    """A not-ended drive's DBOS status (``status.NOT_ENDED``) as a run listing shows it."""
+    return "running" if dbos_status == "PENDING" else "queued"
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +347,7 @@ class RunQueue:
         A worker stores a run at its first pause, its end or before its first write: until
         then only its drive knows it (``GET /runs`` lists it from here).
         """
-        from corral.workers.status import unended_starts
+        from corral.workers.status import NOT_ENDED, unended_starts
 
         ids = unended_starts(self._store.engine, newest, agent)
         if not ids:
@@ -361,14 +361,14 @@ class RunQueue:
             if not given:
                 continue
             args = DriveArgs.model_validate(given[0])
-            if args.kind == "resume" or flight.status not in _NOT_ENDED:  # ended since
+            if args.kind == "resume" or flight.status not in NOT_ENDED:  # ended since
                 continue
             starts.append(
                 QueuedStart(
                     run_id=args.run_id,
                     agent=args.agent,
                     session_id=args.session_id,
-                    status=_NOT_ENDED[flight.status],
+                    status=_listed_as(flight.status),
                     created_at=_instant(flight.created_at),
                     updated_at=_instant(flight.updated_at or flight.created_at),
                 )

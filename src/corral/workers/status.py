@@ -244,6 +244,10 @@ def under_way(drives: Mapping[str, str]) -> bool:
     return any(status in ACTIVE for status in drives.values())
 
 
+NOT_ENDED = (*_WAITING, "PENDING")
+"""DBOS statuses of a drive that has not ended: waiting in its queue, or running."""
+
+
 def unended_starts(engine: sa.Engine, newest: int, agent: str | None = None) -> list[str]:
     """The newest ``newest`` first drives of runs (``<run id>.0``, any attempt) not ended.
 
@@ -252,17 +256,16 @@ def unended_starts(engine: sa.Engine, newest: int, agent: str | None = None) -> 
     import sqlalchemy as sa
 
     queues = names.agent_queue(agent) if agent is not None else None
+    query = sa.text(
+        f"SELECT workflow_uuid FROM {names.SYSTEM_SCHEMA}.workflow_status "
+        "WHERE name = :drive AND status IN :statuses "
+        "AND workflow_uuid ~ '[.]0(r[0-9]+)?$' "
+        "AND (CAST(:queue AS text) IS NULL OR queue_name = :queue) "
+        "ORDER BY created_at DESC, workflow_uuid DESC LIMIT :newest"
+    ).bindparams(sa.bindparam("statuses", expanding=True))
+    bound = {"drive": names.DRIVE_WORKFLOW, "statuses": NOT_ENDED, "newest": newest}
     with engine.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                f"SELECT workflow_uuid FROM {names.SYSTEM_SCHEMA}.workflow_status "
-                "WHERE name = :drive AND status IN ('ENQUEUED', 'DELAYED', 'PENDING') "
-                "AND workflow_uuid ~ '[.]0(r[0-9]+)?$' "
-                "AND (CAST(:queue AS text) IS NULL OR queue_name = :queue) "
-                "ORDER BY created_at DESC, workflow_uuid DESC LIMIT :newest"
-            ),
-            {"drive": names.DRIVE_WORKFLOW, "newest": newest, "queue": queues},
-        )
+        rows = conn.execute(query, {**bound, "queue": queues})
         return [str(workflow) for (workflow,) in rows]
 
 
