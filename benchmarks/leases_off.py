@@ -42,5 +42,6 @@ class LeasesOff:
         *,
         lease: Lease | None = None,
         release: bool = False,
+        wait: bool = True,
     ) -> None:
-        self.inner.save(run, events, handoff)
+        self.inner.save(run, events, handoff, wait=wait)

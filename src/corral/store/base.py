@@ -2,7 +2,8 @@
 
 Every backend (SQLite, PostgreSQL, memory) passes the same conformance tests in
 ``tests/store/test_conformance.py``. Methods are synchronous; the runtime calls them from
-a worker thread so the event loop never blocks on I/O.
+a worker thread so the event loop never blocks on I/O, except a save that a store makes
+at once, without waiting, on the caller's thread (``SavesInPlace``).
 """
 
 from __future__ import annotations
@@ -192,4 +193,44 @@ class SessionUpdater(Protocol):
 
     def update_session(self, session_id: str, now: datetime, merge: SessionMerge) -> None:
         """Replace the session with ``merge`` of it, no other writer of it in between."""
+        ...
+
+
+class SaveWouldWait(Exception):
+    """A save asked not to wait (``SavesInPlace``) would have: nothing was written.
+
+    Not an error anyone sees: the runtime tries again in a moment (``locked``), or makes
+    the same save in a store thread.
+    """
+
+    def __init__(self, reason: str, *, locked: bool = False) -> None:
+        super().__init__(reason)
+        self.locked = locked
+        """A lock was taken (a write, the kept connection): it is likely free again soon."""
+
+
+@runtime_checkable
+class SavesInPlace(Protocol):
+    """A blocking store that can make a save on the caller's thread when nothing is in its way.
+
+    A save handed to a thread pays for the hop: on a 2-core machine, SQLite's 5-step save
+    cost ~600 µs more CPU that way than made in place (``docs/performance.md``). A save
+    asked with ``wait=False`` is made at once, or raises ``SaveWouldWait`` having written
+    nothing: when it would wait for a lock, a connection, or slow I/O of its own.
+    """
+
+    saves_in_place: bool
+    """False turns it off: every save goes to a store thread."""
+
+    def save(
+        self,
+        run: RunRecord,
+        events: Sequence[Event],
+        handoff: HandoffPacket | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+        wait: bool = True,
+    ) -> None:
+        """``Store.save``; with ``wait=False``, at once or ``SaveWouldWait``."""
         ...

@@ -31,6 +31,7 @@ from sqlalchemy import (
     Float,
     Integer,
     MetaData,
+    RootTransaction,
     String,
     Table,
     Text,
@@ -47,7 +48,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, QueuePool, StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from corral.contracts import HandoffPacket
@@ -67,6 +68,7 @@ from corral.store.base import (
     Lease,
     LeaseHolder,
     RunRecord,
+    SaveWouldWait,
     SessionMerge,
     SessionRecord,
 )
@@ -81,6 +83,7 @@ from corral.store.facts import aware as _aware
 from corral.store.facts import folded
 from corral.store.faults import store_faults
 from corral.store.figures import Figures, ToolLatency, aggregate, latencies
+from corral.store.in_place import InPlaceWrites
 from corral.store.instant import Instant
 
 metadata = MetaData()
@@ -414,6 +417,14 @@ class SqlStore:
         self._plans_stored: set[str] = set()
         """Plan hashes this store object has written or seen written (skips a lookup)."""
         self._sqlite = engine.dialect.name == "sqlite"
+        # a file's pool: one connection of its own is one more (a memory database's static
+        # or per-thread pool would share it with everyone, or be another database)
+        pooled = isinstance(engine.pool, (QueuePool, NullPool))
+        self._in_place = (
+            InPlaceWrites(engine, self._begin_write) if self._sqlite and pooled else None
+        )
+        """The connection kept for saves made on the caller's thread (``in_place``)."""
+        self._in_place_allowed = True
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -423,6 +434,18 @@ class SqlStore:
         elif self.path is None or self.path.exists():
             with self._faults(action="reading the schema revision"), engine.connect() as conn:
                 schema.refuse_newer(schema.state(conn), self.where())
+
+    @property
+    def saves_in_place(self) -> bool:
+        """Whether the runtime tries a save on its own thread first (``SavesInPlace``).
+
+        True for a writable SQLite file; set it to False to make every save in a thread.
+        """
+        return self._in_place is not None and self._in_place_allowed and not self.read_only
+
+    @saves_in_place.setter
+    def saves_in_place(self, allowed: bool) -> None:
+        self._in_place_allowed = allowed
 
     @classmethod
     def open(
@@ -522,18 +545,32 @@ class SqlStore:
         per write more, joining the engine's events anew for every connection. A BEGIN
         that fails leaves no request behind for the connection's next user.
         """
-        with self.engine.connect() as conn:
-            info = conn.info
-            if self._sqlite:
-                info[_WRITE] = True
-            try:
-                transaction = conn.begin()
-            except BaseException:
-                info.pop(_WRITE, None)
-                raise
-            with transaction:
-                if not self._sqlite:  # PostgreSQL, the other dialect a store opens
-                    _bound_lock_waits(conn)
+        with self.engine.connect() as conn, self._begin_write(conn):
+            if not self._sqlite:  # PostgreSQL, the other dialect a store opens
+                _bound_lock_waits(conn)
+            yield conn
+
+    def _begin_write(self, conn: Connection) -> RootTransaction:
+        """Begin ``conn``'s write transaction (``BEGIN IMMEDIATE`` on SQLite)."""
+        info = conn.info
+        if self._sqlite:
+            info[_WRITE] = True
+        try:
+            return conn.begin()
+        except BaseException:
+            info.pop(_WRITE, None)
+            raise
+
+    @contextmanager
+    def _write_now(self, wait: bool) -> Iterator[Connection]:
+        """``_write``, or (``wait=False``) one on the kept connection that cannot wait."""
+        if wait:
+            with self._write() as conn:
+                yield conn
+        elif self._in_place is None or not self.saves_in_place:
+            raise SaveWouldWait("this store makes no write in place")
+        else:
+            with self._in_place.transaction() as conn:
                 yield conn
 
     # ------------------------------------------------------------------ leases
@@ -652,8 +689,13 @@ class SqlStore:
         *,
         lease: Lease | None = None,
         release: bool = False,
+        wait: bool = True,
     ) -> None:
-        """Check the lease, append events and upsert the run row, in one transaction."""
+        """Check the lease, append events and upsert the run row, in one transaction.
+
+        ``wait=False``: made at once on this thread, or ``SaveWouldWait`` with nothing
+        written (``SavesInPlace``; SQLite only).
+        """
         row = {
             "trace_id": run.trace_id,
             "agent": run.agent,
@@ -665,11 +707,14 @@ class SqlStore:
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
         bodies: dict[str, str] = {}
-        rows = _event_rows(new_events, bodies)
+        # in place, once the write lock is held: a save that finds it taken costs a BEGIN
+        rows = _event_rows(new_events, bodies) if wait else None
         with self._faults(run.run_id, "saving the run"):
             self._check_file(run.run_id)
             try:
-                with self._write() as conn:
+                with self._write_now(wait) as conn:
+                    if rows is None:
+                        rows = _event_rows(new_events, bodies)
                     creating = lease is not None and lease.new_run  # nobody knows its id yet
                     if lease is not None:
                         self._fence(conn, lease, release, inserting=creating)
@@ -683,6 +728,8 @@ class SqlStore:
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, new_events)
             except IntegrityError:
+                if rows is None or not wait:  # the rare repeat: left to a save that may wait
+                    raise SaveWouldWait("a repeated save") from None
                 with self._write() as conn:  # an identical repeat: append only what is new
                     if lease is not None:  # first, as a save that did not fail does
                         self._fence(conn, lease, release)
