@@ -25,6 +25,11 @@ class LeasesOff:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    @property
+    def saves_in_place(self) -> bool:
+        """As the store's: its saves are made where the store's would be."""
+        return self.inner.saves_in_place
+
     def acquire_lease(self, lease: Lease, *, replacing: str | None = None) -> str | None:
         return None
 

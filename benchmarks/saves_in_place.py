@@ -9,6 +9,7 @@ more puts runs side by side, whose saves then meet each other's write lock now a
     PYTHONPATH=src .venv/bin/python benchmarks/saves_in_place.py
     PYTHONPATH=src .venv/bin/python benchmarks/saves_in_place.py --sync normal --in-flight 20
     PYTHONPATH=src .venv/bin/python benchmarks/saves_in_place.py --in-flight 20 --sessions 50
+    PYTHONPATH=src .venv/bin/python benchmarks/saves_in_place.py --log   # as corral serve runs
 """
 
 from __future__ import annotations
@@ -46,17 +47,19 @@ def _store(db: Path, sync: str) -> SqlStore:
 
 
 async def _measure(
-    in_place: bool, tasks: int, in_flight: int, sync: str, sessions: int
+    in_place: bool, tasks: int, in_flight: int, sync: str, sessions: int, log: bool
 ) -> tuple[float, float]:
     """CPU and wall µs per task, after 20 warm-up tasks, on a new file.
 
     ``sessions``: runs take turns over that many sessions (each run's end then updates its
-    session, a write of its own, in a store thread); 0: no sessions.
+    session, a write of its own, in a store thread); 0: no sessions. ``log``: the runtime
+    keeps a JSONL log as ``corral run`` and ``corral serve`` do (exported in a thread).
     """
     with tempfile.TemporaryDirectory() as folder:
         store = _store(Path(folder) / "bench.db", sync)
         store.saves_in_place = in_place
-        runtime = Runtime(agent(0.0, DAG), store)
+        logs = Path(folder) / "logs" if log else None
+        runtime = Runtime(agent(0.0, DAG), store, log_dir=logs)
         for _ in range(20):
             await runtime.start("go")
         gate = asyncio.Semaphore(in_flight)
@@ -83,18 +86,19 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=1, help="runs side by side")
     parser.add_argument("--sync", choices=("off", "normal"), default="off")
     parser.add_argument("--sessions", type=int, default=0, help="sessions the runs share")
+    parser.add_argument("--log", action="store_true", help="a JSONL log, as the CLI keeps")
     args = parser.parse_args()
     results: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
     for round_ in range(args.rounds):
         order = MODES if round_ % 2 == 0 else MODES[::-1]
         for mode in order:
-            measured = asyncio.run(
-                _measure(mode == "in place", args.tasks, args.in_flight, args.sync, args.sessions)
-            )
+            shape = (args.tasks, args.in_flight, args.sync, args.sessions, args.log)
+            measured = asyncio.run(_measure(mode == "in place", *shape))
             results[mode].append(measured)
     print(
         f"workload C: {args.tasks} runs x {args.rounds} rounds, {args.in_flight} in flight, "
-        f"synchronous={args.sync.upper()}, {args.sessions or 'no'} sessions; median per run\n"
+        f"synchronous={args.sync.upper()}, {args.sessions or 'no'} sessions, "
+        f"{'a' if args.log else 'no'} log; median per run\n"
     )
     print("| save | CPU per run | wall per run | CPU vs baseline |\n|---|---|---|---|")
     base = statistics.median(cpu for cpu, _ in results[MODES[0]])

@@ -349,6 +349,8 @@ class Runtime:
         self.concurrent_steps = concurrent_steps
         self.save_retry_s = save_retry_s
         self._store_threads: ThreadPoolExecutor | None = None
+        self._in_place: bool | None = None
+        """Whether the store's class offers saves in place (``_can_save_in_place``), once asked."""
         self._saving: dict[str, set[Future[Any]]] = {}
         """Run id -> its saves in the store's threads (a blocking store's): a stopped
         drive may have given up waiting for one, and its lease is released after them."""
@@ -1372,8 +1374,8 @@ class Runtime:
     ) -> None:
         """``_write`` in a store thread, or made here when the store can without waiting.
 
-        In place only when nothing is exported after it (a log, spans): those read the
-        run back and may do network I/O, which belongs in a thread.
+        What is exported after a save made here (a log, spans) is exported in a thread:
+        it reads the run back, writes a file, and may do network I/O.
 
         A save that finds a lock taken tries again in place, after a pause that doubles,
         for up to ``IN_PLACE_PATIENCE_S``; then a thread waits for the lock. Handing it
@@ -1382,9 +1384,9 @@ class Runtime:
         paying for its rows twice (measured: 20 runs in flight, 1.2× the CPU of all
         saves in threads).
         """
-        exports = self.log is not None or (release and self.tracer is not None)
-        # an attribute read, not isinstance: a protocol's check costs microseconds a save
-        if getattr(self.store, "saves_in_place", False) is True and not exports:
+        if self._in_place is None:
+            self._in_place = _can_save_in_place(self.store)
+        if self._in_place and getattr(self.store, "saves_in_place", False) is True:
             store = cast(SavesInPlace, self.store)
             pause, waited = IN_PLACE_FIRST_PAUSE_S, 0.0
             while True:
@@ -1397,6 +1399,8 @@ class Runtime:
                     waited, pause = waited + pause, pause * 2
                 else:
                     self.faults.hit("after_commit")
+                    if self.log is not None or (release and self.tracer is not None):
+                        await self._io(self._export, record, release, saving=record.run_id)
                     return
         await self._io(self._write, record, events, handoff, lease, release, saving=record.run_id)
 
@@ -1410,6 +1414,10 @@ class Runtime:
     ) -> None:
         self.store.save(record, events, handoff, lease=lease, release=release)
         self.faults.hit("after_commit")
+        self._export(record, release)
+
+    def _export(self, record: RunRecord, release: bool) -> None:
+        """After a save: the run's log file, and its spans once it paused or ended."""
         tracer = self.tracer if release else None  # paused or ended: export spans
         if self.log is None and tracer is None:
             return
@@ -1447,6 +1455,23 @@ class Runtime:
         else:
             self.store.save_session(merge(self.store.get_session(state.session_id, now)))
         return merged[-1].open_run_id
+
+
+def _can_save_in_place(store: Store) -> bool:
+    """Whether ``store``'s class offers saves in place (``SavesInPlace``): asked once.
+
+    Declared on its class, with a ``save`` that names ``wait``: a wrapper that hands
+    unknown attributes to the store it wraps (``__getattr__``) answers ``saves_in_place``
+    for a ``save`` of its own, and a subclass may override ``save`` without ``wait`` (or
+    pass it on through ``**kwargs`` to code that may block). Those save in a thread.
+    """
+    cls = type(store)
+    if getattr(cls, "saves_in_place", None) is None:
+        return False
+    try:
+        return "wait" in inspect.signature(cls.save).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin, a C type)
+        return False
 
 
 def _spoken(session: SessionRecord | None) -> Language | None:

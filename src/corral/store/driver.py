@@ -245,7 +245,7 @@ def run(conn: Connection, sql: str, params: Any = (), *, many: bool = False) -> 
     if dispatch.before_cursor_execute or dispatch.after_cursor_execute:
         return conn.exec_driver_sql(sql, params)
     dialect = engine.dialect
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         if many:
             cursor.executemany(sql, params)

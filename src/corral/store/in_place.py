@@ -8,9 +8,13 @@ machine (the hop, and the run's events read on another core; ``docs/performance.
 So a save is first tried here, on one connection kept for it, where it cannot wait:
 
 - the connection's busy timeout is 0: a write lock held by anyone (another process, a
-  store thread of this one) fails ``BEGIN IMMEDIATE`` at once, and the save goes to a
-  thread, which waits for the lock as before;
-- one thread at a time uses the connection; another finds it taken and goes to a thread;
+  store thread of this one) fails ``BEGIN IMMEDIATE`` at once (``SaveWouldWait``); the
+  runtime tries again in place for a moment, then a thread waits for the lock as before;
+- one thread at a time uses the connection; another finds it taken, as a lock;
+- the connection is opened by a save that may wait (in a store thread: a full pool makes
+  its checkout wait), then detached from the pool: it holds no slot, and its settings never
+  reach another user of the pool. ``engine.dispose()`` closes it; a file whose commits
+  sync (``synchronous=FULL``) or that is not in WAL mode is never written in place;
 - it never checkpoints the WAL (``wal_autocheckpoint=0``): a checkpoint writes up to a
   thousand pages and syncs the file. After every ``CHECKPOINT_EVERY`` writes, a thread of
   its own runs a passive checkpoint, which takes no write lock (writes go on meanwhile),
@@ -27,8 +31,9 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import cast
 
-from sqlalchemy import Connection, Engine, RootTransaction
+from sqlalchemy import Connection, Engine, RootTransaction, event
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from corral.store.base import SaveWouldWait
@@ -38,6 +43,8 @@ CHECKPOINT_EVERY = 32
 writes ~15 pages; SQLite's own default checkpoints at 1 000)."""
 
 _WOULD_WAIT = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+_NORMAL = 1
+"""``PRAGMA synchronous``: OFF 0 and NORMAL 1 sync no commit in WAL mode; FULL 2 does."""
 
 
 def would_wait(exc: DBAPIError) -> bool:
@@ -49,14 +56,27 @@ def would_wait(exc: DBAPIError) -> bool:
 class InPlaceWrites:
     """One SQLite connection kept for write transactions that must not wait."""
 
-    def __init__(self, engine: Engine, begin: Callable[[Connection], RootTransaction]) -> None:
-        """``begin``: starts the store's write transaction (``BEGIN IMMEDIATE``) on a connection."""
+    def __init__(
+        self,
+        engine: Engine,
+        begin: Callable[[Connection], RootTransaction],
+        still_ours: Callable[[], bool],
+    ) -> None:
+        """``begin``: starts the store's write transaction (``BEGIN IMMEDIATE``).
+
+        ``still_ours``: whether the store's file is the one it opened (a checkpoint of a
+        deleted file would make a new, empty one).
+        """
         self._engine = engine
         self._begin = begin
+        self._still_ours = still_ours
         self._lock = threading.Lock()
         self._connection: Connection | None = None
+        self.usable = True
+        """False once the file proved unfit: not in WAL mode, or syncing every commit."""
         self._made = 0
         self._checkpointing: threading.Thread | None = None
+        event.listen(engine, "engine_disposed", self._disposed)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -64,12 +84,15 @@ class InPlaceWrites:
 
         A lock refused anywhere in it (its BEGIN, a statement, its COMMIT) rolls it back
         and raises ``SaveWouldWait``; any other failure is raised, and the connection is
-        closed so that the next one starts clean.
+        closed so that the next one starts clean. Until a store thread has opened the
+        connection (``prepare``), it is ``SaveWouldWait`` too: opening one may wait.
         """
         if not self._lock.acquire(blocking=False):
             raise SaveWouldWait("another thread is writing on the kept connection", locked=True)
         try:
-            connection = self._connection or self._open()
+            connection = self._connection
+            if connection is None:
+                raise SaveWouldWait("no kept connection yet: a store thread opens it")
             try:
                 with self._begin(connection):
                     yield connection
@@ -91,6 +114,38 @@ class InPlaceWrites:
         finally:
             self._lock.release()
 
+    def prepare(self) -> None:
+        """Open the kept connection, from a thread that may wait for it (a store thread).
+
+        Taken from the pool (its checkout may wait: the pool full) and then detached: it
+        holds no slot of the pool, and never goes back to it with this one's settings.
+        """
+        if self._connection is not None or not self.usable:
+            return
+        with self._lock:
+            if self._connection is None and self.usable:
+                self._open()
+
+    def _open(self) -> None:
+        connection = self._engine.connect()
+        try:
+            connection.detach()
+            # on the driver's connection (autocommit): no transaction, nobody's listener
+            raw = cast(sqlite3.Connection, connection.connection.dbapi_connection)
+            mode = raw.execute("PRAGMA journal_mode").fetchone()[0]
+            sync = raw.execute("PRAGMA synchronous").fetchone()[0]
+            if mode != "wal" or sync > _NORMAL:
+                # each commit would sync the file (or write a rollback journal): not here
+                self.usable = False
+                connection.close()
+                return
+            raw.execute("PRAGMA busy_timeout=0")
+            raw.execute("PRAGMA wal_autocheckpoint=0")
+        except BaseException:
+            connection.close()
+            raise
+        self._connection = connection
+
     def _checkpoint_soon(self) -> None:
         """Start a passive checkpoint in a thread, unless the last one is still running."""
         if self._checkpointing is not None and self._checkpointing.is_alive():
@@ -107,35 +162,24 @@ class InPlaceWrites:
         next one (a store closed meanwhile, a full disk the next write reports).
         """
         try:
-            raw = self._engine.raw_connection()
+            if not self._still_ours():
+                return
+            pooled = self._engine.raw_connection()
             try:
-                raw.driver_connection.execute("PRAGMA wal_checkpoint(PASSIVE)")  # type: ignore[union-attr]
+                raw = cast(sqlite3.Connection, pooled.dbapi_connection)
+                raw.execute("PRAGMA wal_checkpoint(PASSIVE)")
             finally:
-                raw.close()
+                pooled.close()
         except Exception:  # best effort: the next one tries again
             pass
 
-    def _open(self) -> Connection:
-        connection = self._engine.connect()
-        try:
-            connection.exec_driver_sql("PRAGMA busy_timeout=0")
-            connection.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
-            connection.commit()
-        except BaseException:
-            connection.invalidate()
-            connection.close()
-            raise
-        self._connection = connection
-        return connection
-
     def _close(self) -> None:
-        """Close the kept connection (not back to the pool: its pragmas are this one's)."""
+        """Close the kept connection (detached: closed, not put back in the pool)."""
         connection, self._connection = self._connection, None
         if connection is not None:
-            connection.invalidate()
             connection.close()
 
-    def close(self) -> None:
-        """Close the kept connection, when no write holds it (a later write opens another)."""
+    def _disposed(self, _engine: Engine) -> None:
+        """``engine.dispose()`` closes every connection: the kept one too (reopened on use)."""
         with self._lock:
             self._close()

@@ -421,7 +421,9 @@ class SqlStore:
         # or per-thread pool would share it with everyone, or be another database)
         pooled = isinstance(engine.pool, (QueuePool, NullPool))
         self._in_place = (
-            InPlaceWrites(engine, self._begin_write) if self._sqlite and pooled else None
+            InPlaceWrites(engine, self._begin_write, self._still_ours)
+            if self._sqlite and pooled
+            else None
         )
         """The connection kept for saves made on the caller's thread (``in_place``)."""
         self._in_place_allowed = True
@@ -441,7 +443,13 @@ class SqlStore:
 
         True for a writable SQLite file; set it to False to make every save in a thread.
         """
-        return self._in_place is not None and self._in_place_allowed and not self.read_only
+        in_place = self._in_place
+        return (
+            in_place is not None
+            and in_place.usable
+            and self._in_place_allowed
+            and not self.read_only
+        )
 
     @saves_in_place.setter
     def saves_in_place(self, allowed: bool) -> None:
@@ -527,9 +535,13 @@ class SqlStore:
             return None
         return stat.st_dev, stat.st_ino
 
+    def _still_ours(self) -> bool:
+        """Whether the file at ``path`` is the one this store opened."""
+        return self._file_identity() == self._identity
+
     def _check_file(self, run_id: str | None) -> None:
         """A SQLite file deleted or replaced while open would swallow writes: refuse."""
-        if self.path is not None and self._file_identity() != self._identity:
+        if self.path is not None and not self._still_ours():
             raise StoreUnavailableError(
                 f"the database {self.path} was removed or replaced while in use",
                 run_id=run_id,
@@ -744,6 +756,8 @@ class SqlStore:
                     self._project(conn, run, [e for e in new_events if e.seq in missing])
             self._check_file(run.run_id)
         self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
+        if wait and self._in_place is not None and self._in_place_allowed:
+            self._in_place.prepare()  # here, where waiting is allowed: the next saves use it
 
     def _take_messages(self, conn: Connection, run: RunRecord, new_events: Sequence[Event]) -> None:
         """Keep the message ids ``new_events`` hold (``MessageLog``), or raise.
