@@ -7,9 +7,11 @@ in place for a moment, or makes it in a store thread (``corral.store.in_place``)
 from __future__ import annotations
 
 import asyncio
+import gc
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -314,3 +316,44 @@ async def test_stores_whose_save_does_not_name_wait_save_in_a_thread(tmp_path: P
     summary = await Runtime(two_steps(), audited, effects=FixedEffects()).start("go")
     assert summary.status.value == "finished"  # before: TypeError, the run failed
     assert inserts and threading.get_ident() not in inserts
+
+
+def test_a_save_never_fails_after_its_commit_for_the_kept_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the kept connection comes after the commit: a failure there is not the save's."""
+    store = SqlStore.open(tmp_path / "corral.db")
+    assert store._in_place is not None
+
+    def no_more_files(self: Any) -> None:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(type(store._in_place), "_open", no_more_files)
+    rid = run_id()
+    store.save(record(rid), events(rid, 1, 2))  # before: the save raised, though stored
+    assert [e.seq for e in store.load_events(rid)] == [1, 2]
+    with pytest.raises(SaveWouldWait) as refused:  # in threads until a later try opens it
+        store.save(record(rid), events(rid, 3, 1), wait=False)
+    assert not refused.value.locked
+    monkeypatch.undo()
+    ready(store)
+    store.save(record(rid), events(rid, 3, 1), wait=False)
+    assert [e.seq for e in store.load_events(rid)] == [1, 2, 3]
+
+
+def test_stores_on_a_shared_engine_leave_nothing_behind_on_it(tmp_path: Path) -> None:
+    """A store made per request on one engine: its kept connection goes with it."""
+    engine = create_engine(sqlite_url(tmp_path / "corral.db"))
+    SqlStore(engine, path=tmp_path / "corral.db")  # creates the schema
+    gc.collect()
+    listeners = len(engine.dispatch.engine_disposed)
+    kept = []
+    for _ in range(5):
+        store = ready(SqlStore(engine, path=tmp_path / "corral.db"))
+        assert store._in_place is not None and store._in_place._connection is not None
+        kept.append(weakref.ref(store._in_place))
+        del store
+    gc.collect()
+    assert all(ref() is None for ref in kept)
+    assert len(engine.dispatch.engine_disposed) == listeners
+    engine.dispose()

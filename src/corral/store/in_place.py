@@ -22,15 +22,18 @@ So a save is first tried here, on one connection kept for it, where it cannot wa
   lock there, waiting for the GIL while the loop was busy: the saves beside it waited.)
 
 With ``synchronous=NORMAL`` in WAL mode, what is left on the caller's thread is the save's
-own CPU and the commit's ``write`` calls into the OS cache: no fsync, no wait.
+own CPU and the commit's ``write`` calls into the OS cache: no fsync, no wait. (WAL needs
+a local file system, so the ``stat`` calls that check the file are local too.)
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from functools import partial
 from typing import cast
 
 from sqlalchemy import Connection, Engine, RootTransaction, event
@@ -76,7 +79,10 @@ class InPlaceWrites:
         """False once the file proved unfit: not in WAL mode, or syncing every commit."""
         self._made = 0
         self._checkpointing: threading.Thread | None = None
-        event.listen(engine, "engine_disposed", self._disposed)
+        # the engine may outlive this (stores on a shared engine): it holds a weak reference
+        listener = partial(_on_dispose, weakref.ref(self))
+        event.listen(engine, "engine_disposed", listener)
+        weakref.finalize(self, _forget_listener, engine, listener)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -119,14 +125,23 @@ class InPlaceWrites:
 
         Taken from the pool (its checkout may wait: the pool full) and then detached: it
         holds no slot of the pool, and never goes back to it with this one's settings.
+        Called after a save has committed, so it never fails: a connection that cannot
+        be opened now leaves the saves in threads, and the next save tries again.
         """
         if self._connection is not None or not self.usable:
             return
+        try:
+            connection = self._open()  # outside the lock: a checkout may wait
+        except Exception:
+            return
         with self._lock:
-            if self._connection is None and self.usable:
-                self._open()
+            if self._connection is None and self.usable and connection is not None:
+                self._connection, connection = connection, None
+        if connection is not None:  # another thread was first
+            connection.close()
 
-    def _open(self) -> None:
+    def _open(self) -> Connection | None:
+        """A detached connection set for writes in place; None when the file is unfit."""
         connection = self._engine.connect()
         try:
             connection.detach()
@@ -138,13 +153,13 @@ class InPlaceWrites:
                 # each commit would sync the file (or write a rollback journal): not here
                 self.usable = False
                 connection.close()
-                return
+                return None
             raw.execute("PRAGMA busy_timeout=0")
             raw.execute("PRAGMA wal_autocheckpoint=0")
         except BaseException:
             connection.close()
             raise
-        self._connection = connection
+        return connection
 
     def _checkpoint_soon(self) -> None:
         """Start a passive checkpoint in a thread, unless the last one is still running."""
@@ -183,3 +198,16 @@ class InPlaceWrites:
         """``engine.dispose()`` closes every connection: the kept one too (reopened on use)."""
         with self._lock:
             self._close()
+
+
+def _on_dispose(kept: weakref.ref[InPlaceWrites], _engine: Engine) -> None:
+    """``engine_disposed``: close the kept connection of writes still alive."""
+    writes = kept()
+    if writes is not None:
+        writes._disposed(_engine)
+
+
+def _forget_listener(engine: Engine, listener: Callable[[Engine], None]) -> None:
+    """Once the writes are gone, their listener leaves the engine too."""
+    with suppress(Exception):  # the engine's registry may be gone first, at exit
+        event.remove(engine, "engine_disposed", listener)
