@@ -95,8 +95,6 @@ class HeldSave(Holds, MemoryStore):
 class HeldSqlSave(Holds, SqlStore):
     """On a SQLite file: a new run's first save inserts the lease with the run."""
 
-    saves_in_place = False  # its saves wait in their thread, as a busy store's do
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         SqlStore.__init__(self, *args, **kwargs)
         self.held()
@@ -205,8 +203,6 @@ async def free_then_resumed(store: Any, run_id: str, agent: Agent, entered: list
 
 class TwoHeldSaves(SqlStore):
     """A SQLite store whose first two saves block in their threads until ``go``."""
-
-    saves_in_place = False  # its saves wait in their thread, as a busy store's do
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -2,8 +2,8 @@
 
 The runtime hands a blocking store's calls to threads, so that a lock held by another
 process never stalls the event loop. For a SQLite save that costs more than the save: a
-5-step run's save took ~600 µs more CPU through a thread than made in place, on a 2-core
-machine (the hop, and the run's events read on another core; ``docs/performance.md``).
+5-step run cost 1.15 to 1.7× the CPU with its save in a thread, on a 2-core machine (the
+hop, and the run's events read on another core; ``docs/performance.md``).
 
 So a save is first tried here, on one connection kept for it, where it cannot wait:
 
