@@ -8,7 +8,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from corral import Agent, Runtime, SqlStore
+from corral.observe.logs import JsonlLog
 from corral.observe.trace_ids import corral_trace_id
+from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli
 
@@ -131,3 +134,29 @@ def test_the_file_is_exactly_what_traces_read_from_the_store(tmp_path: Path) -> 
     assert re.fullmatch(r"[0-9a-f]{32}", otel_id)
     assert corral_trace_id(otel_id) == paused["trace_id"]
     assert written == corral_cli(tmp_path, "traces", paused["run_id"], "--json").stdout
+
+
+async def test_a_log_written_from_a_runs_first_save_is_the_one_the_store_gives(
+    aftersales: Agent, tmp_path: Path
+) -> None:
+    """A run's first save holds the whole run: its log is written from those events, not
+    read back. Byte for byte what the store's events give, redaction included (a phone
+    number), for runs that end, pause for a confirmation and go on, and hand off."""
+    store = SqlStore.open(tmp_path / "corral.db")
+    logs = tmp_path / "logs"
+    runtime = Runtime(aftersales, store, effects=FixedEffects(), log_dir=logs)
+    messages = [
+        EXCHANGE,  # pauses for a confirmation: one save, then the resume's
+        "我的订单 HD20250920 到哪了？电话 13812345678",
+        "我要投诉你们的客服，太差了",
+        "hello",
+    ]
+    runs = [await runtime.start(message) for message in messages]
+    resumed = await runtime.resume(runs[0].run_id, approve=True)
+    assert resumed.status.value == "finished"
+    rebuilt = JsonlLog(tmp_path / "rebuilt")
+    for summary in runs:
+        written = (logs / f"{summary.run_id}.jsonl").read_bytes()
+        path = rebuilt.export(store, summary.run_id)
+        assert path is not None and path.read_bytes() == written
+    assert b"13812345678" not in (logs / f"{runs[1].run_id}.jsonl").read_bytes()
