@@ -82,7 +82,11 @@ def test_a_limited_tool_called_from_two_workers_never_exceeds_its_limit(tmp_path
         pool.env["FLEET_DIR"] = str(box)
         pool.start("w-1", agent)
         pool.start("w-2", agent)
-        ready = names.tool_queue("quotes", "quote")  # each logs the queues it listens to
+        # each says so once its queues are declared (DBOS logs only the one that inserts a
+        # queue: waiting for DBOS's line timed out when the other worker declared it first)
+        ready = f"ready, listening to {names.agent_queue('quotes')}, " + names.tool_queue(
+            "quotes", "quote"
+        )
         until(lambda: all(ready in pool.log(w) for w in ("w-1", "w-2")), "both workers", 90)
         with RunQueue(pool.store_url) as queue:
             runs = [queue.start("quotes", f"quote A{i}") for i in range(RUNS)]

@@ -107,6 +107,9 @@ def worker(
             on_stop=lambda: exit_within(
                 "corral worker", shutdown_grace + stop_timeout + STOP_MARGIN_S, main_too=True
             ),
+            on_ready=lambda queues: err_console.print(
+                f"corral worker {chosen}: ready, listening to {', '.join(queues)}"
+            ),
         )
     except BaseException:  # its stop failed: the process still ends, with the error's code
         exit_within("corral worker", stop_timeout, code=2)

@@ -88,6 +88,8 @@ class Worker:
     liveness: Liveness | None = None
     on_stop: Callable[[], object] | None = None
     """Called as the stop begins (``corral worker`` bounds the whole stop from there)."""
+    queues: list[str] = field(default_factory=list)
+    """The queues it takes work from, once launched: each agent's, each limited tool's."""
 
     def launch(self) -> None:
         """Open the store, make each agent's runtime, register the workflow, launch DBOS.
@@ -141,7 +143,8 @@ class Worker:
         DBOS(config=dbos_config(self.store_url, self.executor_id))  # type: ignore[arg-type]
         register(self.runtimes)
         permits.register()
-        DBOS.listen_queues([*(names.agent_queue(name) for name in self.runtimes), *permits.limits])
+        self.queues = [*(names.agent_queue(name) for name in self.runtimes), *permits.limits]
+        DBOS.listen_queues(self.queues)
         DBOS.launch()
         declare_queues(self.runtimes)
         permits.declare()
@@ -206,11 +209,14 @@ def run_worker(
     takeover_poll_s: float = 1.0,
     grace_s: float = SHUTDOWN_GRACE_S,
     on_stop: Callable[[], object] | None = None,
+    on_ready: Callable[[Sequence[str]], object] | None = None,
 ) -> None:
     """Run a worker for ``agents`` on ``store_url`` (PostgreSQL) until SIGTERM or SIGINT.
 
     ``grace_s``: how long the drives in flight then get to end (``Worker.stop``);
-    ``on_stop``: called as the stop begins.
+    ``on_stop``: called as the stop begins; ``on_ready``: with the queues it listens to,
+    once they are all declared (DBOS logs a queue only when it inserts it: a queue another
+    worker declared first is not in this one's log).
     """
     worker = Worker(
         store_url,
@@ -222,6 +228,8 @@ def run_worker(
         on_stop=on_stop,
     )
     worker.launch()
+    if on_ready is not None:
+        on_ready(worker.queues)
     try:
         worker.wait()
     finally:
