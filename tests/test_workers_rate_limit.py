@@ -80,6 +80,7 @@ def test_a_limited_tool_called_from_two_workers_never_exceeds_its_limit(tmp_path
     agent = write_agent(tmp_path / "quotes", AGENT_YAML, TOOLS_PY)
     with worker_pool(tmp_path) as pool:
         pool.env["FLEET_DIR"] = str(box)
+        pool.env["COLUMNS"] = "40"  # a narrow log: the ready line must not be wrapped
         pool.start("w-1", agent)
         pool.start("w-2", agent)
         # each says so once its queues are declared (DBOS logs only the one that inserts a

@@ -107,8 +107,9 @@ def worker(
             on_stop=lambda: exit_within(
                 "corral worker", shutdown_grace + stop_timeout + STOP_MARGIN_S, main_too=True
             ),
-            on_ready=lambda queues: err_console.print(
-                f"corral worker {chosen}: ready, listening to {', '.join(queues)}"
+            on_ready=lambda queues: err_console.print(  # one line, however long: for grep
+                f"corral worker {chosen}: ready, listening to {', '.join(queues)}",
+                soft_wrap=True,
             ),
         )
     except BaseException:  # its stop failed: the process still ends, with the error's code
