@@ -1399,7 +1399,7 @@ class Runtime:
                     waited, pause = waited + pause, pause * 2
                 else:
                     self.faults.hit("after_commit")
-                    if self.log is not None or (release and self.tracer is not None):
+                    if self._exports(release):  # else no hop to a thread for nothing
                         await self._io(self._export, record, events, release, saving=record.run_id)
                     return
         await self._io(self._write, record, events, handoff, lease, release, saving=record.run_id)
@@ -1416,6 +1416,10 @@ class Runtime:
         self.faults.hit("after_commit")
         self._export(record, events, release)
 
+    def _exports(self, release: bool) -> bool:
+        """Whether a save exports anything: a log, or spans once the drive paused or ended."""
+        return self.log is not None or (release and self.tracer is not None)
+
     def _export(self, record: RunRecord, saved: list[Event], release: bool) -> None:
         """After a save of ``saved``: the run's log file, and its spans once it paused or ended.
 
@@ -1423,9 +1427,9 @@ class Runtime:
         from those events rather than read back (the read was half of the log's cost: a
         5-step run ~1 ms); spans are still made from the stored events.
         """
-        tracer = self.tracer if release else None  # paused or ended: export spans
-        if self.log is None and tracer is None:
+        if not self._exports(release):
             return
+        tracer = self.tracer if release else None  # paused or ended: export spans
         if saved and saved[0].seq == 1 and tracer is None:
             stored = saved  # the run's first save: nothing earlier to read back
         else:
