@@ -38,10 +38,12 @@ from corral.contracts import (
     Verdict,
 )
 from corral.errors import StoreCorruptError
+from corral.records import fast_init
 
 JsonDict = dict[str, Any]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     """A run began: who runs it, for which session, when the message arrived."""
@@ -70,6 +72,7 @@ class RunStarted:
     run started: its replay starts from the same health, so it picks the same tools."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class UserMessage:
     """The message that started the run."""
@@ -81,6 +84,7 @@ class UserMessage:
     once per session, so a retried request is answered, not handled again."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StatusChanged:
     """A move of the run's state machine; ``active_s``: time run before a pause."""
@@ -92,6 +96,7 @@ class StatusChanged:
     active_s: float = 0.0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class IntentClassified:
     """What the intent layer understood of a message."""
@@ -102,6 +107,7 @@ class IntentClassified:
     duration_ms: float = 0.0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EntitiesMerged:
     """Entities that entered the run (``replaced``: the values they overrode)."""
@@ -112,6 +118,7 @@ class EntitiesMerged:
     replaced: JsonDict = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Routed:
     """The router's decision."""
@@ -120,6 +127,7 @@ class Routed:
     decision: RouteDecision
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PlanCreated:
     """The plan the run follows; a replan keeps the steps in ``kept``."""
@@ -131,6 +139,7 @@ class PlanCreated:
     failure: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class PlanRejected:
     """A plan that did not validate."""
@@ -140,6 +149,7 @@ class PlanRejected:
     plan: JsonDict | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StepStarted:
     """A step was admitted with these arguments (``None``: they could not be bound)."""
@@ -150,6 +160,7 @@ class StepStarted:
     args: JsonDict | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolRewritten:
     """A declared rewrite sent the call to another tool."""
@@ -162,6 +173,7 @@ class ToolRewritten:
     args: JsonDict = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolSelected:
     """A tool chosen for a step, recorded when the choice says something.
@@ -187,6 +199,7 @@ class ToolSelected:
     ``observed_calls`` is above zero, else the declared latency) and ``cost``."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolAttempt:
     """One call of a tool: its outcome, and its output (stored here, and only here)."""
@@ -210,6 +223,7 @@ class ToolAttempt:
     settling after it, which the budget stopped, left the step running)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StepFinished:
     """A step's end: its status, its result, and the verdict on it when that says something.
@@ -239,6 +253,7 @@ class StepFinished:
     written before it have a ``tool_attempt`` for every attempt."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StepSkipped:
     """A business rule (or a declined confirmation) skipped the step."""
@@ -250,6 +265,7 @@ class StepSkipped:
     template: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StepBlocked:
     """A step that cannot run because a dependency did not succeed."""
@@ -260,6 +276,7 @@ class StepBlocked:
     code: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutcomeReconciled:
     """A write of unknown outcome, settled by its reconciler."""
@@ -272,6 +289,7 @@ class OutcomeReconciled:
     reason: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Verified:
     """A business rule's verdict before a step, or one judged on a step that never ran.
@@ -285,6 +303,7 @@ class Verified:
     verdict: Verdict
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FactWritten:
     """A fact entered memory."""
@@ -296,6 +315,7 @@ class FactWritten:
     origin: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FactRejected:
     """A fact refused: a value of higher priority is already known."""
@@ -308,6 +328,7 @@ class FactRejected:
     reason: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConfirmationRequested:
     """The run paused for a person's approval of a step."""
@@ -324,6 +345,7 @@ class ConfirmationRequested:
     written before approvals were bound to their call (a yes there stands for the step)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConfirmationGiven:
     """The person's answer to a confirmation."""
@@ -333,6 +355,7 @@ class ConfirmationGiven:
     approved: bool
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class QuestionAsked:
     """The run paused for an answer (``slot``: the entity asked for; none: clarify)."""
@@ -342,6 +365,7 @@ class QuestionAsked:
     slot: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class UserAnswered:
     """The user's answer to a question."""
@@ -356,6 +380,7 @@ class UserAnswered:
     """As ``UserMessage.message_id``: the session message that gave the answer."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LoopDetected:
     """The loop guard stopped the run."""
@@ -365,6 +390,7 @@ class LoopDetected:
     step_id: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BudgetExceeded:
     """A budget ran out."""
@@ -374,6 +400,7 @@ class BudgetExceeded:
     step_id: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelCall:
     """One attempt at a model: enough to replay it, its cost, and how it ended."""
@@ -403,6 +430,7 @@ class ModelCall:
     negotiation: Any = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EntityRejected:
     """An entity the model extracted that did not hold up."""
@@ -413,6 +441,7 @@ class EntityRejected:
     value: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     """What the user was told, and the template it came from."""
@@ -422,6 +451,7 @@ class Reply:
     template: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HandedOff:
     """The run went to a person, with everything they need."""
@@ -430,6 +460,7 @@ class HandedOff:
     packet: HandoffPacket
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     """The run ended."""
@@ -441,6 +472,7 @@ class RunFinished:
     active_s: float = 0.0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NeedReplanSignal:
     """Verify raised ``need_replan``: a step's result failed its check.
@@ -454,6 +486,7 @@ class NeedReplanSignal:
     outcome: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NeedClarificationSignal:
     """Planning raised ``need_clarification``; ``outcome``: ``ask`` or ``handoff``."""
@@ -463,6 +496,7 @@ class NeedClarificationSignal:
     outcome: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolTimeoutSignal:
     """The executor raised ``tool_timeout``: an attempt did not answer in time.
@@ -477,6 +511,7 @@ class ToolTimeoutSignal:
     next_tool: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BudgetLowSignal:
     """The decision layer raised ``budget_low``: little of a budget is left.
@@ -542,6 +577,7 @@ def signal_brief(payload: SignalPayload) -> SignalBrief:
     return SignalBrief(kind=payload.kind.value, outcome=outcome, reason=reason, step_id=step_id)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Opaque:
     """The payload of a kind no longer written (``stage_started``...): kept as it was."""

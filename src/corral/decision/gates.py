@@ -35,6 +35,7 @@ from corral.errors import ErrorCode
 from corral.events import Payload, StepFinished, StepSkipped
 from corral.hashing import canonical_json, stable_hash
 from corral.planning.validate import CompiledStep
+from corral.records import fast_init
 from corral.tools.invoke import failed_result
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
@@ -42,6 +43,7 @@ from corral.verify.loop_guard import LoopGuard
 from corral.verify.rules import CompiledRule
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """What a step would run: the tool and the arguments decided so far.
@@ -63,6 +65,7 @@ class Proposal:
         return self.step.step.id
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Refuse:
     """The step fails before its tool is entered, with this code and reason.
@@ -76,6 +79,7 @@ class Refuse:
     stop: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Skip:
     """The step is skipped on purpose; ``template`` is the reply that explains why."""
@@ -85,11 +89,13 @@ class Skip:
     template: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Hold:
     """The step does not start now: it awaits a person (the gate asked, or will)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Stop:
     """The run stops scheduling before this step, which stays pending (budget spent)."""

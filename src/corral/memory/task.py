@@ -13,6 +13,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from corral.records import fast_init
+
 
 class FactSource(StrEnum):
     """Where a fact came from. The order of priority is user > tool > model."""
@@ -27,6 +29,7 @@ class FactSource(StrEnum):
         return {"user": 3, "tool": 2, "model": 1}[self.value]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Fact:
     """One known value, with where it came from."""
@@ -43,6 +46,7 @@ NO_FACTS: Mapping[str, Fact] = MappingProxyType({})
 (a proxy per run would be one more object the garbage collector walks while it runs)."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TaskMemory:
     """What one run knows. Each layer reads only the slice it needs."""
