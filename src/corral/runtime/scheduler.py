@@ -161,6 +161,15 @@ class _Wake:
             self.waiter = None
 
 
+def _named(candidates: list[ToolSpec], name: str) -> list[ToolSpec]:
+    """The candidates called ``name``.
+
+    Its own function: a comprehension in ``_execute`` reading a local of it would make
+    that local a cell, one more object for the collector in every call in flight.
+    """
+    return [spec for spec in candidates if spec.name == name]
+
+
 class Scheduler:
     """Runs the ready steps of the plan until it is done, blocked, stopped or paused."""
 
@@ -577,7 +586,7 @@ class Scheduler:
             )
         died_in = self.gates.interrupted.get(step.id) if self.gates.interrupted else None
         if died_in is not None:  # entered again on its key: only as the tool it died in
-            candidates = [spec for spec in candidates if spec.name == died_in[0]]
+            candidates = _named(candidates, died_in[0])
         if not candidates:
             reason = "; ".join(f"{name}: {why}" for name, why in excluded.items())
             refused = failed_result(planned.name, ErrorCode.NO_ELIGIBLE_TOOL.value, reason)
