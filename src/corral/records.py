@@ -61,7 +61,9 @@ def fast_init(cls: T) -> T:
         (keyword if item.kw_only else positional).append(param)
     signature = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
     lines = "\n".join(f"    {line}" for line in body) or "    pass"
-    exec(f"def __init__({signature}):\n{lines}\n", namespace)  # built from field names only
+    source = f"def __init__({signature}):\n{lines}\n"  # built from field names only
+    # a file name of its own: a profile tells each record's ``__init__`` from the others
+    exec(compile(source, f"<fast_init {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
