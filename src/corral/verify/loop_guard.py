@@ -20,10 +20,14 @@ def value_key(value: Any) -> object:
     """A key for ``value`` that two values share exactly when their canonical JSON is equal.
 
     A flat dict of text keys and text, whole-number or null values (most tool arguments
-    and many results) is keyed by the set of its items, which costs half of encoding it;
-    anything else by its canonical JSON, unless that JSON reads back as such a flat dict
-    (an enum or a date among the values, say), which is then keyed as that dict is: so a
-    value has one key whichever way it came.
+    and many results) is keyed by its items sorted by name, which costs half of encoding
+    it; anything else by its canonical JSON, unless that JSON reads back as such a flat
+    dict (an enum or a date among the values, say), which is then keyed as that dict is:
+    so a value has one key whichever way it came.
+
+    A tuple of items rather than a set of them: the names differ, so sorting never
+    compares two values, and a tuple of text and numbers is a third of a set's memory and
+    untracked by the garbage collector (a run keeps two keys per step while it runs).
     """
     if type(value) is not dict:
         return canonical_json(value)
@@ -31,7 +35,7 @@ def value_key(value: Any) -> object:
         if type(name) is not str or type(item) not in _SCALARS:
             break
     else:
-        return frozenset(value.items())
+        return tuple(sorted(value.items()))
     text = canonical_json(value)
     for item in value.values():
         if isinstance(item, (dict, list, tuple, float, bool)):  # it cannot read back flat
@@ -40,7 +44,7 @@ def value_key(value: Any) -> object:
     for item in back.values():
         if type(item) not in _SCALARS:
             return text
-    return frozenset(back.items())
+    return tuple(sorted(back.items()))
 
 
 @dataclass
@@ -55,7 +59,8 @@ class LoopGuard:
     """
 
     max_identical_calls: int = 2
-    calls: dict[tuple[str, object], set[str]] = field(default_factory=dict)
+    calls: dict[tuple[str, object], tuple[str, ...]] = field(default_factory=dict)
+    """(tool, arguments' key) -> the steps that made that call, in order (most: one)."""
     states: set[Any] = field(default_factory=set)
     facts_digest: int = 0
     """The XOR of one 64-bit digest per (fact name, value): equal facts, equal digest."""
@@ -68,8 +73,10 @@ class LoopGuard:
         """Record a call; a reason when more than the limit of steps made this exact call."""
         key = value_key(args)
         self.called[id(args)] = (args, key)
-        steps = self.calls.setdefault((tool, key), set())
-        steps.add(step_id)
+        made = (tool, key)
+        steps = self.calls.get(made, ())
+        if step_id not in steps:
+            steps = self.calls[made] = (*steps, step_id)
         if len(steps) > self.max_identical_calls:
             return (
                 f"{tool} was called with the same arguments by {len(steps)} steps "
