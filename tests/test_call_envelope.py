@@ -90,6 +90,23 @@ def test_a_made_envelope_is_the_validated_one_in_every_view(values: dict[str, An
     assert made.ok is validated.ok
 
 
+def test_made_envelopes_share_one_fields_set_that_nothing_changes() -> None:
+    """One set for every made envelope (memory), which copies and dumps never change."""
+    first = ToolResult.made("t", ToolStatus.SUCCESS, {"value": 1}, "", None, None, False, 1, 0.0)
+    second = ToolResult.made("u", ToolStatus.ERROR, None, "x", "E", "x", False, 2, 1.0)
+    assert first.model_fields_set is second.model_fields_set
+    everything = set(ToolResult.model_fields)
+    copied = first.model_copy(update={"attempts": 2})
+    deep = first.model_copy(update={"summary": "s"}, deep=True)
+    restored = pickle.loads(pickle.dumps(first))
+    for other in (copied, deep, restored):
+        assert other.model_fields_set is not first.model_fields_set
+    assert first.model_fields_set == second.model_fields_set == everything
+    assert first.model_dump(exclude_unset=True) == ToolResult(**first.model_dump()).model_dump(
+        exclude_unset=True
+    )
+
+
 def test_a_made_envelope_is_frozen_and_keeps_its_own_copy_of_the_data() -> None:
     data = {"value": 1}
     made = ToolResult.made("t", ToolStatus.SUCCESS, data, "", None, None, False, 1, 0.0)

@@ -171,7 +171,7 @@ class ToolResult(Contract):
                 "duration_ms": duration_ms,
             },
         )
-        _set(result, "__pydantic_fields_set__", set(_TOOL_RESULT_FIELDS))  # its own set
+        _set(result, "__pydantic_fields_set__", _TOOL_RESULT_FIELDS)
         _set(result, "__pydantic_extra__", None)
         _set(result, "__pydantic_private__", None)
         return result
@@ -179,10 +179,17 @@ class ToolResult(Contract):
 
 _new = object.__new__
 _set = object.__setattr__
-_TOOL_RESULT_FIELDS = frozenset(ToolResult.model_fields)
-"""What ``ToolResult.made`` sets, as ``model_construct`` does (a pydantic model's
-``__dict__``, its fields set, no extras, no private values). A frozenset: a set is copied
-from it whole, not built up item by item."""
+_TOOL_RESULT_FIELDS = set(ToolResult.model_fields)
+"""The fields set of every envelope ``ToolResult.made`` makes: all of them were set.
+
+``made`` sets what ``model_construct`` would (a pydantic model's ``__dict__``, its fields
+set, no extras, no private values). One set serves them all: a set of nine names takes
+728 bytes, more than the envelope and its ``__dict__`` together, and a run keeps one
+envelope per call for as long as it runs (a ``MemoryStore`` for as long as it keeps the
+run). Nothing changes it: the model is frozen, and pydantic copies a fields set before
+it adds to it (``model_copy(update=...)``); ``tests/test_call_envelope.py`` holds this.
+A ``set``, not a ``frozenset``: ``model_copy`` calls ``update`` on its copy, and a
+frozenset's copy is itself."""
 
 
 # --------------------------------------------------------------------------- verify
