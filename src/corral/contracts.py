@@ -12,19 +12,58 @@ import importlib
 import warnings
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Language = Literal["zh", "en"]
 IntentSource = Literal["rule", "classifier", "model", "none"]
 JsonDict = dict[str, Any]
+C = TypeVar("C", bound=BaseModel)
 
 
 class Contract(BaseModel):
     """Base for contracts: immutable and strict about unknown fields."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    __corral_fields_set__: ClassVar[set[str]] = set()
+    """Every field's name: the fields set every instance made ``whole`` shares."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__corral_fields_set__ = set(cls.model_fields)
+
+    @classmethod
+    def whole(cls, **values: Any) -> Self:
+        """An instance from every field's value, all made by corral itself: not validated.
+
+        For the contracts each run makes on its live path from values its own layers
+        typed (the rule intent's result, the route), where validating them again proves
+        nothing. The instance is what the constructor would give with every field passed
+        (equal, dumped and shown alike; ``tests/test_contract_fast_paths.py``), and shares
+        one fields set with the others of its class (a set of six names takes 728 bytes).
+        The caller hands its containers over: validation would have copied them. Not for
+        values from outside corral: use the constructor.
+        """
+        every = cls.__corral_fields_set__
+        if len(values) != len(every) or not every.issuperset(values):
+            raise TypeError(f"{cls.__name__}.whole takes every field: {sorted(every)}")
+        ordered = {name: values[name] for name in cls.model_fields}  # as validation orders
+        return _assemble(cls, ordered, every)
+
+    def replaced(self, **changes: Any) -> Self:
+        """``model_copy(update=changes)``, sharing this one's fields set when it can.
+
+        When every changed field was set already the copy's fields set is this one's, as
+        it is: pydantic would copy the set, to add nothing to it (a plan per run, from
+        its template's).
+        """
+        fields_set = self.__pydantic_fields_set__
+        if not fields_set.issuperset(changes):
+            return self.model_copy(update=changes)
+        return _assemble(type(self), {**self.__dict__, **changes}, fields_set)
 
 
 # --------------------------------------------------------------------------- intent
@@ -155,41 +194,41 @@ class ToolResult(Contract):
         (every field set, ``data`` a copy of the dict, as validation makes one): equal,
         dumped and shown alike. Not for values from outside corral: use the constructor.
         """
-        result = _new(cls)
-        _set(
-            result,
-            "__dict__",
-            {
-                "tool": tool,
-                "status": status,
-                "data": None if data is None else dict(data),
-                "summary": summary,
-                "error_code": error_code,
-                "error_message": error_message,
-                "retryable": retryable,
-                "attempts": attempts,
-                "duration_ms": duration_ms,
-            },
-        )
-        _set(result, "__pydantic_fields_set__", _TOOL_RESULT_FIELDS)
-        _set(result, "__pydantic_extra__", None)
-        _set(result, "__pydantic_private__", None)
-        return result
+        values = {
+            "tool": tool,
+            "status": status,
+            "data": None if data is None else dict(data),
+            "summary": summary,
+            "error_code": error_code,
+            "error_message": error_message,
+            "retryable": retryable,
+            "attempts": attempts,
+            "duration_ms": duration_ms,
+        }
+        return _assemble(cls, values, cls.__corral_fields_set__)
 
 
 _new = object.__new__
 _set = object.__setattr__
-_TOOL_RESULT_FIELDS = set(ToolResult.model_fields)
-"""The fields set of every envelope ``ToolResult.made`` makes: all of them were set.
 
-``made`` sets what ``model_construct`` would (a pydantic model's ``__dict__``, its fields
-set, no extras, no private values). One set serves them all: a set of nine names takes
-728 bytes, more than the envelope and its ``__dict__`` together, and a run keeps one
-envelope per call for as long as it runs (a ``MemoryStore`` for as long as it keeps the
-run). Nothing changes it: the model is frozen, and pydantic copies a fields set before
-it adds to it (``model_copy(update=...)``); ``tests/test_call_envelope.py`` holds this.
-A ``set``, not a ``frozenset``: ``model_copy`` calls ``update`` on its copy, and a
-frozenset's copy is itself."""
+
+def _assemble(cls: type[C], values: dict[str, Any], fields_set: set[str]) -> C:
+    """A contract from its ``__dict__`` and fields set, as ``model_construct`` sets them.
+
+    No extras (contracts forbid them), no private values. ``fields_set`` is shared with
+    other instances: a set of nine names takes 728 bytes, more than the instance and its
+    ``__dict__`` together, and a run keeps its contracts for as long as it runs (a
+    ``MemoryStore`` for as long as it keeps the run). Nothing changes it: contracts are
+    frozen, and pydantic copies a fields set before it adds to it (``model_copy``);
+    ``tests/test_call_envelope.py`` holds this. A ``set``, not a ``frozenset``:
+    ``model_copy`` calls ``update`` on its copy, and a frozenset's copy is itself.
+    """
+    model: C = _new(cls)
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", fields_set)
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
 
 
 # --------------------------------------------------------------------------- verify

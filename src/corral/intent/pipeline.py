@@ -47,8 +47,8 @@ class IntentLayer:
         """Classify and extract; a result below the threshold asks for clarification."""
         rule = self._decisive_rule(text)
         if rule is not None:
-            # the rules decide (the common case): one result, built once
-            return IntentResult(
+            # the rules decide (the common case): one result, from values typed already
+            return IntentResult.whole(
                 label=rule.intent,
                 confidence=rule.confidence,
                 entities=self.entities.extract(text, now),

@@ -134,7 +134,7 @@ def route(
     needed = required_entities(config, spec.name, template)
     missing = [name for name in needed if known.get(name) in (None, "")]
     tools = allowed.get(spec.name) if allowed is not None else None
-    return RouteDecision(
+    return RouteDecision.whole(  # every field, from the agent's config: validated there
         action=RouteAction.PLAN,
         intent=spec.name,
         template=template,

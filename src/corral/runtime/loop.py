@@ -319,7 +319,7 @@ class RunLoop:
         if cached is None:
             self.fail(f"intent {decision.intent} has no plan template", ErrorCode.PLAN_INVALID)
             return
-        plan = cached.plan.model_copy(update={"plan_id": self.effects.new_id("plan")})
+        plan = cached.plan.replaced(plan_id=self.effects.new_id("plan"))
         self._graph = cached
         self.journal.emit("plan", PlanCreated(plan))
         self.journal.transition(RunStatus.DECIDING, "plan validated")
