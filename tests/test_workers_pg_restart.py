@@ -79,8 +79,11 @@ def test_a_server_restart_mid_write_loses_no_run_and_repeats_no_write(
             logs = pool.log("r-a") + pool.log("r-b")
             keys = business(pool.home, entered)
             shipped = business(pool.home, "SELECT idempotency_key FROM shipments")
+            by_worker = business(pool.home, "SELECT idempotency_key, pid FROM entries")
     assert done == ["finished"] * RUNS
-    assert len(keys) == RUNS and len(set(keys)) == RUNS  # each write entered once
+    # each write entered once (the message: which worker's process entered each, to tell
+    # a repeat in one worker from one after a takeover)
+    assert len(keys) == RUNS and len(set(keys)) == RUNS, (by_worker, logs[-3000:])
     assert sorted(shipped) == sorted(keys)
     assert logs.count(taken_back) == 2
     assert "took over" not in logs  # nobody was called dead
