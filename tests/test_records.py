@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import inspect
 import pickle
+import typing
 from dataclasses import InitVar, dataclass, field
 from typing import Any, ClassVar
 
@@ -13,7 +14,7 @@ import pytest
 
 from corral.decision.gates import Proposal
 from corral.events import PAYLOADS, RunStarted, StepFinished
-from corral.memory.task import TaskMemory
+from corral.memory.task import Fact, TaskMemory
 from corral.records import fast_init
 
 
@@ -74,6 +75,45 @@ def test_every_payload_record_and_the_hot_records_are_made_fast() -> None:
     hot = [*PAYLOADS.values(), Proposal, TaskMemory]
     slow = [cls.__qualname__ for cls in hot if "__setattr__" in cls.__init__.__code__.co_names]
     assert slow == []
+
+
+@pytest.mark.parametrize("cls", [Fact, TaskMemory, RunStarted, StepFinished, Proposal])
+def test_the_annotations_of_a_fast_init_resolve_in_the_records_module(cls: type[Any]) -> None:
+    """Its globals are the module's, as the generated ``__init__``'s were (string hints)."""
+    assert typing.get_type_hints(cls.__init__)
+    evaluated = inspect.signature(cls, eval_str=True).parameters
+    assert list(evaluated) == list(inspect.signature(cls).parameters)
+
+
+def test_keyword_only_fields_declared_first_are_taken_as_dataclass_takes_them() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Record:
+        a: int = field(kw_only=True)
+        b: int
+        c: int = 3
+
+    plain = Record(2, a=1)
+    fast = fast_init(Record)
+    assert fast(2, a=1) == plain and fast(2, 4, a=1).c == 4
+    with pytest.raises(TypeError):
+        fast(1, 2, 3)
+
+
+def test_fields_named_like_the_generated_code_are_refused_or_kept_apart() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Record:
+        _set1: int
+        _default1: int
+        tags: list[str] = field(default_factory=list)
+
+    plain = Record(1, 2)
+    assert fast_init(Record)(1, 2) == plain  # the generated names cannot be these
+
+    @dataclass(frozen=True, slots=True)
+    class Clash:
+        __fast_init_set_0: int  # mangled to _Clash__fast_init_set_0: allowed
+
+    assert fast_init(Clash)(1) == Clash(1)
 
 
 def test_fast_init_refuses_what_it_would_get_wrong() -> None:
