@@ -102,6 +102,18 @@ def test_made_envelopes_share_one_fields_set_that_nothing_changes() -> None:
     for other in (copied, deep, restored):
         assert other.model_fields_set is not first.model_fields_set
     assert first.model_fields_set == second.model_fields_set == everything
+    for change in (
+        lambda shared: shared.add("x"),
+        lambda shared: shared.discard("summary"),
+        lambda shared: shared.clear(),
+        lambda shared: shared.update({"x"}),
+    ):  # through one instance, it would change them all: it raises instead
+        with pytest.raises(TypeError, match="read-only"):
+            change(first.model_fields_set)
+    assert second.model_fields_set == everything
+    for other in (copied, deep, restored):
+        assert type(other.model_fields_set) is set  # a copy may change: its own
+        other.model_fields_set.add("x")
     assert first.model_dump(exclude_unset=True) == ToolResult(**first.model_dump()).model_dump(
         exclude_unset=True
     )

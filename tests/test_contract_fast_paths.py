@@ -49,6 +49,8 @@ def test_a_whole_contract_is_the_constructed_one(cls: Any, values: dict[str, Any
     assert fast.model_fields_set is cls.whole(**values).model_fields_set  # one set, shared
     with pytest.raises(ValueError, match="frozen"):
         fast.label = "other"
+    with pytest.raises(TypeError, match="read-only"):  # it would change every instance's
+        fast.model_fields_set.discard("intent")
 
 
 def test_whole_takes_every_field_and_no_other() -> None:
@@ -75,6 +77,9 @@ def test_replaced_is_model_copy(extra: dict[str, Any]) -> None:
         _same(plan.replaced(**changes), plan.model_copy(update=changes))
     shared = plan.replaced(plan_id="plan_2")
     assert shared.model_fields_set is plan.model_fields_set  # nothing to add: one set
+    with pytest.raises(TypeError, match="read-only"):  # shared from now on
+        shared.model_fields_set.add("source")
+    assert plan.model_dump(exclude_unset=True) == _plan(**extra).model_dump(exclude_unset=True)
     added = plan.replaced(template="other")
     if "template" not in extra:  # a field not set before: the copy's set is its own
         assert added.model_fields_set is not plan.model_fields_set

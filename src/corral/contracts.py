@@ -19,7 +19,41 @@ from pydantic import BaseModel, ConfigDict, Field
 Language = Literal["zh", "en"]
 IntentSource = Literal["rule", "classifier", "model", "none"]
 JsonDict = dict[str, Any]
-C = TypeVar("C", bound=BaseModel)
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+class SharedFieldsSet(set[str]):
+    """A fields set that instances share: read-only; a copy of it is a plain ``set``.
+
+    A pydantic model has a set of the fields given to it, and a set of five names or
+    more takes 728 bytes, more than the instance and its ``__dict__`` together. A run
+    keeps its contracts for as long as it runs (a ``MemoryStore`` for as long as it keeps
+    the run), so the ones corral makes itself share one (``Contract.whole``,
+    ``Contract.replaced``, ``ToolResult.made``). Nothing in pydantic changes it in place:
+    contracts are frozen, and ``model_copy``, ``copy``, ``deepcopy`` and ``pickle`` make
+    a plain set of it first (``tests/test_call_envelope.py``). Changing it through
+    ``model_fields_set`` raises instead of changing every instance that shares it. Not a
+    ``frozenset``: ``model_copy`` calls ``update`` on its copy, and a frozenset's copy is
+    itself.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *_: Any) -> Any:
+        raise TypeError("this fields set is shared by many instances and read-only; copy it first")
+
+    add = discard = remove = pop = clear = update = _read_only
+    difference_update = intersection_update = symmetric_difference_update = _read_only
+    __ior__ = __iand__ = __isub__ = __ixor__ = _read_only
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+    def __deepcopy__(self, _memo: Any) -> set[str]:
+        return set(self)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (set, (list(self),))
 
 
 class Contract(BaseModel):
@@ -33,7 +67,7 @@ class Contract(BaseModel):
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        cls.__corral_fields_set__ = set(cls.model_fields)
+        cls.__corral_fields_set__ = SharedFieldsSet(cls.model_fields)
 
     @classmethod
     def whole(cls, **values: Any) -> Self:
@@ -63,6 +97,9 @@ class Contract(BaseModel):
         fields_set = self.__pydantic_fields_set__
         if not fields_set.issuperset(changes):
             return self.model_copy(update=changes)
+        if type(fields_set) is not SharedFieldsSet:  # shared from now on: read-only
+            fields_set = SharedFieldsSet(fields_set)
+            _set(self, "__pydantic_fields_set__", fields_set)
         return _assemble(type(self), {**self.__dict__, **changes}, fields_set)
 
 
@@ -212,18 +249,13 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _assemble(cls: type[C], values: dict[str, Any], fields_set: set[str]) -> C:
+def _assemble(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> _Model:
     """A contract from its ``__dict__`` and fields set, as ``model_construct`` sets them.
 
     No extras (contracts forbid them), no private values. ``fields_set`` is shared with
-    other instances: a set of nine names takes 728 bytes, more than the instance and its
-    ``__dict__`` together, and a run keeps its contracts for as long as it runs (a
-    ``MemoryStore`` for as long as it keeps the run). Nothing changes it: contracts are
-    frozen, and pydantic copies a fields set before it adds to it (``model_copy``);
-    ``tests/test_call_envelope.py`` holds this. A ``set``, not a ``frozenset``:
-    ``model_copy`` calls ``update`` on its copy, and a frozenset's copy is itself.
+    other instances (``SharedFieldsSet``).
     """
-    model: C = _new(cls)
+    model: _Model = _new(cls)
     _set(model, "__dict__", values)
     _set(model, "__pydantic_fields_set__", fields_set)
     _set(model, "__pydantic_extra__", None)
