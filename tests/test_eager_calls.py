@@ -211,6 +211,27 @@ async def test_start_gives_the_outcome_of_a_call_that_ends_in_its_first_step() -
     assert start(loop, cancels_itself()).cancelled()
 
 
+async def test_the_task_of_a_call_that_ends_in_its_first_step_has_ended_with_it() -> None:
+    """It ended at once, not at the loop's next turn (3.11 left it queued until then: with
+    many runs in flight, hundreds of such tasks waited there, walked by every young
+    garbage collection). Held by the call, it can still be awaited."""
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    async def answers() -> int:
+        tasks.append(asyncio.current_task())
+        return 7
+
+    loop = asyncio.get_running_loop()
+    pending = asyncio.all_tasks()
+    done = start(loop, answers())
+    assert done.done() and done.result() == 7
+    (task,) = tasks
+    assert task is not None and task is not asyncio.current_task()
+    assert task.done() and not task.cancelled()
+    assert asyncio.all_tasks() == pending
+    await asyncio.wait_for(task, 1)
+
+
 async def test_a_call_cancelled_before_its_task_first_ran_is_cancelled_where_it_waits() -> None:
     never = asyncio.Event()
     cleaned: list[str] = []

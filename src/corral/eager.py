@@ -21,11 +21,12 @@ eager task would be made without the factory.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import sys
 import types
 from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -89,19 +90,26 @@ else:
         rest = _rest(call)
         context = contextvars.copy_context()
         task: asyncio.Task[Any] = asyncio.Task(rest, loop=loop, context=context)
+        ready = getattr(loop, "_ready", None)  # where the task's own first step was queued
+        queued_at = len(ready) - 1 if isinstance(ready, collections.deque) else -1
         parent = asyncio.current_task(loop)
         if parent is not None:
             asyncio.tasks._leave_task(loop, parent)
         asyncio.tasks._enter_task(loop, task)
+        ended: asyncio.Future[Any] | None = None
         try:
             waiting = context.run(call.send, None)
         except BaseException as exc:
             rest.close()  # it never started: it holds nothing from now on
-            return _ended(loop, exc)
+            ended = _ended(loop, exc)
         finally:
             asyncio.tasks._leave_task(loop, task)
+            if ended is not None and queued_at >= 0:  # here, where no task is current
+                _end_now(cast("collections.deque[Any]", ready), queued_at, task)
             if parent is not None:
                 asyncio.tasks._enter_task(loop, parent)
+        if ended is not None:
+            return ended
         next(rest)  # it takes what the call's first step waits for, for the task's first
         rest.send(waiting)  # parked: a cancellation before the task's first step reaches the call
         return task
@@ -118,6 +126,25 @@ else:
         else:
             ended.set_exception(exc)
         return ended
+
+    def _end_now(ready: collections.deque[Any], at: int, task: asyncio.Task[Any]) -> None:
+        """Take the task's own first step (``_rest``) now, off the loop's queue: it ends the task.
+
+        The call ended in ``start``; the step has nothing left to do but end the task, as it
+        would have at the loop's next turn. Queued, it kept the task, its context and its
+        handle alive until then: with many runs in flight, hundreds of them at once. They
+        outlived the young garbage collections, which walked them again and again, and
+        which came more often: workload A of ``benchmarks/overhead.py`` on 3.11, 386 -> 361
+        µs per run, 92 -> 37 young collections per 3 000 runs. Only the step found where
+        ``start`` queued it is taken: a loop without that queue (uvloop) runs it at its turn.
+        """
+        if at >= len(ready):
+            return
+        handle = ready[at]
+        step = getattr(handle, "_callback", None)
+        if getattr(step, "__self__", None) is task:
+            del ready[at]
+            handle._run()  # as the loop runs it: in the task's context, errors reported
 
     @types.coroutine
     def _rest(call: Coroutine[Any, Any, T]) -> Generator[Any, Any, T]:
