@@ -19,7 +19,9 @@ order) and the table shows medians over rounds:
   corral's SqlStore, Burr's SQLitePersister, LangGraph's SqliteSaver, and plain asyncio
   committing a run row and a row per step with sqlite3. "stored bytes per run" is the
   bytes of every value in every table of that file, divided by the runs in it.
-- scaling: corral's CPU per step on chains of 5, 20 and 50 steps.
+- scaling: CPU per step on chains of 5, 20 and 50 steps, and what an added step costs
+  (a run's fixed part left out), for the frameworks in ``CHAINS``: corral's steps each
+  pass its gates, call, verdict and events; Burr's are actions; plain asyncio's, awaits.
 
 Frameworks that are not installed are left out and said so. Absolute figures depend on the
 machine and its load; read the ratios within one run.
@@ -58,6 +60,8 @@ FRAMEWORKS = {
 }
 NO_DURABLE = {"pydantic-graph"}
 SCALE_STEPS = (5, 20, 50)
+CHAINS = ("plain asyncio", "Burr", "corral")
+"""The frameworks whose ``make(latency_s, steps)`` builds a chain of ``steps`` calls."""
 IN_FLIGHT = 200
 TOOL_LATENCY_B_S = 0.010
 
@@ -215,7 +219,9 @@ def available() -> tuple[list[str], list[str]]:
 
 def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in names}
-    scale: dict[int, list[float]] = {n: [] for n in SCALE_STEPS}
+    scale: dict[str, dict[int, list[float]]] = {
+        name: {n: [] for n in SCALE_STEPS} for name in names if name in CHAINS
+    }
     for round_ in range(args.rounds):
         order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for name in order:
@@ -225,11 +231,10 @@ def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
                 print(f"round {round_ + 1}/{args.rounds}: {name} {workload}", file=sys.stderr)
                 for key, value in _measure(name, workload, tasks, gc_off=args.gc_off).items():
                     samples[name].setdefault(f"{workload}.{key}", []).append(value)
-            if name == "corral":
-                for steps in SCALE_STEPS:
-                    print(f"round {round_ + 1}: corral {steps} steps", file=sys.stderr)
-                    result = _measure(name, "scale", args.scale_tasks, steps, args.gc_off)
-                    scale[steps].append(result["cpu_us_per_step"])
+            for steps in SCALE_STEPS if name in scale else ():
+                print(f"round {round_ + 1}: {name} {steps} steps", file=sys.stderr)
+                result = _measure(name, "scale", args.scale_tasks, steps, args.gc_off)
+                scale[name][steps].append(result["cpu_us_per_step"])
     medians = {
         name: {key: statistics.median(values) for key, values in found.items()}
         for name, found in samples.items()
@@ -245,7 +250,14 @@ def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "versions": _versions(names),
         "medians": medians,
         "samples": samples,
-        "scaling_us_per_step": {str(n): statistics.median(v) for n, v in scale.items() if v},
+        "scaling": {
+            name: {str(n): statistics.median(v) for n, v in found.items() if v}
+            for name, found in scale.items()
+        },
+        # corral's, under the key it had before the other frameworks' chains were measured
+        "scaling_us_per_step": {
+            str(n): statistics.median(v) for n, v in scale.get("corral", {}).items() if v
+        },
     }
 
 
@@ -304,16 +316,26 @@ def rows(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def scaling_line(result: dict[str, Any]) -> str:
-    per_step = result["scaling_us_per_step"]
-    if not per_step:
-        return ""
-    parts = [f"{n} steps: {v:,.0f} µs/step" for n, v in per_step.items()]
+    """A line per framework whose chains were measured: CPU per step, and per added step."""
+    scaling = result.get("scaling") or {"corral": result["scaling_us_per_step"]}
+    return "\n".join(
+        _framework_scaling(name, per_step) for name, per_step in scaling.items() if per_step
+    )
+
+
+def _us(value: float) -> str:
+    """Microseconds, to a tenth below 10 (plain asyncio's steps cost about one)."""
+    return f"{value:,.1f}" if abs(value) < 10 else f"{value:,.0f}"
+
+
+def _framework_scaling(name: str, per_step: dict[str, float]) -> str:
+    parts = [f"{n} steps: {_us(v)} µs/step" for n, v in per_step.items()]
     values = list(per_step.values())
     spread = (max(values) / min(values) - 1) * 100
-    line = "corral, CPU per step: " + ", ".join(parts) + f" (largest / smallest: +{spread:.0f} %)"
+    line = f"{name}, CPU per step: " + ", ".join(parts) + f" (largest / smallest: +{spread:.0f} %)"
     added = added_step_costs({int(n): v * int(n) for n, v in per_step.items()})
     if added:
-        shown = ", ".join(f"{a}→{b} steps: {v:,.0f} µs" for (a, b), v in added.items())
+        shown = ", ".join(f"{a}→{b} steps: {_us(v)} µs" for (a, b), v in added.items())
         line += f"; per added step: {shown}"
         if len(added) > 1 and min(added.values()) > 0:  # noise can make a difference ≤ 0
             growth = (max(added.values()) / min(added.values()) - 1) * 100
@@ -345,7 +367,7 @@ def print_table(result: dict[str, Any], markdown: bool) -> None:
         for row in table:
             print("| " + " | ".join(row) + " |")
         print()
-        print(scaling_line(result))
+        print("\n\n".join(scaling_line(result).splitlines()))  # a paragraph each
         return
     from rich.console import Console
     from rich.table import Table

@@ -29,6 +29,10 @@ def test_a_quick_run_measures_every_workload_for_plain_asyncio_and_corral() -> N
     # corral stores its events, so a run takes more room than the baseline's six rows
     assert result["medians"]["corral"]["C.bytes"] > result["medians"]["plain asyncio"]["C.bytes"]
     assert set(result["scaling_us_per_step"]) == {"5", "20", "50"}
+    # the baseline's chains are measured in the same run, beside corral's
+    assert list(result["scaling"]) == ["plain asyncio", "corral"]
+    assert result["scaling"]["corral"] == result["scaling_us_per_step"]
+    assert all(set(found) == {"5", "20", "50"} for found in result["scaling"].values())
 
 
 def test_an_unknown_workload_is_refused_with_its_name() -> None:
@@ -77,4 +81,19 @@ def test_the_scaling_line_shows_one_added_step_cost_and_survives_a_zero() -> Non
     assert two.endswith("per added step: 5→20 steps: 100 µs")
     # 5 → 20 adds 100 per step, 20 → 50 adds nothing: no ratio over a zero
     flat = scaling_line({"scaling_us_per_step": {"5": 160.0, "20": 115.0, "50": 46.0}})
-    assert flat.endswith("20→50 steps: 0 µs")
+    assert flat.endswith("20→50 steps: 0.0 µs")
+
+
+def test_the_scaling_lines_show_each_framework_measured_side_by_side() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from overhead import scaling_line
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    per_step = {"Burr": {"5": 55.0, "20": 43.0}, "corral": {"5": 68.0, "20": 47.0}, "x": {}}
+    burr, corral = scaling_line({"scaling": per_step}).splitlines()
+    # Burr: 275 then 860 per run, 39 per added step; corral 340 then 940, 40
+    assert burr.startswith("Burr, CPU per step: 5 steps: 55 µs/step")
+    assert burr.endswith("per added step: 5→20 steps: 39 µs")
+    assert corral.startswith("corral, CPU per step: 5 steps: 68 µs/step")
+    assert corral.endswith("per added step: 5→20 steps: 40 µs")

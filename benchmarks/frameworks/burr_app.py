@@ -14,7 +14,7 @@ from pathlib import Path
 from burr.core import ApplicationBuilder, State, action
 from burr.core.persistence import SQLitePersister
 
-from frameworks.common import combine, combine_sync, fetch, fetch_sync, sync_off
+from frameworks.common import checked_chain, combine, combine_sync, fetch, fetch_sync, sync_off
 
 TRANSITIONS = [("s1", "s23"), ("s23", "s4"), ("s4", "s5")]
 
@@ -77,7 +77,45 @@ def _builder(actions: dict[str, object]) -> ApplicationBuilder:
     )
 
 
-def make(latency_s: float) -> Callable[[int], Awaitable[int]]:
+def _chain_actions(latency_s: float, steps: int) -> dict[str, object]:
+    """s1 -> s2 -> ... -> sN, each one call adding 1 to the value before it."""
+
+    @action(reads=[], writes=["value"])
+    async def first(state: State) -> tuple[dict, State]:
+        out = await fetch(1, latency_s)
+        return out, state.update(value=out["value"])
+
+    @action(reads=["value"], writes=["value"])
+    async def next_(state: State) -> tuple[dict, State]:
+        out = await combine(state["value"], 1, latency_s)
+        return out, state.update(value=out["value"])
+
+    return {"s1": first, **{f"s{k}": next_ for k in range(2, steps + 1)}}
+
+
+def _chain(latency_s: float, steps: int) -> Callable[[int], Awaitable[int]]:
+    actions = _chain_actions(latency_s, steps)
+    transitions = [(f"s{k}", f"s{k + 1}") for k in range(1, steps)]
+
+    async def one(_: int) -> int:
+        app = (
+            ApplicationBuilder()
+            .with_actions(**actions)
+            .with_transitions(*transitions)
+            .with_entrypoint("s1")
+            .with_state()
+            .build()
+        )
+        _, _, state = await app.arun(halt_after=[f"s{steps}"])
+        return checked_chain(int(state["value"]), steps)
+
+    return one
+
+
+def make(latency_s: float, steps: int = 0) -> Callable[[int], Awaitable[int]]:
+    """The 5-step DAG (four actions), or (``steps``) a chain of that many actions."""
+    if steps:
+        return _chain(latency_s, steps)
     actions = _async_actions(latency_s)
 
     async def one(_: int) -> int:

@@ -13,6 +13,14 @@ No two steps call a tool with the same arguments: corral's loop guard would stop
 that comes back to a state it was already in."""
 
 
+def checked_chain(value: int, steps: int) -> int:
+    """``RESULT`` for a chain of ``steps`` calls that ended at ``value`` (s1 = 1, each
+    next adds 1), which the harness checks as it checks the DAG's."""
+    if value != steps:
+        raise RuntimeError(f"a chain of {steps} steps ended at {value}")
+    return RESULT
+
+
 async def fetch(n: int, latency_s: float) -> dict[str, int]:
     """Stands for a lookup; ``latency_s`` of asyncio.sleep stands for its I/O."""
     if latency_s:

@@ -8,16 +8,30 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from frameworks.common import combine, combine_sync, fetch, fetch_sync, sync_off
+from frameworks.common import checked_chain, combine, combine_sync, fetch, fetch_sync, sync_off
 
 
-def make(latency_s: float) -> Callable[[int], Awaitable[int]]:
+def make(latency_s: float, steps: int = 0) -> Callable[[int], Awaitable[int]]:
+    """The 5-step DAG, or (``steps``) a chain of that many calls, each adding 1."""
+    if steps:
+        return _chain(latency_s, steps)
+
     async def one(_: int) -> int:
         s1 = await fetch(1, latency_s)
         s2, s3 = await asyncio.gather(combine(s1["value"], 1, latency_s), fetch(3, latency_s))
         s4 = await combine(s2["value"], s3["value"], latency_s)
         s5 = await combine(s4["value"], 1, latency_s)
         return s5["value"]
+
+    return one
+
+
+def _chain(latency_s: float, steps: int) -> Callable[[int], Awaitable[int]]:
+    async def one(_: int) -> int:
+        value = (await fetch(1, latency_s))["value"]
+        for _step in range(1, steps):
+            value = (await combine(value, 1, latency_s))["value"]
+        return checked_chain(value, steps)
 
     return one
 
