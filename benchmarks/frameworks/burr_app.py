@@ -67,11 +67,13 @@ def _sync_actions() -> dict[str, object]:
     return {"s1": s1, "s23": s23, "s4": s4, "s5": s5}
 
 
-def _builder(actions: dict[str, object]) -> ApplicationBuilder:
+def _builder(
+    actions: dict[str, object], transitions: list[tuple[str, str]] = TRANSITIONS
+) -> ApplicationBuilder:
     return (
         ApplicationBuilder()
         .with_actions(**actions)
-        .with_transitions(*TRANSITIONS)
+        .with_transitions(*transitions)
         .with_entrypoint("s1")
         .with_state()
     )
@@ -98,14 +100,7 @@ def _chain(latency_s: float, steps: int) -> Callable[[int], Awaitable[int]]:
     transitions = [(f"s{k}", f"s{k + 1}") for k in range(1, steps)]
 
     async def one(_: int) -> int:
-        app = (
-            ApplicationBuilder()
-            .with_actions(**actions)
-            .with_transitions(*transitions)
-            .with_entrypoint("s1")
-            .with_state()
-            .build()
-        )
+        app = _builder(actions, transitions).build()
         _, _, state = await app.arun(halt_after=[f"s{steps}"])
         return checked_chain(int(state["value"]), steps)
 

@@ -26,7 +26,7 @@ import contextvars
 import sys
 import types
 from collections.abc import Coroutine, Generator
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -94,7 +94,8 @@ else:
         context = contextvars.copy_context()
         task: asyncio.Task[Any] = asyncio.Task(rest, loop=loop, context=context)
         ready = getattr(loop, "_ready", None)  # where the task's own first step was queued
-        queued_at = len(ready) - 1 if isinstance(ready, collections.deque) else -1
+        queue = ready if isinstance(ready, collections.deque) else None
+        queued_at = len(queue) - 1 if queue is not None else -1
         parent = asyncio.current_task(loop)
         if parent is not None:
             asyncio.tasks._leave_task(loop, parent)
@@ -107,8 +108,8 @@ else:
             ended = _ended(loop, exc)
         finally:
             asyncio.tasks._leave_task(loop, task)
-            if ended is not None and queued_at >= 0:  # here, where no task is current
-                _end_now(cast("collections.deque[Any]", ready), queued_at, task)
+            if ended is not None and queue is not None:  # here, where no task is current
+                _end_now(queue, queued_at, task)
             if parent is not None:
                 asyncio.tasks._enter_task(loop, parent)
         if ended is not None:
