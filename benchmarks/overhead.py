@@ -22,6 +22,9 @@ order) and the table shows medians over rounds:
 - scaling: CPU per step on chains of 5, 20 and 50 steps, and what an added step costs
   (a run's fixed part left out), for the frameworks in ``CHAINS``: corral's steps each
   pass its gates, call, verdict and events; Burr's are actions; plain asyncio's, awaits.
+- fixed part: what a run costs besides its steps, for the same frameworks: a 1-step
+  chain, less what a step adds from 1 to 5 steps. corral's is the message -> reply path
+  (intent, route, plan, reply, summary); Burr's, building and running an application.
 
 Frameworks that are not installed are left out and said so. Absolute figures depend on the
 machine and its load; read the ratios within one run.
@@ -60,6 +63,8 @@ FRAMEWORKS = {
 }
 NO_DURABLE = {"pydantic-graph"}
 SCALE_STEPS = (5, 20, 50)
+FIXED_STEPS = 1
+"""The chain whose cost, less one added step, is a run's fixed part (``fixed_parts``)."""
 CHAINS = ("plain asyncio", "Burr", "corral")
 """The frameworks whose ``make(latency_s, steps)`` builds a chain of ``steps`` calls."""
 IN_FLIGHT = 200
@@ -220,7 +225,7 @@ def available() -> tuple[list[str], list[str]]:
 def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in names}
     scale: dict[str, dict[int, list[float]]] = {
-        name: {n: [] for n in SCALE_STEPS} for name in names if name in CHAINS
+        name: {n: [] for n in (FIXED_STEPS, *SCALE_STEPS)} for name in names if name in CHAINS
     }
     for round_ in range(args.rounds):
         order = names[round_ % len(names) :] + names[: round_ % len(names)]
@@ -231,13 +236,21 @@ def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
                 print(f"round {round_ + 1}/{args.rounds}: {name} {workload}", file=sys.stderr)
                 for key, value in _measure(name, workload, tasks, gc_off=args.gc_off).items():
                     samples[name].setdefault(f"{workload}.{key}", []).append(value)
-            for steps in SCALE_STEPS if name in scale else ():
+            for steps in scale.get(name, {}):
                 print(f"round {round_ + 1}: {name} {steps} steps", file=sys.stderr)
                 result = _measure(name, "scale", args.scale_tasks, steps, args.gc_off)
                 scale[name][steps].append(result["cpu_us_per_step"])
     medians = {
         name: {key: statistics.median(values) for key, values in found.items()}
         for name, found in samples.items()
+    }
+    per_task = {  # CPU per run, by chain length
+        name: {n: statistics.median(v) * n for n, v in found.items() if v}
+        for name, found in scale.items()
+    }
+    scaling = {
+        name: {str(n): cost / n for n, cost in found.items() if n in SCALE_STEPS}
+        for name, found in per_task.items()
     }
     return {
         "rounds": args.rounds,
@@ -250,14 +263,10 @@ def run_rounds(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "versions": _versions(names),
         "medians": medians,
         "samples": samples,
-        "scaling": {
-            name: {str(n): statistics.median(v) for n, v in found.items() if v}
-            for name, found in scale.items()
-        },
+        "scaling": scaling,
+        "fixed_part_us": fixed_parts(per_task),
         # corral's, under the key it had before the other frameworks' chains were measured
-        "scaling_us_per_step": {
-            str(n): statistics.median(v) for n, v in scale.get("corral", {}).items() if v
-        },
+        "scaling_us_per_step": scaling.get("corral", {}),
     }
 
 
@@ -343,6 +352,29 @@ def _framework_scaling(name: str, per_step: dict[str, float]) -> str:
     return line
 
 
+def fixed_parts(per_task: dict[str, dict[int, float]]) -> dict[str, float]:
+    """Each framework's fixed part of a run: its 1-step chain less what a step adds (1 -> 5).
+
+    ``per_task``: CPU per run by chain length. What is left is what every run pays besides
+    its steps (for corral: the message in, intent, route, plan, reply and summary).
+    """
+    first, then = FIXED_STEPS, SCALE_STEPS[0]
+    return {
+        name: found[first] - (found[then] - found[first]) / (then - first)
+        for name, found in per_task.items()
+        if first in found and then in found
+    }
+
+
+def fixed_line(result: dict[str, Any]) -> str:
+    """A line: each framework's fixed part of a run (``fixed_parts``)."""
+    fixed = result.get("fixed_part_us") or {}
+    if not fixed:
+        return ""
+    shown = ", ".join(f"{name} {_us(value)} µs" for name, value in fixed.items())
+    return f"fixed part of a run ({FIXED_STEPS}-step chain less one added step): {shown}"
+
+
 def added_step_costs(per_task: dict[int, float]) -> dict[tuple[int, int], float]:
     """What each step added between two chain lengths costs: the cost of a run's steps
     without its fixed part (intent, route, plan, reply), which a total divided by the
@@ -368,6 +400,8 @@ def print_table(result: dict[str, Any], markdown: bool) -> None:
             print("| " + " | ".join(row) + " |")
         print()
         print("\n\n".join(scaling_line(result).splitlines()))  # a paragraph each
+        if fixed_line(result):
+            print(f"\n{fixed_line(result)}")
         return
     from rich.console import Console
     from rich.table import Table
@@ -379,6 +413,8 @@ def print_table(result: dict[str, Any], markdown: bool) -> None:
         rich_table.add_row(*row)
     Console(width=None if sys.stdout.isatty() else 180).print(rich_table)
     print(scaling_line(result))
+    if fixed_line(result):
+        print(fixed_line(result))
 
 
 def main() -> None:

@@ -33,6 +33,8 @@ def test_a_quick_run_measures_every_workload_for_plain_asyncio_and_corral() -> N
     assert list(result["scaling"]) == ["plain asyncio", "corral"]
     assert result["scaling"]["corral"] == result["scaling_us_per_step"]
     assert all(set(found) == {"5", "20", "50"} for found in result["scaling"].values())
+    # and each one's fixed part, from its 1-step chain
+    assert list(result["fixed_part_us"]) == ["plain asyncio", "corral"]
 
 
 def test_an_unknown_workload_is_refused_with_its_name() -> None:
@@ -97,3 +99,17 @@ def test_the_scaling_lines_show_each_framework_measured_side_by_side() -> None:
     assert burr.endswith("per added step: 5→20 steps: 39 µs")
     assert corral.startswith("corral, CPU per step: 5 steps: 68 µs/step")
     assert corral.endswith("per added step: 5→20 steps: 40 µs")
+
+
+def test_the_fixed_part_is_the_one_step_chain_less_what_a_step_adds() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from overhead import fixed_line, fixed_parts
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    # Burr: 38 fixed and 40 per step; corral: 123 and 40; a framework without chains: none
+    per_task = {"Burr": {1: 78.0, 5: 238.0}, "corral": {1: 163.0, 5: 323.0}, "x": {5: 9.0}}
+    assert fixed_parts(per_task) == {"Burr": 38.0, "corral": 123.0}
+    line = fixed_line({"fixed_part_us": fixed_parts(per_task)})
+    assert line.endswith("step): Burr 38 µs, corral 123 µs")
+    assert fixed_line({"scaling_us_per_step": {"5": 1.0}}) == ""  # a result from before it
