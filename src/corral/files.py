@@ -32,19 +32,24 @@ def tighten(path: Path) -> None:
             path.chmod(stat.S_IMODE(info.st_mode) & ~0o077)
 
 
-def write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename), mode 0600.
 
     A reader sees the old content or the new one, never a mix; a crash leaves at most a
     stray ``.tmp`` file, which the next write does not depend on.
+
+    ``sync=False`` leaves out the fsync: for a file derived from the store and rewritten
+    from it (a run's JSONL log), whose loss in an OS crash the next write repairs. The
+    rename is still atomic for readers and for a crash of this process.
     """
     private_dir(path.parent)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:  # mkstemp creates the file 0600
             out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
+            if sync:
+                out.flush()
+                os.fsync(out.fileno())
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -74,23 +75,30 @@ def loads_finite(text: str | bytes | bytearray) -> Any:
     return json.loads(text, parse_float=finite, parse_constant=no_constant)
 
 
-_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
-"""The encoder ``json.dumps`` would build for every row, built once (the same text)."""
-_C_ENCODE = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(None, str, encode_basestring, None, ":", ",", False, False, True)
-)
-"""``_COMPACT``'s C encoder, made once: ``encode`` makes one per call (and a closure, and
-a dict of the containers it is in, against cycles; a stored value never has one)."""
+def one_shot_encoder(item_separator: str, key_separator: str) -> Callable[[Any], str]:
+    """``json.dumps(value, ensure_ascii=False, separators=(...), default=str)``, built once.
 
-
-def dumps(value: Any) -> str:
-    """Compact JSON text, as stores write it (non-JSON values as their ``str``).
-
-    Also the measure of a tool's result against its ``max_output_chars``: what the store
-    would keep of it.
+    ``json.dumps`` builds an encoder for every call, and ``JSONEncoder.encode`` a C encoder
+    (and a dict of the containers it is in, against cycles: no value corral writes has
+    one); a stored row or a log line is encoded thousands of times a second. The text is
+    the same.
     """
-    if _C_ENCODE is None:
-        return _COMPACT.encode(value)
-    return "".join(_C_ENCODE(value, 0))
+    if c_make_encoder is None:  # an interpreter without the C speedups
+        separators = (item_separator, key_separator)
+        return json.JSONEncoder(ensure_ascii=False, separators=separators, default=str).encode
+    chunks = c_make_encoder(
+        None, str, encode_basestring, None, key_separator, item_separator, False, False, True
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+dumps = one_shot_encoder(",", ":")
+"""Compact JSON text, as stores write it (non-JSON values as their ``str``).
+
+Also the measure of a tool's result against its ``max_output_chars``: what the store
+would keep of it.
+"""

@@ -36,6 +36,7 @@ from corral.events import (
     UserMessage,
 )
 from corral.files import private_dir, tighten, write_private
+from corral.json_values import one_shot_encoder
 from corral.observe.redact import Redactor, redactor_for
 from corral.observe.sampling import sample
 from corral.observe.trace_ids import otel_trace_id
@@ -45,6 +46,8 @@ if TYPE_CHECKING:
     from corral.store.base import Store
 
 SUMMARY_LIMIT = 200
+_JSON = one_shot_encoder(", ", ": ")
+"""``json.dumps(value, ensure_ascii=False, default=str)``'s text, its encoder built once."""
 LEVELS = ("debug", "info", "warn", "error")
 
 _ERROR_TYPES = {EventType.PLAN_REJECTED, EventType.LOOP_DETECTED, EventType.BUDGET_EXCEEDED}
@@ -66,7 +69,7 @@ def summarize(value: Any) -> str:
     """Compact text of a value, at most 200 characters."""
     if value is None or value == "":
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = value if isinstance(value, str) else _JSON(value)
     return text if len(text) <= SUMMARY_LIMIT else text[: SUMMARY_LIMIT - 3] + "..."
 
 
@@ -181,7 +184,7 @@ def log_records(events: Sequence[Event], redactor: Redactor | None = None) -> li
     """The redacted log lines of one run's stored events (``redactor``: made from them)."""
     if not events:
         return []
-    hide = redactor or redactor_for(events)
+    hide = (redactor or redactor_for(events)).remembering()
     trace_id = _trace_id(events)
     return [log_record(event, trace_id, hide) for event in events]
 
@@ -193,7 +196,7 @@ def _trace_id(events: Iterable[Event]) -> str:
 
 
 def _lines(records: Iterable[dict[str, Any]]) -> bytes:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    return "".join(_JSON(r) + "\n" for r in records).encode("utf-8")
 
 
 def _last_seq(path: Path) -> int | None:
@@ -273,7 +276,8 @@ class JsonlLog:
                 written = [e for e in events if e.seq <= last]
                 if redactor_for(written).literals == redactor.literals:
                     trace_id = _trace_id(events)
-                    new = [log_record(e, trace_id, redactor) for e in events if e.seq > last]
+                    hide = redactor.remembering()
+                    new = [log_record(e, trace_id, hide) for e in events if e.seq > last]
                     if new:
                         with path.open("ab") as handle:
                             handle.write(_lines(new))
@@ -283,7 +287,10 @@ class JsonlLog:
                 tighten(path)  # a file written by an older corral may still be 0644
                 return path
             private_dir(self.folder)
-            write_private(path, content)
+            # no fsync: appends never had one, and the store's own commits (WAL, NORMAL)
+            # are not synced one by one either; a file an OS crash cut is rewritten from
+            # the store when the run is next touched (``corral show``, ``traces``)
+            write_private(path, content, sync=False)
         except OSError:
             return None
         return path

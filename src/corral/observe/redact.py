@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from corral.events import Event, RunStarted
@@ -227,6 +227,8 @@ class Redactor:
     """The agent's own patterns (``redaction.patterns``)."""
     literals: tuple[str, ...] = field(default=())
     """Values seen under sensitive keys, hidden wherever else they appear (longest first)."""
+    seen: dict[str, str] | None = field(default=None, compare=False, repr=False)
+    """What ``text`` gave each text it was given (``remembering``); ``None``: nothing kept."""
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any] | None) -> Redactor:
@@ -259,8 +261,25 @@ class Redactor:
         ordered = tuple(sorted(found, key=lambda s: (-len(s), s)))
         return Redactor(self.fields, self.patterns, ordered)
 
+    def remembering(self) -> Redactor:
+        """A copy of this redactor that keeps what it gives each text, until it is dropped.
+
+        For one run's log: its statuses, ids, tool names and messages come back line after
+        line, and each would go through every detector again.
+        """
+        return replace(self, seen={})
+
     def text(self, text: str) -> str:
         """``text`` with sensitive values, configured patterns and built-in kinds hidden."""
+        seen = self.seen
+        if seen is not None:
+            shown = seen.get(text)
+            if shown is None:
+                shown = seen[text] = self._hide(text)
+            return shown
+        return self._hide(text)
+
+    def _hide(self, text: str) -> str:
         for literal in self.literals:
             text = text.replace(literal, REDACTED)
         for pattern in self.patterns:
@@ -295,6 +314,8 @@ def redactor_for(events: Iterable[Event]) -> Redactor:
     listed = list(events)
     spec = next((e.payload.redact for e in listed if isinstance(e.payload, RunStarted)), None)
     base = Redactor.from_spec(spec)
+    if not base.fields:  # no value is sensitive by its key: nothing to learn, nothing to render
+        return base
     return base.learn(*(e.data for e in listed))
 
 
