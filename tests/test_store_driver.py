@@ -140,3 +140,44 @@ def test_rows_are_json_as_json_dumps_writes_it() -> None:
     for value in values:
         expected = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
         assert dumps(value) == expected
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_session_reads_back_as_written_and_older_rows_still_read(
+    tmp_path: Path, backend: str
+) -> None:
+    """Sessions go through the driver too: the row SQLAlchemy itself wrote (a session
+    stored by an older corral), and one this corral writes, read back the same, aware."""
+    from sqlalchemy import insert
+
+    from corral.store.base import SessionRecord
+    from corral.store.sql import sessions
+
+    store = SqlStore.open(tmp_path / "corral.db" if backend == "sqlite" else postgres_url())
+    now = TIMES[0]
+    later = now + timedelta(days=1)
+    older = f"s_{uuid.uuid4().hex[:8]}"
+    data = {"turns": [{"intent": "查订单"}], "entities": {"order_id": "HD1"}, "open_run_id": None}
+    with store.engine.begin() as conn:  # SQLAlchemy's own statement and bind processing
+        row = {"session_id": older, "agent": "a", "data": json.dumps(data), "updated_at": now}
+        conn.execute(insert(sessions).values(**row, expires_at=later))
+    found = store.get_session(older, now)
+    assert found is not None and found.entities == {"order_id": "HD1"}
+    assert (found.updated_at, found.expires_at) == (now, later)
+    assert found.updated_at.tzinfo is not None
+    assert store.get_session(older, later) is None  # expired
+
+    def merge(existing: SessionRecord | None) -> SessionRecord:
+        assert existing == found
+        return SessionRecord(older, "a", [], {"order_id": "HD2"}, "run_x", TIMES[1], later)
+
+    store.update_session(older, now, merge)
+    again = store.get_session(older, now)
+    assert again == SessionRecord(older, "a", [], {"order_id": "HD2"}, "run_x", TIMES[1], later)
+    if backend == "sqlite":  # the text SQLAlchemy writes, whoever wrote it
+        sqlalchemy_text = DATETIME().bind_processor(sqlite.dialect())
+        assert sqlalchemy_text is not None
+        with sqlite3.connect(tmp_path / "corral.db") as raw:
+            stored = raw.execute("SELECT updated_at, expires_at FROM corral_sessions").fetchone()
+        assert stored == (sqlalchemy_text(TIMES[1]), sqlalchemy_text(later))
+    store.engine.dispose()

@@ -212,6 +212,19 @@ _MESSAGE = select(messages.c.run_id, messages.c.seq).where(
     messages.c.message_id == bindparam("b_message_id"),
 )
 _INSERT_MESSAGE = insert(messages)
+_SESSION = select(sessions).where(sessions.c.session_id == bindparam("b_session_id"))
+_SESSION_FOR_UPDATE = _SESSION.with_for_update()
+_UPDATE_SESSION = (
+    update(sessions)
+    .where(sessions.c.session_id == bindparam("b_session_id"))
+    .values(
+        agent=bindparam("b_agent"),
+        data=bindparam("b_data"),
+        updated_at=bindparam("b_updated_at"),
+        expires_at=bindparam("b_expires_at"),
+    )
+)
+_INSERT_SESSION = insert(sessions)
 
 
 _BUSY_MS = 10_000
@@ -892,7 +905,7 @@ class SqlStore:
     def get_session(self, session_id: str, now: datetime) -> SessionRecord | None:
         """The session unless unknown or expired."""
         with self._faults(action="reading the session"), self.engine.connect() as conn:
-            row = conn.execute(select(sessions).where(sessions.c.session_id == session_id)).first()
+            row = self._driver.first(conn, _SESSION, {"b_session_id": session_id})
         return _session_of(row, now)
 
     def purge(self, now: datetime, task_ttl: timedelta) -> tuple[int, list[str]]:
@@ -918,7 +931,7 @@ class SqlStore:
     def save_session(self, session: SessionRecord) -> None:
         """Create or replace a session row."""
         with self._faults(action="saving the session"), self._write() as conn:
-            _put_session(conn, session)
+            _put_session(self._driver.on(conn), session)
 
     def update_session(self, session_id: str, now: datetime, merge: SessionMerge) -> None:
         """Read, merge and write the session in one write transaction (``SessionUpdater``).
@@ -928,13 +941,14 @@ class SqlStore:
         both find none and both insert: the second's insert fails on the key, and it is
         merged again, with the first's row there to lock.
         """
-        query = select(sessions).where(sessions.c.session_id == session_id).with_for_update()
+        key = {"b_session_id": session_id}
         with self._faults(action="updating the session"):
             for attempt in range(2):
                 try:
                     with self._write() as conn:
-                        row = conn.execute(query).first()
-                        _put_session(conn, merge(_session_of(row, now)), exists=row is not None)
+                        row = self._driver.first(conn, _SESSION_FOR_UPDATE, key)
+                        merged = merge(_session_of(row, now))
+                        _put_session(self._driver.on(conn), merged, exists=row is not None)
                     return
                 except IntegrityError:
                     if attempt:
@@ -1054,8 +1068,11 @@ class SqlStore:
 
 
 def _session_of(row: Any, now: datetime) -> SessionRecord | None:
-    """A stored session row as a record, or ``None`` when there is none or it expired."""
-    if row is None or _aware(row.expires_at) <= now:
+    """A session row as the driver gives it, as a record; ``None``: none, or it expired."""
+    if row is None:
+        return None
+    expires_at = _stored_time(row.expires_at)
+    if expires_at <= now:
         return None
     data = json.loads(row.data)
     return SessionRecord(
@@ -1064,13 +1081,22 @@ def _session_of(row: Any, now: datetime) -> SessionRecord | None:
         turns=data["turns"],
         entities=data["entities"],
         open_run_id=data.get("open_run_id"),
-        updated_at=_aware(row.updated_at),
-        expires_at=_aware(row.expires_at),
+        updated_at=_stored_time(row.updated_at),
+        expires_at=expires_at,
         earlier_open_runs=data.get("earlier_open_runs", []),
     )
 
 
-def _put_session(conn: Connection, session: SessionRecord, exists: bool | None = None) -> None:
+def _stored_time(value: Any) -> datetime:
+    """A ``DateTime`` column as the driver returns it, aware (UTC).
+
+    SQLite's is the text SQLAlchemy writes (``2026-01-31 12:00:00.000000``, no zone: corral
+    stores UTC), which ``fromisoformat`` reads; PostgreSQL's is a ``datetime`` already.
+    """
+    return _aware(datetime.fromisoformat(value) if isinstance(value, str) else value)
+
+
+def _put_session(on: driver.Bound, session: SessionRecord, exists: bool | None = None) -> None:
     """Write the session's row: an update, else an insert (``exists`` when known)."""
     fields: dict[str, Any] = {
         "turns": session.turns,
@@ -1087,10 +1113,10 @@ def _put_session(conn: Connection, session: SessionRecord, exists: bool | None =
         "expires_at": session.expires_at,
     }
     if exists is not False:
-        where = sessions.c.session_id == session.session_id
-        if conn.execute(update(sessions).where(where).values(**values)).rowcount or exists:
+        bound = {f"b_{name}": value for name, value in values.items()}
+        if on.execute(_UPDATE_SESSION, {"b_session_id": session.session_id, **bound}) or exists:
             return
-    conn.execute(insert(sessions).values(session_id=session.session_id, **values))
+    on.execute(_INSERT_SESSION, {"session_id": session.session_id, **values})
 
 
 def run_conditions(
