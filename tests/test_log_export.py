@@ -29,10 +29,16 @@ from corral.testing import FixedEffects
 from corral.tools.sensitive import Sensitive
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text() | st.integers() | st.booleans(), inner, max_size=4)
+    ),
     max_leaves=20,
 )
+"""What a log line or a stored row may hold, and what ``json.dumps`` takes besides (NaN,
+tuples, keys that are not text), each written the same way."""
 
 
 @given(JSON_VALUES)

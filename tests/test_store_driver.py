@@ -181,3 +181,16 @@ def test_a_session_reads_back_as_written_and_older_rows_still_read(
             stored = raw.execute("SELECT updated_at, expires_at FROM corral_sessions").fetchone()
         assert stored == (sqlalchemy_text(TIMES[1]), sqlalchemy_text(later))
     store.engine.dispose()
+
+
+def test_a_stored_instant_reads_back_aware_whatever_wrote_it() -> None:
+    """Event times as the driver returns them: SQLite's microseconds, an older row's text,
+    PostgreSQL's datetime (aware, or naive from a driver that drops the zone)."""
+    from corral.store.instant import read_instant, to_micros
+
+    at = TIMES[0]
+    assert read_instant(to_micros(at)) == at
+    assert read_instant("2026-11-30 22:10:24.123456") == at
+    assert read_instant(at) is at
+    naive = read_instant(at.replace(tzinfo=None))
+    assert naive == at and naive.tzinfo is UTC

@@ -38,9 +38,10 @@ def write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
     A reader sees the old content or the new one, never a mix; a crash leaves at most a
     stray ``.tmp`` file, which the next write does not depend on.
 
-    ``sync=False`` leaves out the fsync: for a file derived from the store and rewritten
-    from it (a run's JSONL log), whose loss in an OS crash the next write repairs. The
-    rename is still atomic for readers and for a crash of this process.
+    ``sync=False`` leaves out the fsync, and with it the promise for an OS crash or a
+    power loss (the file may then be found empty): for a file derived from the store and
+    rewritten from it (a run's JSONL log), which the next write repairs. For readers and
+    for a crash of this process the rename stays atomic.
     """
     private_dir(path.parent)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

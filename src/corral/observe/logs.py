@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
 SUMMARY_LIMIT = 200
 _JSON = one_shot_encoder(", ", ": ")
-"""``json.dumps(value, ensure_ascii=False, default=str)``'s text, its encoder built once."""
+"""``json.dumps(value, ensure_ascii=False, default=str)``'s text, its encoder built once (a
+value JSON cannot hold is written as its text; a line holds none: text, numbers, null)."""
 LEVELS = ("debug", "info", "warn", "error")
 
 _ERROR_TYPES = {EventType.PLAN_REJECTED, EventType.LOOP_DETECTED, EventType.BUDGET_EXCEEDED}

@@ -73,6 +73,17 @@ class Instant(TypeDecorator[datetime]):
         """The stored value as an aware UTC ``datetime`` (an older row's text as well)."""
         if value is None or dialect.name != "sqlite":
             return value  # type: ignore[no-any-return]
-        if isinstance(value, int):
-            return from_micros(value)
-        return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
+        return read_instant(value)
+
+
+def read_instant(value: Any) -> datetime:
+    """A stored ``Instant`` as the driver returns it, as an aware UTC ``datetime``.
+
+    SQLite's integer microseconds, or an older row's text (SQLAlchemy's, no zone: UTC);
+    another database's ``timestamptz`` is a ``datetime`` already.
+    """
+    if isinstance(value, int):
+        return from_micros(value)
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)

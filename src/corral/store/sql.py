@@ -84,7 +84,7 @@ from corral.store.facts import folded
 from corral.store.faults import store_faults
 from corral.store.figures import Figures, ToolLatency, aggregate, latencies
 from corral.store.in_place import InPlaceWrites
-from corral.store.instant import Instant
+from corral.store.instant import Instant, read_instant
 
 metadata = MetaData()
 
@@ -212,6 +212,10 @@ _MESSAGE = select(messages.c.run_id, messages.c.seq).where(
     messages.c.message_id == bindparam("b_message_id"),
 )
 _INSERT_MESSAGE = insert(messages)
+_RUN_ROW = select(runs).where(runs.c.run_id == bindparam("b_run_id"))
+_EVENTS_OF_RUN = (
+    select(events).where(events.c.run_id == bindparam("b_run_id")).order_by(events.c.seq)
+)
 _SESSION = select(sessions).where(sessions.c.session_id == bindparam("b_session_id"))
 _SESSION_FOR_UPDATE = _SESSION.with_for_update()
 _UPDATE_SESSION = (
@@ -427,8 +431,12 @@ class SqlStore:
         """Runs the statements every save runs on the driver's cursor (``driver``)."""
         self._latency_queries: dict[projection.LatencyShape, CompoundSelect[Any]] = {}
         """The observed-latency query of each shape asked so far (``tool_latency``)."""
-        self._plans_stored: set[str] = set()
-        """Plan hashes this store object has written or seen written (skips a lookup)."""
+        self._has_projection = False
+        """The stats projection's tables were found (``_projected``)."""
+        self._plans_stored: dict[str, str] = {}
+        """Plan bodies by hash that this store object has written or read: a save skips a
+        lookup, a read skips a query. Content-addressed (a hash names one body for good),
+        and only templates' steps are stored so (config: a few per agent)."""
         self._sqlite = engine.dialect.name == "sqlite"
         # a file's pool: one connection of its own is one more (a memory database's static
         # or per-thread pool would share it with everyone, or be another database)
@@ -818,8 +826,15 @@ class SqlStore:
             conn.execute(insert(plans), [{"hash": k, "body": new[k]} for k in sorted(missing)])
 
     def _plan_bodies(self, conn: Connection, keys: set[str]) -> dict[str, str]:
-        query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(sorted(keys)))
-        return {row.hash: row.body for row in conn.execute(query)}
+        known = self._plans_stored
+        found = {key: known[key] for key in keys if key in known}
+        missing = sorted(keys - found.keys())
+        if missing:
+            query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(missing))
+            read = {row.hash: row.body for row in conn.execute(query)}
+            known.update(read)
+            found.update(read)
+        return found
 
     def _upsert_run(self, conn: Connection, run: RunRecord, row: dict[str, Any]) -> None:
         statement = _UPDATE_RUN_HANDOFF if "handoff" in row else _UPDATE_RUN
@@ -866,15 +881,15 @@ class SqlStore:
             agent=row.agent,
             session_id=row.session_id,
             status=row.status,
-            created_at=_aware(row.created_at),
-            updated_at=_aware(row.updated_at),
+            created_at=_stored_time(row.created_at),
+            updated_at=_stored_time(row.updated_at),
             summary=unpack_summary(row.run_id, row.trace_id, row.status, json.loads(row.summary)),
         )
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run row, or ``None``."""
         with self._faults(run_id, "reading the run"), self.engine.connect() as conn:
-            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).first()
+            row = self._driver.first(conn, _RUN_ROW, {"b_run_id": run_id})
         return self._record(row) if row else None
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
@@ -889,10 +904,11 @@ class SqlStore:
             return self._events(conn, run_id)
 
     def _events(self, conn: Connection, run_id: str) -> list[Event]:
-        query = select(events).where(events.c.run_id == run_id).order_by(events.c.seq)
         rows = [
-            StoredRow(row.run_id, row.seq, _aware(row.ts), row.type, row.stage, row.data)
-            for row in conn.execute(query)
+            StoredRow(found_id, seq, read_instant(ts), kind, stage, data)
+            for found_id, seq, ts, kind, stage, data in self._driver.rows(
+                conn, _EVENTS_OF_RUN, {"b_run_id": run_id}
+            )
         ]
         return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys))
 
@@ -989,8 +1005,14 @@ class SqlStore:
             return schema.state(conn).label == "older"
 
     def _projected(self, conn: Connection) -> bool:
-        """Whether the projection's tables exist (a read-only old home may lack them)."""
-        return inspect(conn).has_table(projection.run_facts_table.name)
+        """Whether the projection's tables exist (a read-only old home may lack them).
+
+        Asked once it holds (every run start of an agent with equivalent tools asks, and
+        an inspection costs more than the query it guards): tables are never dropped.
+        """
+        if not self._has_projection:
+            self._has_projection = inspect(conn).has_table(projection.run_facts_table.name)
+        return self._has_projection
 
     def figures(self, since: datetime | None = None, agent: str | None = None) -> Figures:
         """The stats figures of runs created since ``since`` (of ``agent``), from SQL.
