@@ -98,6 +98,7 @@ from corral.store.base import (
     SavesInPlace,
     SaveWouldWait,
     SessionRecord,
+    SessionUpdate,
     SessionUpdater,
     Store,
 )
@@ -351,6 +352,8 @@ class Runtime:
         self._store_threads: ThreadPoolExecutor | None = None
         self._in_place: bool | None = None
         """Whether the store's class offers saves in place (``_can_save_in_place``), once asked."""
+        self._session_in_save: bool | None = None
+        """Whether the store's ``save`` takes a session's update (``_folds_sessions``)."""
         self._saving: dict[str, set[Future[Any]]] = {}
         """Run id -> its saves in the store's threads (a blocking store's): a stopped
         drive may have given up waiting for one, and its lease is released after them."""
@@ -1183,14 +1186,21 @@ class Runtime:
             await self._keep_after_cancel(persist)
             held.left_to_expire = self._write_in_flight(journal.state)
             raise
-        summary = await self._persist(journal, held.lease, release=True)
-        held.released = True
         state = journal.state
+        # the session's update goes in the run's last save when the store can (one commit,
+        # no hop of its own); made before that save, it reads the clock where it did after
+        turn = self._session_turn(state) if state.session_id and self._folds_sessions() else None
+        summary = await self._persist(
+            journal, held.lease, release=True, session=turn[0] if turn else None
+        )
+        held.released = True
         summary = summary or summarize_run(state)
-        if state.session_id:
-            open_run = await self._io(self._update_session, state)
-            return await self._still_asked(summary, state, open_run)
-        return summary
+        if not state.session_id:
+            return summary
+        update, merged = turn or self._session_turn(state)
+        if not merged:  # not in the save (nothing new to save, or a merge that raised there)
+            await self._io(self._update_session, update)
+        return await self._still_asked(summary, state, merged[-1].open_run_id)
 
     async def _still_asked(
         self, summary: RunSummary, state: RunState, open_run: str | None
@@ -1255,7 +1265,12 @@ class Runtime:
         )
 
     async def _persist(
-        self, journal: Journal, lease: Lease, *, release: bool = False
+        self,
+        journal: Journal,
+        lease: Lease,
+        *,
+        release: bool = False,
+        session: SessionUpdate | None = None,
     ) -> RunSummary | None:
         """Store the buffered events under the lease (fenced).
 
@@ -1293,7 +1308,7 @@ class Runtime:
         try:
             while True:
                 try:
-                    await self._save(record, events, handoff, lease, release)
+                    await self._save(record, events, handoff, lease, release, session)
                     return summary
                 except StoreError as exc:
                     # the wait reads the real clock, not an effect: it orders nothing
@@ -1371,6 +1386,7 @@ class Runtime:
         handoff: HandoffPacket | None,
         lease: Lease,
         release: bool,
+        session: SessionUpdate | None = None,
     ) -> None:
         """``_write`` in a store thread, or made here when the store can without waiting.
 
@@ -1391,7 +1407,15 @@ class Runtime:
             pause, waited = IN_PLACE_FIRST_PAUSE_S, 0.0
             while True:
                 try:
-                    store.save(record, events, handoff, lease=lease, release=release, wait=False)
+                    store.save(
+                        record,
+                        events,
+                        handoff,
+                        lease=lease,
+                        release=release,
+                        wait=False,
+                        **_session_given(session),
+                    )
                 except SaveWouldWait as exc:
                     if not exc.locked or waited >= IN_PLACE_PATIENCE_S:
                         break  # a thread makes it, waiting as long as it takes
@@ -1402,7 +1426,10 @@ class Runtime:
                     if self._exports(release):  # else no hop to a thread for nothing
                         await self._io(self._export, record, events, release, saving=record.run_id)
                     return
-        await self._io(self._write, record, events, handoff, lease, release, saving=record.run_id)
+        write = self._write
+        await self._io(
+            write, record, events, handoff, lease, release, session, saving=record.run_id
+        )
 
     def _write(
         self,
@@ -1411,8 +1438,10 @@ class Runtime:
         handoff: HandoffPacket | None,
         lease: Lease,
         release: bool,
+        session: SessionUpdate | None = None,
     ) -> None:
-        self.store.save(record, events, handoff, lease=lease, release=release)
+        given = _session_given(session)
+        self.store.save(record, events, handoff, lease=lease, release=release, **given)
         self.faults.hit("after_commit")
         self._export(record, events, release)
 
@@ -1439,15 +1468,12 @@ class Runtime:
         if tracer is not None:
             tracer.export(stored, self.sampling)
 
-    def _update_session(self, state: RunState) -> str | None:
-        """``_merge_into_session``, one at a time in this runtime."""
-        with self._sessions:
-            return self._merge_into_session(state)
+    def _session_turn(self, state: RunState) -> tuple[SessionUpdate, list[SessionRecord]]:
+        """The run's turn for its session: the update, and the records its merge made.
 
-    def _merge_into_session(self, state: RunState) -> str | None:
-        """Add the run's turn to its session: in one transaction where the store can.
-
-        Returns the session's open run now: the run its next message reaches.
+        The last record is the one written, and its ``open_run_id`` the run the
+        session's next message reaches; none yet until a save or ``_update_session``
+        has merged it.
         """
         assert state.session_id is not None
         now = self.effects.now()
@@ -1456,17 +1482,35 @@ class Runtime:
         unsettled = latest_ambiguity(
             self.agent.intent.entities.mentions, state.messages, list(state.entities)
         )
-        merged: list[SessionRecord] = []  # the last merge is the one written
+        merged: list[SessionRecord] = []
 
         def merge(existing: SessionRecord | None) -> SessionRecord:
             merged.append(_merged_session(state, now, existing, unsettled=frozenset(unsettled)))
             return merged[-1]
 
-        if isinstance(self.store, SessionUpdater):
-            self.store.update_session(state.session_id, now, merge)
-        else:
-            self.store.save_session(merge(self.store.get_session(state.session_id, now)))
-        return merged[-1].open_run_id
+        return SessionUpdate(state.session_id, now, merge), merged
+
+    def _update_session(self, update: SessionUpdate) -> None:
+        """Add a run's turn to its session on its own, after the run's last save.
+
+        In one transaction where the store can; one at a time in this runtime (a store
+        that cannot reads, then writes).
+        """
+        with self._sessions:
+            if isinstance(self.store, SessionUpdater):
+                self.store.update_session(update.session_id, update.now, update.merge)
+            else:
+                found = self.store.get_session(update.session_id, update.now)
+                self.store.save_session(update.merge(found))
+
+    def _folds_sessions(self) -> bool:
+        """Whether the store's ``save`` takes a session's update (``SavesSessions``).
+
+        Asked once, as ``_can_save_in_place`` asks its own question.
+        """
+        if self._session_in_save is None:
+            self._session_in_save = _declares(self.store, "saves_sessions", "session")
+        return self._session_in_save
 
 
 def _can_save_in_place(store: Store) -> bool:
@@ -1477,13 +1521,23 @@ def _can_save_in_place(store: Store) -> bool:
     for a ``save`` of its own, and a subclass may override ``save`` without ``wait`` (or
     pass it on through ``**kwargs`` to code that may block). Those save in a thread.
     """
+    return _declares(store, "saves_in_place", "wait")
+
+
+def _declares(store: Store, flag: str, parameter: str) -> bool:
+    """Whether ``store``'s class sets ``flag`` and its ``save`` names ``parameter``."""
     cls = type(store)
-    if getattr(cls, "saves_in_place", None) is None:
+    if getattr(cls, flag, None) in (None, False):
         return False
     try:
-        return "wait" in inspect.signature(cls.save).parameters
+        return parameter in inspect.signature(cls.save).parameters
     except (TypeError, ValueError):  # no signature to read (a builtin, a C type)
         return False
+
+
+def _session_given(session: SessionUpdate | None) -> dict[str, SessionUpdate]:
+    """``save``'s ``session`` argument, given only when there is one (``SavesSessions``)."""
+    return {} if session is None else {"session": session}
 
 
 def _spoken(session: SessionRecord | None) -> Language | None:

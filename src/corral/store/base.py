@@ -196,6 +196,44 @@ class SessionUpdater(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SessionUpdate:
+    """A session's read, merge and write, to be made in a run's save (``SavesSessions``)."""
+
+    session_id: str
+    now: datetime
+    merge: SessionMerge
+
+
+class SavesSessions(Protocol):
+    """A store whose ``save`` can update a session in the same transaction.
+
+    A run's last save and its session's update were two write transactions, the second
+    in a store thread of its own: one commit and one hop more per chat turn, and a crash
+    between them left the session without the turn. With ``session`` the store reads,
+    merges and writes the session as ``SessionUpdater.update_session`` does, after the
+    run's rows. A ``merge`` that raises writes nothing of the session: the save goes on,
+    and the caller, finding the session unmerged, updates it on its own (where the error
+    is seen). The runtime asks only a store whose class declares ``saves_sessions`` and
+    whose ``save`` names ``session``.
+    """
+
+    saves_sessions: bool
+
+    def save(
+        self,
+        run: RunRecord,
+        events: Sequence[Event],
+        handoff: HandoffPacket | None = None,
+        *,
+        lease: Lease | None = None,
+        release: bool = False,
+        session: SessionUpdate | None = None,
+    ) -> None:
+        """``Store.save``; with ``session``, that session's update in its transaction."""
+        ...
+
+
 class SaveWouldWait(Exception):
     """A save asked not to wait (``SavesInPlace``) would have: nothing was written.
 

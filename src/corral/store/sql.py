@@ -71,6 +71,7 @@ from corral.store.base import (
     SaveWouldWait,
     SessionMerge,
     SessionRecord,
+    SessionUpdate,
 )
 from corral.store.codec import (
     RowEncoder,
@@ -412,6 +413,8 @@ class SqlStore:
     """The default store. ``SqlStore.open(".corral/corral.db")`` or any SQLAlchemy URL."""
 
     blocking = True
+    saves_sessions = True
+    """A run's last save updates its session in the same transaction (``SavesSessions``)."""
 
     def __init__(
         self,
@@ -723,11 +726,13 @@ class SqlStore:
         lease: Lease | None = None,
         release: bool = False,
         wait: bool = True,
+        session: SessionUpdate | None = None,
     ) -> None:
         """Check the lease, append events and upsert the run row, in one transaction.
 
         ``wait=False``: made at once on this thread, or ``SaveWouldWait`` with nothing
-        written (``SavesInPlace``; SQLite only).
+        written (``SavesInPlace``; SQLite only). ``session``: that session's update, in
+        the same transaction (``SavesSessions``).
         """
         row = {
             "trace_id": run.trace_id,
@@ -760,6 +765,8 @@ class SqlStore:
                     else:
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, new_events)
+                    if session is not None:
+                        self._merge_session(conn, session, quiet=True)
             except IntegrityError:
                 if rows is None or not wait:  # the rare repeat: left to a save that may wait
                     raise SaveWouldWait("a repeated save") from None
@@ -775,10 +782,28 @@ class SqlStore:
                     if not later:  # a repeat of an earlier stretch: the row says more already
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, [e for e in new_events if e.seq in missing])
+                    if session is not None:
+                        self._merge_session(conn, session, quiet=True)
             self._check_file(run.run_id)
         self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
         if wait and self._in_place is not None and self._in_place_allowed:
             self._in_place.prepare()  # here, where waiting is allowed: the next saves use it
+
+    def _merge_session(self, conn: Connection, update: SessionUpdate, *, quiet: bool) -> None:
+        """Read, merge and write the session in ``conn``'s write transaction.
+
+        ``quiet`` (a save's, ``SavesSessions``): a merge that raises writes nothing of the
+        session, and the save goes on; its caller finds the session unmerged and updates
+        it on its own, where the error is raised.
+        """
+        row = self._driver.first(conn, _SESSION_FOR_UPDATE, {"b_session_id": update.session_id})
+        try:
+            merged = update.merge(_session_of(row, update.now))
+        except Exception:
+            if not quiet:
+                raise
+            return
+        _put_session(self._driver.on(conn), merged, exists=row is not None)
 
     def _take_messages(self, conn: Connection, run: RunRecord, new_events: Sequence[Event]) -> None:
         """Keep the message ids ``new_events`` hold (``MessageLog``), or raise.
@@ -957,14 +982,12 @@ class SqlStore:
         both find none and both insert: the second's insert fails on the key, and it is
         merged again, with the first's row there to lock.
         """
-        key = {"b_session_id": session_id}
+        update = SessionUpdate(session_id, now, merge)
         with self._faults(action="updating the session"):
             for attempt in range(2):
                 try:
                     with self._write() as conn:
-                        row = self._driver.first(conn, _SESSION_FOR_UPDATE, key)
-                        merged = merge(_session_of(row, now))
-                        _put_session(self._driver.on(conn), merged, exists=row is not None)
+                        self._merge_session(conn, update, quiet=False)
                     return
                 except IntegrityError:
                     if attempt:
