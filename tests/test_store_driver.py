@@ -194,3 +194,48 @@ def test_a_stored_instant_reads_back_aware_whatever_wrote_it() -> None:
     assert read_instant(at) is at
     naive = read_instant(at.replace(tzinfo=None))
     assert naive == at and naive.tzinfo is UTC
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_save_rolled_back_leaves_no_plan_body_known_that_is_not_stored(
+    tmp_path: Path, backend: str
+) -> None:
+    """A run from before the stats projection is folded inside its next save, plan body
+    included: a body that save had just inserted, read back there and remembered, made
+    the retry after a rollback skip it, and the run unreadable (a reviewer's case)."""
+    from corral.contracts import Plan, Step
+    from corral.events import PlanCreated
+    from corral.store import projection
+
+    store = SqlStore.open(tmp_path / "corral.db" if backend == "sqlite" else postgres_url())
+    rid, template = f"run_{uuid.uuid4().hex[:12]}", f"t_{uuid.uuid4().hex[:8]}"
+
+    def planned(seq: int, tool: str) -> Event:
+        plan = Plan(
+            plan_id=f"p{seq}", intent="x", steps=[Step(id="s1", tool=tool)], template=template
+        )
+        at = TIMES[0] + timedelta(seconds=seq)
+        return Event(rid, seq, at, EventType.PLAN_CREATED, "plan", payload=PlanCreated(plan))
+
+    run = RunRecord(rid, "trace_1", "test", None, "running", TIMES[0], TIMES[0])
+    lookup, other = f"lookup_{template}", f"other_{template}"  # bodies new to a shared database
+    store.save(run, [planned(1, lookup)])
+    with store.engine.begin() as conn:  # its stats rows gone: stored before the projection
+        projection.forget(conn, [rid])
+    failing = [True]
+
+    def full_disk(_c: Any, _cur: Any, statement: str, _p: Any, _ctx: Any, _many: bool) -> None:
+        if failing and statement.startswith("INSERT INTO corral_run_facts"):
+            failing.clear()
+            raise sqlite3.OperationalError("database or disk is full (injected)")
+
+    event.listen(store.engine, "before_cursor_execute", full_disk)
+    with pytest.raises(Exception, match="injected"):
+        store.save(run, [planned(2, other)])  # a new body, then the rollback
+    event.remove(store.engine, "before_cursor_execute", full_disk)
+    store.save(run, [planned(2, other)])  # the retry
+    fresh = SqlStore.open(tmp_path / "corral.db" if backend == "sqlite" else postgres_url())
+    tools = [e.payload.plan.steps[0].tool for e in fresh.load_events(rid)]  # type: ignore[attr-defined]
+    assert tools == [lookup, other]
+    store.engine.dispose()
+    fresh.engine.dispose()

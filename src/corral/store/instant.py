@@ -77,10 +77,11 @@ class Instant(TypeDecorator[datetime]):
 
 
 def read_instant(value: Any) -> datetime:
-    """A stored ``Instant`` as the driver returns it, as an aware UTC ``datetime``.
+    """A stored ``Instant`` as the driver returns it, as an aware ``datetime``.
 
     SQLite's integer microseconds, or an older row's text (SQLAlchemy's, no zone: UTC);
-    another database's ``timestamptz`` is a ``datetime`` already.
+    another database's ``timestamptz`` is a ``datetime`` already (in the session's zone
+    on PostgreSQL, as SQLAlchemy gave it: the same instant).
     """
     if isinstance(value, int):
         return from_micros(value)

@@ -850,14 +850,22 @@ class SqlStore:
         if missing:
             conn.execute(insert(plans), [{"hash": k, "body": new[k]} for k in sorted(missing)])
 
-    def _plan_bodies(self, conn: Connection, keys: set[str]) -> dict[str, str]:
+    def _plan_bodies(self, conn: Connection, keys: set[str], remember: bool) -> dict[str, str]:
+        """The plan bodies of ``keys``: those known, the others read.
+
+        ``remember``: keep what was read, for a read outside any write transaction only.
+        Inside a save's, a body may be the transaction's own insert, which a rollback
+        takes back: known, it would be skipped by the save's retry, whose events would
+        then name a body that is not stored.
+        """
         known = self._plans_stored
         found = {key: known[key] for key in keys if key in known}
         missing = sorted(keys - found.keys())
         if missing:
             query = select(plans.c.hash, plans.c.body).where(plans.c.hash.in_(missing))
             read = {row.hash: row.body for row in conn.execute(query)}
-            known.update(read)
+            if remember:
+                known.update(read)
             found.update(read)
         return found
 
@@ -926,16 +934,21 @@ class SqlStore:
     def load_events(self, run_id: str) -> list[Event]:
         """Every event of the run, by ``seq``."""
         with self._faults(run_id, "reading the run's events"), self.engine.connect() as conn:
-            return self._events(conn, run_id)
+            return self._events(conn, run_id, committed=True)
 
-    def _events(self, conn: Connection, run_id: str) -> list[Event]:
+    def _events(self, conn: Connection, run_id: str, *, committed: bool = False) -> list[Event]:
+        """The run's events as ``conn`` sees them.
+
+        ``committed``: ``conn`` holds no write transaction (``_plan_bodies`` may then
+        remember the plan bodies it reads).
+        """
         rows = [
             StoredRow(found_id, seq, read_instant(ts), kind, stage, data)
             for found_id, seq, ts, kind, stage, data in self._driver.rows(
                 conn, _EVENTS_OF_RUN, {"b_run_id": run_id}
             )
         ]
-        return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys))
+        return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys, committed))
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
