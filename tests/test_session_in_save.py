@@ -122,3 +122,25 @@ async def test_a_save_that_takes_no_session_is_followed_by_the_update(
     assert session is not None
     assert [t["run_id"] for t in session.turns] == [first.run_id, second.run_id]
     await runtime.aclose()
+
+
+class OwnUpdate(SqlStore):
+    """A store of one's own whose ``update_session`` does more: it is called, as before."""
+
+    def update_session(self, session_id: str, now: datetime, merge: Any) -> None:
+        super().update_session(session_id, now, merge)
+
+
+def test_only_a_writable_sqlite_file_folds_the_session(tmp_path: Path) -> None:
+    """On PostgreSQL a session row another transaction holds would hold the run's own
+    save, and fail it: there the session is updated on its own, as before."""
+    from tests.extras import postgres_url
+
+    writable = SqlStore.open(tmp_path / "corral.db")
+    assert writable.saves_sessions is True
+    assert SqlStore.open(tmp_path / "corral.db", read_only=True).saves_sessions is False
+    assert OwnUpdate.open(tmp_path / "corral.db").saves_sessions is False
+    assert OwnSave.open(tmp_path / "corral.db").saves_sessions is True  # but see its save
+    served = SqlStore.open(postgres_url())
+    assert served.saves_sessions is False
+    served.engine.dispose()

@@ -1198,9 +1198,11 @@ class Runtime:
         if not state.session_id:
             return summary
         update, merged = turn or self._session_turn(state)
-        if not merged:  # not in the save (nothing new to save, or a merge that raised there)
+        written = update.written  # by the save that committed, if it could
+        if written is None:  # nothing new to save, or a merge that raised there
             await self._io(self._update_session, update)
-        return await self._still_asked(summary, state, merged[-1].open_run_id)
+            written = merged[-1]  # the last merge is the one written
+        return await self._still_asked(summary, state, written.open_run_id)
 
     async def _still_asked(
         self, summary: RunSummary, state: RunState, open_run: str | None
@@ -1471,9 +1473,9 @@ class Runtime:
     def _session_turn(self, state: RunState) -> tuple[SessionUpdate, list[SessionRecord]]:
         """The run's turn for its session: the update, and the records its merge made.
 
-        The last record is the one written, and its ``open_run_id`` the run the
-        session's next message reaches; none yet until a save or ``_update_session``
-        has merged it.
+        Made in a save, the update says what was written (``written``); made on its own
+        (``_update_session``), the last record is. Its ``open_run_id`` is the run the
+        session's next message reaches.
         """
         assert state.session_id is not None
         now = self.effects.now()
@@ -1510,7 +1512,7 @@ class Runtime:
         """
         if self._session_in_save is None:
             self._session_in_save = _declares(self.store, "saves_sessions", "session")
-        return self._session_in_save
+        return self._session_in_save and getattr(self.store, "saves_sessions", False) is True
 
 
 def _can_save_in_place(store: Store) -> bool:

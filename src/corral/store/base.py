@@ -196,13 +196,16 @@ class SessionUpdater(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass
 class SessionUpdate:
     """A session's read, merge and write, to be made in a run's save (``SavesSessions``)."""
 
     session_id: str
     now: datetime
     merge: SessionMerge
+    written: SessionRecord | None = None
+    """What the save that committed wrote of the session; ``None``: nothing (the store
+    sets it, after that commit, and only then)."""
 
 
 class SavesSessions(Protocol):
@@ -212,10 +215,11 @@ class SavesSessions(Protocol):
     in a store thread of its own: one commit and one hop more per chat turn, and a crash
     between them left the session without the turn. With ``session`` the store reads,
     merges and writes the session as ``SessionUpdater.update_session`` does, after the
-    run's rows. A ``merge`` that raises writes nothing of the session: the save goes on,
-    and the caller, finding the session unmerged, updates it on its own (where the error
-    is seen). The runtime asks only a store whose class declares ``saves_sessions`` and
-    whose ``save`` names ``session``.
+    run's rows, and sets ``session.written`` once that commits. Whatever keeps it from
+    the session (a merge that raises) writes nothing of the session, and the save goes
+    on: the caller, finding nothing written, updates the session on its own (where the
+    error is seen). The runtime asks only a store whose ``saves_sessions`` is true and
+    whose class's ``save`` names ``session``.
     """
 
     saves_sessions: bool

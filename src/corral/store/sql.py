@@ -413,8 +413,6 @@ class SqlStore:
     """The default store. ``SqlStore.open(".corral/corral.db")`` or any SQLAlchemy URL."""
 
     blocking = True
-    saves_sessions = True
-    """A run's last save updates its session in the same transaction (``SavesSessions``)."""
 
     def __init__(
         self,
@@ -478,6 +476,21 @@ class SqlStore:
     @saves_in_place.setter
     def saves_in_place(self, allowed: bool) -> None:
         self._in_place_allowed = allowed
+
+    @property
+    def saves_sessions(self) -> bool:
+        """Whether a run's last save may update its session too (``SavesSessions``).
+
+        On a writable SQLite file: the save holds the write lock, so the session's
+        statements wait for nobody. Not on PostgreSQL, where a session row another
+        transaction holds would keep the run's own save waiting, and fail it; nor for a
+        subclass with an ``update_session`` of its own, which expects to be called.
+        """
+        return (
+            self._sqlite
+            and not self.read_only
+            and type(self).update_session is SqlStore.update_session
+        )
 
     @classmethod
     def open(
@@ -745,6 +758,7 @@ class SqlStore:
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
         bodies: dict[str, str] = {}
+        written: SessionRecord | None = None
         # in place, once the write lock is held: a save that finds it taken costs a BEGIN
         rows = _event_rows(new_events, bodies) if wait else None
         with self._faults(run.run_id, "saving the run"):
@@ -766,7 +780,7 @@ class SqlStore:
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, new_events)
                     if session is not None:
-                        self._merge_session(conn, session, quiet=True)
+                        written = self._merge_session(conn, session, quiet=True)
             except IntegrityError:
                 if rows is None or not wait:  # the rare repeat: left to a save that may wait
                     raise SaveWouldWait("a repeated save") from None
@@ -783,18 +797,22 @@ class SqlStore:
                         self._upsert_run(conn, run, row)
                     self._project(conn, run, [e for e in new_events if e.seq in missing])
                     if session is not None:
-                        self._merge_session(conn, session, quiet=True)
+                        written = self._merge_session(conn, session, quiet=True)
             self._check_file(run.run_id)
         self._plans_stored.update(bodies)  # only once the transaction that wrote them committed
+        if session is not None:  # what the transaction that committed wrote of it
+            session.written = written
         if wait and self._in_place is not None and self._in_place_allowed:
             self._in_place.prepare()  # here, where waiting is allowed: the next saves use it
 
-    def _merge_session(self, conn: Connection, update: SessionUpdate, *, quiet: bool) -> None:
-        """Read, merge and write the session in ``conn``'s write transaction.
+    def _merge_session(
+        self, conn: Connection, update: SessionUpdate, *, quiet: bool
+    ) -> SessionRecord | None:
+        """Read, merge and write the session in ``conn``'s write transaction; what it wrote.
 
         ``quiet`` (a save's, ``SavesSessions``): a merge that raises writes nothing of the
-        session, and the save goes on; its caller finds the session unmerged and updates
-        it on its own, where the error is raised.
+        session (``None``), and the save goes on; its caller finds nothing written and
+        updates the session on its own, where the error is raised.
         """
         row = self._driver.first(conn, _SESSION_FOR_UPDATE, {"b_session_id": update.session_id})
         try:
@@ -802,8 +820,9 @@ class SqlStore:
         except Exception:
             if not quiet:
                 raise
-            return
+            return None
         _put_session(self._driver.on(conn), merged, exists=row is not None)
+        return merged
 
     def _take_messages(self, conn: Connection, run: RunRecord, new_events: Sequence[Event]) -> None:
         """Keep the message ids ``new_events`` hold (``MessageLog``), or raise.
