@@ -1428,9 +1428,8 @@ class Runtime:
                     if self._exports(release):  # else no hop to a thread for nothing
                         await self._io(self._export, record, events, release, saving=record.run_id)
                     return
-        write = self._write
         await self._io(
-            write, record, events, handoff, lease, release, session, saving=record.run_id
+            self._write, record, events, handoff, lease, release, session, saving=record.run_id
         )
 
     def _write(
