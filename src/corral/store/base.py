@@ -9,6 +9,7 @@ at once, without waiting, on the caller's thread (``SavesInPlace``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
@@ -249,6 +250,23 @@ class SaveWouldWait(Exception):
         super().__init__(reason)
         self.locked = locked
         """A lock was taken (a write, the kept connection): it is likely free again soon."""
+
+
+class CallsInPlace(Protocol):
+    """A blocking store that can make a run's reads and lease calls on the caller's thread.
+
+    When nothing is in their way (``SqlStore.in_place``): the reads and lease calls of a
+    run's start or resume. Inside ``in_place()`` those calls are made at once, or raise
+    ``SaveWouldWait`` having done nothing; the runtime then makes them in a store thread.
+    The runtime asks only a store whose class declares ``calls_in_place`` and ``in_place``.
+    """
+
+    calls_in_place: bool
+    """False: every call goes to a store thread."""
+
+    def in_place(self) -> AbstractContextManager[None]:
+        """A block in which this thread's reads and lease calls never wait."""
+        ...
 
 
 class SavesInPlace(Protocol):

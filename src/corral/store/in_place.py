@@ -1,4 +1,4 @@
-"""SQLite writes made on the caller's thread when nothing would make them wait.
+"""SQLite writes (and reads) made on the caller's thread when nothing would make them wait.
 
 The runtime hands a blocking store's calls to threads, so that a lock held by another
 process never stalls the event loop. For a SQLite save that costs more than the save: a
@@ -57,7 +57,10 @@ def would_wait(exc: DBAPIError) -> bool:
 
 
 class InPlaceWrites:
-    """One SQLite connection kept for write transactions that must not wait."""
+    """One SQLite connection kept for transactions that must not wait.
+
+    Saves, and the reads and lease calls of a run's start or resume (``SqlStore.in_place``).
+    """
 
     def __init__(
         self,
@@ -93,21 +96,44 @@ class InPlaceWrites:
         closed so that the next one starts clean. Until a store thread has opened the
         connection (``prepare``), it is ``SaveWouldWait`` too: opening one may wait.
         """
+        with self._used(self._begin, writes=True) as connection:
+            yield connection
+
+    @contextmanager
+    def reading(self) -> Iterator[Connection]:
+        """A read transaction (deferred ``BEGIN``) on the kept connection, or ``SaveWouldWait``.
+
+        In WAL mode a reader waits for nobody's write; what could still make it wait (a
+        file being recovered, the kept connection in use) is ``SaveWouldWait``, as for a
+        write, and the read is made in a store thread instead.
+        """
+        with self._used(Connection.begin, writes=False) as connection:
+            yield connection
+
+    @contextmanager
+    def _used(
+        self, begin: Callable[[Connection], RootTransaction], *, writes: bool
+    ) -> Iterator[Connection]:
+        """The kept connection, in a transaction that ``begin`` starts (see ``transaction``).
+
+        ``writes``: a write transaction, counted (under the lock) for the checkpoints.
+        """
         if not self._lock.acquire(blocking=False):
-            raise SaveWouldWait("another thread is writing on the kept connection", locked=True)
+            raise SaveWouldWait("another thread is using the kept connection", locked=True)
         try:
             connection = self._connection
             if connection is None:
                 raise SaveWouldWait("no kept connection yet: a store thread opens it")
             try:
-                with self._begin(connection):
+                with begin(connection):
                     yield connection
-                self._made += 1
-                if self._made % CHECKPOINT_EVERY == 0:
-                    self._checkpoint_soon()
+                if writes:
+                    self._made += 1
+                    if self._made % CHECKPOINT_EVERY == 0:
+                        self._checkpoint_soon()
             except DBAPIError as exc:
                 if would_wait(exc):
-                    raise SaveWouldWait("the write lock is taken", locked=True) from exc
+                    raise SaveWouldWait("SQLite answered busy", locked=True) from exc
                 if not isinstance(exc, IntegrityError):  # a key taken: the connection is fine
                     self._close()
                 raise

@@ -13,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 import urllib.parse
 import weakref
@@ -404,6 +405,19 @@ def schema_state(target: str | Path) -> schema.SchemaState:
         engine.dispose()
 
 
+IN_PLACE_CALLS = (
+    "get_session",
+    "get_run",
+    "load_events",
+    "tool_latency",
+    "lease_holder",
+    "acquire_lease",
+    "renew_lease",
+    "release_lease",
+)
+"""The calls ``SqlStore.in_place`` makes without waiting: a run's start, resume and lease."""
+
+
 def _now() -> float:
     """Lease clock: Unix time. Leases are infrastructure, not part of a run's log."""
     return time.time()
@@ -449,6 +463,8 @@ class SqlStore:
         )
         """The connection kept for saves made on the caller's thread (``in_place``)."""
         self._in_place_allowed = True
+        self._here = threading.local()
+        """``active`` on a thread inside ``in_place``: its calls may not wait."""
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -476,6 +492,57 @@ class SqlStore:
     @saves_in_place.setter
     def saves_in_place(self, allowed: bool) -> None:
         self._in_place_allowed = allowed
+
+    @property
+    def calls_in_place(self) -> bool:
+        """Whether the runtime tries its reads and lease calls on its own thread first.
+
+        As ``saves_in_place`` (a writable SQLite file in WAL mode), for the calls that
+        ``in_place`` covers, unless a subclass overrides one of them: its own code may wait.
+        """
+        cls = type(self)
+        return self.saves_in_place and all(
+            getattr(cls, name) is getattr(SqlStore, name) for name in IN_PLACE_CALLS
+        )
+
+    @contextmanager
+    def in_place(self) -> Iterator[None]:
+        """For the block, this thread's calls of ``IN_PLACE_CALLS`` never wait.
+
+        Each is made at once on the connection kept for saves (``InPlaceWrites``), or
+        raises ``SaveWouldWait`` having done nothing: the kept connection is in use, not
+        opened yet, or SQLite answers busy. The runtime then makes it in a store thread.
+        A read of a run's start or resume in a thread costs more than the read on a
+        2-core machine (``docs/performance.md``, "A conversation's turns on SQLite").
+        """
+        here = self._here
+        if getattr(here, "active", False):  # nested: the outer block says so already
+            yield
+            return
+        here.active = True
+        try:
+            yield
+        finally:
+            here.active = False
+
+    def _here_now(self) -> InPlaceWrites | None:
+        """The kept connection's keeper when this thread is inside ``in_place``."""
+        if not getattr(self._here, "active", False):
+            return None
+        if self._in_place is None or not self.saves_in_place:
+            raise SaveWouldWait("this store makes no call in place")
+        return self._in_place
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A connection to read on: the pool's, or inside ``in_place`` the kept one."""
+        here = self._here_now()
+        if here is None:
+            with self.engine.connect() as conn:
+                yield conn
+        else:
+            with here.reading() as conn:
+                yield conn
 
     @property
     def saves_sessions(self) -> bool:
@@ -594,6 +661,11 @@ class SqlStore:
         per write more, joining the engine's events anew for every connection. A BEGIN
         that fails leaves no request behind for the connection's next user.
         """
+        here = self._here_now()
+        if here is not None:  # inside ``in_place``: at once, or ``SaveWouldWait``
+            with here.transaction() as conn:
+                yield conn
+            return
         with self.engine.connect() as conn, self._begin_write(conn):
             if not self._sqlite:  # PostgreSQL, the other dialect a store opens
                 _bound_lock_waits(conn)
@@ -722,7 +794,7 @@ class SqlStore:
 
     def lease_holder(self, run_id: str) -> LeaseHolder | None:
         """The live holder, or ``None``."""
-        with self._faults(run_id, "reading the run's lease"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the run's lease"), self._reading() as conn:
             row = conn.execute(select(leases).where(leases.c.run_id == run_id)).first()
         if row is None or row.expires_at <= _now():
             return None
@@ -940,7 +1012,7 @@ class SqlStore:
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run row, or ``None``."""
-        with self._faults(run_id, "reading the run"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the run"), self._reading() as conn:
             row = self._driver.first(conn, _RUN_ROW, {"b_run_id": run_id})
         return self._record(row) if row else None
 
@@ -952,7 +1024,7 @@ class SqlStore:
 
     def load_events(self, run_id: str) -> list[Event]:
         """Every event of the run, by ``seq``."""
-        with self._faults(run_id, "reading the run's events"), self.engine.connect() as conn:
+        with self._faults(run_id, "reading the run's events"), self._reading() as conn:
             return self._events(conn, run_id, committed=True)
 
     def _events(self, conn: Connection, run_id: str, *, committed: bool = False) -> list[Event]:
@@ -977,7 +1049,7 @@ class SqlStore:
 
     def get_session(self, session_id: str, now: datetime) -> SessionRecord | None:
         """The session unless unknown or expired."""
-        with self._faults(action="reading the session"), self.engine.connect() as conn:
+        with self._faults(action="reading the session"), self._reading() as conn:
             row = self._driver.first(conn, _SESSION, {"b_session_id": session_id})
         return _session_of(row, now)
 
@@ -1134,7 +1206,7 @@ class SqlStore:
         """
         if not tools:
             return {}
-        with self._faults(action="reading tool latency"), self.engine.connect() as conn:
+        with self._faults(action="reading tool latency"), self._reading() as conn:
             if not self._projected(conn):
                 return {}
             shape, params = projection.latency_request(agent, sorted(tools), last, timeouts_ms)
