@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from corral import Agent, Runtime, SqlStore, load_agent
 from corral.effects import FixedEffects
@@ -23,7 +24,14 @@ from tests.conftest import AFTERSALES
 from tests.store.test_conformance import events, record, run_id
 
 TURNS = ("我的打印机坏了，能换新吗", "订单号 HD20240501", "好的")
-READS = ("get_session", "load_events", "get_run", "tool_latency", "acquire_lease")
+READS = (
+    "get_session",
+    "load_events",
+    "get_run",
+    "tool_latency",
+    "acquire_lease",
+    "run_of_message",
+)
 
 
 def _threads_of(store: SqlStore, names: tuple[str, ...]) -> dict[str, list[int]]:
@@ -51,7 +59,12 @@ def ready(store: SqlStore) -> SqlStore:
 
 
 async def _talk(runtime: Runtime, session: str) -> list[str]:
-    return [(await runtime.start(t, session_id=session)).status.value for t in TURNS]
+    """The turns of one conversation, each with a client's message id (as a server's are)."""
+    said = []
+    for n, text in enumerate(TURNS):
+        summary = await runtime.start(text, session_id=session, message_id=f"{session}-{n}")
+        said.append(summary.status.value)
+    return said
 
 
 async def test_a_conversations_reads_are_made_on_the_loops_thread(
@@ -61,11 +74,19 @@ async def test_a_conversations_reads_are_made_on_the_loops_thread(
     runtime = Runtime(aftersales, store, effects=FixedEffects())
     await runtime.start(TURNS[0], session_id="warm")  # its save opens the kept connection
     threads = _threads_of(store, READS)
-    statuses = await _talk(runtime, "s1")
     here = threading.get_ident()
+    checkouts: list[int] = []  # of the pool's connections, on this thread: each may wait
+
+    @event.listens_for(store.engine, "checkout")
+    def _checked_out(*_: Any) -> None:
+        if threading.get_ident() == here:
+            checkouts.append(here)
+
+    statuses = await _talk(runtime, "s1")
     assert statuses[-1] in {"finished", "handed_off"}, statuses
-    # every one of them was asked, and only on this thread
+    # every one of them was asked, and only on this thread, on the kept connection
     assert {name: set(ids) for name, ids in threads.items()} == {name: {here} for name in READS}
+    assert checkouts == []
     await runtime.aclose()
 
 

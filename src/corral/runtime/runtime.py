@@ -1113,9 +1113,11 @@ class Runtime:
         """``call(*args)`` made on this thread inside the store's ``in_place``, or ``_NOT_HERE``.
 
         ``_NOT_HERE`` when the store offers no calls in place, or this one would have
-        waited (``SaveWouldWait``: nothing was done). A store thread costs more than a
-        read of a run's start (a session, a run's events, a lease) on a 2-core machine: a
-        chat turn on SQLite spent about half of what SQLite added to it on the hops.
+        waited (``SaveWouldWait``: nothing was done). ``call`` may use only the store calls
+        its ``in_place`` covers (``SqlStore``'s ``IN_PLACE_CALLS``): another would wait. A
+        store thread costs more than a read of a run's start (a session, a run's events, a
+        lease) on a 2-core machine: a chat turn on SQLite spent about half of what SQLite
+        added to it on the hops.
         """
         if self._calls_in_place is None:
             self._calls_in_place = _can_call_in_place(self.store)

@@ -411,11 +411,15 @@ IN_PLACE_CALLS = (
     "load_events",
     "tool_latency",
     "lease_holder",
+    "run_of_message",
     "acquire_lease",
     "renew_lease",
     "release_lease",
 )
-"""The calls ``SqlStore.in_place`` makes without waiting: a run's start, resume and lease."""
+"""The calls ``SqlStore.in_place`` makes without waiting: a run's start, resume and lease.
+
+Every store call the runtime makes in place (``Runtime._here``) must be one of these: any
+other opens a pooled connection, and may wait for it, or for SQLite's busy timeout."""
 
 
 def _now() -> float:
@@ -917,7 +921,7 @@ class SqlStore:
         """The run whose events hold this message id (``MessageLog``), or ``None``."""
         key = _message_key(agent, session_id, message_id)
         bound = {f"b_{k}": v for k, v in key.items()}
-        with self._faults(action="reading a message id"), self.engine.connect() as conn:
+        with self._faults(action="reading a message id"), self._reading() as conn:
             holder = self._driver.first(conn, _MESSAGE, bound)
         return holder.run_id if holder is not None else None
 
