@@ -1,8 +1,9 @@
 """What a run's JSONL log adds to a run, against the baseline: the same runs without a log.
 
 ``corral run`` and ``corral serve`` keep a JSONL file per run (``observe.logs``), written
-from the run's events after its save, in a store thread. Workload C of ``overhead.py``
-(the 5-step DAG, the full message -> reply path, one run at a time on a SQLite file,
+from the run's events after its save (where the save was made: on the event loop's
+thread for a SQLite save made in place, with the log beside the store). Workload C of
+``overhead.py`` (the 5-step DAG, the full message -> reply path, one run at a time on a SQLite file,
 ``synchronous=OFF``), rounds alternating a runtime without a log and one with a log
 folder, each on a new file, in one process: CPU per run (every thread), and the
 difference, what the log costs. Then the parts of one export, timed one at a time in this

@@ -10,6 +10,8 @@ store and rewritten from it.
 from __future__ import annotations
 
 import json
+import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +29,7 @@ from corral.observe.logs import JsonlLog, log_records
 from corral.observe.redact import Redactor, redactor_for
 from corral.testing import FixedEffects
 from corral.tools.sensitive import Sensitive
+from tests.extras import REQUIRE_ALL, import_extra
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -154,3 +157,72 @@ async def test_a_runs_log_is_written_without_an_fsync_and_keeps_its_redaction(
     assert [json.loads(line) for line in text.splitlines()] == log_records(events)
     corral.files.write_private(tmp_path / "token", b"secret")  # other private files: synced
     assert len(synced) == 1
+
+
+def _export_threads(runtime: Runtime) -> list[str]:
+    """The threads the runtime's log exports run on from now on."""
+    log = runtime.log
+    assert log is not None
+    threads: list[str] = []
+    export = log.export
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return export(*args, **kwargs)
+
+    log.export = noted  # type: ignore[method-assign]
+    return threads
+
+
+async def test_after_a_save_made_on_the_loops_thread_the_log_is_written_there(
+    tmp_path: Path,
+) -> None:
+    """A store thread per run cost more than the export (``docs/performance.md``)."""
+    store = SqlStore.open(tmp_path / "c.db")
+    runtime = Runtime(_agent(), store, effects=FixedEffects(), log_dir=tmp_path / "logs")
+    await runtime.start("card please")  # the store's first save opens its kept connection
+    threads = _export_threads(runtime)
+    summary = await runtime.start("card please")
+    assert summary.status.value == "finished"
+    assert threads == [threading.current_thread().name]
+    lines = (tmp_path / "logs" / f"{summary.run_id}.jsonl").read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == list(range(1, len(lines) + 1))
+    assert "Ada Lovelace" not in "".join(lines)  # redacted as ever
+
+
+async def test_spans_to_export_send_the_export_to_a_thread(tmp_path: Path) -> None:
+    """An exporter may do network I/O where it is called: never on the event loop."""
+    import_extra("opentelemetry.sdk", REQUIRE_ALL)
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from corral.observe.otel import OtelTracer
+
+    exporter = InMemorySpanExporter()
+    store = SqlStore.open(tmp_path / "c.db")
+    runtime = Runtime(
+        _agent(),
+        store,
+        effects=FixedEffects(),
+        log_dir=tmp_path / "logs",
+        tracer=OtelTracer(exporter),
+    )
+    await runtime.start("card please")
+    threads = _export_threads(runtime)
+    await runtime.start("card please")
+    assert threads and threading.current_thread().name not in threads
+    assert exporter.get_finished_spans()
+
+
+async def test_a_log_on_another_file_system_is_written_in_a_thread(tmp_path: Path) -> None:
+    """A file system the store does not use could stall the loop where the save would not."""
+    elsewhere = Path("/dev/shm")
+    if not elsewhere.is_dir() or elsewhere.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system to put the log on")
+    with tempfile.TemporaryDirectory(dir=elsewhere) as folder:
+        store = SqlStore.open(tmp_path / "c.db")
+        runtime = Runtime(_agent(), store, effects=FixedEffects(), log_dir=Path(folder) / "logs")
+        await runtime.start("card please")
+        threads = _export_threads(runtime)
+        summary = await runtime.start("card please")
+        assert threads and threading.current_thread().name not in threads
+        assert (Path(folder) / "logs" / f"{summary.run_id}.jsonl").is_file()

@@ -355,6 +355,8 @@ class Runtime:
         """Whether the store's class offers saves in place (``_can_save_in_place``), once asked."""
         self._calls_in_place: bool | None = None
         """Whether it offers its reads and lease calls in place (``_can_call_in_place``)."""
+        self._log_beside_store: bool | None = None
+        """Whether the log folder is on the store file's file system (``_exported_here``)."""
         self._session_in_save: bool | None = None
         """Whether the store's ``save`` takes a session's update (``_folds_sessions``)."""
         self._saving: dict[str, set[Future[Any]]] = {}
@@ -1464,7 +1466,7 @@ class Runtime:
                     waited, pause = waited + pause, pause * 2
                 else:
                     self.faults.hit("after_commit")
-                    if self._exports(release):  # else no hop to a thread for nothing
+                    if self._exports(release) and not self._exported_here(record, events, release):
                         await self._io(self._export, record, events, release, saving=record.run_id)
                     return
         await self._io(
@@ -1484,6 +1486,37 @@ class Runtime:
         self.store.save(record, events, handoff, lease=lease, release=release, **given)
         self.faults.hit("after_commit")
         self._export(record, events, release)
+
+    def _exported_here(self, record: RunRecord, saved: list[Event], release: bool) -> bool:
+        """After a save made here: the run's log written here too, when that is all to export.
+
+        Only for a log folder on the file system of the store's own file: a stalled file
+        system stalls the save made here already, so the log adds no stall of its own,
+        and a store thread cost more than the export (``docs/performance.md``, "The JSONL
+        log"). Spans go to a thread: an exporter may do network I/O where it is called. A
+        read of the run's earlier events that would wait (``SaveWouldWait``) sends the
+        whole export to a thread; it had written nothing yet.
+        """
+        if release and self.tracer is not None:
+            return False
+        if self._log_beside_store is None:
+            self._log_beside_store = self._log_on_store_file_system()
+        if not self._log_beside_store:
+            return False
+        return self._here(self._export, record, saved, release) is not _NOT_HERE
+
+    def _log_on_store_file_system(self) -> bool:
+        """Whether the log folder (or what of it exists) is on the store file's file system."""
+        store_file = getattr(self.store, "path", None)
+        if self.log is None or not isinstance(store_file, Path):
+            return False
+        folder = self.log.folder.absolute()
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent  # made at the first export
+        try:
+            return folder.stat().st_dev == store_file.stat().st_dev
+        except OSError:
+            return False
 
     def _exports(self, release: bool) -> bool:
         """Whether a save exports anything: a log, or spans once the drive paused or ended."""
