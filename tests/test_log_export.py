@@ -226,3 +226,14 @@ async def test_a_log_on_another_file_system_is_written_in_a_thread(tmp_path: Pat
         summary = await runtime.start("card please")
         assert threads and threading.current_thread().name not in threads
         assert (Path(folder) / "logs" / f"{summary.run_id}.jsonl").is_file()
+
+
+async def test_a_log_folder_that_cannot_be_looked_at_leaves_the_runs_as_they_were(
+    tmp_path: Path,
+) -> None:
+    """A reviewer's case: its check raised after the save, and every later run failed."""
+    folder = tmp_path / ("x" * 300) / "logs"  # a name the file system refuses
+    runtime = Runtime(_agent(), SqlStore.open(tmp_path / "c.db"), log_dir=folder)
+    for _ in range(3):
+        assert (await runtime.start("card please")).status.value == "finished"
+    assert runtime._log_beside_store is False

@@ -1499,21 +1499,23 @@ class Runtime:
         """
         if release and self.tracer is not None:
             return False
-        if self._log_beside_store is None:
-            self._log_beside_store = self._log_on_store_file_system()
-        if not self._log_beside_store:
+        if not self._log_beside_store:  # None: not known yet, a thread's export learns it
             return False
         return self._here(self._export, record, saved, release) is not _NOT_HERE
 
     def _log_on_store_file_system(self) -> bool:
-        """Whether the log folder (or what of it exists) is on the store file's file system."""
+        """Whether the log folder (or what of it exists) is on the store file's file system.
+
+        In a store thread (``_export``'s first call there): the log's file system may be
+        the one that stalls. A folder that cannot be looked at is not beside the store.
+        """
         store_file = getattr(self.store, "path", None)
         if self.log is None or not isinstance(store_file, Path):
             return False
-        folder = self.log.folder.absolute()
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent  # made at the first export
         try:
+            folder = self.log.folder.absolute()
+            while not folder.exists() and folder != folder.parent:
+                folder = folder.parent  # made at the first export
             return folder.stat().st_dev == store_file.stat().st_dev
         except OSError:
             return False
@@ -1531,6 +1533,8 @@ class Runtime:
         """
         if not self._exports(release):
             return
+        if self._log_beside_store is None:  # in a store thread (or for a store without a file)
+            self._log_beside_store = self._log_on_store_file_system()
         tracer = self.tracer if release else None  # paused or ended: export spans
         if saved and saved[0].seq == 1 and tracer is None:
             stored = saved  # the run's first save: nothing earlier to read back
