@@ -250,10 +250,14 @@ def test_a_postgresql_store_saves_in_a_thread() -> None:
     postgres.engine.dispose()
 
 
-async def test_a_runtime_that_logs_exports_in_a_thread_after_a_save_in_place(
+async def test_a_runtimes_first_log_export_is_in_a_thread_then_beside_the_save(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A log writes a file (and reads the run back after a later save): not on the loop."""
+    """The first export learns, in a thread, that the log is on the store's file system.
+
+    The loop never looks at another file system; once the log is known to be beside the
+    store, it is written where the save was made (``tests/test_log_export.py``).
+    """
     store = ready(SqlStore.open(tmp_path / "corral.db"))
     inserts = event_inserts(store)
     exported: list[int] = []
@@ -271,6 +275,9 @@ async def test_a_runtime_that_logs_exports_in_a_thread_after_a_save_in_place(
     assert exported and threading.get_ident() not in exported
     lines = (tmp_path / "logs" / f"{summary.run_id}.jsonl").read_text().splitlines()
     assert len(lines) == len(store.load_events(summary.run_id))
+    exported.clear()
+    assert (await runtime.start("go")).status.value == "finished"
+    assert exported == [threading.get_ident()]
 
 
 class Wrapped:
