@@ -469,6 +469,10 @@ class SqlStore:
         self._in_place_allowed = True
         self._here = threading.local()
         """``active`` on a thread inside ``in_place``: its calls may not wait."""
+        self._own_calls = all(
+            getattr(type(self), name) is getattr(SqlStore, name) for name in IN_PLACE_CALLS
+        )
+        """No subclass overrides a call ``in_place`` covers (``calls_in_place``)."""
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -504,10 +508,7 @@ class SqlStore:
         As ``saves_in_place`` (a writable SQLite file in WAL mode), for the calls that
         ``in_place`` covers, unless a subclass overrides one of them: its own code may wait.
         """
-        cls = type(self)
-        return self.saves_in_place and all(
-            getattr(cls, name) is getattr(SqlStore, name) for name in IN_PLACE_CALLS
-        )
+        return self._own_calls and self.saves_in_place
 
     @contextmanager
     def in_place(self) -> Iterator[None]:
