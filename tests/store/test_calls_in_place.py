@@ -22,6 +22,7 @@ from corral.effects import FixedEffects
 from corral.store.base import Lease, SaveWouldWait
 from tests.conftest import AFTERSALES
 from tests.store.test_conformance import events, record, run_id
+from tests.store.test_saves_in_place import ready
 
 TURNS = ("我的打印机坏了，能换新吗", "订单号 HD20240501", "好的")
 READS = (
@@ -49,13 +50,6 @@ def _threads_of(store: SqlStore, names: tuple[str, ...]) -> dict[str, list[int]]
     for name in names:
         setattr(store, name, noted(name, getattr(store, name)))
     return found
-
-
-def ready(store: SqlStore) -> SqlStore:
-    """``store`` after a save made where waiting is allowed: its kept connection is open."""
-    rid = run_id()
-    store.save(record(rid), events(rid, 1, 1))
-    return store
 
 
 async def _talk(runtime: Runtime, session: str) -> list[str]:

@@ -1497,7 +1497,7 @@ class Runtime:
         read of the run's earlier events that would wait (``SaveWouldWait``) sends the
         whole export to a thread; it had written nothing yet.
         """
-        if release and self.tracer is not None:
+        if self._spans_due(release):
             return False
         if not self._log_beside_store:  # None: not known yet, a thread's export learns it
             return False
@@ -1522,7 +1522,11 @@ class Runtime:
 
     def _exports(self, release: bool) -> bool:
         """Whether a save exports anything: a log, or spans once the drive paused or ended."""
-        return self.log is not None or (release and self.tracer is not None)
+        return self.log is not None or self._spans_due(release)
+
+    def _spans_due(self, release: bool) -> bool:
+        """Whether a save exports spans: the drive paused or ended, and a tracer is set."""
+        return release and self.tracer is not None
 
     def _export(self, record: RunRecord, saved: list[Event], release: bool) -> None:
         """After a save of ``saved``: the run's log file, and its spans once it paused or ended.
@@ -1535,7 +1539,7 @@ class Runtime:
             return
         if self._log_beside_store is None:  # in a store thread (or for a store without a file)
             self._log_beside_store = self._log_on_store_file_system()
-        tracer = self.tracer if release else None  # paused or ended: export spans
+        tracer = self.tracer if self._spans_due(release) else None
         if saved and saved[0].seq == 1 and tracer is None:
             stored = saved  # the run's first save: nothing earlier to read back
         else:

@@ -532,10 +532,12 @@ class SqlStore:
 
     def _here_now(self) -> InPlaceWrites | None:
         """The kept connection's keeper when this thread is inside ``in_place``."""
-        if not getattr(self._here, "active", False):
-            return None
+        return self._kept() if getattr(self._here, "active", False) else None
+
+    def _kept(self) -> InPlaceWrites:
+        """The kept connection's keeper, or ``SaveWouldWait``: this store makes nothing in place."""
         if self._in_place is None or not self.saves_in_place:
-            raise SaveWouldWait("this store makes no call in place")
+            raise SaveWouldWait("this store makes nothing in place")
         return self._in_place
 
     @contextmanager
@@ -693,10 +695,8 @@ class SqlStore:
         if wait:
             with self._write() as conn:
                 yield conn
-        elif self._in_place is None or not self.saves_in_place:
-            raise SaveWouldWait("this store makes no write in place")
         else:
-            with self._in_place.transaction() as conn:
+            with self._kept().transaction() as conn:
                 yield conn
 
     # ------------------------------------------------------------------ leases
