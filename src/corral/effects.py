@@ -79,6 +79,11 @@ class Effects(Protocol):
         A durable engine records what it returned (as JSON of type ``shape``), so that a
         re-execution of the run sees what the first execution saw; elsewhere it is just
         ``read()``. ``name`` says what was read. Sync: a store thread calls it too.
+
+        Effects whose ``recorded`` is just ``read()`` may say so with ``reads_now = True``
+        (optional): the runtime then makes such a read without calling ``recorded``, on
+        its own thread where the store allows it. Without it, every read goes through
+        ``recorded``.
         """
         ...
 
@@ -248,6 +253,11 @@ class LiveEffects:
         """Read now: nothing is recorded outside a durable engine."""
         return read()
 
+    @property
+    def reads_now(self) -> bool:
+        """``recorded`` is ``read()`` (``Effects.recorded``), unless a subclass changed it."""
+        return type(self).recorded is LiveEffects.recorded
+
 
 @dataclass
 class FixedEffects:
@@ -298,6 +308,11 @@ class FixedEffects:
         """Read now."""
         return read()
 
+    @property
+    def reads_now(self) -> bool:
+        """``recorded`` is ``read()`` (``Effects.recorded``), unless a subclass changed it."""
+        return type(self).recorded is FixedEffects.recorded
+
 
 @dataclass
 class WrappedEffects:
@@ -340,3 +355,11 @@ class WrappedEffects:
     def recorded(self, name: str, read: Callable[[], T], shape: Any) -> T:
         """The wrapped read."""
         return self.inner.recorded(name, read, shape)
+
+    @property
+    def reads_now(self) -> bool:
+        """As the wrapped effects say, unless a wrapper changed ``recorded``."""
+        return (
+            type(self).recorded is WrappedEffects.recorded
+            and getattr(self.inner, "reads_now", False) is True
+        )

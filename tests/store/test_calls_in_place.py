@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from sqlalchemy import event
 
 from corral import Agent, Runtime, SqlStore, load_agent
-from corral.effects import FixedEffects
+from corral.effects import FixedEffects, LiveEffects, WrappedEffects
 from corral.store.base import Lease, SaveWouldWait
 from tests.conftest import AFTERSALES
 from tests.store.test_conformance import events, record, run_id
@@ -35,20 +36,27 @@ READS = (
 )
 
 
-def _threads_of(store: SqlStore, names: tuple[str, ...]) -> dict[str, list[int]]:
-    """The threads each of ``names`` answers on from now on (a call that would wait does not)."""
+def _threads_of(
+    store: SqlStore, names: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, list[int]]:
+    """The threads each of ``names`` answers on from now on (a call that would wait does not).
+
+    Noted by ``SqlStore``'s own methods, replaced on the class for the test: a store with a
+    method replaced on it, or a subclass's, makes no call in place.
+    """
     found: dict[str, list[int]] = {name: [] for name in names}
 
     def noted(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            answer = method(*args, **kwargs)
-            found[name].append(threading.get_ident())
+        def call(self: SqlStore, *args: Any, **kwargs: Any) -> Any:
+            answer = method(self, *args, **kwargs)
+            if self is store:
+                found[name].append(threading.get_ident())
             return answer
 
         return call
 
     for name in names:
-        setattr(store, name, noted(name, getattr(store, name)))
+        monkeypatch.setattr(SqlStore, name, noted(name, getattr(SqlStore, name)))
     return found
 
 
@@ -62,12 +70,12 @@ async def _talk(runtime: Runtime, session: str) -> list[str]:
 
 
 async def test_a_conversations_reads_are_made_on_the_loops_thread(
-    aftersales: Agent, tmp_path: Path
+    aftersales: Agent, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = SqlStore.open(tmp_path / "corral.db")
     runtime = Runtime(aftersales, store, effects=FixedEffects())
     await runtime.start(TURNS[0], session_id="warm")  # its save opens the kept connection
-    threads = _threads_of(store, READS)
+    threads = _threads_of(store, READS, monkeypatch)
     here = threading.get_ident()
     checkouts: list[int] = []  # of the pool's connections, on this thread: each may wait
 
@@ -84,7 +92,9 @@ async def test_a_conversations_reads_are_made_on_the_loops_thread(
     await runtime.aclose()
 
 
-async def test_with_the_kept_connection_in_use_they_go_to_a_thread(tmp_path: Path) -> None:
+async def test_with_the_kept_connection_in_use_they_go_to_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another thread holds the kept connection (a save in a store thread): nothing waits."""
     expected = []
     for name in ("twin", "corral"):  # the same turns, in place, then with it held
@@ -96,7 +106,7 @@ async def test_with_the_kept_connection_in_use_they_go_to_a_thread(tmp_path: Pat
             expected = await _talk(runtime, "s2")
             await runtime.aclose()
     here = threading.get_ident()
-    threads = _threads_of(store, ("get_session", "load_events"))
+    threads = _threads_of(store, ("get_session", "load_events"), monkeypatch)
     kept = store._in_place
     assert kept is not None
     with kept._lock:  # what a store thread's save holds while it writes
@@ -153,3 +163,105 @@ def test_a_subclass_that_overrides_a_call_makes_none_in_place(tmp_path: Path) ->
     off.saves_in_place = False  # the switch for saves turns these off too
     assert not off.calls_in_place
     assert set(READS) <= set(IN_PLACE_CALLS)
+
+
+def test_a_subclass_that_overrides_a_helper_makes_none_in_place(tmp_path: Path) -> None:
+    """Review of ecf9a29: a call in place runs helpers too (``_faults``, ``_events``...)."""
+
+    class Metered(SqlStore):
+        def _faults(self, run_id: str | None = None, action: str = "store access") -> Any:
+            return super()._faults(run_id, action)  # a metrics push here could block
+
+    class Named(SqlStore):  # its own set-up and a method of its own: nothing overridden
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.label = "ours"
+
+        def describe(self) -> str:
+            return self.label
+
+    assert not ready(Metered.open(tmp_path / "a.db")).calls_in_place
+    assert ready(Named.open(tmp_path / "b.db")).calls_in_place
+
+
+async def test_a_call_replaced_on_the_store_is_made_in_a_thread(
+    aftersales: Agent, tmp_path: Path
+) -> None:
+    """Review of ecf9a29: a wrapper set on the store (a timer, a test's slow lease) ran on
+    the loop's thread and held it for as long as it waited."""
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(aftersales, store, effects=FixedEffects())
+    await runtime.start(TURNS[0], session_id="warm")  # its save opens the kept connection
+    assert store.calls_in_place
+    here, seen = threading.get_ident(), []
+    acquire = store.acquire_lease
+
+    def slow_acquire(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.get_ident())
+        return acquire(*args, **kwargs)
+
+    store.acquire_lease = slow_acquire  # type: ignore[method-assign]
+    assert not store.calls_in_place
+    await _talk(runtime, "s3")
+    assert seen and here not in seen
+    del store.acquire_lease
+    assert store.calls_in_place
+    await runtime.aclose()
+
+
+async def test_a_long_run_is_read_in_a_thread(aftersales: Agent, tmp_path: Path) -> None:
+    """Review of ecf9a29: reading 20 000 events in place held the loop for 200 ms."""
+    from corral.store.sql import IN_PLACE_MAX_EVENTS
+
+    store = ready(SqlStore.open(tmp_path / "corral.db"))
+    short, long = run_id(), run_id()
+    store.save(record(short), events(short, 1, IN_PLACE_MAX_EVENTS))
+    store.save(record(long), events(long, 1, IN_PLACE_MAX_EVENTS + 1))
+    with store.in_place():
+        assert len(store.load_events(short)) == IN_PLACE_MAX_EVENTS
+        with pytest.raises(SaveWouldWait):
+            store.load_events(long)
+        assert store.get_run(long) is not None  # the kept connection is fine after it
+    runtime = Runtime(aftersales, store, effects=FixedEffects())
+    assert len(await runtime.events(long)) == IN_PLACE_MAX_EVENTS + 1  # from a thread
+    await runtime.aclose()
+
+
+@dataclass
+class Replaying(FixedEffects):
+    """A durable engine executing a drive again: its session read answered from a record."""
+
+    record: dict[str, Any] = field(default_factory=lambda: {"session": None})
+
+    def recorded(self, name: str, read: Callable[[], Any], shape: Any) -> Any:
+        return self.record[name] if name in self.record else read()
+
+
+def test_effects_say_whether_a_recorded_read_is_only_a_read() -> None:
+    assert FixedEffects().reads_now and LiveEffects().reads_now
+    assert WrappedEffects(FixedEffects()).reads_now
+    assert not Replaying().reads_now and not WrappedEffects(Replaying()).reads_now
+
+
+async def test_a_read_the_effects_record_is_left_to_them(tmp_path: Path) -> None:
+    """Review of ecf9a29: in place, the store was read before ``recorded`` was asked, so a
+    replaying engine's answer came after a read it did not want (and its failure)."""
+    agent = load_agent(AFTERSALES, data_dir=tmp_path / "data")
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(agent, store, effects=Replaying())
+    await runtime.start(TURNS[0], session_id="warm")  # its save opens the kept connection
+    reads: list[str] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _noted(_c: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and "corral_sessions" in sql:
+            reads.append(sql)
+
+    made = {}
+    for in_place in (True, False):
+        store.saves_in_place = in_place
+        reads.clear()
+        await runtime.start(TURNS[0], session_id=f"s-{in_place}")
+        made[in_place] = len(reads)
+    assert made[True] == made[False]
+    await runtime.aclose()

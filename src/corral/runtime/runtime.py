@@ -679,13 +679,14 @@ class Runtime:
         """``read()`` as a recorded read (``Effects.recorded``), here or in a store thread.
 
         What a run's events depend on in the store: a re-execution of a durable drive is
-        answered what the first execution read. A read made here (``_here``) is handed to
-        ``recorded`` as read: an engine that replays answers what it recorded instead.
+        answered what the first execution read. Made here (``_here``) only with effects
+        that record nothing (``reads_now``: ``recorded`` is ``read()``): an engine that
+        records or replays makes the read itself, or answers it without one.
         """
-        found = self._here(read)
-        if found is not _NOT_HERE:
-            value = cast(T, found)
-            return self.effects.recorded(name, lambda: value, shape)
+        if getattr(self.effects, "reads_now", False) is True:
+            found = self._here(read)
+            if found is not _NOT_HERE:
+                return cast(T, found)
         return await self._io(self.effects.recorded, name, read, shape)
 
     async def _session(self, session_id: str) -> SessionRecord | None:

@@ -218,6 +218,7 @@ _RUN_ROW = select(runs).where(runs.c.run_id == bindparam("b_run_id"))
 _EVENTS_OF_RUN = (
     select(events).where(events.c.run_id == bindparam("b_run_id")).order_by(events.c.seq)
 )
+_EVENTS_OF_RUN_UP_TO = _EVENTS_OF_RUN.limit(bindparam("b_most"))
 _SESSION = select(sessions).where(sessions.c.session_id == bindparam("b_session_id"))
 _SESSION_FOR_UPDATE = _SESSION.with_for_update()
 _UPDATE_SESSION = (
@@ -422,6 +423,10 @@ Every store call the runtime makes in place (``Runtime._here``) must be one of t
 other opens a pooled connection, and may wait for it, or for SQLite's busy timeout."""
 
 
+IN_PLACE_MAX_EVENTS = 500
+"""The most events ``load_events`` reads and decodes inside ``in_place`` (a few ms)."""
+
+
 def _now() -> float:
     """Lease clock: Unix time. Leases are infrastructure, not part of a run's log."""
     return time.time()
@@ -469,10 +474,8 @@ class SqlStore:
         self._in_place_allowed = True
         self._here = threading.local()
         """``active`` on a thread inside ``in_place``: its calls may not wait."""
-        self._own_calls = all(
-            getattr(type(self), name) is getattr(SqlStore, name) for name in IN_PLACE_CALLS
-        )
-        """No subclass overrides a call ``in_place`` covers (``calls_in_place``)."""
+        self._own_calls = not _overrides(type(self))
+        """No subclass overrides a method, which a call in place may use (``calls_in_place``)."""
         if self._sqlite:
             event.listen(engine, "connect", _sqlite_connect)
             event.listen(engine, "begin", _sqlite_begin)
@@ -506,9 +509,15 @@ class SqlStore:
         """Whether the runtime tries its reads and lease calls on its own thread first.
 
         As ``saves_in_place`` (a writable SQLite file in WAL mode), for the calls that
-        ``in_place`` covers, unless a subclass overrides one of them: its own code may wait.
+        ``in_place`` covers, unless a subclass overrides a method of this class, or one is
+        replaced on the store itself (a wrapper that times or slows a call): a call in place
+        uses helpers as well as the calls, and the other code may wait.
         """
-        return self._own_calls and self.saves_in_place
+        return (
+            self._own_calls
+            and self.saves_in_place
+            and not (self.__dict__.keys() & _METHODS)  # a dict of a dozen names
+        )
 
     @contextmanager
     def in_place(self) -> Iterator[None]:
@@ -1028,21 +1037,36 @@ class SqlStore:
             return [self._record(row) for row in conn.execute(query)]
 
     def load_events(self, run_id: str) -> list[Event]:
-        """Every event of the run, by ``seq``."""
-        with self._faults(run_id, "reading the run's events"), self._reading() as conn:
-            return self._events(conn, run_id, committed=True)
+        """Every event of the run, by ``seq``.
 
-    def _events(self, conn: Connection, run_id: str, *, committed: bool = False) -> list[Event]:
+        Inside ``in_place``, a run of more than ``IN_PLACE_MAX_EVENTS`` events is
+        ``SaveWouldWait``, read and decoded in a store thread instead: its read would hold
+        the event loop for as long as it takes (about 10 ms per 1 000 events here).
+        """
+        most = IN_PLACE_MAX_EVENTS if self._here_now() is not None else None
+        with self._faults(run_id, "reading the run's events"), self._reading() as conn:
+            return self._events(conn, run_id, committed=True, most=most)
+
+    def _events(
+        self, conn: Connection, run_id: str, *, committed: bool = False, most: int | None = None
+    ) -> list[Event]:
         """The run's events as ``conn`` sees them.
 
         ``committed``: ``conn`` holds no write transaction (``_plan_bodies`` may then
-        remember the plan bodies it reads).
+        remember the plan bodies it reads). ``most``: more rows than that are
+        ``SaveWouldWait``, before any is decoded.
         """
+        if most is None:
+            found = self._driver.rows(conn, _EVENTS_OF_RUN, {"b_run_id": run_id})
+        else:
+            found = self._driver.rows(
+                conn, _EVENTS_OF_RUN_UP_TO, {"b_run_id": run_id, "b_most": most + 1}
+            )
+            if len(found) > most:
+                raise SaveWouldWait(f"a run of more than {most} events is read in a thread")
         rows = [
             StoredRow(found_id, seq, read_instant(ts), kind, stage, data)
-            for found_id, seq, ts, kind, stage, data in self._driver.rows(
-                conn, _EVENTS_OF_RUN, {"b_run_id": run_id}
-            )
+            for found_id, seq, ts, kind, stage, data in found
         ]
         return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys, committed))
 
@@ -1303,3 +1327,20 @@ def run_conditions(
     if until is not None:
         where.append(columns.created_at < until)
     return where
+
+
+_METHODS = frozenset(
+    name
+    for klass in SqlStore.__mro__[:-1]
+    for name, value in vars(klass).items()
+    if not name.startswith("__")
+    and (callable(value) or isinstance(value, (property, classmethod, staticmethod)))
+)
+"""The names of ``SqlStore``'s methods and properties (``calls_in_place``); not its dunder
+methods: a subclass's own ``__init__`` makes no call in place."""
+
+
+def _overrides(cls: type[SqlStore]) -> bool:
+    """Whether ``cls`` (or a class between it and ``SqlStore``) redefines one of them."""
+    below = cls.__mro__[: cls.__mro__.index(SqlStore)]
+    return any(name in _METHODS for klass in below for name in vars(klass))
