@@ -70,6 +70,8 @@ def test_the_watcher_takes_over_only_dead_executors_and_says_how_long_ago(url: s
         lambda executor: taken.append(executor) or 2,
         clock=clock,
     )
+    assert watcher.poll() == [] and taken == []  # a new connection settles first
+    clock.now += watcher.settle_s
     first = watcher.poll()  # all but the one never seen are alive
     assert [(t.executor_id, t.workflows, t.seen, t.lost_s) for t in first] == [
         ("w-never-seen", 2, False, 0.0)
@@ -82,6 +84,27 @@ def test_the_watcher_takes_over_only_dead_executors_and_says_how_long_ago(url: s
     assert dead["w-dying"].seen and dead["w-dying"].lost_s == 1.5  # last seen one poll ago
     assert not dead["w-never-seen"].seen and dead["w-never-seen"].lost_s == 1.5
     alive.close()
+    mine.close()
+
+
+def test_a_watcher_whose_first_round_follows_a_restart_calls_no_live_worker_dead(
+    url: str,
+) -> None:
+    """The defect (``test_workers_pg_restart``, about 1 in 50 runs under load, 1 in 6 with
+    a busy core beside it): a worker's watcher made its first round just after PostgreSQL
+    restarted, before the other worker's keeper took its lock back. Only a reconnect
+    settled; a first connection called the live worker dead and handed its drives, in the
+    middle of their writes, to new executions, which entered the writes again."""
+    mine, other = hold(url, "w-me"), hold(url, "w-other")
+    terminate(url, other.conn)  # the restart ended the other worker's session
+    taken: list[str] = []
+    clock = Clock()
+    watcher = Watcher(mine, lambda: {"w-other"}, lambda e: taken.append(e) or 1, clock=clock)
+    assert watcher.poll() == [] and taken == []  # its first connection settles too
+    assert other.ensure()  # the other worker's keeper takes its lock back at its next poll
+    clock.now += watcher.settle_s
+    assert watcher.poll() == [] and taken == []  # alive: nothing of it is taken over
+    other.close()
     mine.close()
 
 
@@ -99,7 +122,7 @@ def test_a_restarting_worker_cannot_take_its_id_while_a_watcher_takes_over_its_r
             during.append(exc.message)
         return 1
 
-    Watcher(mine, lambda: {"w-gone"}, recover).poll()
+    Watcher(mine, lambda: {"w-gone"}, recover, settle_s=0.0).poll()
     assert len(during) == 1 and "corral-watch:w-me" in during[0]  # the watcher held it
     hold(url, "w-gone").close()  # and let it go after
     mine.close()

@@ -97,16 +97,27 @@ class DbosEffects:
     _wall_shift: timedelta = timedelta(0)
     """Added to the wall readings of this process: the drive's times never go back."""
     _execution: str = field(default_factory=lambda: uuid.uuid4().hex)
-    """This process's executions of workflows: a write entered by another one was
-    entered by an execution that died (a re-execution runs in a new process)."""
+    """This process's executions of workflows: a clock reading taken by another process
+    is on another host's clocks (``_continued``)."""
+    _entry: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """This execution of a drive (``for_drive`` draws one for each): a write that must not
+    be entered twice is marked with it before it is entered. Another's mark is a write
+    entered by an execution that recorded no outcome: its process died, or a takeover
+    gave the drive to a new execution while it ran, in another process or in this one."""
 
-    def _execution_id(self) -> str:
-        return self._execution
+    def _entry_id(self) -> str:
+        return self._entry
 
     def for_drive(self) -> DbosEffects:
-        """These effects for one drive: its own clock reading, the rest shared."""
+        """These effects for one execution of a drive: its own clock and entry mark."""
         return replace(
-            self, _clock=None, _per_drive=True, _last=None, _shift=0.0, _wall_shift=timedelta(0)
+            self,
+            _clock=None,
+            _per_drive=True,
+            _last=None,
+            _shift=0.0,
+            _wall_shift=timedelta(0),
+            _entry=uuid.uuid4().hex,
         )
 
     def now(self) -> datetime:
@@ -200,7 +211,7 @@ class DbosEffects:
         entered: str | None = None
         if not _safe_to_enter_again(spec):  # say which execution enters it, first
             marker = StepOptions(name=f"corral.enter.{spec.name}", retries_allowed=False)
-            entered = await DBOS.run_step_async(marker, self._execution_id)
+            entered = await DBOS.run_step_async(marker, self._entry_id)
         options = StepOptions(name=f"corral.tool.{spec.name}", retries_allowed=False)
         call = Hidden((spec, args, context, timeout_s, entered))
         step = partial(DBOS.run_step_async, options, self._tool_step, call)
@@ -218,17 +229,18 @@ class DbosEffects:
     ) -> dict[str, Any]:
         """The live call, its outcome as the attempt records it: data, or a failure.
 
-        ``entered``: the execution that entered a write which must not be entered twice.
-        Another one's means that execution died in the write: it may or may not have
-        acted, so it is not entered again but failed without proof that nothing happened
-        (``OUTCOME_UNKNOWN``: its reconciler looks, else a person does), as
+        ``entered``: the execution of the drive that entered a write which must not be
+        entered twice (``_entry``). Another one's means that execution died in the write,
+        or was taken over while in it: it may or may not have acted, so it is not entered
+        again but failed without proof that nothing happened (``OUTCOME_UNKNOWN``: its
+        reconciler looks, else a person does), as
         ``corral resume`` settles a write in flight when its process died.
 
         Nothing is called when the tool's rate-limit permit is too old (``permits.py``):
         checked here, and again on the tool's own thread just before its function runs.
         """
         spec, args, context, timeout_s, entered = call.value
-        if entered is not None and entered != self._execution:
+        if entered is not None and entered != self._entry:
             return {"error": failure_record(InterruptedWriteError(spec.name))}
         if permit_use_by is not None:
             if expired(permit_use_by):

@@ -315,8 +315,9 @@ class Watcher:
     recover: Callable[[str], int]
     poll_s: float = 1.0
     settle_s: float = 5.0
-    """After this watcher's own connection came back, how long it waits before it calls
-    any worker dead (the others take their locks back after a server restart)."""
+    """After this watcher's connection was made (the first one, or again after it was
+    lost), how long it waits before it calls any worker dead (the others take their locks
+    back after a server restart)."""
     clock: Callable[[], float] = time.monotonic
     _last_seen: dict[str, float] = field(default_factory=dict)
     _first_dead: dict[str, float] = field(default_factory=dict)
@@ -375,8 +376,11 @@ class Watcher:
         if self._conn is None or self._conn.closed:
             name = WATCH_NAME_PREFIX + self.liveness.executor_id
             self._conn = _connect(self.liveness.url, name)
-            if self._settled_at or self._last_seen:  # a reconnect, not the first connection
-                self._settled_at = self.clock() + self.settle_s
+            # Every new session settles, the first one too: it has not seen who held a lock
+            # before it, and a server that just restarted ended every live worker's session
+            # (each takes its lock back at its keeper's next poll). A watcher whose first
+            # round comes just after a restart would otherwise call them all dead.
+            self._settled_at = self.clock() + self.settle_s
         return self._conn
 
     @staticmethod
