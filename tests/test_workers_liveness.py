@@ -108,6 +108,31 @@ def test_a_watcher_whose_first_round_follows_a_restart_calls_no_live_worker_dead
     mine.close()
 
 
+def test_one_executor_whose_takeover_fails_does_not_keep_the_others_from_theirs(
+    url: str,
+) -> None:
+    """Review of 36879d4: a recovery that raised ended the round, and the watcher closed
+    its connection, so the next round settled again: an executor sorted after a failing
+    one was never taken over."""
+    mine = hold(url, "w-me")
+    taken: list[str] = []
+
+    def recover(executor: str) -> int:
+        if executor == "w-a":
+            raise RuntimeError("its workflows cannot be read")
+        taken.append(executor)
+        return 1
+
+    clock = Clock()
+    watcher = Watcher(mine, lambda: {"w-a", "w-b"}, recover, clock=clock)
+    assert watcher.poll() == []  # settling
+    clock.now += watcher.settle_s
+    assert [t.executor_id for t in watcher.poll()] == ["w-b"] and taken == ["w-b"]
+    assert watcher._conn is not None and not watcher._conn.closed  # nothing to settle again
+    assert not _holds(url, "w-a")  # its lock let go: the next round tries it again
+    mine.close()
+
+
 def test_a_restarting_worker_cannot_take_its_id_while_a_watcher_takes_over_its_runs(
     url: str,
 ) -> None:
@@ -192,7 +217,7 @@ def test_a_worker_takes_its_lock_back_while_its_watcher_is_held_up(url: str) -> 
         release.wait(30)
         return set()
 
-    watcher = Watcher(mine, blocked_scan, lambda e: 0, poll_s=0.05)
+    watcher = Watcher(mine, blocked_scan, lambda e: 0, poll_s=0.05, settle_s=0.0)
     threads = [mine.keeper(stopping, 0.05), watcher.thread(stopping)]
     for thread in threads:
         thread.start()

@@ -255,8 +255,8 @@ class LiveEffects:
 
     @property
     def reads_now(self) -> bool:
-        """``recorded`` is ``read()`` (``Effects.recorded``), unless a subclass changed it."""
-        return type(self).recorded is LiveEffects.recorded
+        """``recorded`` is ``read()`` (``Effects.recorded``), unless it was replaced."""
+        return type(self).recorded is LiveEffects.recorded and "recorded" not in vars(self)
 
 
 @dataclass
@@ -310,8 +310,8 @@ class FixedEffects:
 
     @property
     def reads_now(self) -> bool:
-        """``recorded`` is ``read()`` (``Effects.recorded``), unless a subclass changed it."""
-        return type(self).recorded is FixedEffects.recorded
+        """``recorded`` is ``read()`` (``Effects.recorded``), unless it was replaced."""
+        return type(self).recorded is FixedEffects.recorded and "recorded" not in vars(self)
 
 
 @dataclass
@@ -361,5 +361,6 @@ class WrappedEffects:
         """As the wrapped effects say, unless a wrapper changed ``recorded``."""
         return (
             type(self).recorded is WrappedEffects.recorded
+            and "recorded" not in vars(self)
             and getattr(self.inner, "reads_now", False) is True
         )

@@ -180,8 +180,13 @@ def test_a_subclass_that_overrides_a_helper_makes_none_in_place(tmp_path: Path) 
         def describe(self) -> str:
             return self.label
 
+    class Proxied(SqlStore):  # every attribute looked up by code of its own
+        def __getattribute__(self, name: str) -> Any:
+            return super().__getattribute__(name)
+
     assert not ready(Metered.open(tmp_path / "a.db")).calls_in_place
     assert ready(Named.open(tmp_path / "b.db")).calls_in_place
+    assert not ready(Proxied.open(tmp_path / "c.db")).calls_in_place
 
 
 async def test_a_call_replaced_on_the_store_is_made_in_a_thread(
@@ -241,6 +246,39 @@ def test_effects_say_whether_a_recorded_read_is_only_a_read() -> None:
     assert FixedEffects().reads_now and LiveEffects().reads_now
     assert WrappedEffects(FixedEffects()).reads_now
     assert not Replaying().reads_now and not WrappedEffects(Replaying()).reads_now
+    spied = FixedEffects()
+    spied.recorded = lambda name, read, shape: read()  # type: ignore[method-assign]
+    assert not spied.reads_now  # replaced on the effects themselves: asked for each read
+
+
+@dataclass
+class Noting(FixedEffects):
+    """Effects that record their reads (a durable engine's): the thread of each."""
+
+    threads: dict[str, set[int]] = field(default_factory=dict)
+
+    def recorded(self, name: str, read: Callable[[], Any], shape: Any) -> Any:
+        self.threads.setdefault(name, set()).add(threading.get_ident())
+        return read()
+
+
+async def test_effects_that_record_reads_make_every_one_in_a_store_thread(
+    tmp_path: Path,
+) -> None:
+    """Review of 07619bb: a resumed run's log (``_recorded_state``) was still read, and
+    recorded, on the loop's thread inside ``in_place``, whatever the effects record."""
+    effects = Noting()
+    store = SqlStore.open(tmp_path / "corral.db")
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), store, effects=effects)
+    await runtime.start(TURNS[0], session_id="warm")  # its save opens the kept connection
+    assert store.calls_in_place
+    await _talk(runtime, "s4")
+    here = threading.get_ident()
+    # the store's reads (``degraded`` is the tools' health in memory: read where it is)
+    reads = {name: threads for name, threads in effects.threads.items() if name != "degraded"}
+    assert {"session", "log"} <= set(reads)  # a start's and a resume's
+    assert all(here not in threads for threads in reads.values()), reads
+    await runtime.aclose()
 
 
 async def test_a_read_the_effects_record_is_left_to_them(tmp_path: Path) -> None:

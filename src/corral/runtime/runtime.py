@@ -683,7 +683,7 @@ class Runtime:
         that record nothing (``reads_now``: ``recorded`` is ``read()``): an engine that
         records or replays makes the read itself, or answers it without one.
         """
-        if getattr(self.effects, "reads_now", False) is True:
+        if self._reads_now():
             found = self._here(read)
             if found is not _NOT_HERE:
                 return cast(T, found)
@@ -1068,7 +1068,10 @@ class Runtime:
             seen = self.effects.recorded(name, partial(len, events), int)
             return events[:seen]
 
-        events = await self._io_here(read)
+        if self._reads_now():  # nothing recorded: the whole log, here when it can be
+            events = await self._io_here(self.store.load_events, run_id)
+        else:  # what the effects record is theirs to do, in a store thread
+            events = await self._io(read)
         if not events:
             raise RunNotFoundError(f"no run {run_id!r}")
         return fold(run_id, events)
@@ -1100,6 +1103,10 @@ class Runtime:
             with suppress(Exception):
                 await asyncio.wrap_future(work)
             raise
+
+    def _reads_now(self) -> bool:
+        """Whether the effects record no read (``reads_now``): one may be made here."""
+        return getattr(self.effects, "reads_now", False) is True
 
     async def _io_here(self, call: Callable[..., T], *args: Any) -> T:
         """``_io`` for a read or a lease call of a run's start or resume: here when it can be.

@@ -1341,6 +1341,12 @@ methods: a subclass's own ``__init__`` makes no call in place."""
 
 
 def _overrides(cls: type[SqlStore]) -> bool:
-    """Whether ``cls`` (or a class between it and ``SqlStore``) redefines one of them."""
+    """Whether ``cls`` (or a class between it and ``SqlStore``) redefines one of them.
+
+    Or looks its attributes up in code of its own (``__getattribute__``, ``__getattr__``).
+    """
     below = cls.__mro__[: cls.__mro__.index(SqlStore)]
-    return any(name in _METHODS for klass in below for name in vars(klass))
+    return any(name in _METHODS or name in _LOOKUPS for klass in below for name in vars(klass))
+
+
+_LOOKUPS = frozenset({"__getattribute__", "__getattr__"})

@@ -26,9 +26,11 @@ at least ``IDLE_S``), so PostgreSQL ends it once the worker went quiet. A host t
 power or its network sends no FIN: without the timeout its session, and so its runs,
 stayed held until the kernel's keepalive gave up (about two hours by default).
 
-After its own connection was lost (PostgreSQL restarted, say) a watcher waits
-``settle_s`` before it calls anyone dead: every live worker's lock vanished with the
-server, and each takes its own again within a poll.
+After it opens a connection, its first one or one after the last was lost (PostgreSQL
+restarted, say), a watcher waits ``settle_s`` before it calls anyone dead: every live
+worker's lock may have vanished with the server, and each takes its own again within a
+poll. One executor whose takeover fails is tried again at the next round; the round goes
+on with the others.
 """
 
 from __future__ import annotations
@@ -399,6 +401,9 @@ class Watcher:
             return None  # alive (or another watcher is taking it over)
         try:
             count = self.recover(executor_id)
+        except Exception as exc:  # this one's next round tries again; the others go on
+            logger.warning("takeover watcher: taking over executor %s failed: %s", executor_id, exc)
+            return None
         finally:
             _unlock(conn, executor_id)
         last_seen = self._last_seen.get(executor_id)
