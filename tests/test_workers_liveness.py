@@ -108,6 +108,27 @@ def test_a_watcher_whose_first_round_follows_a_restart_calls_no_live_worker_dead
     mine.close()
 
 
+def test_a_watcher_of_a_slowly_polling_fleet_settles_for_three_of_its_polls(url: str) -> None:
+    """Review of 36879d4: the settling was a fixed 5 s, and a keeper polling every 10 s
+    (``--takeover-poll-s 10``) takes its lock back up to 10 s after a restart."""
+    mine, other = hold(url, "w-me"), hold(url, "w-other")
+    terminate(url, other.conn)  # a restart ended its session
+    taken: list[str] = []
+    clock = Clock()
+    watcher = Watcher(
+        mine, lambda: {"w-other"}, lambda e: taken.append(e) or 1, poll_s=10.0, clock=clock
+    )
+    assert watcher.settle_s == 30.0 and Watcher(mine, set, lambda e: 0).settle_s == 5.0
+    assert watcher.poll() == []
+    clock.now += 10.0  # its keeper's next poll is not yet: still settling
+    assert watcher.poll() == [] and taken == []
+    assert other.ensure()  # taken back at that poll
+    clock.now += 20.0
+    assert watcher.poll() == [] and taken == []  # alive
+    other.close()
+    mine.close()
+
+
 def test_one_executor_whose_takeover_fails_does_not_keep_the_others_from_theirs(
     url: str,
 ) -> None:

@@ -108,6 +108,20 @@ def _connect(url: str, application_name: str) -> psycopg.Connection[tuple[object
     return psycopg.connect(url, application_name=application_name, autocommit=True, **bounded)
 
 
+SETTLE_S = 5.0
+"""The least time a new watcher connection waits before it calls anyone dead."""
+
+
+def settle_time_s(poll_s: float) -> float:
+    """How long a new watcher connection waits before it calls anyone dead.
+
+    Every live worker's keeper takes its lock back at its next poll after a restart: three
+    polls leave room for one that fails (the server still starting), and at least
+    ``SETTLE_S``. A fixed 5 s called live workers dead whose keepers poll every 5 s or more.
+    """
+    return max(SETTLE_S, 3 * poll_s)
+
+
 def idle_timeout_s(poll_s: float) -> float:
     """How long a worker polling every ``poll_s`` may be quiet before its session ends."""
     return max(IDLE_S, 5 * poll_s)
@@ -316,15 +330,20 @@ class Watcher:
     pending_owners: Callable[[], set[str]]
     recover: Callable[[str], int]
     poll_s: float = 1.0
-    settle_s: float = 5.0
+    settle_s: float | None = None
     """After this watcher's connection was made (the first one, or again after it was
     lost), how long it waits before it calls any worker dead (the others take their locks
-    back after a server restart)."""
+    back after a server restart, each keeper at its next poll). ``None``: ``settle_time_s``
+    of ``poll_s``, the fleet's poll taken to be this worker's."""
     clock: Callable[[], float] = time.monotonic
     _last_seen: dict[str, float] = field(default_factory=dict)
     _first_dead: dict[str, float] = field(default_factory=dict)
     _conn: psycopg.Connection[tuple[object, ...]] | None = None
     _settled_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.settle_s is None:
+            self.settle_s = settle_time_s(self.poll_s)
 
     def thread(self, stopping: threading.Event) -> threading.Thread:
         """A daemon thread (not started) that polls every ``poll_s`` until ``stopping``."""
@@ -382,7 +401,7 @@ class Watcher:
             # before it, and a server that just restarted ended every live worker's session
             # (each takes its lock back at its keeper's next poll). A watcher whose first
             # round comes just after a restart would otherwise call them all dead.
-            self._settled_at = self.clock() + self.settle_s
+            self._settled_at = self.clock() + (self.settle_s or 0.0)
         return self._conn
 
     @staticmethod
