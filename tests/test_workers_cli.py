@@ -18,3 +18,25 @@ def test_a_worker_needs_a_postgresql_store(tmp_path: Path, store: str | None) ->
     )
     assert done.returncode == 2
     assert "CONFIG_INVALID" in done.stderr and "PostgreSQL" in done.stderr
+
+
+def test_a_settling_time_shorter_than_three_polls_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    """``--takeover-settle-s`` sets a mixed fleet's settling to its slowest poll; less
+    than three of this worker's own polls would call live workers dead after a restart."""
+    done = corral_cli(
+        tmp_path,
+        "worker",
+        "--agent",
+        str(DEPOT),
+        "--store",
+        "postgresql://nobody@127.0.0.1:9/nothing",  # refused before any connection
+        "--takeover-poll-s",
+        "4",
+        "--takeover-settle-s",
+        "6",
+        ok=False,
+    )
+    assert done.returncode == 2
+    assert "CONFIG_INVALID" in done.stderr and "at least 12 s" in done.stderr

@@ -14,9 +14,20 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from corral.errors import InvalidInputError, StoreUnavailableError, WorkerIdInUseError
+from corral.errors import (
+    ConfigInvalidError,
+    InvalidInputError,
+    StoreUnavailableError,
+    WorkerIdInUseError,
+)
 from corral.workers import names
-from corral.workers.liveness import Liveness, Watcher, checked_executor_id, hold
+from corral.workers.liveness import (
+    Liveness,
+    Watcher,
+    checked_executor_id,
+    chosen_settle_s,
+    hold,
+)
 from tests.workers_support import fresh_database
 
 
@@ -106,6 +117,17 @@ def test_a_watcher_whose_first_round_follows_a_restart_calls_no_live_worker_dead
     assert watcher.poll() == [] and taken == []  # alive: nothing of it is taken over
     other.close()
     mine.close()
+
+
+def test_a_mixed_fleet_settles_for_its_slowest_poll_and_never_less_than_its_own() -> None:
+    """A watcher cannot see the poll of a worker whose session a restart ended: a worker
+    polling every second beside one polling every 10 s is given the slower one's settling
+    (``--takeover-settle-s 30``); less than three of its own polls is refused."""
+    assert chosen_settle_s(None, 1.0) == 5.0 and chosen_settle_s(None, 10.0) == 30.0
+    assert chosen_settle_s(30.0, 1.0) == 30.0
+    for short in (4.9, 0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigInvalidError, match="at least 5 s"):
+            chosen_settle_s(short, 1.0)
 
 
 def test_a_watcher_of_a_slowly_polling_fleet_settles_for_three_of_its_polls(url: str) -> None:

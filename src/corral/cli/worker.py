@@ -49,6 +49,15 @@ def worker(
             help="How often to look for dead workers' runs to take over (seconds)",
         ),
     ] = 1.0,
+    takeover_settle_s: Annotated[
+        float | None,
+        typer.Option(
+            "--takeover-settle-s",
+            help="After connecting, how long to wait before calling any worker dead: "
+            "three polls of the fleet's slowest worker (default: three of this one's, "
+            "at least 5 s)",
+        ),
+    ] = None,
     shutdown_grace: Annotated[
         float,
         wait_option(
@@ -81,6 +90,7 @@ def worker(
             hint="pip install 'corral[dbos]'",
         ) from None
     from corral.workers import names
+    from corral.workers.liveness import chosen_settle_s
     from corral.workers.worker import default_executor_id, run_worker
 
     if store is None or not store.strip():
@@ -89,6 +99,7 @@ def worker(
             hint="pass --store postgresql://user@host/db (or set CORRAL_STORE_URL)",
         )
     names.system_database_url(store)  # CONFIG_INVALID before anything loads
+    chosen_settle_s(takeover_settle_s, takeover_poll_s)
     folder = _home(home)
     agents = [_load(path, folder, store=store) for path in agent]
     chosen = executor_id or default_executor_id()
@@ -101,6 +112,7 @@ def worker(
             executor_id=chosen,
             log_dir=folder / "logs",
             takeover_poll_s=takeover_poll_s,
+            takeover_settle_s=takeover_settle_s,
             grace_s=shutdown_grace,
             # the whole stop, whatever in it waits for ever: the drives' grace, the
             # threads' time, and the store's and DBOS's own closing (STOP_MARGIN_S)

@@ -46,7 +46,12 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from corral.errors import InvalidInputError, StoreUnavailableError, WorkerIdInUseError
+from corral.errors import (
+    ConfigInvalidError,
+    InvalidInputError,
+    StoreUnavailableError,
+    WorkerIdInUseError,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -120,6 +125,26 @@ def settle_time_s(poll_s: float) -> float:
     ``SETTLE_S``. A fixed 5 s called live workers dead whose keepers poll every 5 s or more.
     """
     return max(SETTLE_S, 3 * poll_s)
+
+
+def chosen_settle_s(settle_s: float | None, poll_s: float) -> float:
+    """A worker's settling time: ``settle_s`` if given, else ``settle_time_s(poll_s)``.
+
+    A fleet whose workers poll at different rates gives every worker the settling of its
+    slowest poll (a watcher cannot see the poll of a worker whose session a restart ended).
+    Less than this worker's own ``settle_time_s`` is ``CONFIG_INVALID``: the watcher would
+    call live workers of its own poll dead after a restart.
+    """
+    least = settle_time_s(poll_s)
+    if settle_s is None:
+        return least
+    if not settle_s >= least:  # NaN too
+        raise ConfigInvalidError(
+            f"a takeover settling time of {settle_s} s is shorter than three polls of "
+            f"{poll_s} s (at least {least:g} s)",
+            hint="give every worker three polls of the fleet's slowest worker, or leave it out",
+        )
+    return settle_s
 
 
 def idle_timeout_s(poll_s: float) -> float:
@@ -334,7 +359,8 @@ class Watcher:
     """After this watcher's connection was made (the first one, or again after it was
     lost), how long it waits before it calls any worker dead (the others take their locks
     back after a server restart, each keeper at its next poll). ``None``: ``settle_time_s``
-    of ``poll_s``, the fleet's poll taken to be this worker's."""
+    of ``poll_s``, the fleet's poll taken to be this worker's; a mixed fleet passes
+    ``chosen_settle_s`` of its slowest poll (``corral worker --takeover-settle-s``)."""
     clock: Callable[[], float] = time.monotonic
     _last_seen: dict[str, float] = field(default_factory=dict)
     _first_dead: dict[str, float] = field(default_factory=dict)

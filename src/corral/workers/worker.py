@@ -85,6 +85,10 @@ class Worker:
     """Each agent's (its rate-limited tools wait for permits of that agent's queues)."""
     takeover_poll_s: float = 1.0
     """How often this worker looks for dead workers' runs to take over (``liveness.py``)."""
+    takeover_settle_s: float | None = None
+    """How long its watcher waits after it connects before it calls anyone dead: at least
+    three polls of the slowest worker of the fleet. ``None``: ``settle_time_s`` of this
+    worker's own poll, right for a fleet whose workers all poll alike."""
     liveness: Liveness | None = None
     on_stop: Callable[[], object] | None = None
     """Called as the stop begins (``corral worker`` bounds the whole stop from there)."""
@@ -104,10 +108,11 @@ class Worker:
         from corral.store.sql import SqlStore
         from corral.workers import recovery
         from corral.workers.effects import DbosEffects
-        from corral.workers.liveness import Watcher, hold, idle_timeout_s
+        from corral.workers.liveness import Watcher, chosen_settle_s, hold, idle_timeout_s
         from corral.workers.permits import Permits, database_clock, limits
         from corral.workers.workflow import declare_queues, register
 
+        settle_s = chosen_settle_s(self.takeover_settle_s, self.takeover_poll_s)
         self.liveness = hold(
             names.system_database_url(self.store_url),
             self.executor_id,
@@ -120,6 +125,7 @@ class Worker:
             recovery.pending_owners,
             recovery.recover_executor,
             poll_s=self.takeover_poll_s,
+            settle_s=settle_s,
         )
         # the lock is kept by a thread of its own: a scan blocked on DBOS must not lose it
         self.threads.append(self.liveness.keeper(self.stopping, self.takeover_poll_s))
@@ -207,6 +213,7 @@ def run_worker(
     executor_id: str | None = None,
     log_dir: Path | None = None,
     takeover_poll_s: float = 1.0,
+    takeover_settle_s: float | None = None,
     grace_s: float = SHUTDOWN_GRACE_S,
     on_stop: Callable[[], object] | None = None,
     on_ready: Callable[[Sequence[str]], object] | None = None,
@@ -224,6 +231,7 @@ def run_worker(
         executor_id or default_executor_id(),
         log_dir,
         takeover_poll_s=takeover_poll_s,
+        takeover_settle_s=takeover_settle_s,
         grace_s=grace_s,
         on_stop=on_stop,
     )
