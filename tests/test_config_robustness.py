@@ -489,3 +489,47 @@ def test_a_problem_in_a_template_several_intents_use_is_said_once(tmp_path: Path
     )
     err = fails_at_load(tmp_path, folder)
     assert err.count("unknown tool 'get_logisticz'") == 1, err
+
+
+# ------------------------------------------------------- found by a new user's walkthrough
+
+
+def test_a_schema_problem_names_the_line_it_was_written_on(tmp_path: Path) -> None:
+    """``docs/errors.md`` promises file:line; schema problems named only the file, and a
+    user had to count list indexes (``intents.0.rules.0...``) in a long agent.yaml."""
+    folder = tmp_path / "w"
+    shutil.copytree(ROOT / "examples" / "aftersales", folder)
+    text = (folder / "agent.yaml").read_text(encoding="utf-8")
+    text = text.replace("    route: plan\n", "    rout: plan\n", 1)
+    (folder / "agent.yaml").write_text(text, encoding="utf-8")
+    line = text.splitlines().index("    rout: plan") + 1
+    err = fails_at_load(tmp_path, folder)
+    assert f"agent.yaml:{line}: intents.0.rout: Extra inputs are not permitted" in err
+
+
+def test_each_problem_names_its_own_line_or_its_nearest_parents(tmp_path: Path) -> None:
+    text = AGENT_YAML.replace("name: robust", "name: robust\nlimits: {intent_confidence: lots}")
+    text += "budget:\n  - 1\n"
+    lines = text.splitlines()
+    with pytest.raises(ConfigInvalidError) as refused:
+        load_config(agent_dir(tmp_path, text) / "agent.yaml")
+    message = refused.value.message
+    assert f"agent.yaml:{lines.index('limits: {intent_confidence: lots}') + 1}: limits." in message
+    assert f"agent.yaml:{lines.index('budget:') + 1}: budget" in message
+
+
+@pytest.mark.parametrize(("text", "said"), [("", "is empty"), ("- a\n- b\n", "is a list, not")])
+def test_an_empty_or_listed_config_says_so(tmp_path: Path, text: str, said: str) -> None:
+    """It said ``agent.yaml: : Input should be a valid dictionary or instance of AgentConfig``."""
+    err = fails_at_load(tmp_path, agent_dir(tmp_path, text))
+    assert f"agent.yaml: the config {said}" in err and "AgentConfig" not in err
+
+
+def test_plans_naming_tools_without_a_tools_py_say_where_tools_live(tmp_path: Path) -> None:
+    """It said ``unknown tool 'query_order' (known tools: )``, no word of the missing file."""
+    folder = tmp_path / "w"
+    shutil.copytree(ROOT / "examples" / "aftersales", folder)
+    (folder / "tools.py").unlink()
+    err = fails_at_load(tmp_path, folder)
+    assert "unknown tool 'query_order' (known tools: none)" in err
+    assert "has no tools.py, where an agent's Python tools live" in err

@@ -308,3 +308,16 @@ def test_an_answer_to_an_ended_run_says_it_ended(tmp_path: Path) -> None:
             await runtime.resume(asked.run_id, answer="OD2611100003")
 
     asyncio.run(scenario())
+
+
+def test_a_decision_naming_a_step_of_an_ended_run_says_it_ended(tmp_path: Path) -> None:
+    """Found by a new user's walkthrough: ``resume --approve --step s4`` of a run that had
+    ended was told it "does not wait for a confirmation of step s4", hinting "approve what
+    it asks now"; without ``--step`` it said the run had ended."""
+    done = corral_cli(tmp_path, "run", str(AFTERSALES), "订单 HD20241111 坏了，想换新", "--json")
+    ended = json.loads(done.stdout)
+    assert ended["status"] == "finished"  # out of warranty: refused, nothing to approve
+    for step in (["--step", "s4"], []):
+        error = refused(tmp_path, "resume", ended["run_id"], "--approve", *step)
+        assert error["code"] == "RUN_NOT_RESUMABLE"
+        assert "has already ended (finished)" in error["message"], error

@@ -955,6 +955,15 @@ def load_agent(
             gates=(*DEFAULT_GATES, *gates) if config.gates else None,
             verifiers=(*DEFAULT_VERIFIERS, *verifiers) if config.verifiers else None,
         )
+    except ConfigInvalidError as exc:
+        if setup.teardown is not None:  # what setup started must not outlive a broken agent
+            setup.teardown()
+        if tools_file.is_file() or exc.hint is not None or "unknown tool" not in exc.message:
+            raise
+        # the plans name tools, and the file that defines an agent's tools is not there
+        raise ConfigInvalidError(
+            exc.message, hint=f"{root} has no tools.py, where an agent's Python tools live"
+        ) from None
     except BaseException:
         if setup.teardown is not None:  # what setup started must not outlive a broken agent
             setup.teardown()

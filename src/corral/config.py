@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -30,6 +30,9 @@ from corral.tools.declared import ToolPolicyConfig as ToolPolicyConfig  # re-exp
 from corral.tools.http_config import HttpToolConfig, OpenApiConfig
 from corral.tools.mcp.declared import McpServerConfig
 from corral.validation import validation_problems
+
+if TYPE_CHECKING:
+    from corral.safe_yaml import Lines
 
 
 class _Strict(BaseModel):
@@ -559,15 +562,34 @@ class AgentConfig(_Strict):
         return found
 
 
-def parse_config(data: Any, *, source: str = "<config>") -> AgentConfig:
-    """Validate a parsed mapping; every problem is listed in one ``ConfigInvalidError``."""
+def parse_config(data: Any, *, source: str = "<config>", lines: Lines | None = None) -> AgentConfig:
+    """Validate a parsed mapping; every problem is listed in one ``ConfigInvalidError``.
+
+    ``lines``: where each value was written (``safe_yaml.Lines``), so that each problem
+    names its line as ``file:line: path: problem``.
+    """
+    if not isinstance(data, dict):
+        what = "empty" if data is None else f"a {type(data).__name__}, not a mapping"
+        raise ConfigInvalidError(
+            f"{source}: the config is {what}",
+            hint="an agent's config is a mapping of settings: name:, intents:, plans:, ...",
+        )
     non_finite = _non_finite_paths(data)
     if non_finite:
         raise ConfigInvalidError(f"{source}: not a finite number at {', '.join(non_finite[:10])}")
     try:
         return AgentConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigInvalidError(f"{source}: {validation_problems(exc, 10)}") from None
+        if not lines:
+            raise ConfigInvalidError(f"{source}: {validation_problems(exc, 10)}") from None
+        from corral.safe_yaml import line_of
+
+        problems = []
+        for error in exc.errors()[:10]:
+            line = line_of(lines, error["loc"])
+            where = source if line is None else f"{source}:{line}"
+            problems.append(f"{where}: {'.'.join(map(str, error['loc']))}: {error['msg']}")
+        raise ConfigInvalidError("; ".join(problems)) from None
 
 
 def _non_finite_paths(data: Any) -> list[str]:
@@ -593,4 +615,5 @@ def load_config(path: Path) -> AgentConfig:
     """Read and validate ``agent.yaml`` (bounded: see ``corral.safe_yaml``)."""
     from corral.safe_yaml import read_yaml_file  # an agent built from a dict loads no YAML
 
-    return parse_config(read_yaml_file(path), source=str(path))
+    lines: Lines = {}
+    return parse_config(read_yaml_file(path, lines), source=str(path), lines=lines)

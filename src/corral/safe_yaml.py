@@ -13,7 +13,8 @@ measures the document while it is composed, before anything walks it, and refuse
 - recursive aliases, and non-finite numbers anywhere;
 - a key written twice in one mapping (YAML would keep the last, silently).
 
-Every refusal is ``CONFIG_INVALID`` naming the file and line.
+Every refusal is ``CONFIG_INVALID`` naming the file and line. ``Lines`` keeps where each
+value was written, so a problem found later (the config's schema) can name its line too.
 """
 
 from __future__ import annotations
@@ -127,6 +128,43 @@ class _BoundedLoader(yaml.SafeLoader):
             raise _refusal(f"{node.value!r} is not a finite number", node.start_mark)
 
 
+Lines = dict[tuple[str, ...], int]
+"""A value's line (from 1) by its path of mapping keys and sequence indexes, as text."""
+
+
+def _lines_of(root: Node) -> Lines:
+    """Where each value of the document starts: a mapping entry at its key's line.
+
+    A node reached twice (an alias) keeps the path it was first found at; a value brought
+    in by a merge key has none of its own, and is placed by its mapping's line.
+    """
+    lines: Lines = {}
+    seen: set[int] = set()
+    pending: list[tuple[tuple[str, ...], Node]] = [((), root)]
+    while pending:
+        path, node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                if isinstance(key, ScalarNode) and key.tag != _MERGE_TAG:
+                    lines.setdefault((*path, key.value), key.start_mark.line + 1)
+                    pending.append(((*path, key.value), value))
+        elif isinstance(node, SequenceNode):
+            pending.extend(((*path, str(i)), item) for i, item in enumerate(node.value))
+    return lines
+
+
+def line_of(lines: Lines, location: tuple[Any, ...]) -> int | None:
+    """The line of ``location`` (a pydantic error's ``loc``), or of its nearest parent."""
+    path = tuple(map(str, location))
+    while path not in lines and path:
+        path = path[:-1]
+    return lines.get(path)
+
+
 def _refusal(problem: str, mark: Any) -> ComposerError:
     return ComposerError(problem=problem, problem_mark=mark)
 
@@ -140,11 +178,16 @@ def _where(source: str, exc: yaml.YAMLError) -> str:
     return f"{source}: {exc}"
 
 
-def load_yaml_text(text: str, source: str = "<yaml>") -> Any:
-    """Parse one YAML document within the limits above; ``ConfigInvalidError`` otherwise."""
+def load_yaml_text(text: str, source: str = "<yaml>", lines: Lines | None = None) -> Any:
+    """Parse one YAML document within the limits above; ``ConfigInvalidError`` otherwise.
+
+    ``lines``, when given, is filled with where each value was written (``line_of``).
+    """
     loader = _BoundedLoader(text, source)
     try:
         node = loader.get_single_node()
+        if node is not None and lines is not None:
+            lines.update(_lines_of(node))
         return None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise ConfigInvalidError(_where(source, exc)) from None
@@ -154,7 +197,7 @@ def load_yaml_text(text: str, source: str = "<yaml>") -> Any:
         loader.dispose()
 
 
-def read_yaml_file(path: Path) -> Any:
+def read_yaml_file(path: Path, lines: Lines | None = None) -> Any:
     """Read a UTF-8 YAML file of at most ``MAX_YAML_BYTES`` and parse it (see above)."""
     try:
         with path.open("rb") as handle:
@@ -171,4 +214,4 @@ def read_yaml_file(path: Path) -> Any:
             f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})",
             hint="save the file as UTF-8",
         ) from None
-    return load_yaml_text(text, str(path))
+    return load_yaml_text(text, str(path), lines)

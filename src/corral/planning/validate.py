@@ -267,7 +267,7 @@ def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
         by_id[step.id] = step
     for step in steps:
         if step.tool not in context.registry:
-            known = ", ".join(context.registry.names())
+            known = ", ".join(context.registry.names()) or "none"
             problems.append(f"{step.id}: unknown tool {step.tool!r} (known tools: {known})")
         elif context.allowed_tools is not None and step.tool not in context.allowed_tools:
             problems.append(f"{step.id}: tool {step.tool!r} is not allowed for this intent")

@@ -32,12 +32,7 @@ def check_input(state: RunState, approve: bool | None, answer: str | None) -> No
     would otherwise hold that drive's number, and the right input could never follow).
     """
     run_id, status = state.run_id, state.status
-    if status.terminal:
-        raise RunNotResumableError(
-            f"run {run_id} has already ended ({status.value})",
-            hint="an ended run takes no input; a new message starts a new run "
-            "(POST /agents/AGENT/runs, corral run)",
-        )
+    _refuse_ended(state)
     if status is RunStatus.AWAITING_CONFIRM:
         if approve is None or answer is not None:
             raise RunNotResumableError(
@@ -63,13 +58,25 @@ def check_input(state: RunState, approve: bool | None, answer: str | None) -> No
         )
 
 
+def _refuse_ended(state: RunState) -> None:
+    if state.status.terminal:
+        raise RunNotResumableError(
+            f"run {state.run_id} has already ended ({state.status.value})",
+            hint="an ended run takes no input; a new message starts a new run "
+            "(POST /agents/AGENT/runs, corral run)",
+        )
+
+
 def check_step(state: RunState, step_id: str | None, call: str | None = None) -> None:
     """``RUN_NOT_RESUMABLE`` when a decision names a step or call the run does not ask now.
 
     ``call`` is the digest the caller was shown (``PendingAction.call``): a person's answer
     about one call is never applied to another asked in its place, as when a deploy changed
-    the step's tool or arguments while the prompt was on their screen.
+    the step's tool or arguments while the prompt was on their screen. An ended run is
+    refused as ``check_input`` refuses it, whatever step it names.
     """
+    if step_id is not None or call is not None:
+        _refuse_ended(state)
     pending = state.pending
     if step_id is not None and (pending is None or pending.step_id != step_id):
         waiting = pending.step_id if pending else None
