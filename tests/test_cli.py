@@ -61,11 +61,19 @@ def test_demo_covers_every_case(tmp_path: Path) -> None:
         ("finished", "reply"),
         ("awaiting_user", None),
     ]
+    assert all(c["as_scripted"] for c in data["cases"])
     # the same home again: its order was exchanged, and an order is exchanged once
     again = json.loads(corral(tmp_path / "j", "demo", "--json").stdout)
     first = again["cases"][0]
     assert (first["status"], first["outcome"]) == ("finished", "refused")
     assert "已经换过新" in first["reply"] and len(again["cases"]) == 6
+    # found by a new user's walkthrough: it was said nowhere, and the closing line still
+    # read "exchange in warranty: finished"
+    assert [c["as_scripted"] for c in again["cases"]] == [False, *[True] * 5]
+    said = " ".join(corral(tmp_path, "demo").stdout.split())
+    assert "not as scripted: it did not wait for approve" in said
+    assert "1 scenario(s) did not go as scripted" in said
+    assert "did not go as scripted" not in text
 
 
 def test_run_json_has_the_documented_fields(tmp_path: Path) -> None:

@@ -386,3 +386,25 @@ def test_corral_demo_shows_the_three_scenarios_on_the_services_it_starts(tmp_pat
     assert tools_of(cases[2])[-2:] == ["post_to_group", "generate_reply"]
     assert len(posts(tmp_path)) == 1
     no_process_left(tmp_path)
+
+
+def test_a_missing_extra_is_named_before_any_service_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a new user's walkthrough: on a plain install ``corral demo --example ops``
+    said "the ops API did not start ... fix the agent's tools.py"; the cause (no fastapi)
+    was in the service's log, and the next try failed again on mcp."""
+    from corral import load_agent
+    from corral.errors import ConfigInvalidError
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name in ("fastapi", "mcp") else found(name, *rest),
+    )
+    with pytest.raises(ConfigInvalidError) as refused:
+        load_agent(OPS, data_dir=tmp_path / "data")
+    assert "the ops example needs corral's mcp, server extra(s)" in refused.value.message
+    assert refused.value.hint == "pip install 'corral[server,http,mcp]'"
+    assert not (tmp_path / "data" / "ops-api.pid").exists()  # nothing was started

@@ -14,6 +14,7 @@ The service also ends by itself when this process dies (it watches its stdin).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import select
 import subprocess
@@ -28,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from corral import LOCAL_COMPUTE, ToolContext, ToolFailedError, tool
+from corral.errors import ConfigInvalidError
 from corral.tools.builtin import generate_reply
 
 __all__ = ["generate_reply"]  # registered from corral's built-ins
@@ -100,13 +102,30 @@ def stop_api(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=5)
 
 
+NEEDED = {"fastapi": "server", "uvicorn": "server", "httpx": "http", "mcp": "mcp"}
+"""The modules the services and the HTTP and MCP tools import, and corral's extra of each."""
+
+
+def missing_extras() -> list[str]:
+    """The extras whose modules cannot be found, before a service fails on one."""
+    found = importlib.util.find_spec
+    return sorted({extra for module, extra in NEEDED.items() if found(module) is None})
+
+
 def setup(data_dir: Path) -> Iterator[dict[str, Any]]:
     """Start the ops API for this agent; stop it when the agent closes.
 
     Deps: ``OPS_API_URL`` (the ``${OPS_API_URL}`` of agent.yaml), ``GROUPCHAT_DB`` (the
     SQLite file of the group chat and of armed faults), ``OPS_API_PID`` and
-    ``GROUPCHAT_PIDFILE`` (so tests can see that no process outlives the agent).
+    ``GROUPCHAT_PIDFILE`` (so tests can see that no process outlives the agent). Missing
+    extras are named at once: the service would fail with them in its own log.
     """
+    missing = missing_extras()
+    if missing:
+        raise ConfigInvalidError(
+            f"the ops example needs corral's {', '.join(missing)} extra(s)",
+            hint="pip install 'corral[server,http,mcp]'",
+        )
     data_dir = data_dir.resolve()  # the service runs in the agent's folder, not here
     data_dir.mkdir(parents=True, exist_ok=True)
     state = data_dir / "ops.db"

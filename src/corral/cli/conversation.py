@@ -279,6 +279,7 @@ def demo(
     agent = _load(example_dir(example), folder, store=store)
     runtime = _runtime(agent, folder, store)
     results: list[dict[str, Any]] = []
+    unscripted: list[str] = []
     started = time.perf_counter()
     try:
         for title, message, steps in DEMOS[example]:
@@ -292,6 +293,12 @@ def demo(
                 if kind == "arrange":
                     continue
                 if not summary.status.paused:  # a home used before: HD20240501 was exchanged
+                    unscripted.append(title)
+                    if not as_json:
+                        console.print(
+                            f"  [yellow]↳ not as scripted: it did not wait for {kind} "
+                            "(the home's data was changed by an earlier demo)[/yellow]"
+                        )
                     break
                 if kind == "approve":
                     summary = asyncio.run(runtime.resume(summary.run_id, approve=bool(value)))
@@ -302,7 +309,11 @@ def demo(
                 if not as_json:
                     _print_summary(summary, runtime, False, f"  ↳ {label}")
             results.append(
-                {"case": title, **summary.model_dump(mode="json", exclude={"pending", "handoff"})}
+                {
+                    "case": title,
+                    "as_scripted": title not in unscripted,
+                    **summary.model_dump(mode="json", exclude={"pending", "handoff"}),
+                }
             )
     finally:
         asyncio.run(runtime.aclose())  # stops the services the example started
@@ -315,4 +326,10 @@ def demo(
         f"\n[bold]{len(results)} scenarios in {elapsed * 1000:.0f} ms[/bold] "
         f"(state in {folder})\n{statuses}"
     )
+    if unscripted:
+        console.print(
+            f"[yellow]{len(unscripted)} scenario(s) did not go as scripted: {folder} holds "
+            "the data of an earlier demo (an exchange already made). A demo without --home "
+            "starts from fresh data.[/yellow]"
+        )
     console.print(f"Try: corral traces <run_id> --home {folder}")

@@ -44,9 +44,9 @@ def _failure(what: str, exc: BaseException, folder: Path) -> ConfigInvalidError:
         detail = exc.message
     else:
         detail = f"{type(exc).__name__}: {str(exc)[:_MAX_MESSAGE]}"
-    return ConfigInvalidError(
-        f"{_location(exc, folder)}: {what} failed: {detail}", hint="fix the agent's tools.py"
-    )
+    # a refusal that says what to do (a setup naming the extra it needs) keeps its hint
+    hint = exc.hint if isinstance(exc, CorralError) and exc.hint else "fix the agent's tools.py"
+    return ConfigInvalidError(f"{_location(exc, folder)}: {what} failed: {detail}", hint=hint)
 
 
 def import_tools(path: Path) -> ModuleType:
