@@ -17,7 +17,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Query
-from pydantic import AfterValidator, BeforeValidator, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 from sqlalchemy import JSON, Connection, String, and_, cast, func, or_, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -31,7 +38,8 @@ if TYPE_CHECKING:
 DURATION = PERIOD_PATTERN
 """A span back from now: ``30m``, ``1h``, ``7d`` (the one parser: ``observe.window``)."""
 Duration = Annotated[str, StringConstraints(pattern=DURATION)]
-WHEN = "An ISO time (naive: UTC), or a duration back from now: 30m, 1h, 7d"
+WHEN_FORMS = "30m, 1h, 7d"
+WHEN = f"An ISO time (naive: UTC), or a duration back from now: {WHEN_FORMS}"
 
 
 def _none_if_empty(given: object) -> object:
@@ -54,7 +62,28 @@ NO_NUL = AfterValidator(_without_nul)
 that looked down), where SQLite found nothing."""
 TextFilter = Annotated[str | None, NO_FILTER_IF_EMPTY, NO_NUL]
 """A filter on a text column (``agent``, ``intent``)."""
-When = Annotated[datetime | Duration | None, NO_FILTER_IF_EMPTY, Query(description=WHEN)]
+
+
+def _one_problem(given: object, handler: ValidatorFunctionWrapHandler) -> object:
+    """One readable problem for a ``since`` or ``until`` that is neither form.
+
+    pydantic names each member of the union (``since.datetime: ... input is too short;
+    since.constrained-str: String should match pattern '^[1-9]...'``).
+    """
+    try:
+        return handler(given)
+    except ValidationError:
+        raise ValueError(
+            f"{repr(given)[:60]} is neither a duration back from now ({WHEN_FORMS}) nor an ISO time"
+        ) from None
+
+
+When = Annotated[
+    datetime | Duration | None,
+    NO_FILTER_IF_EMPTY,
+    WrapValidator(_one_problem),
+    Query(description=WHEN),
+]
 """A ``since`` or ``until`` query parameter."""
 
 
