@@ -15,6 +15,7 @@ replay.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 import weakref
@@ -86,6 +87,16 @@ class Effects(Protocol):
         ``recorded``.
         """
         ...
+
+
+def _unicode_safe(response: ModelResponse) -> ModelResponse:
+    """``response`` with its text and meta ``inputs.unicode_safe``."""
+    from corral.inputs import unicode_safe, unicode_safe_value
+
+    text, meta = unicode_safe(response.text), unicode_safe_value(response.meta)
+    if text is response.text and meta == response.meta:
+        return response
+    return dataclasses.replace(response, text=text, meta=meta)
 
 
 class ToolExited(RuntimeError):
@@ -234,14 +245,18 @@ class LiveEffects:
     async def call_model(
         self, model: Model, request: ModelRequest, deadline_s: float | None = None
     ) -> ModelResponse:
-        """Ask the model, within what is left of the wall-clock budget."""
+        """Ask the model, within what is left of the wall-clock budget.
+
+        Its answer comes back ``unicode_safe``: a lone surrogate in it (a server's broken
+        decoding) could be neither recorded nor shown, and the run would be lost.
+        """
         if deadline_s is None:
-            return await model.complete(request)
+            return _unicode_safe(await model.complete(request))
         if deadline_s <= 0:
             raise BudgetExceededError("the wall-clock budget was used up before the model call")
         try:
             async with asyncio.timeout(deadline_s) as window:
-                return await model.complete(request)
+                return _unicode_safe(await model.complete(request))
         except TimeoutError:
             if not window.expired():
                 raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Any
 
 from corral.errors import InvalidInputError
 
@@ -23,6 +24,62 @@ def require_text(value: str, what: str = "the input") -> str:
             hint="send UTF-8 text",
         ) from None
     return value
+
+
+def unicode_safe(text: str) -> str:
+    """``text`` with each lone surrogate as U+FFFD, and each surrogate pair as its character.
+
+    For text from outside that no one typed (a model's answer, an exception's message): a
+    lone surrogate cannot be encoded as UTF-8, so the save of the run that holds it, its
+    log line and its HTTP answer would all fail, and the run would be lost.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def unicode_safe_value(value: Any) -> Any:
+    """A JSON value (as ``json.loads`` makes one) with every string ``unicode_safe``."""
+    if isinstance(value, str):
+        return unicode_safe(value)
+    if isinstance(value, dict):
+        return {unicode_safe(k): unicode_safe_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unicode_safe_value(item) for item in value]
+    return value
+
+
+def lone_surrogate_at(value: Any) -> str | None:
+    """Where a JSON value (keys too) holds text UTF-8 cannot encode, or ``None``."""
+    found = _surrogate_path(value, "")
+    return None if found is None else unicode_safe(found)
+
+
+def _surrogate_path(value: Any, path: str) -> str | None:
+    if type(value) is str:
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path or "the value"
+        return None
+    if type(value) is dict:
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else str(key)
+            found = _surrogate_path(key, inner) or _surrogate_path(item, inner)
+            if found is not None:
+                return found
+    elif type(value) is list:
+        for index, item in enumerate(value):
+            found = _surrogate_path(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 SEE_RUN = "see what it waits for: GET /runs/RUN (its pending) or `corral show RUN`"
@@ -118,6 +175,8 @@ def require_one_input(
             "give an approval or an answer, not both",
             hint=f"a run waits for one of them; {SEE_RUN}",
         )
+    if step_id is not None:
+        require_text(step_id, "the step id")  # quoted by the refusals that follow
     if step_id is not None and approve is None:
         raise InvalidInputError(
             "a step is named only with an approval or a rejection",

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from corral.clipping import clip
 from corral.errors import ModelOutputInvalidError
+from corral.inputs import unicode_safe_value
 from corral.json_values import check_finite, loads_finite
 from corral.models.base import Model, ModelRequest, ModelResponse
 from corral.validation import validation_problems
@@ -76,9 +77,11 @@ def parse_json(text: str) -> tuple[Any, bool]:
     if not stripped:
         raise ValueError("the output was empty")
     try:
-        return _parsed(stripped)
+        value, repaired = _parsed(stripped)
     except RecursionError:  # 1 000 nested brackets: no answer of ours is this deep
         raise ValueError("the output is nested too deeply to be an answer") from None
+    # JSON's escapes make lone surrogates of ASCII text ("\\ud800"): no store could keep them
+    return (unicode_safe_value(value) if "\\u" in stripped else value), repaired
 
 
 def _parsed(stripped: str) -> tuple[Any, bool]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.responses import JSONResponse
 
 from corral.errors import CorralError, ErrorCode
+from corral.inputs import unicode_safe
 from corral.observe.redact import keeping_ids, redact_builtin
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
@@ -38,9 +39,11 @@ def error_response(
     when it is an id corral makes (``keeping_ids``). The hint is corral's own advice
     ("send Authorization: Bearer TOKEN"), kept as written.
     """
-    shown = keeping_ids(redact_builtin, message, [run_id])
+    # a message quoting what broke it (a lone surrogate) must not make the answer a 500
+    shown = unicode_safe(keeping_ids(redact_builtin, message, [run_id]))
+    said = unicode_safe(hint) if hint is not None else None
     return JSONResponse(
-        {"error": {"code": code.value, "message": shown, "hint": hint}}, status_code=status
+        {"error": {"code": code.value, "message": shown, "hint": said}}, status_code=status
     )
 
 

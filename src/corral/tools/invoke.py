@@ -30,6 +30,7 @@ from corral.errors import (
     ToolFailedError,
     ToolOutputInvalidError,
 )
+from corral.inputs import lone_surrogate_at, unicode_safe
 from corral.json_values import all_finite, dumps, finite_or_none
 from corral.tools.context import ToolContext
 from corral.tools.outputs import VALUE_FIELD
@@ -107,6 +108,13 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
     dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
+    broken = lone_surrogate_at(dumped)
+    if broken is not None:  # no store, log or HTTP answer could hold the run that kept it
+        raise ToolOutputInvalidError(
+            f"tool {spec.name!r} returned text that is not valid Unicode (a lone surrogate) "
+            f"at {broken}",
+            hint="decode the service's bytes as UTF-8 (errors='replace') in the tool",
+        )
     if spec.may_be_long:
         _check_length(spec, dumped)
     if spec.may_hold_float and not all_finite(dumped):
@@ -190,7 +198,7 @@ def failure_record(exc: BaseException) -> dict[str, Any]:
     code, message, retryable = _classify(exc)
     return {
         "code": code,
-        "message": message,
+        "message": unicode_safe(message),  # an exception's text may quote what broke it
         "retryable": retryable,
         "applied": effect_applied(exc),
         "in_flight": bool(getattr(exc, "in_flight", False)),
