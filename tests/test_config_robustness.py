@@ -533,3 +533,60 @@ def test_plans_naming_tools_without_a_tools_py_say_where_tools_live(tmp_path: Pa
     err = fails_at_load(tmp_path, folder)
     assert "unknown tool 'query_order' (known tools: none)" in err
     assert "has no tools.py, where an agent's Python tools live" in err
+
+
+# ------------------------------------------------ patterns a short message could hold up
+
+
+EXPLOSIVE = ["(a+)+$", r"(\w+\s?)*$", "(x{1,9})+!", "((ab)*)*$", "(?:a|b+)+$", "(.*a){12}"]
+"""Each splits a run of one character between its turns in exponentially many ways."""
+FENCED = [
+    r"(\d+,)*\d+",  # each turn ends at a comma
+    r"(?:yet\s+|been\s+|be\s+)*done",  # each turn starts with a letter
+    "(?>a+)+$",  # atomic: gives nothing back
+    "(a++)+$",  # possessive
+    r"\b(A\d+)\b",
+    r"(?:[a-z]+\.)+com",
+]
+
+
+@pytest.mark.parametrize("pattern", EXPLOSIVE)
+def test_a_rule_that_a_short_message_could_hold_up_is_refused_at_load(
+    tmp_path: Path, pattern: str
+) -> None:
+    """Found by a hostile review: ``pattern: '(a+)+$'`` loaded, and 27 ``a`` and a ``!``
+    held the server's event loop for 21 s (every request waited; 35 would take hours)."""
+    rule = (
+        f"rules: [{{pattern: '{pattern}', confidence: 0.9}}, {{keywords: [go], confidence: 0.95}}]"
+    )
+    text = AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
+    err = fails_at_load(tmp_path, agent_dir(tmp_path, text))
+    assert "intent 'look': pattern" in err and "repeats a part that itself repeats" in err
+    assert "atomic, (?>a+)" in err  # the hint says how to write it
+
+
+@pytest.mark.parametrize("pattern", FENCED)
+def test_a_repeat_fenced_atomic_or_possessive_loads(tmp_path: Path, pattern: str) -> None:
+    rule = (
+        f"rules: [{{pattern: '{pattern}', confidence: 0.9}}, {{keywords: [go], confidence: 0.95}}]"
+    )
+    text = AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
+    load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
+
+
+def test_entity_and_redaction_patterns_are_checked_too(tmp_path: Path) -> None:
+    entity = AGENT_YAML + "entities:\n  code: {kind: pattern, patterns: ['(\\w+\\s?)*$']}\n"
+    with pytest.raises(ConfigInvalidError, match="entity 'code': pattern"):
+        load_agent(agent_dir(tmp_path, entity), data_dir=tmp_path / "data")
+    redaction = AGENT_YAML + "redaction: {patterns: ['(a+)+$']}\n"
+    with pytest.raises(ConfigInvalidError, match="repeats a part that itself repeats"):
+        load_config(agent_dir(tmp_path, redaction) / "agent.yaml")
+
+
+@given(st.text(alphabet="ab()[]*+?{}|\\.,:^$<>=!dws019", max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_the_repeat_check_answers_for_any_text(text: str) -> None:
+    """A pattern that does not parse is ``re.compile``'s to report; the check never raises."""
+    from corral.regex_checks import nested_repeat
+
+    assert nested_repeat(text) in (True, False)

@@ -340,11 +340,18 @@ class RedactionConfig(_Strict):
     def _compiles(cls, patterns: list[str]) -> list[str]:
         import re
 
+        from corral.regex_checks import NESTED_HINT, nested_repeat
+
         for pattern in patterns:
             try:
                 re.compile(pattern)
             except re.error as exc:
                 raise ValueError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
+            if nested_repeat(pattern):  # searched in every log line and answer
+                raise ValueError(
+                    f"pattern {pattern[:200]!r} repeats a part that itself repeats, with "
+                    f"nothing between the turns: it could run for minutes; {NESTED_HINT}"
+                )
         return patterns
 
 

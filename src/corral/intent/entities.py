@@ -12,6 +12,7 @@ from corral.config import EntitySpec
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
 from corral.intent.politeness import without_politeness_tail
+from corral.regex_checks import refuse_explosive
 from corral.textfold import fold_letters_and_digits
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
@@ -110,6 +111,8 @@ class EntityExtractor:
                 patterns = tuple(re.compile(p, re.IGNORECASE) for p in spec.patterns)
             except re.error as exc:
                 raise ConfigInvalidError(f"entity {name!r}: bad pattern: {exc}") from None
+            for pattern in spec.patterns:
+                refuse_explosive(pattern, f"entity {name!r}")
             # Longest surface words first, so "激光打印机" wins over "打印机".
             vocab = tuple(sorted(spec.vocabulary.items(), key=lambda kv: -len(kv[0])))
             self._entities.append(_CompiledEntity(name, spec, patterns, vocab))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from corral.config import IntentSpec, patterns_of
 from corral.contracts import IntentResult
 from corral.errors import ConfigInvalidError
+from corral.regex_checks import refuse_explosive
 from corral.textfold import fold_word_characters
 
 
@@ -39,6 +40,7 @@ def compile_rule(intent: str, source: str) -> re.Pattern[str]:
         compiled = re.compile(source, re.IGNORECASE)
     except re.error as exc:
         raise ConfigInvalidError(f"intent {intent!r}: bad rule {source!r}: {exc}") from None
+    refuse_explosive(source, f"intent {intent!r}")
     if compiled.search("") is not None and compiled.search("\x00") is not None:
         raise ConfigInvalidError(
             f"intent {intent!r}: rule {source!r} matches every message (it matches an empty"
@@ -52,15 +54,23 @@ class RuleClassifier:
 
     def __init__(self, intents: list[IntentSpec]) -> None:
         self._rules: list[_CompiledRule] = []
+        made: dict[str, re.Pattern[str]] = {}  # a pattern shared by YAML aliases: once
+
+        def compiled_once(intent: str, source: str) -> re.Pattern[str]:
+            found = made.get(source)
+            if found is None:
+                found = made[source] = compile_rule(intent, source)
+            return found
+
         for spec in intents:
             for rule in spec.rules:
                 sources: list[str] = []
                 sources.extend(patterns_of(rule.pattern))
                 sources.extend(_keyword_pattern(k) for k in rule.keywords)
                 negations = [*patterns_of(rule.unless), *patterns_of(spec.unless)]
-                unless = tuple(compile_rule(spec.name, n) for n in negations)
+                unless = tuple(compiled_once(spec.name, n) for n in negations)
                 for source in sources:
-                    compiled = compile_rule(spec.name, source)
+                    compiled = compiled_once(spec.name, source)
                     self._rules.append(
                         _CompiledRule(
                             spec.name, spec.priority, rule.confidence, compiled, source, unless

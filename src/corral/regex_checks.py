@@ -1,0 +1,217 @@
+r"""Regexes of a config that a short message could keep running for minutes are refused.
+
+Python's ``re`` backtracks, with no time limit. A repeat around a part that itself
+repeats a variable number of times (``(a+)+``, ``(\w+\s?)*``, ``(x{1,9})+``) can split a
+run of the same characters between its turns in exponentially many ways: 30 ``a`` and a
+``!`` keep ``(a+)+$`` busy for minutes, on the event loop that every run of a server
+shares. Such a pattern is ``CONFIG_INVALID`` at load, where a person can rewrite it.
+
+Not every repeat in a repeat splits: in ``(\d+,)*`` each turn ends at a comma, which the
+inner ``\d+`` cannot take, and in ``(?:yet\s+|been\s+)*`` each turn starts with a letter
+the inner ``\s+`` cannot take. An inner repeat is *fenced* when something that must follow
+it in its turn, or the start of the next turn, begins with characters it cannot match; a
+fenced one is accepted. So is an inner repeat written atomic (``(?>a+)``) or possessive
+(``a++``), which gives nothing back. Characters are compared on a sample: the pattern's
+own literals and range ends, and a few of each common class.
+
+Alternation whose branches overlap (``(a|a)+``) is not caught: it is rarer, and no cheap
+check tells it from the ordinary ``(cat|dog)+``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from corral.errors import ConfigInvalidError
+
+# the parser, its node names and the compiler ``re`` itself uses (no stubs: typed Any)
+_parser: Any = importlib.import_module("re._parser")
+_c: Any = importlib.import_module("re._constants")
+_compiler: Any = importlib.import_module("re._compiler")
+
+NESTED_HINT = (
+    "make each turn of the outer repeat end (or start) with a character the inner repeat "
+    "cannot match, as in (\\d+,)*, or write the inner repeat atomic, (?>a+), or "
+    "possessive, a++"
+)
+_MANY = 10
+"""An outer repeat of more than this many turns (or unbounded) is one that can explode."""
+_REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT)
+_SAMPLE = "aZz09 \t\n_-.,!?:;'\"/一中。，é"
+"""Characters every check tries, besides the pattern's own."""
+
+_GROUP_REPEATED = re.compile(r"\)[*+{]")
+"""A group with a repeat after it: where a repeat in a repeat must start (no parse)."""
+
+Item = tuple[Any, Any]
+
+
+def refuse_explosive(pattern: str, what: str) -> None:
+    """``CONFIG_INVALID`` for a pattern of ``what`` (an intent's rule...) that can explode."""
+    if nested_repeat(pattern):
+        raise ConfigInvalidError(
+            f"{what}: pattern {pattern[:200]!r} repeats a part that itself repeats, with "
+            "nothing between the turns: a message of 30 characters could keep it running "
+            "for minutes",
+            hint=NESTED_HINT,
+        )
+
+
+def nested_repeat(pattern: str) -> bool:
+    """Whether ``pattern`` repeats, many times, an unfenced part that repeats (module doc).
+
+    A pattern that does not parse is not this check's to report (``re.compile`` says why).
+    """
+    if _GROUP_REPEATED.search(pattern) is None:
+        return False  # only a group can hold a repeat, and none is repeated
+    try:
+        parsed = _parser.parse(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return False
+    return _Check(parsed).explodes(list(parsed.data), ())
+
+
+class _Check:
+    def __init__(self, parsed: Any) -> None:
+        self.parsed = parsed
+        self._sample: str | None = None
+
+    @property
+    def sample(self) -> str:
+        """The characters compared: made only for a pattern with a repeat in a repeat."""
+        if self._sample is None:
+            self._sample = _sample(list(self.parsed.data))
+        return self._sample
+
+    def explodes(self, items: list[Item], follow: tuple[list[Item], ...]) -> bool:
+        """Whether a repeat in ``items`` holds an unfenced variable repeat."""
+        for index, (op, value) in enumerate(items):
+            after = (items[index + 1 :], *follow)
+            if op in _REPEATS:
+                _, high, body = value
+                body = list(body)
+                if high > _MANY and self._splits(body, body, ()):
+                    return True
+                if self.explodes(body, ()):
+                    return True
+            else:
+                for inner in _children(op, value):
+                    if self.explodes(inner, after):
+                        return True
+        return False
+
+    def _splits(self, items: list[Item], turn: list[Item], follow: tuple[list[Item], ...]) -> bool:
+        """Whether ``items``, in one turn (``turn``) of a repeat, holds an unfenced repeat."""
+        for index, (op, value) in enumerate(items):
+            after = (items[index + 1 :], *follow)
+            if op in _REPEATS:
+                low, high, body = value
+                if high == low or high <= 1:  # a fixed count: a part of the turn, as it is
+                    if self._splits(list(body), turn, after):
+                        return True
+                elif not self._fenced(list(body), after, turn):
+                    return True
+                continue  # what a fenced repeat holds is checked as a repeat of its own
+            if op in (_c.POSSESSIVE_REPEAT, _c.ATOMIC_GROUP):
+                continue  # gives nothing back
+            for inner in _children(op, value):
+                if self._splits(inner, turn, after):
+                    return True
+        return False
+
+    def _fenced(self, body: list[Item], after: tuple[list[Item], ...], turn: list[Item]) -> bool:
+        """Whether what must follow the inner repeat, or the next turn, starts apart from it."""
+        taken = self._chars(body)
+        for sequence in (*after, turn):
+            first, nullable = self._first(sequence)
+            if not first & taken and not nullable:
+                return True
+            if first & taken:
+                return False
+        return False
+
+    def _first(self, items: list[Item]) -> tuple[set[str], bool]:
+        """The sample characters ``items`` may start with, and whether they may match nothing."""
+        found: set[str] = set()
+        for op, value in items:
+            if op in (_c.AT, _c.ASSERT, _c.ASSERT_NOT):
+                continue  # takes no character
+            if op in (*_REPEATS, _c.POSSESSIVE_REPEAT):
+                first, nullable = self._first(list(value[2]))
+                found |= first
+                if value[0] > 0 and not nullable:
+                    return found, False
+                continue
+            if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP, _c.BRANCH, _c.GROUPREF_EXISTS):
+                parts = list(_children(op, value))
+                results = [self._first(part) for part in parts]
+                found |= set().union(*(first for first, _ in results))
+                if not any(nullable for _, nullable in results):
+                    return found, False
+                continue
+            if op is _c.GROUPREF:  # what a group took: anything, or nothing
+                found |= set(self.sample)
+                continue
+            if op is _c.LITERAL:
+                return found | {chr(value)}, False
+            found |= self._one(op, value)  # a class, a category, any: one character
+            return found, False
+        return found, True
+
+    def _chars(self, items: list[Item]) -> set[str]:
+        """Every sample character ``items`` may take, anywhere."""
+        found: set[str] = set()
+        for op, value in items:
+            if op is _c.LITERAL:
+                found.add(chr(value))
+            elif op in (_c.IN, _c.NOT_LITERAL, _c.ANY, _c.CATEGORY):
+                found |= self._one(op, value)
+            elif op is _c.GROUPREF:
+                found |= set(self.sample)  # may repeat anything
+            else:
+                for inner in _children(op, value):
+                    found |= self._chars(inner)
+        return found
+
+    def _one(self, op: Any, value: Any) -> set[str]:
+        """The sample characters one single-character item matches."""
+        single = _parser.SubPattern(self.parsed.state, [(op, value)])
+        matcher = _compiler.compile(single, 0)
+        return {ch for ch in self.sample if matcher.match(ch)}
+
+
+def _children(op: Any, value: Any) -> Iterator[list[Item]]:
+    """The sequences an item holds (a group's, each branch's, a repeat's body)."""
+    if op in (*_REPEATS, _c.POSSESSIVE_REPEAT):
+        yield list(value[2])
+    elif op is _c.SUBPATTERN:
+        yield list(value[3])
+    elif op is _c.ATOMIC_GROUP:
+        yield list(value)
+    elif op is _c.BRANCH:
+        yield from (list(branch) for branch in value[1])
+    elif op in (_c.ASSERT, _c.ASSERT_NOT):
+        yield list(value[1])
+    elif op is _c.GROUPREF_EXISTS:
+        yield from (list(part) for part in value[1:] if part is not None)
+
+
+def _sample(items: list[Item]) -> str:
+    """``_SAMPLE`` and the pattern's own literal characters and range ends."""
+    found = set(_SAMPLE)
+    for op, value in items:
+        if op is _c.LITERAL:
+            found.add(chr(value))
+        elif op is _c.IN:
+            for kind, member in value:
+                if kind is _c.LITERAL:
+                    found.add(chr(member))
+                elif kind is _c.RANGE:
+                    found |= {chr(member[0]), chr(member[1])}
+        else:
+            for inner in _children(op, value):
+                found |= set(_sample(inner))
+    return "".join(sorted(found))
