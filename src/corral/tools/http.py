@@ -61,7 +61,7 @@ from corral.tools.http_config import (
     OpenApiConfig,
     ParamIn,
 )
-from corral.tools.schema_models import python_name
+from corral.tools.schema_models import object_fields, python_name
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import redact, resolve_placeholders, secrets_in
 
@@ -422,7 +422,7 @@ def _auth_header(auth: AuthConfig) -> tuple[str, str]:
 
 def endpoint_spec(config: HttpToolConfig, transport: HttpTransport) -> ToolSpec:
     """The ``ToolSpec`` of one declared endpoint, called over ``transport``."""
-    properties = config.input.get("properties") or {}
+    properties, _ = object_fields(config.input, config.name)
     endpoint = HttpEndpoint(config, transport, {python_name(n): n for n in properties})
     return declared_spec(
         config.name,

@@ -73,8 +73,15 @@ class HttpToolConfig(DeclaredConfig):
     @model_validator(mode="after")
     def _parameters_exist(self) -> HttpToolConfig:
         """Path parameters are required arguments; ``params_in`` names declared ones."""
-        declared = set((self.input.get("properties") or {}).keys())
-        required = set(self.input.get("required") or ())
+        from corral.errors import ConfigInvalidError
+        from corral.tools.schema_models import object_fields  # with the first HTTP tool
+
+        try:
+            properties, needed = object_fields(self.input, f"{self.name}: input")
+            object_fields(self.output, f"{self.name}: output")
+        except ConfigInvalidError as exc:
+            raise ValueError(exc.message) from None
+        declared, required = set(properties), set(needed)
         for name in PATH_PARAM.findall(self.url):
             if name not in declared or name not in required:
                 raise ValueError(f"{self.name}: {{{name}}} in the url must be a required input")

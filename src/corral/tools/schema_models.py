@@ -51,14 +51,21 @@ def model_from_schema(
     ``document``: what ``$ref: "#/..."`` points into (an OpenAPI document); by default
     ``schema`` itself.
     """
+    if not isinstance(schema, Mapping):
+        raise ConfigInvalidError(f"{name}: a tool's schema must be a mapping")
     builder = _Builder(document if document is not None else schema, extra)
-    resolved, refs = builder.resolve(schema, ())
-    resolved = builder.merged(resolved, refs)
-    if resolved and _kind(resolved) != "object":
+    try:
+        resolved, refs = builder.resolve(schema, ())
+        resolved = builder.merged(resolved, refs, name)
+        if resolved and _kind(resolved) != "object":
+            raise ConfigInvalidError(
+                f"{name}: a tool's schema must be an object, not {_kind(resolved) or 'untyped'}"
+            )
+        return builder.model(name, resolved, refs)
+    except (TypeError, AttributeError, KeyError, ValueError) as exc:  # a shape not foreseen
         raise ConfigInvalidError(
-            f"{name}: a tool's schema must be an object, not {_kind(resolved) or 'untyped'}"
-        )
-    return builder.model(name, resolved, refs)
+            f"{name}: the schema cannot be read ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
 
 
 NOWHERE = object()
@@ -77,6 +84,24 @@ def pointed_to(document: Mapping[str, Any], ref: str) -> Any:
             return NOWHERE
         node = node[part]
     return node
+
+
+def object_fields(schema: Mapping[str, Any], where: str) -> tuple[Mapping[str, Any], list[str]]:
+    """An object schema's ``properties`` and ``required``, checked: ``CONFIG_INVALID`` else.
+
+    A schema comes from a config, an OpenAPI document or an MCP server's listing: a
+    ``properties: 5`` or ``required: [[a]]`` is their mistake, named, not a traceback.
+    """
+    properties = schema.get("properties") or {}
+    required = schema.get("required") or []
+    if not isinstance(properties, Mapping) or not all(isinstance(k, str) for k in properties):
+        raise ConfigInvalidError(
+            f"{where}: 'properties' must map field names to schemas, not "
+            f"{type(properties).__name__}"
+        )
+    if not isinstance(required, list) or not all(isinstance(n, str) for n in required):
+        raise ConfigInvalidError(f"{where}: 'required' must be a list of field names")
+    return properties, required
 
 
 def _kind(schema: Mapping[str, Any]) -> str | None:
@@ -130,7 +155,9 @@ class _Builder:
             schema = target
         return schema, seen
 
-    def merged(self, schema: Mapping[str, Any], refs: tuple[str, ...]) -> Mapping[str, Any]:
+    def merged(
+        self, schema: Mapping[str, Any], refs: tuple[str, ...], name: str
+    ) -> Mapping[str, Any]:
         """An ``allOf`` of objects as one object: the members' fields side by side.
 
         OpenAPI documents compose this way (``allOf: [{$ref: Base}, {properties: ...}]``).
@@ -140,22 +167,23 @@ class _Builder:
         members = schema.get("allOf")
         if not isinstance(members, list) or not members:
             return schema
-        properties = dict(schema.get("properties") or {})
-        required = list(schema.get("required") or ())
+        own, needed = object_fields(schema, name)
+        properties, required = dict(own), list(needed)
         for member in members:
             if not isinstance(member, Mapping):
                 return schema
-            part = self.merged(*self.resolve(member, refs))
+            part = self.merged(*self.resolve(member, refs), name)
             if _kind(part) not in (None, "object") or {"allOf", "anyOf", "oneOf"} & set(part):
                 return schema
-            properties.update(part.get("properties") or {})
-            required.extend(part.get("required") or ())
+            more, also = object_fields(part, f"{name}: allOf")
+            properties.update(more)
+            required.extend(also)
         rest = {key: value for key, value in schema.items() if key != "allOf"}
         return {**rest, "type": "object", "properties": properties, "required": required}
 
     def model(self, name: str, schema: Mapping[str, Any], refs: tuple[str, ...]) -> type[BaseModel]:
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or ())
+        properties, needed = object_fields(schema, name)
+        required = set(needed)
         fields: dict[str, Any] = {}
         named: dict[str, str] = {}
         for field, sub in properties.items():
@@ -186,7 +214,7 @@ class _Builder:
         if not isinstance(raw, Mapping):
             return Any
         schema, refs = self.resolve(raw, refs)
-        schema = self.merged(schema, refs)
+        schema = self.merged(schema, refs, name)
         nullable = bool(schema.get("nullable"))
         if "const" in schema:
             found: Any = Literal[schema["const"]] if _literal_ok([schema["const"]]) else Any

@@ -33,7 +33,7 @@ from corral.tools.mcp.declared import McpServerConfig, McpToolConfig
 from corral.tools.mcp.listing import McpListingCache, check_listing, schemas
 from corral.tools.mcp.results import result_value
 from corral.tools.policy import ToolKind
-from corral.tools.schema_models import python_name
+from corral.tools.schema_models import object_fields, python_name
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import redact, resolve_placeholders, secrets_in
 
@@ -106,7 +106,8 @@ def _input_schema(tool: Tool, key_argument: str | None) -> dict[str, Any]:
     schema = dict(tool.input_schema)
     if key_argument is None:
         return schema
-    properties = dict(schema.get("properties") or {})
+    fields, needed = object_fields(schema, f"mcp tool {tool.name!r}")
+    properties = dict(fields)
     if key_argument not in properties:
         raise ConfigInvalidError(
             f"mcp tool {tool.name!r}: key_argument {key_argument!r} is not one of its "
@@ -114,7 +115,7 @@ def _input_schema(tool: Tool, key_argument: str | None) -> dict[str, Any]:
         )
     del properties[key_argument]
     schema["properties"] = properties
-    schema["required"] = [name for name in schema.get("required") or [] if name != key_argument]
+    schema["required"] = [name for name in needed if name != key_argument]
     return schema
 
 
@@ -122,8 +123,8 @@ def mcp_tool_spec(connection: McpConnection, tool: Tool, config: McpToolConfig) 
     """One listed tool as a ``ToolSpec`` with the policy ``config`` gives it."""
     name = config.name or tool.name
     input_schema = _input_schema(tool, config.key_argument)
-    properties = input_schema.get("properties") or {}
-    required = set(input_schema.get("required") or ())
+    properties, needed = object_fields(input_schema, f"mcp tool {tool.name!r}")
+    required = set(needed)
     binding = _Binding(
         connection,
         tool.name,
@@ -200,6 +201,11 @@ def mcp_tools(
             except CorralError as exc:
                 raise ConfigInvalidError(
                     f"mcp server {server.name!r}, tool {remote!r}: {exc.message}"
+                ) from None
+            except Exception as exc:  # a listing is the server's: any shape may come
+                raise ConfigInvalidError(
+                    f"mcp server {server.name!r}, tool {remote!r}: its listing cannot be "
+                    f"read ({type(exc).__name__}: {str(exc)[:200]})"
                 ) from None
         connections.append(connection)
     return specs, connections
