@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from corral.errors import ErrorCode, InvalidInputError
 from corral.observe.window import UNITS, parse_time
+from tests.helpers import corral_cli
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ZONES = [UTC, timezone(timedelta(hours=8)), timezone(-timedelta(hours=5))]
@@ -72,3 +74,16 @@ REFUSED = ["", "yesterday", "1y", "-1h", "h1", "0d", "1.5h", "1 d", "10000d", "1
 def test_what_is_refused(text: str) -> None:
     with pytest.raises(InvalidInputError):
         parse_time(text, NOW)
+
+
+@pytest.mark.parametrize("text", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_time_outside_the_calendar_in_utc_is_invalid_input_not_a_crash(
+    tmp_path: Path, text: str
+) -> None:
+    """Found by a hostile review: ``corral stats --since 0001-01-01T00:00:00+14:00`` ended
+    in an OverflowError traceback (``GET /stats?since=`` handled the same value)."""
+    with pytest.raises(InvalidInputError, match="outside the calendar"):
+        parse_time(text, NOW)
+    done = corral_cli(tmp_path, "stats", "--since", text, ok=False)
+    assert done.returncode == 2 and "INVALID_INPUT" in done.stderr
+    assert "Traceback" not in done.stderr

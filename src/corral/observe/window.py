@@ -41,13 +41,17 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     if _PERIOD.fullmatch(given) is not None:
         return moment - parse_period(given)
     try:
-        parsed = datetime.fromisoformat(given)
+        return _utc(datetime.fromisoformat(given))
     except ValueError:
         raise InvalidInputError(
             f"{text!r} is neither a period nor an ISO time",
             hint=f"give a period back from now ({_HINT}) or an ISO time (2026-11-29T10:00Z)",
         ) from None
-    return _utc(parsed)
+    except OverflowError:  # 0001-01-01T00:00+14:00 is before the calendar in UTC
+        raise InvalidInputError(
+            f"{text!r} is outside the calendar once moved to UTC",
+            hint="give a time between the years 1 and 9999 in UTC",
+        ) from None
 
 
 def _utc(value: datetime) -> datetime:
