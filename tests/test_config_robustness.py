@@ -538,7 +538,19 @@ def test_plans_naming_tools_without_a_tools_py_say_where_tools_live(tmp_path: Pa
 # ------------------------------------------------ patterns a short message could hold up
 
 
-EXPLOSIVE = ["(a+)+$", r"(\w+\s?)*$", "(x{1,9})+!", "((ab)*)*$", "(?:a|b+)+$", "(.*a){12}"]
+EXPLOSIVE = [
+    "(a+)+$",
+    r"(\w+\s?)*$",
+    "(x{1,9})+!",
+    "((ab)*)*$",
+    "(?:a|b+)+$",
+    "(.*a){12}",
+    # review of 11499f5: rules ignore case ([A-Z] fences no [a-z]), a bounded outer
+    # repeat splits too, and (?x) puts space between a group and its repeat
+    r"^(?:[A-Z][a-z]+\s?)+$",
+    "(a+){1,10}$",
+    "(?x)(a+) +$",
+]
 """Each splits a run of one character between its turns in exponentially many ways."""
 FENCED = [
     r"(\d+,)*\d+",  # each turn ends at a comma
@@ -547,6 +559,9 @@ FENCED = [
     "(a++)+$",  # possessive
     r"\b(A\d+)\b",
     r"(?:[a-z]+\.)+com",
+    r"(?:\b\w+\b\s*)+",  # \b ends each run of word characters
+    r"(?:\w+-?\w*\s+){0,4}?x",  # each turn must end in white space
+    "(a+){1,3}",  # three turns at most
 ]
 
 

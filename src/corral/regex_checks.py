@@ -4,18 +4,22 @@ Python's ``re`` backtracks, with no time limit. A repeat around a part that itse
 repeats a variable number of times (``(a+)+``, ``(\w+\s?)*``, ``(x{1,9})+``) can split a
 run of the same characters between its turns in exponentially many ways: 30 ``a`` and a
 ``!`` keep ``(a+)+$`` busy for minutes, on the event loop that every run of a server
-shares. Such a pattern is ``CONFIG_INVALID`` at load, where a person can rewrite it.
+shares. So can a bounded one of more than three turns (``(a+){1,10}``). Such a pattern
+is ``CONFIG_INVALID`` at load, where a person can rewrite it.
 
-Not every repeat in a repeat splits: in ``(\d+,)*`` each turn ends at a comma, which the
-inner ``\d+`` cannot take, and in ``(?:yet\s+|been\s+)*`` each turn starts with a letter
-the inner ``\s+`` cannot take. An inner repeat is *fenced* when something that must follow
-it in its turn, or the start of the next turn, begins with characters it cannot match; a
-fenced one is accepted. So is an inner repeat written atomic (``(?>a+)``) or possessive
-(``a++``), which gives nothing back. Characters are compared on a sample: the pattern's
-own literals and range ends, and a few of each common class.
+Not every repeat in a repeat splits. An inner repeat is *fenced*, and accepted, when
+something the rest of its turn must match starts with a character it cannot take
+(``(\d+,)*``: a comma; ``(?:\b\w+\b\s*)+``: the end of a word), or, where the rest may
+match nothing, when the next turn does (``(?:yet\s+|been\s+)*``: a letter). Inner
+repeats written atomic (``(?>a+)``) or possessive (``a++``) give nothing back, and are
+accepted too. Characters are compared on a sample (the pattern's own literals and range
+ends, a few of each common class), in both cases where the pattern ignores case (rules
+and entities do: ``[A-Z]`` then fences no ``[a-z]``).
 
-Alternation whose branches overlap (``(a|a)+``) is not caught: it is rarer, and no cheap
-check tells it from the ordinary ``(cat|dog)+``.
+What is not caught: alternatives that overlap (``(a|a)+``), rarer, and which no cheap
+check tells from the ordinary ``(cat|dog)+``. What is refused though safe: a fence of
+more than one character whose first one the inner repeat can take (``(?:0x[0-9a-f]+\s*)+``:
+``0`` is a hex digit); write the inner repeat possessive (``[0-9a-f]++``).
 """
 
 from __future__ import annotations
@@ -37,21 +41,27 @@ NESTED_HINT = (
     "cannot match, as in (\\d+,)*, or write the inner repeat atomic, (?>a+), or "
     "possessive, a++"
 )
-_MANY = 10
-"""An outer repeat of more than this many turns (or unbounded) is one that can explode."""
+_MANY = 3
+"""An outer repeat of more than this many turns (or unbounded) is one that can explode:
+``(a+){1,10}`` splits 37 ``a`` in tens of millions of ways."""
 _REPEATS = (_c.MAX_REPEAT, _c.MIN_REPEAT)
 _SAMPLE = "aZz09 \t\n_-.,!?:;'\"/一中。，é"
 """Characters every check tries, besides the pattern's own."""
 
 _GROUP_REPEATED = re.compile(r"\)[*+{]")
 """A group with a repeat after it: where a repeat in a repeat must start (no parse)."""
+_INLINE_VERBOSE = re.compile(r"\(\?[a-zA-Z]*x")
+"""``(?x)``: white space and comments may stand between a group and its repeat."""
 
 Item = tuple[Any, Any]
 
 
-def refuse_explosive(pattern: str, what: str) -> None:
-    """``CONFIG_INVALID`` for a pattern of ``what`` (an intent's rule...) that can explode."""
-    if nested_repeat(pattern):
+def refuse_explosive(pattern: str, what: str, flags: int = 0) -> None:
+    """``CONFIG_INVALID`` for a pattern of ``what`` (an intent's rule...) that can explode.
+
+    ``flags``: those it is compiled with (``re.IGNORECASE``: ``[A-Z]`` fences nothing).
+    """
+    if nested_repeat(pattern, flags):
         raise ConfigInvalidError(
             f"{what}: pattern {pattern[:200]!r} repeats a part that itself repeats, with "
             "nothing between the turns: a message of 30 characters could keep it running "
@@ -60,15 +70,17 @@ def refuse_explosive(pattern: str, what: str) -> None:
         )
 
 
-def nested_repeat(pattern: str) -> bool:
+def nested_repeat(pattern: str, flags: int = 0) -> bool:
     """Whether ``pattern`` repeats, many times, an unfenced part that repeats (module doc).
 
-    A pattern that does not parse is not this check's to report (``re.compile`` says why).
+    ``flags``: those it is compiled with. A pattern that does not parse is not this
+    check's to report (``re.compile`` says why).
     """
-    if _GROUP_REPEATED.search(pattern) is None:
+    verbose = flags & re.VERBOSE or _INLINE_VERBOSE.search(pattern) is not None
+    if not verbose and _GROUP_REPEATED.search(pattern) is None:
         return False  # only a group can hold a repeat, and none is repeated
     try:
-        parsed = _parser.parse(pattern)
+        parsed = _parser.parse(pattern, flags)
     except (re.error, RecursionError, OverflowError):
         return False
     return _Check(parsed).explodes(list(parsed.data), ())
@@ -77,14 +89,23 @@ def nested_repeat(pattern: str) -> bool:
 class _Check:
     def __init__(self, parsed: Any) -> None:
         self.parsed = parsed
+        self.ignore_case = bool(parsed.state.flags & re.IGNORECASE)
         self._sample: str | None = None
 
     @property
     def sample(self) -> str:
         """The characters compared: made only for a pattern with a repeat in a repeat."""
         if self._sample is None:
-            self._sample = _sample(list(self.parsed.data))
+            found = _sample(list(self.parsed.data))
+            if self.ignore_case:
+                found += found.swapcase()
+            self._sample = "".join(sorted(set(found)))
         return self._sample
+
+    def literal(self, value: int) -> set[str]:
+        """What a literal matches: itself, and its other case where case is ignored."""
+        char = chr(value)
+        return {char, char.lower(), char.upper()} if self.ignore_case else {char}
 
     def explodes(self, items: list[Item], follow: tuple[list[Item], ...]) -> bool:
         """Whether a repeat in ``items`` holds an unfenced variable repeat."""
@@ -123,15 +144,24 @@ class _Check:
         return False
 
     def _fenced(self, body: list[Item], after: tuple[list[Item], ...], turn: list[Item]) -> bool:
-        """Whether what must follow the inner repeat, or the next turn, starts apart from it."""
+        """Whether the inner repeat cannot run on into the next turn.
+
+        It cannot when something the rest of its turn must match starts with a character
+        it cannot take (whatever lies between: a part in between that overlaps is checked
+        as an inner repeat of its own), or, where all the rest may match nothing, when the
+        next turn does.
+        """
         taken = self._chars(body)
-        for sequence in (*after, turn):
-            first, nullable = self._first(sequence)
-            if not first & taken and not nullable:
-                return True
-            if first & taken:
-                return False
-        return False
+        words = all(char.isalnum() or char == "_" for char in taken)
+        for sequence in after:
+            for op, value in sequence:
+                if words and op is _c.AT and value is _c.AT_BOUNDARY:
+                    return True  # \b after word characters: the run of them ends there
+                first, nullable = self._first([(op, value)])
+                if not nullable and not first & taken:
+                    return True
+        first, nullable = self._first(turn)
+        return not nullable and not first & taken
 
     def _first(self, items: list[Item]) -> tuple[set[str], bool]:
         """The sample characters ``items`` may start with, and whether they may match nothing."""
@@ -156,7 +186,7 @@ class _Check:
                 found |= set(self.sample)
                 continue
             if op is _c.LITERAL:
-                return found | {chr(value)}, False
+                return found | self.literal(value), False
             found |= self._one(op, value)  # a class, a category, any: one character
             return found, False
         return found, True
@@ -166,7 +196,7 @@ class _Check:
         found: set[str] = set()
         for op, value in items:
             if op is _c.LITERAL:
-                found.add(chr(value))
+                found |= self.literal(value)
             elif op in (_c.IN, _c.NOT_LITERAL, _c.ANY, _c.CATEGORY):
                 found |= self._one(op, value)
             elif op is _c.GROUPREF:

@@ -112,7 +112,7 @@ class EntityExtractor:
             except re.error as exc:
                 raise ConfigInvalidError(f"entity {name!r}: bad pattern: {exc}") from None
             for pattern in spec.patterns:
-                refuse_explosive(pattern, f"entity {name!r}")
+                refuse_explosive(pattern, f"entity {name!r}", re.IGNORECASE)
             # Longest surface words first, so "激光打印机" wins over "打印机".
             vocab = tuple(sorted(spec.vocabulary.items(), key=lambda kv: -len(kv[0])))
             self._entities.append(_CompiledEntity(name, spec, patterns, vocab))

@@ -40,7 +40,7 @@ def compile_rule(intent: str, source: str) -> re.Pattern[str]:
         compiled = re.compile(source, re.IGNORECASE)
     except re.error as exc:
         raise ConfigInvalidError(f"intent {intent!r}: bad rule {source!r}: {exc}") from None
-    refuse_explosive(source, f"intent {intent!r}")
+    refuse_explosive(source, f"intent {intent!r}", re.IGNORECASE)
     if compiled.search("") is not None and compiled.search("\x00") is not None:
         raise ConfigInvalidError(
             f"intent {intent!r}: rule {source!r} matches every message (it matches an empty"
