@@ -605,3 +605,25 @@ def test_the_repeat_check_answers_for_any_text(text: str) -> None:
     from corral.regex_checks import nested_repeat
 
     assert nested_repeat(text) in (True, False)
+
+
+def test_an_anchored_value_is_placed_where_it_is_written_and_the_whole_config_nowhere(
+    tmp_path: Path,
+) -> None:
+    """Review of 1f44ac8: the anchor's path took the rules' line (the alias claimed the
+    node), and a problem of the whole config was pinned to line 1."""
+    text = AGENT_YAML.replace(
+        "    rules: [{keywords: [go], confidence: 0.95}]",
+        "    rules:\n      - &r\n        keywords: [go]\n        confidence: 5",
+    ).replace("plans:\n", "  - {name: again, plan: p, reply: done, rules: [*r]}\nplans:\n")
+    lines = text.splitlines()
+    with pytest.raises(ConfigInvalidError) as refused:
+        load_config(agent_dir(tmp_path, text) / "agent.yaml")
+    written = lines.index("        confidence: 5") + 1
+    anchored = lines.index("      - &r") + 1
+    assert f"agent.yaml:{written}: intents.0.rules.0.confidence" in refused.value.message
+    assert f"agent.yaml:{anchored}: intents.1.rules.0.confidence" in refused.value.message
+    whole = AGENT_YAML + "telemetry: {sampling: {critical_intents: [nobody]}}\n"
+    with pytest.raises(ConfigInvalidError) as refused:
+        load_config(agent_dir(tmp_path, whole) / "agent.yaml")
+    assert "agent.yaml:1:" not in refused.value.message

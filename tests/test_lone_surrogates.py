@@ -30,7 +30,7 @@ from corral import (
     tool,
 )
 from corral.contracts import RunStatus
-from corral.errors import RunNotResumableError
+from corral.errors import ConfigInvalidError, RunNotResumableError
 from corral.inputs import lone_surrogate_at, unicode_safe, unicode_safe_value
 from corral.models import ModelRequest, ScriptedModel
 from corral.models.structured import parse_json
@@ -65,6 +65,16 @@ def ship(order_id: str) -> Order:
 def failing(order_id: str) -> Order:
     """A tool whose error quotes what broke it."""
     raise ValueError(f"cannot parse {BROKEN!s}")
+
+
+EXTRACTING = one_intent(
+    "weather",
+    steps=[{"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id"}}],
+    entities={"order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]}},
+    requires=["order_id"],
+    model={"extract_entities": True},
+)
+"""An agent that asks a model for the entities its rules did not find."""
 
 
 def _store(tmp_path: Path) -> SqlStore:
@@ -118,13 +128,7 @@ async def test_a_model_answer_with_one_is_kept_as_u_fffd_and_the_run_is_stored(
     def reply(request: ModelRequest) -> str:
         return answer if answer is not None else json.dumps({"entities": {"city": BROKEN}})
 
-    config = one_intent(
-        "weather",
-        steps=[{"id": "s1", "tool": "lookup", "args": {"order_id": "$entities.order_id"}}],
-        entities={"order_id": {"kind": "pattern", "patterns": [r"\b(A\d+)\b"]}},
-        requires=["order_id"],
-        model={"extract_entities": True},
-    )
+    config = EXTRACTING
     if answer is None:
         escaped = json.dumps({"entities": {"city": BROKEN}})
         assert "\\ud800" in escaped and escaped.isascii()
@@ -169,3 +173,56 @@ def test_the_helpers() -> None:
     assert lone_surrogate_at({"a": "已发货", "b": [1, 2.5, None, True]}) is None
     data, repaired = parse_json('{"city": "\\ud800"}')
     assert data == {"city": "\ufffd"} and not repaired
+
+
+# ------------------------------------------------------------ review of 9967a93
+
+
+def test_a_config_string_holding_one_is_config_invalid_at_its_line(tmp_path: Path) -> None:
+    """YAML's ``"\\ud800"`` loads as a lone surrogate: every run's reply failed to save."""
+    from corral import load_config
+
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    text = 'name: t\ntemplates:\n  done: {zh: "好", en: "done \\ud800"}\n'
+    (folder / "agent.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigInvalidError, match=r"agent\.yaml:3: templates\.done\.en: text"):
+        load_config(folder / "agent.yaml")
+
+
+def test_a_declared_tool_s_description_and_schema_holding_one_are_kept_with_u_fffd() -> None:
+    """An MCP listing or an OpenAPI document decoded wrongly: the description reaches a
+    model's prompt, whose fingerprint failed to encode, and the run was lost."""
+    from corral.tools.declared import declared_spec
+
+    async def call(**_: Any) -> dict[str, Any]:
+        return {"ok": True}
+
+    spec = declared_spec(
+        "odd",
+        "looks up \ud800",
+        call,
+        input_schema={
+            "type": "object",
+            "properties": {"q": {"type": "string", "description": "x\ud800"}},
+        },
+        output_schema={"type": "object", "properties": {"ok": {"type": "boolean"}}},
+        policy=ToolPolicy(),
+    )
+    assert spec.description == "looks up \ufffd"
+    assert lone_surrogate_at(spec.input_model.model_json_schema()) is None
+
+
+async def test_a_model_failure_quoting_one_is_stored_with_u_fffd(tmp_path: Path) -> None:
+    from corral.errors import ModelUnavailableError
+
+    def fails(request: ModelRequest) -> str:
+        raise ModelUnavailableError(f"upstream said {BROKEN}")
+
+    config = EXTRACTING
+    agent = Agent.build(parse_config(config), [lookup], model=ScriptedModel([fails] * 5))
+    runtime = Runtime(agent, _store(tmp_path), effects=FixedEffects())
+    summary = await runtime.start("weather please")
+    stored = runtime.store.load_events(summary.run_id)
+    text = json.dumps([e.data for e in stored], ensure_ascii=False)
+    assert "upstream said Shanghai\ufffd" in text

@@ -581,6 +581,20 @@ def parse_config(data: Any, *, source: str = "<config>", lines: Lines | None = N
             f"{source}: the config is {what}",
             hint="an agent's config is a mapping of settings: name:, intents:, plans:, ...",
         )
+    from corral.inputs import lone_surrogate_at
+
+    broken = lone_surrogate_at(data)
+    if broken is not None:  # YAML's "\ud800": no reply, log or store could hold it
+        line = None
+        if lines:
+            from corral.safe_yaml import line_of
+
+            line = line_of(lines, tuple(broken.replace("[", ".").replace("]", "").split(".")))
+        where = source if line is None else f"{source}:{line}"
+        raise ConfigInvalidError(
+            f"{where}: {broken}: text that is not valid Unicode (a lone surrogate)",
+            hint="write the character itself, or a \\U escape of a whole code point",
+        )
     non_finite = _non_finite_paths(data)
     if non_finite:
         raise ConfigInvalidError(f"{source}: not a finite number at {', '.join(non_finite[:10])}")

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from corral.deadlines import Deadlines
 from corral.eager import resume
-from corral.errors import BudgetExceededError, ToolTimeoutError
+from corral.errors import BudgetExceededError, CorralError, ToolTimeoutError
 
 if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
@@ -87,6 +87,18 @@ class Effects(Protocol):
         ``recorded``.
         """
         ...
+
+
+async def _completed(model: Model, request: ModelRequest) -> ModelResponse:
+    """``model.complete(request)``; a corral error it raises has its words made safe."""
+    try:
+        return await model.complete(request)
+    except CorralError as exc:
+        from corral.inputs import unicode_safe
+
+        exc.message = unicode_safe(exc.message)
+        exc.hint = unicode_safe(exc.hint) if exc.hint is not None else None
+        raise
 
 
 def _unicode_safe(response: ModelResponse) -> ModelResponse:
@@ -247,16 +259,17 @@ class LiveEffects:
     ) -> ModelResponse:
         """Ask the model, within what is left of the wall-clock budget.
 
-        Its answer comes back ``unicode_safe``: a lone surrogate in it (a server's broken
-        decoding) could be neither recorded nor shown, and the run would be lost.
+        Its answer, and the words of its failure, come back ``unicode_safe``: a lone
+        surrogate in them (a server's broken decoding) could be neither recorded nor
+        shown, and the run would be lost.
         """
         if deadline_s is None:
-            return _unicode_safe(await model.complete(request))
+            return _unicode_safe(await _completed(model, request))
         if deadline_s <= 0:
             raise BudgetExceededError("the wall-clock budget was used up before the model call")
         try:
             async with asyncio.timeout(deadline_s) as window:
-                return _unicode_safe(await model.complete(request))
+                return _unicode_safe(await _completed(model, request))
         except TimeoutError:
             if not window.expired():
                 raise

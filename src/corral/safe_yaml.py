@@ -135,34 +135,41 @@ Lines = dict[tuple[str, ...], int]
 def _lines_of(root: Node) -> Lines:
     """Where each value of the document starts: a mapping entry at its key's line.
 
-    A node reached twice (an alias) keeps the path it was first found at; a value brought
-    in by a merge key has none of its own, and is placed by its mapping's line.
+    Walked in document order, so a node reached twice (an anchor, then its alias) keeps
+    the path of the anchor, where it is written; the alias's path is given the same line,
+    and what lies under it the line of the nearest parent. A value brought in by a merge
+    key has none of its own, and is placed by its mapping's line.
     """
     lines: Lines = {}
     seen: set[int] = set()
     pending: list[tuple[tuple[str, ...], Node]] = [((), root)]
     while pending:
         path, node = pending.pop()
+        lines.setdefault(path, node.start_mark.line + 1)
         if id(node) in seen:
             continue
         seen.add(id(node))
-        lines.setdefault(path, node.start_mark.line + 1)
+        children: list[tuple[tuple[str, ...], Node]] = []
         if isinstance(node, MappingNode):
             for key, value in node.value:
                 if isinstance(key, ScalarNode) and key.tag != _MERGE_TAG:
                     lines.setdefault((*path, key.value), key.start_mark.line + 1)
-                    pending.append(((*path, key.value), value))
+                    children.append(((*path, key.value), value))
         elif isinstance(node, SequenceNode):
-            pending.extend(((*path, str(i)), item) for i, item in enumerate(node.value))
+            children = [((*path, str(i)), item) for i, item in enumerate(node.value)]
+        pending.extend(reversed(children))  # the first child is taken next: document order
     return lines
 
 
 def line_of(lines: Lines, location: tuple[Any, ...]) -> int | None:
-    """The line of ``location`` (a pydantic error's ``loc``), or of its nearest parent."""
+    """The line of ``location`` (a pydantic error's ``loc``), or of its nearest parent.
+
+    ``None`` for the document as a whole (a problem of the whole config has no line).
+    """
     path = tuple(map(str, location))
     while path not in lines and path:
         path = path[:-1]
-    return lines.get(path)
+    return lines.get(path) if path else None
 
 
 def _refusal(problem: str, mark: Any) -> ComposerError:

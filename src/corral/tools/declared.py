@@ -127,7 +127,14 @@ def declared_spec(
     (``TransientToolError`` for a retryable failure, ``ToolFailedError``...), so timeouts,
     retries and envelopes are the function tools' own. An output schema that is not an
     object (an array) is kept as ``{"value": ...}``.
+
+    A description or schema holding a lone surrogate (a listing or document decoded
+    wrongly) is kept with U+FFFD: it reaches a model's prompt and a run's records, which
+    UTF-8 must encode.
     """
+    description, input_schema, output_schema, document = _unicode_safe(
+        description, input_schema, output_schema, document
+    )
     wrapped = output_schema.get("type", "object") != "object"
     shown = (
         {"type": "object", "properties": {VALUE_FIELD: output_schema}, "required": [VALUE_FIELD]}
@@ -149,3 +156,12 @@ def declared_spec(
         returns=DeclaredReturns(json.dumps(output_schema, sort_keys=True, default=str)),
         wrapped=wrapped,
     )
+
+
+def _unicode_safe(*values: Any) -> Any:
+    """``values`` as they are, or ``inputs.unicode_safe_value`` of them if one needs it."""
+    from corral.inputs import lone_surrogate_at, unicode_safe_value
+
+    if lone_surrogate_at(list(values)) is None:
+        return values
+    return tuple(unicode_safe_value(value) for value in values)

@@ -127,6 +127,10 @@ def settle_time_s(poll_s: float) -> float:
     return max(SETTLE_S, 3 * poll_s)
 
 
+MAX_SETTLE_S = 3600.0
+"""The longest settling a worker takes (``--takeover-settle-s``): an hour."""
+
+
 def chosen_settle_s(settle_s: float | None, poll_s: float) -> float:
     """A worker's settling time: ``settle_s`` if given, else ``settle_time_s(poll_s)``.
 
@@ -138,7 +142,12 @@ def chosen_settle_s(settle_s: float | None, poll_s: float) -> float:
     least = settle_time_s(poll_s)
     if settle_s is None:
         return least
-    if not settle_s >= least:  # NaN too
+    if not settle_s <= MAX_SETTLE_S:  # inf and NaN too: no takeover, ever
+        raise ConfigInvalidError(
+            f"a takeover settling time of {settle_s} s is longer than {MAX_SETTLE_S:g} s",
+            hint="a dead worker's runs would wait that long after every restart",
+        )
+    if not settle_s >= least:
         raise ConfigInvalidError(
             f"a takeover settling time of {settle_s} s is shorter than three polls of "
             f"{poll_s} s (at least {least:g} s)",
