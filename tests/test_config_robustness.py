@@ -550,6 +550,13 @@ EXPLOSIVE = [
     r"^(?:[A-Z][a-z]+\s?)+$",
     "(a+){1,10}$",
     "(?x)(a+) +$",
+    # review of ac1ec6b: turns multiply, a conditional with no else may match nothing,
+    # and an optional part is a variable repeat (found the orders example's 但是? too)
+    r"(?:(?:\w+\s*){1,3}[,;]?\s*){1,3}$",
+    "((a+){1,3}){1,3}$",
+    "(?:(x)?a+(?(1)b))+$",
+    "(?:a?){30}a{30}",
+    "(?:但是?|是)*x",
 ]
 """Each splits a run of one character between its turns in exponentially many ways."""
 FENCED = [
@@ -562,6 +569,10 @@ FENCED = [
     r"(?:\b\w+\b\s*)+",  # \b ends each run of word characters
     r"(?:\w+-?\w*\s+){0,4}?x",  # each turn must end in white space
     "(a+){1,3}",  # three turns at most
+    r"(?:\w+(?:\s+|$))+",  # a word ends at white space or at the end
+    r"(?:\w+(?=\s)\s*)+",  # ... or where white space follows
+    r"(?:\w+(?:\s+|\b))+",
+    "(?:但|是)*x",  # the orders example's filler, rewritten
 ]
 
 
@@ -627,3 +638,10 @@ def test_an_anchored_value_is_placed_where_it_is_written_and_the_whole_config_no
     with pytest.raises(ConfigInvalidError) as refused:
         load_config(agent_dir(tmp_path, whole) / "agent.yaml")
     assert "agent.yaml:1:" not in refused.value.message
+
+
+def test_a_pattern_re_refuses_with_a_value_error_is_config_invalid(tmp_path: Path) -> None:
+    """Review of ac1ec6b: ``(?a)(?u)go`` is a ``ValueError``, not an ``re.error``: a traceback."""
+    rule = "rules: [{pattern: '(?a)(?u)go', confidence: 0.9}]"
+    text = AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
+    assert "bad rule '(?a)(?u)go'" in fails_at_load(tmp_path, agent_dir(tmp_path, text))

@@ -226,3 +226,25 @@ async def test_a_model_failure_quoting_one_is_stored_with_u_fffd(tmp_path: Path)
     stored = runtime.store.load_events(summary.run_id)
     text = json.dumps([e.data for e in stored], ensure_ascii=False)
     assert "upstream said Shanghai\ufffd" in text
+
+
+def test_a_surrogate_pair_escape_is_its_character_and_a_dotted_key_its_own_line(
+    tmp_path: Path,
+) -> None:
+    """Review of 0d9bdeb: ``"\\ud83d\\ude00"`` (JSON's and YAML's escape of 😀) was called a
+    lone surrogate, and a key holding a dot was looked up as two keys (another line)."""
+    from corral import load_config
+
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    text = (
+        "name: t\n"
+        "intents: [{name: a, rules: [{keywords: [go]}], route: reply, reply: done}]\n"
+        'templates:\n  done: {zh: "好", en: "done \\ud83d\\ude00"}\n'
+    )
+    (folder / "agent.yaml").write_text(text, encoding="utf-8")
+    assert load_config(folder / "agent.yaml").templates["done"].en == "done \U0001f600"
+    text = 'name: t\nx:\n  a:\n    b: 1\n  "a.b":\n    en: "\\udc00"\n'
+    (folder / "agent.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigInvalidError, match=r"agent\.yaml:6: x\.a\.b\.en: text"):
+        load_config(folder / "agent.yaml")

@@ -345,7 +345,7 @@ class RedactionConfig(_Strict):
         for pattern in patterns:
             try:
                 re.compile(pattern)
-            except re.error as exc:
+            except (re.error, ValueError) as exc:
                 raise ValueError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
             if nested_repeat(pattern):  # searched in every log line and answer
                 raise ValueError(
@@ -581,20 +581,23 @@ def parse_config(data: Any, *, source: str = "<config>", lines: Lines | None = N
             f"{source}: the config is {what}",
             hint="an agent's config is a mapping of settings: name:, intents:, plans:, ...",
         )
-    from corral.inputs import lone_surrogate_at
+    from corral.inputs import lone_surrogate_at, lone_surrogate_path, surrogate_pairs_joined
 
-    broken = lone_surrogate_at(data)
-    if broken is not None:  # YAML's "\ud800": no reply, log or store could hold it
-        line = None
-        if lines:
-            from corral.safe_yaml import line_of
+    if lone_surrogate_path(data) is not None:  # YAML's "\\ud800": no store could hold it
+        data = surrogate_pairs_joined(data)  # "\\ud83d\\ude00" is one character
+        broken = lone_surrogate_path(data)
+        if broken is not None:
+            line = None
+            if lines:
+                from corral.safe_yaml import line_of
 
-            line = line_of(lines, tuple(broken.replace("[", ".").replace("]", "").split(".")))
-        where = source if line is None else f"{source}:{line}"
-        raise ConfigInvalidError(
-            f"{where}: {broken}: text that is not valid Unicode (a lone surrogate)",
-            hint="write the character itself, or a \\U escape of a whole code point",
-        )
+                line = line_of(lines, broken)
+            where = source if line is None else f"{source}:{line}"
+            raise ConfigInvalidError(
+                f"{where}: {lone_surrogate_at(data)}: text that is not valid Unicode "
+                "(a lone surrogate)",
+                hint="write the character itself, or a \\U escape of a whole code point",
+            )
     non_finite = _non_finite_paths(data)
     if non_finite:
         raise ConfigInvalidError(f"{source}: not a finite number at {', '.join(non_finite[:10])}")

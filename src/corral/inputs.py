@@ -54,32 +54,54 @@ def unicode_safe_value(value: Any) -> Any:
 
 
 def lone_surrogate_at(value: Any) -> str | None:
-    """Where a JSON value (keys too) holds text UTF-8 cannot encode, or ``None``."""
-    found = _surrogate_path(value, "")
-    return None if found is None else unicode_safe(found)
+    """Where a JSON value (keys too) holds text UTF-8 cannot encode (``a.b[2]``), or ``None``."""
+    path = lone_surrogate_path(value)
+    if path is None:
+        return None
+    shown = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    return unicode_safe(shown.lstrip(".")) or "the value"
 
 
-def _surrogate_path(value: Any, path: str) -> str | None:
+def lone_surrogate_path(value: Any) -> tuple[str | int, ...] | None:
+    """``lone_surrogate_at``'s place as keys and indexes (a key as it is, unencodable too)."""
     if type(value) is str:
         if value.isascii():
             return None
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            return path or "the value"
+            return ()
         return None
     if type(value) is dict:
         for key, item in value.items():
-            inner = f"{path}.{key}" if path else str(key)
-            found = _surrogate_path(key, inner) or _surrogate_path(item, inner)
+            if lone_surrogate_path(key) is not None:
+                return (key,)
+            found = lone_surrogate_path(item)
             if found is not None:
-                return found
+                return (key, *found)
     elif type(value) is list:
         for index, item in enumerate(value):
-            found = _surrogate_path(item, f"{path}[{index}]")
+            found = lone_surrogate_path(item)
             if found is not None:
-                return found
+                return (index, *found)
     return None
+
+
+def surrogate_pairs_joined(value: Any) -> Any:
+    r"""A JSON value with each surrogate pair in its strings made its character (😀).
+
+    JSON and YAML write a character beyond the first 65 536 as two escapes
+    (``"\ud83d\ude00"``), which Python reads as two code points; a lone one stays.
+    """
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+    if isinstance(value, dict):
+        return {surrogate_pairs_joined(k): surrogate_pairs_joined(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [surrogate_pairs_joined(item) for item in value]
+    return value
 
 
 SEE_RUN = "see what it waits for: GET /runs/RUN (its pending) or `corral show RUN`"

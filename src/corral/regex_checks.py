@@ -81,9 +81,9 @@ def nested_repeat(pattern: str, flags: int = 0) -> bool:
         return False  # only a group can hold a repeat, and none is repeated
     try:
         parsed = _parser.parse(pattern, flags)
-    except (re.error, RecursionError, OverflowError):
+    except (re.error, RecursionError, OverflowError, ValueError):  # (?a)(?u): a ValueError
         return False
-    return _Check(parsed).explodes(list(parsed.data), ())
+    return _Check(parsed).explodes(list(parsed.data))
 
 
 class _Check:
@@ -107,21 +107,27 @@ class _Check:
         char = chr(value)
         return {char, char.lower(), char.upper()} if self.ignore_case else {char}
 
-    def explodes(self, items: list[Item], follow: tuple[list[Item], ...]) -> bool:
-        """Whether a repeat in ``items`` holds an unfenced variable repeat."""
-        for index, (op, value) in enumerate(items):
-            after = (items[index + 1 :], *follow)
+    def explodes(self, items: list[Item], turns: int = 1) -> bool:
+        """Whether a repeat in ``items`` holds an unfenced variable repeat.
+
+        ``turns``: how many times the repeats around ``items`` may run them, multiplied
+        (``{1,3}`` inside ``{1,3}`` is nine turns).
+        """
+        for op, value in items:
             if op in _REPEATS:
                 _, high, body = value
                 body = list(body)
-                if high > _MANY and self._splits(body, body, ()):
+                many = min(high * turns, _c.MAXREPEAT)
+                if many > _MANY and self._splits(body, body, ()):
                     return True
-                if self.explodes(body, ()):
+                if self.explodes(body, many):
                     return True
-            else:
-                for inner in _children(op, value):
-                    if self.explodes(inner, after):
-                        return True
+            elif op in (_c.POSSESSIVE_REPEAT, _c.ATOMIC_GROUP):
+                # gives nothing back to what is around it; its own inside may still explode
+                if any(self.explodes(inner) for inner in _children(op, value)):
+                    return True
+            elif any(self.explodes(inner, turns) for inner in _children(op, value)):
+                return True
         return False
 
     def _splits(self, items: list[Item], turn: list[Item], follow: tuple[list[Item], ...]) -> bool:
@@ -130,10 +136,10 @@ class _Check:
             after = (items[index + 1 :], *follow)
             if op in _REPEATS:
                 low, high, body = value
-                if high == low or high <= 1:  # a fixed count: a part of the turn, as it is
+                if high == low:  # a fixed count: a part of the turn, as it is
                     if self._splits(list(body), turn, after):
                         return True
-                elif not self._fenced(list(body), after, turn):
+                elif not self._fenced(list(body), after, turn):  # a?, a*, a{1,9}
                     return True
                 continue  # what a fenced repeat holds is checked as a repeat of its own
             if op in (_c.POSSESSIVE_REPEAT, _c.ATOMIC_GROUP):
@@ -152,34 +158,49 @@ class _Check:
         next turn does.
         """
         taken = self._chars(body)
-        words = all(char.isalnum() or char == "_" for char in taken)
+        words = all(_word(char) for char in taken)
         for sequence in after:
-            for op, value in sequence:
-                if words and op is _c.AT and value is _c.AT_BOUNDARY:
-                    return True  # \b after word characters: the run of them ends there
-                first, nullable = self._first([(op, value)])
+            for item in sequence:
+                first, nullable = self._first([item], words)
                 if not nullable and not first & taken:
                     return True
-        first, nullable = self._first(turn)
+        first, nullable = self._first(turn, words)
         return not nullable and not first & taken
 
-    def _first(self, items: list[Item]) -> tuple[set[str], bool]:
-        """The sample characters ``items`` may start with, and whether they may match nothing."""
+    def _first(self, items: list[Item], words: bool = False) -> tuple[set[str], bool]:
+        r"""The sample characters ``items`` may start with, and whether they may match nothing.
+
+        ``words``: they follow word characters, so ``\b`` there means the next one is
+        not a word character. ``$`` means none follows (a line's end: a newline).
+        """
         found: set[str] = set()
         for op, value in items:
-            if op in (_c.AT, _c.ASSERT, _c.ASSERT_NOT):
-                continue  # takes no character
+            if op is _c.AT:
+                if value in (_c.AT_END, _c.AT_END_STRING):
+                    multiline = self.parsed.state.flags & re.MULTILINE and value is _c.AT_END
+                    return found | ({"\n"} if multiline else set()), False
+                if words and value is _c.AT_BOUNDARY:
+                    return found | {c for c in self.sample if not _word(c)}, False
+                continue  # takes no character, and says nothing of the next
+            if op is _c.ASSERT and value[0] == 1:  # a lookahead: what the next one must be
+                first, nullable = self._first(list(value[1]), words)
+                if not nullable:
+                    return found | first, False
+                continue
+            if op in (_c.ASSERT, _c.ASSERT_NOT):
+                continue
             if op in (*_REPEATS, _c.POSSESSIVE_REPEAT):
-                first, nullable = self._first(list(value[2]))
+                first, nullable = self._first(list(value[2]), words)
                 found |= first
                 if value[0] > 0 and not nullable:
                     return found, False
                 continue
             if op in (_c.SUBPATTERN, _c.ATOMIC_GROUP, _c.BRANCH, _c.GROUPREF_EXISTS):
                 parts = list(_children(op, value))
-                results = [self._first(part) for part in parts]
+                results = [self._first(part, words) for part in parts]
                 found |= set().union(*(first for first, _ in results))
-                if not any(nullable for _, nullable in results):
+                no_else = op is _c.GROUPREF_EXISTS and value[2] is None  # may match nothing
+                if not no_else and not any(nullable for _, nullable in results):
                     return found, False
                 continue
             if op is _c.GROUPREF:  # what a group took: anything, or nothing
@@ -211,6 +232,11 @@ class _Check:
         single = _parser.SubPattern(self.parsed.state, [(op, value)])
         matcher = _compiler.compile(single, 0)
         return {ch for ch in self.sample if matcher.match(ch)}
+
+
+def _word(char: str) -> bool:
+    r"""Whether ``re`` reads ``char`` as a word character (``\w``)."""
+    return char.isalnum() or char == "_"
 
 
 def _children(op: Any, value: Any) -> Iterator[list[Item]]:

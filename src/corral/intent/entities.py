@@ -109,7 +109,7 @@ class EntityExtractor:
         for name, spec in specs.items():
             try:
                 patterns = tuple(re.compile(p, re.IGNORECASE) for p in spec.patterns)
-            except re.error as exc:
+            except (re.error, ValueError) as exc:  # (?a)(?u) is a ValueError
                 raise ConfigInvalidError(f"entity {name!r}: bad pattern: {exc}") from None
             for pattern in spec.patterns:
                 refuse_explosive(pattern, f"entity {name!r}", re.IGNORECASE)

@@ -38,7 +38,7 @@ def compile_rule(intent: str, source: str) -> re.Pattern[str]:
     """A rule's regex, case-insensitive; ``CONFIG_INVALID`` naming the intent if it is bad."""
     try:
         compiled = re.compile(source, re.IGNORECASE)
-    except re.error as exc:
+    except (re.error, ValueError) as exc:  # (?a)(?u) is a ValueError
         raise ConfigInvalidError(f"intent {intent!r}: bad rule {source!r}: {exc}") from None
     refuse_explosive(source, f"intent {intent!r}", re.IGNORECASE)
     if compiled.search("") is not None and compiled.search("\x00") is not None:

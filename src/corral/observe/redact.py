@@ -212,7 +212,7 @@ def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
     for pattern in patterns:
         try:
             compiled.append(re.compile(pattern))
-        except (re.error, TypeError):
+        except (re.error, TypeError, ValueError):
             continue  # checked at agent load; a stored spec is never a reason to crash
     return tuple(compiled)
 
