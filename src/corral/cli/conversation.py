@@ -329,7 +329,7 @@ def demo(
     if unscripted:
         console.print(
             f"[yellow]{len(unscripted)} scenario(s) did not go as scripted: {folder} holds "
-            "the data of an earlier demo (an exchange already made). A demo without --home "
-            "starts from fresh data.[/yellow]"
+            "the data of an earlier demo (aftersales: the exchange it made). A demo without "
+            "--home starts from fresh data.[/yellow]"
         )
     console.print(f"Try: corral traces <run_id> --home {folder}")
