@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from corral import Agent, Runtime, load_agent
+from corral import Agent, MemoryStore, Runtime, load_agent
 from corral.cli.examples import LEFT_BEHIND
 from corral.store.sql import SqlStore
 from tests.conftest import AFTERSALES
@@ -77,3 +77,13 @@ def test_a_run_that_recorded_a_relative_folder_says_to_pass_agent(tmp_path: Path
         tmp_path / "home", home, "resume", paused.run_id, "--approve", "--agent", str(desk)
     )
     assert fixed.returncode == 0, fixed.stderr
+
+
+def test_the_folders_may_be_given_as_text(tmp_path: Path) -> None:
+    """Found checking the stop by hand: ``load_agent("examples/orders", data_dir="/tmp/x")``
+    failed in ``setup()`` with "'str' object has no attribute 'parent' ... fix the agent's
+    tools.py"; ``agent_dir`` took a str, the other folders did not."""
+    agent = load_agent(str(AFTERSALES), data_dir=str(tmp_path / "data"), cache_dir=str(tmp_path))
+    summary = asyncio.run(Runtime(agent, MemoryStore()).start(EXCHANGE))
+    assert summary.status.value == "awaiting_confirm"
+    assert (tmp_path / "data").is_dir()

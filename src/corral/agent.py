@@ -884,8 +884,8 @@ def _named_in_tools(module: ModuleType, kind: str, names: Sequence[str]) -> list
 def load_agent(
     agent_dir: Path | str,
     *,
-    data_dir: Path | None = None,
-    cache_dir: Path | None = None,
+    data_dir: Path | str | None = None,
+    cache_dir: Path | str | None = None,
     model: Model | None = None,
     model_name: str | None = None,
     replay_loader: Callable[[str], Model] | None = None,
@@ -911,6 +911,10 @@ def load_agent(
     """
     if not (Path(agent_dir) / "agent.yaml").is_file():
         raise ConfigInvalidError(f"{agent_dir} has no agent.yaml")
+    # a str as a folder, as agent_dir takes one (a str data_dir failed in setup() as
+    # "'str' object has no attribute 'parent' ... fix the agent's tools.py")
+    data_dir = Path(data_dir) if data_dir is not None else None
+    cache_dir = Path(cache_dir) if cache_dir is not None else None
     # absolute: the folder is recorded with each run, and a resume from another working
     # directory (an operator, a cron job, a worker) must find the same one
     root = Path(agent_dir).absolute()
