@@ -583,19 +583,22 @@ def parse_config(data: Any, *, source: str = "<config>", lines: Lines | None = N
         )
     from corral.inputs import lone_surrogate_at, lone_surrogate_path, surrogate_pairs_joined
 
+    def located(location: tuple[Any, ...]) -> str:
+        """``file:line`` of a value, or the file alone where no line is known."""
+        if not lines:
+            return source
+        from corral.safe_yaml import line_of
+
+        line = line_of(lines, location)
+        return source if line is None else f"{source}:{line}"
+
     if lone_surrogate_path(data) is not None:  # YAML's "\\ud800": no store could hold it
         data = surrogate_pairs_joined(data)  # "\\ud83d\\ude00" is one character
         broken = lone_surrogate_path(data)
         if broken is not None:
-            line = None
-            if lines:
-                from corral.safe_yaml import line_of
-
-                line = line_of(lines, broken)
-            where = source if line is None else f"{source}:{line}"
             raise ConfigInvalidError(
-                f"{where}: {lone_surrogate_at(data)}: text that is not valid Unicode "
-                "(a lone surrogate)",
+                f"{located(broken)}: {lone_surrogate_at(data)}: text that is not valid "
+                "Unicode (a lone surrogate)",
                 hint="write the character itself, or a \\U escape of a whole code point",
             )
     non_finite = _non_finite_paths(data)
@@ -606,14 +609,7 @@ def parse_config(data: Any, *, source: str = "<config>", lines: Lines | None = N
     except ValidationError as exc:
         if not lines:
             raise ConfigInvalidError(f"{source}: {validation_problems(exc, 10)}") from None
-        from corral.safe_yaml import line_of
-
-        problems = []
-        for error in exc.errors()[:10]:
-            line = line_of(lines, error["loc"])
-            where = source if line is None else f"{source}:{line}"
-            problems.append(f"{where}: {'.'.join(map(str, error['loc']))}: {error['msg']}")
-        raise ConfigInvalidError("; ".join(problems)) from None
+        raise ConfigInvalidError(validation_problems(exc, 10, where=located)) from None
 
 
 def _non_finite_paths(data: Any) -> list[str]:

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from corral.deadlines import Deadlines
 from corral.eager import resume
 from corral.errors import BudgetExceededError, CorralError, ToolTimeoutError
+from corral.inputs import unicode_safe, unicode_safe_value
 
 if TYPE_CHECKING:
     from corral.models.base import Model, ModelRequest, ModelResponse
@@ -94,8 +95,6 @@ async def _completed(model: Model, request: ModelRequest) -> ModelResponse:
     try:
         return await model.complete(request)
     except CorralError as exc:
-        from corral.inputs import unicode_safe
-
         exc.message = unicode_safe(exc.message)
         exc.hint = unicode_safe(exc.hint) if exc.hint is not None else None
         raise
@@ -103,12 +102,17 @@ async def _completed(model: Model, request: ModelRequest) -> ModelResponse:
 
 def _unicode_safe(response: ModelResponse) -> ModelResponse:
     """``response`` with its text and meta ``inputs.unicode_safe``."""
-    from corral.inputs import unicode_safe, unicode_safe_value
-
     text, meta = unicode_safe(response.text), unicode_safe_value(response.meta)
     if text is response.text and meta == response.meta:
         return response
     return dataclasses.replace(response, text=text, meta=meta)
+
+
+def _own_recorded(effects: object, cls: type) -> bool:
+    """Whether ``effects`` has ``cls``'s ``recorded``: not a subclass's, nor one set on it."""
+    return getattr(type(effects), "recorded", None) is getattr(cls, "recorded", None) and (
+        "recorded" not in vars(effects)
+    )
 
 
 class ToolExited(RuntimeError):
@@ -284,7 +288,7 @@ class LiveEffects:
     @property
     def reads_now(self) -> bool:
         """``recorded`` is ``read()`` (``Effects.recorded``), unless it was replaced."""
-        return type(self).recorded is LiveEffects.recorded and "recorded" not in vars(self)
+        return _own_recorded(self, LiveEffects)
 
 
 @dataclass
@@ -339,7 +343,7 @@ class FixedEffects:
     @property
     def reads_now(self) -> bool:
         """``recorded`` is ``read()`` (``Effects.recorded``), unless it was replaced."""
-        return type(self).recorded is FixedEffects.recorded and "recorded" not in vars(self)
+        return _own_recorded(self, FixedEffects)
 
 
 @dataclass
@@ -388,7 +392,5 @@ class WrappedEffects:
     def reads_now(self) -> bool:
         """As the wrapped effects say, unless a wrapper changed ``recorded``."""
         return (
-            type(self).recorded is WrappedEffects.recorded
-            and "recorded" not in vars(self)
-            and getattr(self.inner, "reads_now", False) is True
+            _own_recorded(self, WrappedEffects) and getattr(self.inner, "reads_now", False) is True
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from corral.errors import InvalidInputError
@@ -44,12 +45,20 @@ def unicode_safe(text: str) -> str:
 
 def unicode_safe_value(value: Any) -> Any:
     """A JSON value (as ``json.loads`` makes one) with every string ``unicode_safe``."""
+    return _each_string(value, unicode_safe)
+
+
+def _each_string(value: Any, change: Callable[[str], str]) -> Any:
+    """A JSON value with ``change`` made to each of its strings, keys too."""
     if isinstance(value, str):
-        return unicode_safe(value)
+        return change(value)
     if isinstance(value, dict):
-        return {unicode_safe(k): unicode_safe_value(v) for k, v in value.items()}
+        return {
+            change(k) if isinstance(k, str) else k: _each_string(v, change)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [unicode_safe_value(item) for item in value]
+        return [_each_string(item, change) for item in value]
     return value
 
 
@@ -93,15 +102,13 @@ def surrogate_pairs_joined(value: Any) -> Any:
     JSON and YAML write a character beyond the first 65 536 as two escapes
     (``"\ud83d\ude00"``), which Python reads as two code points; a lone one stays.
     """
-    if isinstance(value, str):
-        if value.isascii():
-            return value
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
-    if isinstance(value, dict):
-        return {surrogate_pairs_joined(k): surrogate_pairs_joined(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [surrogate_pairs_joined(item) for item in value]
-    return value
+    return _each_string(value, _pairs_joined)
+
+
+def _pairs_joined(text: str) -> str:
+    if text.isascii():
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
 
 
 SEE_RUN = "see what it waits for: GET /runs/RUN (its pending) or `corral show RUN`"

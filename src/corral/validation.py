@@ -8,17 +8,28 @@ whose fingerprints a replay looks answers up by), so the format must not drift.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
 
-def validation_problems(exc: ValidationError, limit: int, *, root: str = "") -> str:
+def validation_problems(
+    exc: ValidationError,
+    limit: int,
+    *,
+    root: str = "",
+    where: Callable[[tuple[Any, ...]], str] | None = None,
+) -> str:
     """The first ``limit`` problems as ``a.b: message; c: message``.
 
     ``root`` names a problem with the whole value (an empty location), e.g. ``output``.
+    ``where``: what goes before each problem, from its location (a config's
+    ``file:line``, ``agent.yaml:12: a.b: message``).
     """
     return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}" for e in exc.errors()[:limit]
+        (f"{where(e['loc'])}: " if where is not None else "")
+        + f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}"
+        for e in exc.errors()[:limit]
     )

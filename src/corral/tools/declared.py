@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from corral.inputs import lone_surrogate_at, unicode_safe_value
 from corral.tools.outputs import VALUE_FIELD
 from corral.tools.policy import RateLimit, RetryPolicy, ToolKind, ToolPolicy
 from corral.tools.schema_models import model_from_schema
@@ -160,8 +161,6 @@ def declared_spec(
 
 def _unicode_safe(*values: Any) -> Any:
     """``values`` as they are, or ``inputs.unicode_safe_value`` of them if one needs it."""
-    from corral.inputs import lone_surrogate_at, unicode_safe_value
-
     if lone_surrogate_at(list(values)) is None:
         return values
     return tuple(unicode_safe_value(value) for value in values)
