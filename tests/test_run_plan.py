@@ -61,6 +61,24 @@ async def test_a_write_plan_pauses_and_resumes_in_a_new_runtime(tmp_path: Path) 
     assert exchange_count(agent) == 1
 
 
+async def test_a_sessions_yes_approves_a_plan_run_with_what_its_steps_found(
+    tmp_path: Path,
+) -> None:
+    """The "yes" is the run's first message: it must not wipe the facts its reads wrote.
+
+    It did: a message arriving at a run with no goal made a new memory, so the write's
+    business rule could not be judged and the reply's template lost its facts (handoff).
+    """
+    agent = _agent(tmp_path)
+    runtime = Runtime(agent, SqlStore.open(tmp_path / "corral.db"))
+    paused = await runtime.run_plan("exchange", entities=ORDER, session_id="desk-1")
+    assert paused.status is RunStatus.AWAITING_CONFIRM and exchange_count(agent) == 0
+    done = await runtime.start("是的", session_id="desk-1")
+    assert done.run_id == paused.run_id
+    assert done.status is RunStatus.FINISHED and done.outcome == "success", done.error_code
+    assert "换新单 EX" in (done.reply or "") and exchange_count(agent) == 1
+
+
 def test_show_traces_and_replay_read_a_plan_run(tmp_path: Path) -> None:
     import asyncio
 

@@ -255,8 +255,11 @@ def apply(state: RunState, event: Event) -> RunState:
         state.observed_latency = payload.observed_latency
     elif isinstance(payload, UserMessage):
         state.messages.append(payload.text)
-        if not state.memory.goal:
-            state.memory = TaskMemory(goal=clip(payload.text, 200))
+        if not state.memory.goal and state.plan is None:
+            # the request a plan is made for; a run given its plan (``run_plan``) has
+            # none, and a message it gets later (a session's "yes") keeps what it knows
+            memory = state.memory
+            state.memory = TaskMemory(clip(payload.text, 200), memory.completed_steps, memory.facts)
     elif isinstance(payload, IntentClassified):
         state.intent = payload.result
         state.request = state.messages[-1] if state.messages else None
