@@ -94,7 +94,7 @@ def test_a_recorded_run_replays_green_and_turns_red_after_a_change_of_plan(
     changed = changed_agent(
         tmp_path,
         "args: {template: order_status, variant_fact: stage}",
-        "args: {template: order_status}",
+        "args: {template: order_status_delivered}",
     )
     report = eval_json(home, changed, suite, passes=False)
     [failure] = report["failures"]

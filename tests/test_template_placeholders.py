@@ -326,3 +326,46 @@ async def test_a_confirmation_that_renders_carries_no_problem() -> None:
     asked = next(e for e in events if e.type is EventType.CONFIRMATION_REQUESTED)
     assert "template_problem" not in asked.data
     assert asked.data["prompt"] == "Renew L1?"
+
+
+@pytest.mark.parametrize(
+    ("variant", "templates", "says"),
+    [
+        (None, {}, "step s2 renders template 'noet', which is missing"),
+        ("fines", {"noet_yes": {"zh": "有", "en": "yes"}}, "renders template 'noet_no'"),
+        ("renewal", {}, "renders template 'noet_<value of renewal>', which is missing"),
+    ],
+)
+def test_a_reply_steps_missing_template_is_refused_at_load(
+    variant: str | None, templates: dict[str, Any], says: str
+) -> None:
+    """Found by a walkthrough: ``{template: renewd}`` loaded, and every renewal wrote, then
+    failed to render its reply and went to a person (a variant's missing template too).
+    A free-text variant may name any ``noet_*``: with none at all it is a typo."""
+    data = config(**templates)
+    step = data["plans"]["renew"]["steps"][1]
+    step["args"] = {"template": "noet"} | ({"variant_fact": variant} if variant else {})
+    with pytest.raises(ConfigInvalidError) as info:
+        Agent.build(parse_config(data), [renew, generate_reply])
+    assert says in info.value.message
+
+
+def test_corral_run_refuses_a_misspelt_reply_step_template_before_the_write(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI, as the walkthrough met it: exit 2, CONFIG_INVALID, nothing run."""
+    from corral.cli.examples import LEFT_BEHIND
+    from tests.conftest import AFTERSALES
+    from tests.helpers import corral_cli
+
+    desk = tmp_path / "desk"
+    shutil.copytree(AFTERSALES, desk, ignore=LEFT_BEHIND)
+    text = (desk / "agent.yaml").read_text(encoding="utf-8")
+    assert "args: {template: exchange_done}" in text
+    broken = text.replace("args: {template: exchange_done}", "args: {template: exchange_dnoe}")
+    (desk / "agent.yaml").write_text(broken, encoding="utf-8")
+    done = corral_cli(tmp_path / "home", "run", str(desk), "订单 HD20240501 换新", ok=False)
+    assert done.returncode == 2
+    err = " ".join(done.stderr.split())
+    assert "CONFIG_INVALID" in err and "renders template 'exchange_dnoe', which is missing" in err
+    assert json.loads(corral_cli(tmp_path / "home", "runs", "--json").stdout) == []

@@ -327,8 +327,14 @@ class Agent:
             for rule in self.config.business_rules
             if rule.before_tool in tools
         ]
-        sites += [(name, frozenset()) for name in self._reply_step_templates(declared, published)]
         problems = []
+        for step_id, name in self._reply_step_templates(declared, published):
+            if self.renderer.has(name):
+                sites.append((name, frozenset()))
+            else:  # else found after the write it replies to, as a handoff
+                problems.append(
+                    f"plan {template}: step {step_id} renders template {name!r}, which is missing"
+                )
         for name, extra in sites:
             for used in sorted(self.renderer.uses(name)):
                 if used.split(".")[0] not in known | extra:
@@ -354,15 +360,18 @@ class Agent:
         writers = [s for s in declared.steps if "reply" in s.facts]
         return bool(publishers) and not any(s.id in optional for s in writers)
 
-    def _reply_step_templates(self, declared: PlanTemplate, published: PublishedFacts) -> list[str]:
-        """The templates the plan's ``generate_reply`` steps may render.
+    def _reply_step_templates(
+        self, declared: PlanTemplate, published: PublishedFacts
+    ) -> list[tuple[str, str]]:
+        """The templates the plan's ``generate_reply`` steps may render, by step id.
 
         With ``variant_fact``, those its values can name, as ``generate_reply`` picks
         them: ``_<value>`` for a text value, else ``_yes``/``_no`` (``_no`` for none or
         an empty text too). A text fact of known values (a ``Literal``, an ``Enum``, a
-        vocabulary entity) names those; free text names none known here.
+        vocabulary entity) names those. Free text names none known here: its templates
+        are those of the config named ``<template>_...`` (none at all is a typo).
         """
-        names: list[str] = []
+        names: list[tuple[str, str]] = []
         entities = entity_types(self.config)
         for step in declared.steps:
             if step.tool != "generate_reply" or not isinstance(step.args.get("template"), str):
@@ -371,13 +380,17 @@ class Agent:
                 continue  # reported as an unknown tool already
             base, variant = step.args["template"], step.args.get("variant_fact")
             if variant is None:
-                names.append(base)
+                names.append((step.id, base))
                 continue
             types = path_types(self.tools.get(step.tool), published, entities)
-            # free text, or a type not known here: the names it gives are not known, and a
-            # ``<template>_*`` of another plan would be checked against this one's facts
             suffixes = self._variants(str(variant), types(("facts", str(variant))))
-            names += [f"{base}_{x}" for x in suffixes if f"{base}_{x}" in self.config.templates]
+            if suffixes:
+                names += [(step.id, f"{base}_{x}") for x in suffixes]
+                continue
+            # free text, or a type not known here: a ``<template>_*`` of another plan
+            # would be checked against this one's facts, so only the prefix is
+            if not any(name.startswith(f"{base}_") for name in self.config.templates):
+                names.append((step.id, f"{base}_<value of {variant}>"))
         return names
 
     def _variants(self, name: str, declared: Any) -> list[str]:
