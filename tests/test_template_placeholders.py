@@ -143,25 +143,34 @@ def test_each_variant_a_reply_step_may_render_is_checked() -> None:
     assert "note_yes" not in info.value.message
 
 
-def test_corral_run_refuses_the_example_with_a_misspelt_fact_before_any_run(
-    tmp_path: Path,
-) -> None:
-    """Through the CLI, as the walkthrough met it: exit 2, CONFIG_INVALID, no run stored."""
+def refused_by_corral_run(tmp_path: Path, text: str, typo: str) -> str:
+    """``corral run`` of the aftersales example with ``text`` replaced by ``typo``.
+
+    Exit 2 and no run stored; the error's words, on one line.
+    """
     from corral.cli.examples import LEFT_BEHIND
     from tests.conftest import AFTERSALES
     from tests.helpers import corral_cli
 
     desk = tmp_path / "desk"
     shutil.copytree(AFTERSALES, desk, ignore=LEFT_BEHIND)
-    text = (desk / "agent.yaml").read_text(encoding="utf-8")
-    assert "换新单 {exchange_id} 已经建好了" in text
-    broken = text.replace("换新单 {exchange_id} 已经建好了", "换新单 {exchange_no} 已经建好了")
-    (desk / "agent.yaml").write_text(broken, encoding="utf-8")
+    config_text = (desk / "agent.yaml").read_text(encoding="utf-8")
+    assert text in config_text
+    (desk / "agent.yaml").write_text(config_text.replace(text, typo), encoding="utf-8")
     done = corral_cli(tmp_path / "home", "run", str(desk), "订单 HD20240501 换新", ok=False)
     assert done.returncode == 2
-    err = " ".join(done.stderr.split())
-    assert "CONFIG_INVALID" in err and "uses {exchange_no}, which is no entity" in err
     assert json.loads(corral_cli(tmp_path / "home", "runs", "--json").stdout) == []
+    return " ".join(done.stderr.split())
+
+
+def test_corral_run_refuses_the_example_with_a_misspelt_fact_before_any_run(
+    tmp_path: Path,
+) -> None:
+    """Through the CLI, as the walkthrough met it: exit 2, CONFIG_INVALID, no run stored."""
+    err = refused_by_corral_run(
+        tmp_path, "换新单 {exchange_id} 已经建好了", "换新单 {exchange_no} 已经建好了"
+    )
+    assert "CONFIG_INVALID" in err and "uses {exchange_no}, which is no entity" in err
 
 
 def test_an_intent_reply_is_not_checked_against_a_plan_that_writes_its_own() -> None:
@@ -354,18 +363,6 @@ def test_corral_run_refuses_a_misspelt_reply_step_template_before_the_write(
     tmp_path: Path,
 ) -> None:
     """Through the CLI, as the walkthrough met it: exit 2, CONFIG_INVALID, nothing run."""
-    from corral.cli.examples import LEFT_BEHIND
-    from tests.conftest import AFTERSALES
-    from tests.helpers import corral_cli
-
-    desk = tmp_path / "desk"
-    shutil.copytree(AFTERSALES, desk, ignore=LEFT_BEHIND)
-    text = (desk / "agent.yaml").read_text(encoding="utf-8")
-    assert "args: {template: exchange_done}" in text
-    broken = text.replace("args: {template: exchange_done}", "args: {template: exchange_dnoe}")
-    (desk / "agent.yaml").write_text(broken, encoding="utf-8")
-    done = corral_cli(tmp_path / "home", "run", str(desk), "订单 HD20240501 换新", ok=False)
-    assert done.returncode == 2
-    err = " ".join(done.stderr.split())
+    old, typo = "args: {template: exchange_done}", "args: {template: exchange_dnoe}"
+    err = refused_by_corral_run(tmp_path, old, typo)
     assert "CONFIG_INVALID" in err and "renders template 'exchange_dnoe', which is missing" in err
-    assert json.loads(corral_cli(tmp_path / "home", "runs", "--json").stdout) == []
