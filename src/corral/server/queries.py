@@ -27,9 +27,11 @@ from pydantic import (
 )
 from sqlalchemy import JSON, Connection, String, and_, cast, func, or_, select, type_coerce
 from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy.sql.expression import FromClause
 
 from corral.observe.window import PERIOD_PATTERN, parse_period
 from corral.store.facts import aware
+from corral.store.projection import run_facts_table
 from corral.store.sql import SqlStore, run_conditions, runs
 
 if TYPE_CHECKING:
@@ -113,15 +115,24 @@ class RunFilter:
     offset: int = 0
 
 
-def _intent_label(store: SqlStore) -> ColumnElement[Any]:
-    """The run's intent label, read in SQL from its stored summary."""
+def _intent_label(store: SqlStore, conn: Connection) -> tuple[FromClause, ColumnElement[Any]]:
+    """The runs, and their intent label: from the stats projection, where it is written.
+
+    Read from the stored summary only in a home without the projection (an old one,
+    opened read-only): PostgreSQL cannot read a JSON text with a NUL in any of its
+    strings (a user may type one), and every listing holding that run failed.
+    """
+    if store.has_stats_projection(conn):
+        facts = run_facts_table
+        joined = runs.outerjoin(facts, facts.c.run_id == runs.c.run_id)
+        return joined, facts.c.intent
     column = (
         cast(runs.c.summary, JSON)
         if store.engine.dialect.name == "postgresql"
         else type_coerce(runs.c.summary, JSON)
     )
     label: ColumnElement[Any] = column["intent"]["label"].as_string()
-    return label
+    return runs, label
 
 
 def list_runs(
@@ -133,7 +144,7 @@ def list_runs(
     not saved yet take their place among the stored ones, found by counting the stored
     rows before each (a few, not a loop over the store); a saved one is its stored row.
     """
-    label = _intent_label(store)
+    store.ensure_facts()  # runs stored before the projection: their intents are in it
     conditions = run_conditions(
         agent=wanted.agent,
         status=wanted.status,
@@ -142,12 +153,16 @@ def list_runs(
         since=wanted.since,
         until=wanted.until,
     )
-    if wanted.intent is not None:
-        conditions.append(label == cast(wanted.intent, String))
     end = wanted.offset + wanted.limit
     with store.engine.connect() as conn:
+        listed, label = _intent_label(store, conn)
+        if wanted.intent is not None:
+            conditions.append(label == cast(wanted.intent, String))
         unsaved = _unsaved(conn, live)
-        placed = [(_stored_before(conn, conditions, row) + i, row) for i, row in enumerate(unsaved)]
+        placed = [
+            (_stored_before(conn, listed, conditions, row) + i, row)
+            for i, row in enumerate(unsaved)
+        ]
         shown = [row for at, row in placed if wanted.offset <= at < end]
         skipped = sum(1 for at, _ in placed if at < wanted.offset)
         stored_limit = wanted.limit - len(shown)
@@ -161,6 +176,7 @@ def list_runs(
                 runs.c.session_id,
                 label.label("intent"),
             )
+            .select_from(listed)
             .where(*conditions)
             .order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
             .limit(stored_limit + 1)
@@ -201,14 +217,16 @@ def _unsaved(conn: Connection, live: Sequence[LiveRow]) -> list[LiveRow]:
     return [row for row in live if row.run_id not in saved]
 
 
-def _stored_before(conn: Connection, conditions: list[ColumnElement[bool]], row: LiveRow) -> int:
+def _stored_before(
+    conn: Connection, listed: FromClause, conditions: list[ColumnElement[bool]], row: LiveRow
+) -> int:
     """How many stored runs the filters keep come before ``row``, newest first."""
     created_at, run_id = row.order
     newer = or_(
         runs.c.created_at > created_at,
         and_(runs.c.created_at == created_at, runs.c.run_id > run_id),
     )
-    query = select(func.count()).select_from(runs).where(*conditions, newer)
+    query = select(func.count()).select_from(listed).where(*conditions, newer)
     return int(conn.execute(query).scalar_one())
 
 

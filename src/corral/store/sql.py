@@ -1160,6 +1160,10 @@ class SqlStore:
         with self._faults(action="reading the schema revision"), self.engine.connect() as conn:
             return schema.state(conn).label == "older"
 
+    def has_stats_projection(self, conn: Connection) -> bool:
+        """Whether the stats projection's tables exist (``_projected``), for a query of them."""
+        return self._projected(conn)
+
     def _projected(self, conn: Connection) -> bool:
         """Whether the projection's tables exist (a read-only old home may lack them).
 
