@@ -268,3 +268,22 @@ def test_a_full_disk_is_still_told_from_a_plain_io_error(
     assert faults.classify(OSError(5, "Input/output error"), tmp_path) is StoreFullError
     missing = FileNotFoundError(2, "No such file or directory")
     assert faults.classify(missing, tmp_path) is StoreUnavailableError
+
+
+def test_a_run_whose_first_save_failed_is_not_sent_to_corral_resume(tmp_path: Path) -> None:
+    """Found by a hostile review: a 503 ``STORE_UNAVAILABLE`` (a locked database) said
+    "no write had been made; `corral resume RUN` finishes the run" of a run never stored:
+    that command, the HTTP resume and ``GET /runs/RUN`` all answered ``RUN_NOT_FOUND``."""
+    agent = load_agent(LEDGER, data_dir=tmp_path / "data" / "ledger")
+    store = SqlStore.open(tmp_path / "corral.db")
+    _fail_saving(store, EventType.RUN_STARTED)
+    runtime = Runtime(agent, store, log_dir=tmp_path / "logs")
+    with pytest.raises(StoreFullError) as caught:
+        asyncio.run(runtime.start("cancel A9"))
+    message, run_id = caught.value.message, caught.value.run_id
+    assert run_id is not None and store.get_run(run_id) is None
+    assert "corral resume" not in message
+    assert "the run was never stored and no write had been made: start it again" in message
+    assert entries(tmp_path) == []
+    again = corral_cli(tmp_path, "run", str(LEDGER), "cancel A9", "--json")  # as it says
+    assert json.loads(again.stdout)["status"] == "awaiting_confirm"

@@ -1387,9 +1387,12 @@ class Runtime:
         ``unsaved``: the events the failed save held. A write is entered only once its
         start is stored, so one whose first start is among them was not entered (one
         started again, on a resume, may have been entered before: it still counts). An
-        approval or an answer among them may not have been kept.
+        approval or an answer among them may not have been kept. A run whose first save
+        failed does not exist to resume: it is started again (its message sent again).
         """
         first_unsaved = unsaved[0].seq if unsaved else state.last_seq + 1
+        if first_unsaved == 1:  # no write is entered before its start is stored
+            return "the run was never stored and no write had been made: start it again"
         done, started, unsure = [], [], []
         for step in state.steps.values():
             spec = self.agent.tools.write(step.tool_used or step.tool)
