@@ -124,15 +124,54 @@ def test_a_run_stored_with_a_blank_answer_still_replays_the_same_path(tmp_path: 
     assert json.loads(done.stdout)["same_path"] is True
 
 
-@pytest.mark.parametrize("invisible", ["\u200b", "\u200b\u200b\ufeff", "\u0000", " \u2060 "])
+@pytest.mark.parametrize(
+    "invisible",
+    [
+        "\u200b",
+        "\u200b\u200b\ufeff",
+        "\u0000",
+        " \u2060 ",
+        "\u3164",  # a Hangul filler (a letter, by its category)
+        "\u3164\u115f",
+        "\u2800",  # the blank Braille pattern (a symbol)
+        "\ufe0f\ufe0f",  # variation selectors, with nothing to vary
+        "\u0301\u0301\u0301",  # accents on nothing
+    ],
+)
 def test_a_message_or_answer_of_invisible_characters_is_blank(invisible: str) -> None:
     """Found by a walkthrough: a zero-width space answered a question (and used it up),
-    and NUL or a BOM started a run, though a person sees nothing in them."""
+    and NUL or a BOM started a run, though a person sees nothing in them. Found by a
+    hostile review: two Hangul fillers as answers handed the run to a person, and marks
+    alone or the blank Braille pattern started runs."""
     from corral.inputs import require_words
 
     with pytest.raises(InvalidInputError, match="nothing a person can see"):
         require_words(invisible, "the answer")
     assert require_words("\u200bHD20240501", "the answer")  # with text, it is text
+    for text in ("e\u0301", "\u3164好", "👍\ufe0f", "\u0e01\u0e31"):  # marks on letters
+        assert require_words(text, "the answer") == text
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\u200b", "\u3164"])
+def test_a_blank_session_id_is_refused_before_anything_is_recorded(
+    blank: str, tmp_path: Path
+) -> None:
+    """Found by a hostile review: ``session_id: " "`` was a session like any other, so two
+    clients that each sent it shared one: the second's "好的" approved the first's refund.
+    ``""`` was stored as a session id that no follow-up reached and no listing found."""
+    from tests.serving import client, load, serving
+
+    store = MemoryStore()
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), store)
+    with pytest.raises(InvalidInputError, match="the session id is blank"):
+        asyncio.run(runtime.start(ASK, session_id=blank))
+    assert store.list_runs(10) == []
+    agent = load(AFTERSALES, tmp_path / "home")
+    with serving(agent, home=tmp_path / "home") as base, client(base) as http:
+        answer = http.post("/agents/aftersales/runs", json={"message": ASK, "session_id": blank})
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["error"]["code"] == "INVALID_INPUT"
+        assert http.get("/runs").json()["runs"] == []
 
 
 def test_a_session_id_a_store_cannot_keep_is_refused_before_anything_is_recorded(

@@ -122,27 +122,32 @@ MAX_MESSAGE_ID_CHARS = 128
 
 
 def require_session_id(session_id: str) -> str:
-    """``session_id`` if a store can keep it and a listing can find it by it.
+    """``session_id`` if a store can keep it and a listing can find it by it, not blank.
 
     A longer one was taken by SQLite and refused by PostgreSQL only at the run's first
-    save; ``GET /runs?session_id=`` refused it outright.
+    save; ``GET /runs?session_id=`` refused it outright. A blank one (``""``, a space)
+    is an id no client means to share: ``" "`` joined strangers' messages into one
+    session, where one's "yes" approved the other's write.
     """
     return _require_key(session_id, "the session id", MAX_SESSION_ID_CHARS)
 
 
 def require_message_id(message_id: str) -> str:
-    """``message_id`` if a store can keep it: as a session id, and not blank."""
-    if is_blank(message_id):
-        raise InvalidInputError(
-            "the message id is blank", hint="send the client's id of the message, or none"
-        )
+    """``message_id`` if a store can keep it: as a session id."""
     return _require_key(message_id, "the message id", MAX_MESSAGE_ID_CHARS)
 
 
 def _require_key(value: str, what: str, limit: int) -> str:
-    """``value`` if it is text without NUL (PostgreSQL keeps none) of at most ``limit``."""
+    """``value`` if it is text, not blank, of at most ``limit`` characters and no NUL.
+
+    PostgreSQL's text keeps no NUL: refused here, before any save.
+    """
     require_text(value, what)
-    if "\x00" in value:  # PostgreSQL's text holds no NUL: refused before any save
+    if is_blank(value):
+        raise InvalidInputError(
+            f"{what} is blank", hint=f"send the client's own {what.removeprefix('the ')}, or none"
+        )
+    if "\x00" in value:
         raise InvalidInputError(
             f"{what} holds a NUL character, which no store keeps",
             hint="send an id of visible characters",
@@ -158,15 +163,22 @@ def _require_key(value: str, what: str, limit: int) -> str:
 def is_blank(value: str) -> bool:
     """Whether ``value`` shows a person nothing.
 
-    Space, and format or control characters: a zero-width space, a byte-order mark or
-    NUL alone is as blank to a person as spaces are.
+    Space, format or control characters (a zero-width space, a byte-order mark, NUL),
+    marks with nothing to sit on (a combining accent, a variation selector) and the
+    characters fonts draw empty (``BLANK_LOOKING``: the Hangul fillers, the blank
+    Braille pattern) are as blank to a person as spaces are.
     """
     return not value.strip() or all(
-        ch.isspace() or unicodedata.category(ch) in _INVISIBLE for ch in value
+        ch.isspace() or ch in BLANK_LOOKING or unicodedata.category(ch) in _INVISIBLE
+        for ch in value
     )
 
 
-_INVISIBLE = frozenset({"Cc", "Cf"})
+_INVISIBLE = frozenset({"Cc", "Cf", "Mn", "Me"})
+BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800\u17b4\u17b5\u180e")
+"""Characters Unicode files as letters or symbols that a font draws as nothing: the
+Hangul choseong, jungseong and (halfwidth) fillers, the blank Braille pattern, the Khmer
+inherent vowels and the Mongolian vowel separator (default-ignorable or blank)."""
 
 
 def require_words(value: str, what: str) -> str:
