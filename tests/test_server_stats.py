@@ -60,3 +60,21 @@ def test_stats_needs_the_token_and_a_valid_period(base: str) -> None:
         bad = http.get("/stats", params={"since": "0h"})
         assert bad.status_code == 422
         assert http.get("/stats", params={"since": "yesterday"}).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("given", "read"), [("20260101", "2026-01-01T00:00:00Z"), ("2026-01-01T08:00+08:00", None)]
+)
+def test_an_iso_time_is_read_as_the_cli_reads_it(
+    base: str, home: Path, given: str, read: str | None
+) -> None:
+    """Found by a hostile review: ``since=20260101`` was read as a Unix time (1970-08-23),
+    where ``corral stats --since 20260101`` reads 2026-01-01; a number alone is no time."""
+    printed = json.loads(corral_cli(home, "stats", "--since", given, "--json").stdout)["since"]
+    assert read is None or printed == read
+    with client(base) as http:
+        assert http.get("/stats", params={"since": given}).json()["since"] == printed
+        for number in ("0", "1700000000"):
+            bad = http.get("/stats", params={"since": number})
+            assert bad.status_code == 422 and "neither a duration" in bad.text
+            assert http.get("/runs", params={"until": number}).status_code == 422

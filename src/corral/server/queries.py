@@ -11,6 +11,7 @@ yet (a handful, from the hub: ``live_rows``) are placed among the rows by a coun
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -80,9 +81,21 @@ def _one_problem(given: object, handler: ValidatorFunctionWrapHandler) -> object
         ) from None
 
 
+def _iso_as_the_cli_reads_it(given: object) -> object:
+    """An ISO time read by ``datetime.fromisoformat``, as ``corral stats --since`` reads it.
+
+    pydantic's own reading took a number for a Unix time: ``since=20260101`` (an ISO
+    date to the CLI) filtered from 1970-08-23.
+    """
+    if isinstance(given, str) and given and re.fullmatch(DURATION, given) is None:
+        return datetime.fromisoformat(given)  # its ValueError is ``_one_problem``'s
+    return given
+
+
 When = Annotated[
     datetime | Duration | None,
     NO_FILTER_IF_EMPTY,
+    BeforeValidator(_iso_as_the_cli_reads_it),
     WrapValidator(_one_problem),
     Query(description=WHEN),
 ]
