@@ -360,3 +360,27 @@ def test_a_decision_naming_a_step_of_an_ended_run_says_it_ended(tmp_path: Path) 
         error = refused(tmp_path, "resume", ended["run_id"], "--approve", *step)
         assert error["code"] == "RUN_NOT_RESUMABLE"
         assert "has already ended (finished)" in error["message"], error
+
+
+def test_a_resume_of_an_ended_run_is_not_busy_while_another_holds_it(tmp_path: Path) -> None:
+    """Found by a hostile review: eight resumes at once of a finished run answered four
+    ``RUN_NOT_RESUMABLE`` and four ``RUN_BUSY`` (retryable, for a run that had ended): a
+    resume took the run's lease before it saw the run had ended, and held it while the
+    others came. A double click of the approval that ended it still gets its summary."""
+    from corral.store.base import Lease
+
+    store = MemoryStore()
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), store)
+
+    async def scenario() -> None:
+        paused = await runtime.start(EXCHANGE)
+        done = await runtime.resume(paused.run_id, approve=True)
+        assert done.status is RunStatus.FINISHED
+        store.acquire_lease(Lease(done.run_id, "a-resume-beside-this-one", ttl_s=30))
+        for given in ({}, {"answer": "HD20240501"}, {"approve": False}):
+            with pytest.raises(RunNotResumableError, match=r"has already ended|decided"):
+                await runtime.resume(done.run_id, **given)
+        again = await runtime.resume(done.run_id, approve=True)
+        assert again.status is RunStatus.FINISHED and again.reply == done.reply
+
+    asyncio.run(scenario())
