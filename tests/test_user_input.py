@@ -384,3 +384,25 @@ def test_a_resume_of_an_ended_run_is_not_busy_while_another_holds_it(tmp_path: P
         assert again.status is RunStatus.FINISHED and again.reply == done.reply
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("line", "meant"),
+    [("ＯＫ", True), ("ｏｋ", True), ("ＹＥＳ", True), ("Ｙｅｓ．", True), ("ｎｏ", False)],
+)
+def test_a_full_width_yes_or_no_is_read_as_typed_in_ascii(line: str, meant: bool) -> None:
+    """Found by a walkthrough: a phone's full-width ``ＯＫ`` started a new run and left the
+    confirmation waiting, where intent rules read full-width letters as ASCII."""
+    from corral.cli.conversation import yes_or_no
+    from corral.intent.confirmation import withdraws
+
+    assert yes_or_no(line) is meant
+    assert withdraws("ｎｅｖｅｒ ｍｉｎｄ") and withdraws("don’t bother")
+
+
+async def test_a_full_width_ok_approves_the_sessions_confirmation(tmp_path: Path) -> None:
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), MemoryStore())
+    paused = await runtime.start(EXCHANGE, session_id="phone")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    done = await runtime.start("ＯＫ", session_id="phone")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from corral.textfold import fold_word_characters
+
 YES = {
     "是",
     "是的",
@@ -40,7 +42,7 @@ YES = {
 }
 NO = {"不", "不要", "不用", "不行", "不是", "否", "算了", "别", "n", "no", "nope"}
 """Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no."""
-_BREAKS = re.compile(r"[\s,，、。.!！?？;；~～]+")
+_BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～]+")
 _PARTICLES = "了吧啊呀呢哈嘛哦"
 FILLER = {
     "please",
@@ -77,6 +79,15 @@ MAX_ANSWER_CHARS = 200
 NOT_ANSWERS = {"对了", "对吧", "是吧", "是吗", "对吗", "好吗", "行吗", "可以吗"}
 """First words that read like a yes but open something else or ask: 对了 is "by the
 way", 对吧 and 是吧 "right?" (a question, with or without its question mark)."""
+
+
+def _words(line: str) -> str:
+    """The line's words, lower case, one space apart.
+
+    Letters, digits and apostrophes as ASCII ones, as intent rules read them: a phone's
+    ``ＯＫ``, ``Ｙｅｓ．`` and ``don’t``.
+    """
+    return _BREAKS.sub(" ", fold_word_characters(line).strip().lower()).strip()
 
 
 _PHRASES = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)
@@ -145,7 +156,7 @@ def yes_or_no(line: str) -> bool | None:
         return None
     if len(line) > MAX_ANSWER_CHARS:  # a yes is short: 15 000 characters of 好的 is no answer
         return None
-    text = _BREAKS.sub(" ", line.strip().lower()).strip()
+    text = _words(line)
     if not text:
         return None
     lead = next((p for p in _PHRASES if text == p or text.startswith(p + " ")), None)
@@ -213,7 +224,7 @@ def withdraws(line: str) -> bool:
     when the answer gave the question no value: a "no" that answers a yes-or-no question
     is its value.
     """
-    text = _BREAKS.sub(" ", line.strip().lower()).strip()
+    text = _words(line)
     lead = next((p for p in _WITHDRAW_LEADS if _opens(text, p)), None)
     if lead is None:
         return False
