@@ -406,3 +406,19 @@ async def test_a_full_width_ok_approves_the_sessions_confirmation(tmp_path: Path
     assert paused.status is RunStatus.AWAITING_CONFIRM
     done = await runtime.start("ＯＫ", session_id="phone")
     assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+
+
+@pytest.mark.parametrize("given", [b"hi", None, 5])
+async def test_a_message_that_is_no_text_has_a_stable_code(given: object, tmp_path: Path) -> None:
+    """Found by a walkthrough: ``Runtime.start(b"hi")`` or ``start(None)`` raised a bare
+    ``AttributeError: 'bytes' object has no attribute 'encode'``."""
+    store = MemoryStore()
+    runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "data"), store)
+    with pytest.raises(InvalidInputError, match=r"the message is (bytes|None|int), not text"):
+        await runtime.start(given)  # type: ignore[arg-type]
+    if given is not None:  # None: no session id, no answer
+        with pytest.raises(InvalidInputError, match="the session id is"):
+            await runtime.start("hi", session_id=given)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="the answer is"):
+            await runtime.resume("run_x", answer=given)  # type: ignore[arg-type]
+    assert store.list_runs(10) == []

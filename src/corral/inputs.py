@@ -15,8 +15,14 @@ def require_text(value: str, what: str = "the input") -> str:
 
     Python hands undecodable bytes (a terminal in the wrong encoding, a broken client) to
     corral as lone surrogates (``surrogateescape``); they cannot be stored or shown, so
-    they are refused here with a stable code instead of failing deep inside a layer.
+    they are refused here with a stable code instead of failing deep inside a layer. So
+    is a value that is no text at all (``bytes``, ``None``) from a caller's own code.
     """
+    if not isinstance(value, str):
+        raise InvalidInputError(
+            f"{what} is {'None' if value is None else type(value).__name__}, not text",
+            hint="pass a str (decode bytes as UTF-8 first)",
+        )
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
