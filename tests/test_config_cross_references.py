@@ -39,7 +39,8 @@ def build(config: dict[str, Any]) -> Agent:
 
 
 def test_a_well_named_agent_loads() -> None:
-    config = one_intent("go", steps=[STEP], requires=["order_id"], templates=TEMPLATES)
+    asked = {**STEP, "requires_confirmation": True}  # its prompt is shown
+    config = one_intent("go", steps=[asked], requires=["order_id"], templates=TEMPLATES)
     config["plans"]["p"].update(confirm={"s1": "ask_it"}, on_failure={"s1": "done"})
     config["questions"] = {"order_id": "ask_it"}
     assert build(config).config.plans["p"].confirm == {"s1": "ask_it"}
@@ -153,3 +154,38 @@ def test_a_fact_published_as_two_kinds_by_steps_in_order_loads() -> None:
     config["plans"]["p"]["steps"][1]["depends_on"] = ["s1"]
     agent = Agent.build(parse_config(config), [quote, features, upgrade])
     assert agent.config.plans["p"].steps[1].depends_on == ["s1"]
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True))
+def renew(order_id: str) -> Found:
+    """A write whose policy asks no one."""
+    return Found(value=2)
+
+
+@tool(policy=ToolPolicy(kind="write", idempotent=True, requires_confirmation=True))
+def renew_asked(order_id: str) -> Found:
+    """A write that asks."""
+    return Found(value=3)
+
+
+@pytest.mark.parametrize(
+    ("step", "tools", "loads"),
+    [
+        ({"tool": "renew"}, [renew], False),
+        ({"tool": "renew", "requires_confirmation": True}, [renew], True),
+        ({"tool": "renew_asked"}, [renew_asked], True),
+    ],
+)
+def test_a_confirmation_prompt_for_a_step_never_asked_is_refused(
+    step: dict[str, Any], tools: list[Any], loads: bool
+) -> None:
+    """Found by a walkthrough: ``confirm: {s2: confirm_renew}`` for a write whose step and
+    tool both lacked ``requires_confirmation`` loaded, and the write ran unconfirmed; the
+    prompt, written for a person to approve it, was never shown."""
+    config = one_intent("go", steps=[{**STEP, **step}], templates=TEMPLATES)
+    config["plans"]["p"]["confirm"] = {"s1": "ask_it"}
+    if loads:
+        Agent.build(parse_config(config), tools)
+        return
+    with pytest.raises(ConfigInvalidError, match="neither the step nor renew requires confirm"):
+        Agent.build(parse_config(config), tools)

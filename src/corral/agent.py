@@ -254,11 +254,38 @@ class Agent:
                         f"plan {template}: {part} names step {step_id!r}, which the plan "
                         f"does not have (steps: {', '.join(steps)})"
                     )
+        problems.extend(self._unasked_prompts(template, declared))
         texts = [*declared.confirm.values(), *declared.on_failure.values()]
         for name in [*texts, *([reply] if reply else [])]:
             if not self.renderer.has(name):
                 problems.append(f"plan {template}: template {name!r} is missing")
         problems.extend(self._placeholder_problems(template, declared, reply))
+        return problems
+
+    def _unasked_prompts(self, template: str, declared: PlanTemplate) -> list[str]:
+        """A ``confirm:`` prompt for a step that is never asked about is a missing approval.
+
+        A step is asked when it or a tool it may call (its own, an equivalent, a rewrite's)
+        requires confirmation. Otherwise the prompt is never shown, and the write it was
+        written for ran unconfirmed: the author meant a person to approve it.
+        """
+        steps = {step.id: step for step in declared.steps}
+        problems = []
+        for step_id in declared.confirm:
+            step = steps.get(step_id)
+            if step is None or step.requires_confirmation or step.tool not in self.tools:
+                continue  # an unknown step or tool: said already
+            called = [spec.name for spec in self.tools.equivalents(step.tool)] + [step.tool]
+            called += [r.use_tool for r in self.config.argument_rewrites if r.tool in called]
+            if not any(
+                name in self.tools and self.tools.get(name).policy.requires_confirmation
+                for name in called
+            ):
+                problems.append(
+                    f"plan {template}: confirm gives step {step_id} a prompt, but neither "
+                    f"the step nor {step.tool} requires confirmation, so it would run "
+                    "unasked (set requires_confirmation: true on the step, or drop the prompt)"
+                )
         return problems
 
     def _fact_kind_problems(self, template: str, declared: PlanTemplate) -> list[str]:
