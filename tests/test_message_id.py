@@ -165,7 +165,14 @@ def test_the_http_api_answers_a_retried_request_with_its_run(tmp_path: Path) -> 
         refused = http.post("/agents/test/runs", json=other, headers=AUTH)
         assert refused.status_code == 422 and refused.json()["error"]["code"] == "INVALID_INPUT"
         too_long = {**body, "message_id": "m" * 129}
-        assert http.post("/agents/test/runs", json=too_long, headers=AUTH).status_code == 422
+        refused = http.post("/agents/test/runs", json=too_long, headers=AUTH)
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "INVALID_INPUT"
+        # a lone surrogate is INVALID_INPUT, as in every other text (found by a review:
+        # the length constraint made it INVALID_ARGUMENT, "unable to parse raw data")
+        raw = '{"message": "go 8", "message_id": "\\ud800"}'
+        headers = {**AUTH, "content-type": "application/json"}
+        refused = http.post("/agents/test/runs", content=raw, headers=headers)
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "INVALID_INPUT"
     assert calls == ["refund 599"]
 
 

@@ -28,11 +28,15 @@ class StartRun(Body):
 
     message: str
     session_id: str | None = None
-    message_id: str | None = Field(default=None, max_length=MAX_MESSAGE_ID_CHARS)
+    message_id: str | None = Field(
+        default=None, json_schema_extra={"maxLength": MAX_MESSAGE_ID_CHARS}
+    )
     """The client's id of the message, unique in the session while its runs are kept (a
     UUID per message): a request sent again with it (a retry after a timeout) is answered
     with the summary of the run the first one started or continued, and is not handled
-    again (``Runtime.start(message_id=...)``)."""
+    again (``Runtime.start(message_id=...)``). Its length is checked there, as a session
+    id's: a constraint here read a lone surrogate as ``INVALID_ARGUMENT``, not the
+    ``INVALID_INPUT`` of every other text."""
     wait: bool | None = None
     """True: answer when the run pauses or ends. False: answer 202 at once; the run goes on
     in the server (in its workers, with ``--enqueue``) and ``GET /runs/{id}/stream``
