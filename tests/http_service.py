@@ -163,6 +163,11 @@ def make_app() -> tuple[FastAPI, Ledger]:
         made = {"post_id": len(ledger.posts) + 1, "channel": body.channel, "idempotency_key": key}
         if key is not None:
             ledger.posts[key] = made
+        moved = request.query_params.get("moved")  # "done, look there", as many services say
+        if moved is not None:
+            return Response(
+                status_code=int(moved), headers={"Location": f"/posts/{made['post_id']}"}
+            )
         return JSONResponse(made, status_code=201)
 
     return app, ledger

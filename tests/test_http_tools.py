@@ -538,3 +538,40 @@ class Reading(BaseModel):
 def gauge() -> Reading:
     """A reading that is not a number (a Python tool may return one)."""
     return Reading(value=float("nan"))
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+async def test_a_write_answered_with_a_redirect_is_in_doubt_and_no_equivalent_runs(
+    service: tuple[str, Ledger], ledger: Ledger, status: int
+) -> None:
+    """Found by a hostile review: a 302 to a write (how many services say "done, look
+    there": the post was made) was a failure that proved nothing happened, so the step's
+    equivalent write ran too, and the service had two posts. Only 303 was in doubt."""
+    group = {"equivalent_group": "posting"}
+    first = post_tool(f"/posts?moved={status}", **group)
+    other = {**post_tool(**group), "name": "post_again"}
+    steps = [{"id": "s1", "tool": "post_to_group", "args": {"channel": "ops", "text": "hi"}}]
+    effects = FixedEffects()
+    async with Runtime(
+        agent_with(service[0], first, other, steps=steps), MemoryStore(), effects=effects
+    ) as runtime:
+        summary = await runtime.start("go")
+    assert [s.error_code for s in summary.steps] == ["OUTCOME_UNKNOWN"]
+    assert len(ledger.posts) == 1 and len(ledger.keys) == 1  # entered once, never again
+
+
+async def test_a_null_path_argument_sends_nothing(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """Found by a hostile review: a path argument that may be null sent its template's
+    ``{city}`` as it was (``GET /weather/%7Bcity%7D``): a path the config never declared."""
+    tool = weather_tool()
+    tool["input"] = {
+        **FORECAST_INPUT,
+        "properties": {**FORECAST_INPUT["properties"], "city": {"type": ["string", "null"]}},
+    }
+    steps = [{"id": "s1", "tool": "get_forecast", "args": {"city": None, "date": DAY}}]
+    attempts, _, _, _ = await run_once(agent_with(service[0], tool, steps=steps))
+    assert [a.error_code for a in attempts] == ["INVALID_ARGUMENT"]
+    assert "city cannot be null" in (attempts[0].error_message or "")
+    assert sum(ledger.calls.values()) == 0

@@ -230,3 +230,42 @@ def test_a_relative_server_url_needs_a_base_url(tmp_path: Path) -> None:
     config = parse_config(one_intent("go", steps=steps, openapi=[spec]))
     with pytest.raises(ConfigInvalidError, match=r"getOrder.*url"):
         Agent.build(config, [], root=tmp_path)
+
+
+def test_an_operation_id_that_names_two_operations_is_refused(tmp_path: Path) -> None:
+    """Found by a hostile review: a GET and a DELETE sharing an operationId imported the
+    last one silently, so `get_order` sent DELETE (and, a read by default, retried it)."""
+    document = REFS_DOCUMENT.replace("operationId: renameOrder", "operationId: getOrder")
+    (tmp_path / "api.yaml").write_text(document, encoding="utf-8")
+    spec = {"document": "api.yaml", "operations": {"getOrder": "get_order"}}
+    steps = [{"id": "s1", "tool": "get_order", "args": {"order_id": "A1"}}]
+    config = parse_config(one_intent("go", steps=steps, openapi=[spec]))
+    with pytest.raises(ConfigInvalidError) as refused:
+        Agent.build(config, [], root=tmp_path)
+    assert "getOrder names GET /orders/{order_id} and PATCH" in refused.value.message
+
+
+@pytest.mark.parametrize("header", ["Transfer-Encoding", "Host", "Content-Length", "Authorization"])
+def test_a_header_parameter_that_frames_the_request_is_no_argument(
+    tmp_path: Path, header: str
+) -> None:
+    """Found by a hostile review: header parameters named Transfer-Encoding, Host or
+    Content-Length took their values from plan arguments (a user's words could split the
+    request or send it elsewhere); OpenAPI itself says Authorization is ignored."""
+    document = REFS_DOCUMENT.replace("name: X-Trace", f"name: {header}")
+    (tmp_path / "api.yaml").write_text(document, encoding="utf-8")
+    spec = {"document": "api.yaml", "operations": {"renameOrder": "rename_order"}}
+    steps = [{"id": "s1", "tool": "rename_order", "args": {"order_id": "A1", "title": "x"}}]
+    agent = Agent.build(
+        parse_config(one_intent("go", steps=steps, openapi=[spec])), [], root=tmp_path
+    )
+    assert set(shape(agent.tools.get("rename_order").input_model)) == {"order_id", "title"}
+    declared = {
+        "name": "post_it",
+        "method": "POST",
+        "url": "http://127.0.0.1:9/p",
+        "input": {"type": "object", "properties": {header: {"type": "string"}}},
+        "params_in": {header: "header"},
+    }
+    with pytest.raises(ConfigInvalidError, match=f"corral sends the {header} header itself"):
+        parse_config(one_intent("go", steps=[], http_tools=[declared]))

@@ -376,14 +376,18 @@ def test_an_operation_whose_body_is_not_json_is_refused_at_load(tmp_path: Path) 
         Agent.build(config, [], root=tmp_path)
 
 
+@pytest.mark.parametrize("mode", ["bad_output", "malformed"])
 async def test_an_mcp_answer_that_breaks_its_output_schema_is_not_quoted_in_the_log(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
-    """The SDK's schema error quotes the offending content: the envelope must not."""
+    """The SDK's schema error quotes the offending content: the envelope must not.
+
+    ``malformed`` (found by a hostile review): an answer that is no tool result at all
+    was ``TOOL_FAILED`` quoting it ("ValidationError: ... input_value='...'")."""
     import_extra("mcp", REQUIRE_ALL)
     server = {
         "name": "bank",
-        "command": ["python", str(RAW_SERVER), "bad_output"],
+        "command": ["python", str(RAW_SERVER), mode],
         "tools": {"balance": {"max_retries": 0}},
     }
     steps = [{"id": "s1", "tool": "balance", "args": {}}]

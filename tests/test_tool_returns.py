@@ -373,3 +373,22 @@ def test_only_results_that_may_be_long_are_measured() -> None:
     assert not may_be_long(Small) and not may_be_long(int)
     assert may_be_long(Nested) and may_be_long(str) and may_be_long(Quote)
     assert may_be_long(dict[str, int]) and may_be_long(Any)
+
+
+@tool
+def nested_answer(order_id: str) -> dict[str, Any]:
+    """A service's answer nested a few hundred levels deep (1.3 KB of JSON)."""
+    answer: dict[str, Any] = {}
+    for _ in range(300):
+        answer = {"a": answer}
+    return answer
+
+
+async def test_a_result_nested_past_the_serializer_is_invalid_output_not_a_failure() -> None:
+    """Found by a hostile review: JSON nested 260 deep, under an untyped field, was
+    ``TOOL_FAILED`` ("ValueError: Maximum serialization depth exceeded"), an error of
+    the tool, where deeper nesting was ``TOOL_OUTPUT_INVALID`` ("nests too deep")."""
+    summary = await Runtime(
+        Agent.build(_one_step("nested_answer"), [nested_answer]), MemoryStore()
+    ).run_plan("ship")
+    assert summary.steps[0].error_code == ErrorCode.TOOL_OUTPUT_INVALID.value

@@ -8,7 +8,9 @@
   and answers it with structured content that breaks it, holding a value that must
   never reach a log (``ACCOUNT-SECRET-42``);
 - ``deep``: offers ``deep()`` without an output schema, and answers text that is JSON
-  nested 40 000 levels deep.
+  nested 40 000 levels deep;
+- ``malformed``: offers ``balance()`` without an output schema, and answers it with a
+  result that is no MCP tool result (its content a string, holding ``SECRET``).
 
 It exits when its stdin closes.
 """
@@ -59,6 +61,11 @@ for line in sys.stdin:
     elif MODE == "deep" and method == "tools/call":
         nested = "[" * 40_000 + "]" * 40_000
         answer(message, {"content": [{"type": "text", "text": nested}], "isError": False})
+    elif MODE == "malformed" and method == "tools/list":
+        listed = {k: v for k, v in BALANCE.items() if k != "outputSchema"}
+        answer(message, {"tools": [listed]})
+    elif MODE == "malformed" and method == "tools/call":
+        answer(message, {"content": SECRET, "isError": False})
     elif MODE == "bad_output" and method == "tools/list":
         answer(message, {"tools": [BALANCE]})
     elif MODE == "bad_output" and method == "tools/call":

@@ -13,8 +13,9 @@ function tools' own code path:
 - 404 for a read: no result (``NO_RESULT``), or with ``not_found: error`` a failed call;
   a 2xx without a body (204): no result for a read, and a success without data for a
   write (``DELETE`` answers 204);
-- any other status outside 2xx: ``ToolFailedError`` (not retried), except a 303 or 409
-  to a write, which do not prove it did not act (``WriteInDoubtError``: outcome unknown);
+- any other status outside 2xx: ``ToolFailedError`` (not retried), except a redirect
+  (3xx, never followed) or a 409 to a write, which do not prove it did not act
+  (``WriteInDoubtError``: outcome unknown);
 - a body that is not JSON, or larger than ``max_response_bytes`` (cut off while it
   streams, before parsing): ``ToolOutputInvalidError``.
 
@@ -120,9 +121,11 @@ class HttpTransport:
             await client.aclose()
 
 
-_IN_DOUBT = frozenset({303, 409})
-"""Statuses that do not prove a write did not act: 303 See Other (done, look there), and
-409 Conflict (for a keyed write: a request with the same key is still running)."""
+_IN_DOUBT = frozenset({*range(300, 400), 409})
+"""Statuses that do not prove a write did not act: every redirect (none is followed; a
+302 or 303 is how many services say "done, look there", and a 307 may come from a proxy
+after the request went on), and 409 Conflict (for a keyed write: a request with the same
+key is still running)."""
 
 
 class WriteInDoubtError(CorralError):
@@ -325,6 +328,11 @@ class HttpEndpoint:
                 headers[name] = header_value(_text(plain), f"{self.label}: {name}")
             else:
                 body[name] = plain
+        unfilled = PATH_PARAM.findall(url)  # a value's own braces are escaped
+        if unfilled:  # null, or left out: the template's {name} would be sent as it is
+            raise UnsendableArgumentError(
+                f"{self.label}: {', '.join(unfilled)} cannot be null: it fills a path segment"
+            )
         target = httpx.URL(url)  # a query in the template is kept, the arguments added
         return (target.copy_merge_params(query) if query else target), body, headers, secrets
 

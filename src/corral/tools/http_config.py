@@ -25,14 +25,40 @@ TOOL_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
-def own_headers(auth: AuthConfig | None, headers: Mapping[str, str]) -> frozenset[str]:
-    """The headers corral sends itself (lower case): the key, the auth and config headers.
+FRAMING_HEADERS = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "authorization",
+        "connection",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers that say how the request is framed, where it goes or who sends it: corral and
+its HTTP client set them. OpenAPI ignores a parameter named Accept, Content-Type or
+Authorization; one naming ``Transfer-Encoding`` or ``Host`` let a user's words split the
+request (smuggling) or send it elsewhere."""
 
-    No argument may be one of them: a plan would have to invent the idempotency key (the
-    same on every retry and resume only by luck) or hold the token.
+
+def own_headers(auth: AuthConfig | None, headers: Mapping[str, str]) -> frozenset[str]:
+    """The headers corral sends itself (lower case), which no argument may be.
+
+    The idempotency key, the auth, config headers and the request's framing
+    (``FRAMING_HEADERS``). A plan would have to invent the idempotency key (the same on
+    every retry and resume only by luck) or hold the token, and a user's words could
+    change where and how the request is sent.
     """
     auth_header = {auth.header} if auth is not None else set()
-    return frozenset(h.lower() for h in {IDEMPOTENCY_HEADER, *auth_header, *headers})
+    return FRAMING_HEADERS | {h.lower() for h in {IDEMPOTENCY_HEADER, *auth_header, *headers}}
 
 
 def _object() -> dict[str, Any]:

@@ -107,7 +107,14 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     model = returned if exact else _validated_output(spec, returned)
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
-    dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
+    try:
+        dumped: dict[str, Any] = spec.output_adapter.serializer.to_python(model, mode="json")
+    except ValueError as exc:  # nested past the serializer's depth (a few hundred levels)
+        raise ToolOutputInvalidError(
+            f"tool {spec.name!r} returned a result that cannot be written as JSON: {exc}"
+            if "depth" not in str(exc)
+            else f"tool {spec.name!r} returned a result that nests too deep"
+        ) from None
     broken = lone_surrogate_at(dumped)
     if broken is not None:  # no store, log or HTTP answer could hold the run that kept it
         raise ToolOutputInvalidError(

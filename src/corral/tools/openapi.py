@@ -37,7 +37,18 @@ def openapi_tools(source: OpenApiConfig, root: Path) -> list[HttpToolConfig]:
     """The chosen operations of ``source.document`` as HTTP tool declarations."""
     path = root / source.document
     document = _read(path)
-    operations = dict(_operations(document))
+    found = list(_operations(document))
+    operations = dict(found)
+    places: dict[str, list[str]] = {}
+    for operation_id, (method, route, _, _) in found:
+        places.setdefault(operation_id, []).append(f"{method.upper()} {route}")
+    ambiguous = {i: p for i, p in places.items() if len(p) > 1 and i in source.operations}
+    if ambiguous:  # the last one was imported, silently: a DELETE for a GET, say
+        raise ConfigInvalidError(
+            f"{path}: operationId "
+            + "; ".join(f"{i} names {' and '.join(p)}" for i, p in sorted(ambiguous.items())),
+            hint="an operationId names one operation: fix the document",
+        )
     missing = sorted(set(source.operations) - set(operations))
     if missing:
         raise ConfigInvalidError(

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from pydantic import ValidationError
+
 from corral.clipping import clip
 from corral.errors import (
     CorralError,
@@ -264,6 +266,10 @@ class McpConnection:
             # Its message quotes the offending content: the raw answer stays out of the log.
             raise ToolOutputInvalidError(
                 f"MCP tool {tool!r} answered content that does not match its output schema"
+            ) from None
+        except ValidationError:  # no CallToolResult at all; its message quotes it too
+            raise ToolOutputInvalidError(
+                f"MCP tool {tool!r} answered something that is not a tool result"
             ) from None
         except Exception:
             await self._discard(started)  # an unknown state: the next call starts afresh
