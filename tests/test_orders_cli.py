@@ -94,3 +94,34 @@ def test_chat_shows_the_state_after_each_turn(tmp_path: Path) -> None:
 def test_gc_runs(tmp_path: Path) -> None:
     run_json(tmp_path, "你好")
     assert "deleted 0 sessions and 0 runs" in corral(tmp_path, "gc").stdout
+
+
+def test_each_load_of_the_agent_keeps_one_row_per_tracking_event(tmp_path: Path) -> None:
+    """Found by a hostile review: ``setup()`` runs at every load (every ``corral run``,
+    ``chat``, ``replay``), and each inserted the demo's 12 tracking events again: a
+    customer's tracking history showed each event once per load. A home made before the
+    fix has its repeats dropped."""
+    import sqlite3
+
+    from corral import load_agent
+    from tests.conftest import ORDERS
+
+    sql = (ORDERS / "data" / "orders.sql").read_text(encoding="utf-8")
+    fix = [line for line in sql.splitlines() if "logistics_event" in line or "DELETE" in line]
+    assert len(fix) == 2  # the two statements of the fix
+    before_fix = "\n".join(line for line in sql.splitlines() if line not in fix)
+    old = tmp_path / "old"
+    old.mkdir()
+    with sqlite3.connect(old / "orders.db") as conn:  # two loads before the fix
+        conn.executescript(before_fix)
+        conn.executescript(before_fix)
+        assert conn.execute("SELECT count(*) FROM logistics").fetchone()[0] == 24
+    for data_dir in (tmp_path / "new", old):
+        for _ in range(3):
+            load_agent(ORDERS, data_dir=data_dir)
+        with sqlite3.connect(data_dir / "orders.db") as conn:
+            count = conn.execute("SELECT count(*) FROM logistics").fetchone()[0]
+            distinct = conn.execute(
+                "SELECT count(DISTINCT order_id || ts) FROM logistics"
+            ).fetchone()[0]
+        assert count == distinct == 12

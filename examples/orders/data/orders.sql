@@ -19,6 +19,10 @@ CREATE TABLE IF NOT EXISTS logistics (
     order_id TEXT NOT NULL, carrier TEXT NOT NULL, tracking_no TEXT NOT NULL, ts TEXT NOT NULL,
     location TEXT NOT NULL, event_zh TEXT NOT NULL, event_en TEXT NOT NULL
 );
+-- one row per tracking event: setup runs at every load, and a home made before this
+-- index holds each event once per load; those repeats go first
+DELETE FROM logistics WHERE rowid NOT IN (SELECT min(rowid) FROM logistics GROUP BY order_id, ts);
+CREATE UNIQUE INDEX IF NOT EXISTS logistics_event ON logistics (order_id, ts);
 CREATE TABLE IF NOT EXISTS refunds (
     refund_id TEXT PRIMARY KEY, order_id TEXT NOT NULL, reason TEXT NOT NULL,
     amount_cny REAL NOT NULL, idempotency_key TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL
