@@ -422,3 +422,30 @@ async def test_a_message_that_is_no_text_has_a_stable_code(given: object, tmp_pa
         with pytest.raises(InvalidInputError, match="the answer is"):
             await runtime.resume("run_x", answer=given)  # type: ignore[arg-type]
     assert store.list_runs(10) == []
+
+
+async def test_the_reply_names_the_order_the_write_went_to_after_a_correction(
+    tmp_path: Path,
+) -> None:
+    """Found by a conversation walkthrough: asked for the new address, the customer named
+    another order; the run took it (a correction, as the prompt then showed), and the
+    write went to it, but the reply named the first order: the answer that first gave the
+    order id had written it as a fact too, and replies read facts first."""
+    import sqlite3
+
+    from tests.conftest import ORDERS
+
+    agent = load_agent(ORDERS, data_dir=tmp_path / "data")
+    runtime = Runtime(agent, MemoryStore())
+    said = ["我想改一下收货地址", "OD2611250001", "查一下另一个订单 OD2611280008 到哪了"]
+    for line in said:
+        asked = await runtime.start(line, session_id="c1")
+    assert asked.status is RunStatus.AWAITING_USER
+    prompt = await runtime.start("上海市静安区南京西路1号", session_id="c1")
+    assert "OD2611280008" in (prompt.reply or "")  # what the person approves
+    done = await runtime.start("好的", session_id="c1")
+    assert done.status is RunStatus.FINISHED
+    assert "OD2611280008" in (done.reply or "") and "OD2611250001" not in (done.reply or "")
+    with sqlite3.connect(tmp_path / "data" / "orders.db") as conn:
+        written = conn.execute("SELECT order_id FROM address_changes").fetchall()
+    assert written == [("OD2611280008",)]

@@ -172,11 +172,21 @@ class RunLoop:
     # ------------------------------------------------------------------ parse and route
 
     def _merge_entities(self, found: dict[str, Any], origin: str) -> None:
-        """What the user says now overrides what was known; the old values are recorded."""
+        """What the user says now overrides what was known; the old values are recorded.
+
+        So does the fact an earlier answer wrote for it: a reply reads facts first, and
+        told the customer of the order the answer first named after the write had gone
+        to the one they named later.
+        """
         new = {k: v for k, v in found.items() if self.state.entities.get(k) != v}
         if new:
             replaced = {k: self.state.entities[k] for k in new if k in self.state.entities}
             self.journal.emit("intent", EntitiesMerged(new, origin, replaced))
+            facts = self.state.memory.facts
+            for name in replaced:
+                said = facts.get(name)
+                if said is not None and said.source is FactSource.USER:
+                    self.journal.write_fact(name, new[name], FactSource.USER, origin)
 
     async def _parse(self) -> None:
         state, agent = self.state, self.agent
