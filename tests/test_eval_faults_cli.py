@@ -174,3 +174,37 @@ def test_an_unknown_profile_is_a_clear_error(tmp_path: Path) -> None:
     done = corral_cli(tmp_path, "eval", str(AFTERSALES), "--faults", "flaky-99", ok=False)
     assert done.returncode != 0
     assert "unknown fault profile 'flaky-99'" in done.stdout + done.stderr
+
+
+def test_a_fault_profile_that_names_nothing_the_agent_has_is_refused(tmp_path: Path) -> None:
+    """Found by a hostile review: ``only_tools: [get_ordr]`` or ``at: {model:plann: ...}``
+    struck nothing, and the eval passed at 100 % with no fault injected."""
+    agent = write_agent(tmp_path / "agent", AGENT_YAML, TOOLS_PY, EVAL_YAML)
+    for profile, says in (
+        ("tools: {transient: 1.0}\nonly_tools: [refnd]\n", "names tools the agent lacks"),
+        ("at: {'model:plann': [cyclic_plan]}\n", "no layer asks a model as 'plann'"),
+    ):
+        path = tmp_path / "profile.yaml"
+        path.write_text(profile, encoding="utf-8")
+        done = corral_cli(tmp_path / "home", "eval", str(agent), "--faults", str(path), ok=False)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "CONFIG_INVALID" in done.stdout + done.stderr and says in done.stdout + done.stderr
+
+
+def test_a_crash_in_a_read_before_anything_was_stored_is_followed_by_a_new_process(
+    tmp_path: Path,
+) -> None:
+    """Found by a hostile review: a crash scripted on a read of a run that had stored
+    nothing yet ended the eval with a traceback ("a run crashed but none is left
+    unfinished in the store"); the client sends its message again, as after a real one."""
+    from tests.conftest import ORDERS
+
+    profile = tmp_path / "crash.yaml"
+    profile.write_text("at: {get_order: [crash]}\n", encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text('cases:\n  - {m: "我的快递到哪了 OD2611200002"}\n', encoding="utf-8")
+    code, report = eval_json(
+        tmp_path / "home", str(ORDERS), "--suite", str(suite), "--faults", str(profile), ok=False
+    )
+    assert code == 0, report
+    assert report["faults"]["injected"] == {"crash": 1} and report["pass_rate"] == 1.0

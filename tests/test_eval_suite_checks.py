@@ -135,3 +135,50 @@ def test_a_case_expecting_what_the_agent_does_not_declare_is_refused_before_any_
     # the first case would run (and show up) if the check came after it
     message = refused(tmp_path, f"cases:\n  - {{m: 你好}}\n  - {case}\n")
     assert says in message
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("cases:\n  - {m: hi, name: same}\n  - {m: yo, name: same}\n", "named 'same'"),
+        ('cases:\n  - {m: "查物流 \\ud800"}\n', "lone surrogate"),
+    ],
+)
+def test_a_suite_the_run_would_fail_midway_is_refused_before_any_case(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    """Found by a hostile review: two cases of one name loaded, and a baseline compared by
+    name then hid a regression; a message with a lone surrogate ran the cases before it,
+    then aborted the eval with INVALID_INPUT, naming no case and keeping no result."""
+    assert says in refused(tmp_path, text)
+
+
+@pytest.mark.parametrize("tier", ["[core]", "{a: 1}"])
+def test_a_recorded_case_whose_tier_is_no_text_is_refused(tmp_path: Path, tier: str) -> None:
+    """Found by a hostile review: a list or mapping as a recorded case's tier was a
+    TypeError traceback (unhashable), exit 1, where an ordinary case got CONFIG_INVALID."""
+    path = tmp_path / "suite.yaml"
+    path.write_text(f"cases:\n  - {{recorded: runs/x.json, tier: {tier}}}\n", encoding="utf-8")
+    with pytest.raises(ConfigInvalidError, match="is not one of core"):
+        load_suite(path)
+
+
+def test_an_eval_leaves_no_scratch_behind_and_checks_its_report_path_first(
+    tmp_path: Path,
+) -> None:
+    """Found by a hostile review: every eval left a ``corral-eval-*`` folder in /tmp with
+    a copy of the business database per case (1 346 of them on one machine); and
+    ``--markdown`` naming a folder ran the whole eval, then died with a traceback."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("cases:\n  - {m: 你好}\n  - {m: 我的打印机坏了}\n", encoding="utf-8")
+    run = ("eval", str(AFTERSALES), "--suite", str(suite), "--json")
+    env = {"TMPDIR": str(scratch)}
+    done = corral_cli(tmp_path / "home", *run, ok=False, env=env)
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(done.stdout)["cases"] == 2
+    assert list(scratch.iterdir()) == []
+    folder = corral_cli(tmp_path / "home", *run, "--markdown", str(tmp_path), ok=False, env=env)
+    assert folder.returncode == 2 and "Traceback" not in folder.stderr
+    assert "is a folder" in json.loads(folder.stdout)["error"]["message"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, parse_config
+from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, SqlStore, parse_config
 from corral.errors import ConfigInvalidError, InvalidInputError
 from corral.models import ScriptedModel
 from corral.store.codec import FORMAT
@@ -315,3 +315,65 @@ def test_a_recorded_case_hides_what_logs_hide_and_still_replays(tmp_path: Path) 
     assert "13800138001" not in text and "bob@example.com" not in text
     assert "[PHONE]" in text and "[EMAIL]" in text
     assert eval_json(home, ORDERS, suite, passes=True)["pass_rate"] == 1.0
+
+
+def _edited(rows: list[dict[str, Any]], how: str) -> list[dict[str, Any]]:
+    if how == "seq repeated":
+        rows[2]["seq"] = rows[1]["seq"]
+    elif how == "seq swapped":
+        rows[1]["seq"], rows[2]["seq"] = rows[2]["seq"], rows[1]["seq"]
+    elif how == "no message":
+        rows = [rows[0]] + [{**r, "seq": r["seq"] - 1} for r in rows[2:]]
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("format", "is in format 99"),
+        ("seq repeated", "numbers its events other than 1, 2, 3"),
+        ("seq swapped", "numbers its events other than 1, 2, 3"),
+        ("no message", "holds no message that started the run"),
+    ],
+)
+def test_a_log_no_run_could_have_written_is_refused_at_load(
+    tmp_path: Path, how: str, says: str
+) -> None:
+    """Found by a hostile review: a log without its user message was a StopIteration
+    traceback mid-eval; a future format in its header and edited seq numbers passed, with
+    divergences reported at positions that were not the run's."""
+    suite = tmp_path / "suite.yaml"
+    new = record_run(_one_run_events(), suite)
+    data = json.loads(new.log.read_text(encoding="utf-8"))
+    assert data["events"][1]["type"] == "user_message"
+    if how == "format":
+        data["format"] = 99
+    else:
+        data["events"] = _edited(data["events"], how)
+    new.log.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ConfigInvalidError, match=says):
+        load_suite(suite)
+
+
+def test_a_refused_record_leaves_no_log_of_the_users_words(tmp_path: Path) -> None:
+    """Found by a hostile review: ``corral record`` into a suite whose ``cases:`` is not its
+    last block was refused, but the log (the user's words, mode 0600) was written."""
+    suite = tmp_path / "flow.yaml"
+    suite.write_text("cases: [{m: 查物流}]\nnow: '2026-11-29T10:00:00+00:00'\n", encoding="utf-8")
+    events = _one_run_events()
+    with pytest.raises(ConfigInvalidError, match="not its last block"):
+        record_run(events, suite)
+    assert not (tmp_path / "recorded").exists() or list((tmp_path / "recorded").iterdir()) == []
+
+
+def test_corral_replay_names_the_divergent_event_by_its_seq(tmp_path: Path) -> None:
+    """Found by a hostile review: ``corral replay`` printed "diverged at event 28", a
+    position in a list, where ``corral eval`` (and ``corral show``) say seq 29."""
+    home = tmp_path / "home"
+    run_id = handed_off_run(home)
+    changed = changed_agent(tmp_path, "  max_questions: 2\n", "  max_questions: 1\n")
+    done = corral_cli(home, "replay", run_id, "--agent", str(changed), ok=False)
+    assert done.returncode == 1
+    events = SqlStore.open(home / "corral.db").load_events(run_id)
+    asked = [e.seq for e in events if e.type is EventType.QUESTION_ASKED]
+    assert f"diverged at event seq {asked[1]}" in " ".join(done.stdout.split())

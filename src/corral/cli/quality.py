@@ -31,6 +31,8 @@ from corral.observe.terminal import visible
 if TYPE_CHECKING:
     from corral.agent import Agent
     from corral.config import AgentConfig
+    from corral.testing.evaluation import EvalSuite
+    from corral.testing.faults import FaultProfile
 
 
 @app.command("eval")
@@ -68,22 +70,61 @@ def eval_suite(
     --model replaces only the agent's model name, as for `corral run`. --faults strikes
     tool calls and model answers at the effects boundary, on a schedule fixed by --seed.
     """
-    import asyncio
     import tempfile
 
     from corral.errors import ConfigInvalidError
     from corral.testing.eval_report import compare, load_baseline, markdown
-    from corral.testing.evaluation import load_suite, run_suite
+    from corral.testing.evaluation import load_suite
     from corral.testing.faults import load_profile
-    from corral.tools.mcp.listing import McpListingCache
 
     folder = _home(home)
-    scratch = Path(tempfile.mkdtemp(prefix="corral-eval-"))
     profile = load_profile(faults) if faults else None
     before = load_baseline(baseline) if baseline else None
     if markdown_out is not None and not markdown_out.parent.is_dir():
         raise ConfigInvalidError(f"--markdown: no folder {markdown_out.parent}")
+    if markdown_out is not None and markdown_out.is_dir():  # found after the whole run
+        raise ConfigInvalidError(f"--markdown: {markdown_out} is a folder; name a file")
     cases = load_suite(suite or agent_dir / "eval.yaml")
+    # each case's data (a copy of the business database) lives here, and goes at the end
+    with tempfile.TemporaryDirectory(prefix="corral-eval-", ignore_cleanup_errors=True) as kept:
+        figures, passed, name = _evaluate(
+            agent_dir, folder, Path(kept), cases, model, profile, seed, jobs, store, as_json
+        )
+    if before is not None:
+        figures["since_baseline"] = compare(figures, before)
+    if markdown_out is not None:
+        markdown_out.write_text(markdown(figures, f"eval {name}"), encoding="utf-8")
+    if as_json:
+        typer.echo(json.dumps(figures, ensure_ascii=False))
+    else:
+        _print_eval(figures, name)
+    if not passed:
+        raise typer.Exit(1)
+
+
+def _evaluate(
+    agent_dir: Path,
+    folder: Path,
+    scratch: Path,
+    cases: EvalSuite,
+    model: str | None,
+    profile: FaultProfile | None,
+    seed: int,
+    jobs: int,
+    store: str | None,
+    quiet: bool,
+) -> tuple[dict[str, Any], bool, str]:
+    """Run the suite, each case on an agent of its own with data under ``scratch``.
+
+    The report's figures, whether it met every bar, and the agent's name.
+    """
+    import asyncio
+    import tempfile
+
+    from corral.errors import ConfigInvalidError
+    from corral.testing.evaluation import run_suite
+    from corral.tools.mcp.listing import McpListingCache
+
     listings = McpListingCache()  # each MCP server is listed once, not once per case
     config: AgentConfig | None = None  # agent.yaml is read and validated once, not per case
 
@@ -103,30 +144,22 @@ def eval_suite(
     config = agent.config  # --model applied: applied again per load, to no effect
     asyncio.run(agent.aclose())  # read for its tools and name; each case loads its own
     if profile is not None:
-        missing = sorted(t for t in profile.at if ":" not in t and t not in agent.tools)
-        if missing:
+        scripted = [t for t in profile.at if ":" not in t]
+        missing = sorted(t for t in {*scripted, *profile.only_tools} if t not in agent.tools)
+        if missing:  # a typo in only_tools struck nothing, and the eval passed
             raise ConfigInvalidError(
-                f"fault profile {profile.name!r} scripts tools the agent lacks: {missing}",
+                f"fault profile {profile.name!r} names tools the agent lacks: {missing}",
                 hint=f"its tools: {', '.join(agent.tools.names())}",
             )
     started = time.perf_counter()
-    with _progress(len(cases.cases), quiet=as_json) as advance:
+    with _progress(len(cases.cases), quiet=quiet) as advance:
         report = asyncio.run(
             run_suite(fresh_agent, cases, faults=profile, seed=seed, jobs=jobs, on_case=advance)
         )
     figures = {**report.as_json(), "seconds": round(time.perf_counter() - started, 2)}
     if profile is not None:
         figures.update(fault_profile=profile.name, seed=seed)
-    if before is not None:
-        figures["since_baseline"] = compare(figures, before)
-    if markdown_out is not None:
-        markdown_out.write_text(markdown(figures, f"eval {agent.name}"), encoding="utf-8")
-    if as_json:
-        typer.echo(json.dumps(figures, ensure_ascii=False))
-    else:
-        _print_eval(figures, agent.name)
-    if not report.passed_bars():
-        raise typer.Exit(1)
+    return figures, report.passed_bars(), agent.name
 
 
 @contextmanager

@@ -222,7 +222,13 @@ def replay(
     elif report.same_path:
         console.print(f"[green]same path[/green]: {report.replayed_events} events match")
     else:
-        console.print(f"[red]diverged[/red] at event {report.divergence_index}")
+        index = report.divergence_index
+        at = (  # by the event's seq, as `corral show` and an eval's failure name it
+            f"at event seq {events[index].seq}"
+            if index is not None and index < len(events)
+            else f"after event seq {events[-1].seq}, the recorded run's last"
+        )
+        console.print(f"[red]diverged[/red] {at}")
         hide = redactor_for(events)
         console.print(Text(f"  recorded: {visible(hide.text(str(report.original)))}"))
         console.print(Text(f"  replayed: {visible(hide.text(str(report.replayed)))}"))

@@ -24,12 +24,16 @@ class Message:
     content: str
 
 
+PURPOSES = ("intent", "extract", "plan", "decide", "judge", "reply")
+"""The layers that ask a model, as ``ModelRequest.purpose`` names them."""
+
+
 @dataclass(frozen=True)
 class ModelRequest:
     """What a layer asks a model: messages, an optional JSON schema, a temperature."""
 
     purpose: str
-    """Which layer asks (``intent``, ``plan``, ...): for events, budgets, temperatures."""
+    """Which layer asks (one of ``PURPOSES``): for events, budgets, temperatures."""
     messages: tuple[Message, ...]
     schema: dict[str, Any] | None = None
     """JSON Schema of the expected output; providers use structured output when they can."""

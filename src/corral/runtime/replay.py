@@ -217,8 +217,10 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
         if given is not None:  # started by ``run_plan``: the same plan and entities again
             summary = await runtime.run_plan(given[0], entities=given[1], priority=started.priority)
         else:
-            first = next(e.payload.text for e in events if isinstance(e.payload, UserMessage))
-            summary = await runtime.start(first, priority=started.priority)
+            first = next((e.payload for e in events if isinstance(e.payload, UserMessage)), None)
+            if first is None:
+                raise RunNotFoundError("the log has no message that started the run")
+            summary = await runtime.start(first.text, priority=started.priority)
         run_id = summary.run_id
         said: str | None = None  # a session's message read as the decision that follows it
         for event in inputs:

@@ -40,11 +40,13 @@ from pydantic import (
 from corral.agent import Agent
 from corral.contracts import IntentSource, RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
-from corral.errors import ConfigInvalidError, ErrorCode
+from corral.errors import ConfigInvalidError, ErrorCode, InvalidInputError
 from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
+from corral.inputs import is_blank, require_text
 from corral.observe.telemetry import Untraced
 from corral.runtime.runtime import Runtime
 from corral.safe_yaml import read_yaml_file
+from corral.store.base import RunRecord
 from corral.store.memory import MemoryStore
 from corral.testing.arrange import Arrangement, arrange, parse_arrange
 from corral.testing.faults import (
@@ -204,9 +206,17 @@ Tier = Literal["core", "regular", "exploratory"]
 
 
 def _said(text: str) -> str:
-    """Refuse a blank message: the runtime would refuse it mid-suite, after earlier cases."""
-    if not text.strip():
+    """Refuse what the runtime would refuse mid-suite, after earlier cases ran.
+
+    A blank message (blank as the runtime reads it) or one that is no valid text (a lone
+    surrogate).
+    """
+    if is_blank(text):
         raise ValueError("is blank: a case's messages and answers are text a user sends")
+    try:
+        require_text(text)
+    except InvalidInputError:
+        raise ValueError("is not valid Unicode text (it holds a lone surrogate)") from None
     return text
 
 
@@ -327,6 +337,13 @@ def load_suite(path: Path) -> EvalSuite:
             cases.append(recorded_case(raw, i, path))
         else:
             cases.append(_case(raw, i, path))
+    counted = Counter(case.name for case in cases)
+    repeated = sorted(name for name, times in counted.items() if times > 1)
+    if repeated:  # results, failures and a baseline's comparison are keyed by name
+        raise ConfigInvalidError(
+            f"eval suite {path}: two or more cases are named {', '.join(map(repr, repeated))}",
+            hint="give each case a name of its own",
+        )
     now = data.now
     if isinstance(now, str):
         try:
@@ -431,21 +448,33 @@ async def run_case(
     runs: list[str] = []
     await arrange(case.arrange, runtime.agent.deps, case.name)
 
-    async def turn(message: str | None, run_id: str | None = None) -> RunSummary:
+    async def send(message: str | None, run_id: str | None) -> RunSummary:
         """A new message, an answer to ``run_id``'s question, or (``None``) the approval."""
+        if run_id is None:
+            return await runtime.start(message or "")
+        if message is None:
+            return await runtime.resume(run_id, approve=case.approve)
+        return await runtime.resume(run_id, answer=message)
+
+    async def turn(message: str | None, run_id: str | None = None) -> RunSummary:
+        """``send``; a process that dies in it is followed by a new one, as in production.
+
+        The new one resumes the run the crash left mid-way. Where the crash came before
+        anything of the request was stored (a new run that read before it wrote, an answer
+        whose run still waits for it), the client sends the request again.
+        """
         nonlocal runtime
         try:
-            if run_id is None:
-                summary = await runtime.start(message or "")
-            elif message is None:
-                summary = await runtime.resume(run_id, approve=case.approve)
-            else:
-                summary = await runtime.resume(run_id, answer=message)
-        except SimulatedCrash:  # the process died: a new one resumes from the store
+            summary = await send(message, run_id)
+        except SimulatedCrash:  # the process died: a new one takes over from the store
             effects = runtime.effects
             reborn = effects.reborn() if isinstance(effects, FaultInjector) else effects
             runtime = Runtime(runtime.agent, runtime.store, effects=reborn, tracer=Untraced())
-            summary = await runtime.resume(_last_run(runtime))
+            crashed = _last_run(runtime)
+            if crashed is None or (crashed.run_id == run_id and crashed.status in _WAITING):
+                summary = await send(message, run_id)
+            else:
+                summary = await runtime.resume(crashed.run_id)
         if summary.run_id not in runs:
             runs.append(summary.run_id)
         return summary
@@ -485,12 +514,20 @@ def _equivalence(agent: Agent) -> Callable[[str], str]:
     return lambda name: groups.get(name, name)
 
 
-def _last_run(runtime: Runtime) -> str:
-    """The run a crash interrupted: the newest one in the store that has not ended."""
+_WAITING = frozenset({RunStatus.AWAITING_USER.value, RunStatus.AWAITING_CONFIRM.value})
+
+
+def _last_run(runtime: Runtime) -> RunRecord | None:
+    """The run a crash interrupted: the newest one in the store that has not ended.
+
+    ``None`` when there is none: a run that reads before it writes is first stored when
+    it pauses or ends, so a crash in one of its reads leaves nothing to resume, and the
+    client sends its message again.
+    """
     for record in runtime.store.list_runs(limit=5):
         if not RunStatus(record.status).terminal:
-            return record.run_id
-    raise RuntimeError("a run crashed but none is left unfinished in the store")
+            return record
+    return None
 
 
 def tools_selected(events: list[Event]) -> list[str]:

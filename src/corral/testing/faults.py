@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from corral.effects import WrappedEffects
 from corral.errors import ConfigInvalidError, ToolFailedError, TransientToolError
 from corral.hashing import stable_hash
-from corral.models.base import ModelResponse
+from corral.models.base import PURPOSES, ModelResponse
 from corral.safe_yaml import read_yaml_file
 from corral.tools.invoke import effect_applied
 from corral.validation import validation_problems
@@ -154,6 +154,11 @@ class FaultProfile(_Strict):
         """Reject rates that add up past 1 and faults that do not exist."""
         for target, kinds in self.at.items():
             model = target.startswith("model:")
+            if model and target.removeprefix("model:") not in PURPOSES:
+                raise ValueError(  # a typo (model:plann) struck nothing, and the eval passed
+                    f"at.{target}: no layer asks a model as {target.removeprefix('model:')!r}; "
+                    f"the layers: {', '.join(PURPOSES)}"
+                )
             known = set(MODEL_FAULTS) if model else {*TOOL_FAULTS, "crash"}
             unknown = sorted({k for k in kinds if k is not None} - known)
             if unknown:

@@ -73,9 +73,10 @@ def recorded_case(raw: dict[str, Any], index: int, suite: Path) -> RecordedCase:
             f"recorded case {name!r}: unknown keys {unknown}",
             hint=f"a recorded case has {sorted(CASE_KEYS)}; expect takes {list(_EXPECT_KEYS)}",
         )
-    if raw.get("tier", "regular") not in TIER_BARS:
+    tier = raw.get("tier", "regular")
+    if not isinstance(tier, str) or tier not in TIER_BARS:  # a list is no tier, nor hashable
         raise ConfigInvalidError(
-            f"recorded case {name!r}: tier {raw['tier']!r} is not one of {', '.join(TIER_BARS)}"
+            f"recorded case {name!r}: tier {tier!r} is not one of {', '.join(TIER_BARS)}"
         )
     expect = checked(Expectations, expect, f"{suite}: recorded case {name!r}: expect").given()
     log = Path(raw["recorded"])

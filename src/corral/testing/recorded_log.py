@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from corral.contracts import EventType
 from corral.errors import ConfigInvalidError, StoreCorruptError
 from corral.events import Event
 from corral.files import write_private
@@ -132,4 +133,31 @@ def read_log(path: Path) -> list[Event]:
         raise ConfigInvalidError(f"the recorded log {path}: {exc.base_message}") from None
     if not events:
         raise ConfigInvalidError(f"the recorded log {path} holds no event")
+    _check_whole(path, log.format, events)
     return events
+
+
+def _check_whole(path: Path, stated: int, events: list[Event]) -> None:
+    """``CONFIG_INVALID`` for a log no run could have written: it was cut or edited.
+
+    A replay of it would fail mid-suite with a traceback, or pass with divergences
+    reported at positions that are not the run's.
+    """
+    from corral.runtime.plan_entry import recorded_entry  # with the first recorded case
+
+    problem = None
+    if stated > FORMAT:
+        problem = f"is in format {stated}; this corral reads up to {FORMAT}"
+    elif [e.seq for e in events] != list(range(1, len(events) + 1)):
+        problem = "numbers its events other than 1, 2, 3... (rows removed, repeated or moved)"
+    elif events[0].type is not EventType.RUN_STARTED:
+        problem = "does not begin with the run's run_started event"
+    elif recorded_entry(events) is None and not any(
+        e.type is EventType.USER_MESSAGE for e in events
+    ):
+        problem = "holds no message that started the run (nor a plan it was given)"
+    if problem is not None:
+        raise ConfigInvalidError(
+            f"the recorded log {path} {problem}",
+            hint="record the run again with `corral record RUN_ID --suite FILE`",
+        )

@@ -122,8 +122,14 @@ def record_run(
         "expect": expect,
     }
     notes = [f"user: {text}" for text in inputs] + [f"reply: {hide.text(summary.reply or '')}"]
-    write_log(log, events)
-    _append(suite, case, notes)
+    existed = log.exists()
+    write_log(log, events)  # first: a case never names a log that is not there
+    try:
+        _append(suite, case, notes)
+    except BaseException:  # a refused case leaves no log of the user's words behind
+        if not existed:
+            log.unlink(missing_ok=True)
+        raise
     return NewCase(title, log)
 
 
