@@ -208,3 +208,23 @@ def test_a_crash_in_a_read_before_anything_was_stored_is_followed_by_a_new_proce
     )
     assert code == 0, report
     assert report["faults"]["injected"] == {"crash": 1} and report["pass_rate"] == 1.0
+
+
+def test_a_crash_in_a_new_run_does_not_resume_an_earlier_paused_one(tmp_path: Path) -> None:
+    """Review of 7307782: the crashed turn's new run had stored nothing, so the newest run
+    not ended was the case's first one, paused for a confirmation; it was resumed with no
+    input, and RUN_NOT_RESUMABLE aborted the eval."""
+    from tests.conftest import ORDERS
+
+    profile = tmp_path / "crash.yaml"
+    profile.write_text("at: {get_logistics: [crash]}\n", encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    first = "我想改一下 OD2611250001 的收货地址，改到上海市静安区南京西路1号"
+    suite.write_text(
+        f'cases:\n  - {{m: "{first}", then: ["我的快递到哪了 OD2611200002"]}}\n', encoding="utf-8"
+    )
+    code, report = eval_json(
+        tmp_path / "home", str(ORDERS), "--suite", str(suite), "--faults", str(profile), ok=False
+    )
+    assert code in (0, 1) and report["cases"] == 1, report
+    assert report["faults"]["injected"] == {"crash": 1}

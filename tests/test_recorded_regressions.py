@@ -377,3 +377,13 @@ def test_corral_replay_names_the_divergent_event_by_its_seq(tmp_path: Path) -> N
     events = SqlStore.open(home / "corral.db").load_events(run_id)
     asked = [e.seq for e in events if e.type is EventType.QUESTION_ASKED]
     assert f"diverged at event seq {asked[1]}" in " ".join(done.stdout.split())
+
+
+def test_recording_a_second_case_of_one_name_is_refused(tmp_path: Path) -> None:
+    """Review of 7307782: ``corral record R2 --name X`` after ``R1 --name X`` wrote a suite
+    that ``corral eval`` then refused whole (two cases of one name)."""
+    suite = tmp_path / "suite.yaml"
+    record_run(_one_run_events(), suite, name="warranty question")
+    with pytest.raises(ConfigInvalidError, match="has a case named 'warranty question'"):
+        record_run(_one_run_events(), suite, name="warranty question")
+    assert len(load_suite(suite).cases) == 1

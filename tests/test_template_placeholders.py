@@ -366,3 +366,11 @@ def test_corral_run_refuses_a_misspelt_reply_step_template_before_the_write(
     old, typo = "args: {template: exchange_done}", "args: {template: exchange_dnoe}"
     err = refused_by_corral_run(tmp_path, old, typo)
     assert "CONFIG_INVALID" in err and "renders template 'exchange_dnoe', which is missing" in err
+
+
+def test_a_reply_step_whose_template_is_a_reference_is_not_checked_by_name() -> None:
+    """Review of 46179b6: ``template: $entities.product`` (one template per product) is
+    chosen at run time; the check read the reference as a name and refused the agent."""
+    data = config()
+    data["plans"]["renew"]["steps"][1]["args"] = {"template": "$entities.loan_id"}
+    Agent.build(parse_config(data), [renew, generate_reply])

@@ -401,7 +401,10 @@ class Agent:
         names: list[tuple[str, str]] = []
         entities = entity_types(self.config)
         for step in declared.steps:
-            if step.tool != "generate_reply" or not isinstance(step.args.get("template"), str):
+            chosen = step.args.get("template")
+            if step.tool != "generate_reply" or not isinstance(chosen, str):
+                continue
+            if chosen.startswith("$"):  # a reference: the template is chosen at run time
                 continue
             if step.tool not in self.tools:
                 continue  # reported as an unknown tool already

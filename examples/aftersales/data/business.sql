@@ -24,6 +24,10 @@ CREATE TABLE IF NOT EXISTS evidence (
     kind TEXT NOT NULL,
     verified INTEGER NOT NULL
 );
+-- one row per piece of evidence: setup runs at every load, and a home made before this
+-- index holds each one once per load; those repeats go first
+DELETE FROM evidence WHERE rowid NOT IN (SELECT min(rowid) FROM evidence GROUP BY order_id, kind);
+CREATE UNIQUE INDEX IF NOT EXISTS evidence_kind ON evidence (order_id, kind);
 CREATE TABLE IF NOT EXISTS exchanges (
     exchange_id TEXT PRIMARY KEY,
     order_id TEXT NOT NULL REFERENCES orders(order_id),

@@ -470,7 +470,7 @@ async def run_case(
             effects = runtime.effects
             reborn = effects.reborn() if isinstance(effects, FaultInjector) else effects
             runtime = Runtime(runtime.agent, runtime.store, effects=reborn, tracer=Untraced())
-            crashed = _last_run(runtime)
+            crashed = _last_run(runtime, run_id, runs)
             if crashed is None or (crashed.run_id == run_id and crashed.status in _WAITING):
                 summary = await send(message, run_id)
             else:
@@ -517,15 +517,17 @@ def _equivalence(agent: Agent) -> Callable[[str], str]:
 _WAITING = frozenset({RunStatus.AWAITING_USER.value, RunStatus.AWAITING_CONFIRM.value})
 
 
-def _last_run(runtime: Runtime) -> RunRecord | None:
-    """The run a crash interrupted: the newest one in the store that has not ended.
+def _last_run(runtime: Runtime, run_id: str | None, earlier: list[str]) -> RunRecord | None:
+    """The run a crash interrupted: ``run_id``'s, or one this turn started, not ended.
 
     ``None`` when there is none: a run that reads before it writes is first stored when
     it pauses or ends, so a crash in one of its reads leaves nothing to resume, and the
-    client sends its message again.
+    client sends its message again. A run of an ``earlier`` turn (one waiting for a
+    confirmation) is none of this turn's.
     """
     for record in runtime.store.list_runs(limit=5):
-        if not RunStatus(record.status).terminal:
+        ours = record.run_id == run_id or record.run_id not in earlier
+        if ours and not RunStatus(record.status).terminal:
             return record
     return None
 

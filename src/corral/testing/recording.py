@@ -113,6 +113,12 @@ def record_run(
         if isinstance(e.payload, UserMessage | UserAnswered)
     ]
     title = name or f"recorded {run_id}: {' / '.join(inputs)[:50]}".rstrip(": ")
+    named = {str(c.get("name")) for c in _read(suite).get("cases") or [] if isinstance(c, dict)}
+    if title in named:  # ``load_suite`` refuses two cases of one name: the whole suite
+        raise ConfigInvalidError(
+            f"{suite} has a case named {title!r} already",
+            hint="give this one a name of its own (--name)",
+        )
     log = log_path(suite, run_id)
     case = {
         "name": title,
