@@ -150,6 +150,20 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("确认稍后", None),
         ("confirm 50", None),
         ("confirm it please", True),
+        # found by a conversation walkthrough: each of these was asked again, and a
+        # customer who agreed three times was handed to a person
+        ("好的谢谢", True),  # Chinese runs its thanks into the yes
+        ("不用谢谢", False),
+        ("是的 😊", True),
+        ("好的🙏", True),
+        ("嗯嗯", True),
+        ("可以的", True),
+        ("没错", True),
+        ("confirmed", True),
+        ("先不要", False),
+        ("👍", None),  # a mood alone is no answer
+        ("对不起", None),  # 对 run into something other than thanks
+        ("好不好", None),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:
@@ -248,3 +262,11 @@ async def test_an_order_never_chosen_between_two_is_not_carried_over(aftersales:
     later = await runtime.start("打印机卡纸了", session_id="two")
     assert later.status is RunStatus.AWAITING_USER  # asks which order, guesses none
     assert "order_id" not in (await runtime.load_state(later.run_id)).entities
+
+
+async def test_a_yes_run_into_its_thanks_approves_the_sessions_write(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-thanks")
+    done = await runtime.start("好的谢谢", session_id="chat-thanks")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    assert exchange_count(aftersales) == 1

@@ -12,6 +12,7 @@ Anything else is neither, and the confirmation is asked again (the chat) or left
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from corral.textfold import fold_word_characters
 
@@ -29,6 +30,9 @@ YES = {
     "对",
     "对的",
     "没问题",
+    "没错",
+    "嗯嗯",
+    "可以的",
     "y",
     "yes",
     "yep",
@@ -37,10 +41,25 @@ YES = {
     "okay",
     "sure",
     "confirm",
+    "confirmed",
     "go ahead",
     "no problem",
 }
-NO = {"不", "不要", "不用", "不行", "不是", "否", "算了", "别", "n", "no", "nope"}
+NO = {
+    "不",
+    "不要",
+    "不用",
+    "先不要",
+    "先不用",
+    "不行",
+    "不是",
+    "否",
+    "算了",
+    "别",
+    "n",
+    "no",
+    "nope",
+}
 """Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no."""
 _BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～]+")
 _PARTICLES = "了吧啊呀呢哈嘛哦"
@@ -85,25 +104,44 @@ def _words(line: str) -> str:
     """The line's words, lower case, one space apart.
 
     Letters, digits and apostrophes as ASCII ones, as intent rules read them: a phone's
-    ``ＯＫ``, ``Ｙｅｓ．`` and ``don’t``.
+    ``ＯＫ``, ``Ｙｅｓ．`` and ``don’t``. Emoji are left out (``是的 😊``, ``好的🙏``):
+    they add a mood, not an answer (a line of emoji alone is none).
     """
-    return _BREAKS.sub(" ", fold_word_characters(line).strip().lower()).strip()
+    folded = fold_word_characters(line).strip().lower()
+    return _BREAKS.sub(" ", "".join(ch for ch in folded if not _emoji(ch))).strip()
 
 
+def _emoji(ch: str) -> bool:
+    """A pictograph, or what joins and styles them (ZWJ, variation selectors)."""
+    return unicodedata.category(ch) in ("So", "Sk") or ch in "\u200d\ufe0e\ufe0f"
+
+
+_RUN_INTO = sorted((w for w in YES | NO if not w.isascii()), key=len, reverse=True)
+"""The Chinese yes and no words, longest first: what a run-together line may start with."""
 _PHRASES = sorted((p for p in YES | NO if " " in p), key=len, reverse=True)
 """The yes and no words of more than one word, longest first: "no problem" before "no"."""
 
 
 def _word(word: str) -> bool | None:
-    """A yes or no word, tried with the sentence-final particles left out one at a time."""
+    """A yes or no word, tried with the sentence-final particles left out one at a time.
+
+    Chinese is written without spaces: a yes or no word run into its thanks
+    (``好的谢谢``, ``不用谢谢``) is read as the two words.
+    """
+    whole = word
     while word:
         if word in YES:
             return True
         if word in NO:
             return False
         if len(word) < 2 or word[-1] not in _PARTICLES:
-            return None
+            break
         word = word[:-1]
+    if whole.isascii():
+        return None
+    for lead in _RUN_INTO:
+        if whole.startswith(lead) and whole[len(lead) :] in FILLER:
+            return lead in YES
     return None
 
 
