@@ -422,3 +422,51 @@ def test_a_streamable_http_server_refusing_the_token_fails_the_load(
     with pytest.raises(ConfigInvalidError) as caught:
         load_agent(http_agent(tmp_path, http_server), data_dir=tmp_path / "data")
     assert "mcp server 'notes': cannot list its tools" in caught.value.message
+
+
+ENDLESS = (
+    "import socket, sys\n"
+    "server = socket.create_server(('127.0.0.1', 0))\n"
+    "print(server.getsockname()[1], flush=True)\n"
+    "while True:\n"
+    "    conn, _ = server.accept()\n"
+    "    conn.recv(65536)\n"
+    "    conn.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Type: application/json\\r\\n'\n"
+    "                 b'Transfer-Encoding: chunked\\r\\n\\r\\n')\n"
+    "    try:\n"
+    "        while True:\n"
+    "            conn.sendall(b'1000\\r\\n' + b' ' * 4096 + b'\\r\\n')\n"
+    "    except OSError:\n"
+    "        conn.close()\n"
+)
+
+
+def test_an_mcp_server_answering_without_end_is_cut_off_at_the_cap(tmp_path: Path) -> None:
+    """Found by a hostile review: over streamable HTTP an answer was read whole before
+    corral saw it: an endless one grew to 1.3 GB until the deadline, 100 MB peaked at
+    498 MB. It is cut off at ``MAX_ANSWER_BYTES`` as it streams (HTTP tools already were)."""
+    import resource
+
+    from corral import parse_config
+    from corral.tools.mcp.capped import MAX_ANSWER_BYTES
+    from tests.one_intent import one_intent
+
+    script = tmp_path / "endless.py"
+    script.write_text(ENDLESS, encoding="utf-8")
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}/mcp"
+        servers = [{"name": "web", "url": url, "startup_timeout_s": 60, "tools": {"x": None}}]
+        config = one_intent(
+            "go", steps=[{"id": "s1", "tool": "x", "args": {}}], mcp_servers=servers
+        )
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with pytest.raises(ConfigInvalidError, match=f"over {MAX_ANSWER_BYTES} bytes"):
+            Agent.build(parse_config(config), [])
+        grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        assert grown_mb < 200  # not the gigabyte an endless answer reached
+    finally:
+        server.kill()
+        server.wait(timeout=30)

@@ -78,9 +78,10 @@ async def _streams(launch: McpLaunch) -> AsyncIterator[Any]:
     """The SDK transport for ``launch``: a child process over stdio, or streamable HTTP."""
     if launch.url is not None:
         from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
 
-        client = create_mcp_http_client(headers=dict(launch.headers))
+        from corral.tools.mcp.capped import capped_client  # needs the ``mcp`` extra
+
+        client = capped_client(launch.headers)
         async with client, streamable_http_client(launch.url, http_client=client) as streams:
             yield streams
         return
