@@ -408,7 +408,7 @@ class Agent:
                 continue
             if step.tool not in self.tools:
                 continue  # reported as an unknown tool already
-            base, variant = step.args["template"], step.args.get("variant_fact")
+            base, variant = chosen, step.args.get("variant_fact")
             if variant is None:
                 names.append((step.id, base))
                 continue

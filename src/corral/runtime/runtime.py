@@ -930,8 +930,8 @@ class Runtime:
             self._check_words(answer, "the answer")
         require_one_input(approve, answer, step_id, call)
         seen = await self._recorded_state(run_id, "log_seen")
-        if seen.status.terminal:  # ended for good: answered without taking the run, or
-            # a resume beside one that holds it was RUN_BUSY (retryable) for a run that ended
+        if seen.status.terminal:  # it never changes again: answered without taking the
+            # run (taking it, a resume beside one that held it was RUN_BUSY, retryable)
             if self._given_already(seen, seen, approve, answer, step_id):
                 return summarize_run(seen)
             check_input(seen, approve, answer)  # RUN_NOT_RESUMABLE: it has ended

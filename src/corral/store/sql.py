@@ -456,7 +456,10 @@ class SqlStore:
         self._latency_queries: dict[projection.LatencyShape, CompoundSelect[Any]] = {}
         """The observed-latency query of each shape asked so far (``tool_latency``)."""
         self._has_projection = False
-        """The stats projection's tables were found (``_projected``)."""
+        """The stats projection's tables were found (``has_stats_projection``)."""
+        self._facts_whole = False
+        """``ensure_facts`` found every run projected: each save of this corral projects
+        its run, so none needs a backfill from then on (no scan of the runs per listing)."""
         self._plans_stored: dict[str, str] = {}
         """Plan bodies by hash that this store object has written or read: a save skips a
         lookup, a read skips a query. Content-addressed (a hash names one body for good),
@@ -1137,10 +1140,11 @@ class SqlStore:
         The check runs without the write lock: a store with nothing to backfill (every
         store written by this corral) never makes a running run's save wait.
         """
-        if self.read_only:
+        if self.read_only or self._facts_whole:
             return 0
         with self._faults(action="reading the stats facts"), self.engine.connect() as conn:
             if not projection.unprojected(conn, runs, events, 1):
+                self._facts_whole = True
                 return 0
         written = 0
         while True:
@@ -1153,6 +1157,7 @@ class SqlStore:
                         projection.replace_facts(self._driver.on(conn), self._record(row), found)
             written += len(missing)
             if len(missing) < batch:
+                self._facts_whole = True
                 return written
 
     def _older(self) -> bool:
@@ -1161,10 +1166,6 @@ class SqlStore:
             return schema.state(conn).label == "older"
 
     def has_stats_projection(self, conn: Connection) -> bool:
-        """Whether the stats projection's tables exist (``_projected``), for a query of them."""
-        return self._projected(conn)
-
-    def _projected(self, conn: Connection) -> bool:
         """Whether the projection's tables exist (a read-only old home may lack them).
 
         Asked once it holds (every run start of an agent with equivalent tools asks, and
@@ -1186,7 +1187,7 @@ class SqlStore:
             if self.engine.dialect.name == "postgresql":  # one snapshot for every query
                 conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():  # SQLite: a read transaction is one snapshot already
-                if not self._projected(conn):
+                if not self.has_stats_projection(conn):
                     return Figures()
                 return projection.figures(conn, since, agent)
 
@@ -1220,7 +1221,7 @@ class SqlStore:
         if intent is not None:
             self.ensure_facts()
         with self._faults(action="finding runs"), self.engine.connect() as conn:
-            if intent is not None and not self._projected(conn):
+            if intent is not None and not self.has_stats_projection(conn):
                 return []
             return projection.run_ids(conn, runs, where, intent, limit)
 
@@ -1240,7 +1241,7 @@ class SqlStore:
         if not tools:
             return {}
         with self._faults(action="reading tool latency"), self._reading() as conn:
-            if not self._projected(conn):
+            if not self.has_stats_projection(conn):
                 return {}
             shape, params = projection.latency_request(agent, sorted(tools), last, timeouts_ms)
             query = self._latency_queries.get(shape)

@@ -113,7 +113,8 @@ def record_run(
         if isinstance(e.payload, UserMessage | UserAnswered)
     ]
     title = name or f"recorded {run_id}: {' / '.join(inputs)[:50]}".rstrip(": ")
-    named = {str(c.get("name")) for c in _read(suite).get("cases") or [] if isinstance(c, dict)}
+    before = _read(suite)
+    named = {str(c.get("name")) for c in before.get("cases") or [] if isinstance(c, dict)}
     if title in named:  # ``load_suite`` refuses two cases of one name: the whole suite
         raise ConfigInvalidError(
             f"{suite} has a case named {title!r} already",
@@ -131,7 +132,7 @@ def record_run(
     existed = log.exists()
     write_log(log, events)  # first: a case never names a log that is not there
     try:
-        _append(suite, case, notes)
+        _append(suite, before, case, notes)
     except BaseException:  # a refused case leaves no log of the user's words behind
         if not existed:
             log.unlink(missing_ok=True)
@@ -160,9 +161,11 @@ def _read(suite: Path) -> dict[str, Any]:
     return data
 
 
-def _append(suite: Path, case: dict[str, Any], notes: list[str]) -> None:
-    """Append ``case`` (with ``notes`` as comments above it) after the suite's last case."""
-    before = _read(suite)
+def _append(suite: Path, before: dict[str, Any], case: dict[str, Any], notes: list[str]) -> None:
+    """Append ``case`` (with ``notes`` as comments above it) after the suite's last case.
+
+    ``before``: the suite as ``_read`` gave it (``record_run`` read it for its names).
+    """
     text = suite.read_text(encoding="utf-8") if suite.exists() else ""
     indent = _item_indent(text)
     block = "".join(f"{indent}# {_one_line(note)}\n" for note in notes)
