@@ -1,6 +1,6 @@
 """Each example's ``setup()`` may run at every load and leaves its demo data as it was.
 
-``corral run``, ``chat``, ``replay`` and ``eval`` each load the agent, so ``setup()``
+``corral run``, ``chat``, ``resume`` and ``eval`` each load the agent, so ``setup()``
 runs again on the same data folder. Found by hostile reviews: the orders example added
 its 12 tracking events again at every load (a customer's tracking history showed each
 event once per load), and the aftersales example its evidence (``check_evidence``

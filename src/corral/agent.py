@@ -904,6 +904,21 @@ def _mcp_server_tools(
     return specs, list(connections)
 
 
+def _mcp_needs_deps(config: AgentConfig) -> bool:
+    """Whether a declared MCP server names a ``${NAME}``, which setup's deps may supply.
+
+    Building the agent starts each server to list its tools, resolving its command, url,
+    env and headers then: a load that skips ``setup`` could not start such a server.
+    """
+    from corral.tools.transport import placeholders
+
+    for server in config.mcp_servers:
+        texts = [*(server.command or ()), server.url or "", *server.env.values()]
+        if any(placeholders(text) for text in [*texts, *server.headers.values()]):
+            return True
+    return False
+
+
 def _named_in_tools(module: ModuleType, kind: str, names: Sequence[str]) -> list[Any]:
     """The objects ``tools.py`` defines under ``names`` (agent.yaml's ``gates:``/``verifiers:``).
 
@@ -934,6 +949,7 @@ def load_agent(
     replay_loader: Callable[[str], Model] | None = None,
     mcp_listings: McpListingCache | None = None,
     config: AgentConfig | None = None,
+    setup: bool = True,
 ) -> Agent:
     """Load ``agent.yaml`` and ``tools.py`` from a folder.
 
@@ -951,6 +967,13 @@ def load_agent(
     ``Agent.aclose()`` (a service it started is stopped there). When the config
     enables the classifier, it is trained on the intents' examples, or loaded from
     ``cache_dir`` when the same examples were trained before.
+
+    ``setup=False`` loads the tools, gates and verifiers without running ``setup`` (nor,
+    so, its teardown), and the tools get empty deps: for ``corral replay``, which answers
+    every tool call from the stored log and calls no tool, so seeding a database or
+    starting a service there would be a side effect of a read. An agent whose
+    ``mcp_servers`` name a ``${NAME}`` still runs it: its servers are started here to list
+    their tools, and that name may be one of setup's deps.
     """
     if not (Path(agent_dir) / "agent.yaml").is_file():
         raise ConfigInvalidError(f"{agent_dir} has no agent.yaml")
@@ -970,14 +993,15 @@ def load_agent(
     tools: list[ToolSpec] = []
     gates: list[Any] = []
     verifiers: list[Any] = []
-    setup = Setup()
+    made = Setup()
     tools_file = root / "tools.py"
     if tools_file.is_file():
         module = import_tools(tools_file)
         tools = [value for value in vars(module).values() if isinstance(value, ToolSpec)]
         gates = _named_in_tools(module, "gate", config.gates)
         verifiers = _named_in_tools(module, "verifier", config.verifiers)
-        setup = run_setup(module, data_dir or root / ".data", root)
+        if setup or _mcp_needs_deps(config):
+            made = run_setup(module, data_dir or root / ".data", root)
     elif config.gates or config.verifiers:
         raise ConfigInvalidError(
             f"{root}: agent.yaml names gates or verifiers, but has no tools.py"
@@ -993,18 +1017,18 @@ def load_agent(
         return Agent.build(
             config,
             tools,
-            deps=setup.deps,
+            deps=made.deps,
             classifiers=classifiers,
             root=root,
             model=chosen,
-            teardown=setup.teardown,
+            teardown=made.teardown,
             mcp_listings=mcp_listings,
             gates=(*DEFAULT_GATES, *gates) if config.gates else None,
             verifiers=(*DEFAULT_VERIFIERS, *verifiers) if config.verifiers else None,
         )
     except ConfigInvalidError as exc:
-        if setup.teardown is not None:  # what setup started must not outlive a broken agent
-            setup.teardown()
+        if made.teardown is not None:  # what setup started must not outlive a broken agent
+            made.teardown()
         if tools_file.is_file() or exc.hint is not None or "unknown tool" not in exc.message:
             raise
         # the plans name tools, and the file that defines an agent's tools is not there
@@ -1012,6 +1036,6 @@ def load_agent(
             exc.message, hint=f"{root} has no tools.py, where an agent's Python tools live"
         ) from None
     except BaseException:
-        if setup.teardown is not None:  # what setup started must not outlive a broken agent
-            setup.teardown()
+        if made.teardown is not None:  # what setup started must not outlive a broken agent
+            made.teardown()
         raise

@@ -202,6 +202,7 @@ def _load(
     mcp_listings: McpListingCache | None = None,
     store: str | None = None,
     config: AgentConfig | None = None,
+    setup: bool = True,
 ) -> Agent:
     """The agent in ``agent_dir``; ``model`` (``--model``) replaces only its model's name.
 
@@ -209,6 +210,8 @@ def _load(
     A command that loads it many times passes one ``mcp_listings`` and one ``config``
     (its ``agent.yaml``, read once) to every load.
     ``store`` (``--store``) is where a ``replay:RUN_ID`` model reads its run.
+    ``setup=False``: its tools.py's ``setup`` is not run (``load_agent``), for a command
+    that calls no tool.
     """
     from corral.agent import load_agent
     from corral.models.replay import ReplayModel
@@ -227,6 +230,7 @@ def _load(
         replay_loader=replay_loader,
         mcp_listings=mcp_listings,
         config=config,
+        setup=setup,
     )
 
 
@@ -332,6 +336,7 @@ def _runtime_for_run(
     *,
     recorded: bool = False,
     store: str | None = None,
+    setup: bool = True,
 ) -> Runtime:
     """A runtime for a stored run's agent.
 
@@ -339,6 +344,8 @@ def _runtime_for_run(
     ``--home`` or run id leaves nothing behind).
     ``model`` names the model (``--model``); without it and with ``recorded``, the one the
     run was started with (so a resumed run keeps asking the model it began with).
+    ``setup=False`` for a replay, which takes every tool result from the log: the agent's
+    ``setup`` (a database seeded, a service started) is not run for it.
     """
     from corral.events import RunStarted
     from corral.runtime.runtime import Runtime
@@ -367,7 +374,7 @@ def _runtime_for_run(
     if model is None and recorded:
         model = recorded_model(events)
     return Runtime(
-        _load(Path(root), folder, model, store=store),
+        _load(Path(root), folder, model, store=store, setup=setup),
         opened,
         log_dir=folder / "logs",
         faults=_faults(),

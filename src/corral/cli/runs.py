@@ -207,6 +207,7 @@ def replay(
     """Replay a stored run from its log (inputs, model answers, tool results) and compare.
 
     Exit 1 when the replay took another path; the first divergent event is printed.
+    No tool is called, so the agent's setup() is not run.
     """
     from dataclasses import asdict
 
@@ -214,7 +215,8 @@ def replay(
     from corral.runtime.replay import replay_run
 
     folder = _home(home, create=False)
-    runtime = _runtime_for_run(run_id, folder, agent_dir, store=store)
+    # every tool result comes from the log: no tool is called, so none is set up
+    runtime = _runtime_for_run(run_id, folder, agent_dir, store=store, setup=False)
     events = runtime.store.load_events(run_id)
     report = _closing(runtime, replay_run(runtime.agent, events))
     if as_json:
