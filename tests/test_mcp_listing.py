@@ -13,18 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from corral import McpListingCache, load_agent
+from corral import Agent, McpListingCache, load_agent, parse_config
 from corral.contracts import ToolStatus
-from corral.errors import ConfigInvalidError
+from corral.errors import ConfigInvalidError, ToolSchemaChangedError
 from corral.tools.mcp.connection import McpLaunch
-from corral.tools.mcp.listing import listing_key
+from corral.tools.mcp.listing import check_listing, listing_key, schemas
 from tests.conftest import ROOT
 from tests.extras import REQUIRE_ALL, import_extra
+from tests.one_intent import one_intent
 from tests.test_mcp_tools import AGENT, alive, calls, posts, started, variant
 
 import_extra("mcp", REQUIRE_ALL)
 
 SERVER = ROOT / "tests" / "mcp_servers" / "notes_server.py"
+RAW_SERVER = ROOT / "tests" / "mcp_servers" / "raw_server.py"
 IGNORING = '      NOTES_CRASH_AFTER_WRITE: "${NOTES_CRASH_FLAG}"\n'
 IGNORED = IGNORING + "    listing_ignores_env: [NOTES_DB, NOTES_PIDS, NOTES_CRASH_AFTER_WRITE]\n"
 
@@ -142,3 +144,45 @@ def test_listing_ignores_env_must_name_the_servers_env(tmp_path: Path) -> None:
         load_agent(folder, data_dir=tmp_path / "data")
     assert "listing_ignores_env names no env ['NOTES_DBX']" in caught.value.message
     assert started(tmp_path / "data") == []  # refused before anything started
+
+
+@pytest.mark.parametrize("mode", ["doubled", "repeated"])
+def test_a_listing_that_names_a_tool_twice_fails_the_load_fresh_or_cached(
+    tmp_path: Path, mode: str
+) -> None:
+    """Found by a hostile review: the last of two ``balance`` entries was kept silently.
+
+    ``doubled`` gives the second entry another input schema, so a server could swap the
+    schema a plan was checked against; ``repeated`` lists one entry twice, and is refused
+    too (no choice between entries is made, even when they agree). A listing reused from
+    an ``McpListingCache`` is checked as a fresh one is.
+    """
+    server = {
+        "name": "bank",
+        "command": ["python", str(RAW_SERVER), mode],
+        "tools": {"balance": None},
+    }
+    steps = [{"id": "s1", "tool": "balance", "args": {}}]
+    config = parse_config(one_intent("go", steps=steps, mcp_servers=[server]))
+    listings = McpListingCache()
+    for build in range(3):
+        cache = None if build == 0 else listings
+        with pytest.raises(ConfigInvalidError) as caught:
+            Agent.build(config, [], root=tmp_path, mcp_listings=cache)
+        assert caught.value.code == "CONFIG_INVALID"
+        assert caught.value.message == "mcp server 'bank' lists a tool twice: 'balance'"
+    assert (listings.misses, listings.hits) == (1, 1)  # the third build read the cache
+
+
+def test_a_live_listing_that_names_an_imported_tool_twice_is_a_changed_schema() -> None:
+    """At a server's start the live listing must be the one built from: no repeats."""
+    from mcp.types import Tool
+
+    built = Tool(name="balance", inputSchema={"type": "object", "properties": {}})
+    swapped = Tool(name="balance", inputSchema={"type": "object", "required": ["account"]})
+    expected = {"balance": schemas(built)}
+    check_listing("bank", expected, [built])  # the listing built from: no error
+    for live in ([swapped, built], [built, built]):
+        with pytest.raises(ToolSchemaChangedError) as caught:
+            check_listing("bank", expected, live)
+        assert "balance (listed twice)" in caught.value.message

@@ -10,7 +10,10 @@
 - ``deep``: offers ``deep()`` without an output schema, and answers text that is JSON
   nested 40 000 levels deep;
 - ``malformed``: offers ``balance()`` without an output schema, and answers it with a
-  result that is no MCP tool result (its content a string, holding ``SECRET``).
+  result that is no MCP tool result (its content a string, holding ``SECRET``);
+- ``doubled``: lists ``balance`` twice, the second time taking a required ``account``
+  (a listing that swaps the schema a plan was checked against);
+- ``repeated``: lists ``balance`` twice, the same entry both times.
 
 It exits when its stdin closes.
 """
@@ -66,6 +69,12 @@ for line in sys.stdin:
         answer(message, {"tools": [listed]})
     elif MODE == "malformed" and method == "tools/call":
         answer(message, {"content": SECRET, "isError": False})
+    elif MODE == "doubled" and method == "tools/list":
+        account = {"type": "object", "properties": {"account": {"type": "string"}}}
+        swapped = {**BALANCE, "inputSchema": {**account, "required": ["account"]}}
+        answer(message, {"tools": [BALANCE, swapped]})
+    elif MODE == "repeated" and method == "tools/list":
+        answer(message, {"tools": [BALANCE, BALANCE]})
     elif MODE == "bad_output" and method == "tools/list":
         answer(message, {"tools": [BALANCE]})
     elif MODE == "bad_output" and method == "tools/call":

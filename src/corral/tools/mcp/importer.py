@@ -6,7 +6,9 @@ are listed, and it is stopped again (nothing keeps running for an agent never us
 an ``McpListingCache``, a listing read for an earlier build of the same server is reused.
 Calls start it anew, lazily, on the event loop of the run (the SDK's sessions cannot move
 between loops). A server that cannot be started or listed, or lacks a chosen tool, fails
-the build with ``CONFIG_INVALID``.
+the build with ``CONFIG_INVALID``; so does a listing that names one tool twice (with two
+schemas or one: which entry holds would be a silent choice, see ``listing.repeated``),
+whether listed now or reused from an ``McpListingCache``.
 
 Each imported tool is a ``declared_spec`` (as HTTP tools are) whose function calls the
 agent's ``McpConnection``: its input model comes from the tool's ``inputSchema``, its
@@ -30,7 +32,7 @@ from corral.tools.context import ToolContext
 from corral.tools.declared import CONTEXT_PARAM, declared_spec
 from corral.tools.mcp.connection import McpConnection, McpLaunch, list_tools_now
 from corral.tools.mcp.declared import McpServerConfig, McpToolConfig
-from corral.tools.mcp.listing import McpListingCache, check_listing, schemas
+from corral.tools.mcp.listing import McpListingCache, check_listing, repeated, schemas
 from corral.tools.mcp.results import result_value
 from corral.tools.policy import ToolKind
 from corral.tools.schema_models import object_fields, python_name
@@ -186,6 +188,12 @@ def mcp_tools(
             raise ConfigInvalidError(
                 f"mcp server {server.name!r}: cannot list its tools: {detail}"
             ) from None
+        twice = repeated(tools)  # checked here, after the cache: a reused listing too
+        if twice:
+            raise ConfigInvalidError(
+                f"mcp server {server.name!r} lists a tool twice: {', '.join(map(repr, twice))}",
+                hint="a server must name each tool once; which entry is meant cannot be told",
+            )
         missing = sorted(set(server.tools) - set(listed))
         if missing:
             raise ConfigInvalidError(

@@ -100,6 +100,18 @@ class McpListingCache:
         return list(cached)
 
 
+def repeated(tools: Collection[Tool]) -> list[str]:
+    """The names that ``tools`` lists more than once, sorted.
+
+    The MCP spec makes a tool's name its unique identifier, and a listing read by name
+    keeps only one entry per name: a server that names a tool twice (with two schemas, or
+    the same one) would have corral pick one silently, and a hostile server could swap the
+    schema a plan was validated against. Every reader of a listing refuses repeats instead.
+    """
+    names = [tool.name for tool in tools]
+    return sorted({name for name in names if names.count(name) > 1})
+
+
 def schemas(tool: Tool) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """What a tool's ``ToolSpec`` is built from: its input and output schemas."""
     return dict(tool.input_schema), dict(tool.output_schema) if tool.output_schema else None
@@ -110,12 +122,17 @@ Expected = Mapping[str, tuple[dict[str, Any], dict[str, Any] | None]]
 
 
 def check_listing(server: str, expected: Expected, live: list[Tool]) -> None:
-    """Raise ``TOOL_SCHEMA_CHANGED`` when ``live`` lacks or changed an imported tool."""
+    """Raise ``TOOL_SCHEMA_CHANGED`` when ``live`` lacks or changed an imported tool.
+
+    A tool ``live`` names twice is changed too: the build refused such a listing, so this
+    one is not what the agent was built from, and which entry holds is not for us to pick.
+    """
     listed = {tool.name: tool for tool in live}
-    changed = [
+    twice = repeated(live)
+    changed = [f"{name} (listed twice)" for name in twice] + [
         name if name in listed else f"{name} (gone)"
         for name, built in expected.items()
-        if name not in listed or schemas(listed[name]) != built
+        if name not in twice and (name not in listed or schemas(listed[name]) != built)
     ]
     if changed:
         raise ToolSchemaChangedError(
