@@ -30,11 +30,13 @@ def _agent(home: Path) -> Agent:
     return load_agent(AFTERSALES, data_dir=home / "data" / "aftersales")
 
 
-async def test_a_read_plan_runs_without_a_message_or_a_classified_intent(tmp_path: Path) -> None:
+async def test_a_plan_with_no_confirmation_runs_without_a_message_or_an_intent(
+    tmp_path: Path,
+) -> None:
     runtime = Runtime(_agent(tmp_path), SqlStore.open(tmp_path / "corral.db"))
-    summary = await runtime.run_plan("repair", entities=ORDER)
+    summary = await runtime.run_plan("repair", entities=ORDER)  # reads, then books the repair
     assert summary.status is RunStatus.FINISHED and summary.outcome == "success"
-    assert [s.status for s in summary.steps] == [StepStatus.SUCCEEDED] * 3
+    assert [s.status for s in summary.steps] == [StepStatus.SUCCEEDED] * 4
     assert summary.intent is None and summary.reply
     events = await runtime.events(summary.run_id)
     kinds = [e.type for e in events]

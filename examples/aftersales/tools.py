@@ -199,3 +199,66 @@ def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> Excha
             ),
         )
     return ExchangeOrder(exchange_id=exchange_id, order_id=order_id, created=True)
+
+
+class RepairTicket(BaseModel):
+    repair_id: str
+    order_id: str
+    """As the repairs table holds it: the plan's success check compares it with the order."""
+    created: bool
+    """False when the order's open repair was booked earlier (this run's key, or another
+    run's): the engineer already has it, and a second ticket would only call twice."""
+
+
+def find_repair_by_key(order_id: str, in_warranty: bool, ctx: ToolContext) -> RepairTicket | None:
+    """The repair this run's key booked, if any: settles a write whose outcome is unknown."""
+    with _connect(ctx) as conn:
+        row = conn.execute(
+            "SELECT repair_id, order_id FROM repairs WHERE idempotency_key = ?",
+            (ctx.idempotency_key,),
+        ).fetchone()
+    return (
+        RepairTicket(repair_id=row["repair_id"], order_id=row["order_id"], created=True)
+        if row
+        else None
+    )
+
+
+@tool(
+    policy=ToolPolicy(kind="write", timeout_s=10, idempotent=True),
+    summary="repair {repair_id} for {order_id}",
+    reconcile=find_repair_by_key,
+)
+def book_repair(order_id: str, in_warranty: bool, ctx: ToolContext) -> RepairTicket:
+    """Book a repair: the engineer's callback list. Idempotent, and one open repair per order.
+
+    No confirmation is asked: a booking commits the customer to nothing (a charged repair
+    is quoted before any work). The reply that says "repair booked" is true only once
+    this row exists, so the plan books it before the reply is written.
+    """
+    existing = find_repair_by_key(order_id, in_warranty, ctx)
+    if existing is not None:
+        return existing.model_copy(update={"created": False})
+    with _connect(ctx) as conn:
+        conn.execute("BEGIN IMMEDIATE")  # the check and the insert, one writer at a time
+        open_repair = conn.execute(
+            "SELECT repair_id, order_id FROM repairs WHERE order_id = ? AND status = 'open' "
+            "ORDER BY created_at LIMIT 1",
+            (order_id.upper(),),
+        ).fetchone()
+        if open_repair is not None:  # reported again: the same ticket, not a second call
+            return RepairTicket(
+                repair_id=open_repair["repair_id"], order_id=open_repair["order_id"], created=False
+            )
+        repair_id = "RP" + ctx.idempotency_key[:10].upper()
+        conn.execute(
+            "INSERT INTO repairs VALUES (?, ?, ?, 'open', ?, ?)",
+            (
+                repair_id,
+                order_id.upper(),
+                int(in_warranty),
+                ctx.idempotency_key,
+                ctx.received_at.isoformat(),
+            ),
+        )
+    return RepairTicket(repair_id=repair_id, order_id=order_id.upper(), created=True)

@@ -1,4 +1,5 @@
--- The after-sales business database: orders, warranty policies, evidence, exchanges.
+-- The after-sales business database: orders, warranty policies, evidence, exchanges,
+-- repairs.
 -- Loaded into a fresh SQLite file by tools.setup(); edit here, never the .db file.
 CREATE TABLE IF NOT EXISTS products (
     sku TEXT PRIMARY KEY,
@@ -32,6 +33,16 @@ CREATE TABLE IF NOT EXISTS exchanges (
     exchange_id TEXT PRIMARY KEY,
     order_id TEXT NOT NULL REFERENCES orders(order_id),
     reason TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL
+);
+-- a repair booked for an order: what the engineer calls back about (free in warranty,
+-- quoted first when charged)
+CREATE TABLE IF NOT EXISTS repairs (
+    repair_id TEXT PRIMARY KEY,
+    order_id TEXT NOT NULL REFERENCES orders(order_id),
+    in_warranty INTEGER NOT NULL,
+    status TEXT NOT NULL,
     idempotency_key TEXT NOT NULL UNIQUE,
     created_at TEXT NOT NULL
 );

@@ -1,0 +1,63 @@
+"""A repair the aftersales reply calls booked is booked: a row the engineer's list holds.
+
+Found by a conversation walkthrough: the repair plan read the order and its warranty,
+then replied "已为您登记报修 ... 工程师会在 1 个工作日内联系您" while no tool recorded
+anything, so no engineer would ever call. The plan now books the repair (``book_repair``,
+a write with an idempotency key) before the reply, which names the ticket.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli
+
+REPAIR = "打印机卡纸了，订单 HD20240501"
+
+
+def run_json(home: Path, message: str) -> dict[str, Any]:
+    done = corral_cli(home, "run", str(AFTERSALES), message, "--json")
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def repairs(home: Path) -> list[tuple[str, str, int]]:
+    with sqlite3.connect(home / "data" / "aftersales" / "aftersales.db") as conn:
+        rows = conn.execute("SELECT repair_id, order_id, in_warranty FROM repairs").fetchall()
+    return [(str(a), str(b), int(c)) for a, b, c in rows]
+
+
+def test_a_repair_the_reply_calls_booked_is_on_the_engineers_list(tmp_path: Path) -> None:
+    done = run_json(tmp_path, REPAIR)
+    assert done["status"] == "finished" and done["intent"]["label"] == "报修"
+    assert "已为您登记报修" in done["reply"]
+    [(repair_id, order_id, in_warranty)] = repairs(tmp_path)
+    assert (order_id, in_warranty) == ("HD20240501", 1)
+    assert repair_id in done["reply"]  # the customer can quote the ticket
+
+
+def test_an_out_of_warranty_repair_is_booked_as_charged(tmp_path: Path) -> None:
+    done = run_json(tmp_path, "my inkjet HD20221108 stopped working")
+    assert "charged" in done["reply"]
+    [(repair_id, order_id, in_warranty)] = repairs(tmp_path)
+    assert (order_id, in_warranty) == ("HD20221108", 0)
+    assert repair_id in done["reply"]
+
+
+def test_the_same_fault_reported_again_is_the_open_ticket_not_a_second_one(
+    tmp_path: Path,
+) -> None:
+    first = run_json(tmp_path, REPAIR)
+    again = run_json(tmp_path, "HD20240501 的打印机又卡纸了，修一下")
+    [(repair_id, _, _)] = repairs(tmp_path)
+    assert repair_id in first["reply"] and repair_id in again["reply"]
+
+
+def test_a_product_the_order_does_not_hold_books_nothing(tmp_path: Path) -> None:
+    done = run_json(tmp_path, "HD20240501的投影仪坏了")
+    assert done["outcome"] == "refused"
+    assert repairs(tmp_path) == []
