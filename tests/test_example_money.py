@@ -267,6 +267,11 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "你们说给我退款的 怎么到现在都没有 OD2610280005",
         "帮我查下退款 OD2610280005",
         "我的退款还在审核吗 OD2610280005",
+        # a conversation walkthrough: "how long until I can get a refund" asked to confirm one
+        "OD2610280005 多久能退款",
+        "OD2610280005 什么时候可以退款",
+        "多久才能退款 OD2610280005",
+        "OD2610280005 几天能退钱",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
