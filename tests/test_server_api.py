@@ -332,8 +332,8 @@ def test_an_unknown_route_or_method_is_answered_with_a_hint_to_the_routes(base: 
         asset = http.get("/ui/js/nope.js")  # the dashboard's file: no API advice
         assert asset.status_code == 404 and asset.json()["error"]["hint"] is None
         wrong = http.delete("/runs/run_x")
-        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
-        assert wrong.json()["error"]["message"] == "the route takes GET"
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD"
+        assert wrong.json()["error"]["message"] == "the route takes GET, HEAD"
 
 
 def test_a_blank_message_or_answer_is_422_and_records_nothing(base: str, tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ One app serves several agents over one store, the CLI's (``<home>/corral.db``, o
 ``corral runs``, ``show`` and ``resume`` see what the server did and the other way round.
 Each agent has one ``Runtime`` on that store, logging to ``<home>/logs`` as the CLI does.
 
-Layers, outermost first: the bearer token (before anything else), the body limit (before
-anything parses a body), then the routes. Every corral error is answered with its stable
+Layers, outermost first: ``HEAD`` answered as ``GET`` without its body (``head.py``), the
+bearer token (before anything else), the body limit (before anything parses a body), then
+the routes. Every corral error is answered with its stable
 code and the status of ``replies.STATUS_BY_CODE``.
 """
 
@@ -40,6 +41,7 @@ from corral.observe.logs import valid_run_id
 from corral.observe.redact import redactor_for
 from corral.runtime.runtime import Runtime
 from corral.server.auth import BearerAuth
+from corral.server.head import HeadAsGet
 from corral.server.hub import Hub, LiveRun
 from corral.server.limits import DEFAULT_BODY_LIMIT, BodyLimit
 from corral.server.replies import corral_error_response, error_response
@@ -225,7 +227,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     mount_ui(app)  # the dashboard, /ui (issue 12 part 6)
     _answer_errors(app)
     app.add_middleware(BodyLimit, limit=settings.body_limit)
-    app.add_middleware(BearerAuth, token=settings.token)  # added last: runs first
+    app.add_middleware(BearerAuth, token=settings.token)
+    app.add_middleware(HeadAsGet)  # added last: runs first, so HEAD meets the token as GET
     return app
 
 
@@ -249,6 +252,18 @@ def _queued(settings: ServerSettings, store: SqlStore) -> QueuedRuns | None:
             hint="pip install 'corral[dbos]'",
         ) from None
     return QueuedRuns(queue, store.engine)
+
+
+def with_head(allowed: str) -> str:
+    """An ``Allow`` header's methods, with ``HEAD`` wherever ``GET`` is.
+
+    The routes name only ``GET``; ``HeadAsGet`` answers ``HEAD`` on each of them, and
+    ``Allow`` lists every method a route takes (RFC 9110 §10.2.1).
+    """
+    methods = [method.strip() for method in allowed.split(",") if method.strip()]
+    if "GET" in methods and "HEAD" not in methods:
+        methods.insert(methods.index("GET") + 1, "HEAD")
+    return ", ".join(methods)
 
 
 def _answer_errors(app: FastAPI) -> None:
@@ -292,7 +307,7 @@ def _answer_errors(app: FastAPI) -> None:
         if exc.status_code == 404:
             return error_response(404, ErrorCode.INVALID_ARGUMENT, "no such route", hint)
         if exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
+            allowed = with_head((exc.headers or {}).get("Allow", ""))
             answer = error_response(
                 405,
                 ErrorCode.INVALID_ARGUMENT,

@@ -21,9 +21,14 @@ bearer = HTTPBearer(auto_error=False, description="The server's token (CORRAL_AP
 """Documents the token in the OpenAPI schema; ``auth.BearerAuth`` checks it, before routing."""
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in ("401", "404", "409", "413", "422")
+    code: {"model": ErrorBody} for code in ("401", "404", "409", "413", "422", "503")
 }
-"""The error answers every data route may give, for the schema."""
+"""The error answers every data route may give, for the schema.
+
+503: every data route reads the store, and a store that cannot be reached, is full or is
+read-only is answered 503 (``replies.STATUS_BY_CODE``); a client reading the schema
+should know to retry it.
+"""
 
 open_router = APIRouter()
 """Routes anyone may call."""
