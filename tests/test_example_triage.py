@@ -284,6 +284,31 @@ def test_a_missing_customer_id_is_asked_for_and_the_answer_resumes(tmp_path: Pat
     assert "优先级 P0" in done["reply"]
 
 
+async def test_a_customer_id_given_at_the_clarification_is_kept_and_never_asked_again(
+    triage: Agent,
+) -> None:
+    """The clarification asks what the ticket is about, not for the id it cannot take alone.
+
+    It invited the id ("顺便附上客户编号"): the customer who sent just "C10001" was asked
+    the same again, id included, and sending it again was handed off as still unclear.
+    """
+    runtime = runtime_for(triage)
+    first = await runtime.start("你好", session_id="k1")
+    assert first.status.value == "awaiting_user" and "客户编号" not in (first.reply or "")
+    given = await runtime.start("C10001", session_id="k1")
+    assert given.status.value == "awaiting_user"
+    assert "客户编号" not in (given.reply or "")  # it has the id: it asks what happened
+    done = await runtime.start("支付挂了", session_id="k1")
+    assert done.status.value == "finished" and "优先级 P0" in (done.reply or "")
+    assert rows(triage, "SELECT customer_id FROM tickets") == [("C10001",)]
+    english = await runtime.start("hello", session_id="k2")
+    assert "customer id" not in (english.reply or "")
+    given = await runtime.start("my id is c20002", session_id="k2")
+    assert given.status.value == "awaiting_user" and "customer id" not in (given.reply or "")
+    done = await runtime.start("I was charged twice", session_id="k2")
+    assert done.status.value == "finished" and "filed as P2" in (done.reply or "")
+
+
 def test_two_products_are_asked_about_in_the_customers_words(tmp_path: Path) -> None:
     """Not "您说的product是哪一个：payments、api？" (the entity's name, canonical values)."""
     asked = run_json(tmp_path, "C10003 支付的接口文档在哪里", "--session", "c3")
