@@ -136,47 +136,6 @@ class TemplateText(_Strict):
     en: str
 
 
-class EntitySpec(_Strict):
-    """How one entity is found in text."""
-
-    kind: Literal["pattern", "vocabulary", "date_range", "amount"] = "pattern"
-    patterns: list[str] = Field(default_factory=list)
-    """Regexes; the first capture group that matched (or the whole match) is the value."""
-    vocabulary: dict[str, str] = Field(default_factory=dict)
-    """Surface word -> canonical value (``打印机: printer``); also the fuzzy catalogue."""
-    fuzzy_threshold: int | None = Field(None, ge=50, le=100)
-    """For vocabularies: when no word matches exactly, accept the closest one scoring at
-    least this (rapidfuzz partial ratio, 0-100). ``None`` turns fuzzy matching off."""
-    upper: bool = False
-    """Upper-case the value (order ids)."""
-    carry_over: bool | None = None
-    """Whether a value from an earlier turn of the session is reused when a new message
-    does not say it. Default: yes, except for dates and amounts, which belong to a turn."""
-    label: TemplateText | None = None
-    """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
-    of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""
-    cues: list[str] = Field(default_factory=list)
-    """Words one of which a message must say for the entity to be taken from it (a
-    purchase date only beside 买 or "bought": "上周坏了" names when it broke, "Nice weather
-    today" no date at all). None: always. An answer to a question about it needs none."""
-    weekday: Literal["this_week", "past", "future"] = "this_week"
-    """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
-    latest up to today (``past``: an order placed on Friday) or the next from today
-    (``future``: a forecast for Friday). "上周五", "next Friday" say which themselves."""
-    whole_answer: bool = False
-    """When a run asks for this entity and the answer gives it no value by the patterns,
-    the answer itself (trimmed, at most 200 characters) is the value: a free-text slot,
-    such as a new address given alone ("上海市徐汇区漕溪北路100号"), whose patterns need
-    words around it in a message ("改成 ...")."""
-
-    @property
-    def carries_over(self) -> bool:
-        """The effective carry-over setting."""
-        if self.carry_over is not None:
-            return self.carry_over
-        return self.kind not in ("date_range", "amount")
-
-
 def _flat(value: list[Any]) -> list[Any]:
     return [part for item in value for part in (_flat(item) if isinstance(item, list) else [item])]
 
@@ -209,6 +168,53 @@ Patterns = Annotated[
     BeforeValidator(_each_of, json_schema_input_type=str | list[str | list[str]] | None),
 ]
 """A regex, or a list of them (lists within it too): any one of them matching counts."""
+
+
+class EntitySpec(_Strict):
+    """How one entity is found in text."""
+
+    kind: Literal["pattern", "vocabulary", "date_range", "amount"] = "pattern"
+    patterns: list[str] = Field(default_factory=list)
+    """Regexes; the first capture group that matched (or the whole match) is the value."""
+    vocabulary: dict[str, str] = Field(default_factory=dict)
+    """Surface word -> canonical value (``打印机: printer``); also the fuzzy catalogue."""
+    fuzzy_threshold: int | None = Field(None, ge=50, le=100)
+    """For vocabularies: when no word matches exactly, accept the closest one scoring at
+    least this (rapidfuzz partial ratio, 0-100). ``None`` turns fuzzy matching off."""
+    upper: bool = False
+    """Upper-case the value (order ids)."""
+    carry_over: bool | None = None
+    """Whether a value from an earlier turn of the session is reused when a new message
+    does not say it. Default: yes, except for dates and amounts, which belong to a turn."""
+    carry_unless: Patterns = None
+    """A regex (or a list: any of them) that, found in a new message, keeps the session's
+    value from carrying over to its run: the message is about another one ("另一个订单到哪
+    了", "my other order"), and the value of the last turn would answer for the wrong
+    one; it is asked for instead. Also where something else in the message decides it:
+    a product is not carried to a message naming an order, which says its own product."""
+    label: TemplateText | None = None
+    """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
+    of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""
+    cues: list[str] = Field(default_factory=list)
+    """Words one of which a message must say for the entity to be taken from it (a
+    purchase date only beside 买 or "bought": "上周坏了" names when it broke, "Nice weather
+    today" no date at all). None: always. An answer to a question about it needs none."""
+    weekday: Literal["this_week", "past", "future"] = "this_week"
+    """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
+    latest up to today (``past``: an order placed on Friday) or the next from today
+    (``future``: a forecast for Friday). "上周五", "next Friday" say which themselves."""
+    whole_answer: bool = False
+    """When a run asks for this entity and the answer gives it no value by the patterns,
+    the answer itself (trimmed, at most 200 characters) is the value: a free-text slot,
+    such as a new address given alone ("上海市徐汇区漕溪北路100号"), whose patterns need
+    words around it in a message ("改成 ...")."""
+
+    @property
+    def carries_over(self) -> bool:
+        """The effective carry-over setting."""
+        if self.carry_over is not None:
+            return self.carry_over
+        return self.kind not in ("date_range", "amount")
 
 
 class IntentRule(_Strict):

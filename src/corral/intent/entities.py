@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from corral.config import EntitySpec
+from corral.config import EntitySpec, patterns_of
 from corral.contracts import Language
 from corral.errors import ConfigInvalidError
 from corral.intent.politeness import without_politeness_tail
@@ -106,13 +106,13 @@ class EntityExtractor:
     def __init__(self, specs: Mapping[str, EntitySpec], timezone: str) -> None:
         self._timezone = timezone
         self._entities: list[_CompiledEntity] = []
+        self._carry_unless = {
+            name: _compiled(name, "carry_unless", patterns_of(spec.carry_unless))
+            for name, spec in specs.items()
+            if spec.carry_unless
+        }
         for name, spec in specs.items():
-            try:
-                patterns = tuple(re.compile(p, re.IGNORECASE) for p in spec.patterns)
-            except (re.error, ValueError) as exc:  # (?a)(?u) is a ValueError
-                raise ConfigInvalidError(f"entity {name!r}: bad pattern: {exc}") from None
-            for pattern in spec.patterns:
-                refuse_explosive(pattern, f"entity {name!r}", re.IGNORECASE)
+            patterns = _compiled(name, "pattern", spec.patterns)
             # Longest surface words first, so "激光打印机" wins over "打印机".
             vocab = tuple(sorted(spec.vocabulary.items(), key=lambda kv: -len(kv[0])))
             self._entities.append(_CompiledEntity(name, spec, patterns, vocab))
@@ -141,6 +141,21 @@ class EntityExtractor:
             if value is not None:
                 found[entity.name] = value
         return found
+
+    def not_carried(self, text: str) -> frozenset[str]:
+        """The entities a new message keeps from carrying over (their ``carry_unless``).
+
+        "另一个订单到哪了" is about another order than the session's last: its run asks
+        which one instead of answering for the wrong one.
+        """
+        if not self._carry_unless:
+            return frozenset()
+        text = fold_letters_and_digits(text)
+        return frozenset(
+            name
+            for name, patterns in self._carry_unless.items()
+            if any(pattern.search(text) for pattern in patterns)
+        )
 
     def mentions(self, text: str, names: Iterable[str]) -> dict[str, list[str]]:
         """The values ``text`` gives for the entities of ``names``; two or more: ambiguous.
@@ -222,6 +237,18 @@ class EntityExtractor:
             if value:  # a capture of nothing but "谢谢" gives no value
                 return value.upper() if spec.upper else value
         return None
+
+
+def _compiled(name: str, field: str, sources: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """An entity's regexes, case-insensitive; ``CONFIG_INVALID`` naming it and the field."""
+    compiled = []
+    for source in sources:
+        try:
+            compiled.append(re.compile(source, re.IGNORECASE))
+        except (re.error, ValueError) as exc:  # (?a)(?u) is a ValueError
+            raise ConfigInvalidError(f"entity {name!r}: bad {field}: {exc}") from None
+        refuse_explosive(source, f"entity {name!r}", re.IGNORECASE)
+    return tuple(compiled)
 
 
 def _matched(match: re.Match[str]) -> str:

@@ -631,7 +631,7 @@ class Runtime:
                 run_id, session, session_id, language, ENTRY_MESSAGE, watch, (found, observed)
             )
             journal.emit("intent", UserMessage(message, message_id))
-            self._carry_over(journal, session)
+            self._carry_over(journal, session, message)
             return await self._drive(journal, held)
 
     async def answer_of_message(
@@ -811,19 +811,27 @@ class Runtime:
         spec = self._per_agent().redact
         return {"fields": list(spec["fields"]), "patterns": list(spec["patterns"])}
 
-    def _carried(self, session: SessionRecord | None) -> dict[str, Any]:
-        """The session's entities that carry over to a new run."""
-        if session is None:
+    def _carried(self, session: SessionRecord | None, message: str | None = None) -> dict[str, Any]:
+        """The session's entities that carry over to a new run (of ``message``, if one).
+
+        Not one the message says is another (the entity's ``carry_unless``): "另一个订单"
+        is not the order of the last turn.
+        """
+        if session is None or not session.entities:
             return {}
+        specs = self.agent.config.entities
+        other = self.agent.intent.entities.not_carried(message) if message else frozenset()
         return {
             name: value
             for name, value in session.entities.items()
-            if name in self.agent.config.entities and self.agent.config.entities[name].carries_over
+            if name in specs and specs[name].carries_over and name not in other
         }
 
-    def _carry_over(self, journal: Journal, session: SessionRecord | None) -> None:
-        """Record the session's entities that carry over to a new run."""
-        carried = self._carried(session)
+    def _carry_over(
+        self, journal: Journal, session: SessionRecord | None, message: str | None = None
+    ) -> None:
+        """Record the session's entities that carry over to a new run (of ``message``)."""
+        carried = self._carried(session, message)
         if carried:
             journal.emit("intent", EntitiesMerged(carried, "session"))
 

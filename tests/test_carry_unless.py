@@ -1,0 +1,116 @@
+"""An entity's ``carry_unless``: a message about another one does not reuse the last turn's.
+
+Found by a conversation walkthrough: in one session, "OD2611250001 到哪了" and then
+"另一个订单到哪了" answered for OD2611250001 again (the order of the last turn carried
+over), and in the aftersales desk "打印机保修多久" and then "HD20250920 黑屏了，帮我修一下"
+refused the repair: the carried product (a printer) was not the order's (a monitor), a
+product the customer never named in that message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from corral import MemoryStore, Runtime, load_agent, parse_config
+from corral.config import EntitySpec
+from corral.contracts import RunStatus
+from corral.errors import ConfigInvalidError
+from corral.intent.entities import EntityExtractor
+from tests.conftest import AFTERSALES, ORDERS
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+OTHER = [r"(另一|另外一|其他|别的)\s*(个|笔)?\s*订单", r"\b(another|other)\s+order"]
+
+
+def extractor(**specs: EntitySpec) -> EntityExtractor:
+    return EntityExtractor(specs, "UTC")
+
+
+def order(carry_unless: object = OTHER) -> EntitySpec:
+    return EntitySpec.model_validate(
+        {"patterns": [r"(OD\d{4})"], "upper": True, "carry_unless": carry_unless}
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "kept_from_carrying"),
+    [
+        ("另一个订单到哪了", {"order_id"}),
+        ("我的另外一笔订单呢", {"order_id"}),
+        ("what about my OTHER order?", {"order_id"}),  # case-insensitive, as patterns are
+        ("ａｎｏｔｈｅｒ order", {"order_id"}),  # full-width letters read as ASCII ones
+        ("订单到哪了", set()),
+        ("where is my order", set()),
+        ("the mother ordered it", set()),
+    ],
+)
+def test_a_message_about_another_one_keeps_it_from_carrying(
+    message: str, kept_from_carrying: set[str]
+) -> None:
+    found = extractor(order_id=order(), phone=EntitySpec(patterns=[r"(1\d{10})"]))
+    assert found.not_carried(message) == kept_from_carrying
+
+
+def test_without_carry_unless_nothing_is_kept_from_carrying() -> None:
+    assert extractor(order_id=order(None)).not_carried("另一个订单") == frozenset()
+
+
+def test_a_bad_carry_unless_is_config_invalid_naming_the_entity_and_field() -> None:
+    with pytest.raises(ConfigInvalidError, match=r"entity 'order_id': bad carry_unless"):
+        extractor(order_id=order("(另一"))
+
+
+def test_a_carry_unless_that_could_run_for_minutes_is_refused() -> None:
+    with pytest.raises(ConfigInvalidError, match="order_id"):
+        extractor(order_id=order(r"(a+)+b"))
+
+
+def test_carry_unless_is_checked_when_the_agent_is_built() -> None:
+    config = parse_config(
+        {
+            "name": "carry",
+            "entities": {"order_id": {"patterns": [r"(OD\d{4})"], "carry_unless": "(另一"}},
+            "intents": [{"name": "hi", "rules": [{"keywords": ["hi"]}], "route": "reply"}],
+            "templates": {"clarify": {"zh": "嗯", "en": "hm"}},
+        }
+    )
+    from corral.intent.pipeline import IntentLayer
+
+    with pytest.raises(ConfigInvalidError, match="carry_unless"):
+        IntentLayer(config, [])
+
+
+def test_another_order_in_a_session_is_asked_for_not_taken_from_the_last_turn(
+    tmp_path: Path,
+) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        first = await runtime.start("OD2611250001 到哪了", session_id="s")
+        assert first.status is RunStatus.FINISHED and "OD2611250001" in (first.reply or "")
+        other = await runtime.start("另一个订单到哪了", session_id="s")
+        assert other.status is RunStatus.AWAITING_USER, other
+        assert "OD2611250001" not in (other.reply or "") and "订单号" in (other.reply or "")
+        given = await runtime.start("OD2611200002", session_id="s")
+        assert given.status is RunStatus.FINISHED and "OD2611200002" in (given.reply or "")
+        same = await runtime.start("它到哪了", session_id="s")  # no other: the last one
+        assert "OD2611200002" in (same.reply or ""), same
+
+    asyncio.run(talk())
+
+
+def test_a_product_of_an_earlier_turn_does_not_refuse_an_order_named_now(
+    tmp_path: Path,
+) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path), MemoryStore())
+        asked = await runtime.start("打印机保修多久", session_id="s")
+        assert asked.status is RunStatus.FINISHED
+        repair = await runtime.start("HD20250920 黑屏了，帮我修一下", session_id="s")
+        assert repair.status is RunStatus.FINISHED and repair.outcome == "success", repair
+        assert "显示器" in (repair.reply or "") and "报修单" in (repair.reply or "")
+
+    asyncio.run(talk())
