@@ -101,7 +101,7 @@ def test_the_examples_suites_load_as_they_are() -> None:
     """The shapes refused above are none of the shapes the shipped suites use."""
     examples = Path(__file__).resolve().parents[1] / "examples"
     sizes = {p.parent.name: len(load_suite(p).cases) for p in examples.glob("*/eval.yaml")}
-    assert sizes == {"aftersales": 27, "orders": 136, "triage": 103, "ops": 50}
+    assert sizes == {"aftersales": 28, "orders": 137, "triage": 103, "ops": 50}
 
 
 def test_null_says_nothing_was_recognised_where_that_is_an_expectation(tmp_path: Path) -> None:
@@ -182,3 +182,28 @@ def test_an_eval_leaves_no_scratch_behind_and_checks_its_report_path_first(
     folder = corral_cli(tmp_path / "home", *run, "--markdown", str(tmp_path), ok=False, env=env)
     assert folder.returncode == 2 and "Traceback" not in folder.stderr
     assert "is a folder" in json.loads(folder.stdout)["error"]["message"]
+
+
+async def test_a_case_s_turns_share_a_session_as_a_chat_client_s_do(tmp_path: Path) -> None:
+    """A later request of a case reuses what an earlier turn found, as in production.
+
+    Each finished turn's next message started a run with no session, so an eval could not
+    see what carries over between requests (nor what must not: "另一个订单" answered for
+    the last turn's order in the orders example, and no case could show it).
+    """
+    from corral import load_agent
+    from corral.testing.evaluation import run_suite
+    from tests.conftest import ORDERS
+
+    suite = tmp_path / "eval.yaml"
+    suite.write_text(
+        "cases:\n"
+        "  - name: the order of the last turn\n"
+        "    messages: ['OD2611250001 到哪了', '它现在到哪了']\n"
+        "    expect: {intent: logistics, status: finished, reply_contains: OD2611250001}\n",
+        encoding="utf-8",
+    )
+    report = await run_suite(
+        lambda: load_agent(ORDERS, data_dir=tmp_path / "data"), load_suite(suite)
+    )
+    assert report.as_json()["failures"] == []

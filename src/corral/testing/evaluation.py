@@ -42,6 +42,7 @@ from corral.contracts import IntentSource, RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
 from corral.errors import ConfigInvalidError, ErrorCode, InvalidInputError
 from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
+from corral.hashing import stable_hash
 from corral.inputs import is_blank, require_text
 from corral.observe.telemetry import Untraced
 from corral.runtime.runtime import Runtime
@@ -448,10 +449,14 @@ async def run_case(
     runs: list[str] = []
     await arrange(case.arrange, runtime.agent.deps, case.name)
 
+    session = "eval-" + stable_hash(case.name)
+    """The conversation's session, as a chat client keeps one: what a turn found (an
+    order, a product) carries over to the next request as it would in production."""
+
     async def send(message: str | None, run_id: str | None) -> RunSummary:
         """A new message, an answer to ``run_id``'s question, or (``None``) the approval."""
         if run_id is None:
-            return await runtime.start(message or "")
+            return await runtime.start(message or "", session_id=session)
         if message is None:
             return await runtime.resume(run_id, approve=case.approve)
         return await runtime.resume(run_id, answer=message)
