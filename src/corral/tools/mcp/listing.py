@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,8 +109,8 @@ def repeated(tools: Collection[Tool]) -> list[str]:
     the same one) would have corral pick one silently, and a hostile server could swap the
     schema a plan was validated against. Every reader of a listing refuses repeats instead.
     """
-    names = [tool.name for tool in tools]
-    return sorted({name for name in names if names.count(name) > 1})
+    counts = Counter(tool.name for tool in tools)  # linear: a listing may be long
+    return sorted(name for name, seen in counts.items() if seen > 1)
 
 
 def schemas(tool: Tool) -> tuple[dict[str, Any], dict[str, Any] | None]:
