@@ -48,13 +48,36 @@ def test_an_out_of_warranty_repair_is_booked_as_charged(tmp_path: Path) -> None:
     assert repair_id in done["reply"]
 
 
-def test_the_same_fault_reported_again_is_the_open_ticket_not_a_second_one(
+def test_the_same_fault_reported_again_names_the_open_ticket_and_books_none(
     tmp_path: Path,
 ) -> None:
+    """A walkthrough: reported again ("还是没人联系我"), the reply said "已为您登记" and
+    promised a new callback within a day, as if the ticket were new."""
     first = run_json(tmp_path, REPAIR)
-    again = run_json(tmp_path, "HD20240501 的打印机又卡纸了，修一下")
+    again = run_json(tmp_path, "HD20240501 的打印机又卡纸了，还是没人联系我")
     [(repair_id, _, _)] = repairs(tmp_path)
     assert repair_id in first["reply"] and repair_id in again["reply"]
+    assert again["outcome"] == "refused" and "已经有报修单" in again["reply"]
+    assert "已为您登记" not in again["reply"]
+
+
+def test_an_order_not_yet_delivered_is_not_booked_for_repair(tmp_path: Path) -> None:
+    done = run_json(tmp_path, "HD20260801 的投影仪打不开了")  # shipped, not delivered
+    assert done["outcome"] == "refused" and "还没有签收" in done["reply"]
+    assert repairs(tmp_path) == []
+
+
+def test_an_exchange_closes_the_order_s_open_repair(tmp_path: Path) -> None:
+    """A walkthrough: an exchange made while a repair was open left both, so the customer
+    got a new machine and an engineer's call about the one sent back."""
+    run_json(tmp_path, REPAIR)
+    asked = run_json(tmp_path, "我的打印机坏了，订单号 HD20240501，想换新")
+    assert asked["status"] == "awaiting_confirm"
+    corral_cli(tmp_path, "resume", asked["run_id"], "--approve")
+    with sqlite3.connect(tmp_path / "data" / "aftersales" / "aftersales.db") as conn:
+        rows = conn.execute("SELECT status FROM repairs").fetchall()
+        exchanged = conn.execute("SELECT count(*) FROM exchanges").fetchone()[0]
+    assert exchanged == 1 and rows == [("replaced",)]
 
 
 def test_a_product_the_order_does_not_hold_books_nothing(tmp_path: Path) -> None:

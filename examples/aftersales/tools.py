@@ -49,6 +49,8 @@ class OrderInfo(BaseModel):
     status: str
     open_exchange: str | None = None
     """The exchange already made for this order, if one was: an order is exchanged once."""
+    open_repair: str | None = None
+    """The order's repair still open, if one is: reported again, it is not booked twice."""
 
 
 def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
@@ -62,6 +64,11 @@ def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
             "SELECT exchange_id FROM exchanges WHERE order_id = ? ORDER BY created_at LIMIT 1",
             (order_id.upper(),),
         ).fetchone()
+        repair = conn.execute(
+            "SELECT repair_id FROM repairs WHERE order_id = ? AND status = 'open' "
+            "ORDER BY created_at LIMIT 1",
+            (order_id.upper(),),
+        ).fetchone()
     if row is None:
         return None
     name = row["name_zh"] if ctx.language == "zh" else row["name_en"]
@@ -72,6 +79,7 @@ def _lookup_order(order_id: str, ctx: ToolContext) -> OrderInfo | None:
         purchase_date=date.fromisoformat(row["purchase_date"]),
         status=row["status"],
         open_exchange=exchange["exchange_id"] if exchange else None,
+        open_repair=repair["repair_id"] if repair else None,
     )
 
 
@@ -172,7 +180,8 @@ def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> Excha
 
     Nor does an order that was exchanged already: agent.yaml's rule refuses that before
     asking, and this is the guard for two runs that both asked (two sessions, or a run
-    that looked the order up before the other's exchange was made).
+    that looked the order up before the other's exchange was made). A repair still open
+    for the order is closed as replaced: no engineer calls about the machine sent back.
     """
     existing = find_exchange_by_key(order_id, ctx)
     if existing is not None:
@@ -197,6 +206,12 @@ def create_exchange_order(order_id: str, reason: str, ctx: ToolContext) -> Excha
                 ctx.idempotency_key,
                 ctx.received_at.isoformat(),
             ),
+        )
+        # the machine is replaced: a repair still open for it would send an engineer to
+        # a machine that is gone
+        conn.execute(
+            "UPDATE repairs SET status = 'replaced' WHERE order_id = ? AND status = 'open'",
+            (order_id.upper(),),
         )
     return ExchangeOrder(exchange_id=exchange_id, order_id=order_id, created=True)
 
