@@ -272,6 +272,21 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "OD2610280005 什么时候可以退款",
         "多久才能退款 OD2610280005",
         "OD2610280005 几天能退钱",
+        # a QA walkthrough: how long a refund takes, asked after the word or in English
+        "OD2610280005 refund how long",
+        "how many days for the refund of OD2610280005",
+        "when can I get a refund for OD2610280005?",
+        "how soon will I get my refund OD2610280005",
+        "how soon can I get a refund for OD2610280005",
+        "how long will it take to get my refund for OD2610280005",
+        "refund takes how many days? OD2610280005",
+        "OD2610280005 refund timeline?",
+        "OD2610280005 退款要几天",
+        "OD2610280005 退款需要多久",
+        "OD2610280005 退款需要几天",
+        "OD2610280005 退款要几个工作日",
+        "OD2610280005 退款多少天能到",
+        "OD2610280005 多少天能退款",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
@@ -421,6 +436,12 @@ def test_a_question_about_a_refund_of_a_canceled_order_says_none_is_needed(
         "退了吧 OD2610280005",
         "帮我退一下款 OD2610280005",
         "东西质量太差了，给我退了吧 OD2610280005",
+        # a QA walkthrough: asked for in words, then how long it takes
+        "我要退款，多久能到账 OD2610280005",
+        "我要退款，要几天 OD2610280005",
+        "I want a refund, how long will it take? OD2610280005",
+        "I want a refund for OD2610280005, how many days will it take",
+        "can I have a refund? how long does it take OD2610280005",
     ],
 )
 def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:
