@@ -15,7 +15,7 @@ import pytest
 
 from corral import Agent, MemoryStore, RunStatus, Runtime
 from corral.events import UserMessage
-from corral.intent.confirmation import yes_or_no
+from corral.intent.confirmation import confirmation_answer, yes_or_no
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES, ROOT
 from tests.helpers import corral_cli, exchange_count
@@ -164,13 +164,35 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("👍", None),  # a mood alone is no answer
         ("对不起", None),  # 对 run into something other than thanks
         ("好不好", None),
+        # found by a conversation walkthrough: the request taken back at its confirmation
+        # was a new message ("I did not understand"), and the refund still waited for a yes
+        ("算了不退了", False),
+        ("算了", False),
+        ("不要了", False),
+        ("never mind", False),
+        ("forget it, I'll keep it", False),
+        ("算了，还是换吧", None),  # goes on to answer: asked again
+        ("算了？", None),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:
-    from corral.cli.conversation import yes_or_no as chat_reader
+    from corral.cli.conversation import confirmation_answer as chat_reader
 
-    assert yes_or_no(line) is meant
-    assert chat_reader is yes_or_no  # one reader: the chat and the session agree
+    assert confirmation_answer(line) is meant
+    if yes_or_no(line) is not None:  # a withdrawal is only read where no yes or no is
+        assert yes_or_no(line) is meant
+    assert chat_reader is confirmation_answer  # one reader: the chat and the session agree
+
+
+async def test_a_request_taken_back_at_its_confirmation_rejects_it(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-back")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    back = await runtime.start("算了不换了", session_id="chat-back")
+    assert back.run_id == paused.run_id and back.outcome == "cancelled", back
+    state = await runtime.load_state(paused.run_id)
+    assert list(state.confirmations.values()) == [False]
+    assert exchange_count(aftersales) == 0
 
 
 def test_corral_run_with_a_session_approves_with_a_yes(tmp_path: Path) -> None:

@@ -297,7 +297,7 @@ def test_a_confirmation_is_answered_by_its_first_word_with_particles_left_out(
 ) -> None:
     """Found by a walkthrough: only exact words were taken ("yes please", "不用了" and
     "好的，换吧" were asked again)."""
-    from corral.cli.conversation import yes_or_no
+    from corral.cli.conversation import confirmation_answer as yes_or_no
 
     assert yes_or_no(line) is meant
 
@@ -393,7 +393,7 @@ def test_a_resume_of_an_ended_run_is_not_busy_while_another_holds_it(tmp_path: P
 def test_a_full_width_yes_or_no_is_read_as_typed_in_ascii(line: str, meant: bool) -> None:
     """Found by a walkthrough: a phone's full-width ``ＯＫ`` started a new run and left the
     confirmation waiting, where intent rules read full-width letters as ASCII."""
-    from corral.cli.conversation import yes_or_no
+    from corral.cli.conversation import confirmation_answer as yes_or_no
     from corral.intent.confirmation import withdraws
 
     assert yes_or_no(line) is meant

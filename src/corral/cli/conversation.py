@@ -33,7 +33,7 @@ from corral.cli.common import (
 )
 from corral.cli.examples import example_dir
 from corral.errors import CorralError
-from corral.intent.confirmation import yes_or_no
+from corral.intent.confirmation import confirmation_answer
 from corral.observe.terminal import visible
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
                 if waiting and waiting.pending and waiting.pending.kind == "confirm"
                 else None
             )
-            answer = yes_or_no(line) if confirm is not None else None
+            answer = confirmation_answer(line) if confirm is not None else None
             if confirm is not None and answer is not None:
                 shown = confirm.pending  # the answer is about the call shown, no other
                 summary = asyncio.run(

@@ -275,6 +275,25 @@ def withdraws(line: str) -> bool:
     return all(word in FILLER or withdraws(word) for word in rest.split())
 
 
+def confirmation_answer(line: str) -> bool | None:
+    """The line said to a confirmation: a yes or no (``yes_or_no``), or a withdrawal.
+
+    "算了不退了", "never mind": the request taken back is a no to the step that carries
+    it out. Read as no answer, it was a new message: the customer was told "I did not
+    understand", and the step still waited for a yes. A no acts on nothing, so a line
+    misread this way costs a question, never an effect. Only the phrases of ``WITHDRAWN``:
+    a bare "cancel" or "取消" said to "cancel order OD…?" may mean either, and is asked
+    again.
+    """
+    decided = yes_or_no(line)
+    if decided is not None or line.rstrip().endswith(("?", "？")):
+        return decided
+    text = _words(line)
+    if any(_opens(text, phrase) for phrase in WITHDRAWN) and withdraws(line):
+        return False
+    return None
+
+
 def _opens(text: str, lead: str) -> bool:
     """``text`` starts with ``lead`` as a word (Chinese has no spaces between words)."""
     if not text.startswith(lead):

@@ -69,7 +69,7 @@ from corral.inputs import (
     require_text,
     require_words,
 )
-from corral.intent.confirmation import withdraws, yes_or_no
+from corral.intent.confirmation import confirmation_answer, withdraws, yes_or_no
 from corral.intent.entities import answer_language, detect_language, names_entity
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -670,7 +670,7 @@ class Runtime:
         ):
             return OpenRunInput(open_run, answer=message)
         if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
-            decided = yes_or_no(message)
+            decided = confirmation_answer(message)
             if decided is not None:  # else a new request: the confirmation waits
                 return OpenRunInput(open_run, approve=decided)
         return None
