@@ -114,3 +114,35 @@ def test_a_product_of_an_earlier_turn_does_not_refuse_an_order_named_now(
         assert "显示器" in (repair.reply or "") and "报修单" in (repair.reply or "")
 
     asyncio.run(talk())
+
+
+def test_a_value_kept_from_carrying_is_dropped_from_the_session_not_kept_for_later(
+    tmp_path: Path,
+) -> None:
+    """A review: the product skipped for the repair stayed in the session, and the turn
+    after it ("还在保修期吗") carried it beside the order, and was refused again."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path), MemoryStore())
+        await runtime.start("打印机保修多久", session_id="s")
+        repair = await runtime.start("HD20250920 黑屏了，帮我修一下", session_id="s")
+        assert repair.outcome == "success", repair
+        later = await runtime.start("还在保修期吗", session_id="s")
+        assert later.status is RunStatus.FINISHED and later.outcome == "success", later
+        assert "HD20250920" in (later.reply or "") and "2028-09-20" in (later.reply or "")
+
+    asyncio.run(talk())
+
+
+def test_another_order_taken_back_leaves_no_order_for_the_next_request(tmp_path: Path) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("OD2611250001 到哪了", session_id="s")
+        asked = await runtime.start("另一个订单到哪了", session_id="s")
+        assert asked.status is RunStatus.AWAITING_USER
+        await runtime.start("算了", session_id="s")
+        again = await runtime.start("它到哪了", session_id="s")
+        assert again.status is RunStatus.AWAITING_USER, again  # which order: asked, not guessed
+        assert "OD2611250001" not in (again.reply or "")
+
+    asyncio.run(talk())

@@ -1584,9 +1584,16 @@ class Runtime:
         now = self.effects.now()
         # a value the run's latest mention gives two of ("HD20240501 和 HD20250920") was
         # never chosen: the session does not carry either (nor an older one) to a later run
-        unsettled = latest_ambiguity(
-            self.agent.intent.entities.mentions, state.messages, list(state.entities)
+        unsettled = set(
+            latest_ambiguity(
+                self.agent.intent.entities.mentions, state.messages, list(state.entities)
+            )
         )
+        # one the request said is another (``carry_unless``: "另一个订单") and did not give
+        # again is dropped: kept, the old value came back at the turn after
+        if state.messages:
+            withheld = self.agent.intent.entities.not_carried(state.messages[0])
+            unsettled |= {name for name in withheld if name not in state.entities}
         merged: list[SessionRecord] = []
 
         def merge(existing: SessionRecord | None) -> SessionRecord:
