@@ -146,3 +146,22 @@ def test_another_order_taken_back_leaves_no_order_for_the_next_request(tmp_path:
         assert "OD2611250001" not in (again.reply or "")
 
     asyncio.run(talk())
+
+
+def test_a_run_that_carried_a_value_replays_on_the_same_path(tmp_path: Path) -> None:
+    """A review: ``corral replay`` started every run with no session, so a run that
+    carried an order from an earlier turn replayed without it and diverged."""
+    from corral.runtime.replay import replay_run
+
+    async def talk() -> None:
+        agent = load_agent(ORDERS, data_dir=tmp_path)
+        runtime = Runtime(agent, MemoryStore())
+        await runtime.start("OD2611250001 到哪了", session_id="s")
+        carried = await runtime.start("它到哪了", session_id="s")
+        assert "OD2611250001" in (carried.reply or "")
+        other = await runtime.start("另一个订单到哪了", session_id="s")  # carried: none
+        for run_id in (carried.run_id, other.run_id):
+            report = await replay_run(agent, await runtime.events(run_id))
+            assert report.same_path, report
+
+    asyncio.run(talk())

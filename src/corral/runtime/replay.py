@@ -23,6 +23,7 @@ from corral.effects import FixedEffects
 from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
 from corral.events import (
     ConfirmationGiven,
+    EntitiesMerged,
     Event,
     FactRejected,
     FactWritten,
@@ -36,6 +37,7 @@ from corral.events import (
     unfolded,
 )
 from corral.models.replay import ReplayModel
+from corral.store.base import SessionRecord
 from corral.store.memory import MemoryStore
 from corral.tools.builtin import generate_reply
 from corral.tools.outputs import VALUE_FIELD
@@ -206,6 +208,9 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     runtime.replayed_latency = started.observed_latency  # rank by the recorded figures
     runtime.replaying = True  # the recorded inputs as they were, however they were checked
+    session_id = started.session_id
+    if session_id is not None:  # what the session carried into the run, carried again
+        runtime.store.save_session(_session_as_met(agent, effects.now(), started, events))
     given = recorded_entry(events)
     inputs = [e for e in events if e.type in _INPUTS]
     kinds = [e.type for e in inputs]
@@ -215,12 +220,16 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     run_id = None
     try:
         if given is not None:  # started by ``run_plan``: the same plan and entities again
-            summary = await runtime.run_plan(given[0], entities=given[1], priority=started.priority)
+            summary = await runtime.run_plan(
+                given[0], entities=given[1], priority=started.priority, session_id=session_id
+            )
         else:
             first = next((e.payload for e in events if isinstance(e.payload, UserMessage)), None)
             if first is None:
                 raise RunNotFoundError("the log has no message that started the run")
-            summary = await runtime.start(first.text, priority=started.priority)
+            summary = await runtime.start(
+                first.text, priority=started.priority, session_id=session_id
+            )
         run_id = summary.run_id
         said: str | None = None  # a session's message read as the decision that follows it
         for event in inputs:
@@ -236,6 +245,39 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     except CorralError as exc:
         error = str(exc)
     return (await runtime.events(run_id) if run_id else []), error
+
+
+def _session_as_met(
+    agent: Agent, now: datetime, started: RunStarted, events: list[Event]
+) -> SessionRecord:
+    """The session as the recorded run found it, as far as the run's events depend on it.
+
+    The entities it carried in (the run's ``entities_merged`` from the session; the agent's
+    ``carry_unless`` filters them again, as it did), and the language the run was answered
+    in as the last turn's (a message that says none is answered in it). No open run: a
+    message that answered one was recorded as that run's, not as a new run's first.
+    Without it a replay of any run that carried a value started without it, and diverged.
+    """
+    from corral.runtime.runtime import SESSION_TTL
+
+    carried = next(
+        (
+            e.payload.entities
+            for e in events
+            if isinstance(e.payload, EntitiesMerged) and e.payload.origin == "session"
+        ),
+        {},
+    )
+    assert started.session_id is not None
+    return SessionRecord(
+        session_id=started.session_id,
+        agent=agent.config.name,
+        turns=[{"language": started.language}],
+        entities=dict(carried),
+        open_run_id=None,
+        updated_at=now,
+        expires_at=now + SESSION_TTL,
+    )
 
 
 def _lane(event: Event) -> str:
