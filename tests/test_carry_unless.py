@@ -165,3 +165,19 @@ def test_a_run_that_carried_a_value_replays_on_the_same_path(tmp_path: Path) -> 
             assert report.same_path, report
 
     asyncio.run(talk())
+
+
+def test_a_product_named_now_is_not_refused_for_the_last_turn_s_order(tmp_path: Path) -> None:
+    """A walkthrough: after a monitor's repair, "那我的打印机呢？也坏了" was refused as
+    "订单 HD20250920 买的不是您说的这个产品", an order the customer did not name then."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path), MemoryStore())
+        await runtime.start("HD20250920 黑屏了，帮我修一下", session_id="s")
+        printer = await runtime.start("那我的打印机呢？也坏了", session_id="s")
+        assert printer.status is RunStatus.AWAITING_USER, printer
+        assert "订单号" in (printer.reply or "") and "不是您说的" not in (printer.reply or "")
+        booked = await runtime.start("HD20240501", session_id="s")
+        assert booked.outcome == "success" and "打印机" in (booked.reply or ""), booked
+
+    asyncio.run(talk())
