@@ -292,7 +292,7 @@ async def test_a_declined_confirmation_cancels() -> None:
     assert (done.status, done.outcome, done.reply) == (
         RunStatus.FINISHED,
         "cancelled",
-        "OK, cancelled. Nothing was changed.",
+        "OK, I have left it as it was. Nothing was changed.",
     )
     assert ending(await runtime.events(done.run_id)) == ("cancelled", "cancelled")
 

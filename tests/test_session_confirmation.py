@@ -173,6 +173,16 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("forget it, I'll keep it", False),
         ("算了，还是换吧", None),  # goes on to answer: asked again
         ("算了？", None),
+        # a review: what follows a withdrawal may be a yes, or a request of its own; the
+        # cancellation was read as a no and answered "已取消" with the order still live
+        ("不需要了，取消", None),
+        ("算了，换吧", None),
+        ("不要了，帮我退吧", None),
+        ("never mind, go ahead", None),
+        ("forget it, just do it", None),
+        ("算了不退了，帮我查一下 OD2611200002 的物流", None),
+        ("不取消了", False),  # to "cancel order OD…?": it stays
+        ("算了不退了吧", False),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:
@@ -292,3 +302,19 @@ async def test_a_yes_run_into_its_thanks_approves_the_sessions_write(aftersales:
     done = await runtime.start("好的谢谢", session_id="chat-thanks")
     assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
     assert exchange_count(aftersales) == 1
+
+
+async def test_a_cancel_said_after_a_withdrawal_word_is_no_no_to_the_cancellation(
+    tmp_path: Path,
+) -> None:
+    """A review: "不需要了，取消" said to "确认取消订单 OD2611280008…吗？" was read as a
+    no, and answered "已取消" while the order stayed pending."""
+    from corral import load_agent
+    from tests.conftest import ORDERS
+
+    runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+    paused = await runtime.start("取消订单 OD2611280008", session_id="c")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    said = await runtime.start("不需要了，取消", session_id="c")
+    assert said.run_id != paused.run_id  # not taken as the decision: asked, not guessed
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM

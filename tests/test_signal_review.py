@@ -324,7 +324,7 @@ async def test_declining_after_a_write_acted_never_says_nothing_was_changed() ->
     first = runtime_for(build_agent([send_receipt], [steps[1] | {"depends_on": []}]))
     paused = await first.start("go")
     assert (await first.resume(paused.run_id, approve=False)).reply == (
-        "OK, cancelled. Nothing was changed."
+        "OK, I have left it as it was. Nothing was changed."
     )
 
 

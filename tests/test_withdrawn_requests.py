@@ -66,7 +66,7 @@ async def test_an_answer_that_takes_the_request_back_cancels_the_run(
     done = await runtime.start(withdrawal, session_id="w1")
     assert done.run_id == asked.run_id
     assert done.status is RunStatus.FINISHED and done.outcome == "cancelled"
-    assert done.reply == "OK, cancelled. Nothing was changed."
+    assert done.reply == "OK, I have left it as it was. Nothing was changed."
     state = await runtime.load_state(done.run_id)
     assert asked_for not in state.entities  # not taken as the value asked for
     assert not state.steps  # nothing was planned, nothing ran

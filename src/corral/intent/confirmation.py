@@ -280,18 +280,35 @@ def confirmation_answer(line: str) -> bool | None:
 
     "算了不退了", "never mind": the request taken back is a no to the step that carries
     it out. Read as no answer, it was a new message: the customer was told "I did not
-    understand", and the step still waited for a yes. A no acts on nothing, so a line
-    misread this way costs a question, never an effect. Only the phrases of ``WITHDRAWN``:
-    a bare "cancel" or "取消" said to "cancel order OD…?" may mean either, and is asked
-    again.
+    understand", and the step still waited for a yes. Only a line that does nothing but
+    take it back: a phrase of ``WITHDRAWN``, then filler, more of them, or what stays
+    as it is ("I'll keep it"). Anything else after it may be a yes ("不需要了，取消" said
+    to "cancel order OD…?", "算了，换吧", "never mind, go ahead") or a request of its
+    own ("算了不退了，帮我查一下物流"): asked again, or a message of its own. A bare
+    "cancel" or "取消" said to "cancel order OD…?" may mean either, and is asked again.
     """
     decided = yes_or_no(line)
     if decided is not None or line.rstrip().endswith(("?", "？")):
         return decided
     text = _words(line)
-    if any(_opens(text, phrase) for phrase in WITHDRAWN) and withdraws(line):
-        return False
-    return None
+    lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
+    if lead is None:
+        return None
+    rest = text[len(lead) :].split()
+    kept = " ".join(rest) in _KEEPING  # "never mind, I'll keep it"
+    return False if kept or all(_takes_back(piece) for piece in rest) else None
+
+
+_WITHDRAWN_FIRST = sorted(WITHDRAWN, key=len, reverse=True)
+_KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", "留着"}
+"""What may follow a withdrawal at a confirmation and leave it one: what stays as it is."""
+
+
+def _takes_back(piece: str) -> bool:
+    """One piece of a line after its withdrawal phrase that leaves it a withdrawal."""
+    while piece and piece[-1] in _PARTICLES and piece not in WITHDRAWN:
+        piece = piece[:-1]  # 不退了吧 -> 不退了
+    return piece in FILLER or piece in WITHDRAWN or piece in _KEEPING
 
 
 def _opens(text: str, lead: str) -> bool:

@@ -34,7 +34,9 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         en="Sorry, I could not complete this; a colleague will follow up.",
     ),
     "cancelled": TemplateText(
-        zh="好的，已取消，没有做任何改动。", en="OK, cancelled. Nothing was changed."
+        # not "已取消" / "cancelled": said to a declined cancellation, it read as done
+        zh="好的，这次先不办了，没有做任何改动。",
+        en="OK, I have left it as it was. Nothing was changed.",
     ),
     "cancelled_after_changes": TemplateText(
         zh="好的，后面的步骤已取消。已经完成的：{done}；没有执行：{not_done}。",
