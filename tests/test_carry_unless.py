@@ -52,11 +52,11 @@ def test_a_message_about_another_one_keeps_it_from_carrying(
     message: str, kept_from_carrying: set[str]
 ) -> None:
     found = extractor(order_id=order(), phone=EntitySpec(patterns=[r"(1\d{10})"]))
-    assert found.not_carried(message) == kept_from_carrying
+    assert found.not_carried(message, {"order_id": "OD0001"}) == kept_from_carrying
 
 
 def test_without_carry_unless_nothing_is_kept_from_carrying() -> None:
-    assert extractor(order_id=order(None)).not_carried("另一个订单") == frozenset()
+    assert extractor(order_id=order(None)).not_carried("另一个订单", {}) == frozenset()
 
 
 def test_a_bad_carry_unless_is_config_invalid_naming_the_entity_and_field() -> None:
@@ -179,5 +179,53 @@ def test_a_product_named_now_is_not_refused_for_the_last_turn_s_order(tmp_path: 
         assert "订单号" in (printer.reply or "") and "不是您说的" not in (printer.reply or "")
         booked = await runtime.start("HD20240501", session_id="s")
         assert booked.outcome == "success" and "打印机" in (booked.reply or ""), booked
+
+    asyncio.run(talk())
+
+
+def product_and_order(changed: list[str]) -> EntityExtractor:
+    spec = {"patterns": [r"(OD\d{4})"], "carry_unless_changed": changed}
+    return extractor(
+        order_id=EntitySpec.model_validate(spec),
+        product=EntitySpec(
+            kind="vocabulary", vocabulary={"打印机": "printer", "显示器": "monitor"}
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "held", "kept_from_carrying"),
+    [
+        ("那我的打印机呢？也坏了", {"order_id": "OD0001", "product": "monitor"}, {"order_id"}),
+        ("那我的打印机呢？也坏了", {"order_id": "OD0001"}, {"order_id"}),  # which one: asked
+        ("打印机还在保修期吗", {"order_id": "OD0001", "product": "printer"}, set()),
+        ("还在保修期吗", {"order_id": "OD0001", "product": "monitor"}, set()),
+    ],
+)
+def test_another_value_of_a_named_entity_keeps_it_from_carrying(
+    message: str, held: dict[str, str], kept_from_carrying: set[str]
+) -> None:
+    assert product_and_order(["product"]).not_carried(message, held) == kept_from_carrying
+
+
+def test_carry_unless_changed_naming_no_other_entity_is_config_invalid() -> None:
+    with pytest.raises(ConfigInvalidError, match=r"carry_unless_changed names 'prodcut'"):
+        product_and_order(["prodcut"])
+    with pytest.raises(ConfigInvalidError, match=r"carry_unless_changed names 'order_id'"):
+        product_and_order(["order_id"])
+
+
+def test_the_same_product_asked_about_keeps_the_order_of_the_last_turn(tmp_path: Path) -> None:
+    """A review: "打印机还在保修期吗" after the printer's repair was answered for printers
+    in general (the order was not carried, and was dropped from the session)."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path), MemoryStore())
+        await runtime.start("HD20240501 打印机卡纸了", session_id="s")
+        asked = await runtime.start("打印机还在保修期吗", session_id="s")
+        assert asked.status is RunStatus.FINISHED, asked
+        assert "HD20240501" in (asked.reply or "") and "2029-05-01" in (asked.reply or "")
+        later = await runtime.start("那它还有多久过保？", session_id="s")
+        assert "2029-05-01" in (later.reply or ""), later
 
     asyncio.run(talk())

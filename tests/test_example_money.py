@@ -442,6 +442,10 @@ def test_a_question_about_a_refund_of_a_canceled_order_says_none_is_needed(
         "I want a refund, how long will it take? OD2610280005",
         "I want a refund for OD2610280005, how many days will it take",
         "can I have a refund? how long does it take OD2610280005",
+        # a review: a bare refund asked for, then how long, was taken for a status question
+        "OD2610280005 质量太差，退款，要几天？",
+        "退款，几个工作日到？ OD2610280005",
+        "refund, how long? OD2610280005",
     ],
 )
 def test_a_refund_asked_beside_another_clause_is_a_refund(message: str, tmp_path: Path) -> None:

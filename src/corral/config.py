@@ -192,6 +192,12 @@ class EntitySpec(_Strict):
     了", "my other order"), and the value of the last turn would answer for the wrong
     one; it is asked for instead. Also where something else in the message decides it:
     a product is not carried to a message naming an order, which says its own product."""
+    carry_unless_changed: list[str] = Field(default_factory=list)
+    """Entities whose value, said in a new message and other than the session's, keeps
+    this one from carrying over: the order of the last turn is not carried to a message
+    naming another product ("那我的打印机呢？" after a monitor's order), which would refuse
+    the order as not that product; the same product ("打印机还在保修期吗" after the
+    printer's order) still carries it."""
     label: TemplateText | None = None
     """What the entity is called to the user (``{zh: 产品, en: product}``): the ``{slot}``
     of corral's own questions about it (``ask``, ``ask_which``). Default: its name."""

@@ -111,6 +111,18 @@ class EntityExtractor:
             for name, spec in specs.items()
             if spec.carry_unless
         }
+        self._carry_unless_changed = {
+            name: tuple(spec.carry_unless_changed)
+            for name, spec in specs.items()
+            if spec.carry_unless_changed
+        }
+        for name, others in self._carry_unless_changed.items():
+            unknown = [other for other in others if other not in specs or other == name]
+            if unknown:
+                raise ConfigInvalidError(
+                    f"entity {name!r}: carry_unless_changed names {unknown[0]!r}, which is "
+                    "not another declared entity"
+                )
         for name, spec in specs.items():
             patterns = _compiled(name, "pattern", spec.patterns)
             # Longest surface words first, so "激光打印机" wins over "打印机".
@@ -142,20 +154,26 @@ class EntityExtractor:
                 found[entity.name] = value
         return found
 
-    def not_carried(self, text: str) -> frozenset[str]:
-        """The entities a new message keeps from carrying over (their ``carry_unless``).
+    def not_carried(self, text: str, held: Mapping[str, Any]) -> frozenset[str]:
+        """The entities a new message keeps from carrying over from ``held`` (the session's).
 
-        "另一个订单到哪了" is about another order than the session's last: its run asks
-        which one instead of answering for the wrong one.
+        Their ``carry_unless`` found in it ("另一个订单到哪了" is about another order than
+        the session's last: its run asks which one instead of answering for the wrong one),
+        or a value of one of their ``carry_unless_changed`` other than ``held``'s.
         """
-        if not self._carry_unless:
+        if not self._carry_unless and not self._carry_unless_changed:
             return frozenset()
-        text = fold_letters_and_digits(text)
-        return frozenset(
+        folded = fold_letters_and_digits(text)
+        names = {
             name
             for name, patterns in self._carry_unless.items()
-            if any(pattern.search(text) for pattern in patterns)
-        )
+            if any(pattern.search(folded) for pattern in patterns)
+        }
+        for name, others in self._carry_unless_changed.items():
+            said = self.mentions(text, others)
+            if any(v != held.get(o) for o, values in said.items() for v in values):
+                names.add(name)
+        return frozenset(names)
 
     def mentions(self, text: str, names: Iterable[str]) -> dict[str, list[str]]:
         """The values ``text`` gives for the entities of ``names``; two or more: ambiguous.

@@ -820,7 +820,8 @@ class Runtime:
         if session is None or not session.entities:
             return {}
         specs = self.agent.config.entities
-        other = self.agent.intent.entities.not_carried(message) if message else frozenset()
+        extractor = self.agent.intent.entities
+        other = extractor.not_carried(message, session.entities) if message else frozenset()
         return {
             name: value
             for name, value in session.entities.items()
@@ -1589,15 +1590,17 @@ class Runtime:
                 self.agent.intent.entities.mentions, state.messages, list(state.entities)
             )
         )
-        # one the request said is another (``carry_unless``: "另一个订单") and did not give
-        # again is dropped: kept, the old value came back at the turn after
-        if state.messages:
-            withheld = self.agent.intent.entities.not_carried(state.messages[0])
-            unsettled |= {name for name in withheld if name not in state.entities}
         merged: list[SessionRecord] = []
 
         def merge(existing: SessionRecord | None) -> SessionRecord:
-            merged.append(_merged_session(state, now, existing, unsettled=frozenset(unsettled)))
+            # one the request said is another (``carry_unless``: "另一个订单") and did not
+            # give again is dropped: kept, the old value came back at the turn after
+            dropped = set(unsettled)
+            if state.messages and existing is not None:
+                held = existing.entities
+                withheld = self.agent.intent.entities.not_carried(state.messages[0], held)
+                dropped |= {name for name in withheld if name not in state.entities}
+            merged.append(_merged_session(state, now, existing, unsettled=frozenset(dropped)))
             return merged[-1]
 
         return SessionUpdate(state.session_id, now, merge), merged
