@@ -208,11 +208,33 @@ def test_another_value_of_a_named_entity_keeps_it_from_carrying(
     assert product_and_order(["product"]).not_carried(message, held) == kept_from_carrying
 
 
-def test_carry_unless_changed_naming_no_other_entity_is_config_invalid() -> None:
-    with pytest.raises(ConfigInvalidError, match=r"carry_unless_changed names 'prodcut'"):
-        product_and_order(["prodcut"])
-    with pytest.raises(ConfigInvalidError, match=r"carry_unless_changed names 'order_id'"):
-        product_and_order(["order_id"])
+@pytest.mark.parametrize("named", ["prodcut", "order_id"])
+def test_carry_unless_changed_naming_no_other_entity_is_config_invalid(named: str) -> None:
+    from corral.intent.pipeline import IntentLayer
+
+    config = parse_config(
+        {
+            "name": "carry",
+            "entities": {
+                "order_id": {"patterns": [r"(OD\d{4})"], "carry_unless_changed": [named]},
+                "product": {"kind": "vocabulary", "vocabulary": {"打印机": "printer"}},
+            },
+            "intents": [{"name": "hi", "rules": [{"keywords": ["hi"]}], "route": "reply"}],
+            "templates": {"clarify": {"zh": "嗯", "en": "hm"}},
+        }
+    )
+    with pytest.raises(ConfigInvalidError, match=rf"carry_unless_changed names '{named}'"):
+        IntentLayer(config, [])
+
+
+def test_an_extractor_of_one_entity_reads_it_without_the_others() -> None:
+    """run_plan reads a given value with an extractor of that entity alone: the example's
+    order (carry_unless_changed: [product]) failed every run_plan as CONFIG_INVALID."""
+    spec = EntitySpec.model_validate(
+        {"patterns": [r"(OD\d{4})"], "carry_unless_changed": ["product"]}
+    )
+    alone = extractor(order_id=spec)
+    assert alone.not_carried("那我的打印机呢", {"order_id": "OD0001"}) == frozenset()
 
 
 def test_the_same_product_asked_about_keeps_the_order_of_the_last_turn(tmp_path: Path) -> None:

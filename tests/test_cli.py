@@ -151,7 +151,7 @@ def test_killed_while_waiting_for_confirmation_then_resumed(tmp_path: Path) -> N
 def test_reject_through_the_cli(tmp_path: Path) -> None:
     paused = run_json(tmp_path, EXCHANGE)
     done = json.loads(corral(tmp_path, "resume", paused["run_id"], "--reject", "--json").stdout)
-    assert done["status"] == "finished" and "取消" in done["reply"]
+    assert done["status"] == "finished" and "不办了" in done["reply"]
     assert exchanges(tmp_path) == 0
 
 

@@ -111,18 +111,12 @@ class EntityExtractor:
             for name, spec in specs.items()
             if spec.carry_unless
         }
+        # an extractor of some of the entities (run_plan reads one) reads those it has
         self._carry_unless_changed = {
-            name: tuple(spec.carry_unless_changed)
+            name: tuple(other for other in spec.carry_unless_changed if other in specs)
             for name, spec in specs.items()
             if spec.carry_unless_changed
         }
-        for name, others in self._carry_unless_changed.items():
-            unknown = [other for other in others if other not in specs or other == name]
-            if unknown:
-                raise ConfigInvalidError(
-                    f"entity {name!r}: carry_unless_changed names {unknown[0]!r}, which is "
-                    "not another declared entity"
-                )
         for name, spec in specs.items():
             patterns = _compiled(name, "pattern", spec.patterns)
             # Longest surface words first, so "激光打印机" wins over "打印机".
@@ -255,6 +249,21 @@ class EntityExtractor:
             if value:  # a capture of nothing but "谢谢" gives no value
                 return value.upper() if spec.upper else value
         return None
+
+
+def check_carry_references(specs: Mapping[str, EntitySpec]) -> None:
+    """``CONFIG_INVALID`` for a ``carry_unless_changed`` naming no other declared entity.
+
+    Checked over the agent's whole set (``IntentLayer``), not per extractor: a misspelt
+    name would otherwise never match, and the value would carry over silently.
+    """
+    for name, spec in specs.items():
+        unknown = [o for o in spec.carry_unless_changed if o not in specs or o == name]
+        if unknown:
+            raise ConfigInvalidError(
+                f"entity {name!r}: carry_unless_changed names {unknown[0]!r}, which is not "
+                "another declared entity"
+            )
 
 
 def _compiled(name: str, field: str, sources: Iterable[str]) -> tuple[re.Pattern[str], ...]:

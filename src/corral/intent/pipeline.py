@@ -8,7 +8,7 @@ from typing import Protocol
 
 from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
-from corral.intent.entities import EntityExtractor
+from corral.intent.entities import EntityExtractor, check_carry_references
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
 from corral.textfold import fold_word_characters
 
@@ -41,6 +41,7 @@ class IntentLayer:
             if spec.unless
         }
         self._layers: list[IntentClassifier] = [self._rules, *(classifiers or [])]
+        check_carry_references(config.entities)
         self.entities = EntityExtractor(config.entities, config.timezone)
 
     def understand(self, text: str, now: datetime) -> IntentResult:
