@@ -69,19 +69,24 @@ def test_a_carry_unless_that_could_run_for_minutes_is_refused() -> None:
         extractor(order_id=order(r"(a+)+b"))
 
 
-def test_carry_unless_is_checked_when_the_agent_is_built() -> None:
+def intent_layer_of(entities: dict[str, object]) -> None:
+    """Build the intent layer of an agent declaring ``entities``: where entities are checked."""
+    from corral.intent.pipeline import IntentLayer
+
     config = parse_config(
         {
             "name": "carry",
-            "entities": {"order_id": {"patterns": [r"(OD\d{4})"], "carry_unless": "(另一"}},
+            "entities": entities,
             "intents": [{"name": "hi", "rules": [{"keywords": ["hi"]}], "route": "reply"}],
             "templates": {"clarify": {"zh": "嗯", "en": "hm"}},
         }
     )
-    from corral.intent.pipeline import IntentLayer
+    IntentLayer(config, [])
 
+
+def test_carry_unless_is_checked_when_the_agent_is_built() -> None:
     with pytest.raises(ConfigInvalidError, match="carry_unless"):
-        IntentLayer(config, [])
+        intent_layer_of({"order_id": {"patterns": [r"(OD\d{4})"], "carry_unless": "(另一"}})
 
 
 def test_another_order_in_a_session_is_asked_for_not_taken_from_the_last_turn(
@@ -210,21 +215,12 @@ def test_another_value_of_a_named_entity_keeps_it_from_carrying(
 
 @pytest.mark.parametrize("named", ["prodcut", "order_id"])
 def test_carry_unless_changed_naming_no_other_entity_is_config_invalid(named: str) -> None:
-    from corral.intent.pipeline import IntentLayer
-
-    config = parse_config(
-        {
-            "name": "carry",
-            "entities": {
-                "order_id": {"patterns": [r"(OD\d{4})"], "carry_unless_changed": [named]},
-                "product": {"kind": "vocabulary", "vocabulary": {"打印机": "printer"}},
-            },
-            "intents": [{"name": "hi", "rules": [{"keywords": ["hi"]}], "route": "reply"}],
-            "templates": {"clarify": {"zh": "嗯", "en": "hm"}},
-        }
-    )
+    entities = {
+        "order_id": {"patterns": [r"(OD\d{4})"], "carry_unless_changed": [named]},
+        "product": {"kind": "vocabulary", "vocabulary": {"打印机": "printer"}},
+    }
     with pytest.raises(ConfigInvalidError, match=rf"carry_unless_changed names '{named}'"):
-        IntentLayer(config, [])
+        intent_layer_of(entities)
 
 
 def test_an_extractor_of_one_entity_reads_it_without_the_others() -> None:

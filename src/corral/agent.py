@@ -912,11 +912,16 @@ def _mcp_needs_deps(config: AgentConfig) -> bool:
     """
     from corral.tools.transport import placeholders
 
-    for server in config.mcp_servers:
-        texts = [*(server.command or ()), server.url or "", *server.env.values()]
-        if any(placeholders(text) for text in [*texts, *server.headers.values()]):
-            return True
-    return False
+    return any(
+        placeholders(text)
+        for server in config.mcp_servers
+        for text in (
+            *(server.command or ()),
+            server.url or "",
+            *server.env.values(),
+            *server.headers.values(),
+        )
+    )
 
 
 def _named_in_tools(module: ModuleType, kind: str, names: Sequence[str]) -> list[Any]:

@@ -814,8 +814,9 @@ class Runtime:
     def _carried(self, session: SessionRecord | None, message: str | None = None) -> dict[str, Any]:
         """The session's entities that carry over to a new run (of ``message``, if one).
 
-        Not one the message says is another (the entity's ``carry_unless``): "另一个订单"
-        is not the order of the last turn.
+        Not one the message says is another (``EntityExtractor.not_carried``: the entity's
+        ``carry_unless`` and ``carry_unless_changed``): "另一个订单" is not the order of
+        the last turn.
         """
         if session is None or not session.entities:
             return {}
@@ -1585,10 +1586,8 @@ class Runtime:
         now = self.effects.now()
         # a value the run's latest mention gives two of ("HD20240501 和 HD20250920") was
         # never chosen: the session does not carry either (nor an older one) to a later run
-        unsettled = set(
-            latest_ambiguity(
-                self.agent.intent.entities.mentions, state.messages, list(state.entities)
-            )
+        unsettled = latest_ambiguity(
+            self.agent.intent.entities.mentions, state.messages, list(state.entities)
         )
         merged: list[SessionRecord] = []
 

@@ -449,9 +449,9 @@ async def run_case(
     runs: list[str] = []
     await arrange(case.arrange, runtime.agent.deps, case.name)
 
+    # the conversation's session, as a chat client keeps one: what a turn found (an
+    # order, a product) carries over to the next request as it would in production
     session = "eval-" + stable_hash(case.name)
-    """The conversation's session, as a chat client keeps one: what a turn found (an
-    order, a product) carries over to the next request as it would in production."""
 
     async def send(message: str | None, run_id: str | None) -> RunSummary:
         """A new message, an answer to ``run_id``'s question, or (``None``) the approval."""
