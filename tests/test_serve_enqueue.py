@@ -346,3 +346,29 @@ def test_while_drives_wait_in_the_queue_message_ids_hold_and_the_listing_pages(
         assert (applied.json()["run_id"], applied.json()["status"]) == (waiting, "awaiting_confirm")
         resumed = http.post(runs, json={"message": EXCHANGE, "message_id": "m-c", "wait": True})
         assert resumed.json()["status"] == "awaiting_confirm"
+
+
+def test_a_correction_at_a_confirmation_declines_it_then_enqueues_a_run_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A "不对，是 HD…" at an exchange's confirmation, with ``--enqueue``, as without it: the
+    drive that declines the wrong order's exchange ends first, and the message is then a
+    new run's drive, which proposes the exchange of the order it names."""
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
+        workers.start("w-1", AFTERSALES)
+        with enqueuing(workers) as http:
+            session = {"session_id": "s-fix"}
+            first = {"message": EXCHANGE, "wait": True, **session}
+            asked = http.post("/agents/aftersales/runs", json=first)
+            assert asked.status_code == 200 and asked.json()["status"] == "awaiting_confirm"
+            wrong = asked.json()["run_id"]
+            fix = {"message": "不对，是 HD20250920", "wait": True, **session}
+            fixed = http.post("/agents/aftersales/runs", json=fix)
+            assert fixed.status_code == 200, fixed.text
+            assert fixed.json()["run_id"] != wrong
+            assert fixed.json()["status"] == "awaiting_confirm"
+            assert "HD20250920" in fixed.json()["reply"]
+            declined = http.get(f"/runs/{wrong}").json()
+            assert (declined["status"], declined["outcome"]) == ("finished", "cancelled")
+    assert exchanges(home) == 0

@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Literal, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 Language = Literal["zh", "en"]
-IntentSource = Literal["rule", "classifier", "model", "none"]
+IntentSource = Literal["rule", "classifier", "model", "session", "none"]
+"""``session``: a follow-up line read as the session's last request (``RunStarted.follows``)."""
 JsonDict = dict[str, Any]
 _Model = TypeVar("_Model", bound=BaseModel)
 

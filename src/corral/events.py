@@ -70,6 +70,10 @@ class RunStarted:
     degraded: list[str] = field(default_factory=list)
     """Tools degraded (failed twice in a row, in earlier runs of this process) when the
     run started: its replay starts from the same health, so it picks the same tools."""
+    follows: str | None = None
+    """The intent of the session's last request, when the run started from a message of
+    a session whose last turn was understood: a follow-up line ("那 OD… 呢？", "what about
+    my other order?") that no rule or classifier understands is read as it again."""
 
 
 @fast_init

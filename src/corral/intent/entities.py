@@ -188,6 +188,21 @@ class EntityExtractor:
                 found[entity.name] = values
         return found
 
+    def without_values(self, text: str) -> tuple[str, bool]:
+        """``text`` (folded) less the words that give a pattern or vocabulary entity a value.
+
+        And whether there was one. What is left says what the line asks of the values it
+        names (``is_follow_up``: "那 OD2611250002 呢？" leaves "那  呢？").
+        """
+        rest = fold_letters_and_digits(text)
+        named = False
+        for entity in self._entities:
+            for _, word in self._found(entity, rest):
+                at = rest.lower().find(word.lower())
+                if at >= 0:
+                    rest, named = f"{rest[:at]} {rest[at + len(word) :]}", True
+        return rest, named
+
     def spoken(self, text: str, name: str) -> dict[str, str]:
         """Each value ``text`` gives entity ``name``, with the word of the text that gave it.
 

@@ -21,6 +21,10 @@ class OpenRunInput:
     run_id: str
     approve: bool | None = None
     answer: str | None = None
+    corrects: bool = False
+    """The message corrects what the run's confirmation shows ("不对，是 OD…", "sorry, I
+    meant OD…"): the run is declined (``approve`` is ``False``), and the message is then a
+    new run's, which follows the declined request (``RunStarted.follows``)."""
 
 
 def check_input(state: RunState, approve: bool | None, answer: str | None) -> None:

@@ -14,6 +14,7 @@ from corral.clipping import clip
 from corral.config import PlanTemplate
 from corral.contracts import (
     HandoffPacket,
+    IntentResult,
     RouteAction,
     RouteDecision,
     RunStatus,
@@ -21,7 +22,7 @@ from corral.contracts import (
     StepStatus,
 )
 from corral.effects import Effects
-from corral.errors import ErrorCode, TemplateInvalidError
+from corral.errors import ConfigInvalidError, ErrorCode, TemplateInvalidError
 from corral.events import (
     ConfirmationRequested,
     EntitiesMerged,
@@ -211,7 +212,9 @@ class RunLoop:
                 label = state.intent.label
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
-                if fits and not request and yes_or_no(text) is None:
+                # "不对，是 OD2611280008" asked for an address corrects the order: not one
+                corrects = bool(found) and agent.intent.follows_up(text)
+                if fits and not request and not corrects and yes_or_no(text) is None:
                     found[slot] = whole
             self._merge_entities(found, "answer")
             if slot in found:
@@ -220,6 +223,8 @@ class RunLoop:
         else:
             started = self.effects.monotonic()
             understood = agent.intent.understand(text, now)
+            if understood.need_clarification and state.follows is not None:
+                understood = self._follow_up(understood, text)
             if self.model_may("extract_entities"):
                 from corral.runtime.modeling import model_entities
 
@@ -270,6 +275,30 @@ class RunLoop:
             self.finish(decision.template or "done", "reply")
         else:
             self._plan_or_clarify(decision)
+
+    def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:
+        """``understood``, or the session's last request for a follow-up line (``follows_up``).
+
+        Decided by code, before any model is asked: the last request still declared, one
+        that runs a plan (a greeting's "那你呢？" is not asked again), and a line that says
+        nothing else ("那 OD2611250002 呢？", "what about my other order?").
+        """
+        agent, label = self.agent, self.state.follows
+        assert label is not None
+        try:
+            spec = agent.config.intent(label)
+        except ConfigInvalidError:  # the agent no longer declares it
+            return understood
+        if spec.route is not RouteAction.PLAN or not agent.intent.follows_up(text):
+            return understood
+        return IntentResult(
+            label=spec.name,
+            confidence=agent.config.limits.intent_confidence,
+            entities=understood.entities,
+            source="session",
+            need_clarification=False,
+            evidence=f"follow-up of {spec.name}",
+        )
 
     def _plan_or_clarify(self, decision: RouteDecision) -> None:
         """Go on to planning, or raise ``need_clarification`` and do what its handler says.

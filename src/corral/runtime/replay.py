@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from corral.contracts import EventType
+from corral.contracts import EventType, RunStatus
 from corral.decision.selector import ToolHealth
 from corral.effects import FixedEffects
 from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
@@ -272,12 +272,19 @@ def _session_as_met(
     return SessionRecord(
         session_id=started.session_id,
         agent=agent.config.name,
-        turns=[{"language": started.language}],
+        turns=[{"language": started.language, **_followed_turn(started)}],
         entities=dict(carried),
         open_run_id=None,
         updated_at=now,
         expires_at=now + SESSION_TTL,
     )
+
+
+def _followed_turn(started: RunStarted) -> dict[str, str]:
+    """The last turn's request the run followed (``RunStarted.follows``), as a turn says it."""
+    if started.follows is None:
+        return {}
+    return {"request": started.follows, "status": RunStatus.FINISHED.value}
 
 
 def _lane(event: Event) -> str:

@@ -36,6 +36,7 @@ from corral.contracts import (
     HandoffPacket,
     Language,
     Plan,
+    RouteAction,
     RunStatus,
     RunSummary,
     StepStatus,
@@ -606,6 +607,11 @@ class Runtime:
         found = run_priority(priority, message, self._per_agent().priority)
         session = await self._session(session_id) if session_id else None
         given = await self._given_to_open_run(session, message)
+        if given is not None and given.corrects and session_id is not None:
+            # declined first, saying why; the message is then a new run's, of the session
+            # as the decline left it (its last turn the declined request, to follow)
+            await self._resume(given.run_id, False, None, None, 0.0, None, message)
+            session, given = await self._session(session_id), None
         if given is not None:
             said = message if given.approve is not None else None  # logged before the yes
             return await self._resume(
@@ -673,6 +679,8 @@ class Runtime:
             decided = confirmation_answer(message)
             if decided is not None:  # else a new request: the confirmation waits
                 return OpenRunInput(open_run, approve=decided)
+            if self.agent.intent.corrects(message):  # not this one: it is never carried out
+                return OpenRunInput(open_run, approve=False, corrects=True)
         return None
 
     async def _recorded_io(self, name: str, read: Callable[[], T], shape: Any) -> T:
@@ -757,6 +765,7 @@ class Runtime:
                 priority_source=found.source,
                 observed_latency=observed,
                 degraded=self.effects.recorded("degraded", self._degraded, list[str]),
+                follows=_last_request(session) if entry == ENTRY_MESSAGE else None,
             ),
         )
         return journal
@@ -1681,6 +1690,34 @@ def _spoken(session: SessionRecord | None) -> Language | None:
     return language if language in ("zh", "en") else None
 
 
+_FOLLOWED_STATUSES = frozenset(
+    {RunStatus.FINISHED.value, RunStatus.AWAITING_CONFIRM.value, RunStatus.FAILED.value}
+)
+"""A turn that ended in one of these was understood: a follow-up asks it again, of another
+value (a declined request too: it finished, and a correction declines one). Not one that
+asked what the user meant, nor one handed to a person."""
+
+
+def _request(state: RunState) -> str | None:
+    """The intent a run understood and went on to plan for (a turn's ``request``), if any.
+
+    Not the label of a message that was unclear (a guess below the threshold), nor one
+    answered from a template: a follow-up asks only a request that did something again.
+    """
+    route = state.route
+    return route.intent if route is not None and route.action is RouteAction.PLAN else None
+
+
+def _last_request(session: SessionRecord | None) -> str | None:
+    """The request of the session's last turn, if it was understood (``RunStarted.follows``)."""
+    if session is None or not session.turns:
+        return None
+    last = session.turns[-1]
+    label = last.get("request")
+    followed = isinstance(label, str) and last.get("status") in _FOLLOWED_STATUSES
+    return label if followed else None
+
+
 def _asked_since(seen: RunState, now: RunState) -> bool:
     """The run waits for a confirmation asked after the caller looked (``seen``)."""
     return now.status is RunStatus.AWAITING_CONFIRM and now.pending_since > seen.last_seq
@@ -1715,6 +1752,7 @@ def _merged_session(
             "run_id": state.run_id,
             "message": clip(state.messages[-1], 100) if state.messages else "",
             "intent": state.intent.label if state.intent else None,
+            "request": _request(state),
             "status": state.status.value,
             "reply": clip(state.reply or "", 100),
             "language": state.language,

@@ -170,6 +170,8 @@ class RunState:
     """How equivalent tools are ranked (``decision.priority``), from ``run_started``."""
     observed_latency: dict[str, dict[str, float]] = field(default_factory=dict)
     """Tool -> its observed ``p95_ms`` and ``calls``, read once when the run started."""
+    follows: str | None = None
+    """The session's last request, for a follow-up line (``RunStarted.follows``)."""
     signals: list[SignalBrief] = field(default_factory=list)
     """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
     budget_low: bool = False
@@ -253,6 +255,7 @@ def apply(state: RunState, event: Event) -> RunState:
         state.received_at = datetime.fromisoformat(payload.received_at)
         state.priority = stored_priority(payload.priority)
         state.observed_latency = payload.observed_latency
+        state.follows = payload.follows
     elif isinstance(payload, UserMessage):
         state.messages.append(payload.text)
         if not state.memory.goal and state.plan is None:

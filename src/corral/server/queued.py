@@ -82,6 +82,12 @@ class QueuedRuns:
                 return answered
         if session_id is not None:
             given = await runtime.open_run_input(message, session_id=session_id)
+            if given is not None and given.corrects:  # declined first, then a new run's
+                declined = await self.resume(
+                    agent.name, given.run_id, False, None, None, said=message, session_id=session_id
+                )
+                await self.settled(declined)
+                given = None
             if given is not None:
                 said = message if given.approve is not None else None
                 return await self.resume(
