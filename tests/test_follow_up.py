@@ -13,63 +13,83 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
-from corral.intent.follow_up import is_correction, is_follow_up
-from tests.conftest import AFTERSALES, ORDERS
+from corral.intent.follow_up import FollowUp, follow_up_kind
+from tests.conftest import AFTERSALES, ORDERS, ROOT
 from tests.helpers import corral_cli
 
-
-@pytest.mark.parametrize(
-    ("rest", "named"),
-    [
-        ("那  呢？", True),
-        ("  ", True),
-        ("what about  ?", True),
-        ("and  ?", True),
-        ("how about my other order?", False),
-        ("那另一个订单呢", False),
-        ("还有  呢", True),
-        ("  too", True),
-        ("那我的  呢？", True),
-        ("不对，是  ", True),
-        ("sorry, i meant  ", True),
-    ],
-)
-def test_a_frame_that_names_a_value_or_another_is_a_follow_up(rest: str, named: bool) -> None:
-    assert is_follow_up(rest, named)
+TRIAGE = ROOT / "examples" / "triage"
 
 
 @pytest.mark.parametrize(
-    ("rest", "named"),
+    ("line", "kind"),
     [
-        ("那呢？", False),  # names nothing, says no "another"
-        ("ok", False),
-        ("我要退款  ", True),  # a request of its own
-        ("  发货了吗", True),
-        ("why is  so late?", True),
-        ("那  呢" + "。" * 80, True),  # a long line says more
+        ("那 V 呢？", "follow_up"),
+        ("what about V?", "follow_up"),
+        ("and V?", "follow_up"),
+        ("how about my other order?", "follow_up"),
+        ("那另一个订单呢", "follow_up"),
+        ("还有 V 呢", "follow_up"),
+        ("V too", "follow_up"),
+        ("那我的 V 呢？", "follow_up"),
+        ("那个订单 V 呢", "follow_up"),
+        ("还有一个 V", "follow_up"),
+        ("same for V", "follow_up"),
+        ("what about V then?", "follow_up"),
+        ("ok and V?", "follow_up"),
+        ("V", "bare"),
+        ("订单 V", "bare"),
+        ("V please", "bare"),
+        ("不对，是 V", "correction"),
+        ("sorry, I meant V", "correction"),
+        ("oops, no, it's V", "correction"),
+        ("no V", "correction"),
+        ("换成 V", "correction"),
+        ("是 V 才对", "correction"),
+        ("不是这个，是 V", "correction"),
+        ("wrong order, it's V", "correction"),
+        ("不对不对，是V啊", "correction"),
+        # not a follow-up, nor a correction
+        ("不对，不是 V", None),  # not V: no correction to V
+        ("不是 V", None),
+        ("wait, also V too", None),  # adds one: the waiting one is not taken back
+        ("no wait, V too", None),
+        ("不对，还有 V 呢", None),
+        ("wait what about V?", None),
+        ("wait V", None),
+        ("是 V", None),
+        ("it's V", None),
+        ("那呢？", None),  # names nothing, says no "another"
+        ("ok", None),
+        ("我要退款 V", None),  # a request of its own
+        ("V 发货了吗", None),
+        ("why is V so late?", None),
+        ("那 V 呢" + "。" * 80, None),  # a long line says more
     ],
 )
-def test_anything_else_is_not(rest: str, named: bool) -> None:
-    assert not is_follow_up(rest, named)
+def test_a_line_is_read_as_its_kind_of_follow_up(line: str, kind: str | None) -> None:
+    assert follow_up_kind(line.replace("V", " "), "V" in line) == kind
 
 
-def test_a_correction_names_a_value_after_a_no() -> None:
-    assert is_correction("不对，是  ", True) and is_correction("oops, no, it's  ", True)
-    assert not is_correction("不对，是  ", False)  # names nothing: no value to take back
-    assert not is_correction("那  呢？", True)  # another value, not this one's correction
-    assert not is_correction("不对，我要退款  ", True)
+@given(st.text(max_size=80), st.booleans())
+def test_any_line_is_read_without_error(line: str, named: bool) -> None:
+    assert follow_up_kind(line, named) in (None, "bare", "follow_up", "correction")
 
 
 def test_the_values_a_line_names_are_taken_out_before_the_frame_is_read(tmp_path: Path) -> None:
     layer = load_agent(ORDERS, data_dir=tmp_path).intent
-    assert layer.entities.without_values("那 ＯＤ２６１１２５０００１ 呢？") == ("那   呢？", True)
-    assert layer.follows_up("what about OD2611200002?")
-    assert layer.follows_up("OD2611200002")
-    assert not layer.follows_up("OD2611200002 发货了吗 为什么这么慢")
-    assert not layer.follows_up("那呢？")
+    rest, named = layer.entities.without_values("那 ＯＤ２６１１２５０００１ 呢？")
+    assert (rest, named) == ("那   呢？", frozenset({"order_id"}))
+    assert layer.follow_up("what about OD2611200002?") == FollowUp(
+        "follow_up", frozenset({"order_id"})
+    )
+    assert layer.follow_up("od2611200002") == FollowUp("bare", frozenset({"order_id"}))
+    assert layer.follow_up("OD2611200002 发货了吗 为什么这么慢") is None
+    assert layer.follow_up("那呢？") is None
 
 
 def test_a_follow_up_asks_the_last_request_of_the_order_it_names(tmp_path: Path) -> None:
@@ -221,5 +241,65 @@ def test_a_correction_at_an_address_question_is_not_the_address(tmp_path: Path) 
         confirm = await runtime.start("上海市徐汇区漕溪北路100号", session_id="s")
         assert confirm.status is RunStatus.AWAITING_CONFIRM, confirm
         assert "OD2611280008" in (confirm.reply or "") and "漕溪北路" in (confirm.reply or "")
+
+    asyncio.run(talk())
+
+
+def test_a_bare_id_never_reruns_a_plan_whose_writes_ask_nobody(tmp_path: Path) -> None:
+    """A review: after a P0 fault "C20003" alone filed a P0 ticket for C20003 and paged
+    on-call, and after a repair "HD20240501" booked a repair of another machine: neither
+    plan asks before its write, so neither is followed (``asks_before_writing``)."""
+    from corral.runtime.follow import asks_before_writing
+
+    async def talk() -> None:
+        triage = load_agent(TRIAGE, data_dir=tmp_path / "triage")
+        runtime = Runtime(triage, MemoryStore())
+        paged = await runtime.start("C10001 的支付全挂了", session_id="s")
+        assert paged.status is RunStatus.FINISHED and paged.intent is not None
+        assert not asks_before_writing(triage, paged.intent.label or "")
+        for line in ("C20003", "那 C20003 呢？"):
+            other = await runtime.start(line, session_id="s")
+            assert other.intent is not None and other.intent.source != "session", other
+            assert "P0" not in (other.reply or ""), other
+        aftersales = load_agent(AFTERSALES, data_dir=tmp_path / "aftersales")
+        runtime = Runtime(aftersales, MemoryStore())
+        booked = await runtime.start("HD20250920 黑屏了，帮我报修", session_id="s")
+        assert booked.outcome == "success" and "报修单" in (booked.reply or "")
+        again = await runtime.start("HD20240501", session_id="s")
+        assert again.intent is not None and again.intent.source != "session", again
+        assert "报修单" not in (again.reply or "")
+
+    asyncio.run(talk())
+
+
+def test_a_line_that_adds_an_order_at_a_confirmation_declines_nothing(tmp_path: Path) -> None:
+    """A review: "wait, also OD… too" declined the waiting cancel without a word."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        waiting = await runtime.start("取消订单 OD2611250001", session_id="s")
+        assert waiting.status is RunStatus.AWAITING_CONFIRM
+        await runtime.start("wait, also OD2611280008 too", session_id="s")
+        still = await runtime.summary(waiting.run_id)
+        assert still.status is RunStatus.AWAITING_CONFIRM, still
+        negated = await runtime.start("不是 OD2611250001", session_id="t")  # not a correction
+        assert negated.intent is not None and negated.intent.source != "session"
+
+    asyncio.run(talk())
+
+
+def test_another_agents_turn_is_not_followed(tmp_path: Path) -> None:
+    """A review: one session id, a triage question, then aftersales "HD20240501" ran
+    aftersales' 咨询 (both agents declare one) as a follow-up of triage's turn."""
+    from corral import SqlStore
+
+    async def talk() -> None:
+        store = SqlStore.open(tmp_path / "corral.db")
+        triage = Runtime(load_agent(TRIAGE, data_dir=tmp_path / "t"), store)
+        asked = await triage.start("C10001 请问报表怎么导出", session_id="s")
+        assert asked.intent is not None and asked.intent.label == "咨询"
+        aftersales = Runtime(load_agent(AFTERSALES, data_dir=tmp_path / "a"), store)
+        other = await aftersales.start("HD20240501", session_id="s")
+        assert other.intent is not None and other.intent.source != "session", other
 
     asyncio.run(talk())

@@ -188,20 +188,21 @@ class EntityExtractor:
                 found[entity.name] = values
         return found
 
-    def without_values(self, text: str) -> tuple[str, bool]:
+    def without_values(self, text: str) -> tuple[str, frozenset[str]]:
         """``text`` (folded) less the words that give a pattern or vocabulary entity a value.
 
-        And whether there was one. What is left says what the line asks of the values it
-        names (``is_follow_up``: "那 OD2611250002 呢？" leaves "那  呢？").
+        And the entities they gave values. What is left says what the line asks of the
+        values it names (``follow_up_kind``: "那 OD2611250002 呢？" leaves "那   呢？").
         """
         rest = fold_letters_and_digits(text)
-        named = False
+        named: set[str] = set()
         for entity in self._entities:
             for _, word in self._found(entity, rest):
-                at = rest.lower().find(word.lower())
-                if at >= 0:
-                    rest, named = f"{rest[:at]} {rest[at + len(word) :]}", True
-        return rest, named
+                spoken = re.compile(re.escape(word), re.IGNORECASE).search(rest)
+                if spoken is not None:
+                    rest = f"{rest[: spoken.start()]} {rest[spoken.end() :]}"
+                    named.add(entity.name)
+        return rest, frozenset(named)
 
     def spoken(self, text: str, name: str) -> dict[str, str]:
         """Each value ``text`` gives entity ``name``, with the word of the text that gave it.

@@ -1,34 +1,91 @@
-"""Follow-ups: "那 OD2611250002 呢？", "what about my other order?".
+"""Follow-ups: "那 OD2611250002 呢？", "what about my other order?", "不对，是 OD…".
 
 A customer who has just been answered about one order often asks the same of another in
 a few words that say no intent of their own. Read alone, such a line is unclear, and
 asking "do you want to track a parcel or get a refund?" after the parcel was just tracked
 is what a person would never do. The line is read as the session's last request again,
 of the value it names, only when code can tell it is nothing else: what is left of it
-once the entity values it names are taken out is a follow-up frame (a lead such as 那 or
-"what about", "my other order", a tail such as 呢), and it names a value or says "another".
+once the entity values it names are taken out is a frame of a few known words.
+
+Three kinds, since they are not equally sure:
+
+- ``bare``: nothing but values ("OD2611200002"). Taken only for a value the last
+  request needs (its ``requires``): a bare phone number or amount asks nothing.
+- ``follow_up``: a value, or "another", in a frame ("那 … 呢？", "what about …?",
+  "还有一个 …", "same for …").
+- ``correction``: a value after "no" ("不对，是 …", "sorry, I meant …", "wrong order,
+  it's …"). Said at a confirmation, it declines it first. "不是 X" (not X) is no
+  correction to X, and a line that adds ("wait, also … too") corrects nothing.
+
+Runs of spaces and punctuation are read possessively (``*+``): a frame never backtracks
+through them, so a line of a few known words is read in one pass.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
 
-_CORRECTION = (
-    r"(?:(?:不对|不是|错了|弄错了|搞错了|说错了|打错了|写错了|输错了|no|nope|sorry|oops|wait)"
-    r"[\s,，、.。!！]*)+(?:我是说|我说的是|应该是|是|i\s+meant|i\s+mean|it'?s|it\s+is|should\s+be)?"
+FollowUpKind = Literal["bare", "follow_up", "correction"]
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """A follow-up line as read: its kind, and the entities whose values it names."""
+
+    kind: FollowUpKind
+    named: frozenset[str]
+
+
+_SEP = r"[\s,，、.。!！:：;；~]*+"
+
+_NO = (
+    r"(?:不对|错了|弄错了|搞错了|说错了|打错了|写错了|输错了|发错了|不是这个|不是那个|不是这单"
+    r"|no|nope|sorry|oops|wrong\s+order|wrong\s+one|wrong\s+number|my\s+bad|wait)"
 )
-"""A line that takes back what the last one named: "不对，是 OD…", "sorry, I meant OD…"."""
+"""Words that take back what the last line named (``wait`` only beside another: below)."""
+
+_MEANT = (
+    r"(?:我是说|我说的是|应该是|换成|是|i\s+meant|i\s+mean|it'?s|it\s+is|should\s+be|make\s+it)"
+)
+
+_LEAD = (
+    r"(?:那么|那个|这个|那|还有一个|还有个|还有|另外|再问一下|再问下|and|so|ok(?:ay)?|then|also"
+    r"|(?:what|how)\s+about|what\s+of|(?:the\s+)?same\s+(?:for|with))"
+)
+
+_OWNER = r"(?:我的|我那个|那个|这个|my|the)"
+_OTHER = r"(?:另一个|另外一个|另外那个|另一单|其他的?|其它的?|别的|other|another)"
+_NOUN = (
+    r"(?:订单号|订单|单子|单号|那单|工单|包裹|快递|orders?|tickets?|ones?|parcel|package|number|单)"
+)
+_ADDS = r"(?:的?(?:呢|怎么样了?|咋样了?|如何)|too|as\s+well|then)"
+"""Tails that ask the same of one more value: a follow-up's, never a correction's."""
+
+_SOFT = r"(?:才对|啊|呀|吧|please|pls|thanks|thank\s+you|谢谢)"
+"""Tails that say nothing of their own (a correction may end in one: "是 OD… 才对")."""
+
+_STRONG_MEANT = frozenset(
+    {"我是说", "我说的是", "应该是", "换成", "i meant", "i mean", "should be", "make it"}
+)
+"""Words that correct alone ("换成 OD…"); "是 OD…" or "it's OD…" alone do not."""
+
+_END = r"(?![a-z])"
+"""A word ends here: "no" is not the start of "not" (Chinese words meet without a space)."""
 
 _FRAME = re.compile(
     rf"""
-    ^(?P<correction>{_CORRECTION})?[\s,，、]*
-    (?:(?:那么?|还有|另外|再问一下|再问下|and|so|ok(?:ay)?|then|also)[\s,，、]*)?
-    (?:(?:what|how)\s+about\s*|what\s+of\s*)?
-    (?:我的|我那个|my\b|the\b)?\s*
-    (?P<other>另一个|另外一个|另外那个|另一单|其他的?|其它的?|别的|other\b|another\b)?\s*
-    (?:订单号?|单子|单号|那单|那个|这个|工单|包裹|快递|orders?\b|tickets?\b|ones?\b|parcel\b|package\b)?\s*
-    (?:的?(?:呢|怎么样了?|咋样了?|如何)|too\b|as\s+well\b)?
-    [\s?？。.!！,，~]*$
+    ^{_SEP}
+    (?P<no>(?:{_NO}{_END}{_SEP})*)
+    (?P<meant>{_MEANT}{_END}{_SEP})?
+    (?P<lead>(?:{_LEAD}{_END}{_SEP})*)
+    (?:{_OWNER}{_END}{_SEP})?
+    (?P<other>{_OTHER}{_END}{_SEP})?
+    (?:{_NOUN}{_END}{_SEP})?
+    (?P<adds>(?:{_ADDS}{_END}{_SEP})*)
+    (?P<soft>(?:{_SOFT}{_END}{_SEP})*)
+    [?？]*+{_SEP}$
     """,
     re.IGNORECASE | re.VERBOSE,
 )
@@ -38,21 +95,31 @@ FOLLOW_UP_CHARS = 60
 """A longer line says more than "and that one?": it is read for an intent of its own."""
 
 
-def is_correction(rest: str, named: bool) -> bool:
-    """Whether a follow-up line corrects the last one: it names a value, after "不对" or "no"."""
-    if not named or len(rest) > FOLLOW_UP_CHARS:
-        return False
-    frame = _FRAME.match(rest.strip())
-    return frame is not None and frame.group("correction") is not None
-
-
-def is_follow_up(rest: str, named: bool) -> bool:
-    """Whether a line is a follow-up, from ``rest`` (the line less the values it names).
+def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
+    """What kind of follow-up a line is, from ``rest`` (the line less the values it names).
 
     ``named``: the line named a value. A frame that names none must say "another" ("那另
-    一个订单呢？"): "那呢？" or "ok" alone asks nothing.
+    一个订单呢？"): "那呢？" or "ok" alone asks nothing, and corrects nothing.
     """
     if len(rest) > FOLLOW_UP_CHARS:
-        return False
-    frame = _FRAME.match(rest.strip())
-    return frame is not None and (named or frame.group("other") is not None)
+        return None
+    frame = _FRAME.match(rest)
+    if frame is None:
+        return None
+    no, meant = _words(frame.group("no")), _words(frame.group("meant") or "")
+    adds = frame.group("lead") or frame.group("other") or frame.group("adds")
+    if no or meant:  # a correction, or nothing
+        said_no = any(word != "wait" for word in no.split())
+        strong = meant in _STRONG_MEANT or (meant and frame.group("soft"))
+        takes_back = said_no or (no and meant) or strong
+        return "correction" if named and not adds and takes_back else None
+    if frame.group("other") is not None:
+        return "follow_up"
+    if not named:
+        return None
+    return "follow_up" if adds else "bare"
+
+
+def _words(said: str) -> str:
+    """Frame words as one lower-case line, single-spaced, without punctuation."""
+    return " ".join(re.sub(r"[\s,，、.。!！:：;；~]+", " ", said.lower()).split())

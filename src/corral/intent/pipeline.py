@@ -9,7 +9,7 @@ from typing import Protocol
 from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor, check_carry_references
-from corral.intent.follow_up import is_correction, is_follow_up
+from corral.intent.follow_up import FollowUp, follow_up_kind
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
 from corral.textfold import fold_word_characters
 
@@ -85,20 +85,16 @@ class IntentLayer:
             }
         )
 
-    def follows_up(self, text: str) -> bool:
-        """Whether ``text`` asks the last request again, of what it names (``follow_up``).
+    def follow_up(self, text: str) -> FollowUp | None:
+        """``text`` read as a follow-up ("那 OD… 呢？", "不对，是 OD…"), or ``None``.
 
-        "那 OD2611250002 呢？", "what about my other order?": a line that says no intent of
-        its own, read as the session's last one (``RunLoop``) only when no rule or
-        classifier understood it.
+        A line that says no intent of its own, which the run loop reads as the session's
+        last request (``corral.runtime.follow``) only when no rule or classifier
+        understood it, and which at a confirmation may correct it.
         """
         rest, named = self.entities.without_values(text)
-        return is_follow_up(rest, named)
-
-    def corrects(self, text: str) -> bool:
-        """Whether ``text`` takes back the value the last line named ("不对，是 OD…")."""
-        rest, named = self.entities.without_values(text)
-        return is_correction(rest, named)
+        kind = follow_up_kind(rest, bool(named))
+        return None if kind is None else FollowUp(kind, named)
 
     def rule_intent(self, text: str) -> str | None:
         """The intent the rules give ``text`` with confidence, or ``None``.

@@ -22,7 +22,7 @@ from corral.contracts import (
     StepStatus,
 )
 from corral.effects import Effects
-from corral.errors import ConfigInvalidError, ErrorCode, TemplateInvalidError
+from corral.errors import ErrorCode, TemplateInvalidError
 from corral.events import (
     ConfirmationRequested,
     EntitiesMerged,
@@ -48,6 +48,7 @@ from corral.planning.validate import PlanGraph, validate_plan
 from corral.reply.render import call_text
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
+from corral.runtime.follow import may_follow
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
@@ -213,7 +214,7 @@ class RunLoop:
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
-                corrects = bool(found) and agent.intent.follows_up(text)
+                corrects = bool(found) and agent.intent.follow_up(text) is not None
                 if fits and not request and not corrects and yes_or_no(text) is None:
                     found[slot] = whole
             self._merge_entities(found, "answer")
@@ -277,27 +278,25 @@ class RunLoop:
             self._plan_or_clarify(decision)
 
     def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:
-        """``understood``, or the session's last request for a follow-up line (``follows_up``).
+        """``understood``, or the session's last request for a follow-up line.
 
-        Decided by code, before any model is asked: the last request still declared, one
-        that runs a plan (a greeting's "那你呢？" is not asked again), and a line that says
-        nothing else ("那 OD2611250002 呢？", "what about my other order?").
+        Decided by code, before any model is asked (``corral.runtime.follow``): "那
+        OD2611250002 呢？", "what about my other order?", "不对，是 OD…" ask it again, of
+        what they name.
         """
         agent, label = self.agent, self.state.follows
         assert label is not None
-        try:
-            spec = agent.config.intent(label)
-        except ConfigInvalidError:  # the agent no longer declares it
+        line = agent.intent.follow_up(text)
+        if line is None or not may_follow(agent, label, line):
             return understood
-        if spec.route is not RouteAction.PLAN or not agent.intent.follows_up(text):
-            return understood
+        name = agent.config.intent(label).name
         return IntentResult(
-            label=spec.name,
+            label=name,
             confidence=agent.config.limits.intent_confidence,
             entities=understood.entities,
             source="session",
             need_clarification=False,
-            evidence=f"follow-up of {spec.name}",
+            evidence=f"{line.kind.replace('_', '-')} of {name}",
         )
 
     def _plan_or_clarify(self, decision: RouteDecision) -> None:

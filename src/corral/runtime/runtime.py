@@ -36,7 +36,6 @@ from corral.contracts import (
     HandoffPacket,
     Language,
     Plan,
-    RouteAction,
     RunStatus,
     RunSummary,
     StepStatus,
@@ -76,6 +75,7 @@ from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
 from corral.runtime.faults import Faults, FaultyEffects
+from corral.runtime.follow import last_request, may_follow, request_of
 from corral.runtime.inputs import OpenRunInput, check_input, check_step, decided_otherwise
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -679,9 +679,26 @@ class Runtime:
             decided = confirmation_answer(message)
             if decided is not None:  # else a new request: the confirmation waits
                 return OpenRunInput(open_run, approve=decided)
-            if self.agent.intent.corrects(message):  # not this one: it is never carried out
+            if self._corrects(session, message):  # not this one: it is never carried out
                 return OpenRunInput(open_run, approve=False, corrects=True)
         return None
+
+    def _follows(self, session: SessionRecord | None) -> str | None:
+        """The session's last request a new run's follow-up line may ask again (``follows``)."""
+        return last_request(session, self.agent.config.name)
+
+    def _corrects(self, session: SessionRecord, message: str) -> bool:
+        """Whether ``message`` corrects the confirmation the session's open run asked last.
+
+        "不对，是 OD…", "sorry, I meant OD…": declined, then a new run that asks the same
+        request of the corrected value. Only where that new run may follow the request
+        (``may_follow``); else the message is a run of its own, and the confirmation waits.
+        """
+        line = self.agent.intent.follow_up(message)
+        if line is None or line.kind != "correction":
+            return False
+        request = last_request(session, self.agent.config.name)
+        return request is not None and may_follow(self.agent, request, line)
 
     async def _recorded_io(self, name: str, read: Callable[[], T], shape: Any) -> T:
         """``read()`` as a recorded read (``Effects.recorded``), here or in a store thread.
@@ -765,7 +782,7 @@ class Runtime:
                 priority_source=found.source,
                 observed_latency=observed,
                 degraded=self.effects.recorded("degraded", self._degraded, list[str]),
-                follows=_last_request(session) if entry == ENTRY_MESSAGE else None,
+                follows=self._follows(session) if entry == ENTRY_MESSAGE else None,
             ),
         )
         return journal
@@ -1690,34 +1707,6 @@ def _spoken(session: SessionRecord | None) -> Language | None:
     return language if language in ("zh", "en") else None
 
 
-_FOLLOWED_STATUSES = frozenset(
-    {RunStatus.FINISHED.value, RunStatus.AWAITING_CONFIRM.value, RunStatus.FAILED.value}
-)
-"""A turn that ended in one of these was understood: a follow-up asks it again, of another
-value (a declined request too: it finished, and a correction declines one). Not one that
-asked what the user meant, nor one handed to a person."""
-
-
-def _request(state: RunState) -> str | None:
-    """The intent a run understood and went on to plan for (a turn's ``request``), if any.
-
-    Not the label of a message that was unclear (a guess below the threshold), nor one
-    answered from a template: a follow-up asks only a request that did something again.
-    """
-    route = state.route
-    return route.intent if route is not None and route.action is RouteAction.PLAN else None
-
-
-def _last_request(session: SessionRecord | None) -> str | None:
-    """The request of the session's last turn, if it was understood (``RunStarted.follows``)."""
-    if session is None or not session.turns:
-        return None
-    last = session.turns[-1]
-    label = last.get("request")
-    followed = isinstance(label, str) and last.get("status") in _FOLLOWED_STATUSES
-    return label if followed else None
-
-
 def _asked_since(seen: RunState, now: RunState) -> bool:
     """The run waits for a confirmation asked after the caller looked (``seen``)."""
     return now.status is RunStatus.AWAITING_CONFIRM and now.pending_since > seen.last_seq
@@ -1752,7 +1741,7 @@ def _merged_session(
             "run_id": state.run_id,
             "message": clip(state.messages[-1], 100) if state.messages else "",
             "intent": state.intent.label if state.intent else None,
-            "request": _request(state),
+            "request": request_of(state),
             "status": state.status.value,
             "reply": clip(state.reply or "", 100),
             "language": state.language,

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 QUEUED_LISTED = 500
 """The most first drives not ended that ``GET /runs`` reads (``GET /workers`` counts all)."""
 
+CORRECTION_WAIT_S = 10.0
+"""How long a request that corrects a confirmation waits for a worker to decline it."""
+
 POLL_S = 0.1
 """How often a waiting request or a following stream looks at the drive and the store."""
 
@@ -83,10 +86,7 @@ class QueuedRuns:
         if session_id is not None:
             given = await runtime.open_run_input(message, session_id=session_id)
             if given is not None and given.corrects:  # declined first, then a new run's
-                declined = await self.resume(
-                    agent.name, given.run_id, False, None, None, said=message, session_id=session_id
-                )
-                await self.settled(declined)
+                await self._declined(agent.name, given.run_id, message, session_id)
                 given = None
             if given is not None:
                 said = message if given.approve is not None else None
@@ -109,6 +109,24 @@ class QueuedRuns:
             message_id=message_id,
         )
         return await asyncio.to_thread(start)
+
+    async def _declined(self, agent: str, run_id: str, message: str, session_id: str) -> None:
+        """Enqueue the decline a correction brings ("不对，是 OD…") and wait until it ends.
+
+        The new run that follows reads the session the decline leaves. A decline no
+        worker takes within ``CORRECTION_WAIT_S`` is ``RUN_BUSY``: the same message sent
+        again names the same drive (DBOS keeps it once) and waits for it again.
+        """
+        declined = await self.resume(
+            agent, run_id, False, None, None, said=message, session_id=session_id
+        )
+        try:
+            await asyncio.wait_for(self.settled(declined), CORRECTION_WAIT_S)
+        except TimeoutError:
+            raise RunBusyError(
+                f"run {run_id}'s confirmation is being declined by a queued drive",
+                hint="send the message again: it follows once a worker has run the decline",
+            ) from None
 
     async def resume(
         self,

@@ -1,0 +1,83 @@
+"""Which request a follow-up line asks again ("那 OD… 呢？", "不对，是 OD…").
+
+The line itself is read by ``corral.intent.follow_up``. What it may ask again is decided
+here, by code, from the session and the agent: the last request this agent understood
+and planned for, and only one whose plan carries out no write without asking first. A
+bare "C20003" after a P0 fault must not page on-call for a customer who reported nothing,
+nor "HD20240501" after a repair book one for another machine: such a plan's writes ask
+nobody, so its follow-ups are asked what they mean instead.
+"""
+
+from __future__ import annotations
+
+from corral.agent import Agent
+from corral.contracts import RouteAction, RunStatus
+from corral.errors import ConfigInvalidError
+from corral.intent.follow_up import FollowUp
+from corral.planning.validate import CompiledStep
+from corral.routing.router import required_entities
+from corral.runtime.state import RunState
+from corral.store.base import SessionRecord
+
+FOLLOWED_STATUSES = frozenset(
+    {RunStatus.FINISHED.value, RunStatus.AWAITING_CONFIRM.value, RunStatus.FAILED.value}
+)
+"""A turn that ended in one of these was understood: a follow-up asks it again, of another
+value (a declined request too: it finished, and a correction declines one). Not one that
+asked what the user meant, nor one handed to a person."""
+
+
+def request_of(state: RunState) -> str | None:
+    """The intent a run understood and went on to plan for (a turn's ``request``), if any.
+
+    Not the label of a message that was unclear (a guess below the threshold), nor one
+    answered from a template: a follow-up asks only a request that did something again.
+    """
+    route = state.route
+    return route.intent if route is not None and route.action is RouteAction.PLAN else None
+
+
+def last_request(session: SessionRecord | None, agent: str) -> str | None:
+    """The request of the session's last turn, if this agent understood it (``follows``).
+
+    A session id shared by agents holds the turns of whichever spoke last: another
+    agent's request is not this one's to ask again, even under a name both declare.
+    """
+    if session is None or not session.turns or session.agent != agent:
+        return None
+    last = session.turns[-1]
+    label = last.get("request")
+    followed = isinstance(label, str) and last.get("status") in FOLLOWED_STATUSES
+    return label if followed else None
+
+
+def may_follow(agent: Agent, intent: str, line: FollowUp) -> bool:
+    """Whether ``line`` may ask ``intent`` again (see the module).
+
+    The intent still declared, planned from templates, none of whose writes runs without
+    the person's yes; a bare value (no frame word) only for an entity the intent needs.
+    """
+    try:
+        spec = agent.config.intent(intent)
+    except ConfigInvalidError:  # the agent no longer declares it
+        return False
+    if spec.route is not RouteAction.PLAN or not asks_before_writing(agent, spec.name):
+        return False
+    if line.kind != "bare":
+        return True
+    return bool(line.named & set(required_entities(agent.config, spec.name, spec.plan)))
+
+
+def asks_before_writing(agent: Agent, intent: str) -> bool:
+    """Whether every plan template of ``intent`` asks the person before each write.
+
+    ``False`` for an intent a model plans for: what its plan would write is not known.
+    """
+    graphs = [graph for (name, _), graph in agent.template_graphs.items() if name == intent]
+    return bool(graphs) and all(_asks(step) for graph in graphs for step in graph.steps.values())
+
+
+def _asks(step: CompiledStep) -> bool:
+    """A read, or a write whose step or tool asks for approval first."""
+    policy = step.spec.policy
+    return policy.kind != "write" or policy.requires_confirmation or step.step.requires_confirmation
