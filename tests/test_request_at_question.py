@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from corral import MemoryStore, RunStatus, Runtime, SqlStore, ToolPolicy
+from corral import EventType, MemoryStore, RunStatus, Runtime, SqlStore, ToolPolicy
 from corral.errors import ConfigInvalidError
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES, ORDERS
@@ -115,10 +115,16 @@ async def test_a_request_that_asks_its_own_question_hands_the_session_back_when_
     assert session.earlier_open_runs == [billing.run_id]
     first = await runtime.start("C10001", session_id="s3")  # the complaint's question's
     assert first.run_id == complaint.run_id and first.status is RunStatus.FINISHED
-    assert "另外，您之前的问题还在等您回复：" in (first.reply or "")  # the bill's, again
-    second = await runtime.start("C10001", session_id="s3")  # the bill's, open again
-    assert second.run_id == billing.run_id and second.status is RunStatus.FINISHED
-    assert "账单" in (second.reply or "")
+    # the bill's question asks what the complaint's answer said: it is not asked again
+    # (on main: "另外，您之前的问题还在等您回复：…客户编号", and the customer said it twice)
+    assert "还在等您回复" not in (first.reply or ""), first.reply
+    bill = await runtime.summary(billing.run_id)
+    assert bill.status is RunStatus.FINISHED and bill.outcome == "success"
+    assert (first.reply or "").endswith(bill.reply or "-")  # both tickets, in one reply
+    assert "服务投诉" in (first.reply or "") and "账单" in (bill.reply or "")
+    events = await runtime.events(billing.run_id)
+    answers = [e.data["text"] for e in events if e.type is EventType.USER_ANSWERED]
+    assert answers == ["C10001"]  # the bill's answer, as its log keeps it
     session = runtime.store.get_session("s3", FixedEffects().now())
     assert session is not None and session.earlier_open_runs == [] and session.open_run_id is None
 

@@ -1292,10 +1292,15 @@ class Runtime:
         if written is None:  # nothing new to save, or a merge that raised there
             await self._io(self._update_session, update)
             written = merged[-1]  # the last merge is the one written
-        return await self._still_asked(summary, state, written.open_run_id)
+        return await self._still_asked(summary, state, written.open_run_id, answer_known=True)
 
     async def _still_asked(
-        self, summary: RunSummary, state: RunState, open_run: str | None
+        self,
+        summary: RunSummary,
+        state: RunState,
+        open_run: str | None,
+        *,
+        answer_known: bool = False,
     ) -> RunSummary:
         """``summary``, its reply ending with the question another run of the session asks.
 
@@ -1311,6 +1316,11 @@ class Runtime:
         The stored run's reply is its own; the reminder is the session's, and never fails
         the turn it is added to: a waiting run that is gone, or a store that fails now,
         leaves the reply as the run gave it.
+
+        ``answer_known`` (a turn just driven, not one answered again): when ``state``'s
+        run learned the value the question asks for ("支付全挂了", asked for the customer
+        id, then a complaint that gave it), the question is not asked again: the value is
+        the waiting run's answer, and its reply follows this one.
         """
         if open_run is None or open_run == state.run_id:
             return summary
@@ -1323,10 +1333,29 @@ class Runtime:
             return summary
         if waiting.agent != self.agent.config.name:
             return summary
+        answer = self._known_answer(waiting, pending.slot, state) if answer_known else None
+        if answer is not None:
+            resumed = await self._resume(open_run, None, answer, None, 0.0, None)
+            joined = "\n".join(reply for reply in (summary.reply, resumed.reply) if reply)
+            return summary.model_copy(update={"reply": joined})
         question = {"question": pending.prompt}
         reminder = self.agent.renderer.render("still_asked", question, waiting.language)
         reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
         return summary.model_copy(update={"reply": reply})
+
+    def _known_answer(self, waiting: RunState, slot: str | None, state: RunState) -> str | None:
+        """The answer to ``waiting``'s question for ``slot`` that ``state``'s run learned.
+
+        Its value as text, only when the waiting run reads that text back as the same
+        value (an id, a word of a vocabulary): never a value it would read otherwise.
+        """
+        if slot is None or slot in waiting.entities or waiting.received_at is None:
+            return None
+        value = state.entities.get(slot)
+        if not isinstance(value, str):
+            return None
+        read = self.agent.intent.entities.extract(value, waiting.received_at, answering=slot)
+        return value if read.get(slot) == value else None
 
     @staticmethod
     async def _keep_after_cancel(persist: Callable[[], Awaitable[None]]) -> None:
