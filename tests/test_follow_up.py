@@ -199,7 +199,9 @@ def test_a_correction_at_a_confirmation_declines_it_and_asks_of_the_corrected_or
         corrected = await runtime.start("不对，是 OD2611280008", session_id="s")
         assert corrected.run_id != wrong.run_id
         assert corrected.status is RunStatus.AWAITING_CONFIRM, corrected
-        assert "OD2611280008" in (corrected.reply or "")
+        told, asked = (corrected.reply or "").split("\n")  # the drop said, then the new ask
+        assert "没有做任何改动" in told and "OD2611250001" not in asked
+        assert "OD2611280008" in asked
         assert corrected.intent is not None and corrected.intent.label == "cancel"
         declined = await runtime.summary(wrong.run_id)
         assert declined.status is RunStatus.FINISHED and declined.outcome == "cancelled"

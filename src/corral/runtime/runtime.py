@@ -610,8 +610,10 @@ class Runtime:
         if given is not None and given.corrects and session_id is not None:
             # declined first, saying why; the message is then a new run's, of the session
             # as the decline left it (its last turn the declined request, to follow)
-            await self._resume(given.run_id, False, None, None, 0.0, None, message)
+            declined = await self._resume(given.run_id, False, None, None, 0.0, None, message)
             session, given = await self._session(session_id), None
+        else:
+            declined = None
         if given is not None:
             said = message if given.approve is not None else None  # logged before the yes
             return await self._resume(
@@ -638,7 +640,11 @@ class Runtime:
             )
             journal.emit("intent", UserMessage(message, message_id))
             self._carry_over(journal, session, message)
-            return await self._drive(journal, held)
+            summary = await self._drive(journal, held)
+        if declined is None or not declined.reply:
+            return summary
+        # the person is told the waiting request was dropped, then what the new one asks
+        return summary.model_copy(update={"reply": f"{declined.reply}\n{summary.reply or ''}"})
 
     async def answer_of_message(
         self, message: str, *, session_id: str | None, message_id: str
