@@ -362,3 +362,18 @@ def test_a_crash_right_after_paging_resumes_without_a_second_page(tmp_path: Path
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT page_id FROM pages").fetchall() == [(page_id,)]
         assert conn.execute("SELECT count(*) FROM tickets").fetchone() == (1,)
+
+
+def test_a_greeting_or_thanks_at_a_question_is_answered_and_the_question_waits(
+    tmp_path: Path,
+) -> None:
+    """A review: "谢谢", then "你好", typed at the customer-id question counted as answers
+    that gave nothing, and the P0 outage was handed to a person unfiled."""
+    asked = run_json(tmp_path, "支付全挂了", "--session", "g1")
+    assert asked["status"] == "awaiting_user" and "客户编号" in asked["reply"]
+    for line, template in (("谢谢", "不客气"), ("你好", "告诉我就能为您建单")):
+        answered = run_json(tmp_path, line, "--session", "g1")
+        assert answered["run_id"] != asked["run_id"] and answered["status"] == "finished"
+        assert template in answered["reply"] and "还在等您回复" in answered["reply"]
+    done = run_json(tmp_path, "C10001", "--session", "g1")
+    assert done["run_id"] == asked["run_id"] and "优先级 P0" in done["reply"]

@@ -230,3 +230,58 @@ async def test_open_run_input_says_what_start_gives_the_paused_run(tmp_path: Pat
     yes = await runtime.open_run_input("好的", session_id="s1")
     assert yes is not None and (yes.run_id, yes.approve, yes.answer) == (asked.run_id, True, None)
     assert await runtime.open_run_input("我的退款到账了吗", session_id="s1") is None
+
+
+async def waiting_fault_and_complaint(runtime: Runtime, session_id: str) -> tuple[str, str]:
+    """A P0 fault that asks the customer id, under a complaint that asks it too."""
+    fault = await runtime.start("支付全挂了", session_id=session_id)
+    complaint = await runtime.start("我要投诉你们的客服", session_id=session_id)
+    assert fault.status is RunStatus.AWAITING_USER and complaint.status is RunStatus.AWAITING_USER
+    return fault.run_id, complaint.run_id
+
+
+@pytest.mark.parametrize(
+    ("lines", "outcome"),
+    [
+        (["C10001 和 C20001", "算了"], "cancelled"),  # two ids, then withdrawn: none chosen
+        (["C99999"], "not_found"),  # no such customer: the fault's question stands
+    ],
+)
+async def test_only_a_value_a_newer_run_succeeded_with_answers_the_waiting_question(
+    tmp_path: Path, lines: list[str], outcome: str
+) -> None:
+    """A review of b8db4c4: a withdrawn complaint's first id filed the fault as P0 and
+    paged on-call; an unknown id closed the fault's report as not found."""
+    runtime = Runtime(load(TRIAGE, tmp_path), MemoryStore(), effects=FixedEffects())
+    fault, complaint = await waiting_fault_and_complaint(runtime, "s")
+    for line in lines:
+        last = await runtime.start(line, session_id="s")
+    assert last.run_id == complaint and last.outcome == outcome, last
+    assert "还在等您回复" in (last.reply or "")  # reminded, as before
+    assert (await runtime.summary(fault)).status is RunStatus.AWAITING_USER
+
+
+async def test_an_operators_run_plan_in_the_session_answers_no_customer_question(
+    tmp_path: Path,
+) -> None:
+    runtime = Runtime(load(TRIAGE, tmp_path), MemoryStore(), effects=FixedEffects())
+    fault = await runtime.start("支付全挂了", session_id="s")
+    filed = await runtime.run_plan("suggestion", entities={"customer_id": "C10001"}, session_id="s")
+    assert filed.status is RunStatus.FINISHED and "P0" not in (filed.reply or "")
+    assert (await runtime.summary(fault.run_id)).status is RunStatus.AWAITING_USER
+
+
+async def test_a_waiting_run_busy_elsewhere_is_reminded_and_the_turn_stands(
+    tmp_path: Path,
+) -> None:
+    """A review of b8db4c4: the fault's lease held by another process raised RUN_BUSY
+    out of a turn whose complaint was already filed."""
+    agent = load(TRIAGE, tmp_path)
+    runtime = Runtime(agent, SqlStore.open(tmp_path / "c.db"), effects=FixedEffects())
+    other = Runtime(agent, SqlStore.open(tmp_path / "c.db"), effects=FixedEffects())
+    fault, complaint = await waiting_fault_and_complaint(runtime, "s")
+    async with other.ownership.holding(fault, 0.0):
+        filed = await runtime.start("C10001", session_id="s")
+    assert filed.run_id == complaint and filed.outcome == "success"
+    assert "还在等您回复" in (filed.reply or "")
+    assert (await runtime.summary(fault)).status is RunStatus.AWAITING_USER

@@ -43,6 +43,7 @@ from corral.contracts import (
 from corral.decision.priority import PriorityDetector, PriorityFound, run_priority
 from corral.effects import Effects, LiveEffects
 from corral.errors import (
+    CorralError,
     ErrorCode,
     InputTooLargeError,
     InvalidInputError,
@@ -1341,9 +1342,13 @@ class Runtime:
             return summary
         answer = self._known_answer(waiting, pending.slot, state) if answer_known else None
         if answer is not None:
-            resumed = await self._resume(open_run, None, answer, None, 0.0, None)
-            joined = "\n".join(reply for reply in (summary.reply, resumed.reply) if reply)
-            return summary.model_copy(update={"reply": joined})
+            try:
+                resumed = await self._resume(open_run, None, answer, None, 0.0, None)
+            except CorralError:  # busy elsewhere, or refused: it is asked, as it was
+                logger.warning("answering run %s from run %s failed", open_run, state.run_id)
+            else:
+                joined = "\n".join(reply for reply in (summary.reply, resumed.reply) if reply)
+                return summary.model_copy(update={"reply": joined})
         question = {"question": pending.prompt}
         reminder = self.agent.renderer.render("still_asked", question, waiting.language)
         reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
@@ -1352,9 +1357,16 @@ class Runtime:
     def _known_answer(self, waiting: RunState, slot: str | None, state: RunState) -> str | None:
         """The answer to ``waiting``'s question for ``slot`` that ``state``'s run learned.
 
+        Only from a run that understood the customer's own message (not an operator's
+        ``run_plan`` in the session) and succeeded with the value: not one withdrawn,
+        handed off, or that found no such customer (two ids, then "算了", answer nothing).
         Its value as text, only when the waiting run reads that text back as the same
         value (an id, a word of a vocabulary): never a value it would read otherwise.
         """
+        if state.intent is None or state.status is not RunStatus.FINISHED:
+            return None
+        if state.outcome != "success":
+            return None
         if slot is None or slot in waiting.entities or waiting.received_at is None:
             return None
         value = state.entities.get(slot)
