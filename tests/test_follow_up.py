@@ -196,7 +196,7 @@ def test_a_correction_at_a_confirmation_declines_it_and_asks_of_the_corrected_or
         runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
         wrong = await runtime.start("取消订单 OD2611250001", session_id="s")
         assert wrong.status is RunStatus.AWAITING_CONFIRM
-        corrected = await runtime.start("不对，是 OD2611280008", session_id="s")
+        corrected = await runtime.start("不对，是 OD2611280008", session_id="s", message_id="m2")
         assert corrected.run_id != wrong.run_id
         assert corrected.status is RunStatus.AWAITING_CONFIRM, corrected
         told, asked = (corrected.reply or "").split("\n")  # the drop said, then the new ask
@@ -207,6 +207,8 @@ def test_a_correction_at_a_confirmation_declines_it_and_asks_of_the_corrected_or
         assert declined.status is RunStatus.FINISHED and declined.outcome == "cancelled"
         said = [e.data.get("text") for e in await runtime.events(wrong.run_id)]
         assert "不对，是 OD2611280008" in said  # the decline says why
+        retried = await runtime.start("不对，是 OD2611280008", session_id="s", message_id="m2")
+        assert retried.run_id == corrected.run_id and retried.reply == corrected.reply
         done = await runtime.start("好的", session_id="s")
         assert done.run_id == corrected.run_id and done.outcome == "success", done
 

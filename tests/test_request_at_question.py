@@ -285,3 +285,24 @@ async def test_a_waiting_run_busy_elsewhere_is_reminded_and_the_turn_stands(
     assert filed.run_id == complaint and filed.outcome == "success"
     assert "还在等您回复" in (filed.reply or "")
     assert (await runtime.summary(fault)).status is RunStatus.AWAITING_USER
+
+
+async def test_a_retry_of_the_turn_that_answered_a_waiting_question_gets_the_same_reply(
+    tmp_path: Path,
+) -> None:
+    """A review of b8db4c4: the retry (its ``message_id``) of the turn that filed the
+    complaint and, with its id, the waiting P0 lost the P0's reply: the customer whose
+    first answer was lost never learned that on-call was paged."""
+    from corral.runtime.replay import replay_run
+
+    agent = load(TRIAGE, tmp_path)
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    fault, complaint = await waiting_fault_and_complaint(runtime, "s")
+    first = await runtime.start("C10001", session_id="s", message_id="m3")
+    assert first.run_id == complaint and "P0" in (first.reply or "")
+    retried = await runtime.start("C10001", session_id="s", message_id="m3")
+    assert retried.run_id == complaint and retried.reply == first.reply
+    answered = [e for e in await runtime.events(fault) if e.type is EventType.USER_ANSWERED]
+    assert [(e.data["text"], e.data.get("via_run")) for e in answered] == [("C10001", complaint)]
+    report = await replay_run(agent, await runtime.events(fault))
+    assert report.same_path, report

@@ -382,6 +382,10 @@ class UserAnswered:
     (``answer_language``); recorded, so a fold never re-reads the text."""
     message_id: str | None = None
     """As ``UserMessage.message_id``: the session message that gave the answer."""
+    via_run: str | None = None
+    """The run of the same session that learned the answer, when no one typed it here: a
+    question that waited under it is answered with the value it was given (the turn's
+    reply, and a retry of its message, end with this run's)."""
 
 
 @fast_init

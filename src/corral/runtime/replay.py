@@ -237,7 +237,9 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
             if isinstance(answer, UserMessage):
                 said = answer.text
             elif isinstance(answer, UserAnswered):
-                summary = await runtime.resume(run_id, answer=answer.text)
+                summary = await runtime._resume(
+                    run_id, None, answer.text, None, 0.0, None, via_run=answer.via_run
+                )
             elif isinstance(answer, ConfirmationGiven):
                 approve = answer.approved
                 summary = await runtime._resume(run_id, approve, None, None, 0.0, None, said)

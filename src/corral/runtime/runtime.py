@@ -548,7 +548,38 @@ class Runtime:
         summary = summarize_run(state)
         session = await self._session(state.session_id) if state.session_id else None
         open_run = session.open_run_id if session is not None else None
+        if session is not None:
+            summary = await self._told_beside(summary, session, message)
         return await self._still_asked(summary, state, open_run)  # as it was answered
+
+    async def _told_beside(
+        self, summary: RunSummary, session: SessionRecord, message: str
+    ) -> RunSummary:
+        """``summary`` with the replies its turn gave beside it, for a retry of its message.
+
+        The run a correction declined ("不对，是 OD…", its reply first) and the run whose
+        waiting question the turn answered (``UserAnswered.via_run``, its reply after):
+        the turns beside this run's in the session, read from their logs.
+        """
+        runs = [str(turn.get("run_id")) for turn in session.turns]
+        if summary.run_id not in runs:
+            return summary
+        at = runs.index(summary.run_id)
+        replies = [summary.reply]
+        if at > 0:
+            declined = fold(runs[at - 1], await self.events(runs[at - 1]))
+            if _declined_by(declined, message):
+                replies.insert(0, declined.reply)
+        if at + 1 < len(runs):
+            answered = fold(runs[at + 1], await self.events(runs[at + 1]))
+            if answered.answered_via == summary.run_id:
+                replies.append(answered.reply)
+        joined = "\n".join(reply for reply in replies if reply)
+        return (
+            summary
+            if joined == (summary.reply or "")
+            else summary.model_copy(update={"reply": joined})
+        )
 
     async def _asks_another(self, run_id: str, message: str) -> bool:
         """Whether a session's message, typed at ``run_id``'s question, is a new request.
@@ -964,10 +995,12 @@ class Runtime:
         call: str | None = None,
         *,
         message_id: str | None = None,
+        via_run: str | None = None,
     ) -> RunSummary:
         """``resume``; ``said``: the session's message that gave ``approve`` (logged first).
 
         ``message_id``: the id of the session's message that gave the input (``start``).
+        ``via_run``: the run that learned ``answer`` (``UserAnswered.via_run``).
         """
         if answer is not None:
             self._check_words(answer, "the answer")
@@ -993,7 +1026,9 @@ class Runtime:
                 # drive ran) approves nothing asked after it: the run shows what it asks now
                 return summarize_run(state)
             check_step(state, step_id, call)
-            journal = self._journal_for_input(state, approve, answer, watch, said, message_id)
+            journal = self._journal_for_input(
+                state, approve, answer, watch, said, message_id, via_run
+            )
             return await self._drive(journal, held)
 
     def _check_words(self, text: str, what: str) -> None:
@@ -1059,6 +1094,7 @@ class Runtime:
         watch: Watch | None = None,
         said: str | None = None,
         message_id: str | None = None,
+        via_run: str | None = None,
     ) -> Journal:
         """Check the input against what the run waits for and record it.
 
@@ -1085,7 +1121,7 @@ class Runtime:
             slot = state.pending.slot if state.pending else None
             spoken = answer_language(answer, state.language)
             changed = spoken if spoken != state.language else None
-            journal.emit("intent", UserAnswered(answer, slot, changed, message_id))
+            journal.emit("intent", UserAnswered(answer, slot, changed, message_id, via_run))
             journal.transition(RunStatus.PARSING, "answer received")
         return journal
 
@@ -1343,7 +1379,9 @@ class Runtime:
         answer = self._known_answer(waiting, pending.slot, state) if answer_known else None
         if answer is not None:
             try:
-                resumed = await self._resume(open_run, None, answer, None, 0.0, None)
+                resumed = await self._resume(
+                    open_run, None, answer, None, 0.0, None, via_run=state.run_id
+                )
             except CorralError:  # busy elsewhere, or refused: it is asked, as it was
                 logger.warning("answering run %s from run %s failed", open_run, state.run_id)
             else:
@@ -1752,6 +1790,12 @@ def _spoken(session: SessionRecord | None) -> Language | None:
         return None
     language = session.turns[-1].get("language")
     return language if language in ("zh", "en") else None
+
+
+def _declined_by(state: RunState, message: str) -> bool:
+    """Whether the run was declined by ``message`` (a correction's, ``OpenRunInput.corrects``)."""
+    said = state.messages[-1] if state.messages else None
+    return state.outcome == "cancelled" and said == message and len(state.messages) > 1
 
 
 def _asked_since(seen: RunState, now: RunState) -> bool:

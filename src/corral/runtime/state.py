@@ -152,6 +152,8 @@ class RunState:
     who looked before it was asked is no answer to it (``Runtime.resume``)."""
     questions_asked: dict[str, int] = field(default_factory=dict)
     answered_slot: str | None = None
+    answered_via: str | None = None
+    """The run whose turn answered this run's question (``UserAnswered.via_run``)."""
     reply: str | None = None
     handoff: HandoffPacket | None = None
     outcome: str | None = None
@@ -324,6 +326,8 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.messages.append(payload.text)
         state.answered_slot = payload.slot
         state.pending = None
+        if payload.via_run is not None:
+            state.answered_via = payload.via_run
         if payload.language is not None:
             state.language = payload.language
     elif isinstance(payload, ModelCall):
