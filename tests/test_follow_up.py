@@ -307,3 +307,32 @@ def test_another_agents_turn_is_not_followed(tmp_path: Path) -> None:
         assert other.intent is not None and other.intent.source != "session", other
 
     asyncio.run(talk())
+
+
+def test_a_frame_line_that_may_not_follow_is_asked_about_not_read_by_a_rule(
+    tmp_path: Path,
+) -> None:
+    """A walkthrough: after a P0, "那 C20003 呢？" was triage's 咨询 by its rule (a line
+    ending in "？") and filed a ticket for C20003 reading "那 C20003 呢？"."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(TRIAGE, data_dir=tmp_path), MemoryStore())
+        for session, line in (("s", "那 C20003 呢？"), ("t", "what about C20002?")):
+            await runtime.start("C10001 支付全挂了", session_id=session)
+            asked = await runtime.start(line, session_id=session)
+            assert asked.status is RunStatus.AWAITING_USER and asked.intent is not None
+            assert asked.intent.label is None, asked
+
+    asyncio.run(talk())
+
+
+def test_a_correction_in_english_is_told_in_english(tmp_path: Path) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("我要退款 OD2611100003", session_id="s")
+        fixed = await runtime.start("sorry, I meant OD2611200002", session_id="s")
+        told, asked = (fixed.reply or "").split("\n")
+        assert told == "OK, I have left it as it was. Nothing was changed."
+        assert "OD2611200002" in asked and "refund" in asked
+
+    asyncio.run(talk())

@@ -306,3 +306,47 @@ async def test_a_retry_of_the_turn_that_answered_a_waiting_question_gets_the_sam
     assert [(e.data["text"], e.data.get("via_run")) for e in answered] == [("C10001", complaint)]
     report = await replay_run(agent, await runtime.events(fault))
     assert report.same_path, report
+
+
+async def test_a_question_about_another_order_at_an_address_question_keeps_the_order(
+    tmp_path: Path,
+) -> None:
+    """A walkthrough: "对了 OD2611280008 到哪了？" typed at OD2611250001's address question
+    moved the address change to OD2611280008, and a yes wrote it there. It is answered
+    on its own (orders' questions interrupt), and the address is still OD2611250001's."""
+    runtime = Runtime(load(ORDERS, tmp_path), MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("OD2611250001 想改地址", session_id="s")
+    assert asked.status is RunStatus.AWAITING_USER
+    tracked = await runtime.start("对了 OD2611280008 到哪了？", session_id="s")
+    assert tracked.run_id != asked.run_id and "OD2611280008" in (tracked.reply or "")
+    assert "还在等您回复" in (tracked.reply or "")
+    confirm = await runtime.start("上海市徐汇区漕溪北路100号", session_id="s")
+    assert confirm.run_id == asked.run_id and confirm.status is RunStatus.AWAITING_CONFIRM
+    assert "OD2611250001" in (confirm.reply or "") and "OD2611280008" not in (confirm.reply or "")
+
+
+async def test_a_complaint_that_gives_the_asked_id_files_both_tickets(tmp_path: Path) -> None:
+    """A walkthrough: "我要投诉，C20002" typed at the fault's customer-id question was
+    taken as the id alone: the fault was filed, the complaint lost without a word."""
+    runtime = Runtime(load(TRIAGE, tmp_path), MemoryStore(), effects=FixedEffects())
+    fault = await runtime.start("登录一直失败", session_id="s")
+    both = await runtime.start("我要投诉，C20002", session_id="s")
+    assert both.run_id != fault.run_id and await intent_of(runtime, both.run_id) == "投诉"
+    assert both.outcome == "success" and (both.reply or "").count("已为您创建工单") == 2
+    filed = await runtime.summary(fault.run_id)
+    assert filed.status is RunStatus.FINISHED and filed.outcome == "success"
+
+
+async def test_thanks_that_reads_as_a_yes_at_a_question_is_answered_as_thanks(
+    tmp_path: Path,
+) -> None:
+    """A walkthrough: "好的，谢谢" at the customer-id question read as a yes, was asked
+    again, and "ok thanks" after it handed the unfiled P0 to a person."""
+    runtime = Runtime(load(TRIAGE, tmp_path), MemoryStore(), effects=FixedEffects())
+    fault = await runtime.start("支付全挂了", session_id="s")
+    for line in ("好的，谢谢", "ok thanks"):
+        thanked = await runtime.start(line, session_id="s")
+        assert thanked.run_id != fault.run_id and thanked.status is RunStatus.FINISHED
+        assert "还在" in (thanked.reply or "") or "waiting" in (thanked.reply or "")
+    filed = await runtime.start("C10001", session_id="s")
+    assert filed.run_id == fault.run_id and "P0" in (filed.reply or "")

@@ -183,6 +183,16 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("算了不退了，帮我查一下 OD2611200002 的物流", None),
         ("不取消了", False),  # to "cancel order OD…?": it stays
         ("算了不退了吧", False),
+        # found by a walkthrough: yes words run together were no answer, a new run took
+        # the session, and the customer's "确认" after it no longer reached the refund
+        ("嗯确认", True),
+        ("嗯嗯好的", True),
+        ("好的好的", True),
+        ("好滴", True),
+        ("yes pls", True),
+        ("好贵", None),  # 好 run into something other than a yes
+        ("好不要", None),
+        ("确认不了", None),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

@@ -33,6 +33,8 @@ YES = {
     "没错",
     "嗯嗯",
     "可以的",
+    "好滴",
+    "好哒",
     "y",
     "yes",
     "yep",
@@ -65,6 +67,8 @@ _BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～]+")
 _PARTICLES = "了吧啊呀呢哈嘛哦"
 FILLER = {
     "please",
+    "pls",
+    "plz",
     "thanks",
     "thank you",
     "thx",
@@ -142,7 +146,21 @@ def _word(word: str) -> bool | None:
     for lead in _RUN_INTO:
         if whole.startswith(lead) and whole[len(lead) :] in FILLER:
             return lead in YES
-    return None
+    return True if _yes_run(whole) else None
+
+
+def _yes_run(word: str) -> bool:
+    """Whether a Chinese word is yes words run together: "嗯确认", "嗯嗯好的", "好的好的".
+
+    Every part a yes (a sentence-final particle may end it): one no among them ("好不要")
+    or any other word ("好贵") makes it no answer.
+    """
+    while word:
+        lead = next((w for w in _RUN_INTO if w in YES and word.startswith(w)), None)
+        if lead is None:
+            return word in _PARTICLES
+        word = word[len(lead) :]
+    return True
 
 
 _CONFIRMING = ("确认", "同意", "confirm", "approve")

@@ -217,6 +217,10 @@ class RunLoop:
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
                 if fits and not request and not corrects and yes_or_no(text) is None:
                     found[slot] = whole
+                elif request and not corrects:
+                    # "对了 OD2611280008 到哪了？" asked for OD2611250001's new address asks
+                    # about another order: it does not move the address change to that one
+                    found = {}
             self._merge_entities(found, "answer")
             if slot in found:
                 self.journal.write_fact(slot, found[slot], FactSource.USER, "answer")
@@ -224,7 +228,7 @@ class RunLoop:
         else:
             started = self.effects.monotonic()
             understood = agent.intent.understand(text, now)
-            if understood.need_clarification and state.follows is not None:
+            if state.follows is not None:
                 understood = self._follow_up(understood, text)
             if self.model_may("extract_entities"):
                 from corral.runtime.modeling import model_entities
@@ -278,17 +282,30 @@ class RunLoop:
             self._plan_or_clarify(decision)
 
     def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:
-        """``understood``, or the session's last request for a follow-up line.
+        """``understood``, or what a follow-up line asks (``corral.runtime.follow``).
 
-        Decided by code, before any model is asked (``corral.runtime.follow``): "那
-        OD2611250002 呢？", "what about my other order?", "不对，是 OD…" ask it again, of
-        what they name.
+        Decided by code, before any model is asked: "那 OD2611250002 呢？", "what about my
+        other order?", "不对，是 OD…" ask the session's last request again, of what they
+        name. Such a line says nothing but values and frame words: a rule that matched it
+        matched those ("呢？" read as a question), so when the last request may not be
+        asked again, the line is unclear, and asked about, rather than a rule's.
         """
         agent, label = self.agent, self.state.follows
         assert label is not None
         line = agent.intent.follow_up(text)
-        if line is None or not may_follow(agent, label, line):
+        if line is None:
             return understood
+        if not may_follow(agent, label, line):
+            if understood.need_clarification or understood.source != "rule":
+                return understood
+            return IntentResult(
+                label=None,
+                confidence=0.0,
+                entities=understood.entities,
+                source="none",
+                need_clarification=True,
+                evidence=f"a {line.kind.replace('_', '-')} of {label}, which is not asked again",
+            )
         name = agent.config.intent(label).name
         return IntentResult(
             label=name,

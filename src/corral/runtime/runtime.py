@@ -36,6 +36,7 @@ from corral.contracts import (
     HandoffPacket,
     Language,
     Plan,
+    RouteAction,
     RunStatus,
     RunSummary,
     StepStatus,
@@ -549,11 +550,11 @@ class Runtime:
         session = await self._session(state.session_id) if state.session_id else None
         open_run = session.open_run_id if session is not None else None
         if session is not None:
-            summary = await self._told_beside(summary, session, message)
+            summary = await self._told_beside(summary, session, message, state.language)
         return await self._still_asked(summary, state, open_run)  # as it was answered
 
     async def _told_beside(
-        self, summary: RunSummary, session: SessionRecord, message: str
+        self, summary: RunSummary, session: SessionRecord, message: str, language: Language
     ) -> RunSummary:
         """``summary`` with the replies its turn gave beside it, for a retry of its message.
 
@@ -568,8 +569,8 @@ class Runtime:
         replies = [summary.reply]
         if at > 0:
             declined = fold(runs[at - 1], await self.events(runs[at - 1]))
-            if _declined_by(declined, message):
-                replies.insert(0, declined.reply)
+            if _declined_by(declined, message) and declined.reply:
+                replies.insert(0, self._in_language(declined.reply, language))
         if at + 1 < len(runs):
             answered = fold(runs[at + 1], await self.events(runs[at + 1]))
             if answered.answered_via == summary.run_id:
@@ -590,11 +591,14 @@ class Runtime:
         (``IntentLayer.another_request``). A withdrawal ("算了") or a yes or no stays the
         question's, as does anything typed at a clarification.
         """
-        if withdraws(message) or yes_or_no(message) is not None:
+        if withdraws(message):
             return False
         intent = self.agent.intent
         other = intent.rule_intent(message)
         if other is None or not self.agent.config.intent(other).interrupts:
+            return False
+        replies = self.agent.config.intent(other).route is RouteAction.REPLY
+        if yes_or_no(message) is not None and not replies:  # "好的，谢谢" is thanks, not a yes
             return False
         state = await self._recorded_state(run_id, "open_question")
         slot = state.pending.slot if state.pending is not None else None
@@ -604,6 +608,10 @@ class Runtime:
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
+        if slot in found and other != state.intent.label:
+            # "我要投诉，C20002" asked for the customer id: the complaint runs with the id,
+            # and the question is answered with it when that run is done (``_known_answer``)
+            return True
         whole = spec is not None and spec.whole_answer
         return intent.another_request(message, found, slot, state.intent.label, whole)
 
@@ -675,8 +683,17 @@ class Runtime:
             summary = await self._drive(journal, held)
         if declined is None or not declined.reply:
             return summary
-        # the person is told the waiting request was dropped, then what the new one asks
-        return summary.model_copy(update={"reply": f"{declined.reply}\n{summary.reply or ''}"})
+        # the person is told the waiting request was dropped, then what the new one asks,
+        # in the language of the line that corrected it ("sorry, I meant …")
+        told = self._in_language(declined.reply, journal.state.language)
+        return summary.model_copy(update={"reply": f"{told}\n{summary.reply or ''}"})
+
+    def _in_language(self, reply: str, language: Language) -> str:
+        """``reply`` in ``language`` when it is the plain ``cancelled`` reply in the other."""
+        render = self.agent.renderer.render
+        if reply in (render("cancelled", {}, "zh"), render("cancelled", {}, "en")):
+            return render("cancelled", {}, language)
+        return reply
 
     async def answer_of_message(
         self, message: str, *, session_id: str | None, message_id: str
@@ -1401,11 +1418,12 @@ class Runtime:
         Its value as text, only when the waiting run reads that text back as the same
         value (an id, a word of a vocabulary): never a value it would read otherwise.
         """
-        if state.intent is None or state.status is not RunStatus.FINISHED:
-            return None
-        if state.outcome != "success":
+        if state.intent is None or not _went_on_with_it(state):
             return None
         if slot is None or slot in waiting.entities or waiting.received_at is None:
+            return None
+        mentions = self.agent.intent.entities.mentions
+        if slot in latest_ambiguity(mentions, state.messages, [slot]):  # two: none chosen
             return None
         value = state.entities.get(slot)
         if not isinstance(value, str):
@@ -1790,6 +1808,17 @@ def _spoken(session: SessionRecord | None) -> Language | None:
         return None
     language = session.turns[-1].get("language")
     return language if language in ("zh", "en") else None
+
+
+def _went_on_with_it(state: RunState) -> bool:
+    """Whether a run went on with the values it was given (``_known_answer``).
+
+    It succeeded, or its intent goes to a person by design (aftersales' complaint): not
+    one withdrawn, refused, handed off as still unclear, or that found no such value.
+    """
+    if state.status is RunStatus.FINISHED:
+        return state.outcome == "success"
+    return state.status is RunStatus.HANDED_OFF and state.error_code == ErrorCode.POLICY_HANDOFF
 
 
 def _declined_by(state: RunState, message: str) -> bool:
