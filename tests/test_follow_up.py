@@ -336,3 +336,19 @@ def test_a_correction_in_english_is_told_in_english(tmp_path: Path) -> None:
         assert "OD2611200002" in asked and "refund" in asked
 
     asyncio.run(talk())
+
+
+def test_a_rule_that_reads_a_noun_stands_beside_a_followable_request(tmp_path: Path) -> None:
+    """A review: after a declined cancel, "OD2611280008 快递呢？" (logistics by its rule)
+    was read as a follow-up of the cancel, and proposed cancelling OD2611280008."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("取消订单OD2611250001", session_id="s")
+        await runtime.start("不要", session_id="s")
+        for line in ("OD2611280008 快递呢？", "那 OD2611280008 订单怎么样了？"):
+            asked = await runtime.start(line, session_id="s")
+            assert asked.intent is not None and asked.intent.source == "rule", asked
+            assert asked.status is RunStatus.FINISHED and "取消" not in (asked.reply or "")
+
+    asyncio.run(talk())

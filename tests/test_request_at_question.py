@@ -325,16 +325,24 @@ async def test_a_question_about_another_order_at_an_address_question_keeps_the_o
     assert "OD2611250001" in (confirm.reply or "") and "OD2611280008" not in (confirm.reply or "")
 
 
-async def test_a_complaint_that_gives_the_asked_id_files_both_tickets(tmp_path: Path) -> None:
-    """A walkthrough: "我要投诉，C20002" typed at the fault's customer-id question was
-    taken as the id alone: the fault was filed, the complaint lost without a word."""
+async def test_a_retry_gives_the_turns_reply_not_a_later_one_nor_its_question_twice(
+    tmp_path: Path,
+) -> None:
+    """A review of 7173fb3: the retry of the turn that answered the fault's id question,
+    whose reply ended with the fault's next question, repeated that question as a
+    reminder; and after a later turn filed the fault, it showed that later ticket."""
     runtime = Runtime(load(TRIAGE, tmp_path), MemoryStore(), effects=FixedEffects())
-    fault = await runtime.start("登录一直失败", session_id="s")
-    both = await runtime.start("我要投诉，C20002", session_id="s")
-    assert both.run_id != fault.run_id and await intent_of(runtime, both.run_id) == "投诉"
-    assert both.outcome == "success" and (both.reply or "").count("已为您创建工单") == 2
-    filed = await runtime.summary(fault.run_id)
-    assert filed.status is RunStatus.FINISHED and filed.outcome == "success"
+    fault = await runtime.start("系统全挂了，用不了", session_id="s")
+    await runtime.start("我要投诉你们的客服", session_id="s")
+    first = await runtime.start("C20002", session_id="s", message_id="m2")
+    assert "工单" in (first.reply or "") and "哪个产品" in (first.reply or "")
+    assert (await runtime.summary(fault.run_id)).status is RunStatus.AWAITING_USER
+    again = await runtime.start("C20002", session_id="s", message_id="m2")
+    assert again.reply == first.reply
+    filed = await runtime.start("支付", session_id="s", message_id="m3")
+    assert filed.run_id == fault.run_id and filed.outcome == "success"
+    later = await runtime.start("C20002", session_id="s", message_id="m2")
+    assert later.reply == first.reply
 
 
 async def test_thanks_that_reads_as_a_yes_at_a_question_is_answered_as_thanks(
@@ -350,3 +358,18 @@ async def test_thanks_that_reads_as_a_yes_at_a_question_is_answered_as_thanks(
         assert "还在" in (thanked.reply or "") or "waiting" in (thanked.reply or "")
     filed = await runtime.start("C10001", session_id="s")
     assert filed.run_id == fault.run_id and "P0" in (filed.reply or "")
+
+
+async def test_the_asked_id_beside_a_complaints_words_answers_the_question(
+    tmp_path: Path,
+) -> None:
+    """A review of a first version that ran such a line as a complaint: "C20002，我没有要
+    投诉，就是系统挂了" filed a complaint ticket, and its product was lost to the fault."""
+    runtime = Runtime(load(TRIAGE, tmp_path), MemoryStore(), effects=FixedEffects())
+    for session in ("s", "t"):
+        await runtime.start("登录一直失败", session_id=session)
+    said = await runtime.start("C20002，我没有要投诉，就是系统挂了", session_id="s")
+    given = await runtime.start("C20003，登录体验太差了一直失败", session_id="t")
+    for answered in (said, given):
+        assert await intent_of(runtime, answered.run_id) == "故障", answered
+        assert (answered.reply or "").count("已为您创建工单") == 1

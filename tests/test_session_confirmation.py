@@ -193,6 +193,12 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("好贵", None),  # 好 run into something other than a yes
         ("好不要", None),
         ("确认不了", None),
+        # a review: run together with 是, 对 or 行, it asks, concedes or goes on
+        ("嗯是吧", None),
+        ("嗯对吧", None),
+        ("好是好", None),
+        ("行行好", None),
+        ("好的对了", None),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

@@ -149,16 +149,26 @@ def _word(word: str) -> bool | None:
     return True if _yes_run(whole) else None
 
 
+_RUN_TOGETHER = sorted(
+    ("嗯", "嗯嗯", "好", "好的", "确认", "确定", "可以", "可以的", "同意", "没问题"),
+    key=len,
+    reverse=True,
+)
+"""The yes words that read as one when run together ("嗯确认", "好的好的"). Not 是, 对 or
+行: "嗯是吧" and "嗯对吧" ask ("right?"), "好是好" and "对是对" concede ("fine, but…"),
+"行行好" begs, and "好的对了" goes on ("ok, by the way")."""
+
+
 def _yes_run(word: str) -> bool:
     """Whether a Chinese word is yes words run together: "嗯确认", "嗯嗯好的", "好的好的".
 
-    Every part a yes (a sentence-final particle may end it): one no among them ("好不要")
-    or any other word ("好贵") makes it no answer.
+    Every part one of ``_RUN_TOGETHER`` (one sentence-final particle may end it): a no
+    among them ("好不要") or any other word ("好贵") makes it no answer.
     """
     while word:
-        lead = next((w for w in _RUN_INTO if w in YES and word.startswith(w)), None)
+        lead = next((w for w in _RUN_TOGETHER if word.startswith(w)), None)
         if lead is None:
-            return word in _PARTICLES
+            return len(word) == 1 and word in _PARTICLES
         word = word[len(lead) :]
     return True
 

@@ -36,6 +36,8 @@ class FollowUp:
 
     kind: FollowUpKind
     named: frozenset[str]
+    noun: bool = False
+    """The frame names what the value is ("订单", "快递", "parcel"): a rule may have read it."""
 
 
 _SEP = r"[\s,，、.。!！:：;；~]*+"
@@ -82,7 +84,7 @@ _FRAME = re.compile(
     (?P<lead>(?:{_LEAD}{_END}{_SEP})*)
     (?:{_OWNER}{_END}{_SEP})?
     (?P<other>{_OTHER}{_END}{_SEP})?
-    (?:{_NOUN}{_END}{_SEP})?
+    (?P<noun>{_NOUN}{_END}{_SEP})?
     (?P<adds>(?:{_ADDS}{_END}{_SEP})*)
     (?P<soft>(?:{_SOFT}{_END}{_SEP})*)
     [?？]*+{_SEP}$
@@ -123,3 +125,9 @@ def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
 def _words(said: str) -> str:
     """Frame words as one lower-case line, single-spaced, without punctuation."""
     return " ".join(re.sub(r"[\s,，、.。!！:：;；~]+", " ", said.lower()).split())
+
+
+def says_noun(rest: str) -> bool:
+    """Whether a follow-up frame names what its value is ("OD… 快递呢？": ``FollowUp.noun``)."""
+    frame = _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
+    return frame is not None and frame.group("noun") is not None

@@ -9,7 +9,7 @@ from typing import Protocol
 from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor, check_carry_references
-from corral.intent.follow_up import FollowUp, follow_up_kind
+from corral.intent.follow_up import FollowUp, follow_up_kind, says_noun
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
 from corral.textfold import fold_word_characters
 
@@ -94,7 +94,7 @@ class IntentLayer:
         """
         rest, named = self.entities.without_values(text)
         kind = follow_up_kind(rest, bool(named))
-        return None if kind is None else FollowUp(kind, named)
+        return None if kind is None else FollowUp(kind, named, says_noun(rest))
 
     def rule_intent(self, text: str) -> str | None:
         """The intent the rules give ``text`` with confidence, or ``None``.

@@ -296,7 +296,9 @@ class RunLoop:
         if line is None:
             return understood
         if not may_follow(agent, label, line):
-            if understood.need_clarification or understood.source != "rule":
+            # a noun ("OD… 快递呢？") may be what a rule read: only a frame of values and
+            # particles is taken from it
+            if understood.need_clarification or understood.source != "rule" or line.noun:
                 return understood
             return IntentResult(
                 label=None,
@@ -306,6 +308,8 @@ class RunLoop:
                 need_clarification=True,
                 evidence=f"a {line.kind.replace('_', '-')} of {label}, which is not asked again",
             )
+        if not understood.need_clarification:  # "OD… 快递呢？" is logistics by its rule
+            return understood
         name = agent.config.intent(label).name
         return IntentResult(
             label=name,

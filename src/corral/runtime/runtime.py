@@ -550,37 +550,41 @@ class Runtime:
         session = await self._session(state.session_id) if state.session_id else None
         open_run = session.open_run_id if session is not None else None
         if session is not None:
-            summary = await self._told_beside(summary, session, message, state.language)
+            summary, answered = await self._told_beside(summary, session, message, state.language)
+            if answered is not None and answered == open_run:  # its reply asked it already
+                return summary
         return await self._still_asked(summary, state, open_run)  # as it was answered
 
     async def _told_beside(
         self, summary: RunSummary, session: SessionRecord, message: str, language: Language
-    ) -> RunSummary:
+    ) -> tuple[RunSummary, str | None]:
         """``summary`` with the replies its turn gave beside it, for a retry of its message.
 
         The run a correction declined ("不对，是 OD…", its reply first) and the run whose
-        waiting question the turn answered (``UserAnswered.via_run``, its reply after):
-        the turns beside this run's in the session, read from their logs.
+        waiting question the turn answered (``UserAnswered.via_run``, its reply after, as
+        that turn left it: not what a later turn made of it): the turns beside this run's
+        in the session, read from their logs. Also the id of that answered run, if any.
         """
         runs = [str(turn.get("run_id")) for turn in session.turns]
         if summary.run_id not in runs:
-            return summary
+            return summary, None
         at = runs.index(summary.run_id)
         replies = [summary.reply]
+        answered_run = None
         if at > 0:
             declined = fold(runs[at - 1], await self.events(runs[at - 1]))
             if _declined_by(declined, message) and declined.reply:
                 replies.insert(0, self._in_language(declined.reply, language))
         if at + 1 < len(runs):
-            answered = fold(runs[at + 1], await self.events(runs[at + 1]))
+            events = _until_next_input(await self.events(runs[at + 1]), summary.run_id)
+            answered = fold(runs[at + 1], events)
             if answered.answered_via == summary.run_id:
                 replies.append(answered.reply)
+                answered_run = answered.run_id
         joined = "\n".join(reply for reply in replies if reply)
-        return (
-            summary
-            if joined == (summary.reply or "")
-            else summary.model_copy(update={"reply": joined})
-        )
+        if joined == (summary.reply or ""):
+            return summary, answered_run
+        return summary.model_copy(update={"reply": joined}), answered_run
 
     async def _asks_another(self, run_id: str, message: str) -> bool:
         """Whether a session's message, typed at ``run_id``'s question, is a new request.
@@ -608,10 +612,6 @@ class Runtime:
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
-        if slot in found and other != state.intent.label:
-            # "我要投诉，C20002" asked for the customer id: the complaint runs with the id,
-            # and the question is answered with it when that run is done (``_known_answer``)
-            return True
         whole = spec is not None and spec.whole_answer
         return intent.another_request(message, found, slot, state.intent.label, whole)
 
@@ -1819,6 +1819,29 @@ def _went_on_with_it(state: RunState) -> bool:
     if state.status is RunStatus.FINISHED:
         return state.outcome == "success"
     return state.status is RunStatus.HANDED_OFF and state.error_code == ErrorCode.POLICY_HANDOFF
+
+
+_INPUTS = (EventType.USER_MESSAGE, EventType.USER_ANSWERED, EventType.CONFIRMATION_GIVEN)
+
+
+def _until_next_input(events: list[Event], via_run: str) -> list[Event]:
+    """A run's events up to the next input after the answer ``via_run``'s turn gave it.
+
+    What the run had done when that turn's reply was given (``_told_beside``); all of
+    them when no such answer is among them.
+    """
+    given = next(
+        (
+            at
+            for at, event in enumerate(events)
+            if isinstance(event.payload, UserAnswered) and event.payload.via_run == via_run
+        ),
+        None,
+    )
+    if given is None:
+        return events
+    later = (at for at in range(given + 1, len(events)) if events[at].type in _INPUTS)
+    return events[: next(later, len(events))]
 
 
 def _declined_by(state: RunState, message: str) -> bool:
