@@ -89,8 +89,8 @@ class IntentLayer:
         """``text`` read as a follow-up ("那 OD… 呢？", "不对，是 OD…"), or ``None``.
 
         A line that says no intent of its own, which the run loop reads as the session's
-        last request (``corral.runtime.follow``) only when no rule or classifier
-        understood it, and which at a confirmation may correct it.
+        last request (``corral.runtime.follow``) when no rule or classifier understood
+        it, and which at a confirmation may correct it.
         """
         rest, named = self.entities.without_values(text)
         kind = follow_up_kind(rest, bool(named))

@@ -286,9 +286,10 @@ class RunLoop:
 
         Decided by code, before any model is asked: "那 OD2611250002 呢？", "what about my
         other order?", "不对，是 OD…" ask the session's last request again, of what they
-        name. Such a line says nothing but values and frame words: a rule that matched it
-        matched those ("呢？" read as a question), so when the last request may not be
-        asked again, the line is unclear, and asked about, rather than a rule's.
+        name, when nothing else understood them. When the last request may not be asked
+        again, a rule that matched a frame of values and particles only matched those
+        ("那 C20003 呢？" read as a question by its "？"): the line is unclear, and asked
+        about. A frame that names a noun ("OD… 快递呢？") keeps its rule either way.
         """
         agent, label = self.agent, self.state.follows
         assert label is not None

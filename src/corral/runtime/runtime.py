@@ -593,7 +593,8 @@ class Runtime:
         the question waits for its answer, when a rule gives the message an intent that
         ``interrupts`` (config) and the message does not give the value asked for
         (``IntentLayer.another_request``). A withdrawal ("算了") or a yes or no stays the
-        question's, as does anything typed at a clarification.
+        question's (but a thanks that reads as a yes, "好的，谢谢", is an intent that only
+        replies: answered on its own), as does anything typed at a clarification.
         """
         if withdraws(message):
             return False
@@ -1413,8 +1414,9 @@ class Runtime:
         """The answer to ``waiting``'s question for ``slot`` that ``state``'s run learned.
 
         Only from a run that understood the customer's own message (not an operator's
-        ``run_plan`` in the session) and succeeded with the value: not one withdrawn,
-        handed off, or that found no such customer (two ids, then "算了", answer nothing).
+        ``run_plan`` in the session) and went on with the value (``_went_on_with_it``):
+        not one withdrawn, handed off as still unclear, or that found no such customer,
+        nor a value it was given two of ("C10001 和 C20001", then "算了": nothing chosen).
         Its value as text, only when the waiting run reads that text back as the same
         value (an id, a word of a vocabulary): never a value it would read otherwise.
         """
