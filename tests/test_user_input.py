@@ -437,8 +437,7 @@ async def test_the_reply_names_the_order_the_write_went_to_after_a_correction(
 
     agent = load_agent(ORDERS, data_dir=tmp_path / "data")
     runtime = Runtime(agent, MemoryStore())
-    said = ["我想改一下收货地址", "OD2611250001", "查一下另一个订单 OD2611280008 到哪了"]
-    for line in said:
+    for line in ["我想改一下收货地址", "OD2611250001", "不对，是 OD2611280008"]:
         asked = await runtime.start(line, session_id="c1")
     assert asked.status is RunStatus.AWAITING_USER
     prompt = await runtime.start("上海市静安区南京西路1号", session_id="c1")
@@ -449,3 +448,11 @@ async def test_the_reply_names_the_order_the_write_went_to_after_a_correction(
     with sqlite3.connect(tmp_path / "data" / "orders.db") as conn:
         written = conn.execute("SELECT order_id FROM address_changes").fetchall()
     assert written == [("OD2611280008",)]
+    # "查一下另一个订单 OD… 到哪了" there asks where that order is (orders' questions
+    # interrupt): it is answered, and the address change stays with its order
+    for line in ["我想改一下收货地址", "OD2611250001"]:
+        asked = await runtime.start(line, session_id="c2")
+    tracked = await runtime.start("查一下另一个订单 OD2611280008 到哪了", session_id="c2")
+    assert tracked.run_id != asked.run_id and "还在等您回复" in (tracked.reply or "")
+    prompt = await runtime.start("上海市静安区南京西路1号", session_id="c2")
+    assert prompt.run_id == asked.run_id and "OD2611250001" in (prompt.reply or "")

@@ -87,13 +87,16 @@ async def test_a_request_of_another_intent_is_not_taken_as_a_free_text_answer() 
     runtime = Runtime(
         load_agent(ROOT / "examples" / "orders"), MemoryStore(), effects=FixedEffects()
     )
-    await runtime.start("I put the wrong address on OD2611250001", session_id="w4")
+    asked = await runtime.start("I put the wrong address on OD2611250001", session_id="w4")
     again = await runtime.start("OD2611250001 发货了吗", session_id="w4")
-    assert again.status is RunStatus.AWAITING_USER  # the address is asked for again
-    state = await runtime.load_state(again.run_id)
-    assert "new_address" not in state.entities
+    # a question of its own (orders' questions interrupt): answered, and the address
+    # question waits for its answer
+    assert again.run_id != asked.run_id and again.status is RunStatus.FINISHED
+    assert "waiting for your answer" in (again.reply or "") or "还在等" in (again.reply or "")
+    state = await runtime.load_state(asked.run_id)
+    assert state.status is RunStatus.AWAITING_USER and "new_address" not in state.entities
     given = await runtime.start("上海市徐汇区漕溪北路100号", session_id="w4")
-    assert given.status is RunStatus.AWAITING_CONFIRM and given.run_id == again.run_id
+    assert given.status is RunStatus.AWAITING_CONFIRM and given.run_id == asked.run_id
 
 
 async def test_a_yes_is_no_free_text_answer() -> None:
