@@ -192,7 +192,7 @@ class EntityExtractor:
         """``text`` (folded) less the words that give a pattern or vocabulary entity a value.
 
         And the entities they gave values. What is left says what the line asks of the
-        values it names (``follow_up_kind``: "那 OD2611250002 呢？" leaves "那   呢？").
+        values it names (``read_follow_up``: "那 OD2611250002 呢？" leaves "那   呢？").
         """
         rest = fold_letters_and_digits(text)
         named: set[str] = set()

@@ -40,7 +40,10 @@ class FollowUp:
     """The frame names what the value is ("订单", "快递", "parcel"): a rule may have read it."""
 
 
-_SEP = r"[\s,，、.。!！:：;；~]*+"
+_BREAK = r"[\s,，、.。!！:：;；~]"
+"""What separates the words of a frame (a space, a comma, a full stop, in either script)."""
+
+_SEP = _BREAK + "*+"
 
 _NO = (
     r"(?:不对|错了|弄错了|搞错了|说错了|打错了|写错了|输错了|发错了|不是这个|不是那个|不是这单"
@@ -97,17 +100,30 @@ FOLLOW_UP_CHARS = 60
 """A longer line says more than "and that one?": it is read for an intent of its own."""
 
 
+def read_follow_up(rest: str, named: frozenset[str]) -> FollowUp | None:
+    """A line read as a follow-up from ``rest`` (the line less the values of ``named``).
+
+    One match of the frame gives both its kind and whether it names a noun.
+    """
+    frame = _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
+    kind = _kind(frame, bool(named)) if frame is not None else None
+    if frame is None or kind is None:
+        return None
+    return FollowUp(kind, named, frame.group("noun") is not None)
+
+
 def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
     """What kind of follow-up a line is, from ``rest`` (the line less the values it names).
 
     ``named``: the line named a value. A frame that names none must say "another" ("那另
     一个订单呢？"): "那呢？" or "ok" alone asks nothing, and corrects nothing.
     """
-    if len(rest) > FOLLOW_UP_CHARS:
-        return None
-    frame = _FRAME.match(rest)
-    if frame is None:
-        return None
+    frame = _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
+    return _kind(frame, named) if frame is not None else None
+
+
+def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
+    """``follow_up_kind`` of a line whose ``rest`` matched the frame."""
     no, meant = _words(frame.group("no")), _words(frame.group("meant") or "")
     adds = frame.group("lead") or frame.group("other") or frame.group("adds")
     if no or meant:  # a correction, or nothing
@@ -124,10 +140,4 @@ def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
 
 def _words(said: str) -> str:
     """Frame words as one lower-case line, single-spaced, without punctuation."""
-    return " ".join(re.sub(r"[\s,，、.。!！:：;；~]+", " ", said.lower()).split())
-
-
-def says_noun(rest: str) -> bool:
-    """Whether a follow-up frame names what its value is ("OD… 快递呢？": ``FollowUp.noun``)."""
-    frame = _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
-    return frame is not None and frame.group("noun") is not None
+    return " ".join(re.sub(_BREAK + "+", " ", said.lower()).split())

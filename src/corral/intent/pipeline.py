@@ -9,7 +9,7 @@ from typing import Protocol
 from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor, check_carry_references
-from corral.intent.follow_up import FollowUp, follow_up_kind, says_noun
+from corral.intent.follow_up import FollowUp, read_follow_up
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
 from corral.textfold import fold_word_characters
 
@@ -92,9 +92,7 @@ class IntentLayer:
         last request (``corral.runtime.follow``) when no rule or classifier understood
         it, and which at a confirmation may correct it.
         """
-        rest, named = self.entities.without_values(text)
-        kind = follow_up_kind(rest, bool(named))
-        return None if kind is None else FollowUp(kind, named, says_noun(rest))
+        return read_follow_up(*self.entities.without_values(text))
 
     def rule_intent(self, text: str) -> str | None:
         """The intent the rules give ``text`` with confidence, or ``None``.

@@ -600,9 +600,10 @@ class Runtime:
             return False
         intent = self.agent.intent
         other = intent.rule_intent(message)
-        if other is None or not self.agent.config.intent(other).interrupts:
+        spec_of_other = self.agent.config.intent(other) if other is not None else None
+        if spec_of_other is None or not spec_of_other.interrupts:
             return False
-        replies = self.agent.config.intent(other).route is RouteAction.REPLY
+        replies = spec_of_other.route is RouteAction.REPLY
         if yes_or_no(message) is not None and not replies:  # "好的，谢谢" is thanks, not a yes
             return False
         state = await self._recorded_state(run_id, "open_question")
@@ -753,7 +754,7 @@ class Runtime:
         line = self.agent.intent.follow_up(message)
         if line is None or line.kind != "correction":
             return False
-        request = last_request(session, self.agent.config.name)
+        request = self._follows(session)
         return request is not None and may_follow(self.agent, request, line)
 
     async def _recorded_io(self, name: str, read: Callable[[], T], shape: Any) -> T:
