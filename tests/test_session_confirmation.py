@@ -57,20 +57,82 @@ async def test_a_plain_no_rejects_it_and_nothing_is_written(aftersales: Agent) -
     assert exchange_count(aftersales) == 0
 
 
-async def test_a_yes_after_another_run_s_reply_approves_nothing(aftersales: Agent) -> None:
-    """Found by review: "ok thanks" after a reply of another run of the session carried
-    out the write proposed before it. A yes answers the confirmation only as the next
-    message after its prompt; after that, the confirmation is answered by ``resume``."""
+async def test_a_reply_of_another_run_ends_with_the_confirmation_a_yes_then_answers(
+    aftersales: Agent,
+) -> None:
+    """Found by a walkthrough: a message answered by another run of the session (a
+    question about another order) left the confirmation waiting without a word, and the
+    "好的" meant for it started a run of its own. That reply now ends with the prompt
+    (``still_to_confirm``), and a yes after it approves, as it does right after the
+    prompt itself."""
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-aside")
+    assert paused.pending is not None
     aside = await runtime.start(CHIT_CHAT, session_id="chat-aside")
     assert aside.run_id != paused.run_id
+    assert (aside.reply or "").endswith(f"另外，您之前的请求还在等您确认：{paused.pending.prompt}")
+    assert exchange_count(aftersales) == 0
     thanks = await runtime.start("ok thanks", session_id="chat-aside")
+    assert thanks.run_id == paused.run_id and thanks.status is RunStatus.FINISHED
+    assert exchange_count(aftersales) == 1  # counted by the tool itself
+    assert said(runtime, paused.run_id) == [EXCHANGE, "ok thanks"]
+
+
+async def test_a_no_after_the_reminder_declines_and_nothing_is_written(aftersales: Agent) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-aside-no")
+    await runtime.start(CHIT_CHAT, session_id="chat-aside-no")
+    declined = await runtime.start("不用了", session_id="chat-aside-no")
+    assert declined.run_id == paused.run_id
+    assert declined.status is not RunStatus.AWAITING_CONFIRM
+    assert exchange_count(aftersales) == 0
+
+
+async def test_a_yes_after_another_agent_s_reply_approves_nothing(
+    aftersales: Agent, tmp_path: Path
+) -> None:
+    """Found by review: "ok" after a reply of another run carried out the write proposed
+    before it. Another agent's reply (a session id two agents share) does not remind of
+    this agent's confirmation, so a yes after it is no answer to it: the confirmation is
+    then answered by ``resume``."""
+    from corral import load_agent
+
+    store, effects = MemoryStore(), FixedEffects()
+    runtime = Runtime(aftersales, store, effects=effects)
+    paused = await runtime.start(EXCHANGE, session_id="two-desks")
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    aside = await Runtime(orders, store, effects=effects).start(
+        "查一下订单 OD2611200002", session_id="two-desks"
+    )
+    assert "确认" not in (aside.reply or "")
+    thanks = await runtime.start("ok thanks", session_id="two-desks")
     assert thanks.run_id != paused.run_id
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
     assert exchange_count(aftersales) == 0
     done = await runtime.resume(paused.run_id, approve=True)  # said where it is meant
     assert done.status is RunStatus.FINISHED and exchange_count(aftersales) == 1
+
+
+async def test_a_refund_waits_through_a_tracking_question_and_a_yes_makes_it(
+    tmp_path: Path,
+) -> None:
+    """The walkthrough's conversation: a refund proposed, a parcel tracked, then "好的"."""
+    import sqlite3
+
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("OD2611100003 退款", session_id="refund")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    tracked = await runtime.start("OD2611200002到哪了", session_id="refund")
+    assert "已经发货" in (tracked.reply or "") and "还在等您确认" in (tracked.reply or "")
+    assert "699" in (tracked.reply or "")  # the amount asked is quoted again
+    done = await runtime.start("好的", session_id="refund")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        made = conn.execute("SELECT order_id, amount_cny FROM refunds").fetchall()
+    assert made == [("OD2611100003", 699.0)]
 
 
 @pytest.mark.parametrize(
@@ -232,6 +294,20 @@ def test_corral_run_with_a_session_approves_with_a_yes(tmp_path: Path) -> None:
     assert done["status"] == "finished"
     listed = corral_cli(home, "runs", "--json")
     assert len(json.loads(listed.stdout)) == 1  # no second run
+
+
+def test_corral_run_reminds_of_the_confirmation_and_takes_the_yes_after_it(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    first = corral_cli(home, "run", str(AFTERSALES), EXCHANGE, "--session", "s1", "--json")
+    paused = json.loads(first.stdout)
+    aside = corral_cli(home, "run", str(AFTERSALES), CHIT_CHAT, "--session", "s1", "--json")
+    assert json.loads(aside.stdout)["reply"].endswith(paused["pending"]["prompt"])
+    yes = corral_cli(home, "run", str(AFTERSALES), "好的", "--session", "s1", "--json")
+    done = json.loads(yes.stdout)
+    assert done["run_id"] == paused["run_id"] and done["status"] == "finished"
+    assert len(json.loads(corral_cli(home, "runs", "--json").stdout)) == 2
 
 
 @pytest.fixture

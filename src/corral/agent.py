@@ -562,11 +562,12 @@ class Agent:
                         f"entity (entities: {declared_entities})"
                     )
         problems.extend(_decision_problems(config, registry))
-        extra = sorted(renderer.uses("still_asked") - {"question"})
-        if extra:  # rendered beside another run's question, with no run's values
-            problems.append(
-                f"template 'still_asked' may use only {{question}}, not {', '.join(extra)}"
-            )
+        for reminder in ("still_asked", "still_to_confirm"):
+            extra = sorted(renderer.uses(reminder) - {"question"})
+            if extra:  # rendered beside another run's question, with no run's values
+                problems.append(
+                    f"template {reminder!r} may use only {{question}}, not {', '.join(extra)}"
+                )
         unpassed = [
             f"the config names {kind} {', '.join(named)}, which were not passed "
             "(load_agent resolves them from tools.py)"

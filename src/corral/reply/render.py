@@ -59,6 +59,10 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         zh="另外，您之前的问题还在等您回复：{question}",
         en="Also, your earlier request is still waiting for your answer: {question}",
     ),
+    "still_to_confirm": TemplateText(
+        zh="另外，您之前的请求还在等您确认：{question}",
+        en="Also, your earlier request is still waiting for your go-ahead: {question}",
+    ),
     "outcome_unknown": TemplateText(
         zh="抱歉，系统暂时无法确认这项操作是否已经生效。已转给人工客服核实，他们会尽快联系您，"
         "请先不要重复提交。",

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from corral.agent import Agent
 from corral.clipping import clip
 from corral.contracts import (
+    TERMINAL_RUN_STATUSES,
     EventType,
     HandoffPacket,
     Language,
@@ -732,13 +733,16 @@ class Runtime:
             open_run, message
         ):
             return OpenRunInput(open_run, answer=message)
-        if status == RunStatus.AWAITING_CONFIRM.value and _asked_last(session):
-            decided = confirmation_answer(message)
-            if decided is not None:  # else a new request: the confirmation waits
-                return OpenRunInput(open_run, approve=decided)
-            if self._corrects(session, message):  # not this one: it is never carried out
-                return OpenRunInput(open_run, approve=False, corrects=True)
-        return None
+        if status != RunStatus.AWAITING_CONFIRM.value:
+            return None
+        if not _asked_last(session, self.agent.config.name):
+            return None
+        decided = confirmation_answer(message)
+        if decided is not None:
+            return OpenRunInput(open_run, approve=decided)
+        if self._corrects(session, message):  # not this one: it is never carried out
+            return OpenRunInput(open_run, approve=False, corrects=True)
+        return None  # a new request: the confirmation waits
 
     def _follows(self, session: SessionRecord | None) -> str | None:
         """The session's last request a new run's follow-up line may ask again (``follows``)."""
@@ -1364,15 +1368,18 @@ class Runtime:
         *,
         answer_known: bool = False,
     ) -> RunSummary:
-        """``summary``, its reply ending with the question another run of the session asks.
+        """``summary``, its reply ending with what another run of the session asks.
 
         ``open_run``: the run the session's next message reaches; nothing is added when
         there is none, or it is ``state``'s own run.
 
         A request typed at a question ran on its own (``_asks_another``), and the question
         waits: the next message answers it, so the reply says so, in the run's language
-        ("另外，您之前的问题还在等您回复：…"). Only a question: a confirmation is answered
-        by a yes only right after its prompt (``_asked_last``), so it is not repeated here.
+        ("另外，您之前的问题还在等您回复：…"). A confirmation is reminded of the same way
+        ("另外，您之前的请求还在等您确认：…", template ``still_to_confirm``): a yes or no
+        answers it right after its prompt, or right after such a reminder
+        (``_reminded_last``). Without it, nobody was told that a refund proposed before
+        still waited, and the "好的" meant for it started a run of its own.
         The reminder is in the question's language, the words it quotes: "Also, … waiting
         for your answer: 好的，麻烦提供一下订单号" read as two languages in one sentence.
         The stored run's reply is its own; the reminder is the session's, and never fails
@@ -1391,11 +1398,13 @@ class Runtime:
         except (RunNotFoundError, StoreError):
             return summary
         pending = waiting.pending
-        if waiting.status is not RunStatus.AWAITING_USER or pending is None:
+        if waiting.status not in _WAITS_FOR_THE_USER or pending is None:
             return summary
         if waiting.agent != self.agent.config.name:
             return summary
-        answer = self._known_answer(waiting, pending.slot, state) if answer_known else None
+        asks = waiting.status is RunStatus.AWAITING_USER
+        known = answer_known and asks
+        answer = self._known_answer(waiting, pending.slot, state) if known else None
         if answer is not None:
             try:
                 resumed = await self._resume(
@@ -1407,7 +1416,8 @@ class Runtime:
                 joined = "\n".join(reply for reply in (summary.reply, resumed.reply) if reply)
                 return summary.model_copy(update={"reply": joined})
         question = {"question": pending.prompt}
-        reminder = self.agent.renderer.render("still_asked", question, waiting.language)
+        template = "still_asked" if asks else "still_to_confirm"
+        reminder = self.agent.renderer.render(template, question, waiting.language)
         reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
         return summary.model_copy(update={"reply": reply})
 
@@ -1858,14 +1868,23 @@ def _asked_since(seen: RunState, now: RunState) -> bool:
     return now.status is RunStatus.AWAITING_CONFIRM and now.pending_since > seen.last_seq
 
 
-def _asked_last(session: SessionRecord) -> bool:
+def _asked_last(session: SessionRecord, agent: str) -> bool:
     """Whether the session's open run's prompt is the last thing the session was told.
 
-    Only then is a yes or no its answer: after another run's reply ("where is my other
-    order?", then "ok thanks"), a yes acknowledges that reply and must not carry out a
-    write proposed before it (the confirmation is then answered by ``resume``).
+    Only then is a yes or no its answer. It is when the last turn is the open run's, or
+    that of another run of ``agent`` that ended while the open run waited: that run's
+    reply ended with the prompt again (``_still_asked``: "…已经发货啦。另外，您之前的请求
+    还在等您确认：确认退款 699 元吗？"). After another agent's reply (a session id two
+    agents share), a yes acknowledges that reply and must not carry out a write proposed
+    before it (the confirmation is then answered by ``resume``).
     """
-    return bool(session.turns) and session.turns[-1].get("run_id") == session.open_run_id
+    if not session.turns:
+        return False
+    last = session.turns[-1]
+    if last.get("run_id") == session.open_run_id:
+        return True
+    ended = last.get("status") in TERMINAL_RUN_STATUSES
+    return ended and session.agent == agent
 
 
 _WAITS_FOR_THE_USER = (RunStatus.AWAITING_USER, RunStatus.AWAITING_CONFIRM)
