@@ -37,9 +37,9 @@ def _start(folder: Path, message: str, tmp_path: Path) -> RunSummary:
         ("Hello! Nice weather today", "无关闲聊"),
         # review: small talk with a short tail stays small talk, and a request after it
         # is the request
-        ("谢谢你", "无关闲聊"),
+        ("谢谢你", "致谢"),
         ("您好，在吗", "无关闲聊"),
-        ("thank you so much", "无关闲聊"),
+        ("thank you so much", "致谢"),
         ("今天天气很冷，我的打印机坏了，要报修", "报修"),
         ("who are you? my printer is broken", "报修"),
         ("Hello! Nice weather today, isn't it? (3)", "无关闲聊"),  # the demo's, numbered

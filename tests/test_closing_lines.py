@@ -1,0 +1,57 @@
+"""A thanks or a goodbye is answered as one, in every example, and a question waits for it.
+
+Found by a walkthrough: in orders and aftersales "谢谢" got what the desk can do, and
+"thx", "再见" or "bye" were asked what the customer wanted: a question that then caught
+the customer's next message. Triage read thanks but not a goodbye.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import AFTERSALES, ORDERS, ROOT
+from tests.helpers import corral_cli
+
+TRIAGE = ROOT / "examples" / "triage"
+
+
+def _say(home: Path, agent: Path, message: str, session: str = "c1") -> dict[str, Any]:
+    done = corral_cli(home, "run", str(agent), message, "--session", session, "--json")
+    reply: dict[str, Any] = json.loads(done.stdout)
+    return reply
+
+
+@pytest.mark.parametrize("agent", [ORDERS, AFTERSALES, TRIAGE], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    ("line", "intent", "said"),
+    [
+        ("谢谢", "致谢", "不客气"),
+        ("thx", "致谢", "welcome"),
+        ("再见", "告别", "再见"),
+        ("ok thanks, bye!", "告别", "Goodbye"),
+    ],
+)
+def test_a_thanks_or_goodbye_is_answered_and_nothing_is_asked(
+    agent: Path, line: str, intent: str, said: str, tmp_path: Path
+) -> None:
+    reply = _say(tmp_path, agent, line)
+    assert reply["status"] == "finished" and reply["intent"]["label"] == intent
+    assert said in reply["reply"] and reply["pending"] is None
+
+
+@pytest.mark.parametrize("line", ["谢谢", "bye"])
+def test_at_an_order_id_question_it_is_answered_and_the_question_waits(
+    line: str, tmp_path: Path
+) -> None:
+    asked = _say(tmp_path, ORDERS, "我要退款")
+    assert asked["status"] == "awaiting_user"
+    aside = _say(tmp_path, ORDERS, line)
+    assert aside["run_id"] != asked["run_id"] and aside["status"] == "finished"
+    assert "还在等您回复" in aside["reply"]
+    answered = _say(tmp_path, ORDERS, "OD2611100003")
+    assert answered["run_id"] == asked["run_id"]
+    assert answered["status"] == "awaiting_confirm" and "699" in answered["reply"]
