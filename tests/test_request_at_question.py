@@ -191,17 +191,20 @@ async def test_a_retried_request_gets_the_reply_it_got_the_first_time(tmp_path: 
     assert retried.run_id == first.run_id and retried.reply == first.reply
 
 
-def test_a_still_asked_template_with_a_run_s_values_is_refused_when_the_agent_loads() -> None:
+@pytest.mark.parametrize("reminder", ["still_asked", "still_to_confirm"])
+def test_a_reminder_template_with_a_run_s_values_is_refused_when_the_agent_loads(
+    reminder: str,
+) -> None:
     """Found in review: it was rendered after the run was stored, and the request failed."""
     refund, _ = payment_tools([], ToolPolicy(kind="write"))
-    templates = {
-        "still_asked": {"zh": "订单 {order_id}：{question}", "en": "{order_id}: {question}"}
-    }
+    templates = {reminder: {"zh": "订单 {order_id}：{question}", "en": "{order_id}: {question}"}}
     with pytest.raises(ConfigInvalidError) as refused:
         build_agent(
             [refund], [{"id": "r", "tool": "refund", "args": {"amount": "1"}}], templates=templates
         )
-    assert "template 'still_asked' may use only {question}, not order_id" in refused.value.message
+    assert f"template {reminder!r} may use only {{question}}, not order_id" in (
+        refused.value.message
+    )
 
 
 async def test_a_waiting_run_that_is_gone_leaves_the_reply_as_it_was(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ new run, which asked to clarify; the confirmation waited until the session expir
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from corral import Agent, MemoryStore, RunStatus, Runtime
 from corral.events import UserMessage
-from corral.intent.confirmation import confirmation_answer, yes_or_no
+from corral.intent.confirmation import confirmation_answer, explicit_yes, yes_or_no
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES, ROOT
 from tests.helpers import corral_cli, exchange_count
@@ -57,35 +58,45 @@ async def test_a_plain_no_rejects_it_and_nothing_is_written(aftersales: Agent) -
     assert exchange_count(aftersales) == 0
 
 
-async def test_a_reply_of_another_run_ends_with_the_confirmation_a_yes_then_answers(
+REMINDER = "另外，您之前的请求还在等您确认："
+
+
+async def test_a_reply_of_another_run_reminds_of_the_confirmation_and_a_confirm_answers(
     aftersales: Agent,
 ) -> None:
     """Found by a walkthrough: a message answered by another run of the session (a
     question about another order) left the confirmation waiting without a word, and the
-    "好的" meant for it started a run of its own. That reply now ends with the prompt
-    (``still_to_confirm``), and a yes after it approves, as it does right after the
-    prompt itself."""
+    "确认" meant for it started a run of its own. That reply now ends with the prompt
+    (``still_to_confirm``), and a yes in so many words after it approves."""
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-aside")
     assert paused.pending is not None
     aside = await runtime.start(CHIT_CHAT, session_id="chat-aside")
     assert aside.run_id != paused.run_id
-    assert (aside.reply or "").endswith(f"另外，您之前的请求还在等您确认：{paused.pending.prompt}")
+    assert f"{REMINDER}{paused.pending.prompt}（要办的话请回复「确认」）" in (aside.reply or "")
     assert exchange_count(aftersales) == 0
-    thanks = await runtime.start("ok thanks", session_id="chat-aside")
-    assert thanks.run_id == paused.run_id and thanks.status is RunStatus.FINISHED
+    done = await runtime.start("确认", session_id="chat-aside")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
     assert exchange_count(aftersales) == 1  # counted by the tool itself
-    assert said(runtime, paused.run_id) == [EXCHANGE, "ok thanks"]
+    assert said(runtime, paused.run_id) == [EXCHANGE, "确认"]
 
 
-async def test_a_no_after_the_reminder_declines_and_nothing_is_written(aftersales: Agent) -> None:
+@pytest.mark.parametrize("line", ["ok thanks", "好的", "好的，谢谢", "哦", "嗯", "不用了", "no"])
+async def test_after_the_reminder_a_line_that_may_answer_the_other_reply_decides_nothing(
+    aftersales: Agent, line: str
+) -> None:
+    """A review: after another run's reply, "ok thanks" or "好的" may acknowledge that
+    reply, or take up what it suggested: it carried out the write proposed before it.
+    Such a line is a message of its own, its reply reminds again, and the write waits."""
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
-    paused = await runtime.start(EXCHANGE, session_id="chat-aside-no")
-    await runtime.start(CHIT_CHAT, session_id="chat-aside-no")
-    declined = await runtime.start("不用了", session_id="chat-aside-no")
-    assert declined.run_id == paused.run_id
-    assert declined.status is not RunStatus.AWAITING_CONFIRM
+    paused = await runtime.start(EXCHANGE, session_id="chat-ack")
+    await runtime.start(CHIT_CHAT, session_id="chat-ack")
+    other = await runtime.start(line, session_id="chat-ack")
+    assert other.run_id != paused.run_id
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
     assert exchange_count(aftersales) == 0
+    if other.status is not RunStatus.AWAITING_USER:  # its own question is asked first
+        assert REMINDER in (other.reply or "")
 
 
 async def test_a_yes_after_another_agent_s_reply_approves_nothing(
@@ -93,8 +104,8 @@ async def test_a_yes_after_another_agent_s_reply_approves_nothing(
 ) -> None:
     """Found by review: "ok" after a reply of another run carried out the write proposed
     before it. Another agent's reply (a session id two agents share) does not remind of
-    this agent's confirmation, so a yes after it is no answer to it: the confirmation is
-    then answered by ``resume``."""
+    this agent's confirmation, so no yes after it answers it, not even "确认": the
+    confirmation is then answered by ``resume``."""
     from corral import load_agent
 
     store, effects = MemoryStore(), FixedEffects()
@@ -105,7 +116,7 @@ async def test_a_yes_after_another_agent_s_reply_approves_nothing(
         "查一下订单 OD2611200002", session_id="two-desks"
     )
     assert "确认" not in (aside.reply or "")
-    thanks = await runtime.start("ok thanks", session_id="two-desks")
+    thanks = await runtime.start("确认", session_id="two-desks")
     assert thanks.run_id != paused.run_id
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
     assert exchange_count(aftersales) == 0
@@ -116,9 +127,7 @@ async def test_a_yes_after_another_agent_s_reply_approves_nothing(
 async def test_a_refund_waits_through_a_tracking_question_and_a_yes_makes_it(
     tmp_path: Path,
 ) -> None:
-    """The walkthrough's conversation: a refund proposed, a parcel tracked, then "好的"."""
-    import sqlite3
-
+    """The walkthrough's conversation: a refund proposed, a parcel tracked, then "确认退款"."""
     from corral import load_agent
 
     orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
@@ -126,13 +135,59 @@ async def test_a_refund_waits_through_a_tracking_question_and_a_yes_makes_it(
     paused = await runtime.start("OD2611100003 退款", session_id="refund")
     assert paused.status is RunStatus.AWAITING_CONFIRM
     tracked = await runtime.start("OD2611200002到哪了", session_id="refund")
-    assert "已经发货" in (tracked.reply or "") and "还在等您确认" in (tracked.reply or "")
+    assert "已经发货" in (tracked.reply or "") and REMINDER in (tracked.reply or "")
     assert "699" in (tracked.reply or "")  # the amount asked is quoted again
-    done = await runtime.start("好的", session_id="refund")
+    done = await runtime.start("确认退款", session_id="refund")
     assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
     with sqlite3.connect(orders.deps["db"]) as conn:
         made = conn.execute("SELECT order_id, amount_cny FROM refunds").fetchall()
     assert made == [("OD2611100003", 699.0)]
+
+
+async def test_a_correction_after_another_reply_corrects_that_reply_s_request(
+    tmp_path: Path,
+) -> None:
+    """A review: "不对，是 OD2611200002" after a tracking reply that reminded of a refund
+    declined the refund of OD2611100003 and proposed one of OD2611200002. It corrects
+    what was asked last (the tracking): the refund waits, untouched."""
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("OD2611100003 退款", session_id="fix")
+    await runtime.start("OD2611250001到哪了", session_id="fix")
+    corrected = await runtime.start("不对，是 OD2611200002", session_id="fix")
+    assert corrected.run_id != paused.run_id
+    assert "这次先不办了" not in (corrected.reply or "") and "459" not in (corrected.reply or "")
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+
+def test_over_http_a_reply_read_back_shows_no_reminder_and_a_plain_yes_approves_nothing(
+    tmp_path: Path,
+) -> None:
+    """A review: a client that sends with ``wait: false`` reads the reply back from the
+    run, which holds no reminder; "好的" after it carried out the refund nobody was
+    reminded of. Only "确认" answers there (``explicit_yes``)."""
+    from tests.serving import load
+    from tests.workers_support import until
+
+    agent = load(ROOT / "examples" / "orders", tmp_path / "home")
+    with serving(agent, home=tmp_path / "home") as url, client(url) as http:
+        post = "/agents/orders/runs"
+        body = {"session_id": "web-r"}
+        paused = http.post(post, json={**body, "message": "OD2611100003 退款"}).json()
+        assert paused["status"] == "awaiting_confirm"
+        queued = http.post(post, json={**body, "message": "OD2611200002到哪了", "wait": False})
+        assert queued.status_code == 202
+        aside = f"/runs/{queued.json()['run_id']}"
+        until(lambda: http.get(aside).json()["status"] == "finished", "the aside to end")
+        read_back = http.get(aside).json()
+        assert "已经发货" in str(read_back["reply"]) and REMINDER not in str(read_back["reply"])
+        ok = http.post(post, json={**body, "message": "好的"}).json()
+        assert ok["run_id"] != paused["run_id"]
+        assert http.get(f"/runs/{paused['run_id']}").json()["status"] == "awaiting_confirm"
+    with sqlite3.connect(agent.deps["db"]) as conn:
+        assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (0,)
 
 
 @pytest.mark.parametrize(
@@ -272,6 +327,30 @@ def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | Non
     assert chat_reader is confirmation_answer  # one reader: the chat and the session agree
 
 
+@pytest.mark.parametrize(
+    ("line", "explicit"),
+    [
+        ("确认", True),
+        ("确定，退吧", True),
+        ("是的，确认", True),
+        ("确认退款", True),
+        ("confirm the refund", True),
+        ("yes, go ahead", True),
+        ("Confirm.", True),
+        ("好的", False),
+        ("好的谢谢", False),
+        ("ok thanks", False),
+        ("哦", False),
+        ("yes", False),
+        ("确认？", False),  # a question
+        ("确认不了", False),
+        ("不确认", False),
+    ],
+)
+def test_a_yes_in_so_many_words(line: str, explicit: bool) -> None:
+    assert explicit_yes(line) is explicit
+
+
 async def test_a_request_taken_back_at_its_confirmation_rejects_it(aftersales: Agent) -> None:
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-back")
@@ -303,8 +382,8 @@ def test_corral_run_reminds_of_the_confirmation_and_takes_the_yes_after_it(
     first = corral_cli(home, "run", str(AFTERSALES), EXCHANGE, "--session", "s1", "--json")
     paused = json.loads(first.stdout)
     aside = corral_cli(home, "run", str(AFTERSALES), CHIT_CHAT, "--session", "s1", "--json")
-    assert json.loads(aside.stdout)["reply"].endswith(paused["pending"]["prompt"])
-    yes = corral_cli(home, "run", str(AFTERSALES), "好的", "--session", "s1", "--json")
+    assert paused["pending"]["prompt"] in json.loads(aside.stdout)["reply"]
+    yes = corral_cli(home, "run", str(AFTERSALES), "确认", "--session", "s1", "--json")
     done = json.loads(yes.stdout)
     assert done["run_id"] == paused["run_id"] and done["status"] == "finished"
     assert len(json.loads(corral_cli(home, "runs", "--json").stdout)) == 2

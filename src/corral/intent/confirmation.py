@@ -247,6 +247,24 @@ def yes_or_no(line: str) -> bool | None:
     return answer
 
 
+_EXPLICIT = ("确认", "确定", "同意", "confirm", "approve", "go ahead")
+"""Words that approve in so many words: what ``explicit_yes`` looks for."""
+
+
+def explicit_yes(line: str) -> bool:
+    """Whether the line is a yes (``yes_or_no``) that says so in so many words.
+
+    "确认", "确定，退吧", "是的，确认", "confirm the refund", "yes, go ahead": a yes to a
+    prompt the person was reminded of below another reply (``still_to_confirm``). There,
+    "好的", "哦" or "ok thanks" may as well acknowledge that reply, or take up what it
+    suggested ("直接取消订单就行"): they approve nothing there.
+    """
+    if yes_or_no(line) is not True:
+        return False
+    text = _words(line)
+    return any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text
+
+
 WITHDRAWN = (
     "算了",
     "不用了",

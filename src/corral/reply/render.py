@@ -60,8 +60,9 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         en="Also, your earlier request is still waiting for your answer: {question}",
     ),
     "still_to_confirm": TemplateText(
-        zh="另外，您之前的请求还在等您确认：{question}",
-        en="Also, your earlier request is still waiting for your go-ahead: {question}",
+        zh="另外，您之前的请求还在等您确认：{question}（要办的话请回复「确认」）",
+        en="Also, your earlier request is still waiting for your go-ahead: {question} "
+        '(to go ahead, reply "confirm")',
     ),
     "outcome_unknown": TemplateText(
         zh="抱歉，系统暂时无法确认这项操作是否已经生效。已转给人工客服核实，他们会尽快联系您，"

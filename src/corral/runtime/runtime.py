@@ -72,7 +72,12 @@ from corral.inputs import (
     require_text,
     require_words,
 )
-from corral.intent.confirmation import confirmation_answer, withdraws, yes_or_no
+from corral.intent.confirmation import (
+    confirmation_answer,
+    explicit_yes,
+    withdraws,
+    yes_or_no,
+)
 from corral.intent.entities import answer_language, detect_language, names_entity
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -735,13 +740,14 @@ class Runtime:
             return OpenRunInput(open_run, answer=message)
         if status != RunStatus.AWAITING_CONFIRM.value:
             return None
-        if not _asked_last(session, self.agent.config.name):
-            return None
-        decided = confirmation_answer(message)
-        if decided is not None:
-            return OpenRunInput(open_run, approve=decided)
-        if self._corrects(session, message):  # not this one: it is never carried out
-            return OpenRunInput(open_run, approve=False, corrects=True)
+        if _asked_last(session):
+            decided = confirmation_answer(message)
+            if decided is not None:
+                return OpenRunInput(open_run, approve=decided)
+            if self._corrects(session, message):  # not this one: it is never carried out
+                return OpenRunInput(open_run, approve=False, corrects=True)
+        elif _reminded_last(session, self.agent.config.name) and explicit_yes(message):
+            return OpenRunInput(open_run, approve=True)
         return None  # a new request: the confirmation waits
 
     def _follows(self, session: SessionRecord | None) -> str | None:
@@ -1376,10 +1382,10 @@ class Runtime:
         A request typed at a question ran on its own (``_asks_another``), and the question
         waits: the next message answers it, so the reply says so, in the run's language
         ("另外，您之前的问题还在等您回复：…"). A confirmation is reminded of the same way
-        ("另外，您之前的请求还在等您确认：…", template ``still_to_confirm``): a yes or no
-        answers it right after its prompt, or right after such a reminder
-        (``_reminded_last``). Without it, nobody was told that a refund proposed before
-        still waited, and the "好的" meant for it started a run of its own.
+        ("另外，您之前的请求还在等您确认：…（要办的话请回复「确认」）", template
+        ``still_to_confirm``), and a yes in so many words right after it ("确认") answers
+        it (``_reminded_last``). Without it, nobody was told that a refund proposed before
+        still waited, and the "确认" meant for it started a run of its own.
         The reminder is in the question's language, the words it quotes: "Also, … waiting
         for your answer: 好的，麻烦提供一下订单号" read as two languages in one sentence.
         The stored run's reply is its own; the reminder is the session's, and never fails
@@ -1402,9 +1408,9 @@ class Runtime:
             return summary
         if waiting.agent != self.agent.config.name:
             return summary
-        asks = waiting.status is RunStatus.AWAITING_USER
-        known = answer_known and asks
-        answer = self._known_answer(waiting, pending.slot, state) if known else None
+        asks = waiting.status is RunStatus.AWAITING_USER  # else a confirmation
+        may_answer = answer_known and asks
+        answer = self._known_answer(waiting, pending.slot, state) if may_answer else None
         if answer is not None:
             try:
                 resumed = await self._resume(
@@ -1868,23 +1874,33 @@ def _asked_since(seen: RunState, now: RunState) -> bool:
     return now.status is RunStatus.AWAITING_CONFIRM and now.pending_since > seen.last_seq
 
 
-def _asked_last(session: SessionRecord, agent: str) -> bool:
+def _asked_last(session: SessionRecord) -> bool:
     """Whether the session's open run's prompt is the last thing the session was told.
 
-    Only then is a yes or no its answer. It is when the last turn is the open run's, or
-    that of another run of ``agent`` that ended while the open run waited: that run's
-    reply ended with the prompt again (``_still_asked``: "…已经发货啦。另外，您之前的请求
-    还在等您确认：确认退款 699 元吗？"). After another agent's reply (a session id two
-    agents share), a yes acknowledges that reply and must not carry out a write proposed
-    before it (the confirmation is then answered by ``resume``).
+    Only then is a plain yes or no its answer: after another run's reply ("where is my
+    other order?", then "ok thanks"), a yes may acknowledge that reply, and must not carry
+    out a write proposed before it. There, only a yes in so many words answers it, after
+    a reminder (``_reminded_last``), or ``resume``.
     """
-    if not session.turns:
+    return bool(session.turns) and session.turns[-1].get("run_id") == session.open_run_id
+
+
+def _reminded_last(session: SessionRecord, agent: str) -> bool:
+    """Whether the last reply of the session ended with the open run's prompt, as a reminder.
+
+    The last turn is a run of ``agent`` that ended while the open run waited: its reply
+    ended with the open run's prompt (``_still_asked``: "…已经发货啦。另外，您之前的
+    请求还在等您确认：确认退款 699 元吗？（要办的话请回复「确认」）"). Not after another
+    agent's turn (a session id two agents share), which reminds of nothing of this one's.
+    The reminder is in the reply ``start`` returns, not in the run's stored one: a client
+    that reads the run back (``GET /runs/{id}``) shows none, which is why only a yes in so
+    many words (``explicit_yes``) answers the prompt here, never "好的" or "ok thanks".
+    """
+    if not session.turns or session.agent != agent:
         return False
     last = session.turns[-1]
-    if last.get("run_id") == session.open_run_id:
-        return True
     ended = last.get("status") in TERMINAL_RUN_STATUSES
-    return ended and session.agent == agent
+    return ended and last.get("run_id") != session.open_run_id
 
 
 _WAITS_FOR_THE_USER = (RunStatus.AWAITING_USER, RunStatus.AWAITING_CONFIRM)
