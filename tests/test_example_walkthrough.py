@@ -52,6 +52,28 @@ def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
     assert summary.intent is not None and summary.intent.label == intent
 
 
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [
+        # a walkthrough: whether it was cancelled was a guess of cancel, asked to clarify
+        ("OD2611250001 取消了吗", "query_order"),
+        ("OD2611250001取消成功了没有", "query_order"),
+        ("为什么 OD2611250001 被取消了", "query_order"),
+        ("has OD2611250001 been cancelled?", "query_order"),
+        ("was my order OD2611250001 cancelled", "query_order"),
+        # asking for a cancellation is still one
+        ("帮我把OD2611280008取消了", "cancel"),
+        ("OD2611280008 取消", "cancel"),
+        ("cancel OD2611280008", "cancel"),
+    ],
+)
+def test_whether_an_order_was_cancelled_is_asked_of_its_status(
+    message: str, intent: str, tmp_path: Path
+) -> None:
+    summary = _start(ORDERS, message, tmp_path)
+    assert summary.intent is not None and summary.intent.label == intent
+
+
 def test_a_search_filter_of_one_turn_does_not_turn_the_next_into_a_cancellation(
     tmp_path: Path,
 ) -> None:
