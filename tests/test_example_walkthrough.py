@@ -61,8 +61,13 @@ def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
         ("为什么 OD2611250001 被取消了", "query_order"),
         ("has OD2611250001 been cancelled?", "query_order"),
         ("was my order OD2611250001 cancelled", "query_order"),
+        # a walkthrough: these were cancellations, and "好的谢谢" to their prompt cancelled
+        ("OD2611250001 已经取消了吧？", "query_order"),
+        ("OD2611250001取消了嘛", "query_order"),
+        ("did you cancel OD2611250001?", "query_order"),
         # asking for a cancellation is still one
         ("帮我把OD2611280008取消了", "cancel"),
+        ("OD2611250001 能取消吗", "cancel"),  # was asked to clarify
         ("OD2611280008 取消", "cancel"),
         ("cancel OD2611280008", "cancel"),
     ],

@@ -81,7 +81,7 @@ async def test_a_reply_of_another_run_reminds_of_the_confirmation_and_a_confirm_
     assert said(runtime, paused.run_id) == [EXCHANGE, "确认"]
 
 
-@pytest.mark.parametrize("line", ["ok thanks", "好的", "好的，谢谢", "哦", "嗯", "不用了", "no"])
+@pytest.mark.parametrize("line", ["ok thanks", "好的", "好的，谢谢", "哦", "嗯", "ok"])
 async def test_after_the_reminder_a_line_that_may_answer_the_other_reply_decides_nothing(
     aftersales: Agent, line: str
 ) -> None:
@@ -97,6 +97,39 @@ async def test_after_the_reminder_a_line_that_may_answer_the_other_reply_decides
     assert exchange_count(aftersales) == 0
     if other.status is not RunStatus.AWAITING_USER:  # its own question is asked first
         assert REMINDER in (other.reply or "")
+
+
+@pytest.mark.parametrize("line", ["不用了", "算了", "never mind", "no"])
+async def test_a_no_after_the_reminder_declines_and_nothing_is_written(
+    aftersales: Agent, line: str
+) -> None:
+    """A walkthrough: "不用了" or "never mind" after the reminder got "didn't understand",
+    and the exchange kept waiting. A no writes nothing, so it is taken there."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="chat-no-after")
+    await runtime.start(CHIT_CHAT, session_id="chat-no-after")
+    declined = await runtime.start(line, session_id="chat-no-after")
+    assert declined.run_id == paused.run_id and declined.status is RunStatus.FINISHED
+    assert declined.outcome == "cancelled" and exchange_count(aftersales) == 0
+
+
+@pytest.mark.parametrize("line", ["好的，确认退款", "ok, confirm the refund"])
+async def test_a_yes_that_names_the_refund_after_the_reminder_approves_the_one_reminded(
+    line: str, tmp_path: Path
+) -> None:
+    """A walkthrough: "好的，确认退款" after a tracking reply that reminded of a refund of
+    OD2611100003 was no yes, and started a refund of the tracked order, OD2611200002."""
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("OD2611100003 退款", session_id="named")
+    await runtime.start("OD2611200002到哪了", session_id="named")
+    done = await runtime.start(line, session_id="named")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        made = conn.execute("SELECT order_id FROM refunds").fetchall()
+    assert made == [("OD2611100003",)]
 
 
 async def test_a_yes_after_another_agent_s_reply_approves_nothing(
@@ -316,6 +349,10 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("好是好", None),
         ("行行好", None),
         ("好的对了", None),
+        # a walkthrough: a yes, then the confirm words naming what it approves
+        ("好的，确认退款", True),
+        ("ok, confirm the refund", True),
+        ("好的，确认取消", None),  # to "refund 699?" it may cancel the refund
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

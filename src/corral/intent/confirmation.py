@@ -239,6 +239,8 @@ def yes_or_no(line: str) -> bool | None:
     after = " ".join(rest)
     if answer is None or not rest or after in FILLER or _word(after) is answer:
         return answer
+    if answer and _confirms(rest):  # "好的，确认退款", "ok, confirm the refund"
+        return True
     for word in rest:
         same = word in FILLER or _word(word) is answer
         urged = answer and word in URGED  # 换吧, 办吧: go on (not 算了吧, 改天吧)

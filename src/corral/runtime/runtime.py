@@ -620,7 +620,9 @@ class Runtime:
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
-        whole = spec is not None and spec.whole_answer
+        # free text takes almost anything, but a line that a rule reads whole as a thanks or
+        # a goodbye is none: "再见" asked for the new address became the address
+        whole = spec is not None and spec.whole_answer and not replies
         return intent.another_request(message, found, slot, state.intent.label, whole)
 
     async def _run_of_message(self, session_id: str | None, message_id: str) -> str | None:
@@ -746,8 +748,11 @@ class Runtime:
                 return OpenRunInput(open_run, approve=decided)
             if self._corrects(session, message):  # not this one: it is never carried out
                 return OpenRunInput(open_run, approve=False, corrects=True)
-        elif _reminded_last(session, self.agent.config.name) and explicit_yes(message):
-            return OpenRunInput(open_run, approve=True)
+        elif _reminded_last(session, self.agent.config.name):
+            if explicit_yes(message):
+                return OpenRunInput(open_run, approve=True)
+            if confirmation_answer(message) is False:  # "不用了", "never mind": safe to take
+                return OpenRunInput(open_run, approve=False)
         return None  # a new request: the confirmation waits
 
     def _follows(self, session: SessionRecord | None) -> str | None:
@@ -1879,8 +1884,8 @@ def _asked_last(session: SessionRecord) -> bool:
 
     Only then is a plain yes or no its answer: after another run's reply ("where is my
     other order?", then "ok thanks"), a yes may acknowledge that reply, and must not carry
-    out a write proposed before it. There, only a yes in so many words answers it, after
-    a reminder (``_reminded_last``), or ``resume``.
+    out a write proposed before it. There, only a yes in so many words (or a no) answers
+    it, after a reminder (``_reminded_last``), or ``resume``.
     """
     return bool(session.turns) and session.turns[-1].get("run_id") == session.open_run_id
 
@@ -1894,7 +1899,8 @@ def _reminded_last(session: SessionRecord, agent: str) -> bool:
     agent's turn (a session id two agents share), which reminds of nothing of this one's.
     The reminder is in the reply ``start`` returns, not in the run's stored one: a client
     that reads the run back (``GET /runs/{id}``) shows none, which is why only a yes in so
-    many words (``explicit_yes``) answers the prompt here, never "好的" or "ok thanks".
+    many words (``explicit_yes``) answers the prompt here, never "好的" or "ok thanks". A
+    no ("不用了", "never mind") is taken: it writes nothing, and its reply says so.
     """
     if not session.turns or session.agent != agent:
         return False
