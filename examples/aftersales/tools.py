@@ -225,6 +225,31 @@ class RepairTicket(BaseModel):
     run's): the engineer already has it, and a second ticket would only call twice."""
 
 
+class RepairStatus(BaseModel):
+    order_id: str
+    product_name: str
+    state: str
+    """"open" while the order has a repair in progress, else "none"."""
+    repair_id: str | None = None
+
+
+@tool(
+    policy=ToolPolicy(kind="read", latency_ms=40),
+    summary="{order_id}: repair {state}",
+)
+def get_repair_status(order_id: str, ctx: ToolContext) -> RepairStatus | None:
+    """Whether the order has a repair in progress, and which: a question, never a booking."""
+    order = _lookup_order(order_id, ctx)
+    if order is None:
+        return None
+    return RepairStatus(
+        order_id=order.order_id,
+        product_name=order.product_name,
+        state="open" if order.open_repair else "none",
+        repair_id=order.open_repair,
+    )
+
+
 def find_repair_by_key(order_id: str, in_warranty: bool, ctx: ToolContext) -> RepairTicket | None:
     """The repair this run's key booked, if any: settles a write whose outcome is unknown."""
     with _connect(ctx) as conn:

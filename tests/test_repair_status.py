@@ -1,0 +1,42 @@
+"""How a repair is going is a question: answered from the order's open repair, never booked.
+
+Found by a walkthrough: "HD20240501 维修进度怎么样" and "where is my repair?" were read as
+报修, and booked a repair the customer never asked for (no confirmation: a booking is
+harmless, but a second ticket calls the customer twice).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from corral import load_agent
+from tests.conftest import AFTERSALES
+from tests.helpers import corral_cli
+
+
+def _say(home: Path, message: str) -> dict[str, Any]:
+    done = corral_cli(home, "run", str(AFTERSALES), message, "--session", "r1", "--json")
+    reply: dict[str, Any] = json.loads(done.stdout)
+    return reply
+
+
+def _repairs(home: Path) -> list[tuple[str, str]]:
+    agent = load_agent(AFTERSALES, data_dir=home / "data" / "aftersales")
+    with sqlite3.connect(agent.deps["db"]) as conn:
+        return conn.execute("SELECT repair_id, order_id FROM repairs").fetchall()
+
+
+def test_a_progress_question_books_nothing_and_names_the_open_repair(tmp_path: Path) -> None:
+    asked = _say(tmp_path, "HD20240501 维修进度怎么样")
+    assert asked["intent"]["label"] == "维修进度" and asked["status"] == "finished"
+    assert "没有处理中的报修单" in asked["reply"]
+    booked = _say(tmp_path, "打印机坏了 HD20240501")
+    assert booked["intent"]["label"] == "报修"
+    again = _say(tmp_path, "where is my repair?")
+    assert again["intent"]["label"] == "维修进度" and again["status"] == "finished"
+    repairs = _repairs(tmp_path)
+    assert len(repairs) == 1 and repairs[0][1] == "HD20240501"  # booked once, by 报修
+    assert f"Repair {repairs[0][0]}" in again["reply"] and "in progress" in again["reply"]
