@@ -91,6 +91,20 @@ def test_chat_shows_the_state_after_each_turn(tmp_path: Path) -> None:
     assert "state: finished" in out and "已经取消" in out
 
 
+def test_chat_takes_a_confirmation_in_its_own_words(tmp_path: Path) -> None:
+    """A walkthrough: "确认取消" to "确认取消订单…吗？" was asked again, then a new message."""
+    done = corral(
+        tmp_path,
+        "chat",
+        str(ORDERS),
+        "--session",
+        "c2",
+        stdin="取消 OD2611280008\n确认取消\n/quit\n",
+    )
+    assert "state: finished" in done.stdout and "已经取消" in done.stdout
+    assert "请回答" not in done.stdout  # not asked again
+
+
 def test_gc_runs(tmp_path: Path) -> None:
     run_json(tmp_path, "你好")
     assert "deleted 0 sessions and 0 runs" in corral(tmp_path, "gc").stdout

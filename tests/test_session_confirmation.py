@@ -388,6 +388,54 @@ def test_a_yes_in_so_many_words(line: str, explicit: bool) -> None:
     assert explicit_yes(line) is explicit
 
 
+CANCEL_ZH = "确认取消订单 OD2611250001（无线耳机 AirSound Pro）吗？取消后钱会原路退回。"
+CANCEL_EN = "Cancel order OD2611250001 (AirSound Pro wireless earphones)? The money goes back."
+REFUND_ZH = "订单 OD2611100003（跑步鞋 Run 3）现在是已完成，确认为这单退款 699 元吗？"
+
+
+@pytest.mark.parametrize(
+    ("line", "prompt", "meant"),
+    [
+        ("确认取消", CANCEL_ZH, True),
+        ("好的，确认取消", CANCEL_ZH, True),
+        ("确认取消订单", CANCEL_ZH, True),
+        ("yes, cancel it", CANCEL_EN, True),
+        ("cancel the order please", CANCEL_EN, True),
+        ("确认取消", REFUND_ZH, None),  # to "refund 699?" it may cancel the refund
+        ("cancel", CANCEL_EN, None),  # alone it may take the request back
+        ("确认取消吗", CANCEL_ZH, None),  # a question
+        ("yes, cancel it", REFUND_ZH, None),
+        ("确认不取消", CANCEL_ZH, None),
+    ],
+)
+def test_a_line_that_says_the_prompt_s_action_again_is_a_yes_to_it(
+    line: str, prompt: str, meant: bool | None
+) -> None:
+    """A walkthrough: "确认取消" to "确认取消订单 OD…吗？", the likeliest answer to it, got
+    "didn't understand", and the cancellation was then out of reach."""
+    assert confirmation_answer(line) is None  # without the prompt, no answer
+    assert confirmation_answer(line, prompt) is meant
+
+
+@pytest.mark.parametrize("line", ["确认取消", "yes, cancel it"])
+async def test_confirming_a_cancellation_in_its_own_words_cancels_it(
+    line: str, tmp_path: Path
+) -> None:
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    english = line.isascii()
+    asked = "cancel OD2611280008" if english else "取消 OD2611280008"
+    paused = await runtime.start(asked, session_id="own-words")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    done = await runtime.start(line, session_id="own-words")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        made = conn.execute("SELECT order_id FROM cancellations").fetchall()
+    assert made == [("OD2611280008",)]
+
+
 async def test_a_request_taken_back_at_its_confirmation_rejects_it(aftersales: Agent) -> None:
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-back")

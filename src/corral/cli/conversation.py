@@ -118,9 +118,9 @@ def _converse(runtime: Runtime, session_id: str, resume: Callable[[str], str]) -
                 if waiting and waiting.pending and waiting.pending.kind == "confirm"
                 else None
             )
-            answer = confirmation_answer(line) if confirm is not None else None
-            if confirm is not None and answer is not None:
-                shown = confirm.pending  # the answer is about the call shown, no other
+            shown = confirm.pending if confirm is not None else None
+            answer = confirmation_answer(line, shown.prompt) if shown is not None else None
+            if confirm is not None and answer is not None:  # about the call shown, no other
                 summary = asyncio.run(
                     runtime.resume(
                         confirm.run_id,

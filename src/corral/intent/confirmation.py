@@ -210,18 +210,30 @@ def _confirms(words: list[str]) -> bool:
     return len(words) == 1 and first[len(lead) :] in _NAMED_ZH  # "确认退款"
 
 
-def yes_or_no(line: str) -> bool | None:
+def yes_or_no(line: str, prompt: str | None = None) -> bool | None:
     """The line as an answer to a confirmation: True, False, or None when it is neither.
 
     A yes or no word or phrase (``go ahead``, ``no problem``, ``不用了``), alone or followed
     only by filler (``yes please``, ``no thanks``) or by more of the same (``是的，确认``,
     ``好的，换吧``). Anything else after it (``好，我再考虑一下``, ``no worries``) makes the
     line no answer: a confirmation moves money and goods, so it is asked again.
+
+    ``prompt``: the confirmation's own words. A line that says its action again is a yes
+    to it (``_echoes``): "确认取消" to "确认取消订单 OD…吗？", "yes, cancel it" to "Cancel
+    order OD…?". Without them, "确认取消" may cancel what is asked ("refund 699?").
     """
     if line.rstrip().endswith(("?", "？")):  # "确定？", "ok?": a question, not an answer
         return None
     if len(line) > MAX_ANSWER_CHARS:  # a yes is short: 15 000 characters of 好的 is no answer
         return None
+    answer = _plain_yes_or_no(line)
+    if answer is None and prompt is not None and _echoes(_words(line).split(), prompt):
+        return True
+    return answer
+
+
+def _plain_yes_or_no(line: str) -> bool | None:
+    """``yes_or_no`` of a line short enough and no question, without the prompt's words."""
     text = _words(line)
     if not text:
         return None
@@ -249,11 +261,42 @@ def yes_or_no(line: str) -> bool | None:
     return answer
 
 
+_OBJECTS_EN = frozenset({"it", "this", "that", "the", "order", "please", "now"})
+"""What may follow the prompt's verb in an English line that says it again."""
+
+
+def _echoes(words: list[str], prompt: str) -> bool:
+    """Whether the words (yes words first, or none) say the prompt's action again.
+
+    "确认取消" or "好的，确认取消" to "确认取消订单 OD…吗？": 确认 or 确定 and at most four
+    characters that follow 确认 in the prompt. "yes, cancel it" to "Cancel order OD…?" or
+    "Shall I cancel …?": the prompt's verb after a yes, or followed by "it", "the order"
+    and the like; not the verb alone.
+    """
+    rest = list(words)
+    while rest and _word(rest[0]) is True:
+        rest = rest[1:]
+    if not rest:
+        return False
+    asked = _words(prompt).replace(" ", "") if not rest[0].isascii() else _words(prompt)
+    first = rest[0]
+    lead = next((c for c in ("确认", "确定") if first.startswith(c)), None)
+    if lead is not None:
+        action = first[len(lead) :]
+        return len(rest) == 1 and 0 < len(action) <= 4 and f"确认{action}" in asked
+    if not (first.isascii() and first.isalpha() and len(first) > 2):
+        return False
+    said_again = asked.startswith(f"{first} ") or f"shall i {first} " in asked
+    # the verb alone ("cancel") may take the request back as well as approve it (``NO``)
+    alone = len(rest) == len(words) == 1
+    return said_again and not alone and all(word in _OBJECTS_EN for word in rest[1:])
+
+
 _EXPLICIT = ("确认", "确定", "同意", "confirm", "approve", "go ahead")
 """Words that approve in so many words: what ``explicit_yes`` looks for."""
 
 
-def explicit_yes(line: str) -> bool:
+def explicit_yes(line: str, prompt: str | None = None) -> bool:
     """Whether the line is a yes (``yes_or_no``) that says so in so many words.
 
     "确认", "确定，退吧", "是的，确认", "confirm the refund", "yes, go ahead": a yes to a
@@ -261,10 +304,12 @@ def explicit_yes(line: str) -> bool:
     "好的", "哦" or "ok thanks" may as well acknowledge that reply, or take up what it
     suggested ("直接取消订单就行"): they approve nothing there.
     """
-    if yes_or_no(line) is not True:
+    if yes_or_no(line, prompt) is not True:
         return False
     text = _words(line)
-    return any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text
+    if any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text:
+        return True
+    return prompt is not None and _echoes(text.split(), prompt)  # "yes, cancel it"
 
 
 WITHDRAWN = (
@@ -323,7 +368,7 @@ def withdraws(line: str) -> bool:
     return all(word in FILLER or withdraws(word) for word in rest.split())
 
 
-def confirmation_answer(line: str) -> bool | None:
+def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     """The line said to a confirmation: a yes or no (``yes_or_no``), or a withdrawal.
 
     "算了不退了", "never mind": the request taken back is a no to the step that carries
@@ -335,7 +380,7 @@ def confirmation_answer(line: str) -> bool | None:
     own ("算了不退了，帮我查一下物流"): asked again, or a message of its own. A bare
     "cancel" or "取消" said to "cancel order OD…?" may mean either, and is asked again.
     """
-    decided = yes_or_no(line)
+    decided = yes_or_no(line, prompt)
     if decided is not None or line.rstrip().endswith(("?", "？")):
         return decided
     text = _words(line)

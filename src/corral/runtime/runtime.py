@@ -744,16 +744,23 @@ class Runtime:
             return None
         if _asked_last(session):
             decided = confirmation_answer(message)
+            if decided is None:  # "确认取消" to "确认取消订单…吗？": read with the prompt
+                decided = confirmation_answer(message, await self._prompt_of(open_run))
             if decided is not None:
                 return OpenRunInput(open_run, approve=decided)
             if self._corrects(session, message):  # not this one: it is never carried out
                 return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
-            if explicit_yes(message):
+            if explicit_yes(message) or explicit_yes(message, await self._prompt_of(open_run)):
                 return OpenRunInput(open_run, approve=True)
             if confirmation_answer(message) is False:  # "不用了", "never mind": safe to take
                 return OpenRunInput(open_run, approve=False)
         return None  # a new request: the confirmation waits
+
+    async def _prompt_of(self, run_id: str) -> str | None:
+        """The prompt ``run_id`` waits on (a recorded read): a line may say its action again."""
+        state = await self._recorded_state(run_id, "open_question")
+        return state.pending.prompt if state.pending is not None else None
 
     def _follows(self, session: SessionRecord | None) -> str | None:
         """The session's last request a new run's follow-up line may ask again (``follows``)."""
