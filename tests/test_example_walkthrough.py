@@ -68,6 +68,11 @@ def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
         # asking for a cancellation is still one
         ("帮我把OD2611280008取消了", "cancel"),
         ("OD2611250001 能取消吗", "cancel"),  # was asked to clarify
+        # a review: these undo a refund or an address change, not the order
+        ("OD2611250001 能取消退款吗", "refund_return"),
+        ("能不能撤销改地址 OD2611250001", "change_address"),
+        # a review: a status question that goes on to ask for the cancellation is one
+        ("has OD2611250001 been cancelled? if not cancel it now", "cancel"),
         ("OD2611280008 取消", "cancel"),
         ("cancel OD2611280008", "cancel"),
     ],

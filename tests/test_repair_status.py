@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from corral import load_agent
 from tests.conftest import AFTERSALES
 from tests.helpers import corral_cli
@@ -40,3 +42,22 @@ def test_a_progress_question_books_nothing_and_names_the_open_repair(tmp_path: P
     repairs = _repairs(tmp_path)
     assert len(repairs) == 1 and repairs[0][1] == "HD20240501"  # booked once, by 报修
     assert f"Repair {repairs[0][0]}" in again["reply"] and "in progress" in again["reply"]
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [
+        ("HD20240501 维修进度怎么样", "维修进度"),
+        ("HD20240501 修好了吗", "维修进度"),
+        ("status of my repair HD20240501", "维修进度"),
+        # a review: fault reports with progress words in them are repairs
+        ("HD20240501 报修情况：屏幕不亮，请安排维修", "报修"),
+        ("HD20240501 维修状态灯一直闪", "报修"),
+        ("什么时候修好都行，先帮我报修 HD20240501", "报修"),
+        ("where is my repair shop? HD20240501 broke", "报修"),
+    ],
+)
+def test_only_a_question_about_a_repair_is_its_progress(
+    message: str, intent: str, tmp_path: Path
+) -> None:
+    assert _say(tmp_path, message)["intent"]["label"] == intent

@@ -353,6 +353,11 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("好的，确认退款", True),
         ("ok, confirm the refund", True),
         ("好的，确认取消", None),  # to "refund 699?" it may cancel the refund
+        # a review: a question mark anywhere asks ("确定？！" cancelled an order)
+        ("确定？！", None),
+        ("ok?!", None),
+        ("是的？😅", None),
+        ("好吧，取消吧", None),  # to "refund 699?" it may cancel the refund: it refunded
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:
@@ -406,6 +411,14 @@ REFUND_ZH = "订单 OD2611100003（跑步鞋 Run 3）现在是已完成，确认
         ("确认取消吗", CANCEL_ZH, None),  # a question
         ("yes, cancel it", REFUND_ZH, None),
         ("确认不取消", CANCEL_ZH, None),
+        # a review: after a yes, the action word alone; whole words only; few verbs
+        ("好吧，取消吧", CANCEL_ZH, True),
+        ("好吧，取消吧", REFUND_ZH, None),  # was a yes ("取消吧" urged it on): refunded
+        ("确认取", CANCEL_ZH, None),
+        ("对吧，确认取消", CANCEL_ZH, None),
+        ("cancel that", CANCEL_EN, None),  # as often "scratch that"
+        ("order it", "Order OD2611100003 is completed. Shall I refund 699 CNY?", None),
+        ("yes, refund it", "Order OD2611100003 is completed. Shall I refund 699 CNY?", True),
     ],
 )
 def test_a_line_that_says_the_prompt_s_action_again_is_a_yes_to_it(
@@ -415,6 +428,29 @@ def test_a_line_that_says_the_prompt_s_action_again_is_a_yes_to_it(
     "didn't understand", and the cancellation was then out of reach."""
     assert confirmation_answer(line) is None  # without the prompt, no answer
     assert confirmation_answer(line, prompt) is meant
+
+
+@pytest.mark.parametrize("line", ["好的，确认取消", "ok, cancel it"])
+async def test_after_a_reminder_saying_an_action_again_approves_nothing(
+    line: str, tmp_path: Path
+) -> None:
+    """A review: the reply before the reminder suggested cancelling another order ("说「取消
+    订单 OD2611280008」就行"), and "好的，确认取消" then cancelled the reminded one."""
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    english = line.isascii()
+    paused = await runtime.start(
+        "cancel order OD2611250001" if english else "取消订单 OD2611250001", session_id="r"
+    )
+    await runtime.start(
+        "any refund on OD2611280008?" if english else "OD2611280008 退款了吗", session_id="r"
+    )
+    await runtime.start(line, session_id="r")
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        assert conn.execute("SELECT count(*) FROM cancellations").fetchone() == (0,)
 
 
 @pytest.mark.parametrize("line", ["确认取消", "yes, cancel it"])

@@ -89,14 +89,15 @@ URGED = {
     "做吧",
     "来吧",
     "弄吧",
-    "取消吧",
     "确认吧",
     "提交吧",
     "继续吧",
     "就这样吧",
 }
 """After a yes, words that urge it on ("好的，换吧"). Only these: "好，算了吧" ("OK, forget
-it"), "好的，改天吧" ("some other day") and "好的，不要吧" are no yes."""
+it"), "好的，改天吧" ("some other day") and "好的，不要吧" are no yes, nor "好吧，取消吧",
+which said to "refund 699?" may cancel the refund (to "取消订单…吗？" it says the prompt's
+action again: ``_echoes``)."""
 MAX_ANSWER_CHARS = 200
 """The longest line read as a yes or no (a longer one is a message of its own)."""
 NOT_ANSWERS = {"对了", "对吧", "是吧", "是吗", "对吗", "好吗", "行吗", "可以吗"}
@@ -222,7 +223,7 @@ def yes_or_no(line: str, prompt: str | None = None) -> bool | None:
     to it (``_echoes``): "确认取消" to "确认取消订单 OD…吗？", "yes, cancel it" to "Cancel
     order OD…?". Without them, "确认取消" may cancel what is asked ("refund 699?").
     """
-    if line.rstrip().endswith(("?", "？")):  # "确定？", "ok?": a question, not an answer
+    if _asks(line):  # "确定？", "ok?", "确定？！": a question, not an answer
         return None
     if len(line) > MAX_ANSWER_CHARS:  # a yes is short: 15 000 characters of 好的 is no answer
         return None
@@ -230,6 +231,11 @@ def yes_or_no(line: str, prompt: str | None = None) -> bool | None:
     if answer is None and prompt is not None and _echoes(_words(line).split(), prompt):
         return True
     return answer
+
+
+def _asks(line: str) -> bool:
+    """Whether the line asks: a question mark anywhere, not only last ("确定？！", "ok?😅")."""
+    return "?" in line or "？" in line
 
 
 def _plain_yes_or_no(line: str) -> bool | None:
@@ -261,55 +267,83 @@ def _plain_yes_or_no(line: str) -> bool | None:
     return answer
 
 
-_OBJECTS_EN = frozenset({"it", "this", "that", "the", "order", "please", "now"})
-"""What may follow the prompt's verb in an English line that says it again."""
+_OBJECTS_EN = frozenset({"it", "the", "order", "please", "now"})
+"""What may follow the prompt's verb in an English line that says it again ("cancel that"
+is as often "scratch that")."""
+_VERBS_EN = frozenset({"cancel", "refund", "change", "update", "exchange", "replace", "post"})
+"""The verbs an English prompt may open with, or ask with "shall I": the actions a line
+may say again. Not any first word: "Order OD… is completed. Shall I refund…?" opens with
+"order"."""
+_ACTIONS_ZH = frozenset({*_NAMED_ZH, "取消", "取消订单", "撤销", "改", "换"})
+"""What may follow 确认 in a Chinese line that says the prompt's action again: whole words,
+not fragments ("确认取", "确认为")."""
+_SAID_PARTICLES = "吧了啊呀"
+
+
+def may_say_the_action(line: str) -> bool:
+    """Whether ``line`` could say a prompt's action again (``_echoes``): cheap, no prompt.
+
+    The session reads a waiting run's prompt only for such a line: a 确认/确定 word, an
+    action word, or an English action verb.
+    """
+    words = _words(line).split()
+    return any(
+        word.startswith(("确认", "确定"))
+        or word.rstrip(_SAID_PARTICLES) in _ACTIONS_ZH
+        or word in _VERBS_EN
+        for word in words
+    )
 
 
 def _echoes(words: list[str], prompt: str) -> bool:
     """Whether the words (yes words first, or none) say the prompt's action again.
 
-    "确认取消" or "好的，确认取消" to "确认取消订单 OD…吗？": 确认 or 确定 and at most four
-    characters that follow 确认 in the prompt. "yes, cancel it" to "Cancel order OD…?" or
-    "Shall I cancel …?": the prompt's verb after a yes, or followed by "it", "the order"
-    and the like; not the verb alone.
+    "确认取消", "好的，确认取消" or "好吧，取消吧" to "确认取消订单 OD…吗？": 确认 or 确定 and
+    an action word that follows 确认 in the prompt, or (after a yes word) that action word
+    alone. "yes, cancel it" to "Cancel order OD…?" or "Shall I cancel …?": the prompt's
+    verb, one of a few, after a yes or followed by "it", "the order"; not the verb alone,
+    which may take the request back (``NO``).
     """
+    if not words or words[0] in NOT_ANSWERS:
+        return False
     rest = list(words)
-    while rest and _word(rest[0]) is True:
+    while rest and rest[0] not in NOT_ANSWERS and _word(rest[0]) is True:
         rest = rest[1:]
     if not rest:
         return False
-    asked = _words(prompt).replace(" ", "") if not rest[0].isascii() else _words(prompt)
+    after_yes = len(rest) < len(words)
     first = rest[0]
-    lead = next((c for c in ("确认", "确定") if first.startswith(c)), None)
-    if lead is not None:
-        action = first[len(lead) :]
-        return len(rest) == 1 and 0 < len(action) <= 4 and f"确认{action}" in asked
-    if not (first.isascii() and first.isalpha() and len(first) > 2):
+    if not first.isascii():
+        lead = next((c for c in ("确认", "确定") if first.startswith(c)), "")
+        if not lead and not after_yes:  # "取消" alone may take the request back (``NO``)
+            return False
+        action = first[len(lead) :].rstrip(_SAID_PARTICLES)
+        asked = _words(prompt).replace(" ", "")
+        return len(rest) == 1 and action in _ACTIONS_ZH and f"确认{action}" in asked
+    if first not in _VERBS_EN or (len(rest) == 1 and not after_yes):  # "cancel" alone
         return False
+    asked = _words(prompt)
     said_again = asked.startswith(f"{first} ") or f"shall i {first} " in asked
-    # the verb alone ("cancel") may take the request back as well as approve it (``NO``)
-    alone = len(rest) == len(words) == 1
-    return said_again and not alone and all(word in _OBJECTS_EN for word in rest[1:])
+    return said_again and all(word in _OBJECTS_EN for word in rest[1:])
 
 
 _EXPLICIT = ("确认", "确定", "同意", "confirm", "approve", "go ahead")
 """Words that approve in so many words: what ``explicit_yes`` looks for."""
 
 
-def explicit_yes(line: str, prompt: str | None = None) -> bool:
+def explicit_yes(line: str) -> bool:
     """Whether the line is a yes (``yes_or_no``) that says so in so many words.
 
     "确认", "确定，退吧", "是的，确认", "confirm the refund", "yes, go ahead": a yes to a
     prompt the person was reminded of below another reply (``still_to_confirm``). There,
     "好的", "哦" or "ok thanks" may as well acknowledge that reply, or take up what it
-    suggested ("直接取消订单就行"): they approve nothing there.
+    suggested ("直接取消订单就行"): they approve nothing there, nor does a line that says
+    an action again ("好的，确认取消", "ok, cancel it"), which may take up that suggestion.
     """
-    if yes_or_no(line, prompt) is not True:
+    if yes_or_no(line) is not True:
         return False
     text = _words(line)
-    if any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text:
-        return True
-    return prompt is not None and _echoes(text.split(), prompt)  # "yes, cancel it"
+    return any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text
 
 
 WITHDRAWN = (
@@ -381,7 +415,7 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     "cancel" or "取消" said to "cancel order OD…?" may mean either, and is asked again.
     """
     decided = yes_or_no(line, prompt)
-    if decided is not None or line.rstrip().endswith(("?", "？")):
+    if decided is not None or _asks(line):
         return decided
     text = _words(line)
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)

@@ -75,6 +75,7 @@ from corral.inputs import (
 from corral.intent.confirmation import (
     confirmation_answer,
     explicit_yes,
+    may_say_the_action,
     withdraws,
     yes_or_no,
 )
@@ -744,14 +745,16 @@ class Runtime:
             return None
         if _asked_last(session):
             decided = confirmation_answer(message)
-            if decided is None:  # "确认取消" to "确认取消订单…吗？": read with the prompt
+            if decided is None and may_say_the_action(message):  # "确认取消" to "确认取消订单…吗？"
                 decided = confirmation_answer(message, await self._prompt_of(open_run))
             if decided is not None:
                 return OpenRunInput(open_run, approve=decided)
             if self._corrects(session, message):  # not this one: it is never carried out
                 return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
-            if explicit_yes(message) or explicit_yes(message, await self._prompt_of(open_run)):
+            # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
+            # what the reply before it suggested ("cancel OD… instead")
+            if explicit_yes(message):
                 return OpenRunInput(open_run, approve=True)
             if confirmation_answer(message) is False:  # "不用了", "never mind": safe to take
                 return OpenRunInput(open_run, approve=False)
@@ -759,7 +762,7 @@ class Runtime:
 
     async def _prompt_of(self, run_id: str) -> str | None:
         """The prompt ``run_id`` waits on (a recorded read): a line may say its action again."""
-        state = await self._recorded_state(run_id, "open_question")
+        state = await self._recorded_state(run_id, "confirm_prompt")
         return state.pending.prompt if state.pending is not None else None
 
     def _follows(self, session: SessionRecord | None) -> str | None:
