@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -99,6 +100,13 @@ def corral_cli(
     if ok:
         assert done.returncode == 0, done.stderr + done.stdout
     return done
+
+
+def run_cli_json(home: Path, agent: Path, message: str, *extra: str) -> dict[str, Any]:
+    """``corral run AGENT MESSAGE --json EXTRA --home HOME``: the run's summary as JSON."""
+    done = corral_cli(home, "run", str(agent), message, "--json", *extra)
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
 
 
 def write_agent(folder: Path, agent_yaml: str, tools_py: str, eval_yaml: str | None = None) -> Path:

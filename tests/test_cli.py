@@ -17,7 +17,7 @@ import pytest
 
 from corral.observe.trace_ids import otel_trace_id
 from tests.conftest import AFTERSALES, ROOT
-from tests.helpers import corral_cli
+from tests.helpers import corral_cli, run_cli_json
 
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 
@@ -29,9 +29,7 @@ def corral(
 
 
 def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:
-    out = corral(home, "run", str(AFTERSALES), message, "--json", *extra).stdout
-    data: dict[str, Any] = json.loads(out)
-    return data
+    return run_cli_json(home, AFTERSALES, message, *extra)
 
 
 def exchanges(home: Path) -> int:

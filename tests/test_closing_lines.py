@@ -7,22 +7,19 @@ the customer's next message. Triage read thanks but not a goodbye.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import AFTERSALES, ORDERS, ROOT
-from tests.helpers import corral_cli
+from tests.helpers import run_cli_json
 
 TRIAGE = ROOT / "examples" / "triage"
 
 
-def _say(home: Path, agent: Path, message: str, session: str = "c1") -> dict[str, Any]:
-    done = corral_cli(home, "run", str(agent), message, "--session", session, "--json")
-    reply: dict[str, Any] = json.loads(done.stdout)
-    return reply
+def _say(home: Path, agent: Path, message: str) -> dict[str, Any]:
+    return run_cli_json(home, agent, message, "--session", "c1")
 
 
 @pytest.mark.parametrize("agent", [ORDERS, AFTERSALES, TRIAGE], ids=lambda p: p.name)

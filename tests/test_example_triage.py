@@ -24,7 +24,7 @@ from corral.models import ModelRequest, ScriptedModel
 from corral.safe_yaml import read_yaml_file
 from corral.tools.loader import import_tools
 from tests.conftest import ROOT
-from tests.helpers import corral_cli
+from tests.helpers import corral_cli, run_cli_json
 
 TRIAGE = ROOT / "examples" / "triage"
 FILED = ["lookup_customer", "check_service", "assess_priority", "find_open_ticket"]
@@ -269,9 +269,7 @@ async def test_the_token_budget_stops_a_long_tail_ticket_and_hands_it_off(
 
 
 def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:
-    out = corral_cli(home, "run", str(TRIAGE), message, "--json", *extra).stdout
-    data: dict[str, Any] = json.loads(out)
-    return data
+    return run_cli_json(home, TRIAGE, message, *extra)
 
 
 def test_a_missing_customer_id_is_asked_for_and_the_answer_resumes(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import ORDERS
-from tests.helpers import corral_cli
+from tests.helpers import corral_cli, run_cli_json
 
 
 def corral(
@@ -18,10 +18,7 @@ def corral(
 
 
 def run_json(home: Path, message: str, *extra: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        corral(home, "run", str(ORDERS), message, "--json", *extra).stdout
-    )
-    return data
+    return run_cli_json(home, ORDERS, message, *extra)
 
 
 def test_logistics_asks_for_the_order_id_and_the_next_turn_resumes_it(tmp_path: Path) -> None:

@@ -100,12 +100,17 @@ FOLLOW_UP_CHARS = 60
 """A longer line says more than "and that one?": it is read for an intent of its own."""
 
 
+def _frame(rest: str) -> re.Match[str] | None:
+    """The frame ``rest`` matches, if it is short enough to be a follow-up."""
+    return _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
+
+
 def read_follow_up(rest: str, named: frozenset[str]) -> FollowUp | None:
     """A line read as a follow-up from ``rest`` (the line less the values of ``named``).
 
     One match of the frame gives both its kind and whether it names a noun.
     """
-    frame = _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
+    frame = _frame(rest)
     kind = _kind(frame, bool(named)) if frame is not None else None
     if frame is None or kind is None:
         return None
@@ -118,7 +123,7 @@ def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
     ``named``: the line named a value. A frame that names none must say "another" ("那另
     一个订单呢？"): "那呢？" or "ok" alone asks nothing, and corrects nothing.
     """
-    frame = _FRAME.match(rest) if len(rest) <= FOLLOW_UP_CHARS else None
+    frame = _frame(rest)
     return _kind(frame, named) if frame is not None else None
 
 
