@@ -74,6 +74,10 @@ class RunStarted:
     """The intent of the session's last request, when the run started from a message of
     a session whose last turn was understood: a follow-up line ("那 OD… 呢？", "what about
     my other order?") that no rule or classifier understands is read as it again."""
+    at_confirmation: bool = False
+    """The message came while the session's open run waited for a confirmation: a line
+    nobody understands is then answered "didn't understand" and the prompt again, and
+    asks nothing of its own (a clarification would bury the confirmation under it)."""
 
 
 @fast_init

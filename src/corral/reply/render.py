@@ -55,6 +55,9 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         en="This takes {count} steps: {steps}. Shall I go ahead?",
     ),
     "done": TemplateText(zh="已处理完成。", en="Done."),
+    "not_understood": TemplateText(
+        zh="不好意思，没太明白您的意思。", en="Sorry, I did not quite get that."
+    ),
     "still_asked": TemplateText(
         zh="另外，您之前的问题还在等您回复：{question}",
         en="Also, your earlier request is still waiting for your answer: {question}",

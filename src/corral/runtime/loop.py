@@ -267,7 +267,12 @@ class RunLoop:
         self.journal.emit("route", Routed(decision))
         limits = agent.config.limits
         if decision.action is RouteAction.CLARIFY:
-            if state.questions_asked.get("__clarify__", 0) >= limits.max_questions:
+            unclear = understood.label is None or understood.need_clarification
+            if state.at_confirmation and unclear:
+                # nothing understood, typed at a confirmation: a question about it would
+                # bury the confirmation; the session's reply reminds of it instead
+                self.finish("not_understood", "reply")
+            elif state.questions_asked.get("__clarify__", 0) >= limits.max_questions:
                 self.handoff("still unclear after asking", ErrorCode.INTENT_UNCLEAR)
             else:
                 self.ask(None, decision.template or "clarify")

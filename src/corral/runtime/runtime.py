@@ -657,12 +657,12 @@ class Runtime:
         # only a message within the limit is read for its priority words
         found = run_priority(priority, message, self._per_agent().priority)
         session = await self._session(session_id) if session_id else None
-        given = await self._given_to_open_run(session, message)
+        given, at_confirmation = await self._read_at_open_run(session, message)
         if given is not None and given.corrects and session_id is not None:
             # declined first, saying why; the message is then a new run's, of the session
             # as the decline left it (its last turn the declined request, to follow)
             declined = await self._resume(given.run_id, False, None, None, 0.0, None, message)
-            session, given = await self._session(session_id), None
+            session, given, at_confirmation = await self._session(session_id), None, False
         else:
             declined = None
         if given is not None:
@@ -687,7 +687,14 @@ class Runtime:
             ranks = self.replayed_latency is not None or self._ranked_tools()
             observed = await self._observed_latency() if ranks else {}
             journal = self._begin(
-                run_id, session, session_id, language, ENTRY_MESSAGE, watch, (found, observed)
+                run_id,
+                session,
+                session_id,
+                language,
+                ENTRY_MESSAGE,
+                watch,
+                (found, observed),
+                at_confirmation=at_confirmation,
             )
             journal.emit("intent", UserMessage(message, message_id))
             self._carry_over(journal, session, message)
@@ -732,17 +739,33 @@ class Runtime:
         self, session: SessionRecord | None, message: str
     ) -> OpenRunInput | None:
         """``open_run_input`` on the session as read."""
+        return (await self._read_at_open_run(session, message))[0]
+
+    async def _read_at_open_run(
+        self, session: SessionRecord | None, message: str
+    ) -> tuple[OpenRunInput | None, bool]:
+        """What ``message`` gives the session's open run, and whether that run waits.
+
+        The flag is ``True`` when the open run waits for a confirmation: a new run's
+        ``at_confirmation`` (see ``RunStarted``).
+        """
         if session is None or not session.open_run_id:
-            return None
+            return None, False
         open_run = session.open_run_id
         status = await self._run_status(open_run)
         # a new request typed at a question is a run of its own; the question waits
         if status == RunStatus.AWAITING_USER.value and not await self._asks_another(
             open_run, message
         ):
-            return OpenRunInput(open_run, answer=message)
+            return OpenRunInput(open_run, answer=message), False
         if status != RunStatus.AWAITING_CONFIRM.value:
-            return None
+            return None, False
+        return await self._confirmation_input(session, open_run, message), True
+
+    async def _confirmation_input(
+        self, session: SessionRecord, open_run: str, message: str
+    ) -> OpenRunInput | None:
+        """A yes, a no or a correction to the confirmation ``open_run`` waits for, if any."""
         if _asked_last(session):
             decided = confirmation_answer(message)
             if decided is None and may_say_the_action(message):  # "确认取消" to "确认取消订单…吗？"
@@ -839,10 +862,13 @@ class Runtime:
         entry: str,
         watch: Watch | None = None,
         ranking: tuple[PriorityFound, dict[str, dict[str, float]]] | None = None,
+        *,
+        at_confirmation: bool = False,
     ) -> Journal:
         """A new run's journal, opened with ``run_started``; ``entry``: message or plan.
 
-        ``ranking``: the run's priority and the observed latency its choices rank by.
+        ``ranking``: the run's priority and the observed latency its choices rank by;
+        ``at_confirmation``: the session's open run waits for a confirmation.
         """
         found, observed = ranking or (PriorityFound("normal", "default"), {})
         journal = Journal(RunState(run_id=run_id), self.effects, watch)
@@ -865,6 +891,7 @@ class Runtime:
                 observed_latency=observed,
                 degraded=self.effects.recorded("degraded", self._degraded, list[str]),
                 follows=self._follows(session) if entry == ENTRY_MESSAGE else None,
+                at_confirmation=at_confirmation,
             ),
         )
         return journal

@@ -174,6 +174,9 @@ class RunState:
     """Tool -> its observed ``p95_ms`` and ``calls``, read once when the run started."""
     follows: str | None = None
     """The session's last request, for a follow-up line (``RunStarted.follows``)."""
+    at_confirmation: bool = False
+    """A confirmation of the session waited when the message came
+    (``RunStarted.at_confirmation``)."""
     signals: list[SignalBrief] = field(default_factory=list)
     """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
     budget_low: bool = False
@@ -258,6 +261,7 @@ def apply(state: RunState, event: Event) -> RunState:
         state.priority = stored_priority(payload.priority)
         state.observed_latency = payload.observed_latency
         state.follows = payload.follows
+        state.at_confirmation = payload.at_confirmation
     elif isinstance(payload, UserMessage):
         state.messages.append(payload.text)
         if not state.memory.goal and state.plan is None:

@@ -1,0 +1,104 @@
+"""A line nobody understands, typed at a confirmation, leaves the confirmation standing.
+
+Found by a walkthrough (reproduced on main through ``corral run --session``): "取消订单
+OD2611250001" was asked "确认取消订单 …吗？"; "嗯……我再想想" ("hmm, let me think") started a
+run of its own, which asked to clarify ("您是想查订单、查物流…？") and became the
+session's open question. The "确认" the customer sent next answered that clarification,
+was not understood again, and the cancellation was never made: the confirmation was
+buried under a question about nothing.
+
+Now a line that no rule, classifier or follow-up understands, typed while a confirmation
+waits, is answered "didn't understand" and the prompt again (``not_understood``, then the
+session's ``still_to_confirm`` reminder), and asks nothing of its own: the confirmation
+stays the session's open run, and a "确认" then approves it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from corral import Agent, MemoryStore, RunStatus, Runtime, load_agent
+from corral.testing import FixedEffects
+from tests.conftest import ROOT
+from tests.helpers import exchange_count, run_cli_json
+from tests.serving import EXCHANGE
+
+ORDERS = ROOT / "examples" / "orders"
+
+
+def cancellations(agent: Agent) -> list[str]:
+    """The orders cancelled, as the demo's database holds them (written by the tool)."""
+    with sqlite3.connect(agent.deps["db"]) as conn:
+        return [row[0] for row in conn.execute("SELECT order_id FROM cancellations")]
+
+
+@pytest.mark.parametrize(
+    ("asked", "unclear", "yes", "reminded"),
+    [
+        ("取消订单 OD2611250001", "嗯……我再想想", "确认", "还在等您确认"),
+        ("cancel order OD2611250001", "hmm, let me think", "confirm", "waiting for your go-ahead"),
+    ],
+)
+async def test_an_unclear_line_reasks_the_confirmation_and_a_yes_then_approves(
+    tmp_path: Path, asked: str, unclear: str, yes: str, reminded: str
+) -> None:
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(asked, session_id="think")
+    assert paused.status is RunStatus.AWAITING_CONFIRM and paused.pending is not None
+    aside = await runtime.start(unclear, session_id="think")
+    assert aside.run_id != paused.run_id
+    assert aside.status is RunStatus.FINISHED, aside  # it asks nothing of its own
+    assert aside.pending is None
+    assert reminded in (aside.reply or "") and paused.pending.prompt in (aside.reply or "")
+    session = runtime.store.get_session("think", FixedEffects().now())
+    assert session is not None and session.open_run_id == paused.run_id
+    assert cancellations(orders) == []
+    done = await runtime.start(yes, session_id="think")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED, done
+    assert cancellations(orders) == ["OD2611250001"]  # counted by the tool's own table
+
+
+async def test_a_new_request_at_the_confirmation_still_runs_on_its_own(tmp_path: Path) -> None:
+    """What the change must not take: a line that is understood is a request of its own."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("取消订单 OD2611250001", session_id="other")
+    other = await runtime.start("OD2611200002 到哪了", session_id="other")
+    assert other.run_id != paused.run_id and other.status is RunStatus.FINISHED
+    assert other.intent is not None and other.intent.label == "logistics", other
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+
+async def test_without_a_waiting_confirmation_an_unclear_line_is_asked_about(
+    aftersales: Agent,
+) -> None:
+    """A session with nothing waiting clarifies as it always did."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("嗯……我再想想", session_id="nothing-waits")
+    assert asked.status is RunStatus.AWAITING_USER
+
+
+async def test_a_no_after_the_unclear_line_declines_and_nothing_is_written(
+    aftersales: Agent,
+) -> None:
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="then-no")
+    await runtime.start("嗯……我再想想", session_id="then-no")
+    declined = await runtime.start("不用了", session_id="then-no")
+    assert declined.run_id == paused.run_id and declined.outcome == "cancelled"
+    assert exchange_count(aftersales) == 0
+
+
+def test_corral_run_keeps_the_confirmation_through_an_unclear_line(tmp_path: Path) -> None:
+    """End to end, as the walkthrough met it: three ``corral run --session`` calls."""
+    home, session = tmp_path / "home", ("--session", "s1")
+    paused = run_cli_json(home, ORDERS, "取消订单 OD2611250001", *session)
+    assert paused["status"] == "awaiting_confirm"
+    aside = run_cli_json(home, ORDERS, "嗯……我再想想", *session)
+    assert aside["status"] == "finished" and paused["pending"]["prompt"] in aside["reply"]
+    done = run_cli_json(home, ORDERS, "确认", *session)
+    assert done["run_id"] == paused["run_id"] and done["status"] == "finished", done
