@@ -7,10 +7,12 @@ session's open question. The "确认" the customer sent next answered that clari
 was not understood again, and the cancellation was never made: the confirmation was
 buried under a question about nothing.
 
-Now a line that no rule, classifier or follow-up understands, typed while a confirmation
-waits, is answered "didn't understand" and the prompt again (``not_understood``, then the
-session's ``still_to_confirm`` reminder), and asks nothing of its own: the confirmation
-stays the session's open run, and a "确认" then approves it.
+Now a line that no rule, classifier or follow-up understands, typed right after a
+confirmation's prompt, is answered "didn't understand" and the prompt again
+(``not_understood``, outcome ``unclear``, then the session's ``still_to_confirm``
+reminder), and asks nothing of its own: the confirmation stays the session's open run,
+and a "确认" then approves it. Once, as ``corral chat`` does (a review found a person who
+kept asking for a colleague answered "didn't understand" for ever).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from corral import Agent, MemoryStore, RunStatus, Runtime, load_agent
+from corral.runtime.replay import replay_run
 from corral.testing import FixedEffects
 from tests.conftest import ROOT
 from tests.helpers import exchange_count, run_cli_json
@@ -102,3 +105,54 @@ def test_corral_run_keeps_the_confirmation_through_an_unclear_line(tmp_path: Pat
     assert aside["status"] == "finished" and paused["pending"]["prompt"] in aside["reply"]
     done = run_cli_json(home, ORDERS, "确认", *session)
     assert done["run_id"] == paused["run_id"] and done["status"] == "finished", done
+
+
+async def orders_waiting(tmp_path: Path, session: str) -> tuple[Agent, Runtime, str]:
+    """The orders demo with a cancellation of OD2611250001 waiting in ``session``."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("取消订单 OD2611250001", session_id=session)
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    return orders, runtime, paused.run_id
+
+
+async def test_a_second_unclear_line_is_asked_about_and_then_handed_to_a_person(
+    tmp_path: Path,
+) -> None:
+    """Review: "转人工" four times at a confirmation never reached a person, each line
+    a new run answered "didn't understand" (the question limit counts a run's questions)."""
+    orders, runtime, waiting = await orders_waiting(tmp_path, "colleague")
+    first = await runtime.start("嗯……我再想想", session_id="colleague")
+    assert first.outcome == "unclear"
+    second = await runtime.start("嗯……我再想想", session_id="colleague")
+    assert second.status is RunStatus.AWAITING_USER  # asked about, as any unclear line
+    statuses = [second.status]
+    for _ in range(3):
+        statuses.append((await runtime.start("嗯……我再想想", session_id="colleague")).status)
+    assert RunStatus.HANDED_OFF in statuses, statuses
+    assert (await runtime.summary(waiting)).status is RunStatus.AWAITING_CONFIRM
+    assert cancellations(orders) == []
+
+
+@pytest.mark.parametrize("yes", ["确认取消", "好的"])
+async def test_after_the_prompt_asked_again_a_yes_is_read_as_right_after_it(
+    tmp_path: Path, yes: str
+) -> None:
+    """Review: "确认取消" after the "didn't understand" reply was read as after another
+    run's reply (only "确认" in so many words), and looped; nothing else was suggested
+    there, so the line is read with the prompt, as right after it."""
+    orders, runtime, waiting = await orders_waiting(tmp_path, "again")
+    await runtime.start("hmm", session_id="again")
+    done = await runtime.start(yes, session_id="again")
+    assert done.run_id == waiting and done.status is RunStatus.FINISHED, done
+    assert cancellations(orders) == ["OD2611250001"]
+
+
+async def test_the_unclear_run_replays_on_its_recorded_path(tmp_path: Path) -> None:
+    """Review: the replay met no waiting confirmation and asked to clarify: diverged."""
+    orders, runtime, waiting = await orders_waiting(tmp_path, "replayed")
+    unclear = await runtime.start("嗯……我再想想", session_id="replayed")
+    report = await replay_run(orders, runtime.store.load_events(unclear.run_id))
+    assert report.same_path, report
+    assert (await runtime.summary(waiting)).status is RunStatus.AWAITING_CONFIRM
+    assert cancellations(orders) == []

@@ -10,7 +10,9 @@ when only optional steps (``on_failure: continue``) failed, with what was done a
 was not; else success, with the reply a reply step produced or the intent's template.
 
 Outcomes (``run_finished`` and ``RunSummary.outcome``): ``success``, ``partial``,
-``refused``, ``not_found``, ``unmet``, ``cancelled``, ``unknown`` and ``handoff``.
+``refused``, ``not_found``, ``unmet``, ``cancelled``, ``unknown`` and ``handoff``; and,
+ended before this (``RunLoop``): ``reply`` (a reply template, no step) and ``unclear`` (a
+line nobody understood, typed at a confirmation).
 """
 
 from __future__ import annotations

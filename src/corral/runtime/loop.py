@@ -271,7 +271,7 @@ class RunLoop:
             if state.at_confirmation and unclear:
                 # nothing understood, typed at a confirmation: a question about it would
                 # bury the confirmation; the session's reply reminds of it instead
-                self.finish("not_understood", "reply")
+                self.finish("not_understood", "unclear")
             elif state.questions_asked.get("__clarify__", 0) >= limits.max_questions:
                 self.handoff("still unclear after asking", ErrorCode.INTENT_UNCLEAR)
             else:

@@ -390,6 +390,9 @@ class Runtime:
         self.replaying = False
         """Set by a replay: the recorded inputs are given again as they were, a blank answer
         too (stored before blank input was refused), so the same log takes the same path."""
+        self.replayed_at_confirmation: bool | None = None
+        """Set by a replay: the recorded run's ``at_confirmation`` (its session's waiting
+        confirmation is not in the replay's store), so the same line takes the same path."""
 
     # ------------------------------------------------------------------ public API
 
@@ -658,6 +661,8 @@ class Runtime:
         found = run_priority(priority, message, self._per_agent().priority)
         session = await self._session(session_id) if session_id else None
         given, at_confirmation = await self._read_at_open_run(session, message)
+        if self.replayed_at_confirmation is not None:
+            at_confirmation = self.replayed_at_confirmation
         if given is not None and given.corrects and session_id is not None:
             # declined first, saying why; the message is then a new run's, of the session
             # as the decline left it (its last turn the declined request, to follow)
@@ -746,8 +751,11 @@ class Runtime:
     ) -> tuple[OpenRunInput | None, bool]:
         """What ``message`` gives the session's open run, and whether that run waits.
 
-        The flag is ``True`` when the open run waits for a confirmation: a new run's
-        ``at_confirmation`` (see ``RunStarted``).
+        The flag is ``True`` when the open run waits for a confirmation whose prompt is
+        the last thing the session was told (``_asked_last``): a new run's
+        ``at_confirmation`` (see ``RunStarted``). Once, as the chat does: after the reply
+        to an unclear line, another unclear line is asked about as it always was, and a
+        person who keeps asking for a colleague gets one (``limits.max_questions``).
         """
         if session is None or not session.open_run_id:
             return None, False
@@ -760,13 +768,14 @@ class Runtime:
             return OpenRunInput(open_run, answer=message), False
         if status != RunStatus.AWAITING_CONFIRM.value:
             return None, False
-        return await self._confirmation_input(session, open_run, message), True
+        given = await self._confirmation_input(session, open_run, message)
+        return given, _asked_last(session)
 
     async def _confirmation_input(
         self, session: SessionRecord, open_run: str, message: str
     ) -> OpenRunInput | None:
         """A yes, a no or a correction to the confirmation ``open_run`` waits for, if any."""
-        if _asked_last(session):
+        if _asked_last(session) or _reasked_last(session, self.agent.config.name):
             decided = confirmation_answer(message)
             if decided is None and may_say_the_action(message):  # "确认取消" to "确认取消订单…吗？"
                 decided = confirmation_answer(message, await self._prompt_of(open_run))
@@ -1927,6 +1936,18 @@ def _asked_last(session: SessionRecord) -> bool:
     return bool(session.turns) and session.turns[-1].get("run_id") == session.open_run_id
 
 
+def _reasked_last(session: SessionRecord, agent: str) -> bool:
+    """Whether the last reply was the open run's prompt again, after a line nobody understood.
+
+    That turn (outcome ``unclear``, ``RunStarted.at_confirmation``) said "didn't
+    understand" and the prompt, and suggested nothing else: a line after it is read as
+    one right after the prompt (``_asked_last``), "确认取消" to "确认取消订单…吗？" too.
+    """
+    if not session.turns or session.agent != agent or not session.open_run_id:
+        return False
+    return session.turns[-1].get("outcome") == "unclear"
+
+
 def _reminded_last(session: SessionRecord, agent: str) -> bool:
     """Whether the last reply of the session ended with the open run's prompt, as a reminder.
 
@@ -1969,6 +1990,7 @@ def _merged_session(
             "status": state.status.value,
             "reply": clip(state.reply or "", 100),
             "language": state.language,
+            "outcome": state.outcome,
         }
     )
     entities = {**(existing.entities if existing else {}), **state.entities}
