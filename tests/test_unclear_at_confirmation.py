@@ -156,3 +156,12 @@ async def test_the_unclear_run_replays_on_its_recorded_path(tmp_path: Path) -> N
     assert report.same_path, report
     assert (await runtime.summary(waiting)).status is RunStatus.AWAITING_CONFIRM
     assert cancellations(orders) == []
+
+
+@pytest.mark.parametrize("no", ["不确认", "don't confirm"])
+async def test_a_no_in_the_prompt_s_own_word_declines(tmp_path: Path, no: str) -> None:
+    """A walkthrough: "不确认" at the prompt was not a no: "didn't understand" came back."""
+    orders, runtime, waiting = await orders_waiting(tmp_path, "not-confirmed")
+    declined = await runtime.start(no, session_id="not-confirmed")
+    assert declined.run_id == waiting and declined.outcome == "cancelled", declined
+    assert cancellations(orders) == []

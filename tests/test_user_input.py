@@ -290,6 +290,12 @@ def test_an_answer_written_for_a_question_already_answered_is_not_applied_to_the
         ("嗯，我再想想", None),
         ("好，我再考虑一下", None),
         ("是的，确认", True),
+        # a walkthrough: "不确认" at the prompt was answered "didn't understand"
+        ("不确认", False),
+        ("别确认。", False),
+        ("don't confirm", False),
+        ("先别确认", None),  # a deferral is asked again, not declined
+        ("don't confirm yet", None),
     ],
 )
 def test_a_confirmation_is_answered_by_its_first_word_with_particles_left_out(

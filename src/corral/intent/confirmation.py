@@ -58,11 +58,17 @@ NO = {
     "否",
     "算了",
     "别",
+    "不确认",
+    "别确认",
+    "不同意",
+    "don't confirm",
+    "do not confirm",
     "n",
     "no",
     "nope",
 }
-"""Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no."""
+"""Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no.
+Nor a deferral ("先别确认", "not now", "don't confirm yet"): asked again, not declined."""
 _BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～]+")
 _PARTICLES = "了吧啊呀呢哈嘛哦"
 FILLER = {
