@@ -396,6 +396,7 @@ def test_a_yes_in_so_many_words(line: str, explicit: bool) -> None:
 CANCEL_ZH = "确认取消订单 OD2611250001（无线耳机 AirSound Pro）吗？取消后钱会原路退回。"
 CANCEL_EN = "Cancel order OD2611250001 (AirSound Pro wireless earphones)? The money goes back."
 REFUND_ZH = "订单 OD2611100003（跑步鞋 Run 3）现在是已完成，确认为这单退款 699 元吗？"
+REFUND_EN = "Order OD2611100003 (Run 3 running shoes) is completed. Shall I refund 699 CNY?"
 
 
 @pytest.mark.parametrize(
@@ -419,6 +420,15 @@ REFUND_ZH = "订单 OD2611100003（跑步鞋 Run 3）现在是已完成，确认
         ("cancel that", CANCEL_EN, None),  # as often "scratch that"
         ("order it", "Order OD2611100003 is completed. Shall I refund 699 CNY?", None),
         ("yes, refund it", "Order OD2611100003 is completed. Shall I refund 699 CNY?", True),
+        # a walkthrough: "cancel" to "Shall I refund 699 CNY?" asked to cancel the order
+        ("cancel", REFUND_EN, False),
+        ("no, cancel it", REFUND_EN, False),
+        ("cancel the refund", REFUND_EN, False),
+        ("取消吧", REFUND_ZH, False),
+        ("取消退款", REFUND_ZH, False),
+        ("cancel the order", REFUND_EN, None),  # a request of its own
+        ("取消订单", REFUND_ZH, None),
+        ("取消", CANCEL_ZH, None),  # to a cancellation it may mean either
     ],
 )
 def test_a_line_that_says_the_prompt_s_action_again_is_a_yes_to_it(
@@ -610,3 +620,25 @@ async def test_a_cancel_said_after_a_withdrawal_word_is_no_no_to_the_cancellatio
     said = await runtime.start("不需要了，取消", session_id="c")
     assert said.run_id != paused.run_id  # not taken as the decision: asked, not guessed
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+
+@pytest.mark.parametrize(
+    ("asked", "line"),
+    [("OD2611100003 我要退款", "取消"), ("I want a refund for OD2611100003", "cancel")],
+)
+async def test_cancel_said_to_a_refund_s_prompt_calls_the_refund_off(
+    asked: str, line: str, tmp_path: Path
+) -> None:
+    """A walkthrough: "cancel" to "Shall I refund 699 CNY?" started a cancellation of the
+    (completed) order, refused, and the refund kept waiting."""
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(asked, session_id="call-off")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    off = await runtime.start(line, session_id="call-off")
+    assert off.run_id == paused.run_id and off.outcome == "cancelled", off
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM cancellations").fetchone() == (0,)

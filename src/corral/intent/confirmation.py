@@ -67,7 +67,8 @@ NO = {
     "no",
     "nope",
 }
-"""Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no.
+"""Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no
+(to any other prompt it calls the prompt off: ``_calls_off``).
 Nor a deferral ("先别确认", "not now", "don't confirm yet"): asked again, not declined."""
 _BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～]+")
 _PARTICLES = "了吧啊呀呢哈嘛哦"
@@ -234,9 +235,49 @@ def yes_or_no(line: str, prompt: str | None = None) -> bool | None:
     if len(line) > MAX_ANSWER_CHARS:  # a yes is short: 15 000 characters of 好的 is no answer
         return None
     answer = _plain_yes_or_no(line)
-    if answer is None and prompt is not None and _echoes(_words(line).split(), prompt):
-        return True
+    if answer is None and prompt is not None:
+        words = _words(line).split()
+        if _echoes(words, prompt):
+            return True
+        if _calls_off(words, prompt):
+            return False
     return answer
+
+
+_CALL_OFF = frozenset({"取消", "撤销", "cancel", "stop"})
+"""Words that call off what a prompt asks, unless it asks to cancel (``_calls_off``)."""
+
+
+def _calls_off(words: list[str], prompt: str) -> bool:
+    """Whether the words call off a prompt that is no cancellation: a no to it.
+
+    "cancel", "取消吧", "no, cancel it" to "Shall I refund 699 CNY?" or "确认为这单退款
+    699 元吗？": the refund is called off (it was read as a new request to cancel the
+    order, refused, while the refund still waited). To "确认取消订单…吗？" the same word
+    may say yes as well as no, and is no answer; so is it after a yes word ("好吧，取消吧").
+    """
+    rest = list(words)
+    while rest and _word(rest[0]) is False:  # "no, cancel it"
+        rest = rest[1:]
+    if not rest:
+        return False
+    asked = _words(prompt)
+    if any(word in asked for word in _CALL_OFF):
+        return False
+    first = rest[0].rstrip(_SAID_PARTICLES)
+    named = next((w for w in _CALL_OFF if first.startswith(w) and not w.isascii()), "")
+    if named and first != named:  # "取消退款" to a refund's prompt: the action it asks
+        action = first[len(named) :]
+        return len(rest) == 1 and action in _NAMED_ZH and action in asked.replace(" ", "")
+    if first not in _CALL_OFF:
+        return False
+    # "cancel that", "cancel the refund" (the prompt's own verb); not "cancel the order",
+    # a request of its own to a refund's prompt
+    return all(word in _CALLED_OFF or (word in _VERBS_EN and word in asked) for word in rest[1:])
+
+
+_CALLED_OFF = frozenset({"it", "that", "this", "the", "please", "now"})
+"""What may follow a word of ``_CALL_OFF`` in a line that calls a prompt off."""
 
 
 def _asks(line: str) -> bool:
