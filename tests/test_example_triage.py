@@ -215,6 +215,36 @@ async def test_instructions_inside_a_ticket_never_page(triage: Agent, message: s
     assert all(p != "P0" for (p,) in rows(triage, "SELECT priority FROM tickets"))
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        "C10001 如果支付挂了我该找谁？",
+        "C10001 万一登录不上怎么办",
+        "C10001 what should I do if login fails?",
+        "C10001 what if the payment service goes down?",
+    ],
+)
+async def test_a_what_if_question_is_a_question_and_never_pages(
+    triage: Agent, message: str
+) -> None:
+    """A walkthrough: "如果支付挂了我该找谁？" (a VIP asking whom to call should payments
+    go down) was filed as a P0 fault and paged on-call, by the fault's words (挂了)."""
+    done = await runtime_for(triage).start(message)
+    assert done.intent is not None and done.intent.label == "咨询", done.intent
+    assert rows(triage, "SELECT * FROM pages") == []
+    assert [category for (category,) in rows(triage, "SELECT category FROM tickets")] == [
+        "question"
+    ]
+
+
+@pytest.mark.parametrize("message", ["C10001 的支付全挂了", "C10001 支付挂了我该找谁？"])
+async def test_a_fault_that_happened_still_pages(triage: Agent, message: str) -> None:
+    """What the what-if rule must not take: a fault reported, even one asking whom to call."""
+    done = await runtime_for(triage).start(message)
+    assert done.intent is not None and done.intent.label == "故障"
+    assert len(rows(triage, "SELECT * FROM pages")) == 1
+
+
 async def test_only_a_p0_may_page_whatever_proposes_it(tmp_path: Path) -> None:
     """A plan that pages directly (as a model planner might) meets the business rule."""
     declared = read_yaml_file(TRIAGE / "agent.yaml")
