@@ -39,6 +39,17 @@ def test_a_repair_the_reply_calls_booked_is_on_the_engineers_list(tmp_path: Path
     assert repair_id in done["reply"]  # the customer can quote the ticket
 
 
+@pytest.mark.parametrize(
+    "message", ["打印机坏了能换吗 HD20240501", "HD20240501 坏了，能不能换一个吗"]
+)
+def test_asking_whether_it_can_be_exchanged_books_no_repair(tmp_path: Path, message: str) -> None:
+    """A walkthrough: "打印机坏了能换吗" booked a repair at once, by 坏了, though the
+    customer asked about an exchange; it is the exchange's, which asks before it acts."""
+    asked = run_json(tmp_path, message)
+    assert asked["intent"]["label"] == "申请换新" and asked["status"] == "awaiting_confirm"
+    assert repairs(tmp_path) == []
+
+
 def test_an_out_of_warranty_repair_is_booked_as_charged(tmp_path: Path) -> None:
     done = run_json(tmp_path, "my inkjet HD20221108 stopped working")
     assert "charged" in done["reply"]

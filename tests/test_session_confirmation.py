@@ -642,3 +642,37 @@ async def test_cancel_said_to_a_refund_s_prompt_calls_the_refund_off(
     with sqlite3.connect(orders.deps["db"]) as conn:
         assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM cancellations").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    ("asked", "switch"),
+    [
+        (EXCHANGE, "算了还是修一下吧"),
+        ("I want a replacement for my printer HD20240501", "actually just repair it"),
+        ("I want a replacement for my printer HD20240501", "no wait, actually just repair it"),
+    ],
+)
+async def test_switching_to_another_request_declines_the_one_asked(
+    aftersales: Agent, asked: str, switch: str
+) -> None:
+    """A walkthrough: "actually just repair it" to "shall I create the exchange?" booked
+    the repair and left the exchange waiting, reminded; the "confirm" after the reminder
+    then made the exchange too, two remedies for one fault."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(asked, session_id="switch")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    repaired = await runtime.start(switch, session_id="switch")
+    assert repaired.run_id != paused.run_id and repaired.outcome == "success", repaired
+    assert (await runtime.summary(paused.run_id)).outcome == "cancelled"
+    with sqlite3.connect(aftersales.deps["db"]) as conn:
+        assert conn.execute("SELECT order_id FROM repairs").fetchall() == [("HD20240501",)]
+    await runtime.start("confirm" if switch.isascii() else "确认", session_id="switch")
+    assert exchange_count(aftersales) == 0  # counted by the tool's own table
+
+
+async def test_a_switch_word_to_the_same_request_is_no_switch(aftersales: Agent) -> None:
+    """ "还是换新吧" to the exchange's own prompt asks for what is asked: it stays waiting."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="same")
+    await runtime.start("还是换新吧", session_id="same")
+    assert (await runtime.summary(paused.run_id)).outcome != "cancelled"

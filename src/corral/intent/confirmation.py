@@ -473,6 +473,28 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     return False if kept or all(_takes_back(piece) for piece in rest) else None
 
 
+SWITCHES = ("算了", "还是", "那还是", "不如", "actually", "on second thought", "instead", "rather")
+"""Words that open a line putting another request in place of the one asked about: "算了
+还是修一下吧", "actually just repair it" (``switches``)."""
+
+
+def switches(line: str) -> bool:
+    """Whether the line opens by putting something in place of what was asked about.
+
+    "算了还是修一下吧", "no wait, actually just repair it", "instead, repair it": said to
+    "shall I create the exchange?", the exchange is not wanted. Whether the rest is a
+    request of another intent is the caller's to decide (its rules'); a no word or "wait"
+    before the switch word is read past.
+    """
+    text = _words(line)
+    while True:
+        lead = next((w for w in ("no", "不", "wait", "等等", "等一下") if _opens(text, w)), None)
+        if lead is None:
+            break
+        text = text[len(lead) :].strip()
+    return any(_opens(text, word) for word in SWITCHES) or " instead" in f" {text}"
+
+
 _WITHDRAWN_FIRST = sorted(WITHDRAWN, key=len, reverse=True)
 _KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", "留着"}
 """What may follow a withdrawal at a confirmation and leave it one: what stays as it is."""

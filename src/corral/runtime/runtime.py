@@ -76,6 +76,7 @@ from corral.intent.confirmation import (
     confirmation_answer,
     explicit_yes,
     may_say_the_action,
+    switches,
     withdraws,
     yes_or_no,
 )
@@ -783,6 +784,8 @@ class Runtime:
                 return OpenRunInput(open_run, approve=decided)
             if self._corrects(session, message):  # not this one: it is never carried out
                 return OpenRunInput(open_run, approve=False, corrects=True)
+            if self._switches_request(session, message):  # "算了还是修一下吧": not this one
+                return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
             # what the reply before it suggested ("cancel OD… instead")
@@ -791,6 +794,27 @@ class Runtime:
             if confirmation_answer(message) is False:  # "不用了", "never mind": safe to take
                 return OpenRunInput(open_run, approve=False)
         return None  # a new request: the confirmation waits
+
+    def _switches_request(self, session: SessionRecord, message: str) -> bool:
+        """Whether ``message`` puts a request of another intent in place of the one asked.
+
+        "算了还是修一下吧" or "actually just repair it" to "shall I create the exchange?":
+        a switch word (``switches``) and a rule that reads another intent that plans. The
+        exchange is declined first, then the repair runs: left waiting, a "confirm" to the
+        reminder under the repair's reply booked the exchange too, two remedies for one
+        fault. Only the rules decide the other intent, never a guess.
+        """
+        if not switches(message):
+            return False
+        other = self.agent.intent.rule_intent(message)
+        if other is None or not session.turns:
+            return False
+        config = self.agent.config
+        spec = config.intent(other)
+        asked = session.turns[-1].get("intent")
+        if spec.route is not RouteAction.PLAN or not isinstance(asked, str):
+            return False
+        return spec.name != asked and asked not in spec.aliases
 
     async def _prompt_of(self, run_id: str) -> str | None:
         """The prompt ``run_id`` waits on (a recorded read): a line may say its action again."""
