@@ -625,9 +625,11 @@ class Runtime:
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
-        # free text takes almost anything, but a line that a rule reads whole as a thanks or
-        # a goodbye is none: "再见" asked for the new address became the address
-        whole = spec is not None and spec.whole_answer and not replies
+        # free text takes almost anything, but a line that a rule reads whole as a thanks, a
+        # goodbye or a request for a person is none: "再见" or "转人工" asked for the new
+        # address became the address
+        on_its_own = replies or spec_of_other.route is RouteAction.HANDOFF
+        whole = spec is not None and spec.whole_answer and not on_its_own
         return intent.another_request(message, found, slot, state.intent.label, whole)
 
     async def _run_of_message(self, session_id: str | None, message_id: str) -> str | None:
