@@ -50,6 +50,19 @@ def test_asking_whether_it_can_be_exchanged_books_no_repair(tmp_path: Path, mess
     assert repairs(tmp_path) == []
 
 
+def test_taking_up_the_offered_repair_books_it(tmp_path: Path) -> None:
+    """A walkthrough: a laptop is repaired, never exchanged, and the refusal offers "我可以
+    帮您登记保修维修"; "那就修吧" was not understood. "不用修吧" books nothing."""
+    refused = run_json(tmp_path, "我的笔记本电脑坏了想换新，订单 HD20250603", "--session", "s")
+    assert refused["outcome"] == "refused" and "登记保修维修" in refused["reply"]
+    assert run_json(tmp_path, "不用修吧", "--session", "s")["intent"]["label"] is None
+    assert repairs(tmp_path) == []
+    booked = run_json(tmp_path, "那就修吧", "--session", "s")
+    assert booked["intent"]["label"] == "报修" and booked["outcome"] == "success"
+    [(repair_id, order_id, _)] = repairs(tmp_path)
+    assert order_id == "HD20250603" and repair_id in booked["reply"]
+
+
 def test_an_out_of_warranty_repair_is_booked_as_charged(tmp_path: Path) -> None:
     done = run_json(tmp_path, "my inkjet HD20221108 stopped working")
     assert "charged" in done["reply"]
