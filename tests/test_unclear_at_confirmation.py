@@ -165,3 +165,21 @@ async def test_a_no_in_the_prompt_s_own_word_declines(tmp_path: Path, no: str) -
     declined = await runtime.start(no, session_id="not-confirmed")
     assert declined.run_id == waiting and declined.outcome == "cancelled", declined
     assert cancellations(orders) == []
+
+
+async def test_an_unclear_line_after_the_reminder_keeps_the_confirmation_too(
+    aftersales: Agent,
+) -> None:
+    """A walkthrough: after another reply reminded of the exchange, "yes thanks" (no yes in
+    so many words there) asked to clarify and became the open question; the "confirm"
+    after it answered that question, and the exchange was lost."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    asked = "I want a replacement for my printer HD20240501"
+    paused = await runtime.start(asked, session_id="reminded")
+    await runtime.start("how long is the warranty on a monitor?", session_id="reminded")
+    unclear = await runtime.start("yes thanks", session_id="reminded")
+    assert unclear.outcome == "unclear" and "waiting for your go-ahead" in (unclear.reply or "")
+    assert exchange_count(aftersales) == 0
+    done = await runtime.start("confirm", session_id="reminded")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED, done
+    assert exchange_count(aftersales) == 1  # counted by the tool's own table

@@ -755,9 +755,10 @@ class Runtime:
         """What ``message`` gives the session's open run, and whether that run waits.
 
         The flag is ``True`` when the open run waits for a confirmation whose prompt is
-        the last thing the session was told (``_asked_last``): a new run's
-        ``at_confirmation`` (see ``RunStarted``). Once, as the chat does: after the reply
-        to an unclear line, another unclear line is asked about as it always was, and a
+        the last thing the session was told, asked (``_asked_last``) or reminded of below
+        another reply (``_reminded_last``): a new run's ``at_confirmation`` (see
+        ``RunStarted``). Once, as the chat does: after the reply to an unclear line
+        (``_reasked_last``), another unclear line is asked about as it always was, and a
         person who keeps asking for a colleague gets one (``limits.max_questions``).
         """
         if session is None or not session.open_run_id:
@@ -772,7 +773,9 @@ class Runtime:
         if status != RunStatus.AWAITING_CONFIRM.value:
             return None, False
         given = await self._confirmation_input(session, open_run, message)
-        return given, _asked_last(session)
+        agent = self.agent.config.name
+        shown_last = _asked_last(session) or _reminded_last(session, agent)
+        return given, shown_last and not _reasked_last(session, agent)
 
     async def _confirmation_input(
         self, session: SessionRecord, open_run: str, message: str
