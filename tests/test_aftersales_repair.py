@@ -63,6 +63,24 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path) -> None:
     assert order_id == "HD20250603" and repair_id in booked["reply"]
 
 
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [
+        ("HD20250920 这个显示器还能修吧？", None),  # a question: nothing booked
+        ("HD20250920 显示器这种情况只能修吧，不能换？", None),
+        ("HD20250920 可以换一下联系电话吗", None),  # a change of something else
+    ],
+)
+def test_a_question_about_a_repair_or_another_change_books_nothing(
+    tmp_path: Path, message: str, intent: str | None
+) -> None:
+    """Review: the rules for "那就修吧" and "能换吗" read "还能修吧？" as a repair (booked,
+    unasked) and "可以换一下联系电话吗" as an exchange."""
+    done = run_json(tmp_path, message)
+    assert done["intent"]["label"] == intent
+    assert repairs(tmp_path) == []
+
+
 def test_an_out_of_warranty_repair_is_booked_as_charged(tmp_path: Path) -> None:
     done = run_json(tmp_path, "my inkjet HD20221108 stopped working")
     assert "charged" in done["reply"]

@@ -54,3 +54,27 @@ async def test_a_person_asked_for_at_a_question_is_handed_off_and_the_question_w
     person = await runtime.start("转人工", session_id="s")
     assert person.run_id != asked.run_id and person.status is RunStatus.HANDED_OFF
     assert (await runtime.summary(asked.run_id)).status is RunStatus.AWAITING_USER
+
+
+@pytest.mark.parametrize(
+    ("line", "intent"),
+    [
+        ("客服人员说 OD2611200002 今天能到，到哪了？", "logistics"),
+        ("I talked to a human agent yesterday, where is OD2611200002?", "logistics"),
+        ("人工客服太慢了，我自己来，OD2611100003 退款", "refund_return"),
+    ],
+)
+async def test_a_line_that_mentions_staff_is_no_request_for_a_person(
+    line: str, intent: str, tmp_path: Path
+) -> None:
+    """Review: "客服人员说…", "I talked to a human agent…" and "人工客服太慢了，我自己来"
+    ("I'll do it myself") were handed off, and their requests lost."""
+    done = await runtime_of("orders", tmp_path).start(line)
+    assert done.intent is not None and done.intent.label == intent, done
+
+
+async def test_an_address_that_names_staff_is_the_address(tmp_path: Path) -> None:
+    runtime = runtime_of("orders", tmp_path)
+    asked = await runtime.start("我要改地址 OD2611250001", session_id="s")
+    answered = await runtime.start("人工服务中心大楼3层", session_id="s")
+    assert answered.run_id == asked.run_id and answered.status is RunStatus.AWAITING_CONFIRM

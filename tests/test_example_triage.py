@@ -237,12 +237,25 @@ async def test_a_what_if_question_is_a_question_and_never_pages(
     ]
 
 
-@pytest.mark.parametrize("message", ["C10001 的支付全挂了", "C10001 支付挂了我该找谁？"])
-async def test_a_fault_that_happened_still_pages(triage: Agent, message: str) -> None:
-    """What the what-if rule must not take: a fault reported, even one asking whom to call."""
+@pytest.mark.parametrize(
+    ("message", "pages"),
+    [
+        ("C10001 的支付全挂了", 1),
+        ("C10001 支付挂了我该找谁？", 1),
+        # review: a fault that happened, with a what-if after it, or 一旦 ("whenever")
+        ("C10001 payment is down for all users! who should I contact if it stays down?", 1),
+        ("C10001 支付挂了，要是今天修不好怎么办？", 1),
+        ("C10001 支付一直失败，万一是系统问题怎么办", 1),
+        ("C10001 what happens to my orders now that payment is down?", 1),
+        ("C10001 一旦登录就报错，怎么办？", 0),
+        ("C10001 login is failing right now, what should I do when it happens?", 0),
+    ],
+)
+async def test_a_fault_that_happened_is_a_fault(triage: Agent, message: str, pages: int) -> None:
+    """What the what-if rule must not take: a fault reported, even one asking what to do."""
     done = await runtime_for(triage).start(message)
-    assert done.intent is not None and done.intent.label == "故障"
-    assert len(rows(triage, "SELECT * FROM pages")) == 1
+    assert done.intent is not None and done.intent.label == "故障", done.intent
+    assert len(rows(triage, "SELECT * FROM pages")) == pages
 
 
 async def test_only_a_p0_may_page_whatever_proposes_it(tmp_path: Path) -> None:

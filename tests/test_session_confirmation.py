@@ -650,6 +650,8 @@ async def test_cancel_said_to_a_refund_s_prompt_calls_the_refund_off(
         (EXCHANGE, "算了还是修一下吧"),
         ("I want a replacement for my printer HD20240501", "actually just repair it"),
         ("I want a replacement for my printer HD20240501", "no wait, actually just repair it"),
+        (EXCHANGE, "不如修一下吧"),  # review: 不 was read past as a no, and 如 left
+        ("I want a replacement for my printer HD20240501", "repair it instead"),
     ],
 )
 async def test_switching_to_another_request_declines_the_one_asked(
@@ -676,3 +678,49 @@ async def test_a_switch_word_to_the_same_request_is_no_switch(aftersales: Agent)
     paused = await runtime.start(EXCHANGE, session_id="same")
     await runtime.start("还是换新吧", session_id="same")
     assert (await runtime.summary(paused.run_id)).outcome != "cancelled"
+
+
+async def test_a_switch_after_the_reply_to_an_unclear_line_declines_the_one_asked(
+    aftersales: Agent,
+) -> None:
+    """Review: after "didn't understand" (the last turn has no intent), "算了还是修一下吧"
+    booked the repair and left the exchange waiting; "确认" then made it too."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(EXCHANGE, session_id="after-unclear")
+    assert (await runtime.start("嗯嗯那个", session_id="after-unclear")).outcome == "unclear"
+    await runtime.start("算了还是修一下吧", session_id="after-unclear")
+    assert (await runtime.summary(paused.run_id)).outcome == "cancelled"
+    await runtime.start("确认", session_id="after-unclear")
+    assert exchange_count(aftersales) == 0
+
+
+@pytest.mark.parametrize(
+    ("asked", "line"),
+    [
+        ("I want a replacement for my printer HD20240501", "actually, how long is the warranty?"),
+        ("I want a replacement for my printer HD20240501", "还是坏了，黑屏"),  # "still broken"
+        ("I want a replacement for my printer HD20240501", "rather, how long is the warranty?"),
+    ],
+)
+async def test_a_question_or_still_is_no_switch(aftersales: Agent, asked: str, line: str) -> None:
+    """Review: "actually, how long is the warranty?" (a question beside the exchange) and
+    "还是坏了" (还是: "still") declined the exchange the customer was asked about."""
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(asked, session_id="no-switch")
+    await runtime.start(line, session_id="no-switch")
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+
+@pytest.mark.parametrize(
+    "line", ["actually, where is my order OD2611200002?", "还是想问一下 OD2611200002 的物流"]
+)
+async def test_a_read_beside_a_refund_is_no_switch(line: str, tmp_path: Path) -> None:
+    """Review: a question about another order, opened with "actually" or 还是, declined
+    the refund waiting for a yes: only a request that writes takes its place."""
+    from corral import load_agent
+
+    orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("I want a refund for OD2611100003", session_id="read")
+    await runtime.start(line, session_id="read")
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM

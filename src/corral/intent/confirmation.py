@@ -473,26 +473,35 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     return False if kept or all(_takes_back(piece) for piece in rest) else None
 
 
-SWITCHES = ("算了", "还是", "那还是", "不如", "actually", "on second thought", "instead", "rather")
+SWITCHES = ("算了", "那还是", "不如", "actually", "on second thought", "instead", "rather")
 """Words that open a line putting another request in place of the one asked about: "算了
-还是修一下吧", "actually just repair it" (``switches``)."""
+还是修一下吧", "actually just repair it" (``switches``). Not 还是 alone: "还是坏了" is
+"still broken", "还是想问一下…" "I still want to ask"."""
 
 
 def switches(line: str) -> bool:
     """Whether the line opens by putting something in place of what was asked about.
 
-    "算了还是修一下吧", "no wait, actually just repair it", "instead, repair it": said to
-    "shall I create the exchange?", the exchange is not wanted. Whether the rest is a
-    request of another intent is the caller's to decide (its rules'); a no word or "wait"
-    before the switch word is read past.
+    "算了还是修一下吧", "no wait, actually just repair it", "repair it instead": said to
+    "shall I create the exchange?", the exchange is not wanted. A question ("actually, how
+    long does the refund take?") puts nothing in its place. Whether the rest is a request
+    of another intent is the caller's to decide (its rules'); a no or a "wait" before the
+    switch word, as a word of its own ("不，算了…", "no wait, actually…"), is read past.
     """
+    if _asks(line) or line.rstrip().endswith(("吗", "呢", "么", "嘛")):  # a question
+        return False
     text = _words(line)
     while True:
-        lead = next((w for w in ("no", "不", "wait", "等等", "等一下") if _opens(text, w)), None)
+        lead = next((w for w in ("no", "不", "wait", "等等", "等一下") if _leads(text, w)), None)
         if lead is None:
             break
         text = text[len(lead) :].strip()
-    return any(_opens(text, word) for word in SWITCHES) or " instead" in f" {text}"
+    return any(_opens(text, word) for word in SWITCHES) or text.endswith(" instead")
+
+
+def _leads(text: str, word: str) -> bool:
+    """``text`` starts with ``word`` followed by a break: "不，算了" but not "不如"."""
+    return text == word or text.startswith(f"{word} ")
 
 
 _WITHDRAWN_FIRST = sorted(WITHDRAWN, key=len, reverse=True)

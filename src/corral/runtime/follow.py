@@ -14,7 +14,7 @@ from corral.agent import Agent
 from corral.contracts import RouteAction, RunStatus
 from corral.errors import ConfigInvalidError
 from corral.intent.follow_up import FollowUp
-from corral.planning.validate import CompiledStep
+from corral.planning.validate import CompiledStep, PlanGraph
 from corral.routing.router import required_entities
 from corral.runtime.state import RunState
 from corral.store.base import SessionRecord
@@ -73,8 +73,19 @@ def asks_before_writing(agent: Agent, intent: str) -> bool:
 
     ``False`` for an intent a model plans for: what its plan would write is not known.
     """
-    graphs = [graph for (name, _), graph in agent.template_graphs.items() if name == intent]
+    graphs = _templates(agent, intent)
     return bool(graphs) and all(_asks(step) for graph in graphs for step in graph.steps.values())
+
+
+def plans_a_write(agent: Agent, intent: str) -> bool:
+    """Whether a plan template of ``intent`` calls a write tool: a request that acts."""
+    steps = (step for graph in _templates(agent, intent) for step in graph.steps.values())
+    return any(step.spec.policy.kind == "write" for step in steps)
+
+
+def _templates(agent: Agent, intent: str) -> list[PlanGraph]:
+    """The compiled plan templates of ``intent``."""
+    return [graph for (name, _), graph in agent.template_graphs.items() if name == intent]
 
 
 def _asks(step: CompiledStep) -> bool:

@@ -85,7 +85,7 @@ from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
 from corral.runtime.faults import Faults, FaultyEffects
-from corral.runtime.follow import last_request, may_follow, request_of
+from corral.runtime.follow import last_request, may_follow, plans_a_write, request_of
 from corral.runtime.inputs import OpenRunInput, check_input, check_step, decided_otherwise
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -804,7 +804,8 @@ class Runtime:
         """Whether ``message`` puts a request of another intent in place of the one asked.
 
         "算了还是修一下吧" or "actually just repair it" to "shall I create the exchange?":
-        a switch word (``switches``) and a rule that reads another intent that plans. The
+        a switch word (``switches``) and a rule that reads another intent whose plan
+        writes ("actually, where is my order?" is a question beside it, not instead). The
         exchange is declined first, then the repair runs: left waiting, a "confirm" to the
         reminder under the repair's reply booked the exchange too, two remedies for one
         fault. Only the rules decide the other intent, never a guess.
@@ -812,14 +813,17 @@ class Runtime:
         if not switches(message):
             return False
         other = self.agent.intent.rule_intent(message)
-        if other is None or not session.turns:
+        # the open run's own turn: the last may be a reply to an unclear line since
+        asked = next(
+            (t.get("intent") for t in session.turns if t.get("run_id") == session.open_run_id),
+            None,
+        )
+        if other is None or not isinstance(asked, str):
             return False
-        config = self.agent.config
-        spec = config.intent(other)
-        asked = session.turns[-1].get("intent")
-        if spec.route is not RouteAction.PLAN or not isinstance(asked, str):
+        spec = self.agent.config.intent(other)
+        if spec.name == asked or asked in spec.aliases:
             return False
-        return spec.name != asked and asked not in spec.aliases
+        return plans_a_write(self.agent, spec.name)
 
     async def _prompt_of(self, run_id: str) -> str | None:
         """The prompt ``run_id`` waits on (a recorded read): a line may say its action again."""
