@@ -562,7 +562,7 @@ class Agent:
                         f"entity (entities: {declared_entities})"
                     )
         problems.extend(_decision_problems(config, registry))
-        for reminder in ("still_asked", "still_to_confirm"):
+        for reminder in ("still_asked", "still_to_confirm", "waiting_prompt"):
             extra = sorted(renderer.uses(reminder) - {"question"})
             if extra:  # rendered beside another run's question, with no run's values
                 problems.append(

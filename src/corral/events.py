@@ -78,6 +78,10 @@ class RunStarted:
     """The message came while the session's open run waited for a confirmation: a line
     nobody understands is then answered "didn't understand" and the prompt again, and
     asks nothing of its own (a clarification would bury the confirmation under it)."""
+    repeats_request: bool = False
+    """The message asks again for what the session's open run waits to confirm (its rules
+    read the same intent, and it names no other value): it is answered with that
+    confirmation, and runs nothing of its own (``Runtime._repeats_request``)."""
 
 
 @fast_init

@@ -15,8 +15,9 @@ Definitions (the denominators matter):
   outcome ``success``, or ``reply`` (answered directly, with no step to do). Paused and
   running runs are in neither part. A business refusal (``refused``), ``not_found``,
   ``unmet``, ``cancelled`` and ``unclear`` (a line nobody understood, typed at a
-  confirmation: answered with the confirmation again) finished but did not complete the
-  task (``by_outcome``).
+  confirmation: answered with the confirmation again) and ``repeated`` (a line that asked
+  again for the request a confirmation waits for: answered with that confirmation)
+  finished but did not complete the task (``by_outcome``).
 - ``partial_completion_rate``: ended runs whose outcome is ``partial`` (finished with some
   steps done and only optional ones not done: ``on_failure: continue``), over ended runs.
 - ``handoff_rate``: ended runs handed to a person, over ended runs; ``handoff_reasons``

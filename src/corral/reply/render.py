@@ -67,6 +67,14 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         en="Also, your earlier request is still waiting for your go-ahead: {question} "
         '(to go ahead, reply "confirm")',
     ),
+    "already_waiting": TemplateText(
+        zh="这个请求还在等您确认，还没有办理。",
+        en="That request is still waiting for your go-ahead; nothing has been done yet.",
+    ),
+    "waiting_prompt": TemplateText(
+        zh="{question}（要办的话请回复「确认」）",
+        en='{question} (to go ahead, reply "confirm")',
+    ),
     "outcome_unknown": TemplateText(
         zh="抱歉，系统暂时无法确认这项操作是否已经生效。已转给人工客服核实，他们会尽快联系您，"
         "请先不要重复提交。",

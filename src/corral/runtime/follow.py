@@ -32,8 +32,12 @@ def request_of(state: RunState) -> str | None:
 
     Not the label of a message that was unclear (a guess below the threshold), nor one
     answered from a template: a follow-up asks only a request that did something again.
+    A line that asked again for a waiting request (outcome ``repeated``) stands for it:
+    "不对，是 HD…" after it corrects that request.
     """
     route = state.route
+    if route is None and state.outcome == "repeated" and state.intent is not None:
+        return state.intent.label
     return route.intent if route is not None and route.action is RouteAction.PLAN else None
 
 

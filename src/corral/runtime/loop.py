@@ -213,6 +213,7 @@ class RunLoop:
                 label = state.intent.label
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
+                fits = fits and agent.intent.entities.has_shape_of(slot, whole)
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
                 if fits and not request and not corrects and yes_or_no(text) is None:
@@ -230,7 +231,8 @@ class RunLoop:
             understood = agent.intent.understand(text, now)
             if state.follows is not None:
                 understood = self._follow_up(understood, text)
-            if self.model_may("extract_entities"):
+            repeats = state.repeats_request  # answered with the waiting confirmation
+            if self.model_may("extract_entities") and not repeats:
                 from corral.runtime.modeling import model_entities
 
                 extra = await model_entities(self, text, dict(understood.entities))
@@ -238,7 +240,7 @@ class RunLoop:
                     understood = understood.model_copy(
                         update={"entities": {**understood.entities, **extra}}
                     )
-            if understood.need_clarification and self.model_may("intent_fallback"):
+            if understood.need_clarification and self.model_may("intent_fallback") and not repeats:
                 from corral.runtime.modeling import model_intent
 
                 asked = await model_intent(self, text)
@@ -255,6 +257,11 @@ class RunLoop:
             self._merge_entities(understood.entities, "message")
             if self.budget_stop is not None:
                 self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)
+                return
+            if repeats:
+                # "换新要多久能到？" while the exchange waits for its yes: a second run of it
+                # would ask the same confirmation again, and a yes to each make two
+                self.finish("already_waiting", "repeated")
                 return
         decision = route(
             agent.config,

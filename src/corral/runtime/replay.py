@@ -208,7 +208,7 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     runtime = Runtime(replayed_agent, MemoryStore(), effects=effects, tracer=Untraced())
     runtime.replayed_latency = started.observed_latency  # rank by the recorded figures
     runtime.replaying = True  # the recorded inputs as they were, however they were checked
-    runtime.replayed_at_confirmation = started.at_confirmation  # no waiting run here
+    runtime.replayed_start = started  # what the session's waiting run made of the line
     session_id = started.session_id
     if session_id is not None:  # what the session carried into the run, carried again
         runtime.store.save_session(_session_as_met(agent, effects.now(), started, events))

@@ -81,6 +81,7 @@ from corral.intent.confirmation import (
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
+from corral.intent.repeats import asks_for_another, holds_back
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
@@ -260,6 +261,9 @@ class _PerAgent:
     """The agent's folder as ``run_started`` records it."""
     model: str | None
     """The configured model's name, when the agent has a model."""
+    shaped_answers: bool
+    """Whether an entity is asked for in free text with a shape (``whole_answer_shape``):
+    only then may a request of an intent that does not ``interrupt`` interrupt one."""
 
     @classmethod
     def of(cls, agent: Agent) -> _PerAgent:
@@ -275,6 +279,7 @@ class _PerAgent:
             redaction_spec(agent),
             str(agent.root) if agent.root else None,
             agent.config.model.name if agent.model is not None else None,
+            any(e.whole_answer and e.whole_answer_shape for e in agent.config.entities.values()),
         )
 
 
@@ -391,9 +396,11 @@ class Runtime:
         self.replaying = False
         """Set by a replay: the recorded inputs are given again as they were, a blank answer
         too (stored before blank input was refused), so the same log takes the same path."""
-        self.replayed_at_confirmation: bool | None = None
-        """Set by a replay: the recorded run's ``at_confirmation`` (its session's waiting
-        confirmation is not in the replay's store), so the same line takes the same path."""
+        self.replayed_start: RunStarted | None = None
+        """Set by a replay: the recorded run's ``run_started``. What the session's waiting
+        confirmation made of the line (``at_confirmation``, ``repeats_request``) is read
+        from it (that run is not in the replay's store), so the same line takes the same
+        path."""
 
     # ------------------------------------------------------------------ public API
 
@@ -606,22 +613,34 @@ class Runtime:
         (``IntentLayer.another_request``). A withdrawal ("算了") or a yes or no stays the
         question's (but a thanks that reads as a yes, "好的，谢谢", is an intent that only
         replies: answered on its own), as does anything typed at a clarification.
+
+        Any intent's request may interrupt a free-text question whose answers have a shape
+        (``whole_answer_shape``), when the line is no answer by ``another_request``: it
+        names something, asks, or lacks the shape ("取消订单 OD…" or "我要退款" asked for
+        the new address: the first was answered by the question again, the cancellation
+        lost; the second became the address). At other questions only an intent that
+        ``interrupts`` does ("不想要了" asked for a refund's order id is its reason).
         """
         if withdraws(message):
             return False
         intent = self.agent.intent
         other = intent.rule_intent(message)
         spec_of_other = self.agent.config.intent(other) if other is not None else None
-        if spec_of_other is None or not spec_of_other.interrupts:
+        if spec_of_other is None:
             return False
         replies = spec_of_other.route is RouteAction.REPLY
         if yes_or_no(message) is not None and not replies:  # "好的，谢谢" is thanks, not a yes
+            return False
+        if not spec_of_other.interrupts and not self._per_agent().shaped_answers:
             return False
         state = await self._recorded_state(run_id, "open_question")
         slot = state.pending.slot if state.pending is not None else None
         if slot is None or state.intent is None or state.received_at is None:
             return False
         spec = self.agent.config.entities.get(slot)
+        shaped = spec is not None and spec.whole_answer and spec.whole_answer_shape
+        if not spec_of_other.interrupts and not shaped:
+            return False
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
@@ -663,14 +682,16 @@ class Runtime:
         # only a message within the limit is read for its priority words
         found = run_priority(priority, message, self._per_agent().priority)
         session = await self._session(session_id) if session_id else None
-        given, at_confirmation = await self._read_at_open_run(session, message)
-        if self.replayed_at_confirmation is not None:
-            at_confirmation = self.replayed_at_confirmation
+        given, at_confirmation, repeats = await self._read_at_open_run(session, message)
+        if self.replayed_start is not None:
+            replayed = self.replayed_start
+            at_confirmation, repeats = replayed.at_confirmation, replayed.repeats_request
         if given is not None and given.corrects and session_id is not None:
             # declined first, saying why; the message is then a new run's, of the session
             # as the decline left it (its last turn the declined request, to follow)
             declined = await self._resume(given.run_id, False, None, None, 0.0, None, message)
-            session, given, at_confirmation = await self._session(session_id), None, False
+            session, given = await self._session(session_id), None
+            at_confirmation = repeats = False
         else:
             declined = None
         if given is not None:
@@ -703,6 +724,7 @@ class Runtime:
                 watch,
                 (found, observed),
                 at_confirmation=at_confirmation,
+                repeats_request=repeats,
             )
             journal.emit("intent", UserMessage(message, message_id))
             self._carry_over(journal, session, message)
@@ -747,35 +769,40 @@ class Runtime:
         self, session: SessionRecord | None, message: str
     ) -> OpenRunInput | None:
         """``open_run_input`` on the session as read."""
-        return (await self._read_at_open_run(session, message))[0]
+        return (await self._read_at_open_run(session, message, flags=False))[0]
 
     async def _read_at_open_run(
-        self, session: SessionRecord | None, message: str
-    ) -> tuple[OpenRunInput | None, bool]:
-        """What ``message`` gives the session's open run, and whether that run waits.
+        self, session: SessionRecord | None, message: str, *, flags: bool = True
+    ) -> tuple[OpenRunInput | None, bool, bool]:
+        """What ``message`` gives the session's open run, and two flags for a new run.
 
-        The flag is ``True`` when the open run waits for a confirmation whose prompt is
-        the last thing the session was told, asked (``_asked_last``) or reminded of below
-        another reply (``_reminded_last``): a new run's ``at_confirmation`` (see
+        The first flag is ``True`` when the open run waits for a confirmation whose prompt
+        is the last thing the session was told, asked (``_asked_last``) or reminded of
+        below another reply (``_reminded_last``): a new run's ``at_confirmation`` (see
         ``RunStarted``). Once, as the chat does: after the reply to an unclear line
-        (``_reasked_last``), another unclear line is asked about as it always was, and a
+        (outcome ``unclear``), another unclear line is asked about as it always was, and a
         person who keeps asking for a colleague gets one (``limits.max_questions``).
+        The second is a new run's ``repeats_request`` (``_repeats_request``). Not
+        ``flags``: only what the message gives the open run (both flags ``False``).
         """
         if session is None or not session.open_run_id:
-            return None, False
+            return None, False, False
         open_run = session.open_run_id
         status = await self._run_status(open_run)
         # a new request typed at a question is a run of its own; the question waits
         if status == RunStatus.AWAITING_USER.value and not await self._asks_another(
             open_run, message
         ):
-            return OpenRunInput(open_run, answer=message), False
+            return OpenRunInput(open_run, answer=message), False, False
         if status != RunStatus.AWAITING_CONFIRM.value:
-            return None, False
+            return None, False, False
         given = await self._confirmation_input(session, open_run, message)
         agent = self.agent.config.name
         shown_last = _asked_last(session) or _reminded_last(session, agent)
-        return given, shown_last and not _reasked_last(session, agent)
+        if not flags:
+            return given, False, False
+        repeats = given is None and await self._repeats_request(session, message)
+        return given, shown_last and not _last_outcome(session, "unclear"), repeats
 
     async def _confirmation_input(
         self, session: SessionRecord, open_run: str, message: str
@@ -799,6 +826,50 @@ class Runtime:
             if confirmation_answer(message) is False:  # "不用了", "never mind": safe to take
                 return OpenRunInput(open_run, approve=False)
         return None  # a new request: the confirmation waits
+
+    async def _repeats_request(self, session: SessionRecord, message: str) -> bool:
+        """Whether ``message`` asks again for what the session's open run waits to confirm.
+
+        "换新要多久能到？" or "I want a replacement" while "shall I create the exchange?"
+        waits. Before, each such line started a run of its own that asked the same
+        confirmation again, and a "确认" to each would have asked for two exchanges of one
+        order. Now the new run answers with the waiting confirmation (template
+        ``already_waiting``, outcome ``repeated``, then ``waiting_prompt``), and a yes
+        after it approves that one.
+
+        Only where nothing says it is another request: a rule (never a guess) reads the
+        waiting run's own intent; the run it would start holds the waiting run's values,
+        those the line names and those the session carries over ("OD… 发货了吗" between
+        them made "帮我取消这个订单" another order's); the line names no value the waiting
+        run lacks, nor two of one ("取消 OD… 和 OD…"); and it neither holds the request
+        back ("取消换新", "我再考虑一下") nor asks for one more ("另一台也要换新"). Any
+        doubt leaves the line a run of its own, as it was.
+        """
+        open_run = session.open_run_id
+        if open_run is None:
+            return False
+        asked = self.agent.intent.rule_intent(message)
+        if asked is None or asks_for_another(message):
+            return False
+        try:
+            waiting = await self._recorded_state(open_run, "repeats_request")
+        except (RunNotFoundError, StoreError):
+            return False
+        pending = waiting.pending
+        if waiting.agent != self.agent.config.name or waiting.received_at is None:
+            return False
+        if pending is None or request_of(waiting) != asked or holds_back(message, pending.prompt):
+            return False
+        extractor = self.agent.intent.entities
+        said = extractor.mentions(message, waiting.entities).values()
+        if any(len(set(values)) > 1 for values in said):
+            return False
+        named = extractor.extract(message, waiting.received_at)
+        would = {**self._carried(session, message), **named}
+        held = waiting.entities
+        if any(name not in held for name in named):
+            return False
+        return all(held[name] == value for name, value in would.items() if name in held)
 
     def _switches_request(self, session: SessionRecord, message: str) -> bool:
         """Whether ``message`` puts a request of another intent in place of the one asked.
@@ -906,11 +977,13 @@ class Runtime:
         ranking: tuple[PriorityFound, dict[str, dict[str, float]]] | None = None,
         *,
         at_confirmation: bool = False,
+        repeats_request: bool = False,
     ) -> Journal:
         """A new run's journal, opened with ``run_started``; ``entry``: message or plan.
 
         ``ranking``: the run's priority and the observed latency its choices rank by;
-        ``at_confirmation``: the session's open run waits for a confirmation.
+        ``at_confirmation``: the session's open run waits for a confirmation;
+        ``repeats_request``: the message asks for that again (``_repeats_request``).
         """
         found, observed = ranking or (PriorityFound("normal", "default"), {})
         journal = Journal(RunState(run_id=run_id), self.effects, watch)
@@ -934,6 +1007,7 @@ class Runtime:
                 degraded=self.effects.recorded("degraded", self._degraded, list[str]),
                 follows=self._follows(session) if entry == ENTRY_MESSAGE else None,
                 at_confirmation=at_confirmation,
+                repeats_request=repeats_request,
             ),
         )
         return journal
@@ -1506,9 +1580,15 @@ class Runtime:
                 joined = "\n".join(reply for reply in (summary.reply, resumed.reply) if reply)
                 return summary.model_copy(update={"reply": joined})
         question = {"question": pending.prompt}
-        template = "still_asked" if asks else "still_to_confirm"
-        reminder = self.agent.renderer.render(template, question, waiting.language)
+        render = self.agent.renderer.render
+        if asks:
+            template = "still_asked"
+        else:  # after "already waiting for your go-ahead", the prompt alone: no "also"
+            template = "waiting_prompt" if state.outcome == "repeated" else "still_to_confirm"
+        reminder = render(template, question, waiting.language)
         reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
+        if template == "waiting_prompt":  # one language, the prompt's, as in a reminder
+            reply = f"{render('already_waiting', {}, waiting.language)}\n{reminder}"
         return summary.model_copy(update={"reply": reply})
 
     def _known_answer(self, waiting: RunState, slot: str | None, state: RunState) -> str | None:
@@ -1970,15 +2050,22 @@ def _asked_last(session: SessionRecord) -> bool:
 
 
 def _reasked_last(session: SessionRecord, agent: str) -> bool:
-    """Whether the last reply was the open run's prompt again, after a line nobody understood.
+    """Whether the last reply was the open run's prompt again, and nothing else.
 
-    That turn (outcome ``unclear``, ``RunStarted.at_confirmation``) said "didn't
-    understand" and the prompt, and suggested nothing else: a line after it is read as
-    one right after the prompt (``_asked_last``), "确认取消" to "确认取消订单…吗？" too.
+    After a line nobody understood (outcome ``unclear``, ``RunStarted.at_confirmation``)
+    or one that asked for the waiting request again (``repeated``,
+    ``RunStarted.repeats_request``), that turn said "didn't understand" or "already
+    waiting" and the prompt, and suggested nothing else: a line after it is read as one
+    right after the prompt (``_asked_last``), "确认取消" to "确认取消订单…吗？" too.
     """
-    if not session.turns or session.agent != agent or not session.open_run_id:
+    if session.agent != agent or not session.open_run_id:
         return False
-    return session.turns[-1].get("outcome") == "unclear"
+    return _last_outcome(session, "unclear") or _last_outcome(session, "repeated")
+
+
+def _last_outcome(session: SessionRecord, outcome: str) -> bool:
+    """Whether the session's last turn ended with ``outcome``."""
+    return bool(session.turns) and session.turns[-1].get("outcome") == outcome
 
 
 def _reminded_last(session: SessionRecord, agent: str) -> bool:

@@ -177,6 +177,9 @@ class RunState:
     at_confirmation: bool = False
     """A confirmation of the session waited when the message came
     (``RunStarted.at_confirmation``)."""
+    repeats_request: bool = False
+    """The message asks again for what that confirmation waits for
+    (``RunStarted.repeats_request``)."""
     signals: list[SignalBrief] = field(default_factory=list)
     """The signals raised so far, with their handlers' outcomes (``RunSummary.signals``)."""
     budget_low: bool = False
@@ -262,6 +265,7 @@ def apply(state: RunState, event: Event) -> RunState:
         state.observed_latency = payload.observed_latency
         state.follows = payload.follows
         state.at_confirmation = payload.at_confirmation
+        state.repeats_request = payload.repeats_request
     elif isinstance(payload, UserMessage):
         state.messages.append(payload.text)
         if not state.memory.goal and state.plan is None:
