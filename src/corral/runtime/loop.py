@@ -254,7 +254,7 @@ class RunLoop:
                     )
             duration_ms = round((self.effects.monotonic() - started) * 1000, 3)
             self.journal.emit("intent", IntentClassified(clip(text, 200), understood, duration_ms))
-            self._merge_entities(understood.entities, "message")
+            self._merge_entities(self._settled(understood, text), "message")
             if self.budget_stop is not None:
                 self.handoff(self.budget_stop, ErrorCode.BUDGET_EXCEEDED)
                 return
@@ -292,6 +292,30 @@ class RunLoop:
             self.finish(decision.template or "done", "reply")
         else:
             self._plan_or_clarify(decision)
+
+    def _settled(self, understood: IntentResult, text: str) -> dict[str, Any]:
+        """``understood``'s entities, less vocabulary values ``text`` gives two of, unneeded.
+
+        "HD20240501 的打印机和 HD20250920 的显示器都坏了" gives two orders, and the request
+        asks which (``ask_which``); it also gives two products, and the first was taken:
+        the monitor's order chosen, its exchange was refused as "not the product you
+        named". A value the line gives two of and the request does not require was never
+        chosen; the order says which product it is.
+        """
+        named = understood.entities
+        if not named:
+            return {}
+        specs = self.agent.config.entities
+        # a vocabulary's values are alternatives (打印机, 显示器); a pattern's may be
+        # evidence, several at once (triage's cosmetic words "图标", "错位")
+        words = [name for name in named if name in specs and specs[name].kind == "vocabulary"]
+        said = self.agent.intent.entities.mentions(text, words) if words else {}
+        two = {name for name, values in said.items() if len(set(values)) > 1}
+        if not two:
+            return dict(named)
+        label = understood.label
+        needed = set(required_entities(self.agent.config, label, None)) if label else set()
+        return {name: v for name, v in named.items() if name not in two or name in needed}
 
     def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:
         """``understood``, or what a follow-up line asks (``corral.runtime.follow``).
