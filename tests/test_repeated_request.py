@@ -196,3 +196,13 @@ async def test_the_reply_to_a_repeat_is_in_the_language_of_the_waiting_prompt(
     repeated = await runtime.start("how long does an exchange take?", session_id="language")
     assert repeated.outcome == "repeated"
     assert (repeated.reply or "").startswith("这个请求还在等您确认"), repeated.reply
+
+
+async def test_a_correction_of_the_waiting_value_is_no_repeat(tmp_path: Path) -> None:
+    """A second review: "不对，地址改成公司" at the address change's prompt was answered
+    "already waiting" with the old address ("公司" is too short for the address pattern)."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start("OD2611250001 地址改成北京朝阳区建国路", session_id="corrected")
+    said = await runtime.start("不对，地址改成公司", session_id="corrected")
+    assert said.outcome != "repeated", said

@@ -214,12 +214,6 @@ class EntitySpec(_Strict):
     the answer itself (trimmed, at most 200 characters) is the value: a free-text slot,
     such as a new address given alone ("上海市徐汇区漕溪北路100号"), whose patterns need
     words around it in a message ("改成 ...")."""
-    whole_answer_shape: Patterns = None
-    """For a ``whole_answer`` entity: a regex (or a list: any of them) that an answer
-    taken whole must match, what every value of it holds (an address names a road, a
-    district or a number). A line without it is no value: "我要退款" or "取消订单" asked
-    for the new address is a request of its own (``IntentLayer.another_request``), not
-    the address to confirm. None: any answer within the length is taken."""
 
     @property
     def carries_over(self) -> bool:

@@ -111,11 +111,6 @@ class EntityExtractor:
             for name, spec in specs.items()
             if spec.carry_unless
         }
-        self._whole_shape = {
-            name: _compiled(name, "whole_answer_shape", patterns_of(spec.whole_answer_shape))
-            for name, spec in specs.items()
-            if spec.whole_answer_shape
-        }
         # an extractor of some of the entities (run_plan reads one) reads those it has
         self._carry_unless_changed = {
             name: tuple(other for other in spec.carry_unless_changed if other in specs)
@@ -132,11 +127,6 @@ class EntityExtractor:
                 # first agent that declares such an entity, not by every import of corral
                 import corral.intent.amounts
                 import corral.intent.dates  # noqa: F401
-
-    def has_shape_of(self, name: str, answer: str) -> bool:
-        """Whether ``answer``, taken whole, may be ``name``'s value (``whole_answer_shape``)."""
-        shapes = self._whole_shape.get(name)
-        return shapes is None or any(shape.search(answer) for shape in shapes)
 
     def extract(self, text: str, now: datetime, answering: str | None = None) -> dict[str, Any]:
         """Every declared entity found in ``text``; a missing one is absent, never guessed.

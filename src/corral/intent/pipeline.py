@@ -117,15 +117,12 @@ class IntentLayer:
         value asked for (``found``: what the extractor found, answering ``slot``), and a rule
         of another intent matches it with confidence ("我要投诉你们的客服" asked for an order
         id). A slot whose answer is free text (``whole_answer``: an address) takes almost
-        anything, so the message must also name something, ask ("OD2611250001 发货了吗"),
-        or lack what every such value holds (``whole_answer_shape``: "我要退款" names no
-        road), not merely match ("物流园路8号" is an address all the same).
+        anything, so the message must also name something or ask ("OD2611250001 发货了吗"),
+        not merely match ("物流园路8号" is an address all the same).
         """
         if slot in found or self.rule_intent(text) in (None, label):
             return False
-        if not whole_answer or found or reads_as_question(text):
-            return True
-        return not self.entities.has_shape_of(slot, text)
+        return not whole_answer or bool(found) or reads_as_question(text)
 
     def _decisive_rule(self, text: str) -> RuleMatch | None:
         """The best matching rule when it decides alone: a declared intent, confident enough."""

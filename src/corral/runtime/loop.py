@@ -213,7 +213,8 @@ class RunLoop:
                 label = state.intent.label
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
-                fits = fits and agent.intent.entities.has_shape_of(slot, whole)
+                # "OD2611280008 改一下收货地址" names the request it makes, not an address
+                fits = fits and not (found and agent.intent.rule_intent(text) is not None)
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
                 if fits and not request and not corrects and yes_or_no(text) is None:

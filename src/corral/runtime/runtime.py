@@ -261,9 +261,9 @@ class _PerAgent:
     """The agent's folder as ``run_started`` records it."""
     model: str | None
     """The configured model's name, when the agent has a model."""
-    shaped_answers: bool
-    """Whether an entity is asked for in free text with a shape (``whole_answer_shape``):
-    only then may a request of an intent that does not ``interrupt`` interrupt one."""
+    free_text_answers: bool
+    """Whether an entity is asked for in free text (``whole_answer``): only then may a
+    request of an intent that does not ``interrupt`` interrupt a question."""
 
     @classmethod
     def of(cls, agent: Agent) -> _PerAgent:
@@ -279,7 +279,7 @@ class _PerAgent:
             redaction_spec(agent),
             str(agent.root) if agent.root else None,
             agent.config.model.name if agent.model is not None else None,
-            any(e.whole_answer and e.whole_answer_shape for e in agent.config.entities.values()),
+            any(spec.whole_answer for spec in agent.config.entities.values()),
         )
 
 
@@ -614,12 +614,11 @@ class Runtime:
         question's (but a thanks that reads as a yes, "好的，谢谢", is an intent that only
         replies: answered on its own), as does anything typed at a clarification.
 
-        Any intent's request may interrupt a free-text question whose answers have a shape
-        (``whole_answer_shape``), when the line is no answer by ``another_request``: it
-        names something, asks, or lacks the shape ("取消订单 OD…" or "我要退款" asked for
-        the new address: the first was answered by the question again, the cancellation
-        lost; the second became the address). At other questions only an intent that
-        ``interrupts`` does ("不想要了" asked for a refund's order id is its reason).
+        A request of an intent that does not ``interrupt`` still does at a free-text
+        question (``whole_answer``) when it names a value of its own: "取消订单
+        OD2611280008" asked for the new address is no address, and was answered by the
+        question again, the cancellation lost. Elsewhere only an intent that interrupts
+        does ("不想要了" asked for a refund's order id is its reason, not a cancel).
         """
         if withdraws(message):
             return False
@@ -631,19 +630,19 @@ class Runtime:
         replies = spec_of_other.route is RouteAction.REPLY
         if yes_or_no(message) is not None and not replies:  # "好的，谢谢" is thanks, not a yes
             return False
-        if not spec_of_other.interrupts and not self._per_agent().shaped_answers:
+        if not spec_of_other.interrupts and not self._per_agent().free_text_answers:
             return False
         state = await self._recorded_state(run_id, "open_question")
         slot = state.pending.slot if state.pending is not None else None
         if slot is None or state.intent is None or state.received_at is None:
             return False
         spec = self.agent.config.entities.get(slot)
-        shaped = spec is not None and spec.whole_answer and spec.whole_answer_shape
-        if not spec_of_other.interrupts and not shaped:
-            return False
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
+        free_text = spec is not None and spec.whole_answer
+        if not spec_of_other.interrupts and not (free_text and found and slot not in found):
+            return False
         # free text takes almost anything, but a line that a rule reads whole as a thanks, a
         # goodbye or a request for a person is none: "再见" or "转人工" asked for the new
         # address became the address

@@ -1,0 +1,104 @@
+"""A request that names its own value, typed at a free-text question, is not lost.
+
+Found by a walkthrough (reproduced on main through the API and ``corral run --session``):
+"OD2611250001 改一下收货地址" asked for the new address; "取消订单 OD2611280008" typed
+there was answered by the question again, and the cancellation was lost, silently (the
+orders demo's cancel does not ``interrupt`` a question: "不想要了" asked for a refund's
+order id is its reason). And "OD2611280008 改一下收货地址" became the address to confirm,
+"改成「OD2611280008 改一下收货地址」吗？", of the other order.
+
+Now a request of any intent interrupts a free-text question (``whole_answer``) when it
+names a value of its own, and a line that names a value and that a rule reads is never
+taken whole as the free-text value. An address is still taken as it was, whatever words
+of a request it holds ("寄到售后服务中心": a first version that asked every answer for
+an address's shape refused landmarks and offices, and proposed a refund for this one).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from corral import Agent, MemoryStore, RunStatus, Runtime, load_agent
+from corral.testing import FixedEffects
+from tests.conftest import ROOT
+from tests.helpers import run_cli_json
+
+ORDERS = ROOT / "examples" / "orders"
+ASKED = "OD2611250001 改一下收货地址"
+
+
+def rows(agent: Agent, table: str) -> list[tuple[object, ...]]:
+    """What the demo's tools wrote to ``table`` (order id and the value they wrote)."""
+    with sqlite3.connect(agent.deps["db"]) as conn:
+        return list(conn.execute(f"SELECT * FROM {table}"))
+
+
+async def asked_for_the_address(tmp_path: Path, session: str) -> tuple[Agent, Runtime, str]:
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start(ASKED, session_id=session)
+    assert asked.status is RunStatus.AWAITING_USER and asked.pending is not None
+    assert asked.pending.slot == "new_address"
+    return orders, runtime, asked.run_id
+
+
+async def test_a_cancellation_typed_at_the_question_runs_and_the_question_waits(
+    tmp_path: Path,
+) -> None:
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "cancel-other")
+    cancel = await runtime.start("取消订单 OD2611280008", session_id="cancel-other")
+    assert cancel.run_id != asked and cancel.status is RunStatus.AWAITING_CONFIRM, cancel
+    done = await runtime.start("确认", session_id="cancel-other")
+    assert done.run_id == cancel.run_id and done.status is RunStatus.FINISHED
+    assert [row[0] for row in rows(orders, "cancellations")] == ["OD2611280008"]
+    assert "还在等您回复" in (done.reply or "")  # the address question is reminded
+    address = await runtime.start("上海市徐汇区漕溪北路100号", session_id="cancel-other")
+    assert address.run_id == asked and address.status is RunStatus.AWAITING_CONFIRM, address
+
+
+async def test_the_same_request_for_another_order_is_not_the_address(tmp_path: Path) -> None:
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "other-order")
+    del asked  # the run that asked goes on with the order named
+    again = await runtime.start("OD2611280008 改一下收货地址", session_id="other-order")
+    assert again.pending is not None and "改一下收货地址" not in again.pending.prompt, again
+    assert again.status is RunStatus.AWAITING_USER  # the address is asked for, of that order
+    done = await runtime.start("上海市徐汇区漕溪北路100号", session_id="other-order")
+    assert done.pending is not None and "OD2611280008" in done.pending.prompt, done
+    await runtime.start("确认", session_id="other-order")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [
+        ("OD2611280008", "上海市徐汇区漕溪北路100号")
+    ]
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "物流园路8号",
+        "12 Baker Street, London",
+        "寄到售后服务中心",
+        "送到退货仓",
+        "c/o reception, Acme Ltd",
+        "放快递柜就行",
+        "清华大学东门",
+    ],
+)
+async def test_an_address_alone_is_still_the_answer(tmp_path: Path, address: str) -> None:
+    """What the change must not take (a hostile review's list, against a first version)."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "address")
+    answered = await runtime.start(address, session_id="address")
+    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
+    assert answered.pending is not None and address in answered.pending.prompt
+    assert rows(orders, "refunds") == []
+
+
+def test_corral_run_keeps_the_cancellation_typed_at_the_address_question(tmp_path: Path) -> None:
+    """End to end: ``corral run --session`` twice, as the walkthrough did."""
+    home, session = tmp_path / "home", ("--session", "s1")
+    asked = run_cli_json(home, ORDERS, ASKED, *session)
+    assert asked["status"] == "awaiting_user"
+    cancel = run_cli_json(home, ORDERS, "取消订单 OD2611280008", *session)
+    assert cancel["run_id"] != asked["run_id"] and cancel["status"] == "awaiting_confirm"
+    assert "OD2611280008" in cancel["pending"]["prompt"]
