@@ -206,3 +206,25 @@ async def test_a_correction_of_the_waiting_value_is_no_repeat(tmp_path: Path) ->
     await runtime.start("OD2611250001 地址改成北京朝阳区建国路", session_id="corrected")
     said = await runtime.start("不对，地址改成公司", session_id="corrected")
     assert said.outcome != "repeated", said
+
+
+@pytest.mark.parametrize(
+    ("asked", "line"),
+    [
+        ("OD2611200002 退一半", "我要全额退款"),  # the half is not carried: another amount
+        ("refund half of OD2611200002", "I want a full refund please"),
+        ("查一下 OD2611250001，把状态改成已取消", "OD2611250001 现在什么情况"),  # a plan rule's
+        ("取消订单 OD2611250001", "I want to cancel a different order"),
+    ],
+)
+async def test_what_the_waiting_run_holds_and_the_new_one_would_not_is_no_repeat(
+    tmp_path: Path, asked: str, line: str
+) -> None:
+    """A third review: "我要全额退款" at "退款 229.5 元吗？" was answered "already waiting",
+    and "好的" refunded the half; a status question at a cancellation a plan rule chose was
+    never answered; "a different order" was the waiting one."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start(asked, session_id="held")
+    said = await runtime.start(line, session_id="held")
+    assert said.outcome != "repeated", said

@@ -102,3 +102,25 @@ def test_corral_run_keeps_the_cancellation_typed_at_the_address_question(tmp_pat
     cancel = run_cli_json(home, ORDERS, "取消订单 OD2611280008", *session)
     assert cancel["run_id"] != asked["run_id"] and cancel["status"] == "awaiting_confirm"
     assert "OD2611280008" in cancel["pending"]["prompt"]
+
+
+@pytest.mark.parametrize(
+    ("order", "answer"),
+    [
+        ("OD2611250001", "北京市朝阳区建国路1号，周五前送不到就取消订单"),  # a date
+        ("OD2611200002", "寄到售后服务中心 13800138000"),  # a phone, a refund's word
+    ],
+)
+async def test_a_value_the_other_request_does_not_need_makes_no_request_of_it(
+    tmp_path: Path, order: str, answer: str
+) -> None:
+    """A third review: a first version let any value interrupt: the date started a
+    cancellation of the order being readdressed, the phone a refund, and "好的" wrote it."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start(f"{order} 改一下收货地址", session_id="value")
+    said = await runtime.start(answer, session_id="value")
+    assert said.pending is None or "退款" not in said.pending.prompt, said
+    assert said.pending is None or "取消订单" not in said.pending.prompt, said
+    await runtime.start("好的", session_id="value")
+    assert rows(orders, "cancellations") == [] and rows(orders, "refunds") == []

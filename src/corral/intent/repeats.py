@@ -48,8 +48,10 @@ _HOLDS_BACK_EN = re.compile(
 )
 _CANCEL_WORDS = re.compile(r"(?i)取消|撤销|\bcancel\w*")
 """Hold a request back, unless the request is itself a cancellation ("确认取消订单…吗？")."""
-_ANOTHER_ZH = ("另", "其他", "其它", "别的", "也", "还有一")
-_ANOTHER_EN = re.compile(r"(?i)\b(?:another|other|too|also|second|both|as well)\b")
+_ANOTHER_ZH = ("另", "其他", "其它", "别的", "也", "还有一", "再来一", "多一")
+_ANOTHER_EN = re.compile(
+    r"(?i)\b(?:another|other|different|too|also|second|both|as well|one more|more)\b"
+)
 
 
 def holds_back(line: str, prompt: str) -> bool:

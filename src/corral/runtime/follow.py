@@ -10,6 +10,9 @@ nobody, so its follow-ups are asked what they mean instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from corral.agent import Agent
 from corral.contracts import RouteAction, RunStatus
 from corral.errors import ConfigInvalidError
@@ -96,3 +99,21 @@ def _asks(step: CompiledStep) -> bool:
     """A read, or a write whose step or tool asks for approval first."""
     policy = step.spec.policy
     return policy.kind != "write" or policy.requires_confirmation or step.step.requires_confirmation
+
+
+def names_its_own_value(
+    agent: Agent, text: str, found: Mapping[str, Any], known: Mapping[str, Any]
+) -> bool:
+    """Whether a rule reads ``text`` as a request, naming a value it needs, other than ``known``.
+
+    "取消订单 OD2611280008" typed at OD2611250001's question for a new address names the
+    order its cancellation needs: a request of its own, no address. A value the request
+    does not need ("北京市朝阳区建国路1号，周五前送不到就取消订单": a date; "寄到售后服务中心
+    13800138000": a phone), or the one the question's run holds already, is part of an
+    answer.
+    """
+    other = agent.intent.rule_intent(text)
+    if other is None:
+        return False
+    needed = required_entities(agent.config, other, None)
+    return any(name in needed and known.get(name) != value for name, value in found.items())

@@ -48,7 +48,7 @@ from corral.planning.validate import PlanGraph, validate_plan
 from corral.reply.render import call_text
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
-from corral.runtime.follow import may_follow
+from corral.runtime.follow import may_follow, names_its_own_value
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
@@ -214,7 +214,7 @@ class RunLoop:
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
                 # "OD2611280008 改一下收货地址" names the request it makes, not an address
-                fits = fits and not (found and agent.intent.rule_intent(text) is not None)
+                fits = fits and not names_its_own_value(agent, text, found, state.entities)
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
                 if fits and not request and not corrects and yes_or_no(text) is None:
@@ -295,27 +295,30 @@ class RunLoop:
             self._plan_or_clarify(decision)
 
     def _settled(self, understood: IntentResult, text: str) -> dict[str, Any]:
-        """``understood``'s entities, less vocabulary values ``text`` gives two of, unneeded.
+        """``understood``'s entities, less the vocabulary values of a line about two things.
 
         "HD20240501 的打印机和 HD20250920 的显示器都坏了" gives two orders, and the request
         asks which (``ask_which``); it also gives two products, and the first was taken:
         the monitor's order chosen, its exchange was refused as "not the product you
-        named". A value the line gives two of and the request does not require was never
-        chosen; the order says which product it is.
+        named". Where the line gives two values of an entity the request requires, a
+        vocabulary value it also gives two of, and the request does not require, was
+        never chosen: the order chosen says which product it is. A line about one order
+        keeps its first product, which the rules check against it ("HD20250920 打印机坏了，
+        不是显示器" is still refused as not the monitor's order's product).
         """
         named = understood.entities
-        if not named:
-            return {}
+        label = understood.label
+        if len(named) < 2 or label is None:
+            return dict(named)
+        needed = set(required_entities(self.agent.config, label, None))
         specs = self.agent.config.entities
         # a vocabulary's values are alternatives (打印机, 显示器); a pattern's may be
         # evidence, several at once (triage's cosmetic words "图标", "错位")
-        words = [name for name in named if name in specs and specs[name].kind == "vocabulary"]
-        said = self.agent.intent.entities.mentions(text, words) if words else {}
+        words = [n for n in named if n in needed or (n in specs and specs[n].kind == "vocabulary")]
+        said = self.agent.intent.entities.mentions(text, words)
         two = {name for name, values in said.items() if len(set(values)) > 1}
-        if not two:
+        if not two & needed:
             return dict(named)
-        label = understood.label
-        needed = set(required_entities(self.agent.config, label, None)) if label else set()
         return {name: v for name, v in named.items() if name not in two or name in needed}
 
     def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:

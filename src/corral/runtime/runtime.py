@@ -86,7 +86,13 @@ from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
 from corral.runtime.faults import Faults, FaultyEffects
-from corral.runtime.follow import last_request, may_follow, plans_a_write, request_of
+from corral.runtime.follow import (
+    last_request,
+    may_follow,
+    names_its_own_value,
+    plans_a_write,
+    request_of,
+)
 from corral.runtime.inputs import OpenRunInput, check_input, check_step, decided_otherwise
 from corral.runtime.journal import Journal
 from corral.runtime.loop import RunLoop
@@ -615,10 +621,11 @@ class Runtime:
         replies: answered on its own), as does anything typed at a clarification.
 
         A request of an intent that does not ``interrupt`` still does at a free-text
-        question (``whole_answer``) when it names a value of its own: "取消订单
-        OD2611280008" asked for the new address is no address, and was answered by the
-        question again, the cancellation lost. Elsewhere only an intent that interrupts
-        does ("不想要了" asked for a refund's order id is its reason, not a cancel).
+        question (``whole_answer``) when it names a value of its own
+        (``names_its_own_value``): "取消订单 OD2611280008" asked for the new address is no
+        address, and was answered by the question again, the cancellation lost. Elsewhere
+        only an intent that interrupts does ("不想要了" asked for a refund's order id is its
+        reason, not a cancel).
         """
         if withdraws(message):
             return False
@@ -640,8 +647,9 @@ class Runtime:
         if names_entity(message, slot, spec):  # "记性太差了，订单号忘了": about the question
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
-        free_text = spec is not None and spec.whole_answer
-        if not spec_of_other.interrupts and not (free_text and found and slot not in found):
+        free_text = spec is not None and spec.whole_answer and slot not in found
+        own = free_text and names_its_own_value(self.agent, message, found, state.entities)
+        if not spec_of_other.interrupts and not own:
             return False
         # free text takes almost anything, but a line that a rule reads whole as a thanks, a
         # goodbye or a request for a person is none: "再见" or "转人工" asked for the new
@@ -859,16 +867,24 @@ class Runtime:
             return False
         if pending is None or request_of(waiting) != asked or holds_back(message, pending.prompt):
             return False
+        route = waiting.route
+        # its plan the intent's own, not one a plan rule chose ("查一下 OD…，把状态改成已取消"
+        # is a cancellation: "OD… 现在什么情况" after it asks the status)
+        if route is None or route.template != self.agent.config.intent(asked).plan:
+            return False
         extractor = self.agent.intent.entities
         said = extractor.mentions(message, waiting.entities).values()
         if any(len(set(values)) > 1 for values in said):
             return False
         named = extractor.extract(message, waiting.received_at)
-        would = {**self._carried(session, message), **named}
         held = waiting.entities
         if any(name not in held for name in named):
             return False
-        return all(held[name] == value for name, value in would.items() if name in held)
+        # every value the waiting run holds, the new run would: "我要全额退款" at "退款
+        # 229.5 元吗？" would not hold the half (an amount is not carried over), and "a
+        # different order" no order at all
+        would = {**self._carried(session, message), **named}
+        return all(name in would and would[name] == value for name, value in held.items())
 
     def _switches_request(self, session: SessionRecord, message: str) -> bool:
         """Whether ``message`` puts a request of another intent in place of the one asked.
