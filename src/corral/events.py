@@ -79,9 +79,10 @@ class RunStarted:
     nobody understands is then answered "didn't understand" and the prompt again, and
     asks nothing of its own (a clarification would bury the confirmation under it)."""
     repeats_request: bool = False
-    """The message asks again for what the session's open run waits to confirm (its rules
-    read the same intent, and it names no other value): it is answered with that
-    confirmation, and runs nothing of its own (``Runtime._repeats_request``)."""
+    """The message asks again for what the session's open run waits to confirm (a rule
+    reads the same intent, and the run it would start holds the same values: see
+    ``Runtime._repeats_request``): it is answered with that confirmation, and runs
+    nothing of its own."""
 
 
 @fast_init

@@ -5,9 +5,8 @@
 run that asks it again. Taking a line for a repeat that is not one would swallow a
 request, so these words send a line back to what it did before (a run of its own): one
 that holds the request back or changes it ("取消换新", "换新我再考虑一下", "不对，地址改成
-公司", "not now") or asks for one
-more ("另一台打印机也要换新", "my other order too"). Read only there; the rules and the
-yes-or-no reading are untouched.
+公司", "not now") or asks for one more ("另一台打印机也要换新", "my other order too").
+Read only there; the rules and the yes-or-no reading are untouched.
 """
 
 from __future__ import annotations
