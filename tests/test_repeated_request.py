@@ -228,3 +228,36 @@ async def test_what_the_waiting_run_holds_and_the_new_one_would_not_is_no_repeat
     await runtime.start(asked, session_id="held")
     said = await runtime.start(line, session_id="held")
     assert said.outcome != "repeated", said
+
+
+@pytest.mark.parametrize(
+    ("asked", "line"),
+    [
+        ("帮我取消 OD2611250001", "这个不想要了，帮我取消吧"),
+        ("Cancel my order OD2611250001", "I don't want it anymore, please cancel OD2611250001"),
+    ],
+)
+async def test_a_cancellation_asked_again_with_its_reason_is_a_repeat(
+    tmp_path: Path, asked: str, line: str
+) -> None:
+    """A fourth review: a cancellation's reason ("不想要了", "don't want it") read as
+    holding it back, and two cancellation runs waited; a yes to each cancelled twice."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start(asked, session_id="reason")
+    repeated = await runtime.start(line, session_id="reason")
+    assert repeated.outcome == "repeated" and waiting_runs(runtime) == [paused.run_id]
+    await runtime.start("确认", session_id="reason")
+    assert cancellations(orders) == ["OD2611250001"]
+
+
+async def test_a_free_text_value_given_again_is_no_repeat(tmp_path: Path) -> None:
+    """A fourth review: "改地址，寄到北京市朝阳区建国路1号吧" (no address the patterns find)
+    at the Shanghai address's prompt was answered "this request is still waiting" with the
+    old address, and "确认" wrote Shanghai."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start("OD2611250001 我要改收货地址", session_id="address")
+    await runtime.start("上海市浦东新区世纪大道100号", session_id="address")
+    said = await runtime.start("改地址，寄到北京市朝阳区建国路1号吧", session_id="address")
+    assert said.outcome != "repeated", said

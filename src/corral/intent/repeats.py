@@ -13,40 +13,17 @@ from __future__ import annotations
 
 import re
 
-_HOLDS_BACK_ZH = (
-    "取消",
-    "撤销",
-    "不要",
-    "不用",
-    "不想",
-    "不需要",
-    "别",
-    "先不",
-    "暂时不",
-    "再说",
-    "考虑",
-    "想想",
-    "放一放",
-    "等等",
-    "等一下",
-    "缓一缓",
-    "算了",
-    # or changes it: "不对，地址改成公司", "换新，还是修一下吧"
-    "不对",
-    "不是",
-    "错了",
-    "改成",
-    "改为",
-    "换成",
-    "还是",
-    "而是",
+_CANCEL = re.compile(r"(?i)取消|撤销|\bcancel\w*|\bstop\b")
+_REFUSE = re.compile(r"(?i)不要|不用|不想|不需要|别|算了|\b(?:no|not|don'?t|never)\b")
+"""A no, or the reason of a cancellation ("这个不想要了，帮我取消吧", "I don't need it")."""
+_DEFER = re.compile(
+    r"(?i)先不|暂时不|再说|考虑|想想|放一放|等等|等一下|缓一缓"
+    r"|\b(?:hold|later|wait|think|pause)\b"
 )
-_HOLDS_BACK_EN = re.compile(
-    r"(?i)\b(?:cancel\w*|stop|no|not|don'?t|never|hold|later|wait|think|pause|rather"
-    r"|wrong|instead|actually|meant|sorry|change)\b"
+_CHANGE = re.compile(
+    r"(?i)不对|不是|错了|改成|改为|换成|还是|而是"
+    r"|\b(?:wrong|instead|actually|meant|sorry|change|rather)\b"
 )
-_CANCEL_WORDS = re.compile(r"(?i)取消|撤销|\bcancel\w*")
-"""Hold a request back, unless the request is itself a cancellation ("确认取消订单…吗？")."""
 _ANOTHER_ZH = ("另", "其他", "其它", "别的", "也", "还有一", "再来一", "多一")
 _ANOTHER_EN = re.compile(
     r"(?i)\b(?:another|other|different|too|also|second|both|as well|one more|more)\b"
@@ -54,14 +31,21 @@ _ANOTHER_EN = re.compile(
 
 
 def holds_back(line: str, prompt: str) -> bool:
-    """Whether ``line`` cancels, refuses, puts off or changes a request (see ``prompt``).
+    """Whether ``line`` cancels, refuses, puts off or changes the request ``prompt`` asks.
 
-    The prompt's own cancel words aside: a cancellation's words are its request ("帮我取消
-    OD2611250001" at "确认取消订单 OD2611250001…吗？" asks for it again), where "取消换新" at
-    the exchange's prompt holds the exchange back.
+    Words the prompt says itself are its action, not a change of it ("change the address"
+    at "Change the delivery address of …?"). At a cancellation ("确认取消订单…吗？") a
+    cancel or a no is the request and its reason ("这个不想要了，帮我取消吧" asks for it
+    again); a deferral or a change still holds it back. Elsewhere any of them does:
+    "取消换新" at the exchange's prompt.
     """
-    said = _CANCEL_WORDS.sub(" ", line) if _CANCEL_WORDS.search(prompt) else line
-    return any(word in said for word in _HOLDS_BACK_ZH) or bool(_HOLDS_BACK_EN.search(said))
+    cancels = _CANCEL.search(prompt) is not None
+    kinds = (_DEFER, _CHANGE) if cancels else (_CANCEL, _REFUSE, _DEFER, _CHANGE)
+    for kind in kinds:
+        for found in kind.finditer(line):
+            if found.group(0).lower() not in prompt.lower():
+                return True
+    return False
 
 
 def asks_for_another(line: str) -> bool:

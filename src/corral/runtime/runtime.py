@@ -880,6 +880,12 @@ class Runtime:
         held = waiting.entities
         if any(name not in held for name in named):
             return False
+        # a free-text value is not read back from every line that gives one ("改地址，寄到
+        # 北京市…吧" names no address the patterns find): only one named again is the same
+        specs = self.agent.config.entities
+        free = (name for name in held if name in specs and specs[name].whole_answer)
+        if any(named.get(name) != held[name] for name in free):
+            return False
         # every value the waiting run holds, the new run would: "我要全额退款" at "退款
         # 229.5 元吗？" would not hold the half (an amount is not carried over), and "a
         # different order" no order at all
