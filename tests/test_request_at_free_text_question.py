@@ -124,3 +124,36 @@ async def test_a_value_the_other_request_does_not_need_makes_no_request_of_it(
     assert said.pending is None or "取消订单" not in said.pending.prompt, said
     await runtime.start("好的", session_id="value")
     assert rows(orders, "cancellations") == [] and rows(orders, "refunds") == []
+
+
+async def test_the_same_request_for_another_order_too_keeps_both(tmp_path: Path) -> None:
+    """A fourth review: "OD2611280008 也要改地址" moved the waiting change to that order,
+    silently; the first order's change was lost. Now it is a run of its own, and each
+    order gets the address given for it."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "both")
+    other = await runtime.start("OD2611280008 也要改地址", session_id="both")
+    assert other.run_id != asked and other.status is RunStatus.AWAITING_USER, other
+    await runtime.start("北京市朝阳区建国路1号", session_id="both")
+    await runtime.start("确认", session_id="both")
+    first = await runtime.start("上海市浦东新区世纪大道100号", session_id="both")
+    assert first.run_id == asked and first.pending is not None
+    assert "OD2611250001" in first.pending.prompt
+    await runtime.start("确认", session_id="both")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [
+        ("OD2611280008", "北京市朝阳区建国路1号"),
+        ("OD2611250001", "上海市浦东新区世纪大道100号"),
+    ]
+
+
+async def test_an_answer_naming_another_order_is_not_written_as_its_address(
+    tmp_path: Path,
+) -> None:
+    """A fourth review: the sentence became OD2611280008's new address, and "确认" wrote it;
+    the run was moved to that order without a word."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "sentence")
+    line = "北京市朝阳区建国路1号。另外 OD2611280008 帮我取消"
+    said = await runtime.start(line, session_id="sentence")
+    assert said.run_id == asked and said.status is RunStatus.AWAITING_USER, said
+    await runtime.start("确认", session_id="sentence")
+    assert rows(orders, "address_changes") == []
+    assert (await runtime.load_state(asked)).entities["order_id"] == "OD2611250001"

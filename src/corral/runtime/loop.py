@@ -48,7 +48,7 @@ from corral.planning.validate import PlanGraph, validate_plan
 from corral.reply.render import call_text
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
-from corral.runtime.follow import may_follow, names_its_own_value
+from corral.runtime.follow import may_follow
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
@@ -213,13 +213,16 @@ class RunLoop:
                 label = state.intent.label
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
-                # "OD2611280008 改一下收货地址" names the request it makes, not an address
-                fits = fits and not names_its_own_value(agent, text, found, state.entities)
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
+                # "北京市朝阳区建国路1号。另外 OD2611280008 帮我取消" names another order than
+                # the run's: neither that sentence is the address, nor is the run moved to it
+                held = state.entities
+                differs = any(held.get(name, value) != value for name, value in found.items())
+                fits = fits and not differs
                 if fits and not request and not corrects and yes_or_no(text) is None:
                     found[slot] = whole
-                elif request and not corrects:
+                elif (request or differs) and not corrects:
                     # "对了 OD2611280008 到哪了？" asked for OD2611250001's new address asks
                     # about another order: it does not move the address change to that one
                     found = {}

@@ -623,7 +623,10 @@ class Runtime:
         A request of an intent that does not ``interrupt`` still does at a free-text
         question (``whole_answer``) when it names a value of its own
         (``names_its_own_value``): "取消订单 OD2611280008" asked for the new address is no
-        address, and was answered by the question again, the cancellation lost. Elsewhere
+        address, and was answered by the question again, the cancellation lost. So is the
+        same request of another value ("OD2611280008 也要改地址": a run of its own, which
+        asks that order's address, where the question's run was silently moved to that
+        order, its own change lost). Elsewhere
         only an intent that interrupts does ("不想要了" asked for a refund's order id is its
         reason, not a cancel).
         """
@@ -649,7 +652,9 @@ class Runtime:
         found = intent.entities.extract(message, state.received_at, answering=slot)
         free_text = spec is not None and spec.whole_answer and slot not in found
         own = free_text and names_its_own_value(self.agent, message, found, state.entities)
-        if not spec_of_other.interrupts and not own:
+        if own:  # "OD2611280008 也要改地址" too: the same request, of its own value
+            return True
+        if not spec_of_other.interrupts:
             return False
         # free text takes almost anything, but a line that a rule reads whole as a thanks, a
         # goodbye or a request for a person is none: "再见" or "转人工" asked for the new
