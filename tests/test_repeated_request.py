@@ -261,3 +261,43 @@ async def test_a_free_text_value_given_again_is_no_repeat(tmp_path: Path) -> Non
     await runtime.start("上海市浦东新区世纪大道100号", session_id="address")
     said = await runtime.start("改地址，寄到北京市朝阳区建国路1号吧", session_id="address")
     assert said.outcome != "repeated", said
+
+
+async def test_two_cancellations_of_one_order_confirmed_cancel_it_once(tmp_path: Path) -> None:
+    """A fourth review: "还是取消吧，OD…" (a change word: a run of its own) waited beside the
+    first; "确认" to each wrote two cancellations, the business rule reading the status the
+    second run had planned with. The demo's tool now reads the status where it writes."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start("帮我取消 OD2611250001", session_id="twice")
+    await runtime.start("还是取消吧，OD2611250001", session_id="twice")
+    await runtime.start("确认", session_id="twice")
+    second = await runtime.start("确认", session_id="twice")
+    assert second.outcome != "success", second
+    assert cancellations(orders) == ["OD2611250001"]  # counted by the tool's own ledger
+
+
+@pytest.mark.parametrize(
+    "no",
+    [
+        "还是别取消了",
+        "我不想取消了",
+        "别取消 OD2611250001 了",
+        "don't cancel it",
+        "please do not cancel order OD2611250001",
+        "I no longer want to cancel the order",
+    ],
+)
+async def test_a_line_that_says_it_is_not_the_waiting_request_declines_it(
+    tmp_path: Path, no: str
+) -> None:
+    """A fifth review (as on 9785f49): these were answered "didn't understand" and the
+    prompt, and the "好的" after them cancelled the order. A line its intent's ``unless``
+    reads (the line says it is not that request) is a no to it."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("取消订单 OD2611250001", session_id="no")
+    declined = await runtime.start(no, session_id="no")
+    assert declined.run_id == paused.run_id and declined.outcome == "cancelled", declined
+    await runtime.start("好的", session_id="no")
+    assert cancellations(orders) == []

@@ -157,3 +157,40 @@ async def test_an_answer_naming_another_order_is_not_written_as_its_address(
     await runtime.start("确认", session_id="sentence")
     assert rows(orders, "address_changes") == []
     assert (await runtime.load_state(asked)).entities["order_id"] == "OD2611250001"
+
+
+@pytest.mark.parametrize(
+    ("first", "address"),
+    [
+        ("OD2611250001 我要改收货地址，电话13800138000", "北京市朝阳区建国路1号，电话13900139000"),
+        ("OD2611250001 是 11月25日 买的，我要改收货地址", "北京市朝阳区建国路1号，12月1日前送达"),
+        ("OD2611250001 的耳机要改收货地址", "北京市海淀区中关村键盘城3层"),
+    ],
+)
+async def test_a_phone_a_date_or_a_product_in_an_address_is_the_address_s(
+    tmp_path: Path, first: str, address: str
+) -> None:
+    """A fifth review: a first version refused any answer holding another value of what the
+    run held (a phone, a date, a product), asked again, then handed off."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start(first, session_id="parts")
+    answered = await runtime.start(address, session_id="parts")
+    assert answered.status is RunStatus.AWAITING_CONFIRM, answered
+    await runtime.start("确认", session_id="parts")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [("OD2611250001", address)]
+
+
+@pytest.mark.parametrize("line", ["不对，是 OD2611280008 要改地址", "改地址，OD2611280008"])
+async def test_a_correction_at_the_question_moves_its_run(tmp_path: Path, line: str) -> None:
+    """A fifth review: a first version left the wrong order's question open beside the
+    right one, and the next address changed the order said to be wrong."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "moved")
+    moved = await runtime.start(line, session_id="moved")
+    assert moved.run_id == asked and moved.status is RunStatus.AWAITING_USER, moved
+    await runtime.start("北京市朝阳区建国路1号", session_id="moved")
+    done = await runtime.start("确认", session_id="moved")
+    assert "还在等您回复" not in (done.reply or "")  # nothing else waits
+    assert [row[:2] for row in rows(orders, "address_changes")] == [
+        ("OD2611280008", "北京市朝阳区建国路1号")
+    ]

@@ -585,18 +585,26 @@ def _update_once(
     values: tuple[Any, ...],
     ledger_row: tuple[Any, ...],
 ) -> None:
-    """Apply an update to the order's table and record it in a ledger, once per key.
+    """Apply an update to a pending order and record it in a ledger, once per key.
 
-    The ledger's UNIQUE idempotency key makes a resumed run's second call a no-op.
+    The ledger's UNIQUE idempotency key makes a resumed run's second call a no-op. The
+    order must still be pending when the update is made, read in the same transaction:
+    the business rules read its status when the run planned, and a confirmation given
+    later (two cancellations of one order asked side by side, each confirmed) would
+    otherwise act on what the order was then, and cancel it twice.
     """
     with _connect(ctx) as conn:
+        conn.execute("BEGIN IMMEDIATE")  # the status is read and changed in one go
         done = conn.execute(
             f"SELECT 1 FROM {ledger} WHERE idempotency_key = ?", (ctx.idempotency_key,)
         ).fetchone()
         if done:
             return
         found = _find(conn, order_id)
-        table = found[1] if found else TABLES[0]
+        if found is None or found[0]["status"] != "pending":
+            status = found[0]["status"] if found else "not found"
+            raise ToolFailedError(f"order {order_id} is {status}, no longer pending")
+        table = found[1]
         conn.execute(f"UPDATE {table} SET {assignment} WHERE order_id = ?", (*values, order_id))
         marks = ", ".join("?" * (len(ledger_row) + 2))
         conn.execute(

@@ -131,6 +131,14 @@ class IntentLayer:
             return None
         return rule
 
+    def negates(self, label: str, text: str) -> bool:
+        """Whether ``text`` says it is not ``label``'s request (the intent's ``unless``).
+
+        "还是别取消了" or "please do not cancel order OD…" at a cancellation's prompt:
+        a no to it, never a line to answer "didn't understand" and take a yes after.
+        """
+        return self._negated(label, text)
+
     def _negated(self, label: str | None, text: str) -> bool:
         """Whether the message negates the intent (its ``unless``), read as rules read it."""
         unless = self._unless.get(label, ()) if label is not None else ()

@@ -24,6 +24,12 @@ _CHANGE = re.compile(
     r"(?i)不对|不是|错了|改成|改为|换成|还是|而是"
     r"|\b(?:wrong|instead|actually|meant|sorry|change|rather)\b"
 )
+_REASONS = re.compile(
+    r"(?i)不想要了?|不要了|不需要了|用不上|用不着"
+    r"|\b(?:don'?t|do not|no longer) (?:want|need) (?:it|this|that|them)\b"
+)
+"""Why a cancellation is asked for ("这个不想要了", "I don't need it anymore"): read at a
+cancellation's prompt as its reason, not as a no ("I no longer want to cancel" is one)."""
 _ANOTHER_ZH = ("另", "其他", "其它", "别的", "也", "还有一", "再来一", "多一")
 _ANOTHER_EN = re.compile(
     r"(?i)\b(?:another|other|different|too|also|second|both|as well|one more|more)\b"
@@ -34,18 +40,24 @@ def holds_back(line: str, prompt: str) -> bool:
     """Whether ``line`` cancels, refuses, puts off or changes the request ``prompt`` asks.
 
     Words the prompt says itself are its action, not a change of it ("change the address"
-    at "Change the delivery address of …?"). At a cancellation ("确认取消订单…吗？") a
-    cancel or a no is the request and its reason ("这个不想要了，帮我取消吧" asks for it
-    again); a deferral or a change still holds it back. Elsewhere any of them does:
-    "取消换新" at the exchange's prompt.
+    at "Change the delivery address of …?"; whole words: "change" is not in "exchange").
+    At a cancellation ("确认取消订单…吗？") a cancel word is the request, and its reason
+    is none of these ("这个不想要了，帮我取消吧" asks for it again); a no ("取消订单算了",
+    "I no longer want to cancel"), a deferral or a change still holds it back.
+    Elsewhere any of them does: "取消换新" at the exchange's prompt.
     """
     cancels = _CANCEL.search(prompt) is not None
-    kinds = (_DEFER, _CHANGE) if cancels else (_CANCEL, _REFUSE, _DEFER, _CHANGE)
-    for kind in kinds:
-        for found in kind.finditer(line):
-            if found.group(0).lower() not in prompt.lower():
-                return True
-    return False
+    if cancels:
+        line = _REASONS.sub(" ", line)
+    kinds = (_REFUSE, _DEFER, _CHANGE) if cancels else (_CANCEL, _REFUSE, _DEFER, _CHANGE)
+    return any(not _says(prompt, found.group(0)) for kind in kinds for found in kind.finditer(line))
+
+
+def _says(prompt: str, word: str) -> bool:
+    """Whether ``prompt`` says ``word`` itself (a whole word, for a Latin one)."""
+    if word.isascii():
+        return re.search(rf"(?i)\b{re.escape(word)}\b", prompt) is not None
+    return word in prompt
 
 
 def asks_for_another(line: str) -> bool:

@@ -216,13 +216,20 @@ class RunLoop:
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
                 # "北京市朝阳区建国路1号。另外 OD2611280008 帮我取消" names another order than
-                # the run's: neither that sentence is the address, nor is the run moved to it
+                # the run's: that sentence is no address, nor is the run moved to that order
+                # unless the line asks this request of it ("改地址，OD2611280008"); a phone or a
+                # date in an address is the address's
+                needed = required_entities(agent.config, label, None) if label else []
                 held = state.entities
-                differs = any(held.get(name, value) != value for name, value in found.items())
+                differs = any(
+                    name in needed and held.get(name, value) != value
+                    for name, value in found.items()
+                )
+                moves = differs and agent.intent.rule_intent(text) == label
                 fits = fits and not differs
                 if fits and not request and not corrects and yes_or_no(text) is None:
                     found[slot] = whole
-                elif (request or differs) and not corrects:
+                elif (request or differs) and not corrects and not moves:
                     # "对了 OD2611280008 到哪了？" asked for OD2611250001's new address asks
                     # about another order: it does not move the address change to that one
                     found = {}

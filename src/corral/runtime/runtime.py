@@ -624,9 +624,9 @@ class Runtime:
         question (``whole_answer``) when it names a value of its own
         (``names_its_own_value``): "取消订单 OD2611280008" asked for the new address is no
         address, and was answered by the question again, the cancellation lost. So is the
-        same request of another value ("OD2611280008 也要改地址": a run of its own, which
-        asks that order's address, where the question's run was silently moved to that
-        order, its own change lost). Elsewhere
+        same request of another value asked for "too" ("OD2611280008 也要改地址": a run of
+        its own, which asks that order's address, where the question's run was silently
+        moved to that order, its own change lost). Elsewhere
         only an intent that interrupts does ("不想要了" asked for a refund's order id is its
         reason, not a cancel).
         """
@@ -652,8 +652,14 @@ class Runtime:
         found = intent.entities.extract(message, state.received_at, answering=slot)
         free_text = spec is not None and spec.whole_answer and slot not in found
         own = free_text and names_its_own_value(self.agent, message, found, state.entities)
-        if own:  # "OD2611280008 也要改地址" too: the same request, of its own value
-            return True
+        # the same request of another value is a run of its own only asked for "too"
+        # ("OD2611280008 也要改地址"); "不对，是 OD2611280008 要改地址" or "改地址，OD…"
+        # moves the question's run to that order, as before
+        same = other == state.intent.label
+        if own and (not same or asks_for_another(message)):
+            correction = intent.follow_up(message)
+            if correction is None or correction.kind != "correction":
+                return True
         if not spec_of_other.interrupts:
             return False
         # free text takes almost anything, but a line that a rule reads whole as a thanks, a
@@ -837,6 +843,13 @@ class Runtime:
                 return OpenRunInput(open_run, approve=True)
             if confirmation_answer(message) is False:  # "不用了", "never mind": safe to take
                 return OpenRunInput(open_run, approve=False)
+        else:
+            return None
+        # "还是别取消了", "don't cancel it": the line says it is not the request that waits
+        # (its intent's ``unless``); answered "didn't understand", a "好的" after it cancelled
+        asked = next((t.get("request") for t in session.turns if t.get("run_id") == open_run), None)
+        if isinstance(asked, str) and self.agent.intent.negates(asked, message):
+            return OpenRunInput(open_run, approve=False)
         return None  # a new request: the confirmation waits
 
     async def _repeats_request(self, session: SessionRecord, message: str) -> bool:
