@@ -301,3 +301,16 @@ async def test_a_line_that_says_it_is_not_the_waiting_request_declines_it(
     assert declined.run_id == paused.run_id and declined.outcome == "cancelled", declined
     await runtime.start("好的", session_id="no")
     assert cancellations(orders) == []
+
+
+async def test_a_no_that_asks_another_thing_declines_then_runs_it(tmp_path: Path) -> None:
+    """ "不要取消了，帮我改一下收货地址": the cancellation is declined, then the address
+    change is asked for (a first version of the no above declined and dropped the rest)."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("取消订单 OD2611250001", session_id="instead")
+    instead = await runtime.start("不要取消了，帮我改一下收货地址", session_id="instead")
+    assert instead.run_id != paused.run_id and instead.status is RunStatus.AWAITING_USER
+    assert instead.intent is not None and instead.intent.label == "change_address", instead
+    assert (await runtime.summary(paused.run_id)).outcome == "cancelled"
+    assert cancellations(orders) == []

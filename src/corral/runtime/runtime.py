@@ -849,7 +849,10 @@ class Runtime:
         # (its intent's ``unless``); answered "didn't understand", a "好的" after it cancelled
         asked = next((t.get("request") for t in session.turns if t.get("run_id") == open_run), None)
         if isinstance(asked, str) and self.agent.intent.negates(asked, message):
-            return OpenRunInput(open_run, approve=False)
+            # "不要换新，帮我修一下" asks another thing instead: declined, then run
+            other = self.agent.intent.rule_intent(message)
+            instead = other is not None and other != asked
+            return OpenRunInput(open_run, approve=False, corrects=instead)
         return None  # a new request: the confirmation waits
 
     async def _repeats_request(self, session: SessionRecord, message: str) -> bool:
