@@ -194,3 +194,24 @@ async def test_a_correction_at_the_question_moves_its_run(tmp_path: Path, line: 
     assert [row[:2] for row in rows(orders, "address_changes")] == [
         ("OD2611280008", "北京市朝阳区建国路1号")
     ]
+
+
+@pytest.mark.parametrize(
+    ("line", "intent"),
+    [
+        ("I need to change the shipping address of OD2611250001", "change_address"),
+        ("please update the delivery address for OD2611250001", "change_address"),
+        ("can you change where OD2611250001 is shipped to", "change_address"),
+        ("where is my package OD2611250001", "logistics"),  # what must not move
+        ("I don't want to change the address, where is OD2611250001", "logistics"),
+    ],
+)
+async def test_an_english_address_change_is_not_read_as_a_tracking_question(
+    tmp_path: Path, line: str, intent: str
+) -> None:
+    """A fourth review: "shipping" and "delivery" (logistics, 0.88) answered where the parcel
+    was; the change of address was never asked for."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    said = await runtime.start(line)
+    assert said.intent is not None and said.intent.label == intent, said
