@@ -102,9 +102,9 @@ def _asks(step: CompiledStep) -> bool:
 
 
 def names_its_own_value(
-    agent: Agent, text: str, found: Mapping[str, Any], known: Mapping[str, Any]
+    agent: Agent, intent: str, found: Mapping[str, Any], known: Mapping[str, Any]
 ) -> bool:
-    """Whether a rule reads ``text`` as a request, naming a value it needs, other than ``known``.
+    """Whether a line read as ``intent`` names (``found``) a value it needs, not ``known``'s.
 
     "取消订单 OD2611280008" typed at OD2611250001's question for a new address names the
     order its cancellation needs: a request of its own, no address. A value the request
@@ -112,8 +112,5 @@ def names_its_own_value(
     13800138000": a phone), or the one the question's run holds already, is part of an
     answer.
     """
-    other = agent.intent.rule_intent(text)
-    if other is None:
-        return False
-    needed = required_entities(agent.config, other, None)
+    needed = required_entities(agent.config, intent, None)
     return any(name in needed and known.get(name) != value for name, value in found.items())

@@ -626,9 +626,8 @@ class Runtime:
         address, and was answered by the question again, the cancellation lost. So is the
         same request of another value asked for "too" ("OD2611280008 也要改地址": a run of
         its own, which asks that order's address, where the question's run was silently
-        moved to that order, its own change lost). Elsewhere
-        only an intent that interrupts does ("不想要了" asked for a refund's order id is its
-        reason, not a cancel).
+        moved to that order, its own change lost). Elsewhere only an intent that interrupts
+        does ("不想要了" asked for a refund's order id is its reason, not a cancel).
         """
         if withdraws(message):
             return False
@@ -651,7 +650,8 @@ class Runtime:
             return False
         found = intent.entities.extract(message, state.received_at, answering=slot)
         free_text = spec is not None and spec.whole_answer and slot not in found
-        own = free_text and names_its_own_value(self.agent, message, found, state.entities)
+        held = state.entities
+        own = free_text and names_its_own_value(self.agent, spec_of_other.name, found, held)
         # the same request of another value is a run of its own only asked for "too"
         # ("OD2611280008 也要改地址"); "不对，是 OD2611280008 要改地址" or "改地址，OD…"
         # moves the question's run to that order, as before
@@ -815,10 +815,10 @@ class Runtime:
         if status != RunStatus.AWAITING_CONFIRM.value:
             return None, False, False
         given = await self._confirmation_input(session, open_run, message)
-        agent = self.agent.config.name
-        shown_last = _asked_last(session) or _reminded_last(session, agent)
         if not flags:
             return given, False, False
+        agent = self.agent.config.name
+        shown_last = _asked_last(session) or _reminded_last(session, agent)
         repeats = given is None and await self._repeats_request(session, message)
         return given, shown_last and not _last_outcome(session, "unclear"), repeats
 
@@ -847,7 +847,7 @@ class Runtime:
             return None
         # "还是别取消了", "don't cancel it": the line says it is not the request that waits
         # (its intent's ``unless``); answered "didn't understand", a "好的" after it cancelled
-        asked = next((t.get("request") for t in session.turns if t.get("run_id") == open_run), None)
+        asked = _open_turn(session, "request")
         if isinstance(asked, str) and self.agent.intent.negates(asked, message):
             # "不要换新，帮我修一下" asks another thing instead: declined, then run
             other = self.agent.intent.rule_intent(message)
@@ -879,9 +879,8 @@ class Runtime:
         asked = self.agent.intent.rule_intent(message)
         if asked is None or asks_for_another(message):
             return False
-        try:
-            waiting = await self._recorded_state(open_run, "repeats_request")
-        except (RunNotFoundError, StoreError):
+        waiting = await self._waiting_state(open_run, "repeats_request")
+        if waiting is None:
             return False
         pending = waiting.pending
         if waiting.agent != self.agent.config.name or waiting.received_at is None:
@@ -927,10 +926,7 @@ class Runtime:
             return False
         other = self.agent.intent.rule_intent(message)
         # the open run's own turn: the last may be a reply to an unclear line since
-        asked = next(
-            (t.get("intent") for t in session.turns if t.get("run_id") == session.open_run_id),
-            None,
-        )
+        asked = _open_turn(session, "intent")
         if other is None or not isinstance(asked, str):
             return False
         spec = self.agent.config.intent(other)
@@ -1369,6 +1365,16 @@ class Runtime:
             raise RunNotFoundError(f"no run {run_id!r}")
         return fold(run_id, events)
 
+    async def _waiting_state(self, run_id: str, name: str) -> RunState | None:
+        """``_recorded_state`` of a session's waiting run; ``None``: gone, or the store fails.
+
+        What is read beside a turn (a reminder, a repeat) never fails the turn.
+        """
+        try:
+            return await self._recorded_state(run_id, name)
+        except (RunNotFoundError, StoreError):
+            return None
+
     async def _recorded_state(self, run_id: str, name: str) -> RunState:
         """``load_state`` as a recorded read: a re-execution folds the log it saw first.
 
@@ -1599,9 +1605,8 @@ class Runtime:
         """
         if open_run is None or open_run == state.run_id:
             return summary
-        try:
-            waiting = await self._recorded_state(open_run, "still_asked")
-        except (RunNotFoundError, StoreError):
+        waiting = await self._waiting_state(open_run, "still_asked")
+        if waiting is None:
             return summary
         pending = waiting.pending
         if waiting.status not in _WAITS_FOR_THE_USER or pending is None:
@@ -1628,9 +1633,10 @@ class Runtime:
         else:  # after "already waiting for your go-ahead", the prompt alone: no "also"
             template = "waiting_prompt" if state.outcome == "repeated" else "still_to_confirm"
         reminder = render(template, question, waiting.language)
-        reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
         if template == "waiting_prompt":  # one language, the prompt's, as in a reminder
             reply = f"{render('already_waiting', {}, waiting.language)}\n{reminder}"
+        else:
+            reply = f"{summary.reply}\n{reminder}" if summary.reply else reminder
         return summary.model_copy(update={"reply": reply})
 
     def _known_answer(self, waiting: RunState, slot: str | None, state: RunState) -> str | None:
@@ -2103,6 +2109,11 @@ def _reasked_last(session: SessionRecord, agent: str) -> bool:
     if session.agent != agent or not session.open_run_id:
         return False
     return _last_outcome(session, "unclear") or _last_outcome(session, "repeated")
+
+
+def _open_turn(session: SessionRecord, key: str) -> Any:
+    """``key`` of the turn of the session's open run, or ``None`` (its turn is gone)."""
+    return next((t.get(key) for t in session.turns if t.get("run_id") == session.open_run_id), None)
 
 
 def _last_outcome(session: SessionRecord, outcome: str) -> bool:
