@@ -69,6 +69,9 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path) -> None:
         ("HD20250920 这个显示器还能修吧？", None),  # a question: nothing booked
         ("HD20250920 显示器这种情况只能修吧，不能换？", None),
         ("HD20250920 可以换一下联系电话吗", None),  # a change of something else
+        # how long a repair takes, no fault named: booked one, unasked (a review)
+        ("HD20250603 的笔记本多久能修好？", "维修进度"),
+        ("HD20240501 打印机要几天才能修好", "维修进度"),
     ],
 )
 def test_a_question_about_a_repair_or_another_change_books_nothing(
@@ -158,6 +161,8 @@ def test_a_progress_question_books_nothing_and_names_the_open_repair(tmp_path: P
         ("HD20240501 维修状态灯一直闪", "报修"),
         ("什么时候修好都行，先帮我报修 HD20240501", "报修"),
         ("where is my repair shop? HD20240501 broke", "报修"),
+        # a fault named beside how long it takes is a repair all the same
+        ("HD20250603 的笔记本坏了多久能修好？", "报修"),
     ],
 )
 def test_only_a_question_about_a_repair_is_its_progress(

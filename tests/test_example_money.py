@@ -287,6 +287,11 @@ def test_a_discount_is_no_share_anyone_guesses(message: str, tmp_path: Path) -> 
         "OD2610280005 退款要几个工作日",
         "OD2610280005 退款多少天能到",
         "OD2610280005 多少天能退款",
+        # whether there is one: each proposed a refund (a review)
+        "any refund on OD2610280005?",
+        "is there a refund for OD2610280005",
+        "OD2610280005 有退款吗？",
+        "有没有退款 OD2610280005",
     ],
 )
 def test_a_question_about_a_refund_proposes_none(message: str, tmp_path: Path) -> None:
@@ -427,6 +432,7 @@ def test_a_question_about_a_refund_of_a_canceled_order_says_none_is_needed(
         "想退款 OD2610280005",
         "全额退款 货到了就是坏的 OD2610280005",
         "can I have a refund? OD2610280005",
+        "OD2610280005 能退款吗",  # may I have one: not "有退款吗", whether there is one
         "I have a broken air fryer, can I get a refund? OD2610280005",
         "refund for OD2610280005 arrived covered in scratches",
         "OD2610280005 refund, arrived with a dent",
