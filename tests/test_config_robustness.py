@@ -645,3 +645,58 @@ def test_a_pattern_re_refuses_with_a_value_error_is_config_invalid(tmp_path: Pat
     rule = "rules: [{pattern: '(?a)(?u)go', confidence: 0.9}]"
     text = AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
     assert "bad rule '(?a)(?u)go'" in fails_at_load(tmp_path, agent_dir(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("change", "line", "said"),
+    [
+        # the intent's plan, a step's tool, a business rule's tool and its refusal: each
+        # was refused with its names only, and a long agent.yaml left the user to search
+        (("    plan: p\n", "    plan: pp\n"), 5, "intent look: plan template 'pp' is missing"),
+        (("        tool: lookup\n", "        tool: lookupp\n"), 11, "s1: unknown tool 'lookupp'"),
+        (
+            (
+                "templates:\n",
+                "business_rules:\n  - name: r\n    before_tool: lookupp\n"
+                "    require: 'true'\n    refusal: done\ntemplates:\n",
+            ),
+            15,
+            "business rule r: unknown tool 'lookupp'",
+        ),
+        (
+            (
+                "templates:\n",
+                "business_rules:\n  - name: r\n    before_tool: lookup\n"
+                "    require: 'true'\n    refusal: nope\ntemplates:\n",
+            ),
+            17,
+            "business rule r: template 'nope' is missing",
+        ),
+        (("    reply: done\n", "    reply: done\n    requires: [order]\n"), 7, "requires 'order'"),
+    ],
+)
+def test_a_name_that_points_nowhere_is_refused_with_its_line(
+    tmp_path: Path, change: tuple[str, str], line: int, said: str
+) -> None:
+    """Problems found once the config is whole (what a name points at) name their line."""
+    assert change[0] in AGENT_YAML
+    folder = agent_dir(tmp_path, AGENT_YAML.replace(change[0], change[1], 1))
+    written = (folder / "agent.yaml").read_text(encoding="utf-8").splitlines()
+    assert said.split("'")[1] in written[line - 1]  # the line named is the one at fault
+    err = fails_at_load(tmp_path, folder)
+    assert f"agent.yaml:{line}: " in err and said in err, err
+    with pytest.raises(ConfigInvalidError, match=rf"agent\.yaml:{line}: ") as caught:
+        load_agent(folder, data_dir=tmp_path / "data")
+    assert any(location for location, _ in caught.value.problems)
+
+
+def test_a_problem_with_no_place_of_its_own_is_named_as_before(tmp_path: Path) -> None:
+    """Two problems, one located: the other keeps its words, with no line made up."""
+    text = AGENT_YAML.replace("    plan: p\n", "    plan: pp\n").replace(
+        "templates:\n", "tool_constraints: {nope: 'true'}\ntemplates:\n"
+    )
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
+    message = caught.value.message
+    assert "agent.yaml:5: intent look: plan template 'pp' is missing" in message
+    assert "; tool constraint: unknown tool 'nope'" in message

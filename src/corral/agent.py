@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
-from corral.config import AgentConfig, PlanTemplate, load_config
+from corral.config import AgentConfig, IntentSpec, PlanTemplate, load_config
 from corral.contracts import Plan, RouteAction
 from corral.decision.builtin_gates import DEFAULT_GATES
 from corral.decision.capabilities import CapabilityIndex
@@ -52,6 +52,7 @@ from corral.verify.verifiers import DEFAULT_VERIFIERS, Verifier
 
 if TYPE_CHECKING:
     from corral.intent.datasets import LabelledTexts
+    from corral.safe_yaml import Lines
     from corral.tools.mcp.listing import McpListingCache
 
 ENTITY_TYPES: dict[str, Any] = {
@@ -492,6 +493,13 @@ class Agent:
         transports = (*transports, http) if http is not None else transports
         transports = (*transports, *servers)
         problems: list[str] = []
+        where: dict[str, tuple[str, ...]] = {}
+        """A problem -> where in the config it lies (``ConfigInvalidError.problems``)."""
+
+        def at(location: tuple[str, ...], problem: str) -> None:
+            problems.append(problem)
+            where.setdefault(problem, location)
+
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}
         try:  # first: plan validation proves that what the rules read is produced
@@ -512,54 +520,84 @@ class Agent:
             teardown=teardown,
         )
         shown = shown_entities(config)
-        for spec in config.intents:
+        for index, spec in enumerate(config.intents):
+            intent_at = ("intents", str(index))
             if spec.route is RouteAction.REPLY and not renderer.has(spec.reply or ""):
-                problems.append(f"intent {spec.name}: reply template {spec.reply!r} is missing")
+                at(
+                    (*intent_at, "reply"),
+                    f"intent {spec.name}: reply template {spec.reply!r} is missing",
+                )
             elif spec.route is RouteAction.REPLY:  # no step runs: only entities fill it
-                problems += [
-                    f"intent {spec.name}: reply template {spec.reply!r} uses {{{used}}}, "
-                    "which is no entity (a reply route runs no step that could publish it)"
-                    for used in sorted(renderer.uses(spec.reply or ""))
-                    if used.split(".")[0] not in shown
-                ]
+                for used in sorted(renderer.uses(spec.reply or "")):
+                    if used.split(".")[0] not in shown:
+                        at(
+                            (*intent_at, "reply"),
+                            f"intent {spec.name}: reply template {spec.reply!r} uses {{{used}}}, "
+                            "which is no entity (a reply route runs no step that could publish it)",
+                        )
             if spec.route is not RouteAction.PLAN:
                 continue
             named = [spec.plan, *(rule.plan for rule in spec.plan_rules)]
             for template in dict.fromkeys(n for n in named if n is not None):
                 if template not in config.plans:
-                    problems.append(f"intent {spec.name}: plan template {template!r} is missing")
+                    at(
+                        _naming_plan(spec, intent_at, template),
+                        f"intent {spec.name}: plan template {template!r} is missing",
+                    )
                     continue
-                problems.extend(agent._compile_template(spec.name, template, spec.reply, graphs))
+                for problem in agent._compile_template(spec.name, template, spec.reply, graphs):
+                    at(_plan_location(config.plans[template], template, problem), problem)
             if spec.planner == "model" and not spec.tools:
-                problems.append(f"intent {spec.name}: a model planner needs a `tools` allow-list")
+                at(
+                    (*intent_at, "planner"),
+                    f"intent {spec.name}: a model planner needs a `tools` allow-list",
+                )
             elif spec.plan is None and not spec.plan_rules and spec.planner != "model":
-                problems.append(f"intent {spec.name}: route plan needs a plan template")
+                at((*intent_at, "route"), f"intent {spec.name}: route plan needs a plan template")
         problems.extend(_equivalence_problems(registry))
-        for rule in config.business_rules:
+        for index, rule in enumerate(config.business_rules):
+            rule_at = ("business_rules", str(index))
             if rule.before_tool not in registry:
-                problems.append(f"business rule {rule.name}: unknown tool {rule.before_tool!r}")
+                at(
+                    (*rule_at, "before_tool"),
+                    f"business rule {rule.name}: unknown tool {rule.before_tool!r}",
+                )
             if not renderer.has(rule.refusal):
-                problems.append(f"business rule {rule.name}: template {rule.refusal!r} is missing")
+                at(
+                    (*rule_at, "refusal"),
+                    f"business rule {rule.name}: template {rule.refusal!r} is missing",
+                )
         problems.extend(_rule_argument_problems(rules, registry))
         problems.extend(_rule_entity_problems(rules, config))
         problems.extend(_rule_comparison_problems(rules, graphs, registry, entity_types(config)))
         declared_entities = ", ".join(config.entities) or "none"
         for entity, template in config.questions.items():
             if not renderer.has(template):
-                problems.append(f"question for {entity}: template {template!r} is missing")
-            if entity not in config.entities:
-                problems.append(
-                    f"question for {entity}: no entity {entity!r} is declared "
-                    f"(entities: {declared_entities})"
+                at(
+                    ("questions", entity),
+                    f"question for {entity}: template {template!r} is missing",
                 )
-        requirers = [(f"intent {spec.name}", spec.requires) for spec in config.intents]
-        requirers += [(f"plan {name}", plan.requires) for name, plan in config.plans.items()]
-        for who, requires in requirers:
+            if entity not in config.entities:
+                at(
+                    ("questions", entity),
+                    f"question for {entity}: no entity {entity!r} is declared "
+                    f"(entities: {declared_entities})",
+                )
+        requirers = [
+            (f"intent {spec.name}", ("intents", str(index), "requires"), spec.requires)
+            for index, spec in enumerate(config.intents)
+        ]
+        requirers += [
+            (f"plan {name}", ("plans", name, "requires"), plan.requires)
+            for name, plan in config.plans.items()
+        ]
+        for who, location, requires in requirers:
             for entity in requires:
                 if entity not in config.entities:  # it could never be found: asked forever
-                    problems.append(
+                    at(
+                        location,
                         f"{who}: requires {entity!r}, which is no declared "
-                        f"entity (entities: {declared_entities})"
+                        f"entity (entities: {declared_entities})",
                     )
         problems.extend(_decision_problems(config, registry))
         for reminder in ("still_asked", "still_to_confirm", "waiting_prompt"):
@@ -581,7 +619,10 @@ class Agent:
         if problems:
             # once each: a template that several intents use is checked for each of them
             unique = dict.fromkeys(problems)
-            raise ConfigInvalidError(f"agent {config.name!r}: " + "; ".join(unique))
+            raise ConfigInvalidError(
+                problems_message(config.name, unique),
+                problems=tuple((where.get(problem, ()), problem) for problem in unique),
+            )
         capabilities = None
         if config.capability_matching:
             capabilities = CapabilityIndex.build(registry)
@@ -754,6 +795,54 @@ def _decision_problems(config: AgentConfig, registry: ToolRegistry) -> list[str]
                     "$facts references are allowed"
                 )
     return problems
+
+
+def problems_message(agent: str, problems: Iterable[str]) -> str:
+    """The message of a ``ConfigInvalidError`` listing an agent's problems."""
+    return f"agent {agent!r}: " + "; ".join(problems)
+
+
+def _naming_plan(spec: IntentSpec, intent_at: tuple[str, ...], template: str) -> tuple[str, ...]:
+    """Where ``spec`` names the plan ``template``: its ``plan``, or a plan rule's."""
+    if spec.plan == template:
+        return (*intent_at, "plan")
+    for index, rule in enumerate(spec.plan_rules):
+        if rule.plan == template:
+            return (*intent_at, "plan_rules", str(index), "plan")
+    return intent_at
+
+
+def _plan_location(declared: PlanTemplate, template: str, problem: str) -> tuple[str, ...]:
+    """Where a problem of plan ``template`` lies: the step it names first, else the plan."""
+    said = problem.removeprefix(f"plan {template}: ")
+    for index, step in enumerate(declared.steps):
+        if said.startswith((f"{step.id}:", f"step {step.id} ", f"step {step.id}:")):
+            step_at = ("plans", template, "steps", str(index))
+            return (*step_at, "tool") if ": unknown tool " in said else step_at
+    return ("plans", template)
+
+
+def _located(exc: ConfigInvalidError, agent: str, path: Path) -> ConfigInvalidError:
+    """``exc`` with each problem it locates named by its line in ``path`` (``file:line``).
+
+    Read again only here, on the way out of a load that failed: a load that succeeds
+    keeps no lines. The error as it was when the file cannot be read, or names none.
+    """
+    if not any(location for location, _ in exc.problems):
+        return exc
+    from corral.safe_yaml import line_of, read_yaml_file
+
+    lines: Lines = {}
+    try:
+        read_yaml_file(path, lines)
+    except ConfigInvalidError:
+        return exc
+    texts = []
+    for location, problem in exc.problems:
+        line = line_of(lines, location) if location else None
+        texts.append(problem if line is None else f"{path}:{line}: {problem}")
+    message = problems_message(agent, texts)
+    return ConfigInvalidError(message, hint=exc.hint, problems=exc.problems)
 
 
 def _equivalence_problems(registry: ToolRegistry) -> list[str]:
@@ -1035,11 +1124,16 @@ def load_agent(
     except ConfigInvalidError as exc:
         if made.teardown is not None:  # what setup started must not outlive a broken agent
             made.teardown()
+        located = _located(exc, config.name, root / "agent.yaml")
         if tools_file.is_file() or exc.hint is not None or "unknown tool" not in exc.message:
-            raise
+            if located is exc:
+                raise
+            raise located from None
         # the plans name tools, and the file that defines an agent's tools is not there
         raise ConfigInvalidError(
-            exc.message, hint=f"{root} has no tools.py, where an agent's Python tools live"
+            located.message,
+            hint=f"{root} has no tools.py, where an agent's Python tools live",
+            problems=exc.problems,
         ) from None
     except BaseException:
         if made.teardown is not None:  # what setup started must not outlive a broken agent

@@ -193,9 +193,24 @@ class RunNotResumableError(CorralError):
 
 
 class ConfigInvalidError(CorralError):
-    """The agent's config file or tools module is wrong; raised at load, before any run."""
+    """The agent's config file or tools module is wrong; raised at load, before any run.
+
+    ``problems``: each problem found by ``Agent.build`` with where in the config it lies
+    (a path of keys and list indexes, ``("intents", "2", "plan")``; ``()`` where none is
+    known). ``load_agent`` names each one's line in ``agent.yaml`` from them.
+    """
 
     code = ErrorCode.CONFIG_INVALID
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        problems: tuple[tuple[tuple[str, ...], str], ...] = (),
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems
 
 
 class ExpressionInvalidError(CorralError):
