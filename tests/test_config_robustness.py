@@ -673,6 +673,17 @@ def test_a_pattern_re_refuses_with_a_value_error_is_config_invalid(tmp_path: Pat
             "business rule r: template 'nope' is missing",
         ),
         (("    reply: done\n", "    reply: done\n    requires: [order]\n"), 7, "requires 'order'"),
+        # a review: the intent's reply was named at the plan, a step's other keys at the step
+        (("    reply: done\n", "    reply: donez\n"), 6, "plan p: template 'donez' is missing"),
+        (
+            (
+                "        args: {items: [a]}\n",
+                "        args: {items: [a]}\n        depends_on: [s9]\n",
+            ),
+            13,
+            "s1: depends on unknown step 's9'",
+        ),
+        (("args: {items: [a]}", "args: {itemz: [a]}"), 12, "lookup has no parameter 'itemz'"),
     ],
 )
 def test_a_name_that_points_nowhere_is_refused_with_its_line(
@@ -700,3 +711,21 @@ def test_a_problem_with_no_place_of_its_own_is_named_as_before(tmp_path: Path) -
     message = caught.value.message
     assert "agent.yaml:5: intent look: plan template 'pp' is missing" in message
     assert "; tool constraint: unknown tool 'nope'" in message
+
+
+def test_a_step_id_two_steps_share_names_the_plan_not_the_first_of_them(tmp_path: Path) -> None:
+    """A review: the second s1's unknown tool was named at the first s1, which is fine."""
+    text = AGENT_YAML.replace("templates:\n", "      - id: s1\n        tool: lookupp\ntemplates:\n")
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
+    message = caught.value.message
+    assert "agent.yaml:8: plan p: step id 's1' is used twice" in message
+    assert "agent.yaml:8: plan p: s1: unknown tool 'lookupp'" in message
+
+
+def test_the_same_mistake_in_two_places_names_both_lines(tmp_path: Path) -> None:
+    rule = "  - name: r\n    before_tool: lookupp\n    require: 'true'\n    refusal: done\n"
+    text = AGENT_YAML.replace("templates:\n", f"business_rules:\n{rule}{rule}templates:\n")
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
+    assert "agent.yaml:15, 19: business rule r: unknown tool 'lookupp'" in caught.value.message

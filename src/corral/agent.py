@@ -493,12 +493,15 @@ class Agent:
         transports = (*transports, http) if http is not None else transports
         transports = (*transports, *servers)
         problems: list[str] = []
-        where: dict[str, tuple[str, ...]] = {}
-        """A problem -> where in the config it lies (``ConfigInvalidError.problems``)."""
+        where: dict[str, list[tuple[str, ...]]] = {}
+        """A problem -> where in the config it lies (``ConfigInvalidError.problems``): two
+        places when two rules of one name make the same mistake."""
 
         def at(location: tuple[str, ...], problem: str) -> None:
             problems.append(problem)
-            where.setdefault(problem, location)
+            places = where.setdefault(problem, [])
+            if location not in places:
+                places.append(location)
 
         renderer = ReplyRenderer(config.templates)
         graphs: dict[tuple[str, str], PlanGraph] = {}
@@ -520,6 +523,7 @@ class Agent:
             teardown=teardown,
         )
         shown = shown_entities(config)
+        step_indexes: dict[str, dict[str, int]] = {}  # per plan, worked out once
         for index, spec in enumerate(config.intents):
             intent_at = ("intents", str(index))
             if spec.route is RouteAction.REPLY and not renderer.has(spec.reply or ""):
@@ -545,8 +549,15 @@ class Agent:
                         f"intent {spec.name}: plan template {template!r} is missing",
                     )
                     continue
+                steps = step_indexes.get(template)
+                if steps is None:
+                    steps = step_indexes[template] = unique_step_indexes(config.plans[template])
+                reply_missing = f"plan {template}: template {spec.reply!r} is missing"
                 for problem in agent._compile_template(spec.name, template, spec.reply, graphs):
-                    at(_plan_location(config.plans[template], template, problem), problem)
+                    if problem == reply_missing:  # the intent's own reply, shown after the plan
+                        at((*intent_at, "reply"), problem)
+                    else:
+                        at(_plan_location(template, steps, problem), problem)
             if spec.planner == "model" and not spec.tools:
                 at(
                     (*intent_at, "planner"),
@@ -621,7 +632,11 @@ class Agent:
             unique = dict.fromkeys(problems)
             raise ConfigInvalidError(
                 problems_message(config.name, unique),
-                problems=tuple((where.get(problem, ()), problem) for problem in unique),
+                problems=tuple(
+                    (location, problem)
+                    for problem in unique
+                    for location in where.get(problem) or [()]
+                ),
             )
         capabilities = None
         if config.capability_matching:
@@ -812,37 +827,97 @@ def _naming_plan(spec: IntentSpec, intent_at: tuple[str, ...], template: str) ->
     return intent_at
 
 
-def _plan_location(declared: PlanTemplate, template: str, problem: str) -> tuple[str, ...]:
-    """Where a problem of plan ``template`` lies: the step it names first, else the plan."""
-    said = problem.removeprefix(f"plan {template}: ")
+_STEP_KEYS = (
+    (": unknown tool ", "tool"),
+    (": tool ", "tool"),
+    (": depends on ", "depends_on"),
+    (": fact ", "facts"),
+    (": required parameter ", "args"),
+    (" has no parameter ", "args"),
+)
+"""What a step's problem says -> the key of the step it lies in (else the step itself)."""
+
+
+def unique_step_indexes(declared: PlanTemplate) -> dict[str, int]:
+    """Step id -> its index in the plan, for each id only one step has.
+
+    A problem of an id that two steps share cannot say which one it means: the plan is
+    named instead.
+    """
+    found: dict[str, int] = {}
+    shared: set[str] = set()
     for index, step in enumerate(declared.steps):
-        if said.startswith((f"{step.id}:", f"step {step.id} ", f"step {step.id}:")):
-            step_at = ("plans", template, "steps", str(index))
-            return (*step_at, "tool") if ": unknown tool " in said else step_at
-    return ("plans", template)
+        if step.id in found:
+            shared.add(step.id)
+        found.setdefault(step.id, index)
+    return {step_id: index for step_id, index in found.items() if step_id not in shared}
 
 
-def _located(exc: ConfigInvalidError, agent: str, path: Path) -> ConfigInvalidError:
+def _plan_location(template: str, steps: Mapping[str, int], problem: str) -> tuple[str, ...]:
+    """Where a problem of plan ``template`` lies: the step (and key) it names, else the plan.
+
+    ``steps``: ``unique_step_indexes`` of the plan. Read from the problem's own words:
+    ``s2: unknown tool ...`` (the step's ``tool``), ``s3.order_id: ...`` (that argument),
+    ``s3.success: ...``, ``step s2 renders template ...``, ``confirm gives step s2 ...``.
+    """
+    plan_at = ("plans", template)
+    said = problem.removeprefix(f"plan {template}: ")
+    head = said.split(": ", 1)[0]
+    step_id, dot, key = head.partition(".")
+    if step_id in steps and (dot or head == said.split(":", 1)[0]) and " " not in head:
+        step_at = (*plan_at, "steps", str(steps[step_id]))
+        if dot:
+            return (*step_at, "success") if key == "success" else (*step_at, "args", key)
+        rest = said[len(head) :]
+        for words, named in _STEP_KEYS:
+            if rest.startswith(words) or (words.startswith(" ") and words in rest):
+                return (*step_at, named)
+        return step_at
+    for part in ("confirm", "on_failure"):  # "confirm names step 's9'", "confirm gives step s2"
+        for lead in (f"{part} names step '", f"{part} gives step "):
+            if said.startswith(lead):
+                named_id = said[len(lead) :].split("'")[0].split(" ")[0]
+                return (*plan_at, part, named_id)
+    if said.startswith("step ") and not said.startswith("step id "):
+        named_id = said[len("step ") :].split(" ", 1)[0]
+        if named_id in steps:
+            return (*plan_at, "steps", str(steps[named_id]))
+    return plan_at
+
+
+def _located(
+    exc: ConfigInvalidError, agent: str, path: Path, lines: Lines | None
+) -> ConfigInvalidError:
     """``exc`` with each problem it locates named by its line in ``path`` (``file:line``).
 
-    Read again only here, on the way out of a load that failed: a load that succeeds
-    keeps no lines. The error as it was when the file cannot be read, or names none.
+    ``lines``: where each value of ``path`` was written, as its load read them; ``None``
+    (a config the caller loaded): the file is read again, only here, on the way out of a
+    load that failed. The error as it was when the file cannot be read, or names none.
     """
     if not any(location for location, _ in exc.problems):
         return exc
     from corral.safe_yaml import line_of, read_yaml_file
 
-    lines: Lines = {}
-    try:
-        read_yaml_file(path, lines)
-    except ConfigInvalidError:
-        return exc
-    texts = []
+    if lines is None:
+        lines = {}
+        try:
+            read_yaml_file(path, lines)
+        except ConfigInvalidError:
+            return exc
+    found: dict[str, list[int]] = {}  # a problem -> its lines, in order, once each
     for location, problem in exc.problems:
         line = line_of(lines, location) if location else None
-        texts.append(problem if line is None else f"{path}:{line}: {problem}")
-    message = problems_message(agent, texts)
-    return ConfigInvalidError(message, hint=exc.hint, problems=exc.problems)
+        places = found.setdefault(problem, [])
+        if line is not None and line not in places:
+            places.append(line)
+    texts = [
+        f"{path}:{', '.join(map(str, places))}: {problem}" if places else problem
+        for problem, places in found.items()
+    ]
+    located = ConfigInvalidError(
+        problems_message(agent, texts), hint=exc.hint, problems=exc.problems
+    )
+    return located.with_traceback(exc.__traceback__)
 
 
 def _equivalence_problems(registry: ToolRegistry) -> list[str]:
@@ -1082,8 +1157,10 @@ def load_agent(
     from corral.models.negotiation import NEGOTIATION_FILE
     from corral.tools.loader import Setup, import_tools, run_setup
 
+    lines: Lines | None = None  # where each value was written: lines of its problems
     if config is None:
-        config = load_config(root / "agent.yaml")
+        lines = {}
+        config = load_config(root / "agent.yaml", lines)
     config = with_model_name(config, model_name)
     tools: list[ToolSpec] = []
     gates: list[Any] = []
@@ -1124,7 +1201,7 @@ def load_agent(
     except ConfigInvalidError as exc:
         if made.teardown is not None:  # what setup started must not outlive a broken agent
             made.teardown()
-        located = _located(exc, config.name, root / "agent.yaml")
+        located = _located(exc, config.name, root / "agent.yaml", lines)
         if tools_file.is_file() or exc.hint is not None or "unknown tool" not in exc.message:
             if located is exc:
                 raise

@@ -643,9 +643,13 @@ def _non_finite_paths(data: Any) -> list[str]:
     return sorted(found)
 
 
-def load_config(path: Path) -> AgentConfig:
-    """Read and validate ``agent.yaml`` (bounded: see ``corral.safe_yaml``)."""
+def load_config(path: Path, lines: Lines | None = None) -> AgentConfig:
+    """Read and validate ``agent.yaml`` (bounded: see ``corral.safe_yaml``).
+
+    ``lines``, when given, is filled with where each value was written (``load_agent``
+    names the line of a problem ``Agent.build`` finds with it).
+    """
     from corral.safe_yaml import read_yaml_file  # an agent built from a dict loads no YAML
 
-    lines: Lines = {}
+    lines = {} if lines is None else lines
     return parse_config(read_yaml_file(path, lines), source=str(path), lines=lines)

@@ -299,13 +299,16 @@ def _fails_cleanly(command: Callable[..., T]) -> Callable[..., T]:
                 payload = {"error": error}
                 typer.echo(json.dumps(payload, ensure_ascii=False))
             else:
+                # one line each, as long as it is (the terminal wraps it): a message cut at
+                # the console's width split a file's path or a name a program greps for
                 err_console.print(
                     f"[red]error[/red] [bold]{exc.code.value}[/bold]: ",
                     Text(visible(exc.message)),
                     sep="",
+                    soft_wrap=True,
                 )
                 if exc.hint:
-                    err_console.print("hint: ", Text(visible(exc.hint)), sep="")
+                    err_console.print("hint: ", Text(visible(exc.hint)), sep="", soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper
