@@ -701,14 +701,19 @@ def test_a_name_that_points_nowhere_is_refused_with_its_line(
     assert any(location for location, _ in caught.value.problems)
 
 
+def load_refused(tmp_path: Path, yaml_text: str) -> str:
+    """The message of ``load_agent``'s ``ConfigInvalidError`` for an agent.yaml of this text."""
+    with pytest.raises(ConfigInvalidError) as caught:
+        load_agent(agent_dir(tmp_path, yaml_text), data_dir=tmp_path / "data")
+    return caught.value.message
+
+
 def test_a_problem_with_no_place_of_its_own_is_named_as_before(tmp_path: Path) -> None:
     """Two problems, one located: the other keeps its words, with no line made up."""
     text = AGENT_YAML.replace("    plan: p\n", "    plan: pp\n").replace(
         "templates:\n", "tool_constraints: {nope: 'true'}\ntemplates:\n"
     )
-    with pytest.raises(ConfigInvalidError) as caught:
-        load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
-    message = caught.value.message
+    message = load_refused(tmp_path, text)
     assert "agent.yaml:5: intent look: plan template 'pp' is missing" in message
     assert "; tool constraint: unknown tool 'nope'" in message
 
@@ -716,9 +721,7 @@ def test_a_problem_with_no_place_of_its_own_is_named_as_before(tmp_path: Path) -
 def test_a_step_id_two_steps_share_names_the_plan_not_the_first_of_them(tmp_path: Path) -> None:
     """A review: the second s1's unknown tool was named at the first s1, which is fine."""
     text = AGENT_YAML.replace("templates:\n", "      - id: s1\n        tool: lookupp\ntemplates:\n")
-    with pytest.raises(ConfigInvalidError) as caught:
-        load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
-    message = caught.value.message
+    message = load_refused(tmp_path, text)
     assert "agent.yaml:8: plan p: step id 's1' is used twice" in message
     assert "agent.yaml:8: plan p: s1: unknown tool 'lookupp'" in message
 
@@ -726,6 +729,6 @@ def test_a_step_id_two_steps_share_names_the_plan_not_the_first_of_them(tmp_path
 def test_the_same_mistake_in_two_places_names_both_lines(tmp_path: Path) -> None:
     rule = "  - name: r\n    before_tool: lookupp\n    require: 'true'\n    refusal: done\n"
     text = AGENT_YAML.replace("templates:\n", f"business_rules:\n{rule}{rule}templates:\n")
-    with pytest.raises(ConfigInvalidError) as caught:
-        load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
-    assert "agent.yaml:15, 19: business rule r: unknown tool 'lookupp'" in caught.value.message
+    assert "agent.yaml:15, 19: business rule r: unknown tool 'lookupp'" in load_refused(
+        tmp_path, text
+    )
