@@ -91,7 +91,8 @@ def serving(
             try:
                 with urllib.request.urlopen(served.base + "/healthz", timeout=2):
                     break
-            except (urllib.error.URLError, ConnectionError):
+            # a server still starting may take the connection and answer late: timed out
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
                 if time.monotonic() > deadline:
                     raise AssertionError("corral serve did not answer /healthz") from None
                 time.sleep(0.1)
