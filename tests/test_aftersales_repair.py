@@ -72,6 +72,23 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path) -> None:
         # how long a repair takes, no fault named: booked one, unasked (a review)
         ("HD20250603 的笔记本多久能修好？", "维修进度"),
         ("HD20240501 打印机要几天才能修好", "维修进度"),
+        # a QA walkthrough: each booked a repair, unasked. Declined, or the fault gone:
+        ("HD20250920 显示器有点闪屏，先不用报修，我自己再观察一下", None),
+        ("HD20250920 显示器前两天黑屏，现在已经好了，不用管了", None),
+        ("HD20240501 打印机修好了，谢谢", None),
+        ("HD20240501 打印机上次卡纸，我自己已经弄好了", None),
+        ("HD20240501 my printer isn't broken, I just want to know how to clean it", None),
+        # what one costs, or what if it broke: the warranty answered
+        ("HD20241111 修理要多少钱？", "咨询"),
+        ("HD20241111 碎纸机坏了，先问下修一次大概多少钱，贵的话就不修了", "咨询"),
+        ("HD20240501 如果坏了可以免费维修吗", "咨询"),
+        ("HD20240501 打印机要是坏了怎么报修？", "咨询"),
+        ("HD20240501 how much does a repair cost if it breaks?", "咨询"),
+        # whether one was booked: its progress
+        ("HD20240501 报修了吗", "维修进度"),
+        ("HD20240501 有没有报修记录", "维修进度"),
+        ("我之前给HD20240501报修过，现在怎么样了", "维修进度"),
+        ("did you book a repair for HD20240501?", "维修进度"),
     ],
 )
 def test_a_question_about_a_repair_or_another_change_books_nothing(
