@@ -205,6 +205,11 @@ class EntitySpec(_Strict):
     """Words one of which a message must say for the entity to be taken from it (a
     purchase date only beside 买 or "bought": "上周坏了" names when it broke, "Nice weather
     today" no date at all). None: always. An answer to a question about it needs none."""
+    unless: Patterns = None
+    """A regex (or a list: any of them) that, found in a message, keeps the entity from
+    being taken from it: the message speaks of another thing of the same kind (an amount
+    that is the shipping fee, "运费15元我自己出", is no refund amount). An answer to a
+    question about the entity is read all the same."""
     weekday: Literal["this_week", "past", "future"] = "this_week"
     """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
     latest up to today (``past``: an order placed on Friday) or the next from today

@@ -86,6 +86,8 @@ class _CompiledEntity:
     spec: EntitySpec
     patterns: tuple[re.Pattern[str], ...]
     vocabulary: tuple[tuple[str, str], ...]
+    unless: tuple[re.Pattern[str], ...] = ()
+    """``EntitySpec.unless``: a message any of these find in gives no value of it."""
 
 
 def _fuzzy(entity: _CompiledEntity, lowered: str, threshold: int) -> str | None:
@@ -121,7 +123,8 @@ class EntityExtractor:
             patterns = _compiled(name, "pattern", spec.patterns)
             # Longest surface words first, so "激光打印机" wins over "打印机".
             vocab = tuple(sorted(spec.vocabulary.items(), key=lambda kv: -len(kv[0])))
-            self._entities.append(_CompiledEntity(name, spec, patterns, vocab))
+            unless = _compiled(name, "unless", patterns_of(spec.unless))
+            self._entities.append(_CompiledEntity(name, spec, patterns, vocab, unless))
             if spec.kind in ("date_range", "amount"):
                 # their readers (tables of Chinese numerals, calendars) are loaded with the
                 # first agent that declares such an entity, not by every import of corral
@@ -133,8 +136,9 @@ class EntityExtractor:
 
         Full-width letters and digits (an input method's ＨＤ２０２４０５０１) are read as
         ASCII ones, so a pattern written for the one finds the other. An entity with
-        ``cues`` is taken only from a text that says one, unless the text answers a
-        question about it (``answering``).
+        ``cues`` is taken only from a text that says one, and one with ``unless`` only from
+        a text that says none of them, unless the text answers a question about it
+        (``answering``).
         """
         found: dict[str, Any] = {}
         text = fold_letters_and_digits(text)
@@ -142,6 +146,9 @@ class EntityExtractor:
         for entity in self._entities:
             cues = entity.spec.cues
             if cues and entity.name != answering and not any(c.lower() in lowered for c in cues):
+                continue
+            unless = entity.unless
+            if unless and entity.name != answering and any(p.search(text) for p in unless):
                 continue
             value = self._extract_one(entity, text, lowered, now)
             if value is not None:
