@@ -175,6 +175,16 @@ def test_another_charge_s_sum_is_no_refund_amount(
     assert ("amount_written" in found) is (amount is not None)
 
 
+def test_a_whole_answer_its_not_an_answer_finds_in_does_not_fit() -> None:
+    from corral.config import EntitySpec
+
+    specs = {"address": EntitySpec(whole_answer=True, not_an_answer=["^稍等", r"(?i)^hold on"])}
+    fits = EntityExtractor(specs, "Asia/Shanghai").answer_fits
+    assert fits("address", "上海市徐汇区漕溪北路100号")
+    assert not fits("address", "稍等一下") and not fits("address", "HOLD ON")
+    assert fits("other", "稍等")  # an entity that declares none takes any answer
+
+
 def test_fuzzy_catalogue_matches_close_misspellings(orders: Agent) -> None:
     extract = orders.intent.entities.extract
     assert extract("my coffe machine is broken", NOW)["product"] == "coffee_machine"

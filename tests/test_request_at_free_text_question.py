@@ -94,6 +94,33 @@ async def test_an_address_alone_is_still_the_answer(tmp_path: Path, address: str
     assert rows(orders, "refunds") == []
 
 
+@pytest.mark.parametrize(
+    "waits",
+    [
+        ["稍等"],
+        ["等一下，我问下我老婆", "请稍等"],  # twice: asked again each time, never handed off
+        ["one sec, let me check with my wife"],
+        ["hold on", "ok, let me check"],
+    ],
+)
+async def test_an_answer_that_asks_for_time_is_asked_again(
+    tmp_path: Path, waits: list[str]
+) -> None:
+    """A QA walkthrough: "稍等" was proposed as the new address (a yes wrote it), and the
+    address sent after was not understood; a second "等一下" handed the run off."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "wait")
+    for wait in waits:
+        again = await runtime.start(wait, session_id="wait")
+        assert again.run_id == asked and again.status is RunStatus.AWAITING_USER, again
+        assert again.pending is not None and again.pending.slot == "new_address"
+    answered = await runtime.start("杭州市西湖区文一路5号", session_id="wait")
+    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
+    await runtime.start("确认", session_id="wait")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [
+        ("OD2611250001", "杭州市西湖区文一路5号")
+    ]
+
+
 def test_corral_run_keeps_the_cancellation_typed_at_the_address_question(tmp_path: Path) -> None:
     """End to end: ``corral run --session`` twice, as the walkthrough did."""
     home, session = tmp_path / "home", ("--session", "s1")

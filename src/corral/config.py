@@ -214,6 +214,12 @@ class EntitySpec(_Strict):
     """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
     latest up to today (``past``: an order placed on Friday) or the next from today
     (``future``: a forecast for Friday). "上周五", "next Friday" say which themselves."""
+    not_an_answer: Patterns = None
+    """For a ``whole_answer`` entity: a regex (or a list: any of them) that, found in an
+    answer, keeps it from being taken whole: "稍等" or "one sec, let me check with my
+    wife" typed at the address question asks for time, and was proposed as the new
+    address; it is asked again. (Not a shape every value must have: an address may be a
+    landmark or an office, "寄到售后服务中心".)"""
     whole_answer: bool = False
     """When a run asks for this entity and the answer gives it no value by the patterns,
     the answer itself (trimmed, at most 200 characters) is the value: a free-text slot,

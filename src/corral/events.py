@@ -376,6 +376,9 @@ class QuestionAsked:
     kind: ClassVar[EventType] = EventType.QUESTION_ASKED
     prompt: str
     slot: str | None = None
+    counted: bool = True
+    """False: asked again after an answer that asked for time ("稍等"), which is no failed
+    answer: it does not count towards ``limits.max_questions``."""
 
 
 @fast_init

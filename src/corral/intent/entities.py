@@ -113,6 +113,11 @@ class EntityExtractor:
             for name, spec in specs.items()
             if spec.carry_unless
         }
+        self._not_answers = {
+            name: _compiled(name, "not_an_answer", patterns_of(spec.not_an_answer))
+            for name, spec in specs.items()
+            if spec.not_an_answer
+        }
         # an extractor of some of the entities (run_plan reads one) reads those it has
         self._carry_unless_changed = {
             name: tuple(other for other in spec.carry_unless_changed if other in specs)
@@ -154,6 +159,17 @@ class EntityExtractor:
             if value is not None:
                 found[entity.name] = value
         return found
+
+    def answer_fits(self, name: str, text: str) -> bool:
+        """Whether ``text`` may be taken whole as the entity's value.
+
+        It may unless one of the entity's ``not_an_answer`` finds something in it.
+        """
+        refusals = self._not_answers.get(name)
+        if not refusals:
+            return True
+        folded = fold_letters_and_digits(text)
+        return not any(refusal.search(folded) for refusal in refusals)
 
     def not_carried(self, text: str, held: Mapping[str, Any]) -> frozenset[str]:
         """The entities a new message keeps from carrying over from ``held`` (the session's).

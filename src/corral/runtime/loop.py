@@ -212,7 +212,13 @@ class RunLoop:
                 # same; "好的" is none
                 label = state.intent.label
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
-                fits = whole and len(whole) <= WHOLE_ANSWER_CHARS
+                fits = bool(whole) and len(whole) <= WHOLE_ANSWER_CHARS
+                # "稍等": time asked for, no address (``not_an_answer``): the same question
+                # again, as no failed answer (a second "等一下" handed the run off)
+                waits = fits and not agent.intent.entities.answer_fits(slot, whole)
+                if waits and not request and not found:
+                    self.ask(slot, agent.config.questions.get(slot, "ask"), counted=False)
+                    return
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
                 # "北京市朝阳区建国路1号。另外 OD2611280008 帮我取消" names another order than
@@ -446,10 +452,21 @@ class RunLoop:
             return renderer.render(template, {}, self.state.language)
         return renderer.render(template, {**self.values(), **(extra or {})}, self.state.language)
 
-    def ask(self, slot: str | None, template: str, extra: dict[str, Any] | None = None) -> None:
-        """Pause in ``awaiting_user`` with a question (``extra``: more values it shows)."""
+    def ask(
+        self,
+        slot: str | None,
+        template: str,
+        extra: dict[str, Any] | None = None,
+        *,
+        counted: bool = True,
+    ) -> None:
+        """Pause in ``awaiting_user`` with a question (``extra``: more values it shows).
+
+        ``counted=False``: asked again after an answer that asked for time, which does not
+        count towards ``limits.max_questions``.
+        """
         prompt = self.render(template, {"slot": self._called(slot), **(extra or {})})
-        self.journal.emit("route", QuestionAsked(prompt, slot))
+        self.journal.emit("route", QuestionAsked(prompt, slot, counted))
         self._reply(prompt, template)
         self.journal.transition(
             RunStatus.AWAITING_USER,

@@ -328,8 +328,9 @@ def _apply_run(state: RunState, payload: Payload) -> None:
         state.pending = None
     elif isinstance(payload, QuestionAsked):
         state.pending = PendingAction(kind="answer", prompt=payload.prompt, slot=payload.slot)
-        key = payload.slot or "__clarify__"
-        state.questions_asked[key] = state.questions_asked.get(key, 0) + 1
+        if payload.counted:
+            key = payload.slot or "__clarify__"
+            state.questions_asked[key] = state.questions_asked.get(key, 0) + 1
     elif isinstance(payload, UserAnswered):
         state.messages.append(payload.text)
         state.answered_slot = payload.slot
