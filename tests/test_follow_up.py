@@ -53,6 +53,13 @@ TRIAGE = ROOT / "examples" / "triage"
         ("不是这个，是 V", "correction"),
         ("wrong order, it's V", "correction"),
         ("不对不对，是V啊", "correction"),
+        # a QA walkthrough: each was not understood, and a yes wrote the order corrected
+        ("不对，我要取消的是V", "correction"),
+        ("等等，我说错了，订单号是V", "correction"),
+        ("等等，订单号是V", "correction"),
+        ("我要退款的是 V", "correction"),
+        ("等等，V 也要", None),  # "wait" takes nothing back alone
+        ("等一下 V", None),
         # not a follow-up, nor a correction
         ("不对，不是 V", None),  # not V: no correction to V
         ("不是 V", None),
@@ -217,6 +224,39 @@ def test_a_correction_at_a_confirmation_declines_it_and_asks_of_the_corrected_or
         "OD2611250001": "pending",  # the wrong one: never cancelled
         "OD2611280008": "canceled (logged)",
     }
+
+
+@pytest.mark.parametrize(
+    ("first", "correction", "right", "table"),
+    [
+        ("取消 OD2611250001", "不对，我要取消的是OD2611280008", "OD2611280008", "cancellations"),
+        (
+            "我要退款 OD2611200002",
+            "等等，我说错了，订单号是OD2611100003",
+            "OD2611100003",
+            "refunds",
+        ),
+    ],
+)
+def test_a_correction_said_at_length_is_one(
+    tmp_path: Path, first: str, correction: str, right: str, table: str
+) -> None:
+    """A QA walkthrough: "不对，我要取消的是 OD…" got "没太明白", and the next yes wrote the
+    order the customer had just said was wrong."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        wrong = await runtime.start(first, session_id="s")
+        assert wrong.status is RunStatus.AWAITING_CONFIRM
+        corrected = await runtime.start(correction, session_id="s")
+        assert corrected.run_id != wrong.run_id and corrected.pending is not None, corrected
+        assert right in corrected.pending.prompt
+        await runtime.start("确认", session_id="s")
+
+    asyncio.run(talk())
+    with sqlite3.connect(tmp_path / "orders.db") as conn:
+        written = [row[0] for row in conn.execute(f"SELECT order_id FROM {table}")]
+    assert written == [right]
 
 
 def test_a_correction_after_a_reply_asks_the_same_of_the_corrected_order(tmp_path: Path) -> None:

@@ -46,13 +46,20 @@ _BREAK = r"[\s,，、.。!！:：;；~]"
 _SEP = _BREAK + "*+"
 
 _NO = (
-    r"(?:不对|错了|弄错了|搞错了|说错了|打错了|写错了|输错了|发错了|不是这个|不是那个|不是这单"
-    r"|no|nope|sorry|oops|wrong\s+order|wrong\s+one|wrong\s+number|my\s+bad|wait)"
+    r"(?:不对|我?(?:错了|弄错了|搞错了|说错了|打错了|写错了|输错了|发错了)|不是这个|不是那个|不是这单"
+    r"|等等|等一下|等下|no|nope|sorry|oops|wrong\s+order|wrong\s+one|wrong\s+number|my\s+bad"
+    r"|wait)"
 )
-"""Words that take back what the last line named (``wait`` only beside another: below)."""
+"""Words that take back what the last line named (``_WAITS`` only beside another: below)."""
+
+_WAITS = frozenset({"wait", "等等", "等一下", "等下"})
+""""Wait" takes nothing back alone ("等等，OD… 也要"): only beside a "meant"."""
 
 _MEANT = (
-    r"(?:我是说|我说的是|应该是|换成|是|i\s+meant|i\s+mean|it'?s|it\s+is|should\s+be|make\s+it)"
+    r"(?:我是说|我说的是|应该是|换成|是"
+    # "我要取消的是 OD…" (its verb may be a value taken out: 取消, a status)
+    rf"|我?(?:要|想)(?:取消|退款|退|改|查|问|换|修)?{_SEP}的?{_SEP}(?:是|应该是)"
+    r"|i\s+meant|i\s+mean|it'?s|it\s+is|should\s+be|make\s+it)"
 )
 
 _LEAD = (
@@ -88,6 +95,7 @@ _FRAME = re.compile(
     (?:{_OWNER}{_END}{_SEP})?
     (?P<other>{_OTHER}{_END}{_SEP})?
     (?P<noun>{_NOUN}{_END}{_SEP})?
+    (?P<named_as>(?:是|应该是|is|should\s+be){_END}{_SEP})?
     (?P<adds>(?:{_ADDS}{_END}{_SEP})*)
     (?P<soft>(?:{_SOFT}{_END}{_SEP})*)
     [?？]*+{_SEP}$
@@ -129,11 +137,14 @@ def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
 
 def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
     """``follow_up_kind`` of a line whose ``rest`` matched the frame."""
-    no, meant = _words(frame.group("no")), _words(frame.group("meant") or "")
+    no = _words(frame.group("no"))
+    # "我要取消的是 OD…", "订单号是 OD…" (after its noun) say which was meant too
+    meant = _words(frame.group("meant") or frame.group("named_as") or "")
     adds = frame.group("lead") or frame.group("other") or frame.group("adds")
     if no or meant:  # a correction, or nothing
-        said_no = any(word != "wait" for word in no.split())
-        strong = meant in _STRONG_MEANT or (meant and frame.group("soft"))
+        said_no = any(word not in _WAITS for word in no.split())
+        wanted = meant.startswith(("我要", "我想", "要", "想"))  # "我要取消的是 OD…"
+        strong = meant in _STRONG_MEANT or wanted or (meant and frame.group("soft"))
         takes_back = said_no or (no and meant) or strong
         return "correction" if named and not adds and takes_back else None
     if frame.group("other") is not None:
