@@ -145,7 +145,13 @@ def _last_n(match: re.Match[str], today: date) -> tuple[date, date] | None:
     days = _unit_days(unit)
     if days is not None:
         return today - timedelta(days=amount * days - 1), today
-    return _shift_months(today, -amount) + timedelta(days=1), today
+    months = 12 * amount if unit.lower().rstrip("s") in ("年", "year") else amount
+    return _shift_months(today, -months) + timedelta(days=1), today
+
+
+def _last_months(months: int) -> Callable[[date], tuple[date, date]]:
+    """The span of the last ``months`` months, ending today ("最近半年": six)."""
+    return lambda today: (_shift_months(today, -months) + timedelta(days=1), today)
 
 
 def _weekday_cn(match: re.Match[str], today: date) -> tuple[date, date]:
@@ -245,14 +251,24 @@ _RULES: list[tuple[str, Resolver]] = [
     (
         r"(?:最近|近|过去|这)\s*(?P<n>"
         + _NUM[1:-1]
-        + r")\s*(?P<unit>个月|天|日|周|个?星期|个?礼拜)"
+        + r")\s*(?P<unit>个月|天|日|周|个?星期|个?礼拜|年)"
         r"(?:内|以来|里)?",
         _last_n,
     ),
+    # half a year: "最近半年的订单" was the last seven days ("最近" alone), "半年内" none
+    (
+        r"(?:最近|近|过去|这)\s*半年(?:内|以来|里)?|半年(?:以内|之内|内|以来)",
+        _fixed(_last_months(6)),
+    ),
+    (
+        r"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+(?:half\s+(?:a\s+)?year|six\s+months)\b",
+        _fixed(_last_months(6)),
+    ),
+    (r"\b(?:in\s+)?(?:the\s+)?past\s+year\b", _fixed(_last_months(12))),
     (r"(?P<n>\d+|[一二两三四五六七八九十]+)\s*(?P<unit>天|日|周|个?星期)(?:以内|之内|内)", _last_n),
     (
         r"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+(?P<n>" + _NUM[1:-1] + r")\s+(?P<unit>days?|weeks?"
-        r"|months?)\b",
+        r"|months?|years?)\b",
         _last_n,
     ),
     # "N units ago"
