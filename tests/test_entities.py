@@ -157,24 +157,6 @@ def test_an_entity_is_not_read_from_a_message_its_unless_finds_in() -> None:
     assert extract("运费30元", NOW, answering="fee") == {"fee": 30}
 
 
-@pytest.mark.parametrize(
-    ("message", "amount"),
-    [
-        # a QA walkthrough: each proposed the other charge as the refund (15, 50, 10 元)
-        ("OD2611200002 退货，运费15元我自己出", None),
-        ("OD2611200002 退款，优惠券抵了50元", None),
-        ("I want a refund for OD2611200002, I also paid 10 dollars shipping", None),
-        ("OD2611200002 退款50元，运费不用退", 50),  # the shipping named, but no sum of it
-    ],
-)
-def test_another_charge_s_sum_is_no_refund_amount(
-    orders: Agent, message: str, amount: float | None
-) -> None:
-    found = orders.intent.entities.extract(message, NOW)
-    assert found.get("refund_amount") == amount
-    assert ("amount_written" in found) is (amount is not None)
-
-
 def test_a_whole_answer_its_not_an_answer_finds_in_does_not_fit() -> None:
     from corral.config import EntitySpec
 
