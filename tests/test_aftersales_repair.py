@@ -101,6 +101,28 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
     assert repairs(tmp_path) == []
 
 
+@pytest.mark.parametrize(
+    "message",
+    [
+        # a review of the first version of the rules above: each booked nothing
+        "HD20240501 打印机之前已经修好了，现在又坏了，帮我报修",
+        "HD20240501 打印机坏了，不需要修理工上门，我自己送修",
+        "HD20240501 打印机坏了，先别管它，帮我报修",
+        "HD20240501 打印机坏了，修理要多少钱？帮我报修",
+        "HD20240501 请安排维修 费用多少都行",
+        "HD20240501 打印机坏了要修，保修期内免费吗？",
+        "HD20240501 please repair it whatever it costs",
+        "HD20240501 printer broke, did you book a repair? if not please book one",
+        "HD20240501 the case is not broken, just the screen stays black, please repair it",
+        "HD20240501 打印机开不了机，多久能修好？",
+    ],
+)
+def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
+    done = run_json(tmp_path, message)
+    assert done["intent"]["label"] == "报修" and done["outcome"] == "success", done
+    assert [order for _, order, _ in repairs(tmp_path)] == ["HD20240501"]
+
+
 def test_an_out_of_warranty_repair_is_booked_as_charged(tmp_path: Path) -> None:
     done = run_json(tmp_path, "my inkjet HD20221108 stopped working")
     assert "charged" in done["reply"]
