@@ -433,6 +433,8 @@ def test_a_question_about_a_refund_of_a_canceled_order_says_none_is_needed(
         "全额退款 货到了就是坏的 OD2610280005",
         "can I have a refund? OD2610280005",
         "OD2610280005 能退款吗",  # may I have one: not "有退款吗", whether there is one
+        "OD2610280005 可以有退款吗？",  # a review: read as whether there is one
+        "can I get any refund for OD2610280005?",
         "I have a broken air fryer, can I get a refund? OD2610280005",
         "refund for OD2610280005 arrived covered in scratches",
         "OD2610280005 refund, arrived with a dent",

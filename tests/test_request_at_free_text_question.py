@@ -83,6 +83,10 @@ async def test_the_same_request_for_another_order_is_not_the_address(tmp_path: P
         "c/o reception, Acme Ltd",
         "放快递柜就行",
         "清华大学东门",
+        # a review of the first "稍等": a stall word before the address lost the address
+        "稍等，上海市徐汇区漕溪北路100号",
+        "wait, it's 12 Baker Street, Shanghai",
+        "等下班后我自己去拿，寄到上海市徐汇区漕溪北路100号",
     ],
 )
 async def test_an_address_alone_is_still_the_answer(tmp_path: Path, address: str) -> None:
