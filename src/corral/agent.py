@@ -551,7 +551,7 @@ class Agent:
                     continue
                 steps = step_indexes.get(template)
                 if steps is None:
-                    steps = step_indexes[template] = unique_step_indexes(config.plans[template])
+                    steps = step_indexes[template] = _unique_step_indexes(config.plans[template])
                 reply_missing = f"plan {template}: template {spec.reply!r} is missing"
                 for problem in agent._compile_template(spec.name, template, spec.reply, graphs):
                     if problem == reply_missing:  # the intent's own reply, shown after the plan
@@ -838,7 +838,7 @@ _STEP_KEYS = (
 """What a step's problem says -> the key of the step it lies in (else the step itself)."""
 
 
-def unique_step_indexes(declared: PlanTemplate) -> dict[str, int]:
+def _unique_step_indexes(declared: PlanTemplate) -> dict[str, int]:
     """Step id -> its index in the plan, for each id only one step has.
 
     A problem of an id that two steps share cannot say which one it means: the plan is
@@ -856,7 +856,7 @@ def unique_step_indexes(declared: PlanTemplate) -> dict[str, int]:
 def _plan_location(template: str, steps: Mapping[str, int], problem: str) -> tuple[str, ...]:
     """Where a problem of plan ``template`` lies: the step (and key) it names, else the plan.
 
-    ``steps``: ``unique_step_indexes`` of the plan. Read from the problem's own words:
+    ``steps``: ``_unique_step_indexes`` of the plan. Read from the problem's own words:
     ``s2: unknown tool ...`` (the step's ``tool``), ``s3.order_id: ...`` (that argument),
     ``s3.success: ...``, ``step s2 renders template ...``, ``confirm gives step s2 ...``.
     """

@@ -207,8 +207,9 @@ class EntitySpec(_Strict):
     today" no date at all). None: always. An answer to a question about it needs none."""
     unless: Patterns = None
     """A regex (or a list: any of them) that, found in a message, keeps the entity from
-    being taken from it: the message speaks of another thing of the same kind (an amount
-    that is the shipping fee, "运费15元我自己出", is no refund amount). An answer to a
+    being taken from it at all: for words that rule every value of it out. It reads the
+    whole message, not the value's neighbourhood: a fee word beside a refund amount
+    ("退款50元，运费15元我自己出") would drop the 50 asked for too. An answer to a
     question about the entity is read all the same."""
     weekday: Literal["this_week", "past", "future"] = "this_week"
     """For dates: which day a bare weekday (周五, "on Friday") names: this week's, the
