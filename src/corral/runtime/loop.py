@@ -217,7 +217,7 @@ class RunLoop:
                 # again, as no failed answer (a second "等一下" handed the run off)
                 waits = fits and not agent.intent.entities.answer_fits(slot, whole)
                 if waits and not request and not found:
-                    self.ask(slot, agent.config.questions.get(slot, "ask"), counted=False)
+                    self.ask_for(slot, counted=False)
                     return
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
                 corrects = bool(found) and agent.intent.follow_up(text) is not None
@@ -404,7 +404,7 @@ class RunLoop:
                 f"{name} is still {signal.problem} after asking", ErrorCode.MISSING_ARGUMENT
             )
         elif signal.problem == "missing":
-            self.ask(name, agent.config.questions.get(name, "ask"))
+            self.ask_for(name)
         else:
             entities = agent.intent.entities
             found = latest_mention(entities.mentions, state.messages, name)
@@ -473,6 +473,10 @@ class RunLoop:
             f"asking for {slot or 'clarification'}",
             active_s=self._close_segment(),
         )
+
+    def ask_for(self, slot: str, *, counted: bool = True) -> None:
+        """Ask for the value of ``slot`` with the agent's question for it (default ``ask``)."""
+        self.ask(slot, self.agent.config.questions.get(slot, "ask"), counted=counted)
 
     def _called(self, slot: str | None) -> str:
         """What the user is told an entity is called: its ``label``, else its name."""
