@@ -576,28 +576,72 @@ FENCED = [
 ]
 
 
+def with_rule(tmp_path: Path, pattern: str) -> Path:
+    """An agent folder whose intent ``look`` has a rule of ``pattern`` beside its keyword."""
+    rule = (
+        f"rules: [{{pattern: '{pattern}', confidence: 0.9}}, {{keywords: [go], confidence: 0.95}}]"
+    )
+    return agent_dir(
+        tmp_path, AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
+    )
+
+
 @pytest.mark.parametrize("pattern", EXPLOSIVE)
 def test_a_rule_that_a_short_message_could_hold_up_is_refused_at_load(
     tmp_path: Path, pattern: str
 ) -> None:
     """Found by a hostile review: ``pattern: '(a+)+$'`` loaded, and 27 ``a`` and a ``!``
     held the server's event loop for 21 s (every request waited; 35 would take hours)."""
-    rule = (
-        f"rules: [{{pattern: '{pattern}', confidence: 0.9}}, {{keywords: [go], confidence: 0.95}}]"
-    )
-    text = AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
-    err = fails_at_load(tmp_path, agent_dir(tmp_path, text))
+    err = fails_at_load(tmp_path, with_rule(tmp_path, pattern))
     assert "intent 'look': pattern" in err and "repeats a part that itself repeats" in err
     assert "atomic, (?>a+)" in err  # the hint says how to write it
 
 
 @pytest.mark.parametrize("pattern", FENCED)
 def test_a_repeat_fenced_atomic_or_possessive_loads(tmp_path: Path, pattern: str) -> None:
-    rule = (
-        f"rules: [{{pattern: '{pattern}', confidence: 0.9}}, {{keywords: [go], confidence: 0.95}}]"
-    )
-    text = AGENT_YAML.replace("rules: [{keywords: [go], confidence: 0.95}]", rule)
-    load_agent(agent_dir(tmp_path, text), data_dir=tmp_path / "data")
+    load_agent(with_rule(tmp_path, pattern), data_dir=tmp_path / "data")
+
+
+IN_A_ROW = [
+    # the examples' goodbye rule: 4 000 spaces and an x kept a server busy for minutes
+    r"^\s*(好的|好|嗯|ok)?[!！。.~～，,\s]*(谢谢|多谢|感谢)?(你|您)?[!！。.~～，,\s]*(再见|拜拜)",
+    # the triage example's head count: a digit, then a run of spaces split three ways
+    r"(?<![A-Za-z0-9])(\d[\d,]*)\s*(?:多|余)?\s*(?:个|名)?\s*(?:用户|客户)",
+    # the examples' rule asking for a person: four in a row after 转人工, n⁴
+    r"^\s*(请)?\s*(转人工|人工)\s*(客服)?\s*(吧|啊)?\s*[!！。.~～]*\s*$|(我要)\s*(转)",
+    r"\s*[\s,]*x",  # a search free to start anywhere: the start is a third repeat
+    r"[\d.,]*\d+元",
+    r"^[ab]*[bc]*[bd]*$",  # b is all three's
+    r"(?m)^\s*[\s,]*\s*x",  # ^ starts every line
+    r"^a*(?:a{0,100})a*b",  # a bounded repeat as long as an unbounded one
+    r"^\s*[\s,]*\s*(?=x)",  # a lookahead can fail too
+]
+"""Each has three long repeats in a row that can take one character, and a part after
+them that can fail: a run of that character is split between them in n³ ways."""
+SIDE_BY_SIDE = [
+    r"^\s*+(好的|好|嗯|ok)?[!！。.~～，,\s]*+(谢谢|多谢|感谢)?(你|您)?[!！。.~～，,\s]*+(再见|拜拜)",
+    r"^\s*[\s,]*x",  # two in a row: n², a fraction of a second at the size limit
+    r"^y\s*[\s,]*\s*",  # nothing after them can fail: the first try matches
+    r"^a*b*c*d$",  # no character all three take
+    r"(不要|不想|不)\s*(申请|给我)?\s*(退款|退钱)",  # a search starts only at 不
+    r"^\s*x\s*\s*\s*",
+    r"^a*(?:a{0,9})a*b",  # a short repeat multiplies by ten at most
+    r"(?i)([-−+]?\d[\d.,，eE+\-\s]*(?:块钱|块|元|rmb))",
+]
+
+
+@pytest.mark.parametrize("pattern", IN_A_ROW)
+def test_three_long_repeats_in_a_row_are_refused_at_load(tmp_path: Path, pattern: str) -> None:
+    """Found by timing hostile messages: 2 000 spaces and an ``x`` kept the after-sales
+    and triage agents' goodbye rule busy for 42 s, 4 000 (the size limit) for minutes."""
+    err = fails_at_load(tmp_path, with_rule(tmp_path, pattern))
+    assert "intent 'look': pattern" in err and "3 long repeats in a row" in err
+    assert "possessive, as in \\s*+" in err
+
+
+@pytest.mark.parametrize("pattern", SIDE_BY_SIDE)
+def test_repeats_side_by_side_that_cannot_explode_load(tmp_path: Path, pattern: str) -> None:
+    load_agent(with_rule(tmp_path, pattern), data_dir=tmp_path / "data")
 
 
 def test_entity_and_redaction_patterns_are_checked_too(tmp_path: Path) -> None:
@@ -607,6 +651,9 @@ def test_entity_and_redaction_patterns_are_checked_too(tmp_path: Path) -> None:
     redaction = AGENT_YAML + "redaction: {patterns: ['(a+)+$']}\n"
     with pytest.raises(ConfigInvalidError, match="repeats a part that itself repeats"):
         load_config(agent_dir(tmp_path, redaction) / "agent.yaml")
+    in_a_row = AGENT_YAML + "redaction: {patterns: ['\\s*[\\s,]*x']}\n"
+    with pytest.raises(ConfigInvalidError, match="3 long repeats in a row"):
+        load_config(agent_dir(tmp_path, in_a_row) / "agent.yaml")
 
 
 @given(st.text(alphabet="ab()[]*+?{}|\\.,:^$<>=!dws019", max_size=40))
@@ -616,6 +663,14 @@ def test_the_repeat_check_answers_for_any_text(text: str) -> None:
     from corral.regex_checks import nested_repeat
 
     assert nested_repeat(text) in (True, False)
+
+
+@given(st.text(alphabet="ab()[]*+?{}|\\.,:^$<>=!dws019", max_size=40))
+@settings(max_examples=400, deadline=None)
+def test_the_row_check_answers_for_any_text(text: str) -> None:
+    from corral.regex_checks import repeats_in_a_row
+
+    assert repeats_in_a_row(text) in (True, False)
 
 
 def test_an_anchored_value_is_placed_where_it_is_written_and_the_whole_config_nowhere(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import unicodedata
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +17,8 @@ from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, load_agent
 from corral.errors import ErrorCode, InputTooLargeError, InvalidInputError
 from corral.events import tool_attempts
 from corral.testing import FixedEffects
-from tests.conftest import AFTERSALES
-from tests.helpers import exchange_count
+from tests.conftest import AFTERSALES, ROOT
+from tests.helpers import corral_cli, exchange_count
 
 EXCHANGE = "换新 HD20240501"
 """A plain exchange request: the route a hostile exchange request must take, no more."""
@@ -104,6 +106,31 @@ async def test_hostile_messages_take_the_plain_path_and_never_write(
     assert written_tools(agent, runtime, summary.run_id) == []
     assert exchange_count(agent) == 0
     assert business_data(agent) == before
+
+
+RUNS_OF_ONE_CHARACTER = [
+    ("aftersales", " " * (LIMIT - 1) + "x"),
+    ("aftersales", "转人工" + " " * (LIMIT - 4) + "x"),
+    ("triage", "\n" * (LIMIT - 1) + "x"),
+    ("orders", " " * (LIMIT - 1) + "x"),
+]
+"""A message at the size limit that is one character over and over, and the example it
+is sent to: each kept a rule of its trying the n³ ways (or n⁴) of splitting the run
+between three repeats in a row (the goodbye rule) or four (the rule asking for a person:
+200 spaces after 转人工 took 0.44 s, 4 000 would take most of a day)."""
+
+
+@pytest.mark.parametrize(("example", "text"), RUNS_OF_ONE_CHARACTER)
+def test_a_run_of_one_character_at_the_size_limit_is_answered_at_once(
+    tmp_path: Path, example: str, text: str
+) -> None:
+    """Found by timing hostile messages: 2 000 spaces and an ``x`` kept ``corral run``
+    of the after-sales example busy for 42 s, the size limit's 4 000 for minutes (a
+    server: every run on its event loop waits). Such patterns are refused at load now
+    (``corral.regex_checks.repeats_in_a_row``) and the examples' are possessive. The
+    CLI's own time limit (``corral_cli``: 180 s) is what fails here before the fix."""
+    done = corral_cli(tmp_path / "home", "run", str(ROOT / "examples" / example), text, "--json")
+    assert json.loads(done.stdout)["status"] == "awaiting_user"
 
 
 @st.composite

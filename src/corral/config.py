@@ -364,18 +364,17 @@ class RedactionConfig(_Strict):
     def _compiles(cls, patterns: list[str]) -> list[str]:
         import re
 
-        from corral.regex_checks import NESTED_HINT, nested_repeat
+        from corral.regex_checks import explosive
 
         for pattern in patterns:
             try:
                 re.compile(pattern)
             except (re.error, ValueError) as exc:
                 raise ValueError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
-            if nested_repeat(pattern):  # searched in every log line and answer
-                raise ValueError(
-                    f"pattern {pattern[:200]!r} repeats a part that itself repeats, with "
-                    f"nothing between the turns: it could run for minutes; {NESTED_HINT}"
-                )
+            problem = explosive(pattern)  # searched in every log line and answer
+            if problem is not None:
+                why, hint = problem
+                raise ValueError(f"pattern {pattern[:200]!r} {why}; {hint}")
         return patterns
 
 

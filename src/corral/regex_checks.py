@@ -16,7 +16,16 @@ accepted too. Characters are compared on a sample (the pattern's own literals an
 ends, a few of each common class), in both cases where the pattern ignores case (rules
 and entities do: ``[A-Z]`` then fences no ``[a-z]``).
 
-What is not caught: alternatives that overlap (``(a|a)+``), rarer, and which no cheap
+Repeats side by side explode too, more slowly: three long repeats in a row that can take
+the same character, with something after them that can fail (``^\s*[\s,]*\s*x``), try
+every split of a run of that character between them: n³ steps for a run of n, minutes for
+4 000 spaces (a message the default ``limits.max_message_chars`` lets in). A search that
+is not anchored at the start tries every start too, which counts as one more repeat
+(``[\d,]*\d+\s*元``). Such a pattern is refused too (``repeats_in_a_row``); two in a row (n²:
+a fraction of a second for 4 000 characters) are everywhere, and accepted.
+
+What is not caught: alternatives that overlap (``(a|a)+``), rarer, and runs of a string
+longer than one character (``.*退款.*多久`` on 退款 over and over), and which no cheap
 check tells from the ordinary ``(cat|dog)+``. What is refused though safe: a fence of
 more than one character whose first one the inner repeat can take (``(?:0x[0-9a-f]+\s*)+``:
 ``0`` is a hex digit); write the inner repeat possessive (``[0-9a-f]++``).
@@ -41,6 +50,16 @@ NESTED_HINT = (
     "cannot match, as in (\\d+,)*, or write the inner repeat atomic, (?>a+), or "
     "possessive, a++"
 )
+ROW_HINT = (
+    "make the repeats before the last one possessive, as in \\s*+, merge them into one, or "
+    "anchor the pattern with ^ where it is searched from its start"
+)
+_ROW = 3
+"""Long repeats in a row (a search's free start counted as one) that make a pattern
+explode: n to that power steps for a run of n characters they all take."""
+_LONG = 64
+"""A repeat that may take this many characters more than its least is long (``*``, ``+``,
+``{0,100}``); a shorter one multiplies the steps by a constant at most."""
 _MANY = 3
 """An outer repeat of more than this many turns (or unbounded) is one that can explode:
 ``(a+){1,10}`` splits 37 ``a`` in tens of millions of ways."""
@@ -61,13 +80,51 @@ def refuse_explosive(pattern: str, what: str, flags: int = 0) -> None:
 
     ``flags``: those it is compiled with (``re.IGNORECASE``: ``[A-Z]`` fences nothing).
     """
+    problem = explosive(pattern, flags)
+    if problem is not None:
+        why, hint = problem
+        raise ConfigInvalidError(f"{what}: pattern {pattern[:200]!r} {why}", hint=hint)
+
+
+def explosive(pattern: str, flags: int = 0) -> tuple[str, str] | None:
+    """Why ``pattern`` can keep a search running for minutes, and how to write it.
+
+    ``None``: it cannot. A pattern that does not parse is not this check's to report.
+    """
     if nested_repeat(pattern, flags):
-        raise ConfigInvalidError(
-            f"{what}: pattern {pattern[:200]!r} repeats a part that itself repeats, with "
-            "nothing between the turns: a message of 30 characters could keep it running "
-            "for minutes",
-            hint=NESTED_HINT,
+        return (
+            "repeats a part that itself repeats, with nothing between the turns: a message "
+            "of 30 characters could keep it running for minutes",
+            NESTED_HINT,
         )
+    if repeats_in_a_row(pattern, flags):
+        return (
+            f"has {_ROW} long repeats in a row that can take the same character (a search "
+            "not anchored with ^ counts as one): a message of a few thousand such "
+            "characters could keep it running for minutes",
+            ROW_HINT,
+        )
+    return None
+
+
+def repeats_in_a_row(pattern: str, flags: int = 0) -> bool:
+    """Whether ``pattern`` has ``_ROW`` long repeats in a row that take one character.
+
+    They must all be able to take it, with something after them that can fail (module doc).
+    """
+    try:
+        parsed = _parser.parse(pattern, flags)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return False
+    items = list(parsed.data)
+    check = _Check(parsed)
+    begins = (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
+    multiline = parsed.state.flags & re.MULTILINE
+    anchored = bool(items) and items[0][0] is _c.AT and items[0][1] in begins
+    if anchored and items[0][1] is _c.AT_BEGINNING and multiline:
+        anchored = False  # ^ starts every line: a text of newlines has a start at each
+    free_start = {} if anchored else {frozenset(check.sample): 1}
+    return _Row(check, free_start).explodes(items)
 
 
 def nested_repeat(pattern: str, flags: int = 0) -> bool:
@@ -232,6 +289,87 @@ class _Check:
         single = _parser.SubPattern(self.parsed.state, [(op, value)])
         matcher = _compiler.compile(single, 0)
         return {ch for ch in self.sample if matcher.match(ch)}
+
+
+class _Row:
+    """Walks a sequence and keeps the rows of long repeats that can take one character.
+
+    ``rows``: for each row, the characters all its repeats (and the items between them)
+    can take, and how many repeats it has; a search's free start is a row of one that
+    takes anything. A long repeat grows every row it shares a character with, and starts
+    one of its own; one that may take nothing lets rows pass it too. An item that must
+    take a character keeps only the rows that can take it; one that may match nothing is
+    passed. A possessive or atomic part gives nothing back: it ends the rows it takes
+    from, after scanning the run once for every split before it (a row of ``_ROW`` there
+    is ``closed``). Once a row is ``_ROW`` long, anything after it that can fail makes the
+    pattern explode.
+    """
+
+    def __init__(self, check: _Check, rows: dict[frozenset[str], int]) -> None:
+        self.check = check
+        self.rows = rows
+        self.closed = False
+
+    @property
+    def armed(self) -> bool:
+        return self.closed or any(count >= _ROW for count in self.rows.values())
+
+    def explodes(self, items: list[Item]) -> bool:
+        for op, value in items:
+            if op is _c.SUBPATTERN:  # a group: its items are in the row's sequence
+                if self.explodes(list(value[3])):
+                    return True
+            elif op is _c.AT or op in (_c.ASSERT, _c.ASSERT_NOT):
+                if self.armed and not _starts(op, value):  # an end, \b, a lookaround
+                    return True
+            elif self._inside(op, value) or self._takes(op, value):
+                return True
+        return False
+
+    def _inside(self, op: Any, value: Any) -> bool:
+        """Whether a row within the item (a branch, a repeat's body) explodes there."""
+        return any(_Row(self.check, {}).explodes(inner) for inner in _children(op, value))
+
+    def _takes(self, op: Any, value: Any) -> bool:
+        """Take one item; ``True``: the row before it explodes at it."""
+        first, nullable = self.check._first([(op, value)])
+        if self.armed and not nullable:
+            return True  # a character after the run that it cannot take
+        rows = self.rows
+        if op in _REPEATS and _long(value):
+            chars = frozenset(self.check._chars(list(value[2])))
+            grown = [{common & chars: count + 1} for common, count in rows.items()]
+            self.rows = _merged(dict(rows) if nullable else {}, *grown, {chars: 1})
+        elif op in (_c.POSSESSIVE_REPEAT, _c.ATOMIC_GROUP):
+            taken = frozenset(self.check._chars(next(_children(op, value))))
+            if any(count + 1 >= _ROW for common, count in rows.items() if common & taken):
+                self.closed = True
+            kept = [{common - taken: count} for common, count in rows.items()] if nullable else []
+            self.rows = _merged(*kept)
+        elif not nullable:
+            self.rows = _merged(*({common & first: count} for common, count in rows.items()))
+        return False
+
+
+def _long(value: Any) -> bool:
+    """Whether a repeat is long: unbounded, or ``_LONG`` or more above its least."""
+    low, high, _ = value
+    return bool(high == _c.MAXREPEAT or high - low >= _LONG)
+
+
+def _merged(*parts: dict[frozenset[str], int]) -> dict[frozenset[str], int]:
+    """The rows of ``parts`` that can still take a character, the longest for each set."""
+    rows: dict[frozenset[str], int] = {}
+    for part in parts:
+        for common, count in part.items():
+            if common and count > rows.get(common, 0):
+                rows[common] = count
+    return rows
+
+
+def _starts(op: Any, value: Any) -> bool:
+    """Whether an anchor is the text's or a line's start (which cannot follow a repeat)."""
+    return op is _c.AT and value in (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING)
 
 
 def _word(char: str) -> bool:
