@@ -232,7 +232,6 @@ def test_over_http_a_reply_read_back_shows_no_reminder_and_a_plain_yes_approves_
         "yes?",
         "对吧？",
         "嗯？",
-        "好，算了吧",
         "好的，不要吧",
         "好的，改天吧",
         "对吧",  # "right?" without its question mark (found by review)
@@ -333,6 +332,26 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("算了不退了，帮我查一下 OD2611200002 的物流", None),
         ("不取消了", False),  # to "cancel order OD…?": it stays
         ("算了不退了吧", False),
+        # found by a walkthrough: a withdrawal after a word that opens it, or said with
+        # 先 ("for now"), was a new message ("I did not understand") and the refund waited
+        ("算了，先不退了", False),
+        ("先不退了", False),
+        ("那算了", False),
+        ("那就算了吧", False),
+        ("还是算了", False),
+        ("嗯，算了", False),
+        ("好，算了吧", False),  # "OK, forget it": no yes (a review), and a no
+        ("算了吧", False),
+        ("算了，不退", False),
+        ("actually never mind", False),
+        ("oh, never mind", False),
+        ("well, forget it", False),
+        ("no, never mind", False),
+        ("ok never mind", False),
+        ("还是修一下吧", None),  # another request in its place (``switches``)
+        ("那还是退吧", None),
+        ("actually, go ahead", None),
+        ("先别确认", None),  # not now: asked again, not declined
         # found by a walkthrough: yes words run together were no answer, a new run took
         # the session, and the customer's "确认" after it no longer reached the refund
         ("嗯确认", True),
@@ -482,11 +501,18 @@ async def test_confirming_a_cancellation_in_its_own_words_cancels_it(
     assert made == [("OD2611280008",)]
 
 
-async def test_a_request_taken_back_at_its_confirmation_rejects_it(aftersales: Agent) -> None:
+@pytest.mark.parametrize(
+    "line",
+    # a walkthrough: after a word that opens it, or said with 先, it was a new message
+    ["算了不换了", "那就算了吧", "还是算了", "先不换了", "嗯，算了", "actually never mind"],
+)
+async def test_a_request_taken_back_at_its_confirmation_rejects_it(
+    aftersales: Agent, line: str
+) -> None:
     runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
     paused = await runtime.start(EXCHANGE, session_id="chat-back")
     assert paused.status is RunStatus.AWAITING_CONFIRM
-    back = await runtime.start("算了不换了", session_id="chat-back")
+    back = await runtime.start(line, session_id="chat-back")
     assert back.run_id == paused.run_id and back.outcome == "cancelled", back
     state = await runtime.load_state(paused.run_id)
     assert list(state.confirmations.values()) == [False]

@@ -26,6 +26,13 @@ from tests.conftest import ROOT
         ("cancel", True),
         ("No thanks!", True),
         ("不要改", True),
+        ("那就算了吧", True),  # found by a walkthrough: an opener before it hid it
+        ("还是算了", True),
+        ("先不改了", True),
+        ("actually, never mind", True),
+        ("ok, forget it", True),
+        ("那就寄到公司吧", False),
+        ("actually it's 上海市徐汇区漕溪北路100号", False),
         # an answer after all, or a new request: not taken back
         ("取消 OD2611250001", False),
         ("算了，还是寄到上海市徐汇区漕溪北路100号吧", False),

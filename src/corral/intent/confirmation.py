@@ -425,6 +425,51 @@ request back even when it names the order ("never mind, I'll keep OD2611250001")
 _ANSWERS_AFTER = ("还是", "改成", "改到", "换成", "寄到", "送到", "instead", "rather", "actually")
 """After a withdrawal phrase, words that give the answer after all ("算了，还是寄到公司")."""
 _WITHDRAW_LEADS = sorted(WITHDRAWN + WITHDRAWN_ALONE, key=len, reverse=True)
+OPENERS = (
+    "那就",
+    "那",
+    "还是",
+    "先",
+    "暂时",
+    "嗯",
+    "哎",
+    "唉",
+    "呃",
+    "额",
+    "哦",
+    "噢",
+    "好吧",
+    "好的",
+    "好",
+    "actually",
+    "oh",
+    "oh well",
+    "hmm",
+    "um",
+    "uh",
+    "ah",
+    "well",
+    "ok",
+    "okay",
+    "no",
+)
+"""Words that may open a line that takes the request back: "那就算了", "还是算了吧", "先不退了",
+"嗯，算了", "actually never mind", "ok, forget it". Read past only where a withdrawal
+follows them (``_past_openers``): "还是修一下吧" and "actually, repair it" put another
+request in place of this one (``switches``), and "no" alone is a no of its own."""
+_OPENERS = sorted(OPENERS, key=len, reverse=True)
+
+
+def _past_openers(text: str) -> str:
+    """``text`` from its withdrawal on, past the ``OPENERS`` before it; else ``text``."""
+    rest = text
+    while True:
+        opener = next((w for w in _OPENERS if _opens(rest, w)), None)
+        if opener is None:
+            return text
+        rest = rest[len(opener) :].strip()
+        if any(_opens(rest, lead) for lead in _WITHDRAW_LEADS):
+            return rest
 
 
 def withdraws(line: str) -> bool:
@@ -436,7 +481,7 @@ def withdraws(line: str) -> bool:
     when the answer gave the question no value: a "no" that answers a yes-or-no question
     is its value.
     """
-    text = _words(line)
+    text = _past_openers(_words(line))
     lead = next((p for p in _WITHDRAW_LEADS if _opens(text, p)), None)
     if lead is None:
         return False
@@ -464,7 +509,7 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     decided = yes_or_no(line, prompt)
     if decided is not None or _asks(line):
         return decided
-    text = _words(line)
+    text = _past_openers(_words(line))
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
     if lead is None:
         return None
@@ -510,10 +555,18 @@ _KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", 
 
 
 def _takes_back(piece: str) -> bool:
-    """One piece of a line after its withdrawal phrase that leaves it a withdrawal."""
+    """One piece of a line after its withdrawal phrase that leaves it a withdrawal.
+
+    Filler, what stays as it is, or another withdrawal, which may open with a word of
+    ``OPENERS`` ("算了，先不退了") and leave out its 了 ("算了，不退"); a particle alone
+    ends the phrase before it ("算了吧").
+    """
+    piece = _past_openers(piece)  # 先不退了 -> 不退了
     while piece and piece[-1] in _PARTICLES and piece not in WITHDRAWN:
         piece = piece[:-1]  # 不退了吧 -> 不退了
-    return piece in FILLER or piece in WITHDRAWN or piece in _KEEPING
+    if not piece or piece in FILLER or piece in _KEEPING:
+        return True
+    return piece in WITHDRAWN or f"{piece}了" in WITHDRAWN
 
 
 def _opens(text: str, lead: str) -> bool:
