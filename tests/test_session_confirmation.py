@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from corral import Agent, MemoryStore, RunStatus, Runtime
+from corral import Agent, MemoryStore, RunStatus, RunSummary, Runtime
 from corral.events import UserMessage
-from corral.intent.confirmation import confirmation_answer, explicit_yes, yes_or_no
+from corral.intent.confirmation import confirmation_answer, defers, explicit_yes, yes_or_no
 from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES, ROOT
 from tests.helpers import corral_cli, exchange_count
@@ -482,18 +482,25 @@ async def test_after_a_reminder_saying_an_action_again_approves_nothing(
         assert conn.execute("SELECT count(*) FROM cancellations").fetchone() == (0,)
 
 
-@pytest.mark.parametrize("line", ["确认取消", "yes, cancel it"])
-async def test_confirming_a_cancellation_in_its_own_words_cancels_it(
-    line: str, tmp_path: Path
-) -> None:
+async def orders_waiting(
+    tmp_path: Path, english: bool, asked: tuple[str, str]
+) -> tuple[Agent, Runtime, RunSummary]:
+    """The orders example, its request ``asked`` (English, Chinese) waiting for a yes."""
     from corral import load_agent
 
     orders = load_agent(ROOT / "examples" / "orders", data_dir=tmp_path / "orders")
     runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
-    english = line.isascii()
-    asked = "cancel OD2611280008" if english else "取消 OD2611280008"
-    paused = await runtime.start(asked, session_id="own-words")
+    paused = await runtime.start(asked[0] if english else asked[1], session_id="own-words")
     assert paused.status is RunStatus.AWAITING_CONFIRM
+    return orders, runtime, paused
+
+
+@pytest.mark.parametrize("line", ["确认取消", "yes, cancel it"])
+async def test_confirming_a_cancellation_in_its_own_words_cancels_it(
+    line: str, tmp_path: Path
+) -> None:
+    asked = ("cancel OD2611280008", "取消 OD2611280008")
+    orders, runtime, paused = await orders_waiting(tmp_path, line.isascii(), asked)
     done = await runtime.start(line, session_id="own-words")
     assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
     with sqlite3.connect(orders.deps["db"]) as conn:
@@ -750,3 +757,47 @@ async def test_a_read_beside_a_refund_is_no_switch(line: str, tmp_path: Path) ->
     paused = await runtime.start("I want a refund for OD2611100003", session_id="read")
     await runtime.start(line, session_id="read")
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+
+@pytest.mark.parametrize(
+    ("line", "meant"),
+    [
+        ("not yet", True),
+        ("Not now.", True),
+        ("wait", True),
+        ("hold on please", True),
+        ("ok, let me think about it", True),
+        ("先别确认", True),
+        ("我再想想吧", True),
+        ("好，我再考虑一下", True),
+        ("等等", True),
+        ("晚点再说", True),
+        ("等等，我说错了，是 OD2611100003", False),  # a correction
+        ("wait, what's the fee?", False),  # a question
+        ("not yet shipped", False),
+        ("先不退了", False),  # a no: ``confirmation_answer``
+        ("好的", False),
+    ],
+)
+def test_defers(line: str, meant: bool) -> None:
+    assert defers(line) is meant
+
+
+@pytest.mark.parametrize("line", ["not yet", "我再想想"])
+async def test_a_confirmation_put_off_waits_and_is_said_to_wait(line: str, tmp_path: Path) -> None:
+    """A walkthrough: "not yet" to "Shall I refund 459 CNY?" was a message of its own, the
+    classifier took it for a tracking question (0.87), and the tracking was looked up.
+    Now it runs nothing, the reply says the request still waits, and a yes approves it."""
+    english = line.isascii()
+    asked = ("refund OD2611200002", "OD2611200002 退款")
+    orders, runtime, paused = await orders_waiting(tmp_path, english, asked)
+    put_off = await runtime.start(line, session_id="own-words")
+    assert put_off.run_id != paused.run_id and put_off.outcome == "repeated"
+    assert put_off.steps == []
+    waits = "still waiting for your go-ahead" if english else "还在等您确认"
+    assert put_off.reply is not None and waits in put_off.reply and "459" in put_off.reply
+    assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    done = await runtime.start("confirm" if english else "确认", session_id="own-words")
+    assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (1,)

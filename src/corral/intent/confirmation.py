@@ -518,6 +518,77 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     return False if kept or all(_takes_back(piece) for piece in rest) else None
 
 
+DEFERRALS = frozenset(
+    {
+        "先别确认",
+        "先不确认",
+        "先等等",
+        "等等",
+        "等一下",
+        "等下",
+        "稍等",
+        "稍等一下",
+        "我再想想",
+        "再想想",
+        "我想想",
+        "让我想想",
+        "我再考虑一下",
+        "再考虑一下",
+        "我考虑一下",
+        "考虑一下",
+        "晚点再说",
+        "以后再说",
+        "回头再说",
+        "再说",
+        "先不急",
+        "不急",
+        "先放一放",
+        "not yet",
+        "not now",
+        "not right now",
+        "later",
+        "maybe later",
+        "wait",
+        "hold on",
+        "hang on",
+        "let me think",
+        "let me think about it",
+        "i'll think about it",
+        "i need to think about it",
+        "give me a minute",
+        "one moment",
+        "just a moment",
+        "one sec",
+    }
+)
+"""Lines that put a confirmation off, with no yes and no no: "not yet", "我再想想".
+Nothing is done and the confirmation waits; the run says so (``defers``)."""
+
+
+def defers(line: str) -> bool:
+    """Whether the line only puts the confirmation off: "not yet", "好，我再考虑一下".
+
+    A deferral, perhaps after a word of ``OPENERS`` and with filler or a particle after
+    it, and nothing else ("等等，我说错了，是 OD…" corrects). Read at a confirmation the
+    person was just shown: before, "not yet" was a message of its own, which the
+    classifier took for a tracking question, and the tracking was looked up.
+    """
+    if _asks(line) or len(line) > MAX_ANSWER_CHARS:
+        return False
+    text = _words(line)
+    while True:
+        words = text.split()
+        while words and words[-1] in FILLER:
+            words.pop()
+        said = " ".join(words).rstrip(_PARTICLES)
+        if said in DEFERRALS:
+            return True
+        opener = next((w for w in _OPENERS if _opens(text, w)), None)
+        if opener is None:
+            return False
+        text = text[len(opener) :].strip()
+
+
 SWITCHES = ("算了", "那还是", "不如", "actually", "on second thought", "instead", "rather")
 """Words that open a line putting another request in place of the one asked about: "算了
 还是修一下吧", "actually just repair it" (``switches``). Not 还是 alone: "还是坏了" is

@@ -74,6 +74,7 @@ from corral.inputs import (
 )
 from corral.intent.confirmation import (
     confirmation_answer,
+    defers,
     explicit_yes,
     may_say_the_action,
     switches,
@@ -819,8 +820,11 @@ class Runtime:
             return given, False, False
         agent = self.agent.config.name
         shown_last = _asked_last(session) or _reminded_last(session, agent)
+        at_confirmation = shown_last and not _last_outcome(session, "unclear")
+        if given is None and at_confirmation and defers(message):  # "not yet", "我再想想"
+            return None, True, True
         repeats = given is None and await self._repeats_request(session, message)
-        return given, shown_last and not _last_outcome(session, "unclear"), repeats
+        return given, at_confirmation, repeats
 
     async def _confirmation_input(
         self, session: SessionRecord, open_run: str, message: str
