@@ -178,6 +178,24 @@ def test_address_is_extracted(orders: Agent) -> None:
     assert found["new_address"] == "北京市海淀区中关村大街 1 号"
 
 
+@pytest.mark.parametrize(
+    ("line", "address"),
+    [
+        # found by a walkthrough: the address in the request line was asked for again
+        ("OD2611250001 改地址到上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+        ("OD2611250001 改地址 上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+        ("OD2611250001 改收货地址为北京市朝阳区建国路88号", "北京市朝阳区建国路88号"),
+        ("改地址：上海市徐汇区漕溪北路100号，OD2611250001", "上海市徐汇区漕溪北路100号"),
+        ("OD2611250001 改地址 我还没想好", None),  # no place named after it
+        ("OD2611250001 改地址", None),
+    ],
+)
+def test_an_address_after_the_words_asking_to_change_it_is_taken(
+    orders: Agent, line: str, address: str | None
+) -> None:
+    assert orders.intent.entities.extract(line, NOW).get("new_address") == address
+
+
 def test_a_correction_overrides_and_is_recorded(orders: Agent) -> None:
     runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
     asked = asyncio_run(runtime.start("改地址 OD2611250001"))
