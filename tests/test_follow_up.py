@@ -58,6 +58,13 @@ TRIAGE = ROOT / "examples" / "triage"
         ("等等，我说错了，订单号是V", "correction"),
         ("等等，订单号是V", "correction"),
         ("我要退款的是 V", "correction"),
+        # a walkthrough: a new address at an address change's confirmation
+        ("不对，改成V", "correction"),
+        ("地址应该是V", "correction"),
+        ("地址写错了，应该是V", "correction"),
+        ("订单号写错了，应该是 V", "correction"),
+        ("地址 V", "bare"),
+        ("地址写错了 V", "correction"),  # as "no V"
         ("等等，V 也要", None),  # "wait" takes nothing back alone
         ("等一下 V", None),
         # not a follow-up, nor a correction
@@ -226,8 +233,12 @@ def test_a_correction_at_a_confirmation_declines_it_and_asks_of_the_corrected_or
     }
 
 
+CHANGE_TO_SHANGHAI = "OD2611250001 改地址到上海市徐汇区漕溪北路100号"
+BEIJING = "北京市朝阳区建国路88号"
+
+
 @pytest.mark.parametrize(
-    ("first", "correction", "right", "table"),
+    ("first", "correction", "right", "written_to"),
     [
         ("取消 OD2611250001", "不对，我要取消的是OD2611280008", "OD2611280008", "cancellations"),
         (
@@ -236,13 +247,30 @@ def test_a_correction_at_a_confirmation_declines_it_and_asks_of_the_corrected_or
             "OD2611100003",
             "refunds",
         ),
+        # a walkthrough: "I did not understand", and the next yes wrote the old address
+        (CHANGE_TO_SHANGHAI, f"不对，改成{BEIJING}", BEIJING, "address_changes.new_address"),
+        # ... or a second address change waited, proposing the address it corrected
+        (CHANGE_TO_SHANGHAI, f"地址应该是{BEIJING}", BEIJING, "address_changes.new_address"),
+        (
+            CHANGE_TO_SHANGHAI,
+            f"地址写错了，应该是{BEIJING}",
+            BEIJING,
+            "address_changes.new_address",
+        ),
+        (
+            "change the address of OD2611250001 to 12 Baker Street, Shanghai",
+            "no, make it 88 Jianguo Road, Beijing",
+            "88 Jianguo Road, Beijing",
+            "address_changes.new_address",
+        ),
     ],
 )
 def test_a_correction_said_at_length_is_one(
-    tmp_path: Path, first: str, correction: str, right: str, table: str
+    tmp_path: Path, first: str, correction: str, right: str, written_to: str
 ) -> None:
     """A QA walkthrough: "不对，我要取消的是 OD…" got "没太明白", and the next yes wrote the
-    order the customer had just said was wrong."""
+    order the customer had just said was wrong. ``written_to``: a table (its order ids),
+    or a table and a column."""
 
     async def talk() -> None:
         runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
@@ -251,12 +279,25 @@ def test_a_correction_said_at_length_is_one(
         corrected = await runtime.start(correction, session_id="s")
         assert corrected.run_id != wrong.run_id and corrected.pending is not None, corrected
         assert right in corrected.pending.prompt
-        await runtime.start("确认", session_id="s")
+        assert (await runtime.summary(wrong.run_id)).outcome == "cancelled"
+        done = await runtime.start("confirm" if first.isascii() else "确认", session_id="s")
+        assert done.run_id == corrected.run_id and done.outcome == "success", done
 
     asyncio.run(talk())
+    table, _, column = written_to.partition(".")
     with sqlite3.connect(tmp_path / "orders.db") as conn:
-        written = [row[0] for row in conn.execute(f"SELECT order_id FROM {table}")]
+        written = [row[0] for row in conn.execute(f"SELECT {column or 'order_id'} FROM {table}")]
     assert written == [right]
+
+
+def test_a_free_text_answer_belongs_to_its_turn() -> None:
+    """Carried over, "地址应该是北京市…" (no pattern read it then) started a second address
+    change that proposed the address it corrected: a free-text answer is not carried."""
+    from corral.config import EntitySpec
+
+    assert not EntitySpec(whole_answer=True).carries_over
+    assert EntitySpec(whole_answer=True, carry_over=True).carries_over
+    assert EntitySpec().carries_over
 
 
 def test_a_correction_after_a_reply_asks_the_same_of_the_corrected_order(tmp_path: Path) -> None:

@@ -185,7 +185,9 @@ class EntitySpec(_Strict):
     """Upper-case the value (order ids)."""
     carry_over: bool | None = None
     """Whether a value from an earlier turn of the session is reused when a new message
-    does not say it. Default: yes, except for dates and amounts, which belong to a turn."""
+    does not say it. Default: yes, except for dates, amounts and free-text answers
+    (``whole_answer``), which belong to a turn: "地址应该是北京市…", which no pattern read,
+    started a new address change that proposed the address it corrected."""
     carry_unless: Patterns = None
     """A regex (or a list: any of them) that, found in a new message, keeps the session's
     value from carrying over to its run: the message is about another one ("另一个订单到哪
@@ -232,7 +234,7 @@ class EntitySpec(_Strict):
         """The effective carry-over setting."""
         if self.carry_over is not None:
             return self.carry_over
-        return self.kind not in ("date_range", "amount")
+        return self.kind not in ("date_range", "amount") and not self.whole_answer
 
 
 class IntentRule(_Strict):

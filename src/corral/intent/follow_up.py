@@ -56,7 +56,7 @@ _WAITS = frozenset({"wait", "等等", "等一下", "等下"})
 """"Wait" takes nothing back alone ("等等，OD… 也要"): only beside a "meant"."""
 
 _MEANT = (
-    r"(?:我是说|我说的是|应该是|换成|是"
+    r"(?:我是说|我说的是|应该是|换成|改成|改为|改到|是"
     # "我要取消的是 OD…" (its verb may be a value taken out: 取消, a status)
     rf"|我?(?:要|想)(?:取消|退款|退|改|查|问|换|修)?{_SEP}的?{_SEP}(?:是|应该是)"
     r"|i\s+meant|i\s+mean|it'?s|it\s+is|should\s+be|make\s+it)"
@@ -70,7 +70,8 @@ _LEAD = (
 _OWNER = r"(?:我的|我那个|那个|这个|my|the)"
 _OTHER = r"(?:另一个|另外一个|另外那个|另一单|其他的?|其它的?|别的|other|another)"
 _NOUN = (
-    r"(?:订单号|订单|单子|单号|那单|工单|包裹|快递|orders?|tickets?|ones?|parcel|package|number|单)"
+    r"(?:订单号|订单|单子|单号|那单|工单|包裹|快递|收货地址|地址|orders?|tickets?|ones?|parcel|package"
+    r"|number|address|单)"
 )
 _ADDS = r"(?:的?(?:呢|怎么样了?|咋样了?|如何)|too|as\s+well|then)"
 """Tails that ask the same of one more value: a follow-up's, never a correction's."""
@@ -79,7 +80,8 @@ _SOFT = r"(?:才对|啊|呀|吧|please|pls|thanks|thank\s+you|谢谢)"
 """Tails that say nothing of their own (a correction may end in one: "是 OD… 才对")."""
 
 _STRONG_MEANT = frozenset(
-    {"我是说", "我说的是", "应该是", "换成", "i meant", "i mean", "should be", "make it"}
+    {"我是说", "我说的是", "应该是", "换成", "改成", "改为", "改到"}
+    | {"i meant", "i mean", "should be", "make it"}
 )
 """Words that correct alone ("换成 OD…"); "是 OD…" or "it's OD…" alone do not."""
 
@@ -89,6 +91,7 @@ _END = r"(?![a-z])"
 _FRAME = re.compile(
     rf"""
     ^{_SEP}
+    (?P<named_first>{_NOUN}{_END}{_SEP}(?={_NO}))?
     (?P<no>(?:{_NO}{_END}{_SEP})*)
     (?P<meant>{_MEANT}{_END}{_SEP})?
     (?P<lead>(?:{_LEAD}{_END}{_SEP})*)
@@ -122,7 +125,8 @@ def read_follow_up(rest: str, named: frozenset[str]) -> FollowUp | None:
     kind = _kind(frame, bool(named)) if frame is not None else None
     if frame is None or kind is None:
         return None
-    return FollowUp(kind, named, frame.group("noun") is not None)
+    noun = frame.group("noun") or frame.group("named_first")  # "地址写错了，应该是…"
+    return FollowUp(kind, named, noun is not None)
 
 
 def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
