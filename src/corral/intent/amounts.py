@@ -14,7 +14,9 @@ _NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][+-]?\d+)?"
 exponent (1e3 is 1000: read as its value, or its 3 alone was the amount)."""
 _AMOUNT = re.compile(
     r"(?:[¥￥$]\s*(?P<sym>" + _NUMBER + r")(?P<symult>" + _MULT + r")?)"
-    r"|(?P<num>" + _NUMBER + r")\s*(?P<mult>" + _MULT + r")?\s*"
+    # a number starts where digits do, and its spaces are not given back: a search from
+    # each digit of a long run, splitting the spaces after it two ways, took minutes
+    r"|(?<!\d)(?P<num>" + _NUMBER + r")\s*+(?P<mult>" + _MULT + r")?\s*"
     r"(?:块钱|块|元|rmb|yuan|cny|dollars?|usd)"
     r"|(?P<cn>" + _CN_NUM + r")\s*(?:块钱|块|元)(?P<tail>[一二三四五六七八九])?",
     re.IGNORECASE,
