@@ -567,7 +567,6 @@ FENCED = [
     r"\b(A\d+)\b",
     r"(?:[a-z]+\.)+com",
     r"(?:\b\w+\b\s*)+",  # \b ends each run of word characters
-    r"(?:\w+-?\w*\s+){0,4}?x",  # each turn must end in white space
     "(a+){1,3}",  # three turns at most
     r"(?:\w+(?:\s+|$))+",  # a word ends at white space or at the end
     r"(?:\w+(?=\s)\s*)+",  # ... or where white space follows
@@ -615,6 +614,18 @@ IN_A_ROW = [
     r"(?m)^\s*[\s,]*\s*x",  # ^ starts every line
     r"^a*(?:a{0,100})a*b",  # a bounded repeat as long as an unbounded one
     r"^\s*[\s,]*\s*(?=x)",  # a lookahead can fail too
+    # a review: runs of two characters (starts on the digits, two splits of the spaces),
+    # branches, short repeats of a repeat, and the orders example's refund question
+    r"(\d+)\s*(?:元|块)?\s*退款",
+    r"[A-Za-z]+\s*[,，]?\s*(?:bye|goodbye)",
+    r"^\s*\s*\d*\d*x",
+    r"算了|\s*[,，]*\s*不要了",
+    r"^\s*(?:\s*|好)\s*再见",
+    r"^(?:\s*){3}x",
+    # no turn splits into the next (each ends in white space), but each splits its word
+    # two ways, four times over: 205 characters took 54 s (it was accepted as fenced)
+    r"(?:\w+-?\w*\s+){0,4}?x",
+    r"\b(?:where|why)\s+(?:\w+\x27?\w*\s+){0,4}?(?:refund|money\s+back)\b",
 ]
 """Each has three long repeats in a row that can take one character, and a part after
 them that can fail: a run of that character is split between them in n³ ways."""
@@ -627,6 +638,10 @@ SIDE_BY_SIDE = [
     r"^\s*x\s*\s*\s*",
     r"^a*(?:a{0,9})a*b",  # a short repeat multiplies by ten at most
     r"(?i)([-−+]?\d[\d.,，eE+\-\s]*(?:块钱|块|元|rmb))",
+    r"(\d+)\s*元",
+    r"\b(?:where|why)\s+(?:\w+(?:\x27\w*)?\s+){0,4}?(?:refund|money\s+back)\b",
+    r"(?i)\bhow\s+long\b.*\brefund",
+    r"\w+\s+\w+\s+\w+",
 ]
 
 

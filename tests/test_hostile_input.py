@@ -113,11 +113,15 @@ RUNS_OF_ONE_CHARACTER = [
     ("aftersales", "转人工" + " " * (LIMIT - 4) + "x"),
     ("triage", "\n" * (LIMIT - 1) + "x"),
     ("orders", " " * (LIMIT - 1) + "x"),
+    # a review: digits, then spaces that the amount reader split two ways from each digit
+    # (344 s), and four long words after "where" that its refund question split (n⁵)
+    ("orders", "1" * (LIMIT // 3) + " " * (LIMIT - LIMIT // 3 - 1) + "x"),
+    ("orders", "where " + ("a" * 150 + " ") * 4 + "!"),
 ]
-"""A message at the size limit that is one character over and over, and the example it
-is sent to: each kept a rule of its trying the n³ ways (or n⁴) of splitting the run
-between three repeats in a row (the goodbye rule) or four (the rule asking for a person:
-200 spaces after 转人工 took 0.44 s, 4 000 would take most of a day)."""
+"""A message at the size limit that is one character over and over (or two runs, or long
+words), and the example it is sent to: each kept a rule of its trying the n³ ways (or
+n⁴) of splitting the run between three repeats in a row (the goodbye rule) or four (the
+rule asking for a person: 200 spaces after 转人工 took 0.44 s, 4 000 most of a day)."""
 
 
 @pytest.mark.parametrize(("example", "text"), RUNS_OF_ONE_CHARACTER)

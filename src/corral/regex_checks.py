@@ -21,8 +21,12 @@ the same character, with something after them that can fail (``^\s*[\s,]*\s*x``)
 every split of a run of that character between them: n³ steps for a run of n, minutes for
 4 000 spaces (a message the default ``limits.max_message_chars`` lets in). A search that
 is not anchored at the start tries every start too, which counts as one more repeat
-(``[\d,]*\d+\s*元``). Such a pattern is refused too (``repeats_in_a_row``); two in a row (n²:
-a fraction of a second for 4 000 characters) are everywhere, and accepted.
+(``[\d,]*\d+\s*元``). Rows on runs of different characters multiply: ``(\d+)\s*元?\s*退款``
+on digits then spaces is each start on the digits times two splits of the spaces; so
+does each turn of a short repeat (``(?:\w+-?\w*\s+){0,4}x``: four words, each split two
+ways, 205 characters for 54 s), and each way of a branch is read on from what came
+before it. Such a pattern is refused too (``repeats_in_a_row``); two in a row (n²: a
+fraction of a second for 4 000 characters) are everywhere, and accepted.
 
 What is not caught: alternatives that overlap (``(a|a)+``), rarer, and runs of a string
 longer than one character (``.*退款.*多久`` on 退款 over and over), and which no cheap
@@ -123,7 +127,7 @@ def repeats_in_a_row(pattern: str, flags: int = 0) -> bool:
     anchored = bool(items) and items[0][0] is _c.AT and items[0][1] in begins
     if anchored and items[0][1] is _c.AT_BEGINNING and multiline:
         anchored = False  # ^ starts every line: a text of newlines has a start at each
-    free_start = {} if anchored else {frozenset(check.sample): 1}
+    free_start: Rows = {} if anchored else {frozenset(check.sample): (1, 0)}
     return _Row(check, free_start).explodes(items)
 
 
@@ -269,6 +273,23 @@ class _Check:
             return found, False
         return found, True
 
+    def _run_chars(self, items: list[Item]) -> set[str]:
+        r"""The characters of which ``items`` can take a run, again and again.
+
+        Those every part it must match can take: ``\.[a-z]+`` takes no run of one
+        character, ``[a-z]+`` a run of any letter.
+        """
+        found: set[str] | None = None
+        for op, value in items:
+            if op is _c.SUBPATTERN:
+                chars = self._run_chars(list(value[3]))
+            elif op is _c.AT or op in (_c.ASSERT, _c.ASSERT_NOT) or self._first([(op, value)])[1]:
+                continue  # takes no character, or may take none
+            else:
+                chars = self._chars([(op, value)])
+            found = chars if found is None else found & chars
+        return self._chars(items) if found is None else found
+
     def _chars(self, items: list[Item]) -> set[str]:
         """Every sample character ``items`` may take, anywhere."""
         found: set[str] = set()
@@ -291,28 +312,46 @@ class _Check:
         return {ch for ch in self.sample if matcher.match(ch)}
 
 
+Rows = dict[frozenset[str], tuple[int, int]]
+"""For each row: the characters it can take, and (its repeats, the degree carried to it)."""
+_UNROLLED = 4
+"""A short repeat of at most this many turns is read as its body that many times."""
+
+
 class _Row:
-    """Walks a sequence and keeps the rows of long repeats that can take one character.
+    r"""Walks a sequence and keeps the rows of long repeats that can take one character.
 
     ``rows``: for each row, the characters all its repeats (and the items between them)
-    can take, and how many repeats it has; a search's free start is a row of one that
-    takes anything. A long repeat grows every row it shares a character with, and starts
-    one of its own; one that may take nothing lets rows pass it too. An item that must
-    take a character keeps only the rows that can take it; one that may match nothing is
-    passed. A possessive or atomic part gives nothing back: it ends the rows it takes
-    from, after scanning the run once for every split before it (a row of ``_ROW`` there
-    is ``closed``). Once a row is ``_ROW`` long, anything after it that can fail makes the
-    pattern explode.
+    can take, how many repeats it has, and the degree carried to it from rows before it;
+    a search's free start is a row of one that takes anything. The steps a failing match
+    takes grow as the length of a run to the power of a row's repeats: each but the last
+    splits the run, and the last gives back. A row followed by a repeat or a character
+    that it cannot take ends where its run does: its last repeat is then held to that
+    end, and it carries one less to the row after it (``\d+\s*\s*x`` on digits then
+    spaces: starts, times two splits of the spaces).
+
+    A long repeat grows every row it shares a character with, starts a row of its own,
+    and ends the others; one that may take nothing lets rows pass it too. An item that
+    must take a character keeps the rows that can take it and ends the others; one that
+    may match nothing is passed. A branch is read from the rows before it, each way; a
+    short repeat (at most ``_UNROLLED`` turns) as its body that many times. A possessive
+    or atomic part gives nothing back: it ends the rows it takes from, after scanning the
+    run once for every split before it (``closed`` when that is ``_ROW`` or more). Once a
+    row's degree is ``_ROW``, anything after it that can fail makes the pattern explode.
     """
 
-    def __init__(self, check: _Check, rows: dict[frozenset[str], int]) -> None:
+    def __init__(self, check: _Check, rows: Rows) -> None:
         self.check = check
         self.rows = rows
         self.closed = False
+        self.anything = frozenset(check.sample)
+        self.optional = False
+        """In a turn a repeat may go without: where it fails, the repeat ends, and what
+        follows the repeat is what can fail."""
 
     @property
     def armed(self) -> bool:
-        return self.closed or any(count >= _ROW for count in self.rows.values())
+        return self.closed or any(sum(row) >= _ROW for row in self.rows.values())
 
     def explodes(self, items: list[Item]) -> bool:
         for op, value in items:
@@ -320,34 +359,85 @@ class _Row:
                 if self.explodes(list(value[3])):
                     return True
             elif op is _c.AT or op in (_c.ASSERT, _c.ASSERT_NOT):
-                if self.armed and not _starts(op, value):  # an end, \b, a lookaround
+                if _starts(op, value) and not self._multiline:
+                    self.rows = {}  # one place to start, whatever came before
+                elif self.armed and not self.optional and not _starts(op, value):
+                    return True  # an end, \b, a lookaround
+            elif op in (_c.BRANCH, _c.GROUPREF_EXISTS):
+                if self._either(op, value):
+                    return True
+            elif op in _REPEATS and not _long(value):
+                if self._turns(value):
                     return True
             elif self._inside(op, value) or self._takes(op, value):
                 return True
         return False
 
+    @property
+    def _multiline(self) -> bool:
+        return bool(self.check.parsed.state.flags & re.MULTILINE)
+
     def _inside(self, op: Any, value: Any) -> bool:
-        """Whether a row within the item (a branch, a repeat's body) explodes there."""
+        """Whether a row within the item (a repeat's body) explodes there."""
         return any(_Row(self.check, {}).explodes(inner) for inner in _children(op, value))
+
+    def _either(self, op: Any, value: Any) -> bool:
+        """Read each way of a branch from the rows before it; keep the rows after each."""
+        ways = []
+        for inner in _children(op, value):
+            way = _Row(self.check, dict(self.rows))
+            way.optional = self.optional
+            if way.explodes(inner):
+                return True
+            ways.append(way)
+        if op is _c.GROUPREF_EXISTS and value[2] is None:  # no else: it may match nothing
+            ways.append(_Row(self.check, dict(self.rows)))
+        self.closed = self.closed or any(way.closed for way in ways)
+        self.rows = _merged(*(way.rows for way in ways))
+        return False
+
+    def _turns(self, value: Any) -> bool:
+        """Read a short repeat as its body, once for each turn it may take."""
+        low, high, body = value
+        turns = min(high, _UNROLLED)
+        after: list[Rows] = [dict(self.rows)] if low == 0 else []
+        way = _Row(self.check, dict(self.rows))
+        for turn in range(1, turns + 1):
+            way.optional = self.optional or turn > low
+            if way.explodes(list(body)):
+                return True
+            if turn >= min(low, turns):
+                after.append(dict(way.rows))
+        self.closed = self.closed or way.closed
+        self.rows = _merged(*after)
+        return False
 
     def _takes(self, op: Any, value: Any) -> bool:
         """Take one item; ``True``: the row before it explodes at it."""
         first, nullable = self.check._first([(op, value)])
-        if self.armed and not nullable:
+        if self.armed and not nullable and not self.optional:
             return True  # a character after the run that it cannot take
         rows = self.rows
-        if op in _REPEATS and _long(value):
-            chars = frozenset(self.check._chars(list(value[2])))
-            grown = [{common & chars: count + 1} for common, count in rows.items()]
-            self.rows = _merged(dict(rows) if nullable else {}, *grown, {chars: 1})
+        carries = [carried + max(count - 1, 0) for count, carried in rows.values()]
+        ended = [{self.anything: (0, carry)} for carry in carries]  # at the run's end
+        chars = frozenset(self.check._run_chars(list(value[2]))) if op in _REPEATS else None
+        if chars:  # a long repeat, of a body that can take a run
+            grown = [
+                {common & chars: (count + 1, carried)} for common, (count, carried) in rows.items()
+            ]
+            started = [{chars: (1, carry)} for carry in carries]
+            self.rows = _merged(dict(rows) if nullable else {}, *grown, *started, {chars: (1, 0)})
         elif op in (_c.POSSESSIVE_REPEAT, _c.ATOMIC_GROUP):
             taken = frozenset(self.check._chars(next(_children(op, value))))
-            if any(count + 1 >= _ROW for common, count in rows.items() if common & taken):
+            if any(sum(row) + 1 >= _ROW for common, row in rows.items() if common & taken):
                 self.closed = True
-            kept = [{common - taken: count} for common, count in rows.items()] if nullable else []
-            self.rows = _merged(*kept)
+            kept = [{common - taken: row} for common, row in rows.items()] if nullable else []
+            self.rows = _merged(*kept, *ended)
         elif not nullable:
-            self.rows = _merged(*({common & first: count} for common, count in rows.items()))
+            taking = [{common & first: row} for common, row in rows.items()]
+            self.rows = _merged(*taking, *ended)
+        elif op in _REPEATS:  # may take a few characters after the run, or none
+            self.rows = _merged(dict(rows), *ended)
         return False
 
 
@@ -357,13 +447,14 @@ def _long(value: Any) -> bool:
     return bool(high == _c.MAXREPEAT or high - low >= _LONG)
 
 
-def _merged(*parts: dict[frozenset[str], int]) -> dict[frozenset[str], int]:
-    """The rows of ``parts`` that can still take a character, the longest for each set."""
-    rows: dict[frozenset[str], int] = {}
+def _merged(*parts: Rows) -> Rows:
+    """The rows of ``parts`` that can still take a character, the highest degree for each."""
+    rows: Rows = {}
     for part in parts:
-        for common, count in part.items():
-            if common and count > rows.get(common, 0):
-                rows[common] = count
+        for common, row in part.items():
+            held = rows.get(common)
+            if common and (held is None or (sum(row), row[0]) > (sum(held), held[0])):
+                rows[common] = row
     return rows
 
 
