@@ -352,6 +352,11 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("那还是退吧", None),
         ("actually, go ahead", None),
         ("先别确认", None),  # not now: asked again, not declined
+        ("oh no, never mind", False),
+        # a review: after a yes word, "nothing to change" may be a go-ahead: asked again
+        ("好的，不用改了", None),
+        ("好的不用改了", None),
+        ("嗯，不改了", None),
         # found by a walkthrough: yes words run together were no answer, a new run took
         # the session, and the customer's "确认" after it no longer reached the refund
         ("嗯确认", True),

@@ -31,6 +31,7 @@ from tests.conftest import ROOT
         ("先不改了", True),
         ("actually, never mind", True),
         ("ok, forget it", True),
+        ("oh no, never mind", True),
         ("那就寄到公司吧", False),
         ("actually it's 上海市徐汇区漕溪北路100号", False),
         # an answer after all, or a new request: not taken back

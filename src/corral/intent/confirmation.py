@@ -460,16 +460,28 @@ request in place of this one (``switches``), and "no" alone is a no of its own."
 _OPENERS = sorted(OPENERS, key=len, reverse=True)
 
 
+_YES_OPENERS = frozenset({"好的", "好", "好吧", "嗯", "ok", "okay"})
+_CHANGE_LEADS = ("不改了", "不用改", "不要改", "别改")
+"""After a yes word, these say no more than "nothing to change": "好的，不用改了" said to
+"refund 459?" may as well be a go-ahead. Asked again (a review of a0c018b)."""
+
+
 def _past_openers(text: str) -> str:
-    """``text`` from its withdrawal on, past the ``OPENERS`` before it; else ``text``."""
-    rest = text
+    """``text`` from its withdrawal on, past the ``OPENERS`` before it; else ``text``.
+
+    A bare "no" opens one ("oh no, never mind") as well as it is one ("no thanks").
+    """
+    rest, after_yes = text, False
     while True:
         opener = next((w for w in _OPENERS if _opens(rest, w)), None)
         if opener is None:
             return text
+        after_yes = after_yes or opener in _YES_OPENERS
         rest = rest[len(opener) :].strip()
-        if any(_opens(rest, lead) for lead in _WITHDRAW_LEADS):
-            return rest
+        lead = next((p for p in _WITHDRAW_LEADS if _opens(rest, p)), None)
+        if lead is None or (lead in WITHDRAWN_ALONE and any(_opens(rest, w) for w in _OPENERS)):
+            continue
+        return text if after_yes and lead in _CHANGE_LEADS else rest
 
 
 def withdraws(line: str) -> bool:
