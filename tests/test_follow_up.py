@@ -433,3 +433,22 @@ def test_a_rule_that_reads_a_noun_stands_beside_a_followable_request(tmp_path: P
             assert asked.status is RunStatus.FINISHED and "取消" not in (asked.reply or "")
 
     asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    "line", ["order OD2611250001", "order number OD2611250001", "order #OD2611250001"]
+)
+def test_an_order_named_alone_is_not_read_as_a_cancellation(tmp_path: Path, line: str) -> None:
+    """Found by timing hostile messages: "order OD2611250001" was a cancellation, from the
+    classifier at 0.91 ("order" is in most of cancel's English examples), and its
+    confirmation was asked. A value alone asks no write: it is asked about."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        asked = await runtime.start(line)
+        assert asked.status is RunStatus.AWAITING_USER and asked.pending is not None, asked
+        assert asked.pending.kind == "answer" and asked.steps == []  # asked what it is for
+        cancel = await runtime.start(f"cancel {line}")
+        assert cancel.status is RunStatus.AWAITING_CONFIRM  # said, it is one
+
+    asyncio.run(talk())

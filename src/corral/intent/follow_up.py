@@ -70,7 +70,8 @@ _LEAD = (
 _OWNER = r"(?:我的|我那个|那个|这个|my|the)"
 _OTHER = r"(?:另一个|另外一个|另外那个|另一单|其他的?|其它的?|别的|other|another)"
 _NOUN = (
-    r"(?:订单号|订单|单子|单号|那单|工单|包裹|快递|收货地址|地址|orders?|tickets?|ones?|parcel|package"
+    r"(?:订单号|订单|单子|单号|那单|工单|包裹|快递|收货地址|地址|order\s+(?:number|no\.?|\#)|orders?"
+    r"|tickets?|ones?|parcel|package"
     r"|number|address|单)"
 )
 _ADDS = r"(?:的?(?:呢|怎么样了?|咋样了?|如何)|too|as\s+well|then)"

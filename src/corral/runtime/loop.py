@@ -48,7 +48,7 @@ from corral.planning.validate import PlanGraph, validate_plan
 from corral.reply.render import call_text
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
-from corral.runtime.follow import may_follow
+from corral.runtime.follow import may_follow, plans_a_write
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
@@ -245,7 +245,7 @@ class RunLoop:
             understood = state.intent
         else:
             started = self.effects.monotonic()
-            understood = agent.intent.understand(text, now)
+            understood = self._no_guessed_write(agent.intent.understand(text, now), text)
             if state.follows is not None:
                 understood = self._follow_up(understood, text)
             repeats = state.repeats_request  # answered with the waiting confirmation
@@ -336,6 +336,30 @@ class RunLoop:
         if not two & needed:
             return dict(named)
         return {name: v for name, v in named.items() if name not in two or name in needed}
+
+    def _no_guessed_write(self, understood: IntentResult, text: str) -> IntentResult:
+        """``understood``, unless the classifier read a write into a value named alone.
+
+        A line that names a value and nothing else ("order OD…", "OD…", "订单号 OD…")
+        says no action: "order OD2611250001" was a cancellation at 0.91, the word "order"
+        being in most of its examples. It is unclear instead, and asked
+        about, or read as a follow-up of the session's last request. A rule still decides
+        it: its author wrote one for such a line on purpose.
+        """
+        if understood.source != "classifier" or understood.need_clarification:
+            return understood
+        label = understood.label
+        if label is None or not plans_a_write(self.agent, label):
+            return understood
+        line = self.agent.intent.follow_up(text)
+        if line is None or line.kind != "bare":
+            return understood
+        return understood.model_copy(
+            update={
+                "need_clarification": True,
+                "evidence": f"{understood.evidence}; a value alone asks no {label}",
+            }
+        )
 
     def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:
         """``understood``, or what a follow-up line asks (``corral.runtime.follow``).
