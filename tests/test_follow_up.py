@@ -452,3 +452,30 @@ def test_an_order_named_alone_is_not_read_as_a_cancellation(tmp_path: Path, line
         assert cancel.status is RunStatus.AWAITING_CONFIRM  # said, it is one
 
     asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    ("answer", "address"),
+    [
+        ("稍等，上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+        ("wait, it's 12 Baker Street, Shanghai", "12 Baker Street, Shanghai"),
+    ],
+)
+def test_an_address_after_a_word_asking_for_time_is_the_address(
+    tmp_path: Path, answer: str, address: str
+) -> None:
+    """A review of 369dfe7: "稍等，上海市…100号" typed at the address question was proposed
+    (and, approved, written) with its "稍等，"."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("OD2611250001 改地址", session_id="s")
+        asked = await runtime.start(answer, session_id="s")
+        assert asked.pending is not None, asked
+        assert address in asked.pending.prompt and answer[:2] not in asked.pending.prompt
+        await runtime.start("确认", session_id="s")
+
+    asyncio.run(talk())
+    with sqlite3.connect(tmp_path / "orders.db") as conn:
+        written = [row[0] for row in conn.execute("SELECT new_address FROM address_changes")]
+    assert written == [address]

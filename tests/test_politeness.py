@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from corral import parse_config
 from corral.intent.entities import EntityExtractor
-from corral.intent.politeness import without_politeness_tail
+from corral.intent.politeness import without_politeness_head, without_politeness_tail
 
 NOW = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 TAILS = ["谢谢", "谢谢你", "谢谢您", "麻烦了", "thanks", "Thank you", "please", "thank you!"]
@@ -88,3 +88,25 @@ def test_a_pattern_capture_loses_its_tail_in_extract_and_mentions() -> None:
     }
     assert extractor.mentions("备注：放门口 谢谢你", ["note"]) == {"note": ["放门口"]}
     assert extractor.extract("备注：谢谢", NOW) == {}  # no note, not "谢谢"
+
+
+@pytest.mark.parametrize(
+    ("value", "kept"),
+    [
+        # a walkthrough: asked for the new address, each was proposed and written whole
+        ("稍等，上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+        ("好的，上海市徐汇区漕溪北路100号", "上海市徐汇区漕溪北路100号"),
+        ("对，是北京市朝阳区建国路88号", "北京市朝阳区建国路88号"),
+        ("wait, it's 12 Baker Street, Shanghai", "12 Baker Street, Shanghai"),
+        ("hold on, it is 5 Main St", "5 Main St"),
+        ("ok, 12 Baker Street", "12 Baker Street"),
+        # a word of the address keeps its place; a line that is only a head stays itself
+        ("好望角路5号", "好望角路5号"),
+        ("Yes Street 5", "Yes Street 5"),
+        ("ok 12 Baker Street", "ok 12 Baker Street"),
+        ("是北京市朝阳区建国路88号", "是北京市朝阳区建国路88号"),
+        ("稍等", "稍等"),
+    ],
+)
+def test_a_head_before_a_whole_answer_is_cut_and_only_it(value: str, kept: str) -> None:
+    assert without_politeness_head(value) == kept

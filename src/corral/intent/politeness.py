@@ -1,4 +1,4 @@
-"""Politeness at the end of a free-text value: "建国路1号 谢谢" is the address 建国路1号.
+"""Politeness around a free-text value: "建国路1号 谢谢" is the address 建国路1号.
 
 A pattern that captures free text (an address, a note) stops at punctuation, at a named
 order, or at the end of the message; a "谢谢" or "thanks" typed after the value without a
@@ -66,3 +66,26 @@ def without_politeness_tail(value: str) -> str:
     no value.
     """
     return _TAIL.sub("", value).rstrip()
+
+
+_HEAD = re.compile(
+    r"^(?:(?:好的|嗯嗯|是的|稍等一下|稍等|等一下|等等|好|嗯|哦|噢|呃|额|对)[\s,，、。.!！~～:：]++"
+    r"|(?:ok(?:ay)?|sure|yes|yeah|yep|wait|hold\s+on|one\s+sec)"
+    r"(?:\s*+[,.!:;，。！：]++\s*+|\s++(?=it'?s\b|it\s+is\b)))+"
+    r"(?:(?:it'?s|it\s+is)\s++|(?:就是|是)(?=\S))?",
+    re.IGNORECASE,
+)
+"""An acknowledgement or a word asking for time before a whole answer, with the break
+after it: a Chinese one's space or punctuation, an English one's punctuation (or "it's"
+after it). A word of an address keeps its place: "好望角路5号", "Yes Street 5"."""
+
+
+def without_politeness_head(value: str) -> str:
+    """``value`` without the "好的，", "稍等，" or "wait, it's" it starts with.
+
+    Asked for the new address, "稍等，上海市徐汇区漕溪北路100号" and "wait, it's 12 Baker
+    Street" were proposed and written whole; a line that is nothing but one ("稍等") is
+    what ``entities.*.not_an_answer`` reads, and is kept as it is here.
+    """
+    rest = _HEAD.sub("", value, count=1)
+    return rest if rest.strip() else value

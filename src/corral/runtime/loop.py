@@ -36,7 +36,7 @@ from corral.events import (
     RunFinished,
 )
 from corral.intent.confirmation import withdraws, yes_or_no
-from corral.intent.politeness import without_politeness_tail
+from corral.intent.politeness import without_politeness_head, without_politeness_tail
 from corral.memory.task import FactSource
 from corral.planning.clarification import (
     clarification_needed,
@@ -206,7 +206,7 @@ class RunLoop:
                 return
             if slot not in found and spec is not None and spec.whole_answer:
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
-                whole = without_politeness_tail(text.strip())
+                whole = without_politeness_tail(without_politeness_head(text.strip()))
                 # "OD2611250001 发货了吗" asked for an address is a request of another
                 # intent (it asks, or names something); "物流园路8号" is an address all the
                 # same; "好的" is none
