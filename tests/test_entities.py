@@ -188,6 +188,11 @@ def test_address_is_extracted(orders: Agent) -> None:
         ("改地址：上海市徐汇区漕溪北路100号，OD2611250001", "上海市徐汇区漕溪北路100号"),
         ("OD2611250001 改地址 我还没想好", None),  # no place named after it
         ("OD2611250001 改地址", None),
+        # a review of 4cf5000: a correction in English names a number and a street
+        ("no, make it 88 Jianguo Road, Beijing", "88 Jianguo Road, Beijing"),
+        ("no, make it the same way as last time", None),
+        ("no wait, make it 5th floor", None),
+        ("不对，改成 OD2611280008", None),  # an order id is never the address
     ],
 )
 def test_an_address_after_the_words_asking_to_change_it_is_taken(

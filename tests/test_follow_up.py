@@ -479,3 +479,40 @@ def test_an_address_after_a_word_asking_for_time_is_the_address(
     with sqlite3.connect(tmp_path / "orders.db") as conn:
         written = [row[0] for row in conn.execute("SELECT new_address FROM address_changes")]
     assert written == [address]
+
+
+def test_an_order_id_at_an_address_change_s_confirmation_is_never_the_address(
+    tmp_path: Path,
+) -> None:
+    """A review of 4cf5000: "不对，改成 OD2611280008" proposed 「OD2611280008」 as the new
+    address of OD2611280008, and a yes wrote it."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start(CHANGE_TO_SHANGHAI, session_id="s")
+        corrected = await runtime.start("不对，改成 OD2611280008", session_id="s")
+        assert corrected.pending is not None
+        assert "「OD2611280008」" not in corrected.pending.prompt, corrected
+        await runtime.start("确认", session_id="s")
+
+    asyncio.run(talk())
+    with sqlite3.connect(tmp_path / "orders.db") as conn:
+        written = conn.execute("SELECT new_address FROM address_changes").fetchall()
+    assert ("OD2611280008",) not in written
+
+
+@pytest.mark.parametrize("line", ["地址没错，确认", "地址没错"])
+def test_the_address_said_right_at_its_confirmation_is_a_yes(tmp_path: Path, line: str) -> None:
+    """A review of 4cf5000: "地址没错，确认" started an address change of its own that asked
+    for the address, and the one it approved waited unseen."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        waiting = await runtime.start(CHANGE_TO_SHANGHAI, session_id="s")
+        done = await runtime.start(line, session_id="s")
+        assert done.run_id == waiting.run_id and done.outcome == "success", done
+
+    asyncio.run(talk())
+    with sqlite3.connect(tmp_path / "orders.db") as conn:
+        written = conn.execute("SELECT new_address FROM address_changes").fetchall()
+    assert written == [("上海市徐汇区漕溪北路100号",)]

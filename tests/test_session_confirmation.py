@@ -797,11 +797,15 @@ async def test_a_confirmation_put_off_waits_and_is_said_to_wait(line: str, tmp_p
     asked = ("refund OD2611200002", "OD2611200002 退款")
     orders, runtime, paused = await orders_waiting(tmp_path, english, asked)
     put_off = await runtime.start(line, session_id="own-words")
-    assert put_off.run_id != paused.run_id and put_off.outcome == "repeated"
+    assert put_off.run_id != paused.run_id and put_off.outcome == "deferred"
     assert put_off.steps == []
     waits = "still waiting for your go-ahead" if english else "还在等您确认"
     assert put_off.reply is not None and waits in put_off.reply and "459" in put_off.reply
     assert (await runtime.summary(paused.run_id)).status is RunStatus.AWAITING_CONFIRM
+    # a review of f9484d4: an "ok" after "it still waits" acknowledges it, and refunded
+    await runtime.start("ok thanks" if english else "好的", session_id="own-words")
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (0,)
     done = await runtime.start("confirm" if english else "确认", session_id="own-words")
     assert done.run_id == paused.run_id and done.status is RunStatus.FINISHED
     with sqlite3.connect(orders.deps["db"]) as conn:

@@ -82,8 +82,8 @@ class RunStarted:
     """The message asks again for what the session's open run waits to confirm (a rule
     reads the same intent, and the run it would start holds the same values: see
     ``Runtime._repeats_request``), or puts it off at once ("not yet", "我再想想":
-    ``confirmation.defers``): it is answered with that confirmation, and runs nothing of
-    its own."""
+    ``confirmation.defers``, outcome ``deferred``): it is answered with that
+    confirmation, and runs nothing of its own."""
 
 
 @fast_init

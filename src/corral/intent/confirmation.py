@@ -154,7 +154,15 @@ def _word(word: str) -> bool | None:
     for lead in _RUN_INTO:
         if whole.startswith(lead) and whole[len(lead) :] in FILLER:
             return lead in YES
+    said = next((s for s in _SAID_RIGHT if whole.startswith(s) and len(whole) > len(s)), "")
+    if said and _word(whole[len(said) :]) is True:  # "地址没错", "金额对的"
+        return True
     return True if _yes_run(whole) else None
+
+
+_SAID_RIGHT = ("收货地址", "地址", "订单号", "单号", "金额", "信息", "都")
+"""What a yes may say is right, run into it: "地址没错，确认" to "把地址改成…吗？" (a review of
+4cf5000: it was a request of its own, which asked for the address again)."""
 
 
 _RUN_TOGETHER = sorted(

@@ -16,7 +16,8 @@ Definitions (the denominators matter):
   running runs are in neither part. A business refusal (``refused``), ``not_found``,
   ``unmet``, ``cancelled`` and ``unclear`` (a line nobody understood, typed at a
   confirmation: answered with the confirmation again) and ``repeated`` (a line that asked
-  again for the request a confirmation waits for: answered with that confirmation)
+  again for the request a confirmation waits for: answered with that confirmation) and
+  ``deferred`` (a line that put the confirmation off: "not yet", "我再想想")
   finished but did not complete the task (``by_outcome``).
 - ``partial_completion_rate``: ended runs whose outcome is ``partial`` (finished with some
   steps done and only optional ones not done: ``on_failure: continue``), over ended runs.

@@ -35,7 +35,7 @@ from corral.events import (
     Routed,
     RunFinished,
 )
-from corral.intent.confirmation import withdraws, yes_or_no
+from corral.intent.confirmation import defers, withdraws, yes_or_no
 from corral.intent.politeness import without_politeness_head, without_politeness_tail
 from corral.memory.task import FactSource
 from corral.planning.clarification import (
@@ -278,7 +278,9 @@ class RunLoop:
             if repeats:
                 # "换新要多久能到？" while the exchange waits for its yes: a second run of it
                 # would ask the same confirmation again, and a yes to each make two
-                self.finish("already_waiting", "repeated")
+                # "not yet", "我再想想": put off, and said to wait (``defers``); an "ok"
+                # after that acknowledges it, and approves nothing (``_reasked_last``)
+                self.finish("already_waiting", "deferred" if defers(text) else "repeated")
                 return
         decision = route(
             agent.config,

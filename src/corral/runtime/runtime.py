@@ -1635,7 +1635,8 @@ class Runtime:
         if asks:
             template = "still_asked"
         else:  # after "already waiting for your go-ahead", the prompt alone: no "also"
-            template = "waiting_prompt" if state.outcome == "repeated" else "still_to_confirm"
+            waits = state.outcome in ("repeated", "deferred")
+            template = "waiting_prompt" if waits else "still_to_confirm"
         reminder = render(template, question, waiting.language)
         if template == "waiting_prompt":  # one language, the prompt's, as in a reminder
             reply = f"{render('already_waiting', {}, waiting.language)}\n{reminder}"
@@ -2108,7 +2109,10 @@ def _reasked_last(session: SessionRecord, agent: str) -> bool:
     or one that asked for the waiting request again (``repeated``,
     ``RunStarted.repeats_request``), that turn said "didn't understand" or "already
     waiting" and the prompt, and suggested nothing else: a line after it is read as one
-    right after the prompt (``_asked_last``), "确认取消" to "确认取消订单…吗？" too.
+    right after the prompt (``_asked_last``), "确认取消" to "确认取消订单…吗？" too. Not
+    after a line that put it off (``deferred``: "not yet", "我再想想"): an "ok" after
+    "it still waits" acknowledges it, and only a yes in so many words approves
+    (``_reminded_last``; a review of f9484d4: "not yet", then "ok thanks", refunded).
     """
     if session.agent != agent or not session.open_run_id:
         return False
