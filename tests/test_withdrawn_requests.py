@@ -32,6 +32,8 @@ from tests.conftest import ROOT
         ("actually, never mind", True),
         ("ok, forget it", True),
         ("oh no, never mind", True),
+        # re-reading 1eda806: asked for the new address, it was proposed as the address
+        ("好的，不用改了", True),
         ("那就寄到公司吧", False),
         ("actually it's 上海市徐汇区漕溪北路100号", False),
         # an answer after all, or a new request: not taken back

@@ -474,10 +474,12 @@ _CHANGE_LEADS = ("不改了", "不用改", "不要改", "别改")
 "refund 459?" may as well be a go-ahead. Asked again (a review of a0c018b)."""
 
 
-def _past_openers(text: str) -> str:
+def _past_openers(text: str, *, prompt: bool = False) -> str:
     """``text`` from its withdrawal on, past the ``OPENERS`` before it; else ``text``.
 
     A bare "no" opens one ("oh no, never mind") as well as it is one ("no thanks").
+    ``prompt``: said to a confirmation, where after a yes word a line of ``_CHANGE_LEADS``
+    is none; asked for a value ("what is the new address?") it takes the request back.
     """
     rest, after_yes = text, False
     while True:
@@ -489,7 +491,7 @@ def _past_openers(text: str) -> str:
         lead = next((p for p in _WITHDRAW_LEADS if _opens(rest, p)), None)
         if lead is None or (lead in WITHDRAWN_ALONE and any(_opens(rest, w) for w in _OPENERS)):
             continue
-        return text if after_yes and lead in _CHANGE_LEADS else rest
+        return text if prompt and after_yes and lead in _CHANGE_LEADS else rest
 
 
 def withdraws(line: str) -> bool:
@@ -529,7 +531,7 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     decided = yes_or_no(line, prompt)
     if decided is not None or _asks(line):
         return decided
-    text = _past_openers(_words(line))
+    text = _past_openers(_words(line), prompt=True)
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
     if lead is None:
         return None
