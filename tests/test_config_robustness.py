@@ -626,7 +626,8 @@ IN_A_ROW = [
     # two ways, four times over: 205 characters took 54 s (it was accepted as fenced)
     r"(?:\w+-?\w*\s+){0,4}?x",
     r"\b(?:where|why)\s+(?:\w+\x27?\w*\s+){0,4}?(?:refund|money\s+back)\b",
-    r"\s{0,30}\s{0,30}\s{0,30}\s{0,30}x",  # short repeats, but long enough (a review)
+    # a review of 5f635ff: a run of two characters has a boundary at each one
+    r"\b[\w ]+\b[\w ]+\bx",
 ]
 """Each has three long repeats in a row that can take one character, and a part after
 them that can fail: a run of that character is split between them in n³ ways."""
@@ -644,8 +645,8 @@ SIDE_BY_SIDE = [
     r"(?i)\bhow\s+long\b.*\brefund",
     r"\w+\s+\w+\s+\w+",
     # a review of dea14db: where a search may start is bounded by \b or a lookbehind
-    r"\b(\d+)\s*(?:元|块)?\s*退款",
     r"(?<!\d)(\d+)\s*(?:元|块)?\s*退款",
+    r".{0,40}(改|换).{0,40}地址",  # short repeats: a constant each
     r"[A-Z]{2,20}\d{4,12}x",
 ]
 

@@ -191,7 +191,10 @@ def test_address_is_extracted(orders: Agent) -> None:
         # a review of 4cf5000: a correction in English names a number and a street
         ("no, make it 88 Jianguo Road, Beijing", "88 Jianguo Road, Beijing"),
         ("no, make it the same way as last time", None),
-        ("no wait, make it 5th floor", None),
+        ("no, make it Building 5, Room 302", "Building 5, Room 302"),
+        ("不对，改成订单 OD2611280008", None),
+        ("不对，改成 OD 2611280008", None),
+        ("不对，改成 2611280008", None),
         ("不对，改成 OD2611280008", None),  # an order id is never the address
     ],
 )

@@ -516,3 +516,39 @@ def test_the_address_said_right_at_its_confirmation_is_a_yes(tmp_path: Path, lin
     with sqlite3.connect(tmp_path / "orders.db") as conn:
         written = conn.execute("SELECT new_address FROM address_changes").fetchall()
     assert written == [("上海市徐汇区漕溪北路100号",)]
+
+
+def test_a_status_to_set_named_alone_is_still_a_request(tmp_path: Path) -> None:
+    """A review of c429155: "OD… mark it as cancelled" names a status to set, not only an
+    order: it was "not understood", and after a refund it asked to refund that order."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        alone = await runtime.start("mark OD2611250001 as cancelled")
+        assert alone.status is RunStatus.AWAITING_CONFIRM and alone.pending is not None
+        assert "OD2611250001" in alone.pending.prompt
+        await runtime.start("refund OD2611200002", session_id="s")
+        await runtime.start("confirm", session_id="s")
+        after = await runtime.start("OD2611100003 mark it as cancelled", session_id="s")
+        assert after.outcome == "refused" and "refund" not in (after.reply or "").lower()
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [("等一下，不改了", "cancelled"), ("wait, it's the same one", None)],
+)
+def test_a_head_cut_from_an_answer_is_read_with_it(
+    tmp_path: Path, answer: str, outcome: str | None
+) -> None:
+    """A review of dad4bf6: with "等一下，" or "wait, it's" cut off first, "不改了" and "the
+    same one" were proposed as the new address (a withdrawal, and time asked for)."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("OD2611250001 改地址", session_id="s")
+        said = await runtime.start(answer, session_id="s")
+        assert said.outcome == outcome and said.status is not RunStatus.AWAITING_CONFIRM, said
+
+    asyncio.run(talk())

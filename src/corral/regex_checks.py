@@ -61,10 +61,11 @@ ROW_HINT = (
 _ROW = 3
 """Long repeats in a row (a search's free start counted as one) that make a pattern
 explode: n to that power steps for a run of n characters they all take."""
-_LONG = 16
+_LONG = 64
 r"""A repeat that may take this many characters more than its least is long (``*``, ``+``,
-``{0,20}``); a shorter one multiplies the steps by a small constant at most. Three of
-``\s{0,30}`` in a row took 1.8 s on 800 spaces (a review of dea14db)."""
+``{0,100}``); a shorter one multiplies the steps by a constant at most (which this check
+does not weigh: ``\s{0,30}`` four times in a row took 1.8 s on 800 spaces, and 16 as the
+bound refused linear rules such as ``.{0,40}(改|换).{0,40}地址``)."""
 _MANY = 3
 """An outer repeat of more than this many turns (or unbounded) is one that can explode:
 ``(a+){1,10}`` splits 37 ``a`` in tens of millions of ways."""
@@ -383,14 +384,11 @@ class _Row:
     def _bounds(self, op: Any, value: Any) -> None:
         r"""Narrow the rows at an assertion that may not fail yet (no row is armed).
 
-        ``\b`` has no place inside a run of one character: every row ends at it. A
-        lookaround of one character says what the run's character is, or is not:
-        ``(?<!\d)\d+`` starts a number once in a run of digits, not at each digit.
+        A lookaround of one character says what the run's character is, or is not:
+        ``(?<!\d)\d+`` starts a number once in a run of digits, not at each digit. Not
+        ``\b``: a run of two characters ("a a a …") has a boundary at every one of them.
         """
         if op is _c.AT:
-            if value is _c.AT_BOUNDARY:
-                ended = [{self.anything: (0, c + max(n - 1, 0))} for n, c in self.rows.values()]
-                self.rows = _merged(*ended)
             return
         body = list(value[1])
         if len(body) != 1 or body[0][0] not in (_c.LITERAL, _c.IN, _c.ANY, _c.CATEGORY):

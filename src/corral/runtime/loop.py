@@ -207,6 +207,9 @@ class RunLoop:
             if slot not in found and spec is not None and spec.whole_answer:
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
                 whole = without_politeness_tail(without_politeness_head(text.strip()))
+                if whole != text.strip() and withdraws(whole):  # "等一下，不改了"
+                    cancel(self)
+                    return
                 # "OD2611250001 发货了吗" asked for an address is a request of another
                 # intent (it asks, or names something); "物流园路8号" is an address all the
                 # same; "好的" is none
@@ -215,7 +218,9 @@ class RunLoop:
                 fits = bool(whole) and len(whole) <= WHOLE_ANSWER_CHARS
                 # "稍等": time asked for, no address (``not_an_answer``): the same question
                 # again, as no failed answer (a second "等一下" handed the run off)
-                waits = fits and not agent.intent.entities.answer_fits(slot, whole)
+                waits = fits and not all(
+                    agent.intent.entities.answer_fits(slot, said) for said in (text, whole)
+                )
                 if waits and not request and not found:
                     self.ask_for(slot, counted=False)
                     return
@@ -355,6 +360,11 @@ class RunLoop:
             return understood
         line = self.agent.intent.follow_up(text)
         if line is None or line.kind != "bare":
+            return understood
+        # what a conversation is about (an order, a product), not an action's value: "mark
+        # OD… as cancelled" names a status to set (its entity does not carry over)
+        entities = self.agent.config.entities
+        if not all(name in entities and entities[name].carries_over for name in line.named):
             return understood
         return understood.model_copy(
             update={
