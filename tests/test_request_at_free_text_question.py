@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from corral import Agent, MemoryStore, RunStatus, Runtime, load_agent
+from corral.intent.politeness import without_politeness_head
 from corral.testing import FixedEffects
 from tests.conftest import ROOT
 from tests.helpers import run_cli_json
@@ -90,11 +91,16 @@ async def test_the_same_request_for_another_order_is_not_the_address(tmp_path: P
     ],
 )
 async def test_an_address_alone_is_still_the_answer(tmp_path: Path, address: str) -> None:
-    """What the change must not take (a hostile review's list, against a first version)."""
+    """What the change must not take (a hostile review's list, against a first version).
+
+    The address proposed is what follows a stall word and its break ("稍等，", "wait,
+    it's": ``without_politeness_head``)."""
     orders, runtime, asked = await asked_for_the_address(tmp_path, "address")
     answered = await runtime.start(address, session_id="address")
     assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
-    assert answered.pending is not None and address in answered.pending.prompt
+    assert answered.pending is not None
+    proposed, prompt = without_politeness_head(address), answered.pending.prompt
+    assert f"「{proposed}」" in prompt or f'"{proposed}"' in prompt, prompt
     assert rows(orders, "refunds") == []
 
 
