@@ -11,8 +11,10 @@ Anything else is neither, and the confirmation is asked again (the chat) or left
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
+from collections.abc import Iterator
 
 from corral.textfold import fold_word_characters
 
@@ -481,17 +483,26 @@ def _past_openers(text: str, *, prompt: bool = False) -> str:
     ``prompt``: said to a confirmation, where after a yes word a line of ``_CHANGE_LEADS``
     is none; asked for a value ("what is the new address?") it takes the request back.
     """
-    rest, after_yes = text, False
-    while True:
-        opener = next((w for w in _OPENERS if _opens(rest, w)), None)
-        if opener is None:
-            return text
-        after_yes = after_yes or opener in _YES_OPENERS
-        rest = rest[len(opener) :].strip()
+    for rest, after_yes in itertools.islice(_openings(text), 1, None):
         lead = next((p for p in _WITHDRAW_LEADS if _opens(rest, p)), None)
         if lead is None or (lead in WITHDRAWN_ALONE and any(_opens(rest, w) for w in _OPENERS)):
             continue
         return text if prompt and after_yes and lead in _CHANGE_LEADS else rest
+    return text
+
+
+def _openings(text: str) -> Iterator[tuple[str, bool]]:
+    """``text``, then what follows each word of ``OPENERS`` it opens with, one at a time.
+
+    With each, whether a yes word was among the openers read past. What ``_past_openers``
+    and ``defers`` both walk: "嗯，先不退了" is "嗯，先不退了", "先不退了", "不退了".
+    """
+    after_yes = False
+    yield text, after_yes
+    while (opener := next((w for w in _OPENERS if _opens(text, w)), None)) is not None:
+        after_yes = after_yes or opener in _YES_OPENERS
+        text = text[len(opener) :].strip()
+        yield text, after_yes
 
 
 def withdraws(line: str) -> bool:
@@ -597,18 +608,15 @@ def defers(line: str) -> bool:
     """
     if _asks(line) or len(line) > MAX_ANSWER_CHARS:
         return False
-    text = _words(line)
-    while True:
-        words = text.split()
-        while words and words[-1] in FILLER:
-            words.pop()
-        said = " ".join(words).rstrip(_PARTICLES)
-        if said in DEFERRALS:
-            return True
-        opener = next((w for w in _OPENERS if _opens(text, w)), None)
-        if opener is None:
-            return False
-        text = text[len(opener) :].strip()
+    return any(_without_filler(said) in DEFERRALS for said, _ in _openings(_words(line)))
+
+
+def _without_filler(text: str) -> str:
+    """``text`` without the filler words and the particles it ends with ("我再想想吧")."""
+    words = text.split()
+    while words and words[-1] in FILLER:
+        words.pop()
+    return " ".join(words).rstrip(_PARTICLES)
 
 
 SWITCHES = ("算了", "那还是", "不如", "actually", "on second thought", "instead", "rather")

@@ -206,8 +206,9 @@ class RunLoop:
                 return
             if slot not in found and spec is not None and spec.whole_answer:
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
-                whole = without_politeness_tail(without_politeness_head(text.strip()))
-                if whole != text.strip() and withdraws(whole):  # "等一下，不改了"
+                typed = text.strip()
+                whole = without_politeness_tail(without_politeness_head(typed))
+                if whole != typed and withdraws(whole):  # "等一下，不改了"
                     cancel(self)
                     return
                 # "OD2611250001 发货了吗" asked for an address is a request of another
