@@ -65,6 +65,14 @@ TRIAGE = ROOT / "examples" / "triage"
         ("订单号写错了，应该是 V", "correction"),
         ("地址 V", "bare"),
         ("地址写错了 V", "correction"),  # as "no V"
+        # found on main: "instead" and "actually" left the wrong order's refund waiting
+        ("V instead", "correction"),
+        ("no, V instead", "correction"),
+        ("actually, V", "correction"),
+        ("actually it's V", "correction"),
+        ("其实是 V", "correction"),
+        ("actually V too", None),
+        ("what about V instead?", None),
         ("等等，V 也要", None),  # "wait" takes nothing back alone
         ("等一下 V", None),
         # not a follow-up, nor a correction
@@ -257,6 +265,12 @@ BEIJING = "北京市朝阳区建国路88号"
             BEIJING,
             "address_changes.new_address",
         ),
+        # found on main: the refund of the wrong order still waited beside the right one
+        ("refund order OD2611200002", "refund OD2611100003 instead", "OD2611100003", "refunds"),
+        ("refund order OD2611200002", "no, refund OD2611100003 instead", "OD2611100003", "refunds"),
+        ("refund order OD2611200002", "actually, OD2611100003", "OD2611100003", "refunds"),
+        ("refund order OD2611200002", "OD2611100003 instead", "OD2611100003", "refunds"),
+        ("我要退款 OD2611200002", "算了，还是退款 OD2611100003 吧", "OD2611100003", "refunds"),
         (
             "change the address of OD2611250001 to 12 Baker Street, Shanghai",
             "no, make it 88 Jianguo Road, Beijing",

@@ -236,6 +236,8 @@ def test_over_http_a_reply_read_back_shows_no_reminder_and_a_plain_yes_approves_
         "好的，改天吧",
         "对吧",  # "right?" without its question mark (found by review)
         "是吧",
+        "没错吧",  # "it is right, isn't it?" (found on main: it approved)
+        "订单号没错吧",
         "好" * 300,
     ],
 )
@@ -382,6 +384,18 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("ok?!", None),
         ("是的？😅", None),
         ("好吧，取消吧", None),  # to "refund 699?" it may cancel the refund: it refunded
+        # found on main: a yes word then 吧 asks ("it is right, isn't it?"), and a
+        # cancellation was carried out on "订单号没错吧"
+        ("没错吧", None),
+        ("对的吧", None),
+        ("是的吧", None),
+        ("没问题吧", None),
+        ("地址对吧", None),
+        ("订单号没错吧", None),
+        ("嗯，没错吧", None),
+        ("好吧", True),  # 吧 after a go-ahead urges it on
+        ("行吧", True),
+        ("地址没错", True),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

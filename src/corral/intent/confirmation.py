@@ -145,7 +145,9 @@ def _word(word: str) -> bool | None:
     whole = word
     while word:
         if word in YES:
-            return True
+            # "没错吧", "对的吧": a yes that says a thing is so, then 吧, asks ("it is
+            # right, isn't it?"); "好吧", "行吧" go ahead
+            return None if word in _ASSERTIONS and whole[len(word) :].startswith("吧") else True
         if word in NO:
             return False
         if len(word) < 2 or word[-1] not in _PARTICLES:
@@ -160,6 +162,11 @@ def _word(word: str) -> bool | None:
     if said and _word(whole[len(said) :]) is True:  # "地址没错", "金额对的"
         return True
     return True if _yes_run(whole) else None
+
+
+_ASSERTIONS = frozenset({"是", "是的", "对", "对的", "没错", "没问题", "可以的"})
+"""The yes words that say a thing is so, rather than let it go ahead: with 吧 after them
+they ask whether it is ("订单号没错吧" carried out a cancellation)."""
 
 
 _SAID_RIGHT = ("收货地址", "地址", "订单号", "单号", "金额", "信息", "都")
@@ -181,12 +188,16 @@ def _yes_run(word: str) -> bool:
     """Whether a Chinese word is yes words run together: "嗯确认", "嗯嗯好的", "好的好的".
 
     Every part one of ``_RUN_TOGETHER`` (one sentence-final particle may end it): a no
-    among them ("好不要") or any other word ("好贵") makes it no answer.
+    among them ("好不要") or any other word ("好贵") makes it no answer, and so does 吧
+    after a word that says a thing is so ("嗯没问题吧" asks: ``_ASSERTIONS``).
     """
+    lead = ""
     while word:
-        lead = next((w for w in _RUN_TOGETHER if word.startswith(w)), None)
-        if lead is None:
-            return len(word) == 1 and word in _PARTICLES
+        after = lead
+        lead = next((w for w in _RUN_TOGETHER if word.startswith(w)), "")
+        if not lead:
+            asks = word == "吧" and after in _ASSERTIONS
+            return len(word) == 1 and word in _PARTICLES and not asks
         word = word[len(lead) :]
     return True
 

@@ -14,8 +14,9 @@ Three kinds, since they are not equally sure:
 - ``follow_up``: a value, or "another", in a frame ("那 … 呢？", "what about …?",
   "还有一个 …", "same for …").
 - ``correction``: a value after "no" ("不对，是 …", "sorry, I meant …", "wrong order,
-  it's …"). Said at a confirmation, it declines it first. "不是 X" (not X) is no
-  correction to X, and a line that adds ("wait, also … too") corrects nothing.
+  it's …", "actually, …"), or before "instead". Said at a confirmation, it declines it
+  first. "不是 X" (not X) is no correction to X, and a line that adds ("wait, also …
+  too") corrects nothing.
 
 Runs of spaces and punctuation are read possessively (``*+``): a frame never backtracks
 through them, so a line of a few known words is read in one pass.
@@ -47,8 +48,8 @@ _SEP = _BREAK + "*+"
 
 _NO = (
     r"(?:不对|我?(?:错了|弄错了|搞错了|说错了|打错了|写错了|输错了|发错了)|不是这个|不是那个|不是这单"
-    r"|等等|等一下|等下|no|nope|sorry|oops|wrong\s+order|wrong\s+one|wrong\s+number|my\s+bad"
-    r"|wait)"
+    r"|等等|等一下|等下|其实|no|nope|sorry|oops|wrong\s+order|wrong\s+one|wrong\s+number|my\s+bad"
+    r"|wait|actually)"
 )
 """Words that take back what the last line named (``_WAITS`` only beside another: below)."""
 
@@ -101,6 +102,7 @@ _FRAME = re.compile(
     (?P<noun>{_NOUN}{_END}{_SEP})?
     (?P<named_as>(?:是|应该是|is|should\s+be){_END}{_SEP})?
     (?P<adds>(?:{_ADDS}{_END}{_SEP})*)
+    (?P<instead>instead{_END}{_SEP})?
     (?P<soft>(?:{_SOFT}{_END}{_SEP})*)
     [?？]*+{_SEP}$
     """,
@@ -146,10 +148,11 @@ def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
     # "我要取消的是 OD…", "订单号是 OD…" (after its noun) say which was meant too
     meant = _words(frame.group("meant") or frame.group("named_as") or "")
     adds = frame.group("lead") or frame.group("other") or frame.group("adds")
-    if no or meant:  # a correction, or nothing
+    instead = frame.group("instead") is not None  # "OD… instead": in place of the last one
+    if no or meant or instead:  # a correction, or nothing
         said_no = any(word not in _WAITS for word in no.split())
         wanted = meant.startswith(("我要", "我想", "要", "想"))  # "我要取消的是 OD…"
-        strong = meant in _STRONG_MEANT or wanted or (meant and frame.group("soft"))
+        strong = meant in _STRONG_MEANT or wanted or instead or (meant and frame.group("soft"))
         takes_back = said_no or (no and meant) or strong
         return "correction" if named and not adds and takes_back else None
     if frame.group("other") is not None:

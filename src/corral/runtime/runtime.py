@@ -840,6 +840,8 @@ class Runtime:
                 return OpenRunInput(open_run, approve=False, corrects=True)
             if self._switches_request(session, message):  # "算了还是修一下吧": not this one
                 return OpenRunInput(open_run, approve=False, corrects=True)
+            if await self._replaces_value(open_run, message):  # "refund OD… instead"
+                return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
             # what the reply before it suggested ("cancel OD… instead")
@@ -858,6 +860,27 @@ class Runtime:
             instead = other is not None and other != asked
             return OpenRunInput(open_run, approve=False, corrects=instead)
         return None  # a new request: the confirmation waits
+
+    async def _replaces_value(self, open_run: str, message: str) -> bool:
+        """Whether ``message`` asks the waiting request again, of another value, in its place.
+
+        "refund OD2611100003 instead" or "算了，还是退 OD2611100003 吧" to "shall I refund
+        459 CNY for order OD2611200002?": a switch word (``switches``), a rule that reads
+        the waiting run's own intent, and a value the waiting run holds named otherwise.
+        The waiting one is declined first: left waiting, the refund of the wrong order
+        stayed one "confirm" away beside the right one.
+        """
+        if not switches(message):
+            return False
+        asked = self.agent.intent.rule_intent(message)
+        if asked is None:
+            return False
+        waiting = await self._waiting_state(open_run, "replaces_value")
+        if waiting is None or waiting.received_at is None or request_of(waiting) != asked:
+            return False
+        named = self.agent.intent.entities.extract(message, waiting.received_at)
+        held = waiting.entities
+        return any(name in held and held[name] != value for name, value in named.items())
 
     async def _repeats_request(self, session: SessionRecord, message: str) -> bool:
         """Whether ``message`` asks again for what the session's open run waits to confirm.
