@@ -252,3 +252,34 @@ async def test_an_english_address_change_is_not_read_as_a_tracking_question(
     runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
     said = await runtime.start(line)
     assert said.intent is not None and said.intent.label == intent, said
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["地址是不是写错了？", "这个地址对吗", "is the address on file wrong?"],
+)
+async def test_a_question_typed_at_the_address_question_is_no_address(
+    tmp_path: Path, question: str
+) -> None:
+    """Found on main: "地址是不是写错了？" was proposed as the address 「不是写错了」 (a
+    pattern read "地址是 …"), and a question taken whole was proposed as it is. A question
+    that names a place may still give the address (``not_an_answer``)."""
+    _, runtime, asked = await asked_for_the_address(tmp_path, "question")
+    again = await runtime.start(question, session_id="question")
+    assert again.run_id == asked and again.status is RunStatus.AWAITING_USER, again
+    assert again.pending is not None and again.pending.slot == "new_address"
+    answered = await runtime.start("杭州市西湖区文一路5号", session_id="question")
+    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
+
+
+@pytest.mark.parametrize("line", ["OD2611280008 也改到这个地址", "OD2611280008 也改成同样的地址"])
+async def test_an_address_named_as_this_one_is_asked_for(tmp_path: Path, line: str) -> None:
+    """Found on main: "OD2611280008 也改到这个地址" proposed the address 「这个地址」."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    await runtime.start("OD2611250001 改地址到上海市徐汇区漕溪北路100号", session_id="this")
+    done = await runtime.start("确认", session_id="this")
+    assert done.outcome == "success", done
+    second = await runtime.start(line, session_id="this")
+    assert second.status is RunStatus.AWAITING_USER, second  # asked, never proposed
+    assert "「" not in (second.reply or ""), second.reply

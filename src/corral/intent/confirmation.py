@@ -516,6 +516,36 @@ def _openings(text: str) -> Iterator[tuple[str, bool]]:
         yield text, after_yes
 
 
+_CALLING_OFF = re.compile(r"取消|撤销|撤回|\b(?:cancel|call\s+off|withdraw)\b", re.IGNORECASE)
+_NOT_CALLING_OFF = re.compile(
+    r"(?:不要|不想|别|不用|不需要|无需|并不想|不打算)\s*+(?:帮我)?\s*+(?:取消|撤销|撤回)"
+    r"|\b(?:don't|do\s+not|never|no\s+need\s+to|no\s+longer)\s+(?:(?:want|need)\s+)?"
+    r"(?:to\s+)?(?:cancel|call\s+off|withdraw)\b",
+    re.IGNORECASE,
+)
+
+
+def says_calling_off(text: str) -> bool:
+    """Whether ``text`` has a word that calls something off ("确认取消订单…吗？")."""
+    return _CALLING_OFF.search(fold_word_characters(text)) is not None
+
+
+def without_calling_off(line: str) -> str | None:
+    """The line less its words that call something off, or ``None`` if it has none.
+
+    What is left says what is called off: "改地址的申请取消掉吧" leaves "改地址的申请掉吧",
+    which the address change's own rule reads. ``None`` as well for a call-off that is
+    negated ("不要取消退款", "don't cancel the refund": kept, not called off) and for a
+    line too long to be an answer.
+    """
+    if len(line) > MAX_ANSWER_CHARS:
+        return None
+    folded = fold_word_characters(line)
+    if _NOT_CALLING_OFF.search(folded) or not _CALLING_OFF.search(folded):
+        return None
+    return _CALLING_OFF.sub(" ", folded)
+
+
 def withdraws(line: str) -> bool:
     """Whether the line, the answer to a question about a request, takes the request back.
 

@@ -77,8 +77,10 @@ from corral.intent.confirmation import (
     defers,
     explicit_yes,
     may_say_the_action,
+    says_calling_off,
     switches,
     withdraws,
+    without_calling_off,
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
@@ -842,6 +844,8 @@ class Runtime:
                 return OpenRunInput(open_run, approve=False, corrects=True)
             if await self._replaces_value(open_run, message):  # "refund OD… instead"
                 return OpenRunInput(open_run, approve=False, corrects=True)
+            if await self._calls_off_by_name(session, open_run, message):  # "改地址的申请取消掉吧"
+                return OpenRunInput(open_run, approve=False)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
             # what the reply before it suggested ("cancel OD… instead")
@@ -860,6 +864,24 @@ class Runtime:
             instead = other is not None and other != asked
             return OpenRunInput(open_run, approve=False, corrects=instead)
         return None  # a new request: the confirmation waits
+
+    async def _calls_off_by_name(self, session: SessionRecord, open_run: str, message: str) -> bool:
+        """Whether ``message`` calls the waiting request off by its name: a no to it.
+
+        "改地址的申请取消掉吧", "cancel the address change": with its call-off words taken
+        out (``without_calling_off``), the waiting request's own rule reads what is left.
+        Before, the cancel intent's rule read "取消掉", and the desk proposed cancelling the
+        whole order while the address change still waited. Not where the request is
+        itself a call-off: to "确认取消订单…吗？", "这个不想要了，帮我取消吧" asks for it again.
+        """
+        rest = without_calling_off(message)
+        asked = _open_turn(session, "request")
+        if rest is None or not isinstance(asked, str):
+            return False
+        if self.agent.intent.rule_intent(rest) != asked:
+            return False
+        prompt = await self._prompt_of(open_run)
+        return prompt is not None and not says_calling_off(prompt)
 
     async def _replaces_value(self, open_run: str, message: str) -> bool:
         """Whether ``message`` asks the waiting request again, of another value, in its place.
