@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -8,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from corral import Agent, parse_config
+from corral import Agent, MemoryStore, Runtime, load_agent, parse_config
+from corral.contracts import RunStatus
 from corral.tools.spec import ToolSpec
 
 SECRETS = {
@@ -150,3 +152,16 @@ def aftersales_as_the_fixtures_were_written(folder: Path) -> Path:
     )
     config.write_text(text[:start] + text[end:], encoding="utf-8")
     return folder
+
+
+def still_waits_after(example: Path, data_dir: Path, first: str, line: str) -> bool:
+    """Whether ``first``'s confirmation still waits once ``line`` is said after it."""
+
+    async def talk() -> bool:
+        runtime = Runtime(load_agent(example, data_dir=data_dir), MemoryStore())
+        waiting = await runtime.start(first, session_id="s")
+        assert waiting.status is RunStatus.AWAITING_CONFIRM, waiting
+        await runtime.start(line, session_id="s")
+        return (await runtime.summary(waiting.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+    return asyncio.run(talk())

@@ -20,7 +20,7 @@ from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
 from corral.intent.follow_up import FollowUp, follow_up_kind
 from tests.conftest import AFTERSALES, ORDERS, ROOT
-from tests.helpers import corral_cli
+from tests.helpers import corral_cli, still_waits_after
 
 TRIAGE = ROOT / "examples" / "triage"
 
@@ -271,6 +271,13 @@ BEIJING = "北京市朝阳区建国路88号"
         ("refund order OD2611200002", "actually, OD2611100003", "OD2611100003", "refunds"),
         ("refund order OD2611200002", "OD2611100003 instead", "OD2611100003", "refunds"),
         ("我要退款 OD2611200002", "算了，还是退款 OD2611100003 吧", "OD2611100003", "refunds"),
+        # "改成这个地址，<address>": the address after it (a review: the whole line was)
+        (
+            CHANGE_TO_SHANGHAI,
+            f"不对，改成这个地址，{BEIJING}",
+            BEIJING,
+            "address_changes.new_address",
+        ),
         (
             "change the address of OD2611250001 to 12 Baker Street, Shanghai",
             "no, make it 88 Jianguo Road, Beijing",
@@ -566,3 +573,22 @@ def test_a_head_cut_from_an_answer_is_read_with_it(
         assert said.outcome == outcome and said.status is not RunStatus.AWAITING_CONFIRM, said
 
     asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    ("first", "line"),
+    [
+        ("refund order OD2611200002", "actually, refund OD2611100003 too"),
+        ("refund order OD2611200002", "actually, also refund OD2611100003"),
+        ("refund order OD2611200002", "actually, and refund OD2611100003"),
+        ("我要退款 OD2611200002", "算了，还是把 OD2611100003 也退款吧"),
+        ("帮我取消订单 OD2611250001", "那还是把 OD2611280008 一起取消吧"),
+        ("refund order OD2611200002", "instead of OD2611100003, refund OD2611200002"),
+    ],
+)
+def test_a_second_request_beside_a_switch_word_replaces_nothing(
+    tmp_path: Path, first: str, line: str
+) -> None:
+    """A review: "actually, refund OD… too" declined the waiting refund (only the second
+    was asked), and a line naming the waiting order as well declined it."""
+    assert still_waits_after(ORDERS, tmp_path, first, line)

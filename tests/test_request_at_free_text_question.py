@@ -283,3 +283,17 @@ async def test_an_address_named_as_this_one_is_asked_for(tmp_path: Path, line: s
     second = await runtime.start(line, session_id="this")
     assert second.status is RunStatus.AWAITING_USER, second  # asked, never proposed
     assert "「" not in (second.reply or ""), second.reply
+
+
+@pytest.mark.parametrize("line", ["地址没错吧", "地址没错 吧"])
+async def test_a_tag_question_about_the_address_opens_no_second_change(
+    tmp_path: Path, line: str
+) -> None:
+    """A review: "地址没错吧" (no yes since it asks) was read by the change_address rule
+    (地址…错) as a new request, which asked for an address while the change waited."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "tag")
+    await runtime.start("杭州市西湖区文一路5号", session_id="tag")
+    said = await runtime.start(line, session_id="tag")
+    assert said.status is RunStatus.FINISHED and said.outcome == "unclear", said
+    assert (await runtime.summary(asked)).status is RunStatus.AWAITING_CONFIRM
+    assert rows(orders, "address_changes") == []

@@ -396,6 +396,15 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("好吧", True),  # 吧 after a go-ahead urges it on
         ("行吧", True),
         ("地址没错", True),
+        # a review: 吧 after a space or 了 asks all the same, and 是嘛 is "really?"
+        ("订单号没错 吧", None),
+        ("对的 吧", None),
+        ("订单号对了吧", None),
+        ("金额没错了吧", None),
+        ("是嘛", None),
+        # ... and a tag question beside a confirm word in so many words is a yes
+        ("没错吧，确认", True),
+        ("确认，没错吧", True),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

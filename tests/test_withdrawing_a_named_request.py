@@ -15,8 +15,9 @@ import pytest
 
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
-from corral.intent.confirmation import without_calling_off
-from tests.conftest import ORDERS
+from corral.intent.confirmation import called_off
+from tests.conftest import AFTERSALES, ORDERS
+from tests.helpers import still_waits_after
 
 CHANGE = "OD2611250001 改地址到上海市徐汇区漕溪北路100号"
 CHANGE_EN = "change the address of OD2611250001 to 12 Baker Street, Shanghai"
@@ -83,41 +84,91 @@ def test_the_order_s_own_cancellation_is_still_one(tmp_path: Path, line: str) ->
 
 
 @pytest.mark.parametrize(
-    ("line", "left"),
+    ("line", "named"),
     [
-        ("改地址的申请取消掉吧", "改地址的申请 掉吧"),
-        ("cancel the address change", "  the address change"),
-        ("Cancel the address change", "  the address change"),
+        ("改地址的申请取消掉吧", "改地址的申请"),
+        ("取消换新", "换新"),
+        ("帮我把改地址撤销了", "改地址"),
+        ("cancel the address change", "the address change"),
+        ("Cancel the address change.", "the address change"),
         ("不要取消退款", None),  # kept, not called off
+        ("退款就不取消了", None),
         ("don’t cancel the refund", None),
-        ("do not cancel it", None),
+        ("dont cancel the refund", None),
+        ("I won't cancel the refund", None),
+        ("取消退款的话多久到账", None),  # a question, a condition
+        ("退款取消后还能再申请吗", None),
+        ("if I cancel the refund later, is there a fee", None),
+        ("确认退款，顺便取消订单 OD2611250001", None),  # a yes and another request
+        ("cancel the repair and replace it", None),
+        ("取消改地址，直接取消订单吧", None),
         ("好的", None),  # nothing called off
+        ("取消", None),  # nothing named
         ("取消" * 200, None),  # too long to be an answer
     ],
 )
-def test_what_a_line_calls_off_is_what_is_left_of_it(line: str, left: str | None) -> None:
-    assert without_calling_off(line) == left
+def test_what_a_line_calls_off_is_read_only_from_a_line_that_only_calls_off(
+    line: str, named: str | None
+) -> None:
+    assert called_off(line) == named
+
+
+REFUND = "OD2611200002 退款"
+EXCHANGE = "HD20240501 打印机坏了，我要换新"
 
 
 @pytest.mark.parametrize(
-    ("first", "line", "waits"),
+    ("example", "first", "line", "waits"),
     [
         # "don't cancel the refund" keeps it waiting: no decline
-        ("我要退款 OD2611100003", "不要取消退款", True),
+        (ORDERS, "我要退款 OD2611100003", "不要取消退款", True),
+        # a review: a call-off word anywhere, and the request named anywhere, declined
+        # a yes, a question about calling it off, or a call-off of something else
+        (ORDERS, REFUND, "确认退款，不撤回", True),
+        (ORDERS, REFUND, "退款吧，不取消了", True),
+        (ORDERS, REFUND, "退款别给我取消", True),
+        (ORDERS, REFUND, "可以退款，顺便把我的差评撤回", True),
+        (ORDERS, REFUND, "yes, refund it, I need to withdraw the money", True),
+        (ORDERS, REFUND, "取消退款的话多久到账？", True),
+        (ORDERS, REFUND, "退款取消了会怎样", True),
+        (ORDERS, REFUND, "退款申请提交后还能撤销吗", True),
+        (ORDERS, REFUND, "can I cancel the refund later?", True),
+        (ORDERS, REFUND, "won't cancel the refund", True),
+        (ORDERS, REFUND, "退款取消吧", False),  # the refund called off by its name
+        (ORDERS, REFUND, "取消 OD2611250001 的退款", True),  # another order's refund
         # the order's own cancellation at the address change's prompt is a request of
         # its own, as before: the change waits
-        (CHANGE, "取消订单 OD2611250001", True),
+        (ORDERS, CHANGE, "取消订单 OD2611250001", True),
+        # the same at an exchange's prompt
+        (AFTERSALES, EXCHANGE, "撤销换新是不是要收费？", True),
+        (AFTERSALES, EXCHANGE, "换新申请提交了还能撤回吗", True),
+        (AFTERSALES, EXCHANGE, "换新，不撤回", True),
+        (AFTERSALES, EXCHANGE, "确认换新，不取消", True),
+        (AFTERSALES, EXCHANGE, "换新别给我撤销", True),
+        (AFTERSALES, EXCHANGE, "可以，换新后能取消吗", True),
+        (AFTERSALES, EXCHANGE, "换新申请撤回吧", False),
     ],
 )
-def test_a_line_calling_off_something_else_leaves_the_request_waiting(
-    tmp_path: Path, first: str, line: str, waits: bool
+def test_only_a_line_calling_off_the_waiting_request_by_name_declines_it(
+    tmp_path: Path, example: Path, first: str, line: str, waits: bool
 ) -> None:
+    assert still_waits_after(example, tmp_path, first, line) is waits
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["取消改地址，帮我把订单 OD2611250001 取消", "地址不改了，直接取消订单 OD2611250001 吧"],
+)
+def test_calling_off_the_change_and_cancelling_the_order_still_asks_the_cancel(
+    tmp_path: Path, line: str
+) -> None:
+    """A review: the cancel intent's unless read "取消改地址" anywhere in the line, and
+    "…，帮我把订单 OD… 取消" asked for the new address; the order's cancel is asked."""
+
     async def talk() -> None:
         runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
-        waiting = await runtime.start(first, session_id="s")
-        assert waiting.status is RunStatus.AWAITING_CONFIRM
-        await runtime.start(line, session_id="s")
-        still = await runtime.summary(waiting.run_id)
-        assert (still.status is RunStatus.AWAITING_CONFIRM) is waits, still
+        said = await runtime.start(line, session_id="s")
+        assert said.intent is not None and said.intent.label == "cancel", said
+        assert said.status is RunStatus.AWAITING_CONFIRM
 
     asyncio.run(talk())

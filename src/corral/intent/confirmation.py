@@ -109,9 +109,10 @@ which said to "refund 699?" may cancel the refund (to "取消订单…吗？" it
 action again: ``_echoes``)."""
 MAX_ANSWER_CHARS = 200
 """The longest line read as a yes or no (a longer one is a message of its own)."""
-NOT_ANSWERS = {"对了", "对吧", "是吧", "是吗", "对吗", "好吗", "行吗", "可以吗"}
+NOT_ANSWERS = {"对了", "对吧", "是吧", "是吗", "是嘛", "对吗", "好吗", "行吗", "可以吗"}
 """First words that read like a yes but open something else or ask: 对了 is "by the
-way", 对吧 and 是吧 "right?" (a question, with or without its question mark)."""
+way", 对吧 and 是吧 "right?", 是嘛 "really?" (a question, with or without its question
+mark)."""
 
 
 def _words(line: str) -> str:
@@ -145,9 +146,9 @@ def _word(word: str) -> bool | None:
     whole = word
     while word:
         if word in YES:
-            # "没错吧", "对的吧": a yes that says a thing is so, then 吧, asks ("it is
+            # "没错吧", "对的了吧": a yes that says a thing is so, then 吧, asks ("it is
             # right, isn't it?"); "好吧", "行吧" go ahead
-            return None if word in _ASSERTIONS and whole[len(word) :].startswith("吧") else True
+            return None if word in _ASSERTIONS and "吧" in whole[len(word) :] else True
         if word in NO:
             return False
         if len(word) < 2 or word[-1] not in _PARTICLES:
@@ -167,6 +168,21 @@ def _word(word: str) -> bool | None:
 _ASSERTIONS = frozenset({"是", "是的", "对", "对的", "没错", "没问题", "可以的"})
 """The yes words that say a thing is so, rather than let it go ahead: with 吧 after them
 they ask whether it is ("订单号没错吧" carried out a cancellation)."""
+
+
+def _asks_if_so(word: str) -> bool:
+    """Whether a word asks whether a thing is so: "没错吧", "对吧", "订单号没错了吧"."""
+    if word in NOT_ANSWERS - {"对了"}:
+        return True
+    core = word.rstrip(_PARTICLES)
+    if "吧" not in word[len(core) :]:
+        return False
+    said = next((s for s in _SAID_RIGHT if core.startswith(s) and len(core) > len(s)), "")
+    return core[len(said) :] in _ASSERTIONS
+
+
+_ALONE_PARTICLES = re.compile(f" (?=[{_PARTICLES}]+(?: |$))")
+"""A space before particles that stand alone ("没错 吧"): they end the word before them."""
 
 
 _SAID_RIGHT = ("收货地址", "地址", "订单号", "单号", "金额", "信息", "都")
@@ -308,9 +324,13 @@ def _asks(line: str) -> bool:
 
 def _plain_yes_or_no(line: str) -> bool | None:
     """``yes_or_no`` of a line short enough and no question, without the prompt's words."""
-    text = _words(line)
+    text = _ALONE_PARTICLES.sub("", _words(line))  # "没错 吧" is "没错吧"
     if not text:
         return None
+    asking = [word for word in text.split() if _asks_if_so(word)]
+    if asking:  # "没错吧": no yes, unless a confirm word says it ("没错吧，确认")
+        others = " ".join(word for word in text.split() if word not in asking)
+        return True if others and explicit_yes(others) else None
     lead = next((p for p in _PHRASES if text == p or text.startswith(p + " ")), None)
     words = text.split()
     if lead is not None:
@@ -517,12 +537,26 @@ def _openings(text: str) -> Iterator[tuple[str, bool]]:
 
 
 _CALLING_OFF = re.compile(r"取消|撤销|撤回|\b(?:cancel|call\s+off|withdraw)\b", re.IGNORECASE)
-_NOT_CALLING_OFF = re.compile(
-    r"(?:不要|不想|别|不用|不需要|无需|并不想|不打算)\s*+(?:帮我)?\s*+(?:取消|撤销|撤回)"
-    r"|\b(?:don't|do\s+not|never|no\s+need\s+to|no\s+longer)\s+(?:(?:want|need)\s+)?"
-    r"(?:to\s+)?(?:cancel|call\s+off|withdraw)\b",
+_CALLED_OFF_ZH = re.compile(
+    r"(?:帮我|请|麻烦)?把?(?P<before>[^取撤]{1,20}?)(?:给我)?(?:取消|撤销|撤回)掉?[了吧啊呀]*"
+    r"|(?:帮我|请|麻烦)?(?:取消|撤销|撤回)掉?(?P<after>[^取撤]{1,20}?)[了吧啊呀]*"
+)
+"""A line that is only a call-off and what it calls off: "改地址的申请取消掉吧", "取消换新"."""
+_CALLED_OFF_EN = re.compile(
+    r"(?:please\s+)?(?:cancel|call\s+off|withdraw)\s+(?P<after>[a-z' ]{1,40}?)(?:\s+please)?",
     re.IGNORECASE,
 )
+_NOT_ONLY_CALLED_OFF = re.compile(
+    r"[不没别未吗呢么嘛还]|能|可以|会|后|的话"
+    r"|\b(?:not|no|never|won't|can|could|will|would|if|when|later|and|then|but|or|too)\b"
+    r"|n't\b",
+    re.IGNORECASE,
+)
+"""What makes a call-off line more than one (``called_off``): a negation, a question, a
+condition or a time ("取消退款的话多久到账", "can I cancel the refund later?"), or a second
+thing ("and", "还")."""
+CALLED_OFF_CHARS = 40
+"""The longest line read as a call-off by name: "改地址的申请取消掉吧" is short."""
 
 
 def says_calling_off(text: str) -> bool:
@@ -530,20 +564,28 @@ def says_calling_off(text: str) -> bool:
     return _CALLING_OFF.search(fold_word_characters(text)) is not None
 
 
-def without_calling_off(line: str) -> str | None:
-    """The line less its words that call something off, or ``None`` if it has none.
+def called_off(line: str) -> str | None:
+    """What the line calls off, when it only calls something off; else ``None``.
 
-    What is left says what is called off: "改地址的申请取消掉吧" leaves "改地址的申请掉吧",
-    which the address change's own rule reads. ``None`` as well for a call-off that is
-    negated ("不要取消退款", "don't cancel the refund": kept, not called off) and for a
-    line too long to be an answer.
+    "改地址的申请取消掉吧" gives "改地址的申请", "cancel the address change" gives "the
+    address change": the caller reads it with the waiting request's own rule. One clause,
+    short, the call-off word at its start or its end, and nothing that makes it a
+    question, a negation, a condition or a second request: "确认退款，不撤回", "退款别给我
+    取消", "取消退款的话多久到账？" and "can I cancel the refund later?" call nothing off
+    (a first version read any line with a call-off word in it, and declined yeses).
     """
-    if len(line) > MAX_ANSWER_CHARS:
+    text = fold_word_characters(line).strip().rstrip("。.!！~～ ")
+    if not text or len(text) > CALLED_OFF_CHARS or _asks(text):
         return None
-    folded = fold_word_characters(line)
-    if _NOT_CALLING_OFF.search(folded) or not _CALLING_OFF.search(folded):
+    if re.search(r"[,，、;；:：\n]", text):
         return None
-    return _CALLING_OFF.sub(" ", folded)
+    found = _CALLED_OFF_ZH.fullmatch(text) or _CALLED_OFF_EN.fullmatch(text)
+    if found is None:
+        return None
+    named = (found.groupdict().get("before") or found.group("after") or "").strip()
+    if not named or _NOT_ONLY_CALLED_OFF.search(text) or _CALLING_OFF.search(named):
+        return None
+    return named
 
 
 def withdraws(line: str) -> bool:

@@ -150,6 +150,10 @@ def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
     adds = frame.group("lead") or frame.group("other") or frame.group("adds")
     instead = frame.group("instead") is not None  # "OD… instead": in place of the last one
     if no or meant or instead:  # a correction, or nothing
+        # "改成这个地址，…": 这个 before a noun names it, it asks nothing more
+        owns = _words(frame.group("lead") or "") in ("这个", "那个") and frame.group("noun")
+        if owns and not (frame.group("other") or frame.group("adds")):
+            adds = None
         said_no = any(word not in _WAITS for word in no.split())
         wanted = meant.startswith(("我要", "我想", "要", "想"))  # "我要取消的是 OD…"
         strong = meant in _STRONG_MEANT or wanted or instead or (meant and frame.group("soft"))

@@ -30,7 +30,7 @@ _REASONS = re.compile(
 )
 """Why a cancellation is asked for ("这个不想要了", "I don't need it anymore"): read at a
 cancellation's prompt as its reason, not as a no ("I no longer want to cancel" is one)."""
-_ANOTHER_ZH = ("另", "其他", "其它", "别的", "也", "还有一", "再来一", "多一")
+_ANOTHER_ZH = ("另", "其他", "其它", "别的", "也", "一起", "还有一", "再来一", "多一")
 _ANOTHER_EN = re.compile(
     r"(?i)\b(?:another|other|different|too|also|second|both|as well|one more|more)\b"
 )
@@ -63,3 +63,11 @@ def _says(prompt: str, word: str) -> bool:
 def asks_for_another(line: str) -> bool:
     """Whether ``line`` asks for one more ("另一台也坏了", "my other order too")."""
     return any(word in line for word in _ANOTHER_ZH) or bool(_ANOTHER_EN.search(line))
+
+
+_AND = re.compile(r"(?i)\band\b|和|以及|还要|还有")
+
+
+def adds_a_request(line: str) -> bool:
+    """Whether ``line`` asks for one more, or joins a second thing ("…, and refund OD…")."""
+    return asks_for_another(line) or _AND.search(line) is not None

@@ -73,6 +73,7 @@ from corral.inputs import (
     require_words,
 )
 from corral.intent.confirmation import (
+    called_off,
     confirmation_answer,
     defers,
     explicit_yes,
@@ -80,11 +81,10 @@ from corral.intent.confirmation import (
     says_calling_off,
     switches,
     withdraws,
-    without_calling_off,
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
-from corral.intent.repeats import asks_for_another, holds_back
+from corral.intent.repeats import adds_a_request, asks_for_another, holds_back
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
 from corral.planning.clarification import latest_ambiguity
@@ -868,31 +868,39 @@ class Runtime:
     async def _calls_off_by_name(self, session: SessionRecord, open_run: str, message: str) -> bool:
         """Whether ``message`` calls the waiting request off by its name: a no to it.
 
-        "改地址的申请取消掉吧", "cancel the address change": with its call-off words taken
-        out (``without_calling_off``), the waiting request's own rule reads what is left.
-        Before, the cancel intent's rule read "取消掉", and the desk proposed cancelling the
-        whole order while the address change still waited. Not where the request is
-        itself a call-off: to "确认取消订单…吗？", "这个不想要了，帮我取消吧" asks for it again.
+        "改地址的申请取消掉吧", "cancel the address change": a line that only calls
+        something off (``called_off``), and what it calls off is read by the waiting
+        request's own rule. Before, the cancel intent's rule read "取消掉", and the desk
+        proposed cancelling the whole order while the address change still waited. Not
+        where the request is itself a call-off (to "确认取消订单…吗？", "帮我取消吧" asks for
+        it again), nor where the line names a value the waiting run does not hold
+        ("取消 OD2611250001 的退款" at another order's refund).
         """
-        rest = without_calling_off(message)
+        named = called_off(message)
         asked = _open_turn(session, "request")
-        if rest is None or not isinstance(asked, str):
+        if named is None or not isinstance(asked, str):
             return False
-        if self.agent.intent.rule_intent(rest) != asked:
+        if self.agent.intent.rule_intent(named) != asked:
             return False
-        prompt = await self._prompt_of(open_run)
-        return prompt is not None and not says_calling_off(prompt)
+        waiting = await self._waiting_state(open_run, "calls_off")
+        if waiting is None or waiting.pending is None or waiting.received_at is None:
+            return False
+        if says_calling_off(waiting.pending.prompt):
+            return False
+        said = self.agent.intent.entities.extract(message, waiting.received_at)
+        held = waiting.entities
+        return all(held.get(name) == value for name, value in said.items())
 
     async def _replaces_value(self, open_run: str, message: str) -> bool:
         """Whether ``message`` asks the waiting request again, of another value, in its place.
 
-        "refund OD2611100003 instead" or "算了，还是退 OD2611100003 吧" to "shall I refund
+        "refund OD2611100003 instead" or "算了，还是退款 OD2611100003 吧" to "shall I refund
         459 CNY for order OD2611200002?": a switch word (``switches``), a rule that reads
         the waiting run's own intent, and a value the waiting run holds named otherwise.
         The waiting one is declined first: left waiting, the refund of the wrong order
         stayed one "confirm" away beside the right one.
         """
-        if not switches(message):
+        if not switches(message) or adds_a_request(message):  # "actually, refund OD… too"
             return False
         asked = self.agent.intent.rule_intent(message)
         if asked is None:
@@ -900,8 +908,13 @@ class Runtime:
         waiting = await self._waiting_state(open_run, "replaces_value")
         if waiting is None or waiting.received_at is None or request_of(waiting) != asked:
             return False
-        named = self.agent.intent.entities.extract(message, waiting.received_at)
         held = waiting.entities
+        extractor = self.agent.intent.entities
+        # "instead of OD…, refund <the waiting order>": the waiting value named as well
+        mentioned = extractor.mentions(message, held)
+        if any(held[name] in values or len(values) > 1 for name, values in mentioned.items()):
+            return False
+        named = extractor.extract(message, waiting.received_at)
         return any(name in held and held[name] != value for name, value in named.items())
 
     async def _repeats_request(self, session: SessionRecord, message: str) -> bool:
