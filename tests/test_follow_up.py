@@ -584,6 +584,10 @@ def test_a_head_cut_from_an_answer_is_read_with_it(
         ("我要退款 OD2611200002", "算了，还是把 OD2611100003 也退款吧"),
         ("帮我取消订单 OD2611250001", "那还是把 OD2611280008 一起取消吧"),
         ("refund order OD2611200002", "instead of OD2611100003, refund OD2611200002"),
+        # a second review: "both", "再", "顺便" ask for one more as well
+        ("帮我取消订单 OD2611250001", "不如把 OD2611280008 取消掉，两个都不要了"),
+        ("我要退款 OD2611200002", "算了，顺便退款 OD2611100003"),
+        ("我要退款 OD2611200002", "算了，再退款 OD2611100003"),
     ],
 )
 def test_a_second_request_beside_a_switch_word_replaces_nothing(

@@ -297,3 +297,19 @@ async def test_a_tag_question_about_the_address_opens_no_second_change(
     assert said.status is RunStatus.FINISHED and said.outcome == "unclear", said
     assert (await runtime.summary(asked)).status is RunStatus.AWAITING_CONFIRM
     assert rows(orders, "address_changes") == []
+
+
+async def test_a_question_at_the_address_confirmation_opens_no_second_change(
+    tmp_path: Path,
+) -> None:
+    """A second review: "地址是不是写错了？" at the change's confirmation was read by the
+    change_address rule (地址…写错) as a new change, which took "没有" as the address."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    waiting = await runtime.start(
+        "把订单 OD2611250001 的收货地址改成上海市徐汇区漕溪北路100号", session_id="q"
+    )
+    assert waiting.status is RunStatus.AWAITING_CONFIRM
+    said = await runtime.start("地址是不是写错了？", session_id="q")
+    assert said.status is RunStatus.FINISHED and said.outcome == "unclear", said
+    assert (await runtime.summary(waiting.run_id)).status is RunStatus.AWAITING_CONFIRM

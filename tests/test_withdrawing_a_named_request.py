@@ -69,6 +69,8 @@ def test_said_with_nothing_waiting_it_proposes_no_cancellation(tmp_path: Path, l
         said = await runtime.start(f"OD2611250001 {line}", session_id="s")
         assert said.intent is None or said.intent.label != "cancel", said
         assert said.status is not RunStatus.AWAITING_CONFIRM, said  # asked, at most
+        # a second review: nor is it a request to change the address
+        assert said.pending is None or said.pending.slot != "new_address", said
 
     asyncio.run(talk())
     assert written(tmp_path) == ([], [], "pending")
@@ -136,6 +138,12 @@ EXCHANGE = "HD20240501 打印机坏了，我要换新"
         (ORDERS, REFUND, "won't cancel the refund", True),
         (ORDERS, REFUND, "退款取消吧", False),  # the refund called off by its name
         (ORDERS, REFUND, "取消 OD2611250001 的退款", True),  # another order's refund
+        # a second review: another refund than the waiting one, or a second request
+        (ORDERS, REFUND, "取消之前那个退款", True),
+        (ORDERS, REFUND, "cancel my previous refund", True),
+        (ORDERS, REFUND, "取消退款申请 RF7AE137E449", True),
+        (ORDERS, REFUND, "取消订单再退款", True),
+        (ORDERS, REFUND, "确认取消退款", False),  # ... and the confirm word before it
         # the order's own cancellation at the address change's prompt is a request of
         # its own, as before: the change waits
         (ORDERS, CHANGE, "取消订单 OD2611250001", True),

@@ -539,7 +539,7 @@ def _openings(text: str) -> Iterator[tuple[str, bool]]:
 _CALLING_OFF = re.compile(r"取消|撤销|撤回|\b(?:cancel|call\s+off|withdraw)\b", re.IGNORECASE)
 _CALLED_OFF_ZH = re.compile(
     r"(?:帮我|请|麻烦)?把?(?P<before>[^取撤]{1,20}?)(?:给我)?(?:取消|撤销|撤回)掉?[了吧啊呀]*"
-    r"|(?:帮我|请|麻烦)?(?:取消|撤销|撤回)掉?(?P<after>[^取撤]{1,20}?)[了吧啊呀]*"
+    r"|(?:确认|确定)?(?:帮我|请|麻烦)?(?:取消|撤销|撤回)掉?(?P<after>[^取撤]{1,20}?)[了吧啊呀]*"
 )
 """A line that is only a call-off and what it calls off: "改地址的申请取消掉吧", "取消换新"."""
 _CALLED_OFF_EN = re.compile(
@@ -547,14 +547,15 @@ _CALLED_OFF_EN = re.compile(
     re.IGNORECASE,
 )
 _NOT_ONLY_CALLED_OFF = re.compile(
-    r"[不没别未吗呢么嘛还]|能|可以|会|后|的话"
-    r"|\b(?:not|no|never|won't|can|could|will|would|if|when|later|and|then|but|or|too)\b"
-    r"|n't\b",
+    r"[不没别未吗呢么嘛还再\d]|能|可以|会|后|的话|之前|以前|上次|上一|早先"
+    r"|\b(?:not|no|never|won't|can|could|will|would|if|when|later|and|then|but|or|too"
+    r"|previous|earlier|last|old|other)\b|n't\b",
     re.IGNORECASE,
 )
 """What makes a call-off line more than one (``called_off``): a negation, a question, a
-condition or a time ("取消退款的话多久到账", "can I cancel the refund later?"), or a second
-thing ("and", "还")."""
+condition or a time ("取消退款的话多久到账", "can I cancel the refund later?"), a second
+thing ("and", "还", "取消订单再退款"), or another one than the waiting request ("取消之前
+那个退款", "cancel my previous refund", an id: "取消退款申请 RF7AE137E449")."""
 CALLED_OFF_CHARS = 40
 """The longest line read as a call-off by name: "改地址的申请取消掉吧" is short."""
 

@@ -65,9 +65,13 @@ def asks_for_another(line: str) -> bool:
     return any(word in line for word in _ANOTHER_ZH) or bool(_ANOTHER_EN.search(line))
 
 
-_AND = re.compile(r"(?i)\band\b|和|以及|还要|还有")
+_AND = re.compile(r"(?i)\band\b|和|以及|还要|还有|都|再|顺便|同样|两个|两单")
 
 
 def adds_a_request(line: str) -> bool:
-    """Whether ``line`` asks for one more, or joins a second thing ("…, and refund OD…")."""
+    """Whether ``line`` asks for one more, or joins a second thing.
+
+    "…, and refund OD…", "两个都不要了", "顺便退款 OD…": said beside a switch word, the
+    line adds a request, and replaces none (``Runtime._replaces_value``).
+    """
     return asks_for_another(line) or _AND.search(line) is not None

@@ -352,13 +352,18 @@ class RunLoop:
         says no action: "order OD2611250001" was a cancellation at 0.91, the word "order"
         being in most of its examples. It is unclear instead, and asked
         about, or read as a follow-up of the session's last request. A rule still decides
-        it: its author wrote one for such a line on purpose.
+        it: its author wrote one for such a line on purpose. Nor is a write guessed at a
+        confirmation just shown: "地址是不是写错了？" at an address change's prompt was a
+        second change (0.86), which took the next "没有" as the address; unclear, the
+        session's reply shows the prompt again.
         """
         if understood.source != "classifier" or understood.need_clarification:
             return understood
         label = understood.label
         if label is None or not plans_a_write(self.agent, label):
             return understood
+        if self.state.at_confirmation:
+            return _unclear(understood, f"a guess of {label} at a confirmation")
         line = self.agent.intent.follow_up(text)
         if line is None or line.kind != "bare":
             return understood
@@ -367,12 +372,7 @@ class RunLoop:
         entities = self.agent.config.entities
         if not all(name in entities and entities[name].carries_over for name in line.named):
             return understood
-        return understood.model_copy(
-            update={
-                "need_clarification": True,
-                "evidence": f"{understood.evidence}; a value alone asks no {label}",
-            }
-        )
+        return _unclear(understood, f"a value alone asks no {label}")
 
     def _follow_up(self, understood: IntentResult, text: str) -> IntentResult:
         """``understood``, or what a follow-up line asks (``corral.runtime.follow``).
@@ -666,3 +666,10 @@ class RunLoop:
     def step_statuses(self) -> dict[str, StepStatus]:
         """Step id -> status."""
         return {sid: step.status for sid, step in self.state.steps.items()}
+
+
+def _unclear(understood: IntentResult, why: str) -> IntentResult:
+    """``understood`` as unclear, its evidence saying ``why``."""
+    return understood.model_copy(
+        update={"need_clarification": True, "evidence": f"{understood.evidence}; {why}"}
+    )
