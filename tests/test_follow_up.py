@@ -271,6 +271,19 @@ BEIJING = "北京市朝阳区建国路88号"
         ("refund order OD2611200002", "actually, OD2611100003", "OD2611100003", "refunds"),
         ("refund order OD2611200002", "OD2611100003 instead", "OD2611100003", "refunds"),
         ("我要退款 OD2611200002", "算了，还是退款 OD2611100003 吧", "OD2611100003", "refunds"),
+        # a third review: 都 and 再 as filler left the wrong order waiting
+        (
+            "帮我取消订单 OD2611250001",
+            "算了，取消 OD2611280008 吧，我都搞混了",
+            "OD2611280008",
+            "cancellations",
+        ),
+        (
+            "我要退款 OD2611200002",
+            "算了，我再看了下，退款 OD2611100003 吧",
+            "OD2611100003",
+            "refunds",
+        ),
         # "改成这个地址，<address>": the address after it (a review: the whole line was)
         (
             CHANGE_TO_SHANGHAI,

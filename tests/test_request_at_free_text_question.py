@@ -313,3 +313,16 @@ async def test_a_question_at_the_address_confirmation_opens_no_second_change(
     said = await runtime.start("地址是不是写错了？", session_id="q")
     assert said.status is RunStatus.FINISHED and said.outcome == "unclear", said
     assert (await runtime.summary(waiting.run_id)).status is RunStatus.AWAITING_CONFIRM
+
+
+async def test_another_question_at_a_confirmation_is_still_answered(tmp_path: Path) -> None:
+    """A third review: with every write the classifier guessed at a confirmation made
+    unclear, "what's the status of OD…?" (query_order, whose templates may cancel) was
+    "not understood". Only a guess of the waiting request itself is."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    waiting = await runtime.start("cancel order OD2611250001", session_id="q")
+    assert waiting.status is RunStatus.AWAITING_CONFIRM
+    said = await runtime.start("what's the status of OD2611280008?", session_id="q")
+    assert said.outcome == "success", said
+    assert (await runtime.summary(waiting.run_id)).status is RunStatus.AWAITING_CONFIRM

@@ -144,6 +144,10 @@ EXCHANGE = "HD20240501 打印机坏了，我要换新"
         (ORDERS, REFUND, "取消退款申请 RF7AE137E449", True),
         (ORDERS, REFUND, "取消订单再退款", True),
         (ORDERS, REFUND, "确认取消退款", False),  # ... and the confirm word before it
+        # a third review: the waiting order's own id named (a blanket refusal of digits
+        # offered the refund again, and a "确认" paid it)
+        (ORDERS, REFUND, "取消退款 OD2611200002", False),
+        (ORDERS, REFUND, "cancel my last refund request", False),
         # the order's own cancellation at the address change's prompt is a request of
         # its own, as before: the change waits
         (ORDERS, CHANGE, "取消订单 OD2611250001", True),

@@ -547,15 +547,16 @@ _CALLED_OFF_EN = re.compile(
     re.IGNORECASE,
 )
 _NOT_ONLY_CALLED_OFF = re.compile(
-    r"[不没别未吗呢么嘛还再\d]|能|可以|会|后|的话|之前|以前|上次|上一|早先"
+    r"[不没别未吗呢么嘛还再]|能|可以|会|后|的话|之前|以前|上次|上一|早先"
     r"|\b(?:not|no|never|won't|can|could|will|would|if|when|later|and|then|but|or|too"
-    r"|previous|earlier|last|old|other)\b|n't\b",
+    r"|previous|earlier|old|other)\b|n't\b",
     re.IGNORECASE,
 )
 """What makes a call-off line more than one (``called_off``): a negation, a question, a
 condition or a time ("取消退款的话多久到账", "can I cancel the refund later?"), a second
 thing ("and", "还", "取消订单再退款"), or another one than the waiting request ("取消之前
-那个退款", "cancel my previous refund", an id: "取消退款申请 RF7AE137E449")."""
+那个退款", "cancel my previous refund"; an id the waiting run does not hold is the
+caller's to refuse)."""
 CALLED_OFF_CHARS = 40
 """The longest line read as a call-off by name: "改地址的申请取消掉吧" is short."""
 

@@ -65,7 +65,10 @@ def asks_for_another(line: str) -> bool:
     return any(word in line for word in _ANOTHER_ZH) or bool(_ANOTHER_EN.search(line))
 
 
-_AND = re.compile(r"(?i)\band\b|和|以及|还要|还有|都|再|顺便|同样|两个|两单")
+_AND = re.compile(
+    r"(?i)\band\b|和|以及|还要|还有|顺便|同样|两个都|两单都|都要|再(?:退|取消|撤|换|改|修|办)"
+)
+"""Words that join a second thing: not 都 or 再 alone ("我都搞混了", "我再看了下")."""
 
 
 def adds_a_request(line: str) -> bool:

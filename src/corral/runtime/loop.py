@@ -352,18 +352,19 @@ class RunLoop:
         says no action: "order OD2611250001" was a cancellation at 0.91, the word "order"
         being in most of its examples. It is unclear instead, and asked
         about, or read as a follow-up of the session's last request. A rule still decides
-        it: its author wrote one for such a line on purpose. Nor is a write guessed at a
-        confirmation just shown: "地址是不是写错了？" at an address change's prompt was a
-        second change (0.86), which took the next "没有" as the address; unclear, the
-        session's reply shows the prompt again.
+        it: its author wrote one for such a line on purpose. Nor is the waiting request
+        guessed again at its confirmation just shown: "地址是不是写错了？" at an address
+        change's prompt was a second change (0.86), which took the next "没有" as the
+        address; unclear, the session's reply shows the prompt again. Another request is
+        still guessed there ("what's the status of OD…?").
         """
         if understood.source != "classifier" or understood.need_clarification:
             return understood
         label = understood.label
         if label is None or not plans_a_write(self.agent, label):
             return understood
-        if self.state.at_confirmation:
-            return _unclear(understood, f"a guess of {label} at a confirmation")
+        if self.state.at_confirmation and label == self.state.follows:
+            return _unclear(understood, f"a guess of {label} at its confirmation")
         line = self.agent.intent.follow_up(text)
         if line is None or line.kind != "bare":
             return understood

@@ -18,6 +18,7 @@ import copy
 import inspect
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
@@ -887,7 +888,10 @@ class Runtime:
             return False
         if says_calling_off(waiting.pending.prompt):
             return False
-        said = self.agent.intent.entities.extract(message, waiting.received_at)
+        extractor = self.agent.intent.entities
+        if re.search(r"\d", extractor.without_values(message)[0]):  # "取消退款申请 RF7AE…"
+            return False
+        said = extractor.extract(message, waiting.received_at)
         held = waiting.entities
         return all(held.get(name) == value for name, value in said.items())
 
