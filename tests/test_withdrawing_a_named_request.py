@@ -148,6 +148,7 @@ EXCHANGE = "HD20240501 打印机坏了，我要换新"
         # offered the refund again, and a "确认" paid it)
         (ORDERS, REFUND, "取消退款 OD2611200002", False),
         (ORDERS, REFUND, "cancel my last refund request", False),
+        (ORDERS, REFUND, "cancel the refund for OD2611200002", False),
         # the order's own cancellation at the address change's prompt is a request of
         # its own, as before: the change waits
         (ORDERS, CHANGE, "取消订单 OD2611250001", True),

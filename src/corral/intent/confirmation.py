@@ -543,7 +543,7 @@ _CALLED_OFF_ZH = re.compile(
 )
 """A line that is only a call-off and what it calls off: "改地址的申请取消掉吧", "取消换新"."""
 _CALLED_OFF_EN = re.compile(
-    r"(?:please\s+)?(?:cancel|call\s+off|withdraw)\s+(?P<after>[a-z' ]{1,40}?)(?:\s+please)?",
+    r"(?:please\s+)?(?:cancel|call\s+off|withdraw)\s+(?P<after>[a-z0-9' ]{1,40}?)(?:\s+please)?",
     re.IGNORECASE,
 )
 _NOT_ONLY_CALLED_OFF = re.compile(
