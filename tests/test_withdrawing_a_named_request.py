@@ -16,9 +16,10 @@ import pytest
 from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
 from corral.intent.confirmation import called_off
-from tests.conftest import AFTERSALES, ORDERS
+from tests.conftest import AFTERSALES, ORDERS, ROOT
 from tests.helpers import still_waits_after
 
+TRIAGE = ROOT / "examples" / "triage"
 CHANGE = "OD2611250001 改地址到上海市徐汇区漕溪北路100号"
 CHANGE_EN = "change the address of OD2611250001 to 12 Baker Street, Shanghai"
 
@@ -183,5 +184,106 @@ def test_calling_off_the_change_and_cancelling_the_order_still_asks_the_cancel(
         said = await runtime.start(line, session_id="s")
         assert said.intent is not None and said.intent.label == "cancel", said
         assert said.status is RunStatus.AWAITING_CONFIRM
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    ("example", "line"),
+    [
+        (ORDERS, "取消 OD2611250001 的退款"),
+        (ORDERS, "退款取消掉"),
+        (ORDERS, "取消 OD2611250001 的改地址"),
+        (ORDERS, "cancel the refund for OD2611250001"),
+        (ORDERS, "我想取消退款申请 OD2611200002"),
+        (ORDERS, "请帮我撤回退款申请 OD2611200002"),
+        (AFTERSALES, "我想取消换新申请 HD20240501"),
+        (AFTERSALES, "取消 HD20250920 的换新"),
+        (AFTERSALES, "取消报修"),
+    ],
+)
+def test_a_call_off_of_a_request_that_writes_proposes_no_write(
+    tmp_path: Path, example: Path, line: str
+) -> None:
+    """Found on main: "取消 OD2611250001 的退款" proposed cancelling the order (the cancel
+    rule read 取消 before an order id), and "取消 HD20250920 的换新" an exchange of it."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(example, data_dir=tmp_path), MemoryStore())
+        said = await runtime.start(line, session_id="s")
+        assert said.status is not RunStatus.AWAITING_CONFIRM, said
+        yes = await runtime.start("confirm" if line.isascii() else "确认", session_id="s")
+        assert yes.outcome != "success", yes  # nothing was waiting for it
+
+    asyncio.run(talk())
+    if example == ORDERS:
+        assert written(tmp_path) == ([], [], "pending")
+
+
+def test_a_call_off_of_another_orders_request_at_a_confirmation_proposes_nothing(
+    tmp_path: Path,
+) -> None:
+    """To "create the exchange of HD20240501?", "取消 HD20250920 的换新" proposed a second
+    exchange, of HD20250920, on main. Now it proposes none (the intent's ``unless``): it
+    is unclear, and the first, another order's, still waits."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path), MemoryStore())
+        waiting = await runtime.start("HD20240501 打印机坏了，申请换新", session_id="s")
+        assert waiting.status is RunStatus.AWAITING_CONFIRM, waiting
+        said = await runtime.start("取消 HD20250920 的换新", session_id="s")
+        assert said.outcome == "unclear" and said.pending is None, said
+        kept = await runtime.summary(waiting.run_id)
+        assert kept.status is RunStatus.AWAITING_CONFIRM, kept
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    ("example", "line"),
+    [
+        (ORDERS, "取消订单并退款 OD2611280008"),
+        (ORDERS, "取消OD2611250001退钱"),
+        (ORDERS, "cancel OD2611280008 with refund"),
+        (AFTERSALES, "取消维修改换新 HD20240501"),
+        (AFTERSALES, "取消键坏了 HD20240501"),
+        (TRIAGE, "取消支付报错 C10001"),
+        (TRIAGE, "cancel payment errors C10001"),
+        (TRIAGE, "取消订阅 C20001 重复扣费"),
+    ],
+)
+def test_a_call_off_that_names_no_request_as_such_is_read_as_it_was(
+    tmp_path: Path, example: Path, line: str
+) -> None:
+    """A second review: the first version read any short line opening with 取消 or cancel
+    as a call-off, and "取消订单并退款 OD…", "取消键坏了" (a broken key) or a payment
+    outage were asked about instead of handled. Only a request named as one is."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(example, data_dir=tmp_path), MemoryStore())
+        said = await runtime.start(line, session_id="s")
+        understood = (await runtime.load_state(said.run_id)).intent
+        assert understood is not None and not understood.need_clarification, said
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "取消OD2611250001",
+        "OD2611250001 取消掉",
+        "帮我取消订单 OD2611250001",
+        "please cancel order OD2611250001",
+        "cancel my order OD2611250001",
+        "取消这个订单 OD2611250001",
+    ],
+)
+def test_a_call_off_of_the_order_itself_is_still_a_cancellation(tmp_path: Path, line: str) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        said = await runtime.start(line, session_id="s")
+        assert said.status is RunStatus.AWAITING_CONFIRM, said
+        assert said.intent is not None and said.intent.label == "cancel", said
 
     asyncio.run(talk())

@@ -636,6 +636,110 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     return False if kept or all(_takes_back(piece) for piece in rest) else None
 
 
+_WITHDRAWN_OF = {
+    "不取消了": ("取消",),
+    "不退了": ("退款", "退货"),
+    "不改了": ("改成", "改为", "改到", "修改", "改地址"),
+    "不用改": ("改成", "改为", "改到", "修改", "改地址"),
+    "不要改": ("改成", "改为", "改到", "修改", "改地址"),
+    "别改": ("改成", "改为", "改到", "修改", "改地址"),
+    "不换了": ("换新", "换货", "更换"),
+    "不修了": ("维修", "修理", "报修"),
+}
+"""Withdrawals that name their action: they take back only a prompt that asks it ("不取消
+了，退款多久到账？" said to a refund's prompt keeps the refund)."""
+_WITHDRAWN_ANY = frozenset({"算了", "不用了", "不办了"} | {w for w in WITHDRAWN if w.isascii()})
+"""Withdrawals of whatever was asked (not "不要了", which may be said of the item: "不要
+了，退吧"; nor "不查了", which takes back no write)."""
+_URGING = (
+    *URGED,
+    "直接",
+    "赶紧",
+    "马上",
+    "确认",
+    "就这样",
+    "just",
+    "go ahead",
+    "right away",
+    "confirm",
+    "approve",
+    "do it",
+    "fine",
+)
+"""Words that urge an action on: after a withdrawal, the line asks for one after all."""
+_PUTTING_OFF = (
+    "先",
+    "再决定",
+    "再说",
+    "再确认",
+    "再退",
+    "再取消",
+    "等下",
+    "等一下",
+    "明天",
+    "稍后",
+    "回头",
+    "然后",
+    "的话",
+    "later",
+    "decide",
+    "for now",
+    "first",
+    "after",
+    "if ",
+)
+"""Words that put the request off rather than take it back ("算了，先查下物流再决定")."""
+_ACTIONS = (
+    *("取消", "退款", "退货", "换新", "换货", "维修", "改地址", "地址"),
+    *("cancel", "refund", "exchange", "replacement", "repair", "address"),
+)
+"""What a prompt may ask: a line that names it again after a withdrawal asks about it."""
+
+
+def withdraws_first(line: str, prompt: str | None = None) -> bool:
+    """Whether the line takes ``prompt``'s request back first, then goes on to another thing.
+
+    "不取消了，帮我查下物流", "never mind, where is my parcel?": a phrase of ``WITHDRAWN``
+    opens it (past the ``OPENERS``: "那就算了，…"), as a word of its own (an English one
+    with a break after it: "never mind the address, …" takes back another thing), and
+    more than another withdrawal or filler follows (a line that is only a withdrawal is
+    ``confirmation_answer``'s no). One that names its action takes back only a prompt
+    that asks it (``_WITHDRAWN_OF``; not checked without ``prompt``). Not where the rest
+    may still say yes or answer: a yes word, an urging ("不修了，坏了就直接换", "never
+    mind, go ahead"), what gives the answer after all ("算了，寄到公司", "还是…"), or
+    what puts it off ("算了，先查下物流再决定"). Whether the rest is another request is
+    the caller's to read (its rules).
+    """
+    text = _past_openers(_words(line), prompt=True)
+    lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
+    if lead is None or not (lead in _WITHDRAWN_ANY or lead in _WITHDRAWN_OF):
+        return False
+    actions = _WITHDRAWN_OF.get(lead, ())
+    if prompt is not None and actions and not any(action in prompt for action in actions):
+        return False
+    if lead.isascii() and not re.search(
+        rf"\b{re.escape(lead)}\s*[,，.。!！;；:：~～…-]", fold_word_characters(line).lower()
+    ):
+        return False  # "never mind cancelling, …": what it takes back is named after it
+    rest = text[len(lead) :]
+    if prompt is not None and any(a in prompt and a in rest for a in _ACTIONS):
+        return False  # "算了，取消后钱什么时候到？": a question about the request itself
+    pieces = rest.split()
+    if not pieces or " ".join(pieces) in _KEEPING or all(map(_takes_back, pieces)):
+        return False
+    if not rest.startswith(" ") and not _takes_back(pieces[0]):
+        return False  # "不用了解…": the phrase begins a longer word
+    if any(word in f"{rest} " for word in (*_ANSWERS_AFTER, *_URGING, *_PUTTING_OFF)):
+        return False
+    return not any(_yes_piece(piece) for piece in pieces) and " ".join(pieces) not in YES
+
+
+def _yes_piece(piece: str) -> bool:
+    """A word of a line that says yes, or urges the action on ("确认取消", "退吧")."""
+    bare = piece.rstrip(_PARTICLES) or piece
+    return piece in URGED or bare in YES or piece.startswith(_EXPLICIT)
+
+
 DEFERRALS = frozenset(
     {
         "先别确认",

@@ -82,6 +82,7 @@ from corral.intent.confirmation import (
     says_calling_off,
     switches,
     withdraws,
+    withdraws_first,
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
@@ -847,6 +848,8 @@ class Runtime:
                 return OpenRunInput(open_run, approve=False, corrects=True)
             if await self._calls_off_by_name(session, open_run, message):  # "改地址的申请取消掉吧"
                 return OpenRunInput(open_run, approve=False)
+            if await self._withdrawn_for_a_question(session, open_run, message):  # "算了，物流呢"
+                return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
             # what the reply before it suggested ("cancel OD… instead")
@@ -860,6 +863,12 @@ class Runtime:
         # (its intent's ``unless``); answered "didn't understand", a "好的" after it cancelled
         asked = _open_turn(session, "request")
         if isinstance(asked, str) and self.agent.intent.negates(asked, message):
+            # "取消 OD2611250001 的退款", a line that only calls off another order's: not
+            # this one ("不要取消了，帮我查下 OD… 的物流" names the other in its question)
+            if called_off(message) is not None:
+                waiting = await self._waiting_state(open_run, "negated")
+                if waiting is not None and not self._names_what_waits(waiting, message):
+                    return None
             # "不要换新，帮我修一下" asks another thing instead: declined, then run
             other = self.agent.intent.rule_intent(message)
             instead = other is not None and other != asked
@@ -990,15 +999,56 @@ class Runtime:
         """
         if not switches(message):
             return False
+        other = self._other_intent(session, message)
+        return other is not None and plans_a_write(self.agent, other)
+
+    def _other_intent(self, session: SessionRecord, message: str) -> str | None:
+        """The intent a rule reads in ``message``, when it is not the open run's own."""
         other = self.agent.intent.rule_intent(message)
         # the open run's own turn: the last may be a reply to an unclear line since
         asked = _open_turn(session, "intent")
         if other is None or not isinstance(asked, str):
-            return False
+            return None
         spec = self.agent.config.intent(other)
-        if spec.name == asked or asked in spec.aliases:
+        return None if spec.name == asked or asked in spec.aliases else spec.name
+
+    async def _withdrawn_for_a_question(
+        self, session: SessionRecord, open_run: str, message: str
+    ) -> bool:
+        """Whether ``message`` takes the waiting request back, then asks a question.
+
+        "不取消了，帮我查下物流", "never mind, where is my parcel?": a withdrawal first
+        (``withdraws_first``), then what a rule reads as another intent that writes
+        nothing. Before, the parcel was looked up and the cancellation just taken back
+        stayed one "确认" away, under a reminder. Not for a request that writes: a line
+        that puts one in place of the waiting one is ``_switches_request``'s, or a
+        request of its own beside it, as before; nor where the line names a value the
+        waiting run holds otherwise (a new address after "算了": an answer, not a
+        withdrawal).
+        """
+        if not withdraws_first(message):
             return False
-        return plans_a_write(self.agent, spec.name)
+        other = self._other_intent(session, message)
+        if other is None or plans_a_write(self.agent, other):
+            return False
+        waiting = await self._waiting_state(open_run, "withdrawn")
+        if waiting is None or waiting.received_at is None or waiting.pending is None:
+            return False
+        if not withdraws_first(message, waiting.pending.prompt):  # "不取消了" to a refund
+            return False
+        return self._names_what_waits(waiting, message)
+
+    def _names_what_waits(self, waiting: RunState, message: str) -> bool:
+        """Whether each value ``message`` names of those ``waiting`` holds is the one it holds.
+
+        And it names nothing else with a number ("取消退款申请 RF7AE…": another refund).
+        """
+        extractor = self.agent.intent.entities
+        if waiting.received_at is None or re.search(r"\d", extractor.without_values(message)[0]):
+            return False
+        said = extractor.extract(message, waiting.received_at)
+        held = waiting.entities
+        return all(held.get(name, value) == value for name, value in said.items())
 
     async def _prompt_of(self, run_id: str) -> str | None:
         """The prompt ``run_id`` waits on (a recorded read): a line may say its action again."""
