@@ -125,6 +125,10 @@ def test_taking_the_request_back_before_another_one_declines_it(
         (CANCEL_EN, "never mind, do it, where is my parcel?"),
         (CANCEL, "算了，取消后钱什么时候到？"),
         (REFUND, "算了，退款多久到账？"),
+        # a fifth review: keeping an application is no call-off of it
+        (REFUND, "我不想取消退款申请"),
+        (REFUND, "千万别撤回退款申请"),
+        (CANCEL, "取消订单，不是取消退款申请"),
     ],
 )
 def test_a_line_that_takes_nothing_back_leaves_the_confirmation_waiting(
@@ -147,6 +151,8 @@ def test_a_line_that_takes_nothing_back_leaves_the_confirmation_waiting(
         # a fourth review: the exchange's prompt says 保修, no repair
         "不修了，保修期多久",
         "不修了，维修进度怎么样",
+        "别撤回换新申请，打印机真的坏了",
+        "我不想撤回换新申请",
         "不用了，打印机坏了好几次了，直接换",
         "forget it, the printer is dead, just send a new one",
         "never mind, it still doesn't work, go ahead",
