@@ -46,9 +46,8 @@ def written(data_dir: Path) -> tuple[list[str], list[str]]:
     ("first", "line", "yes"),
     [
         (CANCEL, "不取消了，帮我查下物流", "确认"),
-        (CANCEL, "算了，帮我查下物流", "确认"),
-        (CANCEL, "那就算了，帮我查物流", "确认"),
-        (CANCEL_EN, "never mind, where is my parcel", "confirm"),
+        (CANCEL, "算了，不取消了，帮我查下物流", "确认"),
+        (CANCEL, "不用了，帮我查下物流", "确认"),
         (CANCEL_EN, "no thanks, where is my parcel?", "confirm"),
         (REFUND, "算了不退了，帮我查一下物流", "确认"),
         (REFUND, "不用了，OD2611200002 到哪了", "确认"),
@@ -118,6 +117,22 @@ def test_taking_the_request_back_before_another_one_declines_it(
         (CANCEL, "不退了，取消后钱什么时候到？"),
         (CANCEL, "不修了，这单发货了没"),
         (REFUND, "算了，查下物流然后确认"),
+        # a sixth review: "算了" and "never mind" may as well give in ("oh well"): alone
+        # before a question they take nothing back
+        (CANCEL, "算了，帮我查下物流"),
+        (CANCEL, "那就算了，帮我查物流"),
+        (CANCEL_EN, "never mind, where is my parcel"),
+        (CANCEL, "算了，办了吧，物流呢"),
+        (CANCEL_EN, "never mind, proceed. where is my parcel?"),
+        (CANCEL, "算了，钱什么时候退回来？"),
+        (REFUND, "算了，物流到哪了？没到就退"),
+        (REFUND, "不用了，物流到哪了？没到就退"),
+        (REFUND_EN, "no thanks, please proceed. where is my parcel?"),
+        # ...and a refund called off at a cancellation's prompt calls off another thing
+        (CANCEL, "取消退款"),
+        (CANCEL, "撤回退款申请"),
+        (CANCEL, "取消 OD2611250001 的退款"),
+        (CANCEL_EN, "cancel the refund"),
         # a fourth review: a yes, or a question about the request itself, after it
         (REFUND, "算了，就退吧。物流到哪了"),
         (CANCEL, "算了，你办吧，物流呢"),
@@ -151,6 +166,8 @@ def test_a_line_that_takes_nothing_back_leaves_the_confirmation_waiting(
         # a fourth review: the exchange's prompt says 保修, no repair
         "不修了，保修期多久",
         "不修了，维修进度怎么样",
+        "算了，换了吧，保修期多久",
+        "不用了，给我换了吧，维修进度怎么样",
         "别撤回换新申请，打印机真的坏了",
         "我不想撤回换新申请",
         "不用了，打印机坏了好几次了，直接换",
@@ -180,7 +197,7 @@ def test_a_yes_to_the_exchange_after_a_withdrawal_does_not_decline_it(
         ("不取消了，帮我查下物流", "确认为这单退款 459 元吗？", False),
         ("不退了，帮我查下物流", "确认为这单退款 459 元吗？", True),
         ("不退了，帮我查下物流", "确认取消订单 OD…吗？取消后钱会原路退回。", False),
-        ("算了，帮我查下物流", "确认为这单退款 459 元吗？", True),
+        ("不用了，帮我查下物流", "确认为这单退款 459 元吗？", True),
     ],
 )
 def test_a_withdrawal_that_names_its_action_takes_back_only_that_action(
@@ -192,10 +209,10 @@ def test_a_withdrawal_that_names_its_action_takes_back_only_that_action(
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("算了，帮我查下物流", True),
+        ("算了，帮我查下物流", False),
         ("不取消了，帮我查下物流", True),
-        ("那就算了，帮我查物流", True),
-        ("never mind, where is my parcel?", True),
+        ("那就算了，不退了，帮我查物流", True),
+        ("never mind, where is my parcel?", False),
         ("No thanks. Where is my parcel", True),
         # only a withdrawal: confirmation_answer's, not this
         ("算了", False),

@@ -648,16 +648,23 @@ _WITHDRAWN_OF = {
 }
 """Withdrawals that name their action: they take back only a prompt that asks it ("不取消
 了，退款多久到账？" said to a refund's prompt keeps the refund)."""
-_WITHDRAWN_ANY = frozenset({"算了", "不用了", "不办了"} | {w for w in WITHDRAWN if w.isascii()})
+_WITHDRAWN_ANY = frozenset({"不用了", "不办了", "no thanks", "no thank you", "don't bother"})
 """Withdrawals of whatever was asked (not "不要了", which may be said of the item: "不要
 了，退吧"; nor "不查了", which takes back no write)."""
+_WITHDRAWN_OR_RESIGNED = frozenset({"算了", "never mind", "nevermind", "forget it"})
+_WITHDRAWN_OR_RESIGNED |= {"forget about it"}
+"""Withdrawals that may as well give in ("算了，换了吧", "never mind, proceed"): they take
+nothing back before another line, only before a withdrawal that does ("算了不退了，…")."""
 _URGING = (
     *URGED,
     "直接",
     "赶紧",
     "马上",
     "确认",
-    "就这样",
+    "就",
+    "听你的",
+    "按你说的",
+    "照办",
     "just",
     "go ahead",
     "right away",
@@ -665,6 +672,10 @@ _URGING = (
     "approve",
     "do it",
     "fine",
+    "proceed",
+    "carry on",
+    "create",
+    "please do",
 )
 """Words that urge an action on: after a withdrawal, the line asks for one after all."""
 _PUTTING_OFF = (
@@ -699,9 +710,10 @@ _ACTIONS = (
 def withdraws_first(line: str, prompt: str | None = None) -> bool:
     """Whether the line takes ``prompt``'s request back first, then goes on to another thing.
 
-    "不取消了，帮我查下物流", "never mind, where is my parcel?": a phrase of ``WITHDRAWN``
-    opens it (past the ``OPENERS``: "那就算了，…"), as a word of its own (an English one
-    with a break after it: "never mind the address, …" takes back another thing), and
+    "不取消了，帮我查下物流", "no thanks, where is my parcel?": a phrase of ``WITHDRAWN``
+    opens it (past the ``OPENERS``, and past "算了" or "never mind", which may as well give
+    in: "算了，换了吧"), as a word of its own (an English one with a break after it: "no
+    thanks the refund, …" is none), and
     more than another withdrawal or filler follows (a line that is only a withdrawal is
     ``confirmation_answer``'s no). One that names its action takes back only a prompt
     that asks it (``_WITHDRAWN_OF``; not checked without ``prompt``). Not where the rest
@@ -712,6 +724,9 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
     """
     text = _past_openers(_words(line), prompt=True)
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
+    if lead in _WITHDRAWN_OR_RESIGNED:  # "算了不退了，…": the one after it says
+        text = text[len(lead) :].strip()
+        lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
     if lead is None or not (lead in _WITHDRAWN_ANY or lead in _WITHDRAWN_OF):
         return False
     actions = _WITHDRAWN_OF.get(lead, ())
@@ -737,7 +752,8 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
 def _yes_piece(piece: str) -> bool:
     """A word of a line that says yes, or urges the action on ("确认取消", "退吧")."""
     bare = piece.rstrip(_PARTICLES) or piece
-    return piece in URGED or bare in YES or piece.startswith(_EXPLICIT)
+    urged = piece.endswith("吧")  # "换了吧", "创建吧": a suggestion, maybe the prompt's
+    return urged or piece in URGED or bare in YES or piece.startswith(_EXPLICIT)
 
 
 DEFERRALS = frozenset(

@@ -865,7 +865,11 @@ class Runtime:
         if isinstance(asked, str) and self.agent.intent.negates(asked, message):
             # "取消 OD2611250001 的退款", a line that only calls off another order's: not
             # this one ("不要取消了，帮我查下 OD… 的物流" names the other in its question)
-            if called_off(message) is not None:
+            named = called_off(message)
+            if named is not None:
+                # "取消退款" at a cancellation's prompt calls off another thing
+                if self.agent.intent.rule_intent(named) not in (None, asked):
+                    return None
                 waiting = await self._waiting_state(open_run, "negated")
                 if waiting is not None and not self._names_what_waits(waiting, message):
                     return None
