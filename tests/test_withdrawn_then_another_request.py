@@ -128,6 +128,10 @@ def test_taking_the_request_back_before_another_one_declines_it(
         (REFUND, "算了，物流到哪了？没到就退"),
         (REFUND, "不用了，物流到哪了？没到就退"),
         (REFUND_EN, "no thanks, please proceed. where is my parcel?"),
+        # a seventh review: the refund's money, and "for now"
+        (REFUND, "不用了，钱退到哪个账户"),
+        (REFUND, "不用了，钱什么时候到账"),
+        (REFUND, "先不用了，帮我查下物流"),
         # ...and a refund called off at a cancellation's prompt calls off another thing
         (CANCEL, "取消退款"),
         (CANCEL, "撤回退款申请"),

@@ -705,6 +705,9 @@ _ACTIONS = (
     *("cancel", "refund", "exchange", "replacement", "repair", "address"),
 )
 """What a prompt may ask: a line that names it again after a withdrawal asks about it."""
+_MONEY = ("钱", "到账", "账户", "money", "account", "paid")
+_PAYS = ("退款", "退回", "退货", "取消", "refund", "cancel", "payment")
+"""A prompt that pays back, and the words of a question about that money."""
 
 
 def withdraws_first(line: str, prompt: str | None = None) -> bool:
@@ -722,7 +725,10 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
     what puts it off ("算了，先查下物流再决定"). Whether the rest is another request is
     the caller's to read (its rules).
     """
-    text = _past_openers(_words(line), prompt=True)
+    words = _words(line)
+    text = _past_openers(words, prompt=True)
+    if any(word in words[: len(words) - len(text)] for word in _PUTTING_OFF):
+        return False  # "先不用了，…": for now
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
     if lead in _WITHDRAWN_OR_RESIGNED:  # "算了不退了，…": the one after it says
         text = text[len(lead) :].strip()
@@ -738,7 +744,9 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
         return False  # "never mind cancelling, …": what it takes back is named after it
     rest = text[len(lead) :]
     if prompt is not None and any(a in prompt and a in rest for a in _ACTIONS):
-        return False  # "算了，取消后钱什么时候到？": a question about the request itself
+        return False  # "不用了，取消后多久退款？": a question about the request itself
+    if prompt is not None and any(w in rest for w in _MONEY) and any(a in prompt for a in _PAYS):
+        return False  # "不用了，钱什么时候到账" to a refund: its money
     pieces = rest.split()
     if not pieces or " ".join(pieces) in _KEEPING or all(map(_takes_back, pieces)):
         return False
