@@ -713,17 +713,17 @@ _PAYS = ("退款", "退回", "退货", "取消", "refund", "cancel", "payment")
 def withdraws_first(line: str, prompt: str | None = None) -> bool:
     """Whether the line takes ``prompt``'s request back first, then goes on to another thing.
 
-    "不取消了，帮我查下物流", "no thanks, where is my parcel?": a phrase of ``WITHDRAWN``
-    opens it (past the ``OPENERS``, and past "算了" or "never mind", which may as well give
-    in: "算了，换了吧"), as a word of its own (an English one with a break after it: "no
-    thanks the refund, …" is none), and
-    more than another withdrawal or filler follows (a line that is only a withdrawal is
-    ``confirmation_answer``'s no). One that names its action takes back only a prompt
-    that asks it (``_WITHDRAWN_OF``; not checked without ``prompt``). Not where the rest
-    may still say yes or answer: a yes word, an urging ("不修了，坏了就直接换", "never
-    mind, go ahead"), what gives the answer after all ("算了，寄到公司", "还是…"), or
-    what puts it off ("算了，先查下物流再决定"). Whether the rest is another request is
-    the caller's to read (its rules).
+    "不取消了，帮我查下物流", "no thanks, where is my parcel?": a withdrawal of
+    ``_WITHDRAWN_ANY`` or ``_WITHDRAWN_OF`` opens it (past the ``OPENERS``, and past
+    "算了" or "never mind", which may as well give in: "算了，换了吧"), as a word of its
+    own (an English one with a break after it), and more than another withdrawal or
+    filler follows (a line that is only a withdrawal is ``confirmation_answer``'s no). One
+    that names its action takes back only a prompt that asks it (not checked without
+    ``prompt``). Not where the rest may still say yes or answer: a yes word, an urging
+    ("不修了，坏了就直接换", "no thanks, go ahead"), what gives the answer after all ("不
+    用了，寄到公司", "还是…"), what puts it off ("不用了，先查下物流再决定", "先不用了"),
+    or a question about the request itself or its money. Whether the rest is another
+    request is the caller's to read (its rules).
     """
     words = _words(line)
     text = _past_openers(words, prompt=True)
@@ -741,7 +741,7 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
     if lead.isascii() and not re.search(
         rf"\b{re.escape(lead)}\s*[,，.。!！;；:：~～…-]", fold_word_characters(line).lower()
     ):
-        return False  # "never mind cancelling, …": what it takes back is named after it
+        return False  # "no thanks cancelling, …": it runs on into what it takes back
     rest = text[len(lead) :]
     if prompt is not None and any(a in prompt and a in rest for a in _ACTIONS):
         return False  # "不用了，取消后多久退款？": a question about the request itself

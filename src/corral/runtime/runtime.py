@@ -848,7 +848,7 @@ class Runtime:
                 return OpenRunInput(open_run, approve=False, corrects=True)
             if await self._calls_off_by_name(session, open_run, message):  # "改地址的申请取消掉吧"
                 return OpenRunInput(open_run, approve=False)
-            if await self._withdrawn_for_a_question(session, open_run, message):  # "算了，物流呢"
+            if await self._withdrawn_for_a_question(session, open_run, message):  # "不用了，物流呢"
                 return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
@@ -1021,14 +1021,14 @@ class Runtime:
     ) -> bool:
         """Whether ``message`` takes the waiting request back, then asks a question.
 
-        "不取消了，帮我查下物流", "never mind, where is my parcel?": a withdrawal first
-        (``withdraws_first``), then what a rule reads as another intent that writes
-        nothing. Before, the parcel was looked up and the cancellation just taken back
-        stayed one "确认" away, under a reminder. Not for a request that writes: a line
-        that puts one in place of the waiting one is ``_switches_request``'s, or a
-        request of its own beside it, as before; nor where the line names a value the
-        waiting run holds otherwise (a new address after "算了": an answer, not a
-        withdrawal).
+        "不取消了，帮我查下物流", "no thanks, where is my parcel?": a withdrawal first
+        (``withdraws_first``, read again with the waiting prompt: "不取消了" takes back no
+        refund), then what a rule reads as another intent that writes nothing. Before,
+        the parcel was looked up and the cancellation just taken back stayed one "确认"
+        away, under a reminder. Not for a request that writes: a line that puts one in
+        place of the waiting one is ``_switches_request``'s, or a request of its own
+        beside it, as before; nor where the line names a value the waiting run holds
+        otherwise, or another number (``_names_what_waits``).
         """
         if not withdraws_first(message):
             return False
