@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from corral import Agent, MemoryStore, Runtime, load_agent, parse_config
-from corral.contracts import RunStatus
+from corral.contracts import RunStatus, RunSummary
 from corral.tools.spec import ToolSpec
 
 SECRETS = {
@@ -154,14 +154,19 @@ def aftersales_as_the_fixtures_were_written(folder: Path) -> Path:
     return folder
 
 
-def still_waits_after(example: Path, data_dir: Path, first: str, line: str) -> bool:
-    """Whether ``first``'s confirmation still waits once ``line`` is said after it."""
+def waiting_run_after(example: Path, data_dir: Path, first: str, line: str) -> RunSummary:
+    """``first``'s run, which waited for a confirmation, once ``line`` is said after it."""
 
-    async def talk() -> bool:
+    async def talk() -> RunSummary:
         runtime = Runtime(load_agent(example, data_dir=data_dir), MemoryStore())
         waiting = await runtime.start(first, session_id="s")
         assert waiting.status is RunStatus.AWAITING_CONFIRM, waiting
         await runtime.start(line, session_id="s")
-        return (await runtime.summary(waiting.run_id)).status is RunStatus.AWAITING_CONFIRM
+        return await runtime.summary(waiting.run_id)
 
     return asyncio.run(talk())
+
+
+def still_waits_after(example: Path, data_dir: Path, first: str, line: str) -> bool:
+    """Whether ``first``'s confirmation still waits once ``line`` is said after it."""
+    return waiting_run_after(example, data_dir, first, line).status is RunStatus.AWAITING_CONFIRM

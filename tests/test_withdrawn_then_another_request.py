@@ -25,6 +25,7 @@ from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus
 from corral.intent.confirmation import withdraws_first
 from tests.conftest import AFTERSALES, ORDERS
+from tests.helpers import waiting_run_after
 
 CANCEL = "取消订单 OD2611250001"
 CANCEL_EN = "cancel order OD2611250001"
@@ -153,14 +154,8 @@ def test_taking_the_request_back_before_another_one_declines_it(
 def test_a_line_that_takes_nothing_back_leaves_the_confirmation_waiting(
     tmp_path: Path, first: str, line: str
 ) -> None:
-    async def talk() -> None:
-        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
-        waiting = await runtime.start(first, session_id="s")
-        await runtime.start(line, session_id="s")
-        kept = await runtime.summary(waiting.run_id)
-        assert kept.status is RunStatus.AWAITING_CONFIRM or kept.outcome == "success", kept
-
-    asyncio.run(talk())
+    kept = waiting_run_after(ORDERS, tmp_path, first, line)
+    assert kept.status is RunStatus.AWAITING_CONFIRM or kept.outcome == "success", kept
 
 
 @pytest.mark.parametrize(
@@ -183,15 +178,8 @@ def test_a_line_that_takes_nothing_back_leaves_the_confirmation_waiting(
 def test_a_yes_to_the_exchange_after_a_withdrawal_does_not_decline_it(
     tmp_path: Path, line: str
 ) -> None:
-    async def talk() -> None:
-        runtime = Runtime(load_agent(AFTERSALES, data_dir=tmp_path), MemoryStore())
-        waiting = await runtime.start("HD20240501 打印机坏了，申请换新", session_id="s")
-        assert waiting.status is RunStatus.AWAITING_CONFIRM, waiting
-        await runtime.start(line, session_id="s")
-        kept = await runtime.summary(waiting.run_id)
-        assert kept.status is RunStatus.AWAITING_CONFIRM or kept.outcome == "success", kept
-
-    asyncio.run(talk())
+    kept = waiting_run_after(AFTERSALES, tmp_path, "HD20240501 打印机坏了，申请换新", line)
+    assert kept.status is RunStatus.AWAITING_CONFIRM or kept.outcome == "success", kept
 
 
 @pytest.mark.parametrize(

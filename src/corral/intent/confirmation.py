@@ -651,8 +651,9 @@ _WITHDRAWN_OF = {
 _WITHDRAWN_ANY = frozenset({"不用了", "不办了", "no thanks", "no thank you", "don't bother"})
 """Withdrawals of whatever was asked (not "不要了", which may be said of the item: "不要
 了，退吧"; nor "不查了", which takes back no write)."""
-_WITHDRAWN_OR_RESIGNED = frozenset({"算了", "never mind", "nevermind", "forget it"})
-_WITHDRAWN_OR_RESIGNED |= {"forget about it"}
+_WITHDRAWN_OR_RESIGNED = frozenset(
+    {"算了", "never mind", "nevermind", "forget it", "forget about it"}
+)
 """Withdrawals that may as well give in ("算了，换了吧", "never mind, proceed"): they take
 nothing back before another line, only before a withdrawal that does ("算了不退了，…")."""
 _URGING = (
@@ -701,8 +702,20 @@ _PUTTING_OFF = (
 )
 """Words that put the request off rather than take it back ("算了，先查下物流再决定")."""
 _ACTIONS = (
-    *("取消", "退款", "退货", "换新", "换货", "维修", "改地址", "地址"),
-    *("cancel", "refund", "exchange", "replacement", "repair", "address"),
+    "取消",
+    "退款",
+    "退货",
+    "换新",
+    "换货",
+    "维修",
+    "改地址",
+    "地址",
+    "cancel",
+    "refund",
+    "exchange",
+    "replacement",
+    "repair",
+    "address",
 )
 """What a prompt may ask: a line that names it again after a withdrawal asks about it."""
 _MONEY = ("钱", "到账", "账户", "money", "account", "paid")
@@ -760,8 +773,8 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
 def _yes_piece(piece: str) -> bool:
     """A word of a line that says yes, or urges the action on ("确认取消", "退吧")."""
     bare = piece.rstrip(_PARTICLES) or piece
-    urged = piece.endswith("吧")  # "换了吧", "创建吧": a suggestion, maybe the prompt's
-    return urged or piece in URGED or bare in YES or piece.startswith(_EXPLICIT)
+    # "换了吧", "创建吧" (and every word of ``URGED``): a suggestion, maybe the prompt's
+    return piece.endswith("吧") or bare in YES or piece.startswith(_EXPLICIT)
 
 
 DEFERRALS = frozenset(

@@ -901,12 +901,7 @@ class Runtime:
             return False
         if says_calling_off(waiting.pending.prompt):
             return False
-        extractor = self.agent.intent.entities
-        if re.search(r"\d", extractor.without_values(message)[0]):  # "取消退款申请 RF7AE…"
-            return False
-        said = extractor.extract(message, waiting.received_at)
-        held = waiting.entities
-        return all(held.get(name) == value for name, value in said.items())
+        return self._names_what_waits(waiting, message, others=False)
 
     async def _replaces_value(self, open_run: str, message: str) -> bool:
         """Whether ``message`` asks the waiting request again, of another value, in its place.
@@ -1042,17 +1037,23 @@ class Runtime:
             return False
         return self._names_what_waits(waiting, message)
 
-    def _names_what_waits(self, waiting: RunState, message: str) -> bool:
+    def _names_what_waits(self, waiting: RunState, message: str, *, others: bool = True) -> bool:
         """Whether each value ``message`` names of those ``waiting`` holds is the one it holds.
 
         And it names nothing else with a number ("取消退款申请 RF7AE…": another refund).
+        ``others``: it may name values of what the waiting run does not hold ("不用了，
+        OD… 到哪了" names an order at an order's refund, and it may name a date); a
+        call-off by name (``_calls_off_by_name``) names only what it holds.
         """
         extractor = self.agent.intent.entities
         if waiting.received_at is None or re.search(r"\d", extractor.without_values(message)[0]):
             return False
         said = extractor.extract(message, waiting.received_at)
         held = waiting.entities
-        return all(held.get(name, value) == value for name, value in said.items())
+        return all(
+            (others or name in held) and held.get(name, value) == value
+            for name, value in said.items()
+        )
 
     async def _prompt_of(self, run_id: str) -> str | None:
         """The prompt ``run_id`` waits on (a recorded read): a line may say its action again."""
