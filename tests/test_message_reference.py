@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from corral import Agent, MemoryStore, Runtime, parse_config, tool
-from corral.contracts import RunStatus
+from corral.contracts import Plan, RunStatus
 from corral.errors import ConfigInvalidError, PlanInvalidError
 from corral.planning.references import parse_reference
 from corral.testing import FixedEffects
@@ -89,6 +89,38 @@ def test_a_run_from_a_plan_needing_the_message_is_refused_before_any_step() -> N
     runtime = _runtime(received, optional)
     done = asyncio.run(runtime.run_plan("p", entities={"order_id": "A1"}))
     assert done.status is RunStatus.FINISHED and received == [("A1", "x", None)]
+
+
+def test_a_callers_plan_binding_the_message_inside_a_list_is_refused_before_any_step() -> None:
+    """A caller's own ``Plan`` (validated when it is given, not at load) is read as a
+    template is: a ``$message`` nested in a list is found, and nothing runs."""
+    received: list[Any] = []
+
+    @tool
+    def file_lines(order_id: str, lines: list[str]) -> Filed:
+        received.append((order_id, lines))
+        return Filed(ticket="T2")
+
+    nested = {"id": "s1", "tool": "file_lines", "args": {"order_id": "A1", "lines": ["x"]}}
+    agent = build_agent([file_lines], [nested])
+    runtime = Runtime(agent, MemoryStore(), effects=FixedEffects())
+    given = Plan.model_validate(
+        {
+            "plan_id": "mine",
+            "steps": [
+                {"id": "a", "tool": "file_lines", "args": {"order_id": "A1", "lines": ["y"]}},
+                {
+                    "id": "b",
+                    "tool": "file_lines",
+                    "args": {"order_id": "A1", "lines": ["first", "$message"]},
+                    "depends_on": ["a"],
+                },
+            ],
+        }
+    )
+    with pytest.raises(PlanInvalidError, match=r"step b binds \$message"):
+        asyncio.run(runtime.run_plan(given))
+    assert received == [] and runtime.store.list_runs(10) == []
 
 
 def test_a_rewrite_may_not_bind_the_message() -> None:

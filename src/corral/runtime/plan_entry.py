@@ -30,8 +30,7 @@ from corral.errors import (
 )
 from corral.events import EntitiesMerged, Event, PlanCreated, Routed, RunStarted
 from corral.intent.entities import EntityExtractor
-from corral.planning.references import iter_references, parse_reference
-from corral.planning.validate import validate_plan
+from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import plan_templates, required_entities, substitutes
 from corral.runtime.journal import Journal
 
@@ -50,6 +49,8 @@ class GivenPlan:
 
     plan: Plan
     decision: RouteDecision
+    graph: PlanGraph
+    """``plan`` compiled: the agent's own graph of a template, else validated here."""
 
 
 def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPlan:
@@ -69,12 +70,13 @@ def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPla
             # shared stored body (they may hold literal values)
             given = given.model_copy(update={"template": None})
     label = _known_intent(agent, given.intent)
-    given = given.model_copy(update={"intent": label})
+    if label != given.intent:
+        given = given.model_copy(update={"intent": label})
     compiled = agent.template_graphs.get((label or "", given.template or ""))
     if compiled is None or compiled.plan.steps != given.steps:
         # a template of its intent was validated when the agent was built, against the
         # same context: anything else is validated here
-        validate_plan(given, agent.plan_context(label))  # raises PlanInvalidError
+        compiled = validate_plan(given, agent.plan_context(label))  # raises PlanInvalidError
     if label is not None:
         allowed = list(agent.allowed[label])
     else:  # no intent: the plan's own tools are its allow-list
@@ -87,7 +89,7 @@ def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPla
         reason=f"{what} given by the caller",
         allowed_tools=allowed,
     )
-    return GivenPlan(given, decision)
+    return GivenPlan(given, decision, compiled)
 
 
 def _template_plan(agent: Agent, name: str, intent: str | None) -> Plan:
@@ -212,12 +214,9 @@ def check_no_message(given: GivenPlan) -> None:
     it had acted (a write among them). ``$message?`` binds None there instead.
     """
     needing = [
-        step.id
-        for step in given.plan.steps
-        for _, text in iter_references(step.args)
-        if (ref := parse_reference(text)) is not None
-        and ref.scope == "message"
-        and not ref.optional
+        step_id
+        for step_id, compiled in given.graph.steps.items()
+        if any(ref.scope == "message" and not ref.optional for ref in compiled.references.values())
     ]
     if needing:
         raise PlanInvalidError(
