@@ -202,9 +202,48 @@ def test_a_progress_question_books_nothing_and_names_the_open_repair(tmp_path: P
         ("where is my repair shop? HD20240501 broke", "报修"),
         # a fault named beside how long it takes is a repair all the same
         ("HD20250603 的笔记本坏了多久能修好？", "报修"),
+        ("HD20240501 打印机坏了，维修完要多久", "报修"),
+        ("HD20240501 the repair is done? it broke again", "报修"),
+        ("repair HD20240501, is it broken again", "报修"),
     ],
 )
 def test_only_a_question_about_a_repair_is_its_progress(
     message: str, intent: str, tmp_path: Path
 ) -> None:
     assert run_json(tmp_path, message)["intent"]["label"] == intent
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "HD20240501 is my repair done?",
+        "is the repair for HD20240501 finished yet?",
+        "my repair for HD20240501 is it done?",
+        "HD20240501 repair done?",
+        "when will my repair be done? HD20240501",
+        "has my printer been repaired? HD20240501",
+        "HD20240501 的报修处理完了吗",
+        "HD20240501 修完了没",
+    ],
+)
+def test_asking_whether_a_repair_is_done_books_none(message: str, tmp_path: Path) -> None:
+    """A review: each of these was read as 报修 and booked a repair, unasked (a booking
+    asks no confirmation); whether one is done is the progress question's."""
+    asked = run_json(tmp_path, message)
+    assert asked["intent"]["label"] == "维修进度" and asked["status"] == "finished"
+    assert repairs(tmp_path) == []
+
+
+def test_no_thanks_then_a_repair_question_declines_the_exchange_and_books_nothing(
+    tmp_path: Path,
+) -> None:
+    """A review: said to the exchange's confirmation, "no thanks, is my repair done?"
+    booked a repair and left the exchange waiting for a yes."""
+    asked = run_json(tmp_path, "HD20240501 打印机坏了，申请换新", *SESSION)
+    assert asked["status"] == "awaiting_confirm"
+    answered = run_json(tmp_path, "no thanks, is my repair done?", *SESSION)
+    assert answered["intent"]["label"] == "维修进度" and "has no repair" in answered["reply"]
+    assert "Nothing was changed" in answered["reply"] and "确认" not in answered["reply"]
+    assert repairs(tmp_path) == []
+    with sqlite3.connect(tmp_path / "data" / "aftersales" / "aftersales.db") as conn:
+        assert conn.execute("SELECT count(*) FROM exchanges").fetchone() == (0,)
