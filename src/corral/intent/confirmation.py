@@ -16,6 +16,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from corral.intent.repeats import holds_back
 from corral.textfold import fold_word_characters
 
 YES = {
@@ -902,3 +903,24 @@ def _opens(text: str, lead: str) -> bool:
         return False
     after = text[len(lead) : len(lead) + 1]
     return not after or after == " " or not (lead.isascii() and after.isascii())
+
+
+_NEGATED = re.compile(r"[不没别未]|\b(?:no|not|never|nope|nothing)\b|n't\b", re.IGNORECASE)
+
+
+def unsettles_a_yes(line: str) -> bool:
+    """Whether a yes right after ``line`` may answer ``line`` rather than a prompt.
+
+    A question ("是不是已经发货了？", "退款政策是什么"), a negation ("不退了吗": "对" says
+    yes, not refunding), or what holds a request back (``repeats.holds_back``: a call-off,
+    a deferral, a change). Read of a line nobody understood at a confirmation: after it, a
+    plain "对" or "好的" approved the prompt that was shown again beneath it.
+    """
+    folded = fold_word_characters(line)
+    asks = _asks(folded) or folded.rstrip().endswith(("吗", "呢", "么", "嘛"))
+    return asks or says_a_negation(folded) or holds_back(folded, "")
+
+
+def says_a_negation(line: str) -> bool:
+    """Whether ``line`` has a word of negation: 不, 没, 别, 未, "no", "not", "n't"."""
+    return _NEGATED.search(fold_word_characters(line)) is not None

@@ -79,13 +79,16 @@ from corral.intent.confirmation import (
     defers,
     explicit_yes,
     may_say_the_action,
+    says_a_negation,
     says_calling_off,
     switches,
+    unsettles_a_yes,
     withdraws,
     withdraws_first,
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
+from corral.intent.pipeline import reads_as_question
 from corral.intent.repeats import adds_a_request, asks_for_another, holds_back
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -824,7 +827,10 @@ class Runtime:
             return given, False, False
         agent = self.agent.config.name
         shown_last = _asked_last(session) or _reminded_last(session, agent)
-        at_confirmation = shown_last and not _last_outcome(session, "unclear")
+        # a plain yes after an unclear line it may answer as well ("不退了吗", then "对"): the
+        # prompt once more, never the desk's "what do you want?" (``_reasked_last``)
+        plain_yes = given is None and confirmation_answer(message) is True
+        at_confirmation = shown_last and (not _last_outcome(session, "unclear") or plain_yes)
         if given is None and at_confirmation and defers(message):  # "not yet", "我再想想"
             return None, True, True
         repeats = given is None and await self._repeats_request(session, message)
@@ -860,9 +866,16 @@ class Runtime:
         else:
             return None
         # "还是别取消了", "don't cancel it": the line says it is not the request that waits
-        # (its intent's ``unless``); answered "didn't understand", a "好的" after it cancelled
+        # (its intent's ``unless``); answered "didn't understand", a "好的" after it cancelled.
+        # Not a question that says no "no" ("退款政策是什么", "退款会扣运费吗" at a refund's
+        # prompt: the ``unless`` says they ask for none, and they declined it); "don't
+        # cancel it, where is OD…?" says one
         asked = _open_turn(session, "request")
-        if isinstance(asked, str) and self.agent.intent.negates(asked, message):
+        if (
+            isinstance(asked, str)
+            and self.agent.intent.negates(asked, message)
+            and (says_a_negation(message) or not reads_as_question(message))
+        ):
             # "取消 OD2611250001 的退款", a line that only calls off another order's: not
             # this one ("不要取消了，帮我查下 OD… 的物流" names the other in its question)
             named = called_off(message)
@@ -871,7 +884,9 @@ class Runtime:
                 if self.agent.intent.rule_intent(named) not in (None, asked):
                     return None
                 waiting = await self._waiting_state(open_run, "negated")
-                if waiting is not None and not self._names_what_waits(waiting, message):
+                if waiting is not None and not self._names_what_waits(
+                    waiting, message, others=False
+                ):
                     return None
             # "不要换新，帮我修一下" asks another thing instead: declined, then run
             other = self.agent.intent.rule_intent(message)
@@ -1049,9 +1064,15 @@ class Runtime:
         if waiting.received_at is None or re.search(r"\d", extractor.without_values(message)[0]):
             return False
         said = extractor.extract(message, waiting.received_at)
-        held = waiting.entities
+        held: Mapping[str, Any] = waiting.entities
+        if not others and waiting.pending is not None:
+            # what its prompt states is what waits as well: "取消键盘的退款申请" and "取消459元
+            # 的退款申请" at "订单 OD…（机械键盘 K8）…确认为这单退款 459 元吗？" (each was read
+            # as a refund of its own, proposed beside the waiting one)
+            stated = extractor.extract(waiting.pending.prompt, waiting.received_at)
+            held = {**stated, **held}
         return all(
-            (others or name in held) and held.get(name, value) == value
+            (others or name in held) and _same_value(held.get(name, value), value)
             for name, value in said.items()
         )
 
@@ -2230,10 +2251,28 @@ def _reasked_last(session: SessionRecord, agent: str) -> bool:
     after a line that put it off (``deferred``: "not yet", "我再想想"): an "ok" after
     "it still waits" acknowledges it, and only a yes in so many words approves
     (``_reminded_last``; a review of f9484d4: "not yet", then "ok thanks", refunded).
+    Nor after an unclear line a yes may answer as well (``unsettles_a_yes``: a question,
+    a negation, a call-off: "不退了吗", "是不是已经发货了", "取消耳机的退款申请" at the
+    keyboard's refund). There "对" or "好的" may say yes to that line, and refunded; only a
+    yes in so many words answers the reminder, which asks for 确认 (``_reminded_last``).
     """
     if session.agent != agent or not session.open_run_id:
         return False
-    return _last_outcome(session, "unclear") or _last_outcome(session, "repeated")
+    if _last_outcome(session, "repeated"):
+        return True
+    if not _last_outcome(session, "unclear"):
+        return False
+    return not unsettles_a_yes(str(session.turns[-1].get("message") or ""))
+
+
+def _same_value(held: Any, said: Any) -> bool:
+    """Whether a value a line names is one held: equal, or the same text spaced otherwise.
+
+    "459元" in a line and "459 元" in the prompt that states it.
+    """
+    if isinstance(held, str) and isinstance(said, str):
+        return "".join(held.split()) == "".join(said.split())
+    return bool(held == said)
 
 
 def _open_turn(session: SessionRecord, key: str) -> Any:
