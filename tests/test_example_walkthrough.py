@@ -75,6 +75,16 @@ def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
         ("has OD2611250001 been cancelled? if not cancel it now", "cancel"),
         ("OD2611280008 取消", "cancel"),
         ("cancel OD2611280008", "cancel"),
+        # a review: why it was cancelled is a complaint, not a request ("好的" to the
+        # cancellation it proposed cancelled the order)
+        ("你们为什么取消订单 OD2611250001？", "query_order"),
+        ("为啥取消我的订单 OD2611250001", "query_order"),
+        ("为什么不能取消订单 OD2611200002", "query_order"),
+        ("why did you cancel order OD2611250001?", "query_order"),
+        # asked for beside the question, it is one
+        ("为什么取消了，帮我取消 OD2611250001", "cancel"),
+        ("why was it cancelled? please cancel OD2611250001", "cancel"),
+        ("怎么取消订单 OD2611250001", "cancel"),
     ],
 )
 def test_whether_an_order_was_cancelled_is_asked_of_its_status(
