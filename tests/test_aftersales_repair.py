@@ -247,3 +247,30 @@ def test_no_thanks_then_a_repair_question_declines_the_exchange_and_books_nothin
     assert repairs(tmp_path) == []
     with sqlite3.connect(tmp_path / "data" / "aftersales" / "aftersales.db") as conn:
         assert conn.execute("SELECT count(*) FROM exchanges").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("line", ["不修了，坏了就坏了吧", "算了，我自己修一下"])
+def test_a_repair_declined_at_the_exchange_books_none(line: str, tmp_path: Path) -> None:
+    """A review: said to the exchange's confirmation, each booked a repair (by 坏了 or 修),
+    though it says no repair is wanted; the exchange is left waiting, as for any line
+    nobody understood."""
+    asked = run_json(tmp_path, "HD20240501 打印机坏了，申请换新", *SESSION)
+    assert asked["status"] == "awaiting_confirm"
+    answered = run_json(tmp_path, line, *SESSION)
+    assert answered["intent"]["label"] != "报修" and "还在等您确认" in answered["reply"]
+    assert repairs(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("message", "booked"),
+    [
+        ("HD20240501 打印机坏了，不修了", False),
+        ("HD20240501 打印机坏了，自己修过了还是不行", True),
+        ("打印机坏了，我自己修不好，帮我报修 HD20240501", True),
+    ],
+)
+def test_fixing_it_oneself_is_no_booking_and_failing_to_is(
+    message: str, booked: bool, tmp_path: Path
+) -> None:
+    run_json(tmp_path, message)
+    assert bool(repairs(tmp_path)) is booked
