@@ -405,6 +405,10 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         # ... and a tag question beside a confirm word in so many words is a yes
         ("没错吧，确认", True),
         ("确认，没错吧", True),
+        # a dash parts words as a comma does ("好的——确认" ran into one word, no answer)
+        ("好的——确认", True),
+        ("不用了—谢谢", False),
+        ("yes—please", True),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

@@ -57,6 +57,10 @@ def written(data_dir: Path) -> tuple[list[str], list[str]]:
         (CANCEL, "不要取消了，帮我查下 OD2611280008 的物流", "确认"),
         (REFUND, "不退款了，帮我查下 OD2611280008 的物流", "确认"),
         (CANCEL_EN, "don't cancel it, where is OD2611200002?", "confirm"),
+        # a dash parts the two as a comma does (it ran them into one word)
+        (CANCEL, "不用了——帮我查下物流", "确认"),
+        (REFUND, "算了不退了—帮我查一下物流", "确认"),
+        (CANCEL_EN, "no thanks—where is my parcel?", "confirm"),
     ],
 )
 def test_taking_the_request_back_before_another_one_declines_it(

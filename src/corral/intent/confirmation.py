@@ -73,7 +73,8 @@ NO = {
 """Not "取消"/"cancel": said to "cancel order X?", either could mean yes as well as no
 (to any other prompt it calls the prompt off: ``_calls_off``).
 Nor a deferral ("先别确认", "not now", "don't confirm yet"): asked again, not declined."""
-_BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～]+")
+_BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～—–―]+")
+"""What parts the words of a line: spaces and punctuation, dashes too ("不用了——物流呢")."""
 _PARTICLES = "了吧啊呀呢哈嘛哦"
 FILLER = {
     "please",
@@ -580,7 +581,7 @@ def called_off(line: str) -> str | None:
     text = fold_word_characters(line).strip().rstrip("。.!！~～ ")
     if not text or len(text) > CALLED_OFF_CHARS or _asks(text):
         return None
-    if re.search(r"[,，、;；:：\n]", text):
+    if re.search(r"[,，、;；:：\n—–―]", text):
         return None
     found = _CALLED_OFF_ZH.fullmatch(text) or _CALLED_OFF_EN.fullmatch(text)
     if found is None:
@@ -753,7 +754,7 @@ def withdraws_first(line: str, prompt: str | None = None) -> bool:
     if prompt is not None and actions and not any(action in prompt for action in actions):
         return False
     if lead.isascii() and not re.search(
-        rf"\b{re.escape(lead)}\s*[,，.。!！;；:：~～…-]", fold_word_characters(line).lower()
+        rf"\b{re.escape(lead)}\s*[,，.。!！;；:：~～…\-—–―]", fold_word_characters(line).lower()
     ):
         return False  # "no thanks cancelling, …": it runs on into what it takes back
     rest = text[len(lead) :]
