@@ -286,6 +286,29 @@ def test_the_sales_report_is_posted_once_over_mcp(tmp_path: Path) -> None:
     no_process_left(tmp_path)
 
 
+def test_a_plain_yes_after_a_call_off_nobody_understood_posts_nothing(tmp_path: Path) -> None:
+    """A review: "取消发送" at the post's confirmation was not understood, and the "好的"
+    after it posted the report (it may say yes to the call-off as well). Only a yes in
+    so many words approves there; the post still waits for it."""
+    session = ("--session", "post")
+    asked = corral_cli(
+        tmp_path,
+        "run",
+        str(OPS),
+        "帮我把上周的销售数据拉出来，做个环比分析，再把结论发到工作群",
+        "--json",
+        *session,
+    )
+    assert json.loads(asked.stdout)["status"] == "awaiting_confirm"
+    for line in ("取消发送", "好的"):
+        said = json.loads(corral_cli(tmp_path, "run", str(OPS), line, "--json", *session).stdout)
+        assert said["pending"] is None and "还在等您确认" in said["reply"], said
+    assert posts(tmp_path) == []
+    done = json.loads(corral_cli(tmp_path, "run", str(OPS), "确认", "--json", *session).stdout)
+    assert done["outcome"] == "success" and len(posts(tmp_path)) == 1
+    no_process_left(tmp_path)
+
+
 def test_the_fast_search_down_twice_switches_to_the_cheap_one(tmp_path: Path) -> None:
     arm(tmp_path, path="/flights/fast", status=503, times=2)
     summary = run_ops(tmp_path, "明天上午去上海的航班，急！")
