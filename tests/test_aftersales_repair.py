@@ -205,6 +205,12 @@ def test_a_progress_question_books_nothing_and_names_the_open_repair(tmp_path: P
         ("HD20240501 打印机坏了，维修完要多久", "报修"),
         ("HD20240501 the repair is done? it broke again", "报修"),
         ("repair HD20240501, is it broken again", "报修"),
+        # a review: a repair asked for in so many words, then how long it takes, is one
+        ("HD20250603 我要报修，多久能修完？", "报修"),
+        ("报修 HD20250603，什么时候能修完", "报修"),
+        ("HD20250603 I need a repair for my laptop, when will the repair be done?", "报修"),
+        ("HD20250603 please repair my laptop, when will the repair be done?", "报修"),
+        ("HD20250603 screen cracked, repair it. is the repair done within a week?", "报修"),
     ],
 )
 def test_only_a_question_about_a_repair_is_its_progress(

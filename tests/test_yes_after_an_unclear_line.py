@@ -151,3 +151,65 @@ def test_what_unsettles_a_yes(line: str, unsettles: bool) -> None:
 )
 def test_what_says_a_negation(line: str, negation: bool) -> None:
     assert says_a_negation(line) is negation
+
+
+# A review of the first version: after an unclear line a yes may answer, everything but a
+# plain yes was read as after a reminder, and a switch, a withdrawal or a yes that says the
+# action no longer reached the waiting run (a refund switched away stayed one "confirm"
+# from being made beside the other).
+@pytest.mark.parametrize(
+    ("first", "unclear", "line"),
+    [
+        ("refund OD2611200002", "wait what?", "refund OD2611100003 instead"),
+        ("OD2611200002 退款", "不退了吗", "算了，还是退款 OD2611100003 吧"),
+        ("OD2611200002 退款", "不退了吗", "不用了，物流到哪了"),
+        ("取消订单 OD2611250001", "是不是还没发货？", "算了不取消了，改地址吧"),
+        ("refund OD2611200002", "wait what?", "no thanks, where is my parcel?"),
+    ],
+)
+async def test_after_an_unclear_line_a_no_or_a_switch_still_declines(
+    tmp_path: Path, first: str, unclear: str, line: str
+) -> None:
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    waiting = await runtime.start(first, session_id=SESSION)
+    assert waiting.status is RunStatus.AWAITING_CONFIRM
+    assert (await runtime.start(unclear, session_id=SESSION)).outcome == "unclear"
+    await runtime.start(line, session_id=SESSION)
+    assert (await runtime.summary(waiting.run_id)).outcome == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("first", "unclear", "yes"),
+    [
+        ("取消订单 OD2611250001", "是不是还没发货？", "确认取消"),
+        ("取消订单 OD2611250001", "是不是还没发货？", "好的，取消吧"),
+        ("OD2611200002 退款", "是不是已经发货了", "是的，退吧"),
+        ("OD2611200002 退款", "是不是已经发货了", "确认"),
+    ],
+)
+async def test_after_an_unclear_line_a_yes_beyond_doubt_approves(
+    tmp_path: Path, first: str, unclear: str, yes: str
+) -> None:
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    waiting = await runtime.start(first, session_id=SESSION)
+    await runtime.start(unclear, session_id=SESSION)
+    done = await runtime.start(yes, session_id=SESSION)
+    assert done.run_id == waiting.run_id and done.outcome == "success", done
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["取消上一单的退款", "取消之前那个的退款申请", "取消老婆的退款申请", "取消鼠标的退款申请"],
+)
+async def test_a_call_off_of_another_or_an_unknown_one_declines_nothing(
+    tmp_path: Path, line: str
+) -> None:
+    """A review: the wider call-off pattern declined the keyboard's refund for these."""
+    orders, runtime, waiting, _ = await refund_waiting(tmp_path)
+    answered = await runtime.start(line, session_id=SESSION)
+    assert answered.pending is None, answered  # no second refund proposed
+    assert (await runtime.summary(waiting)).status is RunStatus.AWAITING_CONFIRM
+    await runtime.start("好的", session_id=SESSION)
+    assert refunds(orders) == []

@@ -563,6 +563,22 @@ CALLED_OFF_CHARS = 40
 """The longest line read as a call-off by name: "改地址的申请取消掉吧" is short."""
 
 
+_ANOTHER_ONE = re.compile(
+    r"上一|之前|以前|上次|早先|另|其他|其它|别的|\b(?:previous|earlier|old|other|another)\b",
+    re.IGNORECASE,
+)
+
+
+def calls_off_another(line: str) -> bool:
+    """Whether ``line`` calls off one it says is another, or an earlier one.
+
+    "取消上一单的退款", "取消之前那个的退款申请", "cancel my previous refund": not the
+    request that waits now.
+    """
+    text = fold_word_characters(line)
+    return _CALLING_OFF.search(text) is not None and _ANOTHER_ONE.search(text) is not None
+
+
 def says_calling_off(text: str) -> bool:
     """Whether ``text`` has a word that calls something off ("确认取消订单…吗？")."""
     return _CALLING_OFF.search(fold_word_characters(text)) is not None
@@ -907,6 +923,8 @@ def _opens(text: str, lead: str) -> bool:
 
 
 _NEGATED = re.compile(r"[不没别未]|\b(?:no|not|never|nope|nothing)\b|n't\b", re.IGNORECASE)
+_COURTESIES = re.compile(r"不好意思|没事|没关系|不客气|没问题|不错")
+"""Words with a negation in them that deny nothing: an apology, a thanks, "fine"."""
 
 
 def unsettles_a_yes(line: str) -> bool:
@@ -923,5 +941,17 @@ def unsettles_a_yes(line: str) -> bool:
 
 
 def says_a_negation(line: str) -> bool:
-    """Whether ``line`` has a word of negation: 不, 没, 别, 未, "no", "not", "n't"."""
-    return _NEGATED.search(fold_word_characters(line)) is not None
+    """Whether ``line`` has a word of negation: 不, 没, 别, 未, "no", "not", "n't".
+
+    Not in a courtesy ("不好意思", "没关系"): those deny nothing.
+    """
+    return _NEGATED.search(_COURTESIES.sub(" ", fold_word_characters(line))) is not None
+
+
+def yes_beyond_doubt(line: str) -> bool:
+    """A yes that can answer nothing but a prompt.
+
+    In so many words (``explicit_yes``: "确认", "confirm the refund"), or urging its action
+    on (``URGED``: "是的，退吧").
+    """
+    return explicit_yes(line) or any(word in URGED for word in _words(line).split())

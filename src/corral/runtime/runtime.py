@@ -75,6 +75,7 @@ from corral.inputs import (
 )
 from corral.intent.confirmation import (
     called_off,
+    calls_off_another,
     confirmation_answer,
     defers,
     explicit_yes,
@@ -85,6 +86,7 @@ from corral.intent.confirmation import (
     unsettles_a_yes,
     withdraws,
     withdraws_first,
+    yes_beyond_doubt,
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
@@ -842,6 +844,8 @@ class Runtime:
         """A yes, a no or a correction to the confirmation ``open_run`` waits for, if any."""
         if _asked_last(session) or _reasked_last(session, self.agent.config.name):
             decided = confirmation_answer(message)
+            if decided is True and _yes_may_answer(session) and not yes_beyond_doubt(message):
+                return None  # "不退了吗", then "对": the prompt once more
             if decided is None and may_say_the_action(message):  # "确认取消" to "确认取消订单…吗？"
                 decided = confirmation_answer(message, await self._prompt_of(open_run))
             if decided is not None:
@@ -879,13 +883,17 @@ class Runtime:
             # "取消 OD2611250001 的退款", a line that only calls off another order's: not
             # this one ("不要取消了，帮我查下 OD… 的物流" names the other in its question)
             named = called_off(message)
+            if named is None and calls_off_another(message):  # "取消上一单的退款"
+                return None
             if named is not None:
                 # "取消退款" at a cancellation's prompt calls off another thing
                 if self.agent.intent.rule_intent(named) not in (None, asked):
                     return None
                 waiting = await self._waiting_state(open_run, "negated")
-                if waiting is not None and not self._names_what_waits(
-                    waiting, message, others=False
+                if waiting is not None and not (
+                    waiting.pending is not None
+                    and self._qualifier_fits(named, waiting.pending.prompt, asked)
+                    and self._names_what_waits(waiting, message, others=False)
                 ):
                     return None
             # "不要换新，帮我修一下" asks another thing instead: declined, then run
@@ -916,6 +924,8 @@ class Runtime:
             return False
         if says_calling_off(waiting.pending.prompt):
             return False
+        if not self._qualifier_fits(named, waiting.pending.prompt, asked):
+            return False  # "取消耳机的退款申请" at the keyboard's refund
         return self._names_what_waits(waiting, message, others=False)
 
     async def _replaces_value(self, open_run: str, message: str) -> bool:
@@ -1051,6 +1061,19 @@ class Runtime:
         if not withdraws_first(message, waiting.pending.prompt):  # "不取消了" to a refund
             return False
         return self._names_what_waits(waiting, message)
+
+    def _qualifier_fits(self, named: str, prompt: str, asked: str) -> bool:
+        """Whether what a call-off says of the request before its 的 is the waiting one's.
+
+        Stated by its prompt: "键盘的退款申请", "459 元的退款" at "订单 OD…（机械键盘 K8）…
+        确认为这单退款 459 元吗？". Or the request's own name, read by its intent's rule
+        ("改地址的申请"), or a pointer ("这个的", "刚才的"). "耳机的" or "老婆的" name
+        another, or what no prompt says: not the waiting request. English has no 的.
+        """
+        qualifier = _qualifier(named)
+        if _POINTING.match(qualifier) or qualifier in "".join(prompt.split()):
+            return True
+        return self.agent.intent.rule_intent(qualifier) == asked
 
     def _names_what_waits(self, waiting: RunState, message: str, *, others: bool = True) -> bool:
         """Whether each value ``message`` names of those ``waiting`` holds is the one it holds.
@@ -2251,18 +2274,35 @@ def _reasked_last(session: SessionRecord, agent: str) -> bool:
     after a line that put it off (``deferred``: "not yet", "我再想想"): an "ok" after
     "it still waits" acknowledges it, and only a yes in so many words approves
     (``_reminded_last``; a review of f9484d4: "not yet", then "ok thanks", refunded).
-    Nor after an unclear line a yes may answer as well (``unsettles_a_yes``: a question,
-    a negation, a call-off: "不退了吗", "是不是已经发货了", "取消耳机的退款申请" at the
-    keyboard's refund). There "对" or "好的" may say yes to that line, and refunded; only a
-    yes in so many words answers the reminder, which asks for 确认 (``_reminded_last``).
+    A plain yes there is taken only after a line it cannot answer (``_yes_may_answer``).
     """
     if session.agent != agent or not session.open_run_id:
         return False
-    if _last_outcome(session, "repeated"):
-        return True
-    if not _last_outcome(session, "unclear"):
-        return False
-    return not unsettles_a_yes(str(session.turns[-1].get("message") or ""))
+    return _last_outcome(session, "unclear") or _last_outcome(session, "repeated")
+
+
+def _yes_may_answer(session: SessionRecord) -> bool:
+    """Whether the session's last line, which nobody understood, is one a yes may answer.
+
+    A question, a negation or a call-off (``unsettles_a_yes``: "不退了吗", "是不是已经
+    发货了", "取消耳机的退款申请" at the keyboard's refund): a plain "对" or "好的" after it
+    may say yes to that line, and refunded. Only a yes beyond doubt approves then
+    (``yes_beyond_doubt``: "确认", "是的，退吧"), or one that says the prompt's action; a
+    plain yes gets the prompt once more. What else a line after it says (a no, a
+    correction, another request in its place) is read as right after the prompt.
+    """
+    return _last_outcome(session, "unclear") and unsettles_a_yes(
+        str(session.turns[-1].get("message") or "")
+    )
+
+
+_POINTING = re.compile(r"^(?:这个|那个|这|那|刚才|刚刚|我|该|本)?(?:订单|单子|单|笔)?$")
+"""A qualifier that points at the waiting request without naming it: "这个", "刚才", "我"."""
+
+
+def _qualifier(named: str) -> str:
+    """What a call-off says of the request before its 的, without spaces ("" without one)."""
+    return "".join(named.rpartition("的")[0].split())
 
 
 def _same_value(held: Any, said: Any) -> bool:
