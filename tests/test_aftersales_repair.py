@@ -211,6 +211,13 @@ def test_a_progress_question_books_nothing_and_names_the_open_repair(tmp_path: P
         ("HD20250603 I need a repair for my laptop, when will the repair be done?", "报修"),
         ("HD20250603 please repair my laptop, when will the repair be done?", "报修"),
         ("HD20250603 screen cracked, repair it. is the repair done within a week?", "报修"),
+        # a second review: progress asked in a few words is progress; a fault one cannot
+        # mend oneself is a repair
+        ("HD20250603 报修进度", "维修进度"),
+        ("HD20250603 报修情况", "维修进度"),
+        ("HD20250603 need a repair status update", "维修进度"),
+        ("HD20250603 电脑黑屏了，我没法自己修", "报修"),
+        ("HD20250603 坏了，本来想自己修", "报修"),
     ],
 )
 def test_only_a_question_about_a_repair_is_its_progress(

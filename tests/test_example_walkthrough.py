@@ -85,6 +85,11 @@ def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
         ("为什么取消了，帮我取消 OD2611250001", "cancel"),
         ("why was it cancelled? please cancel OD2611250001", "cancel"),
         ("怎么取消订单 OD2611250001", "cancel"),
+        ("为什么取消这么麻烦，取消订单 OD2611250001", "cancel"),
+        # what a refund costs asked beside a refund asked for: the refund
+        ("帮我把 OD2611200002 退款，退款要扣运费吗？", "refund_return"),
+        ("OD2611200002 退款，退款会扣运费吗", "refund_return"),
+        ("refund OD2611200002, will the refund include shipping?", "refund_return"),
     ],
 )
 def test_whether_an_order_was_cancelled_is_asked_of_its_status(

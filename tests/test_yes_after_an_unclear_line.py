@@ -96,7 +96,18 @@ async def test_a_plain_yes_after_an_unclear_line_that_says_nothing_still_approve
     assert refunds(orders) == ["OD2611200002"]
 
 
-@pytest.mark.parametrize("line", ["取消键盘的退款申请", "取消459元的退款申请", "取消 459 元的退款"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "取消键盘的退款申请",
+        "取消459元的退款申请",
+        "取消 459 元的退款",
+        # a second review: pointers of more than one word point at it all the same
+        "取消我刚才的退款申请",
+        "取消这笔订单的退款",
+        "帮我取消刚刚那个的退款申请吧",
+    ],
+)
 async def test_a_call_off_naming_what_the_prompt_states_declines_the_refund(
     tmp_path: Path, line: str
 ) -> None:
@@ -213,3 +224,22 @@ async def test_a_call_off_of_another_or_an_unknown_one_declines_nothing(
     assert (await runtime.summary(waiting)).status is RunStatus.AWAITING_CONFIRM
     await runtime.start("好的", session_id=SESSION)
     assert refunds(orders) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OD2611280008 为什么被取消了",
+        "为什么取消不了 OD2611280008",
+        "为什么不能取消订单 OD2611250001？",
+    ],
+)
+async def test_why_a_cancellation_is_asked_about_declines_none(tmp_path: Path, line: str) -> None:
+    """A second review: a why-question is no cancellation request, and no "no" to the
+    cancellation waiting either (it declined OD2611250001's)."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    waiting = await runtime.start("取消订单 OD2611250001", session_id=SESSION)
+    answered = await runtime.start(line, session_id=SESSION)
+    assert answered.intent is not None and answered.intent.label == "query_order", answered
+    assert (await runtime.summary(waiting.run_id)).status is RunStatus.AWAITING_CONFIRM

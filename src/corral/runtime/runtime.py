@@ -2296,8 +2296,9 @@ def _yes_may_answer(session: SessionRecord) -> bool:
     )
 
 
-_POINTING = re.compile(r"^(?:这个|那个|这|那|刚才|刚刚|我|该|本)?(?:订单|单子|单|笔)?$")
-"""A qualifier that points at the waiting request without naming it: "这个", "刚才", "我"."""
+_POINTING = re.compile(r"^(?:我|我们|这|那|该|本|刚才|刚刚|个|笔|单|订单|单子|一|次)*$")
+"""A qualifier that points at the waiting request without naming it: "这个", "我刚才",
+"这笔订单", "刚刚那个" (a review found these no longer declining)."""
 
 
 def _qualifier(named: str) -> str:
