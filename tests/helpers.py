@@ -84,10 +84,12 @@ def corral_cli(
     stdin: str | None = None,
     ok: bool = True,
     env: dict[str, str] | None = None,
+    timeout: float = 180,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``corral ARGS --home HOME`` in a fresh process, from the repository root.
 
     ``env`` adds variables (``CORRAL_FAULTS``, a test tool's switches) to this one's.
+    ``timeout``: a guard against a hang, not a speed check (a whole eval takes longer).
     """
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run(
@@ -96,7 +98,7 @@ def corral_cli(
         capture_output=True,
         text=True,
         env={**os.environ, "COLUMNS": "200", **(env or {})},
-        timeout=180,
+        timeout=timeout,
         cwd=root,
     )
     if ok:

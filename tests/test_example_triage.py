@@ -374,7 +374,7 @@ def test_a_missing_product_is_asked_for_in_english(tmp_path: Path) -> None:
 
 
 def test_the_eval_suite_passes_every_tier_with_at_least_80_tickets(tmp_path: Path) -> None:
-    done = corral_cli(tmp_path, "eval", str(TRIAGE), "--json")
+    done = corral_cli(tmp_path, "eval", str(TRIAGE), "--json", timeout=900)
     report = json.loads(done.stdout)
     assert done.returncode == 0
     assert report["cases"] >= 80 and report["tiers_met"] is True
