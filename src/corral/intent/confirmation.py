@@ -955,5 +955,4 @@ def yes_beyond_doubt(line: str) -> bool:
     In so many words (``explicit_yes``: "确认", "confirm the refund"), or urging its action
     on (``URGED``: "是的，退吧").
     """
-    text = _words(line)
-    return explicit_yes(line) or any(w in URGED for w in text.split()) or "do it" in text
+    return explicit_yes(line) or any(word in URGED for word in _words(line).split())
