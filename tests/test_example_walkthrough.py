@@ -90,6 +90,15 @@ def test_a_greeting_opens_a_request_without_turning_it_into_small_talk(
         ("帮我把 OD2611200002 退款，退款要扣运费吗？", "refund_return"),
         ("OD2611200002 退款，退款会扣运费吗", "refund_return"),
         ("refund OD2611200002, will the refund include shipping?", "refund_return"),
+        # reviews: asked for in other words beside the fee question, it is one still
+        ("OD2611200002 退了吧，退款会扣运费吗", "refund_return"),
+        ("想退款 OD2611200002，退款会扣运费吗", "refund_return"),
+        ("帮我申请退款 会扣运费吗？OD2611100003", "refund_return"),
+        ("I'd like a refund for OD2611200002. Will the refund include shipping?", "refund_return"),
+        (
+            "I want my money back for OD2611100003, will the refund include shipping?",
+            "refund_return",
+        ),
     ],
 )
 def test_whether_an_order_was_cancelled_is_asked_of_its_status(
