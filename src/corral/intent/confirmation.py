@@ -16,7 +16,6 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-from corral.intent.pipeline import reads_as_question
 from corral.intent.repeats import holds_back
 from corral.textfold import fold_word_characters
 
@@ -937,7 +936,7 @@ def unsettles_a_yes(line: str) -> bool:
     plain "对" or "好的" approved the prompt that was shown again beneath it.
     """
     folded = fold_word_characters(line)
-    asks = _asks(folded) or reads_as_question(folded)
+    asks = _asks(folded) or folded.rstrip().endswith(("吗", "呢", "么", "嘛"))
     return asks or says_a_negation(folded) or holds_back(folded, "")
 
 
