@@ -46,6 +46,13 @@ async def refund_waiting(tmp_path: Path) -> tuple[Agent, Runtime, str, str]:
     return orders, runtime, paused.run_id, paused.pending.prompt
 
 
+async def assert_refunded_by(orders: Agent, runtime: Runtime, waiting: str, line: str) -> None:
+    """``line`` approves the waiting refund: its run finishes, and the order is refunded."""
+    done = await runtime.start(line, session_id=SESSION)
+    assert done.run_id == waiting and done.status is RunStatus.FINISHED, done
+    assert refunds(orders) == ["OD2611200002"]
+
+
 @pytest.mark.parametrize(
     "unclear",
     [
@@ -67,9 +74,7 @@ async def test_a_plain_yes_after_an_unclear_line_it_may_answer_approves_nothing(
     assert answered.run_id != waiting and prompt in (answered.reply or ""), answered
     assert (await runtime.summary(waiting)).status is RunStatus.AWAITING_CONFIRM
     assert refunds(orders) == []
-    done = await runtime.start("确认", session_id=SESSION)
-    assert done.run_id == waiting and done.status is RunStatus.FINISHED, done
-    assert refunds(orders) == ["OD2611200002"]
+    await assert_refunded_by(orders, runtime, waiting, "确认")
 
 
 async def test_a_plain_yes_said_again_after_the_prompt_shown_once_more_approves(
@@ -81,9 +86,7 @@ async def test_a_plain_yes_said_again_after_the_prompt_shown_once_more_approves(
     await runtime.start("不退了吗", session_id=SESSION)
     again = await runtime.start("对", session_id=SESSION)
     assert again.outcome == "unclear" and again.pending is None and prompt in (again.reply or "")
-    done = await runtime.start("对", session_id=SESSION)
-    assert done.run_id == waiting and done.status is RunStatus.FINISHED, done
-    assert refunds(orders) == ["OD2611200002"]
+    await assert_refunded_by(orders, runtime, waiting, "对")
 
 
 async def test_a_plain_yes_after_an_unclear_line_that_says_nothing_still_approves(
@@ -91,9 +94,7 @@ async def test_a_plain_yes_after_an_unclear_line_that_says_nothing_still_approve
 ) -> None:
     orders, runtime, waiting, _ = await refund_waiting(tmp_path)
     assert (await runtime.start("嗯那个", session_id=SESSION)).outcome == "unclear"
-    done = await runtime.start("对", session_id=SESSION)
-    assert done.run_id == waiting and done.status is RunStatus.FINISHED, done
-    assert refunds(orders) == ["OD2611200002"]
+    await assert_refunded_by(orders, runtime, waiting, "对")
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
+from corral.intent.questions import reads_as_question
 from corral.intent.repeats import holds_back
 from corral.textfold import fold_word_characters
 
@@ -936,7 +937,7 @@ def unsettles_a_yes(line: str) -> bool:
     plain "对" or "好的" approved the prompt that was shown again beneath it.
     """
     folded = fold_word_characters(line)
-    asks = _asks(folded) or folded.rstrip().endswith(("吗", "呢", "么", "嘛"))
+    asks = _asks(folded) or reads_as_question(folded)
     return asks or says_a_negation(folded) or holds_back(folded, "")
 
 

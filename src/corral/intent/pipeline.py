@@ -10,6 +10,7 @@ from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
 from corral.intent.entities import EntityExtractor, check_carry_references
 from corral.intent.follow_up import FollowUp, read_follow_up
+from corral.intent.questions import reads_as_question
 from corral.intent.rules import RuleClassifier, RuleMatch, compile_rule
 from corral.textfold import fold_word_characters
 
@@ -144,8 +145,3 @@ class IntentLayer:
         unless = self._unless.get(label, ()) if label is not None else ()
         folded = fold_word_characters(text) if unless else text
         return any(negation.search(folded) for negation in unless)
-
-
-def reads_as_question(text: str) -> bool:
-    """Whether a line reads as a question (it ends as one does)."""
-    return text.rstrip().endswith(("?", "？", "吗", "呢", "么", "嘛"))

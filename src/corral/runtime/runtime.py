@@ -90,7 +90,7 @@ from corral.intent.confirmation import (
     yes_or_no,
 )
 from corral.intent.entities import answer_language, detect_language, names_entity
-from corral.intent.pipeline import reads_as_question
+from corral.intent.questions import reads_as_question
 from corral.intent.repeats import adds_a_request, asks_for_another, holds_back
 from corral.observe.redact import redaction_spec
 from corral.observe.telemetry import RunTracer, Untraced, tracer_for
@@ -890,10 +890,8 @@ class Runtime:
                 if self.agent.intent.rule_intent(named) not in (None, asked):
                     return None
                 waiting = await self._waiting_state(open_run, "negated")
-                if waiting is not None and not (
-                    waiting.pending is not None
-                    and self._qualifier_fits(named, waiting.pending.prompt, asked)
-                    and self._names_what_waits(waiting, message, others=False)
+                if waiting is not None and not self._names_the_waiting(
+                    named, waiting, message, asked
                 ):
                     return None
             # "不要换新，帮我修一下" asks another thing instead: declined, then run
@@ -924,9 +922,7 @@ class Runtime:
             return False
         if says_calling_off(waiting.pending.prompt):
             return False
-        if not self._qualifier_fits(named, waiting.pending.prompt, asked):
-            return False  # "取消耳机的退款申请" at the keyboard's refund
-        return self._names_what_waits(waiting, message, others=False)
+        return self._names_the_waiting(named, waiting, message, asked)
 
     async def _replaces_value(self, open_run: str, message: str) -> bool:
         """Whether ``message`` asks the waiting request again, of another value, in its place.
@@ -1062,6 +1058,19 @@ class Runtime:
             return False
         return self._names_what_waits(waiting, message)
 
+    def _names_the_waiting(self, named: str, waiting: RunState, message: str, asked: str) -> bool:
+        """Whether a call-off (``named``: what it calls off) names the request that waits.
+
+        What it says before its 的 fits the waiting request (``_qualifier_fits``: not
+        "取消耳机的退款申请" at the keyboard's refund), and each value it names is one the
+        waiting run holds or its prompt states (``_names_what_waits``, ``others=False``).
+        """
+        return (
+            waiting.pending is not None
+            and self._qualifier_fits(named, waiting.pending.prompt, asked)
+            and self._names_what_waits(waiting, message, others=False)
+        )
+
     def _qualifier_fits(self, named: str, prompt: str, asked: str) -> bool:
         """Whether what a call-off says of the request before its 的 is the waiting one's.
 
@@ -1071,7 +1080,7 @@ class Runtime:
         another, or what no prompt says: not the waiting request. English has no 的.
         """
         qualifier = _qualifier(named)
-        if _POINTING.match(qualifier) or qualifier in "".join(prompt.split()):
+        if _POINTING.match(qualifier) or qualifier in _unspaced(prompt):
             return True
         return self.agent.intent.rule_intent(qualifier) == asked
 
@@ -2303,7 +2312,12 @@ _POINTING = re.compile(r"^(?:我|我们|这|那|该|本|刚才|刚刚|个|笔|�
 
 def _qualifier(named: str) -> str:
     """What a call-off says of the request before its 的, without spaces ("" without one)."""
-    return "".join(named.rpartition("的")[0].split())
+    return _unspaced(named.rpartition("的")[0])
+
+
+def _unspaced(text: str) -> str:
+    """``text`` without its spaces: "459 元" in a prompt is "459元" in a line."""
+    return "".join(text.split())
 
 
 def _same_value(held: Any, said: Any) -> bool:
@@ -2312,7 +2326,7 @@ def _same_value(held: Any, said: Any) -> bool:
     "459元" in a line and "459 元" in the prompt that states it.
     """
     if isinstance(held, str) and isinstance(said, str):
-        return "".join(held.split()) == "".join(said.split())
+        return _unspaced(held) == _unspaced(said)
     return bool(held == said)
 
 
