@@ -580,34 +580,6 @@ def calls_off_another(line: str) -> bool:
     return _CALLING_OFF.search(text) is not None and _ANOTHER_ONE.search(text) is not None
 
 
-_NOT_NOW = re.compile(
-    r"的话|之后|以后|后(?:还|再|能|可以)|还能|还可以|会怎样|会怎么样|会不会|了会"
-    r"|\b(?:later|after|afterwards|if|when|once)\b|what\s+happens",
-    re.IGNORECASE,
-)
-"""What makes a call-off one asked about, not asked for: a condition, a time after it, what
-follows from it ("取消退款的话多久到账？", "换新后能取消吗", "退款取消了会怎样", "can I
-cancel it later?")."""
-_CLAUSE_BREAKS = re.compile(r"[,，、;；:：。.!！?？\n]+")
-
-
-def call_off_clauses(line: str) -> list[str]:
-    """The clauses of ``line`` that ask, now, to call something off (``[]``: none does).
-
-    None where the line asks about calling off later or on a condition (``_NOT_NOW``),
-    or starts with a yes ("可以，换新后能取消吗", "yes, refund it, I need to withdraw the
-    money"). The caller reads each clause with the waiting request's own rule: "可以退款，
-    顺便把我的差评撤回" calls off a review, not the refund.
-    """
-    text = fold_word_characters(line)
-    if _NOT_NOW.search(text):
-        return []
-    clauses = [part.strip() for part in _CLAUSE_BREAKS.split(text) if part.strip()]
-    if not clauses or confirmation_answer(clauses[0]) is True:
-        return []
-    return [clause for clause in clauses if _CALLING_OFF.search(clause)]
-
-
 def says_calling_off(text: str) -> bool:
     """Whether ``text`` has a word that calls something off ("确认取消订单…吗？")."""
     return _CALLING_OFF.search(fold_word_characters(text)) is not None

@@ -74,7 +74,6 @@ from corral.inputs import (
     require_words,
 )
 from corral.intent.confirmation import (
-    call_off_clauses,
     called_off,
     calls_off_another,
     confirmation_answer,
@@ -861,8 +860,6 @@ class Runtime:
                 return OpenRunInput(open_run, approve=False)
             if await self._withdrawn_for_a_question(session, open_run, message):  # "不用了，物流呢"
                 return OpenRunInput(open_run, approve=False, corrects=True)
-            if await self._asks_to_call_off(session, open_run, message):  # "能把退款取消吗？"
-                return OpenRunInput(open_run, approve=False)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
             # what the reply before it suggested ("cancel OD… instead")
@@ -926,39 +923,6 @@ class Runtime:
         if says_calling_off(waiting.pending.prompt):
             return False
         return self._names_the_waiting(named, waiting, message, asked)
-
-    async def _asks_to_call_off(self, session: SessionRecord, open_run: str, message: str) -> bool:
-        """Whether ``message`` asks to call off the waiting request, in words its rule reads.
-
-        "能帮我把这个退款取消吗？", "我改主意了，可以撤销退款吗？", "could you withdraw the
-        refund request?" at a refund's prompt: the refund's own rule reads them, and a
-        call-off word stands beside. No yes can be read from such a line, yet the refund was
-        proposed again as a request of its own (or its prompt shown again), one "好的" away
-        from someone who had asked to call it off. A no is safe, and asking again costs one
-        line. Not where the request is itself a call-off ("确认取消订单…吗？"), nor beside a
-        negation ("退款别给我取消": keep it), another one ("取消上一单的退款", "取消耳机的退款
-        申请" at the keyboard's), or a value the waiting run holds otherwise ("取消 OD… 的
-        退款" at another order's).
-        """
-        asked = _open_turn(session, "request")
-        clauses = call_off_clauses(message)
-        if not isinstance(asked, str) or not clauses:
-            return False
-        if says_a_negation(message) or calls_off_another(message):
-            return False
-        intent = self.agent.intent  # "取消退款" is the refund's own unless: a call-off of it
-        if not all(intent.rule_intent(c) == asked or intent.negates(asked, c) for c in clauses):
-            return False
-        waiting = await self._waiting_state(open_run, "asks_to_call_off")
-        if waiting is None or waiting.pending is None:
-            return False
-        prompt = waiting.pending.prompt
-        if says_calling_off(prompt):
-            return False
-        # what a clause says before its 的 is the waiting one's: not "取消耳机的退款申请"
-        if not all(self._qualifier_fits(called_off(c) or c, prompt, asked) for c in clauses):
-            return False
-        return self._names_what_waits(waiting, message)
 
     async def _replaces_value(self, open_run: str, message: str) -> bool:
         """Whether ``message`` asks the waiting request again, of another value, in its place.
