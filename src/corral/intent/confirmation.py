@@ -560,22 +560,6 @@ condition or a time ("取消退款的话多久到账", "can I cancel the refund 
 thing ("and", "还", "取消订单再退款"), or another one than the waiting request ("取消之前
 那个退款", "cancel my previous refund"; an id the waiting run does not hold is the
 caller's to refuse)."""
-_ASKED_OF_US = (
-    re.compile(
-        r"(?:(?:我)?(?:改主意了|想了想|考虑了一下)|不好意思|抱歉)?[,，\s]*(?:请问)?(?:你们?|您)?"
-        r"(?:能不能|可不可以|能否|可否|能|可以)(?:帮我|给我|帮忙)?(?=把|取消|撤销|撤回)"
-        r"(?P<rest>.+?)(?:吗|么|嘛)?[?？]*"
-    ),
-    re.compile(
-        r"(?:could|can|would|will)\s+(?:you|u)\s+(?:please\s+)?(?=cancel|call\s+off|withdraw)"
-        r"(?P<rest>.+?)(?:\s+for\s+me)?(?:\s+please)?\s*[?？]*",
-        re.IGNORECASE,
-    ),
-)
-"""A call-off asked of the desk ("能帮我把这个退款取消吗？", "我改主意了，可以撤销退款吗？",
-"could you withdraw the refund request?"): read as the call-off inside it. Only where
-the call-off comes right after the asking words: "退款能取消吗？" or "can I cancel the
-refund later?" asks whether it could be, and calls nothing off."""
 CALLED_OFF_CHARS = 40
 """The longest line read as a call-off by name: "改地址的申请取消掉吧" is short."""
 
@@ -612,9 +596,6 @@ def called_off(line: str) -> str | None:
     (a first version read any line with a call-off word in it, and declined yeses).
     """
     text = fold_word_characters(line).strip().rstrip("。.!！~～ ")
-    asked = next((m for form in _ASKED_OF_US if (m := form.fullmatch(text))), None)
-    if asked is not None:  # "能帮我把这个退款取消吗？": "把这个退款取消"
-        text = asked.group("rest").strip()
     if not text or len(text) > CALLED_OFF_CHARS or _asks(text):
         return None
     if re.search(r"[,，、;；:：\n—–―]", text):
