@@ -295,3 +295,35 @@ def test_fixing_it_oneself_is_no_booking_and_failing_to_is(
 ) -> None:
     run_json(tmp_path, message)
     assert bool(repairs(tmp_path)) is booked
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "取消维修 HD20240501",
+        "HD20240501 维修取消",
+        "能帮我把维修取消吗 HD20240501",
+        "HD20240501 报修单取消了吗",
+        "could you cancel the repair? HD20240501",
+        "please cancel my repair request HD20240501",
+    ],
+)
+def test_a_repair_called_off_books_none_and_goes_to_a_person(message: str, tmp_path: Path) -> None:
+    """A review: each of these booked a repair (no confirmation asks first). The desk has
+    no tool that calls a repair off; a person has."""
+    asked = run_json(tmp_path, message)
+    assert asked["intent"]["label"] == "转人工" and asked["status"] == "handed_off", asked
+    assert repairs(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "HD20240501 打印机坏了，不要取消维修",
+        "上次的维修被取消了，打印机又坏了 HD20240501",
+        "I don't want to cancel the repair, my printer is broken HD20240501",
+    ],
+)
+def test_a_repair_not_called_off_is_booked(message: str, tmp_path: Path) -> None:
+    assert run_json(tmp_path, message)["intent"]["label"] == "报修"
+    assert len(repairs(tmp_path)) == 1
