@@ -335,6 +335,11 @@ def test_a_repair_called_off_books_none(message: str, tmp_path: Path) -> None:
         "HD20250603 笔记本维修单取消了，开不了机",
         "我不会取消维修的，HD20240501 快点修",
         "I accidentally hit cancel repair in the app, please book it again HD20240501",
+        # a third: a fault beside a call-off word is a repair
+        "维修取消后打印机还是开不了机 HD20240501",
+        "I didn't cancel the repair, my printer is still broken HD20240501",
+        "HD20240501 取消报修是手滑，麻烦帮我维修",
+        "why did you cancel my repair? the printer is still broken HD20240501",
     ],
 )
 def test_a_repair_not_called_off_is_booked(message: str, tmp_path: Path) -> None:
