@@ -309,39 +309,38 @@ def test_fixing_it_oneself_is_no_booking_and_failing_to_is(
         "HD20240501 维修取消",
         "能帮我把维修取消吗 HD20240501",
         "HD20240501 报修单取消了吗",
-        "我的报修单被撤销了吗？ HD20240501",
         "could you cancel the repair? HD20240501",
         "please cancel my repair request HD20240501",
     ],
 )
-def test_a_repair_called_off_books_none(message: str, tmp_path: Path) -> None:
-    """A review: each of these booked a repair (no confirmation asks first). The desk has
-    no tool that calls one off: it asks what the customer wants, as for any line it
-    cannot serve (a first version handed them to a person, and a review found that rule
-    taking exchanges, progress questions and complaints that named a call-off)."""
+def test_a_repair_named_beside_a_call_off_is_booked_only_after_a_yes(
+    message: str, tmp_path: Path
+) -> None:
+    """A review: each of these booked a repair at once (a booking asks no confirmation).
+    The desk has no tool that calls one off, and the same words come with repairs asked
+    for, so it asks: a no books none."""
     asked = run_json(tmp_path, message)
-    assert asked["intent"]["label"] is None and asked["status"] == "awaiting_user", asked
+    assert asked["intent"]["label"] == "报修待确认", asked
+    assert asked["status"] == "awaiting_confirm" and repairs(tmp_path) == []
+    corral_cli(tmp_path, "resume", asked["run_id"], "--reject")
     assert repairs(tmp_path) == []
 
 
 @pytest.mark.parametrize(
     "message",
     [
-        "HD20240501 打印机坏了，不要取消维修",
-        "上次的维修被取消了，打印机又坏了 HD20240501",
-        "I don't want to cancel the repair, my printer is broken HD20240501",
-        # a second review: a repair asked for again beside an earlier one called off
-        "上次报修取消了，这次又坏了，帮我报修 HD20240501",
-        "HD20250603 笔记本维修单取消了，开不了机",
-        "我不会取消维修的，HD20240501 快点修",
-        "I accidentally hit cancel repair in the app, please book it again HD20240501",
-        # a third: a fault beside a call-off word is a repair
+        "取消维修？不，我要修 HD20240501",
         "维修取消后打印机还是开不了机 HD20240501",
         "I didn't cancel the repair, my printer is still broken HD20240501",
-        "HD20240501 取消报修是手滑，麻烦帮我维修",
-        "why did you cancel my repair? the printer is still broken HD20240501",
+        "cancel the repair? no, fix my printer, it leaks ink HD20240501",
     ],
 )
-def test_a_repair_not_called_off_is_booked(message: str, tmp_path: Path) -> None:
-    assert run_json(tmp_path, message)["intent"]["label"] == "报修"
+def test_a_repair_asked_for_beside_a_call_off_word_is_booked_after_a_yes(
+    message: str, tmp_path: Path
+) -> None:
+    """Three reviews of vetoes for these words each found repairs asked for unbooked:
+    asked first, none is lost."""
+    asked = run_json(tmp_path, message)
+    assert asked["status"] == "awaiting_confirm" and repairs(tmp_path) == [], asked
+    corral_cli(tmp_path, "resume", asked["run_id"], "--approve")
     assert len(repairs(tmp_path)) == 1
