@@ -43,6 +43,7 @@ from corral.runtime.runtime import Runtime
 from corral.server.auth import BearerAuth
 from corral.server.head import HeadAsGet
 from corral.server.hub import Hub, LiveRun
+from corral.server.json_body import OneReadingJson
 from corral.server.limits import DEFAULT_BODY_LIMIT, BodyLimit
 from corral.server.replies import corral_error_response, error_response
 from corral.server.schemas import Accepted
@@ -219,6 +220,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # the Swagger and ReDoc pages load scripts from a CDN: no network
         redoc_url=None,
+        # "/runs/" is no route (404), not a 307 to a Location built from the client's
+        # Host header, always http://: a scheme downgrade behind a TLS proxy
+        redirect_slashes=False,
     )
     app.state.corral = state
     app.include_router(routes_meta.open_router)
@@ -226,6 +230,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
     app.include_router(routes_runs.router)
     mount_ui(app)  # the dashboard, /ui (issue 12 part 6)
     _answer_errors(app)
+    app.add_middleware(OneReadingJson)  # runs after the limit: it reads a bounded body
     app.add_middleware(BodyLimit, limit=settings.body_limit)
     app.add_middleware(BearerAuth, token=settings.token)
     app.add_middleware(HeadAsGet)  # added last: runs first, so HEAD meets the token as GET

@@ -37,7 +37,7 @@ class BodyLimit:
         while more:
             message = await receive()
             if message["type"] != "http.request":  # the client left: let the app see it
-                await self.app(scope, _replay([], message, receive), send)
+                await self.app(scope, replayed([], message, receive), send)
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
@@ -47,7 +47,7 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-        await self.app(scope, _replay([body], None, receive), send)
+        await self.app(scope, replayed([body], None, receive), send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(
@@ -67,13 +67,13 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _replay(messages: list[Message], last: Message | None, receive: Receive) -> Receive:
+def replayed(messages: list[Message], last: Message | None, receive: Receive) -> Receive:
     """A ``receive`` that gives ``messages`` (then ``last``) first, then the real one's."""
     queue = [*messages, *([last] if last is not None else [])]
 
-    async def replayed() -> Message:
+    async def receive_next() -> Message:
         if queue:
             return queue.pop(0)
         return await receive()
 
-    return replayed
+    return receive_next
