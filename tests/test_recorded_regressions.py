@@ -387,3 +387,33 @@ def test_recording_a_second_case_of_one_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigInvalidError, match="has a case named 'warranty question'"):
         record_run(_one_run_events(), suite, name="warranty question")
     assert len(load_suite(suite).cases) == 1
+
+
+def test_recording_into_an_agents_own_config_is_refused_and_leaves_it_loading(
+    tmp_path: Path,
+) -> None:
+    """Found by a hostile review of the CLI: ``corral record R --suite agent.yaml`` took the
+    agent's config (a mapping without ``cases:``) for a suite, appended a ``cases:`` block
+    to it and wrote ``recorded/`` beside it; the agent then failed to load
+    (``cases: Extra inputs are not permitted``). A file with keys no suite has is refused."""
+    home, agent = tmp_path / "home", tmp_path / "orders"
+    shutil.copytree(ORDERS, agent, ignore=shutil.ignore_patterns("__pycache__"))
+    config = agent / "agent.yaml"
+    original = config.read_bytes()
+    run_id = str(run_json(home, "run", str(agent), LOGISTICS)["run_id"])
+    done = corral_cli(home, "record", run_id, "--suite", str(config), ok=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "CONFIG_INVALID" in done.stdout + done.stderr
+    assert "not an eval suite" in done.stdout + done.stderr
+    assert config.read_bytes() == original
+    assert not (agent / "recorded").exists()
+    assert run_json(home, "run", str(agent), LOGISTICS)["status"] == "finished"
+
+
+def test_a_suite_with_only_its_clock_takes_its_first_recorded_case(tmp_path: Path) -> None:
+    """A suite file may hold its ``now:`` before any case: it is still a suite."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("now: '2026-11-29T10:00:00+00:00'\n", encoding="utf-8")
+    record_run(_one_run_events(), suite)
+    loaded = load_suite(suite)
+    assert len(loaded.cases) == 1

@@ -250,6 +250,20 @@ class IntentRule(_Strict):
     voting: the negation of what it matches ("不要换新，帮我修一下" is no exchange; "我不想投诉"
     no complaint)."""
 
+    @field_validator("keywords")
+    @classmethod
+    def _visible(cls, keywords: list[str]) -> list[str]:
+        """Refuse a keyword with nothing to see in it (``""``, spaces, a zero-width space).
+
+        ``""`` matched every message, "hello" and "asdf" alike.
+        """
+        for word in keywords:
+            if not any(c.isprintable() and not c.isspace() for c in word):
+                raise ValueError(
+                    f"keyword {word!r} has nothing to match: it would match every message"
+                )
+        return keywords
+
 
 class PlanRule(_Strict):
     """Choose a plan template by what is known: the first rule whose ``when`` holds wins."""

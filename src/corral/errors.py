@@ -71,6 +71,19 @@ class ErrorCode(StrEnum):
     MESSAGE_REPEATED = "MESSAGE_REPEATED"
 
 
+def said(exc: BaseException) -> str:
+    """``str(exc)``, or a stand-in when making it raises (a tool's or a user's own class).
+
+    What failed is recorded in the failure's text: one whose ``__str__`` raised took the
+    run down with it (``ZeroDivisionError`` out of ``Runtime.resume``, the run left
+    ``executing``) instead of failing the step that raised it.
+    """
+    try:
+        return str(exc)
+    except Exception:
+        return "<its text could not be made: str() raised>"
+
+
 class CorralError(Exception):
     """Base of every corral error; carries a stable code and a hint for what to do next."""
 

@@ -321,6 +321,27 @@ def may_be_long(tp: Any) -> bool:
     return _may_hold(tp, leaf, frozenset())
 
 
+def may_key_by_other_than_text(tp: Any) -> bool:
+    """Whether a value of ``tp`` may hold a mapping keyed by something other than ``str``.
+
+    JSON keys are text: ``{1: "a", "1": "b"}`` is written as one key, and a value is lost
+    (``tools.invoke`` compares the keys before and after). Looked at once per tool.
+    """
+
+    def leaf(member: Any, origin: Any, args: tuple[Any, ...]) -> bool | None:
+        if member is Any or member is object:
+            return True
+        if isinstance(origin, type) and issubclass(origin, abc.Mapping):
+            if not args or args[0] is not str:
+                return True
+            return None  # keyed by text: what its values hold decides
+        if member in (str, bytes, float) or member in _BOUNDED or origin is Literal:
+            return False
+        return None
+
+    return _may_hold(tp, leaf, frozenset())
+
+
 def _may_hold(
     tp: Any, leaf: abc.Callable[[Any, Any, tuple[Any, ...]], bool | None], seen: frozenset[Any]
 ) -> bool:

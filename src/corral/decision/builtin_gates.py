@@ -29,7 +29,7 @@ from corral.decision.gates import (
     shown_call,
 )
 from corral.decision.policy import DecisionPolicy
-from corral.errors import CorralError, ErrorCode
+from corral.errors import CorralError, ErrorCode, said
 from corral.events import (
     BudgetExceeded,
     BudgetLowSignal,
@@ -395,7 +395,7 @@ def stand_in_answer(
             given = Proposal(proposal.step, proposal.tool, copy.deepcopy(proposal.args))
             answer: object = gate.check(given, run)
         except Exception as exc:  # a user's gate (or arguments that cannot be copied)
-            return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} raised: {exc}")
+            return Refuse(ErrorCode.EXTENSION_FAILED.value, f"gate {name} raised: {said(exc)}")
         if isinstance(answer, Refuse | Skip):
             return answer
         if not isinstance(answer, Proposal):  # held or stopped

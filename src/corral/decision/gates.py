@@ -31,7 +31,7 @@ from pydantic import BaseModel
 
 from corral.decision.budget import BudgetTracker
 from corral.decision.policy import DecisionPolicy
-from corral.errors import ErrorCode
+from corral.errors import ErrorCode, said
 from corral.events import Payload, StepFinished, StepSkipped
 from corral.hashing import canonical_json, stable_hash
 from corral.planning.validate import CompiledStep
@@ -308,7 +308,7 @@ def decide(gates: Sequence[Gate], proposal: Proposal, run: GateRun) -> Proposal 
         try:
             answer: object = gate.check(proposal, run)
         except Exception as exc:  # a user's gate: its bug must not crash the run
-            answer = _broken(f"gate {type(gate).__name__} raised {type(exc).__name__}: {exc}")
+            answer = _broken(f"gate {type(gate).__name__} raised {type(exc).__name__}: {said(exc)}")
         else:  # the usual answer, the proposal passed on as it may be, costs one test
             if answer is not proposal and (sealed is not None or type(answer) is not Proposal):
                 answer = _checked(gate, answer, sealed)

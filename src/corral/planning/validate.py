@@ -253,13 +253,18 @@ def _literal_problem(value: Any, info: Any) -> str | None:
 
 
 def validate_plan(plan: Plan, context: PlanContext) -> PlanGraph:
-    """Validate ``plan`` completely; raises ``PlanInvalidError`` listing every problem."""
+    """Validate ``plan`` completely; raises ``PlanInvalidError`` listing every problem.
+
+    A plan over the step limit is refused for that alone, before its steps are read.
+    """
     problems: list[str] = []
     steps = list(plan.steps)
     if not steps:
         raise PlanInvalidError(["the plan has no steps: it means the agent cannot do this"])
-    if len(steps) > context.max_steps:
-        problems.append(f"the plan has {len(steps)} steps; the limit is {context.max_steps}")
+    if len(steps) > context.max_steps:  # alone: checking 10 000 steps one by one took 11 s
+        raise PlanInvalidError(
+            [f"the plan has {len(steps)} steps; the limit is {context.max_steps}"]
+        )
     by_id: dict[str, Step] = {}
     for step in steps:
         if step.id in by_id:

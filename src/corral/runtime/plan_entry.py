@@ -60,8 +60,14 @@ def resolve_plan(agent: Agent, plan: str | Plan, intent: str | None) -> GivenPla
     (its allow-list and reply apply); a template no intent (or several) names runs with
     its own tools as the allow-list. A ``Plan`` runs for its own ``intent``.
     """
+    if intent is not None and not isinstance(intent, str):
+        raise InvalidArgumentError(f"intent must be an intent's name, not {type(intent).__name__}")
     if isinstance(plan, str):
         given = _template_plan(agent, plan, intent)
+    elif not isinstance(plan, Plan):
+        raise PlanInvalidError(
+            [f"run_plan takes a template's name or a Plan, not {type(plan).__name__}"]
+        )
     else:
         given = plan if intent is None else plan.model_copy(update={"intent": intent})
         declared = agent.config.plans.get(given.template or "")
@@ -126,6 +132,11 @@ def check_entities(agent: Agent, entities: Mapping[str, Any]) -> dict[str, Any]:
     vocabulary entity is a canonical value or one of its surface words; an amount is
     finite. Business rules and tools then never see a value a message could not carry.
     """
+    if not isinstance(entities, Mapping):
+        raise InvalidArgumentError(
+            f"entities must be a mapping of names to values, not {type(entities).__name__}",
+            hint='entities={"order_id": "HD20240501"}',
+        )
     declared = agent.config.entities
     checked: dict[str, Any] = {}
     for name, value in entities.items():

@@ -241,9 +241,10 @@ def listening(host: str, port: int) -> list[socket.socket]:
         found = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
         )
-    except socket.gaierror as exc:
+    except (socket.gaierror, UnicodeError) as exc:  # "not..a..host": no IDNA label
+        why = exc.strerror if isinstance(exc, socket.gaierror) else "not a host name"
         raise ConfigInvalidError(
-            f"cannot listen on {host}:{port}: {exc.strerror}", hint="check --host"
+            f"cannot listen on {host}:{port}: {why}", hint="check --host"
         ) from None
     made: list[socket.socket] = []
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from corral.errors import ConfigInvalidError
 from corral.plugins import Registry
@@ -49,6 +50,10 @@ def sql_target(url: str) -> str | Path:
                 hint="name the file only: sqlite:///path/corral.db",
             )
         return Path(path)
+    try:  # a port that is no number, an unclosed [IPv6 address: checked, not a traceback
+        _ = urlsplit(url).port
+    except ValueError as exc:
+        raise ConfigInvalidError(f"store URL is not valid: {exc}", hint=_SQL_HINT) from None
     return url if plus else "postgresql+psycopg" + url[len(scheme) :]
 
 

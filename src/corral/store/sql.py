@@ -600,7 +600,7 @@ class SqlStore:
             if not read_only:
                 _check_writable(path)
                 return cls(create_engine(sqlite_url(path)), path=path, upgrade=upgrade)
-            if not path.exists():
+            if not path.exists() or path.stat().st_size == 0:  # 0 bytes: SQLite's empty file
                 empty = cls(create_engine("sqlite://", poolclass=StaticPool))
                 empty.read_only = True
                 return empty

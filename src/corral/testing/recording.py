@@ -27,7 +27,7 @@ from corral.observe.window import parse_period
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
 from corral.safe_yaml import load_yaml_text
-from corral.testing.evaluation import TIER_BARS
+from corral.testing.evaluation import TIER_BARS, SuiteFile
 from corral.testing.recorded_log import log_path, write_log
 
 if TYPE_CHECKING:
@@ -152,12 +152,23 @@ def check_choices(tier: str, expect_status: str | None) -> None:
 
 
 def _read(suite: Path) -> dict[str, Any]:
-    """The suite's YAML, ``{}`` when the file does not exist yet."""
+    """The suite's YAML, ``{}`` when the file does not exist yet.
+
+    A mapping with a key no suite has (``SuiteFile``: ``now``, ``cases``) is another file,
+    an agent's ``agent.yaml`` most likely: a case appended to it broke the agent.
+    """
     if not suite.exists():
         return {}
     data = load_yaml_text(suite.read_text(encoding="utf-8"), str(suite)) or {}
     if not isinstance(data, dict) or not isinstance(data.get("cases") or [], list):
         raise ConfigInvalidError(f"{suite} is not an eval suite (a mapping with `cases:`)")
+    foreign = sorted(str(key) for key in data if key not in SuiteFile.model_fields)
+    if foreign:
+        raise ConfigInvalidError(
+            f"{suite} is not an eval suite: a suite has only `now:` and `cases:`, "
+            f"not {', '.join(foreign[:5])}",
+            hint="record to the agent's eval.yaml, or to a new file",
+        )
     return data
 
 

@@ -29,6 +29,7 @@ from corral.errors import (
     MissingArgumentError,
     ToolFailedError,
     ToolOutputInvalidError,
+    said,
 )
 from corral.inputs import lone_surrogate_at, unicode_safe
 from corral.json_values import all_finite, dumps, finite_or_none
@@ -115,6 +116,14 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
             if "depth" not in str(exc)
             else f"tool {spec.name!r} returned a result that nests too deep"
         ) from None
+    if spec.may_key_by_other_than_text and _keys(dumped) < _keys(
+        spec.output_adapter.serializer.to_python(model)
+    ):
+        raise ToolOutputInvalidError(
+            f"tool {spec.name!r} returned a mapping whose keys are one key as JSON text "
+            "(1 and '1', say): a value would be lost",
+            hint="key the mapping by text, each key once",
+        )
     broken = lone_surrogate_at(dumped)
     if broken is not None:  # no store, log or HTTP answer could hold the run that kept it
         raise ToolOutputInvalidError(
@@ -127,6 +136,15 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     if spec.may_hold_float and not all_finite(dumped):
         return _finite(spec, dumped)
     return dumped
+
+
+def _keys(value: Any) -> int:
+    """How many keys the mappings in ``value`` hold, at every depth."""
+    if isinstance(value, dict):
+        return len(value) + sum(_keys(v) for v in value.values())
+    if isinstance(value, list | tuple | set | frozenset):
+        return sum(_keys(v) for v in value)
+    return 0
 
 
 def _check_length(spec: ToolSpec, dumped: dict[str, Any]) -> None:
@@ -220,8 +238,8 @@ def _classify(exc: BaseException) -> tuple[str, str, bool]:
     if isinstance(exc, TimeoutError):
         return ErrorCode.TOOL_TIMEOUT.value, "the tool did not answer in time", True
     if isinstance(exc, ConnectionError | OSError):
-        return ErrorCode.TOOL_TRANSIENT.value, f"{type(exc).__name__}: {exc}", True
-    return ErrorCode.TOOL_FAILED.value, f"{type(exc).__name__}: {exc}", False
+        return ErrorCode.TOOL_TRANSIENT.value, f"{type(exc).__name__}: {said(exc)}", True
+    return ErrorCode.TOOL_FAILED.value, f"{type(exc).__name__}: {said(exc)}", False
 
 
 def retry_after_cap(spec: ToolSpec) -> float:

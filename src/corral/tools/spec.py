@@ -63,6 +63,13 @@ class ToolSpec:
         return may_hold_float(self.output_model)
 
     @functools.cached_property
+    def may_key_by_other_than_text(self) -> bool:
+        """Whether a result may hold a mapping whose keys are not ``str`` (JSON's are)."""
+        from corral.typecheck import may_key_by_other_than_text
+
+        return may_key_by_other_than_text(self.output_model)
+
+    @functools.cached_property
     def may_be_long(self) -> bool:
         """Whether a result may be long (text, a list...), so is measured against the limit."""
         from corral.typecheck import may_be_long

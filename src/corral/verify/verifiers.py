@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from corral.contracts import Step, ToolResult, Verdict
-from corral.errors import ErrorCode
+from corral.errors import ErrorCode, said
 from corral.verify.expressions import Expression
 from corral.verify.rules import check_success
 
@@ -115,7 +115,7 @@ async def verify(
         try:
             verdict = await verifier.check(outcome, run)
         except Exception as exc:  # a user's verifier: its bug fails the check, not the run
-            return _extension_failed(verifier, f"raised {type(exc).__name__}: {exc}")
+            return _extension_failed(verifier, f"raised {type(exc).__name__}: {said(exc)}")
         if verdict is None:
             continue
         if not isinstance(verdict, Verdict):  # ``False``, ``"passed"``, a dict: no answer
