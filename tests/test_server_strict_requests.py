@@ -144,3 +144,20 @@ def test_text_that_is_not_utf8_is_still_invalid_input(demo: tuple[Agent, str]) -
     with client(base) as http:
         answer = post_text(http, "/agents/aftersales/runs", b'{"message": "\xff\xfe"}')
     assert (answer.status_code, answer.json()["error"]["code"]) == (422, "INVALID_INPUT")
+
+
+@pytest.mark.parametrize("step_id", ["", "x" * 10_000, "s1; drop"])
+def test_a_step_id_no_step_could_have_is_refused_not_echoed(
+    demo: tuple[Agent, str], step_id: str
+) -> None:
+    """Found by the review: a 10 000-character ``step_id`` came back whole in a 409, and an
+    empty one was a 409 too; a step id is a name of at most 32 characters: 422."""
+    agent, base = demo
+    with client(base) as http:
+        run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
+        answer = http.post(f"/runs/{run_id}/resume", json={"approve": True, "step_id": step_id})
+        assert answer.status_code == 422, answer.text[:300]
+        assert answer.json()["error"]["code"] == "INVALID_ARGUMENT"
+        assert len(answer.text) < 2_000
+        assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
+    assert exchange_count(agent) == 0
