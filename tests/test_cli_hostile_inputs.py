@@ -41,16 +41,23 @@ def assert_clean_refusal(done: subprocess.CompletedProcess[str], code: str, *wor
         assert word in said, said
 
 
-@pytest.mark.parametrize("where", ["folder", "no folder"])
-def test_intent_train_out_that_cannot_be_a_file_is_refused_before_training(
-    tmp_path: Path, where: str
-) -> None:
+def test_intent_train_out_that_is_a_folder_is_refused_before_training(tmp_path: Path) -> None:
     data = tmp_path / "t.csv"
     data.write_text(CORPUS, encoding="utf-8")
-    out = tmp_path if where == "folder" else tmp_path / "missing" / "model.pkl"
-    done = corral_cli(tmp_path / "home", "intent", "train", str(data), "--out", str(out), ok=False)
-    assert_clean_refusal(done, "CONFIG_INVALID", "--out")
+    done = corral_cli(
+        tmp_path / "home", "intent", "train", str(data), "--out", str(tmp_path), ok=False
+    )
+    assert_clean_refusal(done, "CONFIG_INVALID", "--out", "is a folder")
     assert not (tmp_path / "home" / "models").exists()
+
+
+def test_intent_train_out_in_a_folder_not_made_yet_makes_it(tmp_path: Path) -> None:
+    """As before the check above (a review of it found it refusing this): folders are made."""
+    data = tmp_path / "t.csv"
+    data.write_text(CORPUS, encoding="utf-8")
+    out = tmp_path / "build" / "models" / "intent.pkl"
+    corral_cli(tmp_path / "home", "intent", "train", str(data), "--out", str(out))
+    assert out.is_file()
 
 
 def test_intent_train_out_that_cannot_be_written_is_a_clean_error(tmp_path: Path) -> None:
@@ -67,8 +74,20 @@ def test_intent_train_out_that_cannot_be_written_is_a_clean_error(tmp_path: Path
 )
 def test_a_store_url_that_cannot_be_parsed_is_config_invalid(tmp_path: Path, url: str) -> None:
     done = corral_cli(tmp_path / "home", "runs", "--store", url, ok=False)
-    assert_clean_refusal(done, "CONFIG_INVALID", "store URL is not valid")
+    assert_clean_refusal(done, "CONFIG_INVALID", "store URL cannot be read")
     assert "secret-pw" not in done.stdout + done.stderr
+
+
+def test_a_password_that_looks_like_a_port_is_never_printed(tmp_path: Path) -> None:
+    """A review found the first check (``urlsplit``) printing "S3cretPassw0rd" as a port it
+    could not read, and refusing URLs SQLAlchemy reads. Read by SQLAlchemy's parser, this one
+    is a URL; the store at it cannot be reached (nothing listens on port 1)."""
+    url = "postgresql://admin:S3cretPassw0rd#1@127.0.0.1:1/prod"
+    done = corral_cli(tmp_path / "home", "runs", "--store", url, ok=False, timeout=60)
+    said = done.stdout + done.stderr
+    assert done.returncode == 2, said
+    assert "S3cretPassw0rd" not in said
+    assert "CONFIG_INVALID" not in said, said  # a URL: not refused as one
 
 
 def test_serve_on_a_host_name_that_is_no_name_is_config_invalid(tmp_path: Path) -> None:

@@ -15,9 +15,13 @@ Each was reproduced on main:
 
 from __future__ import annotations
 
+import json
+import stat
+from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, field_serializer
 
 from corral import (
     MemoryStore,
@@ -170,3 +174,46 @@ async def test_a_result_whose_keys_collide_as_json_is_refused_not_half_kept() ->
     summary = await runtime.start("go")
     state = await runtime.load_state(summary.run_id)
     assert state.steps["s1"].error_code == ErrorCode.TOOL_OUTPUT_INVALID.value, state.steps["s1"]
+
+
+class Flattened(BaseModel):
+    """A mapping written as a string in JSON only (its serializer's own choice)."""
+
+    data: dict[str, Any]
+
+    @field_serializer("data", when_used="json")
+    def _as_text(self, value: dict[str, Any]) -> str:
+        return json.dumps(value)
+
+
+async def test_a_result_a_serializer_reshapes_for_json_is_kept() -> None:
+    """A review of the check above found it refusing this: a shape changed on purpose."""
+
+    @tool
+    def flat(n: int) -> Flattened:
+        """Its data is written as one string."""
+        return Flattened(data={"a": {"b": 1}})
+
+    runtime = _runtime([flat], "flat", {"n": 1})
+    summary = await runtime.start("go")
+    state = await runtime.load_state(summary.run_id)
+    assert state.steps["s1"].data == {"data": '{"a": {"b": 1}}'}, state.steps["s1"]
+
+
+def test_load_config_takes_a_path_given_as_text() -> None:
+    """Found by a docs walkthrough: ``load_config("…/agent.yaml")`` raised AttributeError
+    (``'str' object has no attribute 'open'``); ``load_agent`` took text all along."""
+    from corral import load_config
+    from tests.conftest import ORDERS
+
+    assert load_config(str(ORDERS / "agent.yaml")).name == load_config(ORDERS / "agent.yaml").name
+
+
+def test_a_store_file_s_new_folder_is_private(tmp_path: Path) -> None:
+    """Found by a docs walkthrough: docs/store.md says the file is "created 0600, its folder
+    too"; the folder was made 0755."""
+    from corral import SqlStore
+
+    SqlStore.open(tmp_path / "sub" / "corral.db").engine.dispose()
+    assert stat.S_IMODE((tmp_path / "sub").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "sub" / "corral.db").stat().st_mode) == 0o600

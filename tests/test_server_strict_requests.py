@@ -146,12 +146,13 @@ def test_text_that_is_not_utf8_is_still_invalid_input(demo: tuple[Agent, str]) -
     assert (answer.status_code, answer.json()["error"]["code"]) == (422, "INVALID_INPUT")
 
 
-@pytest.mark.parametrize("step_id", ["", "x" * 10_000, "s1; drop"])
+@pytest.mark.parametrize("step_id", ["", "x" * 10_000])
 def test_a_step_id_no_step_could_have_is_refused_not_echoed(
     demo: tuple[Agent, str], step_id: str
 ) -> None:
     """Found by the review: a 10 000-character ``step_id`` came back whole in a 409, and an
-    empty one was a 409 too; a step id is a name of at most 32 characters: 422."""
+    empty one was a 409 too: 422. Bounded, not patterned: a long plan waits on ``#plan``
+    (``tests/test_signal_review.py`` approves one over HTTP)."""
     agent, base = demo
     with client(base) as http:
         run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]

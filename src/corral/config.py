@@ -670,8 +670,10 @@ def _non_finite_paths(data: Any) -> list[str]:
     return sorted(found)
 
 
-def load_config(path: Path, lines: Lines | None = None) -> AgentConfig:
+def load_config(path: Path | str, lines: Lines | None = None) -> AgentConfig:
     """Read and validate ``agent.yaml`` (bounded: see ``corral.safe_yaml``).
+
+    ``path`` may be text, as ``load_agent``'s may (a ``str`` was an ``AttributeError``).
 
     ``lines``, when given, is filled with where each value was written (``load_agent``
     names the line of a problem ``Agent.build`` finds with it).
@@ -679,4 +681,5 @@ def load_config(path: Path, lines: Lines | None = None) -> AgentConfig:
     from corral.safe_yaml import read_yaml_file  # an agent built from a dict loads no YAML
 
     lines = {} if lines is None else lines
+    path = Path(path)
     return parse_config(read_yaml_file(path, lines), source=str(path), lines=lines)

@@ -145,10 +145,6 @@ class RouteDecision(Contract):
 # --------------------------------------------------------------------------- plan
 
 
-STEP_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,31}$"
-"""A step's id: a name a reference can hold (``$s1.result``), at most 32 characters."""
-
-
 class Step(Contract):
     """One task descriptor: a tool, where its arguments come from, and how to judge it.
 
@@ -158,7 +154,7 @@ class Step(Contract):
     one after another.
     """
 
-    id: str = Field(pattern=STEP_ID_PATTERN)
+    id: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
     tool: str
     args: JsonDict = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)

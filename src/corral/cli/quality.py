@@ -72,6 +72,7 @@ def eval_suite(
     """
     import tempfile
 
+    from corral.errors import ConfigInvalidError
     from corral.testing.eval_report import compare, load_baseline, markdown
     from corral.testing.evaluation import load_suite
     from corral.testing.faults import load_profile
@@ -79,8 +80,10 @@ def eval_suite(
     folder = _home(home)
     profile = load_profile(faults) if faults else None
     before = load_baseline(baseline) if baseline else None
-    if markdown_out is not None:
-        _output_file("--markdown", markdown_out)
+    if markdown_out is not None and not markdown_out.parent.is_dir():
+        raise ConfigInvalidError(f"--markdown: no folder {markdown_out.parent}")
+    if markdown_out is not None and markdown_out.is_dir():  # found after the whole run
+        raise ConfigInvalidError(f"--markdown: {markdown_out} is a folder; name a file")
     cases = load_suite(suite or agent_dir / "eval.yaml")
     # each case's data (a copy of the business database) lives here, and goes at the end
     with tempfile.TemporaryDirectory(prefix="corral-eval-", ignore_cleanup_errors=True) as kept:
@@ -233,8 +236,8 @@ def intent_train(
     from corral.intent.signed import signing_key
 
     folder = _home(home)
-    if out is not None:
-        _output_file("--out", out)
+    if out is not None and out.is_dir():  # its folders are made; a folder is no file
+        raise ConfigInvalidError(f"--out: {out} is a folder; name a file")
     corpus = read_corpus(data)
     started = time.perf_counter()
     model = IntentClassifierModel.fit(corpus.train)
@@ -293,20 +296,6 @@ def intent_eval(
         {"model": str(model_path or "trained now"), "held_out": held_out},
     )
     _warn_not_held_out(held_out)
-
-
-def _output_file(option: str, path: Path) -> None:
-    """``CONFIG_INVALID`` unless ``path`` may be the file an option writes after the work.
-
-    Checked before the work (an eval, a training) so that it is not found after it: a
-    folder for a file was a traceback once the model had been trained.
-    """
-    from corral.errors import ConfigInvalidError
-
-    if not path.parent.is_dir():
-        raise ConfigInvalidError(f"{option}: no folder {path.parent}")
-    if path.is_dir():
-        raise ConfigInvalidError(f"{option}: {path} is a folder; name a file")
 
 
 def _warn_not_held_out(held_out: bool) -> None:

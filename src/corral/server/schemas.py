@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from corral.contracts import STEP_ID_PATTERN, RunSummary
+from corral.contracts import RunSummary
 from corral.decision.priority import Priority
 from corral.inputs import CALL_DIGEST, MAX_MESSAGE_ID_CHARS
 
@@ -55,7 +55,7 @@ class ResumeRun(Body):
 
     approve: bool | None = None
     answer: str | None = None
-    step_id: str | None = Field(default=None, pattern=STEP_ID_PATTERN)
+    step_id: str | None = Field(default=None, min_length=1, max_length=64)
     """The confirmation being answered (``pending.step_id``), so that a late double click
     never approves what the run asks next."""
     call: str | None = Field(default=None, pattern=f"^{CALL_DIGEST}$")

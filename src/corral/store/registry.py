@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from corral.errors import ConfigInvalidError
 from corral.plugins import Registry
@@ -50,10 +49,15 @@ def sql_target(url: str) -> str | Path:
                 hint="name the file only: sqlite:///path/corral.db",
             )
         return Path(path)
-    try:  # a port that is no number, an unclosed [IPv6 address: checked, not a traceback
-        _ = urlsplit(url).port
-    except ValueError as exc:
-        raise ConfigInvalidError(f"store URL is not valid: {exc}", hint=_SQL_HINT) from None
+    from sqlalchemy.engine import make_url  # the parser that will read it: SqlStore's
+
+    try:  # a port that is no number, an unclosed [: a clean error, not a traceback
+        make_url(url)
+    except ValueError:  # its text may quote the password, which the URL can hold
+        raise ConfigInvalidError(
+            "the PostgreSQL store URL cannot be read: its host or port is not valid",
+            hint="postgresql://user:password@host:5432/db (percent-encode a password's # ? / [ ])",
+        ) from None
     return url if plus else "postgresql+psycopg" + url[len(scheme) :]
 
 

@@ -62,6 +62,7 @@ from corral.errors import (
     StoreUnavailableError,
 )
 from corral.events import Event, message_ids
+from corral.files import private_dir
 from corral.json_values import dumps
 from corral.store import driver, projection, schema
 from corral.store.base import (
@@ -318,12 +319,12 @@ def _sqlite_begin(conn: Connection) -> None:
 
 
 def sqlite_url(path: Path) -> URL:
-    """The SQLAlchemy URL of a SQLite file (its folder is created, the file made 0600).
+    """The SQLAlchemy URL of a SQLite file (its folder is created 0700, the file made 0600).
 
     Made from its parts, not pasted into text: a ``?``, ``#`` or ``%`` in a folder's name
     is the file's, not a URL's query, fragment or escape.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # docs/store.md: "created 0600, its folder too" (it was 0755)
     if not path.exists():
         # SQLite gives its -wal and -shm files the database file's mode: create it private.
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))

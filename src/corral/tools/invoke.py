@@ -116,8 +116,8 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
             if "depth" not in str(exc)
             else f"tool {spec.name!r} returned a result that nests too deep"
         ) from None
-    if spec.may_key_by_other_than_text and _keys(dumped) < _keys(
-        spec.output_adapter.serializer.to_python(model)
+    if spec.may_key_by_other_than_text and _lost_a_key(
+        spec.output_adapter.serializer.to_python(model), dumped
     ):
         raise ToolOutputInvalidError(
             f"tool {spec.name!r} returned a mapping whose keys are one key as JSON text "
@@ -138,13 +138,24 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
     return dumped
 
 
-def _keys(value: Any) -> int:
-    """How many keys the mappings in ``value`` hold, at every depth."""
-    if isinstance(value, dict):
-        return len(value) + sum(_keys(v) for v in value.values())
-    if isinstance(value, list | tuple | set | frozenset):
-        return sum(_keys(v) for v in value)
-    return 0
+def _lost_a_key(python: Any, written: Any) -> bool:
+    """Whether a mapping of the result has fewer keys as JSON than it had (``1`` and ``"1"``).
+
+    The two dumps are walked side by side where both are mappings or sequences of the
+    same length; where a serializer changed a value's shape (a mapping written as a
+    string), that value is its own, and is not judged.
+    """
+    if isinstance(python, dict) and isinstance(written, dict):
+        if len(written) < len(python):
+            return True
+        return any(
+            _lost_a_key(a, b) for a, b in zip(python.values(), written.values(), strict=False)
+        )
+    if isinstance(python, list | tuple) and isinstance(written, list):
+        return len(python) == len(written) and any(
+            _lost_a_key(a, b) for a, b in zip(python, written, strict=True)
+        )
+    return False
 
 
 def _check_length(spec: ToolSpec, dumped: dict[str, Any]) -> None:
