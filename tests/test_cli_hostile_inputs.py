@@ -70,12 +70,33 @@ def test_intent_train_out_that_cannot_be_written_is_a_clean_error(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    "url", ["postgresql://u@host:notaport/db", "postgresql://u:secret-pw@[::1/db"]
+    "url",
+    [
+        "postgresql://u@host:notaport/db",
+        "postgresql://u:secret-pw@[::1/db",
+        "postgresql:u:secret-pw@h/db",  # no //: SQLAlchemy's ArgumentError, not a ValueError
+        "postgresql://u:secret-pw@h:99999/db",
+    ],
 )
 def test_a_store_url_that_cannot_be_parsed_is_config_invalid(tmp_path: Path, url: str) -> None:
     done = corral_cli(tmp_path / "home", "runs", "--store", url, ok=False)
     assert_clean_refusal(done, "CONFIG_INVALID", "store URL cannot be read")
     assert "secret-pw" not in done.stdout + done.stderr
+
+
+def test_a_store_url_of_another_scheme_is_named_by_its_scheme_alone(tmp_path: Path) -> None:
+    done = corral_cli(tmp_path / "home", "runs", "--store", "postgres://u:secret-pw@h/db", ok=False)
+    assert_clean_refusal(done, "CONFIG_INVALID", "'postgres' URL")
+    assert "secret-pw" not in done.stdout + done.stderr
+
+
+def test_intent_train_out_under_a_file_is_refused_before_training(tmp_path: Path) -> None:
+    data = tmp_path / "t.csv"
+    data.write_text(CORPUS, encoding="utf-8")
+    out = data / "model.pkl"  # under a file
+    done = corral_cli(tmp_path / "home", "intent", "train", str(data), "--out", str(out), ok=False)
+    assert_clean_refusal(done, "CONFIG_INVALID", "is a file, not a folder")
+    assert not (tmp_path / "home" / "models").exists()
 
 
 def test_a_password_that_looks_like_a_port_is_never_printed(tmp_path: Path) -> None:

@@ -214,6 +214,43 @@ def test_a_store_file_s_new_folder_is_private(tmp_path: Path) -> None:
     too"; the folder was made 0755."""
     from corral import SqlStore
 
-    SqlStore.open(tmp_path / "sub" / "corral.db").engine.dispose()
-    assert stat.S_IMODE((tmp_path / "sub").stat().st_mode) == 0o700
-    assert stat.S_IMODE((tmp_path / "sub" / "corral.db").stat().st_mode) == 0o600
+    SqlStore.open(tmp_path / "a" / "b" / "corral.db").engine.dispose()
+    for made in (tmp_path / "a", tmp_path / "a" / "b"):  # each one made, not the last alone
+        assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
+    assert stat.S_IMODE((tmp_path / "a" / "b" / "corral.db").stat().st_mode) == 0o600
+
+
+class Redacted(BaseModel):
+    """A token left out of the JSON only (a serializer's redaction, not a key collision)."""
+
+    data: dict[str, Any]
+
+    @field_serializer("data", when_used="json")
+    def _without_token(self, value: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in value.items() if k != "token"}
+
+
+async def test_a_result_a_serializer_redacts_for_json_is_kept() -> None:
+    """A review found the check above refusing this as "keys that are one key as JSON"."""
+
+    @tool
+    def login(n: int) -> Redacted:
+        """Its token is never written."""
+        return Redacted(data={"user": "ada", "token": "t0k"})
+
+    runtime = _runtime([login], "login", {"n": 1})
+    summary = await runtime.start("go")
+    state = await runtime.load_state(summary.run_id)
+    assert state.steps["s1"].data == {"data": {"user": "ada"}}, state.steps["s1"]
+
+
+async def test_a_collision_inside_a_list_is_still_found() -> None:
+    @tool
+    def nested(n: int) -> dict[str, Any]:
+        """A collision one list down."""
+        return {"rows": [{"ok": 1}, {1: "a", "1": "b"}]}
+
+    runtime = _runtime([nested], "nested", {"n": 1})
+    summary = await runtime.start("go")
+    state = await runtime.load_state(summary.run_id)
+    assert state.steps["s1"].error_code == ErrorCode.TOOL_OUTPUT_INVALID.value, state.steps["s1"]

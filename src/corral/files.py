@@ -17,10 +17,19 @@ FILE_MODE = 0o600
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) if needed; a folder corral creates is 0700."""
-    if not path.is_dir():
-        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        path.chmod(DIR_MODE)  # mkdir's mode is reduced by the umask only, never widened
+    """Create ``path`` (and parents) if needed; each folder corral creates is 0700.
+
+    Folders that exist are left as they are. Every missing one is made here, not by
+    ``mkdir(parents=True)``, which gives the parents it makes the umask's mode (0755).
+    """
+    if path.is_dir():
+        return path
+    missing = [path, *(p for p in path.parents if not p.is_dir())]
+    for folder in reversed(missing):
+        if folder.is_dir():
+            continue
+        folder.mkdir(mode=DIR_MODE, exist_ok=True)
+        folder.chmod(DIR_MODE)  # mkdir's mode is reduced by the umask only, never widened
     return path
 
 

@@ -236,8 +236,12 @@ def intent_train(
     from corral.intent.signed import signing_key
 
     folder = _home(home)
-    if out is not None and out.is_dir():  # its folders are made; a folder is no file
-        raise ConfigInvalidError(f"--out: {out} is a folder; name a file")
+    if out is not None:  # checked before the training: its missing folders are made
+        if out.is_dir():
+            raise ConfigInvalidError(f"--out: {out} is a folder; name a file")
+        above = next((p for p in out.parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise ConfigInvalidError(f"--out: {above} is a file, not a folder")
     corpus = read_corpus(data)
     started = time.perf_counter()
     model = IntentClassifierModel.fit(corpus.train)

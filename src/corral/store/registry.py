@@ -37,8 +37,9 @@ def sql_target(url: str) -> str | Path:
     """
     scheme, colon, _ = url.partition(":")
     base, plus, _driver = scheme.lower().partition("+")
-    if not colon or base not in SQL_SCHEMES:
-        raise ConfigInvalidError(f"store {url!r} is not a SQLite or PostgreSQL URL", hint=_SQL_HINT)
+    if not colon or base not in SQL_SCHEMES:  # named by its scheme: the rest may hold a password
+        named = f"a {scheme!r} URL" if colon and "://" in url else repr(url)
+        raise ConfigInvalidError(f"store {named} is not a SQLite or PostgreSQL URL", hint=_SQL_HINT)
     if base == "sqlite":
         path = url.partition(":///")[2]
         if not path:
@@ -50,14 +51,17 @@ def sql_target(url: str) -> str | Path:
             )
         return Path(path)
     from sqlalchemy.engine import make_url  # the parser that will read it: SqlStore's
+    from sqlalchemy.exc import ArgumentError
 
-    try:  # a port that is no number, an unclosed [: a clean error, not a traceback
-        make_url(url)
-    except ValueError:  # its text may quote the password, which the URL can hold
+    try:  # no //, a port that is no number, an unclosed [: a clean error, not a traceback
+        port = make_url(url).port
+    except (ValueError, ArgumentError):  # their text may quote the password the URL holds
+        port = -1
+    if port is not None and not 0 < port < 65536:
         raise ConfigInvalidError(
-            "the PostgreSQL store URL cannot be read: its host or port is not valid",
+            "the PostgreSQL store URL cannot be read: its form, host or port is not valid",
             hint="postgresql://user:password@host:5432/db (percent-encode a password's # ? / [ ])",
-        ) from None
+        )
     return url if plus else "postgresql+psycopg" + url[len(scheme) :]
 
 

@@ -139,17 +139,21 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
 
 
 def _lost_a_key(python: Any, written: Any) -> bool:
-    """Whether a mapping of the result has fewer keys as JSON than it had (``1`` and ``"1"``).
+    """Whether a mapping keyed by other than text lost a key as JSON (``1`` and ``"1"``).
 
-    The two dumps are walked side by side where both are mappings or sequences of the
-    same length; where a serializer changed a value's shape (a mapping written as a
-    string), that value is its own, and is not judged.
+    Only a mapping with a key that is not ``str`` can: text keys are written as they are,
+    and a serializer that leaves one out in JSON (a redaction) is its own business. The
+    dumps are walked side by side, by key where it is text (a serializer may reorder), by
+    position in sequences of one length; a value whose shape a serializer changed (a
+    mapping written as a string) is not judged.
     """
     if isinstance(python, dict) and isinstance(written, dict):
-        if len(written) < len(python):
+        if len(written) < len(python) and any(not isinstance(k, str) for k in python):
             return True
         return any(
-            _lost_a_key(a, b) for a, b in zip(python.values(), written.values(), strict=False)
+            _lost_a_key(value, written[key])
+            for key, value in python.items()
+            if isinstance(key, str) and key in written
         )
     if isinstance(python, list | tuple) and isinstance(written, list):
         return len(python) == len(written) and any(
