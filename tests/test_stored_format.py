@@ -45,6 +45,9 @@ PAUSED_V2 = Path(__file__).parent / "fixtures" / "events_v2_paused.json"
 """The same exchange paused, as corral 902e70a stored it (format 2: rows, run row, plan)."""
 PAUSED_V3 = Path(__file__).parent / "fixtures" / "events_v3_paused.json"
 """The same exchange paused, as corral c6c1a75 stored it (format 3, ``v`` in every row)."""
+PAUSED_V4 = Path(__file__).parent / "fixtures" / "events_v4_paused.json"
+"""The same exchange paused, as corral 6c961a9 stored it (format 4, ``v`` once per save,
+a step's and an attempt's usual status left out), the last commit before format 5."""
 EXCHANGE = "我的打印机上周坏了，订单号 HD20240501，能换新吗？"
 
 
@@ -342,6 +345,33 @@ async def test_a_run_paused_in_format_3_resumes_and_appends_format_4(tmp_path: P
     reread = store.load_events(run_id)
     assert [e.payload for e in reread[:count]] == [e.payload for e in events]
     assert {e.payload.status for e in reread if isinstance(e.payload, ToolAttempt)} == {"success"}
+    assert (await replay_run(agent, reread)).same_path
+    assert (await runtime.summary(run_id)) == done
+
+
+async def test_a_run_paused_in_format_4_resumes_and_appends_format_5(tmp_path: Path) -> None:
+    """A store written by format-4 corral folds as it was, resumes, and replays.
+
+    Format 5 reads a step's end back whole from less (a sole attempt's status, tool and
+    duration): the rows format 4 wrote must still say everything they said.
+    """
+    store, run_id, old_rows, agent, runtime = paused_home(tmp_path, PAUSED_V4)
+    events = store.load_events(run_id)
+    state = fold(run_id, events)
+    assert state.status is RunStatus.AWAITING_CONFIRM and state.plan is not None
+    assert [e.type.value for e in events] == [event_type(row["type"]).value for row in old_rows]
+    assert {json.loads(row["data"]).get("v") for row in old_rows} == {4, None}
+    done_steps = [e.payload for e in events if isinstance(e.payload, StepFinished)]
+    assert done_steps and all(p.status == "succeeded" for p in done_steps)
+    for step in done_steps:  # what format 4 left out (the usual status) is read back
+        assert step.result is not None and step.result.tool and step.result.status == "success"
+    finished_before = {s.id for s in state.steps.values() if s.status is StepStatus.SUCCEEDED}
+    assert finished_before == {p.step_id for p in done_steps}
+    done, rows = await approved(tmp_path, runtime, run_id)
+    count = len(old_rows)
+    assert rows[count][1]["v"] == FORMAT == 5
+    reread = store.load_events(run_id)
+    assert [e.payload for e in reread[:count]] == [e.payload for e in events]
     assert (await replay_run(agent, reread)).same_path
     assert (await runtime.summary(run_id)) == done
 
