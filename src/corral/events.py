@@ -39,6 +39,7 @@ from corral.contracts import (
 )
 from corral.errors import StoreCorruptError
 from corral.records import fast_init
+from corral.validation import validation_problems
 
 JsonDict = dict[str, Any]
 
@@ -783,10 +784,9 @@ def decode(kind: EventType, data: JsonDict) -> Payload:
     try:
         return make(kind, data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or kind.value
+        problem = validation_problems(exc, 1, root=kind.value)
         raise StoreCorruptError(
-            f"a stored {kind.value} event does not fit its record: {where}: {first['msg']}"
+            f"a stored {kind.value} event does not fit its record: {problem}"
         ) from None
 
 

@@ -9,14 +9,18 @@ whose fingerprints a replay looks answers up by), so the format must not drift.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from pydantic import ValidationError
+
+class Rejection(Protocol):
+    """What pydantic raises (``ValidationError``), or FastAPI's ``RequestValidationError``."""
+
+    def errors(self) -> Any:
+        """The problems, each with its ``loc`` and ``msg``."""
 
 
 def validation_problems(
-    exc: ValidationError,
+    exc: Rejection,
     limit: int,
     *,
     root: str = "",
@@ -33,3 +37,8 @@ def validation_problems(
         + f"{'.'.join(map(str, e['loc'])) or root}: {e['msg']}"
         for e in exc.errors()[:limit]
     )
+
+
+def validation_messages(exc: Rejection, limit: int) -> str:
+    """The first ``limit`` problems' messages alone, for one value (no place to name)."""
+    return "; ".join(e["msg"] for e in exc.errors()[:limit])

@@ -25,6 +25,7 @@ from corral.planning.references import Reference, iter_references, literal, pars
 from corral.tools.registry import ToolRegistry
 from corral.tools.spec import ToolSpec
 from corral.typecheck import describe, element_type, field_type, is_assignable, json_native
+from corral.validation import validation_messages
 from corral.verify.expressions import (
     Expression,
     comparison_problems,
@@ -248,7 +249,7 @@ def _literal_problem(value: Any, info: Any) -> str | None:
     try:
         TypeAdapter(annotated).validate_python(value)
     except ValidationError as exc:
-        return "; ".join(e["msg"] for e in exc.errors()[:3])
+        return validation_messages(exc, 3)
     return None
 
 

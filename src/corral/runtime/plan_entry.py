@@ -33,6 +33,7 @@ from corral.intent.entities import EntityExtractor
 from corral.planning.validate import PlanGraph, validate_plan
 from corral.routing.router import plan_templates, required_entities, substitutes
 from corral.runtime.journal import Journal
+from corral.validation import validation_messages
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 """Pattern and vocabulary entities read no clock; the extractor still asks for one."""
@@ -151,7 +152,7 @@ def check_entities(agent: Agent, entities: Mapping[str, Any]) -> dict[str, Any]:
             typed = TypeAdapter(ENTITY_TYPES[spec.kind]).validate_python(value)
         except ValidationError as exc:
             raise InvalidArgumentError(
-                f"entity {name!r} is not a {spec.kind}: {exc.errors()[0]['msg']}",
+                f"entity {name!r} is not a {spec.kind}: {validation_messages(exc, 1)}",
                 hint=_SHAPES.get(spec.kind, "give it as a message would state it"),
             ) from None
         checked[name] = _as_extracted(name, spec, typed)

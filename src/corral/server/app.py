@@ -49,6 +49,7 @@ from corral.server.replies import corral_error_response, error_response
 from corral.server.schemas import Accepted
 from corral.server.stopping import SHUTDOWN_GRACE_S, STOP_S
 from corral.store.sql import SqlStore
+from corral.validation import validation_problems
 
 if TYPE_CHECKING:
     from corral.server.queued import QueuedRuns
@@ -280,10 +281,7 @@ def _answer_errors(app: FastAPI) -> None:
 
     async def bad_request(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
-            for error in exc.errors()[:5]
-        )
+        problems = validation_problems(exc, 5)
         hint = "see GET /openapi.json for the fields each route takes"
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         json_kind = kind == "application/json" or kind.endswith("+json")  # FastAPI's own test

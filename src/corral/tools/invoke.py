@@ -36,7 +36,7 @@ from corral.json_values import all_finite, dumps, finite_or_none
 from corral.tools.context import ToolContext
 from corral.tools.outputs import VALUE_FIELD
 from corral.tools.spec import ToolSpec
-from corral.validation import validation_problems
+from corral.validation import validation_messages, validation_problems
 
 
 @dataclass(slots=True)
@@ -202,7 +202,7 @@ def _validated_output(spec: ToolSpec, returned: Any) -> BaseModel:
     except ValidationError as exc:
         raise ToolOutputInvalidError(
             f"tool {spec.name!r} returned data that does not match "
-            f"{getattr(spec.returns, '__name__', spec.returns)}: {exc.errors()[0]['msg']}"
+            f"{getattr(spec.returns, '__name__', spec.returns)}: {validation_messages(exc, 1)}"
         ) from None
     return model
 
