@@ -8,6 +8,7 @@ went over the wire: how many calls, which headers, which idempotency keys.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -126,6 +127,12 @@ def make_app() -> tuple[FastAPI, Ledger]:
     async def malformed(city: str, date: date) -> Response:
         return Response(b'{"city": "' + city.encode() + b'", "rain', media_type="application/json")
 
+    @app.get("/gzip-cut/{city}")
+    async def gzip_cut(city: str, date: date, keep: int = 12) -> Response:
+        """The forecast gzipped, and cut after ``keep`` bytes: its stream never ends."""
+        body = gzip.compress(json.dumps(forecast(city, date)).encode())[:keep]
+        return Response(body, media_type="application/json", headers={"Content-Encoding": "gzip"})
+
     @app.get("/nan/{city}")
     async def not_a_number(city: str, date: date) -> Response:
         """Python's JSON reader takes NaN; a JSON document has no such number."""
@@ -163,6 +170,15 @@ def make_app() -> tuple[FastAPI, Ledger]:
         made = {"post_id": len(ledger.posts) + 1, "channel": body.channel, "idempotency_key": key}
         if key is not None:
             ledger.posts[key] = made
+        cut = request.query_params.get("cut")  # the answer gzipped and cut: it never ends
+        if cut is not None:
+            body = gzip.compress(json.dumps(made).encode())[: int(cut)]
+            return Response(
+                body,
+                status_code=201,
+                media_type="application/json",
+                headers={"Content-Encoding": "gzip"},
+            )
         moved = request.query_params.get("moved")  # "done, look there", as many services say
         if moved is not None:
             return Response(

@@ -575,3 +575,30 @@ async def test_a_null_path_argument_sends_nothing(
     assert [a.error_code for a in attempts] == ["INVALID_ARGUMENT"]
     assert "city cannot be null" in (attempts[0].error_message or "")
     assert sum(ledger.calls.values()) == 0
+
+
+@pytest.mark.parametrize("keep", [12, 40])
+async def test_a_gzip_answer_that_never_ends_is_invalid_not_nothing(
+    service: tuple[str, Ledger], ledger: Ledger, keep: int
+) -> None:
+    """Found by a review: a read answered with a gzip stream cut short was "no result" (the
+    thing does not exist), or whatever part of it had come; its end is checked now."""
+    agent = agent_with(service[0], weather_tool(f"/gzip-cut/{{city}}?keep={keep}"))
+    attempts, _, _, _ = await run_once(agent)
+    assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_OUTPUT_INVALID", False)]
+    assert "gzip" in (attempts[0].error_message or "")
+
+
+async def test_a_write_answered_with_a_gzip_stream_cut_short_is_in_doubt(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """Found by a review: the write was recorded as a success with no data; its answer was
+    lost, so whether it acted is unknown (it did, here), and it is not entered again."""
+    steps = [{"id": "s1", "tool": "post_to_group", "args": {"channel": "ops", "text": "hi"}}]
+    agent = agent_with(service[0], post_tool("/posts?cut=12"), steps=steps)
+    attempts, _, runtime, run_id = await run_once(agent)
+    assert [(a.status, a.error_code) for a in attempts] == [("error", "TOOL_OUTPUT_INVALID")]
+    assert "gzip" in (attempts[0].error_message or "")  # not taken for an empty answer
+    summary = await runtime.summary(run_id)
+    assert [s.error_code for s in summary.steps] == ["OUTCOME_UNKNOWN"]
+    assert len(ledger.posts) == 1 and len(ledger.keys) == 1

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from corral.events import Event, RunStarted
 from corral.textfold import fold_to_ascii
-from corral.tools.sensitive import REDACTED
+from corral.tools.sensitive import REDACTED, SECRET_NAME
 
 if TYPE_CHECKING:
     from corral.agent import Agent
@@ -36,10 +36,6 @@ VALUE_MAX = 64
 
 _ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _ID_CHECK = "10X98765432"
-_SECRET_KEY = re.compile(
-    r"(?i)(?:.*[_-])?(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret"
-    r"|password|passwd|authorization|private[_-]?key)"
-)
 
 
 _ID_KEYS = frozenset({"run_id", "trace_id", "open_run_id"})
@@ -304,7 +300,7 @@ class Redactor:
             return value
         if key in _ID_KEYS and isinstance(value, str) and _CORRAL_ID.fullmatch(value):
             return value  # corral's own random id: its hex may read as a phone number
-        if key in self.fields or (isinstance(value, str) and _SECRET_KEY.fullmatch(key)):
+        if key in self.fields or (isinstance(value, str) and SECRET_NAME.fullmatch(key)):
             return REDACTED
         return self.value(value)
 

@@ -364,6 +364,7 @@ class HttpEndpoint:
             body.take(chunk)
             if len(body.data) > cap:
                 raise ToolOutputInvalidError(self._too_large(cap))
+        body.end()
         if not body.data.strip():
             return self._nothing()
         charset = response.charset_encoding  # JSON is UTF-8, but older services say GBK
@@ -411,6 +412,16 @@ class _Body:
                 chunk = self.inflate.unconsumed_tail
         except zlib.error:
             raise ToolOutputInvalidError(f"{self.label}: the response is not valid gzip") from None
+
+    def end(self) -> None:
+        """The body has all come: an inflated one must have reached its own end.
+
+        A gzip or deflate stream cut short (a dropped connection, a proxy's limit) inflates
+        to a part of the answer, or to nothing: taken as it was, a read's answer was "no
+        result" and a write's "done, no data".
+        """
+        if self.inflate is not None and not self.inflate.eof and len(self.data) <= self.cap:
+            raise ToolOutputInvalidError(f"{self.label}: the gzip response was cut short")
 
 
 def _auth_header(auth: AuthConfig) -> tuple[str, str]:

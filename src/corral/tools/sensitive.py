@@ -10,6 +10,7 @@ because the tool needs it when a run resumes.
 
 from __future__ import annotations
 
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,12 @@ from pydantic import BaseModel
 
 REDACTED = "[REDACTED]"
 """What a hidden value shows as, wherever corral hides one (logs, prompts, secrets)."""
+SECRET_NAME = re.compile(
+    r"(?i)(?:.*[_-])?(?:api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret"
+    r"|password|passwd|authorization|private[_-]?key)"
+)
+"""A name that says its value is a secret (``fullmatch``: ``api_key``, ``DB_PASSWORD``):
+a logged field (``observe.redact``), a value an MCP server is given in its environment."""
 
 
 @dataclass(frozen=True)

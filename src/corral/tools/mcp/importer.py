@@ -36,8 +36,9 @@ from corral.tools.mcp.listing import McpListingCache, check_listing, repeated, s
 from corral.tools.mcp.results import result_value
 from corral.tools.policy import ToolKind
 from corral.tools.schema_models import object_fields, python_name
+from corral.tools.sensitive import SECRET_NAME
 from corral.tools.spec import ToolSpec
-from corral.tools.transport import redact, resolve_placeholders, secrets_in
+from corral.tools.transport import placeholders, redact, resolve_placeholders, secrets_in
 
 if TYPE_CHECKING:
     from mcp.types import Tool
@@ -65,8 +66,26 @@ def launch_of(server: McpServerConfig, root: Path | None, deps: Mapping[str, Any
         cwd=(root or Path.cwd()).resolve(),
         headers={key: resolved(value) for key, value in server.headers.items()},
         startup_timeout_s=server.startup_timeout_s,
-        secrets=tuple(s for value in server.headers.values() for s in secrets_in(value, deps)),
+        secrets=(
+            *(s for value in server.headers.values() for s in secrets_in(value, deps)),
+            *(s for value in _secret_env(server.env) for s in secrets_in(value, deps)),
+        ),
     )
+
+
+def _secret_env(env: Mapping[str, str]) -> list[str]:
+    """The ``env`` values that hold a secret: named as one (``API_KEY: "${SHOP_KEY}"``).
+
+    A stdio server takes its API key in its environment; an answer that echoes it is
+    hidden as a header's is. By name only: ``NOTES_DB: "${DB_PATH}"`` is a path, and
+    every occurrence of a value taken for a secret is cut out of every answer.
+    """
+    return [
+        value
+        for key, value in env.items()
+        if SECRET_NAME.fullmatch(key)
+        or any(SECRET_NAME.fullmatch(name) for name in placeholders(value))
+    ]
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from corral.errors import ToolFailedError, ToolOutputInvalidError
+from corral.json_values import loads_finite
 from corral.tools.transport import redact
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def result_value(
         )
     if text is None:
         raise ToolOutputInvalidError(f"MCP tool {tool!r} answered no text")
-    try:
-        return json.loads(text)
+    try:  # NaN and Infinity are no JSON: such an answer is text, kept as it came
+        return loads_finite(text)
     except ValueError:
         return text
     except RecursionError:  # a few KB of "[[[[..." reach the parser's limit
