@@ -586,7 +586,17 @@ async def test_a_gzip_answer_that_never_ends_is_invalid_not_nothing(
     agent = agent_with(service[0], weather_tool(f"/gzip-cut/{{city}}?keep={keep}"))
     attempts, _, _, _ = await run_once(agent)
     assert [(a.error_code, a.retryable) for a in attempts] == [("TOOL_OUTPUT_INVALID", False)]
-    assert "gzip" in (attempts[0].error_message or "")
+    assert "compressed response was cut short" in (attempts[0].error_message or "")
+
+
+async def test_an_empty_answer_marked_gzip_is_still_an_empty_answer(
+    service: tuple[str, Ledger], ledger: Ledger
+) -> None:
+    """A review of the check above: no bytes at all have no end to reach. A read's empty
+    answer is no result, as before."""
+    agent = agent_with(service[0], weather_tool("/gzip-cut/{city}?keep=0"))
+    attempts, _, _, _ = await run_once(agent)
+    assert [(a.status, a.error_code) for a in attempts] == [("no_result", None)]
 
 
 async def test_a_write_answered_with_a_gzip_stream_cut_short_is_in_doubt(
@@ -598,7 +608,7 @@ async def test_a_write_answered_with_a_gzip_stream_cut_short_is_in_doubt(
     agent = agent_with(service[0], post_tool("/posts?cut=12"), steps=steps)
     attempts, _, runtime, run_id = await run_once(agent)
     assert [(a.status, a.error_code) for a in attempts] == [("error", "TOOL_OUTPUT_INVALID")]
-    assert "gzip" in (attempts[0].error_message or "")  # not taken for an empty answer
+    assert "cut short" in (attempts[0].error_message or "")  # not taken for an empty answer
     summary = await runtime.summary(run_id)
     assert [s.error_code for s in summary.steps] == ["OUTCOME_UNKNOWN"]
     assert len(ledger.posts) == 1 and len(ledger.keys) == 1

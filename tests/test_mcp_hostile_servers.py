@@ -1,10 +1,6 @@
 """MCP servers that answer in ways a review found misread (tests/mcp_servers/raw_server.py).
 
 Reproduced on main:
-- a server answering a call with JSON-RPC error -32000 ("insufficient funds": the usual
-  "server error" code, which the SDK also uses for a closed connection) was taken for a
-  server that died: its message dropped, the process killed and restarted, the call
-  retried; a write's outcome left unknown instead of refused;
 - a secret given to a stdio server in its ``env`` (``RAW_TOKEN: "${SHOP_TOKEN}"``) and
   echoed in its answer reached the run whole (only ``headers`` were redacted);
 - ``{"balance": NaN}`` in a text answer became ``{"balance": null}``.
@@ -30,6 +26,9 @@ RAW_SERVER = ROOT / "tests" / "mcp_servers" / "raw_server.py"
 TOKEN = "sk-live-0123456789abcdef"
 
 
+HOME = "/srv/shop/home"
+
+
 def bank(tmp_path: Path, mode: str, env: dict[str, str], **tool: Any) -> Agent:
     """An agent importing ``balance`` from the raw server in ``mode``."""
     server = {
@@ -40,37 +39,39 @@ def bank(tmp_path: Path, mode: str, env: dict[str, str], **tool: Any) -> Agent:
     }
     steps = [{"id": "s1", "tool": "balance", "args": {}}]
     config = parse_config(one_intent("go", steps=steps, mcp_servers=[server]))
-    return Agent.build(config, [], root=tmp_path, deps={"SHOP_TOKEN": TOKEN})
+    deps = {"SHOP_TOKEN": TOKEN, "SHOP_HOME": HOME, "SHOP_PIN": "7391"}
+    return Agent.build(config, [], root=tmp_path, deps=deps)
 
 
-@pytest.mark.parametrize("kind", ["read", "write"])
-def test_a_server_error_coded_minus_32000_is_its_refusal_not_its_death(
-    tmp_path: Path, kind: str
+@pytest.mark.parametrize(
+    "env", [{"RAW_ECHO": "${SHOP_TOKEN}"}, {"SHOP_API_KEY": "${SHOP_TOKEN}", "RAW_ECHO": TOKEN}]
+)
+def test_a_secret_given_in_the_env_is_never_echoed_into_the_run(
+    tmp_path: Path, env: dict[str, str]
 ) -> None:
-    pids = tmp_path / "pids"
-    agent = bank(tmp_path, "server_error", {"RAW_PIDS": str(pids)}, kind=kind)
-    [result] = calls(agent, ("balance", {}))
-    assert result.status is ToolStatus.ERROR
-    assert result.error_code == "TOOL_FAILED", result
-    assert "insufficient funds" in (result.error_message or "")
-    assert not result.retryable
-    assert len(pids.read_text(encoding="utf-8").split()) == 1  # called once, not restarted
-
-
-def test_a_secret_given_in_the_env_is_never_echoed_into_the_run(tmp_path: Path) -> None:
-    agent = bank(tmp_path, "token", {"RAW_TOKEN": "${SHOP_TOKEN}"})
+    """Named a secret by its ``${NAME}`` (``SHOP_TOKEN``) or by its own name (``SHOP_API_KEY``)."""
+    agent = bank(tmp_path, "echo", env)
     [result] = calls(agent, ("balance", {}))
     assert result.status is ToolStatus.SUCCESS
     assert TOKEN not in str(result.data)
     assert "[REDACTED]" in str(result.data)
 
 
-def test_an_env_value_not_named_a_secret_is_left_in_answers(tmp_path: Path) -> None:
-    """By name only: a path or a flag taken for a secret would be cut out of every answer."""
-    agent = bank(tmp_path, "token", {"RAW_TOKEN_FILE_DIR": "${SHOP_TOKEN}"})
+@pytest.mark.parametrize(
+    ("env", "kept"),
+    [({"RAW_ECHO": "${SHOP_HOME}"}, HOME), ({"RAW_ECHO": "${SHOP_PIN}"}, "7391")],
+    ids=["not named a secret", "too short to hunt for"],
+)
+def test_an_env_value_is_left_in_answers_unless_it_is_a_secret_worth_hunting(
+    tmp_path: Path, env: dict[str, str], kept: str
+) -> None:
+    """By name, and 8 characters or more: a path, or a short value cut out of every answer
+    (a review found "your" cut out of "your token is" with a 4-letter password), would
+    damage the data."""
+    agent = bank(tmp_path, "echo", {**env, "SHOP_PASSWORD": "${SHOP_PIN}"})
     [result] = calls(agent, ("balance", {}))
     assert result.status is ToolStatus.SUCCESS
-    assert "[REDACTED]" not in str(result.data)
+    assert kept in str(result.data) and "[REDACTED]" not in str(result.data)
 
 
 def test_nan_in_a_text_answer_is_kept_as_the_text_not_made_null(tmp_path: Path) -> None:

@@ -14,10 +14,7 @@
 - ``doubled``: lists ``balance`` twice, the second time taking a required ``account``
   (a listing that swaps the schema a plan was checked against);
 - ``repeated``: lists ``balance`` twice, the same entry both times.
-- ``server_error``: answers ``balance()`` with JSON-RPC error -32000 (the usual "server
-  error" code, which the SDK also uses for a closed connection), saying "insufficient
-  funds"; each call appends the server's pid to ``$RAW_PIDS``;
-- ``token``: answers ``balance()`` with text quoting ``$RAW_TOKEN`` (a secret the config
+- ``echo``: answers ``balance()`` with text quoting ``$RAW_ECHO`` (a value the config
   passes in ``env``);
 - ``nan``: answers ``balance()`` with text ``{"balance": NaN}``.
 
@@ -88,18 +85,11 @@ for line in sys.stdin:
         wrong = {"balance": SECRET}
         text = [{"type": "text", "text": json.dumps(wrong)}]
         answer(message, {"content": text, "structuredContent": wrong, "isError": False})
-    elif MODE in ("server_error", "token", "nan") and method == "tools/list":
+    elif MODE in ("echo", "nan") and method == "tools/list":
         listed = {k: v for k, v in BALANCE.items() if k != "outputSchema"}
         answer(message, {"tools": [listed]})
-    elif MODE == "server_error" and method == "tools/call":
-        with open(os.environ["RAW_PIDS"], "a", encoding="utf-8") as pids:
-            pids.write(f"{os.getpid()}\n")
-        error = {"code": -32000, "message": "insufficient funds"}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "error": error}))
-        sys.stdout.write("\n")
-        sys.stdout.flush()
-    elif MODE == "token" and method == "tools/call":
-        text = [{"type": "text", "text": "your token is " + os.environ.get("RAW_TOKEN", "")}]
+    elif MODE == "echo" and method == "tools/call":
+        text = [{"type": "text", "text": "your value is " + os.environ.get("RAW_ECHO", "")}]
         answer(message, {"content": text, "isError": False})
     elif MODE == "nan" and method == "tools/call":
         answer(message, {"content": [{"type": "text", "text": '{"balance": NaN}'}]})

@@ -396,6 +396,8 @@ class _Body:
         self.label = label
         encoding = encoding.strip().lower()
         self.inflate: zlib._Decompress | None = None
+        self.received = 0
+        """Raw bytes taken: none (an empty body, whatever its header says) has no end to reach."""
         if encoding in ("gzip", "x-gzip", "deflate"):
             self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
         elif encoding not in ("", "identity"):
@@ -406,6 +408,7 @@ class _Body:
         if self.inflate is None:
             self.data += chunk
             return
+        self.received += len(chunk)
         try:
             while chunk and len(self.data) <= self.cap:
                 self.data += self.inflate.decompress(chunk, self.cap + 1 - len(self.data))
@@ -420,8 +423,9 @@ class _Body:
         to a part of the answer, or to nothing: taken as it was, a read's answer was "no
         result" and a write's "done, no data".
         """
-        if self.inflate is not None and not self.inflate.eof and len(self.data) <= self.cap:
-            raise ToolOutputInvalidError(f"{self.label}: the gzip response was cut short")
+        inflate = self.inflate
+        if inflate is not None and self.received and not inflate.eof and len(self.data) <= self.cap:
+            raise ToolOutputInvalidError(f"{self.label}: the compressed response was cut short")
 
 
 def _auth_header(auth: AuthConfig) -> tuple[str, str]:

@@ -50,11 +50,6 @@ _MAX_PAGES = 100
 """Pages of ``tools/list`` read at most: a server that paginates forever cannot hang a load."""
 
 
-_CLOSED_BY_SDK = "Connection closed"
-"""The message of the SDK's own ``CONNECTION_CLOSED`` error (``mcp.shared``'s dispatcher):
-its code, -32000, is the one many servers answer a failure with."""
-
-
 @dataclass(frozen=True)
 class McpLaunch:
     """How to reach one server, with every ``${NAME}`` already resolved."""
@@ -260,9 +255,12 @@ class McpConnection:
         try:
             return await session.call_tool(tool, arguments, meta=cast("RequestParamsMeta", meta))
         except MCPError as exc:
-            # -32000 is also JSON-RPC's usual "server error": only the SDK's own words say
-            # that the connection closed; a server's -32000 is its answer, a refusal
-            if exc.code != CONNECTION_CLOSED or exc.message != _CLOSED_BY_SDK:
+            # -32000 is also JSON-RPC's usual "server error", and the SDK's stdio and HTTP
+            # clients report a lost connection with it under several wordings: a server's
+            # own -32000 is read as its death too, the safe side (a write's outcome unknown,
+            # never a refusal that would let it run again). docs/mcp.md asks servers to
+            # refuse with another code.
+            if exc.code != CONNECTION_CLOSED:  # the server answered with an error
                 said = redact(exc.message, self.secrets)
                 message = f"MCP server {self.name!r} refused {tool}: {said}"
                 raise ToolFailedError(clip(message, 300)) from None

@@ -68,9 +68,19 @@ def launch_of(server: McpServerConfig, root: Path | None, deps: Mapping[str, Any
         startup_timeout_s=server.startup_timeout_s,
         secrets=(
             *(s for value in server.headers.values() for s in secrets_in(value, deps)),
-            *(s for value in _secret_env(server.env) for s in secrets_in(value, deps)),
+            *(
+                s
+                for value in _secret_env(server.env)
+                for s in secrets_in(value, deps)
+                if len(s) >= MIN_ENV_SECRET
+            ),
         ),
     )
+
+
+MIN_ENV_SECRET = 8
+"""An ``env`` secret shorter than this is not hunted for in answers: a 4-letter password
+("your") was cut out of ordinary text. Keys and tokens are longer."""
 
 
 def _secret_env(env: Mapping[str, str]) -> list[str]:
