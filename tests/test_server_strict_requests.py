@@ -151,14 +151,14 @@ def test_a_step_id_no_step_could_have_is_refused_not_echoed(
     demo: tuple[Agent, str], step_id: str
 ) -> None:
     """Found by the review: a 10 000-character ``step_id`` came back whole in a 409, and an
-    empty one was a 409 too: 422. Bounded, not patterned: a long plan waits on ``#plan``
-    (``tests/test_signal_review.py`` approves one over HTTP)."""
+    empty one was a 409 too: 422 ``INVALID_INPUT``, as a blank or long session id. Bounded,
+    not patterned: a long plan waits on ``#plan`` (``tests/test_signal_review.py``)."""
     agent, base = demo
     with client(base) as http:
         run_id = http.post("/agents/aftersales/runs", json={"message": EXCHANGE}).json()["run_id"]
         answer = http.post(f"/runs/{run_id}/resume", json={"approve": True, "step_id": step_id})
         assert answer.status_code == 422, answer.text[:300]
-        assert answer.json()["error"]["code"] == "INVALID_ARGUMENT"
+        assert answer.json()["error"]["code"] == "INVALID_INPUT"  # as a session id's
         assert len(answer.text) < 2_000
         assert http.get(f"/runs/{run_id}").json()["status"] == "awaiting_confirm"
     assert exchange_count(agent) == 0

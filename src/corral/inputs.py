@@ -127,6 +127,11 @@ MAX_MESSAGE_ID_CHARS = 128
 """The longest message id (``Runtime.start(message_id=...)``), as a session id's."""
 
 
+MAX_STEP_ID_CHARS = 64
+"""The longest step id a decision may name: a plan's are 32 at most, ``#plan`` is 5. A
+10 000-character one came back whole in the refusal."""
+
+
 def require_session_id(session_id: str) -> str:
     """``session_id`` if a store can keep it and a listing can find it by it, not blank.
 
@@ -222,8 +227,8 @@ def require_one_input(
             "give an approval or an answer, not both",
             hint=f"a run waits for one of them; {SEE_RUN}",
         )
-    if step_id is not None:
-        require_text(step_id, "the step id")  # quoted by the refusals that follow
+    if step_id is not None:  # quoted by the refusals that follow: bounded, not blank
+        _require_key(step_id, "the step id", MAX_STEP_ID_CHARS)
     if step_id is not None and approve is None:
         raise InvalidInputError(
             "a step is named only with an approval or a rejection",

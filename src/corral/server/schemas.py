@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corral.contracts import RunSummary
 from corral.decision.priority import Priority
-from corral.inputs import CALL_DIGEST, MAX_MESSAGE_ID_CHARS
+from corral.inputs import CALL_DIGEST, MAX_MESSAGE_ID_CHARS, MAX_STEP_ID_CHARS
 
 
 class Body(BaseModel):
@@ -55,9 +55,11 @@ class ResumeRun(Body):
 
     approve: bool | None = None
     answer: str | None = None
-    step_id: str | None = Field(default=None, min_length=1, max_length=64)
+    step_id: str | None = Field(default=None, json_schema_extra={"maxLength": MAX_STEP_ID_CHARS})
     """The confirmation being answered (``pending.step_id``), so that a late double click
-    never approves what the run asks next."""
+    never approves what the run asks next. Its length is checked with the decision
+    (``require_one_input``), as a message id's: a constraint here read a lone surrogate as
+    ``INVALID_ARGUMENT``, not the ``INVALID_INPUT`` of every other text."""
     call: str | None = Field(default=None, pattern=f"^{CALL_DIGEST}$")
     """The call the person was shown (``pending.call``, sent with ``step_id``): the decision
     is applied only while the step asks about that call; another one asked in its place is
