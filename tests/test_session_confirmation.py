@@ -21,6 +21,7 @@ from corral.testing import FixedEffects
 from tests.conftest import AFTERSALES, ROOT
 from tests.helpers import corral_cli, exchange_count
 from tests.serving import EXCHANGE, client, load, serving
+from tests.test_declining_by_verb import DECLINED_EXCHANGE
 
 CHIT_CHAT = "Hello! Nice weather today, isn't it?"
 
@@ -542,8 +543,12 @@ async def test_confirming_a_cancellation_in_its_own_words_cancels_it(
 
 @pytest.mark.parametrize(
     "line",
-    # a walkthrough: after a word that opens it, or said with 先, it was a new message
-    ["算了不换了", "那就算了吧", "还是算了", "先不换了", "嗯，算了", "actually never mind"],
+    # a walkthrough: after a word that opens it, or said with 先, it was a new message;
+    # declined by its verb ("我不想换了", "先别换"), it was "I did not understand"
+    [
+        *("算了不换了", "那就算了吧", "还是算了", "先不换了", "嗯，算了", "actually never mind"),
+        *DECLINED_EXCHANGE,
+    ],
 )
 async def test_a_request_taken_back_at_its_confirmation_rejects_it(
     aftersales: Agent, line: str

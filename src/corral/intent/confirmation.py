@@ -437,21 +437,47 @@ def explicit_yes(line: str) -> bool:
     return any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text
 
 
+_ACTION_VERBS = {
+    "换": ("换新", "换货", "更换"),
+    "退": ("退款", "退货"),
+    "改": ("改成", "改为", "改到", "修改", "改地址"),
+    "修": ("维修", "修理", "报修"),
+    "取消": ("取消",),
+}
+"""The verb a person says of a write, and the words of the prompts that ask it."""
+_DECLINING = ("不要", "不想", "不用", "不需要", "别")
+"""What says "I don't want" before a verb: "不想换了", "别退", "不用改"."""
+
+
+def _declined_actions() -> dict[str, tuple[str, ...]]:
+    """Each phrase that declines one action by its verb, and the prompt words it declines.
+
+    "不换了", "不想换了", "别换", "不要换新了", "不用改": a negation, the verb (or the
+    action's own word), with 了 or without it. Only 不 needs its 了: "不退" alone says
+    what stays as it is (``_KEPT``). Before, only a few were listed, and "我不想换了" or
+    "还是不要换了吧" said to "shall I create the exchange?" were answered "I did not
+    understand" while the exchange still waited.
+    """
+    phrases: dict[str, tuple[str, ...]] = {}
+    for verb, asked in _ACTION_VERBS.items():
+        for said in {verb, *(word for word in asked if len(word) == 2)}:
+            phrases[f"不{said}了"] = asked
+            for negation in _DECLINING:
+                phrases[f"{negation}{said}"] = asked
+                phrases[f"{negation}{said}了"] = asked
+    return phrases
+
+
+_DECLINED = _declined_actions()
+
 WITHDRAWN = (
     "算了",
     "不用了",
     "不要了",
     "不需要了",
-    "不改了",
-    "不用改",
-    "不要改",
-    "别改",
-    "不换了",
-    "不退了",
-    "不修了",
+    *sorted(_DECLINED),
     "不查了",
     "不办了",
-    "不取消了",
     "never mind",
     "nevermind",
     "forget it",
@@ -475,6 +501,9 @@ OPENERS = (
     "还是",
     "先",
     "暂时",
+    "我",
+    "等等",
+    "等一下",
     "嗯",
     "哎",
     "唉",
@@ -498,14 +527,15 @@ OPENERS = (
     "no",
 )
 """Words that may open a line that takes the request back: "那就算了", "还是算了吧", "先不退了",
-"嗯，算了", "actually never mind", "ok, forget it". Read past only where a withdrawal
-follows them (``_past_openers``): "还是修一下吧" and "actually, repair it" put another
-request in place of this one (``switches``), and "no" alone is a no of its own."""
+"嗯，算了", "我不想换了", "等等，不要换了", "actually never mind", "ok, forget it". Read
+past only where a withdrawal follows them (``_past_openers``): "还是修一下吧" and
+"actually, repair it" put another request in place of this one (``switches``), and "no"
+alone is a no of its own."""
 _OPENERS = sorted(OPENERS, key=len, reverse=True)
 
 
 _YES_OPENERS = frozenset({"好的", "好", "好吧", "嗯", "ok", "okay"})
-_CHANGE_LEADS = ("不改了", "不用改", "不要改", "别改")
+_CHANGE_LEADS = tuple(phrase for phrase, asked in _DECLINED.items() if "修改" in asked)
 """After a yes word, these say no more than "nothing to change": "好的，不用改了" said to
 "refund 459?" may as well be a go-ahead. Asked again (a review of a0c018b)."""
 
@@ -655,16 +685,7 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     return False if kept or all(_takes_back(piece) for piece in rest) else None
 
 
-_WITHDRAWN_OF = {
-    "不取消了": ("取消",),
-    "不退了": ("退款", "退货"),
-    "不改了": ("改成", "改为", "改到", "修改", "改地址"),
-    "不用改": ("改成", "改为", "改到", "修改", "改地址"),
-    "不要改": ("改成", "改为", "改到", "修改", "改地址"),
-    "别改": ("改成", "改为", "改到", "修改", "改地址"),
-    "不换了": ("换新", "换货", "更换"),
-    "不修了": ("维修", "修理", "报修"),
-}
+_WITHDRAWN_OF = _DECLINED
 """Withdrawals that name their action: they take back only a prompt that asks it ("不取消
 了，退款多久到账？" said to a refund's prompt keeps the refund)."""
 _WITHDRAWN_ANY = frozenset({"不用了", "不办了", "no thanks", "no thank you", "don't bother"})
