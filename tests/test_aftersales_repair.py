@@ -50,14 +50,16 @@ def test_asking_whether_it_can_be_exchanged_books_no_repair(tmp_path: Path, mess
     assert repairs(tmp_path) == []
 
 
-def test_taking_up_the_offered_repair_books_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("taken_up", ["那就修吧", "好的修吧", "可以，那就修吧", "行，帮我修"])
+def test_taking_up_the_offered_repair_books_it(tmp_path: Path, taken_up: str) -> None:
     """A walkthrough: a laptop is repaired, never exchanged, and the refusal offers "我可以
-    帮您登记保修维修"; "那就修吧" was not understood. "不用修吧" books nothing."""
+    帮您登记保修维修"; "那就修吧" was not understood, nor later "好的修吧" or "行，帮我修"
+    (a yes word before it). "不用修吧" books nothing."""
     refused = run_json(tmp_path, "我的笔记本电脑坏了想换新，订单 HD20250603", "--session", "s")
     assert refused["outcome"] == "refused" and "登记保修维修" in refused["reply"]
     assert run_json(tmp_path, "不用修吧", "--session", "s")["intent"]["label"] is None
     assert repairs(tmp_path) == []
-    booked = run_json(tmp_path, "那就修吧", "--session", "s")
+    booked = run_json(tmp_path, taken_up, "--session", "s")
     assert booked["intent"]["label"] == "报修" and booked["outcome"] == "success"
     [(repair_id, order_id, _)] = repairs(tmp_path)
     assert order_id == "HD20250603" and repair_id in booked["reply"]
@@ -69,6 +71,7 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path) -> None:
         ("HD20250920 这个显示器还能修吧？", None),  # a question: nothing booked
         ("HD20250920 显示器这种情况只能修吧，不能换？", None),
         ("HD20250920 可以换一下联系电话吗", None),  # a change of something else
+        ("HD20240501 帮我修改一下联系电话", None),  # 修改 is no repair
         # how long a repair takes, no fault named: booked one, unasked (a review)
         ("HD20250603 的笔记本多久能修好？", "维修进度"),
         ("HD20240501 打印机要几天才能修好", "维修进度"),
@@ -115,6 +118,9 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 printer broke, did you book a repair? if not please book one",
         "HD20240501 the case is not broken, just the screen stays black, please repair it",
         "HD20240501 打印机开不了机，多久能修好？",
+        # "帮我修" with no fault word was not understood (a review)
+        "HD20240501 帮我修",
+        "HD20240501 的打印机帮我修一修吧",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:

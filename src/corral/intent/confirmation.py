@@ -375,8 +375,10 @@ def may_say_the_action(line: str) -> bool:
     """Whether ``line`` could say a prompt's action again (``_echoes``): cheap, no prompt.
 
     The session reads a waiting run's prompt only for such a line: a 确认/确定 word, an
-    action word, or an English action verb.
+    action word, an English action verb, or a negation before a verb (``declines_by_verb``).
     """
+    if _MAY_DECLINE.search(line):
+        return True
     words = _words(line).split()
     return any(
         word.startswith(("确认", "确定"))
@@ -437,47 +439,21 @@ def explicit_yes(line: str) -> bool:
     return any(word.startswith(_EXPLICIT) for word in text.split()) or "go ahead" in text
 
 
-_ACTION_VERBS = {
-    "换": ("换新", "换货", "更换"),
-    "退": ("退款", "退货"),
-    "改": ("改成", "改为", "改到", "修改", "改地址"),
-    "修": ("维修", "修理", "报修"),
-    "取消": ("取消",),
-}
-"""The verb a person says of a write, and the words of the prompts that ask it."""
-_DECLINING = ("不要", "不想", "不用", "不需要", "别")
-"""What says "I don't want" before a verb: "不想换了", "别退", "不用改"."""
-
-
-def _declined_actions() -> dict[str, tuple[str, ...]]:
-    """Each phrase that declines one action by its verb, and the prompt words it declines.
-
-    "不换了", "不想换了", "别换", "不要换新了", "不用改": a negation, the verb (or the
-    action's own word), with 了 or without it. Only 不 needs its 了: "不退" alone says
-    what stays as it is (``_KEPT``). Before, only a few were listed, and "我不想换了" or
-    "还是不要换了吧" said to "shall I create the exchange?" were answered "I did not
-    understand" while the exchange still waited.
-    """
-    phrases: dict[str, tuple[str, ...]] = {}
-    for verb, asked in _ACTION_VERBS.items():
-        for said in {verb, *(word for word in asked if len(word) == 2)}:
-            phrases[f"不{said}了"] = asked
-            for negation in _DECLINING:
-                phrases[f"{negation}{said}"] = asked
-                phrases[f"{negation}{said}了"] = asked
-    return phrases
-
-
-_DECLINED = _declined_actions()
-
 WITHDRAWN = (
     "算了",
     "不用了",
     "不要了",
     "不需要了",
-    *sorted(_DECLINED),
+    "不改了",
+    "不用改",
+    "不要改",
+    "别改",
+    "不换了",
+    "不退了",
+    "不修了",
     "不查了",
     "不办了",
+    "不取消了",
     "never mind",
     "nevermind",
     "forget it",
@@ -501,9 +477,6 @@ OPENERS = (
     "还是",
     "先",
     "暂时",
-    "我",
-    "等等",
-    "等一下",
     "嗯",
     "哎",
     "唉",
@@ -527,15 +500,14 @@ OPENERS = (
     "no",
 )
 """Words that may open a line that takes the request back: "那就算了", "还是算了吧", "先不退了",
-"嗯，算了", "我不想换了", "等等，不要换了", "actually never mind", "ok, forget it". Read
-past only where a withdrawal follows them (``_past_openers``): "还是修一下吧" and
-"actually, repair it" put another request in place of this one (``switches``), and "no"
-alone is a no of its own."""
+"嗯，算了", "actually never mind", "ok, forget it". Read past only where a withdrawal
+follows them (``_past_openers``): "还是修一下吧" and "actually, repair it" put another
+request in place of this one (``switches``), and "no" alone is a no of its own."""
 _OPENERS = sorted(OPENERS, key=len, reverse=True)
 
 
 _YES_OPENERS = frozenset({"好的", "好", "好吧", "嗯", "ok", "okay"})
-_CHANGE_LEADS = tuple(phrase for phrase, asked in _DECLINED.items() if "修改" in asked)
+_CHANGE_LEADS = ("不改了", "不用改", "不要改", "别改")
 """After a yes word, these say no more than "nothing to change": "好的，不用改了" said to
 "refund 459?" may as well be a go-ahead. Asked again (a review of a0c018b)."""
 
@@ -555,15 +527,15 @@ def _past_openers(text: str, *, prompt: bool = False) -> str:
     return text
 
 
-def _openings(text: str) -> Iterator[tuple[str, bool]]:
-    """``text``, then what follows each word of ``OPENERS`` it opens with, one at a time.
+def _openings(text: str, openers: list[str] = _OPENERS) -> Iterator[tuple[str, bool]]:
+    """``text``, then what follows each word of ``openers`` it opens with, one at a time.
 
     With each, whether a yes word was among the openers read past. What ``_past_openers``
     and ``defers`` both walk: "嗯，先不退了" is "嗯，先不退了", "先不退了", "不退了".
     """
     after_yes = False
     yield text, after_yes
-    while (opener := next((w for w in _OPENERS if _opens(text, w)), None)) is not None:
+    while (opener := next((w for w in openers if _opens(text, w)), None)) is not None:
         after_yes = after_yes or opener in _YES_OPENERS
         text = text[len(opener) :].strip()
         yield text, after_yes
@@ -679,13 +651,84 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
     text = _past_openers(_words(line), prompt=True)
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
     if lead is None:
-        return None
+        return False if prompt is not None and declines_by_verb(line, prompt) else None
     rest = text[len(lead) :].split()
     kept = " ".join(rest) in _KEEPING  # "never mind, I'll keep it"
     return False if kept or all(_takes_back(piece) for piece in rest) else None
 
 
-_WITHDRAWN_OF = _DECLINED
+_VERBS_OF = {
+    "换": ("换新", "换货", "更换"),
+    "退": ("退款", "退货"),
+    "改": ("改成", "改为", "改到", "修改", "改地址"),
+    "修": ("维修", "修理", "报修"),
+}
+"""The verb a person says of a write, and the words of the prompts that ask it. Not 取消:
+"别取消" said to "refund 459?" may as well mean "go on, don't call it off"."""
+_DECLINING = ("不要", "不想", "不用", "不需要", "别")
+"""What says "I don't want" before a verb: "不想换了", "别退", "不用改"."""
+
+
+def _declining_phrases() -> dict[str, tuple[str, ...]]:
+    """Each phrase that declines an action by its verb, and the prompt words it declines.
+
+    A negation and the verb, or the action's own word ("不想换了", "别换", "不要换新了",
+    "不用修"); 不 with its 了 only ("不退" says what stays as it is, ``_KEPT``).
+    """
+    phrases: dict[str, tuple[str, ...]] = {}
+    for verb, asked in _VERBS_OF.items():
+        for said in {verb, *(word for word in asked if len(word) == 2)}:
+            phrases[f"不{said}了"] = asked
+            for negation in _DECLINING:
+                phrases[f"{negation}{said}"] = asked
+                phrases[f"{negation}{said}了"] = asked
+    return phrases
+
+
+_DECLINED_BY_VERB = _declining_phrases()
+_DECLINED_FIRST = sorted(_DECLINED_BY_VERB, key=len, reverse=True)
+_MAY_DECLINE = re.compile(f"(?:{'|'.join(_DECLINING)}|不)(?:{'|'.join(_VERBS_OF)})")
+_DECLINE_OPENERS = sorted((*OPENERS, "我", "等等", "等一下"), key=len, reverse=True)
+"""What may open a decline by its verb: "还是不要换了吧", "等等，我不想换了", "嗯，不用换了"."""
+
+
+def declines_by_verb(line: str, prompt: str) -> bool:
+    """Whether the line declines ``prompt``'s action by its verb, and does nothing else.
+
+    "我不想换了", "先别换", "还是不要换了吧", "别退款了" said to a prompt that asks that
+    action (an exchange, a refund): a no, as "不换了" and "不退了" were. Before, they were
+    answered "I did not understand" while the write still waited. The phrase must name
+    what the prompt asks ("不用修" to an exchange's prompt is no answer: it may decline
+    another thing to have this one), open the line after ``_DECLINE_OPENERS`` only, and
+    be followed by filler or more withdrawals only ("不想换了，谢谢"; not "不要换地址",
+    "不想换了，还是退款吧"). Not a question. After a yes word, not a change's ("好的，不用
+    改了" may be a go-ahead, as ``_CHANGE_LEADS`` says).
+    """
+    if _asks(line) or len(line) > MAX_ANSWER_CHARS:
+        return False
+    for text, after_yes in _openings(_words(line), _DECLINE_OPENERS):
+        lead = next((p for p in _DECLINED_FIRST if _opens(text, p)), "")
+        actions = _DECLINED_BY_VERB.get(lead, ())
+        if not any(action in prompt for action in actions) or (after_yes and "修改" in actions):
+            continue
+        rest = text[len(lead) :]
+        pieces = rest.split()
+        if not rest.startswith(" ") and pieces and not _takes_back(pieces[0]):
+            continue  # "不要换地址": the phrase begins a longer word
+        return all(_takes_back(piece) for piece in pieces)
+    return False
+
+
+_WITHDRAWN_OF = {
+    "不取消了": ("取消",),
+    "不退了": ("退款", "退货"),
+    "不改了": ("改成", "改为", "改到", "修改", "改地址"),
+    "不用改": ("改成", "改为", "改到", "修改", "改地址"),
+    "不要改": ("改成", "改为", "改到", "修改", "改地址"),
+    "别改": ("改成", "改为", "改到", "修改", "改地址"),
+    "不换了": ("换新", "换货", "更换"),
+    "不修了": ("维修", "修理", "报修"),
+}
 """Withdrawals that name their action: they take back only a prompt that asks it ("不取消
 了，退款多久到账？" said to a refund's prompt keeps the refund)."""
 _WITHDRAWN_ANY = frozenset({"不用了", "不办了", "no thanks", "no thank you", "don't bother"})
