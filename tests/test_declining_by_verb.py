@@ -136,3 +136,34 @@ def test_in_the_cli_chat_a_decline_by_its_verb_cancels_the_exchange(tmp_path: Pa
     assert "state: awaiting_confirm" in out and "state: finished" in out, out
     assert "没有做任何改动" in out and "已经建好" not in out
     assert "请回答" not in out  # not asked again
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "还是留着吧",
+        "no, keep it",
+        "actually keep it",
+        "I changed my mind",
+        "wait, I changed my mind",
+        "我改主意了",
+    ],
+)
+async def test_keeping_it_or_a_changed_mind_calls_the_cancellation_off(
+    line: str, tmp_path: Path
+) -> None:
+    """A walkthrough: each was "I did not understand", and the order's cancellation still
+    waited for a yes."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    paused = await runtime.start("取消 OD2611280008", session_id="keep")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    back = await runtime.start(line, session_id="keep")
+    assert back.run_id == paused.run_id and back.outcome == "cancelled", back
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        assert conn.execute("SELECT count(*) FROM cancellations").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("line", ["keep it?", "我还要", "wait, go ahead", "我改主意了，还是取消吧"])
+def test_a_keep_that_asks_or_goes_on_is_no_answer(line: str) -> None:
+    assert confirmation_answer(line, CANCEL_PROMPT) is not False

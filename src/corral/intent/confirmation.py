@@ -458,6 +458,12 @@ WITHDRAWN = (
     "nevermind",
     "forget it",
     "forget about it",
+    "changed my mind",
+    "i changed my mind",
+    "i've changed my mind",
+    "i have changed my mind",
+    "改主意了",
+    "我改主意了",
     "don't bother",
     "no thanks",
     "no thank you",
@@ -498,6 +504,7 @@ OPENERS = (
     "ok",
     "okay",
     "no",
+    "wait",
 )
 """Words that may open a line that takes the request back: "那就算了", "还是算了吧", "先不退了",
 "嗯，算了", "actually never mind", "ok, forget it". Read past only where a withdrawal
@@ -650,6 +657,8 @@ def confirmation_answer(line: str, prompt: str | None = None) -> bool | None:
         return decided
     text = _past_openers(_words(line), prompt=True)
     lead = next((p for p in _WITHDRAWN_FIRST if _opens(text, p)), None)
+    if lead is None and keeps_it(line):
+        return False
     if lead is None:
         return False if prompt is not None and declines_by_verb(line, prompt) else None
     rest = text[len(lead) :].split()
@@ -962,6 +971,23 @@ def _leads(text: str, word: str) -> bool:
 _WITHDRAWN_FIRST = sorted(WITHDRAWN, key=len, reverse=True)
 _KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", "留着"}
 """What may follow a withdrawal at a confirmation and leave it one: what stays as it is."""
+
+
+_KEPT_ALONE = frozenset({"i'll keep it", "i will keep it", "keep it", "留着", "我留着"})
+"""What says the thing stays as it is, said alone: "keep it" to "refund 459?", "cancel the
+order?", "create the exchange?" or "change the address?" is a no to each. Not "我还要"
+("I still want it", said of the order or of the exchange asked about)."""
+
+
+def keeps_it(line: str) -> bool:
+    """Whether the line only says the thing stays as it is: "还是留着吧", "no, keep it".
+
+    After the words that may open a withdrawal (a "no" too), with filler or a particle
+    after it. Before, "actually keep it" to "refund 459?" was "I did not understand".
+    """
+    if _asks(line) or len(line) > MAX_ANSWER_CHARS:
+        return False
+    return any(_without_filler(said) in _KEPT_ALONE for said, _ in _openings(_words(line)))
 
 
 def _takes_back(piece: str) -> bool:
