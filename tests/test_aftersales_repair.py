@@ -50,7 +50,7 @@ def test_asking_whether_it_can_be_exchanged_books_no_repair(tmp_path: Path, mess
     assert repairs(tmp_path) == []
 
 
-@pytest.mark.parametrize("taken_up", ["那就修吧", "好的修吧", "可以，那就修吧", "行，帮我修"])
+@pytest.mark.parametrize("taken_up", ["那就修吧", "好的修吧", "好的，那就修吧", "行，帮我修"])
 def test_taking_up_the_offered_repair_books_it(tmp_path: Path, taken_up: str) -> None:
     """A walkthrough: a laptop is repaired, never exchanged, and the refusal offers "我可以
     帮您登记保修维修"; "那就修吧" was not understood, nor later "好的修吧" or "行，帮我修"
@@ -72,6 +72,12 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path, taken_up: str) ->
         ("HD20250920 显示器这种情况只能修吧，不能换？", None),
         ("HD20250920 可以换一下联系电话吗", None),  # a change of something else
         ("HD20240501 帮我修改一下联系电话", None),  # 修改 is no repair
+        # a review of the rule for "帮我修": each booked one
+        ("不用帮我修 HD20240501", None),
+        ("HD20240501 别帮我修了", None),
+        ("帮我修的那个单子怎么样了 HD20240501", None),
+        ("HD20240501 帮我修饰一下简历", None),
+        ("HD20240501 可以修吧", None),  # "it can be fixed, right?"
         # how long a repair takes, no fault named: booked one, unasked (a review)
         ("HD20250603 的笔记本多久能修好？", "维修进度"),
         ("HD20240501 打印机要几天才能修好", "维修进度"),
@@ -120,7 +126,7 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 打印机开不了机，多久能修好？",
         # "帮我修" with no fault word was not understood (a review)
         "HD20240501 帮我修",
-        "HD20240501 的打印机帮我修一修吧",
+        "HD20240501 帮我修吧",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from corral import MemoryStore, RunStatus, Runtime, load_agent
+from corral import Agent, MemoryStore, RunStatus, Runtime, load_agent
 from corral.intent.confirmation import WITHDRAWN, confirmation_answer
 from corral.testing import FixedEffects
 from tests.conftest import ORDERS, ROOT
@@ -35,6 +35,18 @@ DECLINED_EXCHANGE = [
     "不想换了，谢谢",
     "嗯，不用换了",
 ]
+
+
+def _orders(tmp_path: Path) -> tuple[Agent, Runtime]:
+    """The orders example on its own data, and a runtime of it on an in-memory store."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    return orders, Runtime(orders, MemoryStore(), effects=FixedEffects())
+
+
+def _rows(orders: Agent, ledger: str) -> int:
+    """The rows of one of the orders example's ledgers: what its write tools made."""
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        return int(conn.execute(f"SELECT count(*) FROM {ledger}").fetchone()[0])
 
 
 @pytest.mark.parametrize("line", DECLINED_EXCHANGE)
@@ -87,6 +99,8 @@ def test_no_declining_line_reads_as_a_yes_whatever_opens_or_ends_it() -> None:
         ("别取消", REFUND_PROMPT),  # "don't call it off" may say go on
         ("不要取消", EXCHANGE_PROMPT),
         ("好的，不用改了", ADDRESS_PROMPT),  # "nothing to change" may be a go-ahead
+        ("不想换了呢", EXCHANGE_PROMPT),  # may ask
+        ("不用换了嘛", EXCHANGE_PROMPT),
     ],
 )
 def test_a_decline_of_what_the_prompt_does_not_ask_is_no_answer(line: str, prompt: str) -> None:
@@ -111,8 +125,7 @@ async def test_declining_a_refund_by_its_verb_cancels_it(line: str, tmp_path: Pa
     assert back.run_id == paused.run_id and back.outcome == "cancelled", back
     tools_called = [e.data.get("tool") for e in store.load_events(paused.run_id)]
     assert "request_refund" not in tools_called
-    with sqlite3.connect(orders.deps["db"]) as conn:
-        assert conn.execute("SELECT count(*) FROM refunds").fetchone() == (0,)
+    assert _rows(orders, "refunds") == 0
 
 
 def test_over_http_a_decline_by_its_verb_cancels_the_waiting_exchange(tmp_path: Path) -> None:
@@ -154,16 +167,54 @@ async def test_keeping_it_or_a_changed_mind_calls_the_cancellation_off(
 ) -> None:
     """A walkthrough: each was "I did not understand", and the order's cancellation still
     waited for a yes."""
-    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
-    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    orders, runtime = _orders(tmp_path)
     paused = await runtime.start("取消 OD2611280008", session_id="keep")
     assert paused.status is RunStatus.AWAITING_CONFIRM
     back = await runtime.start(line, session_id="keep")
     assert back.run_id == paused.run_id and back.outcome == "cancelled", back
-    with sqlite3.connect(orders.deps["db"]) as conn:
-        assert conn.execute("SELECT count(*) FROM cancellations").fetchone() == (0,)
+    assert _rows(orders, "cancellations") == 0
 
 
 @pytest.mark.parametrize("line", ["keep it?", "我还要", "wait, go ahead", "我改主意了，还是取消吧"])
 def test_a_keep_that_asks_or_goes_on_is_no_answer(line: str) -> None:
     assert confirmation_answer(line, CANCEL_PROMPT) is not False
+
+
+ADDRESS_ASKED = ["我不想改地址了", "还是用原来的地址吧", "I don't want to change the address"]
+
+
+@pytest.mark.parametrize("line", ADDRESS_ASKED)
+async def test_asked_for_the_new_address_a_line_taking_the_change_back_cancels_it(
+    line: str, tmp_path: Path
+) -> None:
+    """A walkthrough: each was taken as the new address, and "确认把收货地址改成「我不想
+    改地址了」吗？" waited for a yes that would have written it."""
+    orders, runtime = _orders(tmp_path)
+    asked = await runtime.start("OD2611280008 改地址", session_id="addr")
+    assert asked.status is RunStatus.AWAITING_USER
+    back = await runtime.start(line, session_id="addr")
+    assert back.run_id == asked.run_id and back.outcome == "cancelled", back
+    assert _rows(orders, "address_changes") == 0
+
+
+@pytest.mark.parametrize("line", ["还是用原来的地址吧", "keep the old address", "原地址就行"])
+async def test_at_the_change_s_confirmation_keeping_the_old_address_declines_it(
+    line: str, tmp_path: Path
+) -> None:
+    orders, runtime = _orders(tmp_path)
+    await runtime.start("OD2611280008 改地址", session_id="addr")
+    paused = await runtime.start("上海市浦东新区世纪大道100号", session_id="addr")
+    assert paused.status is RunStatus.AWAITING_CONFIRM
+    back = await runtime.start(line, session_id="addr")
+    assert back.run_id == paused.run_id and back.outcome == "cancelled", back
+    assert _rows(orders, "address_changes") == 0
+
+
+async def test_asked_for_the_address_a_negation_with_another_request_keeps_that_request(
+    tmp_path: Path,
+) -> None:
+    """ "不想改地址了，OD2611250001 到哪了": the tracking is answered, not lost."""
+    _, runtime = _orders(tmp_path)
+    await runtime.start("OD2611280008 改地址", session_id="addr")
+    back = await runtime.start("不想改地址了，OD2611250001 到哪了", session_id="addr")
+    assert "AirSound" in (back.reply or ""), back

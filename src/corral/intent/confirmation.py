@@ -696,6 +696,7 @@ def _declining_phrases() -> dict[str, tuple[str, ...]]:
 
 _DECLINED_BY_VERB = _declining_phrases()
 _DECLINED_FIRST = sorted(_DECLINED_BY_VERB, key=len, reverse=True)
+_MAY_ASK = ("吗", "呢", "么", "嘛")
 _MAY_DECLINE = re.compile(f"(?:{'|'.join(_DECLINING)}|不)(?:{'|'.join(_VERBS_OF)})")
 _DECLINE_OPENERS = sorted((*OPENERS, "我", "等等", "等一下"), key=len, reverse=True)
 """What may open a decline by its verb: "还是不要换了吧", "等等，我不想换了", "嗯，不用换了"."""
@@ -710,10 +711,11 @@ def declines_by_verb(line: str, prompt: str) -> bool:
     what the prompt asks ("不用修" to an exchange's prompt is no answer: it may decline
     another thing to have this one), open the line after ``_DECLINE_OPENERS`` only, and
     be followed by filler or more withdrawals only ("不想换了，谢谢"; not "不要换地址",
-    "不想换了，还是退款吧"). Not a question. After a yes word, not a change's ("好的，不用
-    改了" may be a go-ahead, as ``_CHANGE_LEADS`` says).
+    "不想换了，还是退款吧"). Not a question, nor a line that may ask ("不用换了呢", "不想换
+    了嘛", as ``switches`` reads them). After a yes word, not a change's ("好的，不用改了"
+    may be a go-ahead, as ``_CHANGE_LEADS`` says).
     """
-    if _asks(line) or len(line) > MAX_ANSWER_CHARS:
+    if _asks(line) or len(line) > MAX_ANSWER_CHARS or _words(line).endswith(_MAY_ASK):
         return False
     for text, after_yes in _openings(_words(line), _DECLINE_OPENERS):
         lead = next((p for p in _DECLINED_FIRST if _opens(text, p)), "")

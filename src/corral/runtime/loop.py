@@ -37,6 +37,7 @@ from corral.events import (
 )
 from corral.intent.confirmation import defers, withdraws, yes_or_no
 from corral.intent.politeness import without_politeness_head, without_politeness_tail
+from corral.intent.questions import reads_as_question
 from corral.memory.task import FactSource
 from corral.planning.clarification import (
     clarification_needed,
@@ -190,6 +191,20 @@ class RunLoop:
                 if said is not None and said.source is FactSource.USER:
                     self.journal.write_fact(name, new[name], FactSource.USER, origin)
 
+    def _takes_its_request_back(self, text: str) -> bool:
+        """Whether a line said to the run's question takes the run's request back.
+
+        The line says it is not that request (its intent's ``unless``: "我不想改地址了",
+        "还是用原来的地址吧", "I don't want to change the address") and asks for no
+        other request, nor asks a question. Before, asked for the new address, it was
+        taken as the address, and "确认把收货地址改成「我不想改地址了」吗？" waited for a yes.
+        """
+        label = self.state.intent.label if self.state.intent is not None else None
+        intent = self.agent.intent
+        if not label or not intent.negates(label, text) or reads_as_question(text):
+            return False
+        return intent.rule_intent(text) in (None, label)
+
     async def _parse(self) -> None:
         state, agent = self.state, self.agent
         text = state.messages[-1]
@@ -203,6 +218,9 @@ class RunLoop:
             # answers a yes-or-no question
             if withdraws(text) and (slot not in found or yes_or_no(text) is None):
                 cancel(self)  # not the address, nor asked again and handed to a person
+                return
+            if slot not in found and self._takes_its_request_back(text):
+                cancel(self)  # "我不想改地址了" asked for the new address: not the address
                 return
             if slot not in found and spec is not None and spec.whole_answer:
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
