@@ -180,7 +180,12 @@ def test_a_keep_that_asks_or_goes_on_is_no_answer(line: str) -> None:
     assert confirmation_answer(line, CANCEL_PROMPT) is not False
 
 
-ADDRESS_ASKED = ["我不想改地址了", "还是用原来的地址吧", "I don't want to change the address"]
+ADDRESS_ASKED = [
+    "我不想改地址了",
+    "还是用原来的地址吧",
+    "I don't want to change the address",
+    "please keep the old address",
+]
 
 
 @pytest.mark.parametrize("line", ADDRESS_ASKED)
@@ -218,3 +223,37 @@ async def test_asked_for_the_address_a_negation_with_another_request_keeps_that_
     await runtime.start("OD2611280008 改地址", session_id="addr")
     back = await runtime.start("不想改地址了，OD2611250001 到哪了", session_id="addr")
     assert "AirSound" in (back.reply or ""), back
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a review: each gives or asks for a new address beside its no, and was cancelled
+        "别送到原来的地址，送到上海市徐汇区漕溪北路100号",
+        "不用原来的地址了，上海市徐汇区漕溪北路100号",
+        "北京市朝阳区建国路1号，别用原地址",
+        "送到之前的地址：上海市徐汇区漕溪北路100号",
+        "地址不用改成公司的，寄到家里：北京市朝阳区建国路1号",
+        "别用之前的地址",
+        "keep the old address, no wait, 12 Main St",
+        "use the same address as my other order: 12 Main St",
+    ],
+)
+async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_answer(
+    line: str, tmp_path: Path
+) -> None:
+    """Proposed as the address, as before: the confirmation shows the line for a yes."""
+    orders, runtime = _orders(tmp_path)
+    await runtime.start("OD2611280008 改地址", session_id="addr")
+    back = await runtime.start(line, session_id="addr")
+    assert back.status is RunStatus.AWAITING_CONFIRM and line in (back.reply or ""), back
+    assert _rows(orders, "address_changes") == 0
+
+
+async def test_asked_for_the_order_a_restated_request_is_not_taken_back(tmp_path: Path) -> None:
+    """A review: "不是要退款，是要退货" to "which order?" cancelled the refund and return."""
+    _, runtime = _orders(tmp_path)
+    asked = await runtime.start("我要退款", session_id="which")
+    assert asked.status is RunStatus.AWAITING_USER
+    back = await runtime.start("不是要退款，是要退货", session_id="which")
+    assert back.outcome != "cancelled", back

@@ -975,6 +975,26 @@ _KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", 
 """What may follow a withdrawal at a confirmation and leave it one: what stays as it is."""
 
 
+_SAYS_NOTHING = sorted((*OPENERS, "我", "i", "等等", "等一下"), key=len, reverse=True)
+
+
+def says_nothing_more(text: str) -> bool:
+    """Whether ``text`` is only words that open a line, filler and particles.
+
+    What is left of a line once what it says no to is taken out: "我 了" of "我不想改地址
+    了", "please" of "please keep the old address". "别", a number or a place says more.
+    """
+    for piece in _words(text).split():
+        piece = piece.rstrip(_PARTICLES)
+        if (
+            piece
+            and piece not in FILLER
+            and all(rest for rest, _ in _openings(piece, _SAYS_NOTHING))
+        ):
+            return False
+    return True
+
+
 _KEPT_ALONE = frozenset({"i'll keep it", "i will keep it", "keep it", "留着", "我留着"})
 """What says the thing stays as it is, said alone: "keep it" to "refund 459?", "cancel the
 order?", "create the exchange?" or "change the address?" is a no to each. Not "我还要"

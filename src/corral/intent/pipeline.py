@@ -8,6 +8,7 @@ from typing import Protocol
 
 from corral.config import AgentConfig, patterns_of
 from corral.contracts import IntentResult
+from corral.intent.confirmation import says_nothing_more
 from corral.intent.entities import EntityExtractor, check_carry_references
 from corral.intent.follow_up import FollowUp, read_follow_up
 from corral.intent.questions import reads_as_question
@@ -139,6 +140,23 @@ class IntentLayer:
         a no to it, never a line to answer "didn't understand" and take a yes after.
         """
         return self._negated(label, text)
+
+    def only_negates(self, label: str, text: str) -> bool:
+        """Whether ``text`` says it is not ``label``'s request and nothing more.
+
+        What is left once the ``unless`` match is taken out says nothing of its own
+        (``says_nothing_more``: "我…了", "还是…吧", "I …", "please"): "我不想改地址了",
+        "还是用原来的地址吧". Not "别送到原来的地址，送到上海市…100号" nor "别用之前的地址",
+        which give or ask for a new one.
+        """
+        folded = fold_word_characters(text)
+        for negation in self._unless.get(label, ()):
+            found = negation.search(folded)
+            if found is not None:
+                left = f"{folded[: found.start()]} {folded[found.end() :]}"
+                if says_nothing_more(left):
+                    return True
+        return False
 
     def _negated(self, label: str | None, text: str) -> bool:
         """Whether the message negates the intent (its ``unless``), read as rules read it."""

@@ -192,18 +192,19 @@ class RunLoop:
                     self.journal.write_fact(name, new[name], FactSource.USER, origin)
 
     def _takes_its_request_back(self, text: str) -> bool:
-        """Whether a line said to the run's question takes the run's request back.
+        """Whether a line said to the run's free-text question takes its request back.
 
-        The line says it is not that request (its intent's ``unless``: "我不想改地址了",
-        "还是用原来的地址吧", "I don't want to change the address") and asks for no
-        other request, nor asks a question. Before, asked for the new address, it was
+        The line says it is not that request and nothing more (its intent's ``unless``,
+        ``only_negates``: "我不想改地址了", "还是用原来的地址吧", "I don't want to change
+        the address"), and asks no question. Before, asked for the new address, it was
         taken as the address, and "确认把收货地址改成「我不想改地址了」吗？" waited for a yes.
+        A line that gives a value beside its no ("别送到原来的地址，送到上海市…100号") is
+        read as before.
         """
         label = self.state.intent.label if self.state.intent is not None else None
-        intent = self.agent.intent
-        if not label or not intent.negates(label, text) or reads_as_question(text):
+        if not label or reads_as_question(text):
             return False
-        return intent.rule_intent(text) in (None, label)
+        return self.agent.intent.only_negates(label, text)
 
     async def _parse(self) -> None:
         state, agent = self.state, self.agent
@@ -219,10 +220,10 @@ class RunLoop:
             if withdraws(text) and (slot not in found or yes_or_no(text) is None):
                 cancel(self)  # not the address, nor asked again and handed to a person
                 return
-            if slot not in found and self._takes_its_request_back(text):
-                cancel(self)  # "我不想改地址了" asked for the new address: not the address
-                return
             if slot not in found and spec is not None and spec.whole_answer:
+                if self._takes_its_request_back(text):  # "我不想改地址了": not the address
+                    cancel(self)
+                    return
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
                 typed = text.strip()
                 whole = without_politeness_tail(without_politeness_head(typed))
