@@ -185,6 +185,7 @@ ADDRESS_ASKED = [
     "还是用原来的地址吧",
     "I don't want to change the address",
     "please keep the old address",
+    "取消OD2611280008的改地址申请",  # the run's own order
 ]
 
 
@@ -237,6 +238,8 @@ async def test_asked_for_the_address_a_negation_with_another_request_keeps_that_
         "别用之前的地址",
         "keep the old address, no wait, 12 Main St",
         "use the same address as my other order: 12 Main St",
+        "发到之前的地址",  # someone who moved may mean the new one (a review)
+        "use my current address",
     ],
 )
 async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_answer(
@@ -248,6 +251,21 @@ async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_ans
     back = await runtime.start(line, session_id="addr")
     assert back.status is RunStatus.AWAITING_CONFIRM and line in (back.reply or ""), back
     assert _rows(orders, "address_changes") == 0
+
+
+@pytest.mark.parametrize(
+    "line", ["取消OD2611250001的改地址申请", "cancel the address change for OD2611250001"]
+)
+async def test_asked_for_the_new_address_calling_off_another_order_s_change_keeps_this_one(
+    line: str, tmp_path: Path
+) -> None:
+    """A review: said of OD2611250001 while OD2611280008's change asked for its address,
+    each cancelled OD2611280008's change. The question is asked again, as before."""
+    _, runtime = _orders(tmp_path)
+    asked = await runtime.start("OD2611280008 改地址", session_id="addr")
+    back = await runtime.start(line, session_id="addr")
+    assert back.run_id == asked.run_id and back.status is RunStatus.AWAITING_USER, back
+    assert back.outcome != "cancelled"
 
 
 async def test_asked_for_the_order_a_restated_request_is_not_taken_back(tmp_path: Path) -> None:

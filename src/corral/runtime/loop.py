@@ -191,7 +191,7 @@ class RunLoop:
                 if said is not None and said.source is FactSource.USER:
                     self.journal.write_fact(name, new[name], FactSource.USER, origin)
 
-    def _takes_its_request_back(self, text: str) -> bool:
+    def _takes_its_request_back(self, text: str, found: dict[str, Any]) -> bool:
         """Whether a line said to the run's free-text question takes its request back.
 
         The line says it is not that request and nothing more (its intent's ``unless``,
@@ -199,10 +199,14 @@ class RunLoop:
         the address"), and asks no question. Before, asked for the new address, it was
         taken as the address, and "确认把收货地址改成「我不想改地址了」吗？" waited for a yes.
         A line that gives a value beside its no ("别送到原来的地址，送到上海市…100号") is
-        read as before.
+        read as before, and so is one that names another value than the run's (``found``:
+        "取消 OD2611250001 的改地址申请" said of OD2611280008's change).
         """
         label = self.state.intent.label if self.state.intent is not None else None
         if not label or reads_as_question(text):
+            return False
+        held = self.state.entities
+        if any(held.get(name, value) != value for name, value in found.items()):
             return False
         return self.agent.intent.only_negates(label, text)
 
@@ -221,7 +225,7 @@ class RunLoop:
                 cancel(self)  # not the address, nor asked again and handed to a person
                 return
             if slot not in found and spec is not None and spec.whole_answer:
-                if self._takes_its_request_back(text):  # "我不想改地址了": not the address
+                if self._takes_its_request_back(text, found):  # "我不想改地址了"
                     cancel(self)
                     return
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
