@@ -78,6 +78,9 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path, taken_up: str) ->
         ("帮我修的那个单子怎么样了 HD20240501", None),
         ("HD20240501 帮我修饰一下简历", None),
         ("HD20240501 可以修吧", None),  # "it can be fixed, right?"
+        # a refusal booked one (a review): "don't repair it" read "repair it"
+        ("HD20240501 don't repair it", None),
+        ("HD20240501 不要报修", None),
         # how long a repair takes, no fault named: booked one, unasked (a review)
         ("HD20250603 的笔记本多久能修好？", "维修进度"),
         ("HD20240501 打印机要几天才能修好", "维修进度"),
@@ -335,6 +338,17 @@ def test_a_repair_named_beside_a_call_off_is_booked_only_after_a_yes(
     assert asked["intent"]["label"] == "报修待确认", asked
     assert asked["status"] == "awaiting_confirm" and repairs(tmp_path) == []
     corral_cli(tmp_path, "resume", asked["run_id"], "--reject")
+    assert repairs(tmp_path) == []
+
+
+@pytest.mark.parametrize("refusal", ["不要报修", "不要维修", "不用"])
+def test_a_refusal_at_the_repair_s_prompt_books_none(refusal: str, tmp_path: Path) -> None:
+    """A review: "不要报修" said to "要为它登记报修吗？" was a new message, which booked
+    the repair it refused."""
+    asked = run_json(tmp_path, "取消维修 HD20240501", "--session", "s")
+    assert asked["status"] == "awaiting_confirm"
+    back = run_json(tmp_path, refusal, "--session", "s")
+    assert back["run_id"] == asked["run_id"] and back["outcome"] == "cancelled", back
     assert repairs(tmp_path) == []
 
 

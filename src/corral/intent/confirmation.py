@@ -697,7 +697,8 @@ def _declining_phrases() -> dict[str, tuple[str, ...]]:
 _DECLINED_BY_VERB = _declining_phrases()
 _DECLINED_FIRST = sorted(_DECLINED_BY_VERB, key=len, reverse=True)
 _MAY_ASK = ("吗", "呢", "么", "嘛")
-_MAY_DECLINE = re.compile(f"(?:{'|'.join(_DECLINING)}|不)(?:{'|'.join(_VERBS_OF)})")
+_MAY_DECLINE = re.compile("|".join(map(re.escape, _DECLINED_FIRST)))
+"""Any declining phrase: the line's prompt is read for it ("不要报修", "别换")."""
 _DECLINE_OPENERS = sorted((*OPENERS, "我", "等等", "等一下"), key=len, reverse=True)
 """What may open a decline by its verb: "还是不要换了吧", "等等，我不想换了", "嗯，不用换了"."""
 
