@@ -80,7 +80,9 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path, taken_up: str) ->
         ("HD20240501 可以修吧", None),  # "it can be fixed, right?"
         # a refusal booked one (a review): "don't repair it" read "repair it"
         ("HD20240501 don't repair it", None),
+        ("HD20240501, don't repair it, thanks", None),
         ("HD20240501 不要报修", None),
+        ("HD20240501 我不想报修了", None),
         # how long a repair takes, no fault named: booked one, unasked (a review)
         ("HD20250603 的笔记本多久能修好？", "维修进度"),
         ("HD20240501 打印机要几天才能修好", "维修进度"),
@@ -130,6 +132,12 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         # "帮我修" with no fault word was not understood (a review)
         "HD20240501 帮我修",
         "HD20240501 帮我修吧",
+        # a review of the refusals' rules: each a repair asked for, with a no about another
+        # thing ("不要修改地址", "don't fix it yourself")
+        "HD20240501 打印机坏了，不要修改地址，直接报修",
+        "HD20240501 坏了，不想维修太久，请尽快",
+        "HD20240501 broken, the manual says don't fix it yourself, I need a repair",
+        "HD20240501 It stopped working. Don't repair it with refurbished parts please",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
