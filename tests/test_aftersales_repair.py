@@ -138,6 +138,9 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 坏了，不想维修太久，请尽快",
         "HD20240501 broken, the manual says don't fix it yourself, I need a repair",
         "HD20240501 It stopped working. Don't repair it with refurbished parts please",
+        "HD20240501 坏了，不要维修记录了，直接报修",
+        "HD20240501 要报修，不要维修站",
+        "HD20240501 我不想维修得太慢，报修",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
