@@ -141,6 +141,13 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 坏了，不要维修记录了，直接报修",
         "HD20240501 要报修，不要维修站",
         "HD20240501 我不想维修得太慢，报修",
+        # a review of the rules that ask first where a repair is refused: a repair asked
+        # for beside a no to something of it, each asked first
+        "HD20240501 坏了，不想去维修中心，能上门修吗",
+        "HD20240501 黑屏了，请安排维修，不要维修人员周末来",
+        "HD20240501 卡纸了，帮我修好，别修完又坏",
+        "HD20240501 printer jams, I don't want to fix it myself, please send someone",
+        "HD20240501 please repair it, I don't want the repair to take long",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
@@ -328,27 +335,65 @@ def test_fixing_it_oneself_is_no_booking_and_failing_to_is(
     assert bool(repairs(tmp_path)) is booked
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        "取消维修 HD20240501",
-        "HD20240501 维修取消",
-        "能帮我把维修取消吗 HD20240501",
-        "HD20240501 报修单取消了吗",
-        "could you cancel the repair? HD20240501",
-        "please cancel my repair request HD20240501",
-    ],
-)
-def test_a_repair_named_beside_a_call_off_is_booked_only_after_a_yes(
+CALLED_OFF = [  # a review: each booked a repair at once (a booking asks no confirmation)
+    "取消维修 HD20240501",
+    "HD20240501 维修取消",
+    "能帮我把维修取消吗 HD20240501",
+    "HD20240501 报修单取消了吗",
+    "could you cancel the repair? HD20240501",
+    "please cancel my repair request HD20240501",
+]
+REFUSED_IN_A_LONGER_LINE = [  # a review: each booked one at once, by 报修/维修/repair
+    "HD20240501 坏了，不要报修",
+    "HD20240501 打印机卡纸了，不想维修，我自己看看",
+    "HD20240501 I don't want a repair, it works again but what is the warranty",
+    "HD20240501 my printer jams, I do not need a repair yet",
+    "HD20240501 the screen flickers but I do not want to book a repair today",
+    # a review of the first version of these rules: each booked one
+    "HD20240501 坏了，不要帮我去报修",
+    "HD20240501 坏了，先不要安排维修",
+    "HD20240501 打印机卡纸，维修就不用了",
+    "HD20240501 it's broken, I don't think I need a repair",
+    "HD20240501 坏了，don't repair it, I'll do it myself",
+    "HD20240501 不要维修发票，谢谢",  # asked: not booked by 维修
+]
+
+
+@pytest.mark.parametrize("message", CALLED_OFF + REFUSED_IN_A_LONGER_LINE)
+def test_a_repair_called_off_or_refused_is_booked_only_after_a_yes(
     message: str, tmp_path: Path
 ) -> None:
-    """A review: each of these booked a repair at once (a booking asks no confirmation).
-    The desk has no tool that calls one off, and the same words come with repairs asked
-    for, so it asks: a no books none."""
+    """The desk has no tool that calls a repair off, and the same words come with
+    repairs asked for ("维修取消后还是开不了机", "要报修，不要维修站"): vetoes lost those, so
+    it asks, and a no books none."""
     asked = run_json(tmp_path, message)
     assert asked["intent"]["label"] == "报修待确认", asked
     assert asked["status"] == "awaiting_confirm" and repairs(tmp_path) == []
     corral_cli(tmp_path, "resume", asked["run_id"], "--reject")
+    assert repairs(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "HD20240501 我还是不要维修了",
+        "HD20240501 不要修理",
+        "不想报修 HD20240501",
+        "HD20240501 I don't want a repair",
+        "HD20240501 I do not need a repair, thanks",
+        "HD20240501: no need to fix it",
+        "算了，不要报修了",
+        "HD20240501 no thanks, I don't want a repair",
+        "HD20240501 不要修啦",
+        "HD20240501 I won't need a repair, thanks",
+    ],
+)
+def test_a_line_that_only_refuses_a_repair_books_none_and_asks_none(
+    message: str, tmp_path: Path
+) -> None:
+    """A review: each booked a repair at once. Nothing else is asked: no intent."""
+    done = run_json(tmp_path, message)
+    assert done["intent"]["label"] is None and done["status"] != "awaiting_confirm", done
     assert repairs(tmp_path) == []
 
 
