@@ -186,6 +186,11 @@ ADDRESS_ASKED = [
     "I don't want to change the address",
     "please keep the old address",
     "取消OD2611280008的改地址申请",  # the run's own order
+    # a walkthrough: each was taken as the new address
+    "用原来的地址就行",
+    "不，用原来的地址",
+    "地址不变",
+    "还是用原来的地址啦",
 ]
 
 

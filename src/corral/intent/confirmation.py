@@ -76,7 +76,7 @@ NO = {
 Nor a deferral ("先别确认", "not now", "don't confirm yet"): asked again, not declined."""
 _BREAKS = re.compile(r"[\s,，、。．｡.!！?？;；~～—–―]+")
 """What parts the words of a line: spaces and punctuation, dashes too ("不用了——物流呢")."""
-_PARTICLES = "了吧啊呀呢哈嘛哦"
+_PARTICLES = "了吧啊呀呢哈嘛哦啦"
 FILLER = {
     "please",
     "pls",
@@ -976,14 +976,19 @@ _KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", 
 """What may follow a withdrawal at a confirmation and leave it one: what stays as it is."""
 
 
-_SAYS_NOTHING = sorted((*OPENERS, "我", "i", "等等", "等一下"), key=len, reverse=True)
+_SAYS_NOTHING = sorted(
+    (*OPENERS, "我", "i", "等等", "等一下", "不", "就行", "就好", "就可以", "即可"),
+    key=len,
+    reverse=True,
+)
 
 
 def says_nothing_more(text: str) -> bool:
     """Whether ``text`` is only words that open a line, filler and particles.
 
     What is left of a line once what it says no to is taken out: "我 了" of "我不想改地址
-    了", "please" of "please keep the old address". "别", a number or a place says more.
+    了", "please" of "please keep the old address", "不 就行" of "不，用原来的地址就行".
+    "别", a number or a place says more.
     """
     for piece in _words(text).split():
         piece = piece.rstrip(_PARTICLES)
