@@ -148,6 +148,11 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 卡纸了，帮我修好，别修完又坏",
         "HD20240501 printer jams, I don't want to fix it myself, please send someone",
         "HD20240501 please repair it, I don't want the repair to take long",
+        # a review of the second version: each asked first
+        "HD20240501 坏了需要维修，不要维修费",
+        "HD20240501 卡纸了，报个修吧，不想修理时间太长",
+        "HD20240501 打印机坏了，我想报修，不想修理费太高",
+        "HD20240501 my printer is broken, I need a repair, I don't want a repair fee",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
@@ -356,6 +361,15 @@ REFUSED_IN_A_LONGER_LINE = [  # a review: each booked one at once, by 报修/维
     "HD20240501 it's broken, I don't think I need a repair",
     "HD20240501 坏了，don't repair it, I'll do it myself",
     "HD20240501 不要维修发票，谢谢",  # asked: not booked by 维修
+    # a review of the second version: each booked one
+    "HD20240501 坏了，你们不用再安排维修了",
+    "HD20240501 坏了，不用麻烦帮我修了",
+    "HD20240501 坏了，不要派师傅来修",
+    "HD20240501 坏了，维修没必要",
+    "HD20240501 it's broken, I don't want it repaired",
+    "HD20240501 it jams, skip the repair",
+    "HD20240501 it's broken, please don't send a technician to repair it",
+    "HD20240501 it's broken, I don't want you to repair it",
 ]
 
 
