@@ -10,6 +10,7 @@ exchange's prompt, end to end: ``test_session_confirmation.py``
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,10 @@ async def test_asked_for_the_address_a_negation_with_another_request_keeps_that_
         "use the same address as my other order: 12 Main St",
         "发到之前的地址",  # someone who moved may mean the new one (a review)
         "use my current address",
+        # a review of f5da641: each refuses the old address, and was cancelled
+        "不用原来的地址",
+        "不送到原来的地址",
+        "用原来的地址不好吧",
     ],
 )
 async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_answer(
@@ -280,3 +285,20 @@ async def test_asked_for_the_order_a_restated_request_is_not_taken_back(tmp_path
     assert asked.status is RunStatus.AWAITING_USER
     back = await runtime.start("不是要退款，是要退货", session_id="which")
     assert back.outcome != "cancelled", back
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a review of f5da641: "地址不变" read at the start of a longer line took these out
+        "OD2611280008 地址不变，只把门牌号改成502室",
+        "OD2611280008 收货地址不变更的话能改电话吗",
+    ],
+)
+def test_the_address_kept_only_as_the_whole_line_negates_the_change(
+    line: str, tmp_path: Path
+) -> None:
+    orders, _ = _orders(tmp_path)
+    assert orders.intent.only_negates("change_address", "地址不变啦，谢谢")
+    assert not orders.intent.only_negates("change_address", line)
+    assert orders.intent.understand(line, datetime.now(UTC)).label == "change_address"

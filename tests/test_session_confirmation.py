@@ -410,6 +410,11 @@ async def test_without_a_session_a_yes_is_a_message_of_its_own(aftersales: Agent
         ("好的——确认", True),
         ("不用了—谢谢", False),
         ("yes—please", True),
+        # laughter after a yes may brush the question off: asked again ("嗯嗯哈哈" made
+        # the exchange); one 哈 is a particle ("好哈")
+        ("嗯嗯哈哈", None),
+        ("好的哈哈", None),
+        ("好哈", True),
     ],
 )
 def test_the_reader_is_the_library_s_and_the_chat_s(line: str, meant: bool | None) -> None:

@@ -144,9 +144,12 @@ def _word(word: str) -> bool | None:
     """A yes or no word, tried with the sentence-final particles left out one at a time.
 
     Chinese is written without spaces: a yes or no word run into its thanks
-    (``好的谢谢``, ``不用谢谢``) is read as the two words.
+    (``好的谢谢``, ``不用谢谢``) is read as the two words. Laughter after one is no
+    particle: "嗯嗯哈哈" is as likely to brush the question off as to say yes ("好哈" does).
     """
     whole = word
+    if "哈哈" in word:
+        return None
     while word:
         if word in YES:
             # "没错吧", "对的了吧": a yes that says a thing is so, then 吧, asks ("it is
@@ -510,7 +513,7 @@ OPENERS = (
 "嗯，算了", "actually never mind", "ok, forget it". Read past only where a withdrawal
 follows them (``_past_openers``): "还是修一下吧" and "actually, repair it" put another
 request in place of this one (``switches``), and "no" alone is a no of its own."""
-_OPENERS = sorted(OPENERS, key=len, reverse=True)
+_OPENERS = tuple(sorted(OPENERS, key=len, reverse=True))
 
 
 _YES_OPENERS = frozenset({"好的", "好", "好吧", "嗯", "ok", "okay"})
@@ -534,7 +537,7 @@ def _past_openers(text: str, *, prompt: bool = False) -> str:
     return text
 
 
-def _openings(text: str, openers: list[str] = _OPENERS) -> Iterator[tuple[str, bool]]:
+def _openings(text: str, openers: tuple[str, ...] = _OPENERS) -> Iterator[tuple[str, bool]]:
     """``text``, then what follows each word of ``openers`` it opens with, one at a time.
 
     With each, whether a yes word was among the openers read past. What ``_past_openers``
@@ -699,7 +702,7 @@ _DECLINED_FIRST = sorted(_DECLINED_BY_VERB, key=len, reverse=True)
 _MAY_ASK = ("吗", "呢", "么", "嘛")
 _MAY_DECLINE = re.compile("|".join(map(re.escape, _DECLINED_FIRST)))
 """Any declining phrase: the line's prompt is read for it ("不要报修", "别换")."""
-_DECLINE_OPENERS = sorted((*OPENERS, "我", "等等", "等一下"), key=len, reverse=True)
+_DECLINE_OPENERS = tuple(sorted((*OPENERS, "我", "等等", "等一下"), key=len, reverse=True))
 """What may open a decline by its verb: "还是不要换了吧", "等等，我不想换了", "嗯，不用换了"."""
 
 
@@ -972,28 +975,30 @@ def _leads(text: str, word: str) -> bool:
 
 
 _WITHDRAWN_FIRST = sorted(WITHDRAWN, key=len, reverse=True)
-_KEEPING = {"i'll keep it", "i will keep it", "keep it", "我还要", "还要", "留着"}
+_STAYS = frozenset({"i'll keep it", "i will keep it", "keep it", "留着"})
+"""What says the thing stays as it is."""
+_KEEPING = _STAYS | {"我还要", "还要"}
 """What may follow a withdrawal at a confirmation and leave it one: what stays as it is."""
 
 
-_SAYS_NOTHING = sorted(
-    (*OPENERS, "我", "i", "等等", "等一下", "不", "就行", "就好", "就可以", "即可"),
-    key=len,
-    reverse=True,
+_SAYS_NOTHING = tuple(
+    sorted((*_DECLINE_OPENERS, "i", "就行", "就好", "就可以", "即可"), key=len, reverse=True)
 )
+"""What says nothing more beside a no: what may open one, and "就行" ("用原来的地址就行")."""
 
 
 def says_nothing_more(text: str) -> bool:
     """Whether ``text`` is only words that open a line, filler and particles.
 
     What is left of a line once what it says no to is taken out: "我 了" of "我不想改地址
-    了", "please" of "please keep the old address", "不 就行" of "不，用原来的地址就行".
+    了", "please" of "please keep the old address", "不" of "不，用原来的地址就行".
     "别", a number or a place says more.
     """
     for piece in _words(text).split():
         piece = piece.rstrip(_PARTICLES)
         if (
             piece
+            and piece != "不"  # a word of its own ("不，用原来的地址"); not "不好吧"
             and piece not in FILLER
             and all(rest for rest, _ in _openings(piece, _SAYS_NOTHING))
         ):
@@ -1001,7 +1006,7 @@ def says_nothing_more(text: str) -> bool:
     return True
 
 
-_KEPT_ALONE = frozenset({"i'll keep it", "i will keep it", "keep it", "留着", "我留着"})
+_KEPT_ALONE = _STAYS | {"我留着"}
 """What says the thing stays as it is, said alone: "keep it" to "refund 459?", "cancel the
 order?", "create the exchange?" or "change the address?" is a no to each. Not "我还要"
 ("I still want it", said of the order or of the exchange asked about)."""
