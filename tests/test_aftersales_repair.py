@@ -153,6 +153,12 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 卡纸了，报个修吧，不想修理时间太长",
         "HD20240501 打印机坏了，我想报修，不想修理费太高",
         "HD20240501 my printer is broken, I need a repair, I don't want a repair fee",
+        # a review of the third version: each asked first
+        "HD20240501 上次门店拒绝维修，这次希望给我修好",
+        "HD20240501 坏了，不用上门修，我自己送到维修点",
+        "HD20240501 卡纸了，维修不必等到下周吧，这周能修吗",
+        "HD20240501 printer jams, the manual has no fix for it, I want it repaired",
+        "HD20240501 it jams, I don't want it fixed cheaply, I want you to repair it properly",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
@@ -370,6 +376,15 @@ REFUSED_IN_A_LONGER_LINE = [  # a review: each booked one at once, by 报修/维
     "HD20240501 it jams, skip the repair",
     "HD20240501 it's broken, please don't send a technician to repair it",
     "HD20240501 it's broken, I don't want you to repair it",
+    # a review of the third version: each booked one
+    "HD20240501 坏了，不用再帮我报修了",
+    "HD20240501 坏了，我不是要报修，只是问问",
+    "HD20240501 坏了，维修的话就不用了",
+    "HD20240501 坏了，不要上门修了",
+    "HD20240501 it's broken, no repairs please",
+    "HD20240501 it's broken, please don't have anyone repair it",
+    "HD20240501 it's broken, I doubt I need a repair",
+    "HD20240501 it's broken, hold off on the repair",
 ]
 
 

@@ -192,6 +192,10 @@ ADDRESS_ASKED = [
     "不，用原来的地址",
     "地址不变",
     "还是用原来的地址啦",
+    # a review of ef719b6: each was proposed as the address
+    "不不，用原来的地址",
+    "地址不变就行",
+    "地址不变，谢谢你",
 ]
 
 

@@ -998,7 +998,7 @@ def says_nothing_more(text: str) -> bool:
         piece = piece.rstrip(_PARTICLES)
         if (
             piece
-            and piece != "不"  # a word of its own ("不，用原来的地址"); not "不好吧"
+            and piece.strip("不")  # a word of its own ("不，用原来的地址", "不不，…"); not "不好吧"
             and piece not in FILLER
             and all(rest for rest, _ in _openings(piece, _SAYS_NOTHING))
         ):
