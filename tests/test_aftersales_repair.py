@@ -78,6 +78,8 @@ def test_taking_up_the_offered_repair_books_it(tmp_path: Path, taken_up: str) ->
         ("帮我修的那个单子怎么样了 HD20240501", None),
         ("HD20240501 帮我修饰一下简历", None),
         ("HD20240501 可以修吧", None),  # "it can be fixed, right?"
+        # "fixed" in another sense: asked whether to book a repair (a review)
+        ("HD20240501 I don't need a fixed delivery slot, any day works", None),
         # a refusal booked one (a review): "don't repair it" read "repair it"
         ("HD20240501 don't repair it", None),
         ("HD20240501, don't repair it, thanks", None),
@@ -159,6 +161,8 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 卡纸了，维修不必等到下周吧，这周能修吗",
         "HD20240501 printer jams, the manual has no fix for it, I want it repaired",
         "HD20240501 it jams, I don't want it fixed cheaply, I want you to repair it properly",
+        # a review of the fourth version: a request on a line of its own was not read
+        "HD20240501 坏了，不要维修站\n要报修",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
@@ -385,6 +389,9 @@ REFUSED_IN_A_LONGER_LINE = [  # a review: each booked one at once, by 报修/维
     "HD20240501 it's broken, please don't have anyone repair it",
     "HD20240501 it's broken, I doubt I need a repair",
     "HD20240501 it's broken, hold off on the repair",
+    # a review of the fourth version: each booked one
+    "HD20240501 坏了，不需要上门维修，谢谢",
+    "HD20240501 it's broken, no repair necessary",
 ]
 
 
@@ -415,6 +422,7 @@ def test_a_repair_called_off_or_refused_is_booked_only_after_a_yes(
         "HD20240501 no thanks, I don't want a repair",
         "HD20240501 不要修啦",
         "HD20240501 I won't need a repair, thanks",
+        "HD20240501 I don't need any repairs",
     ],
 )
 def test_a_line_that_only_refuses_a_repair_books_none_and_asks_none(
