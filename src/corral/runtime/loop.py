@@ -7,6 +7,7 @@ buffered events durable at the points where that matters.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from corral.agent import Agent
@@ -205,10 +206,23 @@ class RunLoop:
         label = self.state.intent.label if self.state.intent is not None else None
         if not label or reads_as_question(text):
             return False
-        held = self.state.entities
-        if any(held.get(name, value) != value for name, value in found.items()):
+        if self._names_other_values(found):
             return False
         return self.agent.intent.only_negates(label, text)
+
+    def _names_other_values(
+        self, found: dict[str, Any], among: Collection[str] | None = None
+    ) -> bool:
+        """Whether ``found`` gives an entity the run holds another value than the run's.
+
+        Of the entities in ``among`` only, where given: "OD2611250001" said to the run of
+        OD2611280008.
+        """
+        held = self.state.entities
+        return any(
+            (among is None or name in among) and held.get(name, value) != value
+            for name, value in found.items()
+        )
 
     async def _parse(self) -> None:
         state, agent = self.state, self.agent
@@ -255,11 +269,7 @@ class RunLoop:
                 # unless the line asks this request of it ("改地址，OD2611280008"); a phone or a
                 # date in an address is the address's
                 needed = required_entities(agent.config, label, None) if label else []
-                held = state.entities
-                differs = any(
-                    name in needed and held.get(name, value) != value
-                    for name, value in found.items()
-                )
+                differs = self._names_other_values(found, needed)
                 moves = differs and agent.intent.rule_intent(text) == label
                 fits = fits and not differs
                 if fits and not request and not corrects and yes_or_no(text) is None:
