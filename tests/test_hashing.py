@@ -77,3 +77,13 @@ def test_canonical_json_is_the_text_json_dumps_writes() -> None:
     for value in values:
         expected = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
         assert canonical_json(value) == expected
+
+
+def test_a_text_digest_is_the_sha256_of_its_utf8_pinned() -> None:
+    """Stored plan bodies are keyed by it, and trace ids and sampling derive from it."""
+    from corral.hashing import text_digest
+
+    abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert text_digest("abc") == abc and text_digest("abc", 32) == abc[:32]
+    assert text_digest("张三") == hashlib.sha256("张三".encode()).hexdigest()
+    assert stable_hash("x") == text_digest('"x"', 16)

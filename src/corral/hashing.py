@@ -1,4 +1,4 @@
-"""The one stable hash: a short SHA-256 of a value's canonical JSON.
+"""The one stable hash: a short SHA-256 of a value's canonical JSON (or of a text).
 
 Idempotency keys, model-request fingerprints (replay looks answers up by them), the
 classifier's cache keys and the loop guard's state keys all hash a JSON-able value. They
@@ -68,4 +68,13 @@ def stable_hash(value: Any, size: int = 16, *, escape_non_ascii: bool = False) -
     cache key uses it, so that its files keep the names they were first written under.
     """
     text = _CANONICAL_ASCII.encode(value) if escape_non_ascii else canonical_json(value)
+    return text_digest(text, size)
+
+
+def text_digest(text: str, size: int = 64) -> str:
+    """The first ``size`` hex digits of the SHA-256 of ``text`` as UTF-8.
+
+    For text that is already the thing to name: a stored plan body, a trace id, a run id
+    (``stable_hash`` hashes a value by its canonical JSON, through this).
+    """
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:size]

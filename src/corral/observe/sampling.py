@@ -11,7 +11,6 @@ it was going well is kept in full when it fails. The event store keeps every eve
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from corral.events import (
     RunFinished,
     StepFinished,
 )
+from corral.hashing import text_digest
 
 _BAD_ENDS = frozenset({"failed", "handed_off"})
 
@@ -40,8 +40,7 @@ class Sampled:
 
 def run_fraction(run_id: str) -> float:
     """Where the run id falls in [0, 1): stable across processes and Python versions."""
-    digest = hashlib.sha256(run_id.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+    return int(text_digest(run_id, 16), 16) / 2**64
 
 
 def sample(events: Sequence[Event], config: SamplingConfig) -> Sampled:

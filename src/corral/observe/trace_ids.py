@@ -12,23 +12,20 @@ resumed in another process continues the same trace, and its spans keep the ids 
 
 from __future__ import annotations
 
-import hashlib
 import re
+
+from corral.hashing import text_digest
 
 _LIVE_ID = re.compile(r"trace_([0-9a-f]{16})")
 _OTEL_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def _hashed(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def otel_trace_id(trace_id: str) -> str:
     """The 32-hex OTel trace id of a corral trace id (the id the JSONL log shows)."""
     found = _LIVE_ID.fullmatch(trace_id)
     if found is not None:
-        return _hashed(trace_id)[:16] + found.group(1)
-    return _hashed(trace_id)[:32]
+        return text_digest(trace_id)[:16] + found.group(1)
+    return text_digest(trace_id)[:32]
 
 
 def corral_trace_id(given: str) -> str:
@@ -47,5 +44,5 @@ def corral_trace_id(given: str) -> str:
 
 def span_id(trace_hex: str, key: str) -> str:
     """The 16-hex id of the span called ``key`` in the trace (never all zeros)."""
-    digest = hashlib.sha256(f"{trace_hex}/{key}".encode()).hexdigest()[:16]
+    digest = text_digest(f"{trace_hex}/{key}", 16)
     return digest if int(digest, 16) else "1" * 16

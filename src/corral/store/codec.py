@@ -47,7 +47,6 @@ only leave things out. Every row is validated into its payload record when read
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -68,6 +67,7 @@ from corral.events import (
     compact_json,
     decode,
 )
+from corral.hashing import text_digest
 from corral.json_values import dumps
 
 FORMAT = 5
@@ -219,7 +219,7 @@ class RowEncoder:
             return
         plan = data["plan"]
         body = dumps(plan.pop("steps", []))
-        key = hashlib.sha256(body.encode()).hexdigest()[:32]
+        key = text_digest(body, 32)
         self.plans[key] = body
         plan[STEPS_REF] = key
 
