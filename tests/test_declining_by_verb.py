@@ -196,6 +196,8 @@ ADDRESS_ASKED = [
     "不不，用原来的地址",
     "地址不变就行",
     "地址不变，谢谢你",
+    # a re-read of e8593f9: a stutter's second 不 was taken for one turning the no around
+    "不不想改地址了",
 ]
 
 
@@ -303,6 +305,38 @@ def test_the_address_kept_only_as_the_whole_line_negates_the_change(
     line: str, tmp_path: Path
 ) -> None:
     orders, _ = _orders(tmp_path)
-    assert orders.intent.only_negates("change_address", "地址不变啦，谢谢")
     assert not orders.intent.only_negates("change_address", line)
     assert orders.intent.understand(line, datetime.now(UTC)).label == "change_address"
+
+
+def test_the_address_kept_as_the_whole_line_with_thanks_negates_the_change(
+    tmp_path: Path,
+) -> None:
+    orders, _ = _orders(tmp_path)
+    assert orders.intent.only_negates("change_address", "地址不变啦，谢谢")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a re-read of e8593f9: the old address refused was read as kept, and vetoed the
+        # change; the request went unanswered (no intent)
+        "OD2611280008 不用原来的地址了，改到上海市浦东新区世纪大道100号",
+        "OD2611280008 不送原来的地址了",
+        "OD2611280008 别用原来的地址",
+    ],
+)
+def test_a_new_message_refusing_the_old_address_asks_for_the_change(
+    line: str, tmp_path: Path
+) -> None:
+    orders, _ = _orders(tmp_path)
+    assert orders.intent.understand(line, datetime.now(UTC)).label == "change_address"
+
+
+async def test_refusing_the_old_address_with_a_new_one_asks_to_confirm_it(tmp_path: Path) -> None:
+    orders, runtime = _orders(tmp_path)
+    line = "OD2611280008 不用原来的地址了，改到上海市浦东新区世纪大道100号"
+    asked = await runtime.start(line, session_id="addr")
+    assert asked.status is RunStatus.AWAITING_CONFIRM, asked
+    assert "「上海市浦东新区世纪大道100号」" in (asked.reply or "")
+    assert _rows(orders, "address_changes") == 0

@@ -144,8 +144,9 @@ def _word(word: str) -> bool | None:
     """A yes or no word, tried with the sentence-final particles left out one at a time.
 
     Chinese is written without spaces: a yes or no word run into its thanks
-    (``好的谢谢``, ``不用谢谢``) is read as the two words. Laughter after one is no
-    particle: "嗯嗯哈哈" is as likely to brush the question off as to say yes ("好哈" does).
+    (``好的谢谢``, ``不用谢谢``) is read as the two words. A word with laughter in
+    it (哈哈) is neither: "嗯嗯哈哈" is as likely to brush the question off as to say yes
+    (one 哈 is a particle: "好哈" says yes).
     """
     whole = word
     if "哈哈" in word:

@@ -147,13 +147,14 @@ class IntentLayer:
         What is left once the ``unless`` match is taken out says nothing of its own
         (``says_nothing_more``: "我…了", "还是…吧", "I …", "please"): "我不想改地址了",
         "还是用原来的地址吧". Not "别送到原来的地址，送到上海市…100号" nor "别用之前的地址",
-        which give or ask for a new one, nor "不用原来的地址" (its unless run into a 不).
+        which give or ask for a new one. What a word before the match turns around ("不用
+        原来的地址" refuses the old address) is the pattern's to exclude (a lookbehind):
+        only it knows which of its words a 不 may stand before.
         """
         folded = fold_word_characters(text)
         for negation in self._unless.get(label, ()):
             found = negation.search(folded)
-            # run into a 不 before it, what it keeps is refused: "不用原来的地址"
-            if found is not None and folded[max(found.start() - 1, 0) : found.start()] != "不":
+            if found is not None:
                 left = f"{folded[: found.start()]} {folded[found.end() :]}"
                 if says_nothing_more(left):
                     return True
