@@ -163,6 +163,9 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         "HD20240501 it jams, I don't want it fixed cheaply, I want you to repair it properly",
         # a review of the fourth version: a request on a line of its own was not read
         "HD20240501 坏了，不要维修站\n要报修",
+        # a re-read of e8593f9: "是要报修" was read as "不是要报修" (asked first)
+        "HD20240501 我就是要报修，不要维修站",
+        "HD20240501 打印机坏了，还是要报修，不要上门",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
