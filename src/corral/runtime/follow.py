@@ -18,7 +18,7 @@ from corral.contracts import RouteAction, RunStatus
 from corral.errors import ConfigInvalidError
 from corral.intent.follow_up import FollowUp
 from corral.planning.validate import CompiledStep, PlanGraph
-from corral.routing.router import required_entities
+from corral.routing.router import choose_plan, required_entities
 from corral.runtime.state import RunState
 from corral.store.base import SessionRecord
 
@@ -88,6 +88,23 @@ def plans_a_write(agent: Agent, intent: str) -> bool:
     """Whether a plan template of ``intent`` calls a write tool: a request that acts."""
     steps = (step for graph in _templates(agent, intent) for step in graph.steps.values())
     return any(step.spec.policy.kind == "write" for step in steps)
+
+
+def plans_only_reads(agent: Agent, intent: str, entities: Mapping[str, Any]) -> bool:
+    """Whether ``intent`` plans, and the template it takes for ``entities`` writes nothing.
+
+    The template its plan rules choose for those values (``choose_plan``): "查订单" plans
+    a search, though "取消 OD… 这单" by the same intent plans a cancellation. An intent
+    that replies, hands off or asks plans nothing: ``False``.
+    """
+    spec = agent.config.intent(intent)
+    if spec.route is not RouteAction.PLAN:
+        return False
+    template = choose_plan(agent.config, intent, entities, agent.policy.plan_rules.get(intent))
+    graph = agent.template_graphs.get((intent, template)) if template else None
+    return graph is not None and all(
+        step.spec.policy.kind != "write" for step in graph.steps.values()
+    )
 
 
 def _templates(agent: Agent, intent: str) -> list[PlanGraph]:

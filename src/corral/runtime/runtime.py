@@ -101,6 +101,7 @@ from corral.runtime.follow import (
     may_follow,
     names_its_own_value,
     plans_a_write,
+    plans_only_reads,
     request_of,
 )
 from corral.runtime.inputs import OpenRunInput, check_input, check_step, decided_otherwise
@@ -717,7 +718,11 @@ class Runtime:
         if given is not None and given.corrects and session_id is not None:
             # declined first, saying why; the message is then a new run's, of the session
             # as the decline left it (its last turn the declined request, to follow)
-            declined = await self._resume(given.run_id, False, None, None, 0.0, None, message)
+            # a confirmation's no, or the answer that takes a question's request back
+            said = message if given.approve is not None else None
+            declined = await self._resume(
+                given.run_id, given.approve, given.answer, None, 0.0, None, said
+            )
             session, given = await self._session(session_id), None
             at_confirmation = repeats = False
         else:
@@ -817,6 +822,10 @@ class Runtime:
             return None, False, False
         open_run = session.open_run_id
         status = await self._run_status(open_run)
+        if status == RunStatus.AWAITING_USER.value and await self._withdrawn_at_question(
+            session, open_run, message
+        ):  # "算了，帮我查下我的订单": its withdrawal ends the run, then a run of its own
+            return OpenRunInput(open_run, answer=message, corrects=True), False, False
         # a new request typed at a question is a run of its own; the question waits
         if status == RunStatus.AWAITING_USER.value and not await self._asks_another(
             open_run, message
@@ -1057,6 +1066,33 @@ class Runtime:
         if not withdraws_first(message, waiting.pending.prompt):  # "不取消了" to a refund
             return False
         return self._names_what_waits(waiting, message)
+
+    async def _withdrawn_at_question(
+        self, session: SessionRecord, open_run: str, message: str
+    ) -> bool:
+        """Whether ``message``, typed at ``open_run``'s question, takes it back, then asks.
+
+        "算了，帮我查下我的订单", "never mind, show me my orders" asked for a refund's order:
+        the withdrawal (``withdraws``) ended the run, as it still does, and the request
+        after it was lost. Now the run ends and the line is then a run of its own, as
+        ``_withdrawn_for_a_question`` does at a confirmation: when a rule reads another
+        intent in it whose plan for the line's values writes nothing (``plans_only_reads``:
+        "算了，取消吧" reads as an order's cancellation, and only takes the refund back; a
+        thanks after "算了" is the withdrawal's), and the line names no value the waiting
+        run holds otherwise, nor another number (``_names_what_waits``).
+        """
+        if not withdraws(message):
+            return False
+        other = self._other_intent(session, message)
+        if other is None:
+            return False
+        waiting = await self._waiting_state(open_run, "withdrawn")
+        if waiting is None or waiting.received_at is None:
+            return False
+        said = self.agent.intent.entities.extract(message, waiting.received_at)
+        return plans_only_reads(self.agent, other, said) and self._names_what_waits(
+            waiting, message
+        )
 
     def _names_the_waiting(self, named: str, waiting: RunState, message: str, asked: str) -> bool:
         """Whether a call-off (``named``: what it calls off) names the request that waits.

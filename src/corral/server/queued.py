@@ -27,6 +27,7 @@ from corral.server.queries import RunFilter
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from corral.runtime.inputs import OpenRunInput
     from corral.runtime.runtime import Runtime
     from corral.workers.client import RunQueue
 
@@ -86,7 +87,7 @@ class QueuedRuns:
         if session_id is not None:
             given = await runtime.open_run_input(message, session_id=session_id)
             if given is not None and given.corrects:  # declined first, then a new run's
-                await self._declined(agent.name, given.run_id, message, session_id)
+                await self._declined(agent.name, given, message, session_id)
                 given = None
             if given is not None:
                 said = message if given.approve is not None else None
@@ -110,15 +111,20 @@ class QueuedRuns:
         )
         return await asyncio.to_thread(start)
 
-    async def _declined(self, agent: str, run_id: str, message: str, session_id: str) -> None:
+    async def _declined(
+        self, agent: str, given: OpenRunInput, message: str, session_id: str
+    ) -> None:
         """Enqueue the decline a correction brings ("不对，是 OD…") and wait until it ends.
 
-        The new run that follows reads the session the decline leaves. A decline no
-        worker takes within ``CORRECTION_WAIT_S`` is ``RUN_BUSY``: the same message sent
-        again names the same drive (DBOS keeps it once) and waits for it again.
+        A confirmation's no, or the answer that takes a question's request back ("算了，
+        帮我查下我的订单"). The new run that follows reads the session the decline leaves.
+        A decline no worker takes within ``CORRECTION_WAIT_S`` is ``RUN_BUSY``: the same
+        message sent again names the same drive (DBOS keeps it once) and waits for it again.
         """
+        run_id = given.run_id
+        said = message if given.approve is not None else None
         declined = await self.resume(
-            agent, run_id, False, None, None, said=message, session_id=session_id
+            agent, run_id, given.approve, given.answer, None, said=said, session_id=session_id
         )
         try:
             await asyncio.wait_for(self.settled(declined), CORRECTION_WAIT_S)
