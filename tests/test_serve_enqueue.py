@@ -372,3 +372,29 @@ def test_a_correction_at_a_confirmation_declines_it_then_enqueues_a_run_of_its_o
             declined = http.get(f"/runs/{wrong}").json()
             assert (declined["status"], declined["outcome"]) == ("finished", "cancelled")
     assert exchanges(home) == 0
+
+
+def test_a_withdrawal_then_a_question_at_a_question_ends_it_then_enqueues_a_run_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """ "算了，打印机保修多久" asked for an exchange's order, with ``--enqueue``, as without it:
+    the drive that takes the exchange back (its answer) ends first, then the question is a
+    new run's drive, answered."""
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
+        workers.start("w-1", AFTERSALES)
+        with enqueuing(workers) as http:
+            session = {"session_id": "s-back"}
+            first = {"message": EXCHANGE_NO_ORDER, "wait": True, **session}
+            asked = http.post("/agents/aftersales/runs", json=first)
+            assert asked.status_code == 200 and asked.json()["status"] == "awaiting_user"
+            waiting = asked.json()["run_id"]
+            line = {"message": "算了，打印机保修多久", "wait": True, **session}
+            answered = http.post("/agents/aftersales/runs", json=line)
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["run_id"] != waiting
+            assert answered.json()["outcome"] == "success", answered.json()
+            assert "60 个月" in answered.json()["reply"]
+            withdrawn = http.get(f"/runs/{waiting}").json()
+            assert (withdrawn["status"], withdrawn["outcome"]) == ("finished", "cancelled")
+    assert exchanges(home) == 0

@@ -109,3 +109,20 @@ def test_in_the_cli_chat_a_withdrawal_then_a_question_answers_it(tmp_path: Path)
     done = corral_cli(tmp_path / "home", "chat", str(ORDERS), "--session", "c", stdin=lines)
     said = done.stdout
     assert "这次先不办了" in said and all(order in said for order in LISTED), said
+
+
+async def test_asked_for_an_exchange_s_order_a_withdrawal_then_a_question_answers_it(
+    tmp_path: Path,
+) -> None:
+    aftersales = load_agent(ROOT / "examples" / "aftersales", data_dir=tmp_path / "as")
+    runtime = Runtime(aftersales, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("我的打印机上周坏了，能换新吗？", session_id="s")
+    assert asked.status is RunStatus.AWAITING_USER, asked
+    answered = await runtime.start("算了，打印机保修多久", session_id="s")
+    assert answered.run_id != asked.run_id and answered.outcome == "success", answered
+    assert "60 个月" in (answered.reply or "")
+    assert (await runtime.summary(asked.run_id)).outcome == "cancelled"
+    # "算了，帮我报修" would write (a repair is booked at once): only the exchange ends
+    other = await runtime.start("我的打印机上周坏了，能换新吗？", session_id="t")
+    back = await runtime.start("算了，帮我报修", session_id="t")
+    assert back.run_id == other.run_id and back.outcome == "cancelled", back
