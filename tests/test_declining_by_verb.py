@@ -238,6 +238,13 @@ async def test_asked_for_the_address_a_negation_with_another_request_keeps_that_
     assert "AirSound" in (back.reply or ""), back
 
 
+SENT_TO = {
+    "别送到原来的地址，送到上海市徐汇区漕溪北路100号": "上海市徐汇区漕溪北路100号",
+    "地址不用改成公司的，寄到家里：北京市朝阳区建国路1号": "家里：北京市朝阳区建国路1号",
+}
+"""The lines whose "送到…" / "寄到…" opening a clause names the address proposed."""
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -261,11 +268,14 @@ async def test_asked_for_the_address_a_negation_with_another_request_keeps_that_
 async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_answer(
     line: str, tmp_path: Path
 ) -> None:
-    """Proposed as the address, as before: the confirmation shows the line for a yes."""
+    """Proposed as the address, as before: the confirmation shows the line for a yes (or
+    the place its "送到…" / "寄到…" names)."""
     orders, runtime = _orders(tmp_path)
     await runtime.start("OD2611280008 改地址", session_id="addr")
     back = await runtime.start(line, session_id="addr")
-    assert back.status is RunStatus.AWAITING_CONFIRM and line in (back.reply or ""), back
+    proposed, reply = SENT_TO.get(line, line), back.reply or ""
+    assert back.status is RunStatus.AWAITING_CONFIRM, back
+    assert f"「{proposed}」" in reply or f'"{proposed}"' in reply, reply
     assert _rows(orders, "address_changes") == 0
 
 
@@ -340,3 +350,39 @@ async def test_refusing_the_old_address_with_a_new_one_asks_to_confirm_it(tmp_pa
     assert asked.status is RunStatus.AWAITING_CONFIRM, asked
     assert "「上海市浦东新区世纪大道100号」" in (asked.reply or "")
     assert _rows(orders, "address_changes") == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "address"),
+    [
+        # a re-read of e8593f9: each was proposed whole, "不，送到" and all, and a yes
+        # wrote it as the delivery address
+        ("不，送到上海市浦东新区世纪大道100号", "上海市浦东新区世纪大道100号"),
+        ("请寄到北京市朝阳区建国路1号", "北京市朝阳区建国路1号"),
+        ("发到上海市徐汇区漕溪北路100号吧", "上海市徐汇区漕溪北路100号"),
+    ],
+)
+async def test_asked_for_the_new_address_the_place_it_is_sent_to_is_written(
+    line: str, address: str, tmp_path: Path
+) -> None:
+    orders, runtime = _orders(tmp_path)
+    await runtime.start("OD2611280008 改地址", session_id="addr")
+    proposed = await runtime.start(line, session_id="addr")
+    assert f"「{address}」" in (proposed.reply or ""), proposed
+    await runtime.start("确认", session_id="addr")
+    with sqlite3.connect(orders.deps["db"]) as conn:
+        written = conn.execute("SELECT order_id, new_address FROM address_changes").fetchall()
+    assert written == [("OD2611280008", address)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OD2611250001 送到公司前台了吗",  # a question: nothing is sent there
+        "OD2611250001 什么时候送到上海市浦东新区",
+        "东西没寄到北京市朝阳区建国路1号",
+    ],
+)
+def test_a_question_about_where_it_goes_names_no_new_address(line: str, tmp_path: Path) -> None:
+    orders, _ = _orders(tmp_path)
+    assert "new_address" not in orders.intent.entities.extract(line, datetime.now(UTC))
