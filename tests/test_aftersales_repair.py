@@ -395,6 +395,13 @@ REFUSED_IN_A_LONGER_LINE = [  # a review: each booked one at once, by 报修/维
     # a review of the fourth version: each booked one
     "HD20240501 坏了，不需要上门维修，谢谢",
     "HD20240501 it's broken, no repair necessary",
+    # a review of c65524f: a word ending in 是 (可是, 说是) read "是要报修" as a request,
+    # and the merged pattern lost the English "no repairs" outside the request check
+    "HD20240501 可是要维修的话太慢了，不要修了",
+    "HD20240501 客服说是要报修，我不想修",
+    "HD20240501 是要报修吗？不要修了",
+    "HD20240501 can you fix my printer? actually no repairs, just refund",
+    "HD20240501 please send a new one, no repairs",
 ]
 
 
