@@ -215,7 +215,17 @@ async def test_asked_for_the_new_address_a_line_taking_the_change_back_cancels_i
     assert _rows(orders, "address_changes") == 0
 
 
-@pytest.mark.parametrize("line", ["还是用原来的地址吧", "keep the old address", "原地址就行"])
+@pytest.mark.parametrize(
+    "line",
+    # "要不…吧" ("how about…"): a review of 434088b read its 不 as refusing the old address
+    [
+        "还是用原来的地址吧",
+        "keep the old address",
+        "原地址就行",
+        "要不用原来的地址吧",
+        "要不发原地址吧",
+    ],
+)
 async def test_at_the_change_s_confirmation_keeping_the_old_address_declines_it(
     line: str, tmp_path: Path
 ) -> None:
@@ -360,6 +370,8 @@ async def test_refusing_the_old_address_with_a_new_one_asks_to_confirm_it(tmp_pa
         ("不，送到上海市浦东新区世纪大道100号", "上海市浦东新区世纪大道100号"),
         ("请寄到北京市朝阳区建国路1号", "北京市朝阳区建国路1号"),
         ("发到上海市徐汇区漕溪北路100号吧", "上海市徐汇区漕溪北路100号"),
+        ("送到上海市浦东新区世纪大道100号哈哈", "上海市浦东新区世纪大道100号"),
+        ("寄到北京市朝阳区建国路1号呗", "北京市朝阳区建国路1号"),
     ],
 )
 async def test_asked_for_the_new_address_the_place_it_is_sent_to_is_written(
@@ -381,8 +393,26 @@ async def test_asked_for_the_new_address_the_place_it_is_sent_to_is_written(
         "OD2611250001 送到公司前台了吗",  # a question: nothing is sent there
         "OD2611250001 什么时候送到上海市浦东新区",
         "东西没寄到北京市朝阳区建国路1号",
+        # a review of 87abd24: each was taken as a new address (and carried into a
+        # change of address asked for next)
+        "OD2611280008 送到家里需要多久",
+        "OD2611280008 寄到北京要几天",
+        "OD2611280008 寄到哪个地址了",
+        "寄到公司前台可以不",
+        "发到付款时填的地址",  # an address it names, not gives
     ],
 )
 def test_a_question_about_where_it_goes_names_no_new_address(line: str, tmp_path: Path) -> None:
     orders, _ = _orders(tmp_path)
     assert "new_address" not in orders.intent.entities.extract(line, datetime.now(UTC))
+
+
+async def test_a_question_about_delivery_gives_no_address_to_the_change_asked_next(
+    tmp_path: Path,
+) -> None:
+    """A review of 87abd24: "家里需要多久" was carried into the change and a yes wrote it."""
+    orders, runtime = _orders(tmp_path)
+    await runtime.start("OD2611280008 送到家里需要多久", session_id="carry")
+    asked = await runtime.start("那帮我改地址", session_id="carry")
+    assert asked.status is RunStatus.AWAITING_USER, asked
+    assert _rows(orders, "address_changes") == 0
