@@ -126,3 +126,43 @@ async def test_asked_for_an_exchange_s_order_a_withdrawal_then_a_question_answer
     other = await runtime.start("我的打印机上周坏了，能换新吗？", session_id="t")
     back = await runtime.start("算了，帮我报修", session_id="t")
     assert back.run_id == other.run_id and back.outcome == "cancelled", back
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a review of 2309382: the waiting run's order chose the cancel plan of the new
+        # run, and a yes cancelled the order
+        "算了吧，订单状态改为已取消",
+        "never mind, mark my order as cancelled",
+    ],
+)
+async def test_at_an_order_s_question_a_withdrawal_then_a_write_only_ends_the_run(
+    line: str, tmp_path: Path
+) -> None:
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("OD2611280008 我要改地址", session_id="s")
+    assert asked.status is RunStatus.AWAITING_USER, asked
+    back = await runtime.start(line, session_id="s")
+    assert back.run_id == asked.run_id and back.outcome == "cancelled", back
+    await runtime.start("确认", session_id="s")
+    assert _written(orders) == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a review of 2309382: each declined the lookup it names, which was made
+        "算了，我自己查一下订单号",
+        "不用了，订单状态我看过了",
+        "no thanks, I'll check my order status myself",
+    ],
+)
+async def test_a_withdrawal_saying_the_person_does_it_themselves_asks_nothing(
+    line: str, tmp_path: Path
+) -> None:
+    _, runtime, asked = await _asked_for_the_order(tmp_path)
+    back = await runtime.start(line, session_id="s")
+    assert back.run_id == asked.run_id and back.outcome == "cancelled", back
+    assert len(runtime.store.list_runs()) == 1

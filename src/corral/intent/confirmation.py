@@ -822,6 +822,19 @@ _PAYS = ("退款", "退回", "退货", "取消", "refund", "cancel", "payment")
 """A prompt that pays back, and the words of a question about that money."""
 
 
+_ON_ONES_OWN = re.compile(r"自己|[看查]过了|查到了|\b(?:myself|ourselves|my\s+own|already)\b")
+
+
+def on_ones_own(line: str) -> bool:
+    """Whether the line says the person does the thing, or did it, themselves.
+
+    "算了，我自己查一下订单号", "不用了，订单状态我看过了", "no thanks, I'll check my order
+    status myself": after a withdrawal, such a line asks nothing of the agent, though a
+    rule reads a request in its words.
+    """
+    return _ON_ONES_OWN.search(fold_word_characters(line).lower()) is not None
+
+
 def withdraws_first(line: str, prompt: str | None = None) -> bool:
     """Whether the line takes ``prompt``'s request back first, then goes on to another thing.
 

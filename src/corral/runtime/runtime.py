@@ -80,6 +80,7 @@ from corral.intent.confirmation import (
     defers,
     explicit_yes,
     may_say_the_action,
+    on_ones_own,
     says_a_negation,
     says_calling_off,
     switches,
@@ -1078,10 +1079,13 @@ class Runtime:
         ``_withdrawn_for_a_question`` does at a confirmation: when a rule reads another
         intent in it whose plan for the line's values writes nothing (``plans_only_reads``:
         "算了，取消吧" reads as an order's cancellation, and only takes the refund back; a
-        thanks after "算了" is the withdrawal's), and the line names no value the waiting
-        run holds otherwise, nor another number (``_names_what_waits``).
+        thanks after "算了" is the withdrawal's). The values are the line's over the
+        waiting run's, which the new run may carry: "算了吧，订单状态改为已取消" at an
+        order's address question plans that order's cancellation. Not where the line
+        names a value the waiting run holds otherwise, nor another number
+        (``_names_what_waits``), nor where the person does it themselves ("算了，我自己查").
         """
-        if not withdraws(message):
+        if not withdraws(message) or on_ones_own(message):
             return False
         other = self._other_intent(session, message)
         if other is None:
@@ -1090,7 +1094,8 @@ class Runtime:
         if waiting is None or waiting.received_at is None:
             return False
         said = self.agent.intent.entities.extract(message, waiting.received_at)
-        return plans_only_reads(self.agent, other, said) and self._names_what_waits(
+        known = {**waiting.entities, **said}
+        return plans_only_reads(self.agent, other, known) and self._names_what_waits(
             waiting, message
         )
 
