@@ -78,6 +78,10 @@ async def test_asked_for_the_order_a_withdrawal_then_a_question_answers_it(
         "算了，取消吧",  # an order's cancellation by its words: only the refund is dropped
         "算了，不要了",
         "never mind",
+        # a review of 2309382: each declined the lookup it names, which was made
+        "算了，我自己查一下订单号",
+        "不用了，订单状态我看过了",
+        "no thanks, I'll check my order status myself",
     ],
 )
 async def test_asked_for_the_order_a_withdrawal_alone_only_ends_the_run(
@@ -148,21 +152,3 @@ async def test_at_an_order_s_question_a_withdrawal_then_a_write_only_ends_the_ru
     assert back.run_id == asked.run_id and back.outcome == "cancelled", back
     await runtime.start("确认", session_id="s")
     assert _written(orders) == 0
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        # a review of 2309382: each declined the lookup it names, which was made
-        "算了，我自己查一下订单号",
-        "不用了，订单状态我看过了",
-        "no thanks, I'll check my order status myself",
-    ],
-)
-async def test_a_withdrawal_saying_the_person_does_it_themselves_asks_nothing(
-    line: str, tmp_path: Path
-) -> None:
-    _, runtime, asked = await _asked_for_the_order(tmp_path)
-    back = await runtime.start(line, session_id="s")
-    assert back.run_id == asked.run_id and back.outcome == "cancelled", back
-    assert len(runtime.store.list_runs()) == 1
