@@ -166,6 +166,8 @@ def test_a_question_about_a_repair_or_another_change_books_nothing(
         # a re-read of e8593f9: "是要报修" was read as "不是要报修" (asked first)
         "HD20240501 我就是要报修，不要维修站",
         "HD20240501 打印机坏了，还是要报修，不要上门",
+        "HD20240501 坏了，但是要报修，别派人上门修",
+        "HD20240501 坏了，我是要报修，不要上门修",
     ],
 )
 def test_a_repair_asked_for_beside_those_words_is_booked(tmp_path: Path, message: str) -> None:
@@ -402,6 +404,9 @@ REFUSED_IN_A_LONGER_LINE = [  # a review: each booked one at once, by 报修/维
     "HD20240501 是要报修吗？不要修了",
     "HD20240501 can you fix my printer? actually no repairs, just refund",
     "HD20240501 please send a new one, no repairs",
+    # a review of 944c0ed: a repair asked for only as a condition, then refused
+    "HD20240501 坏了，如果就是要报修的话那不要修了",
+    "HD20240501 但是要报修的话我不想修了",
 ]
 
 
