@@ -273,6 +273,9 @@ SENT_TO = {
         "不用原来的地址",
         "不送到原来的地址",
         "用原来的地址不好吧",
+        # a review of 079f67b: read as keeping the old address, and cancelled
+        "不要用原来的地址",
+        "不想用原来的地址",
     ],
 )
 async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_answer(
@@ -372,6 +375,12 @@ async def test_refusing_the_old_address_with_a_new_one_asks_to_confirm_it(tmp_pa
         ("发到上海市徐汇区漕溪北路100号吧", "上海市徐汇区漕溪北路100号"),
         ("送到上海市浦东新区世纪大道100号哈哈", "上海市浦东新区世纪大道100号"),
         ("寄到北京市朝阳区建国路1号呗", "北京市朝阳区建国路1号"),
+        # a review of 079f67b: a pointer before it, or a question word in a place's name,
+        # proposed the whole line
+        ("送到这个地址，上海市浦东新区世纪大道100号", "上海市浦东新区世纪大道100号"),
+        ("送到上海市哪吒路10号", "上海市哪吒路10号"),
+        ("送到北京市朝阳区多少号大院3号楼", "北京市朝阳区多少号大院3号楼"),
+        ("送到上海市长宁区多长路1号", "上海市长宁区多长路1号"),
     ],
 )
 async def test_asked_for_the_new_address_the_place_it_is_sent_to_is_written(
