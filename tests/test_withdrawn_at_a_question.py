@@ -52,6 +52,7 @@ def _written(orders: Agent) -> int:
         "never mind, show me my orders",
         "I changed my mind, show me my orders",
         "算了不退了，帮我查一下我的订单",
+        "算了，帮我查下我自己的订单",  # a review of 64ca6d5: whose orders, not who looks
     ],
 )
 async def test_asked_for_the_order_a_withdrawal_then_a_question_answers_it(
@@ -152,3 +153,21 @@ async def test_at_an_order_s_question_a_withdrawal_then_a_write_only_ends_the_ru
     assert back.run_id == asked.run_id and back.outcome == "cancelled", back
     await runtime.start("确认", session_id="s")
     assert _written(orders) == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # a review of 64ca6d5: each was taken for the person doing it themselves
+        "算了，我看过了物流没动，帮我查下订单到哪了",
+        "never mind, where is my order? I already paid",
+    ],
+)
+async def test_a_withdrawal_then_a_request_that_names_what_was_done_still_runs_it(
+    line: str, tmp_path: Path
+) -> None:
+    _, runtime, asked = await _asked_for_the_order(tmp_path)
+    back = await runtime.start(line, session_id="s")
+    assert back.run_id != asked.run_id and back.intent is not None, back
+    assert back.intent.label == "logistics", back
+    assert (await runtime.summary(asked.run_id)).outcome == "cancelled"

@@ -822,7 +822,11 @@ _PAYS = ("退款", "退回", "退货", "取消", "refund", "cancel", "payment")
 """A prompt that pays back, and the words of a question about that money."""
 
 
-_ON_ONES_OWN = re.compile(r"自己|[看查]过了|查到了|\b(?:myself|ourselves|my\s+own|already)\b")
+_ON_ONES_OWN = re.compile(
+    r"自己(?:来|查|看|找|弄|搞|处理|问|去)"
+    r"|(?:[看查]过了|查到了)[了啦啊吧]*+(?:[，,。.!！~～\s]|$)"
+    r"|\b(?:myself|ourselves)\b"
+)
 
 
 def on_ones_own(line: str) -> bool:
@@ -830,7 +834,8 @@ def on_ones_own(line: str) -> bool:
 
     "算了，我自己查一下订单号", "不用了，订单状态我看过了", "no thanks, I'll check my order
     status myself": after a withdrawal, such a line asks nothing of the agent, though a
-    rule reads a request in its words.
+    rule reads a request in its words. Not "我自己的订单" (whose orders), nor "我看过了物流
+    没动，帮我查下" (what was seen goes on to ask), nor "already" ("I already paid").
     """
     return _ON_ONES_OWN.search(fold_word_characters(line).lower()) is not None
 
