@@ -23,8 +23,17 @@ class OpenRunInput:
     answer: str | None = None
     corrects: bool = False
     """The message corrects what the run's confirmation shows ("不对，是 OD…", "sorry, I
-    meant OD…"): the run is declined (``approve`` is ``False``), and the message is then a
-    new run's, which follows the declined request (``RunStarted.follows``)."""
+    meant OD…"): the run is declined (``approve`` is ``False``), or its question's request
+    taken back by the answer ("算了，帮我查下我的订单"), and the message is then a new
+    run's, which follows the declined request (``RunStarted.follows``)."""
+
+    def said(self, message: str) -> str | None:
+        """The message to log with the run's input, or ``None``.
+
+        A yes or no is logged after the message that said it; an answer is the input
+        itself, and logged as that.
+        """
+        return message if self.approve is not None else None
 
 
 def check_input(state: RunState, approve: bool | None, answer: str | None) -> None:

@@ -720,16 +720,14 @@ class Runtime:
             # declined first, saying why; the message is then a new run's, of the session
             # as the decline left it (its last turn the declined request, to follow)
             # a confirmation's no, or the answer that takes a question's request back
-            said = message if given.approve is not None else None
             declined = await self._resume(
-                given.run_id, given.approve, given.answer, None, 0.0, None, said
+                given.run_id, given.approve, given.answer, None, 0.0, None, given.said(message)
             )
             session, given = await self._session(session_id), None
             at_confirmation = repeats = False
         else:
             declined = None
         if given is not None:
-            said = message if given.approve is not None else None  # logged before the yes
             return await self._resume(
                 given.run_id,
                 given.approve,
@@ -737,7 +735,7 @@ class Runtime:
                 None,
                 0.0,
                 watch,
-                said,
+                given.said(message),
                 message_id=message_id,
             )
         run_id, holding = await self._new_run(run_id)

@@ -90,14 +90,13 @@ class QueuedRuns:
                 await self._declined(agent.name, given, message, session_id)
                 given = None
             if given is not None:
-                said = message if given.approve is not None else None
                 return await self.resume(
                     agent.name,
                     given.run_id,
                     given.approve,
                     given.answer,
                     None,
-                    said=said,
+                    said=given.said(message),
                     message_id=message_id,
                     session_id=session_id,
                 )
@@ -121,8 +120,7 @@ class QueuedRuns:
         A decline no worker takes within ``CORRECTION_WAIT_S`` is ``RUN_BUSY``: the same
         message sent again names the same drive (DBOS keeps it once) and waits for it again.
         """
-        run_id = given.run_id
-        said = message if given.approve is not None else None
+        run_id, said = given.run_id, given.said(message)
         declined = await self.resume(
             agent, run_id, given.approve, given.answer, None, said=said, session_id=session_id
         )
