@@ -348,30 +348,42 @@ def test_while_drives_wait_in_the_queue_message_ids_hold_and_the_listing_pages(
         assert resumed.json()["status"] == "awaiting_confirm"
 
 
+def _declined_then_enqueued(
+    tmp_path: Path, first: str, paused_at: str, line: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """With ``--enqueue``: ``first`` pauses at ``paused_at``, then ``line`` declines that run
+    and is a new run's drive. The new run's answer, and the declined run as it ended; no
+    exchange was made."""
+    with worker_pool(tmp_path) as workers:
+        home = workers.home
+        workers.start("w-1", AFTERSALES)
+        with enqueuing(workers) as http:
+            session = {"session_id": "s-decline"}
+            opened = {"message": first, "wait": True, **session}
+            asked = http.post("/agents/aftersales/runs", json=opened)
+            assert asked.status_code == 200 and asked.json()["status"] == paused_at
+            waiting = asked.json()["run_id"]
+            sent = {"message": line, "wait": True, **session}
+            answered = http.post("/agents/aftersales/runs", json=sent)
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["run_id"] != waiting
+            declined = http.get(f"/runs/{waiting}").json()
+            assert (declined["status"], declined["outcome"]) == ("finished", "cancelled")
+    assert exchanges(home) == 0
+    return answered.json(), declined
+
+
 def test_a_correction_at_a_confirmation_declines_it_then_enqueues_a_run_of_its_own(
     tmp_path: Path,
 ) -> None:
     """A "不对，是 HD…" at an exchange's confirmation, with ``--enqueue``, as without it: the
     drive that declines the wrong order's exchange ends first, and the message is then a
     new run's drive, which proposes the exchange of the order it names."""
-    with worker_pool(tmp_path) as workers:
-        home = workers.home
-        workers.start("w-1", AFTERSALES)
-        with enqueuing(workers) as http:
-            session = {"session_id": "s-fix"}
-            first = {"message": EXCHANGE, "wait": True, **session}
-            asked = http.post("/agents/aftersales/runs", json=first)
-            assert asked.status_code == 200 and asked.json()["status"] == "awaiting_confirm"
-            wrong = asked.json()["run_id"]
-            fix = {"message": "不对，是 HD20250920", "wait": True, **session}
-            fixed = http.post("/agents/aftersales/runs", json=fix)
-            assert fixed.status_code == 200, fixed.text
-            assert fixed.json()["run_id"] != wrong
-            assert fixed.json()["status"] == "awaiting_confirm"
-            assert "HD20250920" in fixed.json()["reply"]
-            declined = http.get(f"/runs/{wrong}").json()
-            assert (declined["status"], declined["outcome"]) == ("finished", "cancelled")
-    assert exchanges(home) == 0
+    fixed, _ = _declined_then_enqueued(
+        tmp_path, EXCHANGE, "awaiting_confirm", "不对，是 HD20250920"
+    )
+    assert fixed["status"] == "awaiting_confirm"
+    assert "HD20250920" in fixed["reply"]
 
 
 def test_a_withdrawal_then_a_question_at_a_question_ends_it_then_enqueues_a_run_of_its_own(
@@ -380,21 +392,7 @@ def test_a_withdrawal_then_a_question_at_a_question_ends_it_then_enqueues_a_run_
     """ "算了，打印机保修多久" asked for an exchange's order, with ``--enqueue``, as without it:
     the drive that takes the exchange back (its answer) ends first, then the question is a
     new run's drive, answered."""
-    with worker_pool(tmp_path) as workers:
-        home = workers.home
-        workers.start("w-1", AFTERSALES)
-        with enqueuing(workers) as http:
-            session = {"session_id": "s-back"}
-            first = {"message": EXCHANGE_NO_ORDER, "wait": True, **session}
-            asked = http.post("/agents/aftersales/runs", json=first)
-            assert asked.status_code == 200 and asked.json()["status"] == "awaiting_user"
-            waiting = asked.json()["run_id"]
-            line = {"message": "算了，打印机保修多久", "wait": True, **session}
-            answered = http.post("/agents/aftersales/runs", json=line)
-            assert answered.status_code == 200, answered.text
-            assert answered.json()["run_id"] != waiting
-            assert answered.json()["outcome"] == "success", answered.json()
-            assert "60 个月" in answered.json()["reply"]
-            withdrawn = http.get(f"/runs/{waiting}").json()
-            assert (withdrawn["status"], withdrawn["outcome"]) == ("finished", "cancelled")
-    assert exchanges(home) == 0
+    line = "算了，打印机保修多久"
+    answered, _ = _declined_then_enqueued(tmp_path, EXCHANGE_NO_ORDER, "awaiting_user", line)
+    assert answered["outcome"] == "success", answered
+    assert "60 个月" in answered["reply"]
