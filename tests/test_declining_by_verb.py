@@ -198,6 +198,12 @@ ADDRESS_ASKED = [
     "地址不变，谢谢你",
     # a re-read of e8593f9: a stutter's second 不 was taken for one turning the no around
     "不不想改地址了",
+    # found on main: "要不…吧", "就…" and "just" left a word beside the no; each was
+    # proposed as the new address
+    "要不用原来的地址吧",
+    "就用原来的地址",
+    "那就用原来的地址吧",
+    "just use the old address",
 ]
 
 
@@ -264,18 +270,9 @@ SENT_TO = {
         "北京市朝阳区建国路1号，别用原地址",
         "送到之前的地址：上海市徐汇区漕溪北路100号",
         "地址不用改成公司的，寄到家里：北京市朝阳区建国路1号",
-        "别用之前的地址",
         "keep the old address, no wait, 12 Main St",
         "use the same address as my other order: 12 Main St",
-        "发到之前的地址",  # someone who moved may mean the new one (a review)
-        "use my current address",
-        # a review of f5da641: each refuses the old address, and was cancelled
-        "不用原来的地址",
-        "不送到原来的地址",
-        "用原来的地址不好吧",
-        # a review of 079f67b: read as keeping the old address, and cancelled
-        "不要用原来的地址",
-        "不想用原来的地址",
+        "用原来的地址不好吧",  # a review of f5da641: it refuses the old address
     ],
 )
 async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_answer(
@@ -289,6 +286,37 @@ async def test_asked_for_the_new_address_a_no_beside_an_address_is_still_the_ans
     proposed, reply = SENT_TO.get(line, line), back.reply or ""
     assert back.status is RunStatus.AWAITING_CONFIRM, back
     assert f"「{proposed}」" in reply or f'"{proposed}"' in reply, reply
+    assert _rows(orders, "address_changes") == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "别用之前的地址",
+        "发到之前的地址",  # someone who moved may mean the new one (a review)
+        "use my current address",
+        # a review of f5da641: each refuses the old address, and was cancelled
+        "不用原来的地址",
+        "不送到原来的地址",
+        # a review of 079f67b: read as keeping the old address, and cancelled
+        "不要用原来的地址",
+        "不想用原来的地址",
+    ],
+)
+async def test_asked_for_the_new_address_a_no_that_names_no_address_asks_again(
+    line: str, tmp_path: Path
+) -> None:
+    """Each refuses the old address, or names an address without giving it: the line was
+    proposed whole as the new address, and a yes wrote 「不用原来的地址」 into the order.
+    It is asked for again (``not_an_answer``), and the address sent next is proposed."""
+    orders, runtime = _orders(tmp_path)
+    asked = await runtime.start("OD2611280008 改地址", session_id="addr")
+    back = await runtime.start(line, session_id="addr")
+    assert back.run_id == asked.run_id and back.status is RunStatus.AWAITING_USER, back
+    assert back.pending is not None and back.pending.slot == "new_address"
+    given = await runtime.start("上海市徐汇区漕溪北路100号", session_id="addr")
+    assert given.status is RunStatus.AWAITING_CONFIRM, given
+    assert "上海市徐汇区漕溪北路100号" in (given.reply or ""), given.reply
     assert _rows(orders, "address_changes") == 0
 
 

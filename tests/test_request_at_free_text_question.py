@@ -281,6 +281,46 @@ async def test_a_question_typed_at_the_address_question_is_no_address(
     assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["不用原来的地址", "公司地址", "用另一个地址吧", "my office address", "the same address"],
+)
+async def test_an_address_named_not_given_at_the_question_is_asked_again(
+    tmp_path: Path, line: str
+) -> None:
+    """Found on main: each was proposed whole as the new address (a yes wrote it)."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "named")
+    again = await runtime.start(line, session_id="named")
+    assert again.run_id == asked and again.status is RunStatus.AWAITING_USER, again
+    assert again.pending is not None and again.pending.slot == "new_address"
+    assert "「" not in (again.reply or "") and '"' not in (again.reply or ""), again.reply
+    answered = await runtime.start("杭州市西湖区文一路5号", session_id="named")
+    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
+    assert rows(orders, "address_changes") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OD2611280008 改地址 请寄到北京市朝阳区建国路88号吧",
+        "OD2611280008 改地址 北京市朝阳区建国路88号",
+        "OD2611280008 要改地址，要不寄到北京市朝阳区建国路88号吧",
+    ],
+)
+async def test_where_it_is_sent_after_the_change_is_the_address(tmp_path: Path, line: str) -> None:
+    """Found on main: "改地址 请寄到…吧" wrote 「请寄到北京市…」 (the lead "改地址 " matched
+    first), and "要不寄到…吧" was not read as where it goes."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start(line, session_id="sent")
+    assert asked.status is RunStatus.AWAITING_CONFIRM, asked
+    done = await runtime.start("确认", session_id="sent")
+    assert done.outcome == "success", done
+    assert [row[:2] for row in rows(orders, "address_changes")] == [
+        ("OD2611280008", "北京市朝阳区建国路88号")
+    ]
+
+
 @pytest.mark.parametrize("line", ["OD2611280008 也改到这个地址", "OD2611280008 也改成同样的地址"])
 async def test_an_address_named_as_this_one_is_asked_for(tmp_path: Path, line: str) -> None:
     """Found on main: "OD2611280008 也改到这个地址" proposed the address 「这个地址」."""

@@ -1001,9 +1001,15 @@ _KEEPING = _STAYS | {"我还要", "还要"}
 
 
 _SAYS_NOTHING = tuple(
-    sorted((*_DECLINE_OPENERS, "i", "就行", "就好", "就可以", "即可"), key=len, reverse=True)
+    sorted(
+        (*_DECLINE_OPENERS, "i", "就行", "就好", "就可以", "即可", "就", "要不", "just"),
+        key=len,
+        reverse=True,
+    )
 )
-"""What says nothing more beside a no: what may open one, and "就行" ("用原来的地址就行")."""
+"""What says nothing more beside a no: what may open one, "就行" ("用原来的地址就行"), and
+"就", "要不" or "just" before it ("就用原来的地址", "要不用原来的地址吧", "just use the old
+address": keep the old one)."""
 
 
 def says_nothing_more(text: str) -> bool:
