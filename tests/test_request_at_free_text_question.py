@@ -96,6 +96,10 @@ SENT_TO = {
         "稍等，上海市徐汇区漕溪北路100号",
         "wait, it's 12 Baker Street, Shanghai",
         "等下班后我自己去拿，寄到上海市徐汇区漕溪北路100号",
+        # a review of 0c70057: a place named as the new address, no number in it
+        "国贸三期，这是新地址",
+        "望京SOHO是我的新地址",
+        "Maple Court, Oxford, new address",
     ],
 )
 async def test_an_address_alone_is_still_the_answer(tmp_path: Path, address: str) -> None:
@@ -283,7 +287,14 @@ async def test_a_question_typed_at_the_address_question_is_no_address(
 
 @pytest.mark.parametrize(
     "line",
-    ["不用原来的地址", "公司地址", "用另一个地址吧", "my office address", "the same address"],
+    [
+        "不用原来的地址",
+        "公司地址",
+        "学校地址",
+        "用另一个地址吧",
+        "my office address",
+        "the same address",
+    ],
 )
 async def test_an_address_named_not_given_at_the_question_is_asked_again(
     tmp_path: Path, line: str
@@ -302,9 +313,45 @@ async def test_an_address_named_not_given_at_the_question_is_asked_again(
 @pytest.mark.parametrize(
     "line",
     [
+        "OD2611250001 杭州市西湖区文一路5号",
+        "杭州市西湖区文一路5号 OD2611250001",
+        "od2611250001，杭州市西湖区文一路5号",
+    ],
+)
+async def test_the_run_s_own_order_named_beside_the_address_is_no_part_of_it(
+    tmp_path: Path, line: str
+) -> None:
+    """Found on main: the whole line was proposed, and a yes wrote the order's id into the
+    address (``without_values_at_its_ends``)."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "own")
+    answered = await runtime.start(line, session_id="own")
+    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
+    await runtime.start("确认", session_id="own")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [
+        ("OD2611250001", "杭州市西湖区文一路5号")
+    ]
+
+
+async def test_the_run_s_own_order_beside_an_address_named_not_given_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    """Found on main: "OD2611250001 改成公司地址" was proposed whole as the address."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "own-named")
+    again = await runtime.start("OD2611250001 改成公司地址", session_id="own-named")
+    assert again.run_id == asked and again.status is RunStatus.AWAITING_USER, again
+    assert again.pending is not None and again.pending.slot == "new_address"
+    assert rows(orders, "address_changes") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
         "OD2611280008 改地址 请寄到北京市朝阳区建国路88号吧",
         "OD2611280008 改地址 北京市朝阳区建国路88号",
         "OD2611280008 要改地址，要不寄到北京市朝阳区建国路88号吧",
+        "OD2611280008 要改地址，那要不寄到北京市朝阳区建国路88号吧",
+        # a review of 0c70057: 寄到 took 「的地址是北京市…」
+        "OD2611280008 改地址 寄到的地址是北京市朝阳区建国路88号",
     ],
 )
 async def test_where_it_is_sent_after_the_change_is_the_address(tmp_path: Path, line: str) -> None:

@@ -57,6 +57,26 @@ from corral.runtime.view import Persist
 
 WHOLE_ANSWER_CHARS = 200
 """The longest answer taken whole as a ``whole_answer`` entity's value."""
+_AROUND_A_VALUE = " \t,，、:：;；.。"
+"""What separates a value named at an answer's start or end from the answer."""
+
+
+def without_values_at_its_ends(text: str, values: Collection[str]) -> str:
+    """``text`` less each of ``values`` it opens or ends with (letters in any case).
+
+    An answer taken whole that also names the run's own order ("OD2611280008 上海市…100号")
+    gives the address after it, not the id with it: the whole line was proposed, and a
+    yes wrote the id into the address. A value inside the text is left where it is.
+    """
+    for value in values:
+        size, folded = len(value), value.casefold()
+        if not value or size > len(text):
+            continue
+        if text[:size].casefold() == folded:
+            text = text[size:].lstrip(_AROUND_A_VALUE)
+        elif text[len(text) - size :].casefold() == folded:
+            text = text[: len(text) - size].rstrip(_AROUND_A_VALUE)
+    return text
 
 
 class RunLoop:
@@ -245,6 +265,10 @@ class RunLoop:
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
                 typed = text.strip()
                 whole = without_politeness_tail(without_politeness_head(typed))
+                # the run's own values named beside the answer are no part of it
+                own = {n for n, v in found.items() if state.entities.get(n, not v) == v}
+                named = [v for n, v in found.items() if n in own and isinstance(v, str)]
+                whole = without_values_at_its_ends(whole, named)
                 if whole != typed and withdraws(whole):  # "等一下，不改了"
                     cancel(self)
                     return
@@ -259,7 +283,7 @@ class RunLoop:
                 waits = fits and not all(
                     agent.intent.entities.answer_fits(slot, said) for said in (text, whole)
                 )
-                if waits and not request and not found:
+                if waits and not request and not found.keys() - own:
                     self.ask_for(slot, counted=False)
                     return
                 # "不对，是 OD2611280008" asked for an address corrects the order: not one
