@@ -107,6 +107,33 @@ def test_another_order_in_a_session_is_asked_for_not_taken_from_the_last_turn(
     asyncio.run(talk())
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "查下我所有的订单",
+        "我有哪些订单",
+        "我下了几个订单",
+        "list all my orders",
+        "show me my orders",
+    ],
+)
+def test_all_of_one_s_orders_after_one_order_s_answer_lists_them(tmp_path: Path, line: str) -> None:
+    """Found on main: each answered for the order of the turn before, alone ("我有哪些订单"
+    was not understood at all), and "never mind, show me my orders" at that order's
+    address question did the same."""
+
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        first = await runtime.start("OD2611280008 到哪了", session_id="s")
+        assert first.status is RunStatus.FINISHED and "OD2611280008" in (first.reply or "")
+        listed = await runtime.start(line, session_id="s")
+        assert listed.status is RunStatus.FINISHED and listed.outcome == "success", listed
+        for order in ("OD2611280008", "OD2611250001", "OD2611200002"):
+            assert order in (listed.reply or ""), listed.reply
+
+    asyncio.run(talk())
+
+
 def test_a_product_of_an_earlier_turn_does_not_refuse_an_order_named_now(
     tmp_path: Path,
 ) -> None:

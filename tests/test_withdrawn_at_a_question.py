@@ -72,6 +72,25 @@ async def test_asked_for_the_order_a_withdrawal_then_a_question_answers_it(
 
 
 @pytest.mark.parametrize(
+    "line", ["never mind, show me my orders", "算了，查下我所有的订单", "算了，我有哪些订单"]
+)
+async def test_at_an_order_s_question_a_withdrawal_then_all_orders_lists_them(
+    line: str, tmp_path: Path
+) -> None:
+    """Found on main: asked for OD2611280008's new address, each listed that order alone
+    (the run's order carried into the request after the withdrawal)."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("OD2611280008 我要改地址", session_id="s")
+    assert asked.status is RunStatus.AWAITING_USER, asked
+    answered = await runtime.start(line, session_id="s")
+    withdrawn = await runtime.summary(asked.run_id)
+    assert withdrawn.outcome == "cancelled" and answered.outcome == "success", answered
+    assert all(order in (answered.reply or "") for order in LISTED), answered.reply
+    assert _written(orders) == 0
+
+
+@pytest.mark.parametrize(
     "line",
     [
         "算了",
