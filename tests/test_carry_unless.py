@@ -134,6 +134,46 @@ def test_all_of_one_s_orders_after_one_order_s_answer_lists_them(tmp_path: Path,
     asyncio.run(talk())
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        # a review of 24ee22d: each is about the order of the turn before
+        ("这个订单有哪些商品", "OD2611200002"),
+        ("这个订单有哪些物流信息", "顺丰"),
+        ("refund it, I've had problems with all my orders from you", "459"),
+        ("cancel this, my orders always arrive late", "already shipped"),
+    ],
+)
+def test_this_order_beside_words_of_all_orders_is_still_that_order(
+    tmp_path: Path, line: str, said: str
+) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("OD2611200002 到哪了", session_id="s")
+        answered = await runtime.start(line, session_id="s")
+        reply = answered.reply or ""
+        assert said in reply and "OD2611280008" not in reply, reply
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    ("line", "label"),
+    [
+        ("我下了几个订单", "query_order"),
+        ("都有哪些订单？", "query_order"),
+        # a review of 24ee22d: a count of orders before a request is that request's
+        ("我下了几个订单，帮我取消一个", "cancel"),
+        ("下了几个单子，有一个发错地址了", "change_address"),
+    ],
+)
+def test_a_count_of_orders_asks_for_the_list_unless_a_request_follows(
+    tmp_path: Path, line: str, label: str
+) -> None:
+    orders = load_agent(ORDERS, data_dir=tmp_path)
+    assert orders.intent.understand(line, datetime.now(UTC)).label == label
+
+
 def test_a_product_of_an_earlier_turn_does_not_refuse_an_order_named_now(
     tmp_path: Path,
 ) -> None:

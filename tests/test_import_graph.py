@@ -29,8 +29,8 @@ TYPING_ONLY_ALLOWED: dict[tuple[str, str], str] = {
         "the tools layer calls effects at run time, so the names can only go this way"
     ),
     ("corral.observe", "corral.runtime"): (
-        "observe.tree annotates its argument as the folded RunState; the fold moves to a "
-        "neutral module once the typed events land (issue 10, item 1)"
+        "observe.tree annotates its argument as the folded RunState, which the run loop "
+        "owns (runtime.state folds the typed events); observe reads it, never imports it"
     ),
 }
 

@@ -332,6 +332,23 @@ async def test_the_run_s_own_order_named_beside_the_address_is_no_part_of_it(
     ]
 
 
+@pytest.mark.parametrize(
+    "line", ["杭州市西湖区文一路5号 张三 13812345678", "13812345678 杭州市西湖区文一路5号"]
+)
+async def test_a_phone_the_run_holds_stays_in_the_address_given_with_it(
+    tmp_path: Path, line: str
+) -> None:
+    """A review of 6d44d43: only the request's own values (the order's id) are taken off
+    an answer's ends; the phone said before is part of the address given."""
+    orders = load_agent(ORDERS, data_dir=tmp_path / "orders")
+    runtime = Runtime(orders, MemoryStore(), effects=FixedEffects())
+    asked = await runtime.start("OD2611250001 改一下收货地址，我电话13812345678", session_id="p")
+    assert asked.status is RunStatus.AWAITING_USER, asked
+    await runtime.start(line, session_id="p")
+    await runtime.start("确认", session_id="p")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [("OD2611250001", line)]
+
+
 async def test_the_run_s_own_order_beside_an_address_named_not_given_is_asked_again(
     tmp_path: Path,
 ) -> None:

@@ -265,8 +265,15 @@ class RunLoop:
                 # "上海市徐汇区漕溪北路100号，谢谢": the address, not its thanks
                 typed = text.strip()
                 whole = without_politeness_tail(without_politeness_head(typed))
-                # the run's own values named beside the answer are no part of it
-                own = {n for n, v in found.items() if state.entities.get(n, not v) == v}
+                # the run's own request values named beside the answer are no part of it
+                # (the order's id; not a phone number, which an address may hold)
+                label = state.intent.label
+                needed = required_entities(agent.config, label, None)
+                own = {
+                    name
+                    for name, value in found.items()
+                    if name in needed and state.entities.get(name, not value) == value
+                }
                 named = [v for n, v in found.items() if n in own and isinstance(v, str)]
                 whole = without_values_at_its_ends(whole, named)
                 if whole != typed and withdraws(whole):  # "等一下，不改了"
@@ -275,7 +282,6 @@ class RunLoop:
                 # "OD2611250001 发货了吗" asked for an address is a request of another
                 # intent (it asks, or names something); "物流园路8号" is an address all the
                 # same; "好的" is none
-                label = state.intent.label
                 request = agent.intent.another_request(text, found, slot, label, whole_answer=True)
                 fits = bool(whole) and len(whole) <= WHOLE_ANSWER_CHARS
                 # "稍等": time asked for, no address (``not_an_answer``): the same question
@@ -292,7 +298,6 @@ class RunLoop:
                 # the run's: that sentence is no address, nor is the run moved to that order
                 # unless the line asks this request of it ("改地址，OD2611280008"); a phone or a
                 # date in an address is the address's
-                needed = required_entities(agent.config, label, None) if label else []
                 differs = self._names_other_values(found, needed)
                 moves = differs and agent.intent.rule_intent(text) == label
                 fits = fits and not differs
