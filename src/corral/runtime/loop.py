@@ -272,7 +272,7 @@ class RunLoop:
                 own = {
                     name
                     for name, value in found.items()
-                    if name in needed and state.entities.get(name, not value) == value
+                    if name in needed and name in state.entities and state.entities[name] == value
                 }
                 named = [v for n, v in found.items() if n in own and isinstance(v, str)]
                 whole = without_values_at_its_ends(whole, named)
