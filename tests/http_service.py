@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import zlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -132,6 +133,25 @@ def make_app() -> tuple[FastAPI, Ledger]:
         """The forecast gzipped, and cut after ``keep`` bytes: its stream never ends."""
         body = gzip.compress(json.dumps(forecast(city, date)).encode())[:keep]
         return Response(body, media_type="application/json", headers={"Content-Encoding": "gzip"})
+
+    @app.get("/packed/{city}")
+    async def packed(city: str, date: date, how: str) -> Response:
+        """The forecast compressed as some servers send it, all of it valid.
+
+        ``members``: gzip in two members, as ``cat a.gz b.gz`` makes (RFC 1952 allows
+        it); ``trailing``: one gzip member and zero bytes after it, which gzip, curl and
+        urllib3 ignore; ``raw``: "deflate" without the zlib wrapper, as old IIS sent it.
+        """
+        text = json.dumps(forecast(city, date)).encode()
+        encoding = "gzip"
+        if how == "members":
+            body = gzip.compress(text[:10]) + gzip.compress(text[10:])
+        elif how == "trailing":
+            body = gzip.compress(text) + bytes(8)
+        else:
+            packer = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+            body, encoding = packer.compress(text) + packer.flush(), "deflate"
+        return Response(body, media_type="application/json", headers={"Content-Encoding": encoding})
 
     @app.get("/nan/{city}")
     async def not_a_number(city: str, date: date) -> Response:

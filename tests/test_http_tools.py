@@ -101,6 +101,10 @@ def weather_tool(path: str = "/weather/{city}", **policy: Any) -> dict[str, Any]
     }
 
 
+SHANGHAI = {"city": "shanghai", "date": DAY, "rain_probability": 0.8, "high_c": 12, "sky": "rain"}
+"""What the weather tool keeps of the service's forecast for Shanghai."""
+
+
 def agent_with(
     base: str, *tools: dict[str, Any], steps: list[dict[str, Any]] | None = None
 ) -> Agent:
@@ -127,13 +131,7 @@ async def test_a_call_keeps_only_the_declared_fields(
     agent = agent_with(service[0], weather_tool())
     attempts, _, runtime, run_id = await run_once(agent)
     assert [a.status for a in attempts] == ["success"]
-    assert attempts[0].data == {
-        "city": "shanghai",
-        "date": DAY,
-        "rain_probability": 0.8,
-        "high_c": 12,
-        "sky": "rain",
-    }
+    assert attempts[0].data == SHANGHAI
     assert "raw-only-field" not in json.dumps(
         [e.payload for e in await runtime.events(run_id)], default=str
     )
@@ -597,6 +595,20 @@ async def test_an_empty_answer_marked_gzip_is_still_an_empty_answer(
     agent = agent_with(service[0], weather_tool("/gzip-cut/{city}?keep=0"))
     attempts, _, _, _ = await run_once(agent)
     assert [(a.status, a.error_code) for a in attempts] == [("no_result", None)]
+
+
+@pytest.mark.parametrize("how", ["members", "trailing", "raw"])
+async def test_a_compressed_answer_in_any_valid_shape_is_read_whole(
+    service: tuple[str, Ledger], ledger: Ledger, how: str
+) -> None:
+    """A gzip answer of two members was read to the end of its first and the rest
+    dropped (a cut JSON document: TOOL_OUTPUT_INVALID, or worse, a shorter valid one);
+    "deflate" without its zlib wrapper was "not valid gzip". Both are read whole now, as
+    urllib3 and httpx read them, and zeros after the last member are still ignored."""
+    agent = agent_with(service[0], weather_tool(f"/packed/{{city}}?how={how}"))
+    attempts, _, _, _ = await run_once(agent)
+    assert [(a.status, a.error_code) for a in attempts] == [("success", None)]
+    assert attempts[0].data == SHANGHAI
 
 
 async def test_a_write_answered_with_a_gzip_stream_cut_short_is_in_doubt(

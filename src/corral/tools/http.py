@@ -72,6 +72,9 @@ if TYPE_CHECKING:
     from corral.tools.context import ToolContext
 
 ACCEPTED_ENCODINGS = "gzip, deflate"
+GZIP_MAGIC = b"\x1f\x8b"
+HEADER_BYTES = 2
+"""What zlib reads before it tells a zlib or gzip stream from anything else."""
 """What corral inflates itself (bounded by the cap); httpx would add br or zstd when
 their packages happen to be installed."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -388,6 +391,9 @@ class _Body:
 
     httpx would inflate each read whole, and 64 KiB of gzip can hold 64 MiB: far past any
     cap. So corral reads the raw bytes and never inflates more than one byte past the cap.
+    It reads what urllib3 and httpx read: gzip of several members (RFC 1952), and "deflate"
+    with or without its zlib wrapper. What follows a member and is not one (zero bytes,
+    as some servers pad) is ignored, as gzip and curl ignore it.
     """
 
     def __init__(self, encoding: str, cap: int, label: str) -> None:
@@ -398,6 +404,18 @@ class _Body:
         self.inflate: zlib._Decompress | None = None
         self.received = 0
         """Raw bytes taken: none (an empty body, whatever its header says) has no end to reach."""
+        self.members = 0
+        """Members (gzip or zlib streams) that reached their end."""
+        self.in_member = False
+        """Bytes went to a member that has not reached its end yet."""
+        self.trailing = False
+        """What came after a member was not another (it does not start as gzip does): the
+        rest is ignored."""
+        self.head: bytes | None = b"" if encoding == "deflate" else None
+        """The first bytes of a "deflate" answer until its zlib header is read: without
+        one, they are read again as a raw stream, as old servers sent it."""
+        self.between = False
+        """A member has ended and nothing of the next one has come yet."""
         if encoding in ("gzip", "x-gzip", "deflate"):
             self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
         elif encoding not in ("", "identity"):
@@ -405,26 +423,49 @@ class _Body:
 
     def take(self, chunk: bytes) -> None:
         """Add a raw chunk to ``data``, inflated no further than one byte past the cap."""
-        if self.inflate is None:
+        inflate = self.inflate
+        if inflate is None:
             self.data += chunk
             return
         self.received += len(chunk)
-        try:
-            while chunk and len(self.data) <= self.cap:
-                self.data += self.inflate.decompress(chunk, self.cap + 1 - len(self.data))
-                chunk = self.inflate.unconsumed_tail
-        except zlib.error:
-            raise ToolOutputInvalidError(f"{self.label}: the response is not valid gzip") from None
+        if self.head is not None:
+            self.head += chunk
+        while chunk and len(self.data) <= self.cap and not self.trailing:
+            if self.between:  # zero bytes pad members (gzip's rule); anything else ends them
+                chunk = chunk.lstrip(b"\0")
+                if not chunk:
+                    return
+                self.trailing = chunk[0] != GZIP_MAGIC[0]
+                self.between = False
+                continue
+            try:
+                self.data += inflate.decompress(chunk, self.cap + 1 - len(self.data))
+            except zlib.error:
+                if self.head is not None:  # no zlib header: the bytes so far, read raw
+                    chunk, self.head = self.head, None
+                    inflate = self.inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise ToolOutputInvalidError(
+                    f"{self.label}: the response is not valid gzip"
+                ) from None
+            if self.head is not None and len(self.head) >= HEADER_BYTES:
+                self.head = None  # the header was read: a zlib stream
+            self.in_member = True
+            chunk = inflate.unconsumed_tail
+            if inflate.eof:  # a member ended: what follows may be the next one
+                self.members, self.in_member, self.between = self.members + 1, False, True
+                chunk = inflate.unused_data + chunk
+                inflate = self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
 
     def end(self) -> None:
         """The body has all come: an inflated one must have reached its own end.
 
         A gzip or deflate stream cut short (a dropped connection, a proxy's limit) inflates
         to a part of the answer, or to nothing: taken as it was, a read's answer was "no
-        result" and a write's "done, no data".
+        result" and a write's "done, no data". So is a later member cut short.
         """
-        inflate = self.inflate
-        if inflate is not None and self.received and not inflate.eof and len(self.data) <= self.cap:
+        cut = self.in_member or (self.received and not self.members)
+        if self.inflate is not None and cut and len(self.data) <= self.cap:
             raise ToolOutputInvalidError(f"{self.label}: the compressed response was cut short")
 
 
