@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from corral.errors import ToolOutputInvalidError
-from corral.tools.http import _Body
+from corral.tools.http import MAX_MEMBERS, _Body
 
 TEXT = json.dumps({"orders": list(range(300)), "note": "x" * 500}).encode()
 
@@ -82,10 +82,51 @@ def test_an_answer_cut_short_is_never_taken_for_a_whole_one(
         read(encoding, body[:keep], sizes)
 
 
-def test_a_member_that_is_not_gzip_is_invalid_not_ignored() -> None:
-    """Bytes after a member that start as gzip does are a member: broken, it is an error."""
+def test_a_later_member_broken_once_it_began_is_invalid_not_ignored() -> None:
+    """Bytes after a member that inflate to something are a member: its bad checksum is
+    an error, not trailing bytes to drop (the answer would lose its end unseen)."""
+    second = bytearray(gzip.compress(TEXT[100:]))
+    second[-8] ^= 0xFF  # its CRC-32
     with pytest.raises(ToolOutputInvalidError, match="not valid gzip"):
-        read("gzip", gzip.compress(TEXT) + b"\x1f\x00garbage", [64])
+        read("gzip", gzip.compress(TEXT[:100]) + bytes(second), [64])
+
+
+@pytest.mark.parametrize("after", [b"\x1f\x00junk", b"\x1f\x8b\x00\x00junk", b"<html>"])
+def test_bytes_after_a_member_that_never_begin_one_are_ignored(after: bytes) -> None:
+    """As urllib3 reads them: a server's appended bytes, even ones that start as gzip does."""
+    assert read("gzip", gzip.compress(TEXT) + after, [7]) == TEXT
+
+
+def test_raw_deflate_that_starts_as_a_zlib_header_does_is_read_however_split() -> None:
+    """Found by a review: a raw stream whose first two bytes pass as a zlib header was read
+    raw only when it failed inside its first chunk; its first bytes are now kept until
+    they inflate to something."""
+    text = b'{"a": 1}'
+    size = 0x1D  # 0x08 0x1d is a valid zlib header, and a stored block of this size here
+    stored = b"\x08" + size.to_bytes(2, "little") + (size ^ 0xFFFF).to_bytes(2, "little")
+    stored += b" " * (size - len(text)) + text
+    body = stored + raw_deflate(b"")
+    whole = b" " * (size - len(text)) + text
+    for sizes in ([len(body)], [2], [3], [1, 2]):
+        assert read("deflate", body, sizes) == whole, sizes
+
+
+def test_a_stream_of_empty_members_ends_at_a_bound() -> None:
+    """Found by a review: empty members inflate to nothing, so the cap never stopped them,
+    and each costs an inflater; an answer may hold at most MAX_MEMBERS."""
+    empty = gzip.compress(b"")
+    with pytest.raises(ToolOutputInvalidError, match="gzip members"):
+        read("gzip", empty * (MAX_MEMBERS + 1), [65536])
+    assert read("gzip", empty * 10 + gzip.compress(TEXT), [65536]) == TEXT
+
+
+def test_raw_bytes_past_the_cap_are_too_large_even_when_they_inflate_to_nothing() -> None:
+    reader = _Body("gzip", 1000, "t")
+    reader.take(gzip.compress(b"{}") + bytes(2000))
+    assert reader.too_large
+    identity = _Body("", 1000, "t")
+    identity.take(b" " * 1000)
+    assert not identity.too_large
 
 
 def test_the_cap_holds_across_members() -> None:

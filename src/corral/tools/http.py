@@ -72,11 +72,11 @@ if TYPE_CHECKING:
     from corral.tools.context import ToolContext
 
 ACCEPTED_ENCODINGS = "gzip, deflate"
-GZIP_MAGIC = b"\x1f\x8b"
-HEADER_BYTES = 2
-"""What zlib reads before it tells a zlib or gzip stream from anything else."""
 """What corral inflates itself (bounded by the cap); httpx would add br or zstd when
 their packages happen to be installed."""
+MAX_MEMBERS = 4096
+"""gzip members one answer may hold: an empty one inflates to nothing, so the cap would
+not stop a stream of them, and each costs a new inflater (about 9 µs)."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -365,7 +365,7 @@ class HttpEndpoint:
         body = _Body(response.headers.get("Content-Encoding", ""), cap, self.label)
         async for chunk in response.aiter_raw():
             body.take(chunk)
-            if len(body.data) > cap:
+            if body.too_large:
                 raise ToolOutputInvalidError(self._too_large(cap))
         body.end()
         if not body.data.strip():
@@ -390,10 +390,11 @@ class _Body:
     """A response body as it streams in, inflated here a bounded piece at a time.
 
     httpx would inflate each read whole, and 64 KiB of gzip can hold 64 MiB: far past any
-    cap. So corral reads the raw bytes and never inflates more than one byte past the cap.
-    It reads what urllib3 and httpx read: gzip of several members (RFC 1952), and "deflate"
-    with or without its zlib wrapper. What follows a member and is not one (zero bytes,
-    as some servers pad) is ignored, as gzip and curl ignore it.
+    cap. So corral reads the raw bytes and never inflates more than one byte past the cap,
+    nor takes more raw bytes than the cap (padding and empty members inflate to nothing).
+    It reads what urllib3 reads: gzip of several members (RFC 1952), zero bytes between
+    them, and "deflate" with or without its zlib wrapper. What follows a member and does
+    not start one (other bytes a server appended) is ignored, as urllib3 and curl do.
     """
 
     def __init__(self, encoding: str, cap: int, label: str) -> None:
@@ -406,14 +407,15 @@ class _Body:
         """Raw bytes taken: none (an empty body, whatever its header says) has no end to reach."""
         self.members = 0
         """Members (gzip or zlib streams) that reached their end."""
+        self.member_from = 0
+        """Where in ``data`` the member being read began."""
         self.in_member = False
         """Bytes went to a member that has not reached its end yet."""
         self.trailing = False
-        """What came after a member was not another (it does not start as gzip does): the
-        rest is ignored."""
+        """What came after a member did not start another: the rest is ignored."""
         self.head: bytes | None = b"" if encoding == "deflate" else None
-        """The first bytes of a "deflate" answer until its zlib header is read: without
-        one, they are read again as a raw stream, as old servers sent it."""
+        """The first bytes of a "deflate" answer until they inflate to something: if they
+        have no zlib header, they are read again as a raw stream, as old servers sent it."""
         self.between = False
         """A member has ended and nothing of the next one has come yet."""
         if encoding in ("gzip", "x-gzip", "deflate"):
@@ -421,23 +423,31 @@ class _Body:
         elif encoding not in ("", "identity"):
             raise ToolOutputInvalidError(f"{label}: the response is encoded as {encoding}")
 
+    @property
+    def too_large(self) -> bool:
+        """Past the cap: inflated, or as it came."""
+        return len(self.data) > self.cap or self.received > self.cap
+
     def take(self, chunk: bytes) -> None:
         """Add a raw chunk to ``data``, inflated no further than one byte past the cap."""
         inflate = self.inflate
+        self.received += len(chunk)
         if inflate is None:
             self.data += chunk
             return
-        self.received += len(chunk)
         if self.head is not None:
             self.head += chunk
-        while chunk and len(self.data) <= self.cap and not self.trailing:
-            if self.between:  # zero bytes pad members (gzip's rule); anything else ends them
+        while chunk and not self.too_large and not self.trailing:
+            if self.between:  # zero bytes pad members (gzip's rule)
                 chunk = chunk.lstrip(b"\0")
                 if not chunk:
                     return
-                self.trailing = chunk[0] != GZIP_MAGIC[0]
-                self.between = False
-                continue
+                if self.members >= MAX_MEMBERS:
+                    raise ToolOutputInvalidError(
+                        f"{self.label}: the response has more than {MAX_MEMBERS} gzip members"
+                    )
+                self.between, self.member_from = False, len(self.data)
+                inflate = self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
             try:
                 self.data += inflate.decompress(chunk, self.cap + 1 - len(self.data))
             except zlib.error:
@@ -445,17 +455,19 @@ class _Body:
                     chunk, self.head = self.head, None
                     inflate = self.inflate = zlib.decompressobj(-zlib.MAX_WBITS)
                     continue
+                if self.members and len(self.data) == self.member_from:
+                    self.trailing, self.in_member = True, False  # it never began: ignored
+                    return
                 raise ToolOutputInvalidError(
                     f"{self.label}: the response is not valid gzip"
                 ) from None
-            if self.head is not None and len(self.head) >= HEADER_BYTES:
-                self.head = None  # the header was read: a zlib stream
+            if self.head is not None and self.data:
+                self.head = None  # it inflates: a zlib (or gzip) stream
             self.in_member = True
             chunk = inflate.unconsumed_tail
             if inflate.eof:  # a member ended: what follows may be the next one
                 self.members, self.in_member, self.between = self.members + 1, False, True
                 chunk = inflate.unused_data + chunk
-                inflate = self.inflate = zlib.decompressobj(zlib.MAX_WBITS | 16)
 
     def end(self) -> None:
         """The body has all come: an inflated one must have reached its own end.
