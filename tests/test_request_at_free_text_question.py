@@ -333,6 +333,29 @@ async def test_the_run_s_own_order_named_beside_the_address_is_no_part_of_it(
 
 
 @pytest.mark.parametrize(
+    ("line", "address"),
+    [
+        ("订单 OD2611250001 杭州市西湖区文一路5号", "杭州市西湖区文一路5号"),
+        ("订单号：OD2611250001，杭州市西湖区文一路5号", "杭州市西湖区文一路5号"),
+        ("杭州市西湖区文一路5号，订单 OD2611250001", "杭州市西湖区文一路5号"),
+        ("order OD2611250001: 12 Baker Street, London", "12 Baker Street, London"),
+        ("12 Baker Street, London, for order OD2611250001", "12 Baker Street, London"),
+        ("change it to 12 Baker Street, London, for OD2611250001", "12 Baker Street, London"),
+    ],
+)
+async def test_the_run_s_own_order_called_by_its_name_is_no_part_of_the_address(
+    tmp_path: Path, line: str, address: str
+) -> None:
+    """Found on main: "订单 OD… 杭州市…" was proposed whole (the id was taken off only at
+    the very start), and "…, for OD…" kept the "for" or all of it."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "called")
+    answered = await runtime.start(line, session_id="called")
+    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
+    await runtime.start("确认", session_id="called")
+    assert [row[:2] for row in rows(orders, "address_changes")] == [("OD2611250001", address)]
+
+
+@pytest.mark.parametrize(
     "line", ["杭州市西湖区文一路5号 张三 13812345678", "13812345678 杭州市西湖区文一路5号"]
 )
 async def test_a_phone_the_run_holds_stays_in_the_address_given_with_it(

@@ -37,6 +37,12 @@ WHICH = [
     ("请问我哪些订单已经签收了？", ALL_ZH),
     ("which of my orders shipped", SHIPPED),
     ("which order has shipped?", SHIPPED),
+    ("哪一单还没到", ALL_ZH),
+    ("哪个订单发货了没有", ALL_ZH),
+    ("have any of my orders shipped?", SHIPPED),
+    # a review of aa0d7d3: "shipped" said not to be is no filter (only the shipped order
+    # was listed); every order is, with its status
+    ("which of my orders hasn't shipped yet", ALL_ZH),
 ]
 
 
@@ -75,3 +81,28 @@ def test_whether_one_order_has_shipped_is_still_that_order_s_parcel(
 def test_a_list_of_one_order_reads_as_english(tmp_path: Path) -> None:
     [answer] = talk(tmp_path, "which of my orders shipped")
     assert "1 in all" in (answer.reply or "") and "1 orders" not in (answer.reply or "")
+
+
+@pytest.mark.parametrize(
+    ("line", "label"),
+    [
+        ("这是哪个订单？帮我取消了吧", "cancel"),
+        ("哪个订单帮我取消了吧", "cancel"),
+        ("I don't remember which order it was, but please cancel it", "cancel"),
+    ],
+)
+def test_which_order_beside_a_request_still_means_the_last_one(
+    tmp_path: Path, line: str, label: str
+) -> None:
+    """A review of aa0d7d3: "哪个订单" or "which order" anywhere in a line kept the last
+    turn's order from carrying, and the request asked for its number again."""
+    _, asked = talk(tmp_path, "OD2611250001 到哪了", line)
+    assert asked.intent is not None and asked.intent.label == label, asked
+    assert asked.status is RunStatus.AWAITING_CONFIRM and "OD2611250001" in (asked.reply or "")
+
+
+@pytest.mark.parametrize("line", ["哪个订单先别发货了", "which order do you want shipped"])
+def test_a_line_that_asks_no_status_is_no_list(tmp_path: Path, line: str) -> None:
+    """A review of aa0d7d3: "哪个订单先别发货了" (那 typed as 哪) is a cancel."""
+    [answer] = talk(tmp_path, line)
+    assert answer.intent is None or answer.intent.label != "query_order", answer

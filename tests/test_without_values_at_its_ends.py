@@ -25,6 +25,42 @@ def test_a_value_at_either_end_is_taken_off(text: str, values: list[str], left: 
     assert without_values_at_its_ends(text, values) == left
 
 
+LABELS = ["订单号", "order number"]
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        ("订单 OD2611250001 杭州市文一路5号", "杭州市文一路5号"),
+        ("订单号：OD2611250001，杭州市文一路5号", "杭州市文一路5号"),
+        ("杭州市文一路5号，订单号 OD2611250001", "杭州市文一路5号"),
+        ("Order #OD2611250001: 12 Baker Street", "12 Baker Street"),
+        ("12 Baker Street, for order OD2611250001", "12 Baker Street"),
+        ("12 Baker Street for OD2611250001", "12 Baker Street"),
+        ("12 Baker Street, order number OD2611250001", "12 Baker Street"),
+        # a word that only ends like a joining word or a label stays: "Boston" is no "on"
+        ("12 Main Street, Boston OD2611250001", "12 Main Street, Boston"),
+        ("12 Bakerorder OD2611250001", "12 Bakerorder"),
+        # what is called so but is not the value stays as it was
+        ("订单 OD2611250002 杭州市文一路5号", "订单 OD2611250002 杭州市文一路5号"),
+        ("订单杭州市文一路5号", "订单杭州市文一路5号"),
+    ],
+)
+def test_a_value_called_by_its_label_is_taken_off_with_it(text: str, left: str) -> None:
+    assert without_values_at_its_ends(text, ["OD2611250001"], LABELS) == left
+
+
+@given(
+    st.text(max_size=60), st.lists(st.text(max_size=12), max_size=3), st.sampled_from([[], LABELS])
+)
+def test_with_labels_what_is_left_is_never_longer_and_is_in_the_text(
+    text: str, values: list[str], labels: list[str]
+) -> None:
+    left = without_values_at_its_ends(text, values, labels)
+    assert len(left) <= len(text)
+    assert left in text
+
+
 @given(st.text(max_size=60), st.lists(st.text(max_size=12), max_size=3))
 def test_what_is_left_is_never_longer_and_ends_the_text(text: str, values: list[str]) -> None:
     left = without_values_at_its_ends(text, values)

@@ -61,21 +61,61 @@ _AROUND_A_VALUE = " \t,，、:：;；.。"
 """What separates a value named at an answer's start or end from the answer."""
 
 
-def without_values_at_its_ends(text: str, values: Collection[str]) -> str:
+_JOINING_WORDS = ("for", "of", "on")
+"""English words that join a value named at an answer's end to it ("…, for OD…")."""
+
+
+def called(labels: Collection[str]) -> tuple[str, ...]:
+    """What a value may be called before it, longest first.
+
+    Each label and its shorter starts: "订单号" and "订单"; "order number" and "order".
+    """
+    names: set[str] = set()
+    for label in labels:
+        label = label.strip().casefold()
+        words = label.split()
+        if len(words) > 1:
+            names.update(" ".join(words[:n]) for n in range(1, len(words) + 1))
+        else:
+            names.update(label[:n] for n in range(2, len(label) + 1))
+    return tuple(sorted(names, key=len, reverse=True))
+
+
+def _without_end(text: str, words: Collection[str]) -> str:
+    """``text`` less one of ``words`` it ends with (as a word, where it is in letters)."""
+    folded = text.casefold()
+    for word in words:
+        if folded.endswith(word):
+            before = text[: len(text) - len(word)]
+            if not word[0].isascii() or not before or not before[-1].isalnum():
+                return before.rstrip(_AROUND_A_VALUE)
+    return text
+
+
+def without_values_at_its_ends(
+    text: str, values: Collection[str], labels: Collection[str] = ()
+) -> str:
     """``text`` less each of ``values`` it opens or ends with (letters in any case).
 
     An answer taken whole that also names the run's own order ("OD2611280008 上海市…100号")
     gives the address after it, not the id with it: the whole line was proposed, and a
-    yes wrote the id into the address. A value inside the text is left where it is.
+    yes wrote the id into the address. So does the value with what it is called before it
+    (``labels``: "订单 OD… 上海市…", "…，订单号 OD…"), and at the end with a joining
+    word ("…, for order OD…"). A value inside the text is left where it is.
     """
+    names = called(labels)
     for value in values:
         size, folded = len(value), value.casefold()
         if not value or size > len(text):
             continue
-        if text[:size].casefold() == folded:
-            text = text[size:].lstrip(_AROUND_A_VALUE)
-        elif text[len(text) - size :].casefold() == folded:
-            text = text[: len(text) - size].rstrip(_AROUND_A_VALUE)
+        start = text.casefold()
+        lead = next((n for n in names if start.startswith(n)), "")
+        after_lead = len(text) - len(text[len(lead) :].lstrip(_AROUND_A_VALUE + "#"))
+        if start[after_lead : after_lead + size] == folded and (lead or not after_lead):
+            text = text[after_lead + size :].lstrip(_AROUND_A_VALUE)
+        elif start[len(text) - size :] == folded:
+            text = text[: len(text) - size].rstrip(_AROUND_A_VALUE + "#")
+            text = _without_end(_without_end(text, names), _JOINING_WORDS)
     return text
 
 
@@ -275,7 +315,13 @@ class RunLoop:
                     if name in needed and name in state.entities and state.entities[name] == value
                 }
                 named = [v for n, v in found.items() if n in own and isinstance(v, str)]
-                whole = without_values_at_its_ends(whole, named)
+                labels = [
+                    text
+                    for name in own
+                    if (called_as := agent.config.entities[name].label) is not None
+                    for text in (called_as.zh, called_as.en)
+                ]
+                whole = without_values_at_its_ends(whole, named, labels)
                 if whole != typed and withdraws(whole):  # "等一下，不改了"
                     cancel(self)
                     return
