@@ -294,6 +294,10 @@ async def test_a_question_typed_at_the_address_question_is_no_address(
         "用另一个地址吧",
         "my office address",
         "the same address",
+        # whether it came, or how long it takes: no address ends so
+        "送到公司前台了吗",
+        "寄到北京要几天",
+        "送到单位多久能到",
     ],
 )
 async def test_an_address_named_not_given_at_the_question_is_asked_again(
@@ -310,48 +314,40 @@ async def test_an_address_named_not_given_at_the_question_is_asked_again(
     assert rows(orders, "address_changes") == []
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        "OD2611250001 杭州市西湖区文一路5号",
-        "杭州市西湖区文一路5号 OD2611250001",
-        "od2611250001，杭州市西湖区文一路5号",
-    ],
-)
-async def test_the_run_s_own_order_named_beside_the_address_is_no_part_of_it(
-    tmp_path: Path, line: str
-) -> None:
-    """Found on main: the whole line was proposed, and a yes wrote the order's id into the
-    address (``without_values_at_its_ends``)."""
-    orders, runtime, asked = await asked_for_the_address(tmp_path, "own")
-    answered = await runtime.start(line, session_id="own")
-    assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
-    await runtime.start("确认", session_id="own")
-    assert [row[:2] for row in rows(orders, "address_changes")] == [
-        ("OD2611250001", "杭州市西湖区文一路5号")
-    ]
+HANGZHOU = "杭州市西湖区文一路5号"
 
 
 @pytest.mark.parametrize(
     ("line", "address"),
     [
-        ("订单 OD2611250001 杭州市西湖区文一路5号", "杭州市西湖区文一路5号"),
-        ("订单号：OD2611250001，杭州市西湖区文一路5号", "杭州市西湖区文一路5号"),
-        ("杭州市西湖区文一路5号，订单 OD2611250001", "杭州市西湖区文一路5号"),
+        # the run's own order named beside the address (``without_values_at_its_ends``)
+        ("OD2611250001 杭州市西湖区文一路5号", HANGZHOU),
+        ("杭州市西湖区文一路5号 OD2611250001", HANGZHOU),
+        ("od2611250001，杭州市西湖区文一路5号", HANGZHOU),
+        # ... called by its name: taken off only at the very start, "…, for OD…" kept "for"
+        ("订单 OD2611250001 杭州市西湖区文一路5号", HANGZHOU),
+        ("订单号：OD2611250001，杭州市西湖区文一路5号", HANGZHOU),
+        ("杭州市西湖区文一路5号，订单 OD2611250001", HANGZHOU),
         ("order OD2611250001: 12 Baker Street, London", "12 Baker Street, London"),
         ("12 Baker Street, London, for order OD2611250001", "12 Baker Street, London"),
         ("change it to 12 Baker Street, London, for OD2611250001", "12 Baker Street, London"),
+        # an address suggested as a question: its 要不 or 吗 was written into the address
+        ("要不送到杭州市西湖区文一路5号吗", HANGZHOU),
+        ("能送到杭州市西湖区文一路5号吗", HANGZHOU),
+        ("送到杭州市西湖区文一路5号可以吗", HANGZHOU),
+        ("送到杭州市西湖区文一路5号行不行", HANGZHOU),
+        ("改成杭州市西湖区文一路5号吗", HANGZHOU),
     ],
 )
-async def test_the_run_s_own_order_called_by_its_name_is_no_part_of_the_address(
+async def test_the_address_in_an_answer_is_what_is_written(
     tmp_path: Path, line: str, address: str
 ) -> None:
-    """Found on main: "订单 OD… 杭州市…" was proposed whole (the id was taken off only at
-    the very start), and "…, for OD…" kept the "for" or all of it."""
-    orders, runtime, asked = await asked_for_the_address(tmp_path, "called")
-    answered = await runtime.start(line, session_id="called")
+    """Found on main: the whole line was proposed, and a yes wrote the order's id, or the
+    words around the address, into it."""
+    orders, runtime, asked = await asked_for_the_address(tmp_path, "own")
+    answered = await runtime.start(line, session_id="own")
     assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered
-    await runtime.start("确认", session_id="called")
+    await runtime.start("确认", session_id="own")
     assert [row[:2] for row in rows(orders, "address_changes")] == [("OD2611250001", address)]
 
 

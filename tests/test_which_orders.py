@@ -43,6 +43,7 @@ WHICH = [
     # a review of aa0d7d3: "shipped" said not to be is no filter (only the shipped order
     # was listed); every order is, with its status
     ("which of my orders hasn't shipped yet", ALL_ZH),
+    ("which orders are shipped but not delivered yet?", SHIPPED),
 ]
 
 
@@ -106,3 +107,11 @@ def test_a_line_that_asks_no_status_is_no_list(tmp_path: Path, line: str) -> Non
     """A review of aa0d7d3: "哪个订单先别发货了" (那 typed as 哪) is a cancel."""
     [answer] = talk(tmp_path, line)
     assert answer.intent is None or answer.intent.label != "query_order", answer
+
+
+def test_a_status_set_against_another_is_still_the_filter(tmp_path: Path) -> None:
+    """A review of df2ece2: "not cancelled" here says which to leave out, and the
+    completed filter was dropped with it."""
+    [answer] = talk(tmp_path, "show my completed orders, not cancelled ones")
+    assert answer.status is RunStatus.FINISHED and "(completed)" in (answer.reply or "")
+    assert "waiting to ship" not in (answer.reply or ""), answer.reply

@@ -38,6 +38,13 @@ LABELS = ["订单号", "order number"]
         ("12 Baker Street, for order OD2611250001", "12 Baker Street"),
         ("12 Baker Street for OD2611250001", "12 Baker Street"),
         ("12 Baker Street, order number OD2611250001", "12 Baker Street"),
+        # a review of df2ece2: a word pointing at it, and a dash between
+        ("12 Baker Street, for the order OD2611250001", "12 Baker Street"),
+        ("杭州市文一路5号，这个订单 OD2611250001", "杭州市文一路5号"),
+        ("Order: OD2611250001 - 12 Baker Street", "12 Baker Street"),
+        ("12 Baker Street - for order OD2611250001", "12 Baker Street"),
+        # a pointing word without the label stays: "the" may end a name
+        ("12 Baker Street, The OD2611250001", "12 Baker Street, The"),
         # a word that only ends like a joining word or a label stays: "Boston" is no "on"
         ("12 Main Street, Boston OD2611250001", "12 Main Street, Boston"),
         ("12 Bakerorder OD2611250001", "12 Bakerorder"),

@@ -57,12 +57,15 @@ from corral.runtime.view import Persist
 
 WHOLE_ANSWER_CHARS = 200
 """The longest answer taken whole as a ``whole_answer`` entity's value."""
-_AROUND_A_VALUE = " \t,，、:：;；.。"
+_AROUND_A_VALUE = " \t,，、:：;；.。-–—"
 """What separates a value named at an answer's start or end from the answer."""
 
 
 _JOINING_WORDS = ("for", "of", "on")
 """English words that join a value named at an answer's end to it ("…, for OD…")."""
+_POINTING_WORDS = ("the", "my", "this", "that", "这个", "这笔", "该", "给")
+"""Words that point at a value called by its label ("…, for the order OD…", "…，这个订单
+OD…")."""
 
 
 def called(labels: Collection[str]) -> tuple[str, ...]:
@@ -115,7 +118,10 @@ def without_values_at_its_ends(
             text = text[after_lead + size :].lstrip(_AROUND_A_VALUE)
         elif start[len(text) - size :] == folded:
             text = text[: len(text) - size].rstrip(_AROUND_A_VALUE + "#")
-            text = _without_end(_without_end(text, names), _JOINING_WORDS)
+            called_so = _without_end(text, names)
+            if called_so != text:
+                called_so = _without_end(called_so, _POINTING_WORDS)
+            text = _without_end(called_so, _JOINING_WORDS)
     return text
 
 
