@@ -331,19 +331,13 @@ HANGZHOU = "杭州市西湖区文一路5号"
         ("order OD2611250001: 12 Baker Street, London", "12 Baker Street, London"),
         ("12 Baker Street, London, for order OD2611250001", "12 Baker Street, London"),
         ("change it to 12 Baker Street, London, for OD2611250001", "12 Baker Street, London"),
-        # an address suggested as a question: its 要不 or 吗 was written into the address
-        ("要不送到杭州市西湖区文一路5号吗", HANGZHOU),
-        ("能送到杭州市西湖区文一路5号吗", HANGZHOU),
-        ("送到杭州市西湖区文一路5号可以吗", HANGZHOU),
-        ("送到杭州市西湖区文一路5号行不行", HANGZHOU),
-        ("改成杭州市西湖区文一路5号吗", HANGZHOU),
     ],
 )
 async def test_the_address_in_an_answer_is_what_is_written(
     tmp_path: Path, line: str, address: str
 ) -> None:
     """Found on main: the whole line was proposed, and a yes wrote the order's id, or the
-    words around the address, into it."""
+    words that call it, into the address."""
     orders, runtime, asked = await asked_for_the_address(tmp_path, "own")
     answered = await runtime.start(line, session_id="own")
     assert answered.run_id == asked and answered.status is RunStatus.AWAITING_CONFIRM, answered

@@ -109,6 +109,15 @@ def test_a_line_that_asks_no_status_is_no_list(tmp_path: Path, line: str) -> Non
     assert answer.intent is None or answer.intent.label != "query_order", answer
 
 
+@pytest.mark.parametrize(
+    "line", ["which orders are still not completed", "list orders not completed"]
+)
+def test_a_status_said_not_to_be_is_no_filter(tmp_path: Path, line: str) -> None:
+    """A review of fb1d8a1: each listed only the completed order."""
+    [answer] = talk(tmp_path, line)
+    assert "waiting to ship" in (answer.reply or ""), answer.reply
+
+
 def test_a_status_set_against_another_is_still_the_filter(tmp_path: Path) -> None:
     """A review of df2ece2: "not cancelled" here says which to leave out, and the
     completed filter was dropped with it."""
