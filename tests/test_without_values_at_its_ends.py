@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from corral.runtime.loop import without_values_at_its_ends
+from corral.runtime.loop import called, without_values_at_its_ends
 
 
 @pytest.mark.parametrize(
@@ -55,6 +55,19 @@ LABELS = ["订单号", "order number"]
 )
 def test_a_value_called_by_its_label_is_taken_off_with_it(text: str, left: str) -> None:
     assert without_values_at_its_ends(text, ["OD2611250001"], LABELS) == left
+
+
+def test_a_label_in_letters_shortens_by_whole_words_only() -> None:
+    assert called(["product", "订单号", "order number"]) == (
+        "order number",
+        "product",
+        "order",
+        "订单号",
+        "订单",
+    )
+    assert without_values_at_its_ends("pr HD2024: 12 Baker St", ["HD2024"], ["product"]) == (
+        "pr HD2024: 12 Baker St"
+    )
 
 
 @given(

@@ -72,12 +72,13 @@ def called(labels: Collection[str]) -> tuple[str, ...]:
     """What a value may be called before it, longest first.
 
     Each label and its shorter starts: "订单号" and "订单"; "order number" and "order".
+    A label in letters shortens by whole words only ("product" is no "pr").
     """
     names: set[str] = set()
     for label in labels:
         label = label.strip().casefold()
         words = label.split()
-        if len(words) > 1:
+        if len(words) > 1 or label.isascii():
             names.update(" ".join(words[:n]) for n in range(1, len(words) + 1))
         else:
             names.update(label[:n] for n in range(2, len(label) + 1))
