@@ -66,7 +66,7 @@ def test_classifier_catches_what_the_rules_miss(tmp_path: Path) -> None:
 
 
 def test_eval_reports_the_seed_004_metrics(tmp_path: Path) -> None:
-    # ~50 s of CPU for its 151 cases: a loaded 2-core CI machine took over 180 s
+    # ~50 s of CPU for its 155 cases: a loaded 2-core CI machine took over 180 s
     done = corral_cli(tmp_path, "eval", str(ORDERS), "--json", timeout=900)
     report = json.loads(done.stdout)
     assert report["cases"] >= 100
