@@ -43,6 +43,9 @@ LABELS = ["订单号", "order number"]
         ("杭州市文一路5号，这个订单 OD2611250001", "杭州市文一路5号"),
         ("Order: OD2611250001 - 12 Baker Street", "12 Baker Street"),
         ("12 Baker Street - for order OD2611250001", "12 Baker Street"),
+        # a letter that folds longer (ß -> ss) before the value moved every index after it
+        ("Hauptstraße 5, OD2611250001", "Hauptstraße 5"),
+        ("Hauptstraße 5, for order OD2611250001", "Hauptstraße 5"),
         # a pointing word without the label stays: "the" may end a name
         ("12 Baker Street, The OD2611250001", "12 Baker Street, The"),
         # a word that only ends like a joining word or a label stays: "Boston" is no "on"

@@ -87,9 +87,9 @@ def called(labels: Collection[str]) -> tuple[str, ...]:
 
 def _without_end(text: str, words: Collection[str]) -> str:
     """``text`` less one of ``words`` it ends with (as a word, where it is in letters)."""
-    folded = text.casefold()
     for word in words:
-        if folded.endswith(word):
+        # the end folded, not the whole: folding may lengthen a letter (ß -> ss) before it
+        if len(word) <= len(text) and text[len(text) - len(word) :].casefold() == word:
             before = text[: len(text) - len(word)]
             if not word[0].isascii() or not before or not before[-1].isalnum():
                 return before.rstrip(_AROUND_A_VALUE)
@@ -112,12 +112,13 @@ def without_values_at_its_ends(
         size, folded = len(value), value.casefold()
         if not value or size > len(text):
             continue
-        start = text.casefold()
-        lead = next((n for n in names if start.startswith(n)), "")
+        # each slice folded on its own: folding the whole text may lengthen a letter (ß ->
+        # ss) and move every index after it
+        lead = next((n for n in names if text[: len(n)].casefold() == n), "")
         after_lead = len(text) - len(text[len(lead) :].lstrip(_AROUND_A_VALUE + "#"))
-        if start[after_lead : after_lead + size] == folded and (lead or not after_lead):
+        if text[after_lead : after_lead + size].casefold() == folded and (lead or not after_lead):
             text = text[after_lead + size :].lstrip(_AROUND_A_VALUE)
-        elif start[len(text) - size :] == folded:
+        elif text[len(text) - size :].casefold() == folded:
             text = text[: len(text) - size].rstrip(_AROUND_A_VALUE + "#")
             called_so = _without_end(text, names)
             if called_so != text:
@@ -323,10 +324,10 @@ class RunLoop:
                 }
                 named = [v for n, v in found.items() if n in own and isinstance(v, str)]
                 labels = [
-                    text
+                    said
                     for name in own
                     if (called_as := agent.config.entities[name].label) is not None
-                    for text in (called_as.zh, called_as.en)
+                    for said in (called_as.zh, called_as.en)
                 ]
                 whole = without_values_at_its_ends(whole, named, labels)
                 if whole != typed and withdraws(whole):  # "等一下，不改了"
