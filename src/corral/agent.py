@@ -73,6 +73,29 @@ def shown_entities(config: AgentConfig) -> set[str]:
     return {name for name, spec in config.entities.items() if spec.kind != "date_range"}
 
 
+ENDING_TEMPLATES = ("handoff", "failed", "outcome_unknown")
+"""corral's templates a run may end with at any point of any plan (``RunLoop.handoff``)."""
+
+
+def _ending_template_problems(config: AgentConfig, renderer: ReplyRenderer) -> list[str]:
+    """An ending template of the agent's own may show entities and facts some plan publishes.
+
+    Rendered wherever a run hands off, it may find a value not known yet (it then says
+    corral's own text); a name no run could ever know is a typo, refused here.
+    """
+    known = shown_entities(config) | {
+        fact for plan in config.plans.values() for step in plan.steps for fact in step.facts
+    }
+    return [
+        f"template {name!r} uses {{{used}}}, which is no entity and no fact any plan "
+        "publishes (it is said when a run hands off, with what the run knows)"
+        for name in ENDING_TEMPLATES
+        if name in config.templates
+        for used in sorted(renderer.uses(name))
+        if used.split(".")[0] not in known
+    ]
+
+
 @dataclass(frozen=True)
 class Agent:
     """A ready-to-run agent. Build it with ``Agent.build`` or ``load_agent``.
@@ -611,6 +634,7 @@ class Agent:
                         f"entity (entities: {declared_entities})",
                     )
         problems.extend(_decision_problems(config, registry))
+        problems.extend(_ending_template_problems(config, renderer))
         for reminder in ("still_asked", "still_to_confirm", "waiting_prompt"):
             extra = sorted(renderer.uses(reminder) - {"question"})
             if extra:  # rendered beside another run's question, with no run's values

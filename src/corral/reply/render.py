@@ -149,6 +149,15 @@ class ReplyRenderer:
         }
         """Template -> the placeholders it uses, found once (most replies use none)."""
 
+    def own_text(self, name: str, language: Language) -> str:
+        """The built-in text of a template the agent may have replaced (``handoff``...).
+
+        What a run that must hand off says when the agent's text names a value the run
+        does not have yet: the safety net never fails for want of a value.
+        """
+        template = DEFAULT_TEMPLATES[name]
+        return template.zh if language == "zh" else template.en
+
     def has(self, name: str) -> bool:
         """Whether a template of that name exists."""
         return name in self._templates

@@ -7,6 +7,7 @@ buffered events durable at the points where that matters.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection
 from typing import Any
 
@@ -54,6 +55,8 @@ from corral.runtime.follow import may_follow, plans_a_write
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
+
+logger = logging.getLogger(__name__)
 
 WHOLE_ANSWER_CHARS = 200
 """The longest answer taken whole as a ``whole_answer`` entity's value."""
@@ -771,7 +774,12 @@ class RunLoop:
     ) -> None:
         packet = self.packet(reason, code)
         self.journal.emit("handoff", HandedOff(packet))
-        self._reply(self.agent.renderer.render(template, {}, self.state.language), template)
+        try:  # the agent's own text may show what the run knows ("order {order_id}")
+            text = self.render(template)
+        except TemplateInvalidError as exc:  # a value not known yet: corral's own text
+            logger.warning("run %s: %s; corral's own text was said", self.state.run_id, exc)
+            text = self.agent.renderer.own_text(template, self.state.language)
+        self._reply(text, template)
         self.journal.transition(status, reason)
         self._emit_finished(status, outcome or template, code)
 
