@@ -331,8 +331,8 @@ def _edited(rows: list[dict[str, Any]], how: str) -> list[dict[str, Any]]:
     ("how", "says"),
     [
         ("format", "is in format 99"),
-        ("seq repeated", "numbers its events other than 1, 2, 3"),
-        ("seq swapped", "numbers its events other than 1, 2, 3"),
+        ("seq repeated", "event 3 is missing or out of order"),
+        ("seq swapped", "event 2 is missing or out of order"),
         ("no message", "holds no message that started the run"),
     ],
 )

@@ -227,10 +227,13 @@ def test_a_stored_row_that_does_not_fit_is_store_corrupt(
 def test_a_deprecated_event_type_still_folds(tmp_path: Path) -> None:
     store, run_id = old_home(tmp_path / "home")
     with sqlite3.connect(tmp_path / "home" / "corral.db") as db:
-        db.execute(
-            "INSERT INTO corral_events VALUES (?, 99, '2026-11-29 10:00:01', "
+        (last,) = db.execute(
+            "SELECT max(seq) FROM corral_events WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        db.execute(  # the next event, as a corral that still wrote the type would have
+            "INSERT INTO corral_events VALUES (?, ?, '2026-11-29 10:00:01', "
             "'stage_started', 'plan', '{\"stage\": \"plan\"}')",
-            (run_id,),
+            (run_id, last + 1),
         )
     events = store.load_events(run_id)
     assert events[-1].type is EventType.STAGE_STARTED

@@ -360,9 +360,19 @@ def decode_rows(
 ) -> list[Event]:
     """The events of stored rows (one run's, by ``seq``), validated into their payloads.
 
+    A run's events are numbered from 1 without a gap: a row missing or out of its place
+    is ``STORE_CORRUPT``, before any is decoded, so nothing runs on from a log short of it.
+
     ``plan_bodies`` looks the plans the rows refer to up by hash.
     """
     parsed = [(row, *_parsed(row)) for row in rows]
+    for expected, (row, *_) in enumerate(parsed, start=1):
+        if row.seq != expected:  # a row lost, or moved: the log would go on without it
+            raise StoreCorruptError(
+                f"event {expected} is missing or out of order (event {row.seq} stands in its "
+                "place: rows removed, repeated or moved)",
+                run_id=row.run_id,
+            )
     wanted = {
         data["plan"][STEPS_REF]
         for _, kind, data, _ in parsed

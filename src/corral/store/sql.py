@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import (
     Column,
     CompoundSelect,
@@ -58,6 +59,7 @@ from corral.errors import (
     LeaseLostError,
     MessageRepeatedError,
     RunBusyError,
+    StoreCorruptError,
     StoreReadOnlyError,
     StoreUnavailableError,
 )
@@ -88,6 +90,7 @@ from corral.store.faults import store_faults
 from corral.store.figures import Figures, ToolLatency, aggregate, latencies
 from corral.store.in_place import InPlaceWrites
 from corral.store.instant import Instant, read_instant
+from corral.validation import validation_problems
 
 metadata = MetaData()
 
@@ -1258,17 +1261,33 @@ def _session_of(row: Any, now: datetime) -> SessionRecord | None:
     expires_at = _stored_time(row.expires_at)
     if expires_at <= now:
         return None
-    data = json.loads(row.data)
+    try:
+        data = _StoredSession.model_validate_json(row.data)
+    except ValidationError as exc:
+        problems = validation_problems(exc, 3, root="data")
+        raise StoreCorruptError(
+            f"session {row.session_id} cannot be read: {problems}",
+            hint="delete the session's row (its runs stay), or restore it from a backup",
+        ) from None
     return SessionRecord(
         session_id=row.session_id,
         agent=row.agent,
-        turns=data["turns"],
-        entities=data["entities"],
-        open_run_id=data.get("open_run_id"),
+        turns=data.turns,
+        entities=data.entities,
+        open_run_id=data.open_run_id,
         updated_at=_stored_time(row.updated_at),
         expires_at=expires_at,
-        earlier_open_runs=data.get("earlier_open_runs", []),
+        earlier_open_runs=data.earlier_open_runs,
     )
+
+
+class _StoredSession(BaseModel):
+    """A session row's ``data`` as ``_put_session`` writes it: read back only if it fits."""
+
+    turns: list[dict[str, Any]]
+    entities: dict[str, Any]
+    open_run_id: str | None = None
+    earlier_open_runs: list[str] = Field(default_factory=list)
 
 
 def _stored_time(value: Any) -> datetime:
