@@ -132,3 +132,17 @@ def test_through_the_cli_the_run_is_stored_and_listed(tmp_path: Path) -> None:
         assert record is not None and record.status == "handed_off"
     finally:
         store.engine.dispose()
+
+
+def test_an_agent_yaml_given_for_its_folder_is_named_so(tmp_path: Path) -> None:
+    """Found by the same review: ``load_agent(".../agent.yaml")`` said the file "has no
+    agent.yaml"; ``corral run`` with the file said the same."""
+    from corral import load_agent
+
+    folder = tmp_path / "edge"
+    folder.mkdir()
+    (folder / "agent.yaml").write_text(yaml.safe_dump(config()))
+    with pytest.raises(ConfigInvalidError, match="is a file; an agent is loaded from its folder"):
+        load_agent(folder / "agent.yaml")
+    done = corral_cli(tmp_path / "home", "run", str(folder / "agent.yaml"), "lookup A1", ok=False)
+    assert done.returncode == 2 and "is a file" in done.stdout + done.stderr

@@ -1169,6 +1169,11 @@ def load_agent(
     ``mcp_servers`` name a ``${NAME}`` still runs it: its servers are started here to list
     their tools, and that name may be one of setup's deps.
     """
+    if Path(agent_dir).is_file():  # the agent.yaml itself, say: "has no agent.yaml" misled
+        raise ConfigInvalidError(
+            f"{agent_dir} is a file; an agent is loaded from its folder",
+            hint=f"pass the folder that holds agent.yaml and tools.py ({Path(agent_dir).parent})",
+        )
     if not (Path(agent_dir) / "agent.yaml").is_file():
         raise ConfigInvalidError(f"{agent_dir} has no agent.yaml")
     # a str as a folder, as agent_dir takes one (a str data_dir failed in setup() as
