@@ -107,3 +107,26 @@ def test_a_damaged_session_row_is_store_corrupt(tmp_path: Path, data: str) -> No
     assert "Traceback" not in done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "STORE_CORRUPT"
     assert entries(home) == []
+
+
+def test_one_damaged_run_hides_none_of_the_others_from_traces(tmp_path: Path) -> None:
+    """Found by the same review: ``corral traces`` with filters refused every run for the
+    damage of one; it now shows the others, names the damaged one and exits 2 (as ``ls``
+    does for an entry it cannot read)."""
+    home = tmp_path / "home"
+    healthy, damaged = paused_run(home), paused_run(home)
+    with sqlite3.connect(home / "corral.db") as db:
+        db.execute(
+            "UPDATE corral_events SET data = '{not json' WHERE run_id = ? AND seq = 2", (damaged,)
+        )
+    for as_json in (True, False):
+        done = corral_cli(
+            home, "traces", "--status", "awaiting_confirm", *(["--json"] * as_json), ok=False
+        )
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr
+        assert "STORE_CORRUPT" in done.stderr and damaged in done.stderr
+        assert healthy in done.stdout and damaged not in done.stdout
+        if as_json:  # stdout stays one record a line
+            records = [json.loads(line) for line in done.stdout.splitlines()]
+            assert {r["run_id"] for r in records} == {healthy}

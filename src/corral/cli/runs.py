@@ -28,8 +28,9 @@ from corral.cli.common import (
     _touch_log,
     app,
     console,
+    err_console,
 )
-from corral.errors import InvalidArgumentError, RunNotFoundError
+from corral.errors import InvalidArgumentError, RunNotFoundError, StoreCorruptError
 from corral.inputs import require_one_input, require_words
 from corral.observe.terminal import indented, visible
 
@@ -457,15 +458,28 @@ def _many_traces(
         until=parse_time(until) if until is not None else None,
         limit=limit,
     )
-    every = [
-        record for run_id in reversed(ids) for record in log_records(store.load_events(run_id))
-    ]
+    every: list[dict[str, Any]] = []
+    damaged: list[StoreCorruptError] = []
+    for run_id in reversed(ids):
+        try:
+            every += log_records(store.load_events(run_id))
+        except StoreCorruptError as exc:  # one damaged run hides none of the others
+            damaged.append(exc)
     _check_stage(lines[0], every)
     records = [record for record in every if keep(record, *lines)]
     if not ids and not as_json:
         console.print("no runs match")
         return
     _print_traces(records, as_json, with_run=True)
+    for problem in damaged:  # after them, apart from them (stdout stays one record a line)
+        err_console.print(
+            f"[red]error[/red] [bold]{problem.code.value}[/bold]: ",
+            Text(visible(problem.message)),
+            sep="",
+            soft_wrap=True,
+        )
+    if damaged:  # as ``ls`` does: what could be read is shown, and the exit says it was not all
+        raise typer.Exit(2)
 
 
 def _print_traces(records: list[dict[str, Any]], as_json: bool, *, with_run: bool) -> None:
