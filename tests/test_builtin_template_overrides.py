@@ -146,3 +146,35 @@ def test_an_agent_yaml_given_for_its_folder_is_named_so(tmp_path: Path) -> None:
         load_agent(folder / "agent.yaml")
     done = corral_cli(tmp_path / "home", "run", str(folder / "agent.yaml"), "lookup A1", ok=False)
     assert done.returncode == 2 and "is a file" in done.stdout + done.stderr
+
+
+async def test_an_agent_in_one_language_writes_its_templates_once() -> None:
+    """Found by the same review: ``templates: {done: {en: ...}}`` was CONFIG_INVALID
+    (``templates.done.zh: Field required``): an English-only desk had to write Chinese it
+    cannot read. The text given stands for both languages."""
+    cfg = config(handoff={"en": HANDOFF_EN})
+    cfg["templates"]["greeting"] = {"zh": "您好！"}
+    cfg["intents"].append(
+        {
+            "name": "hello",
+            "rules": [{"keywords": ["hello", "你好"], "confidence": 0.9}],
+            "route": "reply",
+            "reply": "greeting",
+        }
+    )
+    runtime = Runtime(Agent.build(parse_config(cfg), [boom]))
+    english = await runtime.start("lookup A123 please")
+    chinese = await runtime.start("lookup 订单 A123，查一下")
+    assert english.reply == chinese.reply == "Passed on to a colleague, order A123."
+    assert (await runtime.start("hello there")).reply == "您好！"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [({}, "zh: Field required"), ({"fr": "Bonjour"}, "fr: Extra inputs"), ({"en": 5}, "en:")],
+)
+def test_a_template_with_no_text_is_still_refused(text: dict[str, Any], says: str) -> None:
+    cfg = config()
+    cfg["templates"]["greeting"] = text
+    with pytest.raises(ConfigInvalidError, match=f"templates.greeting.{says}"):
+        Agent.build(parse_config(cfg), [boom])

@@ -130,10 +130,25 @@ class ModelConfig(_Strict):
 
 
 class TemplateText(_Strict):
-    """A reply template in Chinese and English."""
+    """A reply template in Chinese and English.
+
+    One of the two may be left out: an agent that serves one language writes it once, and
+    its text is said in the other language too (``{en: "Done."}`` answers a Chinese
+    message with "Done."), rather than the agent inventing a translation it cannot read.
+    """
 
     zh: str
     en: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_for_both(cls, value: Any) -> Any:
+        """The text given in one language stands for the other; neither is an error."""
+        if isinstance(value, dict) and len(value.keys() & {"zh", "en"}) == 1:
+            given = value.get("zh", value.get("en"))
+            if isinstance(given, str):  # else its own error, under the name it was given
+                return {**value, "zh": given, "en": given}
+        return value
 
 
 def _flat(value: list[Any]) -> list[Any]:
