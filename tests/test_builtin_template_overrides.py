@@ -178,3 +178,23 @@ def test_a_template_with_no_text_is_still_refused(text: dict[str, Any], says: st
     cfg["templates"]["greeting"] = text
     with pytest.raises(ConfigInvalidError, match=f"templates.greeting.{says}"):
         Agent.build(parse_config(cfg), [boom])
+
+
+def test_an_agent_whose_plans_a_model_writes_may_show_their_facts() -> None:
+    """Found by the review of this change: a model's plan may publish any fact, so the
+    check at load refused a handoff text an agent with a model planner could fill."""
+    cfg = config(handoff={"en": "Passed on; ticket {ticket_id}."})
+    cfg["intents"][0] = {**cfg["intents"][0], "planner": "model", "tools": ["boom"]}
+    del cfg["intents"][0]["plan"]
+    del cfg["plans"]
+    agent = Agent.build(parse_config(cfg), [boom])
+    assert agent.renderer.uses("handoff") == {"ticket_id"}
+
+
+def test_a_template_corral_does_not_ship_falls_back_to_its_handoff_text() -> None:
+    from corral.config import TemplateText
+    from corral.reply.render import ReplyRenderer
+
+    renderer = ReplyRenderer({"refused": TemplateText(zh="不行 {x}", en="No {x}")})
+    assert renderer.own_text("refused", "en") == DEFAULT_TEMPLATES["handoff"].en
+    assert renderer.own_text("failed", "zh") == DEFAULT_TEMPLATES["failed"].zh

@@ -1,9 +1,10 @@
 """The envelope of a call built without validating it again, and outputs checked as before.
 
 ``invoke_tool`` builds its ``ToolResult`` from values it typed itself (``ToolResult.made``)
-and only dumps a result that is exactly an instance of the tool's declared model. These
-tests pin that what users, the log and HTTP see is what a validated envelope gave, and
-that every other result is still validated against the declared model.
+and validates a result that is an instance of the tool's declared model by its values
+(pydantic hands an instance back unchecked). These tests pin that what users, the log and
+HTTP see is what a validated envelope gave, and that every result is validated against the
+declared model.
 """
 
 from __future__ import annotations
@@ -206,3 +207,55 @@ async def test_a_run_logs_and_summarises_a_made_envelope_as_a_validated_one() ->
         duration_ms=stored["duration_ms"],
     )
     assert stored["result"] == expected.model_dump(mode="json")
+
+
+class Order(BaseModel):
+    order_id: str
+    amount: int
+
+
+class Refund(Order):
+    """A subclass with a field of its own: the result is the declared model's."""
+
+    card: str
+
+
+def _order_tool(make: Any) -> ToolSpec:
+    @tool
+    def lookup() -> Order:
+        return make()  # type: ignore[no-any-return]
+
+    return lookup
+
+
+def _changed() -> Order:
+    order = Order(order_id="OD1", amount=5)
+    order.amount = "lots"  # type: ignore[assignment]  # no validate_assignment
+    return order
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (_changed, "valid integer"),
+        (lambda: Order.model_construct(order_id="OD1"), "Field required"),
+        (lambda: Refund.model_construct(order_id="OD1", card="4111"), "Field required"),
+    ],
+    ids=["changed after it was made", "constructed without a field", "a subclass constructed"],
+)
+async def test_an_instance_of_the_declared_model_is_validated_by_its_values(
+    make: Any, says: str
+) -> None:
+    """Found by a review: a tool returning an ``OrderInfo`` whose ``amount`` was set to
+    "lots" after it was made succeeded, and the user was told "amount lots"; one built by
+    ``model_construct`` without its fields succeeded with half a result."""
+    result = await _call(_order_tool(make))
+    assert result.status is ToolStatus.ERROR
+    assert result.error_code == ErrorCode.TOOL_OUTPUT_INVALID.value
+    assert says in (result.error_message or "")
+
+
+async def test_a_valid_instance_is_the_declared_model_s_values() -> None:
+    plain = await _call(_order_tool(lambda: Order(order_id="OD1", amount=5)))
+    sub = await _call(_order_tool(lambda: Refund(order_id="OD1", amount=5, card="4111")))
+    assert plain.data == sub.data == {"order_id": "OD1", "amount": 5}  # no card

@@ -130,3 +130,6 @@ def test_one_damaged_run_hides_none_of_the_others_from_traces(tmp_path: Path) ->
         if as_json:  # stdout stays one record a line
             records = [json.loads(line) for line in done.stdout.splitlines()]
             assert {r["run_id"] for r in records} == {healthy}
+    # a stage only the damaged run could have named: refused, and the damage said first
+    done = corral_cli(home, "traces", "--status", "awaiting_confirm", "--stage", "own", ok=False)
+    assert done.returncode == 2 and "STORE_CORRUPT" in done.stderr and damaged in done.stderr

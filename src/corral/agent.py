@@ -81,8 +81,11 @@ def _ending_template_problems(config: AgentConfig, renderer: ReplyRenderer) -> l
     """An ending template of the agent's own may show entities and facts some plan publishes.
 
     Rendered wherever a run hands off, it may find a value not known yet (it then says
-    corral's own text); a name no run could ever know is a typo, refused here.
+    corral's own text); a name no run could ever know is a typo, refused here. A model's
+    plan may publish facts no config names, so an agent with one is not checked.
     """
+    if any(intent.planner == "model" for intent in config.intents):
+        return []
     known = shown_entities(config) | {
         fact for plan in config.plans.values() for step in plan.steps for fact in step.facts
     }

@@ -465,19 +465,19 @@ def _many_traces(
             every += log_records(store.load_events(run_id))
         except StoreCorruptError as exc:  # one damaged run hides none of the others
             damaged.append(exc)
-    _check_stage(lines[0], every)
-    records = [record for record in every if keep(record, *lines)]
-    if not ids and not as_json:
-        console.print("no runs match")
-        return
-    _print_traces(records, as_json, with_run=True)
-    for problem in damaged:  # after them, apart from them (stdout stays one record a line)
+    for problem in damaged:  # on stderr, apart from the records (stdout: one record a line)
         err_console.print(
             f"[red]error[/red] [bold]{problem.code.value}[/bold]: ",
             Text(visible(problem.message)),
             sep="",
             soft_wrap=True,
         )
+    _check_stage(lines[0], every)
+    records = [record for record in every if keep(record, *lines)]
+    if not ids and not as_json:
+        console.print("no runs match")
+        return
+    _print_traces(records, as_json, with_run=True)
     if damaged:  # as ``ls`` does: what could be read is shown, and the exit says it was not all
         raise typer.Exit(2)
 

@@ -155,7 +155,7 @@ class ReplyRenderer:
         What a run that must hand off says when the agent's text names a value the run
         does not have yet: the safety net never fails for want of a value.
         """
-        template = DEFAULT_TEMPLATES[name]
+        template = DEFAULT_TEMPLATES.get(name, DEFAULT_TEMPLATES["handoff"])
         return template.zh if language == "zh" else template.en
 
     def has(self, name: str) -> bool:

@@ -130,7 +130,10 @@ def read_log(path: Path) -> list[Event]:
     try:
         events = decode_rows(rows, lambda keys: {k: bodies[k] for k in keys if k in bodies})
     except StoreCorruptError as exc:
-        raise ConfigInvalidError(f"the recorded log {path}: {exc.base_message}") from None
+        raise ConfigInvalidError(
+            f"the recorded log {path}: {exc.base_message}",
+            hint="record the run again with `corral record RUN_ID --suite FILE`",
+        ) from None
     if not events:
         raise ConfigInvalidError(f"the recorded log {path} holds no event")
     _check_whole(path, log.format, events)

@@ -103,9 +103,7 @@ def _normalise_output(spec: ToolSpec, returned: Any) -> dict[str, Any] | None:
         if spec.may_return_none:
             return None
         raise ToolOutputInvalidError(f"tool {spec.name!r} returned None")
-    # An instance of exactly the declared model: validation would return it as it is.
-    exact = type(returned) is spec.output_type
-    model = returned if exact else _validated_output(spec, returned)
+    model = _validated_output(spec, returned)
     # Dumped as the declared model, not as the instance's own class: an instance of a
     # subclass would otherwise add its extra fields (a password, say) to the result.
     try:
@@ -193,18 +191,41 @@ def _finite(spec: ToolSpec, dumped: dict[str, Any]) -> dict[str, Any]:
 
 
 def _validated_output(spec: ToolSpec, returned: Any) -> BaseModel:
-    """``returned`` validated against the tool's output model (``ToolOutputInvalidError``)."""
+    """``returned`` validated against the tool's output model (``ToolOutputInvalidError``).
+
+    An instance of that model (or of a subclass) is validated by its values, not handed
+    back as it is (pydantic's ``revalidate_instances="never"``): one whose field was set to
+    a value of another type after it was made (``order.amount = "lots"``), or one made by
+    ``model_construct`` without its required fields, would be a result, its facts read by
+    rules and replies, that no validation saw.
+    """
     validator = spec.output_model.__pydantic_validator__  # model_validate's, without its wrapper
+    by_name = False  # a mapping the tool built is read by the fields' aliases, as ever
+    if spec.wrapped:
+        returned = {VALUE_FIELD: returned}
+    elif isinstance(returned, spec.output_model):
+        returned, by_name = _own_values(spec.output_model, returned), True
     try:
-        model: BaseModel = validator.validate_python(
-            {VALUE_FIELD: returned} if spec.wrapped else returned
-        )
+        model: BaseModel = validator.validate_python(returned, by_name=by_name)
     except ValidationError as exc:
         raise ToolOutputInvalidError(
             f"tool {spec.name!r} returned data that does not match "
             f"{getattr(spec.returns, '__name__', spec.returns)}: {validation_messages(exc, 1)}"
         ) from None
     return model
+
+
+def _own_values(declared: type[BaseModel], instance: BaseModel) -> dict[str, Any]:
+    """The values of ``instance`` for the fields ``declared`` has, by field name.
+
+    A subclass's own fields are left out (the result is the declared model's), and an
+    instance that allows extra fields keeps those it holds.
+    """
+    values = instance.__dict__
+    if type(instance) is not declared:
+        values = {name: values[name] for name in declared.model_fields if name in values}
+    extra = instance.__pydantic_extra__
+    return {**values, **extra} if extra else values
 
 
 NOT_CONNECTED: tuple[type[BaseException], ...] = (ConnectionRefusedError, socket.gaierror)

@@ -77,23 +77,6 @@ class ToolSpec:
         return may_be_long(self.output_model)
 
     @functools.cached_property
-    def output_type(self) -> type[BaseModel] | None:
-        """The class whose instances validation would hand back as they are, if any.
-
-        A tool that returns an instance of exactly its declared model (not a subclass)
-        is then only dumped: validating it again returns the same instance, unless the
-        model asks to revalidate instances or declares a model validator (validation runs
-        those on an instance too: one changed after it was made is refused). ``None`` when
-        every result is validated.
-        """
-        model = self.output_model
-        if self.wrapped or model.model_config.get("revalidate_instances", "never") != "never":
-            return None
-        if model.__pydantic_decorators__.model_validators:
-            return None
-        return model
-
-    @functools.cached_property
     def is_async(self) -> bool:
         """True for ``async def`` tools; sync tools run in a worker thread."""
         return inspect.iscoroutinefunction(self.fn)
