@@ -273,6 +273,31 @@ async def test_the_default_prompt_never_shows_a_sensitive_argument() -> None:
     )
 
 
+async def test_a_plan_s_own_prompt_never_shows_a_sensitive_argument_either() -> None:
+    """Found by a review: ``{args.card_holder}`` in a plan's own prompt showed the value that
+    ``{call}`` hides, to every API client and terminal the prompt reaches."""
+
+    @tool(policy=CONFIRMED_WRITE)
+    def verify_card(card_holder: Annotated[str, Sensitive()], amount: int) -> Paid:
+        """Checks the card."""
+        return Paid(amount=amount)
+
+    agent = build_agent(
+        [verify_card],
+        [{"id": "v", "tool": "verify_card", "args": {"card_holder": "Zhang San", "amount": 5}}],
+        plan_extra={"confirm": {"v": "mine"}},
+        templates={
+            "mine": {
+                "zh": "确认给 {args.card_holder} 验证 {args.amount} 元吗？",
+                "en": "Verify {args.amount} for {args.card_holder}?",
+            }
+        },
+    )
+    asked = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
+    assert asked.pending is not None
+    assert asked.pending.prompt == "Verify 5 for [REDACTED]?"
+
+
 def refund_by(method: str) -> tuple[Agent, list[str]]:
     """A confirmed refund whose ``method`` is a default the deploy may change."""
     calls: list[str] = []

@@ -116,6 +116,11 @@ CALL_CHARS = 300
 """The most characters of a call that a confirmation shows (a long text argument is cut)."""
 
 
+def masked_args(args: Mapping[str, Any], hidden: Collection[str]) -> dict[str, Any]:
+    """``args`` with each one named in ``hidden`` as ``[REDACTED]``: what a prompt may show."""
+    return {name: REDACTED if name in hidden else value for name, value in args.items()}
+
+
 def call_text(
     tool: str, args: Mapping[str, Any], language: Language, hidden: Collection[str] = ()
 ) -> str:
@@ -128,8 +133,7 @@ def call_text(
     """
     if not args:
         return tool
-    masked = {name: REDACTED if name in hidden else value for name, value in args.items()}
-    shown = clip(display(masked, language), CALL_CHARS)
+    shown = clip(display(masked_args(args, hidden), language), CALL_CHARS)
     return f"{tool}（{shown}）" if language == "zh" else f"{tool} ({shown})"
 
 

@@ -48,7 +48,7 @@ from corral.planning.clarification import (
     latest_mention,
 )
 from corral.planning.validate import PlanGraph, validate_plan
-from corral.reply.render import call_text
+from corral.reply.render import call_text, masked_args
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
 from corral.runtime.follow import may_follow, plans_a_write
@@ -661,7 +661,9 @@ class RunLoop:
 
         hidden = redaction_spec(self.agent)["fields"]
         readable = call_text(tool, shown, self.state.language, hidden)
-        extra = {"tool": tool, "args": shown, "call": readable, **(extra or {})}
+        # ``{args.x}`` hides what ``{call}`` hides: the prompt is a reply, shown and logged
+        masked = masked_args(shown, hidden)
+        extra = {"tool": tool, "args": masked, "call": readable, **(extra or {})}
         problem: str | None = None
         try:
             prompt = self.render(template, extra)
