@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import pytest
 from pydantic import BaseModel
 
 from corral import (
@@ -28,7 +29,7 @@ from corral import (
     parse_config,
     tool,
 )
-from corral.errors import ToolFailedError
+from corral.errors import ConfigInvalidError, ToolFailedError
 from corral.models import ModelRequest, ScriptedModel
 from corral.store.base import Store
 from corral.testing import FixedEffects
@@ -296,6 +297,40 @@ async def test_a_plan_s_own_prompt_never_shows_a_sensitive_argument_either() -> 
     asked = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
     assert asked.pending is not None
     assert asked.pending.prompt == "Verify 5 for [REDACTED]?"
+
+
+class Issued(BaseModel):
+    card_id: str
+    pin: Annotated[str, Sensitive()]
+
+
+@tool
+def issue_card() -> Issued:
+    """Issues a card."""
+    return Issued(card_id="C1", pin="4321")
+
+
+@pytest.mark.parametrize(
+    ("facts", "shown"),
+    [({"pin": "result.pin"}, "{pin}"), ({"card": "result"}, "{card.pin}")],
+    ids=["the field", "the whole result"],
+)
+def test_a_reply_may_not_show_a_fact_from_a_sensitive_field(
+    facts: dict[str, str], shown: str
+) -> None:
+    """Found by a review: a fact published from a ``Sensitive`` output field was said to
+    the user by any template that named it ("Done; your code SECRET-TOKEN-9876"), where
+    ``Sensitive`` says the value is never shown."""
+    step = {"id": "s1", "tool": "issue_card", "args": {}, "facts": facts}
+    templates = {"done_reply": {"en": f"Card issued: {shown}"}}
+    with pytest.raises(ConfigInvalidError, match="from a Sensitive field: it is never shown"):
+        build_agent([issue_card], [step], templates=templates)
+    step["facts"] = {**facts, "card_id": "result.card_id"}
+    build_agent([issue_card], [step], templates={"done_reply": {"en": "Card {card_id} issued"}})
+    step["facts"] = {"card": "result"}  # a part of the whole result that is not the pin
+    build_agent([issue_card], [step], templates={"done_reply": {"en": "Card {card.card_id}"}})
+    with pytest.raises(ConfigInvalidError, match="Sensitive field"):  # all of it: the pin too
+        build_agent([issue_card], [step], templates={"done_reply": {"en": "Card {card}"}})
 
 
 def refund_by(method: str) -> tuple[Agent, list[str]]:

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from corral.config import AgentConfig, IntentSpec, PlanTemplate, load_config
 from corral.contracts import Plan, RouteAction
 from corral.decision.builtin_gates import DEFAULT_GATES
@@ -43,6 +45,7 @@ from corral.planning.validate import (
 from corral.reply.render import ReplyRenderer
 from corral.routing.router import allowed_tools
 from corral.tools.registry import ToolRegistry
+from corral.tools.sensitive import sensitive_fields
 from corral.tools.spec import ToolSpec
 from corral.tools.transport import ToolTransport
 from corral.typecheck import field_type, scalar_kind
@@ -71,6 +74,27 @@ def entity_types(config: AgentConfig) -> dict[str, Any]:
 def shown_entities(config: AgentConfig) -> set[str]:
     """The entities a template may show: all but date ranges, which are no one value."""
     return {name for name, spec in config.entities.items() if spec.kind != "date_range"}
+
+
+def _hidden_source(published: PublishedFacts, used: str) -> str | None:
+    """The tool whose ``Sensitive`` result field the placeholder ``used`` would show, if any.
+
+    ``{pin}`` of a fact published from ``result.pin``, ``{card.pin}`` of one published
+    from the whole result, and ``{card}`` itself (it shows the whole result) show it;
+    ``{card.card_id}`` does not.
+    """
+    root, *rest = used.split(".")
+    for spec, path in published.get(root, []):
+        marked = sensitive_fields(spec.output_model)
+        if not marked:
+            continue
+        shown = (*path, *rest)
+        if any(part in marked for part in shown):
+            return spec.name
+        kind = field_type(spec.output_model, shown)[0] if shown else spec.output_model
+        if isinstance(kind, type) and issubclass(kind, BaseModel) and sensitive_fields(kind):
+            return spec.name  # a part of the result that holds a marked field, shown whole
+    return None
 
 
 ENDING_TEMPLATES = ("handoff", "failed", "outcome_unknown")
@@ -391,11 +415,17 @@ class Agent:
                 )
         for name, extra in sites:
             for used in sorted(self.renderer.uses(name)):
-                if used.split(".")[0] not in known | extra:
+                root = used.split(".")[0]
+                if root not in known | extra:
                     problems.append(
                         f"plan {template}: template {name!r} uses {{{used}}}, which is no "
                         f"entity and no fact the plan publishes "
                         f"(facts: {', '.join(sorted(facts)) or 'none'})"
+                    )
+                elif root not in extra and (source := _hidden_source(published, used)):
+                    problems.append(
+                        f"plan {template}: template {name!r} shows {{{used}}}, which "
+                        f"{source} publishes from a Sensitive field: it is never shown"
                     )
         return problems
 
