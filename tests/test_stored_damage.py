@@ -133,3 +133,39 @@ def test_one_damaged_run_hides_none_of_the_others_from_traces(tmp_path: Path) ->
     # a stage only the damaged run could have named: refused, and the damage said first
     done = corral_cli(home, "traces", "--status", "awaiting_confirm", "--stage", "own", ok=False)
     assert done.returncode == 2 and "STORE_CORRUPT" in done.stderr and damaged in done.stderr
+
+
+def test_events_lost_from_the_end_of_a_run_stop_its_resume(tmp_path: Path) -> None:
+    """Found by the same review: with the last event of a run gone (its write's "entered"
+    mark, in the review), no gap shows it, and resume entered the write a second time.
+    The run's row now says how many events it was written with."""
+    home = tmp_path / "home"
+    run_id = paused_run(home)
+    with sqlite3.connect(home / "corral.db") as db:
+        (last,) = db.execute(
+            "SELECT max(seq) FROM corral_events WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        db.execute("DELETE FROM corral_events WHERE run_id = ? AND seq = ?", (run_id, last))
+    before = _rows(home, run_id)
+    done = corral_cli(home, "resume", run_id, "--approve", "--json", ok=False)
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["code"] == "STORE_CORRUPT"
+    assert f"written with {last} events, and {last - 1} are stored" in error["message"]
+    assert entries(home) == [] and _rows(home, run_id) == before
+
+
+def test_a_row_written_before_it_said_its_count_still_reads(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    run_id = paused_run(home)
+    with sqlite3.connect(home / "corral.db") as db:
+        (summary,) = db.execute(
+            "SELECT summary FROM corral_runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        older = {k: v for k, v in json.loads(summary).items() if k != "n"}
+        assert older != json.loads(summary)  # today's rows say it
+        db.execute(
+            "UPDATE corral_runs SET summary = ? WHERE run_id = ?", (json.dumps(older), run_id)
+        )
+    done = json.loads(corral_cli(home, "resume", run_id, "--approve", "--json").stdout)
+    assert done["status"] == "finished" and len(entries(home)) == 1

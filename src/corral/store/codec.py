@@ -501,13 +501,23 @@ _KEPT_IF_SET = ("intent", "reply", "pending", "outcome", "error_code")
 _STEP_KEYS = ("id", "tool", "status", "attempts", "duration_ms", "error_code")
 
 
-def pack_summary(run_id: str, trace_id: str, status: str, summary: dict[str, Any]) -> Any:
+EVENTS_KEY = "n"
+"""In a short summary: how many events the run had when its row was written."""
+
+
+def pack_summary(
+    run_id: str, trace_id: str, status: str, summary: dict[str, Any], events: int | None = None
+) -> Any:
     """The stored form of a run row's summary: without what the row's columns hold.
 
     A ``RunSummary`` dump loses its ``run_id``, ``trace_id`` and ``status`` (columns of
     the row), its unset fields, and its steps' keys (each step is a list in the order
     of ``StepBrief``). Any other dict is stored as it is. ``unpack_summary`` restores
     exactly what was given.
+
+    ``events``: the run's last ``seq``, written with the row in the save that stored it:
+    events lost from the end of a run (no gap shows it) are found by it
+    (``claimed_events``).
     """
     steps = summary.get("steps")
     if (
@@ -518,6 +528,8 @@ def pack_summary(run_id: str, trace_id: str, status: str, summary: dict[str, Any
     ):
         return summary
     short: dict[str, Any] = {SUMMARY_MARK: 1}
+    if events is not None:
+        short[EVENTS_KEY] = events
     short.update((key, summary[key]) for key in _KEPT_IF_SET if summary[key] is not None)
     if summary["signals"]:
         short["signals"] = summary["signals"]
@@ -528,6 +540,20 @@ def pack_summary(run_id: str, trace_id: str, status: str, summary: dict[str, Any
             for s in steps
         ]
     return short
+
+
+def claimed_events(stored: str | None) -> int | None:
+    """How many events a run row's stored summary says the run had (``None``: it says not)."""
+    if not stored or EVENTS_KEY not in stored:  # most rows say it; older ones do not
+        return None
+    try:
+        short = json.loads(stored)
+    except ValueError:  # a damaged summary: the run is rebuilt from its events
+        return None
+    if not isinstance(short, dict) or short.get(SUMMARY_MARK) != 1:
+        return None
+    count = short.get(EVENTS_KEY)
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 def unpack_summary(run_id: str, trace_id: str, status: str, stored: Any) -> Any:

@@ -80,6 +80,7 @@ from corral.store.base import (
 from corral.store.codec import (
     RowEncoder,
     StoredRow,
+    claimed_events,
     decode_rows,
     pack_summary,
     unpack_summary,
@@ -223,6 +224,7 @@ _EVENTS_OF_RUN = (
     select(events).where(events.c.run_id == bindparam("b_run_id")).order_by(events.c.seq)
 )
 _EVENTS_OF_RUN_UP_TO = _EVENTS_OF_RUN.limit(bindparam("b_most"))
+_RUN_SUMMARY = select(runs.c.summary).where(runs.c.run_id == bindparam("b_run_id"))
 _SESSION = select(sessions).where(sessions.c.session_id == bindparam("b_session_id"))
 _SESSION_FOR_UPDATE = _SESSION.with_for_update()
 _UPDATE_SESSION = (
@@ -846,7 +848,15 @@ class SqlStore:
             "session_id": run.session_id,
             "status": run.status,
             "updated_at": run.updated_at,
-            "summary": dumps(pack_summary(run.run_id, run.trace_id, run.status, run.summary)),
+            "summary": dumps(
+                pack_summary(
+                    run.run_id,
+                    run.trace_id,
+                    run.status,
+                    run.summary,
+                    new_events[-1].seq if new_events else None,
+                )
+            ),
         }
         if handoff is not None:
             row["handoff"] = handoff.model_dump_json()
@@ -1063,6 +1073,9 @@ class SqlStore:
         remember the plan bodies it reads). ``most``: more rows than that are
         ``SaveWouldWait``, before any is decoded.
         """
+        # the row first: a save between the two reads only adds events after its count
+        row = self._driver.first(conn, _RUN_SUMMARY, {"b_run_id": run_id})
+        claimed = claimed_events(row.summary) if row is not None else None
         if most is None:
             found = self._driver.rows(conn, _EVENTS_OF_RUN, {"b_run_id": run_id})
         else:
@@ -1075,7 +1088,15 @@ class SqlStore:
             StoredRow(found_id, seq, read_instant(ts), kind, stage, data)
             for found_id, seq, ts, kind, stage, data in found
         ]
-        return decode_rows(rows, lambda keys: self._plan_bodies(conn, keys, committed))
+        events = decode_rows(rows, lambda keys: self._plan_bodies(conn, keys, committed))
+        if events and claimed is not None and len(events) < claimed:
+            raise StoreCorruptError(
+                f"the run's row was written with {claimed} events, and {len(events)} are "
+                "stored: the last ones are missing",
+                run_id=run_id,
+                hint="restore the store from a backup; the run is not resumed from a short log",
+            )
+        return events
 
     def get_handoff(self, run_id: str) -> HandoffPacket | None:
         """The stored handoff packet, if any."""
