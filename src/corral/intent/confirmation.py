@@ -583,6 +583,31 @@ _ANOTHER_ONE = re.compile(
 )
 
 
+_REFUSAL_HEAD = re.compile(
+    r"^\W*(?:(?:不是这个|不是这单|不是|不对|不行|不)\s*[,，、。.!！;；]"
+    r"|(?:(?:no|nope)\s*[,，.!;]|no\s*,?\s*wait\b|actually\s*,?\s*no\b"
+    r"|not\s+(?:that|this)\s+one\b)\W*)\s*",
+    re.IGNORECASE,
+)
+"""A line that opens with a bare no: "不，", "不对，", "no,", "no wait", "not that one".
+
+Not "no thanks" nor "no problem": "no thanks, please proceed" takes nothing back."""
+
+
+def after_a_refusal(line: str) -> str | None:
+    """What a line says after the no it opens with, or ``None`` (no such no, or nothing after).
+
+    "不，退50元就行", "no wait, refund 50 yuan instead", "not that one, refund OD…",
+    "actually no, cancel the other one": said at a confirmation, the no is to what it
+    asked, and the rest asks something else. "不客气", "nothing else" open with no no.
+    """
+    found = _REFUSAL_HEAD.match(line)
+    if found is None:
+        return None
+    rest = line[found.end() :].strip()
+    return rest or None
+
+
 def calls_off_another(line: str) -> bool:
     """Whether ``line`` calls off one it says is another, or an earlier one.
 

@@ -74,6 +74,7 @@ from corral.inputs import (
     require_words,
 )
 from corral.intent.confirmation import (
+    after_a_refusal,
     called_off,
     calls_off_another,
     confirmation_answer,
@@ -868,6 +869,8 @@ class Runtime:
                 return OpenRunInput(open_run, approve=False)
             if await self._withdrawn_for_a_question(session, open_run, message):  # "不用了，物流呢"
                 return OpenRunInput(open_run, approve=False, corrects=True)
+            if self._refused_for_another(message):  # "不，退50元就行": never carried out
+                return OpenRunInput(open_run, approve=False, corrects=True)
         elif _reminded_last(session, self.agent.config.name):
             # not read with the prompt: "好的，确认取消" or "ok, cancel it" there may take up
             # what the reply before it suggested ("cancel OD… instead")
@@ -1155,6 +1158,20 @@ class Runtime:
     def _follows(self, session: SessionRecord | None) -> str | None:
         """The session's last request a new run's follow-up line may ask again (``follows``)."""
         return last_request(session, self.agent.config.name)
+
+    def _refused_for_another(self, message: str) -> bool:
+        """Whether ``message`` says no to the confirmation and asks for another thing.
+
+        "不，退50元就行", "not that one, refund OD…", "不对，是另一个": the no is to what
+        was asked, and the rest says what instead (a line the desk does not understand
+        too: "不对，退 OD… 吧" is still a no to this one). The confirmation that
+        waited was kept before, and repeated after the new one's answer: a "确认" to that
+        reminder carried out both the refund corrected and the one it corrected.
+        """
+        rest = after_a_refusal(message)
+        if rest is None or defers(rest):  # "不，等一下": it waits, as "等一下" does
+            return False
+        return confirmation_answer(rest) is None  # "不，确认" is read as it was
 
     def _corrects(self, session: SessionRecord, message: str) -> bool:
         """Whether ``message`` corrects the confirmation the session's open run asked last.
