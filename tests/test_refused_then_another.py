@@ -23,7 +23,7 @@ from corral import MemoryStore, Runtime, load_agent
 from corral.contracts import RunStatus, RunSummary
 from corral.intent.confirmation import after_a_refusal
 from tests.conftest import ORDERS
-from tests.helpers import corral_cli
+from tests.helpers import corral_cli, still_waits_after
 
 
 def refunds(data_dir: Path) -> list[tuple[str, float]]:
@@ -132,10 +132,20 @@ def test_what_a_line_says_after_its_no(line: str, rest: str | None) -> None:
     assert after_a_refusal(line) == rest
 
 
-def test_a_no_whose_rest_the_desk_does_not_understand_still_declines(tmp_path: Path) -> None:
-    """ "不对，退 OD2611100003 吧" is no line the rules read as a refund: it was answered
-    "didn't understand", the 459 yuan refund kept waiting, and a "确认" refunded the order
-    the customer had said no to."""
-
-    declined_then(tmp_path, "退款 OD2611200002", "不对，退 OD2611100003 吧", "确认")
-    assert refunds(tmp_path) == []
+@pytest.mark.parametrize(
+    ("first", "line"),
+    [
+        # a review of the first fix: a no that says yes after all, or asks to wait
+        ("取消OD2611250001", "不，我是说确认"),
+        ("cancel OD2611250001", "No, that's right, go ahead"),
+        ("cancel OD2611250001", "no, it's fine, do it"),
+        ("OD2611200002退100元", "不，就这个"),
+        ("取消OD2611250001", "不，我确定"),
+        ("cancel OD2611250001", "no, I mean yes"),
+        ("取消OD2611250001", "不对，等一下，我问问"),
+    ],
+)
+def test_a_no_that_says_yes_after_all_or_waits_keeps_the_request(
+    tmp_path: Path, first: str, line: str
+) -> None:
+    assert still_waits_after(ORDERS, tmp_path, first, line)

@@ -608,6 +608,25 @@ def after_a_refusal(line: str) -> str | None:
     return rest or None
 
 
+_ANOTHER_OF_THEM = re.compile(
+    r"(?:是|要|取消|退|改)\s*(?:另一|另外一)\s*(?:个|笔|单)|\bthe\s+other\s+one\b",
+    re.IGNORECASE,
+)
+
+
+def names_another_one(text: str) -> bool:
+    """Whether ``text`` asks for "the other one" ("是另一个", "取消另外一个")."""
+    return _ANOTHER_OF_THEM.search(text) is not None
+
+
+_CLAUSE_END = re.compile(r"[,，、。.!！?？;；]")
+
+
+def first_clause(text: str) -> str:
+    """``text`` up to its first comma or stop: "等一下" of "等一下，我问问"."""
+    return _CLAUSE_END.split(text, maxsplit=1)[0].strip()
+
+
 def calls_off_another(line: str) -> bool:
     """Whether ``line`` calls off one it says is another, or an earlier one.
 

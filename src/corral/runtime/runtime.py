@@ -80,7 +80,9 @@ from corral.intent.confirmation import (
     confirmation_answer,
     defers,
     explicit_yes,
+    first_clause,
     may_say_the_action,
+    names_another_one,
     on_ones_own,
     says_a_negation,
     says_calling_off,
@@ -1163,15 +1165,18 @@ class Runtime:
         """Whether ``message`` says no to the confirmation and asks for another thing.
 
         "不，退50元就行", "not that one, refund OD…", "不对，是另一个": the no is to what
-        was asked, and the rest says what instead (a line the desk does not understand
-        too: "不对，退 OD… 吧" is still a no to this one). The confirmation that
+        was asked, and the rest is a request (or "another one"). The confirmation that
         waited was kept before, and repeated after the new one's answer: a "确认" to that
         reminder carried out both the refund corrected and the one it corrected.
         """
         rest = after_a_refusal(message)
-        if rest is None or defers(rest):  # "不，等一下": it waits, as "等一下" does
+        if rest is None or defers(first_clause(rest)):  # "不，等一下，我问问": it waits
             return False
-        return confirmation_answer(rest) is None  # "不，确认" is read as it was
+        if confirmation_answer(rest) is not None:  # "不，确认" is read as it was
+            return False
+        # a request of its own, or "another one"; not "不，就这个", "no, that's right, go
+        # ahead" or "不，我是说确认", a no that says yes after all (read as before)
+        return self.agent.intent.rule_intent(rest) is not None or names_another_one(rest)
 
     def _corrects(self, session: SessionRecord, message: str) -> bool:
         """Whether ``message`` corrects the confirmation the session's open run asked last.
