@@ -255,8 +255,8 @@ def test_a_plan_may_name_the_default_prompt_or_show_the_call_in_its_own() -> Non
     )
 
 
-async def test_the_default_prompt_never_shows_a_sensitive_argument() -> None:
-    """Found by review: ``Sensitive`` values are never shown, but ``{call}`` showed them."""
+async def _card_check_prompt(**agent_extra: Any) -> str:
+    """The prompt a confirmed card check with a ``Sensitive`` card holder asks with."""
 
     @tool(policy=CONFIRMED_WRITE)
     def verify_card(card_holder: Annotated[str, Sensitive()], amount: int) -> Paid:
@@ -266,10 +266,16 @@ async def test_the_default_prompt_never_shows_a_sensitive_argument() -> None:
     agent = build_agent(
         [verify_card],
         [{"id": "v", "tool": "verify_card", "args": {"card_holder": "Zhang San", "amount": 5}}],
+        **agent_extra,
     )
     asked = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
     assert asked.pending is not None
-    assert asked.pending.prompt == (
+    return asked.pending.prompt
+
+
+async def test_the_default_prompt_never_shows_a_sensitive_argument() -> None:
+    """Found by review: ``Sensitive`` values are never shown, but ``{call}`` showed them."""
+    assert await _card_check_prompt() == (
         "Next I will run verify_card (card_holder: [REDACTED], amount: 5). Shall I go ahead?"
     )
 
@@ -277,15 +283,7 @@ async def test_the_default_prompt_never_shows_a_sensitive_argument() -> None:
 async def test_a_plan_s_own_prompt_never_shows_a_sensitive_argument_either() -> None:
     """Found by a review: ``{args.card_holder}`` in a plan's own prompt showed the value that
     ``{call}`` hides, to every API client and terminal the prompt reaches."""
-
-    @tool(policy=CONFIRMED_WRITE)
-    def verify_card(card_holder: Annotated[str, Sensitive()], amount: int) -> Paid:
-        """Checks the card."""
-        return Paid(amount=amount)
-
-    agent = build_agent(
-        [verify_card],
-        [{"id": "v", "tool": "verify_card", "args": {"card_holder": "Zhang San", "amount": 5}}],
+    prompt = await _card_check_prompt(
         plan_extra={"confirm": {"v": "mine"}},
         templates={
             "mine": {
@@ -294,9 +292,7 @@ async def test_a_plan_s_own_prompt_never_shows_a_sensitive_argument_either() -> 
             }
         },
     )
-    asked = await Runtime(agent, MemoryStore(), effects=FixedEffects()).start("go")
-    assert asked.pending is not None
-    assert asked.pending.prompt == "Verify 5 for [REDACTED]?"
+    assert prompt == "Verify 5 for [REDACTED]?"
 
 
 class Issued(BaseModel):
