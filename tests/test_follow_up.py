@@ -71,6 +71,13 @@ TRIAGE = ROOT / "examples" / "triage"
         ("actually, V", "correction"),
         ("actually it's V", "correction"),
         ("其实是 V", "correction"),
+        # found on main: the order named with its noun after 的, or as 那单, corrected
+        # nothing ("等等，是 OD… 的地址" at an address prompt kept the first order)
+        ("等等，是 V 的地址", "correction"),
+        ("不对，是 V 的订单", "correction"),
+        ("我说的是 V 那单", "correction"),
+        ("那 V 的订单呢", "follow_up"),
+        ("不是 V 的地址", None),
         ("actually V too", None),
         ("what about V instead?", None),
         ("等等，V 也要", None),  # "wait" takes nothing back alone
@@ -127,6 +134,23 @@ def test_a_follow_up_asks_the_last_request_of_the_order_it_names(tmp_path: Path)
         asked = await runtime.start("那另一个订单呢", session_id="s")  # which one: asked
         assert asked.status is RunStatus.AWAITING_USER, asked
         assert "订单号" in (asked.reply or "")
+
+    asyncio.run(talk())
+
+
+def test_the_order_corrected_at_an_address_prompt_is_the_one_changed(tmp_path: Path) -> None:
+    # found on main: "等等，是 OD2611280008 的地址" asked for the address again and the
+    # address then given was proposed for OD2611250001, the order the customer took back
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        asked = await runtime.start("OD2611250001 改地址", session_id="s")
+        assert asked.status is RunStatus.AWAITING_USER, asked
+        again = await runtime.start("等等，是OD2611280008的地址", session_id="s")
+        assert again.status is RunStatus.AWAITING_USER, again
+        proposed = await runtime.start("上海市徐汇区漕溪北路100号", session_id="s")
+        assert proposed.status is RunStatus.AWAITING_CONFIRM, proposed
+        assert "OD2611280008" in (proposed.reply or "")
+        assert "OD2611250001" not in (proposed.reply or "")
 
     asyncio.run(talk())
 

@@ -68,6 +68,9 @@ _LEAD = (
     r"|(?:what|how)\s+about|what\s+of|(?:the\s+)?same\s+(?:for|with))"
 )
 
+_OWNING_LEADS = frozenset({"这个", "那个", "这", "那"})
+"""Leads that own the noun after them ("是 OD… 那单"): with it, they ask nothing more."""
+
 _OWNER = r"(?:我的|我那个|那个|这个|my|the)"
 _OTHER = r"(?:另一个|另外一个|另外那个|另一单|其他的?|其它的?|别的|other|another)"
 _NOUN = (
@@ -99,7 +102,7 @@ _FRAME = re.compile(
     (?P<lead>(?:{_LEAD}{_END}{_SEP})*)
     (?:{_OWNER}{_END}{_SEP})?
     (?P<other>{_OTHER}{_END}{_SEP})?
-    (?P<noun>{_NOUN}{_END}{_SEP})?
+    (?P<noun>的?{_NOUN}{_END}{_SEP})?
     (?P<named_as>(?:是|应该是|is|should\s+be){_END}{_SEP})?
     (?P<adds>(?:{_ADDS}{_END}{_SEP})*)
     (?P<instead>instead{_END}{_SEP})?
@@ -151,7 +154,7 @@ def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
     instead = frame.group("instead") is not None  # "OD… instead": in place of the last one
     if no or meant or instead:  # a correction, or nothing
         # "改成这个地址，…": 这个 before a noun names it, it asks nothing more
-        owns = _words(frame.group("lead") or "") in ("这个", "那个") and frame.group("noun")
+        owns = _words(frame.group("lead") or "") in _OWNING_LEADS and frame.group("noun")
         if owns and not (frame.group("other") or frame.group("adds")):
             adds = None
         said_no = any(word not in _WAITS for word in no.split())
