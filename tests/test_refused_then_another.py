@@ -80,6 +80,9 @@ def test_a_corrected_refund_refunds_the_corrected_amount_only(tmp_path: Path) ->
             "yes",
             [("OD2611100003", 699.0)],
         ),
+        # found on main: "退 OD… 吧" was no refund, so the line was not understood and the
+        # refund said no to stayed waiting
+        ("OD2611200002 我要退款", "不对，退 OD2611100003 吧", "确认", [("OD2611100003", 699.0)]),
     ],
 )
 def test_the_request_said_no_to_is_never_carried_out(
