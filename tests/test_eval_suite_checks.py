@@ -78,6 +78,10 @@ def test_a_suite_without_cases_is_refused(tmp_path: Path) -> None:
         ("cases:\n  - {name: a, messages: [hi], expect: {status: null}}\n", "expect.status"),
         ("cases:\n  - {m: hi, reply_contains: yes}\n", "reply_contains"),
         ("cases:\n  - {m: '   '}\n", "m: Value error, is blank"),
+        # found on main: an outcome no run ends with loaded, and failed its case as if
+        # the agent had gone wrong (exit 1)
+        ("cases:\n  - {m: hi, outcome: sucess}\n", "outcome: Input should be 'success'"),
+        ("cases:\n  - {name: a, messages: [hi], expect: {outcome: done}}\n", "expect.outcome"),
         ("cases:\n  - {m: hi}\n  - {m: hi, then: ['  ']}\n", "then.0: Value error, is blank"),
     ],
 )
@@ -90,6 +94,7 @@ def test_a_recorded_case_with_an_unknown_tier_or_status_is_refused(tmp_path: Pat
     for case, says in (
         ("{recorded: runs/x.jsonl, tier: gold}", "tier 'gold' is not one of core"),
         ("{recorded: runs/x.jsonl, expect: {status: done}}", "expect: status"),
+        ("{recorded: runs/x.jsonl, expect: {outcome: sucess}}", "expect: outcome"),
     ):
         path.write_text(f"cases:\n  - {case}\n", encoding="utf-8")
         with pytest.raises(ConfigInvalidError) as info:

@@ -19,6 +19,24 @@ from pydantic import BaseModel, ConfigDict, Field
 Language = Literal["zh", "en"]
 IntentSource = Literal["rule", "classifier", "model", "session", "none"]
 """``session``: a follow-up line read as the session's last request (``RunStarted.follows``)."""
+RunOutcome = Literal[
+    "success",
+    "partial",
+    "refused",
+    "not_found",
+    "unmet",
+    "cancelled",
+    "unknown",
+    "handoff",
+    "failed",
+    "reply",
+    "unclear",
+    "repeated",
+    "deferred",
+]
+"""How a run ended (``RunSummary.outcome``): each is said by one path of the run loop
+(``corral.runtime.conclusion`` names them), and the loop is typed to say no other, so an
+eval suite that expects another has a typo (``sucess``), not a failing agent."""
 JsonDict = dict[str, Any]
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -19,6 +19,7 @@ from corral.contracts import (
     IntentResult,
     RouteAction,
     RouteDecision,
+    RunOutcome,
     RunStatus,
     StepRecord,
     StepStatus,
@@ -684,7 +685,9 @@ class RunLoop:
         elapsed, self.segment_started = now - self.segment_started, now
         return elapsed
 
-    def finish(self, template: str, outcome: str, extra: dict[str, Any] | None = None) -> None:
+    def finish(
+        self, template: str, outcome: RunOutcome, extra: dict[str, Any] | None = None
+    ) -> None:
         """Reply from ``template`` and finish; a reply that cannot be grounded is handed off."""
         try:
             text = self.render(template, extra)
@@ -693,7 +696,7 @@ class RunLoop:
             return
         self.finish_with_text(text, outcome, template)
 
-    def finish_with_text(self, text: str, outcome: str, template: str = "step") -> None:
+    def finish_with_text(self, text: str, outcome: RunOutcome, template: str = "step") -> None:
         """Finish with a reply already written (by a template or a reply step)."""
         self._reply(text, template)
         self.journal.transition(RunStatus.FINISHED, outcome)
@@ -760,14 +763,18 @@ class RunLoop:
         )
 
     def handoff(
-        self, reason: str, code: ErrorCode, template: str = "handoff", outcome: str = "handoff"
+        self,
+        reason: str,
+        code: ErrorCode,
+        template: str = "handoff",
+        outcome: RunOutcome = "handoff",
     ) -> None:
         """Hand the run to a person, with the packet, and tell the user so."""
         self._end_with_packet(RunStatus.HANDED_OFF, template, reason, code, outcome)
 
     def fail(self, reason: str, code: ErrorCode) -> None:
         """End the run as failed; a packet is still stored so a person can follow up."""
-        self._end_with_packet(RunStatus.FAILED, "failed", reason, code)
+        self._end_with_packet(RunStatus.FAILED, "failed", reason, code, "failed")
 
     def _end_with_packet(
         self,
@@ -775,7 +782,7 @@ class RunLoop:
         template: str,
         reason: str,
         code: ErrorCode,
-        outcome: str | None = None,
+        outcome: RunOutcome,
     ) -> None:
         packet = self.packet(reason, code)
         self.journal.emit("handoff", HandedOff(packet))
@@ -786,9 +793,11 @@ class RunLoop:
             text = self.agent.renderer.own_text(template, self.state.language)
         self._reply(text, template)
         self.journal.transition(status, reason)
-        self._emit_finished(status, outcome or template, code)
+        self._emit_finished(status, outcome, code)
 
-    def _emit_finished(self, status: RunStatus, outcome: str, code: ErrorCode | None) -> None:
+    def _emit_finished(
+        self, status: RunStatus, outcome: RunOutcome, code: ErrorCode | None
+    ) -> None:
         error_code = str(code) if code else None  # the plain values: ``.value`` costs more
         active_s = round(self.active_seconds(), 6)
         self.journal.emit("run", RunFinished(str(status), outcome, error_code, active_s))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from corral.agent import Agent
     from corral.config import PlanTemplate
-    from corral.contracts import StepStatus
+    from corral.contracts import RunOutcome, StepStatus
     from corral.effects import Effects
     from corral.errors import ErrorCode
     from corral.planning.validate import PlanGraph
@@ -123,16 +123,22 @@ class RunControl(RunView, Protocol):
         """Pause before a step (or the plan) until the user confirms."""
         ...
 
-    def finish(self, template: str, outcome: str, extra: dict[str, Any] | None = None) -> None:
+    def finish(
+        self, template: str, outcome: RunOutcome, extra: dict[str, Any] | None = None
+    ) -> None:
         """Reply from ``template`` and finish."""
         ...
 
-    def finish_with_text(self, text: str, outcome: str, template: str = "step") -> None:
+    def finish_with_text(self, text: str, outcome: RunOutcome, template: str = "step") -> None:
         """Finish with a reply already written."""
         ...
 
     def handoff(
-        self, reason: str, code: ErrorCode, template: str = "handoff", outcome: str = "handoff"
+        self,
+        reason: str,
+        code: ErrorCode,
+        template: str = "handoff",
+        outcome: RunOutcome = "handoff",
     ) -> None:
         """Hand the run to a person."""
         ...

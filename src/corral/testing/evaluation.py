@@ -38,7 +38,7 @@ from pydantic import (
 )
 
 from corral.agent import Agent
-from corral.contracts import IntentSource, RunStatus, RunSummary
+from corral.contracts import IntentSource, RunOutcome, RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
 from corral.errors import ConfigInvalidError, ErrorCode, InvalidInputError
 from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
@@ -233,7 +233,7 @@ class Expectations(BaseModel):
 
     intent: str | None = None
     status: RunStatus | None = None
-    outcome: str | None = None
+    outcome: RunOutcome | None = None
     reply_contains: StrictStr | StrictInt | StrictFloat | None = None
     """Text, or a number as YAML reads one; not ``yes`` (YAML's true)."""
     tools: list[str] | None = None
