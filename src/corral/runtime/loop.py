@@ -548,10 +548,7 @@ class RunLoop:
             if decision.intent
             else []
         )
-        # what the plan reads, required or not: two values of it are never a guess
-        reads = agent.template_entities.get(decision.template or "", ())
-        asked_about = [*requires, *(name for name in reads if name not in requires)]
-        ambiguous = latest_ambiguity(agent.intent.entities.mentions, state.messages, asked_about)
+        ambiguous = latest_ambiguity(agent.intent.entities.mentions, state.messages, requires)
         signal = clarification_needed(decision.missing_entities, ambiguous)
         if signal is None:
             self.journal.transition(RunStatus.PLANNING, decision.reason)
