@@ -78,6 +78,12 @@ TRIAGE = ROOT / "examples" / "triage"
         ("我说的是 V 那单", "correction"),
         ("那 V 的订单呢", "follow_up"),
         ("不是 V 的地址", None),
+        # found by review of that: the order's address is a value, not the order
+        ("改成 V 的地址", None),
+        ("换成 V 的地址吧", None),
+        ("V 的地址呢", None),
+        ("V 的地址", None),
+        ("换成 V 的订单", "correction"),
         ("actually V too", None),
         ("what about V instead?", None),
         ("等等，V 也要", None),  # "wait" takes nothing back alone
@@ -151,6 +157,23 @@ def test_the_order_corrected_at_an_address_prompt_is_the_one_changed(tmp_path: P
         assert proposed.status is RunStatus.AWAITING_CONFIRM, proposed
         assert "OD2611280008" in (proposed.reply or "")
         assert "OD2611250001" not in (proposed.reply or "")
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize("line", ["改成 OD2611280008 的地址", "OD2611280008 的地址呢"])
+def test_another_orders_address_named_at_an_address_prompt_keeps_the_order(
+    tmp_path: Path, line: str
+) -> None:
+    # found by review: once 的 came before a noun, "change it to OD…'s address" moved the
+    # address change to OD2611280008, silently, and a yes wrote that order's address
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("OD2611250001 改地址", session_id="s")
+        await runtime.start(line, session_id="s")
+        proposed = await runtime.start("上海市徐汇区漕溪北路100号", session_id="s")
+        assert proposed.status is RunStatus.AWAITING_CONFIRM, proposed
+        assert "OD2611250001" in (proposed.reply or ""), proposed.reply
 
     asyncio.run(talk())
 

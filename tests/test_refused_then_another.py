@@ -96,6 +96,30 @@ def test_the_request_said_no_to_is_never_carried_out(
 
 
 @pytest.mark.parametrize(
+    ("line", "intent"),
+    [
+        ("退 OD2611100003 吧", "refund_return"),
+        ("不对，退 OD2611100003 吧", "refund_return"),
+        ("那就退 OD2611100003 吧", "refund_return"),
+        ("帮我退OD2611100003", "refund_return"),
+        # found by review: 退 after a word that refuses it asked for the refund refused
+        ("别退 OD2611200002 吧", None),
+        ("不能退 OD2611200002 吧？", None),
+        ("不用退 OD2611200002 吧", None),
+        ("没必要退 OD2611200002 吧", None),
+        ("先别退 OD2611200002 啊", None),
+        ("为什么不能退 OD2611200002 啊", None),
+        ("不对，别退 OD2611200002 吧", None),
+        ("退 OD2611100003 吧？", None),
+    ],
+)
+def test_a_bare_refund_of_an_order_is_asked_for_only_unrefused(
+    tmp_path: Path, line: str, intent: str | None
+) -> None:
+    assert load_agent(ORDERS, data_dir=tmp_path).intent.rule_intent(line) == intent
+
+
+@pytest.mark.parametrize(
     ("first", "line", "yes"),
     [
         ("cancel OD2611250001", "actually no, cancel the other one", "yes"),

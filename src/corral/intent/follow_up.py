@@ -84,6 +84,15 @@ _ADDS = r"(?:的?(?:呢|怎么样了?|咋样了?|如何)|too|as\s+well|then)"
 _SOFT = r"(?:才对|啊|呀|吧|please|pls|thanks|thank\s+you|谢谢)"
 """Tails that say nothing of their own (a correction may end in one: "是 OD… 才对")."""
 
+_VALUE_NOUNS = frozenset({"地址", "收货地址", "address"})
+"""Nouns that, after "OD… 的", name a value the order has, not the order ("OD… 的订单")."""
+
+_SAYS_WHICH = frozenset(
+    {"是", "我是说", "我说的是", "应该是", "it's", "it is", "i meant", "i mean"}
+)
+"""Words that say which one was meant: "是 OD… 的地址" names the order whose address it is.
+After "改成" or "换成" a value's owner ("改成 OD… 的地址") names the value, not the order."""
+
 _STRONG_MEANT = frozenset(
     {"我是说", "我说的是", "应该是", "换成", "改成", "改为", "改到"}
     | {"i meant", "i mean", "should be", "make it"}
@@ -145,6 +154,12 @@ def follow_up_kind(rest: str, named: bool) -> FollowUpKind | None:
     return _kind(frame, named) if frame is not None else None
 
 
+def _its_value(frame: re.Match[str]) -> bool:
+    """Whether the frame names a value of the one named ("OD… 的地址"), not the one itself."""
+    noun = frame.group("noun") or ""
+    return noun.startswith("的") and _words(noun[1:]) in _VALUE_NOUNS
+
+
 def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
     """``follow_up_kind`` of a line whose ``rest`` matched the frame."""
     no = _words(frame.group("no"))
@@ -157,6 +172,8 @@ def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
         owns = _words(frame.group("lead") or "") in _OWNING_LEADS and frame.group("noun")
         if owns and not (frame.group("other") or frame.group("adds")):
             adds = None
+        if _its_value(frame) and meant not in _SAYS_WHICH:
+            return None  # "改成 OD… 的地址": that order's address is the value, not the order
         said_no = any(word not in _WAITS for word in no.split())
         wanted = meant.startswith(("我要", "我想", "要", "想"))  # "我要取消的是 OD…"
         strong = meant in _STRONG_MEANT or wanted or instead or (meant and frame.group("soft"))
@@ -164,8 +181,8 @@ def _kind(frame: re.Match[str], named: bool) -> FollowUpKind | None:
         return "correction" if named and not adds and takes_back else None
     if frame.group("other") is not None:
         return "follow_up"
-    if not named:
-        return None
+    if not named or _its_value(frame):
+        return None  # "OD… 的地址呢" asks of that order's address, not the last request
     return "follow_up" if adds else "bare"
 
 
