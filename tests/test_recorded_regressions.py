@@ -376,7 +376,11 @@ def test_corral_replay_names_the_divergent_event_by_its_seq(tmp_path: Path) -> N
     assert done.returncode == 1
     events = SqlStore.open(home / "corral.db").load_events(run_id)
     asked = [e.seq for e in events if e.type is EventType.QUESTION_ASKED]
-    assert f"diverged at event seq {asked[1]}" in " ".join(done.stdout.split())
+    said = " ".join(done.stdout.split())
+    assert f"diverged: took another path at event seq {asked[1]}" in said
+    # what differed is named, as an eval of a recorded case names it (it printed two
+    # tuples of unlabelled values: "('question_asked', None, None, ...)")
+    assert "None" not in said and "recorded," in said, said
 
 
 def test_recording_a_second_case_of_one_name_is_refused(tmp_path: Path) -> None:

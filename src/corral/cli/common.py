@@ -376,8 +376,15 @@ def _runtime_for_run(
         )
     if model is None and recorded:
         model = recorded_model(events)
+    agent = _load(Path(root), folder, model, store=store, setup=setup)
+    if isinstance(started, RunStarted) and agent.config.name != started.agent:
+        raise ConfigInvalidError(
+            f"run {run_id} was started by agent {started.agent!r}; the agent in {root} is "
+            f"{agent.config.name!r}",
+            hint=f"pass --agent with the folder of agent {started.agent!r}",
+        )
     return Runtime(
-        _load(Path(root), folder, model, store=store, setup=setup),
+        agent,
         opened,
         log_dir=folder / "logs",
         faults=_faults(),

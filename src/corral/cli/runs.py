@@ -213,30 +213,22 @@ def replay(
     from dataclasses import asdict
 
     from corral.observe.redact import redactor_for
-    from corral.runtime.replay import replay_run
+    from corral.runtime.replay import compare, replay_events
+    from corral.testing.recorded import divergence
 
     folder = _home(home, create=False)
     # every tool result comes from the log: no tool is called, so none is set up
     runtime = _runtime_for_run(run_id, folder, agent_dir, store=store, setup=False)
     events = runtime.store.load_events(run_id)
-    report = _closing(runtime, replay_run(runtime.agent, events))
+    new, error = _closing(runtime, replay_events(runtime.agent, events))
+    report = compare(events, new, error)
     if as_json:
         typer.echo(json.dumps(asdict(report), ensure_ascii=False, default=str))
     elif report.same_path:
         console.print(f"[green]same path[/green]: {report.replayed_events} events match")
-    else:
-        index = report.divergence_index
-        at = (  # by the event's seq, as `corral show` and an eval's failure name it
-            f"at event seq {events[index].seq}"
-            if index is not None and index < len(events)
-            else f"after event seq {events[-1].seq}, the recorded run's last"
-        )
-        console.print(f"[red]diverged[/red] {at}")
-        hide = redactor_for(events)
-        console.print(Text(f"  recorded: {visible(hide.text(str(report.original)))}"))
-        console.print(Text(f"  replayed: {visible(hide.text(str(report.replayed)))}"))
-        if report.error:
-            console.print(Text(f"  error: {visible(hide.text(report.error))}"))
+    else:  # said as an eval of a recorded case says it: by seq, naming what differed
+        said = redactor_for(events).text(divergence(report, events, new))
+        console.print(Text.assemble(("diverged", "red"), f": {visible(said)}"))
     if not report.same_path:
         raise typer.Exit(1)
 

@@ -20,7 +20,13 @@ from pydantic import BaseModel, ValidationError
 from corral.contracts import EventType, RunStatus
 from corral.decision.selector import ToolHealth
 from corral.effects import FixedEffects
-from corral.errors import CorralError, ErrorCode, ReplayDivergedError, RunNotFoundError
+from corral.errors import (
+    ConfigInvalidError,
+    CorralError,
+    ErrorCode,
+    ReplayDivergedError,
+    RunNotFoundError,
+)
 from corral.events import (
     ConfirmationGiven,
     EntitiesMerged,
@@ -200,6 +206,11 @@ async def replay_events(agent: Agent, events: list[Event]) -> tuple[list[Event],
     effects = ReplayEffects.from_events(events)
     started = events[0].payload
     assert isinstance(started, RunStarted)
+    if started.agent != agent.config.name:  # another agent's intents and tools: no replay
+        raise ConfigInvalidError(
+            f"the run was started by agent {started.agent!r}, not {agent.config.name!r}",
+            hint=f"replay it with agent {started.agent!r}",
+        )
     after = agent.health.degrade_after  # the tools' health as the run began
     health = ToolHealth(dict.fromkeys(started.degraded, after), after)
     replayed_agent = dataclasses.replace(

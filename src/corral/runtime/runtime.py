@@ -1466,6 +1466,11 @@ class Runtime:
             self._check_words(answer, "the answer")
         require_one_input(approve, answer, step_id, call)
         seen = await self._recorded_state(run_id, "log_seen")
+        if seen.agent != self.agent.config.name:  # its intents, tools and rules are another's
+            raise RunNotFoundError(
+                f"run {run_id} belongs to agent {seen.agent!r}, not {self.agent.config.name!r}",
+                hint=f"resume it with a runtime of agent {seen.agent!r}",
+            )
         if seen.status.terminal:  # it never changes again: answered without taking the
             # run (taking it, a resume beside one that held it was RUN_BUSY, retryable)
             if self._given_already(seen, seen, approve, answer, step_id):

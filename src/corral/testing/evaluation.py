@@ -41,7 +41,14 @@ from corral.agent import Agent
 from corral.contracts import IntentSource, RunOutcome, RunStatus, RunSummary
 from corral.effects import Effects, FixedEffects, LiveEffects
 from corral.errors import ConfigInvalidError, ErrorCode, InvalidInputError
-from corral.events import Event, StepFinished, StepStarted, ToolAttempt, ToolSelected
+from corral.events import (
+    Event,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolAttempt,
+    ToolSelected,
+)
 from corral.hashing import stable_hash
 from corral.inputs import is_blank, require_text
 from corral.observe.telemetry import Untraced
@@ -359,13 +366,20 @@ def load_suite(path: Path) -> EvalSuite:
 def check_names(suite: EvalSuite, agent: Agent) -> None:
     """Refuse a suite that expects an intent or a tool ``agent`` does not declare.
 
-    Such a case could never pass: a typo (``order_staus``) or a renamed intent would be
+    Nor a recorded run of another agent, whose replay could only diverge. Such a case
+    could never pass: a typo (``order_staus``) or a renamed intent would be
     reported as the agent's failure, case by case, after every case ran, instead of as
     the suite's mistake before any did (``CONFIG_INVALID``).
     """
+    from corral.testing.recorded import RecordedCase  # builds on this module
+
     intents = {spec.name for spec in agent.config.intents}
     wrong: list[str] = []
     for case in suite.cases:
+        if isinstance(case, RecordedCase) and case.events:  # another agent's run replays nothing
+            started = case.events[0].payload
+            if isinstance(started, RunStarted) and started.agent != agent.config.name:
+                wrong.append(f"{case.name!r} is a run of agent {started.agent!r}")
         expect = case.expect
         intent = expect.get("intent")
         if intent is not None and intent not in intents:
@@ -377,7 +391,7 @@ def check_names(suite: EvalSuite, agent: Agent) -> None:
         where = f"eval suite {suite.path}" if suite.path else "the eval suite"
         shown = "; ".join(wrong[:5]) + (f"; and {len(wrong) - 5} more" if len(wrong) > 5 else "")
         raise ConfigInvalidError(
-            f"{where}: it names what agent {agent.config.name!r} does not declare: {shown}",
+            f"{where}: it does not fit agent {agent.config.name!r}: {shown}",
             hint=(
                 f"its intents: {', '.join(sorted(intents))}; "
                 f"its tools: {', '.join(agent.tools.names())}"
