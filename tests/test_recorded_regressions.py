@@ -20,6 +20,7 @@ import yaml
 from corral import Agent, EventType, MemoryStore, RunStatus, Runtime, SqlStore, parse_config
 from corral.errors import ConfigInvalidError, InvalidInputError
 from corral.models import ScriptedModel
+from corral.safe_yaml import MAX_YAML_BYTES
 from corral.store.codec import FORMAT
 from corral.testing import FixedEffects
 from corral.testing.evaluation import load_suite, run_suite
@@ -421,3 +422,19 @@ def test_a_suite_with_only_its_clock_takes_its_first_recorded_case(tmp_path: Pat
     record_run(_one_run_events(), suite)
     loaded = load_suite(suite)
     assert len(loaded.cases) == 1
+
+
+def test_a_record_that_would_grow_the_suite_past_what_eval_reads_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Found on main: ``corral record`` appended past the 1 MiB an eval suite may hold, and
+    ``corral eval`` then refused the whole suite, every case of it, as too large."""
+    suite = tmp_path / "flow.yaml"
+    filler = "# " + "x" * 98 + "\n"
+    text = "cases:\n  - {m: 查物流}\n" + filler * ((MAX_YAML_BYTES - 200) // len(filler))
+    suite.write_text(text, encoding="utf-8")
+    assert len(load_suite(suite).cases) == 1  # it loads as it is
+    with pytest.raises(ConfigInvalidError, match="would grow past 1,048,576 bytes"):
+        record_run(_one_run_events(), suite)
+    assert suite.read_text(encoding="utf-8") == text  # untouched, and no log left behind
+    assert not (tmp_path / "recorded").exists() or list((tmp_path / "recorded").iterdir()) == []

@@ -26,7 +26,7 @@ from corral.observe.redact import redactor_for
 from corral.observe.window import parse_period
 from corral.runtime.runtime import summarize_run
 from corral.runtime.state import fold
-from corral.safe_yaml import load_yaml_text
+from corral.safe_yaml import MAX_YAML_BYTES, load_yaml_text
 from corral.testing.evaluation import TIER_BARS, SuiteFile
 from corral.testing.recorded_log import log_path, write_log
 
@@ -189,6 +189,12 @@ def _append(suite: Path, before: dict[str, Any], case: dict[str, Any], notes: li
     elif not text.endswith("\n"):
         text += "\n"
     text += block
+    if len(text.encode()) > MAX_YAML_BYTES:  # ``corral eval`` would refuse the whole suite
+        raise ConfigInvalidError(
+            f"cannot append a case to {suite}: it would grow past {MAX_YAML_BYTES:,} bytes, "
+            "the most an eval suite may hold",
+            hint="record to a new suite (--suite another.yaml)",
+        )
     try:
         after = load_yaml_text(text, str(suite))
     except ConfigInvalidError:
