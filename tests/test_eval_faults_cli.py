@@ -228,3 +228,18 @@ def test_a_crash_in_a_new_run_does_not_resume_an_earlier_paused_one(tmp_path: Pa
     )
     assert code in (0, 1) and report["cases"] == 1, report
     assert report["faults"]["injected"] == {"crash": 1}
+
+
+def test_faults_say_the_recorded_cases_they_cannot_strike(tmp_path: Path) -> None:
+    """Found on main: ``--faults`` over a suite of recorded cases reported the profile as
+    if it had struck them; a replay takes every tool result from its log, so none was."""
+    home = tmp_path / "home"
+    started = corral_cli(home, "run", str(AFTERSALES), "我想申请换新", "--json")
+    run_id = json.loads(started.stdout)["run_id"]
+    suite = tmp_path / "recorded.yaml"
+    corral_cli(home, "record", run_id, "--suite", str(suite))
+    args = ("eval", str(AFTERSALES), "--suite", str(suite), "--faults", "flaky-30")
+    report = json.loads(corral_cli(home, *args, "--json").stdout)
+    assert report["faults"]["replayed_unstruck"] == 1
+    shown = corral_cli(home, *args).stdout
+    assert "not in the 1 recorded cases" in shown

@@ -123,6 +123,7 @@ def _evaluate(
 
     from corral.errors import ConfigInvalidError
     from corral.testing.evaluation import run_suite
+    from corral.testing.recorded import RecordedCase
     from corral.tools.mcp.listing import McpListingCache
 
     listings = McpListingCache()  # each MCP server is listed once, not once per case
@@ -159,6 +160,11 @@ def _evaluate(
     figures = {**report.as_json(), "seconds": round(time.perf_counter() - started, 2)}
     if profile is not None:
         figures.update(fault_profile=profile.name, seed=seed)
+        # a recorded case replays its log: its tool results and model answers are the
+        # recorded ones, and no fault strikes them; said, not left to look struck
+        figures["faults"]["replayed_unstruck"] = sum(
+            1 for case in cases.cases if isinstance(case, RecordedCase)
+        )
     return figures, report.passed_bars(), agent.name
 
 
@@ -183,6 +189,9 @@ def _print_eval(figures: dict[str, Any], name: str) -> None:
     if "fault_profile" in figures:
         injected = ", ".join(f"{k} ×{n}" for k, n in figures["faults"]["injected"].items())
         table.add_row("faults", f"{figures['fault_profile']} (seed {figures['seed']}): {injected}")
+        unstruck = figures["faults"].get("replayed_unstruck", 0)
+        if unstruck:
+            table.add_row("", f"not in the {unstruck} recorded cases: they replay their logs")
     table.add_row("pass rate", _pct(figures["pass_rate"]))
     for tier, rate in figures["tiers"].items():
         table.add_row(f"  {tier}", _pct(rate))
