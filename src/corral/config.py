@@ -146,8 +146,10 @@ class TemplateText(_Strict):
         """The text given in one language stands for the other; neither is an error."""
         if isinstance(value, dict) and len(value.keys() & {"zh", "en"}) == 1:
             given = value.get("zh", value.get("en"))
-            if isinstance(given, str):  # else its own error, under the name it was given
-                return {**value, "zh": given, "en": given}
+            # not text: its own error, under the name it was given, and none for the
+            # language left out (the placeholder never outlives the failed validation)
+            copied = given if isinstance(given, str) else ""
+            return {"zh": copied, "en": copied, **value}
         return value
 
 
