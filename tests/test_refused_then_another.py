@@ -111,6 +111,11 @@ def test_the_request_said_no_to_is_never_carried_out(
         ("为什么不能退 OD2611200002 啊", None),
         ("不对，别退 OD2611200002 吧", None),
         ("退 OD2611100003 吧？", None),
+        ("别给我退 OD2611200002 吧", None),
+        ("不用帮我退 OD2611200002 吧", None),
+        ("不用麻烦退 OD2611200002 吧", None),
+        ("别 退 OD2611200002 吧", None),
+        ("好的，帮我退 OD2611100003 吧", "refund_return"),
     ],
 )
 def test_a_bare_refund_of_an_order_is_asked_for_only_unrefused(
