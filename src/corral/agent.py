@@ -34,6 +34,7 @@ from corral.errors import (
 from corral.intent.pipeline import IntentClassifier, IntentLayer
 from corral.models.base import Model
 from corral.planning.producers import FactRead
+from corral.planning.references import iter_references, parse_reference
 from corral.planning.validate import (
     PlanContext,
     PlanGraph,
@@ -193,6 +194,26 @@ class Agent:
                 for spec in self.config.intents
             }
         )
+
+    @cached_property
+    def template_entities(self) -> Mapping[str, tuple[str, ...]]:
+        """Each plan template's entities that its steps cannot run without (``$entities.x``).
+
+        A message that names two values of one ("查一下 OD… 和 OD…") is answered for the
+        run's value, and told which it did not do (``RunLoop.others_named``). An optional
+        one (``$entities.x?``) is read as given: signal words, of which a message may
+        hold several.
+        """
+        found: dict[str, tuple[str, ...]] = {}
+        for name, template in self.config.plans.items():
+            reads: dict[str, None] = {}
+            for step in template.steps:
+                for _, text in iter_references(step.args):
+                    ref = parse_reference(text)
+                    if ref is not None and ref.scope == "entities" and not ref.optional:
+                        reads[ref.name] = None
+            found[name] = tuple(reads)
+        return MappingProxyType(found)
 
     def plan_context(
         self,

@@ -55,6 +55,11 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         en="This takes {count} steps: {steps}. Shall I go ahead?",
     ),
     "done": TemplateText(zh="已处理完成。", en="Done."),
+    "others_named": TemplateText(
+        zh="您还提到了{slot} {others}：这次先处理了 {used}，{others} 需要的话请再单独发一下。",
+        en="You also mentioned {slot} {others}: this answer covers {used} only. "
+        "Send {others} on its own if you need it too.",
+    ),
     "not_understood": TemplateText(
         zh="不好意思，没太明白您的意思。", en="Sorry, I did not quite get that."
     ),

@@ -92,14 +92,15 @@ def conclude(
         _partial(loop, steps, failed[0])
     else:
         reply = loop.state.memory.facts.get("reply")
+        note = loop.others_named()  # "查 A 和 B": A answered, B named to ask again
         if model_reply:
-            loop.finish_with_text(model_reply, "success", "model")
+            loop.finish_with_text(model_reply, "success", "model", note=note)
         elif reply is not None and isinstance(reply.value, str) and reply.value:
-            loop.finish_with_text(reply.value, "success")
+            loop.finish_with_text(reply.value, "success", note=note)
         else:
             intent = loop.state.route.intent if loop.state.route else None
             spec = loop.agent.config.intent(intent) if intent else None
-            loop.finish(spec.reply if spec and spec.reply else "done", "success")
+            loop.finish(spec.reply if spec and spec.reply else "done", "success", note=note)
 
 
 def entered_write(step: StepState, tools: ToolRegistry) -> ToolSpec | None:

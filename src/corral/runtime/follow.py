@@ -62,7 +62,8 @@ def may_follow(agent: Agent, intent: str, line: FollowUp) -> bool:
     """Whether ``line`` may ask ``intent`` again (see the module).
 
     The intent still declared, planned from templates, none of whose writes runs without
-    the person's yes; a bare value (no frame word) only for an entity the intent needs.
+    the person's yes; a bare value (no frame word) only for an entity the intent needs:
+    one it ``requires``, or one a plan of it reads as ``$entities.x``.
     """
     try:
         spec = agent.config.intent(intent)
@@ -72,7 +73,11 @@ def may_follow(agent: Agent, intent: str, line: FollowUp) -> bool:
         return False
     if line.kind != "bare":
         return True
-    return bool(line.named & set(required_entities(agent.config, spec.name, spec.plan)))
+    needed = set(required_entities(agent.config, spec.name, spec.plan))
+    for name, template in agent.template_graphs:  # and what its plans cannot run without:
+        if name == spec.name:  # "OD…" after "查一下 OD… 和 OD…" (``others_named``)
+            needed.update(agent.template_entities.get(template, ()))
+    return bool(line.named & needed)
 
 
 def asks_before_writing(agent: Agent, intent: str) -> bool:

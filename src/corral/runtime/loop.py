@@ -636,6 +636,30 @@ class RunLoop:
         """Ask for the value of ``slot`` with the agent's question for it (default ``ask``)."""
         self.ask(slot, self.agent.config.questions.get(slot, "ask"), counted=counted)
 
+    def others_named(self) -> str:
+        """What the reply adds when the message named more than the run did, else ``""``.
+
+        "查一下 OD… 和 OD…" to a plan that reads one order: the run answers the one it
+        took, and says so, naming the others to ask about again, instead of leaving the
+        customer to think both were looked at. Only a value the plan needs
+        (``Agent.template_entities``): one ``requires`` names is asked about first.
+        """
+        route, state = self.state.route, self.state
+        needed = self.agent.template_entities.get(route.template or "", ()) if route else ()
+        mentions = self.agent.intent.entities.mentions
+        for name in needed:
+            found = latest_mention(mentions, state.messages, name)
+            used = state.entities.get(name)
+            others = [v for v in found[1] if v != used] if found is not None else []
+            if used is not None and others:
+                joined = (", " if state.language == "en" else "、").join(others)
+                shown = {"slot": self._called(name), "used": used, "others": joined}
+                try:
+                    return self.render("others_named", shown)
+                except TemplateInvalidError:  # an agent's own text that names other values
+                    return ""
+        return ""
+
     def _called(self, slot: str | None) -> str:
         """What the user is told an entity is called: its ``label``, else its name."""
         spec = self.agent.config.entities.get(slot) if slot else None
@@ -683,19 +707,29 @@ class RunLoop:
         return elapsed
 
     def finish(
-        self, template: str, outcome: RunOutcome, extra: dict[str, Any] | None = None
+        self,
+        template: str,
+        outcome: RunOutcome,
+        extra: dict[str, Any] | None = None,
+        *,
+        note: str = "",
     ) -> None:
-        """Reply from ``template`` and finish; a reply that cannot be grounded is handed off."""
+        """Reply from ``template`` and finish; a reply that cannot be grounded is handed off.
+
+        ``note``: a line said after the reply (``others_named``).
+        """
         try:
             text = self.render(template, extra)
         except TemplateInvalidError as exc:
             self.handoff(exc.message, ErrorCode.TEMPLATE_INVALID)
             return
-        self.finish_with_text(text, outcome, template)
+        self.finish_with_text(text, outcome, template, note=note)
 
-    def finish_with_text(self, text: str, outcome: RunOutcome, template: str = "step") -> None:
+    def finish_with_text(
+        self, text: str, outcome: RunOutcome, template: str = "step", *, note: str = ""
+    ) -> None:
         """Finish with a reply already written (by a template or a reply step)."""
-        self._reply(text, template)
+        self._reply(f"{text}\n{note}" if note else text, template)
         self.journal.transition(RunStatus.FINISHED, outcome)
         self._emit_finished(RunStatus.FINISHED, outcome, None)
 

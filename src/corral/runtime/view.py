@@ -124,13 +124,24 @@ class RunControl(RunView, Protocol):
         ...
 
     def finish(
-        self, template: str, outcome: RunOutcome, extra: dict[str, Any] | None = None
+        self,
+        template: str,
+        outcome: RunOutcome,
+        extra: dict[str, Any] | None = None,
+        *,
+        note: str = "",
     ) -> None:
-        """Reply from ``template`` and finish."""
+        """Reply from ``template`` and finish (``note``: a line said after it)."""
         ...
 
-    def finish_with_text(self, text: str, outcome: RunOutcome, template: str = "step") -> None:
+    def finish_with_text(
+        self, text: str, outcome: RunOutcome, template: str = "step", *, note: str = ""
+    ) -> None:
         """Finish with a reply already written."""
+        ...
+
+    def others_named(self) -> str:
+        """A line naming the values the message gave that the run did not act on."""
         ...
 
     def handoff(

@@ -1,0 +1,79 @@
+"""A message naming more values than the run acted on is told which it did not do.
+
+Found on main: "查一下OD2611250001和OD2611200002" answered OD2611250001 and said nothing
+of OD2611200002, so the customer took both to be looked at. ``query_order`` requires no
+order id (it also lists orders by time), so two ids were not asked about; its
+``order_detail`` plan reads ``$entities.order_id`` and took the first. Asking "which
+one?" instead was tried and reverted: "两个都要" was then asked again and handed to a
+person. The run now answers the one it took and names the others to send on their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from corral import MemoryStore, Runtime, load_agent
+from corral.contracts import RunStatus
+from tests.conftest import ORDERS, ROOT
+
+
+def test_a_plan_needs_what_it_reads_without_a_question_mark(tmp_path: Path) -> None:
+    agent = load_agent(ORDERS, data_dir=tmp_path)
+    assert "order_id" in agent.template_entities["order_detail"]
+    # ``$entities.order_date?``: read when given, never a value the plan needs
+    assert agent.template_entities["order_search"] == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("查一下OD2611250001和OD2611200002", "您还提到了订单号 OD2611200002"),
+        ("check OD2611250001 and OD2611200002", "You also mentioned order number OD2611200002"),
+    ],
+)
+def test_the_order_not_looked_up_is_named_and_asked_for_on_its_own(
+    tmp_path: Path, line: str, says: str
+) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        first = await runtime.start(line, session_id="s")
+        assert first.status is RunStatus.FINISHED, first
+        answer, note = (first.reply or "").rsplit("\n", 1)
+        assert "OD2611250001" in answer and "OD2611200002" not in answer
+        assert note.startswith(says) and "OD2611250001" in note
+        # sent on its own, as the note says: the same request, of that order
+        other = await runtime.start("OD2611200002", session_id="s")
+        assert other.status is RunStatus.FINISHED, other
+        assert "OD2611200002" in (other.reply or "") and "\n" not in (other.reply or "")
+        stored = [e.payload for e in await runtime.events(first.run_id)]
+        assert any(getattr(p, "text", None) == first.reply for p in stored)  # in the log
+
+    asyncio.run(talk())
+
+
+def test_one_order_named_twice_or_once_adds_nothing(tmp_path: Path) -> None:
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        for line in ("查一下OD2611250001", "查一下 OD2611250001，就是 od2611250001 这单"):
+            done = await runtime.start(line)
+            assert done.status is RunStatus.FINISHED, done
+            assert "还提到了" not in (done.reply or ""), done.reply
+
+    asyncio.run(talk())
+
+
+def test_signal_words_a_plan_reads_optionally_may_be_several(tmp_path: Path) -> None:
+    # triage's fault plan reads ``$entities.degraded_words?``: "slow" and "some users"
+    # both say it is degraded; neither is left undone
+    agent = load_agent(ROOT / "examples" / "triage", data_dir=tmp_path)
+
+    async def talk() -> None:
+        runtime = Runtime(agent, MemoryStore())
+        done = await runtime.start("C10003 SMS delivery is slow for some users")
+        assert done.status is RunStatus.FINISHED, done
+        assert "also mentioned" not in (done.reply or "")
+
+    asyncio.run(talk())
