@@ -5,7 +5,8 @@ of OD2611200002, so the customer took both to be looked at. ``query_order`` requ
 order id (it also lists orders by time), so two ids were not asked about; its
 ``order_detail`` plan reads ``$entities.order_id`` and took the first. Asking "which
 one?" instead was tried and reverted: "两个都要" was then asked again and handed to a
-person. The run now answers the one it took and names the others to send on their own.
+person. A read now answers the one it took and names the others to send on their own;
+a write (``query_order``'s cancel plan) asks which one first, as the cancel intent does.
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ def test_a_plan_needs_what_it_reads_without_a_question_mark(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("line", "says"),
     [
-        ("查一下OD2611250001和OD2611200002", "您还提到了订单号 OD2611200002"),
-        ("check OD2611250001 and OD2611200002", "You also mentioned order number OD2611200002"),
+        (
+            "查一下OD2611250001和OD2611200002",
+            "这次只查了订单号 OD2611250001；您还提到了 OD2611200002",
+        ),
+        (
+            "check OD2611250001 and OD2611200002",
+            "This answer covers order number OD2611250001 only; you also mentioned OD2611200002",
+        ),
     ],
 )
 def test_the_order_not_looked_up_is_named_and_asked_for_on_its_own(
@@ -43,13 +50,46 @@ def test_the_order_not_looked_up_is_named_and_asked_for_on_its_own(
         assert first.status is RunStatus.FINISHED, first
         answer, note = (first.reply or "").rsplit("\n", 1)
         assert "OD2611250001" in answer and "OD2611200002" not in answer
-        assert note.startswith(says) and "OD2611250001" in note
+        assert note.startswith(says)
         # sent on its own, as the note says: the same request, of that order
         other = await runtime.start("OD2611200002", session_id="s")
         assert other.status is RunStatus.FINISHED, other
         assert "OD2611200002" in (other.reply or "") and "\n" not in (other.reply or "")
         stored = [e.payload for e in await runtime.events(first.run_id)]
         assert any(getattr(p, "text", None) == first.reply for p in stored)  # in the log
+
+    asyncio.run(talk())
+
+
+def test_an_order_not_found_still_names_the_other(tmp_path: Path) -> None:
+    # found by review: the note was the success path's only, so the order that exists
+    # went unmentioned after "没查到订单 OD9999999999"
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        done = await runtime.start("查一下OD9999999999和OD2611250001")
+        assert done.outcome == "not_found", done
+        assert "您还提到了 OD2611250001" in (done.reply or ""), done.reply
+
+    asyncio.run(talk())
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "把OD2611250001和OD2611280008的状态改成已取消",
+        "把OD2611200002和OD2611280008的状态改成已取消",
+    ],
+)
+def test_a_write_of_one_of_two_orders_asks_which_first(tmp_path: Path, line: str) -> None:
+    # found by review: query_order's cancel plan cancelled the first order, then the note
+    # said to send the second on its own, which only looked it up; nothing said it was
+    # not cancelled
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        asked = await runtime.start(line, session_id="s")
+        assert asked.status is RunStatus.AWAITING_USER, asked
+        assert "哪一个" in (asked.reply or "")
+        assert not [s for s in asked.steps if s.status.value == "succeeded"]
 
     asyncio.run(talk())
 

@@ -56,9 +56,9 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
     ),
     "done": TemplateText(zh="已处理完成。", en="Done."),
     "others_named": TemplateText(
-        zh="您还提到了{slot} {others}：这次先处理了 {used}，{others} 需要的话请再单独发一下。",
-        en="You also mentioned {slot} {others}: this answer covers {used} only. "
-        "Send {others} on its own if you need it too.",
+        zh="这次只查了{slot} {used}；您还提到了 {others}，要查的话请单独再发一下。",
+        en="This answer covers {slot} {used} only; you also mentioned {others}. "
+        "To check another one, send it on its own.",
     ),
     "not_understood": TemplateText(
         zh="不好意思，没太明白您的意思。", en="Sorry, I did not quite get that."

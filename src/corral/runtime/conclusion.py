@@ -82,17 +82,17 @@ def conclude(
     optional = _optional(loop) if failed else set()
     required = [s for s in failed if s.id not in optional]
     refusal = _refusal(loop)
+    note = loop.others_named()  # "查 A 和 B": A answered (or not found), B named to ask
     if refusal is not None:
-        loop.finish(refusal, "refused")
+        loop.finish(refusal, "refused", note=note)
     elif required:
-        _failure(loop, required[0])
+        _failure(loop, required[0], note)
     elif declined:
         cancel(loop)
     elif failed:
-        _partial(loop, steps, failed[0])
+        _partial(loop, steps, failed[0], note)
     else:
         reply = loop.state.memory.facts.get("reply")
-        note = loop.others_named()  # "查 A 和 B": A answered, B named to ask again
         if model_reply:
             loop.finish_with_text(model_reply, "success", "model", note=note)
         elif reply is not None and isinstance(reply.value, str) and reply.value:
@@ -136,7 +136,7 @@ def _optional(loop: RunControl) -> set[str]:
     return {s.id for s in _plan(loop).steps if s.on_failure == "continue"}
 
 
-def _failure(loop: RunControl, first: StepState) -> None:
+def _failure(loop: RunControl, first: StepState, note: str = "") -> None:
     """A required step failed: the plan's answer for "not found" or "unmet", else a person.
 
     A code of the user's own (not an ``ErrorCode``) is read by where the step failed: a
@@ -149,9 +149,9 @@ def _failure(loop: RunControl, first: StepState) -> None:
     own = code not in ErrorCode.__members__
     checked = own and first.result is not None and first.result.status is ToolStatus.SUCCESS
     if answer and code == ErrorCode.NO_RESULT.value:
-        loop.finish(answer, "not_found")
+        loop.finish(answer, "not_found", note=note)
     elif answer and (code == ErrorCode.SUCCESS_CRITERIA_FAILED.value or checked):
-        loop.finish(answer, "unmet")
+        loop.finish(answer, "unmet", note=note)
     else:
         if not own:
             reason_code = ErrorCode(code)
@@ -164,7 +164,7 @@ def _failure(loop: RunControl, first: StepState) -> None:
         loop.handoff(f"step {first.id} ({first.tool}) failed: {first.reason}", reason_code)
 
 
-def _partial(loop: RunControl, steps: list[StepState], first: StepState) -> None:
+def _partial(loop: RunControl, steps: list[StepState], first: StepState, note: str) -> None:
     """Only optional steps failed: say what was done and what was not.
 
     The steps that publish the reply are not listed; their text comes first. When nothing
@@ -174,13 +174,13 @@ def _partial(loop: RunControl, steps: list[StepState], first: StepState) -> None
     reply_steps = {sid for sid, step in declared.items() if "reply" in step.facts}
     succeeded = [s for s in steps if s.status is StepStatus.SUCCEEDED]
     if not succeeded:
-        _failure(loop, first)
+        _failure(loop, first, note)
         return
     done = [s for s in succeeded if s.id not in reply_steps] or succeeded
     not_done = [s for s in steps if s.status in (StepStatus.FAILED, StepStatus.BLOCKED)]
 
     try:
-        note = loop.render(
+        said = loop.render(
             "partial",
             {"done": _words(loop, declared, done), "not_done": _words(loop, declared, not_done)},
         )
@@ -189,7 +189,7 @@ def _partial(loop: RunControl, steps: list[StepState], first: StepState) -> None
         return
     reply = loop.state.memory.facts.get("reply")
     text = reply.value if reply is not None and isinstance(reply.value, str) else ""
-    loop.finish_with_text(f"{text} {note}".strip(), "partial", "partial")
+    loop.finish_with_text(f"{text} {said}".strip(), "partial", "partial", note=note)
 
 
 def cancel(loop: RunControl) -> None:

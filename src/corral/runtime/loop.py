@@ -548,6 +548,9 @@ class RunLoop:
             if decision.intent
             else []
         )
+        needed = agent.template_entities.get(decision.template or "", ())
+        if needed and self._template_writes(decision):  # never a write of the first of two
+            requires = [*requires, *(name for name in needed if name not in requires)]
         ambiguous = latest_ambiguity(agent.intent.entities.mentions, state.messages, requires)
         signal = clarification_needed(decision.missing_entities, ambiguous)
         if signal is None:
@@ -646,6 +649,8 @@ class RunLoop:
         """
         route, state = self.state.route, self.state
         needed = self.agent.template_entities.get(route.template or "", ()) if route else ()
+        if needed and self._template_writes(route):
+            return ""  # a write's plan asked which one first (``_plan_or_clarify``)
         mentions = self.agent.intent.entities.mentions
         for name in needed:
             found = latest_mention(mentions, state.messages, name)
@@ -659,6 +664,15 @@ class RunLoop:
                 except TemplateInvalidError:  # an agent's own text that names other values
                     return ""
         return ""
+
+    def _template_writes(self, decision: RouteDecision | None) -> bool:
+        """Whether the template ``decision`` took calls a write tool."""
+        if decision is None or decision.intent is None or decision.template is None:
+            return False
+        graph = self.agent.template_graphs.get((decision.intent, decision.template))
+        return graph is not None and any(
+            step.spec.policy.kind == "write" for step in graph.steps.values()
+        )
 
     def _called(self, slot: str | None) -> str:
         """What the user is told an entity is called: its ``label``, else its name."""
