@@ -94,6 +94,21 @@ def test_a_write_of_one_of_two_orders_asks_which_first(tmp_path: Path, line: str
     asyncio.run(talk())
 
 
+def test_both_asked_for_at_a_which_question_is_told_one_at_a_time(tmp_path: Path) -> None:
+    # found by review: "两个都要" met the same question word for word, then a person
+    async def talk() -> None:
+        runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())
+        await runtime.start("把OD2611250001和OD2611280008的状态改成已取消", session_id="s")
+        again = await runtime.start("两个都要", session_id="s")
+        assert again.status is RunStatus.AWAITING_USER, again
+        assert (again.reply or "").startswith("一次只能办一个订单号：")
+        chosen = await runtime.start("OD2611280008", session_id="s")
+        assert chosen.status is RunStatus.AWAITING_CONFIRM, chosen
+        assert "OD2611280008" in (chosen.reply or "")
+
+    asyncio.run(talk())
+
+
 def test_one_order_named_twice_or_once_adds_nothing(tmp_path: Path) -> None:
     async def talk() -> None:
         runtime = Runtime(load_agent(ORDERS, data_dir=tmp_path), MemoryStore())

@@ -95,7 +95,11 @@ async def test_an_answer_naming_no_value_leaves_the_ambiguity_open_never_a_guess
     assert summary.status is RunStatus.AWAITING_USER
     again = await runtime.resume(summary.run_id, answer="the second one")
     assert again.status is RunStatus.AWAITING_USER and calls == []
-    assert again.reply == "Which city do you mean: shanghai, beijing?"
+    # asked again in other words: one at a time (a "both" met the same question twice)
+    assert again.reply == (
+        "I can only take one city at a time: shanghai, beijing. Please reply with one of "
+        "them; you can send me another after it."
+    )
     last = await runtime.resume(summary.run_id, answer="whichever")
     assert last.status is RunStatus.HANDED_OFF and last.error_code == "MISSING_ARGUMENT"
     assert calls == []

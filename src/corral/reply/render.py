@@ -50,6 +50,11 @@ DEFAULT_TEMPLATES: dict[str, TemplateText] = {
         zh="您说的{slot}是哪一个：{candidates}？",
         en="Which {slot} do you mean: {candidates}?",
     ),
+    "ask_which_again": TemplateText(
+        zh="一次只能办一个{slot}：{candidates}，请回复其中一个，另一个可以办完再发我。",
+        en="I can only take one {slot} at a time: {candidates}. Please reply with one of "
+        "them; you can send me another after it.",
+    ),
     "confirm_plan": TemplateText(
         zh="这个任务共 {count} 步：{steps}。确认全部执行吗？",
         en="This takes {count} steps: {steps}. Shall I go ahead?",

@@ -571,7 +571,9 @@ class RunLoop:
             found = latest_mention(entities.mentions, state.messages, name)
             words = entities.spoken(found[0], name) if found is not None else {}
             shown = [words.get(value, value) for value in signal.candidates]  # as said
-            self.ask(name, "ask_which", {"candidates": shown})
+            # asked again ("两个都要", "both"): one at a time, said, not the same words
+            which = "ask_which" if asked == 0 else "ask_which_again"
+            self.ask(name, which, {"candidates": shown})
 
     # ------------------------------------------------------------------ plan
 
