@@ -91,8 +91,7 @@ def asks_before_writing(agent: Agent, intent: str) -> bool:
 
 def plans_a_write(agent: Agent, intent: str) -> bool:
     """Whether a plan template of ``intent`` calls a write tool: a request that acts."""
-    steps = (step for graph in _templates(agent, intent) for step in graph.steps.values())
-    return any(step.spec.policy.kind == "write" for step in steps)
+    return any(_writes(graph) for graph in _templates(agent, intent))
 
 
 def plans_only_reads(agent: Agent, intent: str, entities: Mapping[str, Any]) -> bool:
@@ -107,9 +106,18 @@ def plans_only_reads(agent: Agent, intent: str, entities: Mapping[str, Any]) -> 
         return False
     template = choose_plan(agent.config, intent, entities, agent.policy.plan_rules.get(intent))
     graph = agent.template_graphs.get((intent, template)) if template else None
-    return graph is not None and all(
-        step.spec.policy.kind != "write" for step in graph.steps.values()
-    )
+    return graph is not None and not _writes(graph)
+
+
+def template_writes(agent: Agent, intent: str | None, template: str | None) -> bool:
+    """Whether ``intent``'s plan template ``template`` calls a write tool."""
+    graph = agent.template_graphs.get((intent, template)) if intent and template else None
+    return graph is not None and _writes(graph)
+
+
+def _writes(graph: PlanGraph) -> bool:
+    """Whether a step of ``graph`` calls a write tool."""
+    return any(step.spec.policy.kind == "write" for step in graph.steps.values())
 
 
 def _templates(agent: Agent, intent: str) -> list[PlanGraph]:

@@ -52,7 +52,7 @@ from corral.planning.validate import PlanGraph, validate_plan
 from corral.reply.render import call_text, masked_args
 from corral.routing.router import required_entities, route
 from corral.runtime.conclusion import cancel
-from corral.runtime.follow import may_follow, plans_a_write
+from corral.runtime.follow import may_follow, plans_a_write, template_writes
 from corral.runtime.journal import Journal
 from corral.runtime.state import RunState
 from corral.runtime.view import Persist
@@ -549,7 +549,8 @@ class RunLoop:
             else []
         )
         needed = agent.template_entities.get(decision.template or "", ())
-        if needed and self._template_writes(decision):  # never a write of the first of two
+        # never a write of the first of two values: asked which, as for ``requires``
+        if needed and template_writes(agent, decision.intent, decision.template):
             requires = [*requires, *(name for name in needed if name not in requires)]
         ambiguous = latest_ambiguity(agent.intent.entities.mentions, state.messages, requires)
         signal = clarification_needed(decision.missing_entities, ambiguous)
@@ -650,9 +651,11 @@ class RunLoop:
         (``Agent.template_entities``): one ``requires`` names is asked about first.
         """
         route, state = self.state.route, self.state
-        needed = self.agent.template_entities.get(route.template or "", ()) if route else ()
-        if needed and self._template_writes(route):
-            return ""  # a write's plan asked which one first (``_plan_or_clarify``)
+        if route is None:
+            return ""
+        needed = self.agent.template_entities.get(route.template or "", ())
+        if not needed or template_writes(self.agent, route.intent, route.template):
+            return ""  # none, or a write's plan, which asked which one first
         mentions = self.agent.intent.entities.mentions
         for name in needed:
             found = latest_mention(mentions, state.messages, name)
@@ -666,15 +669,6 @@ class RunLoop:
                 except TemplateInvalidError:  # an agent's own text that names other values
                     return ""
         return ""
-
-    def _template_writes(self, decision: RouteDecision | None) -> bool:
-        """Whether the template ``decision`` took calls a write tool."""
-        if decision is None or decision.intent is None or decision.template is None:
-            return False
-        graph = self.agent.template_graphs.get((decision.intent, decision.template))
-        return graph is not None and any(
-            step.spec.policy.kind == "write" for step in graph.steps.values()
-        )
 
     def _called(self, slot: str | None) -> str:
         """What the user is told an entity is called: its ``label``, else its name."""
